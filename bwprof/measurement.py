@@ -1,0 +1,60 @@
+"""What a case implementation hands back to the runner: raw per-operation times, not figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: a case at one size, thread count and device (None where not used)."""
+
+    case: str
+    size_bytes: int | None = None
+    threads: int | None = None
+    device: int | None = None
+
+    def label(self) -> str:
+        from bwprof.plan import format_bytes
+
+        parts = [self.case]
+        if self.size_bytes is not None:
+            parts.append(format_bytes(self.size_bytes))
+        if self.threads is not None:
+            parts.append(f"{self.threads} threads")
+        if self.device is not None:
+            parts.append(f"gpu{self.device}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw outcome of one row: the time of one operation in each kept sample, and validation.
+
+    The runner derives median, best, CV and GB/s from `seconds_per_op` and `bytes_per_op`.
+    """
+
+    seconds_per_op: tuple[float, ...]
+    bytes_per_op: int
+    size_bytes: int
+    device: str
+    device_name: str
+    direction: str
+    memory: str
+    valid: bool
+    note: str = ""
+    threads: int | None = None
+    streams: int | None = None
+    numa_node: int | None = None
+    ops_per_sample: int = 1
+    peak_gbps: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class NotRun(Exception):
+    """Raised by a case implementation for a job that cannot run here: a row, not a failure."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status  # "skipped" or "waived"
+        self.reason = reason

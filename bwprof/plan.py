@@ -1,0 +1,196 @@
+"""What a run measures: presets, user options parsed and checked, and the frozen Plan.
+
+Every check on user input happens here, before anything is measured or written, so bad input
+fails fast with one line and leaves no half-written run folder behind.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from bwprof.cases import CaseSpec, select_cases
+from bwprof.errors import BwprofError
+
+PresetName = Literal["quick", "standard", "full"]
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+HOST_ELEMENT_BYTES = 8  # float64
+MIN_HOST_ARRAY_BYTES = 1024 * HOST_ELEMENT_BYTES
+DEFAULT_HOST_ARRAY_BYTES = (1 << 25) * HOST_ELEMENT_BYTES  # STREAM's classic 2^25 elements
+MIN_DEFAULT_HOST_ARRAY_BYTES = 32 * MiB
+HOST_ARRAYS = 3  # STREAM keeps a, b and c resident
+HOST_MEMORY_SHARE = 0.6  # never take more than this share of available memory for arrays
+
+
+@dataclass(frozen=True)
+class Preset:
+    repeats: int
+    transfer_sizes: tuple[int, ...]
+    """Transfer sizes swept by the host<->device cases (bytes)."""
+
+
+def _powers(first: int, last: int, factor: int) -> tuple[int, ...]:
+    sizes, size = [], first
+    while size <= last:
+        sizes.append(size)
+        size *= factor
+    return tuple(sizes)
+
+
+PRESETS: dict[str, Preset] = {
+    "quick": Preset(repeats=5, transfer_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB)),
+    "standard": Preset(repeats=10, transfer_sizes=_powers(4 * KiB, 1 * GiB, 4)),
+    "full": Preset(repeats=20, transfer_sizes=_powers(4 * KiB, 4 * GiB, 2)),
+}
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB, "t": 1 << 40, "tib": 1 << 40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '268435456', '256MiB', '256M' (binary) or '0.5GB' (decimal)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise BwprofError(
+            f"malformed size {text!r}; use bytes or a number with a unit, e.g. 256MiB, 1GiB, 64M"
+        )
+    value = float(match.group(1)) * _UNITS[unit]
+    if not math.isfinite(value) or value < 1:
+        raise BwprofError(f"size {text!r} is not a positive number of bytes")
+    return int(value)
+
+
+def parse_int_list(text: str, option: str) -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4), duplicates removed, order kept."""
+    values: list[int] = []
+    for token in text.split(","):
+        token = token.strip()
+        if not re.fullmatch(r"\d+", token):
+            raise BwprofError(f"{option} expects a comma-separated list of integers, got {text!r}")
+        if int(token) not in values:
+            values.append(int(token))
+    return tuple(values)
+
+
+def format_bytes(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+def default_host_array_bytes(llc_bytes: int | None) -> int:
+    """Bytes per STREAM array: at least 4x all last-level cache, whole MiB, 32 MiB at least."""
+    if not llc_bytes:
+        return DEFAULT_HOST_ARRAY_BYTES
+    wanted = max(4 * llc_bytes, MIN_DEFAULT_HOST_ARRAY_BYTES)
+    return -(-wanted // MiB) * MiB
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run will do; built once from user options and checked before any work."""
+
+    preset: str
+    cases: tuple[CaseSpec, ...]
+    repeats: int
+    """Timed repetitions per figure, including the first one, which is dropped as warm-up."""
+    threads: tuple[int, ...]
+    host_array_bytes: tuple[int, ...]
+    transfer_sizes: tuple[int, ...]
+
+    @property
+    def host_cases(self) -> tuple[CaseSpec, ...]:
+        return tuple(c for c in self.cases if c.target == "host")
+
+    @property
+    def gpu_cases(self) -> tuple[CaseSpec, ...]:
+        return tuple(c for c in self.cases if c.target == "gpu")
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "preset": self.preset,
+            "cases": [c.key for c in self.cases],
+            "repeats": self.repeats,
+            "threads": list(self.threads),
+            "host_array_bytes": list(self.host_array_bytes),
+            "transfer_sizes": list(self.transfer_sizes),
+        }
+
+
+def make_plan(
+    *,
+    preset: str = "standard",
+    cases: str | None = None,
+    repeats: int | None = None,
+    threads: str | tuple[int, ...] | None = None,
+    size: str | tuple[int, ...] | None = None,
+    usable_cpus: int,
+    llc_bytes: int | None,
+    memory_available_bytes: int | None,
+) -> Plan:
+    """Check every user option against this machine and return the Plan, or raise BwprofError."""
+    if preset not in PRESETS:
+        raise BwprofError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+    chosen = PRESETS[preset]
+    selected = select_cases(cases)
+
+    repeat_count = chosen.repeats if repeats is None else repeats
+    if repeat_count < 2:
+        raise BwprofError(
+            f"--repeats must be at least 2 (the first repetition is dropped), got {repeat_count}"
+        )
+
+    thread_counts = (
+        (usable_cpus,) if threads is None
+        else parse_int_list(threads, "--threads") if isinstance(threads, str)
+        else tuple(threads)
+    )
+    for count in thread_counts:
+        if not 1 <= count <= usable_cpus:
+            raise BwprofError(
+                f"--threads {count} is outside 1..{usable_cpus} (the CPUs this process may use)"
+            )
+
+    if size is None:
+        array_bytes: tuple[int, ...] = (default_host_array_bytes(llc_bytes),)
+    elif isinstance(size, str):
+        array_bytes = tuple(dict.fromkeys(parse_size(part) for part in size.split(",")))
+    else:
+        array_bytes = tuple(size)
+    for nbytes in array_bytes:
+        if nbytes < MIN_HOST_ARRAY_BYTES:
+            raise BwprofError(
+                f"--size {nbytes} B is too small; host arrays need at least "
+                f"{format_bytes(MIN_HOST_ARRAY_BYTES)} (1024 float64 elements)"
+            )
+    if selected and any(c.target == "host" for c in selected) and memory_available_bytes:
+        largest = max(array_bytes)
+        budget = HOST_MEMORY_SHARE * memory_available_bytes
+        if HOST_ARRAYS * largest > budget:
+            if size is not None:
+                raise BwprofError(
+                    f"--size {format_bytes(largest)} needs {format_bytes(HOST_ARRAYS * largest)} "
+                    f"for 3 arrays but only {format_bytes(memory_available_bytes)} is available; "
+                    "choose a smaller --size"
+                )
+            fitted = int(budget // HOST_ARRAYS) // MiB * MiB
+            array_bytes = (max(fitted, MIN_HOST_ARRAY_BYTES),)
+
+    return Plan(
+        preset=preset,
+        cases=selected,
+        repeats=repeat_count,
+        threads=thread_counts,
+        host_array_bytes=array_bytes,
+        transfer_sizes=chosen.transfer_sizes,
+    )

@@ -1,0 +1,50 @@
+"""Statistics over raw timed samples. Raw samples are kept; everything here derives from them."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TimingSummary:
+    n: int
+    median_s: float
+    min_s: float
+    max_s: float
+    mean_s: float
+    cv: float
+    """Coefficient of variation (sample standard deviation / mean); 0 for a single sample."""
+
+
+def summarize(seconds: Sequence[float]) -> TimingSummary:
+    """Median, best and spread of per-operation times; rejects empty or non-positive samples."""
+    if not seconds:
+        raise ValueError("no timed samples to summarize")
+    if any(not math.isfinite(s) or s <= 0 for s in seconds):
+        raise ValueError(f"timed samples must be positive and finite, got {list(seconds)!r}")
+    mean = statistics.fmean(seconds)
+    cv = statistics.stdev(seconds) / mean if len(seconds) > 1 else 0.0
+    return TimingSummary(
+        n=len(seconds),
+        median_s=statistics.median(seconds),
+        min_s=min(seconds),
+        max_s=max(seconds),
+        mean_s=mean,
+        cv=cv,
+    )
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    """GB/s with GB = 10^9 bytes."""
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    return nbytes / seconds / 1e9
+
+
+def pct_of_peak(measured_gbps: float | None, peak_gbps: float | None) -> float | None:
+    if measured_gbps is None or not peak_gbps:
+        return None
+    return 100.0 * measured_gbps / peak_gbps

@@ -1,0 +1,192 @@
+"""Host metadata: CPU, caches, memory, NUMA layout, OS and package versions.
+
+Read from Linux's /proc and /sys without extra dependencies; every field degrades to None on
+systems that lack it, so metadata never stops a run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+SYS_NODE = Path("/sys/devices/system/node")
+
+PACKAGES = ("numpy", "numba", "numba-cuda", "nvidia-ml-py", "pandas", "typer", "rich", "llvmlite")
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    level: int
+    type: str
+    size_bytes: int
+    instances: int
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    node: int
+    cpus: str
+    memory_total_bytes: int | None
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str
+    cpu_model: str
+    logical_cpus: int
+    usable_cpus: int
+    physical_cores: int | None
+    sockets: int | None
+    caches: list[CacheLevel]
+    llc_bytes_total: int | None
+    memory_total_bytes: int | None
+    memory_available_bytes: int | None
+    numa_nodes: list[NumaNode]
+    os: str
+    kernel: str
+    python: str
+    packages: dict[str, str | None] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def parse_size_suffix(text: str) -> int:
+    """Sizes as sysfs writes them: '32K', '512K', '32768K', '1M'."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
+    if not match:
+        raise ValueError(f"unrecognised size {text!r}")
+    return int(match.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2)]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (affinity), which bounds the useful thread count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    text = _read(Path("/proc/cpuinfo")) or ""
+    for key in ("model name", "Model Name", "Processor", "cpu model"):
+        match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _topology() -> tuple[int | None, int | None]:
+    cores: set[tuple[str, str]] = set()
+    packages: set[str] = set()
+    for cpu in SYS_CPU.glob("cpu[0-9]*"):
+        package = _read(cpu / "topology" / "physical_package_id")
+        core = _read(cpu / "topology" / "core_id")
+        if package is None or core is None:
+            continue
+        packages.add(package)
+        cores.add((package, core))
+    return (len(cores) or None, len(packages) or None)
+
+
+def caches(sys_cpu: Path = SYS_CPU) -> list[CacheLevel]:
+    """Every data or unified cache level, with its instance count (deduplicated by CPU sharing)."""
+    seen: dict[tuple[int, str], set[tuple[str, int]]] = {}
+    for index in sys_cpu.glob("cpu[0-9]*/cache/index[0-9]*"):
+        level, kind = _read(index / "level"), _read(index / "type")
+        size, shared = _read(index / "size"), _read(index / "shared_cpu_list")
+        if None in (level, kind, size, shared) or kind == "Instruction":
+            continue
+        try:
+            size_bytes = parse_size_suffix(size)  # type: ignore[arg-type]
+        except ValueError:
+            continue
+        seen.setdefault((int(level), kind), set()).add((shared, size_bytes))  # type: ignore[arg-type]
+    return [
+        CacheLevel(level, kind, max(size for _, size in instances), len(instances))
+        for (level, kind), instances in sorted(seen.items())
+    ]
+
+
+def llc_bytes_total(levels: list[CacheLevel]) -> int | None:
+    """Bytes of last-level cache across all of its instances (all sockets / CCXs)."""
+    if not levels:
+        return None
+    top = max(c.level for c in levels)
+    return sum(c.size_bytes * c.instances for c in levels if c.level == top)
+
+
+def meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int]:
+    text = _read(path) or ""
+    values = {}
+    for name, kib in re.findall(r"^(\w+):\s+(\d+) kB$", text, re.MULTILINE):
+        values[name] = int(kib) * 1024
+    return values
+
+
+def memory_available_bytes() -> int | None:
+    return meminfo().get("MemAvailable")
+
+
+def numa_nodes(sys_node: Path = SYS_NODE) -> list[NumaNode]:
+    nodes = []
+    for node_dir in sorted(sys_node.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+        # Per-node meminfo lines read "Node 0 MemTotal:  24563452 kB".
+        match = re.search(r"MemTotal:\s+(\d+) kB", _read(node_dir / "meminfo") or "")
+        node_total = int(match.group(1)) * 1024 if match else None
+        cpus = _read(node_dir / "cpulist") or ""
+        nodes.append(NumaNode(int(node_dir.name[4:]), cpus, node_total))
+    return nodes
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of the packages that shape a measurement; any installed CuPy wheel counts."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    cupy = sorted(
+        f"{dist.metadata['Name']}=={dist.version}"
+        for dist in metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().startswith("cupy")
+    )
+    versions["cupy"] = ", ".join(cupy) or None
+    return versions
+
+
+def host_info() -> HostInfo:
+    levels = caches()
+    cores, sockets = _topology()
+    mem = meminfo()
+    return HostInfo(
+        hostname=socket.gethostname(),
+        cpu_model=cpu_model(),
+        logical_cpus=os.cpu_count() or 1,
+        usable_cpus=usable_cpus(),
+        physical_cores=cores,
+        sockets=sockets,
+        caches=levels,
+        llc_bytes_total=llc_bytes_total(levels),
+        memory_total_bytes=mem.get("MemTotal"),
+        memory_available_bytes=mem.get("MemAvailable"),
+        numa_nodes=numa_nodes(),
+        os=platform.platform(),
+        kernel=platform.release(),
+        python=platform.python_version(),
+        packages=package_versions(),
+    )

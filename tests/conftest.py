@@ -1,0 +1,37 @@
+"""Shared fixtures: tests run without a GPU; small arrays keep them fast on two cores."""
+
+from __future__ import annotations
+
+import pytest
+
+from bwprof.plan import MiB, Plan, make_plan
+
+
+@pytest.fixture
+def small_plan() -> Plan:
+    """Host DDR cases on 1 MiB arrays, 3 repetitions, one thread."""
+    return make_plan(
+        cases="ddr_", repeats=3, threads="1", size="1MiB",
+        usable_cpus=2, llc_bytes=32 * MiB, memory_available_bytes=8 << 30,
+    )
+
+
+class FakeClock:
+    """A monotonic clock that advances by the given steps, one step per call pair."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.durations = list(durations)
+        self.now = 100.0
+        self.calls = 0
+
+    def __call__(self) -> float:
+        # Even calls start a timed region, odd calls end it after the next duration.
+        if self.calls % 2:
+            self.now += self.durations.pop(0)
+        self.calls += 1
+        return self.now
+
+
+@pytest.fixture
+def fake_clock_factory():
+    return FakeClock

@@ -1,0 +1,50 @@
+import pytest
+
+from bwprof.cases import CASES, CASES_BY_KEY, get_case, select_cases
+from bwprof.errors import BwprofError
+
+DDR_KEYS = ["ddr_copy", "ddr_scale", "ddr_add", "ddr_triad", "ddr_dot"]
+GPU_KEYS = [
+    "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
+    "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
+    "p2p_copy", "p2p_bidir",
+]
+
+
+def test_registry_holds_exactly_the_documented_keys():
+    assert [c.key for c in CASES] == DDR_KEYS + GPU_KEYS
+    assert len(CASES_BY_KEY) == len(CASES)
+
+
+def test_host_cases_count_bytes_the_stream_way():
+    weights = {"ddr_copy": 2, "ddr_scale": 2, "ddr_add": 3, "ddr_triad": 3, "ddr_dot": 2}
+    for key, arrays in weights.items():
+        case = get_case(key)
+        assert case.target == "host"
+        assert case.byte_convention == "traffic"
+        assert case.bytes_per_op(8 * 1000) == arrays * 8 * 1000
+
+
+def test_gpu_cases_need_a_gpu_and_p2p_needs_two():
+    for key in GPU_KEYS:
+        assert get_case(key).target == "gpu"
+        assert get_case(key).min_gpus >= 1
+    assert get_case("p2p_copy").min_gpus == 2
+    assert get_case("d2d_copy").byte_convention == "traffic"
+    assert get_case("h2d_pinned").byte_convention == "copy"
+
+
+def test_select_by_key_prefix_and_list_keeps_registry_order():
+    assert [c.key for c in select_cases("ddr_triad,ddr_copy")] == ["ddr_copy", "ddr_triad"]
+    assert [c.key for c in select_cases("ddr_")] == DDR_KEYS
+    assert [c.key for c in select_cases(" hbm_triad , ddr_dot ")] == ["ddr_dot", "hbm_triad"]
+    assert select_cases(None) == CASES
+
+
+def test_unknown_case_names_the_valid_keys():
+    with pytest.raises(BwprofError, match=r"unknown case or prefix 'nope'.*ddr_copy"):
+        select_cases("ddr_copy,nope")
+    with pytest.raises(BwprofError, match="empty"):
+        select_cases(" , ")
+    with pytest.raises(BwprofError, match="unknown case 'x'"):
+        get_case("x")

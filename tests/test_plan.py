@@ -1,0 +1,102 @@
+import itertools
+
+import pytest
+
+from bwprof.errors import BwprofError
+from bwprof.plan import (
+    DEFAULT_HOST_ARRAY_BYTES,
+    PRESETS,
+    GiB,
+    KiB,
+    MiB,
+    default_host_array_bytes,
+    format_bytes,
+    make_plan,
+    parse_int_list,
+    parse_size,
+)
+
+MACHINE = {"usable_cpus": 4, "llc_bytes": 32 * MiB, "memory_available_bytes": 16 * GiB}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4096", 4096), ("256MiB", 256 * MiB), ("256M", 256 * MiB), ("1GiB", GiB), ("1g", GiB),
+     ("64k", 64 * KiB), ("1.5GiB", 3 * GiB // 2), ("2GB", 2 * 10**9), ("10 MB", 10**7)],
+)
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "abc", "12Q", "-5M", "1e6", "0", "M"])
+def test_parse_size_rejects_malformed(text):
+    with pytest.raises(BwprofError, match="size"):
+        parse_size(text)
+
+
+def test_parse_int_list():
+    assert parse_int_list("1,2, 4,2", "--threads") == (1, 2, 4)
+    with pytest.raises(BwprofError, match="--threads expects"):
+        parse_int_list("1,x", "--threads")
+
+
+def test_default_host_arrays_are_at_least_four_times_the_llc():
+    assert default_host_array_bytes(32 * MiB) == 128 * MiB
+    assert default_host_array_bytes(3 * MiB + 1) >= 4 * (3 * MiB + 1)
+    assert default_host_array_bytes(1 * MiB) == 32 * MiB  # floor keeps small caches honest
+    assert default_host_array_bytes(None) == DEFAULT_HOST_ARRAY_BYTES
+
+
+def test_presets():
+    assert PRESETS["quick"].transfer_sizes == (64 * KiB, MiB, 16 * MiB, 256 * MiB)
+    standard = PRESETS["standard"].transfer_sizes
+    assert standard[0] == 4 * KiB and standard[-1] == GiB
+    assert all(b == 4 * a for a, b in itertools.pairwise(standard))
+    assert PRESETS["full"].transfer_sizes[-1] == 4 * GiB
+    assert PRESETS["standard"].repeats >= 10
+
+
+def test_make_plan_defaults():
+    plan = make_plan(**MACHINE)
+    assert plan.preset == "standard"
+    assert plan.threads == (4,)
+    assert plan.host_array_bytes == (128 * MiB,)
+    assert plan.repeats == 10
+    assert {c.key for c in plan.host_cases} == {"ddr_copy", "ddr_scale", "ddr_add",
+                                                "ddr_triad", "ddr_dot"}
+    assert plan.as_dict()["cases"][0] == "ddr_copy"
+
+
+def test_make_plan_sweeps_threads_and_sizes():
+    plan = make_plan(threads="1,2", size="8MiB,16MiB", cases="ddr_triad", **MACHINE)
+    assert plan.threads == (1, 2)
+    assert plan.host_array_bytes == (8 * MiB, 16 * MiB)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"preset": "huge"}, "unknown preset 'huge'"),
+        ({"repeats": 1}, "--repeats must be at least 2"),
+        ({"threads": "5"}, r"--threads 5 is outside 1\.\.4"),
+        ({"threads": "0"}, "--threads 0 is outside"),
+        ({"size": "4KiB"}, "too small"),
+        ({"size": "8GiB"}, "only 16 GiB is available"),
+        ({"cases": "bogus"}, "unknown case"),
+    ],
+)
+def test_make_plan_rejects_bad_input(options, message):
+    with pytest.raises(BwprofError, match=message):
+        make_plan(**{**MACHINE, **options})
+
+
+def test_default_size_shrinks_to_fit_a_small_machine():
+    plan = make_plan(usable_cpus=2, llc_bytes=256 * MiB, memory_available_bytes=1 * GiB)
+    (size,) = plan.host_array_bytes
+    assert 3 * size <= 0.6 * GiB
+
+
+def test_format_bytes():
+    assert format_bytes(256 * MiB) == "256 MiB"
+    assert format_bytes(3 * GiB // 2) == "1.5 GiB"
+    assert format_bytes(100) == "100 B"

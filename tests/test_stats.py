@@ -1,0 +1,37 @@
+import math
+
+import pytest
+
+from bwprof.stats import gbps, pct_of_peak, summarize
+
+
+def test_summarize_median_best_and_cv():
+    s = summarize([2.0, 1.0, 4.0, 3.0])
+    assert s.n == 4
+    assert s.median_s == 2.5
+    assert s.min_s == 1.0
+    assert s.max_s == 4.0
+    assert s.mean_s == 2.5
+    assert s.cv == pytest.approx(math.sqrt(5 / 3) / 2.5)
+
+
+def test_single_sample_has_zero_cv():
+    assert summarize([0.5]).cv == 0.0
+
+
+@pytest.mark.parametrize("bad", [[], [0.0], [1.0, -1.0], [float("nan")], [float("inf")]])
+def test_summarize_rejects_impossible_samples(bad):
+    with pytest.raises(ValueError):
+        summarize(bad)
+
+
+def test_gbps_is_decimal_gigabytes():
+    assert gbps(3e9, 1.5) == 2.0
+    with pytest.raises(ValueError):
+        gbps(1, 0)
+
+
+def test_pct_of_peak_needs_a_peak():
+    assert pct_of_peak(50.0, 200.0) == 25.0
+    assert pct_of_peak(50.0, None) is None
+    assert pct_of_peak(None, 10.0) is None

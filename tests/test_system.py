@@ -1,0 +1,65 @@
+from pathlib import Path
+
+from bwprof.system import (
+    caches,
+    host_info,
+    llc_bytes_total,
+    meminfo,
+    numa_nodes,
+    package_versions,
+    parse_size_suffix,
+)
+
+
+def _cache(root: Path, cpu: int, index: int, level: int, kind: str, size: str, shared: str):
+    d = root / f"cpu{cpu}" / "cache" / f"index{index}"
+    d.mkdir(parents=True)
+    for name, value in (("level", level), ("type", kind), ("size", size),
+                        ("shared_cpu_list", shared)):
+        (d / name).write_text(f"{value}\n")
+
+
+def test_caches_are_deduplicated_per_instance_and_llc_sums_sockets(tmp_path):
+    # Two sockets of two CPUs: private L1/L2, one L3 per socket.
+    for cpu in range(4):
+        _cache(tmp_path, cpu, 0, 1, "Data", "32K", str(cpu))
+        _cache(tmp_path, cpu, 1, 1, "Instruction", "32K", str(cpu))
+        _cache(tmp_path, cpu, 2, 2, "Unified", "1024K", str(cpu))
+        _cache(tmp_path, cpu, 3, 3, "Unified", "32768K", "0-1" if cpu < 2 else "2-3")
+    levels = caches(tmp_path)
+    assert [(c.level, c.type, c.size_bytes, c.instances) for c in levels] == [
+        (1, "Data", 32 << 10, 4), (2, "Unified", 1 << 20, 4), (3, "Unified", 32 << 20, 2)]
+    assert llc_bytes_total(levels) == 64 << 20
+    assert llc_bytes_total([]) is None
+
+
+def test_parse_size_suffix():
+    assert parse_size_suffix("32K") == 32768
+    assert parse_size_suffix("1M") == 1 << 20
+    assert parse_size_suffix("512") == 512
+
+
+def test_meminfo_and_numa_from_files(tmp_path):
+    (tmp_path / "meminfo").write_text("MemTotal:       1000 kB\nMemAvailable:    600 kB\n")
+    assert meminfo(tmp_path / "meminfo") == {"MemTotal": 1024000, "MemAvailable": 614400}
+    for node, cpus in ((0, "0-3"), (1, "4-7")):
+        d = tmp_path / "nodes" / f"node{node}"
+        d.mkdir(parents=True)
+        (d / "cpulist").write_text(cpus + "\n")
+        (d / "meminfo").write_text(f"Node {node} MemTotal:       2048 kB\n")
+    nodes = numa_nodes(tmp_path / "nodes")
+    assert [(n.node, n.cpus, n.memory_total_bytes) for n in nodes] == [
+        (0, "0-3", 2 << 20), (1, "4-7", 2 << 20)]
+
+
+def test_host_info_describes_this_machine():
+    info = host_info()
+    assert info.usable_cpus >= 1
+    assert info.cpu_model
+    assert info.as_dict()["packages"]["numba"]
+
+
+def test_package_versions_name_whichever_cupy_wheel_is_installed():
+    versions = package_versions()
+    assert "cupy" in versions
+    assert versions["cupy"] is None or versions["cupy"].startswith("cupy")
