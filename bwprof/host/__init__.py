@@ -1,0 +1,1 @@
+"""Host (CPU and DDR) measurements."""

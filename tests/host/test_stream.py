@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from bwprof.host import stream
+
+
+@pytest.fixture
+def arrays():
+    a, b, c = (np.empty(4096) for _ in range(3))
+    stream.fill(a, b, c, stream.INIT_A, stream.INIT_B, stream.INIT_C)
+    return a, b, c
+
+
+@pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
+@pytest.mark.parametrize("runs", [1, 3])
+def test_kernels_match_their_scalar_replay(arrays, name, runs):
+    kernel = stream.KERNELS[name]
+    for _ in range(runs):
+        kernel.run(*arrays, stream.SCALAR)
+    gold_a, gold_b, gold_c, _ = stream.gold(kernel, runs)
+    np.testing.assert_array_equal(arrays[0], gold_a)
+    np.testing.assert_array_equal(arrays[1], gold_b)
+    np.testing.assert_array_equal(arrays[2], gold_c)
+
+
+def test_every_kernel_changes_what_it_writes():
+    # Gold values differ from the start values, so a kernel that does nothing fails validation.
+    start = (stream.INIT_A, stream.INIT_B, stream.INIT_C)
+    for name in ("copy", "scale", "add", "triad"):
+        assert stream.gold(stream.KERNELS[name], 1)[:3] != start
+
+
+def test_dot(arrays):
+    total = stream.KERNELS["dot"].run(*arrays, stream.SCALAR)
+    *_, term = stream.gold(stream.KERNELS["dot"], 1)
+    assert total == pytest.approx(term * 4096, rel=1e-12)
+
+
+def test_count_mismatches_checks_every_element():
+    x = np.full(10_000, 2.0)
+    assert stream.count_mismatches(x, 2.0, 1e-12) == 0
+    x[9_999] = 2.1
+    x[0] = np.nan
+    assert stream.count_mismatches(x, 2.0, 1e-12) == 2
