@@ -1,0 +1,1 @@
+"""Result rows, files and terminal output. Nothing here touches a GPU."""

@@ -1,0 +1,84 @@
+"""Writing a run folder: results.csv and timings.csv row by row, system.json atomically.
+
+Every row is flushed as soon as it exists, so Ctrl-C, SIGTERM or a crash leaves a parseable
+CSV holding every finished row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from bwprof.errors import BwprofError
+from bwprof.report.schema import RESULT_COLUMNS, TIMING_COLUMNS, ResultRow
+
+RESULTS_FILE = "results.csv"
+TIMINGS_FILE = "timings.csv"
+SYSTEM_FILE = "system.json"
+
+
+def prepare_run_dir(path: Path) -> Path:
+    """Create the run folder, refusing a non-empty one and proving it is writable."""
+    if path.exists() and not path.is_dir():
+        raise BwprofError(f"output path {path} exists and is not a folder; choose another --out")
+    if path.is_dir() and any(path.iterdir()):
+        raise BwprofError(f"output folder {path} exists and is not empty; choose another --out")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".bwprof-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise BwprofError(
+            f"cannot write to output folder {path} ({exc.strerror or exc}); choose another --out"
+        ) from None
+    return path
+
+
+def _cell(value: object) -> object:
+    return "" if value is None else value
+
+
+class RunWriter:
+    """Appends result rows and raw timings to the run folder's CSV files as they finish."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._results: IO[str] = open(run_dir / RESULTS_FILE, "w", newline="")  # noqa: SIM115
+        self._timings: IO[str] = open(run_dir / TIMINGS_FILE, "w", newline="")  # noqa: SIM115
+        self._results_csv = csv.writer(self._results)
+        self._timings_csv = csv.writer(self._timings)
+        self._results_csv.writerow(RESULT_COLUMNS)
+        self._timings_csv.writerow(TIMING_COLUMNS)
+        self._flush()
+
+    def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None:
+        values = row.as_dict()
+        self._results_csv.writerow([_cell(values[c]) for c in RESULT_COLUMNS])
+        for index, seconds in enumerate(seconds_per_op):
+            self._timings_csv.writerow(
+                [row.run_id, row.case, row.device, row.direction, _cell(row.size_bytes),
+                 _cell(row.threads), index, repr(seconds)]
+            )
+        self._flush()
+
+    def _flush(self) -> None:
+        self._results.flush()
+        self._timings.flush()
+
+    def close(self) -> None:
+        self._results.close()
+        self._timings.close()
+
+
+def write_system_json(run_dir: Path, system: dict[str, object]) -> Path:
+    """Write system.json atomically (temp file, then rename) so it is never half-written."""
+    target = run_dir / SYSTEM_FILE
+    temp = run_dir / f".{SYSTEM_FILE}.tmp"
+    temp.write_text(json.dumps(system, indent=2, default=str) + "\n")
+    os.replace(temp, target)
+    return target

@@ -1,0 +1,46 @@
+"""pandas views of result rows, with stable column order and dtypes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.errors import BwprofError
+from bwprof.report.schema import RESULT_COLUMNS, ResultRow
+
+_INTEGER_COLUMNS = (
+    "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
+    "bytes_per_rep", "schema_version",
+)
+_FLOAT_COLUMNS = (
+    "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak",
+)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in _INTEGER_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in _FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    for column in ("note", "device", "device_name"):
+        frame[column] = frame[column].astype("string").fillna("").astype(str)
+    return frame
+
+
+def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
+    frame = pd.DataFrame([row.as_dict() for row in rows], columns=list(RESULT_COLUMNS))
+    return _typed(frame)
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """Load a results.csv written by bwprof; a file of another shape is a one-line error."""
+    try:
+        frame = pd.read_csv(path, keep_default_na=True)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BwprofError(f"cannot read {path}: {exc}") from None
+    missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
+    return _typed(frame[list(RESULT_COLUMNS)].copy())

@@ -1,0 +1,112 @@
+"""Terminal output: the progress bar while a run goes, the summary table after it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bwprof.measurement import Job
+from bwprof.plan import format_bytes
+from bwprof.report.schema import FAILED_STATUSES, ResultRow
+
+
+class RichProgress:
+    """Progress bar on stderr, one step per job, naming the job that runs now."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task = None
+
+    def start(self, total: int) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task("starting", total=total)
+
+    def job_started(self, job: Job) -> None:
+        self._progress.update(self._task, description=job.label())
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        self._progress.advance(self._task)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._progress.stop()
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _size(row: ResultRow) -> str:
+    return format_bytes(row.size_bytes) if row.size_bytes else ""
+
+
+def _where(row: ResultRow) -> str:
+    if row.threads is not None:
+        return f"{row.threads} thr"
+    return row.device
+
+
+def summary_table(rows: Sequence[ResultRow]) -> Table:
+    """Measured rows (ok or invalid), one line each, in run order."""
+    table = Table(title="bwprof results (GB/s = 1e9 bytes/s)", title_justify="left")
+    for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
+                            ("GB/s best", "right"), ("GB/s median", "right"), ("CV", "right"),
+                            ("% peak", "right"), ("status", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        if row.status not in ("ok", "invalid"):
+            continue
+        simulated = row.backend == "simulated"
+        table.add_row(
+            row.case,
+            _size(row),
+            _where(row),
+            "simulated" if simulated else _fmt(row.gbps_best, ".2f"),
+            "simulated" if simulated else _fmt(row.gbps_median, ".2f"),
+            _fmt(None if row.cv is None else 100 * row.cv, ".1f") + ("%" if row.cv is not None
+                                                                       else ""),
+            "" if simulated else _fmt(row.pct_of_peak, ".0f"),
+            row.status if row.status == "ok" else f"[bold red]{row.status}[/]",
+        )
+    return table
+
+
+def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per distinct reason for skipped or waived rows, naming the cases it covers."""
+    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        if row.status in ("skipped", "waived") and row.case not in grouped[(row.status, row.note)]:
+            grouped[(row.status, row.note)].append(row.case)
+    lines = []
+    for (status, reason), cases in grouped.items():
+        shown = ", ".join(cases) if len(cases) <= 4 else f"{', '.join(cases[:3])}, ..."
+        lines.append(f"{status} {len(cases)} case(s) ({shown}): {reason}")
+    return lines
+
+
+def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
+    return [
+        f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}"
+        for row in rows
+        if row.status in FAILED_STATUSES
+    ]
+
+
+def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
+    if any(row.status in ("ok", "invalid") for row in rows):
+        console.print(summary_table(rows))
+    for line in not_run_lines(rows):
+        console.print(line, markup=False, highlight=False)
+    for line in failure_lines(rows):
+        console.print(line, style="bold red", markup=False, highlight=False)

@@ -1,0 +1,220 @@
+"""Runs a Plan: expands cases into jobs, asks the executors for raw times, derives statistics,
+and hands every finished row to the sink at once so an interrupted run keeps what it measured.
+
+Executors (host, cuda, simulated) implement one small interface; the runner owns the loop,
+the statistics and the conversion to rows. A case that cannot run here becomes a row with a
+status and a reason; an unexpected exception becomes an `error` row and the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bwprof.cases import CaseSpec
+from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.plan import Plan
+from bwprof.report.schema import ResultRow
+from bwprof.stats import gbps, pct_of_peak, summarize
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    status: str  # skipped | waived
+    reason: str
+
+
+class Executor(Protocol):
+    backend: str
+
+    def unavailable_reason(self, case: CaseSpec) -> Unavailable | str | None: ...
+
+    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]: ...
+
+    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]: ...
+
+    def close(self) -> None: ...
+
+
+class UnavailableExecutor:
+    """Stands in for a backend this machine lacks: every case becomes one `skipped` row."""
+
+    def __init__(self, backend: str, reason: str) -> None:
+        self.backend = backend
+        self.reason = reason
+
+    def unavailable_reason(self, case: CaseSpec) -> Unavailable:
+        return Unavailable("skipped", self.reason)
+
+    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
+        return []
+
+    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        raise NotRun("skipped", self.reason)
+
+    def close(self) -> None:
+        pass
+
+
+class RowSink(Protocol):
+    def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None: ...
+
+
+class ProgressListener(Protocol):
+    def start(self, total: int) -> None: ...
+
+    def job_started(self, job: Job) -> None: ...
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None: ...
+
+
+class _NoProgress:
+    def start(self, total: int) -> None:
+        pass
+
+    def job_started(self, job: Job) -> None:
+        pass
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run_id: str
+    host: str
+
+
+def _as_unavailable(value: Unavailable | str | None) -> Unavailable | None:
+    if value is None or isinstance(value, Unavailable):
+        return value
+    return Unavailable("skipped", value)
+
+
+class Runner:
+    def __init__(
+        self,
+        plan: Plan,
+        executors: dict[str, Executor],
+        context: RunContext,
+        sink: RowSink | None = None,
+        progress: ProgressListener | None = None,
+    ) -> None:
+        self.plan = plan
+        self.executors = executors
+        self.context = context
+        self.sink = sink
+        self.progress = progress or _NoProgress()
+        self.rows: list[ResultRow] = []
+
+    def run(self) -> list[ResultRow]:
+        """Measure every case of the plan; KeyboardInterrupt propagates after the last full row."""
+        work: list[tuple[CaseSpec, Executor, Unavailable | None, list[Job]]] = []
+        for case in self.plan.cases:
+            executor = self.executors[case.target]
+            unavailable = _as_unavailable(executor.unavailable_reason(case))
+            jobs = [Job(case.key)] if unavailable else executor.jobs(case, self.plan)
+            work.append((case, executor, unavailable, jobs))
+        self.progress.start(sum(len(jobs) for *_, jobs in work))
+
+        for case, executor, unavailable, jobs in work:
+            for job in jobs:
+                self.progress.job_started(job)
+                if unavailable:
+                    rows = [self._not_run_row(case, job, executor, unavailable)]
+                    timings: list[Sequence[float]] = [()]
+                else:
+                    rows, timings = self._run_job(case, job, executor)
+                for row, seconds in zip(rows, timings, strict=True):
+                    self.rows.append(row)
+                    if self.sink is not None:
+                        self.sink.add(row, seconds)
+                self.progress.job_finished(job, rows)
+        return self.rows
+
+    def _run_job(
+        self, case: CaseSpec, job: Job, executor: Executor
+    ) -> tuple[list[ResultRow], list[Sequence[float]]]:
+        try:
+            measurements = executor.measure(case, job, self.plan)
+        except NotRun as exc:
+            why = Unavailable(exc.status, exc.reason)
+            return [self._not_run_row(case, job, executor, why)], [()]
+        except Exception as exc:  # recorded as an error row; the run goes on
+            note = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+            row = self._row(case, job, executor.backend, status="error", note=note)
+            return [row], [()]
+        rows = [self._measured_row(case, executor.backend, m) for m in measurements]
+        return rows, [m.seconds_per_op for m in measurements]
+
+    def _row(self, case: CaseSpec, job: Job, backend: str, *, status: str, note: str) -> ResultRow:
+        return ResultRow(
+            run_id=self.context.run_id,
+            host=self.context.host,
+            case=case.key,
+            backend=backend,
+            device="" if job.device is None else f"gpu{job.device}",
+            device_name="",
+            memory=case.memory,
+            direction=case.direction,
+            size_bytes=job.size_bytes,
+            threads=job.threads,
+            streams=None,
+            numa_node=None,
+            repeats=None,
+            ops_per_sample=None,
+            bytes_per_rep=None,
+            byte_convention=case.byte_convention,
+            time_median_s=None,
+            time_min_s=None,
+            gbps_median=None,
+            gbps_best=None,
+            cv=None,
+            peak_gbps=None,
+            pct_of_peak=None,
+            status=status,
+            note=note,
+        )
+
+    def _not_run_row(
+        self, case: CaseSpec, job: Job, executor: Executor, why: Unavailable
+    ) -> ResultRow:
+        return self._row(case, job, executor.backend, status=why.status, note=why.reason)
+
+    def _measured_row(self, case: CaseSpec, backend: str, m: Measurement) -> ResultRow:
+        summary = summarize(m.seconds_per_op)
+        best = gbps(m.bytes_per_op, summary.min_s)
+        return ResultRow(
+            run_id=self.context.run_id,
+            host=self.context.host,
+            case=case.key,
+            backend=backend,
+            device=m.device,
+            device_name=m.device_name,
+            memory=m.memory,
+            direction=m.direction,
+            size_bytes=m.size_bytes,
+            threads=m.threads,
+            streams=m.streams,
+            numa_node=m.numa_node,
+            repeats=summary.n,
+            ops_per_sample=m.ops_per_sample,
+            bytes_per_rep=m.bytes_per_op,
+            byte_convention=case.byte_convention,
+            time_median_s=summary.median_s,
+            time_min_s=summary.min_s,
+            gbps_median=gbps(m.bytes_per_op, summary.median_s),
+            gbps_best=best,
+            cv=summary.cv,
+            peak_gbps=m.peak_gbps,
+            pct_of_peak=pct_of_peak(best, m.peak_gbps),
+            status="ok" if m.valid else "invalid",
+            note=m.note,
+        )
+
+    def close(self) -> None:
+        for executor in self.executors.values():
+            executor.close()
+
+

@@ -1,0 +1,75 @@
+import csv
+import json
+
+import pytest
+
+from bwprof.errors import BwprofError
+from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
+from bwprof.report.frames import read_results, results_frame
+from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, ResultRow
+
+
+def make_row(**overrides) -> ResultRow:
+    values = dict(
+        run_id="r", host="h", case="ddr_triad", backend="host", device="cpu",
+        device_name="CPU, with comma", memory="ddr", direction="within", size_bytes=1024,
+        threads=2, streams=None, numa_node=None, repeats=3, ops_per_sample=1,
+        bytes_per_rep=3072, byte_convention="traffic", time_median_s=2e-6, time_min_s=1e-6,
+        gbps_median=1.536, gbps_best=3.072, cv=0.1, peak_gbps=None, pct_of_peak=None,
+        status="ok", note='a "quoted" note',
+    )
+    values.update(overrides)
+    return ResultRow(**values)
+
+
+def test_rows_are_on_disk_as_soon_as_they_are_added(tmp_path):
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(), [1e-6, 2e-6])
+    # Read back while the writer is still open: an interrupted run leaves exactly this.
+    frame = read_results(tmp_path / "results.csv")
+    assert len(frame) == 1
+    assert frame.loc[0, "device_name"] == "CPU, with comma"
+    assert frame.loc[0, "note"] == 'a "quoted" note'
+    assert frame.loc[0, "schema_version"] == SCHEMA_VERSION
+    assert frame.loc[0, "gbps_best"] == 3.072
+    with open(tmp_path / "timings.csv") as f:
+        timings = list(csv.DictReader(f))
+    assert [float(t["seconds_per_op"]) for t in timings] == [1e-6, 2e-6]
+    writer.add(make_row(case="ddr_copy", status="skipped", size_bytes=None, gbps_best=None), [])
+    writer.close()
+    frame = read_results(tmp_path / "results.csv")
+    assert list(frame["case"]) == ["ddr_triad", "ddr_copy"]
+    assert frame["size_bytes"].isna().tolist() == [False, True]
+
+
+def test_results_frame_has_every_column_in_order():
+    frame = results_frame([make_row(), make_row(threads=None)])
+    assert tuple(frame.columns) == RESULT_COLUMNS
+    assert str(frame["threads"].dtype) == "Int64"
+
+
+def test_read_results_rejects_a_foreign_csv(tmp_path):
+    path = tmp_path / "results.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(BwprofError, match="not a bwprof results file"):
+        read_results(path)
+
+
+def test_system_json_is_replaced_atomically(tmp_path):
+    write_system_json(tmp_path, {"a": 1})
+    write_system_json(tmp_path, {"a": 2})
+    assert json.loads((tmp_path / "system.json").read_text()) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["system.json"]
+
+
+def test_prepare_run_dir(tmp_path):
+    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()
+    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()  # empty folder is fine
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(BwprofError, match="exists and is not empty"):
+        prepare_run_dir(tmp_path / "full")
+    with pytest.raises(BwprofError, match="is not a folder"):
+        prepare_run_dir(tmp_path / "full" / "x")
+    with pytest.raises(BwprofError, match="cannot write to output folder"):
+        prepare_run_dir(tmp_path / "full" / "x" / "below-a-file")

@@ -1,0 +1,146 @@
+import pytest
+
+from bwprof.cases import CaseSpec, get_case
+from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.plan import make_plan
+from bwprof.runner import RunContext, Runner, Unavailable, UnavailableExecutor
+
+CONTEXT = RunContext("run-1", "box")
+
+
+class ScriptedExecutor:
+    """Returns hand-made measurements; jobs named in `fail`/`not_run` misbehave on purpose."""
+
+    backend = "host"
+
+    def __init__(self, fail=(), not_run=(), interrupt_on=None, valid=True):
+        self.fail, self.not_run, self.interrupt_on, self.valid = fail, not_run, interrupt_on, valid
+        self.closed = False
+
+    def unavailable_reason(self, case: CaseSpec):
+        return None
+
+    def jobs(self, case, plan):
+        return [Job(case.key, size_bytes=s, threads=1) for s in plan.host_array_bytes]
+
+    def measure(self, case, job, plan):
+        if job.case == self.interrupt_on:
+            raise KeyboardInterrupt
+        if job.case in self.fail:
+            raise RuntimeError("boom\nsecond line")
+        if job.case in self.not_run:
+            raise NotRun("waived", "does not apply here")
+        return [Measurement(
+            seconds_per_op=(2.0, 1.0, 4.0), bytes_per_op=case.bytes_per_op(job.size_bytes),
+            size_bytes=job.size_bytes, device="cpu", device_name="cpu", direction="within",
+            memory="ddr", valid=self.valid, note="" if self.valid else "validation failed: x",
+            threads=1, peak_gbps=None if self.valid else 1.0,
+        )]
+
+    def close(self):
+        self.closed = True
+
+
+class ListSink:
+    def __init__(self):
+        self.rows, self.timings = [], []
+
+    def add(self, row, seconds):
+        self.rows.append(row)
+        self.timings.append(list(seconds))
+
+
+def _plan(cases="ddr_"):
+    return make_plan(cases=cases, repeats=4, size="1MiB,2MiB", usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=None)
+
+
+def test_rows_carry_statistics_derived_from_raw_times():
+    sink = ListSink()
+    rows = Runner(_plan("ddr_triad"), {"host": ScriptedExecutor()}, CONTEXT, sink).run()
+    assert [r.size_bytes for r in rows] == [1 << 20, 2 << 20]
+    row = rows[0]
+    assert (row.time_median_s, row.time_min_s, row.repeats) == (2.0, 1.0, 3)
+    assert row.bytes_per_rep == 3 << 20
+    assert row.gbps_best == pytest.approx(3 * (1 << 20) / 1.0 / 1e9)
+    assert row.gbps_median == pytest.approx(3 * (1 << 20) / 2.0 / 1e9)
+    assert row.status == "ok" and row.backend == "host" and row.run_id == "run-1"
+    assert sink.rows == rows
+    assert sink.timings[0] == [2.0, 1.0, 4.0]
+
+
+def test_invalid_measurement_becomes_an_invalid_row_with_pct_of_peak():
+    (row, _) = Runner(_plan("ddr_copy"), {"host": ScriptedExecutor(valid=False)}, CONTEXT).run()
+    assert row.status == "invalid"
+    assert row.note.startswith("validation failed")
+    assert row.pct_of_peak == pytest.approx(100 * row.gbps_best / 1.0)
+
+
+def test_an_exception_becomes_an_error_row_and_the_run_goes_on():
+    executor = ScriptedExecutor(fail={"ddr_copy"}, not_run={"ddr_add"})
+    rows = Runner(_plan(), {"host": executor}, CONTEXT).run()
+    by_case = {}
+    for row in rows:
+        by_case.setdefault(row.case, []).append(row.status)
+    assert by_case["ddr_copy"] == ["error", "error"]
+    assert by_case["ddr_add"] == ["waived", "waived"]
+    assert by_case["ddr_triad"] == ["ok", "ok"]
+    error = next(r for r in rows if r.status == "error")
+    assert error.note == "RuntimeError: boom second line"
+    assert error.gbps_best is None
+
+
+def test_unavailable_backend_gives_one_skipped_row_per_case():
+    plan = make_plan(cases="ddr_copy,h2d_pinned,hbm_triad", repeats=2, usable_cpus=1,
+                     llc_bytes=None, memory_available_bytes=None, size="1MiB")
+    executors = {"host": ScriptedExecutor(), "gpu": UnavailableExecutor("cuda", "no GPU here")}
+    rows = Runner(plan, executors, CONTEXT).run()
+    gpu_rows = [r for r in rows if r.case != "ddr_copy"]
+    assert [(r.case, r.status, r.note, r.backend) for r in gpu_rows] == [
+        ("h2d_pinned", "skipped", "no GPU here", "cuda"),
+        ("hbm_triad", "skipped", "no GPU here", "cuda"),
+    ]
+
+
+def test_waived_reason_from_the_executor():
+    class Waiving(ScriptedExecutor):
+        def unavailable_reason(self, case):
+            return Unavailable("waived", "needs two GPUs")
+
+    (row,) = Runner(_plan("ddr_copy"), {"host": Waiving()}, CONTEXT).run()
+    assert (row.status, row.note, row.size_bytes) == ("waived", "needs two GPUs", None)
+
+
+def test_interrupt_keeps_finished_rows_in_the_sink():
+    sink = ListSink()
+    runner = Runner(_plan(), {"host": ScriptedExecutor(interrupt_on="ddr_add")}, CONTEXT, sink)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    assert [r.case for r in sink.rows] == ["ddr_copy", "ddr_copy", "ddr_scale", "ddr_scale"]
+    assert runner.rows == sink.rows
+
+
+def test_progress_sees_every_job():
+    events = []
+
+    class Recorder:
+        def start(self, total):
+            events.append(("start", total))
+
+        def job_started(self, job):
+            events.append(("job", job.case))
+
+        def job_finished(self, job, rows):
+            events.append(("done", len(rows)))
+
+    Runner(_plan("ddr_copy"), {"host": ScriptedExecutor()}, CONTEXT, progress=Recorder()).run()
+    assert events == [("start", 2), ("job", "ddr_copy"), ("done", 1), ("job", "ddr_copy"),
+                      ("done", 1)]
+
+
+def test_close_closes_every_executor():
+    executor = ScriptedExecutor()
+    runner = Runner(_plan("ddr_copy"), {"host": executor}, CONTEXT)
+    runner.close()
+    assert executor.closed
+    assert get_case("ddr_copy").target == "host"
