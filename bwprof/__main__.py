@@ -1,0 +1,5 @@
+import sys
+
+from bwprof.cli import main
+
+sys.exit(main())

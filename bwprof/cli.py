@@ -1,0 +1,200 @@
+"""The `bwprof` command line: thin typer commands over `bwprof.api`.
+
+BwprofError becomes `error: <one line>` and exit code 2; an interrupted run exits 130 after
+saying what it kept; invalid or failed figures exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from bwprof._version import __version__
+from bwprof.errors import BwprofError, RunInterrupted
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+app = typer.Typer(
+    name="bwprof",
+    help="Memory-bandwidth and compute/transfer-overlap profiler for GPU servers.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command("run")
+def run_command(
+    preset: Annotated[
+        str, typer.Option(help="quick | standard | full: sizes swept and repeats taken.")
+    ] = "standard",
+    cases: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated case keys or prefixes, e.g. 'ddr_' or 'ddr_triad'."),
+    ] = None,
+    repeats: Annotated[
+        int | None, typer.Option(help="Timed repetitions per figure (first dropped); >= 2.")
+    ] = None,
+    threads: Annotated[
+        str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep [default: all].")
+    ] = None,
+    size: Annotated[
+        str | None,
+        typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G [default: 4x LLC]."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+) -> None:
+    """Measure this machine and write a run folder (results.csv, timings.csv, system.json)."""
+    from bwprof import api
+    from bwprof.report.terminal import RichProgress, print_summary
+
+    out_dir = out or api.default_run_dir(api.hostname(), api.utc_now())
+    console = Console(stderr=True)
+    progress = None if quiet else RichProgress(console)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        result = api.run(
+            cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
+            out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
+        )
+    except BwprofError as exc:
+        _fail(str(exc))
+    except RunInterrupted as exc:
+        kept = exc.result.rows
+        typer.echo(
+            f"interrupted: kept {len(kept)} finished row(s) in {exc.result.run_dir}", err=True
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if progress is not None:
+            progress.stop()
+
+    if not quiet:
+        print_summary(Console(), result.rows)
+    typer.echo(f"wrote {result.run_dir}")
+    if result.failed:
+        typer.echo(
+            f"error: {len(result.failed)} figure(s) failed validation or raised; "
+            f"see the status and note columns of {result.run_dir / 'results.csv'}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("list")
+def list_command() -> None:
+    """Every case key with a one-line description and whether it can run here."""
+    from bwprof.api import case_availability
+    from bwprof.cases import CASES
+
+    availability = case_availability(CASES)
+    reasons = list(dict.fromkeys(why for why in availability.values() if why is not None))
+    width = max(len(case.key) for case in CASES)
+    typer.echo(f"{'key':<{width}}  target  bytes    here  description")
+    for case in CASES:
+        why = availability[case.key]
+        here = "yes" if why is None else f"no{reasons.index(why) + 1}"
+        typer.echo(
+            f"{case.key:<{width}}  {case.target:<6}  {case.byte_convention:<7}  {here:<4}  "
+            f"{case.description}"
+        )
+    for number, why in enumerate(reasons, start=1):
+        typer.echo(f"no{number}: {why}")
+
+
+@app.command("info")
+def info_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metadata as JSON.")] = False,
+) -> None:
+    """The host (CPU, caches, memory, NUMA, OS, versions) and the GPUs where a driver is present."""
+    from bwprof.gpu.runtime import probe
+    from bwprof.plan import format_bytes
+    from bwprof.system import host_info
+
+    host = host_info()
+    gpus = probe()
+    if as_json:
+        payload = {"host": host.as_dict(),
+                   "gpus": {"count": gpus.count, "reason": gpus.reason, "detail": gpus.detail}}
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    caches = ", ".join(
+        f"L{c.level} {format_bytes(c.size_bytes)} x{c.instances}" for c in host.caches
+    )
+    numa = "; ".join(f"node{n.node}: cpus {n.cpus}" for n in host.numa_nodes) or "unknown"
+    lines = [
+        f"host        {host.hostname}",
+        f"cpu         {host.cpu_model}",
+        f"cores       {host.physical_cores or '?'} physical, {host.logical_cpus} logical, "
+        f"{host.usable_cpus} usable, {host.sockets or '?'} socket(s)",
+        f"caches      {caches or 'unknown'}",
+        f"memory      {format_bytes(host.memory_total_bytes) if host.memory_total_bytes else '?'}"
+        f" total, {format_bytes(host.memory_available_bytes or 0)} available",
+        f"numa        {numa}",
+        f"os          {host.os}",
+        f"python      {host.python}",
+        "packages    " + ", ".join(f"{k} {v}" for k, v in host.packages.items() if v),
+        f"bwprof      {__version__}",
+        f"gpus        {gpus.count}" if gpus.count else f"gpus        none: {gpus.reason}",
+    ]
+    typer.echo("\n".join(lines))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"bwprof {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Memory-bandwidth and compute/transfer-overlap profiler for GPU servers."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the app and turns every usage error into one line and exit code 2."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="bwprof", standalone_mode=False)
+    except Exception as exc:
+        # typer's vendored click raises UsageError subclasses for bad options; they carry
+        # format_message() and exit_code. Anything else is a bug and keeps its traceback.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            return 0  # typer has already printed the help
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        typer.echo(f"error: {exc.format_message()}{where}", err=True)
+        return int(exc.exit_code)
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""GPU measurements. Only `bwprof.gpu.runtime` imports CuPy, and only when asked."""

@@ -1,0 +1,96 @@
+import json
+
+import pytest
+
+import bwprof
+from bwprof.api import case_availability
+from bwprof.cases import CASES
+from bwprof.errors import BwprofError, RunInterrupted
+from bwprof.host import stream
+from bwprof.report.frames import read_results
+
+SMALL = {"size": "1MiB", "repeats": 3, "threads": "1"}
+
+
+def test_run_returns_a_frame_and_metadata_without_writing():
+    result = bwprof.run(cases="ddr_triad,ddr_copy", **SMALL)
+    assert result.run_dir is None
+    assert list(result.results["case"]) == ["ddr_copy", "ddr_triad"]
+    assert (result.results["status"] == "ok").all()
+    assert (result.results["gbps_best"] > 0).all()
+    assert result.system["schema_version"] == 1
+    assert result.system["plan"]["cases"] == ["ddr_copy", "ddr_triad"]
+    assert result.system["gpus"]["reason"].startswith("not probed")
+    assert result.failed == []
+
+
+def test_run_writes_the_run_folder(tmp_path):
+    out = tmp_path / "run"
+    result = bwprof.run(cases="ddr_dot,h2d_pinned", out=out, command_line=["x"], **SMALL)
+    frame = read_results(out / "results.csv")
+    assert list(frame["case"]) == ["ddr_dot", "h2d_pinned"]
+    system = json.loads((out / "system.json").read_text())
+    assert system["command_line"] == ["x"]
+    assert system["finished_utc"] and system["interrupted"] is False
+    assert system["host"]["cpu_model"] == result.system["host"]["cpu_model"]
+    assert (out / "timings.csv").read_text().count("\n") == 1 + 2
+
+
+def test_gpu_cases_without_a_gpu_are_skipped_once_with_the_reason():
+    from bwprof.gpu.runtime import probe
+
+    if probe().count:
+        pytest.skip("this machine has a GPU")
+    result = bwprof.run(cases="ddr_copy,h2d_,hbm_triad", **SMALL)
+    gpu = result.results[result.results["case"] != "ddr_copy"]
+    assert list(gpu["case"]) == ["h2d_pinned", "h2d_pageable", "hbm_triad", "h2d_all"]
+    assert (gpu["status"] == "skipped").all()
+    assert gpu["note"].str.startswith("no NVIDIA driver / no CUDA device found").all()
+    assert result.failed == []
+    assert result.system["gpus"]["count"] == 0
+
+
+def test_bad_options_write_nothing(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(BwprofError):
+        bwprof.run(cases="ddr_", repeats=1, out=out)
+    assert not out.exists()
+
+
+def test_a_kernel_made_to_fail_marks_the_row_invalid(monkeypatch, tmp_path):
+    def broken(a, b, c, scalar):
+        a[:] = b + scalar * c
+        a[-1] = 0.0
+
+    monkeypatch.setitem(stream.KERNELS, "triad",
+                        stream.StreamKernel("triad", broken, stream.KERNELS["triad"].replay))
+    result = bwprof.run(cases="ddr_triad,ddr_copy", out=tmp_path / "r", **SMALL)
+    statuses = dict(zip(result.results["case"], result.results["status"], strict=True))
+    assert statuses == {"ddr_copy": "ok", "ddr_triad": "invalid"}
+    assert [r.case for r in result.failed] == ["ddr_triad"]
+
+
+def test_interrupt_keeps_finished_rows_and_marks_the_metadata(monkeypatch, tmp_path):
+    from bwprof.host.ddr import HostExecutor
+
+    real_measure = HostExecutor.measure
+
+    def measure(self, case, job, plan):
+        if case.key == "ddr_add":
+            raise KeyboardInterrupt
+        return real_measure(self, case, job, plan)
+
+    monkeypatch.setattr(HostExecutor, "measure", measure)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted) as info:
+        bwprof.run(cases="ddr_", out=out, **SMALL)
+    assert [r.case for r in info.value.result.rows] == ["ddr_copy", "ddr_scale"]
+    assert list(read_results(out / "results.csv")["case"]) == ["ddr_copy", "ddr_scale"]
+    system = json.loads((out / "system.json").read_text())
+    assert system["interrupted"] is True
+
+
+def test_case_availability_names_why_a_case_cannot_run():
+    availability = case_availability(CASES)
+    assert availability["ddr_triad"] is None
+    assert set(availability) == {c.key for c in CASES}

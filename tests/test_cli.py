@@ -1,0 +1,151 @@
+"""The command line, through typer's test runner and, for signals, as a real process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bwprof import __version__
+from bwprof.cli import app, main
+from bwprof.report.frames import read_results
+
+runner = CliRunner()
+SMALL = ["--size", "1MiB", "--repeats", "3", "--threads", "1"]
+
+
+def test_run_writes_results_and_prints_the_summary(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--cases", "ddr_triad,h2d_pinned", "--out", str(out),
+                                 *SMALL])
+    assert result.exit_code == 0, result.output
+    assert "ddr_triad" in result.output
+    assert f"wrote {out}" in result.output
+    frame = read_results(out / "results.csv")
+    assert frame.loc[0, "status"] == "ok"
+    assert json.loads((out / "system.json").read_text())["command_line"][0] == "bwprof"
+
+
+def test_quiet_prints_only_where_it_wrote(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--quiet", "--out", str(out),
+                                 *SMALL])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"wrote {out}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cases", "nope"], "unknown case or prefix 'nope'; valid cases: ddr_copy"),
+        (["--repeats", "1"], "--repeats must be at least 2"),
+        (["--threads", "999"], "--threads 999 is outside"),
+        (["--threads", "a,b"], "--threads expects"),
+        (["--size", "12Q"], "malformed size '12Q'"),
+        (["--preset", "huge"], "unknown preset 'huge'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--out", str(out), *args])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith(f"error: {message}")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_non_empty_or_unwritable_out_is_refused(tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("x")
+    result = runner.invoke(app, ["run", "--out", str(tmp_path / "busy"), *SMALL])
+    assert result.exit_code == 2
+    assert "exists and is not empty" in result.output
+    assert [p.name for p in (tmp_path / "busy").iterdir()] == ["keep.txt"]
+    result = runner.invoke(app, ["run", "--out", str(tmp_path / "busy" / "keep.txt" / "x")])
+    assert result.exit_code == 2
+    assert "cannot write to output folder" in result.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["run", "--repeats", "abc"], "Invalid value for '--repeats'"),
+     (["run", "--bogus"], "No such option: --bogus"),
+     (["frobnicate"], "No such command")],
+)
+def test_usage_errors_are_one_line_from_main(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_failed_validation_exits_1(monkeypatch, tmp_path):
+    from bwprof.host import stream
+
+    def broken(a, b, c, scalar):
+        c[:] = 0.0
+
+    monkeypatch.setitem(stream.KERNELS, "copy",
+                        stream.StreamKernel("copy", broken, stream.KERNELS["copy"].replay))
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(tmp_path / "r"),
+                                 *SMALL])
+    assert result.exit_code == 1
+    assert "invalid: ddr_copy" in result.output
+    assert "failed validation" in result.output
+
+
+def test_list_shows_every_case_and_whether_it_runs_here():
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0
+    assert "ddr_triad" in result.output and "p2p_bidir" in result.output
+    assert "yes" in result.output
+
+
+def test_info_describes_the_host():
+    result = runner.invoke(app, ["info"])
+    assert result.exit_code == 0
+    assert "cpu " in result.output and "gpus " in result.output
+    payload = json.loads(runner.invoke(app, ["info", "--json"]).output)
+    assert payload["host"]["usable_cpus"] >= 1
+
+
+def test_version():
+    assert runner.invoke(app, ["--version"]).output.strip() == f"bwprof {__version__}"
+
+
+def _start_long_run(out: Path) -> subprocess.Popen:
+    # Many repeats on small arrays: long enough to interrupt after the first rows land.
+    return subprocess.Popen(
+        [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_", "--size", "8MiB",
+         "--repeats", "400", "--threads", "1", "--quiet", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_run_keeps_finished_rows(tmp_path, signum):
+    out = tmp_path / "run"
+    process = _start_long_run(out)
+    results = out / "results.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_text().count("\n") >= 2:
+            break
+        if process.poll() is not None:
+            pytest.fail(f"run ended before it could be interrupted: {process.communicate()}")
+        time.sleep(0.02)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted: kept" in err
+    assert "Traceback" not in err
+    frame = read_results(results)
+    assert 1 <= len(frame) < 5
+    assert (frame["status"] == "ok").all()
+    assert json.loads((out / "system.json").read_text())["interrupted"] is True
