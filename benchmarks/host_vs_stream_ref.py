@@ -1,0 +1,110 @@
+"""Benchmark: bwprof's host DDR figures against the C/OpenMP STREAM reference, same machine, same run.
+
+Builds ../shared/ref/stream_ref.c with `gcc -O3 -march=native -fopenmp`, then for several rounds
+runs it and `bwprof run --cases ddr_copy,ddr_triad` alternately (both as child processes of this
+script, same array size, repeats and thread count) and compares the best figure of each over
+all rounds as a ratio. The bar is bwprof best >= 0.95 x reference best. This is a benchmark,
+not a test: it prints the ratios and exits 1 when the bar is missed.
+
+    python benchmarks/host_vs_stream_ref.py [--rounds 5] [--size 256MiB] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_REF = REPO.parent / "shared" / "ref" / "stream_ref.c"
+KERNELS = ("copy", "triad")
+BAR = 0.95
+
+
+def build_reference(source: Path, workdir: Path) -> Path:
+    if not source.is_file():
+        sys.exit(f"error: reference source {source} not found; pass --ref PATH")
+    if shutil.which("gcc") is None:
+        sys.exit("error: gcc not found; install gcc to build the reference")
+    binary = workdir / "stream_ref"
+    subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", str(source), "-o", str(binary)],
+                   check=True)
+    return binary
+
+
+def run_reference(binary: Path, elements: int, repeats: int, threads: int) -> dict[str, float]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    out = subprocess.run([str(binary), str(elements), str(repeats)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    rows = csv.DictReader(out.splitlines())
+    return {row["kernel"]: float(row["best_GBps"]) for row in rows if row["kernel"] in KERNELS}
+
+
+def run_bwprof(out: Path, size_bytes: int, repeats: int, threads: int) -> dict[str, float]:
+    subprocess.run(
+        [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_copy,ddr_triad", "--quiet",
+         "--size", str(size_bytes), "--repeats", str(repeats), "--threads", str(threads),
+         "--out", str(out)],
+        check=True, cwd=REPO, stdout=subprocess.DEVNULL,
+    )
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    if any(row["status"] != "ok" for row in rows):
+        sys.exit(f"error: bwprof rows not ok: {[(r['case'], r['status']) for r in rows]}")
+    return {row["case"].removeprefix("ddr_"): float(row["gbps_best"]) for row in rows}
+
+
+def main() -> int:
+    sys.path.insert(0, str(REPO))
+    from bwprof.plan import default_host_array_bytes, parse_size
+    from bwprof.system import caches, llc_bytes_total, usable_cpus
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", type=Path, default=DEFAULT_REF)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--size", help="bytes per array (default: bwprof's default)")
+    parser.add_argument("--threads", type=int, default=usable_cpus())
+    args = parser.parse_args()
+
+    size = parse_size(args.size) if args.size else default_host_array_bytes(
+        llc_bytes_total(caches()))
+    elements = size // 8
+    results: dict[str, dict[str, list[float]]] = {k: {"ref": [], "bwprof": []} for k in KERNELS}
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = build_reference(args.ref, Path(tmp))
+        for round_index in range(args.rounds):
+            order = ("ref", "bwprof") if round_index % 2 == 0 else ("bwprof", "ref")
+            for who in order:
+                if who == "ref":
+                    figures = run_reference(binary, elements, args.repeats, args.threads)
+                else:
+                    figures = run_bwprof(Path(tmp) / f"run{round_index}", elements * 8,
+                                         args.repeats, args.threads)
+                for kernel in KERNELS:
+                    results[kernel][who].append(figures[kernel])
+            line = ", ".join(
+                f"{k} ref {results[k]['ref'][-1]:.2f} bwprof {results[k]['bwprof'][-1]:.2f}"
+                for k in KERNELS
+            )
+            print(f"round {round_index + 1}: {line} GB/s")
+
+    print(f"\n{elements} float64 per array ({elements * 8 / 2**20:.0f} MiB), "
+          f"{args.repeats} repeats, {args.threads} threads, {args.rounds} rounds")
+    ok = True
+    for kernel in KERNELS:
+        ref, ours = max(results[kernel]["ref"]), max(results[kernel]["bwprof"])
+        ratio = ours / ref
+        ok &= ratio >= BAR
+        print(f"{kernel:>6}: reference best {ref:7.2f} GB/s, bwprof best {ours:7.2f} GB/s, "
+              f"ratio {ratio:.3f} ({'meets' if ratio >= BAR else 'MISSES'} the {BAR} bar)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
