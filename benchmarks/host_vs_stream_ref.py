@@ -1,4 +1,4 @@
-"""Benchmark: bwprof's host DDR figures against the C/OpenMP STREAM reference, same machine, same run.
+"""Benchmark: bwprof host DDR figures against the C/OpenMP STREAM reference, in one run.
 
 Builds ../shared/ref/stream_ref.c with `gcc -O3 -march=native -fopenmp`, then for several rounds
 runs it and `bwprof run --cases ddr_copy,ddr_triad` alternately (both as child processes of this
