@@ -42,3 +42,20 @@ def test_count_mismatches_checks_every_element():
     x[9_999] = 2.1
     x[0] = np.nan
     assert stream.count_mismatches(x, 2.0, 1e-12) == 2
+
+
+def test_compiled_kernels_are_cached_on_disk_for_the_next_process():
+    import subprocess
+    import sys
+
+    probe = (
+        "from bwprof.host import stream; stream.warm_up(); "
+        "kernels = [k.run for k in stream.KERNELS.values()] + [stream.fill]; "
+        "print(sum(sum(k.stats.cache_hits.values()) for k in kernels), "
+        "sum(sum(k.stats.cache_misses.values()) for k in kernels))"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True)
+    second = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                            text=True)
+    hits, misses = map(int, second.stdout.split())
+    assert (hits, misses) == (6, 0), "a second process should load every kernel from the cache"
