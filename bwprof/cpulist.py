@@ -1,0 +1,34 @@
+"""CPU lists in Linux's spelling ('0-3,8,10-11'), as sysfs, NVML affinity and taskset use."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+
+def parse_cpu_list(text: str | None) -> frozenset[int] | None:
+    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}; None for empty or malformed text."""
+    if not text or not text.strip():
+        return None
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if not match:
+            return None
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        cpus.update(range(first, last + 1))
+    return frozenset(cpus)
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """{0, 1, 2, 3, 8} -> '0-3,8'."""
+    ranges: list[str] = []
+    start = prev = None
+    for cpu in [*sorted(set(cpus)), None]:
+        if start is not None and (cpu is None or cpu != prev + 1):  # type: ignore[operator]
+            ranges.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if cpu is not None and start is None:
+            start = cpu
+        prev = cpu
+    return ",".join(ranges)

@@ -1,0 +1,69 @@
+"""Theoretical bandwidth peaks, so every measured figure can be shown as a share of what the
+hardware could do at best.
+
+Pure arithmetic on numbers that NVML (or a datasheet) reports; no GPU library is imported here.
+GB/s means 10^9 bytes per second, per direction for links.
+"""
+
+from __future__ import annotations
+
+# Usable GB/s per lane per direction after line encoding. Gen1/2 use 8b/10b, Gen3-5 128b/130b;
+# Gen6 signals PAM4 at 64 GT/s and carries 242 data bytes in every 256-byte FLIT.
+_PCIE_LANE_GBPS: dict[int, float] = {
+    1: 2.5 * 8 / 10 / 8,
+    2: 5.0 * 8 / 10 / 8,
+    3: 8.0 * 128 / 130 / 8,
+    4: 16.0 * 128 / 130 / 8,
+    5: 32.0 * 128 / 130 / 8,
+    6: 64.0 / 8 * 242 / 256,
+}
+
+# Per link, per direction. NVLink 3 halved the lanes per link but doubled their rate, and
+# NVLink 4 kept that rate with more links, so 2-4 share one figure (V100 6, A100 12, H100 18
+# links); NVLink 5 doubled it (B200: 18 links, 1.8 TB/s both directions together).
+_NVLINK_LINK_GBPS: dict[int, float] = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+
+
+def hbm_peak_gbps(max_memory_clock_mhz: float | None, bus_width_bits: int | None) -> float | None:
+    """Device-memory peak: data moves on both clock edges, bus width bits at a time.
+
+    Right for HBM, whose NVML clock is the real memory clock; GDDR boards report clocks that
+    this formula does not model exactly, so treat their figure as approximate. None when either
+    input is missing, since a made-up peak would mislead more than none.
+    """
+    if not max_memory_clock_mhz or not bus_width_bits:
+        return None
+    if max_memory_clock_mhz <= 0 or bus_width_bits <= 0:
+        return None
+    return 2 * max_memory_clock_mhz * 1e6 * bus_width_bits / 8 / 1e9
+
+
+def pcie_lane_gbps(generation: int) -> float:
+    """Usable GB/s of one PCIe lane in one direction, after line-encoding overhead.
+
+    Raises ValueError for a generation this table does not know, so a new one is added on
+    purpose rather than guessed.
+    """
+    try:
+        return _PCIE_LANE_GBPS[generation]
+    except KeyError:
+        raise ValueError(f"unknown PCIe generation {generation!r}") from None
+
+
+def pcie_peak_gbps(generation: int | None, width: int | None) -> float | None:
+    """PCIe peak per direction: lanes × lane rate. None when the link is unknown.
+
+    Protocol overhead (TLP headers, flow control) is not subtracted, so real copies reach
+    about 85-90 % of this.
+    """
+    if not generation or not width or width <= 0 or generation not in _PCIE_LANE_GBPS:
+        return None
+    return width * pcie_lane_gbps(generation)
+
+
+def nvlink_peak_gbps(version: int | None, links: int) -> float | None:
+    """NVLink peak per direction summed over the active links; None when unknown or no link."""
+    if version is None or links is None or links <= 0:
+        return None
+    rate = _NVLINK_LINK_GBPS.get(version)
+    return None if rate is None else rate * links

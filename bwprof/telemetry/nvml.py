@@ -1,0 +1,402 @@
+"""The one place bwprof talks to NVML (through nvidia-ml-py's `pynvml`).
+
+Every call goes through `Nvml.query`, which returns a default instead of raising when a
+function is unsupported on this GPU, missing from this driver or from this pynvml, or refused
+for lack of permission: unsupported is not an error, it is a field recorded as None. Without a
+driver NVML is simply off, with a one-line reason for the report.
+
+Devices are looked up by PCI bus id, because CUDA's device order can differ from NVML's
+(CUDA_DEVICE_ORDER=FASTEST_FIRST by default, and CUDA_VISIBLE_DEVICES renumbers).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import threading
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NamedTuple
+
+from bwprof.cpulist import format_cpu_list
+from bwprof.peaks import hbm_peak_gbps, nvlink_peak_gbps, pcie_peak_gbps
+
+log = logging.getLogger("bwprof.nvml")
+
+SYS_PCI_DEVICES = Path("/sys/bus/pci/devices")
+
+# nvmlDeviceGetNvLinkVersion returns the nvmlNvlinkVersion_t enum, not the version number
+# (A100 answers 5 = NVLINK_VERSION_3_1). Map each NVML_NVLINK_VERSION_* value to its major version.
+NVLINK_VERSION_FROM_ENUM: dict[int, int] = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
+
+# Fallbacks for constants, used only if an old pynvml lacks them (values from nvml.h).
+_CONSTANT_DEFAULTS: dict[str, int] = {
+    "NVML_CLOCK_SM": 1,
+    "NVML_CLOCK_MEM": 2,
+    "NVML_FEATURE_ENABLED": 1,
+    "NVML_NVLINK_MAX_LINKS": 18,
+    "NVML_AFFINITY_SCOPE_NODE": 0,
+}
+
+_INIT_REASONS: tuple[tuple[str, str], ...] = (
+    ("NVMLError_LibraryNotFound", "NVIDIA driver library not found (libnvidia-ml.so.1)"),
+    ("NVMLError_DriverNotLoaded", "NVIDIA driver not loaded"),
+    ("NVMLError_NoPermission", "no permission to use the NVIDIA driver"),
+)
+
+# Function names already reported as unsupported: each is logged once per process.
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
+_PCI_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{1,2}):(?P<device>[0-9a-f]{1,2})"
+    r"\.(?P<function>[0-7])$"
+)
+
+
+class PciAddress(NamedTuple):
+    """A PCI address, parsed once and written in each consumer's spelling."""
+
+    domain: int
+    bus: int
+    device: int
+    function: int
+
+    def cuda(self) -> str:
+        """CUDA's spelling, e.g. '0000:1B:00.0'; bwprof's canonical form."""
+        return f"{self.domain:04X}:{self.bus:02X}:{self.device:02X}.{self.function:X}"
+
+    def nvml(self) -> str:
+        """NVML's own spelling (8-digit domain), e.g. '00000000:1B:00.0'."""
+        return f"{self.domain:08X}:{self.bus:02X}:{self.device:02X}.{self.function:X}"
+
+    def sysfs(self) -> str:
+        """The directory name under /sys/bus/pci/devices, e.g. '0000:1b:00.0'."""
+        return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
+
+
+def parse_pci_bus_id(bus_id: str) -> PciAddress:
+    """Parse 'DDDD:BB:DD.F' in any case, with a 4- or 8-digit domain or none (domain 0)."""
+    match = _PCI_RE.match(bus_id.strip().lower())
+    if not match:
+        raise ValueError(f"not a PCI bus id: {bus_id!r} (expected e.g. 0000:1B:00.0)")
+    return PciAddress(
+        int(match["domain"] or "0", 16),
+        int(match["bus"], 16),
+        int(match["device"], 16),
+        int(match["function"], 16),
+    )
+
+
+def set_bits(words: Iterable[int], bits_per_word: int = 64) -> list[int]:
+    """Indices of the set bits in NVML's bitmask arrays (word 0 holds bits 0-63)."""
+    return [
+        index * bits_per_word + bit
+        for index, word in enumerate(words)
+        for bit in range(bits_per_word)
+        if (int(word) >> bit) & 1
+    ]
+
+
+def cpu_list_from_mask_words(words: Iterable[int], bits_per_word: int = 64) -> str:
+    """Turn affinity bitmask words (word 0 holds CPUs 0-63) into a list like '0-31,64-95'.
+
+    The same spelling Linux uses in cpulist files, so it can be compared or passed to taskset.
+    """
+    return format_cpu_list(set_bits(words, bits_per_word))
+
+
+def cuda_version_string(version: int | None) -> str | None:
+    """NVML's CUDA driver version integer (12040) as '12.4'."""
+    if not version or version <= 0:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def _text(value: object) -> object:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _nonnegative(value: object) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+class Nvml:
+    """Lazily initialised NVML session; safe to use when there is no driver at all.
+
+    `module` replaces `pynvml` (tests pass a fake); `sysfs_pci_root` replaces
+    /sys/bus/pci/devices for the NUMA fallback.
+    """
+
+    def __init__(
+        self, module: Any = None, *, sysfs_pci_root: Path = SYS_PCI_DEVICES
+    ) -> None:
+        self._module = module
+        self._sysfs_pci_root = sysfs_pci_root
+        self._lock = threading.Lock()
+        self._tried = False
+        self._initialised = False
+        self.reason: str | None = None
+
+    # -- session -------------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """Initialise NVML on first use; False (with `reason` set) when it cannot be used."""
+        with self._lock:
+            if not self._tried:
+                self._tried = True
+                self.reason = self._init()
+                self._initialised = self.reason is None
+                if self.reason:
+                    log.info(self.reason)
+            return self._initialised
+
+    def _init(self) -> str | None:
+        if self._module is None:
+            try:
+                with warnings.catch_warnings():
+                    # The deprecated `pynvml` shim package warns on import; nvidia-ml-py does not.
+                    warnings.simplefilter("ignore", FutureWarning)
+                    self._module = importlib.import_module("pynvml")
+            except ImportError:
+                return "NVML unavailable: nvidia-ml-py is not installed (import pynvml failed)"
+        base = getattr(self._module, "NVMLError", None)
+        try:
+            self._module.nvmlInit()
+        except Exception as err:  # classified below; anything else is re-raised
+            if base is None or not isinstance(err, (base, OSError)):
+                raise
+            for name, text in _INIT_REASONS:
+                cls = getattr(self._module, name, None)
+                if cls is not None and isinstance(err, cls):
+                    return f"NVML unavailable: {text}"
+            detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+            return f"NVML unavailable: {detail}"
+        return None
+
+    def shutdown(self) -> None:
+        """Release NVML if this object initialised it; a later call initialises it again."""
+        with self._lock:
+            if self._initialised:
+                try:
+                    self._module.nvmlShutdown()
+                except self._module.NVMLError as err:
+                    log.info("nvmlShutdown failed: %s", err)
+            self._initialised = False
+            self._tried = False
+
+    @property
+    def module(self) -> ModuleType | Any:
+        """The pynvml module in use (None before the first `available()`)."""
+        return self._module
+
+    def constant(self, name: str) -> int:
+        """An NVML constant from pynvml, falling back to nvml.h's value for old pynvml."""
+        return getattr(self._module, name, _CONSTANT_DEFAULTS.get(name))
+
+    # -- the one query function ----------------------------------------------------------------
+
+    def query(self, function_name: str, *args: object, default: Any = None) -> Any:
+        """Call `pynvml.<function_name>(*args)`; `default` when NVML cannot answer.
+
+        Unsupported, missing (older driver or pynvml), refused and unknown errors all give
+        `default`; each function name is logged once per process at INFO on logger
+        "bwprof.nvml". Bytes results are decoded to str.
+        """
+        if not self.available():
+            return default
+        try:
+            function = getattr(self._module, function_name)
+        except AttributeError:
+            self._report(function_name, "not in this pynvml", default)
+            return default
+        try:
+            result = function(*args)
+        except self._module.NVMLError as err:
+            self._report(function_name, str(err) or type(err).__name__, default)
+            return default
+        return _text(result)
+
+    @staticmethod
+    def _report(function_name: str, why: str, default: object) -> None:
+        with _reported_lock:
+            if function_name in _reported:
+                return
+            _reported.add(function_name)
+        log.info("NVML %s unavailable here (%s); recording %r", function_name, why, default)
+
+    # -- devices -------------------------------------------------------------------------------
+
+    def gpu_count(self) -> int:
+        """GPUs NVML sees (all of them, regardless of CUDA_VISIBLE_DEVICES); 0 without NVML."""
+        return int(self.query("nvmlDeviceGetCount", default=0) or 0)
+
+    def handle_by_index(self, index: int) -> Any:
+        """NVML handle by NVML's index (which need not match CUDA's); None if unavailable."""
+        return self.query("nvmlDeviceGetHandleByIndex", index)
+
+    def handle_by_pci_bus_id(self, bus_id: str) -> Any:
+        """NVML handle for the GPU at a PCI bus id as CUDA reports it ('0000:1B:00.0').
+
+        Raises ValueError for text that is not a bus id; None when NVML has no such device.
+        """
+        address = parse_pci_bus_id(bus_id)
+        return self.query("nvmlDeviceGetHandleByPciBusId", address.nvml())
+
+    def device_metadata(self, handle: Any) -> dict[str, object]:
+        """Static facts about one GPU, units in the key names; None where NVML cannot say."""
+        q = self.query
+        pci = q("nvmlDeviceGetPciInfo", handle)
+        pci_bus_id = None
+        if pci is not None:
+            try:
+                pci_bus_id = parse_pci_bus_id(str(_text(pci.busId))).cuda()
+            except (AttributeError, ValueError):
+                pci_bus_id = None
+        memory = q("nvmlDeviceGetMemoryInfo", handle)
+
+        mem_clock = q("nvmlDeviceGetMaxClockInfo", handle, self.constant("NVML_CLOCK_MEM"))
+        bus_width = q("nvmlDeviceGetMemoryBusWidth", handle)
+        gen_max = q("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)
+        gen_max_system = q("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        if gen_max is None:
+            gen_max = gen_max_system
+        width_max = q("nvmlDeviceGetMaxPcieLinkWidth", handle)
+
+        cuda_version = q("nvmlSystemGetCudaDriverVersion_v2")
+        if cuda_version is None:
+            cuda_version = q("nvmlSystemGetCudaDriverVersion")
+        ecc = q("nvmlDeviceGetEccMode", handle)
+        power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
+        links_up, nvlink_version = self._nvlink(handle)
+
+        return {
+            "name": q("nvmlDeviceGetName", handle),
+            "uuid": q("nvmlDeviceGetUUID", handle),
+            "pci_bus_id": pci_bus_id,
+            "memory_total_bytes": getattr(memory, "total", None),
+            "memory_bus_width_bits": bus_width,
+            "memory_clock_max_mhz": mem_clock,
+            "sm_clock_max_mhz": q(
+                "nvmlDeviceGetMaxClockInfo", handle, self.constant("NVML_CLOCK_SM")
+            ),
+            "pcie_gen_current": q("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            "pcie_gen_max": gen_max,
+            "pcie_gen_max_system": gen_max_system,
+            "pcie_width_current": q("nvmlDeviceGetCurrPcieLinkWidth", handle),
+            "pcie_width_max": width_max,
+            "numa_node": self._numa_node(handle, pci_bus_id),
+            "gpu_numa_node": _nonnegative(q("nvmlDeviceGetNumaNodeId", handle)),
+            "cpu_affinity": self._cpu_affinity(handle),
+            "driver_version": q("nvmlSystemGetDriverVersion"),
+            "cuda_driver_version": cuda_version_string(cuda_version),
+            "vbios_version": q("nvmlDeviceGetVbiosVersion", handle),
+            "ecc_mode_current": (
+                None if not ecc else ecc[0] == self.constant("NVML_FEATURE_ENABLED")
+            ),
+            "power_limit_w": None if power_mw is None else power_mw / 1000,
+            "nvlink_links_up": links_up,
+            "nvlink_version": nvlink_version,
+            "peak_hbm_gbps": hbm_peak_gbps(mem_clock, bus_width),
+            "peak_pcie_gbps": pcie_peak_gbps(gen_max, width_max),
+            "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links_up),
+        }
+
+    def _nvlink(self, handle: Any) -> tuple[int, int | None]:
+        """Active links and the major NVLink version of the first one (None without NVLink)."""
+        enabled = self.constant("NVML_FEATURE_ENABLED")
+        first_active = None
+        links_up = 0
+        for link in range(self.constant("NVML_NVLINK_MAX_LINKS")):
+            # NotSupported (no NVLink) or InvalidArgument (past the GPU's last link) ends it.
+            state = self.query("nvmlDeviceGetNvLinkState", handle, link)
+            if state is None:
+                break
+            if state == enabled:
+                links_up += 1
+                if first_active is None:
+                    first_active = link
+        if first_active is None:
+            return links_up, None
+        raw = self.query("nvmlDeviceGetNvLinkVersion", handle, first_active)
+        return links_up, NVLINK_VERSION_FROM_ENUM.get(raw) if raw is not None else None
+
+    def _numa_node(self, handle: Any, pci_bus_id: str | None) -> int | None:
+        """The host NUMA node nearest the GPU: NVML's memory affinity, else sysfs.
+
+        Not nvmlDeviceGetNumaNodeId: that is the GPU memory's own node on coherent platforms
+        (Grace Hopper), kept as `gpu_numa_node`.
+        """
+        words = self.query(
+            "nvmlDeviceGetMemoryAffinity", handle, 1, self.constant("NVML_AFFINITY_SCOPE_NODE")
+        )
+        if words is not None:
+            nodes = set_bits(list(words))
+            if len(nodes) == 1:
+                return nodes[0]
+        if pci_bus_id is None:
+            return None
+        path = self._sysfs_pci_root / parse_pci_bus_id(pci_bus_id).sysfs() / "numa_node"
+        try:
+            return _nonnegative(int(path.read_text().strip()))
+        except (OSError, ValueError):
+            return None
+
+    def _cpu_affinity(self, handle: Any) -> str | None:
+        words_needed = max(1, ((os.cpu_count() or 1) + 63) // 64)
+        words = self.query("nvmlDeviceGetCpuAffinity", handle, words_needed)
+        if words is None:
+            return None
+        return cpu_list_from_mask_words(list(words)) or None
+
+
+_default: Nvml | None = None
+_default_lock = threading.Lock()
+
+
+def get_nvml() -> Nvml:
+    """The process-wide NVML session that the rest of bwprof shares."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Nvml()
+        return _default
+
+
+def available() -> bool:
+    return get_nvml().available()
+
+
+def reason() -> str | None:
+    """Why NVML is off (None when it works or was not tried yet)."""
+    nvml = get_nvml()
+    nvml.available()
+    return nvml.reason
+
+
+def query(function_name: str, *args: object, default: Any = None) -> Any:
+    return get_nvml().query(function_name, *args, default=default)
+
+
+def shutdown() -> None:
+    get_nvml().shutdown()
+
+
+def gpu_count() -> int:
+    return get_nvml().gpu_count()
+
+
+def handle_by_index(index: int) -> Any:
+    return get_nvml().handle_by_index(index)
+
+
+def handle_by_pci_bus_id(bus_id: str) -> Any:
+    return get_nvml().handle_by_pci_bus_id(bus_id)
+
+
+def device_metadata(handle: Any) -> dict[str, object]:
+    return get_nvml().device_metadata(handle)

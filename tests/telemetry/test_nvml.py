@@ -1,0 +1,329 @@
+"""The NVML layer without a GPU: fake pynvml scenarios, plus the real pynvml on this machine."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from bwprof import peaks
+from bwprof.telemetry import nvml as nvml_module
+from bwprof.telemetry.nvml import (
+    NVLINK_VERSION_FROM_ENUM,
+    Nvml,
+    cpu_list_from_mask_words,
+    cuda_version_string,
+    parse_pci_bus_id,
+)
+from tests.telemetry.fakes import fake_pynvml, h200_functions, raises
+
+# -- initialisation -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (pynvml.NVMLError_LibraryNotFound, "library not found"),
+        (pynvml.NVMLError_DriverNotLoaded, "driver not loaded"),
+        (pynvml.NVMLError_NoPermission, "no permission"),
+        (pynvml.NVMLError_Unknown, "Unknown Error"),
+    ],
+)
+def test_init_failure_turns_telemetry_off_with_one_line_reason(error, words) -> None:
+    fake = fake_pynvml(nvmlInit=raises(error), nvmlDeviceGetCount=lambda: 4)
+    nvml = Nvml(fake)
+    assert nvml.available() is False
+    assert nvml.reason is not None
+    assert nvml.reason.startswith("NVML unavailable: ")
+    assert words in nvml.reason
+    assert "\n" not in nvml.reason
+    # Everything else degrades to defaults without calling into NVML.
+    assert nvml.gpu_count() == 0
+    assert nvml.query("nvmlDeviceGetCount", default=-1) == -1
+    assert nvml.handle_by_pci_bus_id("0000:1B:00.0") is None
+    assert [name for name, _ in fake.calls] == ["nvmlInit"]
+
+
+def test_missing_pynvml_is_a_reason_not_an_exception(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+    nvml = Nvml()
+    assert nvml.available() is False
+    assert "nvidia-ml-py" in (nvml.reason or "")
+
+
+def test_init_runs_once_and_shutdown_only_when_initialised(h200) -> None:
+    nvml, fake = h200
+    nvml.shutdown()  # never initialised: nothing to release
+    assert nvml.available() and nvml.available()
+    assert nvml.reason is None
+    assert nvml.gpu_count() == 1
+    nvml.shutdown()
+    names = [name for name, _ in fake.calls]
+    assert names.count("nvmlInit") == 1
+    assert names.count("nvmlShutdown") == 1
+
+    failed = fake_pynvml(nvmlInit=raises(pynvml.NVMLError_DriverNotLoaded))
+    off = Nvml(failed)
+    off.available()
+    off.shutdown()
+    assert [name for name, _ in failed.calls] == ["nvmlInit"]
+
+
+def test_real_pynvml_without_driver_is_off_with_a_reason() -> None:
+    nvml = Nvml()
+    if nvml.available():
+        nvml.shutdown()
+        pytest.skip("an NVIDIA driver is present on this machine")
+    reason = (nvml.reason or "").lower()
+    assert "driver" in reason or "library" in reason
+    assert "\n" not in reason
+    assert nvml.gpu_count() == 0
+    assert nvml.device_metadata(None)["peak_hbm_gbps"] is None
+
+
+# -- query ----------------------------------------------------------------------------------------
+
+
+def test_query_unsupported_returns_default_and_logs_once(caplog) -> None:
+    fake = fake_pynvml(nvmlDeviceGetMemoryBusWidth=raises(pynvml.NVMLError_NotSupported))
+    nvml = Nvml(fake)
+    with caplog.at_level(logging.INFO, logger="bwprof.nvml"):
+        assert nvml.query("nvmlDeviceGetMemoryBusWidth", "h", default=-1) == -1
+        assert nvml.query("nvmlDeviceGetMemoryBusWidth", "h") is None
+    records = [r for r in caplog.records if "nvmlDeviceGetMemoryBusWidth" in r.getMessage()]
+    assert len(records) == 1
+    assert records[0].name == "bwprof.nvml"
+    assert records[0].levelno == logging.INFO
+    assert "Not Supported" in records[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pynvml.NVMLError_FunctionNotFound,
+        pynvml.NVMLError_NoPermission,
+        pynvml.NVMLError_InvalidArgument,
+        pynvml.NVMLError_Unknown,
+        pynvml.NVMLError_GpuIsLost,
+    ],
+)
+def test_query_every_nvml_error_gives_default(error) -> None:
+    nvml = Nvml(fake_pynvml(nvmlDeviceGetPowerUsage=raises(error)))
+    assert nvml.query("nvmlDeviceGetPowerUsage", "h", default=0) == 0
+
+
+def test_query_function_missing_from_pynvml_gives_default(caplog) -> None:
+    nvml = Nvml(fake_pynvml())
+    with caplog.at_level(logging.INFO, logger="bwprof.nvml"):
+        assert nvml.query("nvmlGpmMetricsGet", default="none") == "none"
+        assert nvml.query("nvmlGpmMetricsGet", default="none") == "none"
+    assert sum("nvmlGpmMetricsGet" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_query_decodes_bytes_and_passes_other_values_through() -> None:
+    nvml = Nvml(fake_pynvml(nvmlSystemGetDriverVersion=lambda: b"550.54.15",
+                            nvmlDeviceGetMemoryBusWidth=lambda h: 6144))
+    assert nvml.query("nvmlSystemGetDriverVersion") == "550.54.15"
+    assert nvml.query("nvmlDeviceGetMemoryBusWidth", "h") == 6144
+
+
+def test_query_does_not_hide_programming_errors() -> None:
+    def broken(_handle: object) -> int:
+        raise TypeError("wrong arguments")
+
+    with pytest.raises(TypeError):
+        Nvml(fake_pynvml(nvmlDeviceGetMemoryBusWidth=broken)).query(
+            "nvmlDeviceGetMemoryBusWidth", "h"
+        )
+
+
+# -- device lookup --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bus_id", ["0000:1B:00.0", "0000:1b:00.0", "00000000:1B:00.0", "1b:00.0", " 0000:1B:00.0\n"]
+)
+def test_handle_by_pci_bus_id_accepts_cuda_and_nvml_spellings(h200, bus_id: str) -> None:
+    nvml, fake = h200
+    assert nvml.handle_by_pci_bus_id(bus_id) == "h200"
+    assert ("nvmlDeviceGetHandleByPciBusId", ("00000000:1B:00.0",)) in fake.calls
+
+
+def test_handle_by_pci_bus_id_unknown_device_is_none_and_bad_text_raises(h200) -> None:
+    nvml, _ = h200
+    assert nvml.handle_by_pci_bus_id("0000:3D:00.0") is None
+    with pytest.raises(ValueError, match="PCI bus id"):
+        nvml.handle_by_pci_bus_id("GPU-0")
+
+
+def test_handle_by_index(h200) -> None:
+    nvml, _ = h200
+    assert nvml.handle_by_index(0) == "h200"
+    assert nvml.handle_by_index(7) is None
+
+
+def test_parse_pci_bus_id_spellings() -> None:
+    address = parse_pci_bus_id("00000000:1B:00.0")
+    assert address == (0, 0x1B, 0, 0)
+    assert address.cuda() == "0000:1B:00.0"
+    assert address.nvml() == "00000000:1B:00.0"
+    assert address.sysfs() == "0000:1b:00.0"
+    assert parse_pci_bus_id("10000:e1:1f.7").sysfs() == "10000:e1:1f.7"  # VMD domains
+
+
+# -- metadata -------------------------------------------------------------------------------------
+
+
+def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
+    nvml, _ = h200
+    meta = nvml.device_metadata(nvml.handle_by_pci_bus_id("0000:1B:00.0"))
+    assert meta == {
+        "name": "NVIDIA H200",
+        "uuid": "GPU-12345678-1234-1234-1234-123456789abc",
+        "pci_bus_id": "0000:1B:00.0",
+        "memory_total_bytes": 150754820096,
+        "memory_bus_width_bits": 6144,
+        "memory_clock_max_mhz": 3201,
+        "sm_clock_max_mhz": 1980,
+        "pcie_gen_current": 5,
+        "pcie_gen_max": 5,
+        "pcie_gen_max_system": 5,
+        "pcie_width_current": 16,
+        "pcie_width_max": 16,
+        "numa_node": 1,
+        "gpu_numa_node": None,
+        "cpu_affinity": "0-31,64-95",
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+        "vbios_version": "96.00.89.00.01",
+        "ecc_mode_current": True,
+        "power_limit_w": 700.0,
+        "nvlink_links_up": 18,
+        "nvlink_version": 4,
+        "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6144),
+        "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
+        "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
+    }
+    assert meta["peak_hbm_gbps"] == pytest.approx(4917, rel=1e-3)
+    assert meta["peak_pcie_gbps"] == pytest.approx(63.0, rel=1e-3)
+    assert meta["peak_nvlink_gbps"] == pytest.approx(450.0)
+
+
+def test_pcie_gpu_without_newer_functions_uses_fallbacks(tmp_path: Path) -> None:
+    """Older driver/pynvml: no GPU-max PCIe gen, no CUDA v2 call, no memory affinity, no NVLink."""
+    functions = h200_functions()
+    for name in ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlSystemGetCudaDriverVersion_v2",
+                 "nvmlDeviceGetMemoryAffinity", "nvmlDeviceGetNumaNodeId"):
+        del functions[name]
+    functions["nvmlDeviceGetMaxPcieLinkGeneration"] = lambda h: 4
+    functions["nvmlSystemGetCudaDriverVersion"] = lambda: 12080
+    functions["nvmlDeviceGetNvLinkState"] = raises(pynvml.NVMLError_NotSupported)
+    functions["nvmlDeviceGetMemoryBusWidth"] = raises(pynvml.NVMLError_NotSupported)
+    functions["nvmlDeviceGetEccMode"] = lambda h: [0, 0]
+    device = tmp_path / "0000:1b:00.0"
+    device.mkdir()
+    (device / "numa_node").write_text("0\n")
+
+    nvml = Nvml(fake_pynvml(**functions), sysfs_pci_root=tmp_path)
+    meta = nvml.device_metadata("h200")
+    assert meta["pcie_gen_max"] == 4
+    assert meta["pcie_gen_max_system"] == 4
+    assert meta["peak_pcie_gbps"] == pytest.approx(31.5, rel=1e-3)
+    assert meta["cuda_driver_version"] == "12.8"
+    assert meta["numa_node"] == 0
+    assert meta["memory_bus_width_bits"] is None
+    assert meta["peak_hbm_gbps"] is None
+    assert meta["ecc_mode_current"] is False
+    assert meta["nvlink_links_up"] == 0
+    assert meta["nvlink_version"] is None
+    assert meta["peak_nvlink_gbps"] is None
+
+
+def test_sysfs_numa_minus_one_means_unknown(tmp_path: Path) -> None:
+    functions = h200_functions()
+    del functions["nvmlDeviceGetMemoryAffinity"]
+    device = tmp_path / "0000:1b:00.0"
+    device.mkdir()
+    (device / "numa_node").write_text("-1\n")
+    nvml = Nvml(fake_pynvml(**functions), sysfs_pci_root=tmp_path)
+    assert nvml.device_metadata("h200")["numa_node"] is None
+    missing = Nvml(fake_pynvml(**functions), sysfs_pci_root=tmp_path / "nowhere")
+    assert missing.device_metadata("h200")["numa_node"] is None
+
+
+def test_nvlink_counts_only_enabled_links(h200) -> None:
+    nvml, fake = h200
+
+    def state(_handle: str, link: int) -> int:
+        if link >= 12:
+            raise pynvml.NVMLError_InvalidArgument()
+        return pynvml.NVML_FEATURE_DISABLED if link in (0, 5) else pynvml.NVML_FEATURE_ENABLED
+
+    fake.nvmlDeviceGetNvLinkState = state
+    fake.nvmlDeviceGetNvLinkVersion = lambda h, link: (
+        pynvml.NVML_NVLINK_VERSION_3_1 if link == 1 else pynvml.NVML_NVLINK_VERSION_INVALID
+    )
+    meta = nvml.device_metadata("h200")
+    assert meta["nvlink_links_up"] == 10
+    assert meta["nvlink_version"] == 3  # read from link 1, the first active one
+    assert meta["peak_nvlink_gbps"] == pytest.approx(250.0)
+
+
+def test_nvlink_enum_table_matches_pynvml_constants() -> None:
+    constants = {
+        name: value for name, value in vars(pynvml).items()
+        if name.startswith("NVML_NVLINK_VERSION_") and name != "NVML_NVLINK_VERSION_INVALID"
+    }
+    assert constants, "pynvml no longer defines NVML_NVLINK_VERSION_*"
+    for name, value in constants.items():
+        major = int(name.removeprefix("NVML_NVLINK_VERSION_").split("_")[0])
+        assert NVLINK_VERSION_FROM_ENUM[value] == major, name
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ([0xFFFFFFFF, 0xFFFFFFFF], "0-31,64-95"),
+        ([0b1011], "0-1,3"),
+        ([1 << 5], "5"),
+        ([1 << 63, 1], "63-64"),
+        ([0, 0], ""),
+        ([], ""),
+        ([0xFFFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF], "0-127"),
+        ([0x5555], "0,2,4,6,8,10,12,14"),
+    ],
+)
+def test_cpu_list_from_mask_words(words: list[int], expected: str) -> None:
+    assert cpu_list_from_mask_words(words) == expected
+
+
+def test_cpu_list_from_32_bit_words() -> None:
+    assert cpu_list_from_mask_words([0x80000000, 1], bits_per_word=32) == "31-32"
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [(12040, "12.4"), (12080, "12.8"), (13000, "13.0"), (11020, "11.2"), (0, None), (None, None)],
+)
+def test_cuda_version_string(version: int | None, expected: str | None) -> None:
+    assert cuda_version_string(version) == expected
+
+
+def test_module_level_functions_share_one_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = fake_pynvml(**h200_functions())
+    monkeypatch.setattr(nvml_module, "_default", Nvml(fake))
+    assert nvml_module.available()
+    assert nvml_module.reason() is None
+    assert nvml_module.gpu_count() == 1
+    handle = nvml_module.handle_by_pci_bus_id("0000:1b:00.0")
+    assert nvml_module.device_metadata(handle)["name"] == "NVIDIA H200"
+    assert nvml_module.handle_by_index(0) == handle
+    assert nvml_module.query("nvmlDeviceGetMemoryBusWidth", handle) == 6144
+    nvml_module.shutdown()
+    assert [name for name, _ in fake.calls].count("nvmlInit") == 1

@@ -1,0 +1,22 @@
+import pytest
+
+from bwprof.cpulist import format_cpu_list, parse_cpu_list
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("0-3,8,10-11", {0, 1, 2, 3, 8, 10, 11}), ("5", {5}), (" 0-1 ", {0, 1})],
+)
+def test_round_trip(text, cpus):
+    assert parse_cpu_list(text) == frozenset(cpus)
+    assert parse_cpu_list(format_cpu_list(cpus)) == frozenset(cpus)
+
+
+def test_format_merges_runs():
+    assert format_cpu_list([3, 1, 2, 0, 8, 10, 11]) == "0-3,8,10-11"
+    assert format_cpu_list([]) == ""
+
+
+@pytest.mark.parametrize("text", [None, "", "  ", "0-a", "1,,2"])
+def test_parse_rejects_empty_or_malformed(text):
+    assert parse_cpu_list(text) is None
