@@ -160,6 +160,29 @@ def info_command(
     typer.echo("\n".join(lines))
 
 
+@app.command("kernels")
+def kernels_command(
+    cc: Annotated[
+        str | None,
+        typer.Option(
+            "--cc",
+            help="Compute capability MAJOR.MINOR, e.g. 9.0 [default: this GPU's, else 9.0].",
+        ),
+    ] = None,
+) -> None:
+    """Compile every CUDA kernel to PTX (no GPU needed) and show its global loads and stores."""
+    from bwprof.gpu import ptx
+
+    try:
+        target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
+        results = ptx.compile_all(target)
+    except BwprofError as exc:
+        _fail(str(exc))
+    typer.echo("\n".join(ptx.report_lines(results, target)))
+    if any(not r.ok for r in results):
+        raise typer.Exit(EXIT_FAILED)
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"bwprof {__version__}")

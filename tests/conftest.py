@@ -1,6 +1,14 @@
-"""Shared fixtures: tests run without a GPU; small arrays keep them fast on two cores."""
+"""Shared fixtures: tests run without a GPU; small arrays keep them fast on two cores.
+
+Numba's CUDA simulator is switched on for the whole test process (it must be set before numba
+is first imported) unless the run selects the real-GPU tests with `-m gpu`. Tests that compile
+for a real device (PTX) run in a subprocess without it.
+"""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import pytest
 
@@ -35,3 +43,17 @@ class FakeClock:
 @pytest.fixture
 def fake_clock_factory():
     return FakeClock
+
+
+def wants_real_gpu(markexpr: str) -> bool:
+    return "gpu" in markexpr and "not gpu" not in markexpr
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not wants_real_gpu(config.getoption("markexpr") or "") and "numba" not in sys.modules:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def env_without_cudasim() -> dict[str, str]:
+    """Environment for a subprocess that must see the real numba.cuda (PTX, real runs)."""
+    return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}

@@ -1,0 +1,117 @@
+"""Numba CUDA kernels, as plain Python functions with their signatures.
+
+Kernels only compute: no timing, no printing, no bandwidth. They are kept undecorated so the
+same source can be compiled to PTX without a GPU (`bwprof kernels`), run under Numba's CUDA
+simulator in tests, and jitted for the real device by `bwprof.gpu.runtime` on first use.
+Every kernel uses a grid-stride loop over float64 (8-byte) elements, so any grid is correct.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from numba import cuda, float64, uint32
+
+THREADS_PER_BLOCK = 256
+DOT_BLOCKS = 1024
+MAX_BLOCKS = 65535 * 32
+HOLD_STEP_NS = 1000
+
+
+def stream_init(a, b, c, va, vb, vc):
+    """Fill the three STREAM arrays on the device (first touch on the GPU)."""
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, a.size, stride):
+        a[i] = va
+        b[i] = vb
+        c[i] = vc
+
+
+def stream_copy(a, b, c, scalar):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, a.size, stride):
+        c[i] = a[i]
+
+
+def stream_scale(a, b, c, scalar):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, a.size, stride):
+        b[i] = scalar * c[i]
+
+
+def stream_add(a, b, c, scalar):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, a.size, stride):
+        c[i] = a[i] + b[i]
+
+
+def stream_triad(a, b, c, scalar):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, a.size, stride):
+        a[i] = b[i] + scalar * c[i]
+
+
+def stream_dot(a, b, partial):
+    """One partial sum of a*b per block; the host adds the partials (as BabelStream does)."""
+    cache = cuda.shared.array(THREADS_PER_BLOCK, float64)
+    tid = cuda.threadIdx.x
+    total = 0.0
+    for i in range(cuda.grid(1), a.size, cuda.gridsize(1)):
+        total += a[i] * b[i]
+    cache[tid] = total
+    cuda.syncthreads()
+    step = THREADS_PER_BLOCK // 2
+    while step > 0:
+        if tid < step:
+            cache[tid] += cache[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    if tid == 0:
+        partial[cuda.blockIdx.x] = cache[0]
+
+
+def hold(steps):
+    """Keep the GPU busy for about `steps` microseconds so work queued behind it starts together."""
+    if cuda.grid(1) == 0:
+        for _ in range(steps):
+            cuda.nanosleep(uint32(HOLD_STEP_NS))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    function: object
+    signature: str
+    kind: str  # stream | dot | init | hold
+
+
+ARRAY = "float64[::1]"
+KERNELS: dict[str, KernelSpec] = {
+    spec.name: spec
+    for spec in (
+        KernelSpec("init", stream_init,
+                   f"void({ARRAY}, {ARRAY}, {ARRAY}, float64, float64, float64)", "init"),
+        KernelSpec("copy", stream_copy, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
+        KernelSpec("scale", stream_scale, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
+        KernelSpec("add", stream_add, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
+        KernelSpec("triad", stream_triad, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
+        KernelSpec("dot", stream_dot, f"void({ARRAY}, {ARRAY}, {ARRAY})", "dot"),
+        KernelSpec("hold", hold, "void(int64)", "hold"),
+    )
+}
+
+
+def launch_config(kind: str, elements: int) -> tuple[int, int]:
+    """(blocks, threads per block) for a kernel over `elements` items."""
+    if kind == "hold":
+        return 1, 32
+    if kind == "dot":
+        return DOT_BLOCKS, THREADS_PER_BLOCK
+    blocks = max(1, min(MAX_BLOCKS, math.ceil(elements / THREADS_PER_BLOCK)))
+    return blocks, THREADS_PER_BLOCK

@@ -1,0 +1,230 @@
+"""Compile the CUDA kernels to PTX without a GPU and count their global loads and stores.
+
+`bwprof kernels` uses this to show, on any machine with NVVM (numba-cuda's cu12/cu13 extra),
+that every kernel compiles for a compute capability and how wide its global memory accesses are:
+a bandwidth kernel that issues 32-bit or byte loads will not reach the HBM peak. The parser is a
+pure function over PTX text; numba is imported lazily, only to compile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bwprof.errors import BwprofError
+
+if TYPE_CHECKING:
+    from bwprof.gpu.kernels import KernelSpec
+
+DEFAULT_CC = (9, 0)
+CC_FORM = "--cc expects MAJOR.MINOR such as 9.0"
+
+# An instruction, optionally predicated (`@%p1` / `@!%p1`), whose opcode is ld, ldu or st
+# followed by its dot-separated qualifiers, e.g. `ld.global.nc.L1::no_allocate.v2.f64`.
+_INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?(ld|ldu|st)((?:\.[\w:]+)+)")
+_TYPE_BITS = re.compile(r"^(?:[bfsu](8|16|32|64|128)|bf16|f16x2|bf16x2)$")
+_TARGET = re.compile(r"^\s*\.target\s+(\w+)", re.MULTILINE)
+
+
+@dataclass(frozen=True, order=True)
+class AccessType:
+    """The shape of one global memory instruction: vector count and element type."""
+
+    vector: int  # 1 for a scalar access, 2/4/8 for .v2/.v4/.v8
+    dtype: str  # PTX element type without its dot: f64, u32, b128, ...
+
+    @property
+    def element_bits(self) -> int:
+        if self.dtype in ("bf16", "f16"):
+            return 16
+        if self.dtype.endswith("x2"):  # f16x2, bf16x2
+            return 32
+        return int(self.dtype.lstrip("bfsu"))
+
+    @property
+    def bits(self) -> int:
+        """Bits moved by one instruction of this shape (vector count × element bits)."""
+        return self.vector * self.element_bits
+
+    @property
+    def label(self) -> str:
+        """`f64` for a scalar access, `v2.f64` for a vector one."""
+        return self.dtype if self.vector == 1 else f"v{self.vector}.{self.dtype}"
+
+
+@dataclass(frozen=True)
+class GlobalAccesses:
+    """Counts of global-memory load and store instructions in PTX, by shape.
+
+    Counts are static instructions in the text (an unrolled loop shows several), not bytes and
+    not executions. Only the `.global` state space is counted: generic, shared, local, param
+    and const accesses are not.
+    """
+
+    loads: Counter[AccessType] = field(default_factory=Counter)
+    stores: Counter[AccessType] = field(default_factory=Counter)
+
+    @property
+    def load_count(self) -> int:
+        return sum(self.loads.values())
+
+    @property
+    def store_count(self) -> int:
+        return sum(self.stores.values())
+
+    def has(self, op: str, min_bits: int) -> bool:
+        """Whether some `op` ("ld" or "st") instruction is at least `min_bits` wide."""
+        counts = self.loads if op == "ld" else self.stores
+        return any(shape.bits >= min_bits for shape in counts)
+
+    def describe(self, op: str) -> str:
+        """`ld 2x f64(64b)`, `st 1x v2.f64(128b), 3x f32(32b)` or `ld none`."""
+        counts = self.loads if op == "ld" else self.stores
+        if not counts:
+            return f"{op} none"
+        parts = [
+            f"{n}x {shape.label}({shape.bits}b)"
+            for shape, n in sorted(counts.items(), key=lambda item: (-item[0].bits, item[0]))
+        ]
+        return f"{op} " + ", ".join(parts)
+
+
+def _access_type(qualifiers: list[str]) -> AccessType | None:
+    """The shape of an instruction from its qualifiers, or None when it is not global."""
+    if "global" not in qualifiers:
+        return None
+    dtype = qualifiers[-1]
+    if not _TYPE_BITS.match(dtype):
+        return None
+    vector = 1
+    for qualifier in qualifiers:
+        if re.fullmatch(r"v(2|4|8)", qualifier):
+            vector = int(qualifier[1:])
+    return AccessType(vector, dtype)
+
+
+def global_accesses(ptx: str) -> GlobalAccesses:
+    """Count the global load (`ld`/`ldu`) and store (`st`) instructions in PTX text by shape."""
+    loads: Counter[AccessType] = Counter()
+    stores: Counter[AccessType] = Counter()
+    for line in ptx.splitlines():
+        code = line.split("//", 1)[0]
+        match = _INSTRUCTION.match(code)
+        if match is None:
+            continue
+        shape = _access_type(match.group(2).split(".")[1:])
+        if shape is None:
+            continue
+        (stores if match.group(1) == "st" else loads)[shape] += 1
+    return GlobalAccesses(loads, stores)
+
+
+def ptx_target(ptx: str) -> str | None:
+    """The `.target` of PTX text (e.g. `sm_90`), or None when it has none."""
+    match = _TARGET.search(ptx)
+    return match.group(1) if match else None
+
+
+def parse_cc(text: str) -> tuple[int, int]:
+    """`"9.0"` -> `(9, 0)`; anything else raises BwprofError saying the expected form."""
+    match = re.fullmatch(r"\s*(\d{1,3})\.(\d{1,2})\s*", text)
+    if match is None:
+        raise BwprofError(f"{CC_FORM}, not {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def format_cc(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def default_cc() -> tuple[int, int]:
+    """The compute capability of the current GPU if there is one, else 9.0 (Hopper).
+
+    Quiet without a driver: `numba.cuda.is_available()` returns False and nothing is printed.
+    """
+    try:
+        from numba import config, cuda
+
+        if config.ENABLE_CUDASIM or not cuda.is_available():
+            return DEFAULT_CC
+        major, minor = cuda.get_current_device().compute_capability
+        return int(major), int(minor)
+    except Exception:
+        return DEFAULT_CC
+
+
+@dataclass(frozen=True)
+class KernelPtx:
+    """One kernel compiled (or not) to PTX for a compute capability."""
+
+    name: str
+    ok: bool
+    error: str | None = None  # one line, when not ok
+    target: str | None = None  # the PTX .target, e.g. sm_90
+    accesses: GlobalAccesses = field(default_factory=GlobalAccesses)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def require_real_cuda() -> None:
+    """Raise BwprofError when numba.cuda is the simulator, which has no compile_ptx."""
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        raise BwprofError(
+            "numba.cuda is the CUDA simulator in this process (NUMBA_ENABLE_CUDASIM is set), "
+            "which cannot compile to PTX; unset NUMBA_ENABLE_CUDASIM and run again"
+        )
+
+
+def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
+    """Compile one kernel to PTX for `cc`; a compile error becomes a failed result."""
+    from numba import cuda
+
+    try:
+        ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=cc)
+    except Exception as exc:
+        return KernelPtx(spec.name, ok=False, error=_one_line(exc))
+    return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx))
+
+
+def compile_all(
+    cc: tuple[int, int], kernels: dict[str, KernelSpec] | None = None
+) -> list[KernelPtx]:
+    """Every kernel of `bwprof.gpu.kernels.KERNELS` (or of `kernels`) compiled for `cc`.
+
+    Raises BwprofError when numba.cuda is the simulator in this process.
+    """
+    require_real_cuda()
+    if kernels is None:
+        from bwprof.gpu.kernels import KERNELS
+
+        kernels = KERNELS
+    return [compile_kernel(spec, cc) for spec in kernels.values()]
+
+
+def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
+    """One line per kernel (name, ok/FAILED, loads, stores) and a summary line."""
+    width = max((len(r.name) for r in results), default=4)
+    lines = []
+    for r in results:
+        if r.ok:
+            lines.append(
+                f"{r.name:<{width}}  ok      {r.accesses.describe('ld'):<18}  "
+                f"{r.accesses.describe('st')}"
+            )
+        else:
+            lines.append(f"{r.name:<{width}}  FAILED  {r.error}")
+    failed = sum(not r.ok for r in results)
+    targets = sorted({r.target for r in results if r.target})
+    target = f" (PTX target {', '.join(targets)})" if targets else ""
+    lines.append(
+        f"{len(results)} kernel(s) for compute capability {format_cc(cc)}{target}: "
+        f"{len(results) - failed} compiled, {failed} failed"
+    )
+    return lines

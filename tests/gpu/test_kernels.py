@@ -1,0 +1,122 @@
+"""Kernel logic of bwprof.gpu.kernels under Numba's CUDA simulator (no GPU needed).
+
+The simulator checks what the kernels compute, never how fast: arrays stay small (1000 elements,
+an odd size) and grids smaller than the arrays so the grid-stride loops are exercised. Every
+element is compared with the scalar replay of `bwprof.host.stream.gold`; the STREAM values are
+exactly representable, so the comparison is exact. The `hold` kernel calls cuda.nanosleep,
+which the simulator lacks; it is covered by the PTX test instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bwprof.gpu.kernels import (
+    DOT_BLOCKS,
+    KERNELS,
+    MAX_BLOCKS,
+    THREADS_PER_BLOCK,
+    launch_config,
+)
+from bwprof.host import stream
+from bwprof.host.stream import INIT_A, INIT_B, INIT_C, SCALAR, gold
+
+N = 1000  # odd, and not a multiple of any grid below
+SMALL_GRID = (2, 32)  # 64 threads for 1000 elements: each thread loops ~16 times
+
+
+def _host_arrays(n: int = N) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.full(n, INIT_A), np.full(n, INIT_B), np.full(n, INIT_C)
+
+
+def _mismatches(x: np.ndarray, expected: float) -> int:
+    return int(np.count_nonzero(x != expected))
+
+
+@pytest.mark.parametrize("runs", [1, 2])
+@pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
+def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs):
+    kernel = cudasim.jit(KERNELS[name].function)
+    a, b, c = (cudasim.to_device(x) for x in _host_arrays())
+    for _ in range(runs):
+        kernel[SMALL_GRID](a, b, c, SCALAR)
+    expected = gold(stream.KERNELS[name], runs)[:3]
+    for label, device, want in zip("abc", (a, b, c), expected, strict=True):
+        got = device.copy_to_host()
+        assert got.size == N
+        assert _mismatches(got, want) == 0, (
+            f"{name} x{runs}: {label} has {_mismatches(got, want)} element(s) != {want}; "
+            f"first bad index {int(np.flatnonzero(got != want)[0])}"
+        )
+
+
+def test_stream_kernels_change_what_they_write():
+    """Gold values differ from the initial ones, so a kernel that did nothing would fail."""
+    start = (INIT_A, INIT_B, INIT_C)
+    for name, written in (("copy", 2), ("scale", 1), ("add", 2), ("triad", 0)):
+        assert gold(stream.KERNELS[name], 1)[written] != start[written], name
+
+
+def test_init_fills_all_three_arrays(cudasim):
+    kernel = cudasim.jit(KERNELS["init"].function)
+    a, b, c = (cudasim.to_device(np.zeros(N)) for _ in range(3))
+    kernel[SMALL_GRID](a, b, c, INIT_A, INIT_B, INIT_C)
+    for device, want in ((a, INIT_A), (b, INIT_B), (c, INIT_C)):
+        assert _mismatches(device.copy_to_host(), want) == 0
+
+
+def test_init_with_a_grid_larger_than_the_array(cudasim):
+    """launch_config's grid for 1000 elements has 1024 threads: the extra ones write nothing."""
+    kernel = cudasim.jit(KERNELS["init"].function)
+    host = np.zeros(N + 24)
+    view = cudasim.to_device(host)
+    inner = view[:N]
+    blocks, threads = launch_config("init", N)
+    assert blocks * threads > N
+    kernel[blocks, threads](inner, inner, inner, 7.0, 7.0, 7.0)
+    got = view.copy_to_host()
+    assert _mismatches(got[:N], 7.0) == 0
+    assert _mismatches(got[N:], 0.0) == 0
+
+
+def test_dot_partials_sum_to_the_dot_product(cudasim):
+    # The block reduction assumes exactly THREADS_PER_BLOCK threads per block.
+    blocks = 2
+    kernel = cudasim.jit(KERNELS["dot"].function)
+    a, b, _ = _host_arrays()
+    partial = cudasim.to_device(np.zeros(blocks))
+    kernel[blocks, THREADS_PER_BLOCK](cudasim.to_device(a), cudasim.to_device(b), partial)
+    sums = partial.copy_to_host()
+    term = gold(stream.KERNELS["dot"], 1)[3]
+    assert term == INIT_A * INIT_B
+    assert np.all(sums != 0.0), sums
+    assert sums.sum() == N * term
+    # Grid-stride split: block 0 owns 0..255 and 512..767, block 1 the rest.
+    assert sums.tolist() == [512 * term, (N - 512) * term]
+
+
+@pytest.mark.parametrize(
+    ("kind", "elements", "expected"),
+    [
+        ("stream", 1, (1, THREADS_PER_BLOCK)),
+        ("stream", 0, (1, THREADS_PER_BLOCK)),
+        ("stream", THREADS_PER_BLOCK, (1, THREADS_PER_BLOCK)),
+        ("stream", THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
+        ("stream", 1000, (4, THREADS_PER_BLOCK)),
+        ("init", 1 << 20, ((1 << 20) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
+        ("stream", THREADS_PER_BLOCK * MAX_BLOCKS * 4, (MAX_BLOCKS, THREADS_PER_BLOCK)),
+        ("dot", 10, (DOT_BLOCKS, THREADS_PER_BLOCK)),
+        ("dot", 1 << 30, (DOT_BLOCKS, THREADS_PER_BLOCK)),
+        ("hold", 0, (1, 32)),
+    ],
+)
+def test_launch_config(kind, elements, expected):
+    assert launch_config(kind, elements) == expected
+
+
+def test_every_kernel_kind_has_a_launch_config():
+    for spec in KERNELS.values():
+        blocks, threads = launch_config(spec.kind, 4096)
+        assert 1 <= blocks <= MAX_BLOCKS
+        assert 1 <= threads <= 1024

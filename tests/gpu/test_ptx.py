@@ -1,0 +1,193 @@
+"""PTX compilation of the CUDA kernels and the parser of global loads and stores.
+
+The parser and --cc parsing are pure; compiling needs the real numba.cuda (not the simulator),
+so that test runs `python -m bwprof kernels` in a subprocess without NUMBA_ENABLE_CUDASIM.
+NVVM from numba-cuda's cu12 extra is enough: no GPU or driver is needed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.errors import BwprofError
+from bwprof.gpu.ptx import (
+    AccessType,
+    GlobalAccesses,
+    KernelPtx,
+    global_accesses,
+    parse_cc,
+    ptx_target,
+    report_lines,
+)
+from tests.conftest import env_without_cudasim
+
+REPO = Path(__file__).resolve().parents[2]
+
+HAND_WRITTEN_PTX = """\
+.version 8.5
+.target sm_90
+.address_size 64
+.common .global .align 8 .u64 _ZN08NumbaEnv6kernel;
+.visible .entry kernel(.param .u64 p0)
+{
+\tld.param.u64 \t%rd1, [p0];
+\tld.global.f64 \t%fd1, [%rd2];
+\tld.global.f64 \t%fd2, [%rd3];   // second element
+\tld.global.nc.v2.f64 \t{%fd3, %fd4}, [%rd4];
+\t@%p1 ld.global.u32 \t%r1, [%rd5];
+\t@!%p2 ldu.global.b128 \t%rq1, [%rd9];
+\tld.relaxed.gpu.global.L1::evict_last.v4.f32 \t{%f1, %f2, %f3, %f4}, [%rd6];
+\tld.shared.f64 \t%fd5, [%r2];
+\tld.f64 \t%fd6, [%rd7];
+\tst.global.v4.f32 \t[%rd8], {%f1, %f2, %f3, %f4};
+\tst.global.b64 \t[%rd8+8], %rd10;
+\tst.global.f64 \t[%rd8+16], %fd1;
+\tst.local.f64 \t[%rd1], %fd1;
+\tst.global.u8 \t[%rd8+24], %rs1;
+\t// st.global.f64 \t[%rd8], %fd1;   commented out, not counted
+\tret;
+}
+"""
+
+
+def test_parser_counts_global_instructions_by_shape():
+    found = global_accesses(HAND_WRITTEN_PTX)
+    assert found.loads == {
+        AccessType(1, "f64"): 2,
+        AccessType(2, "f64"): 1,
+        AccessType(1, "u32"): 1,
+        AccessType(1, "b128"): 1,
+        AccessType(4, "f32"): 1,
+    }
+    assert found.stores == {
+        AccessType(4, "f32"): 1,
+        AccessType(1, "b64"): 1,
+        AccessType(1, "f64"): 1,
+        AccessType(1, "u8"): 1,
+    }
+    assert found.load_count == 6
+    assert found.store_count == 4
+
+
+def test_widths_are_vector_count_times_element_bits():
+    assert AccessType(1, "f64").bits == 64
+    assert AccessType(2, "f64").bits == 128
+    assert AccessType(4, "f32").bits == 128
+    assert AccessType(1, "u32").bits == 32
+    assert AccessType(1, "b128").bits == 128
+    assert AccessType(1, "u8").bits == 8
+    assert AccessType(2, "f16x2").bits == 64
+    assert AccessType(4, "bf16").bits == 64
+
+
+def test_describe_and_has():
+    found = global_accesses(HAND_WRITTEN_PTX)
+    assert found.describe("ld") == (
+        "ld 1x b128(128b), 1x v2.f64(128b), 1x v4.f32(128b), 2x f64(64b), 1x u32(32b)"
+    )
+    assert found.describe("st") == "st 1x v4.f32(128b), 1x b64(64b), 1x f64(64b), 1x u8(8b)"
+    assert found.has("ld", 128)
+    assert not found.has("st", 256)
+    assert GlobalAccesses().describe("ld") == "ld none"
+    assert global_accesses("\tld.global.f64 \t%fd1, [%rd2];").describe("ld") == "ld 1x f64(64b)"
+
+
+def test_parser_ignores_non_global_and_declarations():
+    ptx = "\n".join([
+        ".common .global .align 8 .u64 env;",
+        ".global .align 4 .b8 buffer[16];",
+        "\tld.param.u64 %rd1, [p];",
+        "\tld.const.f64 %fd1, [c];",
+        "\tst.shared.f64 [%r1], %fd1;",
+        "\tst.f64 [%rd1], %fd1;",
+        "\tatom.global.add.f64 %fd2, [%rd1], %fd1;",
+        "\tcvta.to.global.u64 %rd2, %rd1;",
+    ])
+    found = global_accesses(ptx)
+    assert found.load_count == 0
+    assert found.store_count == 0
+
+
+def test_ptx_target():
+    assert ptx_target(HAND_WRITTEN_PTX) == "sm_90"
+    assert ptx_target("ld.global.f64 %fd1, [%rd1];") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "cc"), [("9.0", (9, 0)), ("8.6", (8, 6)), ("10.0", (10, 0)), (" 12.1 ", (12, 1))]
+)
+def test_parse_cc_accepts_major_minor(text, cc):
+    assert parse_cc(text) == cc
+
+
+@pytest.mark.parametrize("text", ["9", "9.", ".0", "sm_90", "9.0.1", "nine", "", "9,0", "-9.0"])
+def test_parse_cc_rejects_other_forms(text):
+    with pytest.raises(BwprofError, match=r"--cc expects MAJOR\.MINOR such as 9\.0"):
+        parse_cc(text)
+
+
+def test_report_lines_show_failures():
+    lines = report_lines(
+        [KernelPtx("copy", ok=True, target="sm_90",
+                   accesses=global_accesses("ld.global.f64 %fd1, [%rd1];")),
+         KernelPtx("dot", ok=False, error="NvvmError: boom")],
+        (9, 0),
+    )
+    assert lines[0].split() == ["copy", "ok", "ld", "1x", "f64(64b)", "st", "none"]
+    assert lines[1].split()[:3] == ["dot", "FAILED", "NvvmError:"]
+    assert lines[-1] == (
+        "2 kernel(s) for compute capability 9.0 (PTX target sm_90): 1 compiled, 1 failed"
+    )
+
+
+def test_kernels_command_compiles_every_kernel_to_ptx():
+    from bwprof.gpu.kernels import KERNELS
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bwprof", "kernels", "--cc", "9.0"],
+        cwd=REPO, env=env_without_cudasim(), capture_output=True, text=True, timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[:-1]}
+    for name in KERNELS:
+        assert name in rows, done.stdout
+        assert rows[name].split()[1] == "ok", rows[name]
+    for name in ("copy", "scale", "add", "triad", "dot"):
+        loads, stores = rows[name].split("ok", 1)[1].split("st ", 1)
+        assert "f64(64b)" in loads, rows[name]  # at least one 64-bit global load
+        assert "f64(64b)" in stores, rows[name]  # writes its output (dot: one partial per block)
+    assert rows["init"].split()[2:4] == ["ld", "none"]
+    assert "f64(64b)" in rows["init"].split("st ", 1)[1]
+    assert rows["hold"].split()[2:] == ["ld", "none", "st", "none"]
+    summary = done.stdout.splitlines()[-1]
+    assert "sm_90" in summary
+    assert f"{len(KERNELS)} compiled, 0 failed" in summary
+
+
+@pytest.mark.parametrize("bad", ["9", "sm_90", "x.y"])
+def test_kernels_command_rejects_malformed_cc(bad):
+    result = CliRunner().invoke(app, ["kernels", "--cc", bad])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: --cc expects MAJOR.MINOR")
+
+
+def test_kernels_command_refuses_the_simulator():
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        pytest.skip("this process uses the real CUDA target")
+    result = CliRunner().invoke(app, ["kernels", "--cc", "9.0"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error:")
+    assert "unset NUMBA_ENABLE_CUDASIM" in lines[0]
