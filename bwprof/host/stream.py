@@ -120,6 +120,31 @@ def gold(kernel: StreamKernel, runs: int) -> tuple[float, float, float, float | 
     return a, b, c, term
 
 
+ELEMENT_TOLERANCE = 1e-12
+DOT_TOLERANCE = 1e-9
+
+
+def check(
+    kernel: StreamKernel, runs: int, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+    dot: object = None,
+) -> str:
+    """Empty when every element of a, b, c (and the dot result) matches the gold values after
+    `runs` launches, else what went wrong. Shared by the host and the GPU STREAM cases."""
+    gold_a, gold_b, gold_c, term = gold(kernel, runs)
+    problems = []
+    for label, array, expected in (("a", a, gold_a), ("b", b, gold_b), ("c", c, gold_c)):
+        bad = count_mismatches(array, expected, ELEMENT_TOLERANCE)
+        if bad:
+            problems.append(f"{bad} of {array.size} elements of {label} != {expected}")
+    if term is not None:
+        expected_dot = term * a.size
+        if not isinstance(dot, float) or not abs(dot - expected_dot) <= DOT_TOLERANCE * abs(
+            expected_dot
+        ):
+            problems.append(f"dot = {dot} != {expected_dot}")
+    return "; ".join(problems)
+
+
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) every kernel outside any timed region."""
     a, b, c = (np.empty(1024) for _ in range(3))
