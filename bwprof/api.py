@@ -54,19 +54,45 @@ def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports
     return root / f"{hostname}-{started:%Y%m%dT%H%M%SZ}"
 
 
-def gpu_executor(system: dict[str, object] | None = None) -> Executor:
-    """The executor for GPU cases on this machine; a `skipped` stand-in where there is no GPU.
+def gpu_executor(
+    system: dict[str, object] | None = None, simulate: bool = False,
+    host_memory_bytes: int | None = None,
+) -> Executor:
+    """The executor for GPU cases: real GPUs, the simulated backend when asked for, or a
+    `skipped` stand-in where there is no GPU. Records what it found under `system["gpus"]`."""
+    from bwprof.gpu import devices as gpu_devices
+    from bwprof.gpu.executor import GpuExecutor
 
-    Records what the probe found under `system["gpus"]` when a metadata dict is given.
-    """
-    from bwprof.gpu.runtime import probe
+    info: dict[str, object]
+    executor: Executor
+    if simulate:
+        from bwprof.gpu.sim import SimBackend
 
-    found = probe()
+        backend = SimBackend()
+        found = gpu_devices.describe(backend)
+        info = {"count": len(found), "reason": None, "detail": "simulated backend",
+                "simulated": True}
+        executor = GpuExecutor(backend, found, host_memory_bytes)
+    else:
+        from bwprof.gpu.runtime import CudaBackend, probe
+
+        probed = probe()
+        info = {"count": probed.count, "reason": probed.reason, "detail": probed.detail}
+        if probed.count == 0:
+            executor = UnavailableExecutor("cuda", probed.reason or "no CUDA device found")
+            found = []
+        else:
+            try:
+                cuda_backend = CudaBackend()
+            except RuntimeError as exc:
+                executor, found = UnavailableExecutor("cuda", str(exc)), []
+            else:
+                found = gpu_devices.describe(cuda_backend, gpu_devices.nvml_metadata)
+                executor = GpuExecutor(cuda_backend, found, host_memory_bytes)
+    info["devices"] = [device.as_dict() for device in found]
     if system is not None:
-        system["gpus"] = {"count": found.count, "reason": found.reason, "detail": found.detail}
-    if found.count == 0:
-        return UnavailableExecutor("cuda", found.reason or "no CUDA device found")
-    return UnavailableExecutor("cuda", "GPU cases are not implemented in this bwprof version")
+        system["gpus"] = info
+    return executor
 
 
 def host_executor(host: HostInfo) -> Executor:
@@ -101,11 +127,13 @@ def run(
     out: str | Path | None = None,
     progress: ProgressListener | None = None,
     command_line: Sequence[str] | None = None,
+    simulate: bool = False,
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
-    the partial RunResult, when interrupted.
+    the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
+    backend (tests only): its rows say `simulated` and are not measurements.
     """
     host = host_info()
     plan = make_plan(
@@ -133,10 +161,11 @@ def run(
         "plan": plan.as_dict(),
         "host": host.as_dict(),
         "gpus": {"count": None, "reason": "not probed: no GPU case selected", "detail": None},
+        "simulated": simulate,
     }
     executors: dict[str, Executor] = {"host": host_executor(host)}
     if plan.gpu_cases:
-        executors["gpu"] = gpu_executor(system)
+        executors["gpu"] = gpu_executor(system, simulate, host.memory_available_bytes)
 
     writer = RunWriter(run_dir) if run_dir is not None else None
     if run_dir is not None:

@@ -62,12 +62,17 @@ def run_command(
         typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+    simulate: Annotated[
+        bool, typer.Option("--simulate", hidden=True,
+                           help="Run GPU cases on the simulated CPU backend (tests only).")
+    ] = False,
 ) -> None:
     """Measure this machine and write a run folder (results.csv, timings.csv, system.json)."""
     from bwprof import api
     from bwprof.report.terminal import RichProgress, print_summary
 
-    out_dir = out or api.default_run_dir(api.hostname(), api.utc_now())
+    prefix = "simulated-" if simulate else ""
+    out_dir = out or api.default_run_dir(prefix + api.hostname(), api.utc_now())
     console = Console(stderr=True)
     progress = None if quiet else RichProgress(console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -75,6 +80,7 @@ def run_command(
         result = api.run(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
+            simulate=simulate,
         )
     except BwprofError as exc:
         _fail(str(exc))
@@ -127,16 +133,16 @@ def info_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metadata as JSON.")] = False,
 ) -> None:
     """The host (CPU, caches, memory, NUMA, OS, versions) and the GPUs where a driver is present."""
-    from bwprof.gpu.runtime import probe
+    from bwprof.api import gpu_executor
     from bwprof.plan import format_bytes
     from bwprof.system import host_info
 
     host = host_info()
-    gpus = probe()
+    system: dict[str, object] = {}
+    gpu_executor(system).close()
+    gpus: dict = system["gpus"]  # type: ignore[assignment]
     if as_json:
-        payload = {"host": host.as_dict(),
-                   "gpus": {"count": gpus.count, "reason": gpus.reason, "detail": gpus.detail}}
-        typer.echo(json.dumps(payload, indent=2))
+        typer.echo(json.dumps({"host": host.as_dict(), "gpus": gpus}, indent=2, default=str))
         return
     caches = ", ".join(
         f"L{c.level} {format_bytes(c.size_bytes)} x{c.instances}" for c in host.caches
@@ -155,9 +161,32 @@ def info_command(
         f"python      {host.python}",
         "packages    " + ", ".join(f"{k} {v}" for k, v in host.packages.items() if v),
         f"bwprof      {__version__}",
-        f"gpus        {gpus.count}" if gpus.count else f"gpus        none: {gpus.reason}",
+        f"gpus        {gpus['count']}" if gpus["count"] else f"gpus        none: {gpus['reason']}",
     ]
+    lines += [_gpu_line(device) for device in gpus["devices"]]
     typer.echo("\n".join(lines))
+
+
+def _gpu_line(device: dict) -> str:
+    """One line per GPU for `bwprof info`: identity, memory, link, NUMA and peaks."""
+    from bwprof.plan import format_bytes
+
+    props, meta = device["properties"], device["metadata"]
+
+    def peak(key: str) -> str:
+        return f"{device[key]:.0f} GB/s" if device[key] else "?"
+
+    link = (f"PCIe Gen{meta.get('pcie_gen_current', '?')} x{meta.get('pcie_width_current', '?')}"
+            f" (max Gen{meta.get('pcie_gen_max', '?')} x{meta.get('pcie_width_max', '?')})")
+    return (
+        f"  gpu{device['index']}      {props['name']} [{props['pci_bus_id'] or '?'}], "
+        f"{format_bytes(props['total_memory_bytes'])}, L2 {format_bytes(props['l2_bytes'])}, "
+        f"cc {props['compute_capability'][0]}.{props['compute_capability'][1]}, "
+        f"{props['async_engines']} copy engines, {link}, NUMA node "
+        f"{device['numa_node'] if device['numa_node'] is not None else '?'}; "
+        f"peaks: HBM {peak('peak_hbm_gbps')}, PCIe {peak('peak_pcie_gbps')}/direction, "
+        f"NVLink {peak('peak_nvlink_gbps')}"
+    )
 
 
 @app.command("kernels")

@@ -13,6 +13,8 @@ class Job:
     size_bytes: int | None = None
     threads: int | None = None
     device: int | None = None
+    peer: int | None = None
+    """Second GPU of a GPU-to-GPU job."""
 
     def label(self) -> str:
         from bwprof.plan import format_bytes
@@ -23,7 +25,8 @@ class Job:
         if self.threads is not None:
             parts.append(f"{self.threads} threads")
         if self.device is not None:
-            parts.append(f"gpu{self.device}")
+            parts.append(f"gpu{self.device}" if self.peer is None
+                         else f"gpu{self.device}-gpu{self.peer}")
         return " ".join(parts)
 
 

@@ -149,3 +149,14 @@ def test_a_signal_mid_run_keeps_finished_rows(tmp_path, signum):
     assert 1 <= len(frame) < 5
     assert (frame["status"] == "ok").all()
     assert json.loads((out / "system.json").read_text())["interrupted"] is True
+
+
+def test_info_describes_each_gpu_in_one_line():
+    from bwprof.api import gpu_executor
+    from bwprof.cli import _gpu_line
+
+    system: dict = {}
+    gpu_executor(system, simulate=True).close()
+    line = _gpu_line(system["gpus"]["devices"][1])
+    assert line.startswith("  gpu1      simulated GPU")
+    assert "2 copy engines" in line and "L2 1 MiB" in line and "HBM ?" in line

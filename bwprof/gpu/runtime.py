@@ -1,17 +1,43 @@
-"""The one module that talks to CuPy.
+"""The one module that talks to CuPy: devices, buffers, streams, events, copies and peers.
 
 CuPy imports without a GPU, but creating streams, events or arrays without a driver raises
-and can leave noise behind, so nothing here touches CuPy before `device_count()` says a
-device exists.
+and can leave noise behind, so nothing here touches CuPy before `probe()` says a device
+exists. Numba kernels are launched on CuPy's streams through `numba.cuda.external_stream`,
+on arrays wrapped with `as_cuda_array(..., sync=False)`: Numba's default would synchronise on
+the array's stream at every launch and silently serialise streams (and a raw CuPy array
+passed to a Numba kernel goes through DLPack, which makes the kernel's stream wait on CuPy's
+current stream). CuPy (runtime API) and Numba (driver API) share each device's primary
+context, so pointers, streams and events cross between them freely.
+
+CUDA rules this module follows (CUDA runtime API reference):
+- an event must be recorded on a stream of the context (device) it was created in, so events
+  are created with their device current; `cudaStreamWaitEvent` may wait on an event of
+  another device, which is how one gate holds streams on every GPU;
+- `cudaEventElapsedTime` is only taken between events of one device;
+- a pageable `cudaMemcpyAsync` is synchronous for the host (and may first synchronise the
+  stream), so pageable copies are never issued behind a gate.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
+from bwprof.gpu.kernels import KERNELS, launch_config
 
 NO_GPU_REASON = "no NVIDIA driver / no CUDA device found"
+
+# cudaError_t values (stable across CUDA 11-13; CuPy 14 no longer exports the `error*` aliases).
+CUDA_ERROR_MEMORY_ALLOCATION = 2
+CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 
 
 def import_cupy() -> ModuleType:
@@ -45,3 +71,307 @@ def probe() -> GpuProbe:
     if count == 0:
         return GpuProbe(0, NO_GPU_REASON, "cudaGetDeviceCount returned 0")
     return GpuProbe(count)
+
+
+@contextmanager
+def cpu_affinity(cpus: frozenset[int] | None) -> Iterator[None]:
+    """Run the block on `cpus` (so new pages land on their NUMA node), then restore."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        yield  # not allowed here (container limits): allocate where we are
+        return
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+class CudaBackend:
+    """Real GPUs through CuPy (memory, streams, events, copies) and Numba CUDA (kernels)."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        from numba import config
+
+        if config.ENABLE_CUDASIM:
+            raise RuntimeError("NUMBA_ENABLE_CUDASIM is set: unset it to measure a real GPU")
+        self.cp = import_cupy()
+        from numba import cuda
+
+        self.nb = cuda
+        self._kernels: dict[str, Any] = {}
+        self._ready: set[int] = set()
+        self._numba_streams: dict[tuple[int, int], Any] = {}
+        self._gate_streams: dict[int, Any] = {}
+
+    # devices ---------------------------------------------------------------------------
+
+    def device_count(self) -> int:
+        return int(self.cp.cuda.runtime.getDeviceCount())
+
+    def properties(self, device: int) -> DeviceProperties:
+        rt = self.cp.cuda.runtime
+
+        def attribute(name: str) -> int | None:
+            try:
+                return int(rt.deviceGetAttribute(getattr(rt, name), device))
+            except Exception:  # attribute unknown to this CuPy / retired in this CUDA
+                return None
+
+        # cudaGetDeviceProperties still carries these fields under CUDA 13 (which dropped
+        # clockRate, memoryClockRate, ... from the struct); device attributes back them up.
+        props = rt.getDeviceProperties(device)
+        name = props.get("name", b"")
+        try:
+            bus_id = rt.deviceGetPCIBusId(device)
+        except Exception:
+            bus_id = None
+        total = props.get("totalGlobalMem")
+        if total is None:
+            with self.cp.cuda.Device(device):
+                total = rt.memGetInfo()[1]
+        if "major" in props and "minor" in props:
+            cc = (int(props["major"]), int(props["minor"]))
+        else:  # Device.compute_capability is "90" for 9.0, "100" for 10.0
+            text = self.cp.cuda.Device(device).compute_capability
+            cc = (int(text[:-1]), int(text[-1]))
+        return DeviceProperties(
+            index=device,
+            name=name.decode() if isinstance(name, bytes) else str(name),
+            pci_bus_id=bus_id,
+            total_memory_bytes=int(total),
+            l2_bytes=int(props.get("l2CacheSize") or attribute("cudaDevAttrL2CacheSize") or 0),
+            multiprocessors=int(props.get("multiProcessorCount")
+                                or attribute("cudaDevAttrMultiProcessorCount") or 0),
+            compute_capability=cc,
+            async_engines=attribute("cudaDevAttrAsyncEngineCount") or 0,
+            memory_bus_width_bits=attribute("cudaDevAttrGlobalMemoryBusWidth"),
+            # kHz; read as an attribute because CUDA 13 removed it from cudaDeviceProp.
+            memory_clock_khz=attribute("cudaDevAttrMemoryClockRate"),
+        )
+
+    def free_memory(self, device: int) -> int:
+        with self.cp.cuda.Device(device):
+            self.cp.get_default_memory_pool().free_all_blocks()  # this device's pool only
+            free, _total = self.cp.cuda.runtime.memGetInfo()
+        return int(free)
+
+    # memory ----------------------------------------------------------------------------
+
+    def device_array(self, device: int, nbytes: int) -> Any:
+        with self.cp.cuda.Device(device):
+            try:
+                return self.cp.empty(nbytes, dtype=self.cp.uint8)
+            except self.cp.cuda.memory.OutOfMemoryError as exc:
+                raise OutOfMemory(f"gpu{device}: {exc}") from None
+
+    def host_array(self, nbytes: int, pinned: bool, cpus: frozenset[int] | None = None) -> Any:
+        rt = self.cp.cuda.runtime
+        with cpu_affinity(cpus):
+            if pinned:
+                # cudaHostAlloc memory is usable by every device under UVA whatever the flags;
+                # Portable says so explicitly (as CuPy's own pinned allocator does), for
+                # h2d_all/d2h_all where one process copies from it to several GPUs.
+                try:
+                    memory = self.cp.cuda.PinnedMemory(nbytes, rt.hostAllocPortable)
+                except rt.CUDARuntimeError as exc:
+                    if getattr(exc, "status", None) != CUDA_ERROR_MEMORY_ALLOCATION:
+                        raise
+                    raise OutOfMemory(f"pinned host memory: {exc}") from None
+                # The array keeps the pointer (its buffer's owner) alive, and the pointer keeps
+                # `memory`, whose finaliser calls cudaFreeHost (as cupyx.empty_pinned does).
+                pointer = self.cp.cuda.PinnedMemoryPointer(memory, 0)
+                array = np.ndarray((nbytes,), dtype=np.uint8, buffer=pointer)
+            else:
+                array = np.empty(nbytes, dtype=np.uint8)
+            array.fill(0)  # first touch, on the chosen CPUs
+        return array
+
+    def kernel_view(self, array: Any) -> Any:
+        device = int(array.device.id)
+        self._prepare(device)
+        # With the array's device current, so Numba's view belongs to that device's context.
+        with self.cp.cuda.Device(device):
+            return self.nb.as_cuda_array(array.view(self.cp.float64), sync=False)
+
+    # streams, copies and kernels -------------------------------------------------------
+
+    def new_stream(self, device: int) -> Any:
+        with self.cp.cuda.Device(device):
+            return self.cp.cuda.Stream(non_blocking=True)  # device_id = this device
+
+    @staticmethod
+    def _pointer(array: Any) -> int:
+        if isinstance(array, np.ndarray):
+            return int(array.ctypes.data)
+        return int(array.data.ptr)
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        rt = self.cp.cuda.runtime
+        dst_host, src_host = isinstance(dst, np.ndarray), isinstance(src, np.ndarray)
+        if not dst_host and not src_host and dst.device.id != src.device.id:
+            # memcpyPeerAsync(dst, dstDevice, src, srcDevice, size, stream)
+            rt.memcpyPeerAsync(self._pointer(dst), dst.device.id, self._pointer(src),
+                               src.device.id, nbytes, stream.ptr)
+            return
+        kind = (rt.memcpyHostToDevice if src_host and not dst_host
+                else rt.memcpyDeviceToHost if dst_host and not src_host
+                else rt.memcpyDeviceToDevice if not dst_host
+                else rt.memcpyHostToHost)
+        # memcpyAsync(dst, src, size, kind, stream)
+        rt.memcpyAsync(self._pointer(dst), self._pointer(src), nbytes, kind, stream.ptr)
+
+    def _kernel(self, name: str) -> Any:
+        """The kernel compiled eagerly for its one signature (call with a device current)."""
+        if name not in self._kernels:
+            spec = KERNELS[name]
+            self._kernels[name] = self.nb.jit(spec.signature, cache=True)(spec.function)
+        return self._kernels[name]
+
+    def _prepare(self, device: int) -> None:
+        """Compile every kernel and load it on `device` before anything is timed, so neither
+        JIT compilation nor module loading lands inside a warm-up sample (which would make
+        the ops-per-sample estimate collapse to 1)."""
+        if device in self._ready:
+            return
+        with self.nb.gpus[device]:
+            for name in KERNELS:
+                for compiled in self._kernel(name).overloads.values():
+                    bind = getattr(compiled, "bind", None)  # numba-cuda's _Kernel.bind
+                    if bind is not None:
+                        bind()  # load the module into this device's context now
+        self._ready.add(device)
+
+    def _numba_stream(self, stream: Any) -> Any:
+        key = (int(stream.device_id), int(stream.ptr))
+        if key not in self._numba_streams:
+            self._numba_streams[key] = self.nb.external_stream(int(stream.ptr))
+        return self._numba_streams[key]
+
+    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
+        spec = KERNELS[kernel]
+        elements = args[0].size if spec.kind != "hold" else 1
+        blocks, threads = launch_config(spec.kind, elements)
+        device = int(stream.device_id)
+        self._prepare(device)
+        with self.nb.gpus[device]:
+            compiled, numba_stream = self._kernel(kernel), self._numba_stream(stream)
+            if spec.kind == "hold":  # one block on purpose: no low-occupancy warning
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Grid size")
+                    configured = compiled[blocks, threads, numba_stream]
+            else:
+                configured = compiled[blocks, threads, numba_stream]
+            configured(*args)
+
+    def zero(self, array: Any, nbytes: int) -> None:
+        rt = self.cp.cuda.runtime
+        with self.cp.cuda.Device(array.device.id):
+            rt.deviceSynchronize()
+            rt.memset(self._pointer(array), 0, nbytes)  # no CuPy kernel (and no NVRTC)
+            rt.deviceSynchronize()
+
+    def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
+        rt = self.cp.cuda.runtime
+        host = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+        if offset + host.size > dst.nbytes:
+            raise ValueError(f"upload of {host.size} bytes at {offset} overruns {dst.nbytes}")
+        with self.cp.cuda.Device(dst.device.id):
+            # cudaMemcpy runs on the legacy stream, which does not wait for non-blocking ones.
+            rt.deviceSynchronize()
+            rt.memcpy(self._pointer(dst) + offset, int(host.ctypes.data), host.size,
+                      rt.memcpyHostToDevice)
+            rt.deviceSynchronize()
+
+    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
+        rt = self.cp.cuda.runtime
+        if offset + nbytes > src.nbytes:
+            raise ValueError(f"download of {nbytes} bytes at {offset} overruns {src.nbytes}")
+        out = np.empty(nbytes, dtype=np.uint8)
+        with self.cp.cuda.Device(src.device.id):
+            rt.deviceSynchronize()
+            rt.memcpy(int(out.ctypes.data), self._pointer(src) + offset, nbytes,
+                      rt.memcpyDeviceToHost)
+        return out
+
+    # timing ----------------------------------------------------------------------------
+
+    def _gate_stream(self, device: int) -> Any:
+        if device not in self._gate_streams:
+            self._gate_streams[device] = self.new_stream(device)
+        return self._gate_streams[device]
+
+    def _event(self, device: int, timing: bool = True) -> Any:
+        # Event(block=False, disable_timing=False, interprocess=False): timing is on by default.
+        with self.cp.cuda.Device(device):
+            return self.cp.cuda.Event(disable_timing=not timing)
+
+    def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
+        devices = [int(w.stream.device_id) for w in works]
+        released = None
+        if gate:
+            # One hold kernel on the first device; every stream, on any device, waits for it.
+            gate_stream = self._gate_stream(devices[0])
+            self.launch("hold", gate_stream, hold_us)
+            released = self._event(devices[0], timing=False)  # a sync-only event
+            with self.cp.cuda.Device(devices[0]):
+                released.record(gate_stream)
+        starts, ends = [], []
+        for work, device in zip(works, devices, strict=True):
+            with self.cp.cuda.Device(device):
+                if released is not None:
+                    work.stream.wait_event(released)
+                start, end = self._event(device), self._event(device)
+                start.record(work.stream)
+                for _ in range(work.ops):
+                    work.enqueue()
+                end.record(work.stream)
+            starts.append(start)
+            ends.append(end)
+        # Still pending now = nothing behind the gate has started: enqueue is out of the figure.
+        covered = released is None or not released.done
+        for end in ends:
+            end.synchronize()
+        seconds = tuple(self._elapsed_s(device, s, e)
+                        for device, s, e in zip(devices, starts, ends, strict=True))
+        if len(set(devices)) == 1:
+            first = starts[0]
+            offsets = [self._elapsed_s(devices[0], first, s) for s in starts]
+            origin = min(offsets)
+            start_s = tuple(o - origin for o in offsets)
+            end_s = tuple(o + d for o, d in zip(start_s, seconds, strict=True))
+        else:  # events of different devices cannot be subtracted
+            start_s, end_s = tuple(0.0 for _ in works), seconds
+        return Sample(seconds, start_s, end_s, covered)
+
+    def _elapsed_s(self, device: int, start: Any, end: Any) -> float:
+        with self.cp.cuda.Device(device):
+            return float(self.cp.cuda.get_elapsed_time(start, end)) / 1e3  # ms -> s
+
+    def enable_peer_access(self, device: int, peer: int) -> bool:
+        rt = self.cp.cuda.runtime
+        if not rt.deviceCanAccessPeer(device, peer):
+            return False
+        with self.cp.cuda.Device(device):
+            try:
+                rt.deviceEnablePeerAccess(peer)
+            except rt.CUDARuntimeError as exc:  # CuPy clears the sticky last error itself
+                already = (getattr(exc, "status", None) == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+                           or "PeerAccessAlreadyEnabled" in str(exc))
+                if not already:
+                    raise
+        return True
+
+    def release(self) -> None:
+        # Each device has its own pool: free_all_blocks() frees the current device's only.
+        for device in range(self.device_count()):
+            with self.cp.cuda.Device(device):
+                self.cp.cuda.runtime.deviceSynchronize()
+                self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()

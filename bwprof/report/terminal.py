@@ -57,26 +57,40 @@ def _where(row: ResultRow) -> str:
     return row.device
 
 
+def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
+    """Measured rows for the table: every host row, and for each GPU case, device and
+    direction only the largest size (the whole sweep is in results.csv). Simulated rows are
+    never shown as figures."""
+    measured = [r for r in rows if r.status in ("ok", "invalid") and r.backend != "simulated"]
+    largest: dict[tuple[str, str, str], int] = {}
+    for row in measured:
+        key = (row.case, row.device, row.direction)
+        largest[key] = max(largest.get(key, 0), row.size_bytes or 0)
+    return [
+        row for row in measured
+        if row.backend == "host" or (row.size_bytes or 0) == largest[(row.case, row.device,
+                                                                        row.direction)]
+    ]
+
+
 def summary_table(rows: Sequence[ResultRow]) -> Table:
-    """Measured rows (ok or invalid), one line each, in run order."""
+    """Headline rows (see `headline_rows`), one line each, in run order."""
     table = Table(title="bwprof results (GB/s = 1e9 bytes/s)", title_justify="left")
     for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
                             ("GB/s best", "right"), ("GB/s median", "right"), ("CV", "right"),
                             ("% peak", "right"), ("status", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for row in rows:
-        if row.status not in ("ok", "invalid"):
-            continue
-        simulated = row.backend == "simulated"
+    for row in headline_rows(rows):
         table.add_row(
             row.case,
             _size(row),
-            _where(row),
-            "simulated" if simulated else _fmt(row.gbps_best, ".2f"),
-            "simulated" if simulated else _fmt(row.gbps_median, ".2f"),
+            _where(row) + ("" if row.direction in ("within", "h2d", "d2h", "p2p")
+                           else f" {row.direction}"),
+            _fmt(row.gbps_best, ".2f"),
+            _fmt(row.gbps_median, ".2f"),
             _fmt(None if row.cv is None else 100 * row.cv, ".1f") + ("%" if row.cv is not None
                                                                        else ""),
-            "" if simulated else _fmt(row.pct_of_peak, ".0f"),
+            _fmt(row.pct_of_peak, ".0f"),
             row.status if row.status == "ok" else f"[bold red]{row.status}[/]",
         )
     return table
@@ -103,10 +117,24 @@ def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
     ]
 
 
+def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
+    count = sum(1 for row in rows if row.backend == "simulated" and row.status in ("ok",
+                                                                                 "invalid"))
+    if not count:
+        return []
+    return [f"simulated {count} GPU row(s): the CPU stand-in backend ran them to check the "
+            "bookkeeping; they are not measurements and are not shown as figures"]
+
+
 def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
-    if any(row.status in ("ok", "invalid") for row in rows):
+    if headline_rows(rows):
         console.print(summary_table(rows))
+        if any(row.backend not in ("host", "simulated") for row in headline_rows(rows)):
+            console.print("GPU rows show the largest size of each sweep; every size is in "
+                          "results.csv", markup=False, highlight=False)
+    for line in simulated_lines(rows):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in not_run_lines(rows):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in failure_lines(rows):
-        console.print(line, style="bold red", markup=False, highlight=False)
+        console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)

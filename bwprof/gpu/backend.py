@@ -1,0 +1,107 @@
+"""The interface every GPU backend implements: the real one (`runtime.CudaBackend`, CuPy and
+Numba CUDA) and the simulated one (`sim.SimBackend`, NumPy on the CPU, for tests only).
+
+Case code (`transfers`, `hbm`) talks only to this interface, so the simulated backend drives
+the very same loops, validation and rows that run on a GPU. Backends return raw times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class OutOfMemory(Exception):
+    """An allocation did not fit (device memory or pinned host memory)."""
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What the CUDA runtime reports about one device."""
+
+    index: int
+    name: str
+    pci_bus_id: str | None
+    total_memory_bytes: int
+    l2_bytes: int
+    multiprocessors: int
+    compute_capability: tuple[int, int]
+    async_engines: int
+    memory_bus_width_bits: int | None
+    memory_clock_khz: int | None
+
+
+@dataclass(frozen=True)
+class Work:
+    """One stream's share of a timed sample: `enqueue()` issued `ops` times back to back."""
+
+    stream: Any
+    enqueue: Callable[[], None]
+    ops: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Times of one sample, per stream, from CUDA events (seconds).
+
+    `starts_s`/`ends_s` are relative to the earliest start when every stream is on one device;
+    across devices only durations are comparable, and starts are reported as 0.
+    `covered` says the gate was still closed when the last operation had been enqueued, i.e.
+    enqueue time is not in the figure.
+    """
+
+    seconds: tuple[float, ...]
+    starts_s: tuple[float, ...]
+    ends_s: tuple[float, ...]
+    covered: bool
+
+    @property
+    def span_s(self) -> float:
+        return max(self.ends_s) - min(self.starts_s)
+
+
+class GpuBackend(Protocol):
+    name: str  # "cuda" or "simulated"
+
+    def device_count(self) -> int: ...
+
+    def properties(self, device: int) -> DeviceProperties: ...
+
+    def free_memory(self, device: int) -> int: ...
+
+    def device_array(self, device: int, nbytes: int) -> Any:
+        """A 1-D uint8 array in device memory; raises OutOfMemory."""
+
+    def host_array(self, nbytes: int, pinned: bool, cpus: frozenset[int] | None = None) -> Any:
+        """A 1-D uint8 NumPy array in host memory, first-touched on `cpus`; OutOfMemory."""
+
+    def kernel_view(self, array: Any) -> Any:
+        """A float64 view of a device array in the form kernels are launched with."""
+
+    def new_stream(self, device: int) -> Any: ...
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        """Enqueue an asynchronous copy of the first `nbytes` (host, device or peer)."""
+
+    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
+        """Enqueue a kernel of `bwprof.gpu.kernels` over arrays from `kernel_view`."""
+
+    def zero(self, array: Any, nbytes: int) -> None:
+        """Blocking: set the first `nbytes` of a device array to zero."""
+
+    def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
+        """Blocking copy of a NumPy array into a device array at byte `offset`."""
+
+    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
+        """Blocking copy of `nbytes` of a device array from byte `offset` into NumPy."""
+
+    def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
+        """Run one sample: optionally hold the GPU(s) while everything is enqueued, then time
+        each stream from its start event to its end event."""
+
+    def enable_peer_access(self, device: int, peer: int) -> bool:
+        """Turn on access from `device` to `peer`'s memory; False where unsupported."""
+
+    def release(self) -> None:
+        """Free cached memory; called between cases and at the end."""

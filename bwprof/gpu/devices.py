@@ -1,0 +1,130 @@
+"""One description per GPU: what CUDA reports, what NVML adds, its NUMA node and its peaks.
+
+CUDA and NVML may number devices differently, so NVML metadata is matched by PCI bus id.
+Where NVML is missing, the PCI sysfs entries supply the NUMA node, the local CPUs and the
+PCIe link; where both are missing the fields stay None and `% of peak` stays empty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bwprof.cpulist import format_cpu_list, parse_cpu_list
+from bwprof.gpu.backend import DeviceProperties, GpuBackend
+from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
+from bwprof.telemetry.nvml import SYS_PCI_DEVICES as SYS_PCI
+from bwprof.telemetry.nvml import parse_pci_bus_id
+
+_GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+Metadata = Callable[[DeviceProperties], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    properties: DeviceProperties
+    metadata: dict[str, object] = field(default_factory=dict)
+    numa_node: int | None = None
+    cpus: frozenset[int] | None = None
+    peak_hbm_gbps: float | None = None
+    peak_pcie_gbps: float | None = None
+    peak_nvlink_gbps: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.properties.name
+
+    @property
+    def label(self) -> str:
+        return f"gpu{self.index}"
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["cpus"] = format_cpu_list(self.cpus) if self.cpus else None
+        return data
+
+
+def sysfs_dir(bus_id: str | None, root: Path = SYS_PCI) -> Path | None:
+    """The sysfs folder of a PCI device, whichever way its bus id is spelled."""
+    if not bus_id:
+        return None
+    try:
+        path = root / parse_pci_bus_id(bus_id).sysfs()
+    except ValueError:
+        return None
+    return path if path.is_dir() else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def sysfs_metadata(bus_id: str | None, root: Path = SYS_PCI) -> dict[str, object]:
+    """NUMA node, local CPUs and the PCIe link's maximum, read from the PCI sysfs entry."""
+    folder = sysfs_dir(bus_id, root)
+    if folder is None:
+        return {}
+    node_text = _read(folder / "numa_node")
+    node = int(node_text) if node_text and node_text.lstrip("-").isdigit() else None
+    speed = _read(folder / "max_link_speed") or ""
+    match = re.match(r"([\d.]+)\s*GT/s", speed)
+    width = _read(folder / "max_link_width")
+    return {
+        "numa_node": node if node is not None and node >= 0 else None,
+        "cpu_affinity": _read(folder / "local_cpulist"),
+        "pcie_gen_max": _GTS_TO_GEN.get(float(match.group(1))) if match else None,
+        "pcie_width_max": int(width) if width and width.isdigit() else None,
+    }
+
+
+def nvml_metadata(properties: DeviceProperties) -> dict[str, object]:
+    """NVML's view of a device, matched by PCI bus id; empty where NVML is unavailable."""
+    from bwprof.telemetry import nvml
+
+    if not properties.pci_bus_id or not nvml.available():
+        return {}
+    handle = nvml.handle_by_pci_bus_id(properties.pci_bus_id)
+    return nvml.device_metadata(handle) if handle is not None else {}
+
+
+def describe(
+    backend: GpuBackend, metadata: Metadata | None = None, sysfs_root: Path = SYS_PCI
+) -> list[GpuDevice]:
+    """Every device the backend sees, with metadata, NUMA placement and theoretical peaks."""
+    devices = []
+    for index in range(backend.device_count()):
+        props = backend.properties(index)
+        meta = metadata(props) if metadata is not None else {}
+        fallback = sysfs_metadata(props.pci_bus_id, sysfs_root)
+
+        def pick(key: str, meta: dict[str, object] = meta,
+                 fallback: dict[str, object] = fallback) -> object:
+            value = meta.get(key)
+            return fallback.get(key) if value is None else value
+
+        hbm = meta.get("peak_hbm_gbps") or hbm_peak_gbps(
+            props.memory_clock_khz / 1000 if props.memory_clock_khz else None,
+            props.memory_bus_width_bits,
+        )
+        pcie = meta.get("peak_pcie_gbps") or pcie_peak_gbps(
+            pick("pcie_gen_max"), pick("pcie_width_max")  # type: ignore[arg-type]
+        )
+        node = pick("numa_node")
+        devices.append(GpuDevice(
+            index=index,
+            properties=props,
+            metadata=meta,
+            numa_node=node if isinstance(node, int) else None,
+            cpus=parse_cpu_list(pick("cpu_affinity")),  # type: ignore[arg-type]
+            peak_hbm_gbps=hbm,  # type: ignore[arg-type]
+            peak_pcie_gbps=pcie,  # type: ignore[arg-type]
+            peak_nvlink_gbps=meta.get("peak_nvlink_gbps"),  # type: ignore[arg-type]
+        ))
+    return devices

@@ -1,0 +1,137 @@
+"""Runs GPU cases: expands them into jobs per size and device, dispatches each job to the
+transfer or HBM code, and turns an allocation that does not fit into a `skipped` row.
+
+The same executor drives real GPUs (`CudaBackend`) and the simulated backend (`SimBackend`);
+the rows of the latter are labelled `simulated` and carry a note saying they are not
+measurements.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations, permutations
+
+from bwprof.cases import CaseSpec
+from bwprof.gpu import hbm, transfers
+from bwprof.gpu.backend import GpuBackend, OutOfMemory
+from bwprof.gpu.buffers import BufferPool
+from bwprof.gpu.devices import GpuDevice
+from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.plan import Plan, format_bytes
+from bwprof.runner import Unavailable
+
+SIMULATED_NOTE = "simulated on the CPU: not a measurement"
+HOST_MEMORY_SHARE = 0.5
+DEVICE_MEMORY_SHARE = 0.9
+
+ONE_WAY = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"}
+# Buffers each job needs, per device and on the host, in units of the transfer size.
+DEVICE_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 2, "p2p_copy": 1, "p2p_bidir": 2}
+HOST_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 0, "p2p_copy": 0, "p2p_bidir": 0}
+
+
+class GpuExecutor:
+    def __init__(self, backend: GpuBackend, devices: list[GpuDevice],
+                 host_memory_bytes: int | None = None) -> None:
+        self.gpu = backend
+        self.backend = backend.name  # the runner's label for rows: "cuda" or "simulated"
+        self.devices = devices
+        self.host_memory_bytes = host_memory_bytes
+        self.pool = BufferPool(backend)
+        self._case: str | None = None
+        self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
+
+    def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
+        if case.min_gpus > len(self.devices):
+            return Unavailable("waived", f"needs {case.min_gpus} GPUs; this machine has "
+                                         f"{len(self.devices)}")
+        return None
+
+    def _hbm(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
+        if device.index not in self._hbm_sizes:
+            free = self.gpu.free_memory(device.index)
+            self._hbm_sizes[device.index] = hbm.array_sizes(device, free, plan.preset == "full")
+        return self._hbm_sizes[device.index]
+
+    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
+        key = case.key
+        if key.startswith("hbm_"):
+            return [Job(key, size_bytes=size, device=d.index)
+                    for d in self.devices
+                    for size in (self._hbm(d, plan)[0] if key == "hbm_copy"
+                                 else self._hbm(d, plan)[0][-1:])]
+        if key in ("h2d_all", "d2h_all"):
+            return [Job(key, size_bytes=size) for size in plan.transfer_sizes]
+        if key == "p2p_copy":
+            pairs = list(permutations(range(len(self.devices)), 2))
+        elif key == "p2p_bidir":
+            pairs = list(combinations(range(len(self.devices)), 2))
+        else:
+            return [Job(key, size_bytes=size, device=d.index)
+                    for d in self.devices for size in plan.transfer_sizes]
+        return [Job(key, size_bytes=size, device=i, peer=j)
+                for i, j in pairs for size in plan.transfer_sizes]
+
+    def _check_fits(self, case: CaseSpec, job: Job) -> None:
+        size = job.size_bytes or 0
+        devices = ([d for d in (job.device, job.peer) if d is not None]
+                   if job.device is not None else list(range(len(self.devices))))
+        per_device = DEVICE_BUFFERS.get(case.key, 1) * size
+        for index in devices:
+            free = self.gpu.free_memory(index) + self.pool.device_bytes(index)
+            if per_device > DEVICE_MEMORY_SHARE * free:
+                raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
+                                        f"{format_bytes(per_device)} on gpu{index}, "
+                                        f"{format_bytes(free)} free")
+        host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
+        if self.host_memory_bytes and host > HOST_MEMORY_SHARE * self.host_memory_bytes:
+            raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
+                                    f"{format_bytes(host)} of host memory")
+
+    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        if self._case != case.key:
+            self.pool.release()  # buffers of the previous case are not needed any more
+            self._case = case.key
+        if not case.key.startswith("hbm_"):
+            self._check_fits(case, job)
+        try:
+            rows = self._dispatch(case, job, plan)
+        except OutOfMemory as exc:
+            self.pool.release()
+            raise NotRun(
+                "skipped", f"{format_bytes(job.size_bytes or 0)} does not fit: {exc}"
+            ) from None
+        if self.backend == "simulated":
+            rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
+        return rows
+
+    def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        size, samples, key = job.size_bytes or 0, plan.repeats, case.key
+        if key in ONE_WAY:
+            return transfers.one_way(self.pool, case, self.devices[job.device or 0], size,
+                                     samples)
+        if key == "bidir_pinned":
+            return transfers.bidirectional(self.pool, case, self.devices[job.device or 0], size,
+                                           samples)
+        if key == "d2d_copy":
+            return transfers.within_device(self.pool, case, self.devices[job.device or 0],
+                                           size, samples)
+        if key in ("h2d_all", "d2h_all"):
+            return transfers.all_devices(self.pool, case, self.devices, size, samples)
+        if key in ("p2p_copy", "p2p_bidir"):
+            assert job.device is not None and job.peer is not None
+            return transfers.peer(self.pool, case, self.devices, (job.device, job.peer), size,
+                                  samples)
+        if key.startswith("hbm_"):
+            device = self.devices[job.device or 0]
+            note = self._hbm(device, plan)[1] if size == self._hbm(device, plan)[0][-1] else ""
+            return hbm.stream_kernel(self.pool, case, device, size, samples, note)
+        raise NotRun("skipped", f"no GPU implementation for case {key}")
+
+    def close(self) -> None:
+        self.pool.release()
+
+
+def _with_note(row: Measurement, note: str) -> Measurement:
+    from dataclasses import replace
+
+    return replace(row, note="; ".join(n for n in (note, row.note) if n))

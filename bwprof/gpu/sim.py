@@ -1,0 +1,127 @@
+"""The simulated GPU backend: the calls of `runtime.CudaBackend`, carried out on the CPU.
+
+It exists so tests drive every GPU case through the real runner, validation and report code
+without a GPU. Copies are NumPy copies, kernels are the host STREAM kernels, streams run one
+after another and the gate does nothing: its timings are CPU stand-ins, never measurements,
+and every row it produces says `simulated`.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
+from bwprof.host import stream as host_stream
+
+SIM_DEVICES = 2
+SIM_MEMORY_BYTES = 64 << 20
+SIM_L2_BYTES = 1 << 20
+
+
+class SimDeviceArray(np.ndarray):
+    """A NumPy array that remembers which simulated device it lives on."""
+
+    device_index: int
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.device_index = getattr(obj, "device_index", -1)
+
+
+class SimStream:
+    def __init__(self, device: int) -> None:
+        self.device_id = device
+
+
+class SimBackend:
+    name = "simulated"
+
+    def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = SIM_MEMORY_BYTES) -> None:
+        self.devices = devices
+        self.memory_bytes = memory_bytes
+        self._used = [0] * devices
+
+    def device_count(self) -> int:
+        return self.devices
+
+    def properties(self, device: int) -> DeviceProperties:
+        return DeviceProperties(
+            index=device, name="simulated GPU", pci_bus_id=None,
+            total_memory_bytes=self.memory_bytes, l2_bytes=SIM_L2_BYTES, multiprocessors=4,
+            compute_capability=(9, 0), async_engines=2, memory_bus_width_bits=None,
+            memory_clock_khz=None,
+        )
+
+    def free_memory(self, device: int) -> int:
+        return self.memory_bytes - self._used[device]
+
+    def _release(self, device: int, nbytes: int) -> None:
+        self._used[device] -= nbytes
+
+    def device_array(self, device: int, nbytes: int) -> Any:
+        if nbytes > self.free_memory(device):
+            raise OutOfMemory(f"gpu{device}: {nbytes} bytes requested, "
+                              f"{self.free_memory(device)} free (simulated)")
+        array = np.zeros(nbytes, dtype=np.uint8).view(SimDeviceArray)
+        array.device_index = device
+        self._used[device] += nbytes
+        weakref.finalize(array, self._release, device, nbytes)
+        return array
+
+    def host_array(self, nbytes: int, pinned: bool, cpus: frozenset[int] | None = None) -> Any:
+        return np.zeros(nbytes, dtype=np.uint8)
+
+    def kernel_view(self, array: Any) -> Any:
+        return array.view(np.float64)
+
+    def new_stream(self, device: int) -> SimStream:
+        return SimStream(device)
+
+    def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        np.copyto(np.asarray(dst)[:nbytes], np.asarray(src)[:nbytes])
+
+    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
+        arrays = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        if kernel == "init":
+            host_stream.fill(*arrays)
+        elif kernel == "dot":
+            a, b, partial = arrays
+            partial[:] = 0.0
+            partial[0] = host_stream.stream_dot(a, b, b, 0.0)
+        elif kernel == "hold":
+            return
+        else:
+            host_stream.KERNELS[kernel].run(*arrays)
+
+    def zero(self, array: Any, nbytes: int) -> None:
+        np.asarray(array)[:nbytes] = 0
+
+    def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
+        data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+        np.asarray(dst)[offset : offset + data.size] = data
+
+    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
+        return np.array(np.asarray(src)[offset : offset + nbytes])
+
+    def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
+        seconds, starts, ends, clock = [], [], [], 0.0
+        for work in works:  # one stream after another: nothing overlaps in the simulator
+            begin = time.perf_counter()
+            for _ in range(work.ops):
+                work.enqueue()
+            took = max(time.perf_counter() - begin, 1e-9)
+            seconds.append(took)
+            starts.append(clock)
+            clock += took
+            ends.append(clock)
+        return Sample(tuple(seconds), tuple(starts), tuple(ends), covered=True)
+
+    def enable_peer_access(self, device: int, peer: int) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass

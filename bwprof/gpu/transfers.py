@@ -1,0 +1,216 @@
+"""Copy cases: host<->device (pinned, pageable, both ways), within a device, every GPU at once,
+and GPU<->GPU. Each function owns the loop for one job and returns raw per-op times.
+
+Copies are validated after timing: the source holds a non-trivial byte pattern and the
+destination, zeroed first, must hold exactly that pattern afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from bwprof.cases import CaseSpec
+from bwprof.gpu.backend import Work
+from bwprof.gpu.buffers import (
+    BufferPool,
+    device_mismatches,
+    fill_pattern,
+    host_mismatches,
+    upload_pattern,
+)
+from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.sampling import Sampled, take_samples
+from bwprof.measurement import Measurement, NotRun
+
+
+def _problem(mismatches: int, nbytes: int, what: str) -> str:
+    return f"validation failed: {mismatches} of {nbytes} bytes of {what} differ" if mismatches \
+        else ""
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _max_per_sample(per_stream: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Per sample, the slowest stream: the time for all of them to finish when they started
+    together (used where events on different devices cannot be subtracted)."""
+    return tuple(max(values) for values in zip(*per_stream, strict=True))
+
+
+class HostEnd:
+    """One host<->device path of one GPU: its host buffer, device buffer and stream."""
+
+    def __init__(self, pool: BufferPool, device: GpuDevice, nbytes: int, pinned: bool,
+                 to_device: bool, slot: int = 0) -> None:
+        self.pool, self.device, self.nbytes, self.to_device = pool, device, nbytes, to_device
+        backend = pool.backend
+        self.host = pool.host(device, nbytes, pinned, slot)
+        self.dev = pool.device(device.index, nbytes, slot)
+        self.stream = pool.stream(device.index, slot)
+        if to_device:
+            fill_pattern(self.host, nbytes)
+            backend.zero(self.dev, nbytes)
+            self.dst, self.src = self.dev, self.host
+        else:
+            upload_pattern(backend, self.dev, nbytes)
+            self.host[:nbytes] = 0
+            self.dst, self.src = self.host, self.dev
+
+    def work(self, ops: int) -> Work:
+        copy = partial(self.pool.backend.copy, self.dst, self.src, self.nbytes, self.stream)
+        return Work(self.stream, copy, ops)
+
+    def problem(self) -> str:
+        if self.to_device:
+            bad = device_mismatches(self.pool.backend, self.dev, self.nbytes)
+            return _problem(bad, self.nbytes, f"{self.device.label} memory")
+        return _problem(host_mismatches(self.host, self.nbytes), self.nbytes, "host memory")
+
+
+def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: int,
+         seconds: Sequence[float], nbytes: int, sampled: Sampled, *, direction: str | None = None,
+         streams: int = 1, numa_node: int | None = None, peak: float | None = None,
+         valid: bool = True, note: str = "") -> Measurement:
+    return Measurement(
+        seconds_per_op=tuple(seconds), bytes_per_op=nbytes, size_bytes=size, device=label,
+        device_name=name, direction=direction or case.direction, memory=case.memory,
+        valid=valid, note=_join(note, sampled.note()), streams=streams,
+        numa_node=numa_node if numa_node is not None else (device.numa_node if device else None),
+        ops_per_sample=sampled.ops_per_sample, peak_gbps=peak,
+    )
+
+
+def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
+            samples: int) -> list[Measurement]:
+    """h2d_/d2h_ pinned or pageable: one copy engine, one stream."""
+    pinned = case.memory == "pinned"
+    path = HostEnd(pool, device, size, pinned, to_device=case.direction == "h2d")
+    # A pageable async copy is synchronous for the host, so no gate can cover its enqueue.
+    sampled = take_samples(pool.backend, lambda ops: [path.work(ops)], samples, gate=pinned)
+    problem = path.problem()
+    return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
+                 sampled, peak=device.peak_pcie_gbps, valid=not problem, note=problem)]
+
+
+def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
+                  samples: int) -> list[Measurement]:
+    """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum."""
+    up = HostEnd(pool, device, size, True, to_device=True, slot=0)
+    down = HostEnd(pool, device, size, True, to_device=False, slot=1)
+    sampled = take_samples(pool.backend, lambda ops: [up.work(ops), down.work(ops)], samples)
+    up_problem, down_problem = up.problem(), down.problem()
+    peak = device.peak_pcie_gbps
+    return [
+        _row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
+             sampled, direction="h2d", streams=2, peak=peak, valid=not up_problem,
+             note=up_problem),
+        _row(case, device, device.label, device.name, size, sampled.per_stream_s[1], size,
+             sampled, direction="d2h", streams=2, peak=peak, valid=not down_problem,
+             note=down_problem),
+        _row(case, device, device.label, device.name, size, sampled.span_s, 2 * size, sampled,
+             direction="both", streams=2, peak=2 * peak if peak else None,
+             valid=not (up_problem or down_problem), note=_join(up_problem, down_problem,
+                                                                "sum of both directions")),
+    ]
+
+
+def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
+                  samples: int) -> list[Measurement]:
+    """d2d_copy: device-to-device copy on one GPU; counted as traffic (read + write)."""
+    backend = pool.backend
+    src = pool.device(device.index, size, slot=0)
+    dst = pool.device(device.index, size, slot=1)
+    upload_pattern(backend, src, size)
+    backend.zero(dst, size)
+    stream = pool.stream(device.index)
+    copy = partial(backend.copy, dst, src, size, stream)
+    sampled = take_samples(backend, lambda ops: [Work(stream, copy, ops)], samples)
+    problem = _problem(device_mismatches(backend, dst, size), size, f"{device.label} memory")
+    best = min(sampled.per_stream_s[0])
+    copy_note = f"copy figure (bytes copied once): {size / best / 1e9:.2f} GB/s best"
+    return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0],
+                 case.bytes_per_op(size), sampled, peak=device.peak_hbm_gbps,
+                 valid=not problem, note=_join(problem, copy_note))]
+
+
+def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], size: int,
+                samples: int) -> list[Measurement]:
+    """h2d_all / d2h_all: every GPU at once, each from host memory on its own NUMA node."""
+    paths = [HostEnd(pool, d, size, True, to_device=case.direction == "h2d") for d in devices]
+    sampled = take_samples(pool.backend, lambda ops: [p.work(ops) for p in paths], samples)
+    problems = [p.problem() for p in paths]
+    rows = [
+        _row(case, d, d.label, d.name, size, sampled.per_stream_s[i], size, sampled,
+             streams=len(devices), peak=d.peak_pcie_gbps, valid=not problems[i],
+             note=problems[i])
+        for i, d in enumerate(devices)
+    ]
+    peaks = [d.peak_pcie_gbps for d in devices]
+    names = sorted({d.name for d in devices})
+    rows.append(_row(
+        case, None, "all", " + ".join(names), size, _max_per_sample(sampled.per_stream_s),
+        size * len(devices), sampled, streams=len(devices),
+        peak=sum(peaks) if all(peaks) else None,  # type: ignore[arg-type]
+        valid=not any(problems),
+        note=_join(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
+    ))
+    return rows
+
+
+def _p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
+    if a.peak_nvlink_gbps and b.peak_nvlink_gbps:
+        return min(a.peak_nvlink_gbps, b.peak_nvlink_gbps)
+    if a.peak_pcie_gbps and b.peak_pcie_gbps:
+        return min(a.peak_pcie_gbps, b.peak_pcie_gbps)
+    return None
+
+
+def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
+               slot: int) -> tuple[Any, Any, Any]:
+    backend = pool.backend
+    for a, b in ((src, dst), (dst, src)):
+        if not backend.enable_peer_access(a.index, b.index):
+            raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
+    source = pool.device(src.index, size, slot=slot)
+    target = pool.device(dst.index, size, slot=slot + 1)
+    upload_pattern(backend, source, size)
+    backend.zero(target, size)
+    return source, target, pool.stream(src.index, slot)
+
+
+def peer(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], pair: tuple[int, int],
+         size: int, samples: int) -> list[Measurement]:
+    """p2p_copy (i -> j) or p2p_bidir (i -> j and j -> i at once), peer access on."""
+    backend = pool.backend
+    a, b = devices[pair[0]], devices[pair[1]]
+    names = f"{a.name} -> {b.name}"
+    peak = _p2p_peak(a, b)
+    forward = _peer_path(pool, a, b, size, slot=0)
+    paths = [(a, b, forward)]
+    if case.key == "p2p_bidir":
+        paths.append((b, a, _peer_path(pool, b, a, size, slot=2)))
+
+    def works(ops: int) -> list[Work]:
+        return [Work(stream, partial(backend.copy, target, source, size, stream), ops)
+                for _, _, (source, target, stream) in paths]
+
+    sampled = take_samples(backend, works, samples)
+    problems = [_problem(device_mismatches(backend, target, size), size, f"{dst.label} memory")
+                for _, dst, (_, target, _) in paths]
+    rows = [
+        _row(case, None, f"{src.label}->{dst.label}", f"{src.name} -> {dst.name}", size,
+             sampled.per_stream_s[i], size, sampled, direction="p2p", streams=len(paths),
+             numa_node=None, peak=peak, valid=not problems[i], note=problems[i])
+        for i, (src, dst, _) in enumerate(paths)
+    ]
+    if len(paths) == 2:
+        rows.append(_row(
+            case, None, f"{a.label}<->{b.label}", names, size,
+            _max_per_sample(sampled.per_stream_s), 2 * size, sampled, direction="both",
+            streams=2, peak=2 * peak if peak else None, valid=not any(problems),
+            note=_join(*problems, "sum of both directions"),
+        ))
+    return rows

@@ -1,0 +1,53 @@
+import numpy as np
+
+from bwprof.gpu import buffers
+from bwprof.gpu.buffers import (
+    BufferPool,
+    device_mismatches,
+    fill_pattern,
+    host_mismatches,
+    upload_pattern,
+)
+from bwprof.gpu.devices import describe
+from bwprof.gpu.sim import SimBackend
+
+
+def test_pattern_is_non_trivial_and_not_periodic_in_powers_of_two():
+    host = np.zeros(3 << 20, dtype=np.uint8)
+    fill_pattern(host, host.size)
+    assert len(np.unique(host[:4096])) > 200
+    assert not np.array_equal(host[: 1 << 20], host[1 << 20 : 2 << 20])
+    assert host_mismatches(host, host.size) == 0
+    host[12345] ^= 0xFF
+    assert host_mismatches(host, host.size) == 1
+
+
+def test_device_pattern_round_trip_in_chunks(monkeypatch):
+    monkeypatch.setattr(buffers, "CHUNK", 3 * buffers.PATTERN_PERIOD)
+    buffers._chunk_pattern.cache_clear()
+    try:
+        backend = SimBackend(memory_bytes=16 << 20)
+        array = backend.device_array(0, 7 << 20)
+        upload_pattern(backend, array, 7 << 20)
+        assert device_mismatches(backend, array, 7 << 20) == 0
+        backend.upload(array, np.zeros(3, dtype=np.uint8), offset=5 << 20)
+        assert device_mismatches(backend, array, 7 << 20) > 0
+    finally:
+        buffers._chunk_pattern.cache_clear()
+
+
+def test_pool_reuses_and_grows_buffers():
+    backend = SimBackend(devices=1, memory_bytes=8 << 20)
+    pool = BufferPool(backend)
+    first = pool.device(0, 1 << 20)
+    assert pool.device(0, 1 << 19) is first
+    grown = pool.device(0, 4 << 20)
+    assert grown is not first and grown.nbytes == 4 << 20
+    del first
+    assert backend.free_memory(0) == 4 << 20  # the old buffer was dropped
+    device = describe(backend)[0]
+    assert pool.host(device, 100, pinned=True) is pool.host(device, 50, pinned=True)
+    assert pool.stream(0) is pool.stream(0)
+    pool.release()
+    del grown
+    assert backend.free_memory(0) == 8 << 20

@@ -1,0 +1,66 @@
+from dataclasses import replace
+
+import pytest
+
+from bwprof.gpu.devices import describe, sysfs_dir, sysfs_metadata
+from bwprof.gpu.sim import SimBackend
+
+
+def _pci(root, bus_id, **files):
+    folder = root / bus_id
+    folder.mkdir(parents=True)
+    for name, value in files.items():
+        (folder / name).write_text(f"{value}\n")
+    return folder
+
+
+def test_sysfs_metadata_reads_numa_cpus_and_link(tmp_path):
+    _pci(tmp_path, "0000:1b:00.0", numa_node=1, local_cpulist="32-63",
+         max_link_speed="32.0 GT/s PCIe", max_link_width=16)
+    meta = sysfs_metadata("0000:1B:00.0", tmp_path)
+    assert meta == {"numa_node": 1, "cpu_affinity": "32-63", "pcie_gen_max": 5,
+                    "pcie_width_max": 16}
+    assert sysfs_dir("00000000:1B:00.0", tmp_path) == tmp_path / "0000:1b:00.0"
+
+
+def test_sysfs_without_numa_or_device(tmp_path):
+    _pci(tmp_path, "0000:01:00.0", numa_node=-1)
+    assert sysfs_metadata("0000:01:00.0", tmp_path)["numa_node"] is None
+    assert sysfs_metadata("0000:02:00.0", tmp_path) == {}
+    assert sysfs_metadata("not-a-bus-id", tmp_path) == {}
+    assert sysfs_metadata(None, tmp_path) == {}
+
+
+class H200Like(SimBackend):
+    """Simulated devices that report an H200's CUDA properties and a PCI address."""
+
+    def properties(self, device):
+        return replace(super().properties(device), name="NVIDIA H200",
+                       pci_bus_id=f"0000:{0x1b + device:02X}:00.0", memory_bus_width_bits=6144,
+                       memory_clock_khz=3_201_000)
+
+
+def test_peaks_come_from_nvml_then_cuda_then_sysfs(tmp_path):
+    _pci(tmp_path, "0000:1b:00.0", numa_node=0, local_cpulist="0-3",
+         max_link_speed="32.0 GT/s PCIe", max_link_width=16)
+    _pci(tmp_path, "0000:1c:00.0", numa_node=1, local_cpulist="4-7",
+         max_link_speed="16.0 GT/s PCIe", max_link_width=8)
+
+    def metadata(props):
+        return {"peak_nvlink_gbps": 450.0} if props.index == 0 else {"numa_node": 3}
+
+    first, second = describe(H200Like(), metadata, tmp_path)
+    assert first.peak_hbm_gbps == pytest.approx(2 * 3201e6 * 6144 / 8 / 1e9)
+    assert first.peak_pcie_gbps == pytest.approx(16 * 32 * 128 / 130 / 8)
+    assert first.peak_nvlink_gbps == 450.0
+    assert (first.numa_node, first.cpus) == (0, frozenset(range(4)))
+    assert second.numa_node == 3  # NVML's answer wins over sysfs
+    assert second.peak_pcie_gbps == pytest.approx(8 * 16 * 128 / 130 / 8)
+    assert first.as_dict()["cpus"] == "0-3"
+    assert first.label == "gpu0" and first.name == "NVIDIA H200"
+
+
+def test_simulated_devices_have_no_peaks():
+    devices = describe(SimBackend())
+    assert len(devices) == 2
+    assert all(d.peak_hbm_gbps is None and d.peak_pcie_gbps is None for d in devices)

@@ -1,0 +1,170 @@
+"""Every GPU case driven through the real runner, registry, validation and rows on the
+simulated backend. Simulated timings are never checked as figures: only the bookkeeping."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import bwprof
+from bwprof.cases import get_case
+from bwprof.gpu import hbm
+from bwprof.gpu.devices import describe
+from bwprof.gpu.executor import SIMULATED_NOTE, GpuExecutor
+from bwprof.gpu.sim import SimBackend
+from bwprof.host import stream
+from bwprof.plan import MiB, make_plan
+from bwprof.runner import RunContext, Runner
+
+GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
+             "h2d_all,d2h_all,p2p_copy,p2p_bidir")
+
+
+def _plan(cases, preset="quick", repeats=2):
+    return make_plan(cases=cases, preset=preset, repeats=repeats, usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=8 << 30, size="1MiB")
+
+
+def _run(backend, cases, preset="quick"):
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    runner = Runner(_plan(cases, preset), {"gpu": executor}, RunContext("r", "h"))
+    try:
+        return runner.run()
+    finally:
+        runner.close()
+
+
+@pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim") / "run"
+    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=2, out=out, simulate=True)
+
+
+def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
+    frame = simulated_run.results
+    assert set(frame["case"]) == {
+        "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
+        "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all",
+        "d2h_all", "p2p_copy", "p2p_bidir"}
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["backend"] == "simulated").all()
+    assert ok["note"].str.contains(SIMULATED_NOTE, regex=False).all()
+    assert set(frame["status"]) == {"ok", "skipped"}
+    assert simulated_run.failed == []
+    system = json.loads((simulated_run.run_dir / "system.json").read_text())
+    assert system["simulated"] is True
+    assert system["gpus"]["simulated"] is True and len(system["gpus"]["devices"]) == 2
+
+
+def test_sizes_that_do_not_fit_are_skipped_with_the_reason(simulated_run):
+    frame = simulated_run.results
+    skipped = frame[frame["status"] == "skipped"]
+    assert (skipped["size_bytes"] == 256 * MiB).all()
+    assert skipped["note"].str.contains("256 MiB does not fit").all()
+    ok = frame[(frame["case"] == "h2d_pinned") & (frame["status"] == "ok")]
+    assert sorted(set(ok["size_bytes"])) == [64 << 10, MiB, 16 * MiB]
+    assert set(ok["device"]) == {"gpu0", "gpu1"}
+
+
+def test_row_shapes_per_case(simulated_run):
+    frame = simulated_run.results
+    at = frame[(frame["size_bytes"] == MiB) & (frame["status"] == "ok")]
+
+    def rows(case):
+        return at[at["case"] == case]
+
+    bidir = rows("bidir_pinned")
+    assert list(bidir["direction"]) == ["h2d", "d2h", "both"] * 2
+    both = bidir[bidir["direction"] == "both"].iloc[0]
+    assert both["bytes_per_rep"] == 2 * MiB and both["streams"] == 2
+    every = rows("h2d_all")
+    assert list(every["device"]) == ["gpu0", "gpu1", "all"]
+    assert every.iloc[-1]["bytes_per_rep"] == 2 * MiB
+    assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1", "gpu1->gpu0"]
+    assert list(rows("p2p_bidir")["device"]) == ["gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1"]
+    d2d = rows("d2d_copy").iloc[0]
+    assert d2d["bytes_per_rep"] == 2 * MiB and d2d["byte_convention"] == "traffic"
+    assert "copy figure (bytes copied once)" in d2d["note"]
+    assert (rows("h2d_pinned")["ops_per_sample"] >= 1).all()
+    assert (rows("h2d_pinned")["repeats"] == 2).all()
+
+
+def test_hbm_rows_use_the_default_array_size(simulated_run):
+    frame = simulated_run.results
+    rows = frame[frame["case"].str.startswith("hbm_")]
+    # 64 MiB of simulated memory: 2^25 float64 does not fit, so it halves to 16 MiB.
+    assert set(rows["size_bytes"]) == {16 * MiB}
+    assert (rows[rows["case"] == "hbm_triad"]["bytes_per_rep"] == 3 * 16 * MiB).all()
+    assert (rows["status"] == "ok").all()
+
+
+def test_p2p_is_waived_with_one_gpu():
+    rows = _run(SimBackend(devices=1), "p2p_,h2d_all")
+    p2p = [r for r in rows if r.case.startswith("p2p")]
+    assert [(r.status, r.note) for r in p2p] == [("waived", "needs 2 GPUs; this machine has 1")] * 2
+    assert {r.device for r in rows if r.case == "h2d_all" and r.status == "ok"} == {"gpu0", "all"}
+
+
+class CorruptingBackend(SimBackend):
+    """Drops the last byte of every copy: validation must notice."""
+
+    def copy(self, dst, src, nbytes, stream):
+        super().copy(dst, src, nbytes - 1, stream)
+
+
+@pytest.mark.parametrize("case", ["h2d_pinned", "d2h_pageable", "d2d_copy", "p2p_copy"])
+def test_a_corrupted_copy_is_invalid(case):
+    rows = [r for r in _run(CorruptingBackend(), case) if r.size_bytes == MiB]
+    assert rows and all(r.status == "invalid" for r in rows)
+    assert all("validation failed: 1 of 1048576 bytes" in r.note for r in rows)
+
+
+def test_a_wrong_kernel_is_invalid(monkeypatch):
+    def broken_triad(a, b, c, scalar):
+        a[:] = b + scalar * c
+        a[0] = -1.0
+
+    monkeypatch.setitem(stream.KERNELS, "triad",
+                        stream.StreamKernel("triad", broken_triad, stream.KERNELS["triad"].replay))
+    (row, *_) = _run(SimBackend(devices=1), "hbm_triad")
+    assert row.status == "invalid"
+    assert "1 of" in row.note and "elements of a" in row.note
+
+
+def test_hbm_array_sizes():
+    device = describe(SimBackend())[0]
+    sizes, note = hbm.array_sizes(device, free_bytes=80 << 30, sweep=False)
+    assert sizes == [hbm.DEFAULT_ARRAY_BYTES] and note == ""
+    big_l2 = type(device)(0, type(device.properties)(**{**device.properties.__dict__,
+                                                       "l2_bytes": 100 * MiB}))
+    assert hbm.array_sizes(big_l2, 80 << 30, False)[0] == [512 * MiB]  # >= 4x L2, power of 2
+    sizes, note = hbm.array_sizes(device, free_bytes=80 << 30, sweep=True)
+    assert sizes[0] == hbm.MIN_SWEEP_BYTES and sizes[-1] == hbm.DEFAULT_ARRAY_BYTES
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    tiny, note = hbm.array_sizes(big_l2, free_bytes=256 * MiB, sweep=False)
+    assert tiny == [64 * MiB] and "below 4x" in note
+
+
+def test_full_preset_sweeps_hbm_copy_through_the_cache():
+    executor = GpuExecutor(SimBackend(devices=1), describe(SimBackend(devices=1)))
+    jobs = executor.jobs(get_case("hbm_copy"), _plan("hbm_copy", preset="full"))
+    assert next(j.size_bytes for j in jobs) == hbm.MIN_SWEEP_BYTES
+    assert len(executor.jobs(get_case("hbm_triad"), _plan("hbm_triad", preset="full"))) == 1
+
+
+def test_simulated_runs_never_show_figures_in_the_terminal(tmp_path):
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--simulate", "--preset", "quick", "--repeats", "2",
+                                      "--cases", "h2d_pinned,hbm_triad", "--out",
+                                      str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert "simulated 8 GPU row(s)" in result.output
+    assert "GB/s best" not in result.output  # no measured rows, so no figures table
+    assert "--simulate" not in CliRunner().invoke(app, ["run", "--help"]).output
+    values = np.loadtxt(tmp_path / "r" / "timings.csv", delimiter=",", skiprows=1,
+                        usecols=7)
+    assert (values > 0).all()

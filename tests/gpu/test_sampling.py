@@ -1,0 +1,80 @@
+import pytest
+
+from bwprof.gpu.backend import Sample, Work
+from bwprof.gpu.sampling import (
+    HOLD_US,
+    MAX_HOLD_US,
+    MAX_OPS,
+    TARGET_SAMPLE_S,
+    ops_for,
+    take_samples,
+)
+
+
+class ScriptedBackend:
+    """time_sample answers from a script: seconds per op per stream, and whether covered."""
+
+    def __init__(self, per_op_s, covered=()):
+        self.per_op_s = per_op_s
+        self.covered = list(covered)
+        self.calls = []
+
+    def time_sample(self, works, gate, hold_us):
+        self.calls.append((tuple(w.ops for w in works), gate, hold_us))
+        for work in works:
+            for _ in range(work.ops):
+                work.enqueue()
+        seconds = tuple(t * w.ops for t, w in zip(self.per_op_s, works, strict=True))
+        covered = self.covered.pop(0) if self.covered else True
+        return Sample(seconds, tuple(0.0 for _ in works), seconds, covered)
+
+
+def test_ops_per_sample_reaches_the_target_within_bounds():
+    assert ops_for(TARGET_SAMPLE_S / 10) == 10
+    assert ops_for(1.0) == 1
+    assert ops_for(1e-9) == MAX_OPS
+    assert ops_for(0.0) == MAX_OPS
+
+
+def test_samples_are_per_op_and_every_op_is_counted():
+    issued = []
+    backend = ScriptedBackend([TARGET_SAMPLE_S / 4, TARGET_SAMPLE_S / 2])
+    sampled = take_samples(
+        backend,
+        lambda ops: [Work("s0", lambda: issued.append(0), ops),
+                     Work("s1", lambda: issued.append(1), ops)],
+        samples=3,
+    )
+    # Warm-up with one op per stream; K from the slower stream: 2 ms / 1 ms = 2.
+    assert backend.calls[0] == ((1, 1), True, HOLD_US)
+    assert sampled.ops_per_sample == 2
+    assert sampled.total_ops == 1 + 3 * 2
+    assert issued.count(0) == issued.count(1) == sampled.total_ops
+    assert sampled.per_stream_s[0] == pytest.approx([TARGET_SAMPLE_S / 4] * 3)
+    assert sampled.per_stream_s[1] == pytest.approx([TARGET_SAMPLE_S / 2] * 3)
+    assert sampled.span_s == pytest.approx([TARGET_SAMPLE_S / 2] * 3)
+    assert sampled.note() == ""
+
+
+def test_a_sample_the_gate_did_not_cover_is_taken_again_with_a_longer_hold():
+    backend = ScriptedBackend([0.001], covered=[True, False, True, True])
+    sampled = take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2)
+    holds = [hold for *_, hold in backend.calls]
+    assert holds == [HOLD_US, HOLD_US, 2 * HOLD_US, 2 * HOLD_US]
+    assert len(sampled.per_stream_s[0]) == 2
+    assert sampled.uncovered == 0
+    assert sampled.total_ops == 1 + 3 * sampled.ops_per_sample
+
+
+def test_a_gate_that_never_covers_is_reported_not_hidden():
+    backend = ScriptedBackend([0.001], covered=[True] + [False] * 100)
+    sampled = take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2)
+    assert max(hold for *_, hold in backend.calls) == MAX_HOLD_US
+    assert sampled.uncovered == 2
+    assert "2 sample(s) started before all work was enqueued" in sampled.note()
+
+
+def test_ungated_samples_pass_the_flag_through():
+    backend = ScriptedBackend([0.001])
+    take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=1, gate=False)
+    assert all(gate is False for _, gate, _ in backend.calls)
