@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# The one prepared check for a GPU machine (no package registry needed).
+#
+# Runs bwprof from this source tree with the machine's own python3 (numba, numba-cuda, cupy,
+# nvidia-ml-py, pandas, typer, pytest, rich preinstalled); installs nothing and never changes
+# GPU clocks or settings. Steps, each under a timeout, all inside a 5-minute budget:
+#   1. nvidia-smi, and an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE`
+#   2. python3 -m bwprof info
+#   3. python3 -m bwprof kernels
+#   4. python3 -m pytest -m gpu tests/gpu
+#   5. python3 -m bwprof run --preset quick --repeats 5 --out $OUT/run
+#   6. a table of the headline figures from $OUT/run/results.csv, with the issue's bars
+# A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
+#
+# Output, under $OUT (default: ./gpu-check-out), a handful of files two levels deep at most:
+#   check.log   everything printed, plus one status line per step
+#   pytest.log  the full pytest output
+#   run/        bwprof's run folder: results.csv, timings.csv, system.json
+#
+# Usage: OUT=/some/folder bash scripts/gpu_check.sh
+
+set -u -o pipefail
+export PYTHONUNBUFFERED=1
+
+CALLER_DIR="$PWD"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+PYTHON="${PYTHON:-python3}"
+
+OUT="${OUT:-gpu-check-out}"
+[[ "$OUT" = /* ]] || OUT="$CALLER_DIR/$OUT"
+export OUT  # the helpers below run as child processes and must see the same folder
+LOG="$OUT/check.log"
+PYTEST_LOG="$OUT/pytest.log"
+RUN_DIR="$OUT/run"
+
+BUDGET_S=290            # the whole script, summary included, stays under 5 minutes
+SUMMARY_RESERVE_S=20    # kept back for the last step
+START=$SECONDS
+FAILED=()
+
+log() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+# Seconds the next step may take: its own limit, capped by what is left of the budget.
+allowance() {
+    local limit=$1 reserve=$2 left
+    left=$(( BUDGET_S - (SECONDS - START) - reserve ))
+    (( left < limit )) && limit=$left
+    echo "$limit"
+}
+
+# step NAME LIMIT_S RESERVE_S LOGFILE COMMAND...: run under a timeout, output to the console and
+# LOGFILE (and check.log), then record the outcome.
+step() {
+    local name=$1 limit=$2 reserve=$3 logfile=$4 rc t0
+    shift 4
+    limit=$(allowance "$limit" "$reserve")
+    log ""
+    log "=== $name (timeout ${limit}s) ==="
+    log "\$ $*"
+    if (( limit < 5 )); then
+        log "--- $name: FAILED (no time left in the ${BUDGET_S}s budget)"
+        FAILED+=("$name")
+        return
+    fi
+    t0=$SECONDS
+    if [[ "$logfile" == "$LOG" ]]; then
+        timeout --kill-after=5 "$limit" "$@" 2>&1 | tee -a "$LOG"
+        rc=${PIPESTATUS[0]}
+    else
+        timeout --kill-after=5 "$limit" "$@" 2>&1 | tee "$logfile"
+        rc=${PIPESTATUS[0]}
+        { echo "(full output in $logfile; last lines:)"; tail -n 25 "$logfile"; } >> "$LOG"
+    fi
+    if (( rc == 0 )); then
+        log "--- $name: ok ($((SECONDS - t0))s)"
+    else
+        local why="exit $rc"
+        (( rc == 124 || rc == 137 )) && why="timed out after ${limit}s"
+        (( rc == 127 )) && why="command not found"
+        log "--- $name: FAILED ($why, $((SECONDS - t0))s)"
+        FAILED+=("$name")
+    fi
+}
+
+smi_excerpt() {
+    # Queries only. sed, not head: nvidia-smi must not die of SIGPIPE under pipefail.
+    nvidia-smi -q -d CLOCK,PERFORMANCE | sed -e '/^[[:space:]]*$/d' | sed -n '1,120p'
+}
+
+headline() {
+    "$PYTHON" - "$RUN_DIR/results.csv" "$RUN_DIR/system.json" <<'PY'
+"""Headline figures of the quick run, next to their peaks and the bars of the GPU issue."""
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+results, system = Path(sys.argv[1]), Path(sys.argv[2])
+BAR = 0.85  # h2d/d2h pinned >= 0.85 x PCIe peak; hbm_triad and d2d_copy >= 0.85 x HBM peak
+BARRED = {"h2d_pinned", "d2h_pinned", "hbm_triad", "d2d_copy"}
+MiB = 1 << 20
+
+if not results.is_file():
+    print(f"no GPU rows: {results} was not written (the run step failed)")
+    sys.exit(2)
+frame = pd.read_csv(results)
+gpu = frame[frame["backend"] == "cuda"]
+measured = gpu[gpu["status"].isin(["ok", "invalid"])]
+if measured.empty:
+    reason = ""
+    if system.is_file():
+        gpus = json.loads(system.read_text()).get("gpus", {})
+        reason = gpus.get("reason") or gpus.get("detail") or ""
+    statuses = ", ".join(f"{s}: {n}" for s, n in gpu["status"].value_counts().items())
+    print(f"no GPU rows measured{f' ({statuses})' if statuses else ''}"
+          f"{f': {reason}' if reason else ''}")
+    sys.exit(2)
+
+
+def largest(rows):
+    return rows[rows["size_bytes"] == rows["size_bytes"].max()]
+
+
+picked = []
+for case in ("h2d_pinned", "d2h_pinned"):
+    rows = measured[measured["case"] == case]
+    at = rows[rows["size_bytes"] == 256 * MiB]
+    picked.append(at if not at.empty else largest(rows))
+for case in ("bidir_pinned", "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad",
+             "hbm_dot"):
+    picked.append(largest(measured[measured["case"] == case]))
+table = pd.concat(picked)
+
+
+def size(n):
+    n = int(n)
+    return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
+
+
+def bar(row):
+    if row["case"] not in BARRED:
+        return ""
+    if row["status"] != "ok":
+        return "missed (not ok)"
+    if pd.isna(row["peak_gbps"]) or not row["peak_gbps"]:
+        return "no peak known"
+    return "met" if row["gbps_best"] >= BAR * row["peak_gbps"] else "missed"
+
+
+lines = []
+header = (f"{'case':<13} {'dev':<5} {'dir':<6} {'size':>8} {'GB/s best':>10} {'peak':>9} "
+          f"{'% peak':>7} {'status':<8} bar {BAR:.2f}x peak")
+lines.append(header)
+lines.append("-" * len(header))
+met = missed = 0
+for _, row in table.iterrows():
+    verdict = bar(row)
+    met += verdict == "met"
+    missed += verdict.startswith("missed")
+    peak = "" if pd.isna(row["peak_gbps"]) else f"{row['peak_gbps']:.1f}"
+    pct = "" if pd.isna(row["pct_of_peak"]) else f"{row['pct_of_peak']:.0f}%"
+    lines.append(f"{row['case']:<13} {row['device']:<5} {row['direction']:<6} "
+                 f"{size(row['size_bytes']):>8} {row['gbps_best']:>10.1f} {peak:>9} {pct:>7} "
+                 f"{row['status']:<8} {verdict}")
+print("\n".join(lines))
+print(f"bars: {met} met, {missed} missed (benchmarks, reported here and not asserted)")
+others = gpu[~gpu["status"].isin(["ok", "waived"])]
+if not others.empty:
+    print(f"GPU rows not ok: {len(others)}: "
+          + "; ".join(f"{r.case} {r.size_bytes}: {r.status} {r.note}"
+                      for r in others.head(8).itertuples()))
+sys.exit(1 if (gpu["status"].isin(["invalid", "error"])).any() else 0)
+PY
+}
+
+# Helpers run as their own process, so that `timeout` can bound them like any command.
+case "${1:-}" in
+    --smi-excerpt) smi_excerpt; exit $? ;;
+    --headline) headline; exit $? ;;
+    "") ;;
+    *) echo "usage: OUT=folder bash scripts/gpu_check.sh" >&2; exit 2 ;;
+esac
+SELF=("$BASH" "$ROOT/scripts/gpu_check.sh")
+
+mkdir -p "$OUT" || { echo "cannot create OUT=$OUT" >&2; exit 2; }
+: > "$LOG"
+
+log "bwprof GPU check: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+log "source: $ROOT  python: $(command -v "$PYTHON" || echo "$PYTHON missing")  OUT: $OUT"
+
+# A previous check's run folder: remove only the files bwprof writes (bwprof refuses a non-empty
+# --out folder); anything else left there makes the run step fail with bwprof's message.
+if [[ -d "$RUN_DIR" ]]; then
+    rm -f "$RUN_DIR/results.csv" "$RUN_DIR/timings.csv" "$RUN_DIR/system.json"
+    rmdir "$RUN_DIR" 2>/dev/null || true
+fi
+
+RESERVE=$(( SUMMARY_RESERVE_S + 5 ))
+step "nvidia-smi" 20 "$RESERVE" "$LOG" nvidia-smi
+step "nvidia-smi clocks and performance" 20 "$RESERVE" "$LOG" "${SELF[@]}" --smi-excerpt
+step "bwprof info" 45 "$RESERVE" "$LOG" "$PYTHON" -m bwprof info
+step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
+step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
+    "$PYTHON" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
+    "$PYTHON" -m bwprof run --preset quick --repeats 5 --out "$RUN_DIR"
+step "headline figures" "$SUMMARY_RESERVE_S" 0 "$LOG" "${SELF[@]}" --headline
+
+log ""
+if (( ${#FAILED[@]} )); then
+    log "gpu_check: ${#FAILED[@]} step(s) failed: $(IFS=,; echo "${FAILED[*]}")  ($((SECONDS - START))s)"
+    exit 1
+fi
+log "gpu_check: all steps passed ($((SECONDS - START))s)"

@@ -1,0 +1,256 @@
+"""Tests that need a real NVIDIA GPU: every GPU case through the real code, on modest sizes.
+
+They run only with `pytest -m gpu` (the root conftest keeps Numba's simulator off then) and
+skip themselves without a device. They assert what must hold on any hardware — results
+validate, figures are positive and below the row's theoretical peak, pinned is not slower
+than pageable, CUDA events bracket the work, the gate covers the enqueue — and never a
+hard-coded bandwidth. The whole file takes well under two minutes on an H200.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bwprof
+from bwprof.plan import MiB, make_plan
+
+pytestmark = pytest.mark.gpu
+
+GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
+             "h2d_all,d2h_all,p2p_copy,p2p_bidir")
+SINGLE_GPU_CASES = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
+                    "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot",
+                    "h2d_all", "d2h_all"}
+PCIE_CASES = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
+              "h2d_all", "d2h_all"}
+GATED_CASES = SINGLE_GPU_CASES - {"h2d_pageable", "d2h_pageable"}
+GATE_TOO_SHORT = "gate too short"
+BIG = 256 * MiB
+
+
+def _skip_without_gpu() -> None:
+    """The `real_gpu` fixture's checks, for module-scoped fixtures (set up before it)."""
+    from numba import config
+
+    from bwprof.gpu.runtime import probe
+
+    if config.ENABLE_CUDASIM:
+        pytest.skip("the Numba CUDA simulator is on; run real-GPU tests with: pytest -m gpu")
+    found = probe()
+    if found.count == 0:
+        pytest.skip(found.reason or "no CUDA device")
+
+
+@pytest.fixture(scope="module")
+def device_run(tmp_path_factory):
+    """Every GPU case once, on the quick preset's sizes (64 KiB .. 256 MiB), 3 samples each."""
+    _skip_without_gpu()
+    out = tmp_path_factory.mktemp("gpu") / "run"
+    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=3, out=out)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    _skip_without_gpu()
+    from bwprof.gpu.runtime import CudaBackend
+
+    cuda = CudaBackend()
+    yield cuda
+    cuda.release()
+
+
+@pytest.fixture(scope="module")
+def l2_bytes(backend):
+    return backend.properties(0).l2_bytes
+
+
+def _ok(frame, case=None):
+    rows = frame[frame["status"] == "ok"]
+    return rows if case is None else rows[rows["case"] == case]
+
+
+def _best(frame, case, size, direction=None, device="gpu0"):
+    rows = _ok(frame, case)
+    rows = rows[(rows["size_bytes"] == size) & (rows["device"] == device)]
+    if direction is not None:
+        rows = rows[rows["direction"] == direction]
+    assert len(rows) == 1, f"expected one {case} row at {size} B on {device}, got {len(rows)}"
+    return rows.iloc[0]
+
+
+# -- the backend on its own ----------------------------------------------------------------
+
+
+def test_properties_are_sane(real_gpu, backend):
+    props = backend.properties(real_gpu)
+    assert props.name
+    assert props.l2_bytes > 0
+    assert props.total_memory_bytes > 0
+    assert props.multiprocessors > 0
+    assert props.compute_capability >= (7, 0)
+    assert backend.free_memory(real_gpu) > 0
+
+
+def test_every_kernel_launches_through_the_backend_and_matches_gold(real_gpu, backend):
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    from bwprof.gpu.kernels import DOT_BLOCKS
+    from bwprof.host import stream as gold
+
+    n = (1 << 20) + 3  # odd: the grid-stride loops have a tail
+    arrays = [backend.device_array(real_gpu, 8 * n) for _ in range(3)]
+    partial = backend.device_array(real_gpu, 8 * DOT_BLOCKS)
+    a, b, c = (backend.kernel_view(x) for x in arrays)
+    sums = backend.kernel_view(partial)
+    # Numba device arrays, so a launch neither synchronises nor goes through DLPack.
+    assert all(isinstance(view, DeviceNDArray) for view in (a, b, c, sums))
+    stream = backend.new_stream(real_gpu)
+    runs = 2
+    for name in ("copy", "scale", "add", "triad", "dot"):
+        backend.launch("init", stream, a, b, c, gold.INIT_A, gold.INIT_B, gold.INIT_C)
+        for _ in range(runs):
+            if name == "dot":
+                backend.launch("dot", stream, a, b, sums)
+            else:
+                backend.launch(name, stream, a, b, c, gold.SCALAR)
+        backend.launch("hold", stream, 10)  # the gate kernel launches and ends
+        host = [backend.download(x, 8 * n).view(np.float64) for x in arrays]
+        dot = (float(backend.download(partial, 8 * DOT_BLOCKS).view(np.float64).sum())
+               if name == "dot" else None)
+        assert gold.check(gold.KERNELS[name], runs, *host, dot) == "", name
+
+
+def test_gate_covers_the_enqueue_and_starts_streams_together(real_gpu, backend):
+    from functools import partial
+
+    from bwprof.gpu.backend import Work
+    from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, MAX_OPS
+
+    size = 64 << 10
+    host = [backend.host_array(size, pinned=True) for _ in range(2)]
+    dev = [backend.device_array(real_gpu, size) for _ in range(2)]
+    streams = [backend.new_stream(real_gpu) for _ in range(2)]
+    works = [
+        Work(streams[0], partial(backend.copy, dev[0], host[0], size, streams[0]), MAX_OPS),
+        Work(streams[1], partial(backend.copy, host[1], dev[1], size, streams[1]), MAX_OPS),
+    ]
+    backend.time_sample(works, gate=True, hold_us=HOLD_US)  # warm-up (compiles the gate)
+    hold_us = HOLD_US
+    sample = backend.time_sample(works, gate=True, hold_us=hold_us)
+    while not sample.covered and hold_us < MAX_HOLD_US:  # as take_samples does
+        hold_us *= 2
+        sample = backend.time_sample(works, gate=True, hold_us=hold_us)
+    assert sample.covered, f"the gate released before the enqueue ended, even at {hold_us} us"
+    assert all(s > 0 for s in sample.seconds)
+    # Released by one event: both streams start within a small fraction of the enqueue time.
+    assert max(sample.starts_s) - min(sample.starts_s) < 5e-4
+    assert sample.span_s >= max(sample.seconds)
+
+
+# -- every case through the real runner ----------------------------------------------------
+
+
+def test_every_case_validates(real_gpu, device_run):
+    frame = device_run.results
+    assert device_run.failed == [], device_run.failed
+    assert set(frame["backend"]) == {"cuda"}
+    for case in SINGLE_GPU_CASES:
+        rows = frame[frame["case"] == case]
+        assert len(rows) > 0, f"no row for {case}"
+        assert (rows["status"] == "ok").all(), rows[["size_bytes", "status", "note"]]
+    p2p = frame[frame["case"].isin(["p2p_copy", "p2p_bidir"])]
+    assert set(p2p["status"]) <= {"ok", "waived", "skipped"}
+    sizes = set(_ok(frame, "h2d_pinned")["size_bytes"])
+    assert sizes == {64 << 10, MiB, 16 * MiB, BIG}
+
+
+def test_figures_are_positive_and_below_the_peak(real_gpu, device_run, l2_bytes):
+    ok = _ok(device_run.results)
+    assert (ok["time_min_s"] > 0).all() and (ok["gbps_best"] > 0).all()
+    assert (ok["time_min_s"] <= ok["time_median_s"]).all()
+    assert (ok["gbps_median"] <= ok["gbps_best"]).all()
+    with_peak = ok[ok["peak_gbps"].notna() & (ok["peak_gbps"] > 0)]
+    # Data that fits in L2 may legitimately beat the DRAM peak; the link cannot be beaten.
+    beyond_cache = with_peak["case"].isin(PCIE_CASES) | (with_peak["size_bytes"] >= 4 * l2_bytes)
+    checked = with_peak[beyond_cache]
+    over = checked[checked["gbps_best"] >= checked["peak_gbps"]]
+    assert over.empty, over[["case", "direction", "size_bytes", "gbps_best", "peak_gbps"]]
+
+
+def test_pinned_is_not_slower_than_pageable_at_256_mib(real_gpu, device_run):
+    frame = device_run.results
+    for direction in ("h2d", "d2h"):
+        pinned = _best(frame, f"{direction}_pinned", BIG)["gbps_best"]
+        pageable = _best(frame, f"{direction}_pageable", BIG)["gbps_best"]
+        # "Not slower", within a few percent of run-to-run noise.
+        assert pinned >= 0.95 * pageable, (direction, pinned, pageable)
+
+
+def test_events_bracket_the_work(real_gpu, device_run):
+    """A copy 256x larger must take far longer per operation: the events time the copies,
+    not their enqueue."""
+    frame = device_run.results
+    for case in ("h2d_pinned", "d2h_pinned"):
+        small = _best(frame, case, MiB)["time_median_s"]
+        large = _best(frame, case, BIG)["time_median_s"]
+        assert large > small
+        assert large > 16 * small, (case, small, large)
+
+
+def test_hbm_rows_are_valid_and_beyond_the_cache(real_gpu, device_run, l2_bytes):
+    frame = device_run.results
+    for case in ("hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot"):
+        rows = frame[frame["case"] == case]
+        assert len(rows) >= 1 and (rows["status"] == "ok").all(), rows
+        largest = rows.loc[rows["size_bytes"].idxmax()]
+        assert largest["size_bytes"] >= 4 * l2_bytes or "L2" in largest["note"]
+        assert largest["byte_convention"] == "traffic"
+        assert largest["gbps_best"] > 0
+        if pd.notna(largest["peak_gbps"]) and largest["peak_gbps"] > 0:
+            assert largest["gbps_best"] < largest["peak_gbps"]
+
+
+def test_the_gate_covers_every_gated_row(real_gpu, device_run):
+    ok = _ok(device_run.results)
+    gated = ok[ok["case"].isin(GATED_CASES)]
+    assert len(gated) > 0
+    short = gated[gated["note"].str.contains(GATE_TOO_SHORT, regex=False)]
+    assert short.empty, short[["case", "size_bytes", "note"]]
+
+
+# -- validation catches a wrong result -----------------------------------------------------
+
+
+def test_a_result_corrupted_after_timing_is_invalid(real_gpu, backend, monkeypatch):
+    """Between timing and validation, overwrite the start of every device buffer: the
+    host->device copy and the STREAM kernel must both be reported `invalid`."""
+    from bwprof.gpu import hbm, sampling, transfers
+    from bwprof.gpu.devices import describe
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.runner import RunContext, Runner
+
+    executor = GpuExecutor(backend, describe(backend)[:1])
+    real_take_samples = sampling.take_samples
+
+    def take_samples_then_corrupt(gpu, make_works, samples, gate=True):
+        sampled = real_take_samples(gpu, make_works, samples, gate)
+        for key, array in executor.pool._arrays.items():
+            if key[0] == "device":
+                gpu.zero(array, 4096)
+        return sampled
+
+    monkeypatch.setattr(transfers, "take_samples", take_samples_then_corrupt)
+    monkeypatch.setattr(hbm, "take_samples", take_samples_then_corrupt)
+    plan = make_plan(cases="h2d_pinned,hbm_triad", preset="quick", repeats=2, usable_cpus=1,
+                     llc_bytes=None, memory_available_bytes=None)
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    try:
+        rows = runner.run()
+    finally:
+        runner.close()
+    assert {row.case for row in rows} == {"h2d_pinned", "hbm_triad"}
+    for row in rows:
+        assert row.status == "invalid", (row.case, row.size_bytes, row.status, row.note)
+        assert "validation failed" in row.note
