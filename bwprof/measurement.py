@@ -51,6 +51,8 @@ class Measurement:
     numa_node: int | None = None
     ops_per_sample: int = 1
     peak_gbps: float | None = None
+    phase: str = ""
+    overlap_efficiency: float | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 

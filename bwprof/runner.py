@@ -211,6 +211,8 @@ class Runner:
             pct_of_peak=pct_of_peak(best, m.peak_gbps),
             status="ok" if m.valid else "invalid",
             note=m.note,
+            phase=m.phase,
+            overlap_efficiency=m.overlap_efficiency,
         )
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import RESULT_COLUMNS, ResultRow
+from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, ResultRow
 
 _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
@@ -16,6 +16,7 @@ _INTEGER_COLUMNS = (
 )
 _FLOAT_COLUMNS = (
     "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak",
+    "overlap_efficiency",
 )
 
 
@@ -24,7 +25,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in _FLOAT_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
-    for column in ("note", "device", "device_name"):
+    for column in ("note", "device", "device_name", "phase"):
         frame[column] = frame[column].astype("string").fillna("").astype(str)
     return frame
 
@@ -35,12 +36,20 @@ def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
 
 
 def read_results(path: Path) -> pd.DataFrame:
-    """Load a results.csv written by bwprof; a file of another shape is a one-line error."""
+    """Load a results.csv written by bwprof; a file of another shape or schema version is a
+    one-line error. Columns beyond the core ones (telemetry joins) are kept, after them."""
     try:
         frame = pd.read_csv(path, keep_default_na=True)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BwprofError(f"cannot read {path}: {exc}") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
     missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
     if missing:
         raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
-    return _typed(frame[list(RESULT_COLUMNS)].copy())
+    versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
+    if versions - {SCHEMA_VERSION}:
+        raise BwprofError(
+            f"{path} has schema version {sorted(versions)}, this bwprof reads "
+            f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
+        )
+    extra = [c for c in frame.columns if c not in RESULT_COLUMNS]
+    return _typed(frame[[*RESULT_COLUMNS, *extra]].copy())

@@ -45,6 +45,9 @@ class ResultRow:
     pct_of_peak: float | None
     status: str
     note: str
+    phase: str = ""
+    """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; empty elsewhere."""
+    overlap_efficiency: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def as_dict(self) -> dict[str, object]:

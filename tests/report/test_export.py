@@ -73,3 +73,22 @@ def test_prepare_run_dir(tmp_path):
         prepare_run_dir(tmp_path / "full" / "x")
     with pytest.raises(BwprofError, match="cannot write to output folder"):
         prepare_run_dir(tmp_path / "full" / "x" / "below-a-file")
+
+
+def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp_path):
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(), [])
+    writer.close()
+    path = tmp_path / "results.csv"
+    lines = path.read_text().splitlines()
+    lines[0] += ",pcie_rx_mibps_mean"
+    lines[1] += ",12.5"
+    path.write_text("\n".join(lines) + "\n")
+    frame = read_results(path)
+    assert frame.columns[-1] == "pcie_rx_mibps_mean" and frame.loc[0, "pcie_rx_mibps_mean"] == 12.5
+    path.write_text("\n".join([lines[0], lines[1].replace(",1,12.5", ",99,12.5")]) + "\n")
+    with pytest.raises(BwprofError, match=r"schema version \[99\]"):
+        read_results(path)
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(BwprofError, match="cannot read"):
+        read_results(path)
