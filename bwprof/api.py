@@ -35,6 +35,7 @@ class RunResult:
     rows: list[ResultRow] = field(repr=False)
     run_dir: Path | None = None
     interrupted: bool = False
+    timelines: list[dict[str, object]] = field(default_factory=list, repr=False)
 
     @property
     def failed(self) -> list[ResultRow]:
@@ -95,6 +96,21 @@ def gpu_executor(
     return executor
 
 
+def draw_plots(run_dir: Path, timelines: list[dict[str, object]],
+               system: dict[str, object]) -> dict[str, object]:
+    """Draw the run's PNGs; a plotting failure is recorded, never allowed to lose the run."""
+    from bwprof.report.timeline import write_timeline_plots
+
+    gpus = system.get("gpus") or {}
+    names = sorted({d["properties"]["name"] for d in gpus.get("devices", [])})  # type: ignore[union-attr]
+    try:
+        files = write_timeline_plots(run_dir, timelines, str(system["run_id"]).rsplit("-", 1)[0],
+                                     " + ".join(names))
+    except Exception as exc:  # matplotlib or a font problem: keep the measurements
+        return {"files": [], "error": f"{type(exc).__name__}: {exc}"}
+    return {"files": [path.name for path in files], "error": None}
+
+
 def host_executor(host: HostInfo) -> Executor:
     from bwprof.host.ddr import HostExecutor
 
@@ -128,12 +144,14 @@ def run(
     progress: ProgressListener | None = None,
     command_line: Sequence[str] | None = None,
     simulate: bool = False,
+    plots: bool = True,
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
-    backend (tests only): its rows say `simulated` and are not measurements.
+    backend (tests only): its rows say `simulated` and are not measurements. `plots` draws the
+    PNGs into the run folder (overlap timelines).
     """
     host = host_info()
     plan = make_plan(
@@ -183,8 +201,11 @@ def run(
         if writer is not None:
             writer.close()
         if run_dir is not None:
+            if plots:
+                system["plots"] = draw_plots(run_dir, runner.timelines, system)
             write_system_json(run_dir, system)
-    result = RunResult(results_frame(runner.rows), system, runner.rows, run_dir, interrupted)
+    result = RunResult(results_frame(runner.rows), system, runner.rows, run_dir, interrupted,
+                       runner.timelines)
     if interrupted:
         raise RunInterrupted(result)
     return result

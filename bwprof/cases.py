@@ -94,6 +94,16 @@ CASES: tuple[CaseSpec, ...] = (
          "hbm", "p2p", "copy", min_gpus=2),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
          "hbm", "both", "copy", min_gpus=2),
+    _gpu("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
+         "pinned", "h2d+compute", "copy"),
+    _gpu("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",
+         "pinned", "d2h+compute", "copy"),
+    _gpu("overlap_bidir_compute", "H2D, D2H and a compute kernel at once on three streams",
+         "pinned", "h2d+d2h+compute", "copy"),
+    _gpu("overlap_pageable", "pageable host-to-device copy and a compute kernel at once",
+         "pageable", "h2d+compute", "copy"),
+    _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
+         "pinned", "h2d+compute+d2h", "copy"),
 )
 
 CASES_BY_KEY: dict[str, CaseSpec] = {case.key: case for case in CASES}

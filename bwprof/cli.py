@@ -62,6 +62,7 @@ def run_command(
         typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
@@ -80,7 +81,7 @@ def run_command(
         result = api.run(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
-            simulate=simulate,
+            simulate=simulate, plots=not no_plots,
         )
     except BwprofError as exc:
         _fail(str(exc))
@@ -98,6 +99,10 @@ def run_command(
     if not quiet:
         print_summary(Console(), result.rows)
     typer.echo(f"wrote {result.run_dir}")
+    plot_error = (result.system.get("plots") or {}).get("error")  # type: ignore[union-attr]
+    if plot_error:
+        typer.echo(f"warning: plots were not drawn ({plot_error}); the results are complete",
+                   err=True)
     if result.failed:
         typer.echo(
             f"error: {len(result.failed)} figure(s) failed validation or raised; "

@@ -15,6 +15,8 @@ class Job:
     device: int | None = None
     peer: int | None = None
     """Second GPU of a GPU-to-GPU job."""
+    streams: int | None = None
+    """Stream count of a job that sweeps it (pipeline_chunked)."""
 
     def label(self) -> str:
         from bwprof.plan import format_bytes
@@ -27,6 +29,8 @@ class Job:
         if self.device is not None:
             parts.append(f"gpu{self.device}" if self.peer is None
                          else f"gpu{self.device}-gpu{self.peer}")
+        if self.streams is not None:
+            parts.append(f"{self.streams} streams")
         return " ".join(parts)
 
 

@@ -31,6 +31,8 @@ class Preset:
     repeats: int
     transfer_sizes: tuple[int, ...]
     """Transfer sizes swept by the host<->device cases (bytes)."""
+    pipeline_chunks: tuple[int, ...]
+    """Chunk sizes swept by pipeline_chunked (bytes)."""
 
 
 def _powers(first: int, last: int, factor: int) -> tuple[int, ...]:
@@ -42,9 +44,12 @@ def _powers(first: int, last: int, factor: int) -> tuple[int, ...]:
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset(repeats=5, transfer_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB)),
-    "standard": Preset(repeats=10, transfer_sizes=_powers(4 * KiB, 1 * GiB, 4)),
-    "full": Preset(repeats=20, transfer_sizes=_powers(4 * KiB, 4 * GiB, 2)),
+    "quick": Preset(repeats=5, transfer_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB),
+                    pipeline_chunks=(16 * MiB, 64 * MiB)),
+    "standard": Preset(repeats=10, transfer_sizes=_powers(4 * KiB, 1 * GiB, 4),
+                       pipeline_chunks=_powers(4 * MiB, 256 * MiB, 4)),
+    "full": Preset(repeats=20, transfer_sizes=_powers(4 * KiB, 4 * GiB, 2),
+                   pipeline_chunks=_powers(1 * MiB, 256 * MiB, 4)),
 }
 
 _UNITS = {
@@ -107,6 +112,7 @@ class Plan:
     threads: tuple[int, ...]
     host_array_bytes: tuple[int, ...]
     transfer_sizes: tuple[int, ...]
+    pipeline_chunks: tuple[int, ...] = ()
 
     @property
     def host_cases(self) -> tuple[CaseSpec, ...]:
@@ -124,6 +130,7 @@ class Plan:
             "threads": list(self.threads),
             "host_array_bytes": list(self.host_array_bytes),
             "transfer_sizes": list(self.transfer_sizes),
+            "pipeline_chunks": list(self.pipeline_chunks),
         }
 
 
@@ -193,4 +200,5 @@ def make_plan(
         threads=thread_counts,
         host_array_bytes=array_bytes,
         transfer_sizes=chosen.transfer_sizes,
+        pipeline_chunks=chosen.pipeline_chunks,
     )

@@ -60,6 +60,9 @@ class UnavailableExecutor:
 class RowSink(Protocol):
     def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None: ...
 
+    def add_timeline(self, timeline: dict[str, object]) -> None:
+        """Per-stream event times of one overlap job, for the timeline plots."""
+
 
 class ProgressListener(Protocol):
     def start(self, total: int) -> None: ...
@@ -107,6 +110,7 @@ class Runner:
         self.sink = sink
         self.progress = progress or _NoProgress()
         self.rows: list[ResultRow] = []
+        self.timelines: list[dict[str, object]] = []
 
     def run(self) -> list[ResultRow]:
         """Measure every case of the plan; KeyboardInterrupt propagates after the last full row."""
@@ -124,29 +128,40 @@ class Runner:
                 if unavailable:
                     rows = [self._not_run_row(case, job, executor, unavailable)]
                     timings: list[Sequence[float]] = [()]
+                    timelines: list[dict[str, object]] = []
                 else:
-                    rows, timings = self._run_job(case, job, executor)
+                    rows, timings, timelines = self._run_job(case, job, executor)
                 for row, seconds in zip(rows, timings, strict=True):
                     self.rows.append(row)
                     if self.sink is not None:
                         self.sink.add(row, seconds)
+                for timeline in timelines:
+                    self.timelines.append(timeline)
+                    if self.sink is not None:
+                        self.sink.add_timeline(timeline)
                 self.progress.job_finished(job, rows)
         return self.rows
 
     def _run_job(
         self, case: CaseSpec, job: Job, executor: Executor
-    ) -> tuple[list[ResultRow], list[Sequence[float]]]:
+    ) -> tuple[list[ResultRow], list[Sequence[float]], list[dict[str, object]]]:
+        """Rows of one job, the raw samples behind each, and any timelines it recorded."""
         try:
             measurements = executor.measure(case, job, self.plan)
         except NotRun as exc:
             why = Unavailable(exc.status, exc.reason)
-            return [self._not_run_row(case, job, executor, why)], [()]
+            return [self._not_run_row(case, job, executor, why)], [()], []
         except Exception as exc:  # recorded as an error row; the run goes on
             note = f"{type(exc).__name__}: {exc}".replace("\n", " ")
             row = self._row(case, job, executor.backend, status="error", note=note)
-            return [row], [()]
+            return [row], [()], []
         rows = [self._measured_row(case, executor.backend, m) for m in measurements]
-        return rows, [m.seconds_per_op for m in measurements]
+        timelines = [
+            {"run_id": self.context.run_id, "backend": executor.backend,
+             **m.extra["timeline"]}  # type: ignore[dict-item]
+            for m in measurements if "timeline" in m.extra
+        ]
+        return rows, [m.seconds_per_op for m in measurements], timelines
 
     def _row(self, case: CaseSpec, job: Job, backend: str, *, status: str, note: str) -> ResultRow:
         return ResultRow(
@@ -160,7 +175,7 @@ class Runner:
             direction=case.direction,
             size_bytes=job.size_bytes,
             threads=job.threads,
-            streams=None,
+            streams=job.streams,
             numa_node=None,
             repeats=None,
             ops_per_sample=None,

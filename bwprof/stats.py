@@ -48,3 +48,18 @@ def pct_of_peak(measured_gbps: float | None, peak_gbps: float | None) -> float |
     if measured_gbps is None or not peak_gbps:
         return None
     return 100.0 * measured_gbps / peak_gbps
+
+
+def overlap_efficiency(alone_s: Sequence[float], concurrent_s: float) -> float:
+    """How much of the shorter parts hid behind the longest one, in [0, 1].
+
+    (sum of parts alone - concurrent) / (sum of parts alone - longest part alone): 1 when
+    everything ran in the shadow of the longest part, 0 when the parts ran one after another.
+    """
+    if len(alone_s) < 2:
+        raise ValueError("overlap needs at least two parts")
+    total, longest = sum(alone_s), max(alone_s)
+    hideable = total - longest
+    if hideable <= 0:
+        return 0.0
+    return min(1.0, max(0.0, (total - concurrent_s) / hideable))

@@ -167,6 +167,23 @@ for _, row in table.iterrows():
                  f"{row['status']:<8} {verdict}")
 print("\n".join(lines))
 print(f"bars: {met} met, {missed} missed (benchmarks, reported here and not asserted)")
+
+# Overlap efficiencies; target on an H200 (a benchmark): >= 0.9 for pinned h2d and bidir.
+OVERLAP_TARGET = {"overlap_h2d_compute": 0.9, "overlap_bidir_compute": 0.9}
+concurrent = measured[measured["phase"] == "concurrent"]
+if concurrent.empty:
+    print("overlap: no overlap rows in this run")
+for _, row in concurrent.iterrows():
+    target = OVERLAP_TARGET.get(row["case"])
+    verdict = "" if target is None else (
+        f"  target {target}: {'met' if row['overlap_efficiency'] >= target else 'missed'}")
+    print(f"overlap {row['case']:<22} {row['device']:<5} efficiency "
+          f"{row['overlap_efficiency']:.2f} ({row['status']}){verdict}")
+pipes = measured[measured["phase"] == "pipeline"]
+for device, rows in pipes.groupby("device"):
+    best = rows.loc[rows["gbps_median"].idxmax()]
+    print(f"pipeline_chunked {device}: best {int(best['streams'])} stream(s) x "
+          f"{size(best['size_bytes'])} chunks: {best['gbps_median']:.1f} GB/s in + out")
 others = gpu[~gpu["status"].isin(["ok", "waived"])]
 if not others.empty:
     print(f"GPU rows not ok: {len(others)}: "

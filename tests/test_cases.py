@@ -7,7 +7,8 @@ DDR_KEYS = ["ddr_copy", "ddr_scale", "ddr_add", "ddr_triad", "ddr_dot"]
 GPU_KEYS = [
     "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
-    "p2p_copy", "p2p_bidir",
+    "p2p_copy", "p2p_bidir", "overlap_h2d_compute", "overlap_d2h_compute",
+    "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
 ]
 
 

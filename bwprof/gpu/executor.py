@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import combinations, permutations
 
 from bwprof.cases import CaseSpec
-from bwprof.gpu import hbm, transfers
+from bwprof.gpu import hbm, overlap, transfers
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
@@ -26,7 +26,8 @@ DEVICE_MEMORY_SHARE = 0.9
 ONE_WAY = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"}
 # Buffers each job needs, per device and on the host, in units of the transfer size.
 DEVICE_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 2, "p2p_copy": 1, "p2p_bidir": 2}
-HOST_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 0, "p2p_copy": 0, "p2p_bidir": 0}
+HOST_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 0, "p2p_copy": 0, "p2p_bidir": 0,
+                "overlap_bidir_compute": 2}
 
 
 class GpuExecutor:
@@ -46,6 +47,10 @@ class GpuExecutor:
                                          f"{len(self.devices)}")
         return None
 
+    def _overlap_size(self, key: str, device: GpuDevice) -> tuple[int, str]:
+        free = self.gpu.free_memory(device.index) + self.pool.device_bytes(device.index)
+        return overlap.overlap_size(key, free, DEVICE_MEMORY_SHARE)
+
     def _hbm(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
         if device.index not in self._hbm_sizes:
             free = self.gpu.free_memory(device.index)
@@ -61,6 +66,13 @@ class GpuExecutor:
                                  else self._hbm(d, plan)[0][-1:])]
         if key in ("h2d_all", "d2h_all"):
             return [Job(key, size_bytes=size) for size in plan.transfer_sizes]
+        if key in overlap.COPIES:
+            return [Job(key, size_bytes=self._overlap_size(key, d)[0], device=d.index)
+                    for d in self.devices]
+        if key == "pipeline_chunked":
+            return [Job(key, size_bytes=chunk, device=d.index, streams=streams)
+                    for d in self.devices for chunk in plan.pipeline_chunks
+                    for streams in overlap.PIPELINE_STREAMS]
         if key == "p2p_copy":
             pairs = list(permutations(range(len(self.devices)), 2))
         elif key == "p2p_bidir":
@@ -75,14 +87,20 @@ class GpuExecutor:
         size = job.size_bytes or 0
         devices = ([d for d in (job.device, job.peer) if d is not None]
                    if job.device is not None else list(range(len(self.devices))))
-        per_device = DEVICE_BUFFERS.get(case.key, 1) * size
+        if case.key in overlap.COPIES or case.key == "pipeline_chunked":
+            per_device = overlap.device_bytes_needed(case.key, size, job.streams or 1)
+        else:
+            per_device = DEVICE_BUFFERS.get(case.key, 1) * size
         for index in devices:
             free = self.gpu.free_memory(index) + self.pool.device_bytes(index)
             if per_device > DEVICE_MEMORY_SHARE * free:
                 raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
                                         f"{format_bytes(per_device)} on gpu{index}, "
                                         f"{format_bytes(free)} free")
-        host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
+        if case.key == "pipeline_chunked":
+            host = 2 * overlap.pipeline_total_bytes(size)
+        else:
+            host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
         if self.host_memory_bytes and host > HOST_MEMORY_SHARE * self.host_memory_bytes:
             raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
                                     f"{format_bytes(host)} of host memory")
@@ -121,6 +139,13 @@ class GpuExecutor:
             assert job.device is not None and job.peer is not None
             return transfers.peer(self.pool, case, self.devices, (job.device, job.peer), size,
                                   samples)
+        if key in overlap.COPIES:
+            device = self.devices[job.device or 0]
+            return overlap.overlap(self.pool, case, device, size, samples,
+                                   self._overlap_size(key, device)[1])
+        if key == "pipeline_chunked":
+            return overlap.pipeline(self.pool, case, self.devices[job.device or 0], size,
+                                    job.streams or 1, samples, overlap.PIPELINE_STREAMS[0])
         if key.startswith("hbm_"):
             device = self.devices[job.device or 0]
             note = self._hbm(device, plan)[1] if size == self._hbm(device, plan)[0][-1] else ""

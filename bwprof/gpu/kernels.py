@@ -17,6 +17,15 @@ THREADS_PER_BLOCK = 256
 DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
+COMPUTE_SCALE = 1.0
+COMPUTE_STEP = 2.0**-20
+COMPUTE_MAX_ITERATIONS = (1 << 20) - 1
+"""Inputs of 1.0 stay in [1, 2) up to here, where every step of 2^-20 is exact."""
+
+
+def compute_gold(start: float, iterations: int) -> float:
+    """What `compute` leaves in y for an input `start` (exact for start in [1, 2))."""
+    return start + iterations * COMPUTE_STEP
 
 
 def stream_init(a, b, c, va, vb, vc):
@@ -76,6 +85,19 @@ def stream_dot(a, b, partial):
         partial[cuda.blockIdx.x] = cache[0]
 
 
+def compute(x, y, iterations, scale, step):
+    """Known work for the overlap cases: `iterations` dependent fused multiply-adds per element.
+
+    With scale = 1 and step = 2^-20 every step is exact, so y = x + iterations * step can be
+    checked exactly, and a kernel that skipped work would fail validation.
+    """
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        value = x[i]
+        for _ in range(iterations):
+            value = cuda.fma(value, scale, step)
+        y[i] = value
+
+
 def hold(steps):
     """Keep the GPU busy for about `steps` microseconds so work queued behind it starts together."""
     if cuda.grid(1) == 0:
@@ -102,6 +124,8 @@ KERNELS: dict[str, KernelSpec] = {
         KernelSpec("add", stream_add, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("triad", stream_triad, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("dot", stream_dot, f"void({ARRAY}, {ARRAY}, {ARRAY})", "dot"),
+        KernelSpec("compute", compute, f"void({ARRAY}, {ARRAY}, int64, float64, float64)",
+                   "stream"),
         KernelSpec("hold", hold, "void(int64)", "hold"),
     )
 }

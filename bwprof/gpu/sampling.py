@@ -50,12 +50,14 @@ def take_samples(
     make_works: Callable[[int], list[Work]],
     samples: int,
     gate: bool = True,
+    ops: int | None = None,
 ) -> Sampled:
-    """Warm up with one op per stream, choose K, then take `samples` timed samples."""
+    """Warm up with one op per stream, choose K (unless `ops` fixes it, so parts measured
+    alone and together do the same work), then take `samples` timed samples."""
     hold_us = HOLD_US
     warm = backend.time_sample(make_works(1), gate, hold_us)
     total_ops = 1
-    ops = ops_for(max(warm.seconds))
+    ops = ops or ops_for(max(warm.seconds))
     per_stream: list[list[float]] = [[] for _ in warm.seconds]
     spans: list[float] = []
     uncovered = 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 from bwprof.host import stream as host_stream
@@ -21,6 +22,16 @@ from bwprof.host import stream as host_stream
 SIM_DEVICES = 2
 SIM_MEMORY_BYTES = 64 << 20
 SIM_L2_BYTES = 1 << 20
+
+
+@njit(parallel=True, cache=True)
+def _compute(x, y, iterations, scale, step):  # pragma: no cover - compiled
+    """The CPU twin of `kernels.compute`: the same dependent multiply-adds per element."""
+    for i in prange(x.size):
+        value = x[i]
+        for _ in range(iterations):
+            value = value * scale + step
+        y[i] = value
 
 
 class SimDeviceArray(np.ndarray):
@@ -94,6 +105,8 @@ class SimBackend:
             partial[0] = host_stream.stream_dot(a, b, b, 0.0)
         elif kernel == "hold":
             return
+        elif kernel == "compute":
+            _compute(*arrays)
         else:
             host_stream.KERNELS[kernel].run(*arrays)
 

@@ -19,6 +19,7 @@ from bwprof.report.schema import RESULT_COLUMNS, TIMING_COLUMNS, ResultRow
 RESULTS_FILE = "results.csv"
 TIMINGS_FILE = "timings.csv"
 SYSTEM_FILE = "system.json"
+TIMELINES_FILE = "timelines.json"
 
 
 def prepare_run_dir(path: Path) -> Path:
@@ -55,6 +56,7 @@ class RunWriter:
         self._results_csv.writerow(RESULT_COLUMNS)
         self._timings_csv.writerow(TIMING_COLUMNS)
         self._flush()
+        self._timelines: list[dict[str, object]] = []
 
     def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None:
         values = row.as_dict()
@@ -66,6 +68,11 @@ class RunWriter:
             )
         self._flush()
 
+    def add_timeline(self, timeline: dict[str, object]) -> None:
+        """Rewrite timelines.json (atomically) with one more overlap timeline."""
+        self._timelines.append(timeline)
+        write_json_atomic(self.run_dir / TIMELINES_FILE, self._timelines)
+
     def _flush(self) -> None:
         self._results.flush()
         self._timings.flush()
@@ -75,10 +82,13 @@ class RunWriter:
         self._timings.close()
 
 
-def write_system_json(run_dir: Path, system: dict[str, object]) -> Path:
-    """Write system.json atomically (temp file, then rename) so it is never half-written."""
-    target = run_dir / SYSTEM_FILE
-    temp = run_dir / f".{SYSTEM_FILE}.tmp"
-    temp.write_text(json.dumps(system, indent=2, default=str) + "\n")
+def write_json_atomic(target: Path, payload: object) -> Path:
+    """Write JSON through a temp file and a rename, so the file is never half-written."""
+    temp = target.with_name(f".{target.name}.tmp")
+    temp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     os.replace(temp, target)
     return target
+
+
+def write_system_json(run_dir: Path, system: dict[str, object]) -> Path:
+    return write_json_atomic(run_dir / SYSTEM_FILE, system)

@@ -61,7 +61,8 @@ def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
     """Measured rows for the table: every host row, and for each GPU case, device and
     direction only the largest size (the whole sweep is in results.csv). Simulated rows are
     never shown as figures."""
-    measured = [r for r in rows if r.status in ("ok", "invalid") and r.backend != "simulated"]
+    measured = [r for r in rows if r.status in ("ok", "invalid") and r.backend != "simulated"
+                and not r.phase]  # overlap rows have their own lines (overlap_lines)
     largest: dict[tuple[str, str, str], int] = {}
     for row in measured:
         key = (row.case, row.device, row.direction)
@@ -117,6 +118,37 @@ def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
     ]
 
 
+def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per overlap case and device (efficiency, parts alone and together), and per
+    device the pipeline configuration with the best end-to-end throughput."""
+    measured = [r for r in rows if r.phase and r.status in ("ok", "invalid")
+                and r.backend != "simulated"]
+    lines = []
+    for row in measured:
+        if row.phase != "concurrent" or row.overlap_efficiency is None:
+            continue
+        alone = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
+                 == (row.case, row.device, row.size_bytes, "alone")]
+        parts = " + ".join(f"{r.direction} {1e3 * (r.time_median_s or 0):.2f}" for r in alone)
+        lines.append(
+            f"{row.case} {row.device}: overlap efficiency {row.overlap_efficiency:.2f} "
+            f"(alone {parts} ms, together {1e3 * (row.time_median_s or 0):.2f} ms per op)"
+            + ("" if row.status == "ok" else f" [{row.status}]")
+        )
+    pipelines = [r for r in measured if r.phase == "pipeline" and r.gbps_median]
+    for device in dict.fromkeys(r.device for r in pipelines):
+        best = max((r for r in pipelines if r.device == device), key=lambda r: r.gbps_median)
+        copy = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase,
+                                             r.direction) == (best.case, device,
+                                                              best.size_bytes, "alone", "h2d")),
+                    None)
+        versus = (f", {best.gbps_median / copy.gbps_median:.2f}x the H2D copy alone"
+                  if copy is not None and copy.gbps_median else "")
+        lines.append(f"pipeline_chunked {device}: best {best.streams} stream(s) x "
+                     f"{_size(best)} chunks, {best.gbps_median:.2f} GB/s in + out{versus}")
+    return lines
+
+
 def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
     count = sum(1 for row in rows if row.backend == "simulated" and row.status in ("ok",
                                                                                  "invalid"))
@@ -132,7 +164,7 @@ def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
         if any(row.backend not in ("host", "simulated") for row in headline_rows(rows)):
             console.print("GPU rows show the largest size of each sweep; every size is in "
                           "results.csv", markup=False, highlight=False)
-    for line in simulated_lines(rows):
+    for line in overlap_lines(rows) + simulated_lines(rows):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in not_run_lines(rows):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -120,3 +120,15 @@ def test_every_kernel_kind_has_a_launch_config():
         blocks, threads = launch_config(spec.kind, 4096)
         assert 1 <= blocks <= MAX_BLOCKS
         assert 1 <= threads <= 1024
+
+
+def test_compute_does_exactly_the_iterations_asked(cudasim):
+    from bwprof.gpu.kernels import COMPUTE_SCALE, COMPUTE_STEP, compute_gold
+
+    x = np.ones(1000)
+    x[::2] = 1.5
+    y = np.zeros(1000)
+    cudasim.jit(KERNELS["compute"].function)[2, 32](x, y, 7, COMPUTE_SCALE, COMPUTE_STEP)
+    assert (y[1::2] == compute_gold(1.0, 7)).all()
+    assert (y[::2] == compute_gold(1.5, 7)).all()
+    assert compute_gold(1.0, 7) != compute_gold(1.0, 6)

@@ -234,8 +234,8 @@ def test_a_result_corrupted_after_timing_is_invalid(real_gpu, backend, monkeypat
     executor = GpuExecutor(backend, describe(backend)[:1])
     real_take_samples = sampling.take_samples
 
-    def take_samples_then_corrupt(gpu, make_works, samples, gate=True):
-        sampled = real_take_samples(gpu, make_works, samples, gate)
+    def take_samples_then_corrupt(gpu, make_works, samples, gate=True, ops=None):
+        sampled = real_take_samples(gpu, make_works, samples, gate, ops)
         for key, array in executor.pool._arrays.items():
             if key[0] == "device":
                 gpu.zero(array, 4096)
@@ -254,3 +254,65 @@ def test_a_result_corrupted_after_timing_is_invalid(real_gpu, backend, monkeypat
     for row in rows:
         assert row.status == "invalid", (row.case, row.size_bytes, row.status, row.note)
         assert "validation failed" in row.note
+
+
+# -- compute/transfer overlap --------------------------------------------------------------
+
+OVERLAP_CASES = "overlap_,pipeline_chunked"
+
+
+@pytest.fixture(scope="module")
+def overlap_run(tmp_path_factory):
+    """Every overlap case once on the quick preset (pipeline chunks 16 and 64 MiB)."""
+    _skip_without_gpu()
+    out = tmp_path_factory.mktemp("overlap") / "run"
+    return bwprof.run(cases=OVERLAP_CASES, preset="quick", repeats=3, out=out)
+
+
+def _concurrent(frame, case, device="gpu0"):
+    rows = frame[(frame["case"] == case) & (frame["phase"] == "concurrent")
+                 & (frame["device"] == device)]
+    assert len(rows) == 1, f"expected one concurrent {case} row, got {len(rows)}"
+    return rows.iloc[0]
+
+
+def test_every_overlap_part_validates(real_gpu, overlap_run):
+    frame = overlap_run.results
+    assert overlap_run.failed == [], overlap_run.failed
+    for case in ("overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
+                 "overlap_pageable", "pipeline_chunked"):
+        rows = frame[frame["case"] == case]
+        assert len(rows) > 0 and (rows["status"] == "ok").all(), rows[["phase", "note"]]
+
+
+def test_pinned_copies_hide_behind_compute(real_gpu, overlap_run, backend):
+    if backend.properties(real_gpu).async_engines < 1:
+        pytest.skip("this GPU reports no copy engine")
+    row = _concurrent(overlap_run.results, "overlap_h2d_compute")
+    assert row["overlap_efficiency"] > 0.5, row["note"]
+
+
+def test_pageable_overlap_is_reported_whatever_it_shows(real_gpu, overlap_run):
+    row = _concurrent(overlap_run.results, "overlap_pageable")
+    assert 0.0 <= row["overlap_efficiency"] <= 1.0
+
+
+def test_timelines_are_recorded_and_drawn(real_gpu, overlap_run):
+    run_dir = overlap_run.run_dir
+    assert (run_dir / "timelines.json").is_file()
+    cases = {t["case"] for t in overlap_run.timelines}
+    assert cases == {"overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
+                     "overlap_pageable", "pipeline_chunked"}
+    assert list(run_dir.glob("timeline-overlap_h2d_compute-gpu0.png"))
+    h2d = next(t for t in overlap_run.timelines if t["case"] == "overlap_h2d_compute")
+    # Behind the gate both streams start together, within half a millisecond.
+    starts = [lane["start_s"] for lane in h2d["lanes"]]
+    assert max(starts) - min(starts) < 5e-4
+
+
+def test_pipeline_moves_data_in_and_out(real_gpu, overlap_run):
+    frame = overlap_run.results
+    pipe = frame[(frame["case"] == "pipeline_chunked") & (frame["phase"] == "pipeline")]
+    assert set(pipe["streams"]) == {1, 2, 4}
+    assert (pipe["gbps_best"] > 0).all()
+    assert pipe["note"].str.contains("/ H2D alone =", regex=False).all()

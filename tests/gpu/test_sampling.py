@@ -78,3 +78,10 @@ def test_ungated_samples_pass_the_flag_through():
     backend = ScriptedBackend([0.001])
     take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=1, gate=False)
     assert all(gate is False for _, gate, _ in backend.calls)
+
+
+def test_fixed_ops_skip_the_estimate():
+    backend = ScriptedBackend([1e-6])
+    sampled = take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2, ops=3)
+    assert sampled.ops_per_sample == 3
+    assert [ops for ops, *_ in backend.calls] == [(1,), (3,), (3,)]

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from rich.console import Console
 
 from bwprof.report.terminal import failure_lines, not_run_lines, print_summary
@@ -33,3 +35,34 @@ def test_failures_are_listed():
     rows = [make_row(status="invalid", note="validation failed: 1 of 2"), make_row()]
     assert failure_lines(rows) == ["invalid: ddr_triad 2 thr 1 KiB - validation failed: 1 of 2"]
     assert not_run_lines(rows) == []
+
+
+def test_overlap_rows_get_their_own_lines_not_table_rows():
+    from bwprof.report.terminal import headline_rows, overlap_lines
+
+    common = dict(case="overlap_h2d_compute", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=256 << 20)
+    rows = [
+        make_row(**common, direction="h2d", phase="alone", time_median_s=0.004),
+        make_row(**common, direction="compute", phase="alone", time_median_s=0.003),
+        make_row(**common, direction="h2d", phase="overlapped", time_median_s=0.0041),
+        make_row(**common, direction="h2d+compute", phase="concurrent", time_median_s=0.0042,
+                 overlap_efficiency=0.93),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=64 << 20, direction="h2d", phase="alone", gbps_median=50.0),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=64 << 20, direction="h2d+compute+d2h", phase="pipeline",
+                 streams=2, gbps_median=80.0),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=16 << 20, direction="h2d+compute+d2h", phase="pipeline",
+                 streams=4, gbps_median=60.0),
+    ]
+    assert headline_rows(rows) == []
+    assert overlap_lines(rows) == [
+        "overlap_h2d_compute gpu0: overlap efficiency 0.93 (alone h2d 4.00 + compute 3.00 ms,"
+        " together 4.20 ms per op)",
+        "pipeline_chunked gpu0: best 2 stream(s) x 64 MiB chunks, 80.00 GB/s in + out, "
+        "1.60x the H2D copy alone",
+    ]
+    assert overlap_lines([replace(r, backend="simulated") for r in rows]) == []
+

@@ -1,0 +1,322 @@
+"""Compute/transfer overlap cases: how much copy time a GPU hides behind kernels.
+
+Each overlap case times every part alone (copies, then a compute kernel calibrated to last
+about as long as the longest copy), then all parts together, started by the same gate, with
+the same number of operations per stream. `pipeline_chunked` runs a data-loader loop — chunks
+copied in, processed and copied out on a pool of streams — and reports its end-to-end
+throughput beside the plain copy and the kernel alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bwprof.cases import CaseSpec
+from bwprof.gpu.backend import GpuBackend, Work
+from bwprof.gpu.buffers import BufferPool
+from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.kernels import (
+    COMPUTE_MAX_ITERATIONS,
+    COMPUTE_SCALE,
+    COMPUTE_STEP,
+    compute_gold,
+)
+from bwprof.gpu.sampling import Sampled, take_samples
+from bwprof.gpu.transfers import HostEnd
+from bwprof.measurement import Measurement, NotRun
+from bwprof.plan import MiB, format_bytes
+from bwprof.stats import overlap_efficiency
+
+OVERLAP_BYTES = 256 * MiB
+MIN_OVERLAP_BYTES = 1 * MiB
+COMPUTE_ELEMENTS = 1 << 22
+START_ITERATIONS = 64
+CALIBRATION_ROUNDS = 4
+PIPELINE_TOTAL_BYTES = 256 * MiB
+PIPELINE_MAX_CHUNKS = 64
+PIPELINE_STREAMS = (1, 2, 4)
+COMPUTE_STREAM_SLOT = 5
+COMPUTE_SLOTS = (8, 9)
+
+COPIES = {
+    "overlap_h2d_compute": ("h2d",),
+    "overlap_d2h_compute": ("d2h",),
+    "overlap_bidir_compute": ("h2d", "d2h"),
+    "overlap_pageable": ("h2d",),
+}
+
+
+def compute_bytes(size: int) -> int:
+    """Bytes the overlap compute kernel processes per launch for a copy of `size`."""
+    return 8 * min(COMPUTE_ELEMENTS, size // 8)
+
+
+def device_bytes_needed(case_key: str, size: int, streams: int = 1) -> int:
+    if case_key == "pipeline_chunked":
+        return 2 * streams * size
+    return len(COPIES[case_key]) * size + 2 * compute_bytes(size)
+
+
+def overlap_size(case_key: str, free_bytes: int, share: float) -> tuple[int, str]:
+    """The copy size for an overlap case: 256 MiB, halved until the buffers fit."""
+    size = OVERLAP_BYTES
+    while device_bytes_needed(case_key, size) > share * free_bytes and size > MIN_OVERLAP_BYTES:
+        size //= 2
+    note = "" if size == OVERLAP_BYTES else f"{format_bytes(OVERLAP_BYTES)} did not fit"
+    return size, note
+
+
+def pipeline_total_bytes(chunk: int) -> int:
+    """Data moved by one pipeline pass: 256 MiB, or 64 chunks where chunks are small."""
+    return max(chunk, min(PIPELINE_TOTAL_BYTES, PIPELINE_MAX_CHUNKS * chunk))
+
+
+def pipeline_schedule(chunks: int, streams: int) -> list[list[int]]:
+    """Chunk indices per stream, dealt round-robin as a data loader would."""
+    return [list(range(first, chunks, streams)) for first in range(streams)]
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+class ComputePart:
+    """The compute kernel of an overlap case, on arrays of its own: y = x after `iterations`
+    multiply-adds per element; x holds 1.0, so every y must equal compute_gold(1.0, n)."""
+
+    def __init__(self, backend: GpuBackend, x: Any, y: Any, stream: Any, nbytes: int) -> None:
+        self.backend, self.stream, self.nbytes = backend, stream, nbytes
+        self.x, self.y = x, y
+        backend.upload(x, np.ones(nbytes // 8))
+        backend.zero(y, nbytes)
+        self.x_view = backend.kernel_view(x[:nbytes])
+        self.y_view = backend.kernel_view(y[:nbytes])
+        self.iterations = START_ITERATIONS
+
+    def enqueue(self) -> None:
+        self.backend.launch("compute", self.stream, self.x_view, self.y_view, self.iterations,
+                            COMPUTE_SCALE, COMPUTE_STEP)
+
+    def work(self, ops: int) -> Work:
+        return Work(self.stream, self.enqueue, ops)
+
+    def calibrate(self, target_s: float, gate: bool) -> None:
+        """Scale `iterations` until one launch takes about `target_s` (kernel time grows
+        linearly with iterations once it is compute bound)."""
+        for _ in range(CALIBRATION_ROUNDS):
+            took = _median(take_samples(self.backend, lambda ops: [self.work(ops)], 3, gate,
+                                        ops=1).per_stream_s[0])
+            wanted = round(self.iterations * target_s / max(took, 1e-9))
+            wanted = max(1, min(COMPUTE_MAX_ITERATIONS, wanted))
+            settled = abs(wanted - self.iterations) <= 0.1 * self.iterations
+            self.iterations = wanted
+            if settled:
+                break
+
+    def problem(self) -> str:
+        y = self.backend.download(self.y, self.nbytes).view(np.float64)
+        x = self.backend.download(self.x, self.nbytes).view(np.float64)
+        expected = compute_gold(1.0, self.iterations)
+        bad = int(np.count_nonzero(y != expected)) + int(np.count_nonzero(x != 1.0))
+        return (f"validation failed: {bad} of {y.size} compute elements wrong "
+                f"(expected {expected!r})" if bad else "")
+
+
+def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float], nbytes: int,
+         sampled: Sampled, *, direction: str, memory: str, phase: str, streams: int,
+         peak: float | None, problem: str, note: str = "",
+         efficiency: float | None = None) -> Measurement:
+    notes = "; ".join(n for n in (problem, note, sampled.note()) if n)
+    return Measurement(
+        seconds_per_op=tuple(seconds), bytes_per_op=nbytes, size_bytes=size,
+        device=device.label, device_name=device.name, direction=direction, memory=memory,
+        valid=not problem, note=notes, streams=streams, numa_node=device.numa_node,
+        ops_per_sample=sampled.ops_per_sample, peak_gbps=peak, phase=phase,
+        overlap_efficiency=efficiency,
+    )
+
+
+def _lanes(sampled: Sampled, labels: Sequence[tuple[str, str]]) -> list[dict[str, object]]:
+    last = sampled.last
+    return [
+        {"label": label, "kind": kind, "start_s": start, "end_s": end,
+         "ops": sampled.ops_per_sample}
+        for (label, kind), start, end in zip(labels, last.starts_s, last.ends_s, strict=True)
+    ]
+
+
+def overlap(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int, samples: int,
+            size_note: str = "") -> list[Measurement]:
+    """overlap_*_compute and overlap_pageable: parts alone, then together."""
+    backend = pool.backend
+    pinned = case.memory == "pinned"
+    directions = COPIES[case.key]
+    copies = [HostEnd(pool, device, size, pinned, to_device=d == "h2d", slot=i)
+              for i, d in enumerate(directions)]
+    nbytes = compute_bytes(size)
+    compute = ComputePart(
+        backend, pool.device(device.index, nbytes, COMPUTE_SLOTS[0]),
+        pool.device(device.index, nbytes, COMPUTE_SLOTS[1]),
+        pool.stream(device.index, COMPUTE_STREAM_SLOT), nbytes,
+    )
+    gate = pinned  # a pageable copy blocks the host, so nothing can be enqueued behind a gate
+
+    first = take_samples(backend, lambda ops: [copies[0].work(ops)], samples, gate)
+    ops = first.ops_per_sample
+    copy_alone = [first] + [
+        take_samples(backend, lambda k, c=c: [c.work(k)], samples, gate, ops=ops)
+        for c in copies[1:]
+    ]
+    compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
+    kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate, ops=ops)
+    # The kernel is queued first: behind a gate the order does not matter, and with pageable
+    # copies (host-blocking) it lets the kernels run while the host stages the copies.
+    together = take_samples(
+        backend, lambda k: [compute.work(k), *(c.work(k) for c in copies)], samples, gate,
+        ops=ops,
+    )
+
+    alone_s = [_median(a.per_stream_s[0]) for a in copy_alone]
+    alone_s.append(_median(kernel_alone.per_stream_s[0]))
+    efficiency = overlap_efficiency(alone_s, _median(together.span_s))
+    problems = [c.problem() for c in copies]
+    kernel_problem = compute.problem()
+    streams = 1 + len(copies)
+    peak = device.peak_pcie_gbps
+    kernel_note = (f"compute kernel: {compute.iterations} multiply-adds per element on "
+                   f"{format_bytes(nbytes)}, calibrated to the copy; GB/s = bytes processed")
+    rows: list[Measurement] = []
+    for i, direction in enumerate(directions):
+        rows.append(_row(case, device, size, copy_alone[i].per_stream_s[0], size, copy_alone[i],
+                         direction=direction, memory=case.memory, phase="alone", streams=1,
+                         peak=peak, problem=problems[i]))
+    rows.append(_row(case, device, size, kernel_alone.per_stream_s[0], nbytes, kernel_alone,
+                     direction="compute", memory="hbm", phase="alone", streams=1, peak=None,
+                     problem=kernel_problem, note=kernel_note))
+    for i, direction in enumerate(directions):
+        rows.append(_row(case, device, size, together.per_stream_s[1 + i], size, together,
+                         direction=direction, memory=case.memory, phase="overlapped",
+                         streams=streams, peak=peak, problem=problems[i]))
+    rows.append(_row(case, device, size, together.per_stream_s[0], nbytes, together,
+                     direction="compute", memory="hbm", phase="overlapped", streams=streams,
+                     peak=None, problem=kernel_problem, note=kernel_note))
+    summary = (f"efficiency {efficiency:.2f} = (sum alone - concurrent) / (sum alone - longest "
+               f"alone), from medians; GB/s = copy bytes over the concurrent time")
+    concurrent = _row(
+        case, device, size, together.span_s, size * len(directions), together,
+        direction=case.direction, memory=case.memory, phase="concurrent", streams=streams,
+        peak=peak * len(directions) if peak else None,
+        problem="; ".join(p for p in (*problems, kernel_problem) if p),
+        note="; ".join(n for n in (summary, size_note) if n), efficiency=efficiency,
+    )
+    labels = [("compute", "kernel"), *((f"{d} copy", "copy") for d in directions)]
+    concurrent.extra["timeline"] = {
+        "case": case.key, "device": device.label, "size_bytes": size,
+        "overlap_efficiency": efficiency, "lanes": _lanes(together, labels),
+    }
+    rows.append(concurrent)
+    return rows
+
+
+class PipelineStream:
+    """One stream of the pipeline: its own chunk buffers and the chunks dealt to it."""
+
+    def __init__(self, pool: BufferPool, device: GpuDevice, index: int, chunk: int,
+                 chunks: list[int], host_in: Any, host_out: Any) -> None:
+        backend = pool.backend
+        self.backend, self.chunk, self.chunks = backend, chunk, chunks
+        self.host_in, self.host_out = host_in, host_out
+        self.dev_in = pool.device(device.index, chunk, slot=10 + 2 * index)
+        self.dev_out = pool.device(device.index, chunk, slot=11 + 2 * index)
+        self.in_view = backend.kernel_view(self.dev_in[:chunk])
+        self.out_view = backend.kernel_view(self.dev_out[:chunk])
+        self.stream = pool.stream(device.index, slot=10 + index)
+        self.iterations = START_ITERATIONS
+        self.cursor = 0
+
+    def process_next(self) -> None:
+        """Copy the next chunk in, process it, copy the result out: in order on one stream."""
+        offset = self.chunks[self.cursor % len(self.chunks)] * self.chunk
+        self.cursor += 1
+        backend, stream, size = self.backend, self.stream, self.chunk
+        backend.copy(self.dev_in, self.host_in[offset : offset + size], size, stream)
+        backend.launch("compute", stream, self.in_view, self.out_view, self.iterations,
+                       COMPUTE_SCALE, COMPUTE_STEP)
+        backend.copy(self.host_out[offset : offset + size], self.dev_out, size, stream)
+
+    def work(self, ops: int) -> Work:
+        return Work(self.stream, self.process_next, ops)
+
+
+def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, streams: int,
+             samples: int, first_streams: int) -> list[Measurement]:
+    """pipeline_chunked at one chunk size and stream count."""
+    backend = pool.backend
+    total = pipeline_total_bytes(chunk)
+    count = total // chunk
+    if count < streams:
+        raise NotRun("waived", f"{count} chunk(s) of {format_bytes(chunk)} cannot keep "
+                               f"{streams} streams busy")
+    host_in = pool.host(device, total, pinned=True, slot=0)
+    host_out = pool.host(device, total, pinned=True, slot=1)
+    host_in[:total].view(np.float64)[:] = 1.0
+    host_out[:total] = 0
+    lanes = [PipelineStream(pool, device, s, chunk, chunks, host_in, host_out)
+             for s, chunks in enumerate(pipeline_schedule(count, streams))]
+    lead = lanes[0]
+
+    def copy_in(ops: int) -> list[Work]:
+        return [Work(lead.stream, lambda: backend.copy(lead.dev_in, host_in[:chunk], chunk,
+                                                       lead.stream), ops)]
+
+    compute = ComputePart(backend, lead.dev_in, lead.dev_out, lead.stream, chunk)
+    copy_alone = take_samples(backend, copy_in, samples)
+    compute.calibrate(_median(copy_alone.per_stream_s[0]), gate=True)
+    kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples,
+                                ops=copy_alone.ops_per_sample)
+    kernel_problem = compute.problem()
+    for lane in lanes:
+        lane.iterations = compute.iterations
+    per_stream = count // streams
+    passes = take_samples(backend, lambda k: [lane.work(k) for lane in lanes], samples,
+                          ops=per_stream)
+    seconds = [span * per_stream for span in passes.span_s]  # one whole pass per sample
+
+    out = host_out[:total].view(np.float64)
+    expected = compute_gold(1.0, compute.iterations)
+    bad = int(np.count_nonzero(out != expected))
+    problem = (f"validation failed: {bad} of {out.size} output elements wrong "
+               f"(expected {expected!r})" if bad else "")
+    end_to_end = 2 * total / _median(seconds)
+    copy_rate = chunk / _median(copy_alone.per_stream_s[0])
+    kernel_rate = chunk / _median(kernel_alone.per_stream_s[0])
+    note = (f"{count} chunks on {streams} stream(s), {compute.iterations} multiply-adds per "
+            f"element; end-to-end (in + out) / H2D alone = {end_to_end / copy_rate:.2f}x, "
+            f"/ kernel alone = {end_to_end / kernel_rate:.2f}x")
+    row = Measurement(
+        seconds_per_op=tuple(seconds), bytes_per_op=2 * total, size_bytes=chunk,
+        device=device.label, device_name=device.name, direction=case.direction,
+        memory=case.memory, valid=not (problem or kernel_problem),
+        note="; ".join(n for n in (problem, kernel_problem, note, passes.note()) if n),
+        streams=streams, numa_node=device.numa_node, ops_per_sample=1, phase="pipeline",
+    )
+    row.extra["timeline"] = {
+        "case": case.key, "device": device.label, "size_bytes": chunk, "streams": streams,
+        "lanes": [dict(lane, label=f"stream {i}: {per_stream} chunk(s) in, compute, out")
+                  for i, lane in enumerate(_lanes(passes, [("", "pipeline")] * streams))],
+    }
+    rows = [row]
+    if streams == first_streams:  # the references, once per chunk size
+        rows[:0] = [
+            _row(case, device, chunk, copy_alone.per_stream_s[0], chunk, copy_alone,
+                 direction="h2d", memory="pinned", phase="alone", streams=1,
+                 peak=device.peak_pcie_gbps, problem=""),
+            _row(case, device, chunk, kernel_alone.per_stream_s[0], chunk, kernel_alone,
+                 direction="compute", memory="hbm", phase="alone", streams=1, peak=None,
+                 problem=kernel_problem, note="compute kernel alone; GB/s = bytes processed"),
+        ]
+    return rows

@@ -1,0 +1,130 @@
+"""Overlap cases: the formula's inputs, the pipeline's bookkeeping and every case through the
+runner on the simulated backend (which runs streams one after another, so its efficiency is
+about 0 and is never checked as a figure)."""
+
+from dataclasses import replace
+
+import pytest
+
+import bwprof
+from bwprof.gpu import overlap
+from bwprof.gpu.devices import describe
+from bwprof.gpu.executor import GpuExecutor
+from bwprof.gpu.sim import SimBackend
+from bwprof.plan import MiB, make_plan
+from bwprof.runner import RunContext, Runner
+
+
+def _run(cases, backend=None, chunks=(1 * MiB,)):
+    backend = backend or SimBackend(devices=1)
+    plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=8 << 30)
+    plan = replace(plan, pipeline_chunks=chunks)
+    runner = Runner(plan, {"gpu": GpuExecutor(backend, describe(backend), 8 << 30)},
+                    RunContext("r", "h"))
+    try:
+        rows = runner.run()
+    finally:
+        runner.close()
+    return rows, runner.timelines
+
+
+def test_pipeline_schedule_deals_chunks_round_robin():
+    assert overlap.pipeline_schedule(8, 2) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert overlap.pipeline_schedule(4, 4) == [[0], [1], [2], [3]]
+    assert sum(map(len, overlap.pipeline_schedule(64, 4))) == 64
+
+
+def test_pipeline_total_and_memory_needs():
+    assert overlap.pipeline_total_bytes(1 * MiB) == 64 * MiB
+    assert overlap.pipeline_total_bytes(16 * MiB) == 256 * MiB
+    assert overlap.pipeline_total_bytes(512 * MiB) == 512 * MiB
+    assert overlap.device_bytes_needed("pipeline_chunked", 4 * MiB, streams=4) == 32 * MiB
+    assert overlap.device_bytes_needed("overlap_bidir_compute", 256 * MiB) == 512 * MiB + 64 * MiB
+
+
+def test_overlap_size_halves_until_it_fits():
+    assert overlap.overlap_size("overlap_h2d_compute", 80 << 30, 0.9) == (256 * MiB, "")
+    size, note = overlap.overlap_size("overlap_h2d_compute", 64 * MiB, 0.9)
+    assert overlap.device_bytes_needed("overlap_h2d_compute", size) <= 0.9 * 64 * MiB
+    assert size == 16 * MiB and note == "256 MiB did not fit"
+
+
+@pytest.mark.parametrize(
+    ("case", "copies"),
+    [("overlap_h2d_compute", ["h2d"]), ("overlap_d2h_compute", ["d2h"]),
+     ("overlap_bidir_compute", ["h2d", "d2h"]), ("overlap_pageable", ["h2d"])],
+)
+def test_overlap_rows_time_each_part_alone_and_together(case, copies):
+    rows, timelines = _run(case)
+    assert all(r.status == "ok" and r.backend == "simulated" for r in rows), rows
+    phases = [(r.phase, r.direction) for r in rows]
+    expected_direction = "+".join([*copies, "compute"])
+    assert phases == ([("alone", d) for d in copies] + [("alone", "compute")]
+                      + [("overlapped", d) for d in copies] + [("overlapped", "compute")]
+                      + [("concurrent", expected_direction)])
+    concurrent = rows[-1]
+    assert 0.0 <= concurrent.overlap_efficiency <= 1.0
+    assert concurrent.bytes_per_rep == len(copies) * concurrent.size_bytes
+    assert concurrent.streams == len(copies) + 1
+    assert all(r.overlap_efficiency is None for r in rows[:-1])
+    # The same work alone and together: every row has the same operations per sample.
+    assert len({r.ops_per_sample for r in rows}) == 1
+    (timeline,) = timelines
+    assert timeline["case"] == case and timeline["backend"] == "simulated"
+    assert [lane["kind"] for lane in timeline["lanes"]] == ["kernel"] + ["copy"] * len(copies)
+    assert all(lane["end_s"] > lane["start_s"] >= 0 for lane in timeline["lanes"])
+
+
+def test_pipeline_rows_per_stream_count_with_references_once():
+    rows, timelines = _run("pipeline_chunked")
+    assert [(r.phase, r.direction, r.streams) for r in rows] == [
+        ("alone", "h2d", 1), ("alone", "compute", 1), ("pipeline", "h2d+compute+d2h", 1),
+        ("pipeline", "h2d+compute+d2h", 2), ("pipeline", "h2d+compute+d2h", 4)]
+    pipelines = [r for r in rows if r.phase == "pipeline"]
+    assert all(r.status == "ok" and r.bytes_per_rep == 2 * 64 * MiB for r in pipelines)
+    assert "64 chunks on 4 stream(s)" in pipelines[-1].note
+    assert "/ H2D alone =" in pipelines[0].note and "/ kernel alone =" in pipelines[0].note
+    assert [len(t["lanes"]) for t in timelines] == [1, 2, 4]
+
+
+def test_pipeline_with_fewer_chunks_than_streams_is_waived(monkeypatch):
+    monkeypatch.setattr(overlap, "PIPELINE_TOTAL_BYTES", 2 * MiB)
+    rows, _ = _run("pipeline_chunked")
+    assert [r.status for r in rows] == ["ok", "ok", "ok", "ok", "waived"]
+    assert rows[-1].note == "2 chunk(s) of 1 MiB cannot keep 4 streams busy"
+
+
+class LazyKernels(SimBackend):
+    """Runs the compute kernel with one iteration fewer than asked: validation must notice."""
+
+    def launch(self, kernel, stream, *args):
+        if kernel == "compute":
+            x, y, iterations, scale, step = args
+            args = (x, y, iterations - 1, scale, step)
+        super().launch(kernel, stream, *args)
+
+
+@pytest.mark.parametrize("case", ["overlap_h2d_compute", "pipeline_chunked"])
+def test_a_kernel_that_skips_work_is_invalid(case):
+    rows, _ = _run(case, LazyKernels(devices=1))
+    concerned = [r for r in rows if r.direction.endswith("compute") or r.phase == "pipeline"
+                 or "compute" in r.direction]
+    assert concerned and all(r.status == "invalid" for r in concerned)
+    assert any("compute elements wrong" in r.note or "output elements wrong" in r.note
+               for r in concerned)
+
+
+def test_timeline_png_is_drawn_from_recorded_events(tmp_path):
+    result = bwprof.run(cases="overlap_h2d_compute", preset="quick", repeats=2,
+                        out=tmp_path / "r", simulate=True)
+    pngs = sorted(p.name for p in (tmp_path / "r").glob("timeline-*.png"))
+    assert pngs == ["timeline-overlap_h2d_compute-gpu0.png",
+                    "timeline-overlap_h2d_compute-gpu1.png"]
+    assert all((tmp_path / "r" / name).stat().st_size > 5000 for name in pngs)
+    assert result.system["plots"] == {"files": pngs, "error": None}
+    assert len(result.timelines) == 2
+    bwprof.run(cases="overlap_h2d_compute", preset="quick", repeats=2, out=tmp_path / "n",
+               simulate=True, plots=False)
+    assert not list((tmp_path / "n").glob("*.png"))
+    assert (tmp_path / "n" / "timelines.json").is_file()
