@@ -195,7 +195,9 @@ def run(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        runner.close()
+        close_problems = runner.close()
+        if close_problems:
+            system["close_errors"] = close_problems
         system["finished_utc"] = utc_now().isoformat()
         system["interrupted"] = interrupted
         if writer is not None:

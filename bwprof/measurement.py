@@ -18,6 +18,13 @@ class Job:
     streams: int | None = None
     """Stream count of a job that sweeps it (pipeline_chunked)."""
 
+    @property
+    def device_label(self) -> str:
+        """The row's device for this job before anything is measured: gpu0, gpu0->gpu1 or ''."""
+        if self.device is None:
+            return ""
+        return f"gpu{self.device}" if self.peer is None else f"gpu{self.device}->gpu{self.peer}"
+
     def label(self) -> str:
         from bwprof.plan import format_bytes
 

@@ -21,7 +21,7 @@ from bwprof.stats import gbps, pct_of_peak, summarize
 
 @dataclass(frozen=True)
 class Unavailable:
-    status: str  # skipped | waived
+    status: str  # skipped | waived | error
     reason: str
 
 
@@ -117,8 +117,12 @@ class Runner:
         work: list[tuple[CaseSpec, Executor, Unavailable | None, list[Job]]] = []
         for case in self.plan.cases:
             executor = self.executors[case.target]
-            unavailable = _as_unavailable(executor.unavailable_reason(case))
-            jobs = [Job(case.key)] if unavailable else executor.jobs(case, self.plan)
+            try:
+                unavailable = _as_unavailable(executor.unavailable_reason(case))
+                jobs = [Job(case.key)] if unavailable else executor.jobs(case, self.plan)
+            except Exception as exc:  # e.g. a GPU that cannot be opened: one error row
+                unavailable = Unavailable("error", _one_line(exc))
+                jobs = [Job(case.key)]
             work.append((case, executor, unavailable, jobs))
         self.progress.start(sum(len(jobs) for *_, jobs in work))
 
@@ -148,14 +152,13 @@ class Runner:
         """Rows of one job, the raw samples behind each, and any timelines it recorded."""
         try:
             measurements = executor.measure(case, job, self.plan)
+            rows = [self._measured_row(case, executor.backend, m) for m in measurements]
         except NotRun as exc:
             why = Unavailable(exc.status, exc.reason)
             return [self._not_run_row(case, job, executor, why)], [()], []
         except Exception as exc:  # recorded as an error row; the run goes on
-            note = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-            row = self._row(case, job, executor.backend, status="error", note=note)
+            row = self._row(case, job, executor.backend, status="error", note=_one_line(exc))
             return [row], [()], []
-        rows = [self._measured_row(case, executor.backend, m) for m in measurements]
         timelines = [
             {"run_id": self.context.run_id, "backend": executor.backend,
              **m.extra["timeline"]}  # type: ignore[dict-item]
@@ -169,7 +172,7 @@ class Runner:
             host=self.context.host,
             case=case.key,
             backend=backend,
-            device="" if job.device is None else f"gpu{job.device}",
+            device=job.device_label,
             device_name="",
             memory=case.memory,
             direction=case.direction,
@@ -230,8 +233,19 @@ class Runner:
             overlap_efficiency=m.overlap_efficiency,
         )
 
-    def close(self) -> None:
-        for executor in self.executors.values():
-            executor.close()
+    def close(self) -> list[str]:
+        """Close every executor; a failure (a GPU in a sticky error state) is returned as a
+        line, never raised, so the rows already measured still reach their files."""
+        problems = []
+        for target, executor in self.executors.items():
+            try:
+                executor.close()
+            except Exception as exc:
+                problems.append(f"{target}: {_one_line(exc)}")
+        return problems
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")
 
 

@@ -144,3 +144,43 @@ def test_close_closes_every_executor():
     runner.close()
     assert executor.closed
     assert get_case("ddr_copy").target == "host"
+
+
+def test_an_executor_that_cannot_list_its_jobs_gives_an_error_row_and_the_run_goes_on():
+    class Broken(ScriptedExecutor):
+        def jobs(self, case, plan):
+            if case.key == "ddr_copy":
+                raise RuntimeError("cudaErrorDevicesUnavailable:\nbusy")
+            return super().jobs(case, plan)
+
+    rows = Runner(_plan("ddr_copy,ddr_triad"), {"host": Broken()}, CONTEXT).run()
+    assert [(r.case, r.status) for r in rows] == [("ddr_copy", "error"), ("ddr_triad", "ok"),
+                                                  ("ddr_triad", "ok")]
+    assert rows[0].note == "RuntimeError: cudaErrorDevicesUnavailable: busy"
+
+
+def test_a_failing_close_is_reported_not_raised():
+    class StuckGpu(ScriptedExecutor):
+        def close(self):
+            raise RuntimeError("cudaErrorIllegalAddress")
+
+    runner = Runner(_plan("ddr_copy"), {"host": StuckGpu()}, CONTEXT)
+    assert runner.close() == ["host: RuntimeError: cudaErrorIllegalAddress"]
+
+
+def test_an_impossible_time_becomes_an_error_row():
+    class ZeroTime(ScriptedExecutor):
+        def measure(self, case, job, plan):
+            (m,) = super().measure(case, job, plan)
+            return [Measurement(**{**m.__dict__, "seconds_per_op": (0.0,)})]
+
+    (row, _) = Runner(_plan("ddr_copy"), {"host": ZeroTime()}, CONTEXT).run()
+    assert row.status == "error" and "positive" in row.note
+
+
+def test_not_run_rows_name_both_gpus_of_a_pair():
+    from bwprof.measurement import Job
+
+    assert Job("p2p_copy", device=0, peer=3).device_label == "gpu0->gpu3"
+    assert Job("h2d_pinned", device=2).device_label == "gpu2"
+    assert Job("h2d_all").device_label == ""

@@ -93,8 +93,9 @@ class GpuBackend(Protocol):
     def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
         """Blocking copy of a NumPy array into a device array at byte `offset`."""
 
-    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
-        """Blocking copy of `nbytes` of a device array from byte `offset` into NumPy."""
+    def download(self, src: Any, nbytes: int, offset: int = 0, out: Any = None) -> Any:
+        """Blocking copy of `nbytes` of a device array from byte `offset` into NumPy: into
+        the start of `out` when given (a reused pinned buffer), else a new array."""
 
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
         """Run one sample: optionally hold the GPU(s) while everything is enqueued, then time

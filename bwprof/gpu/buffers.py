@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 from bwprof.gpu.backend import GpuBackend
 from bwprof.gpu.devices import GpuDevice
@@ -17,44 +18,59 @@ PATTERN_PERIOD = (1 << 20) + 7  # not a power of two: an offset bug of 2^k bytes
 CHUNK = 32 * PATTERN_PERIOD  # bytes moved per step when filling or checking large buffers
 
 
-@lru_cache(maxsize=1)
-def _chunk_pattern() -> np.ndarray:
-    block = np.random.default_rng(20261129).integers(0, 256, PATTERN_PERIOD, dtype=np.uint8)
+@lru_cache(maxsize=4)
+def _chunk_pattern(seed: int) -> np.ndarray:
+    """CHUNK bytes of the pattern for `seed`; each copy path has its own seed, so a copy that
+    read another path's buffer (cross-wired streams) fails validation too."""
+    block = np.random.default_rng(20261129 + seed).integers(0, 256, PATTERN_PERIOD,
+                                                             dtype=np.uint8)
     return np.tile(block, CHUNK // PATTERN_PERIOD)
+
+
+@njit(parallel=True, cache=True)
+def count_unequal(a, b):  # pragma: no cover - compiled
+    """Positions where two equally long byte arrays differ, counted on all cores."""
+    bad = 0
+    for i in prange(a.size):
+        if a[i] != b[i]:
+            bad += 1
+    return bad
 
 
 def _chunks(nbytes: int) -> list[tuple[int, int]]:
     return [(start, min(CHUNK, nbytes - start)) for start in range(0, nbytes, CHUNK)]
 
 
-def fill_pattern(host: np.ndarray, nbytes: int) -> None:
+def fill_pattern(host: np.ndarray, nbytes: int, seed: int = 0) -> None:
     """Write the validation pattern into the first `nbytes` of a host buffer."""
-    block = _chunk_pattern()
+    block = _chunk_pattern(seed)
     for start, length in _chunks(nbytes):
         host[start : start + length] = block[:length]
 
 
-def upload_pattern(backend: GpuBackend, array: Any, nbytes: int) -> None:
+def upload_pattern(backend: GpuBackend, array: Any, nbytes: int, seed: int = 0) -> None:
     """Write the validation pattern into the first `nbytes` of a device buffer."""
-    block = _chunk_pattern()
+    block = _chunk_pattern(seed)
     for start, length in _chunks(nbytes):
         backend.upload(array, block[:length], offset=start)
 
 
-def host_mismatches(host: np.ndarray, nbytes: int) -> int:
+def host_mismatches(host: np.ndarray, nbytes: int, seed: int = 0) -> int:
     """Bytes of a host buffer that differ from the pattern."""
-    block = _chunk_pattern()
-    return sum(int(np.count_nonzero(host[start : start + length] != block[:length]))
+    block = _chunk_pattern(seed)
+    return sum(int(count_unequal(host[start : start + length], block[:length]))
                for start, length in _chunks(nbytes))
 
 
-def device_mismatches(backend: GpuBackend, array: Any, nbytes: int) -> int:
-    """Bytes of a device buffer that differ from the pattern, checked chunk by chunk."""
-    block = _chunk_pattern()
-    return sum(
-        int(np.count_nonzero(backend.download(array, length, offset=start) != block[:length]))
-        for start, length in _chunks(nbytes)
-    )
+def device_mismatches(pool: BufferPool, array: Any, nbytes: int, seed: int = 0) -> int:
+    """Bytes of a device buffer that differ from the pattern, checked chunk by chunk through
+    one reused (pinned) staging buffer."""
+    block, staging = _chunk_pattern(seed), pool.staging()
+    bad = 0
+    for start, length in _chunks(nbytes):
+        pool.backend.download(array, length, offset=start, out=staging)
+        bad += int(count_unequal(staging[:length], block[:length]))
+    return bad
 
 
 class BufferPool:
@@ -62,6 +78,7 @@ class BufferPool:
         self.backend = backend
         self._arrays: dict[tuple[object, ...], Any] = {}
         self._streams: dict[tuple[int, int], Any] = {}
+        self._staging: Any = None
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
         current = self._arrays.get(key)
@@ -80,6 +97,12 @@ class BufferPool:
     def device(self, device: int, nbytes: int, slot: int = 0) -> Any:
         return self._get(("device", device, slot), nbytes,
                          lambda: self.backend.device_array(device, nbytes))
+
+    def staging(self) -> Any:
+        """A CHUNK-sized host buffer (pinned where the backend pins) for validation downloads."""
+        if self._staging is None:
+            self._staging = self.backend.host_array(CHUNK, pinned=True)
+        return self._staging
 
     def stream(self, device: int, slot: int = 0) -> Any:
         key = (device, slot)

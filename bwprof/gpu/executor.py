@@ -20,6 +20,7 @@ from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
+P2P_MATRIX_BYTES = 256 << 20
 HOST_MEMORY_SHARE = 0.5
 DEVICE_MEMORY_SHARE = 0.9
 
@@ -80,8 +81,13 @@ class GpuExecutor:
         else:
             return [Job(key, size_bytes=size, device=d.index)
                     for d in self.devices for size in plan.transfer_sizes]
+        # Like nvbandwidth: the whole matrix at one size, the size sweep on the first pair only
+        # (8 GPUs would otherwise mean 56 pairs x every size).
+        matrix = max((s for s in plan.transfer_sizes if s <= P2P_MATRIX_BYTES),
+                     default=plan.transfer_sizes[0])
         return [Job(key, size_bytes=size, device=i, peer=j)
-                for i, j in pairs for size in plan.transfer_sizes]
+                for n, (i, j) in enumerate(pairs)
+                for size in (plan.transfer_sizes if n == 0 else (matrix,))]
 
     def _check_fits(self, case: CaseSpec, job: Job) -> None:
         size = job.size_bytes or 0

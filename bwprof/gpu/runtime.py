@@ -109,6 +109,7 @@ class CudaBackend:
         self._ready: set[int] = set()
         self._numba_streams: dict[tuple[int, int], Any] = {}
         self._gate_streams: dict[int, Any] = {}
+        self._used: set[int] = set()  # devices this backend opened; release() touches no other
 
     # devices ---------------------------------------------------------------------------
 
@@ -157,6 +158,7 @@ class CudaBackend:
         )
 
     def free_memory(self, device: int) -> int:
+        self._used.add(device)
         with self.cp.cuda.Device(device):
             self.cp.get_default_memory_pool().free_all_blocks()  # this device's pool only
             free, _total = self.cp.cuda.runtime.memGetInfo()
@@ -165,6 +167,7 @@ class CudaBackend:
     # memory ----------------------------------------------------------------------------
 
     def device_array(self, device: int, nbytes: int) -> Any:
+        self._used.add(device)
         with self.cp.cuda.Device(device):
             try:
                 return self.cp.empty(nbytes, dtype=self.cp.uint8)
@@ -203,6 +206,7 @@ class CudaBackend:
     # streams, copies and kernels -------------------------------------------------------
 
     def new_stream(self, device: int) -> Any:
+        self._used.add(device)
         with self.cp.cuda.Device(device):
             return self.cp.cuda.Stream(non_blocking=True)  # device_id = this device
 
@@ -238,6 +242,7 @@ class CudaBackend:
         """Compile every kernel and load it on `device` before anything is timed, so neither
         JIT compilation nor module loading lands inside a warm-up sample (which would make
         the ops-per-sample estimate collapse to 1)."""
+        self._used.add(device)
         if device in self._ready:
             return
         with self.nb.gpus[device]:
@@ -289,11 +294,14 @@ class CudaBackend:
                       rt.memcpyHostToDevice)
             rt.deviceSynchronize()
 
-    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
+    def download(self, src: Any, nbytes: int, offset: int = 0, out: Any = None) -> Any:
         rt = self.cp.cuda.runtime
         if offset + nbytes > src.nbytes:
             raise ValueError(f"download of {nbytes} bytes at {offset} overruns {src.nbytes}")
-        out = np.empty(nbytes, dtype=np.uint8)
+        if out is None:
+            out = np.empty(nbytes, dtype=np.uint8)
+        elif out.nbytes < nbytes:
+            raise ValueError(f"download of {nbytes} bytes into {out.nbytes}")
         with self.cp.cuda.Device(src.device.id):
             rt.deviceSynchronize()
             rt.memcpy(int(out.ctypes.data), self._pointer(src) + offset, nbytes,
@@ -370,7 +378,8 @@ class CudaBackend:
 
     def release(self) -> None:
         # Each device has its own pool: free_all_blocks() frees the current device's only.
-        for device in range(self.device_count()):
+        # Devices never opened are left alone: `bwprof list` and `info` create no context.
+        for device in sorted(self._used):
             with self.cp.cuda.Device(device):
                 self.cp.cuda.runtime.deviceSynchronize()
                 self.cp.get_default_memory_pool().free_all_blocks()

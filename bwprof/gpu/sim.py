@@ -117,8 +117,12 @@ class SimBackend:
         data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
         np.asarray(dst)[offset : offset + data.size] = data
 
-    def download(self, src: Any, nbytes: int, offset: int = 0) -> Any:
-        return np.array(np.asarray(src)[offset : offset + nbytes])
+    def download(self, src: Any, nbytes: int, offset: int = 0, out: Any = None) -> Any:
+        data = np.asarray(src)[offset : offset + nbytes]
+        if out is None:
+            return np.array(data)
+        out[:nbytes] = data
+        return out
 
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
         seconds, starts, ends, clock = [], [], [], 0.0

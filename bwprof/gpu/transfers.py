@@ -23,6 +23,7 @@ from bwprof.gpu.buffers import (
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.sampling import Sampled, take_samples
 from bwprof.measurement import Measurement, NotRun
+from bwprof.telemetry.nvml import parse_pci_bus_id
 
 
 def _problem(mismatches: int, nbytes: int, what: str) -> str:
@@ -46,16 +47,17 @@ class HostEnd:
     def __init__(self, pool: BufferPool, device: GpuDevice, nbytes: int, pinned: bool,
                  to_device: bool, slot: int = 0) -> None:
         self.pool, self.device, self.nbytes, self.to_device = pool, device, nbytes, to_device
+        self.seed = slot  # each path its own pattern: cross-wired copies fail validation
         backend = pool.backend
         self.host = pool.host(device, nbytes, pinned, slot)
         self.dev = pool.device(device.index, nbytes, slot)
         self.stream = pool.stream(device.index, slot)
         if to_device:
-            fill_pattern(self.host, nbytes)
+            fill_pattern(self.host, nbytes, self.seed)
             backend.zero(self.dev, nbytes)
             self.dst, self.src = self.dev, self.host
         else:
-            upload_pattern(backend, self.dev, nbytes)
+            upload_pattern(backend, self.dev, nbytes, self.seed)
             self.host[:nbytes] = 0
             self.dst, self.src = self.host, self.dev
 
@@ -65,9 +67,10 @@ class HostEnd:
 
     def problem(self) -> str:
         if self.to_device:
-            bad = device_mismatches(self.pool.backend, self.dev, self.nbytes)
+            bad = device_mismatches(self.pool, self.dev, self.nbytes, self.seed)
             return _problem(bad, self.nbytes, f"{self.device.label} memory")
-        return _problem(host_mismatches(self.host, self.nbytes), self.nbytes, "host memory")
+        return _problem(host_mismatches(self.host, self.nbytes, self.seed), self.nbytes,
+                        "host memory")
 
 
 def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: int,
@@ -128,7 +131,7 @@ def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
     stream = pool.stream(device.index)
     copy = partial(backend.copy, dst, src, size, stream)
     sampled = take_samples(backend, lambda ops: [Work(stream, copy, ops)], samples)
-    problem = _problem(device_mismatches(backend, dst, size), size, f"{device.label} memory")
+    problem = _problem(device_mismatches(pool, dst, size), size, f"{device.label} memory")
     best = min(sampled.per_stream_s[0])
     copy_note = f"copy figure (bytes copied once): {size / best / 1e9:.2f} GB/s best"
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0],
@@ -160,9 +163,27 @@ def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], 
     return rows
 
 
-def _p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
-    if a.peak_nvlink_gbps and b.peak_nvlink_gbps:
-        return min(a.peak_nvlink_gbps, b.peak_nvlink_gbps)
+def _same_bus(x: str | None, y: str | None) -> bool:
+    try:
+        return bool(x and y) and parse_pci_bus_id(x).cuda() == parse_pci_bus_id(y).cuda()  # type: ignore[arg-type]
+    except ValueError:
+        return False
+
+
+def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
+    """Per-direction peak from `a` to `b`: the NVLinks joining them (directly, or every link
+    of `a` through NVSwitch), else the slower PCIe link; None when NVLink exists but NVML
+    cannot say where its links go (a guess would make a healthy pair look sick)."""
+    remotes = a.metadata.get("nvlink_remotes") or []
+    links_up = a.metadata.get("nvlink_links_up") or 0
+    if a.peak_nvlink_gbps and links_up:
+        direct = sum(1 for r in remotes if _same_bus(r, b.properties.pci_bus_id))  # type: ignore[arg-type]
+        switched = sum(1 for r in remotes if r == "switch")
+        joining = direct or switched
+        if joining:
+            return a.peak_nvlink_gbps * joining / links_up  # type: ignore[operator]
+        if any(r is None for r in remotes):
+            return None
     if a.peak_pcie_gbps and b.peak_pcie_gbps:
         return min(a.peak_pcie_gbps, b.peak_pcie_gbps)
     return None
@@ -176,7 +197,7 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
             raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
     source = pool.device(src.index, size, slot=slot)
     target = pool.device(dst.index, size, slot=slot + 1)
-    upload_pattern(backend, source, size)
+    upload_pattern(backend, source, size, seed=slot)
     backend.zero(target, size)
     return source, target, pool.stream(src.index, slot)
 
@@ -187,7 +208,7 @@ def peer(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], pair: t
     backend = pool.backend
     a, b = devices[pair[0]], devices[pair[1]]
     names = f"{a.name} -> {b.name}"
-    peak = _p2p_peak(a, b)
+    peak = p2p_peak(a, b)
     forward = _peer_path(pool, a, b, size, slot=0)
     paths = [(a, b, forward)]
     if case.key == "p2p_bidir":
@@ -198,8 +219,9 @@ def peer(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], pair: t
                 for _, _, (source, target, stream) in paths]
 
     sampled = take_samples(backend, works, samples)
-    problems = [_problem(device_mismatches(backend, target, size), size, f"{dst.label} memory")
-                for _, dst, (_, target, _) in paths]
+    problems = [_problem(device_mismatches(pool, target, size, seed=2 * i), size,
+                         f"{dst.label} memory")
+                for i, (_, dst, (_, target, _)) in enumerate(paths)]
     rows = [
         _row(case, None, f"{src.label}->{dst.label}", f"{src.name} -> {dst.name}", size,
              sampled.per_stream_s[i], size, sampled, direction="p2p", streams=len(paths),

@@ -40,6 +40,7 @@ _CONSTANT_DEFAULTS: dict[str, int] = {
     "NVML_FEATURE_ENABLED": 1,
     "NVML_NVLINK_MAX_LINKS": 18,
     "NVML_AFFINITY_SCOPE_NODE": 0,
+    "NVML_NVLINK_DEVICE_TYPE_SWITCH": 2,
 }
 
 _INIT_REASONS: tuple[tuple[str, str], ...] = (
@@ -272,7 +273,7 @@ class Nvml:
             cuda_version = q("nvmlSystemGetCudaDriverVersion")
         ecc = q("nvmlDeviceGetEccMode", handle)
         power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
-        links_up, nvlink_version = self._nvlink(handle)
+        links_up, nvlink_version, nvlink_remotes = self._nvlink(handle)
 
         return {
             "name": q("nvmlDeviceGetName", handle),
@@ -301,29 +302,40 @@ class Nvml:
             "power_limit_w": None if power_mw is None else power_mw / 1000,
             "nvlink_links_up": links_up,
             "nvlink_version": nvlink_version,
+            "nvlink_remotes": nvlink_remotes,
             "peak_hbm_gbps": hbm_peak_gbps(mem_clock, bus_width),
             "peak_pcie_gbps": pcie_peak_gbps(gen_max, width_max),
             "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links_up),
         }
 
-    def _nvlink(self, handle: Any) -> tuple[int, int | None]:
-        """Active links and the major NVLink version of the first one (None without NVLink)."""
+    def _nvlink(self, handle: Any) -> tuple[int, int | None, list[str | None]]:
+        """Active links, the major NVLink version of the first one (None without NVLink), and
+        what each active link reaches: a GPU's bus id, "switch" (NVSwitch) or None."""
         enabled = self.constant("NVML_FEATURE_ENABLED")
-        first_active = None
-        links_up = 0
+        active = []
         for link in range(self.constant("NVML_NVLINK_MAX_LINKS")):
             # NotSupported (no NVLink) or InvalidArgument (past the GPU's last link) ends it.
             state = self.query("nvmlDeviceGetNvLinkState", handle, link)
             if state is None:
                 break
             if state == enabled:
-                links_up += 1
-                if first_active is None:
-                    first_active = link
-        if first_active is None:
-            return links_up, None
-        raw = self.query("nvmlDeviceGetNvLinkVersion", handle, first_active)
-        return links_up, NVLINK_VERSION_FROM_ENUM.get(raw) if raw is not None else None
+                active.append(link)
+        if not active:
+            return 0, None, []
+        raw = self.query("nvmlDeviceGetNvLinkVersion", handle, active[0])
+        version = NVLINK_VERSION_FROM_ENUM.get(raw) if raw is not None else None
+        return len(active), version, [self._nvlink_remote(handle, link) for link in active]
+
+    def _nvlink_remote(self, handle: Any, link: int) -> str | None:
+        """Which device a link reaches, so a GPU pair's P2P peak counts only its own links."""
+        kind = self.query("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+        if kind == self.constant("NVML_NVLINK_DEVICE_TYPE_SWITCH"):
+            return "switch"
+        pci = self.query("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+        try:
+            return parse_pci_bus_id(str(_text(pci.busId))).cuda() if pci is not None else None
+        except (AttributeError, ValueError):
+            return None
 
     def _numa_node(self, handle: Any, pci_bus_id: str | None) -> int | None:
         """The host NUMA node nearest the GPU: NVML's memory affinity, else sysfs.

@@ -27,11 +27,13 @@ def test_device_pattern_round_trip_in_chunks(monkeypatch):
     buffers._chunk_pattern.cache_clear()
     try:
         backend = SimBackend(memory_bytes=16 << 20)
+        pool = BufferPool(backend)
         array = backend.device_array(0, 7 << 20)
-        upload_pattern(backend, array, 7 << 20)
-        assert device_mismatches(backend, array, 7 << 20) == 0
+        upload_pattern(backend, array, 7 << 20, seed=1)
+        assert device_mismatches(pool, array, 7 << 20, seed=1) == 0
+        assert device_mismatches(pool, array, 7 << 20, seed=0) > 0  # another path's pattern
         backend.upload(array, np.zeros(3, dtype=np.uint8), offset=5 << 20)
-        assert device_mismatches(backend, array, 7 << 20) > 0
+        assert device_mismatches(pool, array, 7 << 20, seed=1) > 0
     finally:
         buffers._chunk_pattern.cache_clear()
 

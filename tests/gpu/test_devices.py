@@ -64,3 +64,27 @@ def test_simulated_devices_have_no_peaks():
     devices = describe(SimBackend())
     assert len(devices) == 2
     assert all(d.peak_hbm_gbps is None and d.peak_pcie_gbps is None for d in devices)
+
+
+def test_p2p_peak_counts_only_the_links_joining_the_pair():
+    from bwprof.gpu.transfers import p2p_peak
+
+    backend = H200Like(devices=3)
+    props = [backend.properties(i) for i in range(3)]
+
+    def device(i, remotes, nvlink=150.0, pcie=63.0):
+        return type(describe(backend)[0])(
+            i, props[i], {"nvlink_links_up": len(remotes), "nvlink_remotes": remotes},
+            peak_nvlink_gbps=nvlink if remotes else None, peak_pcie_gbps=pcie)
+
+    bus1, bus2 = props[1].pci_bus_id, props[2].pci_bus_id
+    # A 2-way bridge: gpu0 has 4 links, 3 to gpu1 and 1 to gpu2 (lower-case spelling too).
+    bridged = device(0, [bus1, bus1, bus1.lower(), bus2])
+    assert p2p_peak(bridged, device(1, [])) == pytest.approx(150.0 * 3 / 4)
+    assert p2p_peak(bridged, device(2, [])) == pytest.approx(150.0 / 4)
+    # No link to this GPU: PCIe, the slower of the two.
+    assert p2p_peak(device(0, [bus1]), device(2, [], pcie=31.5)) == 31.5
+    # Behind NVSwitch every link counts; unknown remotes give no peak rather than a wrong one.
+    assert p2p_peak(device(0, ["switch"] * 18, nvlink=450.0), device(1, [])) == 450.0
+    assert p2p_peak(device(0, [None, None]), device(1, [])) is None
+    assert p2p_peak(device(0, []), device(1, [])) == 63.0

@@ -81,7 +81,9 @@ def test_row_shapes_per_case(simulated_run):
     every = rows("h2d_all")
     assert list(every["device"]) == ["gpu0", "gpu1", "all"]
     assert every.iloc[-1]["bytes_per_rep"] == 2 * MiB
-    assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1", "gpu1->gpu0"]
+    assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1"]  # others: the matrix size only
+    p2p = simulated_run.results[simulated_run.results["case"] == "p2p_copy"]
+    assert set(p2p[p2p["device"] == "gpu1->gpu0"]["size_bytes"]) == {256 * MiB}
     assert list(rows("p2p_bidir")["device"]) == ["gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1"]
     d2d = rows("d2d_copy").iloc[0]
     assert d2d["bytes_per_rep"] == 2 * MiB and d2d["byte_convention"] == "traffic"
@@ -168,3 +170,16 @@ def test_simulated_runs_never_show_figures_in_the_terminal(tmp_path):
     values = np.loadtxt(tmp_path / "r" / "timings.csv", delimiter=",", skiprows=1,
                         usecols=7)
     assert (values > 0).all()
+
+
+def test_p2p_sweeps_sizes_on_the_first_pair_and_the_matrix_at_one_size():
+    backend = SimBackend(devices=3)
+    executor = GpuExecutor(backend, describe(backend))
+    jobs = executor.jobs(get_case("p2p_copy"), _plan("p2p_copy", preset="standard"))
+    first = [j.size_bytes for j in jobs if (j.device, j.peer) == (0, 1)]
+    assert first == list(_plan("p2p_copy", preset="standard").transfer_sizes)
+    others = {(j.device, j.peer): j.size_bytes for j in jobs if (j.device, j.peer) != (0, 1)}
+    assert set(others) == {(0, 2), (1, 0), (1, 2), (2, 0), (2, 1)}
+    assert set(others.values()) == {256 * MiB}
+    bidir = executor.jobs(get_case("p2p_bidir"), _plan("p2p_bidir", preset="quick"))
+    assert {(j.device, j.peer) for j in bidir} == {(0, 1), (0, 2), (1, 2)}

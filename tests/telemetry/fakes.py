@@ -82,4 +82,8 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetPowerManagementLimit": lambda h: 700000,
         "nvmlDeviceGetNvLinkState": nvlink_state,
         "nvmlDeviceGetNvLinkVersion": lambda h, link: pynvml.NVML_NVLINK_VERSION_4_0,
+        # An HGX board: every link goes to an NVSwitch.
+        "nvmlDeviceGetNvLinkRemoteDeviceType": (
+            lambda h, link: pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+        ),
     }

@@ -203,6 +203,7 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "power_limit_w": 700.0,
         "nvlink_links_up": 18,
         "nvlink_version": 4,
+        "nvlink_remotes": ["switch"] * 18,
         "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6144),
         "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
         "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
