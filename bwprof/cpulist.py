@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 def parse_cpu_list(text: str | None) -> frozenset[int] | None:
@@ -32,3 +34,23 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
             start = cpu
         prev = cpu
     return ",".join(ranges)
+
+
+@contextmanager
+def cpu_affinity(cpus: frozenset[int] | None) -> Iterator[bool]:
+    """Run the block on `cpus` (so pages touched there land on their NUMA node), then
+    restore. Yields whether the placement applied: False when no CPUs were given or the
+    system refused (a container's cpuset), so callers do not claim a NUMA node."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        yield False
+        return
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setaffinity(0, previous)

@@ -108,7 +108,8 @@ class Plan:
     preset: str
     cases: tuple[CaseSpec, ...]
     repeats: int
-    """Timed repetitions per figure, including the first one, which is dropped as warm-up."""
+    """Timed repetitions per figure: host cases run this many and drop the first as warm-up;
+    GPU cases take this many samples after a separate warm-up sample."""
     threads: tuple[int, ...]
     host_array_bytes: tuple[int, ...]
     transfer_sizes: tuple[int, ...]

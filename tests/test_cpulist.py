@@ -20,3 +20,20 @@ def test_format_merges_runs():
 @pytest.mark.parametrize("text", [None, "", "  ", "0-a", "1,,2"])
 def test_parse_rejects_empty_or_malformed(text):
     assert parse_cpu_list(text) is None
+
+
+def test_cpu_affinity_applies_and_restores():
+    import os
+
+    from bwprof.cpulist import cpu_affinity
+
+    before = os.sched_getaffinity(0)
+    one = frozenset({min(before)})
+    with cpu_affinity(one) as placed:
+        assert placed and os.sched_getaffinity(0) == one
+    assert os.sched_getaffinity(0) == before
+    with cpu_affinity(None) as placed:
+        assert not placed
+    with cpu_affinity(frozenset({10_000})) as placed:  # no such CPU: refused, not raised
+        assert not placed
+    assert os.sched_getaffinity(0) == before

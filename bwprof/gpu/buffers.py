@@ -115,6 +115,12 @@ class BufferPool:
         return sum(array.nbytes for key, array in self._arrays.items()
                    if key[0] == "device" and key[1] == device)
 
+    def drop_host_except(self, device: int) -> None:
+        """Free host buffers held for other GPUs: a sweep over 8 GPUs keeps one GPU's pinned
+        memory, not eight."""
+        for key in [k for k in self._arrays if k[0] == "host" and k[1] != device]:
+            del self._arrays[key]
+
     def release(self) -> None:
         """Drop every buffer (streams are kept); called when the case changes."""
         self._arrays.clear()

@@ -8,6 +8,7 @@ measurements.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations, permutations
 
 from bwprof.cases import CaseSpec
@@ -21,6 +22,7 @@ from bwprof.runner import Unavailable
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
 P2P_MATRIX_BYTES = 256 << 20
+PEAK_TOLERANCE = 1.05  # above 1.05x the theoretical peak a figure is an error, not noise
 HOST_MEMORY_SHARE = 0.5
 DEVICE_MEMORY_SHARE = 0.9
 
@@ -115,6 +117,8 @@ class GpuExecutor:
         if self._case != case.key:
             self.pool.release()  # buffers of the previous case are not needed any more
             self._case = case.key
+        if job.device is not None and job.peer is None:
+            self.pool.drop_host_except(job.device)
         if not case.key.startswith("hbm_"):
             self._check_fits(case, job)
         try:
@@ -124,9 +128,29 @@ class GpuExecutor:
             raise NotRun(
                 "skipped", f"{format_bytes(job.size_bytes or 0)} does not fit: {exc}"
             ) from None
+        rows = [self._checked(row) for row in rows]
         if self.backend == "simulated":
             rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
         return rows
+
+    def _checked(self, row: Measurement) -> Measurement:
+        """Flag what the figure cannot be: above its theoretical peak (a measurement error,
+        unless the data fits in L2), or on a NUMA node that placement could not enforce."""
+        if row.peak_gbps and row.seconds_per_op:
+            best = row.bytes_per_op / min(row.seconds_per_op) / 1e9
+            device = next((d for d in self.devices if d.label == row.device), None)
+            cached = (device is not None and row.memory == "hbm" and row.direction == "within"
+                      and row.size_bytes < 4 * device.properties.l2_bytes)
+            if cached:
+                row = _with_note(row, "fits in L2: the figure may exceed the HBM peak")
+            elif best > PEAK_TOLERANCE * row.peak_gbps:
+                row = replace(_with_note(row, f"figure above the theoretical peak ({best:.1f} > "
+                                              f"{row.peak_gbps:.1f} GB/s): a measurement error"),
+                              valid=False)
+        if row.numa_node is not None and getattr(self.gpu, "placement_failed", False):
+            row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
+                                          "refused)"), numa_node=None)
+        return row
 
     def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         size, samples, key = job.size_bytes or 0, plan.repeats, case.key
@@ -163,6 +187,4 @@ class GpuExecutor:
 
 
 def _with_note(row: Measurement, note: str) -> Measurement:
-    from dataclasses import replace
-
     return replace(row, note="; ".join(n for n in (note, row.note) if n))

@@ -20,16 +20,16 @@ CUDA rules this module follows (CUDA runtime API reference):
 
 from __future__ import annotations
 
-import os
+import mmap
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 from bwprof.gpu.kernels import KERNELS, launch_config
 
@@ -73,24 +73,6 @@ def probe() -> GpuProbe:
     return GpuProbe(count)
 
 
-@contextmanager
-def cpu_affinity(cpus: frozenset[int] | None) -> Iterator[None]:
-    """Run the block on `cpus` (so new pages land on their NUMA node), then restore."""
-    if not cpus or not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    previous = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError:
-        yield  # not allowed here (container limits): allocate where we are
-        return
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, previous)
-
-
 class CudaBackend:
     """Real GPUs through CuPy (memory, streams, events, copies) and Numba CUDA (kernels)."""
 
@@ -110,6 +92,7 @@ class CudaBackend:
         self._numba_streams: dict[tuple[int, int], Any] = {}
         self._gate_streams: dict[int, Any] = {}
         self._used: set[int] = set()  # devices this backend opened; release() touches no other
+        self.placement_failed = False  # CPU affinity was refused: host memory lies anywhere
 
     # devices ---------------------------------------------------------------------------
 
@@ -176,7 +159,9 @@ class CudaBackend:
 
     def host_array(self, nbytes: int, pinned: bool, cpus: frozenset[int] | None = None) -> Any:
         rt = self.cp.cuda.runtime
-        with cpu_affinity(cpus):
+        with cpu_affinity(cpus) as placed:
+            if cpus and not placed:
+                self.placement_failed = True
             if pinned:
                 # cudaHostAlloc memory is usable by every device under UVA whatever the flags;
                 # Portable says so explicitly (as CuPy's own pinned allocator does), for
@@ -192,7 +177,9 @@ class CudaBackend:
                 pointer = self.cp.cuda.PinnedMemoryPointer(memory, 0)
                 array = np.ndarray((nbytes,), dtype=np.uint8, buffer=pointer)
             else:
-                array = np.empty(nbytes, dtype=np.uint8)
+                # Fresh anonymous pages (not recycled heap pages already placed elsewhere),
+                # so the first touch below decides their NUMA node.
+                array = np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
             array.fill(0)  # first touch, on the chosen CPUs
         return array
 

@@ -30,6 +30,8 @@ class Sampled:
     total_ops: int
     uncovered: int
     last: Sample
+    covered: tuple[bool, ...] = ()
+    """Per kept sample: the gate held until everything was enqueued."""
 
     def note(self) -> str:
         if not self.uncovered:
@@ -61,6 +63,7 @@ def take_samples(
     per_stream: list[list[float]] = [[] for _ in warm.seconds]
     spans: list[float] = []
     uncovered = 0
+    covered: list[bool] = []
     last = warm
     for _ in range(samples):
         while True:
@@ -70,6 +73,7 @@ def take_samples(
                 break
             hold_us *= 2  # enqueue outlasted the gate: hold longer and take it again
         uncovered += not last.covered
+        covered.append(last.covered)
         for index, seconds in enumerate(last.seconds):
             per_stream[index].append(seconds / ops)
         spans.append(last.span_s / ops)
@@ -80,4 +84,5 @@ def take_samples(
         total_ops=total_ops,
         uncovered=uncovered,
         last=last,
+        covered=tuple(covered),
     )

@@ -8,10 +8,12 @@ destination, zeroed first, must hold exactly that pattern afterwards.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from bwprof.cases import CaseSpec
+from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import Work
 from bwprof.gpu.buffers import (
     BufferPool,
@@ -35,10 +37,19 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def _max_per_sample(per_stream: Sequence[Sequence[float]]) -> tuple[float, ...]:
+def _gated_max_per_sample(sampled: Sampled) -> tuple[float, ...]:
     """Per sample, the slowest stream: the time for all of them to finish when they started
-    together (used where events on different devices cannot be subtracted)."""
-    return tuple(max(values) for values in zip(*per_stream, strict=True))
+    together (used where events on different devices cannot be subtracted). Only samples
+    whose gate held count: otherwise some GPUs may have finished before others started, and
+    N x size over the slowest time would overstate what they do at once."""
+    return tuple(max(values) for values, held in zip(zip(*sampled.per_stream_s, strict=True),
+                                                     sampled.covered, strict=True) if held)
+
+
+PAGEABLE_NOTE = ("pageable: each copy is synchronous for the host, so the time includes the "
+                 "host issuing the next one (noticeable below about 1 MiB)")
+UNGATED_AGGREGATE = ("aggregate not reported: the gate never held every GPU until all work "
+                     "was enqueued, so they may not have run at once")
 
 
 class HostEnd:
@@ -91,11 +102,15 @@ def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
     """h2d_/d2h_ pinned or pageable: one copy engine, one stream."""
     pinned = case.memory == "pinned"
     path = HostEnd(pool, device, size, pinned, to_device=case.direction == "h2d")
-    # A pageable async copy is synchronous for the host, so no gate can cover its enqueue.
-    sampled = take_samples(pool.backend, lambda ops: [path.work(ops)], samples, gate=pinned)
+    # A pageable async copy is synchronous for the host, so no gate can cover its enqueue;
+    # the host stages it, so it runs on the GPU's own NUMA node like the buffer.
+    with cpu_affinity(None if pinned else device.cpus):
+        sampled = take_samples(pool.backend, lambda ops: [path.work(ops)], samples, gate=pinned)
     problem = path.problem()
+    note = "" if pinned else PAGEABLE_NOTE
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
-                 sampled, peak=device.peak_pcie_gbps, valid=not problem, note=problem)]
+                 sampled, peak=device.peak_pcie_gbps, valid=not problem, note=_join(problem,
+                                                                                     note))]
 
 
 def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
@@ -153,8 +168,11 @@ def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], 
     ]
     peaks = [d.peak_pcie_gbps for d in devices]
     names = sorted({d.name for d in devices})
+    slowest = _gated_max_per_sample(sampled)
+    if not slowest:
+        return [replace(row, note=_join(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
-        case, None, "all", " + ".join(names), size, _max_per_sample(sampled.per_stream_s),
+        case, None, "all", " + ".join(names), size, slowest,
         size * len(devices), sampled, streams=len(devices),
         peak=sum(peaks) if all(peaks) else None,  # type: ignore[arg-type]
         valid=not any(problems),
@@ -193,7 +211,12 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
                slot: int) -> tuple[Any, Any, Any]:
     backend = pool.backend
     for a, b in ((src, dst), (dst, src)):
-        if not backend.enable_peer_access(a.index, b.index):
+        try:
+            enabled = backend.enable_peer_access(a.index, b.index)
+        except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
+            raise NotRun("skipped", f"peer access from {a.label} to {b.label} failed: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        if not enabled:
             raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
     source = pool.device(src.index, size, slot=slot)
     target = pool.device(dst.index, size, slot=slot + 1)
@@ -228,10 +251,13 @@ def peer(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], pair: t
              numa_node=None, peak=peak, valid=not problems[i], note=problems[i])
         for i, (src, dst, _) in enumerate(paths)
     ]
-    if len(paths) == 2:
+    slowest = _gated_max_per_sample(sampled)
+    if len(paths) == 2 and not slowest:
+        rows = [replace(row, note=_join(row.note, UNGATED_AGGREGATE)) for row in rows]
+    elif len(paths) == 2:
         rows.append(_row(
             case, None, f"{a.label}<->{b.label}", names, size,
-            _max_per_sample(sampled.per_stream_s), 2 * size, sampled, direction="both",
+            slowest, 2 * size, sampled, direction="both",
             streams=2, peak=2 * peak if peak else None, valid=not any(problems),
             note=_join(*problems, "sum of both directions"),
         ))

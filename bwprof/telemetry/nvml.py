@@ -304,7 +304,8 @@ class Nvml:
             "nvlink_version": nvlink_version,
             "nvlink_remotes": nvlink_remotes,
             "peak_hbm_gbps": hbm_peak_gbps(mem_clock, bus_width),
-            "peak_pcie_gbps": pcie_peak_gbps(gen_max, width_max),
+            # The link's maximum: the GPU's and the slot's generation, whichever is lower.
+            "peak_pcie_gbps": pcie_peak_gbps(gen_max_system or gen_max, width_max),
             "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links_up),
         }
 

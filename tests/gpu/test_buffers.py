@@ -53,3 +53,14 @@ def test_pool_reuses_and_grows_buffers():
     pool.release()
     del grown
     assert backend.free_memory(0) == 8 << 20
+
+
+def test_host_buffers_of_other_gpus_are_dropped():
+    backend = SimBackend()
+    pool = BufferPool(backend)
+    first, second = describe(backend)
+    kept = pool.host(second, 64, pinned=True)
+    pool.host(first, 64, pinned=True)
+    pool.drop_host_except(second.index)
+    assert pool.host(second, 64, pinned=True) is kept
+    assert [k for k in pool._arrays if k[0] == "host"] == [("host", 1, True, 0)]

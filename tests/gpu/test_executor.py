@@ -3,6 +3,7 @@ simulated backend. Simulated timings are never checked as figures: only the book
 
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -183,3 +184,51 @@ def test_p2p_sweeps_sizes_on_the_first_pair_and_the_matrix_at_one_size():
     assert set(others.values()) == {256 * MiB}
     bidir = executor.jobs(get_case("p2p_bidir"), _plan("p2p_bidir", preset="quick"))
     assert {(j.device, j.peer) for j in bidir} == {(0, 1), (0, 2), (1, 2)}
+
+
+def _executor_with(backend, **device_fields):
+    devices = [replace(d, **device_fields) for d in describe(backend)]
+    return GpuExecutor(backend, devices, host_memory_bytes=8 << 30)
+
+
+def _run_executor(executor, cases, preset="quick"):
+    runner = Runner(_plan(cases, preset), {"gpu": executor}, RunContext("r", "h"))
+    try:
+        return runner.run()
+    finally:
+        runner.close()
+
+
+def test_a_figure_above_its_peak_is_invalid_unless_it_fits_in_l2():
+    executor = _executor_with(SimBackend(devices=1), peak_pcie_gbps=1e-6, peak_hbm_gbps=1e-6)
+    rows = [r for r in _run_executor(executor, "h2d_pinned,hbm_copy", preset="full")
+            if r.status != "skipped"]
+    h2d = [r for r in rows if r.case == "h2d_pinned"]
+    assert h2d and all(r.status == "invalid" for r in h2d)
+    assert all("figure above the theoretical peak" in r.note for r in h2d)
+    hbm = {r.size_bytes: r for r in rows if r.case == "hbm_copy"}
+    assert hbm[256 << 10].status == "ok" and "fits in L2" in hbm[256 << 10].note
+    assert hbm[16 * MiB].status == "invalid"  # 16 MiB >= 4 x the 1 MiB simulated L2
+
+
+class UngatedBackend(SimBackend):
+    def time_sample(self, works, gate, hold_us):
+        return replace(super().time_sample(works, gate, hold_us), covered=not gate)
+
+
+def test_an_aggregate_across_gpus_needs_samples_the_gate_held():
+    rows = [r for r in _run(UngatedBackend(), "h2d_all,p2p_bidir") if r.status == "ok"]
+    assert not [r for r in rows if r.device in ("all", "gpu0<->gpu1")]
+    assert all("aggregate not reported" in r.note for r in rows)
+
+
+def test_rows_do_not_claim_a_numa_node_that_placement_could_not_enforce():
+    backend = SimBackend(devices=1)
+    backend.placement_failed = True
+    rows = _run_executor(_executor_with(backend, numa_node=1), "h2d_pinned")
+    ok = [r for r in rows if r.status == "ok"]
+    assert ok and all(r.numa_node is None and "placement not enforced" in r.note for r in ok)
+    placed = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1), "h2d_pageable")
+    assert {r.numa_node for r in placed if r.status == "ok"} == {1}
+    assert all("pageable: each copy is synchronous" in r.note for r in placed
+               if r.status == "ok")
