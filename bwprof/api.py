@@ -17,13 +17,17 @@ import pandas as pd
 
 from bwprof._version import __version__
 from bwprof.cases import CaseSpec
-from bwprof.errors import RunInterrupted
+from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.plan import make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
+from bwprof.report.findings import derive_findings, findings_frame
 from bwprof.report.frames import results_frame
 from bwprof.report.schema import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.runner import Executor, ProgressListener, RunContext, Runner, UnavailableExecutor
 from bwprof.system import HostInfo, host_info
+from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession
+
+DEFAULT_SAMPLE_INTERVAL_MS = 50
 
 
 @dataclass
@@ -36,6 +40,10 @@ class RunResult:
     run_dir: Path | None = None
     interrupted: bool = False
     timelines: list[dict[str, object]] = field(default_factory=list, repr=False)
+    findings: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    """Findings that flag a sick box (severity, device, what, why, evidence)."""
+    samples: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    """Every counter sample taken during the run (empty without telemetry)."""
 
     @property
     def failed(self) -> list[ResultRow]:
@@ -111,6 +119,43 @@ def draw_plots(run_dir: Path, timelines: list[dict[str, object]],
     return {"files": [path.name for path in files], "error": None}
 
 
+def start_telemetry(
+    executor: Executor | None, system: dict[str, object], writer: RunWriter | None,
+    enabled: bool, interval_s: float,
+) -> TelemetrySession | None:
+    """Start sampling the GPUs this run measures, or say in system.json why not."""
+    state: dict[str, object] = {"enabled": False, "interval_ms": interval_s * 1000}
+    system["telemetry"] = state
+    if not enabled:
+        state["reason"] = "switched off (--no-telemetry)"
+        return None
+    if executor is None:
+        state["reason"] = "no GPU case selected"
+        return None
+    if getattr(executor, "backend", "") != "cuda" or not hasattr(executor, "devices"):
+        state["reason"] = ("simulated backend: no hardware to sample"
+                           if getattr(executor, "backend", "") == "simulated" else "no GPU")
+        return None
+    from bwprof.telemetry import nvml
+    from bwprof.telemetry.counters import CounterReader
+
+    if not nvml.available():
+        state["reason"] = nvml.reason()
+        return None
+    reader = CounterReader(nvml.get_nvml(), [(d.label, d.properties.pci_bus_id)
+                                             for d in executor.devices])  # type: ignore[attr-defined]
+    if not reader.labels:
+        state["reason"] = "NVML sees none of the CUDA devices (no PCI bus id matched)"
+        return None
+    on_samples = None if writer is None else (
+        lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
+    session = TelemetrySession(reader, interval_s, on_samples)
+    state.update(enabled=True, reason=None, devices=reader.labels, idle_check=session.idle,
+                 gpm=reader.gpm_devices())
+    session.start()
+    return session
+
+
 def host_executor(host: HostInfo) -> Executor:
     from bwprof.host.ddr import HostExecutor
 
@@ -145,14 +190,21 @@ def run(
     command_line: Sequence[str] | None = None,
     simulate: bool = False,
     plots: bool = True,
+    telemetry: bool = True,
+    sample_interval_ms: float = DEFAULT_SAMPLE_INTERVAL_MS,
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements. `plots` draws the
-    PNGs into the run folder (overlap timelines).
+    PNGs into the run folder (overlap timelines). `telemetry` samples the GPUs' counters
+    through NVML every `sample_interval_ms` while GPU cases run and joins them to the rows.
     """
+    if not 1 <= sample_interval_ms <= 60_000:
+        raise BwprofError(
+            f"--sample-interval must be between 1 and 60000 ms, got {sample_interval_ms:g}"
+        )
     host = host_info()
     plan = make_plan(
         preset=preset,
@@ -186,28 +238,39 @@ def run(
         executors["gpu"] = gpu_executor(system, simulate, host.memory_available_bytes)
 
     writer = RunWriter(run_dir) if run_dir is not None else None
+    session = start_telemetry(executors.get("gpu"), system, writer, telemetry,
+                              sample_interval_ms / 1000)
     if run_dir is not None:
         write_system_json(run_dir, system)
-    runner = Runner(plan, executors, RunContext(run_id, host_name), writer, progress)
+    runner = Runner(plan, executors, RunContext(run_id, host_name), writer, progress, session)
     interrupted = False
     try:
         runner.run()
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if session is not None:
+            session.stop()
+            system["telemetry"]["samples"] = len(session.samples)  # type: ignore[index]
+            system["telemetry"]["errors"] = session.sampler.errors  # type: ignore[index]
         close_problems = runner.close()
         if close_problems:
             system["close_errors"] = close_problems
         system["finished_utc"] = utc_now().isoformat()
         system["interrupted"] = interrupted
+        findings = derive_findings(results_frame(runner.rows), system)
+        system["findings"] = len(findings)
         if writer is not None:
+            writer.write_findings(findings_frame(findings))
             writer.close()
         if run_dir is not None:
             if plots:
                 system["plots"] = draw_plots(run_dir, runner.timelines, system)
             write_system_json(run_dir, system)
     result = RunResult(results_frame(runner.rows), system, runner.rows, run_dir, interrupted,
-                       runner.timelines)
+                       runner.timelines, findings_frame(findings),
+                       pd.DataFrame(session.samples if session is not None else [],
+                                    columns=list(SAMPLE_COLUMNS)))
     if interrupted:
         raise RunInterrupted(result)
     return result

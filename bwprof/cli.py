@@ -63,6 +63,12 @@ def run_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    no_telemetry: Annotated[
+        bool, typer.Option("--no-telemetry", help="Do not sample the GPUs' counters (NVML).")
+    ] = False,
+    sample_interval: Annotated[
+        float, typer.Option("--sample-interval", help="Counter sampling interval, ms.")
+    ] = 50.0,
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
@@ -81,7 +87,8 @@ def run_command(
         result = api.run(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
-            simulate=simulate, plots=not no_plots,
+            simulate=simulate, plots=not no_plots, telemetry=not no_telemetry,
+            sample_interval_ms=sample_interval,
         )
     except BwprofError as exc:
         _fail(str(exc))
@@ -97,7 +104,7 @@ def run_command(
             progress.stop()
 
     if not quiet:
-        print_summary(Console(), result.rows)
+        print_summary(Console(), result.rows, result.system, result.findings)
     typer.echo(f"wrote {result.run_dir}")
     plot_error = (result.system.get("plots") or {}).get("error")  # type: ignore[union-attr]
     if plot_error:
@@ -215,6 +222,47 @@ def kernels_command(
     typer.echo("\n".join(ptx.report_lines(results, target)))
     if any(not r.ok for r in results):
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("monitor")
+def monitor_command(
+    interval: Annotated[float, typer.Option(help="Sampling interval, ms.")] = 500.0,
+    csv_file: Annotated[
+        Path | None, typer.Option("--csv", help="Keep every sample in this CSV file.")
+    ] = None,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many samples [default: until Ctrl-C].")
+    ] = None,
+) -> None:
+    """Live view of every GPU's counters (clocks, power, PCIe, DRAM and NVLink rates)."""
+    from rich.live import Live
+
+    from bwprof.telemetry import nvml
+    from bwprof.telemetry.counters import CounterReader
+    from bwprof.telemetry.monitor import monitor, table
+
+    if not 1 <= interval <= 60_000:
+        _fail(f"--interval must be between 1 and 60000 ms, got {interval:g}")
+    if count is not None and count < 1:
+        _fail(f"--count must be at least 1, got {count}")
+    if csv_file is not None:
+        try:
+            csv_file.parent.mkdir(parents=True, exist_ok=True)
+            csv_file.touch()
+        except OSError as exc:
+            _fail(f"cannot write {csv_file} ({exc.strerror or exc}); choose another --csv")
+    if not nvml.available():
+        _fail(f"nothing to monitor: {nvml.reason()}")
+    reader = CounterReader.every_gpu(nvml.get_nvml())
+    if not reader.labels:
+        _fail("nothing to monitor: NVML sees no GPU")
+    with Live(table([], interval, 0), auto_refresh=False) as live:
+        taken = monitor(reader, interval / 1000, csv_file,
+                        show=lambda latest, n: live.update(table(latest, interval, n),
+                                                           refresh=True),
+                        count=count)
+    where = f"; every sample in {csv_file}" if csv_file is not None else ""
+    typer.echo(f"stopped after {taken} sample(s){where}")
 
 
 def _print_version(value: bool) -> None:

@@ -64,6 +64,10 @@ class Measurement:
     peak_gbps: float | None = None
     phase: str = ""
     overlap_efficiency: float | None = None
+    window_s: tuple[float, float] | None = None
+    """time.monotonic() interval in which this row's operations ran (counters join on it)."""
+    window_ops: int | None = None
+    """Operations of `bytes_per_op` issued in that interval (warm-up included)."""
     extra: dict[str, object] = field(default_factory=dict)
 
 

@@ -64,6 +64,17 @@ class RowSink(Protocol):
         """Per-stream event times of one overlap job, for the timeline plots."""
 
 
+class TelemetryHook(Protocol):
+    """Tags the counter samples with the running job and joins them onto its rows."""
+
+    def job_started(self, job: Job) -> None: ...
+
+    def job_finished(self, job: Job) -> tuple[float, float]: ...
+
+    def annotate(self, row: ResultRow, measurement: Measurement,
+                 job_window: tuple[float, float]) -> ResultRow: ...
+
+
 class ProgressListener(Protocol):
     def start(self, total: int) -> None: ...
 
@@ -103,12 +114,14 @@ class Runner:
         context: RunContext,
         sink: RowSink | None = None,
         progress: ProgressListener | None = None,
+        telemetry: TelemetryHook | None = None,
     ) -> None:
         self.plan = plan
         self.executors = executors
         self.context = context
         self.sink = sink
         self.progress = progress or _NoProgress()
+        self.telemetry = telemetry
         self.rows: list[ResultRow] = []
         self.timelines: list[dict[str, object]] = []
 
@@ -151,8 +164,16 @@ class Runner:
     ) -> tuple[list[ResultRow], list[Sequence[float]], list[dict[str, object]]]:
         """Rows of one job, the raw samples behind each, and any timelines it recorded."""
         try:
-            measurements = executor.measure(case, job, self.plan)
+            if self.telemetry is not None:
+                self.telemetry.job_started(job)
+            try:
+                measurements = executor.measure(case, job, self.plan)
+            finally:
+                window = self.telemetry.job_finished(job) if self.telemetry else (0.0, 0.0)
             rows = [self._measured_row(case, executor.backend, m) for m in measurements]
+            if self.telemetry is not None:
+                rows = [self.telemetry.annotate(row, m, window)
+                        for row, m in zip(rows, measurements, strict=True)]
         except NotRun as exc:
             why = Unavailable(exc.status, exc.reason)
             return [self._not_run_row(case, job, executor, why)], [()], []

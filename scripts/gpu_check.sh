@@ -179,6 +179,30 @@ for _, row in concurrent.iterrows():
         f"  target {target}: {'met' if row['overlap_efficiency'] >= target else 'missed'}")
     print(f"overlap {row['case']:<22} {row['device']:<5} efficiency "
           f"{row['overlap_efficiency']:.2f} ({row['status']}){verdict}")
+# What the counters saw during the headline rows (telemetry), and the run's findings.
+if "telemetry_samples" in table.columns and table["telemetry_samples"].fillna(0).any():
+    print("\ncounters during the headline rows (NVML; GPM where supported):")
+    for _, row in table.iterrows():
+        def value(name, spec=".0f"):
+            v = row.get(name)
+            return "-" if v is None or pd.isna(v) or v == "" else format(v, spec)
+        print(f"  {row['case']:<12} {row['device']:<5} {size(row['size_bytes']):>8}: "
+              f"{value('telemetry_samples')} samples, link Gen{value('pcie_gen_min')} "
+              f"x{value('pcie_width_min')}, SM {value('sm_clock_mhz_min')} MHz min, "
+              f"mem {value('mem_clock_mhz_min')} MHz min, {value('power_w_max')} W max, "
+              f"DRAM {value('dram_bw_util_pct_mean', '.1f')}%, counters "
+              f"{value('counter_gbps', '.1f')} GB/s vs {value('window_gbps', '.1f')} moved "
+              f"(ratio {value('counter_ratio', '.2f')}), events: "
+              f"{row.get('throttle_reasons') or 'none'}")
+else:
+    tele = json.loads(system.read_text()).get("telemetry", {}) if system.is_file() else {}
+    print(f"\ncounters: none joined ({tele.get('reason') or 'no samples in the windows'})")
+findings_file = results.parent / "findings.csv"
+if findings_file.is_file():
+    findings = pd.read_csv(findings_file)
+    print(f"findings: {len(findings)}")
+    for f in findings.itertuples(index=False):
+        print(f"  {f.severity}: {f.device}: {f.what} ({f.evidence})")
 pipes = measured[measured["phase"] == "pipeline"]
 for device, rows in pipes.groupby("device"):
     best = rows.loc[rows["gbps_median"].idxmax()]

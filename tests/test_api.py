@@ -94,3 +94,32 @@ def test_case_availability_names_why_a_case_cannot_run():
     availability = case_availability(CASES)
     assert availability["ddr_triad"] is None
     assert set(availability) == {c.key for c in CASES}
+
+
+def test_telemetry_says_why_it_is_off(tmp_path):
+    result = bwprof.run(cases="ddr_copy", **SMALL)
+    assert result.system["telemetry"]["reason"] == "no GPU case selected"
+    off = bwprof.run(cases="ddr_copy,h2d_pinned", telemetry=False, **SMALL)
+    assert off.system["telemetry"] == {"enabled": False, "interval_ms": 50.0,
+                                       "reason": "switched off (--no-telemetry)"}
+    simulated = bwprof.run(cases="h2d_pinned", preset="quick", repeats=2, simulate=True)
+    assert simulated.system["telemetry"]["reason"].startswith("simulated backend")
+    assert simulated.samples.empty and simulated.findings.columns[0] == "severity"
+
+
+def test_sample_interval_is_checked_before_anything_is_written(tmp_path):
+    with pytest.raises(BwprofError, match="--sample-interval must be between 1 and 60000"):
+        bwprof.run(cases="ddr_copy", sample_interval_ms=0, out=tmp_path / "r", **SMALL)
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
+    import pandas as pd
+
+    from bwprof.report.schema import TELEMETRY_COLUMNS
+
+    bwprof.run(cases="ddr_copy", out=tmp_path / "r", **SMALL)
+    assert list(pd.read_csv(tmp_path / "r" / "findings.csv").columns) == [
+        "severity", "device", "what", "why", "evidence"]
+    header = (tmp_path / "r" / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[-len(TELEMETRY_COLUMNS):] == list(TELEMETRY_COLUMNS)

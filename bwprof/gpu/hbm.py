@@ -77,4 +77,5 @@ def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_byt
         note="; ".join(n for n in (f"validation failed: {problem}" if problem else "", note,
                                    sampled.note()) if n),
         streams=1, ops_per_sample=sampled.ops_per_sample, peak_gbps=device.peak_hbm_gbps,
+        window_s=sampled.window_s, window_ops=sampled.total_ops,
     )]

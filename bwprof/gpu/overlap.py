@@ -136,7 +136,8 @@ def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float],
         device=device.label, device_name=device.name, direction=direction, memory=memory,
         valid=not problem, note=notes, streams=streams, numa_node=device.numa_node,
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak, phase=phase,
-        overlap_efficiency=efficiency,
+        overlap_efficiency=efficiency, window_s=sampled.window_s,
+        window_ops=sampled.total_ops,
     )
 
 

@@ -9,6 +9,7 @@ A sample whose enqueue outlasted the gate is taken again with a longer hold.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ class Sampled:
     last: Sample
     covered: tuple[bool, ...] = ()
     """Per kept sample: the gate held until everything was enqueued."""
+    window_s: tuple[float, float] | None = None
+    """time.monotonic() at the first and last operation issued (warm-up included), for
+    joining the hardware counters of that interval."""
 
     def note(self) -> str:
         if not self.uncovered:
@@ -57,6 +61,7 @@ def take_samples(
     """Warm up with one op per stream, choose K (unless `ops` fixes it, so parts measured
     alone and together do the same work), then take `samples` timed samples."""
     hold_us = HOLD_US
+    began = time.monotonic()
     warm = backend.time_sample(make_works(1), gate, hold_us)
     total_ops = 1
     ops = ops or ops_for(max(warm.seconds))
@@ -85,4 +90,5 @@ def take_samples(
         uncovered=uncovered,
         last=last,
         covered=tuple(covered),
+        window_s=(began, time.monotonic()),
     )

@@ -94,6 +94,7 @@ def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: 
         valid=valid, note=_join(note, sampled.note()), streams=streams,
         numa_node=numa_node if numa_node is not None else (device.numa_node if device else None),
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak,
+        window_s=sampled.window_s, window_ops=sampled.total_ops,
     )
 
 

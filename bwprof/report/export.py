@@ -9,17 +9,20 @@ from __future__ import annotations
 import csv
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import RESULT_COLUMNS, TIMING_COLUMNS, ResultRow
+from bwprof.report.schema import CSV_COLUMNS, TIMING_COLUMNS, ResultRow
 
 RESULTS_FILE = "results.csv"
+SAMPLES_FILE = "samples.csv"
 TIMINGS_FILE = "timings.csv"
 SYSTEM_FILE = "system.json"
 TIMELINES_FILE = "timelines.json"
+FINDINGS_FILE = "findings.csv"
 
 
 def prepare_run_dir(path: Path) -> Path:
@@ -53,20 +56,38 @@ class RunWriter:
         self._timings: IO[str] = open(run_dir / TIMINGS_FILE, "w", newline="")  # noqa: SIM115
         self._results_csv = csv.writer(self._results)
         self._timings_csv = csv.writer(self._timings)
-        self._results_csv.writerow(RESULT_COLUMNS)
+        self._results_csv.writerow(CSV_COLUMNS)
         self._timings_csv.writerow(TIMING_COLUMNS)
         self._flush()
         self._timelines: list[dict[str, object]] = []
+        self._samples: IO[str] | None = None
+        self._samples_csv: Any = None
+        self._samples_lock = threading.Lock()
 
     def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None:
         values = row.as_dict()
-        self._results_csv.writerow([_cell(values[c]) for c in RESULT_COLUMNS])
+        self._results_csv.writerow([_cell(values[c]) for c in CSV_COLUMNS])
         for index, seconds in enumerate(seconds_per_op):
             self._timings_csv.writerow(
                 [row.run_id, row.case, row.device, row.direction, _cell(row.size_bytes),
                  _cell(row.threads), index, repr(seconds)]
             )
         self._flush()
+
+    def add_samples(self, samples: Sequence[dict[str, object]], columns: Sequence[str]) -> None:
+        """Append counter samples to samples.csv (called from the sampler thread)."""
+        with self._samples_lock:
+            if self._samples is None:
+                self._samples = open(self.run_dir / SAMPLES_FILE, "w", newline="")  # noqa: SIM115
+                self._samples_csv = csv.writer(self._samples)
+                self._samples_csv.writerow(columns)
+            for sample in samples:
+                self._samples_csv.writerow([_cell(sample.get(c)) for c in columns])
+            self._samples.flush()
+
+    def write_findings(self, findings: Any) -> None:
+        """findings.csv (a DataFrame with FINDING_COLUMNS), written once at the end."""
+        findings.to_csv(self.run_dir / FINDINGS_FILE, index=False)
 
     def add_timeline(self, timeline: dict[str, object]) -> None:
         """Rewrite timelines.json (atomically) with one more overlap timeline."""
@@ -80,6 +101,9 @@ class RunWriter:
     def close(self) -> None:
         self._results.close()
         self._timings.close()
+        with self._samples_lock:
+            if self._samples is not None:
+                self._samples.close()
 
 
 def write_json_atomic(target: Path, payload: object) -> Path:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, ResultRow
+from bwprof.report.schema import (
+    CSV_COLUMNS,
+    RESULT_COLUMNS,
+    SCHEMA_VERSION,
+    TELEMETRY_COLUMNS,
+    ResultRow,
+)
 
 _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
@@ -21,6 +27,12 @@ _FLOAT_COLUMNS = (
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in TELEMETRY_COLUMNS:
+        if column in frame.columns and column != "throttle_reasons":
+            frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    if "throttle_reasons" in frame.columns:
+        frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
+            str)
     for column in _INTEGER_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in _FLOAT_COLUMNS:
@@ -31,7 +43,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
-    frame = pd.DataFrame([row.as_dict() for row in rows], columns=list(RESULT_COLUMNS))
+    frame = pd.DataFrame([row.as_dict() for row in rows], columns=list(CSV_COLUMNS))
     return _typed(frame)
 
 

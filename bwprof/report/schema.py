@@ -6,7 +6,7 @@ Units live in column names (`_s`, `_gbps`, `_bytes`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 SCHEMA_VERSION = 1
@@ -49,12 +49,31 @@ class ResultRow:
     """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; empty elsewhere."""
     overlap_efficiency: float | None = None
     schema_version: int = SCHEMA_VERSION
+    counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """Core columns, then every telemetry column (None where not measured)."""
+        values = asdict(self)
+        counters = values.pop("counters")
+        return {**values, **{c: counters.get(c) for c in TELEMETRY_COLUMNS}}
 
 
-RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow) if f.name != "counters")
+
+TELEMETRY_COLUMNS: tuple[str, ...] = (
+    "telemetry_samples",
+    "sm_clock_mhz_mean", "sm_clock_mhz_min", "mem_clock_mhz_mean", "mem_clock_mhz_min",
+    "power_w_mean", "power_w_max", "temperature_c_max", "gpu_util_pct_mean",
+    "mem_util_pct_mean", "pcie_tx_mibps_mean", "pcie_tx_mibps_max", "pcie_rx_mibps_mean",
+    "pcie_rx_mibps_max", "pcie_gen_min", "pcie_width_min", "dram_bw_util_pct_mean",
+    "dram_bw_util_pct_max", "gpm_pcie_tx_mibps_mean", "gpm_pcie_rx_mibps_mean",
+    "nvlink_tx_mibps_mean", "nvlink_rx_mibps_mean", "throttle_reasons", "window_gbps",
+    "counter_gbps", "counter_ratio",
+)
+"""Columns joined from the hardware counters (issue: telemetry); empty without NVML."""
+
+CSV_COLUMNS: tuple[str, ...] = RESULT_COLUMNS + TELEMETRY_COLUMNS
 
 TIMING_COLUMNS: tuple[str, ...] = (
     "run_id",

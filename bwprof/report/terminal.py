@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -158,7 +159,29 @@ def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
             "bookkeeping; they are not measurements and are not shown as figures"]
 
 
-def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
+def telemetry_line(system: Mapping[str, object]) -> str | None:
+    """One line on the counters: how many samples, or why telemetry was off."""
+    state = system.get("telemetry") or {}
+    if not isinstance(state, Mapping) or state.get("reason") == "no GPU case selected":
+        return None
+    if state.get("enabled"):
+        gpm = state.get("gpm") or []
+        return (f"telemetry: {state.get('samples', 0)} counter sample(s) every "
+                f"{state.get('interval_ms', 0):g} ms, joined to every GPU row"
+                + (f"; GPM on {', '.join(gpm)}" if gpm else ""))  # type: ignore[arg-type]
+    return f"telemetry off: {state.get('reason')}"
+
+
+def finding_lines(findings: Any) -> list[str]:
+    """One line per finding: severity, device, what, evidence."""
+    if findings is None or len(findings) == 0:
+        return []
+    return [f"{f.severity}: {f.device}: {f.what} ({f.evidence})"
+            for f in findings.itertuples(index=False)]
+
+
+def print_summary(console: Console, rows: Sequence[ResultRow],
+                  system: Mapping[str, object] | None = None, findings: Any = None) -> None:
     if headline_rows(rows):
         console.print(summary_table(rows))
         if any(row.backend not in ("host", "simulated") for row in headline_rows(rows)):
@@ -170,3 +193,9 @@ def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in failure_lines(rows):
         console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
+    telemetry = telemetry_line(system or {})
+    if telemetry:
+        console.print(telemetry, markup=False, highlight=False, soft_wrap=True)
+    for line in finding_lines(findings):
+        console.print(f"finding {line}", style="yellow", markup=False, highlight=False,
+                      soft_wrap=True)

@@ -248,6 +248,43 @@ class Nvml:
         address = parse_pci_bus_id(bus_id)
         return self.query("nvmlDeviceGetHandleByPciBusId", address.nvml())
 
+    def other_processes(self, handle: Any) -> list[int] | None:
+        """PIDs of compute processes on the GPU other than this one (None where unknown)."""
+        processes = self.query("nvmlDeviceGetComputeRunningProcesses", handle)
+        if processes is None:
+            return None
+        return [int(p.pid) for p in processes if int(getattr(p, "pid", -1)) != os.getpid()]
+
+    def gpm_supported(self, handle: Any) -> bool:
+        """GPM (Hopper and newer) gives DRAM bandwidth and PCIe/NVLink rates per interval."""
+        support = self.query("nvmlGpmQueryDeviceSupport", handle)
+        return bool(getattr(support, "isSupportedDevice", 0))
+
+    def gpm_sample(self, handle: Any, sample: Any = None) -> Any:
+        """Fill (allocating on first use) a GPM sample buffer; None where GPM cannot."""
+        if sample is None:
+            sample = self.query("nvmlGpmSampleAlloc")
+            if sample is None:
+                return None
+        return self.query("nvmlGpmSampleGet", handle, sample)
+
+    def gpm_metrics(self, before: Any, after: Any, metric_ids: Iterable[int]) -> dict[int, float]:
+        """GPM metrics over the interval between two samples; metrics NVML refused are left out."""
+        module = self._module
+        ids = list(metric_ids)
+        request = module.c_nvmlGpmMetricsGet_t()
+        request.version = module.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(ids)
+        request.sample1, request.sample2 = before, after
+        for index, metric in enumerate(ids):
+            request.metrics[index].metricId = metric
+        answer = self.query("nvmlGpmMetricsGet", request)
+        if answer is None:
+            return {}
+        success = getattr(module, "NVML_SUCCESS", 0)
+        return {metric: float(answer.metrics[i].value) for i, metric in enumerate(ids)
+                if answer.metrics[i].nvmlReturn == success}
+
     def device_metadata(self, handle: Any) -> dict[str, object]:
         """Static facts about one GPU, units in the key names; None where NVML cannot say."""
         q = self.query

@@ -316,3 +316,23 @@ def test_pipeline_moves_data_in_and_out(real_gpu, overlap_run):
     assert set(pipe["streams"]) == {1, 2, 4}
     assert (pipe["gbps_best"] > 0).all()
     assert pipe["note"].str.contains("/ H2D alone =", regex=False).all()
+
+
+# -- telemetry -------------------------------------------------------------------------------
+
+
+def test_counters_are_sampled_and_joined(real_gpu, device_run):
+    from bwprof.report.schema import TELEMETRY_COLUMNS
+
+    telemetry = device_run.system["telemetry"]
+    assert telemetry["enabled"], telemetry.get("reason")
+    assert telemetry["samples"] > 0 and not telemetry["errors"]
+    assert (device_run.run_dir / "samples.csv").is_file()
+    samples = device_run.samples
+    assert "h2d_pinned" in set(samples["case"])
+    assert samples["sm_clock_mhz"].notna().any()
+    frame = device_run.results
+    assert set(TELEMETRY_COLUMNS) <= set(frame.columns)
+    big = frame[(frame["case"] == "h2d_pinned") & (frame["size_bytes"] == BIG)]
+    assert (big["telemetry_samples"] >= 0).all()
+    assert (device_run.run_dir / "findings.csv").is_file()

@@ -6,7 +6,7 @@ import pytest
 from bwprof.errors import BwprofError
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.frames import read_results, results_frame
-from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, ResultRow
+from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, TELEMETRY_COLUMNS, ResultRow
 
 
 def make_row(**overrides) -> ResultRow:
@@ -43,8 +43,9 @@ def test_rows_are_on_disk_as_soon_as_they_are_added(tmp_path):
 
 
 def test_results_frame_has_every_column_in_order():
-    frame = results_frame([make_row(), make_row(threads=None)])
-    assert tuple(frame.columns) == RESULT_COLUMNS
+    frame = results_frame([make_row(), make_row(threads=None, counters={"power_w_max": 650.0})])
+    assert tuple(frame.columns) == RESULT_COLUMNS + TELEMETRY_COLUMNS
+    assert frame["power_w_max"].isna().tolist() == [True, False]
     assert str(frame["threads"].dtype) == "Int64"
 
 
@@ -81,12 +82,18 @@ def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp
     writer.close()
     path = tmp_path / "results.csv"
     lines = path.read_text().splitlines()
-    lines[0] += ",pcie_rx_mibps_mean"
+    lines[0] += ",site_rack"
     lines[1] += ",12.5"
     path.write_text("\n".join(lines) + "\n")
     frame = read_results(path)
-    assert frame.columns[-1] == "pcie_rx_mibps_mean" and frame.loc[0, "pcie_rx_mibps_mean"] == 12.5
-    path.write_text("\n".join([lines[0], lines[1].replace(",1,12.5", ",99,12.5")]) + "\n")
+    assert frame.columns[-1] == "site_rack" and frame.loc[0, "site_rack"] == 12.5
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    table[0]["schema_version"] = "99"
+    with open(path, "w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(table[0]))
+        out.writeheader()
+        out.writerows(table)
     with pytest.raises(BwprofError, match=r"schema version \[99\]"):
         read_results(path)
     path.write_bytes(b"\xff\xfe\x00garbage")

@@ -66,3 +66,20 @@ def test_overlap_rows_get_their_own_lines_not_table_rows():
     ]
     assert overlap_lines([replace(r, backend="simulated") for r in rows]) == []
 
+
+
+def test_telemetry_and_finding_lines():
+    import pandas as pd
+
+    from bwprof.report.terminal import finding_lines, telemetry_line
+
+    assert telemetry_line({"telemetry": {"enabled": False, "reason": "no GPU"}}) == (
+        "telemetry off: no GPU")
+    assert telemetry_line({"telemetry": {"reason": "no GPU case selected"}}) is None
+    assert telemetry_line({"telemetry": {"enabled": True, "samples": 40, "interval_ms": 50.0,
+                                         "gpm": ["gpu0"]}}) == (
+        "telemetry: 40 counter sample(s) every 50 ms, joined to every GPU row; GPM on gpu0")
+    frame = pd.DataFrame([{"severity": "warning", "device": "gpu1", "what": "PCIe link low",
+                           "why": "x", "evidence": "Gen4 x16"}])
+    assert finding_lines(frame) == ["warning: gpu1: PCIe link low (Gen4 x16)"]
+    assert finding_lines(frame.iloc[0:0]) == []

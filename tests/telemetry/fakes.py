@@ -87,3 +87,67 @@ def h200_functions() -> dict[str, Any]:
             lambda h, link: pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
         ),
     }
+
+
+def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Live counters for several GPUs, keyed by NVML bus id; each GPU's dict may override
+    `curr_gen`, `curr_width`, `reasons`, `gpm`, `lost_after` (reads before it falls off)."""
+    handles = {bus: f"h{i}" for i, bus in enumerate(gpus)}
+    config = {handles[bus]: {"reads": 0, **values} for bus, values in gpus.items()}
+    clock = {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 3201}
+
+    def live(fn: Any) -> Any:
+        """Raise GpuIsLost once a GPU has been read `lost_after` times."""
+        def wrapper(handle: str, *args: object) -> object:
+            gpu = config[handle]
+            if gpu.get("lost_after") is not None and gpu["reads"] > gpu["lost_after"]:
+                raise pynvml.NVMLError_GpuIsLost()
+            return fn(gpu, *args)
+        return wrapper
+
+    def by_bus(bus_id: str) -> str:
+        if bus_id not in handles:
+            raise pynvml.NVMLError_NotFound()
+        return handles[bus_id]
+
+    def utilisation(gpu: dict[str, Any]) -> SimpleNamespace:
+        gpu["reads"] += 1  # one utilisation read per sample: the sample counter
+        return SimpleNamespace(gpu=97, memory=40)
+
+    def gpm_support(handle: str) -> SimpleNamespace:
+        return SimpleNamespace(isSupportedDevice=int(config[handle].get("gpm", False)))
+
+    def gpm_metrics(request: Any) -> Any:
+        values = {10: 85.0, 20: 100.0, 21: 50_000.0, 60: 0.0, 61: 0.0}
+        for i in range(request.numMetrics):
+            request.metrics[i].value = values.get(request.metrics[i].metricId, 0.0)
+            request.metrics[i].nvmlReturn = pynvml.NVML_SUCCESS
+        return request
+
+    return {
+        "nvmlDeviceGetHandleByPciBusId": by_bus,
+        "nvmlDeviceGetUtilizationRates": live(utilisation),
+        "nvmlDeviceGetClockInfo": live(lambda gpu, kind: clock[kind]),
+        "nvmlDeviceGetPowerUsage": live(lambda gpu: 650_000),
+        "nvmlDeviceGetTemperature": live(lambda gpu, sensor: 61),
+        "nvmlDeviceGetPcieThroughput": live(
+            lambda gpu, counter: 52_000_000 if counter == pynvml.NVML_PCIE_UTIL_RX_BYTES
+            else 1_000),
+        "nvmlDeviceGetCurrPcieLinkGeneration": live(lambda gpu: gpu.get("curr_gen", 5)),
+        "nvmlDeviceGetCurrPcieLinkWidth": live(lambda gpu: gpu.get("curr_width", 16)),
+        "nvmlDeviceGetCurrentClocksEventReasons": live(lambda gpu: gpu.get("reasons", 0)),
+        "nvmlDeviceGetComputeRunningProcesses": live(
+            lambda gpu: [SimpleNamespace(pid=p) for p in gpu.get("pids", [])]),
+        "nvmlGpmQueryDeviceSupport": gpm_support,
+        "nvmlGpmSampleAlloc": lambda: pynvml.c_nvmlGpmSample_t(),
+        "nvmlGpmSampleGet": lambda handle, sample: sample,
+        "nvmlGpmSampleFree": lambda sample: None,
+        "nvmlGpmMetricsGet": gpm_metrics,
+    }
+
+
+def counter_pynvml(gpus: dict[str, dict[str, Any]], **overrides: Any) -> SimpleNamespace:
+    """A fake pynvml serving `counter_functions(gpus)`, with the GPM request struct."""
+    fake = fake_pynvml(**{**counter_functions(gpus), **overrides})
+    fake.c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+    return fake

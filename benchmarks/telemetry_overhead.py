@@ -1,0 +1,88 @@
+"""Benchmark: does sampling the counters disturb what bwprof measures?
+
+Runs `ddr_triad` (and, where there is a GPU, `h2d_pinned` at 256 MiB) alternately with the
+telemetry sampler running and not, several rounds, in one process, and compares the medians of
+the figures as a ratio (bar: within 1%). Where NVML works, the sampler reads the real counters
+of every GPU; without a driver it runs the same thread with a stand-in reader that spends
+`--read-ms` per read (about what 20-30 NVML calls cost), which is the part that can steal CPU
+time from the host STREAM threads. A benchmark, not a test: it prints the ratios.
+
+    python benchmarks/telemetry_overhead.py [--rounds 6] [--interval-ms 50] [--size 128MiB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BAR = 0.01
+
+
+def stand_in_reader(read_ms: float):
+    def read() -> list[dict[str, object]]:
+        end = time.perf_counter() + read_ms / 1000
+        while time.perf_counter() < end:  # Python work, holding the GIL like pynvml calls do
+            pass
+        return [{"device": "gpu0", "power_w": 1.0}]
+    return read
+
+
+def main() -> int:
+    sys.path.insert(0, str(REPO))
+    import bwprof
+    from bwprof.gpu.runtime import probe
+    from bwprof.telemetry import nvml
+    from bwprof.telemetry.counters import CounterReader
+    from bwprof.telemetry.sampler import Sampler
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--interval-ms", type=float, default=50.0)
+    parser.add_argument("--read-ms", type=float, default=1.0)
+    parser.add_argument("--size", default=None, help="host array size (default: bwprof's)")
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+
+    real = nvml.available()
+    reader = CounterReader.every_gpu(nvml.get_nvml()).read if real else stand_in_reader(
+        args.read_ms)
+    source = "real NVML counters" if real else f"a stand-in reader ({args.read_ms} ms per read)"
+    cases = ["ddr_triad"] + (["h2d_pinned"] if probe().count else [])
+    figures: dict[tuple[str, bool], list[float]] = {}
+    for round_index in range(args.rounds):
+        for sampling in ((False, True) if round_index % 2 == 0 else (True, False)):
+            sampler = Sampler(reader, args.interval_ms / 1000) if sampling else None
+            if sampler is not None:
+                sampler.start()
+            try:
+                result = bwprof.run(cases=",".join(cases), preset="quick", size=args.size,
+                                    repeats=args.repeats, telemetry=False)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+            frame = result.results
+            for case in cases:
+                rows = frame[(frame["case"] == case) & (frame["status"] == "ok")]
+                if case == "h2d_pinned":
+                    rows = rows[rows["size_bytes"] == rows["size_bytes"].max()]
+                figures.setdefault((case, sampling), []).extend(rows["gbps_median"])
+        print(f"round {round_index + 1}/{args.rounds} done")
+
+    print(f"\nsampler every {args.interval_ms:g} ms with {source}; {args.rounds} rounds")
+    ok = True
+    for case in cases:
+        off = statistics.median(figures[(case, False)])
+        on = statistics.median(figures[(case, True)])
+        ratio = on / off
+        ok &= abs(ratio - 1) <= BAR
+        print(f"{case:>10}: median {off:.2f} GB/s without sampling, {on:.2f} GB/s with; "
+              f"ratio {ratio:.4f} ({'within' if abs(ratio - 1) <= BAR else 'OUTSIDE'} 1%)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Findings that flag a sick box, derived from the rows, their joined counters and the
+metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
+a GPU slower than its identical siblings, a figure above its peak, counters that disagree
+with the measurement. Pure functions over frames: `bwprof report` can re-derive them."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
+SIBLING_SHARE = 0.8
+COUNTER_TOLERANCE = 0.2
+PEAK_TOLERANCE = 1.0
+TRANSFER_DIRECTIONS = {"h2d", "d2h", "both"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # error | warning | info
+    device: str
+    what: str
+    why: str
+    evidence: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def findings_frame(findings: Iterable[Finding]) -> pd.DataFrame:
+    return pd.DataFrame([f.as_dict() for f in findings], columns=list(FINDING_COLUMNS))
+
+
+def _measured(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows that are measurements of a real GPU (simulated rows never yield findings)."""
+    return rows[(rows["backend"] == "cuda") & rows["status"].isin(["ok", "invalid"])]
+
+
+def _device_metadata(system: dict) -> dict[str, dict]:
+    devices = (system.get("gpus") or {}).get("devices") or []
+    return {f"gpu{d['index']}": d.get("metadata") or {} for d in devices}
+
+
+def _column(rows: pd.DataFrame, name: str) -> pd.Series:
+    return rows[name] if name in rows.columns else pd.Series([None] * len(rows), index=rows.index)
+
+
+def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
+    found = []
+    meta = _device_metadata(system)
+    transfers = rows[rows["direction"].isin(TRANSFER_DIRECTIONS)
+                     & (_column(rows, "telemetry_samples").fillna(0) > 0)]
+    for device, group in transfers.groupby("device"):
+        info = meta.get(str(device), {})
+        gen_max = info.get("pcie_gen_max_system") or info.get("pcie_gen_max")
+        width_max = info.get("pcie_width_max")
+        gen, width = group["pcie_gen_min"].min(), group["pcie_width_min"].min()
+        low_gen = gen_max and pd.notna(gen) and gen < gen_max
+        low_width = width_max and pd.notna(width) and width < width_max
+        if low_gen or low_width:
+            found.append(Finding(
+                "warning", str(device), "PCIe link below its maximum under load",
+                "host<->device copies are capped by the trained link, not the slot",
+                f"Gen{gen:.0f} x{width:.0f} during {', '.join(sorted(set(group['case'])))}; "
+                f"maximum Gen{gen_max} x{width_max}",
+            ))
+    return found
+
+
+def clock_events(rows: pd.DataFrame) -> list[Finding]:
+    found = []
+    reasons = _column(rows, "throttle_reasons").fillna("").astype(str)
+    events = rows[reasons != ""]
+    for device, group in events.groupby("device"):
+        names = sorted({n for text in group["throttle_reasons"] for n in str(text).split("|")})
+        found.append(Finding(
+            "warning", str(device), f"clocks held down during measurement ({', '.join(names)})",
+            "power, thermal or hardware slowdown lowers clocks, so figures understate the GPU",
+            f"{len(group)} row(s): {', '.join(sorted(set(group['case'])))}",
+        ))
+    return found
+
+
+def busy_before_run(system: dict) -> list[Finding]:
+    found = []
+    for check in (system.get("telemetry") or {}).get("idle_check") or []:
+        if check.get("busy"):
+            found.append(Finding(
+                "warning", str(check["device"]), "GPU busy before the run",
+                "another workload shares the memory and copy engines being measured",
+                f"utilisation {check.get('gpu_util_pct')}%, other processes "
+                f"{check.get('other_processes') or 'none'}",
+            ))
+    return found
+
+
+def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
+    """A GPU whose figure is under 80% of the median of identical GPUs doing the same case."""
+    found = []
+    single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["gbps_best"].notna()]
+    keys = ["case", "size_bytes", "direction", "phase", "device_name"]
+    for key, group in single.groupby(keys, dropna=False):
+        if group["device"].nunique() < 2:
+            continue
+        median = statistics.median(group["gbps_best"])
+        for _, row in group[group["gbps_best"] < SIBLING_SHARE * median].iterrows():
+            found.append(Finding(
+                "warning", row["device"], f"slower than its identical siblings on {key[0]}",
+                "one GPU (or its slot, link or NUMA placement) under-delivers",
+                f"{row['gbps_best']:.1f} GB/s vs a median of {median:.1f} GB/s over "
+                f"{group['device'].nunique()} {key[4]} GPUs at {row['size_bytes']} B",
+            ))
+    return found
+
+
+def above_peak(rows: pd.DataFrame) -> list[Finding]:
+    over = rows[rows["peak_gbps"].notna() & (rows["gbps_best"] > PEAK_TOLERANCE * rows["peak_gbps"])
+                & ~rows["note"].str.contains("fits in L2", regex=False)]
+    return [Finding(
+        "error", str(row["device"]), f"{row['case']} above its theoretical peak",
+        "no path beats its peak: the figure is a measurement error",
+        f"{row['gbps_best']:.1f} GB/s > peak {row['peak_gbps']:.1f} GB/s at {row['size_bytes']} B",
+    ) for _, row in over.iterrows()]
+
+
+def counters_disagree(rows: pd.DataFrame) -> list[Finding]:
+    ratio = _column(rows, "counter_ratio")
+    off = rows[ratio.notna() & ((ratio - 1).abs() > COUNTER_TOLERANCE)]
+    return [Finding(
+        "warning", str(row["device"]), f"counters disagree with {row['case']}",
+        "the hardware saw a different rate than the code measured: one of them is wrong",
+        f"counters {row['counter_gbps']:.1f} GB/s vs {row['window_gbps']:.1f} GB/s moved "
+        f"(ratio {row['counter_ratio']:.2f}) at {row['size_bytes']} B",
+    ) for _, row in off.iterrows()]
+
+
+def derive_findings(rows: pd.DataFrame, system: dict) -> list[Finding]:
+    measured = _measured(rows)
+    return [
+        *busy_before_run(system),
+        *pcie_below_max(measured, system),
+        *clock_events(measured),
+        *slower_than_siblings(measured),
+        *above_peak(measured),
+        *counters_disagree(measured),
+    ]

@@ -1,0 +1,155 @@
+"""What the hardware counters say right now, per GPU, through the one NVML layer.
+
+One `read()` returns a dict per GPU with units in the keys: clocks, power, temperature,
+utilisation, PCIe throughput (NVML's 20 ms average), the link's current generation and width,
+the clock-event (throttle) reasons, and on Hopper and newer the GPM rates over the interval
+since the previous read. A counter the GPU does not support is None; a GPU that falls off the
+bus mid-run gives None everywhere, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bwprof.telemetry.nvml import Nvml
+
+KIB_PER_MIB = 1024
+
+COUNTER_FIELDS: tuple[str, ...] = (
+    "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "gpu_util_pct",
+    "mem_util_pct", "pcie_tx_mibps", "pcie_rx_mibps", "pcie_gen", "pcie_width",
+    "throttle_reasons", "throttle_names", "dram_bw_util_pct", "gpm_pcie_tx_mibps",
+    "gpm_pcie_rx_mibps", "nvlink_rx_mibps", "nvlink_tx_mibps",
+)
+
+# nvmlClocksEventReason* bits (nvml.h), named as a capacity review would say them.
+THROTTLE_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+BENIGN_REASONS = 0x1 | 0x2 | 0x10 | 0x100
+"""Idle, application clocks, sync boost and display clocks say nothing about a sick box."""
+
+# GPM metric ids (nvml.h NVML_GPM_METRIC_*): DRAM bandwidth % of peak; rates in MiB/s.
+GPM_METRICS: dict[str, int] = {
+    "dram_bw_util_pct": 10,
+    "gpm_pcie_tx_mibps": 20,
+    "gpm_pcie_rx_mibps": 21,
+    "nvlink_rx_mibps": 60,
+    "nvlink_tx_mibps": 61,
+}
+
+
+def throttle_names(mask: int | None, include_benign: bool = False) -> str:
+    """'sw_power_cap|hw_slowdown' for a reasons bitmask; '' for none, None-safe."""
+    if not mask:
+        return ""
+    return "|".join(name for bit, name in THROTTLE_REASONS.items()
+                    if mask & bit and (include_benign or not bit & BENIGN_REASONS))
+
+
+@dataclass
+class _Gpu:
+    label: str
+    handle: Any
+    gpm: bool
+    previous: Any = None
+    spare: Any = None
+    pending: dict[str, float] = field(default_factory=dict)
+
+
+class CounterReader:
+    """Reads every GPU's counters through `nvml`; GPUs are matched by PCI bus id."""
+
+    def __init__(self, nvml: Nvml, gpus: Sequence[tuple[str, str | None]]) -> None:
+        """`gpus`: (row label such as 'gpu0', PCI bus id) per CUDA device."""
+        self.nvml = nvml
+        self._gpus = []
+        for label, bus_id in gpus:
+            handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
+            if handle is not None:
+                self._gpus.append(_Gpu(label, handle, nvml.gpm_supported(handle)))
+
+    @classmethod
+    def every_gpu(cls, nvml: Nvml) -> CounterReader:
+        """Every GPU NVML sees, labelled in NVML's order (for `bwprof monitor`, which needs no
+        CUDA); a run instead labels GPUs by CUDA index and matches them by bus id."""
+        gpus = []
+        for index in range(nvml.gpu_count()):
+            pci = nvml.query("nvmlDeviceGetPciInfo", nvml.handle_by_index(index))
+            bus = getattr(pci, "busId", None)
+            gpus.append((f"gpu{index}", bus.decode() if isinstance(bus, bytes) else bus))
+        return cls(nvml, gpus)
+
+    @property
+    def labels(self) -> list[str]:
+        return [gpu.label for gpu in self._gpus]
+
+    def gpm_devices(self) -> list[str]:
+        """GPUs whose counters include GPM (DRAM bandwidth, PCIe and NVLink rates)."""
+        return [gpu.label for gpu in self._gpus if gpu.gpm]
+
+    def handles(self) -> list[tuple[str, Any]]:
+        return [(gpu.label, gpu.handle) for gpu in self._gpus]
+
+    def read(self) -> list[dict[str, object]]:
+        return [self._read_one(gpu) for gpu in self._gpus]
+
+    def _read_one(self, gpu: _Gpu) -> dict[str, object]:
+        q, h, nvml = self.nvml.query, gpu.handle, self.nvml
+        utilisation = q("nvmlDeviceGetUtilizationRates", h)
+        power_mw = q("nvmlDeviceGetPowerUsage", h)
+        tx_kib = q("nvmlDeviceGetPcieThroughput", h, nvml.constant("NVML_PCIE_UTIL_TX_BYTES"))
+        rx_kib = q("nvmlDeviceGetPcieThroughput", h, nvml.constant("NVML_PCIE_UTIL_RX_BYTES"))
+        reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:
+            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        reading: dict[str, object] = {
+            "device": gpu.label,
+            "sm_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_SM")),
+            "mem_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_MEM")),
+            "power_w": None if power_mw is None else power_mw / 1000,
+            "temperature_c": q("nvmlDeviceGetTemperature", h,
+                               nvml.constant("NVML_TEMPERATURE_GPU")),
+            "gpu_util_pct": getattr(utilisation, "gpu", None),
+            "mem_util_pct": getattr(utilisation, "memory", None),
+            "pcie_tx_mibps": None if tx_kib is None else tx_kib / KIB_PER_MIB,
+            "pcie_rx_mibps": None if rx_kib is None else rx_kib / KIB_PER_MIB,
+            "pcie_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            "pcie_width": q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            "throttle_reasons": reasons,
+            "throttle_names": throttle_names(reasons, include_benign=True),
+        }
+        reading.update(self._gpm(gpu))
+        return reading
+
+    def close(self) -> None:
+        """Give NVML back the GPM sample buffers."""
+        for gpu in self._gpus:
+            for sample in (gpu.previous, gpu.spare):
+                if sample is not None:
+                    self.nvml.query("nvmlGpmSampleFree", sample)
+            gpu.previous = gpu.spare = None
+
+    def _gpm(self, gpu: _Gpu) -> dict[str, float | None]:
+        """GPM rates over the interval since this GPU's previous read (None on the first)."""
+        values: dict[str, float | None] = dict.fromkeys(GPM_METRICS)
+        if not gpu.gpm:
+            return values
+        current = self.nvml.gpm_sample(gpu.handle, gpu.spare)
+        if current is None:
+            return values
+        if gpu.previous is not None:
+            metrics = self.nvml.gpm_metrics(gpu.previous, current, GPM_METRICS.values())
+            values.update({name: metrics.get(mid) for name, mid in GPM_METRICS.items()})
+        gpu.spare, gpu.previous = gpu.previous, current  # two buffers, reused in turn
+        return values

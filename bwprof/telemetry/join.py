@@ -1,0 +1,120 @@
+"""Joining counters to result rows: what the hardware saw while each row was measured.
+
+Each row gains the mean, min or max of the samples of its GPU inside its time window (units
+in the column names), the throttle reasons seen, and a counter-derived bandwidth beside the
+measured one: GPM DRAM utilisation x HBM peak for device-memory rows, PCIe (or NVLink) rates
+for copies. Counters average over the whole window, so they are compared with the bytes the
+row's code moved in that window divided by its length, not with the per-sample figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
+
+MIB = 1 << 20
+MIN_SAMPLES_FOR_RATIO = 3
+
+_STATS: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.fmean, "min": min, "max": max,
+}
+
+# (column, sample field, statistic)
+_SPEC: tuple[tuple[str, str, str], ...] = (
+    ("sm_clock_mhz_mean", "sm_clock_mhz", "mean"),
+    ("sm_clock_mhz_min", "sm_clock_mhz", "min"),
+    ("mem_clock_mhz_mean", "mem_clock_mhz", "mean"),
+    ("mem_clock_mhz_min", "mem_clock_mhz", "min"),
+    ("power_w_mean", "power_w", "mean"),
+    ("power_w_max", "power_w", "max"),
+    ("temperature_c_max", "temperature_c", "max"),
+    ("gpu_util_pct_mean", "gpu_util_pct", "mean"),
+    ("mem_util_pct_mean", "mem_util_pct", "mean"),
+    ("pcie_tx_mibps_mean", "pcie_tx_mibps", "mean"),
+    ("pcie_tx_mibps_max", "pcie_tx_mibps", "max"),
+    ("pcie_rx_mibps_mean", "pcie_rx_mibps", "mean"),
+    ("pcie_rx_mibps_max", "pcie_rx_mibps", "max"),
+    ("pcie_gen_min", "pcie_gen", "min"),
+    ("pcie_width_min", "pcie_width", "min"),
+    ("dram_bw_util_pct_mean", "dram_bw_util_pct", "mean"),
+    ("dram_bw_util_pct_max", "dram_bw_util_pct", "max"),
+    ("gpm_pcie_tx_mibps_mean", "gpm_pcie_tx_mibps", "mean"),
+    ("gpm_pcie_rx_mibps_mean", "gpm_pcie_rx_mibps", "mean"),
+    ("nvlink_tx_mibps_mean", "nvlink_tx_mibps", "mean"),
+    ("nvlink_rx_mibps_mean", "nvlink_rx_mibps", "mean"),
+)
+
+JOINED_COLUMNS: tuple[str, ...] = (
+    "telemetry_samples", *(column for column, _, _ in _SPEC), "throttle_reasons",
+    "window_gbps", "counter_gbps", "counter_ratio",
+)
+"""What `join_row` fills: the same set as the CSV's TELEMETRY_COLUMNS (tested)."""
+
+
+def source_device(device: str) -> str:
+    """The GPU whose counters describe a row: 'gpu0->gpu1' is sent by gpu0."""
+    return device.split("->")[0].split("<->")[0]
+
+
+def counters_for(samples: Sequence[dict[str, object]], device: str,
+                 window: tuple[float, float]) -> dict[str, object]:
+    """Statistics of one GPU's samples whose time falls inside `window` (seconds)."""
+    start, end = window
+    chosen = [s for s in samples if s.get("device") == device
+              and start <= float(s["t_s"]) <= end]  # type: ignore[arg-type]
+    out: dict[str, object] = {"telemetry_samples": len(chosen)}
+    for column, name, stat in _SPEC:
+        values = [float(s[name]) for s in chosen if s.get(name) is not None]  # type: ignore[arg-type]
+        out[column] = _STATS[stat](values) if values else None
+    mask = 0
+    for s in chosen:
+        mask |= int(s.get("throttle_reasons") or 0)  # type: ignore[call-overload]
+    out["throttle_reasons"] = throttle_names(mask & ~BENIGN_REASONS)
+    return out
+
+
+def _mibps_to_gbps(value: object) -> float | None:
+    return None if value is None else float(value) * MIB / 1e9  # type: ignore[arg-type]
+
+
+def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
+                 peak_gbps: float | None) -> float | None:
+    """The bandwidth the counters imply for a row of this kind, in GB/s (None where they
+    cannot say): DRAM utilisation x peak for device memory, PCIe RX for host-to-device, TX
+    for device-to-host, both for the sum, NVLink TX for GPU-to-GPU."""
+    def prefer(gpm: str, plain: str) -> float | None:
+        value = counters.get(gpm)
+        return _mibps_to_gbps(value if value is not None else counters.get(plain))
+
+    if direction == "within" and memory == "hbm":
+        util = counters.get("dram_bw_util_pct_mean")
+        return None if util is None or not peak_gbps else float(util) / 100 * peak_gbps  # type: ignore[arg-type]
+    if direction == "h2d":
+        return prefer("gpm_pcie_rx_mibps_mean", "pcie_rx_mibps_mean")
+    if direction == "d2h":
+        return prefer("gpm_pcie_tx_mibps_mean", "pcie_tx_mibps_mean")
+    if direction == "both" and memory != "hbm":
+        rx = prefer("gpm_pcie_rx_mibps_mean", "pcie_rx_mibps_mean")
+        tx = prefer("gpm_pcie_tx_mibps_mean", "pcie_tx_mibps_mean")
+        return None if rx is None or tx is None else rx + tx
+    if direction == "p2p":
+        return _mibps_to_gbps(counters.get("nvlink_tx_mibps_mean"))
+    return None
+
+
+def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,
+             memory: str, peak_gbps: float | None, window: tuple[float, float],
+             window_bytes: int | None) -> dict[str, object]:
+    """Every telemetry column for one row."""
+    counters = counters_for(samples, source_device(device), window)
+    length = window[1] - window[0]
+    window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
+    derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps)
+    enough = int(counters["telemetry_samples"]) >= MIN_SAMPLES_FOR_RATIO  # type: ignore[call-overload]
+    counters["window_gbps"] = window_gbps
+    counters["counter_gbps"] = derived
+    counters["counter_ratio"] = (derived / window_gbps
+                                 if derived is not None and window_gbps and enough else None)
+    return counters

@@ -1,0 +1,100 @@
+"""A daemon thread that reads the counters on a drift-free schedule and tags every sample
+with the job running at that moment.
+
+Ticks fall at start + k x interval (k counted from the start, so late ticks do not shift
+later ones; a tick missed entirely is skipped, not bunched). The clock and the wait are
+injectable, so the schedule and the tagging are tested without threads or time.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+Reading = dict[str, object]
+Sample = dict[str, object]
+
+
+class Sampler:
+    def __init__(
+        self,
+        read: Callable[[], Sequence[Reading]],
+        interval_s: float = 0.05,
+        *,
+        origin: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_samples: Callable[[list[Sample]], None] | None = None,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("sample interval must be positive")
+        self.read = read
+        self.interval_s = interval_s
+        self.clock = clock
+        self.origin = clock() if origin is None else origin
+        self.on_samples = on_samples
+        self.samples: list[Sample] = []
+        self.errors: list[str] = []
+        self._tag: dict[str, object] = {"case": "", "size_bytes": None, "job": ""}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # tagging ---------------------------------------------------------------------------
+
+    def tag(self, case: str, size_bytes: int | None, job: str) -> None:
+        """Samples taken from now on belong to this job (empty strings between jobs)."""
+        with self._lock:
+            self._tag = {"case": case, "size_bytes": size_bytes, "job": job}
+
+    def untag(self) -> None:
+        self.tag("", None, "")
+
+    def now(self) -> float:
+        """Seconds since the origin, on the clock the samples use."""
+        return self.clock() - self.origin
+
+    # sampling --------------------------------------------------------------------------
+
+    def sample_once(self) -> list[Sample]:
+        """Read every GPU now and record the readings with the current tag."""
+        t_s = self.now()
+        try:
+            readings = self.read()
+        except Exception as exc:  # a reader bug must not kill the run: record and go on
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return []
+        with self._lock:
+            tag = dict(self._tag)
+        batch = [{"t_s": t_s, **tag, **reading} for reading in readings]
+        self.samples.extend(batch)
+        if self.on_samples is not None and batch:
+            self.on_samples(batch)
+        return batch
+
+    def run(self, wait: Callable[[float], bool] | None = None,
+            max_ticks: int | None = None) -> None:
+        """The loop: sample, then wait for the next tick of the schedule. `wait(seconds)`
+        returns True to stop (the thread's stop event by default)."""
+        wait = wait or self._stop.wait
+        start = self.clock()
+        ticks = 0
+        while max_ticks is None or ticks < max_ticks:
+            self.sample_once()
+            ticks += 1
+            elapsed = self.clock() - start
+            next_tick = math.floor(elapsed / self.interval_s) + 1
+            if wait(max(0.0, start + next_tick * self.interval_s - self.clock())):
+                break
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="bwprof-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current read; safe to call twice or before start."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

@@ -1,0 +1,79 @@
+"""Telemetry for one run: the idle check before it, the sampler thread during it, and the
+join of the counters onto every GPU row as it finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from bwprof.measurement import Job, Measurement
+from bwprof.report.schema import ResultRow
+from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
+from bwprof.telemetry.join import join_row
+from bwprof.telemetry.sampler import Sampler
+
+SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "device", "case", "size_bytes", "job", *COUNTER_FIELDS)
+BUSY_UTIL_PCT = 5
+
+
+def idle_check(reader: CounterReader) -> list[dict[str, object]]:
+    """Before measuring: is anything else using each GPU? (a busy GPU gets a finding)."""
+    readings = {r["device"]: r for r in reader.read()}
+    report = []
+    for label, handle in reader.handles():
+        reading = readings.get(label, {})
+        others = reader.nvml.other_processes(handle)
+        util = reading.get("gpu_util_pct")
+        report.append({
+            "device": label,
+            "gpu_util_pct": util,
+            "other_processes": others,
+            "busy": bool(others) or (util is not None and util > BUSY_UTIL_PCT),  # type: ignore[operator]
+        })
+    return report
+
+
+class TelemetrySession:
+    """Owns the sampler for a run; the runner tags jobs and has rows annotated through it."""
+
+    def __init__(self, reader: CounterReader, interval_s: float,
+                 on_samples: Callable[[Sequence[dict[str, object]]], None] | None = None) -> None:
+        self.reader = reader
+        self.sampler = Sampler(reader.read, interval_s, on_samples=on_samples)  # type: ignore[arg-type]
+        self.idle = idle_check(reader)
+        self._job_start = 0.0
+
+    @property
+    def samples(self) -> list[dict[str, object]]:
+        return self.sampler.samples
+
+    def start(self) -> None:
+        self.sampler.start()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.reader.close()
+
+    def job_started(self, job: Job) -> None:
+        self.sampler.tag(job.case, job.size_bytes, job.label())
+        self._job_start = self.sampler.now()
+
+    def job_finished(self, job: Job) -> tuple[float, float]:
+        self.sampler.untag()
+        return self._job_start, self.sampler.now()
+
+    def annotate(self, row: ResultRow, measurement: Measurement,
+                 job_window: tuple[float, float]) -> ResultRow:
+        """The row with the counters of its GPU during its operations (or its job)."""
+        if not row.device.startswith("gpu"):
+            return row
+        window = job_window
+        if measurement.window_s is not None:
+            origin = self.sampler.origin
+            window = (measurement.window_s[0] - origin, measurement.window_s[1] - origin)
+        window_bytes = (measurement.window_ops * measurement.bytes_per_op
+                        if measurement.window_ops else None)
+        counters = join_row(self.samples, device=row.device, direction=row.direction,
+                            memory=row.memory, peak_gbps=row.peak_gbps, window=window,
+                            window_bytes=window_bytes)
+        return replace(row, counters=counters)

@@ -1,0 +1,66 @@
+"""The counter reader against NVML scenarios: an H200 with GPM, a device that supports
+little, a missing library, and a GPU that falls off the bus mid-run."""
+
+from __future__ import annotations
+
+import pynvml
+import pytest
+
+from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader, throttle_names
+from bwprof.telemetry.nvml import Nvml
+from tests.telemetry.fakes import counter_pynvml, fake_pynvml, raises
+
+BUS_A, BUS_B = "00000000:1B:00.0", "00000000:9A:00.0"
+
+
+def reader_for(gpus, **extra):
+    fake = counter_pynvml(gpus, **extra)
+    return CounterReader(Nvml(fake), [("gpu0", "0000:1B:00.0"), ("gpu1", "0000:9A:00.0")])
+
+
+def test_h200_counters_with_units_and_gpm_rates_from_the_second_read():
+    reader = reader_for({BUS_A: {"gpm": True}})
+    assert reader.labels == ["gpu0"] and reader.gpm_devices() == ["gpu0"]
+    first, = reader.read()
+    assert set(first) == {"device", *COUNTER_FIELDS}
+    assert first["sm_clock_mhz"] == 1980 and first["mem_clock_mhz"] == 3201
+    assert first["power_w"] == 650.0 and first["temperature_c"] == 61
+    assert first["pcie_rx_mibps"] == pytest.approx(52_000_000 / 1024)
+    assert (first["pcie_gen"], first["pcie_width"]) == (5, 16)
+    assert first["dram_bw_util_pct"] is None  # GPM needs two samples
+    second, = reader.read()
+    assert second["dram_bw_util_pct"] == 85.0 and second["gpm_pcie_rx_mibps"] == 50_000.0
+    reader.close()
+
+
+def test_a_device_that_supports_little_reads_as_none_without_raising():
+    not_supported = raises(pynvml.NVMLError_NotSupported)
+    reader = reader_for({BUS_A: {}}, nvmlDeviceGetPowerUsage=not_supported,
+                        nvmlDeviceGetPcieThroughput=not_supported,
+                        nvmlDeviceGetCurrentClocksEventReasons=not_supported,
+                        nvmlGpmQueryDeviceSupport=not_supported)
+    reading, = reader.read()
+    assert reading["power_w"] is None and reading["pcie_rx_mibps"] is None
+    assert reading["throttle_reasons"] is None and reading["throttle_names"] == ""
+    assert reading["dram_bw_util_pct"] is None and reader.gpm_devices() == []
+
+
+def test_a_gpu_lost_mid_run_gives_none_not_an_exception():
+    reader = reader_for({BUS_A: {}, BUS_B: {"lost_after": 1}})
+    healthy, lost = reader.read()
+    assert lost["sm_clock_mhz"] == 1980
+    healthy, lost = reader.read()
+    assert healthy["sm_clock_mhz"] == 1980
+    assert all(lost[name] is None for name in ("sm_clock_mhz", "power_w", "pcie_gen"))
+
+
+def test_without_the_library_there_is_nothing_to_read():
+    fake = fake_pynvml(nvmlInit=raises(pynvml.NVMLError_LibraryNotFound))
+    reader = CounterReader(Nvml(fake), [("gpu0", "0000:1B:00.0")])
+    assert reader.labels == [] and reader.read() == []
+
+
+def test_throttle_names():
+    assert throttle_names(0x1 | 0x4 | 0x40) == "sw_power_cap|hw_thermal"
+    assert throttle_names(0x1 | 0x4, include_benign=True) == "gpu_idle|sw_power_cap"
+    assert throttle_names(0) == "" and throttle_names(None) == ""

@@ -1,0 +1,65 @@
+"""Joining hand-made samples onto rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from bwprof.report.schema import TELEMETRY_COLUMNS
+from bwprof.telemetry.join import JOINED_COLUMNS, counter_gbps, counters_for, join_row
+
+MIB = 1 << 20
+
+
+def _samples():
+    out = []
+    for t in (0.1, 0.2, 0.3, 0.4):
+        out.append({"t_s": t, "device": "gpu0", "sm_clock_mhz": 1980 - 100 * (t == 0.3),
+                    "pcie_rx_mibps": 40_000.0, "pcie_gen": 5 if t != 0.2 else 4,
+                    "pcie_width": 16, "throttle_reasons": 0x1 | (0x4 if t == 0.3 else 0),
+                    "dram_bw_util_pct": 80.0, "power_w": 600.0 + 100 * t})
+        out.append({"t_s": t, "device": "gpu1", "sm_clock_mhz": 100, "pcie_rx_mibps": 1.0})
+    return out
+
+
+def test_the_csv_columns_are_what_the_join_fills():
+    assert set(JOINED_COLUMNS) == set(TELEMETRY_COLUMNS)
+
+
+def test_statistics_of_one_gpu_inside_the_window():
+    counters = counters_for(_samples(), "gpu0", (0.15, 0.35))
+    assert counters["telemetry_samples"] == 2
+    assert counters["sm_clock_mhz_min"] == 1880 and counters["sm_clock_mhz_mean"] == 1930
+    assert counters["pcie_gen_min"] == 4 and counters["pcie_width_min"] == 16
+    assert counters["power_w_max"] == pytest.approx(630.0)
+    assert counters["throttle_reasons"] == "sw_power_cap"  # idle is benign and left out
+    assert counters["nvlink_tx_mibps_mean"] is None
+    empty = counters_for(_samples(), "gpu0", (5.0, 6.0))
+    assert empty["telemetry_samples"] == 0 and empty["power_w_mean"] is None
+
+
+def test_counter_bandwidth_for_each_kind_of_row():
+    c = {"dram_bw_util_pct_mean": 80.0, "pcie_rx_mibps_mean": 40_000.0,
+         "pcie_tx_mibps_mean": 20_000.0, "gpm_pcie_rx_mibps_mean": None,
+         "nvlink_tx_mibps_mean": 100_000.0}
+    assert counter_gbps(c, direction="within", memory="hbm", peak_gbps=4900.0) == 3920.0
+    assert counter_gbps(c, direction="h2d", memory="pinned", peak_gbps=63.0) == pytest.approx(
+        40_000 * MIB / 1e9)
+    assert counter_gbps({**c, "gpm_pcie_rx_mibps_mean": 50_000.0}, direction="h2d",
+                        memory="pinned", peak_gbps=None) == pytest.approx(50_000 * MIB / 1e9)
+    assert counter_gbps(c, direction="both", memory="pinned", peak_gbps=None) == pytest.approx(
+        60_000 * MIB / 1e9)
+    assert counter_gbps(c, direction="p2p", memory="hbm", peak_gbps=None) == pytest.approx(
+        100_000 * MIB / 1e9)
+    assert counter_gbps(c, direction="compute", memory="hbm", peak_gbps=None) is None
+
+
+def test_the_ratio_compares_with_bytes_moved_in_the_window_and_needs_three_samples():
+    window_bytes = int(40_000 * MIB * 0.3)  # 40,000 MiB/s for 0.3 s
+    joined = join_row(_samples(), device="gpu0", direction="h2d", memory="pinned",
+                      peak_gbps=63.0, window=(0.1, 0.4), window_bytes=window_bytes)
+    assert joined["telemetry_samples"] == 4
+    assert joined["window_gbps"] == pytest.approx(40_000 * MIB / 1e9)
+    assert joined["counter_ratio"] == pytest.approx(1.0)
+    few = join_row(_samples(), device="gpu0->gpu1", direction="h2d", memory="pinned",
+                   peak_gbps=None, window=(0.1, 0.2), window_bytes=window_bytes)
+    assert few["telemetry_samples"] == 2 and few["counter_ratio"] is None

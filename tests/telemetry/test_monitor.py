@@ -1,0 +1,68 @@
+"""`bwprof monitor` with a fake NVML: the table, the CSV and the one-line refusals."""
+
+from __future__ import annotations
+
+import csv
+from types import SimpleNamespace
+
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.telemetry import nvml as nvml_module
+from bwprof.telemetry.counters import CounterReader
+from bwprof.telemetry.monitor import monitor, table
+from bwprof.telemetry.nvml import Nvml
+from bwprof.telemetry.session import SAMPLE_COLUMNS
+from tests.telemetry.fakes import counter_pynvml
+
+BUSES = ["00000000:1B:00.0", "00000000:9A:00.0"]
+
+
+def _nvml():
+    fake = counter_pynvml(
+        {BUSES[0]: {"gpm": True}, BUSES[1]: {"curr_gen": 4}},
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: f"h{i}",
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=BUSES[int(h[1])].encode()),
+    )
+    return Nvml(fake)
+
+
+def test_every_gpu_is_read_in_nvml_order():
+    reader = CounterReader.every_gpu(_nvml())
+    assert reader.labels == ["gpu0", "gpu1"]
+    latest = reader.read()
+    rendered = table(latest, 500, 1)
+    assert rendered.row_count == 2 and len(rendered.columns) == 14
+
+
+def test_monitor_keeps_every_sample_in_the_csv(tmp_path):
+    shown = []
+    taken = monitor(CounterReader.every_gpu(_nvml()), 0.001, tmp_path / "m.csv",
+                    show=lambda latest, n: shown.append(n), count=3)
+    assert taken == 3 and shown == [1, 2, 3]
+    with open(tmp_path / "m.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(SAMPLE_COLUMNS)
+    assert [r["device"] for r in rows] == ["gpu0", "gpu1"] * 3
+    assert {r["pcie_gen"] for r in rows if r["device"] == "gpu1"} == {"4"}
+
+
+def test_the_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(nvml_module, "_default", _nvml())
+    result = CliRunner().invoke(app, ["monitor", "--interval", "1", "--count", "2", "--csv",
+                                      str(tmp_path / "out.csv")])
+    assert result.exit_code == 0, result.output
+    assert "stopped after 2 sample(s)" in result.output
+    assert (tmp_path / "out.csv").read_text().count("\n") == 1 + 4
+
+
+def test_refusals_are_one_line(monkeypatch):
+    runner = CliRunner()
+    result = runner.invoke(app, ["monitor", "--interval", "0"])
+    assert result.exit_code == 2 and result.output.startswith("error: --interval")
+    monkeypatch.setattr(nvml_module, "_default", Nvml(SimpleNamespace(
+        NVMLError=Exception, nvmlInit=lambda: (_ for _ in ()).throw(Exception("no driver")))))
+    result = runner.invoke(app, ["monitor", "--count", "1"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: nothing to monitor: NVML unavailable: no driver"

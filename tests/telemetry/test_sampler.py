@@ -1,0 +1,100 @@
+"""The sampler's schedule and tagging with a fake clock: no threads, no sleeping."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from bwprof.telemetry.sampler import Sampler
+
+
+class FakeTime:
+    """A clock that only moves when asked: reads cost `read_s`, waits move it forward."""
+
+    def __init__(self, read_s=0.0):
+        self.now, self.read_s, self.waits = 100.0, read_s, []
+
+    def clock(self):
+        return self.now
+
+    def wait(self, seconds):
+        self.waits.append(round(seconds, 9))
+        self.now += seconds
+        return False
+
+
+def test_ticks_stay_on_the_schedule_whatever_a_read_costs():
+    time = FakeTime()
+
+    def read():
+        time.now += 0.012  # each read takes 12 ms of a 50 ms interval
+        return [{"device": "gpu0", "power_w": 1.0}]
+
+    sampler = Sampler(read, 0.05, clock=time.clock)
+    sampler.run(wait=time.wait, max_ticks=4)
+    # Waits shrink by the read's cost, so ticks land on 0, 50, 100, 150 ms: no drift.
+    assert time.waits == [0.038] * 4
+    assert [round(s["t_s"], 9) for s in sampler.samples] == [0.0, 0.05, 0.1, 0.15]
+
+
+def test_a_tick_missed_entirely_is_skipped_not_bunched():
+    time = FakeTime()
+    costs = iter([0.13, 0.0, 0.0])
+
+    def read():
+        time.now += next(costs)
+        return [{"device": "gpu0"}]
+
+    sampler = Sampler(read, 0.05, clock=time.clock)
+    sampler.run(wait=time.wait, max_ticks=3)
+    assert [round(s["t_s"], 9) for s in sampler.samples] == [0.0, 0.15, 0.2]
+
+
+def test_samples_carry_the_job_running_at_that_moment():
+    time = FakeTime()
+    sampler = Sampler(lambda: [{"device": "gpu0"}, {"device": "gpu1"}], 0.05, clock=time.clock)
+    sampler.sample_once()
+    sampler.tag("h2d_pinned", 1 << 20, "h2d_pinned 1 MiB gpu0")
+    sampler.sample_once()
+    sampler.untag()
+    sampler.sample_once()
+    assert [(s["device"], s["case"], s["size_bytes"]) for s in sampler.samples] == [
+        ("gpu0", "", None), ("gpu1", "", None),
+        ("gpu0", "h2d_pinned", 1 << 20), ("gpu1", "h2d_pinned", 1 << 20),
+        ("gpu0", "", None), ("gpu1", "", None)]
+
+
+def test_a_failing_read_is_recorded_and_sampling_goes_on():
+    calls = []
+
+    def read():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("NVML went away")
+        return [{"device": "gpu0"}]
+
+    sampler = Sampler(read, 0.05, clock=FakeTime().clock)
+    assert sampler.sample_once() == []
+    assert len(sampler.sample_once()) == 1
+    assert sampler.errors == ["RuntimeError: NVML went away"]
+
+
+def test_the_thread_starts_streams_samples_and_stops():
+    batches = []
+    got_two = threading.Event()
+
+    def on_samples(batch):
+        batches.append(batch)
+        if len(batches) >= 2:
+            got_two.set()
+
+    sampler = Sampler(lambda: [{"device": "gpu0"}], 0.001, on_samples=on_samples)
+    sampler.start()
+    assert got_two.wait(timeout=5)
+    sampler.stop()
+    count = len(sampler.samples)
+    sampler.stop()  # twice is fine
+    assert count >= 2 and len(batches) == count
+    with pytest.raises(ValueError):
+        Sampler(lambda: [], 0)
