@@ -175,8 +175,23 @@ def info_command(
         f"bwprof      {__version__}",
         f"gpus        {gpus['count']}" if gpus["count"] else f"gpus        none: {gpus['reason']}",
     ]
-    lines += [_gpu_line(device) for device in gpus["devices"]]
+    for device in gpus["devices"]:
+        lines.append(_gpu_line(device))
+        details = _nvml_line(device.get("metadata") or {})
+        if details:
+            lines.append(details)
     typer.echo("\n".join(lines))
+
+
+def _nvml_line(meta: dict) -> str:
+    """What NVML adds about a GPU, on a second line (empty without NVML)."""
+    fields = (("uuid", "uuid"), ("driver", "driver_version"), ("CUDA", "cuda_driver_version"),
+              ("VBIOS", "vbios_version"), ("ECC", "ecc_mode_current"),
+              ("power limit W", "power_limit_w"), ("SM max MHz", "sm_clock_max_mhz"),
+              ("mem max MHz", "memory_clock_max_mhz"), ("bus bits", "memory_bus_width_bits"),
+              ("NVLink links", "nvlink_links_up"), ("CPUs", "cpu_affinity"))
+    shown = [f"{label} {meta[key]}" for label, key in fields if meta.get(key) not in (None, "")]
+    return "            " + ", ".join(shown) if shown else ""
 
 
 def _gpu_line(device: dict) -> str:

@@ -160,3 +160,12 @@ def test_info_describes_each_gpu_in_one_line():
     line = _gpu_line(system["gpus"]["devices"][1])
     assert line.startswith("  gpu1      simulated GPU")
     assert "2 copy engines" in line and "L2 1 MiB" in line and "HBM ?" in line
+
+
+def test_info_adds_what_nvml_knows_on_a_second_line():
+    from bwprof.cli import _nvml_line
+
+    assert _nvml_line({}) == ""
+    line = _nvml_line({"driver_version": "580.159.03", "ecc_mode_current": True,
+                       "nvlink_links_up": 18, "uuid": None})
+    assert line.strip() == "driver 580.159.03, ECC True, NVLink links 18"
