@@ -134,7 +134,8 @@ def start_telemetry(
         return None
     if getattr(executor, "backend", "") != "cuda" or not hasattr(executor, "devices"):
         state["reason"] = ("simulated backend: no hardware to sample"
-                           if getattr(executor, "backend", "") == "simulated" else "no GPU")
+                           if getattr(executor, "backend", "") == "simulated"
+                           else getattr(executor, "reason", None) or "no GPU")
         return None
     from bwprof.telemetry import nvml
     from bwprof.telemetry.counters import CounterReader
