@@ -20,8 +20,12 @@ from bwprof.cases import CaseSpec
 from bwprof.errors import RunInterrupted
 from bwprof.plan import make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
+from bwprof.report.formats import check_format
 from bwprof.report.frames import results_frame
+from bwprof.report.outputs import write_report_files
+from bwprof.report.runfolder import with_extras
 from bwprof.report.schema import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.report.summary import build_summary
 from bwprof.runner import Executor, ProgressListener, RunContext, Runner, UnavailableExecutor
 from bwprof.system import HostInfo, host_info
 
@@ -35,6 +39,12 @@ class RunResult:
     rows: list[ResultRow] = field(repr=False)
     run_dir: Path | None = None
     interrupted: bool = False
+    summary: pd.DataFrame | None = field(default=None, repr=False)
+    """One row per memory path (the columns of summary.csv); see bwprof.report.summary."""
+    files: list[Path] = field(default_factory=list)
+    """Report files written beside the rows: summary.csv, Parquet copies."""
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know that did not fail the run."""
 
     @property
     def failed(self) -> list[ResultRow]:
@@ -128,13 +138,17 @@ def run(
     progress: ProgressListener | None = None,
     command_line: Sequence[str] | None = None,
     simulate: bool = False,
+    file_format: str = "csv",
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
+    With a run folder, a finished run also gets `summary.csv` and, with
+    `file_format="parquet"`, Parquet copies of its tables.
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements.
     """
+    parquet = check_format(file_format)
     host = host_info()
     plan = make_plan(
         preset=preset,
@@ -184,7 +198,12 @@ def run(
             writer.close()
         if run_dir is not None:
             write_system_json(run_dir, system)
-    result = RunResult(results_frame(runner.rows), system, runner.rows, run_dir, interrupted)
+    frame = results_frame(runner.rows)
+    result = RunResult(frame, system, runner.rows, run_dir, interrupted, build_summary(frame))
     if interrupted:
         raise RunInterrupted(result)
+    if run_dir is not None:
+        written = write_report_files(with_extras(run_dir, frame, system), result.summary,
+                                     run_dir, parquet=parquet)
+        result.files, result.notes = written.files, written.notes
     return result

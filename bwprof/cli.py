@@ -62,14 +62,19 @@ def run_command(
         typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
+    ] = "csv",
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
     ] = False,
 ) -> None:
-    """Measure this machine and write a run folder (results.csv, timings.csv, system.json)."""
+    """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
+    summary.csv)."""
     from bwprof import api
-    from bwprof.report.terminal import RichProgress, print_summary
+    from bwprof.report.runfolder import machine_line
+    from bwprof.report.terminal import RichProgress, print_report
 
     prefix = "simulated-" if simulate else ""
     out_dir = out or api.default_run_dir(prefix + api.hostname(), api.utc_now())
@@ -80,7 +85,7 @@ def run_command(
         result = api.run(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
-            simulate=simulate,
+            simulate=simulate, file_format=file_format,
         )
     except BwprofError as exc:
         _fail(str(exc))
@@ -96,7 +101,9 @@ def run_command(
             progress.stop()
 
     if not quiet:
-        print_summary(Console(), result.rows)
+        print_report(Console(), result.rows, result.summary, machine_line(result.system))
+    for note in result.notes:
+        typer.echo(note, err=True)
     typer.echo(f"wrote {result.run_dir}")
     if result.failed:
         typer.echo(

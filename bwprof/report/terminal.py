@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from bwprof.measurement import Job
 from bwprof.plan import format_bytes
 from bwprof.report.schema import FAILED_STATUSES, ResultRow
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class RichProgress:
@@ -73,7 +79,7 @@ def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
     ]
 
 
-def summary_table(rows: Sequence[ResultRow]) -> Table:
+def results_table(rows: Sequence[ResultRow]) -> Table:
     """Headline rows (see `headline_rows`), one line each, in run order."""
     table = Table(title="bwprof results (GB/s = 1e9 bytes/s)", title_justify="left")
     for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
@@ -126,15 +132,135 @@ def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
             "bookkeeping; they are not measurements and are not shown as figures"]
 
 
-def print_summary(console: Console, rows: Sequence[ResultRow]) -> None:
-    if headline_rows(rows):
-        console.print(summary_table(rows))
-        if any(row.backend not in ("host", "simulated") for row in headline_rows(rows)):
-            console.print("GPU rows show the largest size of each sweep; every size is in "
-                          "results.csv", markup=False, highlight=False)
-    for line in simulated_lines(rows):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for line in not_run_lines(rows):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for line in failure_lines(rows):
-        console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
+def _missing(value: object) -> bool:
+    import pandas as pd
+
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _gbps(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def figure_cell(value: object, backend: object, metric: str = "gbps") -> str:
+    """A figure for the terminal: GB/s or overlap %, and never a simulated number."""
+    if _missing(value):
+        return ""
+    if backend == "simulated":
+        return "simulated"
+    if metric == "overlap_efficiency":
+        return f"{100 * float(value):.0f}% overlap"  # type: ignore[arg-type]
+    return f"{_gbps(float(value))} GB/s"  # type: ignore[arg-type]
+
+
+def _on(row: pd.Series) -> str:
+    where = str(row["device"])
+    if not _missing(row["threads"]):
+        where += f", {int(row['threads'])} thr"
+    return where
+
+
+def _size_cell(value: object) -> str:
+    return "" if _missing(value) else format_bytes(int(value))  # type: ignore[arg-type]
+
+
+def path_table(summary: pd.DataFrame, title: str = "") -> Table:
+    """The summary (one row per memory path) with peaks, % of peak and the HBM ratios; columns
+    that are empty for every row are left out, so a host-only run fits a narrow terminal."""
+    from bwprof.report.summary import PATH_LABELS
+
+    shown = summary[[not _missing(r["gbps"]) or not _missing(r["overlap_efficiency"])
+                     or r["status"] != "absent" for _, r in summary.iterrows()]]
+    measured = shown[shown["backend"] != "simulated"]
+    optional = {
+        "peak": shown["peak_gbps"].notna().any(),
+        "% peak": measured["pct_of_peak"].notna().any(),
+        "HBM/DDR": measured["hbm_over_ddr"].notna().any(),
+        "HBM/PCIe": measured["hbm_over_pcie"].notna().any(),
+    }
+    table = Table(title=f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    columns = ["path", "case", "on", "size", "measured", "peak", "% peak", "CV", "HBM/DDR",
+               "HBM/PCIe", "status"]
+    columns = [c for c in columns if optional.get(c, True)]
+    for column in columns:
+        left = column in ("path", "case", "on", "status")
+        table.add_column(column, justify="left" if left else "right", no_wrap=not left)
+    for _, row in shown.iterrows():
+        simulated = row["backend"] == "simulated"
+        metric = "overlap_efficiency" if row["path"] == "overlap" else "gbps"
+
+        def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
+            return "" if _missing(value) or simulated else format(value, spec) + suffix
+
+        cells = {
+            "path": PATH_LABELS.get(str(row["path"]), str(row["path"])),
+            "case": str(row["case"]),
+            "on": _on(row) if row["device"] else "",
+            "size": _size_cell(row["size_bytes"]),
+            "measured": figure_cell(row[metric], row["backend"], metric),
+            "peak": "" if _missing(row["peak_gbps"]) else _gbps(float(row["peak_gbps"])),
+            "% peak": derived(row["pct_of_peak"], ".0f", "%"),
+            "CV": derived(None if _missing(row["cv"]) or _missing(row["repeats"])
+                          or int(row["repeats"]) < 2 else 100 * float(row["cv"]), ".1f", "%"),
+            "HBM/DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
+            "HBM/PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
+            "status": Text(str(row["status"]), style="" if row["status"] == "ok"
+                           else "bold red" if row["status"] in FAILED_STATUSES else "yellow"),
+        }
+        table.add_row(*(cells[c] for c in columns))
+    return table
+
+
+def summary_notes(summary: pd.DataFrame) -> list[str]:
+    """The notes of the summary rows under the table: why paths have no figure (one line per
+    reason), which P2P pair is the slowest, where the best DDR figure came from."""
+    from bwprof.report.summary import PATH_LABELS, has_figure
+
+    lines: list[str] = []
+    missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for _, row in summary.iterrows():
+        label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
+        if not has_figure(row):
+            reason = "not selected" if row["status"] == "absent" else str(row["note"])
+            missing[(str(row["status"]), reason)].append(label)
+        elif row["note"]:
+            lines.append(f"{label} {row['case']}: {row['note']}")
+    for (status, reason), labels in missing.items():
+        if status == "absent":
+            lines.append(f"not in this run: {', '.join(labels)} (their cases were not selected)")
+        else:
+            lines.append(f"no figure for {', '.join(labels)}: {status}: {reason}")
+    return lines
+
+
+def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
+    for line in lines:
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
+                 title: str = "", show_rows: bool = False) -> None:
+    """The end of `bwprof run` and the body of `bwprof report`: the summary table, the
+    HBM/DDR sentence, then what was simulated, not run, or failed."""
+    from bwprof.report.summary import headline_sentence
+
+    if show_rows and headline_rows(rows):
+        console.print(results_table(rows))
+    console.print(path_table(summary, title))
+    _print_lines(console, summary_notes(summary))
+    _print_lines(console, [headline_sentence(summary)])
+    _print_lines(console, simulated_lines(rows))
+    _print_lines(console, not_run_lines(rows))
+    _print_lines(console, failure_lines(rows), style="bold red")
+
+
+def print_summary(console: Console, rows: Sequence[ResultRow], title: str = "") -> None:
+    """`print_report` for rows held in memory."""
+    from bwprof.report.frames import results_frame
+    from bwprof.report.summary import build_summary
+
+    print_report(console, rows, build_summary(results_frame(rows)), title)
