@@ -42,9 +42,9 @@ class RunResult:
     summary: pd.DataFrame | None = field(default=None, repr=False)
     """One row per memory path (the columns of summary.csv); see bwprof.report.summary."""
     files: list[Path] = field(default_factory=list)
-    """Report files written beside the rows: summary.csv, Parquet copies."""
+    """Report files written beside the rows: summary.csv, Parquet copies, plots."""
     notes: list[str] = field(default_factory=list)
-    """Things the user should know that did not fail the run."""
+    """Things the user should know that did not fail the run (e.g. a plot not drawn)."""
 
     @property
     def failed(self) -> list[ResultRow]:
@@ -138,12 +138,13 @@ def run(
     progress: ProgressListener | None = None,
     command_line: Sequence[str] | None = None,
     simulate: bool = False,
+    plots: bool = True,
     file_format: str = "csv",
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
-    With a run folder, a finished run also gets `summary.csv` and, with
-    `file_format="parquet"`, Parquet copies of its tables.
+    With a run folder, a finished run also gets `summary.csv`, the PNG plots (unless `plots`
+    is False) and, with `file_format="parquet"`, Parquet copies of its tables.
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements.
@@ -204,6 +205,6 @@ def run(
         raise RunInterrupted(result)
     if run_dir is not None:
         written = write_report_files(with_extras(run_dir, frame, system), result.summary,
-                                     run_dir, parquet=parquet)
+                                     run_dir, parquet=parquet, plots=plots)
         result.files, result.notes = written.files, written.notes
     return result

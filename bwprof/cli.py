@@ -62,6 +62,9 @@ def run_command(
         typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots.")
+    ] = False,
     file_format: Annotated[
         str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
     ] = "csv",
@@ -71,7 +74,7 @@ def run_command(
     ] = False,
 ) -> None:
     """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
-    summary.csv)."""
+    summary.csv, plots)."""
     from bwprof import api
     from bwprof.report.runfolder import machine_line
     from bwprof.report.terminal import RichProgress, print_report
@@ -85,7 +88,7 @@ def run_command(
         result = api.run(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
-            simulate=simulate, file_format=file_format,
+            simulate=simulate, plots=not no_plots, file_format=file_format,
         )
     except BwprofError as exc:
         _fail(str(exc))

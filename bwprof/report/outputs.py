@@ -1,5 +1,9 @@
-"""What `bwprof run` and `bwprof report` write beside the rows: `summary.csv` and Parquet
-copies of the tables on request."""
+"""What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, Parquet copies
+of the tables on request, and the PNG plots.
+
+A plot that cannot be drawn never costs the measurements: the rows are on disk before this
+runs, and a plotting error becomes a note for the user, not a failed run.
+"""
 
 from __future__ import annotations
 
@@ -54,8 +58,8 @@ def output_dir(out: Path | None, default: Path) -> Path:
 
 
 def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
-                       parquet: bool = False) -> Written:
-    """summary.csv (and Parquet copies of the results and timings)."""
+                       parquet: bool = False, plots: bool = True) -> Written:
+    """summary.csv (and Parquet copies of the results and timings), then the plots."""
     written = Written()
     written.files += write_table(summary, out_dir / SUMMARY_FILE, parquet)
     if parquet:
@@ -63,4 +67,11 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
         timings = run.path / TIMINGS_FILE
         if timings.is_file():
             written.files.append(_parquet(pd.read_csv(timings), out_dir / TIMINGS_PARQUET))
+    if plots:
+        from bwprof.report.plots import write_plots
+
+        try:
+            written.files += write_plots(run, out_dir)
+        except Exception as exc:  # the rows are safe on disk; say why the plots are missing
+            written.notes.append(f"plots not written: {type(exc).__name__}: {exc}")
     return written

@@ -40,7 +40,7 @@ OTHER_GPU = "simulated GPU, other model"
 def measure(name: str, args: list[str]) -> None:
     target = HERE / name
     shutil.rmtree(target, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "bwprof", "run", *args, "--quiet",
+    subprocess.run([sys.executable, "-m", "bwprof", "run", *args, "--quiet", "--no-plots",
                     "--out", str(target)], cwd=ROOT, check=True)
     for path in target.iterdir():
         if path.name not in KEEP:

@@ -1,4 +1,4 @@
-"""The end of `bwprof run`: the summary printed, summary.csv, formats."""
+"""The end of `bwprof run`: the summary printed, summary.csv, plots, formats."""
 
 import pandas as pd
 from typer.testing import CliRunner
@@ -11,7 +11,7 @@ runner = CliRunner()
 SMALL = ["--size", "1MiB", "--repeats", "3", "--threads", "1"]
 
 
-def test_run_writes_the_summary_and_prints_it(tmp_path):
+def test_run_writes_the_summary_and_plots_and_prints_the_summary(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", "--cases", "ddr_triad", "--out", str(out), *SMALL])
     assert result.exit_code == 0, result.output
@@ -21,14 +21,16 @@ def test_run_writes_the_summary_and_prints_it(tmp_path):
     assert tuple(summary.columns) == SUMMARY_COLUMNS
     results = pd.read_csv(out / "results.csv")
     assert summary.loc[0, "gbps"] == results.loc[0, "gbps_best"]
+    assert {"bandwidth_vs_size.png", "summary_vs_peak.png"} <= {p.name for p in out.iterdir()}
 
 
-def test_parquet(tmp_path):
+def test_no_plots_and_parquet(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(out), "--quiet",
-                                 "--format", "parquet", *SMALL])
+                                 "--no-plots", "--format", "parquet", *SMALL])
     assert result.exit_code == 0, result.output
     names = {p.name for p in out.iterdir()}
+    assert not any(name.endswith(".png") for name in names)
     assert {"summary.csv", "summary.parquet", "results.parquet", "timings.parquet"} <= names
     assert pd.read_parquet(out / "results.parquet").loc[0, "case"] == "ddr_copy"
 
@@ -41,11 +43,11 @@ def test_a_bad_format_is_refused_before_anything_is_written(tmp_path):
     assert not out.exists()
 
 
-def test_api_run_writes_the_summary_only_with_a_folder(tmp_path):
+def test_api_run_plots_only_when_asked_and_only_with_a_folder(tmp_path):
     result = bwprof.run(cases="ddr_triad", size="1MiB", repeats=3, threads="1")
     assert result.files == [] and result.summary.iloc[0]["path"] == "ddr"
     result = bwprof.run(cases="ddr_triad", size="1MiB", repeats=3, threads="1",
-                        out=tmp_path / "r")
+                        out=tmp_path / "r", plots=False)
     assert [p.name for p in result.files] == ["summary.csv"] and result.notes == []
 
 
