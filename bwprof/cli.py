@@ -117,6 +117,43 @@ def run_command(
         raise typer.Exit(EXIT_FAILED)
 
 
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder written by bwprof run.")],
+    model: Annotated[
+        str | None,
+        typer.Option(help="PARAMETERS:DTYPE, e.g. 70e9:bf16 (fp32, fp16, bf16, fp8, int8, "
+                          "int4): what the figures mean for that model's weights."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots.")
+    ] = False,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
+    ] = "csv",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for summary.csv and plots (default: RUN_DIR itself)."),
+    ] = None,
+    rows: Annotated[
+        bool, typer.Option("--rows", help="Also show every measured row (largest GPU sizes).")
+    ] = False,
+) -> None:
+    """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
+    from bwprof.report.runreport import make_run_report, print_run_report, run_report_json
+
+    try:
+        report = make_run_report(run_dir, model=model, plots=not no_plots,
+                                 file_format=file_format, out=out)
+    except BwprofError as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(run_report_json(report), indent=2))
+    else:
+        print_run_report(Console(), report, show_rows=rows)
+
+
 @app.command("list")
 def list_command() -> None:
     """Every case key with a one-line description and whether it can run here."""

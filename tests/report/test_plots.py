@@ -2,12 +2,15 @@
 
 import numpy as np
 import pandas as pd
+from typer.testing import CliRunner
 
+from bwprof.cli import app
 from bwprof.report import plots
 from bwprof.report.runfolder import load_run
 from bwprof.report.summary import build_summary
 from tests.report.conftest import DATA
 
+runner = CliRunner()
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -74,3 +77,18 @@ def test_telemetry_shades_each_case_and_skips_non_counters(tmp_path):
     assert [axis.get_ylabel() for axis in figure.axes] == ["pcie_rx_mibps_mean", "power_w"]
     assert len(figure.axes[0].patches) == 2  # one shaded span per case
     assert plots.telemetry_figure(None, {}) is None
+
+
+def test_a_host_only_run_has_no_p2p_or_telemetry_plot(tmp_path):
+    result = runner.invoke(app, ["report", str(DATA / "host-ddr"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [plots.BANDWIDTH_PNG,
+                                                             plots.SUMMARY_PNG]
+    assert (tmp_path / "summary.csv").is_file()
+
+
+def test_no_plots_writes_no_png(tmp_path):
+    result = runner.invoke(app, ["report", str(DATA / "sim-a"), "--out", str(tmp_path),
+                                 "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]

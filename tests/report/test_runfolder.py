@@ -1,12 +1,18 @@
-"""Loading run folders: every bad folder or file is one line, never a traceback."""
+"""Loading run folders: every bad folder or file is one line and exit 2, never a traceback."""
 
+import json
 import re
 
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from bwprof.cli import app
 from bwprof.errors import BwprofError
 from bwprof.report.runfolder import load_run, machine_line
 from tests.report.conftest import DATA
+
+runner = CliRunner()
 
 
 def test_the_stored_runs_load():
@@ -71,13 +77,18 @@ BREAKAGES = {
 
 
 @pytest.mark.parametrize("breakage", list(BREAKAGES))
-def test_a_bad_run_folder_is_one_line(run_copy, breakage):
+def test_a_bad_run_folder_is_one_line_and_exit_2(run_copy, tmp_path, breakage):
     run = run_copy("host-ddr")
     damage, message, suffix = BREAKAGES[breakage]
     damage(run)
     target = f"{run}{suffix}"
     with pytest.raises(BwprofError, match=re.escape(message.format(run=run))):
         load_run(target)
+    for command in (["report", target, "--out", str(tmp_path / "out")],):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: ") and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1
 
 
 def test_samples_and_findings_are_read_when_present(run_copy):
@@ -87,3 +98,18 @@ def test_samples_and_findings_are_read_when_present(run_copy):
     loaded = load_run(run)
     assert list(loaded.samples["power_w"]) == [100]
     assert loaded.findings.iloc[0]["what"] == "link at Gen4"
+    result = runner.invoke(app, ["report", str(run), "--no-plots"])
+    assert "finding: warning | gpu0 | link at Gen4" in result.output
+
+
+def test_a_parquet_only_run_folder_loads(run_copy, tmp_path):
+    run = run_copy("host-ddr")
+    result = runner.invoke(app, ["report", str(run), "--format", "parquet", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert {"results.parquet", "timings.parquet", "summary.parquet"} <= {
+        p.name for p in run.iterdir()}
+    (run / "results.csv").unlink()
+    loaded = load_run(run)
+    assert list(loaded.results["case"])[:2] == ["ddr_copy", "ddr_scale"]
+    assert (pd.read_parquet(run / "summary.parquet")["schema_version"] == 1).all()
+    json.loads((run / "system.json").read_text())
