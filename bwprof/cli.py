@@ -154,6 +154,57 @@ def report_command(
         print_run_report(Console(), report, show_rows=rows)
 
 
+@app.command("compare")
+def compare_command(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder to write compare.csv into.")
+    ] = None,
+    fail_below: Annotated[
+        str | None,
+        typer.Option(help="Exit 1 when a headline figure fell more than PCT% below the "
+                          "baseline's (or is missing), e.g. 10.", metavar="PCT"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (with --out).")
+    ] = "csv",
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also show every measured row, not only headlines.")
+    ] = False,
+) -> None:
+    """The same figures across runs and boxes: change in %, beyond noise or not, machine
+    differences, and a fleet-acceptance exit code with --fail-below."""
+    from bwprof.report import compare
+    from bwprof.report.formats import check_format
+    from bwprof.report.outputs import output_dir, write_table
+    from bwprof.report.runfolder import load_run
+    from bwprof.report.terminal import print_comparison
+
+    try:
+        threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
+        parquet = check_format(file_format)
+        comparison = compare.compare_runs([load_run(path) for path in run_dirs])
+        written = (write_table(comparison.rows, output_dir(out, out) / compare.COMPARE_FILE,
+                               parquet) if out is not None else [])
+    except BwprofError as exc:
+        _fail(str(exc))
+    regressions = comparison.regressions(threshold) if threshold is not None else []
+    if as_json:
+        typer.echo(json.dumps(compare.comparison_json(comparison, threshold, regressions),
+                              indent=2))
+    else:
+        print_comparison(Console(), comparison, show_all)
+        if written:
+            typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    for line in compare.regression_lines(regressions, threshold or 0):
+        typer.echo(line, err=True)
+    if regressions:
+        raise typer.Exit(EXIT_FAILED)
+
+
 @app.command("list")
 def list_command() -> None:
     """Every case key with a one-line description and whether it can run here."""

@@ -19,6 +19,8 @@ from bwprof.report.schema import FAILED_STATUSES, ResultRow
 if TYPE_CHECKING:
     import pandas as pd
 
+    from bwprof.report.compare import Comparison
+
 
 class RichProgress:
     """Progress bar on stderr, one step per job, naming the job that runs now."""
@@ -264,3 +266,67 @@ def print_summary(console: Console, rows: Sequence[ResultRow], title: str = "") 
     from bwprof.report.summary import build_summary
 
     print_report(console, rows, build_summary(results_frame(rows)), title)
+
+
+def change_cell(row: pd.Series) -> str:
+    """'-20.0% beyond ±3.1%' for a later run's figure against the baseline: the change, and
+    whether it is beyond the noise band (`noise ?` where the rows cannot say)."""
+    if _missing(row["change_pct"]):
+        return "" if not _missing(row["value"]) or _missing(row["baseline_value"]) else "absent"
+    if row["backend"] == "simulated" or row["baseline_simulated"]:
+        return "simulated"
+    text = f"{row['change_pct']:+.1f}%"
+    if _missing(row["beyond_noise"]):
+        return text + " noise ?"
+    verdict = "beyond" if row["beyond_noise"] else "within"
+    return f"{text} {verdict} ±{row['noise_pct']:.1f}%"
+
+
+def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
+    """Each aligned figure of `scope` per run, and each later run's change against the first;
+    a line naming the device model opens each group of rows of that model."""
+    frame = comparison.rows[comparison.rows["scope"] == scope].copy()
+    base = frame[frame["baseline"]].set_index("figure_id")["backend"] == "simulated"
+    frame["baseline_simulated"] = frame["figure_id"].map(base).fillna(False)
+    labels = comparison.labels
+    what = "headline figures" if scope == "summary" else "every row"
+    table = Table(title=f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)",
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("figure", overflow="fold")
+    for index, label in enumerate(labels):
+        table.add_column(label, justify="right", no_wrap=True)
+        if index:
+            table.add_column(f"{label} vs {labels[0]}", justify="right", no_wrap=True)
+    model = None
+    for _, group in frame.groupby("figure_id", sort=False):
+        first = group.iloc[0]
+        if first["device_name"] != model:
+            model = first["device_name"]
+            table.add_row(Text(str(model) or "(no device model)", style="bold"))
+        parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
+        if first["phase"] and scope == "row":
+            parts.append(str(first["phase"]))
+        if first["metric"] == "overlap_efficiency":
+            parts.append("overlap efficiency")
+        cells = [" ".join(p for p in parts if p)]
+        for index, (_, row) in enumerate(group.iterrows()):
+            value = figure_cell(row["value"], row["backend"], str(row["metric"]))
+            cells.append(value.removesuffix(" GB/s").removesuffix(" overlap") or "absent")
+            if index:
+                cells.append(change_cell(row))
+        table.add_row(*cells)
+    return table
+
+
+def print_comparison(console: Console, comparison: Comparison, show_all: bool = False) -> None:
+    """Which run is which, the machine differences, then the aligned figures."""
+    from bwprof.report.compare import run_lines
+
+    _print_lines(console, run_lines(comparison))
+    _print_lines(console, [f"warning: {line}" for line in comparison.warnings], style="yellow")
+    console.print(compare_table(comparison, "summary"))
+    if show_all:
+        console.print(compare_table(comparison, "row"))
+    else:
+        _print_lines(console, ["every measured row, aligned, is in compare.csv (--out) or "
+                               "shown with --all"])

@@ -84,7 +84,8 @@ def test_a_bad_run_folder_is_one_line_and_exit_2(run_copy, tmp_path, breakage):
     target = f"{run}{suffix}"
     with pytest.raises(BwprofError, match=re.escape(message.format(run=run))):
         load_run(target)
-    for command in (["report", target, "--out", str(tmp_path / "out")],):
+    for command in (["report", target, "--out", str(tmp_path / "out")],
+                    ["compare", str(DATA / "host-ddr"), target]):
         result = runner.invoke(app, command)
         assert result.exit_code == 2, result.output
         assert result.output.startswith("error: ") and "Traceback" not in result.output
