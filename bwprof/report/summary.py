@@ -88,8 +88,8 @@ def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> di
     elif path == "overlap" and results["case"].isin(cases).any():
         status, note = "absent", "no concurrent row carries an overlap efficiency"
     else:
-        shown = "overlap_* cases" if path == "overlap" else ", ".join(cases)
-        status, note = "absent", f"not selected: {shown}"
+        shown = "overlap_*" if path == "overlap" else " or ".join(cases)
+        status, note = "absent", f"no {shown} row in this run"
     return {
         **dict.fromkeys(SUMMARY_COLUMNS), "run_id": run_id, "host": host, "path": path,
         "case": case, "backend": "", "device": "",
@@ -205,7 +205,8 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
         hbm_row = summary[summary["path"] == "hbm"].iloc[0]
-        why = f" ({hbm_row['status']}: {hbm_row['note']})" if hbm_row["note"] else ""
+        why = (f" ({hbm_row['note']})" if hbm_row["status"] == "absent"
+               else f" ({hbm_row['status']}: {hbm_row['note']})")
         text = f"No HBM figure in this run{why}, so there is no HBM/DDR ratio"
         if len(ddr):
             text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"

@@ -227,13 +227,14 @@ def summary_notes(summary: pd.DataFrame) -> list[str]:
     for _, row in summary.iterrows():
         label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
         if not has_figure(row):
-            reason = "not selected" if row["status"] == "absent" else str(row["note"])
+            reason = "" if row["status"] == "absent" else str(row["note"])
             missing[(str(row["status"]), reason)].append(label)
         elif row["note"]:
             lines.append(f"{label} {row['case']}: {row['note']}")
     for (status, reason), labels in missing.items():
         if status == "absent":
-            lines.append(f"not in this run: {', '.join(labels)} (their cases were not selected)")
+            lines.append(f"not in this run: {', '.join(labels)} (none of their cases ran: not "
+                         "selected, or the run stopped first)")
         else:
             lines.append(f"no figure for {', '.join(labels)}: {status}: {reason}")
     return lines

@@ -45,7 +45,8 @@ def test_host_run_ddr_row_is_the_best_ddr_triad_and_gpu_paths_stay_empty():
     empty = summary.iloc[1:]
     assert empty["gbps"].isna().all() and empty["overlap_efficiency"].isna().all()
     assert (empty["status"] == "absent").all()
-    assert empty["note"].str.startswith("not selected").all()
+    assert empty["note"].str.endswith("row in this run").all()
+    assert empty.iloc[0]["note"] == "no hbm_triad or d2d_copy row in this run"
     assert "DDR's best is" in headline_sentence(summary)
 
 
