@@ -292,12 +292,12 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
     labels = comparison.labels
     what = "headline figures" if scope == "summary" else "every row"
     table = Table(title=f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)",
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("figure", overflow="fold")
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", overflow="fold", ratio=3)
     for index, label in enumerate(labels):
-        table.add_column(label, justify="right", no_wrap=True)
+        table.add_column(label, justify="right", overflow="fold", ratio=2)
         if index:
-            table.add_column(f"{label} vs {labels[0]}", justify="right", no_wrap=True)
+            table.add_column(f"{label} vs {labels[0]}", justify="right", overflow="fold", ratio=3)
     model = None
     for _, group in frame.groupby("figure_id", sort=False):
         first = group.iloc[0]
