@@ -170,50 +170,64 @@ def _size_cell(value: object) -> str:
 
 
 def path_table(summary: pd.DataFrame, title: str = "") -> Table:
-    """The summary (one row per memory path) with peaks, % of peak and the HBM ratios; columns
-    that are empty for every row are left out, so a host-only run fits a narrow terminal."""
+    """The summary (one group of rows per memory path) with peaks, % of peak and the HBM
+    ratios. Columns empty for every row are left out and every cell may wrap, so the table
+    fits an 80-column terminal."""
     from bwprof.report.summary import PATH_LABELS
 
     shown = summary[[not _missing(r["gbps"]) or not _missing(r["overlap_efficiency"])
                      or r["status"] != "absent" for _, r in summary.iterrows()]]
     measured = shown[shown["backend"] != "simulated"]
     optional = {
-        "peak": shown["peak_gbps"].notna().any(),
-        "% peak": measured["pct_of_peak"].notna().any(),
-        "HBM/DDR": measured["hbm_over_ddr"].notna().any(),
-        "HBM/PCIe": measured["hbm_over_pcie"].notna().any(),
+        "peak (%)": shown["peak_gbps"].notna().any(),
+        "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
+        "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
+        "status": (shown["status"] != "ok").any(),
     }
     table = Table(title=f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)",
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    columns = ["path", "case", "on", "size", "measured", "peak", "% peak", "CV", "HBM/DDR",
-               "HBM/PCIe", "status"]
-    columns = [c for c in columns if optional.get(c, True)]
-    for column in columns:
-        left = column in ("path", "case", "on", "status")
-        table.add_column(column, justify="left" if left else "right", no_wrap=not left)
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    columns = [("figure", 12), ("size", 7), ("GB/s", 9), ("peak (%)", 6), ("CV", 5),
+               ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
+    columns = [(c, width) for c, width in columns if optional.get(c, True)]
+    for column, width in columns:
+        left = column in ("figure", "status")
+        table.add_column(column, justify="left" if left else "right", overflow="fold",
+                         min_width=width)
+    path = None
     for _, row in shown.iterrows():
+        if row["path"] != path:
+            path = row["path"]
+            table.add_row(Text(PATH_LABELS.get(str(path), str(path)), style="bold"))
         simulated = row["backend"] == "simulated"
-        metric = "overlap_efficiency" if row["path"] == "overlap" else "gbps"
 
         def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
             return "" if _missing(value) or simulated else format(value, spec) + suffix
 
+        if row["path"] == "overlap":
+            figure = figure_cell(row["overlap_efficiency"], row["backend"], "overlap_efficiency")
+            figure = figure.replace(" overlap", " eff.")
+        else:
+            figure = figure_cell(row["gbps"], row["backend"]).removesuffix(" GB/s")
+        peak = ("" if _missing(row["peak_gbps"]) or row["path"] == "overlap"
+                else _gbps(float(row["peak_gbps"])))
+        if peak and not simulated and not _missing(row["pct_of_peak"]):
+            peak += f" ({row['pct_of_peak']:.0f}%)"
+        cv = (None if _missing(row["cv"]) or _missing(row["repeats"]) or int(row["repeats"]) < 2
+              else 100 * float(row["cv"]))
         cells = {
-            "path": PATH_LABELS.get(str(row["path"]), str(row["path"])),
-            "case": str(row["case"]),
-            "on": _on(row) if row["device"] else "",
+            "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
+                               if p),
             "size": _size_cell(row["size_bytes"]),
-            "measured": figure_cell(row[metric], row["backend"], metric),
-            "peak": "" if _missing(row["peak_gbps"]) else _gbps(float(row["peak_gbps"])),
-            "% peak": derived(row["pct_of_peak"], ".0f", "%"),
-            "CV": derived(None if _missing(row["cv"]) or _missing(row["repeats"])
-                          or int(row["repeats"]) < 2 else 100 * float(row["cv"]), ".1f", "%"),
-            "HBM/DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
-            "HBM/PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
+            "GB/s": figure,
+            "peak (%)": peak,
+            "CV": derived(cv, ".1f", "%"),
+            "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
+            "HBM÷PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
             "status": Text(str(row["status"]), style="" if row["status"] == "ok"
                            else "bold red" if row["status"] in FAILED_STATUSES else "yellow"),
         }
-        table.add_row(*(cells[c] for c in columns))
+        table.add_row(*(cells[c] for c, _ in columns))
     return table
 
 
