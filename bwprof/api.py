@@ -21,8 +21,12 @@ from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.plan import make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.findings import derive_findings, findings_frame
+from bwprof.report.formats import check_format
 from bwprof.report.frames import results_frame
+from bwprof.report.outputs import write_report_files
+from bwprof.report.runfolder import with_extras
 from bwprof.report.schema import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.report.summary import build_summary
 from bwprof.runner import Executor, ProgressListener, RunContext, Runner, UnavailableExecutor
 from bwprof.system import HostInfo, host_info
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession
@@ -44,6 +48,12 @@ class RunResult:
     """Findings that flag a sick box (severity, device, what, why, evidence)."""
     samples: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     """Every counter sample taken during the run (empty without telemetry)."""
+    summary: pd.DataFrame | None = field(default=None, repr=False)
+    """One row per memory path (the columns of summary.csv); see bwprof.report.summary."""
+    files: list[Path] = field(default_factory=list)
+    """Report files written beside the rows: summary.csv, Parquet copies, plots."""
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know that did not fail the run (e.g. a plot not drawn)."""
 
     @property
     def failed(self) -> list[ResultRow]:
@@ -102,21 +112,6 @@ def gpu_executor(
     if system is not None:
         system["gpus"] = info
     return executor
-
-
-def draw_plots(run_dir: Path, timelines: list[dict[str, object]],
-               system: dict[str, object]) -> dict[str, object]:
-    """Draw the run's PNGs; a plotting failure is recorded, never allowed to lose the run."""
-    from bwprof.report.timeline import write_timeline_plots
-
-    gpus = system.get("gpus") or {}
-    names = sorted({d["properties"]["name"] for d in gpus.get("devices", [])})  # type: ignore[union-attr]
-    try:
-        files = write_timeline_plots(run_dir, timelines, str(system["run_id"]).rsplit("-", 1)[0],
-                                     " + ".join(names))
-    except Exception as exc:  # matplotlib or a font problem: keep the measurements
-        return {"files": [], "error": f"{type(exc).__name__}: {exc}"}
-    return {"files": [path.name for path in files], "error": None}
 
 
 def start_telemetry(
@@ -193,19 +188,23 @@ def run(
     plots: bool = True,
     telemetry: bool = True,
     sample_interval_ms: float = DEFAULT_SAMPLE_INTERVAL_MS,
+    file_format: str = "csv",
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
+    With a run folder, a finished run also gets `summary.csv`, the PNG plots (unless `plots`
+    is False) and, with `file_format="parquet"`, Parquet copies of its tables.
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
-    backend (tests only): its rows say `simulated` and are not measurements. `plots` draws the
-    PNGs into the run folder (overlap timelines). `telemetry` samples the GPUs' counters
+    backend (tests only): its rows say `simulated` and are not measurements. `telemetry`
+    samples the GPUs' counters
     through NVML every `sample_interval_ms` while GPU cases run and joins them to the rows.
     """
     if not 1 <= sample_interval_ms <= 60_000:
         raise BwprofError(
             f"--sample-interval must be between 1 and 60000 ms, got {sample_interval_ms:g}"
         )
+    parquet = check_format(file_format)
     host = host_info()
     plan = make_plan(
         preset=preset,
@@ -265,13 +264,19 @@ def run(
             writer.write_findings(findings_frame(findings))
             writer.close()
         if run_dir is not None:
-            if plots:
-                system["plots"] = draw_plots(run_dir, runner.timelines, system)
             write_system_json(run_dir, system)
-    result = RunResult(results_frame(runner.rows), system, runner.rows, run_dir, interrupted,
-                       runner.timelines, findings_frame(findings),
-                       pd.DataFrame(session.samples if session is not None else [],
-                                    columns=list(SAMPLE_COLUMNS)))
+    frame = results_frame(runner.rows)
+    result = RunResult(
+        frame, system, runner.rows, run_dir, interrupted, timelines=runner.timelines,
+        findings=findings_frame(findings),
+        samples=pd.DataFrame(session.samples if session is not None else [],
+                             columns=list(SAMPLE_COLUMNS)),
+        summary=build_summary(frame),
+    )
     if interrupted:
         raise RunInterrupted(result)
+    if run_dir is not None:
+        written = write_report_files(with_extras(run_dir, frame, system), result.summary,
+                                     run_dir, parquet=parquet, plots=plots)
+        result.files, result.notes = written.files, written.notes
     return result

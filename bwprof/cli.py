@@ -62,21 +62,28 @@ def run_command(
         typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
-    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not draw PNG plots.")] = False,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots.")
+    ] = False,
     no_telemetry: Annotated[
         bool, typer.Option("--no-telemetry", help="Do not sample the GPUs' counters (NVML).")
     ] = False,
     sample_interval: Annotated[
         float, typer.Option("--sample-interval", help="Counter sampling interval, ms.")
     ] = 50.0,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
+    ] = "csv",
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
     ] = False,
 ) -> None:
-    """Measure this machine and write a run folder (results.csv, timings.csv, system.json)."""
+    """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
+    summary.csv, plots)."""
     from bwprof import api
-    from bwprof.report.terminal import RichProgress, print_summary
+    from bwprof.report.runfolder import machine_line
+    from bwprof.report.terminal import RichProgress, print_report
 
     prefix = "simulated-" if simulate else ""
     out_dir = out or api.default_run_dir(prefix + api.hostname(), api.utc_now())
@@ -88,7 +95,7 @@ def run_command(
             cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
             out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
             simulate=simulate, plots=not no_plots, telemetry=not no_telemetry,
-            sample_interval_ms=sample_interval,
+            sample_interval_ms=sample_interval, file_format=file_format,
         )
     except BwprofError as exc:
         _fail(str(exc))
@@ -104,18 +111,105 @@ def run_command(
             progress.stop()
 
     if not quiet:
-        print_summary(Console(), result.rows, result.system, result.findings)
+        print_report(Console(), result.rows, result.summary, machine_line(result.system),
+                     system=result.system, findings=result.findings)
+    for note in result.notes:
+        typer.echo(note, err=True)
     typer.echo(f"wrote {result.run_dir}")
-    plot_error = (result.system.get("plots") or {}).get("error")  # type: ignore[union-attr]
-    if plot_error:
-        typer.echo(f"warning: plots were not drawn ({plot_error}); the results are complete",
-                   err=True)
     if result.failed:
         typer.echo(
             f"error: {len(result.failed)} figure(s) failed validation or raised; "
             f"see the status and note columns of {result.run_dir / 'results.csv'}",
             err=True,
         )
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder written by bwprof run.")],
+    model: Annotated[
+        str | None,
+        typer.Option(help="PARAMETERS:DTYPE, e.g. 70e9:bf16 (fp32, fp16, bf16, fp8, int8, "
+                          "int4): what the figures mean for that model's weights."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots.")
+    ] = False,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
+    ] = "csv",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for summary.csv and plots (default: RUN_DIR itself)."),
+    ] = None,
+    rows: Annotated[
+        bool, typer.Option("--rows", help="Also show every measured row (largest GPU sizes).")
+    ] = False,
+) -> None:
+    """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
+    from bwprof.report.runreport import make_run_report, print_run_report, run_report_json
+
+    try:
+        report = make_run_report(run_dir, model=model, plots=not no_plots,
+                                 file_format=file_format, out=out)
+    except BwprofError as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(run_report_json(report), indent=2))
+    else:
+        print_run_report(Console(), report, show_rows=rows)
+
+
+@app.command("compare")
+def compare_command(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder to write compare.csv into.")
+    ] = None,
+    fail_below: Annotated[
+        str | None,
+        typer.Option(help="Exit 1 when a headline figure fell more than PCT% below the "
+                          "baseline's (or is missing), e.g. 10.", metavar="PCT"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (with --out).")
+    ] = "csv",
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also show every measured row, not only headlines.")
+    ] = False,
+) -> None:
+    """The same figures across runs and boxes: change in %, beyond noise or not, machine
+    differences, and a fleet-acceptance exit code with --fail-below."""
+    from bwprof.report import compare
+    from bwprof.report.formats import check_format
+    from bwprof.report.outputs import output_dir, write_table
+    from bwprof.report.runfolder import load_run
+    from bwprof.report.terminal import print_comparison
+
+    try:
+        threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
+        parquet = check_format(file_format)
+        comparison = compare.compare_runs([load_run(path) for path in run_dirs])
+        written = (write_table(comparison.rows, output_dir(out, out) / compare.COMPARE_FILE,
+                               parquet) if out is not None else [])
+    except BwprofError as exc:
+        _fail(str(exc))
+    regressions = comparison.regressions(threshold) if threshold is not None else []
+    if as_json:
+        typer.echo(json.dumps(compare.comparison_json(comparison, threshold, regressions),
+                              indent=2))
+    else:
+        print_comparison(Console(), comparison, show_all)
+        if written:
+            typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    for line in compare.regression_lines(regressions, threshold or 0):
+        typer.echo(line, err=True)
+    if regressions:
         raise typer.Exit(EXIT_FAILED)
 
 

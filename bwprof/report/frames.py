@@ -12,6 +12,7 @@ from bwprof.report.schema import (
     CSV_COLUMNS,
     RESULT_COLUMNS,
     SCHEMA_VERSION,
+    STATUSES,
     TELEMETRY_COLUMNS,
     ResultRow,
 )
@@ -29,17 +30,28 @@ _FLOAT_COLUMNS = (
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for column in TELEMETRY_COLUMNS:
         if column in frame.columns and column != "throttle_reasons":
-            frame[column] = pd.to_numeric(frame[column]).astype("float64")
+            frame[column] = _numeric(frame[column], column).astype("float64")
     if "throttle_reasons" in frame.columns:
         frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
             str)
     for column in _INTEGER_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+        frame[column] = _numeric(frame[column], column).astype("Int64")
     for column in _FLOAT_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+        frame[column] = _numeric(frame[column], column).astype("float64")
     for column in ("note", "device", "device_name", "phase"):
         frame[column] = frame[column].astype("string").fillna("").astype(str)
     return frame
+
+
+def _numeric(values: pd.Series, column: str) -> pd.Series:
+    try:
+        return pd.to_numeric(values)
+    except (ValueError, TypeError) as exc:
+        raise _Malformed(f"column {column}: {str(exc).splitlines()[0]}") from None
+
+
+class _Malformed(ValueError):
+    """A value of the wrong kind in a column; read_results turns it into a BwprofError."""
 
 
 def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
@@ -54,6 +66,11 @@ def read_results(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path, keep_default_na=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    return checked_results(frame, path)
+
+
+def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A results table read from any format, checked for columns, schema version and values."""
     missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
     if missing:
         raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
@@ -64,4 +81,30 @@ def read_results(path: Path) -> pd.DataFrame:
             f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
         )
     extra = [c for c in frame.columns if c not in RESULT_COLUMNS]
-    return _typed(frame[[*RESULT_COLUMNS, *extra]].copy())
+    try:
+        typed = _typed(frame[[*RESULT_COLUMNS, *extra]].copy())
+    except _Malformed as exc:
+        raise BwprofError(f"{path} is malformed: {exc}") from None
+    unknown = sorted(set(typed["status"].dropna().astype(str)) - set(STATUSES))
+    if unknown or typed["status"].isna().any():
+        raise BwprofError(f"{path} is malformed: unknown status {', '.join(unknown) or '(empty)'}")
+    return typed
+
+
+def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
+    """ResultRows from a results frame, with missing values as None; telemetry columns, where
+    the file has them, become the rows' counters."""
+    rows = []
+    telemetry = [c for c in TELEMETRY_COLUMNS if c in frame.columns]
+    for record in frame[[*RESULT_COLUMNS, *telemetry]].to_dict("records"):
+        values = {k: (None if v is None or (not isinstance(v, str) and pd.isna(v)) else v)
+                  for k, v in record.items()}
+        values["counters"] = {c: values.pop(c) for c in telemetry}
+        for key in ("note", "phase", "device", "device_name"):
+            values[key] = values[key] or ""
+        for key in _INTEGER_COLUMNS:
+            values[key] = None if values[key] is None else int(values[key])
+        for key in _FLOAT_COLUMNS:
+            values[key] = None if values[key] is None else float(values[key])
+        rows.append(ResultRow(**values))
+    return rows

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from bwprof.measurement import Job
 from bwprof.plan import format_bytes
 from bwprof.report.schema import FAILED_STATUSES, ResultRow
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bwprof.report.compare import Comparison
 
 
 class RichProgress:
@@ -75,7 +82,7 @@ def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
     ]
 
 
-def summary_table(rows: Sequence[ResultRow]) -> Table:
+def results_table(rows: Sequence[ResultRow]) -> Table:
     """Headline rows (see `headline_rows`), one line each, in run order."""
     table = Table(title="bwprof results (GB/s = 1e9 bytes/s)", title_justify="left")
     for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
@@ -162,7 +169,8 @@ def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
 def telemetry_line(system: Mapping[str, object]) -> str | None:
     """One line on the counters: how many samples, or why telemetry was off."""
     state = system.get("telemetry") or {}
-    if not isinstance(state, Mapping) or state.get("reason") == "no GPU case selected":
+    if not state or not isinstance(state, Mapping) or state.get("reason") == (
+            "no GPU case selected"):
         return None
     if state.get("enabled"):
         gpm = state.get("gpm") or []
@@ -176,26 +184,234 @@ def finding_lines(findings: Any) -> list[str]:
     """One line per finding: severity, device, what, evidence."""
     if findings is None or len(findings) == 0:
         return []
-    return [f"{f.severity}: {f.device}: {f.what} ({f.evidence})"
-            for f in findings.itertuples(index=False)]
+    lines = []
+    for finding in findings.to_dict("records"):
+        def text(key: str, finding: dict = finding) -> str:
+            value = finding.get(key)
+            return "" if value is None or value != value else str(value)  # NaN != NaN
+
+        evidence = f" ({text('evidence')})" if text("evidence") else ""
+        lines.append(f"{text('severity')}: {text('device')}: {text('what')}{evidence}")
+    return lines
 
 
-def print_summary(console: Console, rows: Sequence[ResultRow],
-                  system: Mapping[str, object] | None = None, findings: Any = None) -> None:
-    if headline_rows(rows):
-        console.print(summary_table(rows))
-        if any(row.backend not in ("host", "simulated") for row in headline_rows(rows)):
-            console.print("GPU rows show the largest size of each sweep; every size is in "
-                          "results.csv", markup=False, highlight=False)
-    for line in overlap_lines(rows) + simulated_lines(rows):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for line in not_run_lines(rows):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for line in failure_lines(rows):
-        console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
+def _missing(value: object) -> bool:
+    import pandas as pd
+
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _gbps(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def figure_cell(value: object, backend: object, metric: str = "gbps") -> str:
+    """A figure for the terminal: GB/s or overlap %, and never a simulated number."""
+    if _missing(value):
+        return ""
+    if backend == "simulated":
+        return "simulated"
+    if metric == "overlap_efficiency":
+        return f"{100 * float(value):.0f}% overlap"  # type: ignore[arg-type]
+    return f"{_gbps(float(value))} GB/s"  # type: ignore[arg-type]
+
+
+def _on(row: pd.Series) -> str:
+    where = str(row["device"])
+    if not _missing(row["threads"]):
+        where += f", {int(row['threads'])} thr"
+    return where
+
+
+def _size_cell(value: object) -> str:
+    return "" if _missing(value) else format_bytes(int(value))  # type: ignore[arg-type]
+
+
+def path_table(summary: pd.DataFrame, title: str = "") -> Table:
+    """The summary (one group of rows per memory path) with peaks, % of peak and the HBM
+    ratios. Columns empty for every row are left out and every cell may wrap, so the table
+    fits an 80-column terminal."""
+    from bwprof.report.summary import PATH_LABELS
+
+    shown = summary[[not _missing(r["gbps"]) or not _missing(r["overlap_efficiency"])
+                     or r["status"] != "absent" for _, r in summary.iterrows()]]
+    measured = shown[shown["backend"] != "simulated"]
+    optional = {
+        "peak (%)": shown["peak_gbps"].notna().any(),
+        "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
+        "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
+        "status": (shown["status"] != "ok").any(),
+    }
+    table = Table(title=f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    columns = [("figure", 12), ("size", 7), ("GB/s", 9), ("peak (%)", 6), ("CV", 5),
+               ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
+    columns = [(c, width) for c, width in columns if optional.get(c, True)]
+    for column, width in columns:
+        left = column in ("figure", "status")
+        table.add_column(column, justify="left" if left else "right", overflow="fold",
+                         min_width=width)
+    path = None
+    for _, row in shown.iterrows():
+        if row["path"] != path:
+            path = row["path"]
+            table.add_row(Text(PATH_LABELS.get(str(path), str(path)), style="bold"))
+        simulated = row["backend"] == "simulated"
+
+        def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
+            return "" if _missing(value) or simulated else format(value, spec) + suffix
+
+        if row["path"] == "overlap":
+            figure = figure_cell(row["overlap_efficiency"], row["backend"], "overlap_efficiency")
+            figure = figure.replace(" overlap", " eff.")
+        else:
+            figure = figure_cell(row["gbps"], row["backend"]).removesuffix(" GB/s")
+        peak = ("" if _missing(row["peak_gbps"]) or row["path"] == "overlap"
+                else _gbps(float(row["peak_gbps"])))
+        if peak and not simulated and not _missing(row["pct_of_peak"]):
+            peak += f" ({row['pct_of_peak']:.0f}%)"
+        cv = (None if _missing(row["cv"]) or _missing(row["repeats"]) or int(row["repeats"]) < 2
+              else 100 * float(row["cv"]))
+        cells = {
+            "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
+                               if p),
+            "size": _size_cell(row["size_bytes"]),
+            "GB/s": figure,
+            "peak (%)": peak,
+            "CV": derived(cv, ".1f", "%"),
+            "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
+            "HBM÷PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
+            "status": Text(str(row["status"]), style="" if row["status"] == "ok"
+                           else "bold red" if row["status"] in FAILED_STATUSES else "yellow"),
+        }
+        table.add_row(*(cells[c] for c, _ in columns))
+    return table
+
+
+def summary_notes(summary: pd.DataFrame) -> list[str]:
+    """The notes of the summary rows under the table: why paths have no figure (one line per
+    reason), which P2P pair is the slowest, where the best DDR figure came from."""
+    from bwprof.report.summary import PATH_LABELS, has_figure
+
+    lines: list[str] = []
+    missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for _, row in summary.iterrows():
+        label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
+        if not has_figure(row):
+            reason = "" if row["status"] == "absent" else str(row["note"])
+            missing[(str(row["status"]), reason)].append(label)
+        elif row["note"]:
+            lines.append(f"{label} {row['case']}: {row['note']}")
+    for (status, reason), labels in missing.items():
+        if status == "absent":
+            lines.append(f"not in this run: {', '.join(labels)} (none of their cases ran: not "
+                         "selected, or the run stopped first)")
+        else:
+            lines.append(f"no figure for {', '.join(labels)}: {status}: {reason}")
+    return lines
+
+
+def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
+    for line in lines:
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
+                 title: str = "", show_rows: bool = False,
+                 system: Mapping[str, object] | None = None, findings: Any = None) -> None:
+    """The end of `bwprof run` and the body of `bwprof report`: the summary table, the
+    HBM/DDR sentence, the overlap lines, then what was simulated, not run, or failed, the
+    state of telemetry and the findings."""
+    from bwprof.report.summary import headline_sentence
+
+    if show_rows and headline_rows(rows):
+        console.print(results_table(rows))
+    console.print(path_table(summary, title))
+    _print_lines(console, summary_notes(summary))
+    _print_lines(console, [headline_sentence(summary)])
+    _print_lines(console, overlap_lines(rows))
+    _print_lines(console, simulated_lines(rows))
+    _print_lines(console, not_run_lines(rows))
+    _print_lines(console, failure_lines(rows), style="bold red")
     telemetry = telemetry_line(system or {})
-    if telemetry:
-        console.print(telemetry, markup=False, highlight=False, soft_wrap=True)
-    for line in finding_lines(findings):
-        console.print(f"finding {line}", style="yellow", markup=False, highlight=False,
-                      soft_wrap=True)
+    _print_lines(console, [telemetry] if telemetry else [])
+    _print_lines(console, [f"finding {line}" for line in finding_lines(findings)],
+                 style="yellow")
+
+
+def print_summary(console: Console, rows: Sequence[ResultRow], title: str = "",
+                  system: Mapping[str, object] | None = None, findings: Any = None) -> None:
+    """`print_report` for rows held in memory."""
+    from bwprof.report.frames import results_frame
+    from bwprof.report.summary import build_summary
+
+    print_report(console, rows, build_summary(results_frame(rows)), title, system=system,
+                 findings=findings)
+
+
+def change_cell(row: pd.Series) -> str:
+    """'-20.0% beyond ±3.1%' for a later run's figure against the baseline: the change, and
+    whether it is beyond the noise band (`noise ?` where the rows cannot say)."""
+    if _missing(row["change_pct"]):
+        return "" if not _missing(row["value"]) or _missing(row["baseline_value"]) else "absent"
+    if row["backend"] == "simulated" or row["baseline_simulated"]:
+        return "simulated"
+    text = f"{row['change_pct']:+.1f}%"
+    if _missing(row["beyond_noise"]):
+        return text + " noise ?"
+    verdict = "beyond" if row["beyond_noise"] else "within"
+    return f"{text} {verdict} ±{row['noise_pct']:.1f}%"
+
+
+def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
+    """Each aligned figure of `scope` per run, and each later run's change against the first;
+    a line naming the device model opens each group of rows of that model."""
+    frame = comparison.rows[comparison.rows["scope"] == scope].copy()
+    base = frame[frame["baseline"]].set_index("figure_id")["backend"] == "simulated"
+    frame["baseline_simulated"] = frame["figure_id"].map(base).fillna(False)
+    labels = comparison.labels
+    what = "headline figures" if scope == "summary" else "every row"
+    table = Table(title=f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("figure", overflow="fold", ratio=3)
+    for index, label in enumerate(labels):
+        table.add_column(label, justify="right", overflow="fold", ratio=2)
+        if index:
+            table.add_column(f"{label} vs {labels[0]}", justify="right", overflow="fold", ratio=3)
+    model = None
+    for _, group in frame.groupby("figure_id", sort=False):
+        first = group.iloc[0]
+        if first["device_name"] != model:
+            model = first["device_name"]
+            table.add_row(Text(str(model) or "(no device model)", style="bold"))
+        parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
+        if first["phase"] and scope == "row":
+            parts.append(str(first["phase"]))
+        if first["metric"] == "overlap_efficiency":
+            parts.append("overlap efficiency")
+        cells = [" ".join(p for p in parts if p)]
+        for index, (_, row) in enumerate(group.iterrows()):
+            value = figure_cell(row["value"], row["backend"], str(row["metric"]))
+            cells.append(value.removesuffix(" GB/s").removesuffix(" overlap") or "absent")
+            if index:
+                cells.append(change_cell(row))
+        table.add_row(*cells)
+    return table
+
+
+def print_comparison(console: Console, comparison: Comparison, show_all: bool = False) -> None:
+    """Which run is which, the machine differences, then the aligned figures."""
+    from bwprof.report.compare import run_lines
+
+    _print_lines(console, run_lines(comparison))
+    _print_lines(console, [f"warning: {line}" for line in comparison.warnings], style="yellow")
+    console.print(compare_table(comparison, "summary"))
+    if show_all:
+        console.print(compare_table(comparison, "row"))
+    else:
+        _print_lines(console, ["every measured row, aligned, is in compare.csv (--out) or "
+                               "shown with --all"])

@@ -122,7 +122,7 @@ def test_timeline_png_is_drawn_from_recorded_events(tmp_path):
     assert pngs == ["timeline-overlap_h2d_compute-gpu0.png",
                     "timeline-overlap_h2d_compute-gpu1.png"]
     assert all((tmp_path / "r" / name).stat().st_size > 5000 for name in pngs)
-    assert result.system["plots"] == {"files": pngs, "error": None}
+    assert set(pngs) <= {path.name for path in result.files} and result.notes == []
     assert len(result.timelines) == 2
     bwprof.run(cases="overlap_h2d_compute", preset="quick", repeats=2, out=tmp_path / "n",
                simulate=True, plots=False)

@@ -1,0 +1,305 @@
+"""`bwprof compare`: the same figures across runs and boxes, against the first run.
+
+Rows align by case, size, device, device model and direction (and thread count and overlap
+phase where they apply), in two scopes: `summary` (the headline figures of each run's summary:
+DDR, HBM, host↔device, GPU↔GPU, overlap efficiency) and `row` (every measured row of
+results.csv). Rows of different device models never align: an H100's figure against an
+H200's is not a change of one machine, so each shows in its own line, and the machine warnings
+say why. The first run is the baseline; every other run gets the change in % against it and
+whether the change is beyond noise (`noise_pct`, see `noise_pct`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bwprof.errors import BwprofError
+from bwprof.report.runfolder import RunFolder
+from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.report.summary import build_summary
+
+COMPARE_FILE = "compare.csv"
+NOISE_FLOOR = 0.01
+"""Below 1% a change is never called beyond noise: the samples of one run do not see what
+varies between runs (boost clocks, page placement, which copy engine is picked)."""
+
+KEY_COLUMNS: tuple[str, ...] = (
+    "scope", "path", "case", "size_bytes", "device", "device_name", "direction", "threads",
+    "phase", "metric",
+)
+COMPARE_COLUMNS: tuple[str, ...] = (
+    "figure_id", *KEY_COLUMNS, "run", "run_dir", "run_id", "baseline", "backend", "status",
+    "value", "cv", "repeats", "baseline_value", "change_pct", "noise_pct", "beyond_noise",
+    "schema_version",
+)
+
+
+def noise_pct(cv_a: float | None, n_a: int | None, cv_b: float | None,
+              n_b: int | None) -> float | None:
+    """The change (in %) two figures may differ by through sampling noise alone.
+
+    Each figure's relative standard error is about cv/√n (n kept samples, cv their coefficient
+    of variation); the two are independent, so the difference has √(cv_a²/n_a + cv_b²/n_b),
+    and a change beyond twice that (about 95% confidence) is beyond noise, never below
+    NOISE_FLOOR. Unknown (None) where a row lacks a CV or has fewer than two samples.
+    """
+    if cv_a is None or cv_b is None or not n_a or not n_b or n_a < 2 or n_b < 2:
+        return None
+    spread = 2 * math.sqrt(cv_a**2 / n_a + cv_b**2 / n_b)
+    return 100 * max(spread, NOISE_FLOOR)
+
+
+def parse_fail_below(text: str) -> float:
+    """'10', '10%' or '2.5' -> 10.0 / 2.5; anything else (or outside 0..100) a one-line error."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*%?\s*", text)
+    value = float(match.group(1)) if match else None
+    if value is None or not 0 < value <= 100:
+        raise BwprofError(
+            f"--fail-below expects a percentage above 0 and at most 100, e.g. 10 or 2.5, "
+            f"got {text!r}"
+        )
+    return value
+
+
+def _num(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+
+
+def _int(value: object) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
+
+
+def _figures(run: RunFolder) -> list[dict[str, object]]:
+    """The run's figures, keyed: its summary rows, then every measured row of results.csv."""
+    figures: list[dict[str, object]] = []
+    summary = build_summary(run.results)
+    for _, row in summary.iterrows():
+        metric, value = (("overlap_efficiency", row["overlap_efficiency"])
+                         if row["path"] == "overlap" else ("gbps", row["gbps"]))
+        if _num(value) is None:
+            continue
+        figures.append({
+            "scope": "summary", "path": row["path"], "case": row["case"],
+            "size_bytes": _int(row["size_bytes"]), "device": row["device"],
+            "device_name": row["device_name"], "direction": row["direction"], "threads": None,
+            "phase": "concurrent" if row["path"] == "overlap" else "", "metric": metric,
+            "backend": row["backend"], "status": row["status"], "value": _num(value),
+            "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
+        })
+    measured = run.results[run.results["status"].isin(["ok", "invalid"])]
+    for _, row in measured.iterrows():
+        metrics = [("gbps", row["gbps_best"])]
+        if _num(row["overlap_efficiency"]) is not None:
+            metrics.append(("overlap_efficiency", row["overlap_efficiency"]))
+        for metric, value in metrics:
+            if _num(value) is None:
+                continue
+            figures.append({
+                "scope": "row", "path": "", "case": row["case"],
+                "size_bytes": _int(row["size_bytes"]), "device": row["device"],
+                "device_name": row["device_name"], "direction": row["direction"],
+                "threads": _int(row["threads"]), "phase": row["phase"], "metric": metric,
+                "backend": row["backend"], "status": row["status"], "value": _num(value),
+                "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
+            })
+    return figures
+
+
+def _key(figure: dict[str, object]) -> tuple[object, ...]:
+    return tuple(figure[c] for c in KEY_COLUMNS)
+
+
+def run_labels(count: int) -> list[str]:
+    """A, B, ... Z, then R27, R28, ...: short column headers for the runs."""
+    return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(count)]
+
+
+@dataclass
+class Regression:
+    run: str
+    figure: str
+    change_pct: float | None
+    """None when the figure is missing from the later run."""
+    simulated: bool
+
+
+@dataclass
+class Comparison:
+    runs: list[RunFolder]
+    labels: list[str]
+    rows: pd.DataFrame
+    warnings: list[str]
+
+    def regressions(self, fail_below: float) -> list[Regression]:
+        """Headline figures of later runs that fell more than `fail_below` % versus the
+        baseline, and headline figures of the baseline that a later run lacks."""
+        found = []
+        summary = self.rows[(self.rows["scope"] == "summary") & ~self.rows["baseline"]]
+        for _, row in summary.iterrows():
+            if _num(row["baseline_value"]) is None:
+                continue
+            change = _num(row["change_pct"])
+            if change is not None and change >= -fail_below:
+                continue
+            if change is None and _num(row["value"]) is not None:
+                continue
+            found.append(Regression(
+                str(row["run"]), describe(row), change,
+                row["backend"] == "simulated" or self._baseline_simulated(row),
+            ))
+        return found
+
+    def _baseline_simulated(self, row: pd.Series) -> bool:
+        base = self.rows[self.rows["baseline"] & (self.rows["figure_id"] == row["figure_id"])]
+        return bool((base["backend"] == "simulated").any())
+
+
+def _missing(value: object) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def describe(row: pd.Series) -> str:
+    """'hbm_triad gpu0 (NVIDIA H200) 256 MiB' for messages."""
+    from bwprof.plan import format_bytes
+
+    parts = [str(row["case"]), str(row["device"])]
+    if row["device_name"]:
+        parts.append(f"({row['device_name']})")
+    if not _missing(row["size_bytes"]):
+        parts.append(format_bytes(int(row["size_bytes"])))
+    if row["metric"] == "overlap_efficiency":
+        parts.append("overlap efficiency")
+    return " ".join(parts)
+
+
+def _machine(system: dict) -> dict[str, str]:
+    """What must match for figures to be comparable, as short strings."""
+    gpus = system.get("gpus") if isinstance(system.get("gpus"), dict) else {}
+    devices = [d for d in (gpus or {}).get("devices") or [] if isinstance(d, dict)]
+    names = Counter(str((d.get("properties") or {}).get("name")) for d in devices)
+    metadata = [d.get("metadata") or {} for d in devices]
+
+    def distinct(key: str) -> str:
+        values = sorted({str(m[key]) for m in metadata if m.get(key)})
+        return ", ".join(values) or "unknown"
+
+    host = system.get("host") if isinstance(system.get("host"), dict) else {}
+    return {
+        "GPU model": ", ".join(f"{n}× {name}" for name, n in names.items()) or "no GPU",
+        "driver": distinct("driver_version") if devices else "no GPU",
+        "CUDA": distinct("cuda_driver_version") if devices else "no GPU",
+        "CPU": str((host or {}).get("cpu_model") or "unknown"),
+        "bwprof version": str(system.get("bwprof_version") or "unknown"),
+        "backend": "GPU rows simulated" if system.get("simulated") else "GPU rows measured",
+    }
+
+
+def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[str]:
+    """One line per attribute where a run's machine differs from the baseline's."""
+    base = _machine(runs[0].system)
+    lines = []
+    for run, label in zip(runs[1:], labels[1:], strict=True):
+        mine = _machine(run.system)
+        for what, value in mine.items():
+            gpu_detail = what in ("driver", "CUDA", "backend")
+            if gpu_detail and "no GPU" in (value, base["GPU model"], mine["GPU model"]):
+                continue  # the GPU model line already says one side has no GPU
+            if value != base[what]:
+                lines.append(f"{what} differs: {labels[0]} {base[what]}; {label} {value}")
+    return lines
+
+
+def compare_runs(runs: Sequence[RunFolder]) -> Comparison:
+    """Align the figures of two or more runs; the first is the baseline."""
+    if len(runs) < 2:
+        raise BwprofError("compare needs at least two run folders; the first is the baseline")
+    labels = run_labels(len(runs))
+    per_run = [{_key(f): f for f in _figures(run)} for run in runs]
+    keys = sorted(dict.fromkeys(k for figures in per_run for k in figures),
+                  key=lambda k: k[0] != "summary")  # stable: summary first, then run order
+    records = []
+    for figure_id, key in enumerate(keys):
+        base = per_run[0].get(key)
+        for index, (run, label, figures) in enumerate(zip(runs, labels, per_run, strict=True)):
+            mine = figures.get(key)
+            record: dict[str, object] = {"figure_id": figure_id,
+                                         **dict(zip(KEY_COLUMNS, key, strict=True))}
+            record.update(
+                run=label, run_dir=str(run.path), run_id=run.run_id, baseline=index == 0,
+                backend=mine["backend"] if mine else None,
+                status=mine["status"] if mine else "absent",
+                value=mine["value"] if mine else None, cv=mine["cv"] if mine else None,
+                repeats=mine["repeats"] if mine else None,
+                baseline_value=base["value"] if base else None,
+                change_pct=None, noise_pct=None, beyond_noise=None,
+                schema_version=SCHEMA_VERSION,
+            )
+            if index and base and mine and base["value"]:
+                change = 100 * (mine["value"] / base["value"] - 1)  # type: ignore[operator]
+                noise = noise_pct(base["cv"], base["repeats"], mine["cv"],  # type: ignore[arg-type]
+                                  mine["repeats"])  # type: ignore[arg-type]
+                record.update(change_pct=change, noise_pct=noise,
+                              beyond_noise=None if noise is None else abs(change) > noise)
+            records.append(record)
+    frame = pd.DataFrame(records, columns=list(COMPARE_COLUMNS))
+    for column in ("figure_id", "size_bytes", "threads", "repeats", "schema_version"):
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    frame["beyond_noise"] = frame["beyond_noise"].astype("boolean")
+    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels))
+
+
+def regression_lines(regressions: Sequence[Regression], fail_below: float) -> list[str]:
+    """One line per headline figure that fails `--fail-below`; simulated changes stay unsaid."""
+    lines = []
+    for found in regressions:
+        if found.change_pct is None:
+            what = "is missing (not measured or failed)"
+        elif found.simulated:
+            what = f"fell more than {fail_below:g}% (simulated rows, not a measurement)"
+        else:
+            what = f"fell {-found.change_pct:.1f}% (more than {fail_below:g}%)"
+        lines.append(f"below --fail-below: run {found.run}: {found.figure} {what}")
+    return lines
+
+
+def run_lines(comparison: Comparison) -> list[str]:
+    """'A (baseline) = DIR: run_id, machine' for each run."""
+    from bwprof.report.runfolder import machine_line
+
+    lines = []
+    for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels, strict=True)):
+        role = " (baseline)" if index == 0 else ""
+        simulated = ", simulated GPU rows" if run.simulated else ""
+        lines.append(f"{label}{role} = {run.path}: {run.run_id}, {machine_line(run.system)}, "
+                     f"bwprof {run.system.get('bwprof_version', '?')}{simulated}")
+    return lines
+
+
+def comparison_json(comparison: Comparison, fail_below: float | None,
+                    regressions: Sequence[Regression]) -> dict[str, object]:
+    from dataclasses import asdict
+
+    from bwprof.report.formats import json_records
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "baseline": comparison.labels[0],
+        "runs": [{"label": label, "path": str(run.path), "run_id": run.run_id,
+                  "host": run.host, "simulated": run.simulated}
+                 for run, label in zip(comparison.runs, comparison.labels, strict=True)],
+        "warnings": comparison.warnings,
+        "rows": json_records(comparison.rows),
+        "fail_below": fail_below,
+        "regressions": [asdict(found) for found in regressions],
+    }

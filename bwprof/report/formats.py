@@ -1,0 +1,58 @@
+"""Output formats of the report tables: CSV always (the primary format), Parquet on request.
+
+Parquet needs pyarrow, an optional dependency; asking for it without pyarrow is a one-line
+error before anything is measured or written. Every table carries a `schema_version` column,
+whatever its format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.errors import BwprofError
+
+FORMATS: tuple[str, ...] = ("csv", "parquet")
+
+
+def check_format(name: str) -> bool:
+    """True when Parquet copies are wanted; BwprofError for an unknown format or no pyarrow."""
+    if name not in FORMATS:
+        raise BwprofError(f"unknown --format {name!r}; choose one of: {', '.join(FORMATS)}")
+    if name == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise BwprofError(
+                "--format parquet needs pyarrow: python3 -m pip install pyarrow"
+            ) from None
+    return name == "parquet"
+
+
+def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
+    frame.to_parquet(target, index=False)
+    return target
+
+
+def plain(value: object) -> object:
+    """A JSON-ready value: None for NaN and pd.NA, Python numbers for NumPy ones."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value.item() if hasattr(value, "item") else value
+
+
+def json_records(frame: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows of a table as JSON-ready dicts, missing cells as null."""
+    return [plain(record) for record in frame.to_dict("records")]  # type: ignore[misc]

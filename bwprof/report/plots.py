@@ -1,0 +1,260 @@
+"""PNG plots of a run folder (matplotlib, Agg, no display needed).
+
+- `bandwidth_vs_size.png`: GB/s against transfer size (log x), one panel per memory kind and
+  direction, one line per case and device, the theoretical peak as a dashed line.
+- `summary_vs_peak.png`: the summary's figures (DDR, HBM, PCIe, P2P) as bars beside their peaks.
+- `telemetry.png`: the counters of `samples.csv` over time, each case shaded (only when the run
+  recorded telemetry).
+- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix (only with two GPUs or more).
+
+Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
+measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
+so plotting is safe to call from a library. Nothing here touches hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.plan import format_bytes
+from bwprof.report.runfolder import RunFolder, machine_line
+from bwprof.report.summary import PATH_LABELS, build_summary
+from bwprof.report.timeline import read_timelines, write_timeline_plots
+
+BANDWIDTH_PNG = "bandwidth_vs_size.png"
+SUMMARY_PNG = "summary_vs_peak.png"
+TELEMETRY_PNG = "telemetry.png"
+P2P_PNG = "p2p_heatmap.png"
+SIMULATED_TITLE = "SIMULATED — not a measurement"
+MAX_COUNTER_PANELS = 8
+_NOT_COUNTERS = {"t_s", "size_bytes", "threads", "sample", "index", "schema_version",
+                 "numa_node", "streams"}
+
+_MEMORY_LABELS = {"ddr": "host DDR", "hbm": "device memory", "pinned": "pinned host memory",
+                  "pageable": "pageable host memory"}
+_DIRECTION_LABELS = {"within": "within one memory", "h2d": "host→device",
+                     "d2h": "device→host", "both": "both directions at once",
+                     "p2p": "GPU→GPU"}
+
+
+def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _title(figure, what: str, system: dict, simulated: bool) -> None:
+    text = f"{what}\n{machine_line(system)}"
+    if simulated:
+        text += f"\n{SIMULATED_TITLE}"
+    figure.suptitle(text, fontsize=11, color="firebrick" if simulated else "black")
+
+
+def _size_formatter(value: float, _position: object) -> str:
+    return format_bytes(int(value)) if value >= 1 else ""
+
+
+def bandwidth_figure(results: pd.DataFrame, system: dict):
+    """GB/s against size per memory kind and direction; None when no row has a size."""
+    from matplotlib.ticker import FuncFormatter
+
+    rows = results[(results["status"] == "ok") & results["gbps_best"].notna()
+                   & results["size_bytes"].notna() & (results["phase"] == "")]
+    if rows.empty:
+        return None
+    panels = list(dict.fromkeys(zip(rows["memory"], rows["direction"], strict=True)))
+    columns = min(len(panels), 3)
+    lines = math.ceil(len(panels) / columns)
+    figure = _figure(5.2 * columns, 3.9 * lines + 0.8)
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    for axis, (memory, direction) in zip(axes, panels, strict=False):
+        mine = rows[(rows["memory"] == memory) & (rows["direction"] == direction)]
+        for (case, device), line in mine.groupby(["case", "device"], sort=False):
+            line = line.sort_values("size_bytes")
+            label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
+                                          .any() else "")
+            axis.plot(line["size_bytes"].astype(float), line["gbps_best"], marker="o",
+                      markersize=3, label=label)
+        for peak in sorted(mine["peak_gbps"].dropna().unique()):
+            axis.axhline(peak, linestyle="--", linewidth=1, color="grey")
+            axis.annotate(f"peak {peak:.0f} GB/s", (0.01, peak), xycoords=("axes fraction",
+                          "data"), fontsize=7, color="grey", va="bottom")
+        axis.set_xscale("log", base=2)
+        axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
+        axis.set_xlabel("transfer or array size (bytes, log scale)")
+        axis.set_ylabel("GB/s (10^9 bytes/s), best")
+        axis.set_ylim(bottom=0)
+        axis.set_title(f"{_MEMORY_LABELS.get(memory, memory)}, "
+                       f"{_DIRECTION_LABELS.get(direction, direction)}", fontsize=9)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=6, ncol=2 if mine.groupby(["case", "device"]).ngroups > 8 else 1)
+    for axis in axes[len(panels):]:
+        axis.set_visible(False)
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Bandwidth against transfer size", system, simulated)
+    return figure
+
+
+def summary_figure(summary: pd.DataFrame, system: dict):
+    """Horizontal bars: each summary figure in GB/s beside its peak; None without figures."""
+    from matplotlib.ticker import FuncFormatter
+
+    rows = summary[summary["gbps"].notna() & (summary["path"] != "overlap")]
+    if rows.empty:
+        return None
+    labels = [
+        f"{PATH_LABELS[r.path]}  {r.case} {r.device}" + (" (simulated)"
+                                                         if r.backend == "simulated" else "")
+        for r in rows.itertuples()
+    ]
+    figure = _figure(10, 1.2 + 0.42 * len(rows))
+    axis = figure.subplots()
+    positions = list(range(len(rows)))[::-1]
+    colours = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green", "d2h": "tab:olive",
+               "p2p": "tab:purple"}
+    axis.barh(positions, rows["gbps"], color=[colours.get(p, "grey") for p in rows["path"]],
+              label="measured (best)")
+    peaks = rows["peak_gbps"]
+    if peaks.notna().any():
+        axis.barh(positions, peaks.fillna(0), fill=False, edgecolor="black", linewidth=0.8,
+                  label="theoretical peak")
+    for position, row in zip(positions, rows.itertuples(), strict=True):
+        text = f"{row.gbps:.1f} GB/s"
+        if not pd.isna(row.pct_of_peak):
+            text += f" ({row.pct_of_peak:.0f}% of peak)"
+        axis.annotate(text, (row.gbps, position), xytext=(3, 0), textcoords="offset points",
+                      va="center", fontsize=7)
+    axis.set_yticks(positions, labels, fontsize=8)
+    axis.set_xscale("log")
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    axis.set_xlabel("GB/s (10^9 bytes/s), log scale")
+    axis.grid(True, axis="x", alpha=0.3)
+    axis.legend(fontsize=7, loc="lower right")
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Summary: measured bandwidth against theoretical peak", system, simulated)
+    return figure
+
+
+def _counters(samples: pd.DataFrame) -> list[str]:
+    names = []
+    for column in samples.columns:
+        if column in _NOT_COUNTERS or "reason" in column or column in ("device", "case"):
+            continue
+        values = pd.to_numeric(samples[column], errors="coerce")
+        if values.notna().any():
+            names.append(column)
+    return names
+
+
+def _case_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
+    """(case, first t_s, last t_s) for each stretch of consecutive samples of one case."""
+    ordered = samples.sort_values("t_s")
+    cases = ordered["case"].fillna("").astype(str) if "case" in ordered else None
+    if cases is None:
+        return []
+    spans: list[tuple[str, float, float]] = []
+    for case, t in zip(cases, ordered["t_s"], strict=True):
+        if spans and spans[-1][0] == case:
+            spans[-1] = (case, spans[-1][1], float(t))
+        else:
+            spans.append((case, float(t), float(t)))
+    return [span for span in spans if span[0]]
+
+
+def telemetry_figure(samples: pd.DataFrame | None, system: dict, simulated: bool = False):
+    """One panel per counter over time, a line per device, each case shaded."""
+    if samples is None or samples.empty:
+        return None
+    counters = _counters(samples)
+    if not counters:
+        return None
+    shown = counters[:MAX_COUNTER_PANELS]
+    figure = _figure(11, 1.0 + 1.9 * len(shown))
+    axes = figure.subplots(len(shown), 1, sharex=True, squeeze=False).ravel()
+    spans = _case_spans(samples)
+    devices = samples["device"].fillna("").astype(str) if "device" in samples else None
+    for axis, counter in zip(axes, shown, strict=True):
+        values = pd.to_numeric(samples[counter], errors="coerce")
+        groups = [("", slice(None))] if devices is None else [
+            (d, devices == d) for d in dict.fromkeys(devices)
+        ]
+        for device, mask in groups:
+            axis.plot(samples["t_s"][mask], values[mask], linewidth=1, label=device or None)
+        for index, (case, start, end) in enumerate(spans):
+            axis.axvspan(start, end, color="tab:blue" if index % 2 else "tab:orange",
+                         alpha=0.12, linewidth=0)
+            if axis is axes[0]:
+                axis.annotate(case, ((start + end) / 2, 0.97), xycoords=("data", "axes fraction"),
+                              fontsize=6, ha="center", va="top",
+                              bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0})
+        axis.set_ylabel(counter, fontsize=7)
+        axis.grid(True, alpha=0.3)
+        if devices is not None and axis is axes[0]:
+            axis.legend(fontsize=6, loc="upper right")
+    axes[-1].set_xlabel("time since the run started (s); shaded: the case running")
+    what = "Hardware counters over time"
+    if len(counters) > len(shown):
+        what += f" (first {len(shown)} of {len(counters)} counters; all in samples.csv)"
+    _title(figure, what, system, simulated)
+    return figure
+
+
+def p2p_figure(results: pd.DataFrame, system: dict):
+    """Matrix of p2p_copy GB/s at the largest size; None with fewer than two GPUs."""
+    rows = results[(results["case"] == "p2p_copy") & (results["status"] == "ok")
+                   & results["gbps_best"].notna() & results["device"].str.contains("->")]
+    if rows.empty:
+        return None
+    rows = rows[rows["size_bytes"] == rows["size_bytes"].max()]
+    pairs = [tuple(d.split("->")) for d in rows["device"]]
+    gpus = sorted({g for pair in pairs for g in pair}, key=lambda g: (len(g), g))
+    if len(gpus) < 2:
+        return None
+    matrix = [[math.nan] * len(gpus) for _ in gpus]
+    for (source, target), value in zip(pairs, rows["gbps_best"], strict=True):
+        matrix[gpus.index(source)][gpus.index(target)] = float(value)
+    figure = _figure(1.6 + 0.9 * len(gpus), 1.9 + 0.8 * len(gpus))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap="viridis")
+    for i, line in enumerate(matrix):
+        for j, value in enumerate(line):
+            if not math.isnan(value):
+                axis.text(j, i, f"{value:.3g}", ha="center", va="center", color="white",
+                          fontsize=8)
+    axis.set_xticks(range(len(gpus)), gpus)
+    axis.set_yticks(range(len(gpus)), gpus)
+    axis.set_xlabel("to")
+    axis.set_ylabel("from")
+    figure.colorbar(image, ax=axis, label="GB/s (10^9 bytes/s), best")
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, f"GPU→GPU copy (p2p_copy, {size})", system, simulated)
+    return figure
+
+
+def write_plots(run: RunFolder, out_dir: Path | None = None) -> list[Path]:
+    """Write every plot that has data into `out_dir` (default: the run folder)."""
+    target = out_dir or run.path
+    summary = build_summary(run.results)
+    simulated = run.simulated
+    figures = {
+        BANDWIDTH_PNG: bandwidth_figure(run.results, run.system),
+        SUMMARY_PNG: summary_figure(summary, run.system),
+        TELEMETRY_PNG: telemetry_figure(run.samples, run.system, simulated),
+        P2P_PNG: p2p_figure(run.results, run.system),
+    }
+    written = []
+    for name, figure in figures.items():
+        if figure is not None:
+            figure.savefig(target / name)
+            written.append(target / name)
+    # The overlap timelines, from the event times the run recorded in timelines.json.
+    devices = (run.system.get("gpus") or {}).get("devices") or []
+    names = " + ".join(sorted({d["properties"]["name"] for d in devices}))
+    written += write_timeline_plots(target, read_timelines(run.path), run.host, names)
+    return written

@@ -1,0 +1,139 @@
+"""Loading a saved run folder for `bwprof report` and `bwprof compare`, with one-line errors.
+
+A run folder is what `bwprof run` wrote: `results.csv` (or `results.parquet`), `system.json`,
+and where they exist `samples.csv` (telemetry) and `findings.csv`. Everything is checked
+before use: a missing folder, a folder that is not a run, a malformed file or a file of
+another schema version is a BwprofError naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.errors import BwprofError
+from bwprof.report.export import RESULTS_FILE, SYSTEM_FILE
+from bwprof.report.frames import checked_results, read_results
+from bwprof.report.schema import SCHEMA_VERSION
+
+RESULTS_PARQUET = "results.parquet"
+SAMPLES_FILE = "samples.csv"
+FINDINGS_FILE = "findings.csv"
+
+
+@dataclass
+class RunFolder:
+    """One saved run: its rows, its metadata, and the telemetry samples where recorded."""
+
+    path: Path
+    results: pd.DataFrame
+    system: dict
+    samples: pd.DataFrame | None = None
+    findings: pd.DataFrame | None = None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.system.get("run_id") or self.path.name)
+
+    @property
+    def host(self) -> str:
+        host = self.system.get("host")
+        return str(host.get("hostname") or "") if isinstance(host, dict) else ""
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.system.get("simulated")) or bool(
+            (self.results["backend"] == "simulated").any()
+        )
+
+
+def read_system(path: Path) -> dict:
+    """system.json as a dict; a file that is not JSON, not an object, or of another schema
+    version is a one-line error."""
+    try:
+        system = json.loads(path.read_text())
+    except OSError as exc:
+        raise BwprofError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BwprofError(f"{path} is malformed: {str(exc).splitlines()[0]}") from None
+    if not isinstance(system, dict) or "schema_version" not in system:
+        raise BwprofError(f"{path} is not a bwprof system.json (no schema_version)")
+    if system["schema_version"] != SCHEMA_VERSION:
+        raise BwprofError(
+            f"{path} has schema version {system['schema_version']!r}, this bwprof reads "
+            f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
+        )
+    return system
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+
+
+def read_samples(path: Path) -> pd.DataFrame:
+    """samples.csv (telemetry over time): needs `t_s`, numeric; other columns are kept."""
+    frame = _read_table(path)
+    if "t_s" not in frame.columns:
+        raise BwprofError(f"{path} is not a bwprof samples file (missing t_s)")
+    times = pd.to_numeric(frame["t_s"], errors="coerce")
+    if times.isna().any():
+        raise BwprofError(f"{path} is malformed: column t_s holds a value that is not a number")
+    frame["t_s"] = times
+    return frame
+
+
+def read_parquet_results(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_parquet(path)
+    except ImportError:
+        raise BwprofError(f"reading {path} needs pyarrow: python3 -m pip install pyarrow") from None
+    except Exception as exc:  # pyarrow raises its own error types for a damaged file
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    return checked_results(frame, path)
+
+
+def load_run(path: str | Path) -> RunFolder:
+    """Load and check a run folder; BwprofError (one line) when it is not a usable run."""
+    folder = Path(path)
+    if not folder.exists():
+        raise BwprofError(f"run folder {folder} does not exist")
+    if not folder.is_dir():
+        raise BwprofError(f"{folder} is not a run folder (it is a file); pass the folder that "
+                          f"holds {RESULTS_FILE} and {SYSTEM_FILE}")
+    csv_path, parquet_path = folder / RESULTS_FILE, folder / RESULTS_PARQUET
+    if not (folder / SYSTEM_FILE).is_file() or not (csv_path.is_file() or parquet_path.is_file()):
+        missing = SYSTEM_FILE if not (folder / SYSTEM_FILE).is_file() else RESULTS_FILE
+        raise BwprofError(f"{folder} is not a bwprof run folder (no {missing})")
+    system = read_system(folder / SYSTEM_FILE)
+    results = read_results(csv_path) if csv_path.is_file() else read_parquet_results(parquet_path)
+    return with_extras(folder, results, system)
+
+
+def with_extras(folder: Path, results: pd.DataFrame, system: dict) -> RunFolder:
+    """A RunFolder of rows and metadata at hand, with the folder's samples and findings files
+    where they exist (the end of `bwprof run` uses this)."""
+    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else None
+    findings = (_read_table(folder / FINDINGS_FILE) if (folder / FINDINGS_FILE).is_file()
+                else None)
+    return RunFolder(folder, results, system, samples, findings)
+
+
+def machine_line(system: dict) -> str:
+    """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs."""
+    host = system.get("host") if isinstance(system.get("host"), dict) else {}
+    name = str((host or {}).get("hostname") or "?")
+    cpu = (host or {}).get("cpu_model")
+    gpus = system.get("gpus") if isinstance(system.get("gpus"), dict) else {}
+    devices = [d for d in (gpus or {}).get("devices") or [] if isinstance(d, dict)]
+    names: dict[str, int] = {}
+    for device in devices:
+        model = str((device.get("properties") or {}).get("name") or "GPU")
+        names[model] = names.get(model, 0) + 1
+    gpu_text = ", ".join(f"{n}× {model}" for model, n in names.items()) or "no GPU"
+    return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"

@@ -1,0 +1,82 @@
+"""`bwprof report RUN_DIR`: the summary, findings, plots and model arithmetic of a saved run,
+rendered again on any machine without touching hardware."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from bwprof.report.formats import check_format, json_records, plain
+from bwprof.report.frames import rows_from_frame
+from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
+from bwprof.report.outputs import Written, output_dir, write_report_files
+from bwprof.report.runfolder import RunFolder, load_run, machine_line
+from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.report.summary import build_summary, headline_sentence
+from bwprof.report.terminal import print_report
+
+
+@dataclass
+class RunReport:
+    run: RunFolder
+    summary: pd.DataFrame
+    written: Written
+    model: ModelReport | None = None
+
+
+def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: bool = True,
+                    file_format: str = "csv", out: Path | None = None) -> RunReport:
+    """Check every option, load the run folder, write summary.csv (and plots) to `out`
+    (default: the run folder). Raises BwprofError with one line for anything wrong."""
+    spec = parse_model(model) if model is not None else None
+    parquet = check_format(file_format)
+    run = load_run(run_dir)
+    summary = build_summary(run.results)
+    target = output_dir(out, run.path)
+    written = write_report_files(run, summary, target, parquet=parquet, plots=plots)
+    report = model_report(spec, summary, run.system) if spec is not None else None
+    return RunReport(run, summary, written, report)
+
+
+def print_run_report(console: Console, report: RunReport, show_rows: bool = False) -> None:
+    run = report.run
+    system = run.system
+    console.print(
+        f"run {run.path}: {run.run_id}, {machine_line(system)}, bwprof "
+        f"{system.get('bwprof_version', '?')}, started {system.get('started_utc', '?')}"
+        + (" (interrupted)" if system.get("interrupted") else ""),
+        markup=False, highlight=False, soft_wrap=True,
+    )
+    print_report(console, rows_from_frame(run.results), report.summary, show_rows=show_rows,
+                 system=system, findings=run.findings)
+    if report.model is not None:
+        for line in model_lines(report.model):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for note in report.written.notes:
+        console.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    if report.written.files:
+        folder = report.written.files[0].parent
+        names = ", ".join(path.name for path in report.written.files)
+        console.print(f"wrote {names} in {folder}", markup=False, highlight=False,
+                      soft_wrap=True)
+
+
+def run_report_json(report: RunReport) -> dict[str, object]:
+    """Everything `print_run_report` says, for scripts (simulated figures keep their label)."""
+    run = report.run
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
+                "machine": machine_line(run.system), "simulated": run.simulated,
+                "bwprof_version": run.system.get("bwprof_version"),
+                "interrupted": bool(run.system.get("interrupted"))},
+        "summary": json_records(report.summary),
+        "headline": headline_sentence(report.summary),
+        "findings": [] if run.findings is None else json_records(run.findings),
+        "model": None if report.model is None else plain(report.model.as_dict()),
+        "files": [str(path) for path in report.written.files],
+        "notes": report.written.notes,
+    }

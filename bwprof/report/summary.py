@@ -1,0 +1,242 @@
+"""The capacity-review summary: one row per memory path, each figure beside its peak.
+
+Paths, in order: DDR (the best `ddr_triad`), HBM (`hbm_triad` and `d2d_copy` per GPU),
+host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per GPU, and
+`h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest size, the
+slowest ordered pair), and overlap efficiency (the `concurrent` rows of the overlap cases).
+A path with no figure keeps one row with an empty figure and the reason, so the table always
+says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU.
+
+Every figure is a row of results.csv (or a ratio of two), chosen here, never recomputed from
+samples; a summary of simulated rows keeps `backend` = `simulated`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+from bwprof.report.schema import SCHEMA_VERSION
+
+SUMMARY_FILE = "summary.csv"
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "run_id", "host", "path", "case", "backend", "device", "device_name", "memory", "direction",
+    "size_bytes", "threads", "repeats", "gbps", "gbps_median", "cv", "peak_gbps",
+    "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status", "note",
+    "schema_version",
+)
+
+PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "overlap")
+PATH_LABELS: dict[str, str] = {
+    "ddr": "DDR", "hbm": "HBM", "h2d": "host→device", "d2h": "device→host",
+    "p2p": "GPU↔GPU", "overlap": "overlap",
+}
+# The cases each path reads, in the order their rows appear.
+PATH_CASES: dict[str, tuple[str, ...]] = {
+    "ddr": ("ddr_triad",),
+    "hbm": ("hbm_triad", "d2d_copy"),
+    "h2d": ("h2d_pinned", "h2d_all"),
+    "d2h": ("d2h_pinned", "d2h_all"),
+    "p2p": ("p2p_copy",),
+    "overlap": ("overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
+                "overlap_pageable"),
+}
+SLOWEST_PAIR = "slowest pair"
+
+
+def _value(value: object) -> object:
+    """None for a missing cell (NaN, pd.NA), the plain Python value otherwise."""
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value.item() if hasattr(value, "item") else value
+
+
+def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]:
+    gbps = _value(row["gbps_best"])
+    peak = _value(row["peak_gbps"])
+    values: dict[str, object] = {
+        "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
+        "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
+        "memory": row["memory"], "direction": row["direction"],
+        "size_bytes": _value(row["size_bytes"]), "threads": _value(row["threads"]),
+        "repeats": _value(row["repeats"]), "gbps": gbps,
+        "gbps_median": _value(row["gbps_median"]), "cv": _value(row["cv"]), "peak_gbps": peak,
+        "pct_of_peak": 100.0 * gbps / peak if gbps is not None and peak else None,
+        "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
+        "status": row["status"], "note": "", "schema_version": SCHEMA_VERSION,
+    }
+    values.update(extra)
+    return values
+
+
+def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> dict[str, object]:
+    """The row of a path with no figure: the first reason a case of it did not give one."""
+    cases = PATH_CASES[path]
+    others = results[results["case"].isin(cases) & (results["status"] != "ok")]
+    case = cases[0] if len(cases) == 1 else ""
+    if len(others):
+        first = others.iloc[0]
+        status, note, case = str(first["status"]), str(first["note"]), str(first["case"])
+    elif path == "overlap" and results["case"].isin(cases).any():
+        status, note = "absent", "no concurrent row carries an overlap efficiency"
+    else:
+        shown = "overlap_*" if path == "overlap" else " or ".join(cases)
+        status, note = "absent", f"no {shown} row in this run"
+    return {
+        **dict.fromkeys(SUMMARY_COLUMNS), "run_id": run_id, "host": host, "path": path,
+        "case": case, "backend": "", "device": "",
+        "device_name": "", "memory": "", "direction": "", "status": status,
+        "note": note.replace("\n", " "), "schema_version": SCHEMA_VERSION,
+    }
+
+
+def _largest_per_device(rows: pd.DataFrame) -> list[pd.Series]:
+    """For each device (in run order) the row at its largest size."""
+    chosen = []
+    for device in dict.fromkeys(rows["device"]):
+        mine = rows[rows["device"] == device]
+        chosen.append(mine.loc[mine["size_bytes"].fillna(0).astype("int64").idxmax()])
+    return chosen
+
+
+def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:
+    rows = results[(results["case"] == case) & (results["status"] == "ok")
+                   & results["gbps_best"].notna()]
+    if direction is not None:
+        rows = rows[rows["direction"] == direction]
+    return rows
+
+
+def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    rows = _ok(results, "ddr_triad")
+    if rows.empty:
+        return []
+    best = rows.loc[rows["gbps_best"].idxmax()]
+    note = (f"best of {len(rows)} ddr_triad rows (threads, sizes)" if len(rows) > 1 else "")
+    return [_figure_row("ddr", best, note=note)]
+
+
+def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
+                  direction: str | None) -> list[dict[str, object]]:
+    out = []
+    for case in cases:
+        rows = _ok(results, case, direction)
+        if case.endswith("_all"):
+            rows = rows[rows["device"] == "all"]
+        out += [_figure_row(path, row) for row in _largest_per_device(rows)] if len(rows) else []
+    return out
+
+
+def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    rows = _ok(results, "p2p_copy", "p2p")
+    if rows.empty:
+        return []
+    largest = rows["size_bytes"].max()
+    at_largest = rows[rows["size_bytes"] == largest]
+    slowest = at_largest.loc[at_largest["gbps_best"].idxmin()]
+    note = f"{slowest['device']} is the slowest of {len(at_largest)} ordered pair(s)"
+    return [_figure_row("p2p", slowest, device=SLOWEST_PAIR, note=note)]
+
+
+def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    concurrent = results[(results["phase"] == "concurrent") & (results["status"] == "ok")
+                         & results["overlap_efficiency"].notna()]
+    out = []
+    for case in dict.fromkeys(concurrent["case"]):
+        for row in _largest_per_device(concurrent[concurrent["case"] == case]):
+            out.append(_figure_row("overlap", row,
+                                   overlap_efficiency=float(row["overlap_efficiency"])))
+    return out
+
+
+def _add_ratios(rows: list[dict[str, object]]) -> None:
+    """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
+    ddr = next((r["gbps"] for r in rows if r["path"] == "ddr" and r["gbps"]), None)
+    h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]}
+    for row in rows:
+        if row["case"] == "hbm_triad" and row["gbps"]:
+            row["hbm_over_ddr"] = row["gbps"] / ddr if ddr else None  # type: ignore[operator]
+            pcie = h2d.get(row["device"])
+            row["hbm_over_pcie"] = row["gbps"] / pcie if pcie else None  # type: ignore[operator]
+
+
+def build_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """The summary frame (columns SUMMARY_COLUMNS) of one run's results."""
+    run_id = str(results["run_id"].iloc[0]) if len(results) else ""
+    host = str(results["host"].iloc[0]) if len(results) else ""
+    by_path = {
+        "ddr": _ddr_rows(results),
+        "hbm": _per_gpu_rows("hbm", results, PATH_CASES["hbm"], None),
+        "h2d": _per_gpu_rows("h2d", results, PATH_CASES["h2d"], "h2d"),
+        "d2h": _per_gpu_rows("d2h", results, PATH_CASES["d2h"], "d2h"),
+        "p2p": _p2p_rows(results),
+        "overlap": _overlap_rows(results),
+    }
+    rows: list[dict[str, object]] = []
+    for path in PATHS:
+        rows += by_path[path] or [_missing_row(path, results, run_id, host)]
+    _add_ratios(rows)
+    frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    for column in ("size_bytes", "threads", "repeats", "schema_version"):
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in ("gbps", "gbps_median", "cv", "peak_gbps", "pct_of_peak", "overlap_efficiency",
+                   "hbm_over_ddr", "hbm_over_pcie"):
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    return frame
+
+
+def has_figure(row: pd.Series) -> bool:
+    return _value(row["gbps"]) is not None or _value(row["overlap_efficiency"]) is not None
+
+
+def headline_sentence(summary: pd.DataFrame) -> str:
+    """The HBM-versus-DDR ratio in one sentence (the headline of a capacity review)."""
+    hbm = summary[(summary["case"] == "hbm_triad") & summary["gbps"].notna()]
+    ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()]
+    if ddr.empty and hbm.empty:
+        return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
+    if hbm.empty:
+        hbm_row = summary[summary["path"] == "hbm"].iloc[0]
+        why = (f" ({hbm_row['note']})" if hbm_row["status"] == "absent"
+               else f" ({hbm_row['status']}: {hbm_row['note']})")
+        text = f"No HBM figure in this run{why}, so there is no HBM/DDR ratio"
+        if len(ddr):
+            text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
+        return text + "."
+    if ddr.empty:
+        return "No DDR figure (ddr_triad) in this run, so there is no HBM/DDR ratio."
+    if (hbm["backend"] == "simulated").any() or (ddr["backend"] == "simulated").any():
+        return ("HBM against DDR: the GPU rows of this run are simulated, not measurements, so "
+                "there is no measured ratio (summary.csv keeps the arithmetic, labelled "
+                "simulated).")
+    ddr_gbps = float(ddr["gbps"].iloc[0])
+    ratios = hbm["hbm_over_ddr"].dropna()
+    names = ", ".join(dict.fromkeys(hbm["device_name"]))
+    pcie = hbm["hbm_over_pcie"].dropna()
+    if len(hbm) == 1:
+        row = hbm.iloc[0]
+        text = (f"HBM moves {ratios.iloc[0]:.1f}× the bandwidth of DDR on this box: "
+                f"{row['gbps']:.0f} GB/s (hbm_triad, {row['device']} {row['device_name']}) "
+                f"against {ddr_gbps:.1f} GB/s (best ddr_triad)")
+        if len(pcie):
+            text += f", and {pcie.iloc[0]:.1f}× its host→device link (h2d_pinned)"
+        return text + "."
+    span = _span(ratios)
+    text = (f"HBM moves {span}× the bandwidth of DDR on this box, per GPU ({len(hbm)} GPUs, "
+            f"{names}: hbm_triad against the best ddr_triad, {ddr_gbps:.1f} GB/s)")
+    if len(pcie):
+        text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
+    return text + "."
+
+
+def _span(values: pd.Series) -> str:
+    low, high = float(values.min()), float(values.max())
+    return f"{low:.1f}" if math.isclose(low, high, rel_tol=0.005) else f"{low:.1f}–{high:.1f}"

@@ -1,0 +1,183 @@
+"""`bwprof compare`: alignment, change and noise, machine warnings, --fail-below, outputs.
+
+sim-b-slower and sim-c-other-box are derived from sim-a by tests/data/make_data.py: in
+sim-b every `hbm_triad gpu1` and `d2h_pinned gpu0` time is ×1.25 (figure -20%) and
+`h2d_pinned gpu0` ×1.02 (about -2%); sim-c has another GPU model, driver, CUDA and bwprof.
+"""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.errors import BwprofError
+from bwprof.report.compare import (
+    NOISE_FLOOR,
+    compare_runs,
+    machine_warnings,
+    noise_pct,
+    parse_fail_below,
+)
+from bwprof.report.frames import results_frame
+from bwprof.report.runfolder import RunFolder, load_run
+from bwprof.report.schema import SCHEMA_VERSION
+from tests.report.conftest import DATA
+from tests.report.test_export import make_row
+
+runner = CliRunner()
+
+
+def _runs(*names):
+    return [load_run(DATA / name) for name in names]
+
+
+def _later(comparison, case, device, scope="summary", run="B"):
+    rows = comparison.rows
+    picked = rows[(rows["scope"] == scope) & (rows["case"] == case)
+                  & (rows["device"] == device) & (rows["run"] == run)]
+    assert len(picked) == 1, picked
+    return picked.iloc[0]
+
+
+def test_noise_rule():
+    # 2 * sqrt(0.05^2/9 + 0.05^2/9) = 0.0471 -> 4.71 %
+    assert noise_pct(0.05, 9, 0.05, 9) == pytest.approx(100 * 2 * math.sqrt(2 * 0.05**2 / 9))
+    assert noise_pct(0.001, 9, 0.001, 9) == 100 * NOISE_FLOOR  # never below the floor
+    assert noise_pct(None, 9, 0.05, 9) is None
+    assert noise_pct(0.0, 1, 0.05, 9) is None  # one sample says nothing about its spread
+
+
+@pytest.mark.parametrize(("text", "value"), [("10", 10.0), ("2.5", 2.5), ("10%", 10.0),
+                                             (" 100 ", 100.0)])
+def test_parse_fail_below(text, value):
+    assert parse_fail_below(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-5", "0", "101", "1e2", "10 pct"])
+def test_malformed_fail_below(text):
+    with pytest.raises(BwprofError, match="--fail-below expects a percentage"):
+        parse_fail_below(text)
+
+
+def test_rows_align_and_the_change_follows_from_the_figures():
+    comparison = compare_runs(_runs("sim-a", "sim-b-slower"))
+    assert comparison.warnings == []
+    rows = comparison.rows
+    assert (rows["schema_version"] == SCHEMA_VERSION).all()
+    assert set(rows["run"]) == {"A", "B"} and rows["baseline"].sum() == len(rows) / 2
+    assert (rows.groupby("figure_id").size() == 2).all()  # every figure in both runs
+    for case, device, change in [("hbm_triad", "gpu1", -20.0), ("d2h_pinned", "gpu0", -20.0),
+                                 ("h2d_pinned", "gpu0", 100 * (1 / 1.02 - 1)),
+                                 ("hbm_triad", "gpu0", 0.0), ("ddr_triad", "cpu", 0.0)]:
+        row = _later(comparison, case, device)
+        assert row["change_pct"] == pytest.approx(change), (case, device)
+        assert row["change_pct"] == pytest.approx(
+            100 * (row["value"] / row["baseline_value"] - 1))
+        base = rows[rows["baseline"] & (rows["figure_id"] == row["figure_id"])].iloc[0]
+        noise = noise_pct(base["cv"], base["repeats"], row["cv"], row["repeats"])
+        if noise is None:  # host DDR in sim-a keeps one sample: its noise is unknown
+            assert pd.isna(row["noise_pct"]) and pd.isna(row["beyond_noise"])
+        else:
+            assert row["noise_pct"] == pytest.approx(noise)
+            assert bool(row["beyond_noise"]) == (abs(row["change_pct"]) > noise)
+    # Every measured row of results.csv is there too, at every size.
+    sweep = rows[(rows["scope"] == "row") & (rows["case"] == "hbm_triad")
+                 & (rows["device"] == "gpu1") & (rows["run"] == "B")]
+    assert not sweep.empty and (sweep["change_pct"].round(9) == -20.0).all()
+
+
+def _run(path, **figures):
+    rows = [make_row(case=case, gbps_best=gbps, cv=0.05, repeats=9)
+            for case, gbps in figures.items()]
+    return RunFolder(path, results_frame(rows), {"schema_version": SCHEMA_VERSION})
+
+
+def test_beyond_noise_flags_a_real_change_and_not_a_small_one(tmp_path):
+    # cv 5% over 9 samples on both sides: the noise band is ±4.71%.
+    base = _run(tmp_path / "a", ddr_copy=100.0, ddr_add=100.0, ddr_scale=100.0)
+    later = _run(tmp_path / "b", ddr_copy=97.0, ddr_add=94.0, ddr_scale=106.0)
+    rows = compare_runs([base, later]).rows
+    verdicts = {r["case"]: (round(r["change_pct"], 6), r["noise_pct"], r["beyond_noise"])
+                for _, r in rows[~rows["baseline"]].iterrows()}
+    band = 100 * 2 * math.sqrt(2 * 0.05**2 / 9)
+    assert verdicts == {"ddr_copy": (-3.0, pytest.approx(band), False),
+                        "ddr_add": (-6.0, pytest.approx(band), True),
+                        "ddr_scale": (6.0, pytest.approx(band), True)}
+
+
+def test_machines_that_differ_are_named_and_other_models_never_align():
+    runs = _runs("sim-a", "sim-c-other-box")
+    assert machine_warnings(runs, ["A", "C"]) == [
+        "GPU model differs: A 2× simulated GPU; C 2× simulated GPU, other model",
+        "driver differs: A unknown; C 999.99",
+        "CUDA differs: A unknown; C 99.9",
+        "bwprof version differs: A 0.1.0; C 0.0.9",
+    ]
+    comparison = compare_runs(runs)
+    ddr = _later(comparison, "ddr_triad", "cpu")
+    assert ddr["change_pct"] == 0.0  # same CPU model: aligned
+    gpu = comparison.rows[(comparison.rows["case"] == "hbm_triad")
+                          & (comparison.rows["scope"] == "summary")]
+    for _, figure in gpu.groupby("figure_id"):  # each model's row stands alone
+        assert figure["value"].notna().sum() == 1
+        assert figure["change_pct"].isna().all()
+
+
+def test_fail_below_exits_1_naming_each_fallen_headline_figure(tmp_path):
+    args = ["compare", str(DATA / "sim-a"), str(DATA / "sim-b-slower")]
+    result = runner.invoke(app, [*args, "--fail-below", "10"])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("below")]
+    assert len(lines) == 2
+    assert "run B: hbm_triad gpu1 (simulated GPU) 16 MiB fell more than 10%" in lines[0]
+    assert "d2h_pinned gpu0" in lines[1]
+    assert all("simulated rows, not a measurement" in line for line in lines)
+    assert runner.invoke(app, [*args, "--fail-below", "25"]).exit_code == 0
+    assert runner.invoke(app, [*args, "--fail-below", "1.5"]).exit_code == 1  # h2d -1.96%
+    # A headline figure the later run lacks fails acceptance too.
+    result = runner.invoke(app, [*args, str(DATA / "host-ddr"), "--fail-below", "50"])
+    assert result.exit_code == 1
+    assert "run C: hbm_triad gpu0 (simulated GPU) 16 MiB is missing" in result.output
+
+
+def test_measured_figures_print_and_simulated_ones_never_do():
+    result = runner.invoke(app, ["compare", str(DATA / "host-ddr"), str(DATA / "host-ddr")])
+    assert result.exit_code == 0, result.output
+    assert "+0.0% within ±" in result.output and "ddr_triad cpu 64 MiB" in result.output
+    result = runner.invoke(app, ["compare", str(DATA / "sim-a"), str(DATA / "sim-b-slower")])
+    assert "-20.0%" not in result.output and "simulated" in result.output
+
+
+def test_out_writes_compare_csv_and_json_prints_the_same(tmp_path):
+    args = ["compare", str(DATA / "sim-a"), str(DATA / "sim-c-other-box"), "--out",
+            str(tmp_path / "cmp")]
+    result = runner.invoke(app, [*args, "--format", "parquet"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "cmp" / "compare.csv")
+    assert (frame["schema_version"] == SCHEMA_VERSION).all()
+    assert len(pd.read_parquet(tmp_path / "cmp" / "compare.parquet")) == len(frame)
+    payload = json.loads(runner.invoke(app, [*args, "--json"]).output)
+    assert payload["baseline"] == "A" and len(payload["rows"]) == len(frame)
+    assert payload["warnings"][0].startswith("GPU model differs")
+    assert payload["schema_version"] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--fail-below", "ten"], "--fail-below expects a percentage"),
+     (["--format", "xls"], "unknown --format 'xls'")],
+)
+def test_bad_options_are_one_line(extra, message):
+    result = runner.invoke(app, ["compare", str(DATA / "sim-a"), str(DATA / "sim-a"), *extra])
+    assert result.exit_code == 2
+    assert result.output.strip() == result.output.strip().splitlines()[0]
+    assert result.output.startswith(f"error: {message}")
+
+
+def test_compare_needs_two_runs():
+    result = runner.invoke(app, ["compare", str(DATA / "sim-a")])
+    assert result.exit_code == 2
+    assert "at least two run folders" in result.output

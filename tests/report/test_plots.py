@@ -1,0 +1,94 @@
+"""Plots are written, non-empty, titled with the machine, and say SIMULATED when they are."""
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.report import plots
+from bwprof.report.runfolder import load_run
+from bwprof.report.summary import build_summary
+from tests.report.conftest import DATA
+
+runner = CliRunner()
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _title(figure) -> str:
+    return figure._suptitle.get_text()
+
+
+def _samples(path):
+    t = np.arange(0, 2, 0.05)
+    frame = pd.DataFrame({
+        "t_s": np.concatenate([t, t]), "device": ["gpu0"] * len(t) + ["gpu1"] * len(t),
+        "case": (["h2d_pinned"] * 20 + ["hbm_triad"] * 20) * 2,
+        "pcie_rx_mibps_mean": np.linspace(0, 1000, 2 * len(t)),
+        "power_w": 300.0, "throttle_reasons": 0,
+    })
+    frame.to_csv(path, index=False)
+
+
+def test_every_plot_of_a_simulated_gpu_run(run_copy):
+    run = run_copy("sim-a")
+    _samples(run / "samples.csv")
+    written = plots.write_plots(load_run(run))
+    assert [p.name for p in written] == [plots.BANDWIDTH_PNG, plots.SUMMARY_PNG,
+                                         plots.TELEMETRY_PNG, plots.P2P_PNG]
+    for path in written:
+        data = path.read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000, path
+
+
+def test_titles_name_the_machine_and_label_simulated_figures():
+    sim, host = load_run(DATA / "sim-a"), load_run(DATA / "host-ddr")
+    figure = plots.bandwidth_figure(sim.results, sim.system)
+    assert "vm (AMD EPYC) · 2× simulated GPU" in _title(figure)
+    assert plots.SIMULATED_TITLE in _title(figure)
+    assert plots.SIMULATED_TITLE in _title(plots.p2p_figure(sim.results, sim.system))
+    summary = plots.summary_figure(build_summary(sim.results), sim.system)
+    assert plots.SIMULATED_TITLE in _title(summary)
+    labels = [t.get_text() for t in summary.axes[0].get_yticklabels()]
+    assert "HBM  hbm_triad gpu0 (simulated)" in labels and "DDR  ddr_triad cpu" in labels
+    measured = plots.summary_figure(build_summary(host.results), host.system)
+    assert plots.SIMULATED_TITLE not in _title(measured)
+    assert "no GPU" in _title(measured)
+
+
+def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
+    sim = load_run(DATA / "sim-a")
+    results = sim.results.copy()
+    results.loc[results["case"] == "h2d_pinned", "peak_gbps"] = 63.0
+    figure = plots.bandwidth_figure(results, sim.system)
+    titles = [axis.get_title() for axis in figure.axes if axis.get_visible()]
+    assert titles == ["host DDR, within one memory", "pinned host memory, host→device",
+                      "pinned host memory, device→host", "device memory, within one memory",
+                      "device memory, GPU→GPU"]
+    h2d = figure.axes[1]
+    assert h2d.get_xscale() == "log"
+    assert [line.get_ydata()[0] for line in h2d.lines if line.get_linestyle() == "--"] == [63.0]
+    assert "GB/s" in h2d.get_ylabel()
+
+
+def test_telemetry_shades_each_case_and_skips_non_counters(tmp_path):
+    _samples(tmp_path / "samples.csv")
+    samples = pd.read_csv(tmp_path / "samples.csv")
+    figure = plots.telemetry_figure(samples, {"host": {"hostname": "h"}})
+    assert [axis.get_ylabel() for axis in figure.axes] == ["pcie_rx_mibps_mean", "power_w"]
+    assert len(figure.axes[0].patches) == 2  # one shaded span per case
+    assert plots.telemetry_figure(None, {}) is None
+
+
+def test_a_host_only_run_has_no_p2p_or_telemetry_plot(tmp_path):
+    result = runner.invoke(app, ["report", str(DATA / "host-ddr"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [plots.BANDWIDTH_PNG,
+                                                             plots.SUMMARY_PNG]
+    assert (tmp_path / "summary.csv").is_file()
+
+
+def test_no_plots_writes_no_png(tmp_path):
+    result = runner.invoke(app, ["report", str(DATA / "sim-a"), "--out", str(tmp_path),
+                                 "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]

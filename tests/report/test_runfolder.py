@@ -1,0 +1,116 @@
+"""Loading run folders: every bad folder or file is one line and exit 2, never a traceback."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.errors import BwprofError
+from bwprof.report.runfolder import load_run, machine_line
+from tests.report.conftest import DATA
+
+runner = CliRunner()
+
+
+def test_the_stored_runs_load():
+    host = load_run(DATA / "host-ddr")
+    assert host.simulated is False and host.host == "vm" and host.samples is None
+    assert set(host.results["backend"]) == {"host"}
+    sim = load_run(DATA / "sim-a")
+    assert sim.simulated is True and sim.system["gpus"]["count"] == 2
+    assert machine_line(sim.system).endswith("· 2× simulated GPU")
+    assert machine_line(host.system).endswith("· no GPU")
+
+
+def _replace(path, old, new):
+    path.write_text(path.read_text().replace(old, new, 1))
+
+
+def _break_results_value(run):
+    lines = (run / "results.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[19] = "fast"  # gbps_best
+    lines[1] = ",".join(cells)
+    (run / "results.csv").write_text("\n".join(lines) + "\n")
+
+
+def _other_schema_in_results(run):
+    lines = (run / "results.csv").read_text().splitlines()
+    lines[1:] = [line.rsplit(",", 1)[0] + ",2" for line in lines[1:]]
+    (run / "results.csv").write_text("\n".join(lines) + "\n")
+
+
+def _ragged(run):
+    lines = (run / "results.csv").read_text().splitlines()
+    lines[3] += ",x,y"
+    (run / "results.csv").write_text("\n".join(lines) + "\n")
+
+
+BREAKAGES = {
+    "missing folder": (lambda run: None, "run folder {run}x does not exist", "x"),
+    "a file": (lambda run: None, "is not a run folder (it is a file)", "/results.csv"),
+    "no results.csv": (lambda run: (run / "results.csv").unlink(),
+                       "is not a bwprof run folder (no results.csv)", ""),
+    "no system.json": (lambda run: (run / "system.json").unlink(),
+                       "is not a bwprof run folder (no system.json)", ""),
+    "foreign csv": (lambda run: (run / "results.csv").write_text("a,b\n1,2\n"),
+                    "is not a bwprof results file (missing run_id", ""),
+    "ragged csv": (_ragged, "cannot read", ""),
+    "bad value": (_break_results_value, "is malformed: column gbps_best", ""),
+    "bad status": (lambda run: _replace(run / "results.csv", ",ok,", ",great,"),
+                   "is malformed: unknown status great", ""),
+    "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
+    "other schema (results)": (_other_schema_in_results, "has schema version [2]", ""),
+    "other schema (system)": (
+        lambda run: _replace(run / "system.json", '"schema_version": 1', '"schema_version": 7'),
+        "system.json has schema version 7, this bwprof reads 1", ""),
+    "system not json": (lambda run: (run / "system.json").write_text("{nope"),
+                        "system.json is malformed", ""),
+    "system not bwprof": (lambda run: (run / "system.json").write_text("[1, 2]"),
+                          "is not a bwprof system.json", ""),
+    "samples without t_s": (lambda run: (run / "samples.csv").write_text("x,y\n1,2\n"),
+                            "is not a bwprof samples file (missing t_s)", ""),
+}
+
+
+@pytest.mark.parametrize("breakage", list(BREAKAGES))
+def test_a_bad_run_folder_is_one_line_and_exit_2(run_copy, tmp_path, breakage):
+    run = run_copy("host-ddr")
+    damage, message, suffix = BREAKAGES[breakage]
+    damage(run)
+    target = f"{run}{suffix}"
+    with pytest.raises(BwprofError, match=re.escape(message.format(run=run))):
+        load_run(target)
+    for command in (["report", target, "--out", str(tmp_path / "out")],
+                    ["compare", str(DATA / "host-ddr"), target]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: ") and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_samples_and_findings_are_read_when_present(run_copy):
+    run = run_copy("host-ddr")
+    (run / "samples.csv").write_text("t_s,device,case,power_w\n0.0,gpu0,ddr_triad,100\n")
+    (run / "findings.csv").write_text("severity,device,what\nwarning,gpu0,link at Gen4\n")
+    loaded = load_run(run)
+    assert list(loaded.samples["power_w"]) == [100]
+    assert loaded.findings.iloc[0]["what"] == "link at Gen4"
+    result = runner.invoke(app, ["report", str(run), "--no-plots"])
+    assert "finding warning: gpu0: link at Gen4" in result.output
+
+
+def test_a_parquet_only_run_folder_loads(run_copy, tmp_path):
+    run = run_copy("host-ddr")
+    result = runner.invoke(app, ["report", str(run), "--format", "parquet", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert {"results.parquet", "timings.parquet", "summary.parquet"} <= {
+        p.name for p in run.iterdir()}
+    (run / "results.csv").unlink()
+    loaded = load_run(run)
+    assert list(loaded.results["case"])[:2] == ["ddr_copy", "ddr_scale"]
+    assert (pd.read_parquet(run / "summary.parquet")["schema_version"] == 1).all()
+    json.loads((run / "system.json").read_text())

@@ -1,0 +1,169 @@
+"""The summary's rows follow from results.csv: checked against the stored run folders (read
+back with the csv module, independently of the pandas code) and hand-made rows."""
+
+import csv
+import math
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from bwprof.report.frames import read_results, results_frame
+from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.report.summary import SLOWEST_PAIR, SUMMARY_COLUMNS, build_summary, headline_sentence
+from bwprof.report.terminal import _gbps, print_summary
+from tests.report.conftest import DATA
+from tests.report.test_export import make_row
+
+
+def _csv_rows(name: str) -> list[dict]:
+    with open(DATA / name / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _summary(name: str) -> pd.DataFrame:
+    return build_summary(read_results(DATA / name / "results.csv"))
+
+
+def _one(summary: pd.DataFrame, case: str, device: str) -> pd.Series:
+    rows = summary[(summary["case"] == case) & (summary["device"] == device)]
+    assert len(rows) == 1, (case, device, rows)
+    return rows.iloc[0]
+
+
+def test_host_run_ddr_row_is_the_best_ddr_triad_and_gpu_paths_stay_empty():
+    rows = [r for r in _csv_rows("host-ddr") if r["case"] == "ddr_triad" and r["status"] == "ok"]
+    best = max(rows, key=lambda r: float(r["gbps_best"]))
+    summary = _summary("host-ddr")
+    assert tuple(summary.columns) == SUMMARY_COLUMNS
+    assert list(summary["path"]) == ["ddr", "hbm", "h2d", "d2h", "p2p", "overlap"]
+    ddr = summary.iloc[0]
+    assert ddr["gbps"] == float(best["gbps_best"]) and ddr["backend"] == "host"
+    assert ddr["cv"] == float(best["cv"]) and ddr["repeats"] == int(best["repeats"])
+    assert ddr["size_bytes"] == int(best["size_bytes"])
+    assert (summary["schema_version"] == SCHEMA_VERSION).all()
+    empty = summary.iloc[1:]
+    assert empty["gbps"].isna().all() and empty["overlap_efficiency"].isna().all()
+    assert (empty["status"] == "absent").all()
+    assert empty["note"].str.endswith("row in this run").all()
+    assert empty.iloc[0]["note"] == "no hbm_triad or d2d_copy row in this run"
+    assert "DDR's best is" in headline_sentence(summary)
+
+
+def test_gpu_paths_take_the_largest_ok_size_per_gpu_and_the_aggregate():
+    rows = [r for r in _csv_rows("sim-a") if r["status"] == "ok"]
+    summary = _summary("sim-a")
+    for case, device in [("hbm_triad", "gpu0"), ("hbm_triad", "gpu1"), ("d2d_copy", "gpu1"),
+                         ("h2d_pinned", "gpu0"), ("d2h_pinned", "gpu1"), ("h2d_all", "all"),
+                         ("d2h_all", "all")]:
+        mine = [r for r in rows if r["case"] == case and r["device"] == device]
+        largest = max(mine, key=lambda r: int(r["size_bytes"]))
+        row = _one(summary, case, device)
+        assert row["gbps"] == float(largest["gbps_best"]), (case, device)
+        assert row["size_bytes"] == int(largest["size_bytes"])
+        assert row["backend"] == "simulated"
+    # 256 MiB was skipped on the 64 MiB simulated GPUs: the largest ok size is 16 MiB.
+    assert set(summary.loc[summary["path"].isin(["h2d", "d2h"]), "size_bytes"]) == {16 << 20}
+    assert "h2d_all" not in set(summary.loc[summary["device"] == "gpu0", "case"])
+
+
+def test_p2p_is_the_slowest_ordered_pair_at_the_largest_size():
+    rows = [r for r in _csv_rows("sim-a") if r["case"] == "p2p_copy" and r["status"] == "ok"]
+    largest = max(int(r["size_bytes"]) for r in rows)
+    pairs = [r for r in rows if int(r["size_bytes"]) == largest]
+    slowest = min(pairs, key=lambda r: float(r["gbps_best"]))
+    row = _one(_summary("sim-a"), "p2p_copy", SLOWEST_PAIR)
+    assert row["gbps"] == float(slowest["gbps_best"])
+    assert row["note"] == f"{slowest['device']} is the slowest of {len(pairs)} ordered pair(s)"
+
+
+def test_ratios_are_hbm_over_ddr_and_over_the_same_gpus_host_to_device():
+    summary = _summary("sim-a")
+    ddr = summary.loc[summary["path"] == "ddr", "gbps"].item()
+    for device in ("gpu0", "gpu1"):
+        hbm = _one(summary, "hbm_triad", device)
+        h2d = _one(summary, "h2d_pinned", device)
+        assert math.isclose(hbm["hbm_over_ddr"], hbm["gbps"] / ddr)
+        assert math.isclose(hbm["hbm_over_pcie"], hbm["gbps"] / h2d["gbps"])
+    assert summary.loc[summary["case"] != "hbm_triad", "hbm_over_ddr"].isna().all()
+    assert "simulated" in headline_sentence(summary)
+
+
+def _gpu_row(**overrides):
+    values = dict(case="hbm_triad", backend="cuda", device="gpu0", device_name="H200",
+                  memory="hbm", direction="within", threads=None, size_bytes=1 << 28,
+                  gbps_best=4000.0, peak_gbps=4800.0, pct_of_peak=None, note="")
+    values.update(overrides)
+    return make_row(**values)
+
+
+def test_percent_of_peak_ratios_and_the_headline_sentence_of_a_measured_box():
+    rows = [
+        make_row(gbps_best=100.0, threads=1), make_row(gbps_best=125.0, threads=2),
+        make_row(gbps_best=999.0, threads=4, status="invalid"),  # never a summary figure
+        _gpu_row(), _gpu_row(device="gpu1", gbps_best=3800.0),
+        _gpu_row(case="h2d_pinned", memory="pinned", direction="h2d", gbps_best=50.0,
+                 peak_gbps=63.0, size_bytes=1 << 20),
+        _gpu_row(case="h2d_pinned", memory="pinned", direction="h2d", gbps_best=40.0,
+                 peak_gbps=63.0, size_bytes=1 << 30, cv=0.02),
+    ]
+    summary = build_summary(results_frame(rows))
+    ddr = summary.iloc[0]
+    assert ddr["gbps"] == 125.0 and ddr["threads"] == 2
+    assert ddr["note"] == "best of 2 ddr_triad rows (threads, sizes)"
+    hbm0 = _one(summary, "hbm_triad", "gpu0")
+    assert hbm0["pct_of_peak"] == pytest.approx(100 * 4000 / 4800)
+    assert hbm0["hbm_over_ddr"] == pytest.approx(32.0)
+    assert hbm0["hbm_over_pcie"] == pytest.approx(100.0)  # against the 1 GiB row: 40 GB/s
+    assert math.isnan(_one(summary, "hbm_triad", "gpu1")["hbm_over_pcie"])  # no h2d row
+    sentence = headline_sentence(summary)
+    assert sentence.startswith("HBM moves 30.4–32.0× the bandwidth of DDR on this box")
+    assert "2 GPUs, H200" in sentence and "125.0 GB/s" in sentence
+
+
+def test_overlap_efficiency_comes_from_concurrent_rows_only():
+    rows = [
+        _gpu_row(case="overlap_h2d_compute", memory="pinned", direction="h2d", phase="alone",
+                 size_bytes=1 << 26),
+        _gpu_row(case="overlap_h2d_compute", memory="pinned", direction="h2d",
+                 phase="concurrent", size_bytes=1 << 20, overlap_efficiency=0.5),
+        _gpu_row(case="overlap_h2d_compute", memory="pinned", direction="h2d",
+                 phase="concurrent", size_bytes=1 << 26, overlap_efficiency=0.93),
+        _gpu_row(case="pipeline_chunked", memory="pinned", direction="both", phase="pipeline"),
+    ]
+    summary = build_summary(results_frame(rows))
+    overlap = summary[summary["path"] == "overlap"]
+    assert len(overlap) == 1
+    assert overlap.iloc[0]["overlap_efficiency"] == 0.93
+    assert overlap.iloc[0]["size_bytes"] == 1 << 26
+    without = build_summary(results_frame(rows[:1]))
+    row = without[without["path"] == "overlap"].iloc[0]
+    assert math.isnan(row["overlap_efficiency"]) and row["status"] == "absent"
+
+
+def test_a_path_that_could_not_run_says_why():
+    rows = [make_row(), make_row(case="hbm_triad", backend="cuda", device="", memory="hbm",
+                                 status="skipped", note="no NVIDIA driver", gbps_best=None,
+                                 size_bytes=None, threads=None)]
+    summary = build_summary(results_frame(rows))
+    hbm = summary[summary["path"] == "hbm"].iloc[0]
+    assert (hbm["status"], hbm["case"], hbm["note"]) == ("skipped", "hbm_triad",
+                                                         "no NVIDIA driver")
+    assert headline_sentence(summary).startswith(
+        "No HBM figure in this run (skipped: no NVIDIA driver), so there is no HBM/DDR ratio")
+
+
+def test_the_terminal_never_shows_a_simulated_figure():
+    rows = read_results(DATA / "sim-a" / "results.csv")
+    summary = build_summary(rows)
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    from bwprof.report.frames import rows_from_frame
+
+    print_summary(console, rows_from_frame(rows))
+    text = console.export_text()
+    simulated = summary[summary["backend"] == "simulated"]
+    assert len(simulated) >= 10 and "simulated" in text
+    for value in simulated["gbps"]:
+        assert _gbps(value) not in text
+    ddr = summary.loc[summary["path"] == "ddr", "gbps"].item()
+    assert f" {_gbps(ddr)} " in text  # the host row is measured
