@@ -105,6 +105,9 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
     return table
 
 
+MAX_REASON_LINES = 5
+
+
 def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
     """One line per distinct reason for skipped or waived rows, naming the cases it covers."""
     grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -112,9 +115,13 @@ def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
         if row.status in ("skipped", "waived") and row.case not in grouped[(row.status, row.note)]:
             grouped[(row.status, row.note)].append(row.case)
     lines = []
-    for (status, reason), cases in grouped.items():
+    for (status, reason), cases in list(grouped.items())[:MAX_REASON_LINES]:
         shown = ", ".join(cases) if len(cases) <= 4 else f"{', '.join(cases[:3])}, ..."
         lines.append(f"{status} {len(cases)} case(s) ({shown}): {reason}")
+    if len(grouped) > MAX_REASON_LINES:
+        rest = list(grouped)[MAX_REASON_LINES:]
+        lines.append(f"... and {len(rest)} more reason(s) for skipped or waived rows; see the "
+                     "status and note columns of results.csv")
     return lines
 
 

@@ -83,3 +83,13 @@ def test_telemetry_and_finding_lines():
                            "why": "x", "evidence": "Gen4 x16"}])
     assert finding_lines(frame) == ["warning: gpu1: PCIe link low (Gen4 x16)"]
     assert finding_lines(frame.iloc[0:0]) == []
+
+
+def test_many_skip_reasons_are_capped():
+    from bwprof.report.terminal import MAX_REASON_LINES
+
+    rows = [make_row(case=f"c{i}", status="skipped", note=f"reason {i}", size_bytes=None)
+            for i in range(MAX_REASON_LINES + 3)]
+    lines = not_run_lines(rows)
+    assert len(lines) == MAX_REASON_LINES + 1
+    assert lines[-1].startswith("... and 3 more reason(s)")
