@@ -18,7 +18,7 @@ import pandas as pd
 from bwprof._version import __version__
 from bwprof.cases import CaseSpec
 from bwprof.errors import BwprofError, RunInterrupted
-from bwprof.plan import make_plan
+from bwprof.plan import Plan, make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.findings import derive_findings, findings_frame
 from bwprof.report.formats import check_format
@@ -32,6 +32,19 @@ from bwprof.system import HostInfo, host_info
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession
 
 DEFAULT_SAMPLE_INTERVAL_MS = 50
+NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
+
+
+@dataclass(frozen=True)
+class FleetShare:
+    """What one MPI rank of a fleet run measures: its rank, its GPUs (CUDA indices; None for
+    all), whether it runs the host cases, and the executor of the collective cases."""
+
+    rank: int
+    gpus: Sequence[int] | None
+    host_cases: bool
+    executor: Executor | None = None
+    run_id: str | None = None
 
 
 @dataclass
@@ -75,10 +88,11 @@ def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports
 
 def gpu_executor(
     system: dict[str, object] | None = None, simulate: bool = False,
-    host_memory_bytes: int | None = None,
+    host_memory_bytes: int | None = None, only: Sequence[int] | None = None,
 ) -> Executor:
     """The executor for GPU cases: real GPUs, the simulated backend when asked for, or a
-    `skipped` stand-in where there is no GPU. Records what it found under `system["gpus"]`."""
+    `skipped` stand-in where there is no GPU. `only` keeps the GPUs of those CUDA indices (a
+    fleet rank's share of its node). Records what it found under `system["gpus"]`."""
     from bwprof.gpu import devices as gpu_devices
     from bwprof.gpu.executor import GpuExecutor
 
@@ -108,6 +122,10 @@ def gpu_executor(
             else:
                 found = gpu_devices.describe(cuda_backend, gpu_devices.nvml_metadata)
                 executor = GpuExecutor(cuda_backend, found, host_memory_bytes)
+    if only is not None and found:
+        found = [device for device in found if device.index in set(only)]
+        info["used"] = [device.index for device in found]
+        executor = GpuExecutor(executor.gpu, found, host_memory_bytes)  # type: ignore[attr-defined]
     info["devices"] = [device.as_dict() for device in found]
     if system is not None:
         system["gpus"] = info
@@ -165,13 +183,40 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
     for case in cases:
         if case.target not in executors:
             executors[case.target] = (
-                gpu_executor() if case.target == "gpu" else host_executor(host_info())
+                gpu_executor() if case.target == "gpu"
+                else UnavailableExecutor("mpi", NO_MPI_REASON, "waived") if case.target == "mpi"
+                else host_executor(host_info())
             )
         why = executors[case.target].unavailable_reason(case)
         availability[case.key] = why if why is None or isinstance(why, str) else why.reason
     for executor in executors.values():
         executor.close()
     return availability
+
+
+def check_options(
+    host: HostInfo, *, cases: str | Sequence[str] | None, preset: str, repeats: int | None,
+    threads: str | tuple[int, ...] | None, size: str | tuple[int, ...] | None,
+    sample_interval_ms: float, file_format: str,
+) -> tuple[Plan, bool]:
+    """Every option checked against this machine: the Plan and whether Parquet was asked
+    for, or BwprofError with one line. Nothing is measured or written."""
+    if not 1 <= sample_interval_ms <= 60_000:
+        raise BwprofError(
+            f"--sample-interval must be between 1 and 60000 ms, got {sample_interval_ms:g}"
+        )
+    parquet = check_format(file_format)
+    plan = make_plan(
+        preset=preset,
+        cases=cases if cases is None or isinstance(cases, str) else ",".join(cases),
+        repeats=repeats,
+        threads=threads,
+        size=size,
+        usable_cpus=host.usable_cpus,
+        llc_bytes=host.llc_bytes_total,
+        memory_available_bytes=host.memory_available_bytes,
+    )
+    return plan, parquet
 
 
 def run(
@@ -189,6 +234,7 @@ def run(
     telemetry: bool = True,
     sample_interval_ms: float = DEFAULT_SAMPLE_INTERVAL_MS,
     file_format: str = "csv",
+    fleet: FleetShare | None = None,
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
@@ -197,29 +243,20 @@ def run(
     Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements. `telemetry`
-    samples the GPUs' counters
-    through NVML every `sample_interval_ms` while GPU cases run and joins them to the rows.
+    samples the GPUs' counters through NVML every `sample_interval_ms` while GPU cases run
+    and joins them to the rows. `fleet` is one MPI rank's share of a fleet run (see
+    bwprof.fleet.run).
     """
-    if not 1 <= sample_interval_ms <= 60_000:
-        raise BwprofError(
-            f"--sample-interval must be between 1 and 60000 ms, got {sample_interval_ms:g}"
-        )
-    parquet = check_format(file_format)
     host = host_info()
-    plan = make_plan(
-        preset=preset,
-        cases=cases if cases is None or isinstance(cases, str) else ",".join(cases),
-        repeats=repeats,
-        threads=threads,
-        size=size,
-        usable_cpus=host.usable_cpus,
-        llc_bytes=host.llc_bytes_total,
-        memory_available_bytes=host.memory_available_bytes,
+    plan, parquet = check_options(
+        host, cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
+        sample_interval_ms=sample_interval_ms, file_format=file_format,
     )
     run_dir = prepare_run_dir(Path(out)) if out is not None else None
     started = utc_now()
     host_name = hostname()
-    run_id = f"{host_name}-{started:%Y%m%dT%H%M%SZ}"
+    run_id = (fleet.run_id if fleet is not None and fleet.run_id
+              else f"{host_name}-{started:%Y%m%dT%H%M%SZ}")
     system: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "bwprof_version": __version__,
@@ -233,16 +270,26 @@ def run(
         "gpus": {"count": None, "reason": "not probed: no GPU case selected", "detail": None},
         "simulated": simulate,
     }
-    executors: dict[str, Executor] = {"host": host_executor(host)}
+    executors: dict[str, Executor] = {
+        "host": host_executor(host), "mpi": UnavailableExecutor("mpi", NO_MPI_REASON, "waived")}
     if plan.gpu_cases:
-        executors["gpu"] = gpu_executor(system, simulate, host.memory_available_bytes)
+        executors["gpu"] = gpu_executor(system, simulate, host.memory_available_bytes,
+                                        None if fleet is None else fleet.gpus)
+    if fleet is not None:
+        system["mpi_rank"] = fleet.rank
+        if not fleet.host_cases:
+            executors["host"] = UnavailableExecutor(
+                "host", "host cases run on one rank per node (local rank 0)", "waived")
+        if fleet.executor is not None:
+            executors["mpi"] = fleet.executor
 
     writer = RunWriter(run_dir) if run_dir is not None else None
     session = start_telemetry(executors.get("gpu"), system, writer, telemetry,
                               sample_interval_ms / 1000)
     if run_dir is not None:
         write_system_json(run_dir, system)
-    runner = Runner(plan, executors, RunContext(run_id, host_name), writer, progress, session)
+    context = RunContext(run_id, host_name, None if fleet is None else fleet.rank)
+    runner = Runner(plan, executors, context, writer, progress, session)
     interrupted = False
     try:
         runner.run()

@@ -13,7 +13,7 @@ from typing import Literal
 
 from bwprof.errors import BwprofError
 
-Target = Literal["host", "gpu"]
+Target = Literal["host", "gpu", "mpi"]
 ByteConvention = Literal["copy", "traffic"]
 
 
@@ -104,6 +104,8 @@ CASES: tuple[CaseSpec, ...] = (
          "pageable", "h2d+compute", "copy"),
     _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
          "pinned", "h2d+compute+d2h", "copy"),
+    CaseSpec("net_p2p", "MPI point-to-point bandwidth from rank 0 to every other rank (fleet)",
+             "mpi", "host", "net", "copy", 1),
 )
 
 CASES_BY_KEY: dict[str, CaseSpec] = {case.key: case for case in CASES}

@@ -74,6 +74,19 @@ def run_command(
     file_format: Annotated[
         str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
     ] = "csv",
+    mpi: Annotated[
+        bool, typer.Option("--mpi", help="Fleet run: one rank per node or GPU under mpirun "
+                                         "or srun, merged on rank 0 [default: on when "
+                                         "launched by them].")
+    ] = False,
+    mpi_timeout: Annotated[
+        float, typer.Option("--mpi-timeout",
+                            help="Seconds a rank waits for the others at a collective step.")
+    ] = 1800.0,
+    fail_rank: Annotated[
+        int | None, typer.Option("--fail-rank", hidden=True,
+                                 help="Make this rank fail (tests of fleet error handling).")
+    ] = None,
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
@@ -82,21 +95,43 @@ def run_command(
     """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
     summary.csv, plots)."""
     from bwprof import api
+    from bwprof.fleet.comm import launched_by_mpi, rank_from_environment
     from bwprof.report.runfolder import machine_line
     from bwprof.report.terminal import RichProgress, print_report
 
+    fleet = mpi or launched_by_mpi()
+    if mpi_timeout <= 0:
+        _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
     prefix = "simulated-" if simulate else ""
-    out_dir = out or api.default_run_dir(prefix + api.hostname(), api.utc_now())
+    out_dir = out or (None if fleet else api.default_run_dir(prefix + api.hostname(),
+                                                              api.utc_now()))
     console = Console(stderr=True)
     progress = None if quiet else RichProgress(console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    options = dict(
+        cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
+        command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
+        telemetry=not no_telemetry, sample_interval_ms=sample_interval,
+        file_format=file_format,
+    )
     try:
-        result = api.run(
-            cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
-            out=out_dir, progress=progress, command_line=["bwprof", *sys.argv[1:]],
-            simulate=simulate, plots=not no_plots, telemetry=not no_telemetry,
-            sample_interval_ms=sample_interval, file_format=file_format,
-        )
+        if fleet:
+            from bwprof.fleet.run import QuietExit, run_fleet
+
+            try:
+                fleet_result = run_fleet(out=out_dir, timeout_s=mpi_timeout,
+                                         fail_rank=fail_rank, progress=progress, **options)
+            except QuietExit:
+                raise typer.Exit(EXIT_USAGE) from None
+            except BwprofError:
+                if rank_from_environment() not in (None, 0):
+                    raise typer.Exit(EXIT_USAGE) from None  # rank 0 says it once
+                raise
+            if fleet_result is None:  # not rank 0: rank 0 reports for the whole fleet
+                return
+            result = fleet_result
+        else:
+            result = api.run(out=out_dir, progress=progress, **options)
     except BwprofError as exc:
         _fail(str(exc))
     except RunInterrupted as exc:
@@ -182,6 +217,10 @@ def compare_command(
     show_all: Annotated[
         bool, typer.Option("--all", help="Also show every measured row, not only headlines.")
     ] = False,
+    by: Annotated[
+        str, typer.Option("--by", help="node: every device (fleet runs: node:gpuN); model: "
+                                       "the median per device model.")
+    ] = "node",
 ) -> None:
     """The same figures across runs and boxes: change in %, beyond noise or not, machine
     differences, and a fleet-acceptance exit code with --fail-below."""
@@ -194,7 +233,7 @@ def compare_command(
     try:
         threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
         parquet = check_format(file_format)
-        comparison = compare.compare_runs([load_run(path) for path in run_dirs])
+        comparison = compare.compare_runs([load_run(path) for path in run_dirs], by=by)
         written = (write_table(comparison.rows, output_dir(out, out) / compare.COMPARE_FILE,
                                parquet) if out is not None else [])
     except BwprofError as exc:

@@ -17,10 +17,16 @@ class Job:
     """Second GPU of a GPU-to-GPU job."""
     streams: int | None = None
     """Stream count of a job that sweeps it (pipeline_chunked)."""
+    ranks: tuple[int, int] | None = None
+    """Sending and receiving MPI rank of a network job (net_p2p)."""
+    memory: str | None = None
+    """Buffer kind of a job whose case measures several (net_p2p: host or hbm)."""
 
     @property
     def device_label(self) -> str:
-        """The row's device for this job before anything is measured: gpu0, gpu0->gpu1 or ''."""
+        """The row's device before anything is measured: gpu0, gpu0->gpu1, rank0->rank1, ''."""
+        if self.ranks is not None:
+            return f"rank{self.ranks[0]}->rank{self.ranks[1]}"
         if self.device is None:
             return ""
         return f"gpu{self.device}" if self.peer is None else f"gpu{self.device}->gpu{self.peer}"
@@ -36,6 +42,8 @@ class Job:
         if self.device is not None:
             parts.append(f"gpu{self.device}" if self.peer is None
                          else f"gpu{self.device}-gpu{self.peer}")
+        if self.ranks is not None:
+            parts.append(f"rank{self.ranks[0]}->rank{self.ranks[1]} {self.memory or ''}".strip())
         if self.streams is not None:
             parts.append(f"{self.streams} streams")
         return " ".join(parts)

@@ -38,14 +38,16 @@ class Executor(Protocol):
 
 
 class UnavailableExecutor:
-    """Stands in for a backend this machine lacks: every case becomes one `skipped` row."""
+    """Stands in for a backend this machine lacks: every case becomes one row with the
+    reason, `skipped` (could not run here) or `waived` (does not apply here)."""
 
-    def __init__(self, backend: str, reason: str) -> None:
+    def __init__(self, backend: str, reason: str, status: str = "skipped") -> None:
         self.backend = backend
         self.reason = reason
+        self.status = status
 
     def unavailable_reason(self, case: CaseSpec) -> Unavailable:
-        return Unavailable("skipped", self.reason)
+        return Unavailable(self.status, self.reason)
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
         return []
@@ -98,6 +100,7 @@ class _NoProgress:
 class RunContext:
     run_id: str
     host: str
+    rank: int | None = None
 
 
 def _as_unavailable(value: Unavailable | str | None) -> Unavailable | None:
@@ -128,7 +131,11 @@ class Runner:
     def run(self) -> list[ResultRow]:
         """Measure every case of the plan; KeyboardInterrupt propagates after the last full row."""
         work: list[tuple[CaseSpec, Executor, Unavailable | None, list[Job]]] = []
-        for case in self.plan.cases:
+        # Collective cases (every MPI rank in step) go first, so a rank failing later in
+        # its own measurements cannot leave its peers waiting for it.
+        ordered = sorted(self.plan.cases, key=lambda c: not getattr(
+            self.executors[c.target], "collective", False))
+        for case in ordered:
             executor = self.executors[case.target]
             try:
                 unavailable = _as_unavailable(executor.unavailable_reason(case))
@@ -191,6 +198,7 @@ class Runner:
         return ResultRow(
             run_id=self.context.run_id,
             host=self.context.host,
+            rank=self.context.rank,
             case=case.key,
             backend=backend,
             device=job.device_label,
@@ -227,6 +235,7 @@ class Runner:
         return ResultRow(
             run_id=self.context.run_id,
             host=self.context.host,
+            rank=self.context.rank,
             case=case.key,
             backend=backend,
             device=m.device,

@@ -10,10 +10,11 @@ GPU_KEYS = [
     "p2p_copy", "p2p_bidir", "overlap_h2d_compute", "overlap_d2h_compute",
     "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
 ]
+FLEET_KEYS = ["net_p2p"]
 
 
 def test_registry_holds_exactly_the_documented_keys():
-    assert [c.key for c in CASES] == DDR_KEYS + GPU_KEYS
+    assert [c.key for c in CASES] == DDR_KEYS + GPU_KEYS + FLEET_KEYS
     assert len(CASES_BY_KEY) == len(CASES)
 
 
@@ -49,3 +50,8 @@ def test_unknown_case_names_the_valid_keys():
         select_cases(" , ")
     with pytest.raises(BwprofError, match="unknown case 'x'"):
         get_case("x")
+
+
+def test_the_fleet_case_runs_over_mpi_and_counts_bytes_copied():
+    case = get_case("net_p2p")
+    assert (case.target, case.byte_convention, case.direction) == ("mpi", "copy", "net")

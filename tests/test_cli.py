@@ -169,3 +169,14 @@ def test_info_adds_what_nvml_knows_on_a_second_line():
     line = _nvml_line({"driver_version": "580.159.03", "ecc_mode_current": True,
                        "nvlink_links_up": 18, "uuid": None})
     assert line.strip() == "driver 580.159.03, ECC True, NVLink links 18"
+
+
+def test_mpi_without_mpi4py_is_one_line_saying_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    result = runner.invoke(app, ["run", "--mpi", "--out", str(tmp_path / "r"), *SMALL])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --mpi needs mpi4py")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+    bad = runner.invoke(app, ["run", "--mpi-timeout", "0", *SMALL])
+    assert bad.exit_code == 2 and "--mpi-timeout must be positive" in bad.output

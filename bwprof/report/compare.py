@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -218,12 +219,40 @@ def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[s
     return lines
 
 
-def compare_runs(runs: Sequence[RunFolder]) -> Comparison:
-    """Align the figures of two or more runs; the first is the baseline."""
+BY_CHOICES = ("node", "model")
+
+
+def by_model(figures: list[dict[str, object]]) -> list[dict[str, object]]:
+    """One figure per GPU (or CPU) model instead of per device: the median over the devices
+    of that model — for fleets whose nodes differ between runs, or to compare models."""
+    groups: dict[tuple[object, ...], list[dict[str, object]]] = {}
+    for figure in figures:
+        collapsed = {**figure, "device": f"median of {figure['device_name']}"}
+        groups.setdefault(_key(collapsed), []).append(figure)
+    out = []
+    for members in groups.values():
+        values = [m["value"] for m in members]
+        cvs = [m["cv"] for m in members if m["cv"] is not None]
+        repeats = [m["repeats"] for m in members if m["repeats"] is not None]
+        out.append({**members[0], "device": f"median of {members[0]['device_name']}",
+                    "value": statistics.median(values),  # type: ignore[type-var]
+                    "cv": statistics.median(cvs) if cvs else None,  # type: ignore[type-var]
+                    "repeats": min(repeats) if repeats else None,  # type: ignore[type-var]
+                    "status": "ok" if all(m["status"] == "ok" for m in members)
+                    else "invalid"})
+    return out
+
+
+def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
+    """Align the figures of two or more runs; the first is the baseline. `by` = "node" keeps
+    every device (fleet runs name theirs node:gpuN); "model" compares per device model."""
     if len(runs) < 2:
         raise BwprofError("compare needs at least two run folders; the first is the baseline")
+    if by not in BY_CHOICES:
+        raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {by!r}")
     labels = run_labels(len(runs))
-    per_run = [{_key(f): f for f in _figures(run)} for run in runs]
+    collapse = by_model if by == "model" else (lambda figures: figures)
+    per_run = [{_key(f): f for f in collapse(_figures(run))} for run in runs]
     keys = sorted(dict.fromkeys(k for figures in per_run for k in figures),
                   key=lambda k: k[0] != "summary")  # stable: summary first, then run order
     records = []

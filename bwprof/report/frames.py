@@ -21,6 +21,7 @@ _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
     "bytes_per_rep", "schema_version",
 )
+_OPTIONAL_INTEGER_COLUMNS = ("rank",)
 _FLOAT_COLUMNS = (
     "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak",
     "overlap_efficiency",
@@ -36,6 +37,9 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
             str)
     for column in _INTEGER_COLUMNS:
         frame[column] = _numeric(frame[column], column).astype("Int64")
+    for column in _OPTIONAL_INTEGER_COLUMNS:
+        if column in frame.columns:
+            frame[column] = _numeric(frame[column], column).astype("Int64")
     for column in _FLOAT_COLUMNS:
         frame[column] = _numeric(frame[column], column).astype("float64")
     for column in ("note", "device", "device_name", "phase"):
@@ -96,10 +100,13 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     the file has them, become the rows' counters."""
     rows = []
     telemetry = [c for c in TELEMETRY_COLUMNS if c in frame.columns]
-    for record in frame[[*RESULT_COLUMNS, *telemetry]].to_dict("records"):
+    optional = [c for c in _OPTIONAL_INTEGER_COLUMNS if c in frame.columns]
+    for record in frame[[*RESULT_COLUMNS, *optional, *telemetry]].to_dict("records"):
         values = {k: (None if v is None or (not isinstance(v, str) and pd.isna(v)) else v)
                   for k, v in record.items()}
         values["counters"] = {c: values.pop(c) for c in telemetry}
+        for key in optional:
+            values[key] = None if values[key] is None else int(values[key])
         for key in ("note", "phase", "device", "device_name"):
             values[key] = values[key] or ""
         for key in _INTEGER_COLUMNS:

@@ -49,6 +49,8 @@ class ResultRow:
     """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; empty elsewhere."""
     overlap_efficiency: float | None = None
     schema_version: int = SCHEMA_VERSION
+    rank: int | None = None
+    """MPI rank that measured the row (fleet runs); empty otherwise."""
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
@@ -59,7 +61,12 @@ class ResultRow:
         return {**values, **{c: counters.get(c) for c in TELEMETRY_COLUMNS}}
 
 
-RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow) if f.name != "counters")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("rank",)
+"""Core columns a reader does not require (files written before fleet runs existed)."""
+
+RESULT_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in fields(ResultRow) if f.name not in ("counters", *OPTIONAL_COLUMNS)
+)
 
 TELEMETRY_COLUMNS: tuple[str, ...] = (
     "telemetry_samples",
@@ -73,7 +80,7 @@ TELEMETRY_COLUMNS: tuple[str, ...] = (
 )
 """Columns joined from the hardware counters (issue: telemetry); empty without NVML."""
 
-CSV_COLUMNS: tuple[str, ...] = RESULT_COLUMNS + TELEMETRY_COLUMNS
+CSV_COLUMNS: tuple[str, ...] = RESULT_COLUMNS + OPTIONAL_COLUMNS + TELEMETRY_COLUMNS
 
 TIMING_COLUMNS: tuple[str, ...] = (
     "run_id",

@@ -116,12 +116,21 @@ def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.Da
 
 
 def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    """The best ddr_triad row of each host (one in a single run, one per node in a fleet)."""
     rows = _ok(results, "ddr_triad")
-    if rows.empty:
-        return []
-    best = rows.loc[rows["gbps_best"].idxmax()]
-    note = (f"best of {len(rows)} ddr_triad rows (threads, sizes)" if len(rows) > 1 else "")
-    return [_figure_row("ddr", best, note=note)]
+    out = []
+    for device in dict.fromkeys(rows["device"]):
+        mine = rows[rows["device"] == device]
+        best = mine.loc[mine["gbps_best"].idxmax()]
+        note = (f"best of {len(mine)} ddr_triad rows (threads, sizes)" if len(mine) > 1 else "")
+        out.append(_figure_row("ddr", best, note=note))
+    return out
+
+
+def node_of(device: object) -> str:
+    """The node part of a fleet run's device label ('node7:gpu0' -> 'node7'; '' otherwise)."""
+    text = str(device)
+    return text.split(":", 1)[0] if ":" in text else ""
 
 
 def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
@@ -129,8 +138,8 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
     out = []
     for case in cases:
         rows = _ok(results, case, direction)
-        if case.endswith("_all"):
-            rows = rows[rows["device"] == "all"]
+        if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
+            rows = rows[rows["device"].map(lambda d: str(d).rsplit(":", 1)[-1] == "all")]
         out += [_figure_row(path, row) for row in _largest_per_device(rows)] if len(rows) else []
     return out
 
@@ -159,11 +168,13 @@ def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
 
 def _add_ratios(rows: list[dict[str, object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
-    ddr = next((r["gbps"] for r in rows if r["path"] == "ddr" and r["gbps"]), None)
+    ddr = {node_of(r["device"]): r["gbps"] for r in rows if r["path"] == "ddr" and r["gbps"]}
     h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]}
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
-            row["hbm_over_ddr"] = row["gbps"] / ddr if ddr else None  # type: ignore[operator]
+            node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
+            row["hbm_over_ddr"] = (row["gbps"] / node_ddr  # type: ignore[operator]
+                                   if node_ddr else None)
             pcie = h2d.get(row["device"])
             row["hbm_over_pcie"] = row["gbps"] / pcie if pcie else None  # type: ignore[operator]
 

@@ -1,0 +1,1 @@
+"""Fleet runs: one bwprof per MPI rank, one merged run folder on rank 0."""

@@ -1,0 +1,197 @@
+"""`net_p2p`: MPI point-to-point bandwidth from rank 0 to every other rank, over host buffers
+and, where the MPI library is CUDA-aware, over GPU buffers.
+
+Each sample, in the manner of OSU's bandwidth test: the receiver posts a window of receives
+and says it is ready; the sender starts its clock, sends the window, and stops the clock when
+the receiver's acknowledgement arrives (so the figure counts delivered bytes). The receiver
+checks the last message against the pattern and sends the count of wrong bytes back with its
+last acknowledgement. Only the sender makes a row; every other rank takes no part in a job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bwprof.cases import CaseSpec
+from bwprof.fleet.comm import Fleet, FleetTimeout
+from bwprof.gpu.backend import GpuBackend
+from bwprof.gpu.buffers import (
+    BufferPool,
+    device_mismatches,
+    fill_pattern,
+    host_mismatches,
+    upload_pattern,
+)
+from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.plan import Plan
+from bwprof.runner import Unavailable
+
+TARGET_SAMPLE_BYTES = 64 << 20
+MAX_WINDOW = 64
+CUDA_AWARE_ENV = "BWPROF_MPI_CUDA_AWARE"
+
+
+def window_for(size: int) -> int:
+    """Messages in flight per sample: enough for ~64 MiB, at most 64 (OSU's window)."""
+    return max(1, min(MAX_WINDOW, TARGET_SAMPLE_BYTES // max(size, 1)))
+
+
+def cuda_aware_mpi(library_version: str) -> tuple[bool, str]:
+    """Whether the MPI library moves GPU buffers itself, and how that was decided.
+
+    BWPROF_MPI_CUDA_AWARE=1/0 overrides; Open MPI says so through ompi_info; anything else
+    is taken as not CUDA-aware (the GPU-buffer rows are then waived, not guessed)."""
+    forced = os.environ.get(CUDA_AWARE_ENV)
+    if forced in ("0", "1"):
+        return forced == "1", f"{CUDA_AWARE_ENV}={forced}"
+    if "Open MPI" in library_version and shutil.which("ompi_info"):
+        try:
+            out = subprocess.run(["ompi_info", "--parsable", "--all"], capture_output=True,
+                                 text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False, "ompi_info did not answer"
+        aware = "mpi_built_with_cuda_support:value:true" in out
+        return aware, "ompi_info: built " + ("with" if aware else "without") + " CUDA support"
+    return False, "could not tell whether this MPI library is CUDA-aware"
+
+
+class NetP2PExecutor:
+    """Runs net_p2p jobs; a collective case, so the runner runs it before every other."""
+
+    backend = "mpi"
+    collective = True
+
+    def __init__(self, fleet: Fleet, gpu_counts: list[int], cuda_aware: tuple[bool, str],
+                 gpu: tuple[GpuBackend, int] | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 hosts: list[str] | None = None) -> None:
+        """`gpu_counts`: GPUs each rank uses, in rank order; `gpu`: this rank's GPU backend
+        and device index, for GPU-buffer jobs (None without a GPU); `hosts`: each rank's
+        node, for the rows' names."""
+        self.fleet = fleet
+        self.gpu_counts = gpu_counts
+        self.hosts = hosts or [f"rank {r}" for r in range(fleet.size)]
+        self.cuda_aware, self.cuda_reason = cuda_aware
+        self.gpu = gpu
+        self.pool = BufferPool(gpu[0]) if gpu is not None else None
+        self.clock = clock
+        self._tags: dict[Job, int] = {}
+
+    def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
+        if self.fleet.size < 2:
+            return Unavailable("waived", "needs an MPI job of 2 ranks or more")
+        return None
+
+    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
+        jobs = [Job(case.key, size_bytes=size, ranks=(0, peer), memory="host")
+                for peer in range(1, self.fleet.size) for size in plan.transfer_sizes]
+        jobs += [Job(case.key, size_bytes=max(plan.transfer_sizes), ranks=(0, peer),
+                     memory="hbm") for peer in range(1, self.fleet.size)]
+        # Every rank computes the same list, so a job's index is a tag both ends agree on.
+        self._tags = {job: 1000 + 8 * index for index, job in enumerate(jobs)}
+        return jobs
+
+    def _gpu_reason(self, job: Job) -> str | None:
+        if not self.cuda_aware:
+            return f"GPU buffers: the MPI library is not CUDA-aware ({self.cuda_reason})"
+        sender, receiver = job.ranks  # type: ignore[misc]
+        without = [r for r in (sender, receiver) if not self.gpu_counts[r]]
+        if without:
+            return f"GPU buffers: rank(s) {', '.join(map(str, without))} have no GPU"
+        return None
+
+    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        assert job.ranks is not None and job.size_bytes is not None
+        sender, receiver = job.ranks
+        if self.fleet.rank not in job.ranks:
+            return []  # not this rank's pair: it makes no row
+        if job.memory == "hbm":
+            reason = self._gpu_reason(job)
+            if reason:
+                if self.fleet.rank == sender:
+                    raise NotRun("waived", reason)
+                return []
+        buffers = self._buffers(job)
+        tag = self._tags[job]
+        try:
+            if self.fleet.rank == receiver:
+                self._receive(sender, buffers, job, plan.repeats, tag)
+                return []
+            seconds, wrong = self._send(receiver, buffers, job, plan.repeats, tag)
+        except FleetTimeout as exc:
+            if self.fleet.rank == sender:
+                raise RuntimeError(f"{exc}: rank {receiver} did not take part") from None
+            raise
+        window = len(buffers)
+        hosts = f"{self.hosts[sender]} -> {self.hosts[receiver]}"
+        return [Measurement(
+            seconds_per_op=tuple(seconds), bytes_per_op=job.size_bytes,
+            size_bytes=job.size_bytes, device=job.device_label, device_name=hosts,
+            direction=case.direction, memory=job.memory or "host", valid=not wrong,
+            note=(f"validation failed: {wrong} of {job.size_bytes} bytes differ at rank "
+                  f"{receiver}" if wrong else "") + f"{'; ' if wrong else ''}{window} message(s) "
+                  f"in flight per sample",
+            ops_per_sample=window,
+        )]
+
+    def _buffers(self, job: Job) -> list[Any]:
+        size = job.size_bytes or 0
+        count = window_for(size)
+        if job.memory == "hbm" and self.gpu is not None:
+            backend, device = self.gpu
+            return [backend.device_array(device, size) for _ in range(count)]
+        return [np.zeros(size, dtype=np.uint8) for _ in range(count)]
+
+    def _fill(self, buffer: Any) -> None:
+        if isinstance(buffer, np.ndarray):
+            fill_pattern(buffer, buffer.size)
+        else:
+            upload_pattern(self.gpu[0], buffer, buffer.nbytes)  # type: ignore[index]
+
+    def _clear(self, buffer: Any) -> None:
+        if isinstance(buffer, np.ndarray):
+            buffer[:] = 0
+        else:
+            self.gpu[0].zero(buffer, buffer.nbytes)  # type: ignore[index]
+
+    def _mismatches(self, buffer: Any) -> int:
+        if isinstance(buffer, np.ndarray):
+            return host_mismatches(buffer, buffer.size)
+        return device_mismatches(self.pool, buffer, buffer.nbytes)  # type: ignore[arg-type]
+
+    def _send(self, receiver: int, buffers: list[Any], job: Job, repeats: int,
+              tag: int) -> tuple[list[float], int]:
+        comm = self.fleet.comm
+        for buffer in buffers:
+            self._fill(buffer)
+        seconds, wrong = [], 0
+        for sample in range(repeats + 1):  # sample 0 warms up the connection
+            self.fleet.wait(comm.irecv(source=receiver, tag=tag), "ready")
+            start = self.clock()
+            requests = [comm.Isend(buffer, dest=receiver, tag=tag + 1) for buffer in buffers]
+            for request in requests:
+                self.fleet.wait(request, "the window to leave")
+            wrong = self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack")
+            if sample:  # per message: the window's time over the messages in it
+                seconds.append((self.clock() - start) / len(buffers))
+        return seconds, int(wrong)
+
+    def _receive(self, sender: int, buffers: list[Any], job: Job, repeats: int,
+                 tag: int) -> None:
+        comm = self.fleet.comm
+        for _ in range(repeats + 1):
+            for buffer in buffers:
+                self._clear(buffer)
+            requests = [comm.Irecv(buffer, source=sender, tag=tag + 1) for buffer in buffers]
+            self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave")
+            for request in requests:
+                self.fleet.wait(request, "the window to arrive")
+            wrong = self._mismatches(buffers[-1])
+            self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 2), "the ack to leave")

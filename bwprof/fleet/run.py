@@ -1,0 +1,301 @@
+"""A fleet run: every MPI rank measures its own node, rank 0 merges everything into one run
+folder.
+
+1. Rank 0 checks every option and creates the run folder; every rank learns the outcome, so
+   bad input stops the job at once with one line (from rank 0).
+2. Each rank runs its share through `bwprof.run`: with several ranks on a node, each takes
+   the GPU of its local rank and only local rank 0 runs the host (DDR) cases; the collective
+   case (net_p2p) runs first on every rank. Each rank writes its own folder,
+   `RUN/ranks/rank-NNNN/`, as it goes: ranks never write into the same file, and an
+   interrupted job keeps what every rank measured.
+3. Every rank sends its rows, samples, findings and metadata to rank 0, which writes the
+   merged `results.csv` (with `host` and `rank`), `samples.csv`, `findings.csv` (the ranks'
+   and the fleet's), `system.json` (every node) and the summary. A rank that failed sends an
+   `error` row with its message; a rank that does not report within the timeout gets one, and
+   rank 0 then ends the job rather than wait forever.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bwprof import api
+from bwprof.errors import BwprofError
+from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
+from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
+from bwprof.measurement import Job
+from bwprof.report.export import (
+    FINDINGS_FILE,
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    TIMINGS_FILE,
+    prepare_run_dir,
+    write_json_atomic,
+    write_system_json,
+)
+from bwprof.report.findings import findings_frame
+from bwprof.report.fleet import fleet_findings
+from bwprof.report.frames import checked_results, rows_from_frame
+from bwprof.report.outputs import write_report_files
+from bwprof.report.runfolder import with_extras
+from bwprof.report.schema import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
+from bwprof.report.summary import build_summary
+from bwprof.runner import ProgressListener
+from bwprof.system import host_info
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class QuietExit(Exception):
+    """A rank other than 0 stops because rank 0 refused the run (rank 0 says why)."""
+
+
+class InjectedFailure(RuntimeError):
+    """`--fail-rank`: a rank made to fail on purpose, to test what the fleet does then."""
+
+
+@dataclass
+class RankReport:
+    """What one rank sends to rank 0 at the end."""
+
+    rank: int
+    host: str
+    local_rank: int
+    local_size: int
+    gpus: list[int]
+    host_cases: bool
+    rows: list[dict[str, object]] = field(default_factory=list)
+    timings: list[dict[str, object]] = field(default_factory=list)
+    samples: list[dict[str, object]] = field(default_factory=list)
+    findings: list[dict[str, object]] = field(default_factory=list)
+    timelines: list[dict[str, object]] = field(default_factory=list)
+    system: dict[str, object] = field(default_factory=dict)
+    error: str | None = None
+
+
+class FailAtFirstLocalJob:
+    """Progress listener that raises at this rank's first non-collective job (`--fail-rank`),
+    after the collective case, so its peers are not left waiting."""
+
+    def __init__(self, inner: ProgressListener | None) -> None:
+        self.inner = inner
+
+    def start(self, total: int) -> None:
+        if self.inner is not None:
+            self.inner.start(total)
+
+    def job_started(self, job: Job) -> None:
+        if job.case != "net_p2p":
+            raise InjectedFailure("failure injected by --fail-rank (a test of fleet errors)")
+        if self.inner is not None:
+            self.inner.job_started(job)
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        if self.inner is not None:
+            self.inner.job_finished(job, rows)
+
+
+def rank_dir(run_dir: Path, rank: int) -> Path:
+    return run_dir / "ranks" / f"rank-{rank:04d}"
+
+
+def _records(path: Path) -> list[dict[str, object]]:
+    if not path.is_file():
+        return []
+    try:
+        return pd.read_csv(path).to_dict("records")
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
+        return []
+
+
+def _gpu_share(local_rank: int, local_size: int, count: int) -> list[int] | None:
+    """Several ranks on a node: each its local rank's GPU. One rank on a node: every GPU."""
+    if local_size <= 1:
+        return None
+    return [local_rank % count] if count else []
+
+
+def run_fleet(
+    *, out: Path | None, timeout_s: float = DEFAULT_TIMEOUT_S, fail_rank: int | None = None,
+    progress: ProgressListener | None = None, command_line: Sequence[str] | None = None,
+    **options: Any,
+) -> api.RunResult | None:
+    """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None."""
+    from bwprof.gpu.runtime import probe
+
+    fleet = Fleet.join(timeout_s)
+    problem, run_id = None, None
+    if fleet.rank == 0:
+        try:
+            api.check_options(host_info(), **{k: options[k] for k in (
+                "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
+                "file_format")})
+            started = api.utc_now()
+            run_id = f"{socket.gethostname()}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
+            out = prepare_run_dir(out or api.default_run_dir(socket.gethostname(), started)
+                                  .with_name(run_id))
+        except BwprofError as exc:
+            problem = str(exc)
+    problem, run_id, out = fleet.bcast((problem, run_id, out), "the start of the run")
+    if problem:
+        if fleet.rank == 0:
+            raise BwprofError(problem)
+        raise QuietExit(problem)
+
+    gpu_count = probe().count if not options.get("simulate") else 2
+    share = _gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
+    gpus_here = list(range(gpu_count)) if share is None else share
+    gathered = fleet.gather((len(gpus_here), fleet.host), "the GPU counts")
+    peers = fleet.bcast([gathered.get(r, (0, "?")) for r in range(fleet.size)] if gathered
+                        else None, "the GPU counts")
+    counts, hosts = [count for count, _ in peers], [host for _, host in peers]
+    aware = fleet.bcast(cuda_aware_mpi(import_mpi().Get_library_version())
+                        if fleet.rank == 0 else None, "CUDA-awareness")
+    report = RankReport(fleet.rank, fleet.host, fleet.local_rank, fleet.local_size, gpus_here,
+                        fleet.local_rank == 0)
+    folder = rank_dir(out, fleet.rank)
+    executor = NetP2PExecutor(fleet, counts, aware, _rank_gpu(gpus_here, options),
+                              hosts=hosts)
+    listener = (FailAtFirstLocalJob(progress) if fail_rank == fleet.rank else progress)
+    try:
+        result = api.run(
+            out=folder, progress=listener if fleet.rank == 0 or fail_rank == fleet.rank
+            else None, command_line=command_line, plots=False,
+            fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
+            **{k: v for k, v in options.items() if k != "plots"},
+        )
+        report.system = result.system
+    except FleetTimeout as exc:
+        report.error = f"{exc}"
+    except Exception as exc:  # the rank failed: keep what it measured, say why
+        report.error = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        report.system = _read_json(folder / "system.json")
+        if not isinstance(exc, InjectedFailure):
+            traceback.print_exc()
+    report.rows = _records(folder / RESULTS_FILE)
+    report.timings = _records(folder / TIMINGS_FILE)
+    report.samples = _records(folder / SAMPLES_FILE)
+    report.findings = _records(folder / FINDINGS_FILE)
+    report.timelines = _read_json(folder / "timelines.json") or []  # type: ignore[assignment]
+
+    received = fleet.gather(report, "every rank's results")
+    if fleet.rank != 0:
+        if report.error:
+            raise SystemExit(1)
+        return None
+    merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+    if len(received or {}) < fleet.size:
+        fleet.abort(1)  # a rank hangs: end the job instead of waiting for it forever
+    return merged
+
+
+def _rank_gpu(gpus: list[int], options: dict[str, Any]) -> Any:
+    """This rank's GPU backend and device for GPU-buffer messages (None without a GPU)."""
+    if not gpus or options.get("simulate"):
+        return None
+    from bwprof.gpu.runtime import CudaBackend
+
+    try:
+        return CudaBackend(), gpus[0]
+    except RuntimeError:
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _prefixed(device: object, host: str) -> str:
+    """Fleet rows name their node: 'gpu0' on node7 becomes 'node7:gpu0'."""
+    text = "" if device is None or device != device else str(device)  # NaN != NaN
+    if not text or text.startswith("rank"):
+        return text
+    return f"{host}:{text}"
+
+
+def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object]:
+    row = ResultRow(
+        run_id=run_id, host=host, case="rank", backend="mpi", device=f"rank{rank}",
+        device_name="", memory="", direction="", size_bytes=None, threads=None, streams=None,
+        numa_node=None, repeats=None, ops_per_sample=None, bytes_per_rep=None,
+        byte_convention="", time_median_s=None, time_min_s=None, gbps_median=None,
+        gbps_best=None, cv=None, peak_gbps=None, pct_of_peak=None, status="error", note=note,
+        rank=rank,
+    )
+    return row.as_dict()
+
+
+def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
+          timeout_s: float, options: dict[str, Any]) -> api.RunResult:
+    """Write the merged run folder on rank 0 and return it as a RunResult."""
+    rows: list[dict[str, object]] = []
+    timings, samples, findings, timelines = [], [], [], []
+    ranks, nodes = [], {}
+    for rank in range(size):
+        report = received.get(rank)
+        if report is None:
+            rows.append(_error_row(run_id, rank, "", f"rank {rank} did not report within "
+                                                    f"{timeout_s:g} s (hung or died)"))
+            ranks.append({"rank": rank, "status": "missing"})
+            continue
+        host = report.host
+        for row in report.rows:
+            rows.append({**row, "device": _prefixed(row.get("device"), host), "rank": rank,
+                         "host": row.get("host") or host})
+        if report.error:
+            rows.append(_error_row(run_id, rank, host, f"rank {rank} on {host} failed: "
+                                                       f"{report.error}"))
+        timings += [{**t, "rank": rank, "host": host,
+                     "device": _prefixed(t.get("device"), host)} for t in report.timings]
+        samples += [{**s, "rank": rank, "host": host,
+                     "device": _prefixed(s.get("device"), host)} for s in report.samples]
+        findings += [{**f, "device": _prefixed(f.get("device"), host)} for f in report.findings]
+        timelines += [{**t, "device": _prefixed(t.get("device"), host)}
+                      for t in report.timelines]
+        failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
+                                           for r in report.rows)
+        ranks.append({"rank": rank, "host": host, "local_rank": report.local_rank,
+                      "local_size": report.local_size, "gpus": report.gpus,
+                      "host_cases": report.host_cases,
+                      "status": "failed" if failed else "ok", "error": report.error})
+        system = report.system or {}
+        if host not in nodes and system:
+            nodes[host] = {"host": system.get("host"), "gpus": system.get("gpus"),
+                           "telemetry": system.get("telemetry")}
+    frame = checked_results(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), out / RESULTS_FILE)
+    first = received.get(0)
+    system = dict(first.system) if first is not None and first.system else {}
+    system.update(schema_version=SCHEMA_VERSION, run_id=run_id, nodes=nodes,
+                  mpi={"size": size, "timeout_s": timeout_s, "ranks": ranks})
+    all_findings = findings_frame([])
+    if findings:
+        all_findings = pd.DataFrame(findings, columns=list(all_findings.columns))
+    all_findings = pd.concat([all_findings, findings_frame(fleet_findings(frame, nodes))],
+                             ignore_index=True)
+    frame.to_csv(out / RESULTS_FILE, index=False)
+    pd.DataFrame(timings).to_csv(out / TIMINGS_FILE, index=False)
+    if samples:
+        pd.DataFrame(samples).to_csv(out / SAMPLES_FILE, index=False)
+    all_findings.to_csv(out / FINDINGS_FILE, index=False)
+    if timelines:
+        write_json_atomic(out / "timelines.json", timelines)
+    write_system_json(out, system)
+    result = api.RunResult(frame, system, rows_from_frame(frame), out, False,
+                           timelines=timelines, findings=all_findings,
+                           samples=pd.DataFrame(samples), summary=build_summary(frame))
+    written = write_report_files(with_extras(out, frame, system), result.summary, out,
+                                 parquet=options.get("file_format") == "parquet",
+                                 plots=options.get("plots", True))
+    result.files, result.notes = written.files, written.notes
+    return result

@@ -1,0 +1,83 @@
+"""Findings across a fleet run: nodes whose headline figures fall more than 10% below the
+fleet median for the same hardware, and nodes whose software or link differs from most."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Mapping
+
+import pandas as pd
+
+from bwprof.report.findings import Finding
+from bwprof.report.summary import node_of
+
+FLEET_SHARE = 0.9
+HEADLINE_CASES = ("ddr_triad", "hbm_triad", "d2d_copy", "h2d_pinned", "d2h_pinned")
+METADATA_KEYS = {"driver_version": "driver", "cuda_driver_version": "CUDA driver",
+                 "vbios_version": "VBIOS", "pcie_gen_max": "PCIe generation (max)",
+                 "pcie_width_max": "PCIe width (max)"}
+
+
+def _headline(results: pd.DataFrame) -> pd.DataFrame:
+    """Per device, each headline case at its largest size (DDR: the best row)."""
+    rows = results[results["case"].isin(HEADLINE_CASES) & (results["status"] == "ok")
+                   & (results["backend"] != "simulated") & results["gbps_best"].notna()]
+    chosen = []
+    for (_case, _device), group in rows.groupby(["case", "device"], sort=False):
+        largest = group[group["size_bytes"] == group["size_bytes"].max()]
+        chosen.append(largest.loc[largest["gbps_best"].idxmax()])
+    return pd.DataFrame(chosen)
+
+
+def slower_nodes(results: pd.DataFrame) -> list[Finding]:
+    """Nodes more than 10% below the fleet median of the same case, size and model."""
+    headline = _headline(results)
+    found: list[Finding] = []
+    if headline.empty:
+        return found
+    keys = ["case", "size_bytes", "direction", "device_name"]
+    for key, group in headline.groupby(keys, dropna=False):
+        if group["device"].map(node_of).nunique() < 2:
+            continue
+        median = statistics.median(group["gbps_best"])
+        for _, row in group[group["gbps_best"] < FLEET_SHARE * median].iterrows():
+            found.append(Finding(
+                "warning", str(row["device"]),
+                f"node {node_of(row['device'])} below the fleet median on {key[0]}",
+                "a node under-delivers against identical hardware in the same fleet",
+                f"{row['gbps_best']:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
+                f"{len(group)} {key[3]} device(s)",
+            ))
+    return found
+
+
+def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
+    """Nodes whose driver, CUDA driver, VBIOS or PCIe link maximum differ from the majority."""
+    values: dict[str, dict[str, set[str]]] = {}
+    for host, node in nodes.items():
+        devices = ((node.get("gpus") or {}).get("devices") or []) if node else []
+        for device in devices:
+            meta = device.get("metadata") or {}
+            for key in METADATA_KEYS:
+                if meta.get(key) not in (None, ""):
+                    values.setdefault(key, {}).setdefault(host, set()).add(str(meta[key]))
+    found = []
+    for key, per_host in values.items():
+        if len(per_host) < 2:
+            continue
+        counts = Counter(v for vals in per_host.values() for v in vals)
+        majority, _ = counts.most_common(1)[0]
+        for host, vals in sorted(per_host.items()):
+            odd = sorted(vals - {majority})
+            if odd:
+                found.append(Finding(
+                    "warning", host, f"node {host}: {METADATA_KEYS[key]} differs from the fleet",
+                    "nodes that should be identical are not: figures may differ for that reason",
+                    f"{METADATA_KEYS[key]} {', '.join(odd)} here, {majority} on most nodes",
+                ))
+    return found
+
+
+def fleet_findings(results: pd.DataFrame, nodes: Mapping[str, Mapping]) -> list[Finding]:
+    return [*slower_nodes(results), *differing_nodes(nodes)]

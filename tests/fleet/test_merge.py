@@ -1,0 +1,79 @@
+"""Rank 0's merge of the ranks' reports into one run folder (no MPI needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from bwprof.fleet.run import RankReport, merge
+from bwprof.report.frames import read_results
+from tests.report.test_export import make_row
+
+
+def _report(rank, host, rows, **extra):
+    system = {"run_id": "fleet-1", "host": {"hostname": host},
+              "gpus": {"devices": [{"index": 0, "metadata": {"driver_version":
+                                                             extra.pop("driver", "580")}}]}}
+    return RankReport(rank=rank, host=host, local_rank=0, local_size=1, gpus=[0],
+                      host_cases=True, rows=[r.as_dict() for r in rows], system=system,
+                      **extra)
+
+
+def _rows(host, ddr, rank):
+    return [make_row(run_id="fleet-1", host=host, case="ddr_triad", device="cpu",
+                     gbps_best=ddr, rank=rank),
+            make_row(run_id="fleet-1", host=host, case="hbm_triad", backend="cuda",
+                     device="gpu0", device_name="NVIDIA H200", memory="hbm", threads=None,
+                     size_bytes=256 << 20, gbps_best=4000.0, rank=rank)]
+
+
+def test_merge_names_every_node_keeps_every_row_and_says_who_failed(tmp_path):
+    received = {
+        0: _report(0, "node0", _rows("node0", 30.0, 0), findings=[
+            {"severity": "warning", "device": "gpu0", "what": "PCIe link below its maximum",
+             "why": "x", "evidence": "Gen4"}]),
+        1: _report(1, "node1", _rows("node1", 20.0, 1), driver="550",
+                   error="RuntimeError: GPU fell off the bus"),
+        2: _report(2, "node2", _rows("node2", 30.5, 2)),
+    }
+    result = merge(tmp_path, "fleet-1", received, size=4, timeout_s=60.0, options={})
+    frame = read_results(tmp_path / "results.csv")
+    assert list(frame["rank"]) == [0, 0, 1, 1, 1, 2, 2, 3]
+    assert list(frame["device"][:2]) == ["node0:cpu", "node0:gpu0"]
+    errors = frame[frame["status"] == "error"]
+    assert list(errors["note"]) == [
+        "rank 1 on node1 failed: RuntimeError: GPU fell off the bus",
+        "rank 3 did not report within 60 s (hung or died)"]
+    system = json.loads((tmp_path / "system.json").read_text())
+    assert [r["status"] for r in system["mpi"]["ranks"]] == ["ok", "failed", "ok", "missing"]
+    assert set(system["nodes"]) == {"node0", "node1", "node2"}
+    findings = pd.read_csv(tmp_path / "findings.csv")
+    assert "node0:gpu0" in set(findings["device"])  # a rank's own finding, named by node
+    whats = set(findings["what"])
+    assert "node node1 below the fleet median on ddr_triad" in whats
+    assert "node node1: driver differs from the fleet" in whats
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    ddr = summary[summary["path"] == "ddr"]
+    assert list(ddr["device"]) == ["node0:cpu", "node1:cpu", "node2:cpu"]  # one per node
+    assert len(result.failed) == 2
+
+
+def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
+    from bwprof.report.compare import compare_runs
+    from bwprof.report.runfolder import load_run
+
+    for name, slow in (("a", 30.0), ("b", 15.0)):
+        received = {r: _report(r, f"node{r}", _rows(f"node{r}", slow if r == 1 else 30.0, r))
+                    for r in range(3)}
+        (tmp_path / name).mkdir()
+        merge(tmp_path / name, "fleet-1", received, size=3, timeout_s=60.0, options={})
+    runs = [load_run(tmp_path / "a"), load_run(tmp_path / "b")]
+    per_node = compare_runs(runs).rows
+    node1 = per_node[(per_node["device"] == "node1:cpu") & (per_node["scope"] == "summary")
+                     & (per_node["run"] == per_node["run"].iloc[-1])]
+    assert node1["change_pct"].round(1).tolist() == [-50.0]
+    per_model = compare_runs(runs, by="model").rows
+    ddr = per_model[(per_model["scope"] == "summary") & (per_model["case"] == "ddr_triad")]
+    assert set(ddr["device"]) == {"median of CPU, with comma"}
+    assert ddr["value"].tolist() == [30.0, 30.0]  # the median of 30, 15, 30

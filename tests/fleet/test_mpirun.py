@@ -1,0 +1,80 @@
+"""A real 2-rank job on this machine: `mpirun -n 2 --oversubscribe`, host cases and net_p2p.
+
+Marked `mpi`: it needs Open MPI (mpirun) and mpi4py. Without them it skips, unless
+BWPROF_REQUIRE_MPI=1 (set by CI, which installs both), where a missing MPI is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests.conftest import env_without_cudasim
+
+pytestmark = pytest.mark.mpi
+
+
+def _mpi_or_skip() -> None:
+    missing = []
+    if shutil.which("mpirun") is None:
+        missing.append("mpirun (apt install openmpi-bin)")
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        missing.append("mpi4py (pip install 'bwprof[mpi]')")
+    if missing:
+        message = f"needs {' and '.join(missing)}"
+        if os.environ.get("BWPROF_REQUIRE_MPI") == "1":
+            pytest.fail(f"BWPROF_REQUIRE_MPI=1 but MPI is missing: {message}")
+        pytest.skip(message)
+
+
+def _mpirun(out, *extra):
+    env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    return subprocess.run(
+        ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
+         "--cases", "ddr_triad,net_p2p", "--preset", "quick", "--size", "4MiB",
+         "--repeats", "3", "--quiet", "--no-plots", "--mpi-timeout", "120", "--out", str(out),
+         *extra],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+
+
+def test_two_ranks_one_merged_folder(tmp_path):
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    done = _mpirun(out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["rank"]) == {0, 1}
+    ddr = results[results["case"] == "ddr_triad"]
+    assert sorted(ddr["status"]) == ["ok", "waived"]  # one rank per node runs host cases
+    net = results[(results["case"] == "net_p2p") & (results["status"] == "ok")]
+    assert len(net) == 4 and set(net["device"]) == {"rank0->rank1"}
+    assert (net["gbps_best"] > 0).all()
+    system = json.loads((out / "system.json").read_text())
+    assert [r["status"] for r in system["mpi"]["ranks"]] == ["ok", "ok"]
+    assert (out / "summary.csv").is_file() and (out / "findings.csv").is_file()
+    for rank in (0, 1):  # every rank also kept its own rows as it went
+        assert (out / "ranks" / f"rank-{rank:04d}" / "results.csv").is_file()
+
+
+def test_a_failing_rank_leaves_the_others_rows_and_an_error_row(tmp_path):
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    done = _mpirun(out, "--fail-rank", "1")
+    assert done.returncode != 0
+    results = pd.read_csv(out / "results.csv")
+    assert (results[results["rank"] == 0]["status"] == "ok").any()
+    errors = results[results["status"] == "error"]
+    assert list(errors["rank"]) == [1]
+    assert "rank 1" in errors["note"].iloc[0] and "failure injected" in errors["note"].iloc[0]
+    ranks = json.loads((out / "system.json").read_text())["mpi"]["ranks"]
+    assert [r["status"] for r in ranks] == ["ok", "failed"]

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+
+from bwprof.cases import get_case
+from bwprof.fleet import netp2p
+from bwprof.fleet.comm import Fleet
+from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi, window_for
+from bwprof.measurement import NotRun
+from bwprof.plan import MiB, make_plan
+
+PLAN = make_plan(cases="net_p2p", preset="quick", repeats=2, usable_cpus=1, llc_bytes=None,
+                 memory_available_bytes=None)
+
+
+def _executor(rank=0, size=3, gpus=(0, 0, 0), aware=(False, "test")):
+    fleet = Fleet(None, rank, size, 0, 1, f"node{rank}", 1.0)
+    return NetP2PExecutor(fleet, list(gpus), aware, hosts=[f"node{r}" for r in range(size)])
+
+
+def test_window_keeps_about_64_mib_in_flight():
+    assert window_for(64 << 10) == 64
+    assert window_for(16 * MiB) == 4
+    assert window_for(1 << 30) == 1
+
+
+def test_jobs_go_from_rank_0_to_every_other_rank_and_are_tagged_alike_everywhere():
+    case = get_case("net_p2p")
+    jobs = _executor().jobs(case, PLAN)
+    host = [j for j in jobs if j.memory == "host"]
+    assert {j.ranks for j in host} == {(0, 1), (0, 2)}
+    assert [j.size_bytes for j in host if j.ranks == (0, 1)] == list(PLAN.transfer_sizes)
+    assert [(j.ranks, j.memory) for j in jobs if j.memory == "hbm"] == [((0, 1), "hbm"),
+                                                                        ((0, 2), "hbm")]
+    assert host[0].device_label == "rank0->rank1"
+    sender, other = _executor(rank=0), _executor(rank=2)
+    sender.jobs(case, PLAN)
+    other.jobs(case, PLAN)
+    assert other._tags == sender._tags  # the same list on every rank: the same tags
+    assert len(set(other._tags.values())) == len(jobs)
+
+
+def test_one_rank_is_waived_and_ranks_outside_a_pair_make_no_row():
+    case = get_case("net_p2p")
+    assert _executor(size=1).unavailable_reason(case).status == "waived"
+    executor = _executor(rank=2)
+    (job, *_) = executor.jobs(case, PLAN)
+    assert job.ranks == (0, 1) and executor.measure(case, job, PLAN) == []
+
+
+def test_gpu_buffers_are_waived_with_the_reason():
+    case = get_case("net_p2p")
+    executor = _executor(rank=0, gpus=(1, 0, 1), aware=(True, "test"))
+    gpu_jobs = [j for j in executor.jobs(case, PLAN) if j.memory == "hbm"]
+    with pytest.raises(NotRun, match=r"rank\(s\) 1 have no GPU"):
+        executor.measure(case, gpu_jobs[0], PLAN)
+    receiver = _executor(rank=1, gpus=(1, 0, 1), aware=(True, "test"))
+    receiver.jobs(case, PLAN)
+    assert receiver.measure(case, gpu_jobs[0], PLAN) == []
+    plain = _executor(rank=0)
+    with pytest.raises(NotRun, match="not CUDA-aware"):
+        plain.measure(case, gpu_jobs[1], PLAN)
+
+
+def test_cuda_awareness(monkeypatch):
+    monkeypatch.setenv(netp2p.CUDA_AWARE_ENV, "1")
+    assert cuda_aware_mpi("Open MPI v4.1.4") == (True, "BWPROF_MPI_CUDA_AWARE=1")
+    monkeypatch.delenv(netp2p.CUDA_AWARE_ENV)
+    assert cuda_aware_mpi("MPICH 4.2")[0] is False
+    monkeypatch.setattr(netp2p.shutil, "which", lambda name: "/usr/bin/ompi_info")
+
+    class Done:
+        stdout = "mca:mpi:base:param:mpi_built_with_cuda_support:value:true\n"
+
+    monkeypatch.setattr(netp2p.subprocess, "run", lambda *a, **k: Done())
+    assert cuda_aware_mpi("Open MPI v5.0.3") == (True, "ompi_info: built with CUDA support")

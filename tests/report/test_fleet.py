@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from bwprof.report.fleet import differing_nodes, slower_nodes
+from bwprof.report.frames import results_frame
+from tests.report.test_export import make_row
+
+
+def test_a_node_more_than_10_percent_below_the_fleet_median():
+    rows = [make_row(case="h2d_pinned", backend="cuda", device=f"node{i}:gpu0",
+                     device_name="NVIDIA H200", direction="h2d", threads=None,
+                     size_bytes=256 << 20, gbps_best=value)
+            for i, value in enumerate([55.0, 54.0, 48.0, 56.0])]
+    rows.append(make_row(case="h2d_pinned", backend="cuda", device="node9:gpu0",
+                         device_name="other GPU", direction="h2d", threads=None,
+                         size_bytes=256 << 20, gbps_best=10.0))
+    (finding,) = slower_nodes(results_frame(rows))
+    assert finding.device == "node2:gpu0"
+    assert "48.0 GB/s vs a fleet median of 54.5 GB/s over 4 NVIDIA H200" in finding.evidence
+
+
+def test_one_node_is_not_a_fleet():
+    rows = [make_row(device=f"node0:gpu{i}", backend="cuda", gbps_best=v)
+            for i, v in enumerate([50.0, 10.0])]
+    assert slower_nodes(results_frame(rows)) == []
+
+
+def test_metadata_differing_from_the_majority():
+    def node(driver, gen):
+        return {"gpus": {"devices": [{"metadata": {"driver_version": driver,
+                                                    "pcie_gen_max": gen}}]}}
+
+    nodes = {"a": node("580", 5), "b": node("580", 5), "c": node("550", 4)}
+    findings = differing_nodes(nodes)
+    assert [(f.device, f.what) for f in findings] == [
+        ("c", "node c: driver differs from the fleet"),
+        ("c", "node c: PCIe generation (max) differs from the fleet")]
+    assert "550 here, 580 on most nodes" in findings[0].evidence
