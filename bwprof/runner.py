@@ -195,33 +195,12 @@ class Runner:
         return rows, [m.seconds_per_op for m in measurements], timelines
 
     def _row(self, case: CaseSpec, job: Job, backend: str, *, status: str, note: str) -> ResultRow:
-        return ResultRow(
-            run_id=self.context.run_id,
-            host=self.context.host,
-            rank=self.context.rank,
-            case=case.key,
-            backend=backend,
-            device=job.device_label,
-            device_name="",
-            memory=case.memory,
-            direction=case.direction,
-            size_bytes=job.size_bytes,
-            threads=job.threads,
-            streams=job.streams,
-            numa_node=None,
-            repeats=None,
-            ops_per_sample=None,
-            bytes_per_rep=None,
+        return ResultRow.bare(
+            run_id=self.context.run_id, host=self.context.host, rank=self.context.rank,
+            case=case.key, backend=backend, status=status, note=note,
+            device=job.device_label, memory=case.memory, direction=case.direction,
+            size_bytes=job.size_bytes, threads=job.threads, streams=job.streams,
             byte_convention=case.byte_convention,
-            time_median_s=None,
-            time_min_s=None,
-            gbps_median=None,
-            gbps_best=None,
-            cv=None,
-            peak_gbps=None,
-            pct_of_peak=None,
-            status=status,
-            note=note,
         )
 
     def _not_run_row(

@@ -225,15 +225,8 @@ def _prefixed(device: object, host: str) -> str:
 
 
 def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object]:
-    row = ResultRow(
-        run_id=run_id, host=host, case="rank", backend="mpi", device=f"rank{rank}",
-        device_name="", memory="", direction="", size_bytes=None, threads=None, streams=None,
-        numa_node=None, repeats=None, ops_per_sample=None, bytes_per_rep=None,
-        byte_convention="", time_median_s=None, time_min_s=None, gbps_median=None,
-        gbps_best=None, cv=None, peak_gbps=None, pct_of_peak=None, status="error", note=note,
-        rank=rank,
-    )
-    return row.as_dict()
+    return ResultRow.bare(run_id=run_id, host=host, case="rank", backend="mpi", status="error",
+                          note=note, device=f"rank{rank}", rank=rank).as_dict()
 
 
 def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,

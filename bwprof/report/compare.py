@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.formats import is_missing
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.summary import build_summary
@@ -161,11 +162,6 @@ class Comparison:
         return bool((base["backend"] == "simulated").any())
 
 
-def _missing(value: object) -> bool:
-    try:
-        return value is None or bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def describe(row: pd.Series) -> str:
@@ -175,7 +171,7 @@ def describe(row: pd.Series) -> str:
     parts = [str(row["case"]), str(row["device"])]
     if row["device_name"]:
         parts.append(f"({row['device_name']})")
-    if not _missing(row["size_bytes"]):
+    if not is_missing(row["size_bytes"]):
         parts.append(format_bytes(int(row["size_bytes"])))
     if row["metric"] == "overlap_efficiency":
         parts.append("overlap efficiency")

@@ -35,6 +35,14 @@ def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
     return target
 
 
+def is_missing(value: object) -> bool:
+    """True for None, NaN and pd.NA (a cell with no value), never raising on other types."""
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def plain(value: object) -> object:
     """A JSON-ready value: None for NaN and pd.NA, Python numbers for NumPy ones."""
     if isinstance(value, dict):
@@ -45,11 +53,8 @@ def plain(value: object) -> object:
         return str(value)
     if value is None or isinstance(value, (str, bool)):
         return value
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
+    if is_missing(value):
+        return None
     return value.item() if hasattr(value, "item") else value
 
 

@@ -54,6 +54,19 @@ class ResultRow:
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
+    @classmethod
+    def bare(cls, *, run_id: str, host: str, case: str, backend: str, status: str, note: str,
+             **values: object) -> ResultRow:
+        """A row with every measured field empty, for what was not measured (skipped,
+        waived, error), with `values` set on top."""
+        empty = dict.fromkeys(f.name for f in fields(cls) if f.name not in (
+            "run_id", "host", "case", "backend", "status", "note", "phase",
+            "overlap_efficiency", "schema_version", "rank", "counters"))
+        text = {"device": "", "device_name": "", "memory": "", "direction": "",
+                "byte_convention": ""}
+        return cls(run_id=run_id, host=host, case=case, backend=backend, status=status,
+                   note=note, **{**empty, **text, **values})  # type: ignore[arg-type]
+
     def as_dict(self) -> dict[str, object]:
         """Core columns, then every telemetry column (None where not measured)."""
         values = asdict(self)

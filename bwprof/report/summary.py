@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from bwprof.report.formats import plain
 from bwprof.report.schema import SCHEMA_VERSION
 
 SUMMARY_FILE = "summary.csv"
@@ -47,28 +48,16 @@ PATH_CASES: dict[str, tuple[str, ...]] = {
 SLOWEST_PAIR = "slowest pair"
 
 
-def _value(value: object) -> object:
-    """None for a missing cell (NaN, pd.NA), the plain Python value otherwise."""
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value.item() if hasattr(value, "item") else value
-
-
 def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]:
-    gbps = _value(row["gbps_best"])
-    peak = _value(row["peak_gbps"])
+    gbps = plain(row["gbps_best"])
+    peak = plain(row["peak_gbps"])
     values: dict[str, object] = {
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
         "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
         "memory": row["memory"], "direction": row["direction"],
-        "size_bytes": _value(row["size_bytes"]), "threads": _value(row["threads"]),
-        "repeats": _value(row["repeats"]), "gbps": gbps,
-        "gbps_median": _value(row["gbps_median"]), "cv": _value(row["cv"]), "peak_gbps": peak,
+        "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
+        "repeats": plain(row["repeats"]), "gbps": gbps,
+        "gbps_median": plain(row["gbps_median"]), "cv": plain(row["cv"]), "peak_gbps": peak,
         "pct_of_peak": 100.0 * gbps / peak if gbps is not None and peak else None,
         "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
         "status": row["status"], "note": "", "schema_version": SCHEMA_VERSION,
@@ -205,7 +194,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def has_figure(row: pd.Series) -> bool:
-    return _value(row["gbps"]) is not None or _value(row["overlap_efficiency"]) is not None
+    return plain(row["gbps"]) is not None or plain(row["overlap_efficiency"]) is not None
 
 
 def headline_sentence(summary: pd.DataFrame) -> str:

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from bwprof.measurement import Job
 from bwprof.plan import format_bytes
+from bwprof.report.formats import is_missing
 from bwprof.report.schema import FAILED_STATUSES, ResultRow
 
 if TYPE_CHECKING:
@@ -202,13 +203,6 @@ def finding_lines(findings: Any) -> list[str]:
     return lines
 
 
-def _missing(value: object) -> bool:
-    import pandas as pd
-
-    try:
-        return value is None or bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def _gbps(value: float) -> str:
@@ -217,7 +211,7 @@ def _gbps(value: float) -> str:
 
 def figure_cell(value: object, backend: object, metric: str = "gbps") -> str:
     """A figure for the terminal: GB/s or overlap %, and never a simulated number."""
-    if _missing(value):
+    if is_missing(value):
         return ""
     if backend == "simulated":
         return "simulated"
@@ -228,13 +222,13 @@ def figure_cell(value: object, backend: object, metric: str = "gbps") -> str:
 
 def _on(row: pd.Series) -> str:
     where = str(row["device"])
-    if not _missing(row["threads"]):
+    if not is_missing(row["threads"]):
         where += f", {int(row['threads'])} thr"
     return where
 
 
 def _size_cell(value: object) -> str:
-    return "" if _missing(value) else format_bytes(int(value))  # type: ignore[arg-type]
+    return "" if is_missing(value) else format_bytes(int(value))  # type: ignore[arg-type]
 
 
 def path_table(summary: pd.DataFrame, title: str = "") -> Table:
@@ -243,7 +237,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     fits an 80-column terminal."""
     from bwprof.report.summary import PATH_LABELS
 
-    shown = summary[[not _missing(r["gbps"]) or not _missing(r["overlap_efficiency"])
+    shown = summary[[not is_missing(r["gbps"]) or not is_missing(r["overlap_efficiency"])
                      or r["status"] != "absent" for _, r in summary.iterrows()]]
     measured = shown[shown["backend"] != "simulated"]
     optional = {
@@ -270,18 +264,18 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         simulated = row["backend"] == "simulated"
 
         def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
-            return "" if _missing(value) or simulated else format(value, spec) + suffix
+            return "" if is_missing(value) or simulated else format(value, spec) + suffix
 
         if row["path"] == "overlap":
             figure = figure_cell(row["overlap_efficiency"], row["backend"], "overlap_efficiency")
             figure = figure.replace(" overlap", " eff.")
         else:
             figure = figure_cell(row["gbps"], row["backend"]).removesuffix(" GB/s")
-        peak = ("" if _missing(row["peak_gbps"]) or row["path"] == "overlap"
+        peak = ("" if is_missing(row["peak_gbps"]) or row["path"] == "overlap"
                 else _gbps(float(row["peak_gbps"])))
-        if peak and not simulated and not _missing(row["pct_of_peak"]):
+        if peak and not simulated and not is_missing(row["pct_of_peak"]):
             peak += f" ({row['pct_of_peak']:.0f}%)"
-        cv = (None if _missing(row["cv"]) or _missing(row["repeats"]) or int(row["repeats"]) < 2
+        cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
               else 100 * float(row["cv"]))
         cells = {
             "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
@@ -363,12 +357,12 @@ def print_summary(console: Console, rows: Sequence[ResultRow], title: str = "",
 def change_cell(row: pd.Series) -> str:
     """'-20.0% beyond ±3.1%' for a later run's figure against the baseline: the change, and
     whether it is beyond the noise band (`noise ?` where the rows cannot say)."""
-    if _missing(row["change_pct"]):
-        return "" if not _missing(row["value"]) or _missing(row["baseline_value"]) else "absent"
+    if is_missing(row["change_pct"]):
+        return "" if not is_missing(row["value"]) or is_missing(row["baseline_value"]) else "absent"
     if row["backend"] == "simulated" or row["baseline_simulated"]:
         return "simulated"
     text = f"{row['change_pct']:+.1f}%"
-    if _missing(row["beyond_noise"]):
+    if is_missing(row["beyond_noise"]):
         return text + " noise ?"
     verdict = "beyond" if row["beyond_noise"] else "within"
     return f"{text} {verdict} ±{row['noise_pct']:.1f}%"
