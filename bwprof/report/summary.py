@@ -1,9 +1,11 @@
 """The capacity-review summary: one row per memory path, each figure beside its peak.
 
-Paths, in order: DDR (the best `ddr_triad`), HBM (`hbm_triad` and `d2d_copy` per GPU),
-host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per GPU, and
-`h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest size, the
-slowest ordered pair), and overlap efficiency (the `concurrent` rows of the overlap cases).
+Paths, in order: DDR (the best `ddr_triad` of each host), HBM (`hbm_triad` and `d2d_copy`
+per GPU), host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per
+GPU, and `h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest
+size, the slowest ordered pair), network (fleet runs only: `net_p2p` host buffers at the
+largest size per rank pair), and overlap efficiency (the `concurrent` rows of the overlap
+cases).
 A path with no figure keeps one row with an empty figure and the reason, so the table always
 says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU.
 
@@ -30,11 +32,13 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "schema_version",
 )
 
-PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "overlap")
+PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "net", "overlap")
 PATH_LABELS: dict[str, str] = {
     "ddr": "DDR", "hbm": "HBM", "h2d": "host→device", "d2h": "device→host",
-    "p2p": "GPU↔GPU", "overlap": "overlap",
+    "p2p": "GPU↔GPU", "net": "network", "overlap": "overlap",
 }
+FLEET_ONLY_PATHS = ("net",)
+"""Paths shown only when the run has rows of them (fleet runs), not as 'not in this run'."""
 # The cases each path reads, in the order their rows appear.
 PATH_CASES: dict[str, tuple[str, ...]] = {
     "ddr": ("ddr_triad",),
@@ -42,6 +46,7 @@ PATH_CASES: dict[str, tuple[str, ...]] = {
     "h2d": ("h2d_pinned", "h2d_all"),
     "d2h": ("d2h_pinned", "d2h_all"),
     "p2p": ("p2p_copy",),
+    "net": ("net_p2p",),
     "overlap": ("overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
                 "overlap_pageable"),
 }
@@ -178,10 +183,13 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
         "h2d": _per_gpu_rows("h2d", results, PATH_CASES["h2d"], "h2d"),
         "d2h": _per_gpu_rows("d2h", results, PATH_CASES["d2h"], "d2h"),
         "p2p": _p2p_rows(results),
+        "net": _per_gpu_rows("net", results, PATH_CASES["net"], "net"),
         "overlap": _overlap_rows(results),
     }
     rows: list[dict[str, object]] = []
     for path in PATHS:
+        if path in FLEET_ONLY_PATHS and not results["case"].isin(PATH_CASES[path]).any():
+            continue
         rows += by_path[path] or [_missing_row(path, results, run_id, host)]
     _add_ratios(rows)
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

@@ -77,3 +77,16 @@ def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
     ddr = per_model[(per_model["scope"] == "summary") & (per_model["case"] == "ddr_triad")]
     assert set(ddr["device"]) == {"median of CPU, with comma"}
     assert ddr["value"].tolist() == [30.0, 30.0]  # the median of 30, 15, 30
+
+
+def test_the_network_path_shows_only_in_runs_with_net_p2p_rows():
+    from bwprof.report.frames import results_frame
+    from bwprof.report.summary import build_summary
+
+    net = [make_row(case="net_p2p", backend="mpi", device="rank0->rank1", memory="host",
+                    direction="net", threads=None, size_bytes=size, gbps_best=gbps)
+           for size, gbps in ((1 << 20, 2.0), (256 << 20, 3.0))]
+    summary = build_summary(results_frame([*_rows("node0", 30.0, 0), *net]))
+    (row,) = summary[summary["path"] == "net"].itertuples()
+    assert (row.device, row.size_bytes, row.gbps) == ("rank0->rank1", 256 << 20, 3.0)
+    assert "net" not in set(build_summary(results_frame(_rows("node0", 30.0, 0)))["path"])
