@@ -44,6 +44,10 @@ class GpuExecutor:
         self._case: str | None = None
         self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
 
+    def _device(self, index: int | None) -> GpuDevice:
+        """The device of a CUDA index (a fleet rank may hold only gpu3 of its node)."""
+        return next(d for d in self.devices if d.index == (index or 0))
+
     def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
         if case.min_gpus > len(self.devices):
             return Unavailable("waived", f"needs {case.min_gpus} GPUs; this machine has "
@@ -77,9 +81,9 @@ class GpuExecutor:
                     for d in self.devices for chunk in plan.pipeline_chunks
                     for streams in overlap.PIPELINE_STREAMS]
         if key == "p2p_copy":
-            pairs = list(permutations(range(len(self.devices)), 2))
+            pairs = list(permutations([d.index for d in self.devices], 2))
         elif key == "p2p_bidir":
-            pairs = list(combinations(range(len(self.devices)), 2))
+            pairs = list(combinations([d.index for d in self.devices], 2))
         else:
             return [Job(key, size_bytes=size, device=d.index)
                     for d in self.devices for size in plan.transfer_sizes]
@@ -94,7 +98,7 @@ class GpuExecutor:
     def _check_fits(self, case: CaseSpec, job: Job) -> None:
         size = job.size_bytes or 0
         devices = ([d for d in (job.device, job.peer) if d is not None]
-                   if job.device is not None else list(range(len(self.devices))))
+                   if job.device is not None else [d.index for d in self.devices])
         if case.key in overlap.COPIES or case.key == "pipeline_chunked":
             per_device = overlap.device_bytes_needed(case.key, size, job.streams or 1)
         else:
@@ -155,29 +159,30 @@ class GpuExecutor:
     def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         size, samples, key = job.size_bytes or 0, plan.repeats, case.key
         if key in ONE_WAY:
-            return transfers.one_way(self.pool, case, self.devices[job.device or 0], size,
+            return transfers.one_way(self.pool, case, self._device(job.device), size,
                                      samples)
         if key == "bidir_pinned":
-            return transfers.bidirectional(self.pool, case, self.devices[job.device or 0], size,
+            return transfers.bidirectional(self.pool, case, self._device(job.device), size,
                                            samples)
         if key == "d2d_copy":
-            return transfers.within_device(self.pool, case, self.devices[job.device or 0],
+            return transfers.within_device(self.pool, case, self._device(job.device),
                                            size, samples)
         if key in ("h2d_all", "d2h_all"):
             return transfers.all_devices(self.pool, case, self.devices, size, samples)
         if key in ("p2p_copy", "p2p_bidir"):
             assert job.device is not None and job.peer is not None
-            return transfers.peer(self.pool, case, self.devices, (job.device, job.peer), size,
+            return transfers.peer(self.pool, case,
+                                  (self._device(job.device), self._device(job.peer)), size,
                                   samples)
         if key in overlap.COPIES:
-            device = self.devices[job.device or 0]
+            device = self._device(job.device)
             return overlap.overlap(self.pool, case, device, size, samples,
                                    self._overlap_size(key, device)[1])
         if key == "pipeline_chunked":
-            return overlap.pipeline(self.pool, case, self.devices[job.device or 0], size,
+            return overlap.pipeline(self.pool, case, self._device(job.device), size,
                                     job.streams or 1, samples, overlap.PIPELINE_STREAMS[0])
         if key.startswith("hbm_"):
-            device = self.devices[job.device or 0]
+            device = self._device(job.device)
             note = self._hbm(device, plan)[1] if size == self._hbm(device, plan)[0][-1] else ""
             return hbm.stream_kernel(self.pool, case, device, size, samples, note)
         raise NotRun("skipped", f"no GPU implementation for case {key}")

@@ -226,11 +226,11 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
     return source, target, pool.stream(src.index, slot)
 
 
-def peer(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], pair: tuple[int, int],
-         size: int, samples: int) -> list[Measurement]:
+def peer(pool: BufferPool, case: CaseSpec, pair: tuple[GpuDevice, GpuDevice], size: int,
+         samples: int) -> list[Measurement]:
     """p2p_copy (i -> j) or p2p_bidir (i -> j and j -> i at once), peer access on."""
     backend = pool.backend
-    a, b = devices[pair[0]], devices[pair[1]]
+    a, b = pair
     names = f"{a.name} -> {b.name}"
     peak = p2p_peak(a, b)
     forward = _peer_path(pool, a, b, size, slot=0)

@@ -35,12 +35,12 @@ def _mpi_or_skip() -> None:
         pytest.skip(message)
 
 
-def _mpirun(out, *extra):
+def _mpirun(out, *extra, cases="ddr_triad,net_p2p"):
     env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
     return subprocess.run(
         ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
-         "--cases", "ddr_triad,net_p2p", "--preset", "quick", "--size", "4MiB",
+         "--cases", cases, "--preset", "quick", "--size", "4MiB",
          "--repeats", "3", "--quiet", "--no-plots", "--mpi-timeout", "120", "--out", str(out),
          *extra],
         capture_output=True, text=True, env=env, timeout=300,
@@ -78,3 +78,16 @@ def test_a_failing_rank_leaves_the_others_rows_and_an_error_row(tmp_path):
     assert "rank 1" in errors["note"].iloc[0] and "failure injected" in errors["note"].iloc[0]
     ranks = json.loads((out / "system.json").read_text())["mpi"]["ranks"]
     assert [r["status"] for r in ranks] == ["ok", "failed"]
+
+
+def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
+    """Two ranks on one node, two simulated GPUs: rank 0 measures gpu0, rank 1 gpu1."""
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    done = _mpirun(out, "--simulate", cases="h2d_pinned")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = pd.read_csv(out / "results.csv")
+    ok = results[results["status"] == "ok"]
+    assert set(zip(ok["rank"], ok["device"].str.split(":").str[1])) == {(0, "gpu0"),
+                                                                         (1, "gpu1")}
+    assert (ok["backend"] == "simulated").all()
