@@ -3,9 +3,9 @@ and, where the MPI library is CUDA-aware, over GPU buffers.
 
 Each sample, in the manner of OSU's bandwidth test: the receiver posts a window of receives
 and says it is ready; the sender starts its clock, sends the window, and stops the clock when
-the receiver's acknowledgement arrives (so the figure counts delivered bytes). The receiver
-checks the last message against the pattern and sends the count of wrong bytes back with its
-last acknowledgement. Only the sender makes a row; every other rank takes no part in a job.
+the receiver's acknowledgement arrives (so the figure counts delivered bytes). After the last
+sample, outside any timing, the receiver checks the last message against the pattern and
+sends the count of wrong bytes. Only the sender makes a row; other ranks take no part.
 """
 
 from __future__ import annotations
@@ -171,16 +171,17 @@ class NetP2PExecutor:
         comm = self.fleet.comm
         for buffer in buffers:
             self._fill(buffer)
-        seconds, wrong = [], 0
+        seconds = []
         for sample in range(repeats + 1):  # sample 0 warms up the connection
             self.fleet.wait(comm.irecv(source=receiver, tag=tag), "ready")
             start = self.clock()
             requests = [comm.Isend(buffer, dest=receiver, tag=tag + 1) for buffer in buffers]
             for request in requests:
                 self.fleet.wait(request, "the window to leave")
-            wrong = self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack")
+            self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack")
             if sample:  # per message: the window's time over the messages in it
                 seconds.append((self.clock() - start) / len(buffers))
+        wrong = self.fleet.wait(comm.irecv(source=receiver, tag=tag + 3), "the validation")
         return seconds, int(wrong)
 
     def _receive(self, sender: int, buffers: list[Any], job: Job, repeats: int,
@@ -193,5 +194,6 @@ class NetP2PExecutor:
             self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave")
             for request in requests:
                 self.fleet.wait(request, "the window to arrive")
-            wrong = self._mismatches(buffers[-1])
-            self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 2), "the ack to leave")
+            self.fleet.wait(comm.isend(True, dest=sender, tag=tag + 2), "the ack to leave")
+        wrong = self._mismatches(buffers[-1])  # after timing: the last message of the last window
+        self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 3), "the validation to leave")
