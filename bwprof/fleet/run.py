@@ -217,10 +217,14 @@ def _read_json(path: Path) -> Any:
 
 
 def _prefixed(device: object, host: str) -> str:
-    """Fleet rows name their node: 'gpu0' on node7 becomes 'node7:gpu0'."""
+    """Fleet rows name their node: 'gpu0' on node7 becomes 'node7:gpu0', and each side of a
+    pair is named ('node7:gpu0->node7:gpu1'); rank pairs already say which ranks."""
     text = "" if device is None or device != device else str(device)  # NaN != NaN
     if not text or text.startswith("rank"):
         return text
+    for arrow in ("<->", "->"):
+        if arrow in text:
+            return arrow.join(f"{host}:{side}" for side in text.split(arrow))
     return f"{host}:{text}"
 
 

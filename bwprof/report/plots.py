@@ -21,7 +21,7 @@ import pandas as pd
 
 from bwprof.plan import format_bytes
 from bwprof.report.runfolder import RunFolder, machine_line
-from bwprof.report.summary import PATH_LABELS, build_summary
+from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
 from bwprof.report.timeline import read_timelines, write_timeline_plots
 
 BANDWIDTH_PNG = "bandwidth_vs_size.png"
@@ -205,12 +205,12 @@ def telemetry_figure(samples: pd.DataFrame | None, system: dict, simulated: bool
 
 
 def p2p_figure(results: pd.DataFrame, system: dict):
-    """Matrix of p2p_copy GB/s at the largest size; None with fewer than two GPUs."""
-    rows = results[(results["case"] == "p2p_copy") & (results["status"] == "ok")
-                   & results["gbps_best"].notna() & results["device"].str.contains("->")]
+    """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
+    two GPUs."""
+    rows = p2p_matrix_rows(results)
+    rows = rows[rows["gbps_best"].notna() & rows["device"].str.contains("->")]
     if rows.empty:
         return None
-    rows = rows[rows["size_bytes"] == rows["size_bytes"].max()]
     pairs = [tuple(d.split("->")) for d in rows["device"]]
     gpus = sorted({g for pair in pairs for g in pair}, key=lambda g: (len(g), g))
     if len(gpus) < 2:

@@ -138,12 +138,21 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
     return out
 
 
-def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """The ok p2p_copy rows at the size the matrix was measured at: the size the most pairs
+    have (only the first pair sweeps every size), the largest of those on a tie."""
     rows = _ok(results, "p2p_copy", "p2p")
     if rows.empty:
+        return rows
+    pairs = rows.groupby("size_bytes")["device"].nunique()
+    size = max(pairs[pairs == pairs.max()].index)
+    return rows[rows["size_bytes"] == size]
+
+
+def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    at_largest = p2p_matrix_rows(results)
+    if at_largest.empty:
         return []
-    largest = rows["size_bytes"].max()
-    at_largest = rows[rows["size_bytes"] == largest]
     slowest = at_largest.loc[at_largest["gbps_best"].idxmin()]
     note = f"{slowest['device']} is the slowest of {len(at_largest)} ordered pair(s)"
     return [_figure_row("p2p", slowest, device=SLOWEST_PAIR, note=note)]

@@ -167,3 +167,22 @@ def test_the_terminal_never_shows_a_simulated_figure():
         assert _gbps(value) not in text
     ddr = summary.loc[summary["path"] == "ddr", "gbps"].item()
     assert f" {_gbps(ddr)} " in text  # the host row is measured
+
+
+def test_the_p2p_figure_is_taken_at_the_size_every_pair_measured():
+    from bwprof.report.frames import results_frame
+    from bwprof.report.summary import build_summary, p2p_matrix_rows
+    from tests.report.test_export import make_row
+
+    def pair(device, size, gbps):
+        return make_row(case="p2p_copy", backend="cuda", device=device, direction="p2p",
+                        memory="hbm", threads=None, size_bytes=size, gbps_best=gbps)
+
+    # Only gpu0->gpu1 sweeps up to 1 GiB; every pair has 256 MiB (the matrix size).
+    rows = [pair("gpu0->gpu1", 1 << 30, 400.0), pair("gpu0->gpu1", 256 << 20, 390.0),
+            pair("gpu1->gpu0", 256 << 20, 380.0), pair("gpu0->gpu2", 256 << 20, 120.0)]
+    frame = results_frame(rows)
+    assert set(p2p_matrix_rows(frame)["device"]) == {"gpu0->gpu1", "gpu1->gpu0", "gpu0->gpu2"}
+    summary = build_summary(frame)
+    (row,) = summary[summary["path"] == "p2p"].itertuples()
+    assert row.gbps == 120.0 and "gpu0->gpu2 is the slowest of 3" in row.note
