@@ -101,7 +101,9 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
     """A GPU whose figure is under 80% of the median of identical GPUs doing the same case."""
     found = []
     single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["gbps_best"].notna()]
-    keys = ["case", "size_bytes", "direction", "phase", "device_name"]
+    # Everything that makes two rows the same measurement, device aside.
+    keys = ["case", "size_bytes", "direction", "phase", "memory", "streams", "threads",
+            "device_name"]
     for key, group in single.groupby(keys, dropna=False):
         if group["device"].nunique() < 2:
             continue
@@ -111,7 +113,7 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
                 "warning", row["device"], f"slower than its identical siblings on {key[0]}",
                 "one GPU (or its slot, link or NUMA placement) under-delivers",
                 f"{row['gbps_best']:.1f} GB/s vs a median of {median:.1f} GB/s over "
-                f"{group['device'].nunique()} {key[4]} GPUs at {row['size_bytes']} B",
+                f"{group['device'].nunique()} {key[-1]} GPUs at {row['size_bytes']} B",
             ))
     return found
 

@@ -88,6 +88,6 @@ def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     results = pd.read_csv(out / "results.csv")
     ok = results[results["status"] == "ok"]
-    assert set(zip(ok["rank"], ok["device"].str.split(":").str[1], strict=True)) == {(0, "gpu0"),
-                                                                         (1, "gpu1")}
+    gpus = set(zip(ok["rank"], ok["device"].str.split(":").str[1], strict=True))
+    assert gpus == {(0, "gpu0"), (1, "gpu1")}
     assert (ok["backend"] == "simulated").all()

@@ -134,3 +134,11 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     assert [f.device for f in links] == ["gpu1"]
     assert "Gen4 x16" in links[0].evidence
     assert isinstance(pd.DataFrame([f.as_dict() for f in findings]), pd.DataFrame)
+
+
+def test_siblings_are_compared_only_on_the_same_measurement():
+    # Two GPUs, each measured with 1 and 4 streams: no GPU is slower than its sibling.
+    rows = _frame(*(_gpu(device=f"gpu{g}", case="pipeline_chunked", phase="pipeline",
+                         streams=s, gbps_best=20.0 if s == 1 else 56.0)
+                    for g in range(2) for s in (1, 4)))
+    assert slower_than_siblings(rows) == []
