@@ -247,14 +247,15 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
             ranks.append({"rank": rank, "status": "missing"})
             continue
         host = report.host
+        offset = len(rows)  # the rank's row n is the merged file's row offset + n
         for row in report.rows:
             rows.append({**row, "device": _prefixed(row.get("device"), host), "rank": rank,
                          "host": row.get("host") or host})
         if report.error:
             rows.append(_error_row(run_id, rank, host, f"rank {rank} on {host} failed: "
                                                        f"{report.error}"))
-        timings += [{**t, "rank": rank, "host": host,
-                     "device": _prefixed(t.get("device"), host)} for t in report.timings]
+        timings += [{**t, "rank": rank, "host": host, "device": _prefixed(t.get("device"), host),
+                     "result_row": int(t["result_row"]) + offset} for t in report.timings]
         samples += [{**s, "rank": rank, "host": host,
                      "device": _prefixed(s.get("device"), host)} for s in report.samples]
         findings += [{**f, "device": _prefixed(f.get("device"), host)} for f in report.findings]

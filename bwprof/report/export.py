@@ -60,6 +60,7 @@ class RunWriter:
         self._timings_csv.writerow(TIMING_COLUMNS)
         self._flush()
         self._timelines: list[dict[str, object]] = []
+        self._rows = 0  # data rows of results.csv so far: timings point at theirs by number
         self._samples: IO[str] | None = None
         self._samples_csv: Any = None
         self._samples_lock = threading.Lock()
@@ -69,9 +70,10 @@ class RunWriter:
         self._results_csv.writerow([_cell(values[c]) for c in CSV_COLUMNS])
         for index, seconds in enumerate(seconds_per_op):
             self._timings_csv.writerow(
-                [row.run_id, row.case, row.device, row.direction, _cell(row.size_bytes),
-                 _cell(row.threads), index, repr(seconds)]
+                [row.run_id, self._rows, row.case, row.device, row.direction,
+                 _cell(row.size_bytes), _cell(row.threads), index, repr(seconds)]
             )
+        self._rows += 1
         self._flush()
 
     def add_samples(self, samples: Sequence[dict[str, object]], columns: Sequence[str]) -> None:

@@ -97,6 +97,7 @@ CSV_COLUMNS: tuple[str, ...] = RESULT_COLUMNS + OPTIONAL_COLUMNS + TELEMETRY_COL
 
 TIMING_COLUMNS: tuple[str, ...] = (
     "run_id",
+    "result_row",
     "case",
     "device",
     "direction",

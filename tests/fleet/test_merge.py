@@ -35,11 +35,16 @@ def test_merge_names_every_node_keeps_every_row_and_says_who_failed(tmp_path):
              "why": "x", "evidence": "Gen4"}]),
         1: _report(1, "node1", _rows("node1", 20.0, 1), driver="550",
                    error="RuntimeError: GPU fell off the bus"),
-        2: _report(2, "node2", _rows("node2", 30.5, 2)),
+        2: _report(2, "node2", _rows("node2", 30.5, 2), timings=[
+            {"run_id": "fleet-1", "result_row": 1, "case": "hbm_triad", "device": "gpu0",
+             "sample": 0, "seconds_per_op": 1e-4}]),
     }
     result = merge(tmp_path, "fleet-1", received, size=4, timeout_s=60.0, options={})
+    (timing,) = pd.read_csv(tmp_path / "timings.csv").itertuples()
+    assert (timing.result_row, timing.device) == (6, "node2:gpu0")
     frame = read_results(tmp_path / "results.csv")
     assert list(frame["rank"]) == [0, 0, 1, 1, 1, 2, 2, 3]
+    assert frame.loc[6, "device"] == "node2:gpu0"  # where the timing above points
     assert list(frame["device"][:2]) == ["node0:cpu", "node0:gpu0"]
     errors = frame[frame["status"] == "error"]
     assert list(errors["note"]) == [
