@@ -31,26 +31,28 @@ _FLOAT_COLUMNS = (
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for column in TELEMETRY_COLUMNS:
         if column in frame.columns and column != "throttle_reasons":
-            frame[column] = _numeric(frame[column], column).astype("float64")
+            frame[column] = _numeric(frame[column], column, "float64")
     if "throttle_reasons" in frame.columns:
         frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
             str)
     for column in _INTEGER_COLUMNS:
-        frame[column] = _numeric(frame[column], column).astype("Int64")
+        frame[column] = _numeric(frame[column], column, "Int64")
     for column in _OPTIONAL_INTEGER_COLUMNS:
         if column in frame.columns:
-            frame[column] = _numeric(frame[column], column).astype("Int64")
+            frame[column] = _numeric(frame[column], column, "Int64")
     for column in _FLOAT_COLUMNS:
-        frame[column] = _numeric(frame[column], column).astype("float64")
+        frame[column] = _numeric(frame[column], column, "float64")
     for column in ("note", "device", "device_name", "phase"):
         frame[column] = frame[column].astype("string").fillna("").astype(str)
     return frame
 
 
-def _numeric(values: pd.Series, column: str) -> pd.Series:
+def _numeric(values: pd.Series, column: str, dtype: str) -> pd.Series:
+    """The column as numbers of `dtype`; a value that is not one (text, 1.5 in an integer
+    column, an overflow) is a _Malformed error naming the column."""
     try:
-        return pd.to_numeric(values)
-    except (ValueError, TypeError) as exc:
+        return pd.to_numeric(values).astype(dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
         raise _Malformed(f"column {column}: {str(exc).splitlines()[0]}") from None
 
 

@@ -113,3 +113,21 @@ def test_timings_point_at_their_row_of_results(tmp_path):
                                                                ("2", "c")]
     results = read_results(tmp_path / "results.csv")
     assert results.loc[int(timings[1]["result_row"]), "case"] == "c"
+
+
+@pytest.mark.parametrize(("column", "value"), [("size_bytes", "1.5"), ("repeats", "1e30"),
+                                               ("gbps_best", "fast")])
+def test_a_value_of_the_wrong_kind_is_a_one_line_error(tmp_path, column, value):
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(), [])
+    writer.close()
+    path = tmp_path / "results.csv"
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    table[0][column] = value
+    with open(path, "w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(table[0]))
+        out.writeheader()
+        out.writerows(table)
+    with pytest.raises(BwprofError, match=f"is malformed: column {column}"):
+        read_results(path)
