@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,7 +52,9 @@ def _numeric(values: pd.Series, column: str, dtype: str) -> pd.Series:
     """The column as numbers of `dtype`; a value that is not one (text, 1.5 in an integer
     column, an overflow) is a _Malformed error naming the column."""
     try:
-        return pd.to_numeric(values).astype(dtype)
+        with warnings.catch_warnings():  # the failed cast also warns; the error says it all
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return pd.to_numeric(values).astype(dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise _Malformed(f"column {column}: {str(exc).splitlines()[0]}") from None
 
