@@ -80,6 +80,7 @@ class HostExecutor:
         self.kernels = kernels
         self.clock = clock
         self._bench: HostStream | None = None
+        self._threads: int | None = None
         self._warm = False
 
     def unavailable_reason(self, case: CaseSpec) -> str | None:
@@ -98,11 +99,15 @@ class HostExecutor:
             stream.warm_up()
             self._warm = True
         elements = job.size_bytes // HOST_ELEMENT_BYTES
-        if self._bench is None or self._bench.elements != elements:
-            self._bench = None  # free the old arrays before taking new ones
-            self._bench = HostStream(elements, self.kernels, self.clock)
         name = case.key.removeprefix("ddr_")
         with numba_threads(job.threads):
+            # New arrays for a new size or thread count: pages are placed by their first
+            # touch, and N threads must not work on pages one thread placed on one node.
+            if self._bench is None or (self._bench.elements, self._threads) != (elements,
+                                                                                job.threads):
+                self._bench = None  # free the old arrays before taking new ones
+                self._bench = HostStream(elements, self.kernels, self.clock)
+                self._threads = job.threads
             seconds, value = self._bench.time_kernel(name, plan.repeats)
         problem = self._bench.validate(name, plan.repeats, value)
         array_bytes = elements * HOST_ELEMENT_BYTES

@@ -69,3 +69,25 @@ def test_every_ddr_case_validates(small_plan, key):
     (m,) = executor.measure(case, executor.jobs(case, small_plan)[0], small_plan)
     assert m.valid, m.note
     assert np.isfinite(m.seconds_per_op).all()
+
+
+def test_each_thread_count_gets_arrays_first_touched_by_its_own_threads(monkeypatch):
+    from bwprof.host import ddr
+    from bwprof.plan import make_plan
+
+    made = []
+
+    class Recorded(ddr.HostStream):
+        def __init__(self, *args, **kwargs):
+            made.append(numba.get_num_threads())  # the threads that will first touch them
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(ddr, "HostStream", Recorded)
+    plan = make_plan(cases="ddr_copy,ddr_triad", repeats=2, threads="1,2", size="1MiB",
+                     usable_cpus=2, llc_bytes=None, memory_available_bytes=None)
+    executor = HostExecutor("cpu")
+    for case in plan.host_cases:
+        for job in executor.jobs(case, plan):
+            executor.measure(case, job, plan)
+    # copy@1, copy@2, triad@1, triad@2: fresh arrays whenever the thread count changes.
+    assert made == [1, 2, 1, 2]
