@@ -32,8 +32,8 @@ NOISE_FLOOR = 0.01
 varies between runs (boost clocks, page placement, which copy engine is picked)."""
 
 KEY_COLUMNS: tuple[str, ...] = (
-    "scope", "path", "case", "size_bytes", "device", "device_name", "direction", "threads",
-    "phase", "metric",
+    "scope", "path", "case", "size_bytes", "device", "device_name", "memory", "direction",
+    "threads", "streams", "phase", "metric",
 )
 COMPARE_COLUMNS: tuple[str, ...] = (
     "figure_id", *KEY_COLUMNS, "run", "run_dir", "run_id", "baseline", "backend", "status",
@@ -89,7 +89,8 @@ def _figures(run: RunFolder) -> list[dict[str, object]]:
         figures.append({
             "scope": "summary", "path": row["path"], "case": row["case"],
             "size_bytes": _int(row["size_bytes"]), "device": row["device"],
-            "device_name": row["device_name"], "direction": row["direction"], "threads": None,
+            "device_name": row["device_name"], "memory": row["memory"],
+            "direction": row["direction"], "threads": None, "streams": None,
             "phase": "concurrent" if row["path"] == "overlap" else "", "metric": metric,
             "backend": row["backend"], "status": row["status"], "value": _num(value),
             "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
@@ -105,8 +106,9 @@ def _figures(run: RunFolder) -> list[dict[str, object]]:
             figures.append({
                 "scope": "row", "path": "", "case": row["case"],
                 "size_bytes": _int(row["size_bytes"]), "device": row["device"],
-                "device_name": row["device_name"], "direction": row["direction"],
-                "threads": _int(row["threads"]), "phase": row["phase"], "metric": metric,
+                "device_name": row["device_name"], "memory": row["memory"],
+                "direction": row["direction"], "threads": _int(row["threads"]),
+                "streams": _int(row["streams"]), "phase": row["phase"], "metric": metric,
                 "backend": row["backend"], "status": row["status"], "value": _num(value),
                 "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
             })
@@ -276,7 +278,7 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                               beyond_noise=None if noise is None else abs(change) > noise)
             records.append(record)
     frame = pd.DataFrame(records, columns=list(COMPARE_COLUMNS))
-    for column in ("figure_id", "size_bytes", "threads", "repeats", "schema_version"):
+    for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")

@@ -95,3 +95,21 @@ def test_the_network_path_shows_only_in_runs_with_net_p2p_rows():
     (row,) = summary[summary["path"] == "net"].itertuples()
     assert (row.device, row.size_bytes, row.gbps) == ("rank0->rank1", 256 << 20, 3.0)
     assert "net" not in set(build_summary(results_frame(_rows("node0", 30.0, 0)))["path"])
+
+
+def test_compare_keeps_host_and_gpu_buffer_figures_apart(tmp_path):
+    from bwprof.report.compare import compare_runs
+    from bwprof.report.runfolder import load_run
+
+    for name in ("a", "b"):
+        rows = [make_row(run_id="r", case="net_p2p", backend="mpi", device="rank0->rank1",
+                         memory=memory, direction="net", threads=None, size_bytes=1 << 20,
+                         gbps_best=gbps, rank=0)
+                for memory, gbps in (("host", 10.0), ("hbm", 40.0))]
+        (tmp_path / name).mkdir()
+        merge(tmp_path / name, "r", {0: _report(0, "node0", rows)}, size=1, timeout_s=1.0,
+              options={"plots": False})
+    frame = compare_runs([load_run(tmp_path / "a"), load_run(tmp_path / "b")]).rows
+    rows = frame[frame["scope"] == "row"]
+    assert sorted(set(zip(rows["memory"], rows["value"], strict=True))) == [("hbm", 40.0),
+                                                                            ("host", 10.0)]
