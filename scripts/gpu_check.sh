@@ -12,10 +12,11 @@
 #   6. a table of the headline figures from $OUT/run/results.csv, with the issue's bars
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
-# Output, under $OUT (default: ./gpu-check-out), a handful of files two levels deep at most:
+# Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
 #   check.log   everything printed, plus one status line per step
-#   pytest.log  the full pytest output
-#   run/        bwprof's run folder: results.csv, timings.csv, system.json
+#   pytest.log  the full pytest output (an all-skipped GPU test run fails: BWPROF_REQUIRE_GPU=1)
+#   run/        from bwprof's run folder: results.csv, system.json, summary.csv, findings.csv,
+#               samples.csv, timings.csv (the whole folder, plots included, stays in $RUN_DIR)
 #
 # Usage: OUT=/some/folder bash scripts/gpu_check.sh
 
@@ -33,7 +34,8 @@ OUT="${OUT:-gpu-check-out}"
 export OUT  # the helpers below run as child processes and must see the same folder
 LOG="$OUT/check.log"
 PYTEST_LOG="$OUT/pytest.log"
-RUN_DIR="$OUT/run"
+RUN_DIR="${RUN_DIR:-${TMPDIR:-/tmp}/bwprof-gpu-check/run}"  # the whole run folder
+export RUN_DIR
 
 BUDGET_S=290            # the whole script, summary included, stays under 5 minutes
 SUMMARY_RESERVE_S=20    # kept back for the last step
@@ -232,12 +234,8 @@ mkdir -p "$OUT" || { echo "cannot create OUT=$OUT" >&2; exit 2; }
 log "bwprof GPU check: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 log "source: $ROOT  python: $(command -v "$PYTHON" || echo "$PYTHON missing")  OUT: $OUT"
 
-# A previous check's run folder: remove only the files bwprof writes (bwprof refuses a non-empty
-# --out folder); anything else left there makes the run step fail with bwprof's message.
-if [[ -d "$RUN_DIR" ]]; then
-    rm -f "$RUN_DIR/results.csv" "$RUN_DIR/timings.csv" "$RUN_DIR/system.json"
-    rmdir "$RUN_DIR" 2>/dev/null || true
-fi
+# A previous check's run folder (bwprof refuses a non-empty --out folder) and copied files.
+rm -rf "$RUN_DIR" "$OUT/run"
 
 RESERVE=$(( SUMMARY_RESERVE_S + 5 ))
 step "nvidia-smi" 20 "$RESERVE" "$LOG" nvidia-smi
@@ -245,9 +243,13 @@ step "nvidia-smi clocks and performance" 20 "$RESERVE" "$LOG" "${SELF[@]}" --smi
 step "bwprof info" 45 "$RESERVE" "$LOG" "$PYTHON" -m bwprof info
 step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
 step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
-    "$PYTHON" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+    env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
 step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
     "$PYTHON" -m bwprof run --preset quick --repeats 5 --out "$RUN_DIR"
+mkdir -p "$OUT/run"
+for name in results.csv system.json summary.csv findings.csv samples.csv timings.csv; do
+    [[ -f "$RUN_DIR/$name" ]] && cp "$RUN_DIR/$name" "$OUT/run/"
+done
 step "headline figures" "$SUMMARY_RESERVE_S" 0 "$LOG" "${SELF[@]}" --headline
 
 log ""

@@ -23,9 +23,22 @@ def real_gpu():
 
     from bwprof.gpu.runtime import probe
 
-    if config.ENABLE_CUDASIM:
-        pytest.skip("the Numba CUDA simulator is on; run real-GPU tests with: pytest -m gpu")
-    found = probe()
-    if found.count == 0:
-        pytest.skip(found.reason or "no CUDA device")
+    skip_or_fail_without_gpu(config.ENABLE_CUDASIM, probe())
     return 0
+
+
+def skip_or_fail_without_gpu(simulator_on: bool, found: object) -> None:
+    """Skip a real-GPU test without a device; fail instead under BWPROF_REQUIRE_GPU=1 (the
+    GPU check script), so a run where every GPU test skipped cannot pass as a success."""
+    import os
+
+    reason = None
+    if simulator_on:
+        reason = "the Numba CUDA simulator is on; run real-GPU tests with: pytest -m gpu"
+    elif found.count == 0:  # type: ignore[attr-defined]
+        reason = found.reason or "no CUDA device"  # type: ignore[attr-defined]
+    if reason is None:
+        return
+    if os.environ.get("BWPROF_REQUIRE_GPU") == "1":
+        pytest.fail(f"BWPROF_REQUIRE_GPU=1 but {reason}")
+    pytest.skip(reason)

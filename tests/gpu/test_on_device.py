@@ -35,12 +35,9 @@ def _skip_without_gpu() -> None:
     from numba import config
 
     from bwprof.gpu.runtime import probe
+    from tests.gpu.conftest import skip_or_fail_without_gpu
 
-    if config.ENABLE_CUDASIM:
-        pytest.skip("the Numba CUDA simulator is on; run real-GPU tests with: pytest -m gpu")
-    found = probe()
-    if found.count == 0:
-        pytest.skip(found.reason or "no CUDA device")
+    skip_or_fail_without_gpu(config.ENABLE_CUDASIM, probe())
 
 
 @pytest.fixture(scope="module")
@@ -333,6 +330,7 @@ def test_counters_are_sampled_and_joined(real_gpu, device_run):
     assert samples["sm_clock_mhz"].notna().any()
     frame = device_run.results
     assert set(TELEMETRY_COLUMNS) <= set(frame.columns)
+    # Every GPU row carries the join; the 256 MiB copies last long enough to be sampled.
     big = frame[(frame["case"] == "h2d_pinned") & (frame["size_bytes"] == BIG)]
-    assert (big["telemetry_samples"] >= 0).all()
+    assert not big.empty and (big["telemetry_samples"] >= 1).all(), big["telemetry_samples"]
     assert (device_run.run_dir / "findings.csv").is_file()
