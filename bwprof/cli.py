@@ -51,15 +51,15 @@ def run_command(
         int | None, typer.Option(help="Timed repetitions per figure (first dropped); >= 2.")
     ] = None,
     threads: Annotated[
-        str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep [default: all].")
+        str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep (default: all).")
     ] = None,
     size: Annotated[
         str | None,
-        typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G [default: 4x LLC]."),
+        typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G (default: 4x LLC)."),
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Run folder to create [default: reports/<host>-<UTC time>]."),
+        typer.Option(help="Run folder to create (default: reports/<host>-<UTC time>)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
     no_plots: Annotated[
@@ -76,8 +76,8 @@ def run_command(
     ] = "csv",
     mpi: Annotated[
         bool, typer.Option("--mpi", help="Fleet run: one rank per node or GPU under mpirun "
-                                         "or srun, merged on rank 0 [default: on when "
-                                         "launched by them].")
+                                         "or srun, merged on rank 0 (default: on when "
+                                         "launched by them).")
     ] = False,
     mpi_timeout: Annotated[
         float, typer.Option("--mpi-timeout",
@@ -355,7 +355,7 @@ def kernels_command(
         str | None,
         typer.Option(
             "--cc",
-            help="Compute capability MAJOR.MINOR, e.g. 9.0 [default: this GPU's, else 9.0].",
+            help="Compute capability MAJOR.MINOR, e.g. 9.0 (default: this GPU's, else 9.0).",
         ),
     ] = None,
 ) -> None:
@@ -379,7 +379,7 @@ def monitor_command(
         Path | None, typer.Option("--csv", help="Keep every sample in this CSV file.")
     ] = None,
     count: Annotated[
-        int | None, typer.Option(help="Stop after this many samples [default: until Ctrl-C].")
+        int | None, typer.Option(help="Stop after this many samples (default: until Ctrl-C).")
     ] = None,
 ) -> None:
     """Live view of every GPU's counters (clocks, power, PCIe, DRAM and NVLink rates)."""

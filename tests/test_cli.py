@@ -180,3 +180,8 @@ def test_mpi_without_mpi4py_is_one_line_saying_how_to_get_it(monkeypatch, tmp_pa
     assert not (tmp_path / "r").exists()
     bad = runner.invoke(app, ["run", "--mpi-timeout", "0", *SMALL])
     assert bad.exit_code == 2 and "--mpi-timeout must be positive" in bad.output
+
+
+def test_help_keeps_the_defaults_it_names():
+    text = runner.invoke(app, ["run", "--help"]).output
+    assert "(default: all)" in text and "(default: 4x LLC)" in text
