@@ -393,14 +393,14 @@ def monitor_command(
         _fail(f"--interval must be between 1 and 60000 ms, got {interval:g}")
     if count is not None and count < 1:
         _fail(f"--count must be at least 1, got {count}")
+    if not nvml.available():
+        _fail(f"nothing to monitor: {nvml.reason()}")
     if csv_file is not None:
         try:
             csv_file.parent.mkdir(parents=True, exist_ok=True)
             csv_file.touch()
         except OSError as exc:
             _fail(f"cannot write {csv_file} ({exc.strerror or exc}); choose another --csv")
-    if not nvml.available():
-        _fail(f"nothing to monitor: {nvml.reason()}")
     reader = CounterReader.every_gpu(nvml.get_nvml())
     if not reader.labels:
         _fail("nothing to monitor: NVML sees no GPU")

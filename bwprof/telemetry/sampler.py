@@ -26,7 +26,10 @@ class Sampler:
         origin: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_samples: Callable[[list[Sample]], None] | None = None,
+        keep: bool = True,
     ) -> None:
+        """`keep=False` hands each batch to `on_samples` without keeping it (bwprof monitor
+        runs until Ctrl-C and must not grow without bound)."""
         if interval_s <= 0:
             raise ValueError("sample interval must be positive")
         self.read = read
@@ -34,6 +37,7 @@ class Sampler:
         self.clock = clock
         self.origin = clock() if origin is None else origin
         self.on_samples = on_samples
+        self.keep = keep
         self.samples: list[Sample] = []
         self.errors: list[str] = []
         self._tag: dict[str, object] = {"case": "", "size_bytes": None, "job": ""}
@@ -68,9 +72,13 @@ class Sampler:
         with self._lock:
             tag = dict(self._tag)
         batch = [{"t_s": t_s, **tag, **reading} for reading in readings]
-        self.samples.extend(batch)
+        if self.keep:
+            self.samples.extend(batch)
         if self.on_samples is not None and batch:
-            self.on_samples(batch)
+            try:
+                self.on_samples(batch)
+            except Exception as exc:  # a full disk must not kill the thread mid-run
+                self.errors.append(f"writing samples: {type(exc).__name__}: {exc}")
         return batch
 
     def run(self, wait: Callable[[float], bool] | None = None,
@@ -92,9 +100,15 @@ class Sampler:
         self._thread = threading.Thread(target=self.run, name="bwprof-sampler", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop after the current read; safe to call twice or before start."""
+    def stop(self) -> bool:
+        """Stop after the current read; safe to call twice or before start. False when the
+        thread is still running after 5 s (a read hangs in the driver): callers must then
+        not free what it reads."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if self._thread.is_alive():
+                self.errors.append("the sampler thread did not stop within 5 s")
+                return False
             self._thread = None
+        return True

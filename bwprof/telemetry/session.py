@@ -51,8 +51,8 @@ class TelemetrySession:
         self.sampler.start()
 
     def stop(self) -> None:
-        self.sampler.stop()
-        self.reader.close()
+        if self.sampler.stop():  # a thread still reading keeps its GPM buffers
+            self.reader.close()
 
     def job_started(self, job: Job) -> None:
         self.sampler.tag(job.case, job.size_bytes, job.label())

@@ -98,3 +98,17 @@ def test_the_thread_starts_streams_samples_and_stops():
     assert count >= 2 and len(batches) == count
     with pytest.raises(ValueError):
         Sampler(lambda: [], 0)
+
+
+def test_a_failing_writer_is_recorded_not_fatal_and_monitor_keeps_nothing():
+    def full_disk(batch):
+        raise OSError(28, "No space left on device")
+
+    sampler = Sampler(lambda: [{"device": "gpu0"}], 0.05, clock=FakeTime().clock,
+                      on_samples=full_disk)
+    assert len(sampler.sample_once()) == 1
+    assert sampler.errors == ["writing samples: OSError: [Errno 28] No space left on device"]
+    streaming = Sampler(lambda: [{"device": "gpu0"}], 0.05, clock=FakeTime().clock,
+                        on_samples=lambda batch: None, keep=False)
+    streaming.sample_once()
+    assert streaming.samples == []
