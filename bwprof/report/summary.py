@@ -222,7 +222,9 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
         hbm_row = summary[summary["path"] == "hbm"].iloc[0]
-        why = (f" ({hbm_row['note']})" if hbm_row["status"] == "absent"
+        # Skipped and waived reasons are said once, in the lines under the table.
+        why = ("" if hbm_row["status"] in ("skipped", "waived")
+               else f" ({hbm_row['note']})" if hbm_row["status"] == "absent"
                else f" ({hbm_row['status']}: {hbm_row['note']})")
         text = f"No HBM figure in this run{why}, so there is no HBM/DDR ratio"
         if len(ddr):
@@ -238,6 +240,15 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     ratios = hbm["hbm_over_ddr"].dropna()
     names = ", ".join(dict.fromkeys(hbm["device_name"]))
     pcie = hbm["hbm_over_pcie"].dropna()
+    if ratios.empty:  # a fleet whose HBM rows come from nodes without a DDR row
+        return ("No node has both an HBM and a DDR figure in this run, so there is no "
+                "HBM/DDR ratio.")
+    if len(ddr) > 1:  # a fleet: each GPU against its own node's DDR
+        text = (f"HBM moves {_span(ratios)}× the bandwidth of DDR, per GPU against its own "
+                f"node's best ddr_triad ({len(hbm)} GPUs on {len(ddr)} nodes, {names})")
+        if len(pcie):
+            text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
+        return text + "."
     if len(hbm) == 1:
         row = hbm.iloc[0]
         text = (f"HBM moves {ratios.iloc[0]:.1f}× the bandwidth of DDR on this box: "

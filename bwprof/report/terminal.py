@@ -303,6 +303,8 @@ def summary_notes(summary: pd.DataFrame) -> list[str]:
     for _, row in summary.iterrows():
         label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
         if not has_figure(row):
+            if row["status"] in ("skipped", "waived"):
+                continue  # said once, with the cases it covers, by not_run_lines
             reason = "" if row["status"] == "absent" else str(row["note"])
             missing[(str(row["status"]), reason)].append(label)
         elif row["note"]:
@@ -339,7 +341,9 @@ def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFr
     _print_lines(console, not_run_lines(rows))
     _print_lines(console, failure_lines(rows), style="bold red")
     telemetry = telemetry_line(system or {})
-    _print_lines(console, [telemetry] if telemetry else [])
+    said = {row.note for row in rows if row.status in ("skipped", "waived")}
+    if telemetry and telemetry.removeprefix("telemetry off: ") not in said:
+        _print_lines(console, [telemetry])  # not when it repeats why the GPUs were skipped
     _print_lines(console, [f"finding {line}" for line in finding_lines(findings)],
                  style="yellow")
 

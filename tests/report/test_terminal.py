@@ -93,3 +93,18 @@ def test_many_skip_reasons_are_capped():
     lines = not_run_lines(rows)
     assert len(lines) == MAX_REASON_LINES + 1
     assert lines[-1].startswith("... and 3 more reason(s)")
+
+
+def test_without_a_gpu_the_reason_is_said_once():
+    from bwprof.report.frames import results_frame
+    from bwprof.report.summary import build_summary
+    from bwprof.report.terminal import print_report
+
+    reason = "no NVIDIA driver / no CUDA device found"
+    rows = [make_row()] + [make_row(case=c, backend="cuda", status="skipped", note=reason,
+                                    size_bytes=None, threads=None, device="")
+                           for c in ("h2d_pinned", "hbm_triad", "p2p_copy")]
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    print_report(console, rows, build_summary(results_frame(rows)),
+                 system={"telemetry": {"enabled": False, "reason": reason}})
+    assert console.export_text().count(reason) == 1
