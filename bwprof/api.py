@@ -197,7 +197,7 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
 def check_options(
     host: HostInfo, *, cases: str | Sequence[str] | None, preset: str, repeats: int | None,
     threads: str | tuple[int, ...] | None, size: str | tuple[int, ...] | None,
-    sample_interval_ms: float, file_format: str,
+    sample_interval_ms: float, file_format: str, fleet: bool = False,
 ) -> tuple[Plan, bool]:
     """Every option checked against this machine: the Plan and whether Parquet was asked
     for, or BwprofError with one line. Nothing is measured or written."""
@@ -215,6 +215,7 @@ def check_options(
         usable_cpus=host.usable_cpus,
         llc_bytes=host.llc_bytes_total,
         memory_available_bytes=host.memory_available_bytes,
+        fleet=fleet,
     )
     return plan, parquet
 
@@ -251,6 +252,7 @@ def run(
     plan, parquet = check_options(
         host, cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         sample_interval_ms=sample_interval_ms, file_format=file_format,
+        fleet=fleet is not None,
     )
     run_dir = prepare_run_dir(Path(out)) if out is not None else None
     started = utc_now()

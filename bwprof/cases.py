@@ -118,13 +118,16 @@ def get_case(key: str) -> CaseSpec:
         raise BwprofError(f"unknown case {key!r}; valid cases: {', '.join(CASES_BY_KEY)}") from None
 
 
-def select_cases(selection: str | Iterable[str] | None) -> tuple[CaseSpec, ...]:
+def select_cases(selection: str | Iterable[str] | None,
+                 fleet: bool = False) -> tuple[CaseSpec, ...]:
     """Cases named by comma-separated keys or key prefixes, in registry order.
 
-    `None` selects every case. An entry that matches nothing is an error naming the valid keys.
+    `None` selects every case that applies: the fleet (MPI) cases only in a fleet run, so a
+    single box does not list a waived network row. An entry that matches nothing is an error
+    naming the valid keys.
     """
     if selection is None:
-        return CASES
+        return tuple(c for c in CASES if fleet or c.target != "mpi")
     tokens = selection.split(",") if isinstance(selection, str) else list(selection)
     tokens = [token.strip() for token in tokens if token.strip()]
     if not tokens:

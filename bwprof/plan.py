@@ -145,12 +145,13 @@ def make_plan(
     usable_cpus: int,
     llc_bytes: int | None,
     memory_available_bytes: int | None,
+    fleet: bool = False,
 ) -> Plan:
     """Check every user option against this machine and return the Plan, or raise BwprofError."""
     if preset not in PRESETS:
         raise BwprofError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
     chosen = PRESETS[preset]
-    selected = select_cases(cases)
+    selected = select_cases(cases, fleet)
 
     repeat_count = chosen.repeats if repeats is None else repeats
     if repeat_count < 2:

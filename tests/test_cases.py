@@ -40,7 +40,7 @@ def test_select_by_key_prefix_and_list_keeps_registry_order():
     assert [c.key for c in select_cases("ddr_triad,ddr_copy")] == ["ddr_copy", "ddr_triad"]
     assert [c.key for c in select_cases("ddr_")] == DDR_KEYS
     assert [c.key for c in select_cases(" hbm_triad , ddr_dot ")] == ["ddr_dot", "hbm_triad"]
-    assert select_cases(None) == CASES
+    assert select_cases(None, fleet=True) == CASES
 
 
 def test_unknown_case_names_the_valid_keys():
@@ -55,3 +55,9 @@ def test_unknown_case_names_the_valid_keys():
 def test_the_fleet_case_runs_over_mpi_and_counts_bytes_copied():
     case = get_case("net_p2p")
     assert (case.target, case.byte_convention, case.direction) == ("mpi", "copy", "net")
+
+
+def test_the_default_selection_holds_fleet_cases_only_in_a_fleet_run():
+    assert "net_p2p" not in {c.key for c in select_cases(None)}
+    assert "net_p2p" in {c.key for c in select_cases(None, fleet=True)}
+    assert [c.key for c in select_cases("net_")] == ["net_p2p"]  # asked for: always

@@ -135,7 +135,7 @@ def run_fleet(
     problem, run_id = None, None
     if fleet.rank == 0:
         try:
-            api.check_options(host_info(), **{k: options[k] for k in (
+            api.check_options(host_info(), fleet=True, **{k: options[k] for k in (
                 "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
                 "file_format")})
             started = api.utc_now()
