@@ -325,7 +325,13 @@ def run(
     if interrupted:
         raise RunInterrupted(result)
     if run_dir is not None:
-        written = write_report_files(with_extras(run_dir, frame, system), result.summary,
-                                     run_dir, parquet=parquet, plots=plots)
+        try:
+            written = write_report_files(with_extras(run_dir, frame, system), result.summary,
+                                         run_dir, parquet=parquet, plots=plots)
+        except KeyboardInterrupt:  # every row is on disk; only the report files are partial
+            result.interrupted = True
+            result.notes.append("interrupted while writing summary.csv and the plots; "
+                                "`bwprof report RUN_DIR` writes them again")
+            raise RunInterrupted(result) from None
         result.files, result.notes = written.files, written.notes
     return result

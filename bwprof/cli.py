@@ -139,6 +139,8 @@ def run_command(
         typer.echo(
             f"interrupted: kept {len(kept)} finished row(s) in {exc.result.run_dir}", err=True
         )
+        for note in exc.result.notes:
+            typer.echo(note, err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

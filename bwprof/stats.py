@@ -15,8 +15,9 @@ class TimingSummary:
     min_s: float
     max_s: float
     mean_s: float
-    cv: float
-    """Coefficient of variation (sample standard deviation / mean); 0 for a single sample."""
+    cv: float | None
+    """Coefficient of variation (sample standard deviation / mean); None for a single
+    sample, which says nothing about noise."""
 
 
 def summarize(seconds: Sequence[float]) -> TimingSummary:
@@ -26,7 +27,7 @@ def summarize(seconds: Sequence[float]) -> TimingSummary:
     if any(not math.isfinite(s) or s <= 0 for s in seconds):
         raise ValueError(f"timed samples must be positive and finite, got {list(seconds)!r}")
     mean = statistics.fmean(seconds)
-    cv = statistics.stdev(seconds) / mean if len(seconds) > 1 else 0.0
+    cv = statistics.stdev(seconds) / mean if len(seconds) > 1 else None
     return TimingSummary(
         n=len(seconds),
         median_s=statistics.median(seconds),

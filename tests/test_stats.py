@@ -15,8 +15,8 @@ def test_summarize_median_best_and_cv():
     assert s.cv == pytest.approx(math.sqrt(5 / 3) / 2.5)
 
 
-def test_single_sample_has_zero_cv():
-    assert summarize([0.5]).cv == 0.0
+def test_a_single_sample_has_no_cv():
+    assert summarize([0.5]).cv is None
 
 
 @pytest.mark.parametrize("bad", [[], [0.0], [1.0, -1.0], [float("nan")], [float("inf")]])
