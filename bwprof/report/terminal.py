@@ -128,7 +128,9 @@ def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
 
 def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
     return [
-        f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}"
+        # A failed fleet rank's row (case `rank`) says all in its note.
+        f"{row.status}: {row.note}" if row.case == "rank"
+        else f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}"
         for row in rows
         if row.status in FAILED_STATUSES
     ]
