@@ -67,3 +67,10 @@ def nvlink_peak_gbps(version: int | None, links: int) -> float | None:
         return None
     rate = _NVLINK_LINK_GBPS.get(version)
     return None if rate is None else rate * links
+
+
+INVALID_ABOVE_PEAK = 1.05
+"""A GPU figure above 1.05x its theoretical peak is marked invalid: a measurement error, not
+noise (cache-resident sizes excepted)."""
+FINDING_ABOVE_PEAK = 1.0
+"""Any figure above its theoretical peak gets a finding, so a near miss is seen too."""

@@ -1,7 +1,8 @@
 """What a run measures: presets, user options parsed and checked, and the frozen Plan.
 
-Every check on user input happens here, before anything is measured or written, so bad input
-fails fast with one line and leaves no half-written run folder behind.
+The checks on what to measure happen here (with the output folder, the sample interval and
+the format checked beside them in `api.check_options`), before anything is measured or
+written, so bad input fails fast with one line and leaves no half-written run folder.
 """
 
 from __future__ import annotations

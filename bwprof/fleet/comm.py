@@ -88,10 +88,6 @@ class Fleet:
                 raise FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what}")
             time.sleep(POLL_S)
 
-    def barrier(self, what: str) -> None:
-        """Every rank reaches this point, or FleetTimeout after timeout_s."""
-        self.wait(self.comm.Ibarrier(), f"every rank to reach {what}")
-
     def bcast(self, value: Any, what: str) -> Any:
         """Rank 0's value on every rank (point-to-point, so a timeout is possible)."""
         tag = self._next_tag()

@@ -17,13 +17,13 @@ from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
 from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
 P2P_MATRIX_BYTES = 256 << 20
-PEAK_TOLERANCE = 1.05  # above 1.05x the theoretical peak a figure is an error, not noise
-HOST_MEMORY_SHARE = 0.5
+HOST_BUFFER_SHARE = 0.5  # pinned/pageable buffers of a job: at most this share of host memory
 DEVICE_MEMORY_SHARE = 0.9
 
 ONE_WAY = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"}
@@ -113,7 +113,7 @@ class GpuExecutor:
             host = 2 * overlap.pipeline_total_bytes(size)
         else:
             host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
-        if self.host_memory_bytes and host > HOST_MEMORY_SHARE * self.host_memory_bytes:
+        if self.host_memory_bytes and host > HOST_BUFFER_SHARE * self.host_memory_bytes:
             raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
                                     f"{format_bytes(host)} of host memory")
 
@@ -147,7 +147,7 @@ class GpuExecutor:
                       and row.size_bytes < 4 * device.properties.l2_bytes)
             if cached:
                 row = _with_note(row, "fits in L2: the figure may exceed the HBM peak")
-            elif best > PEAK_TOLERANCE * row.peak_gbps:
+            elif best > INVALID_ABOVE_PEAK * row.peak_gbps:
                 row = replace(_with_note(row, f"figure above the theoretical peak ({best:.1f} > "
                                               f"{row.peak_gbps:.1f} GB/s): a measurement error"),
                               valid=False)

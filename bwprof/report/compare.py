@@ -164,8 +164,6 @@ class Comparison:
         return bool((base["backend"] == "simulated").any())
 
 
-
-
 def describe(row: pd.Series) -> str:
     """'hbm_triad gpu0 (NVIDIA H200) 256 MiB' for messages."""
     from bwprof.plan import format_bytes

@@ -1,7 +1,7 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
 a GPU slower than its identical siblings, a figure above its peak, counters that disagree
-with the measurement. Pure functions over frames: `bwprof report` can re-derive them."""
+with the measurement. Pure functions over frames, run at the end of `bwprof run`."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from bwprof.peaks import FINDING_ABOVE_PEAK
+
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
 COUNTER_TOLERANCE = 0.2
-PEAK_TOLERANCE = 1.0
 TRANSFER_DIRECTIONS = {"h2d", "d2h", "both"}
 
 
@@ -119,7 +120,8 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
 
 
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
-    over = rows[rows["peak_gbps"].notna() & (rows["gbps_best"] > PEAK_TOLERANCE * rows["peak_gbps"])
+    over = rows[rows["peak_gbps"].notna()
+                & (rows["gbps_best"] > FINDING_ABOVE_PEAK * rows["peak_gbps"])
                 & ~rows["note"].str.contains("fits in L2", regex=False)]
     return [Finding(
         "error", str(row["device"]), f"{row['case']} above its theoretical peak",

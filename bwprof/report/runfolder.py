@@ -15,13 +15,11 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.export import RESULTS_FILE, SYSTEM_FILE
+from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.report.frames import checked_results, read_results
 from bwprof.report.schema import SCHEMA_VERSION
 
 RESULTS_PARQUET = "results.parquet"
-SAMPLES_FILE = "samples.csv"
-FINDINGS_FILE = "findings.csv"
 
 
 @dataclass

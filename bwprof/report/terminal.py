@@ -205,8 +205,6 @@ def finding_lines(findings: Any) -> list[str]:
     return lines
 
 
-
-
 def _gbps(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
@@ -348,16 +346,6 @@ def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFr
         _print_lines(console, [telemetry])  # not when it repeats why the GPUs were skipped
     _print_lines(console, [f"finding {line}" for line in finding_lines(findings)],
                  style="yellow")
-
-
-def print_summary(console: Console, rows: Sequence[ResultRow], title: str = "",
-                  system: Mapping[str, object] | None = None, findings: Any = None) -> None:
-    """`print_report` for rows held in memory."""
-    from bwprof.report.frames import results_frame
-    from bwprof.report.summary import build_summary
-
-    print_report(console, rows, build_summary(results_frame(rows)), title, system=system,
-                 findings=findings)
 
 
 def change_cell(row: pd.Series) -> str:

@@ -46,11 +46,6 @@ _SPEC: tuple[tuple[str, str, str], ...] = (
     ("nvlink_rx_mibps_mean", "nvlink_rx_mibps", "mean"),
 )
 
-JOINED_COLUMNS: tuple[str, ...] = (
-    "telemetry_samples", *(column for column, _, _ in _SPEC), "throttle_reasons",
-    "window_gbps", "counter_gbps", "counter_ratio",
-)
-"""What `join_row` fills: the same set as the CSV's TELEMETRY_COLUMNS (tested)."""
 
 
 def source_device(device: str) -> str:

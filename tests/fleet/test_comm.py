@@ -80,7 +80,7 @@ def test_gather_keeps_who_reported_and_gives_up_on_the_rest(fleet):
 
 def test_a_step_that_never_completes_times_out_with_a_clear_message(fleet):
     with pytest.raises(FleetTimeout, match=r"rank 0 waited 0\.05 s for every rank to reach x"):
-        fleet.barrier("x")
+        fleet.wait(fleet.comm.Ibarrier(), "every rank to reach x")
     with pytest.raises(FleetTimeout, match=r"rank 0 waited 0\.05 s for the plan"):
         fleet.bcast("plan", "the plan")
     receiver = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",

@@ -11,7 +11,7 @@ from rich.console import Console
 from bwprof.report.frames import read_results, results_frame
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.summary import SLOWEST_PAIR, SUMMARY_COLUMNS, build_summary, headline_sentence
-from bwprof.report.terminal import _gbps, print_summary
+from bwprof.report.terminal import _gbps, print_report
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 
@@ -160,7 +160,7 @@ def test_the_terminal_never_shows_a_simulated_figure():
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     from bwprof.report.frames import rows_from_frame
 
-    print_summary(console, rows_from_frame(rows))
+    print_report(console, rows_from_frame(rows), build_summary(rows))
     text = console.export_text()
     simulated = summary[summary["backend"] == "simulated"]
     assert len(simulated) >= 10 and "simulated" in text

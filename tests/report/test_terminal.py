@@ -2,13 +2,15 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from bwprof.report.terminal import failure_lines, not_run_lines, print_summary
+from bwprof.report.frames import results_frame
+from bwprof.report.summary import build_summary
+from bwprof.report.terminal import failure_lines, not_run_lines, print_report
 from tests.report.test_export import make_row
 
 
 def _render(rows) -> str:
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    print_summary(console, rows)
+    print_report(console, rows, build_summary(results_frame(rows)))
     return console.export_text()
 
 
