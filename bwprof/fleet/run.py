@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -192,8 +193,12 @@ def run_fleet(
             raise SystemExit(1)
         return None
     merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
-    if len(received or {}) < fleet.size:
-        fleet.abort(1)  # a rank hangs: end the job instead of waiting for it forever
+    missing = sorted(set(range(fleet.size)) - set(received or {}))
+    if missing:  # a rank hangs: end the job instead of waiting for it forever
+        print(f"error: rank(s) {', '.join(map(str, missing))} did not report within "
+              f"{timeout_s:g} s; wrote what the others measured to {out}; ending the job",
+              file=sys.stderr, flush=True)
+        fleet.abort(1)
     return merged
 
 
