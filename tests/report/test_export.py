@@ -22,6 +22,17 @@ def make_row(**overrides) -> ResultRow:
     return ResultRow(**values)
 
 
+def set_first_row(path, column, value):
+    """Rewrite one cell of the first data row of a CSV file."""
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    table[0][column] = value
+    with open(path, "w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=list(table[0]))
+        out.writeheader()
+        out.writerows(table)
+
+
 def test_rows_are_on_disk_as_soon_as_they_are_added(tmp_path):
     writer = RunWriter(tmp_path)
     writer.add(make_row(), [1e-6, 2e-6])
@@ -87,13 +98,7 @@ def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp
     path.write_text("\n".join(lines) + "\n")
     frame = read_results(path)
     assert frame.columns[-1] == "site_rack" and frame.loc[0, "site_rack"] == 12.5
-    with open(path, newline="") as f:
-        table = list(csv.DictReader(f))
-    table[0]["schema_version"] = "99"
-    with open(path, "w", newline="") as f:
-        out = csv.DictWriter(f, fieldnames=list(table[0]))
-        out.writeheader()
-        out.writerows(table)
+    set_first_row(path, "schema_version", "99")
     with pytest.raises(BwprofError, match=r"schema version \[99\]"):
         read_results(path)
     path.write_bytes(b"\xff\xfe\x00garbage")
@@ -122,12 +127,6 @@ def test_a_value_of_the_wrong_kind_is_a_one_line_error(tmp_path, column, value):
     writer.add(make_row(), [])
     writer.close()
     path = tmp_path / "results.csv"
-    with open(path, newline="") as f:
-        table = list(csv.DictReader(f))
-    table[0][column] = value
-    with open(path, "w", newline="") as f:
-        out = csv.DictWriter(f, fieldnames=list(table[0]))
-        out.writeheader()
-        out.writerows(table)
+    set_first_row(path, column, value)
     with pytest.raises(BwprofError, match=f"is malformed: column {column}"):
         read_results(path)
