@@ -307,14 +307,14 @@ def run(
             system["close_errors"] = close_problems
         system["finished_utc"] = utc_now().isoformat()
         system["interrupted"] = interrupted
-        findings = derive_findings(results_frame(runner.rows), system)
+        frame = results_frame(runner.rows)
+        findings = derive_findings(frame, system)
         system["findings"] = len(findings)
         if writer is not None:
             writer.write_findings(findings_frame(findings))
             writer.close()
         if run_dir is not None:
             write_system_json(run_dir, system)
-    frame = results_frame(runner.rows)
     result = RunResult(
         frame, system, runner.rows, run_dir, interrupted, timelines=runner.timelines,
         findings=findings_frame(findings),
