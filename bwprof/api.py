@@ -171,9 +171,9 @@ def start_telemetry(
 
 
 def host_executor(host: HostInfo) -> Executor:
-    from bwprof.host.ddr import HostExecutor
+    from bwprof.host.ddr import HostExecutor, measurable_nodes
 
-    return HostExecutor(host.cpu_model)
+    return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes))
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:

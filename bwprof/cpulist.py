@@ -54,3 +54,48 @@ def cpu_affinity(cpus: frozenset[int] | None) -> Iterator[bool]:
         yield True
     finally:
         os.sched_setaffinity(0, previous)
+
+
+def _thread_ids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+def _set_affinity(tid: int, cpus: Iterable[int]) -> bool:
+    try:
+        os.sched_setaffinity(tid, cpus)
+        return True
+    except ProcessLookupError:  # the thread ended meanwhile: nothing to place
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def process_affinity(cpus: frozenset[int] | None) -> Iterator[bool]:
+    """Run the block with every thread of this process on `cpus`, then restore each one.
+
+    `cpu_affinity` moves only the calling thread; a Numba parallel kernel runs on worker
+    threads created at its first launch, which keep the mask they were born with. Setting
+    the mask per thread id moves the workers too, so a NUMA node's STREAM runs on its own
+    cores and its arrays are first-touched into its own memory. Yields False, changing
+    nothing, when no CPUs were given or the system refused (a container's cpuset)."""
+    if not cpus or not hasattr(os, "sched_setaffinity") or not _thread_ids():
+        yield False
+        return
+    default = os.sched_getaffinity(0)
+    previous: dict[int, set[int]] = {}
+    for tid in _thread_ids():
+        try:
+            previous[tid] = os.sched_getaffinity(tid)
+        except OSError:
+            continue
+    placed = all(_set_affinity(tid, cpus) for tid in previous)
+    try:
+        yield placed
+    finally:
+        # Threads born inside the block inherited `cpus`: give them the caller's old mask.
+        for tid in _thread_ids():
+            _set_affinity(tid, previous.get(tid, default))

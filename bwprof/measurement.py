@@ -21,12 +21,16 @@ class Job:
     """Sending and receiving MPI rank of a network job (net_p2p)."""
     memory: str | None = None
     """Buffer kind of a job whose case measures several (net_p2p: host or hbm)."""
+    numa_node: int | None = None
+    """Host NUMA node whose cores and memory alone a host job uses (None: the whole host)."""
 
     @property
     def device_label(self) -> str:
         """The row's device before anything is measured: gpu0, gpu0->gpu1, rank0->rank1, ''."""
         if self.ranks is not None:
             return f"rank{self.ranks[0]}->rank{self.ranks[1]}"
+        if self.numa_node is not None:
+            return f"numa{self.numa_node}"
         if self.device is None:
             return ""
         return f"gpu{self.device}" if self.peer is None else f"gpu{self.device}->gpu{self.peer}"
@@ -39,6 +43,8 @@ class Job:
             parts.append(format_bytes(self.size_bytes))
         if self.threads is not None:
             parts.append(f"{self.threads} threads")
+        if self.numa_node is not None:
+            parts.append(f"NUMA node {self.numa_node}")
         if self.device is not None:
             parts.append(f"gpu{self.device}" if self.peer is None
                          else f"gpu{self.device}-gpu{self.peer}")

@@ -24,6 +24,28 @@ def test_run_returns_a_frame_and_metadata_without_writing():
     assert result.failed == []
 
 
+def test_a_host_with_two_numa_nodes_gets_a_row_per_node(monkeypatch, tmp_path):
+    import os
+
+    from bwprof import system
+    from bwprof.cpulist import format_cpu_list
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to stand in for two NUMA nodes")
+    half = len(cpus) // 2
+    monkeypatch.setattr(system, "numa_nodes", lambda: [
+        system.NumaNode(0, format_cpu_list(cpus[:half]), 8 << 30),
+        system.NumaNode(1, format_cpu_list(cpus[half:]), 8 << 30)])
+    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", **SMALL)
+    frame = read_results(tmp_path / "r" / "results.csv")
+    assert list(frame["device"]) == ["cpu", "numa0", "numa1"]
+    assert list(frame["threads"]) == [1, half, len(cpus) - half]
+    assert (frame["status"] == "ok").all()
+    ddr = result.summary[result.summary["path"] == "ddr"]
+    assert list(ddr["device"]) == ["cpu", "numa0", "numa1"]
+
+
 def test_run_writes_the_run_folder(tmp_path):
     out = tmp_path / "run"
     result = bwprof.run(cases="ddr_dot,h2d_pinned", out=out, command_line=["x"], **SMALL)

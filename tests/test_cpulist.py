@@ -37,3 +37,51 @@ def test_cpu_affinity_applies_and_restores():
     with cpu_affinity(frozenset({10_000})) as placed:  # no such CPU: refused, not raised
         assert not placed
     assert os.sched_getaffinity(0) == before
+
+
+def _masks() -> dict[int, set[int]]:
+    import os
+
+    return {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")}
+
+
+def test_process_affinity_moves_every_thread_and_restores_each():
+    import os
+    import threading
+
+    from bwprof.cpulist import process_affinity
+
+    before = os.sched_getaffinity(0)
+    one = frozenset({min(before)})
+    release, born_inside = threading.Event(), []
+    worker = threading.Thread(target=release.wait)  # stands in for a Numba worker
+    worker.start()
+    try:
+        original = _masks()
+        with process_affinity(one) as placed:
+            assert placed
+            assert set(_masks()[worker.native_id]) == one  # not only the calling thread
+            late = threading.Thread(target=lambda: (born_inside.append(threading.get_native_id()),
+                                                    release.wait()))
+            late.start()
+        assert _masks()[worker.native_id] == original[worker.native_id]
+        assert os.sched_getaffinity(0) == before
+        assert _masks()[born_inside[0]] == before  # born inside the block, restored as well
+    finally:
+        release.set()
+        worker.join()
+        late.join()
+
+
+def test_process_affinity_refused_changes_nothing():
+    import os
+
+    from bwprof.cpulist import process_affinity
+
+    original = _masks()
+    with process_affinity(frozenset({10_000})) as placed:  # no such CPU
+        assert not placed
+    with process_affinity(None) as placed:
+        assert not placed
+    assert {tid: mask for tid, mask in _masks().items() if tid in original} == original
+    assert os.sched_getaffinity(0) == original[os.getpid()]

@@ -3,21 +3,29 @@
 Owns the loop for one figure: fill the arrays in parallel, launch the kernel `repeats` times
 with a monotonic clock around each launch, drop the first, then validate every element
 against gold values. Statistics and bandwidth are the runner's job.
+
+On a host with several NUMA nodes each case also runs once per node, on that node's cores
+with arrays first-touched into its memory (device `numaN`): a node with a missing or slow
+DIMM shows there, while the whole-host figure averages it away.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from bwprof.cases import CaseSpec
+from bwprof.cpulist import format_cpu_list, parse_cpu_list, process_affinity
 from bwprof.host import stream
-from bwprof.measurement import Job, Measurement
-from bwprof.plan import HOST_ELEMENT_BYTES, Plan
+from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, HOST_MEMORY_SHARE, Plan, format_bytes
+from bwprof.system import NumaNode
 
 
 class HostStream:
@@ -65,6 +73,30 @@ def numba_threads(count: int) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
+@dataclass(frozen=True)
+class HostNode:
+    """A NUMA node measured on its own: its CPUs this process may use, and its memory."""
+
+    node: int
+    cpus: frozenset[int]
+    memory_total_bytes: int | None
+
+
+def measurable_nodes(nodes: Sequence[NumaNode],
+                     allowed: frozenset[int] | None = None) -> tuple[HostNode, ...]:
+    """The nodes with memory and CPUs this process may use (`allowed`, default its affinity),
+    when there are at least two; else none, as the whole-host figure is the one node's."""
+    if allowed is None:
+        allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else frozenset()
+    found = []
+    for node in nodes:
+        cpus = (parse_cpu_list(node.cpus) or frozenset()) & allowed
+        if cpus and node.memory_total_bytes != 0:
+            found.append(HostNode(node.node, cpus, node.memory_total_bytes))
+    return tuple(found) if len(found) > 1 else ()
+
+
 class HostExecutor:
     """Runs `ddr_*` jobs; keeps the arrays of the current size between cases."""
 
@@ -75,23 +107,31 @@ class HostExecutor:
         cpu_model: str,
         kernels: Mapping[str, stream.StreamKernel] = stream.KERNELS,
         clock: Callable[[], float] = time.perf_counter,
+        nodes: Sequence[HostNode] = (),
     ) -> None:
         self.cpu_model = cpu_model
         self.kernels = kernels
         self.clock = clock
+        self.nodes = {node.node: node for node in nodes}
         self._bench: HostStream | None = None
-        self._threads: int | None = None
+        self._placement: tuple[int | None, int] | None = None  # (NUMA node, threads)
         self._warm = False
 
     def unavailable_reason(self, case: CaseSpec) -> str | None:
         return None
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
-        return [
+        whole = [
             Job(case.key, size_bytes=size, threads=threads)
             for size in plan.host_array_bytes
             for threads in plan.threads
         ]
+        per_node = [
+            Job(case.key, size_bytes=size, threads=len(node.cpus), numa_node=node.node)
+            for size in plan.host_array_bytes
+            for node in self.nodes.values()
+        ]
+        return whole + per_node
 
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         assert job.size_bytes is not None and job.threads is not None
@@ -99,32 +139,56 @@ class HostExecutor:
             stream.warm_up()
             self._warm = True
         elements = job.size_bytes // HOST_ELEMENT_BYTES
+        array_bytes = elements * HOST_ELEMENT_BYTES
         name = case.key.removeprefix("ddr_")
-        with numba_threads(job.threads):
-            # New arrays for a new size or thread count: pages are placed by their first
-            # touch, and N threads must not work on pages one thread placed on one node.
-            if self._bench is None or (self._bench.elements, self._threads) != (elements,
-                                                                                job.threads):
+        node = self._node(job, array_bytes)
+        with ExitStack() as stack:
+            if node is not None and not stack.enter_context(process_affinity(node.cpus)):
+                raise NotRun("skipped", f"CPU affinity refused: cannot keep threads on NUMA "
+                                        f"node {node.node} (CPUs {format_cpu_list(node.cpus)})")
+            stack.enter_context(numba_threads(job.threads))
+            # New arrays for a new size, thread count or node: pages are placed by their
+            # first touch, and N threads must not work on pages one thread placed elsewhere.
+            placement = (job.numa_node, job.threads)
+            if self._bench is None or (self._bench.elements, self._placement) != (elements,
+                                                                                  placement):
                 self._bench = None  # free the old arrays before taking new ones
                 self._bench = HostStream(elements, self.kernels, self.clock)
-                self._threads = job.threads
+                self._placement = placement
             seconds, value = self._bench.time_kernel(name, plan.repeats)
         problem = self._bench.validate(name, plan.repeats, value)
-        array_bytes = elements * HOST_ELEMENT_BYTES
+        notes = [f"validation failed: {problem}"] if problem else []
+        if node is not None:
+            notes.append(f"NUMA node {node.node} alone: CPUs {format_cpu_list(node.cpus)}, "
+                         "arrays first-touched there")
         return [
             Measurement(
                 seconds_per_op=tuple(seconds),
                 bytes_per_op=case.bytes_per_op(array_bytes),
                 size_bytes=array_bytes,
-                device="cpu",
+                device=job.device_label or "cpu",
                 device_name=self.cpu_model,
                 direction=case.direction,
                 memory=case.memory,
                 valid=not problem,
-                note=f"validation failed: {problem}" if problem else "",
+                note="; ".join(notes),
                 threads=job.threads,
+                numa_node=job.numa_node,
             )
         ]
+
+    def _node(self, job: Job, array_bytes: int) -> HostNode | None:
+        """The NUMA node a job is confined to, after checking its arrays fit in that node."""
+        if job.numa_node is None:
+            return None
+        node = self.nodes[job.numa_node]
+        needed = HOST_ARRAYS * array_bytes
+        if node.memory_total_bytes and needed > HOST_MEMORY_SHARE * node.memory_total_bytes:
+            raise NotRun("skipped", f"3 arrays of {format_bytes(array_bytes)} do not fit in "
+                                    f"NUMA node {node.node}'s "
+                                    f"{format_bytes(node.memory_total_bytes)}; "
+                                    "choose a smaller --size")
+        return node
 
     def close(self) -> None:
         self._bench = None

@@ -1,7 +1,8 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
-a GPU slower than its identical siblings, a figure above its peak, counters that disagree
-with the measurement. Pure functions over frames, run at the end of `bwprof run`."""
+a GPU slower than its identical siblings, a NUMA node slower than the host's others, a figure
+above its peak, counters that disagree with the measurement. Pure functions over frames, run
+at the end of `bwprof run`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from bwprof.peaks import FINDING_ABOVE_PEAK
+from bwprof.report.summary import is_numa_device, node_of
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
@@ -119,6 +121,31 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
     return found
 
 
+def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
+    """A host NUMA node whose DDR figure alone is under 80% of the median of its host's nodes
+    (a missing or slower DIMM, or memory channels left empty on one socket)."""
+    nodes = rows[(rows["backend"] == "host") & (rows["status"] == "ok")
+                 & rows["gbps_best"].notna() & rows["device"].map(is_numa_device)]
+    slow: dict[str, list[str]] = {}
+    evidence: dict[str, str] = {}
+    for (case, _size, _host), group in nodes.groupby(
+            ["case", "size_bytes", nodes["device"].map(node_of)], sort=False):
+        if group["device"].nunique() < 2:
+            continue
+        median = statistics.median(group["gbps_best"])
+        for _, row in group[group["gbps_best"] < SIBLING_SHARE * median].iterrows():
+            slow.setdefault(row["device"], []).append(str(case))
+            evidence.setdefault(row["device"], f"{case}: {row['gbps_best']:.1f} GB/s vs a median "
+                                               f"of {median:.1f} GB/s over "
+                                               f"{group['device'].nunique()} NUMA nodes")
+    return [Finding(
+        "warning", device, f"NUMA node slower than its siblings on {', '.join(cases)}",
+        "one socket's memory under-delivers: a missing or slower DIMM, or empty channels; "
+        "GPUs and threads on that node see less host bandwidth",
+        evidence[device],
+    ) for device, cases in slow.items()]
+
+
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
     over = rows[rows["peak_gbps"].notna()
                 & (rows["gbps_best"] > FINDING_ABOVE_PEAK * rows["peak_gbps"])
@@ -144,6 +171,7 @@ def counters_disagree(rows: pd.DataFrame) -> list[Finding]:
 def derive_findings(rows: pd.DataFrame, system: dict) -> list[Finding]:
     measured = _measured(rows)
     return [
+        *slower_numa_nodes(rows),
         *busy_before_run(system),
         *pcie_below_max(measured, system),
         *clock_events(measured),

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from bwprof.report.findings import Finding
-from bwprof.report.summary import node_of
+from bwprof.report.summary import is_numa_device, node_of
 
 FLEET_SHARE = 0.9
 HEADLINE_CASES = ("ddr_triad", "hbm_triad", "d2d_copy", "h2d_pinned", "d2h_pinned")
@@ -22,7 +22,8 @@ METADATA_KEYS = {"driver_version": "driver", "cuda_driver_version": "CUDA driver
 def _headline(results: pd.DataFrame) -> pd.DataFrame:
     """Per device, each headline case at its largest size (DDR: the best row)."""
     rows = results[results["case"].isin(HEADLINE_CASES) & (results["status"] == "ok")
-                   & (results["backend"] != "simulated") & results["gbps_best"].notna()]
+                   & (results["backend"] != "simulated") & results["gbps_best"].notna()
+                   & ~results["device"].map(is_numa_device)]  # whole hosts against each other
     chosen = []
     for (_case, _device), group in rows.groupby(["case", "device"], sort=False):
         largest = group[group["size_bytes"] == group["size_bytes"].max()]

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.summary import is_numa_device
 
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
@@ -110,7 +111,8 @@ def _timing(what: str, row: pd.Series | None, nbytes: float) -> Timing | None:
 
 
 def _slowest(summary: pd.DataFrame, case: str, device_all: bool = False) -> pd.Series | None:
-    rows = summary[(summary["case"] == case) & summary["gbps"].notna()]
+    rows = summary[(summary["case"] == case) & summary["gbps"].notna()
+                   & ~summary["device"].map(is_numa_device)]  # a host is all its NUMA nodes
     rows = rows[rows["device"] == "all"] if device_all else rows[rows["device"] != "all"]
     return None if rows.empty else rows.loc[rows["gbps"].idxmin()]
 

@@ -1,6 +1,7 @@
 """The capacity-review summary: one row per memory path, each figure beside its peak.
 
-Paths, in order: DDR (the best `ddr_triad` of each host), HBM (`hbm_triad` and `d2d_copy`
+Paths, in order: DDR (the best `ddr_triad` of each host, then of each of its NUMA nodes
+alone where it has several), HBM (`hbm_triad` and `d2d_copy`
 per GPU), host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per
 GPU, and `h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest
 size, the slowest ordered pair), network (fleet runs only: `net_p2p` host buffers at the
@@ -109,11 +110,19 @@ def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.Da
     return rows
 
 
+def is_numa_device(device: object) -> bool:
+    """A DDR row of one NUMA node alone ('numa1', 'node7:numa1'), not the whole host."""
+    return str(device).rsplit(":", 1)[-1].startswith("numa")
+
+
 def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
-    """The best ddr_triad row of each host (one in a single run, one per node in a fleet)."""
+    """The best ddr_triad row of each host (one in a single run, one per node in a fleet),
+    then each NUMA node's on its own where the host has several."""
     rows = _ok(results, "ddr_triad")
+    devices = list(dict.fromkeys(rows["device"]))
+    hosts = list(dict.fromkeys(node_of(d) for d in devices))
     out = []
-    for device in dict.fromkeys(rows["device"]):
+    for device in sorted(devices, key=lambda d: (hosts.index(node_of(d)), is_numa_device(d))):
         mine = rows[rows["device"] == device]
         best = mine.loc[mine["gbps_best"].idxmax()]
         note = (f"best of {len(mine)} ddr_triad rows (threads, sizes)" if len(mine) > 1 else "")
@@ -171,7 +180,8 @@ def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
 
 def _add_ratios(rows: list[dict[str, object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
-    ddr = {node_of(r["device"]): r["gbps"] for r in rows if r["path"] == "ddr" and r["gbps"]}
+    ddr = {node_of(r["device"]): r["gbps"] for r in rows
+           if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
     h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]}
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
@@ -217,7 +227,8 @@ def has_figure(row: pd.Series) -> bool:
 def headline_sentence(summary: pd.DataFrame) -> str:
     """The HBM-versus-DDR ratio in one sentence (the headline of a capacity review)."""
     hbm = summary[(summary["case"] == "hbm_triad") & summary["gbps"].notna()]
-    ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()]
+    ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()
+                  & ~summary["device"].map(is_numa_device)]
     if ddr.empty and hbm.empty:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:

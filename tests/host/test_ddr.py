@@ -91,3 +91,94 @@ def test_each_thread_count_gets_arrays_first_touched_by_its_own_threads(monkeypa
             executor.measure(case, job, plan)
     # copy@1, copy@2, triad@1, triad@2: fresh arrays whenever the thread count changes.
     assert made == [1, 2, 1, 2]
+
+
+def _two_nodes():
+    """This machine's CPUs split into two NUMA nodes (real affinity, made-up topology)."""
+    import os
+
+    from bwprof.host.ddr import HostNode
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to stand in for two NUMA nodes")
+    return (HostNode(0, frozenset(cpus[: len(cpus) // 2]), 8 << 30),
+            HostNode(1, frozenset(cpus[len(cpus) // 2:]), 8 << 30))
+
+
+def test_measurable_nodes_need_two_nodes_with_memory_and_allowed_cpus():
+    from bwprof.host.ddr import HostNode, measurable_nodes
+    from bwprof.system import NumaNode
+
+    nodes = [NumaNode(0, "0-3", 64 << 30), NumaNode(1, "4-7", 64 << 30),
+             NumaNode(2, "", 64 << 30),  # CXL or HBM node without CPUs
+             NumaNode(3, "8-9", 0)]  # CPUs without memory
+    assert measurable_nodes(nodes, frozenset(range(10))) == (
+        HostNode(0, frozenset(range(4)), 64 << 30), HostNode(1, frozenset(range(4, 8)), 64 << 30))
+    # A cpuset that reaches one node leaves nothing to compare: the whole-host row is that node.
+    assert measurable_nodes(nodes, frozenset({0, 1})) == ()
+    assert measurable_nodes(nodes[:1], frozenset(range(10))) == ()
+
+
+def test_each_numa_node_runs_on_its_own_cpus_with_its_own_arrays(small_plan, monkeypatch):
+    import os
+
+    from bwprof.host import ddr
+
+    nodes = _two_nodes()
+    seen: list[set[int]] = []
+
+    def triad_recording_affinity(a, b, c, scalar):
+        threads = os.listdir("/proc/self/task")
+        seen.append(set.union(*(os.sched_getaffinity(int(t)) for t in threads)))
+        stream.KERNELS["triad"].run(a, b, c, scalar)
+
+    kernels = {**stream.KERNELS, "triad": stream.StreamKernel(
+        "triad", triad_recording_affinity, stream.KERNELS["triad"].replay)}
+    made = []
+
+    class Recorded(ddr.HostStream):
+        def __init__(self, *args, **kwargs):
+            made.append(os.sched_getaffinity(0))  # the CPUs whose threads first touch them
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(ddr, "HostStream", Recorded)
+    executor = HostExecutor("cpu", kernels=kernels, nodes=nodes)
+    case = get_case("ddr_triad")
+    jobs = executor.jobs(case, small_plan)
+    assert jobs == [Job("ddr_triad", size_bytes=MiB, threads=1),
+                    *(Job("ddr_triad", size_bytes=MiB, threads=len(n.cpus), numa_node=n.node)
+                      for n in nodes)]
+    before = os.sched_getaffinity(0)
+    rows = [m for job in jobs for m in executor.measure(case, job, small_plan)]
+    assert os.sched_getaffinity(0) == before
+    assert [m.device for m in rows] == ["cpu", "numa0", "numa1"]
+    assert [m.numa_node for m in rows] == [None, 0, 1]
+    assert all(m.valid for m in rows), [m.note for m in rows]
+    assert "NUMA node 1 alone" in rows[2].note
+    # Whole host on every CPU; then each node's threads, all of them, on its CPUs only.
+    runs = small_plan.repeats
+    assert seen[:runs] == [set(before)] * runs
+    assert seen[runs:2 * runs] == [set(nodes[0].cpus)] * runs
+    assert seen[2 * runs:] == [set(nodes[1].cpus)] * runs
+    assert made == [before, nodes[0].cpus, nodes[1].cpus]  # fresh arrays, touched in place
+
+
+def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monkeypatch):
+    import os
+
+    from bwprof.host.ddr import HostNode
+    from bwprof.measurement import NotRun
+
+    cpus = frozenset(os.sched_getaffinity(0))
+    tiny = HostNode(0, cpus, 2 * MiB)
+    executor = HostExecutor("cpu", nodes=(tiny, HostNode(1, frozenset({10_000}), 8 << 30)))
+    case = get_case("ddr_copy")
+    with pytest.raises(NotRun, match="do not fit in NUMA node 0") as small:
+        executor.measure(case, Job("ddr_copy", size_bytes=MiB, threads=1, numa_node=0),
+                         small_plan)
+    assert small.value.status == "skipped"
+    with pytest.raises(NotRun, match="CPU affinity refused"):
+        executor.measure(case, Job("ddr_copy", size_bytes=MiB, threads=1, numa_node=1),
+                         small_plan)
+    assert os.sched_getaffinity(0) == cpus

@@ -142,3 +142,27 @@ def test_siblings_are_compared_only_on_the_same_measurement():
                          streams=s, gbps_best=20.0 if s == 1 else 56.0)
                     for g in range(2) for s in (1, 4)))
     assert slower_than_siblings(rows) == []
+
+
+def _node(device, gbps, case="ddr_triad", numa=None):
+    return make_row(device=device, case=case, gbps_best=gbps, threads=8,
+                    numa_node=int(device[-1]) if numa is None and "numa" in device else numa)
+
+
+def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
+    from bwprof.report.findings import slower_numa_nodes
+
+    rows = _frame(_node("cpu", 300.0), _node("numa0", 160.0), _node("numa1", 150.0),
+                  _node("numa2", 100.0), _node("numa2", 60.0, case="ddr_copy"),
+                  _node("numa0", 150.0, case="ddr_copy"), _node("numa1", 140.0, case="ddr_copy"))
+    (finding,) = slower_numa_nodes(rows)
+    assert finding.device == "numa2"
+    assert finding.what == "NUMA node slower than its siblings on ddr_triad, ddr_copy"
+    assert "median of 150.0 GB/s over 3 NUMA nodes" in finding.evidence
+    # The whole-host row is no sibling of the nodes, and balanced nodes raise nothing.
+    assert slower_numa_nodes(_frame(_node("cpu", 30.0), _node("numa0", 150.0),
+                                    _node("numa1", 140.0))) == []
+    # In a fleet, nodes are compared within their own host only.
+    assert slower_numa_nodes(_frame(_node("a:numa0", 150.0), _node("a:numa1", 140.0),
+                                    _node("b:numa0", 50.0), _node("b:numa1", 55.0))) == []
+    assert any(f.what.startswith("NUMA node") for f in derive_findings(rows, {}))

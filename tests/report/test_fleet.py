@@ -24,6 +24,17 @@ def test_one_node_is_not_a_fleet():
     assert slower_nodes(results_frame(rows)) == []
 
 
+def test_hosts_are_compared_whole_not_against_one_numa_node():
+    rows = [make_row(device="node0:cpu", gbps_best=300.0), make_row(device="node1:cpu",
+                                                                    gbps_best=295.0),
+            make_row(device="node0:numa0", numa_node=0, gbps_best=150.0),
+            make_row(device="node1:numa1", numa_node=1, gbps_best=148.0)]
+    assert slower_nodes(results_frame(rows)) == []
+    rows[1] = make_row(device="node1:cpu", gbps_best=200.0)
+    (finding,) = slower_nodes(results_frame(rows))
+    assert finding.device == "node1:cpu" and "over 2" in finding.evidence
+
+
 def test_metadata_differing_from_the_majority():
     def node(driver, gen):
         return {"gpus": {"devices": [{"metadata": {"driver_version": driver,

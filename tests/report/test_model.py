@@ -53,6 +53,7 @@ def _system(memory_bytes, count):
 def test_model_arithmetic_matches_a_hand_calculation():
     rows = [
         make_row(gbps_best=200.0),
+        make_row(device="numa1", numa_node=1, gbps_best=90.0),  # one node alone: not the host
         _gpu("h2d_pinned", "gpu0", 50.0, 63.0), _gpu("h2d_pinned", "gpu1", 40.0, 63.0),
         _gpu("h2d_all", "all", 80.0, 126.0),
         _gpu("hbm_triad", "gpu0", 4000.0, 4800.0, "within", "hbm"),

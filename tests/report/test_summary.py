@@ -187,3 +187,17 @@ def test_the_p2p_figure_is_taken_at_the_size_every_pair_measured():
     summary = build_summary(frame)
     (row,) = summary[summary["path"] == "p2p"].itertuples()
     assert row.gbps == 120.0 and "gpu0->gpu2 is the slowest of 3" in row.note
+
+
+def test_numa_nodes_follow_their_hosts_ddr_row_and_never_stand_for_the_host():
+    def ddr(device, gbps, numa=None):
+        return make_row(case="ddr_triad", device=device, gbps_best=gbps, numa_node=numa)
+
+    summary = build_summary(results_frame([
+        ddr("numa0", 150.0, 0), ddr("cpu", 280.0), ddr("numa1", 140.0, 1),
+        make_row(case="hbm_triad", backend="cuda", device="gpu0", device_name="NVIDIA H200",
+                 memory="hbm", gbps_best=4200.0)]))
+    ddr_rows = summary[summary["path"] == "ddr"]
+    assert list(ddr_rows["device"]) == ["cpu", "numa0", "numa1"]
+    assert _one(summary, "hbm_triad", "gpu0")["hbm_over_ddr"] == pytest.approx(4200 / 280)
+    assert "against 280.0 GB/s (best ddr_triad)" in headline_sentence(summary)
