@@ -55,6 +55,7 @@ def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
     found = []
     meta = _device_metadata(system)
     transfers = rows[rows["direction"].isin(TRANSFER_DIRECTIONS)
+                     & (rows["memory"] != "hbm")  # GPU<->GPU both ways: NVLink, not the slot
                      & (_column(rows, "telemetry_samples").fillna(0) > 0)]
     for device, group in transfers.groupby("device"):
         info = meta.get(str(device), {})

@@ -3,14 +3,19 @@
 One `read()` returns a dict per GPU with units in the keys: clocks, power, temperature,
 utilisation, PCIe throughput (NVML's 20 ms average), the link's current generation and width,
 the clock-event (throttle) reasons, and on Hopper and newer the GPM rates over the interval
-since the previous read. A counter the GPU does not support is None; a GPU that falls off the
-bus mid-run gives None everywhere, never an exception.
+since the previous GPM sample. A counter the GPU does not support is None; a GPU that falls
+off the bus mid-run gives None everywhere, never an exception.
+
+Each reading carries `read_s`, the reader's clock when that GPU's read began (NVML's PCIe
+throughput call alone takes about 20 ms per direction, so on a box of eight GPUs the last one
+is read well after the first), and `gpm_interval_s`, the span its GPM rates cover.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bwprof.telemetry.nvml import Nvml
@@ -21,7 +26,7 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "sm_clock_mhz", "mem_clock_mhz", "power_w", "temperature_c", "gpu_util_pct",
     "mem_util_pct", "pcie_tx_mibps", "pcie_rx_mibps", "pcie_gen", "pcie_width",
     "throttle_reasons", "throttle_names", "dram_bw_util_pct", "gpm_pcie_tx_mibps",
-    "gpm_pcie_rx_mibps", "nvlink_rx_mibps", "nvlink_tx_mibps",
+    "gpm_pcie_rx_mibps", "nvlink_rx_mibps", "nvlink_tx_mibps", "gpm_interval_s",
 )
 
 # nvmlClocksEventReason* bits (nvml.h), named as a capacity review would say them.
@@ -47,6 +52,10 @@ GPM_METRICS: dict[str, int] = {
     "nvlink_rx_mibps": 60,
     "nvlink_tx_mibps": 61,
 }
+GPM_MIN_INTERVAL_S = 0.1
+"""NVIDIA: GPM metrics over samples less than 100 ms apart are invalid on Hopper (DCGM issue
+#310), so a read sooner than this after the last GPM sample leaves the GPM fields empty."""
+GPM_FAILURES_TO_GIVE_UP = 3
 
 
 def throttle_names(mask: int | None, include_benign: bool = False) -> str:
@@ -63,16 +72,20 @@ class _Gpu:
     handle: Any
     gpm: bool
     previous: Any = None
+    previous_s: float = 0.0
     spare: Any = None
-    pending: dict[str, float] = field(default_factory=dict)
+    failures: int = 0
 
 
 class CounterReader:
     """Reads every GPU's counters through `nvml`; GPUs are matched by PCI bus id."""
 
-    def __init__(self, nvml: Nvml, gpus: Sequence[tuple[str, str | None]]) -> None:
-        """`gpus`: (row label such as 'gpu0', PCI bus id) per CUDA device."""
+    def __init__(self, nvml: Nvml, gpus: Sequence[tuple[str, str | None]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`gpus`: (row label such as 'gpu0', PCI bus id) per CUDA device. `clock` stamps
+        each reading; a sampler of these readings must use the same clock."""
         self.nvml = nvml
+        self.clock = clock
         self._gpus = []
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
@@ -106,6 +119,8 @@ class CounterReader:
 
     def _read_one(self, gpu: _Gpu) -> dict[str, object]:
         q, h, nvml = self.nvml.query, gpu.handle, self.nvml
+        read_s = self.clock()
+        gpm = self._gpm(gpu, read_s)  # first, so its time is close to `read_s`
         utilisation = q("nvmlDeviceGetUtilizationRates", h)
         power_mw = q("nvmlDeviceGetPowerUsage", h)
         tx_kib = q("nvmlDeviceGetPcieThroughput", h, nvml.constant("NVML_PCIE_UTIL_TX_BYTES"))
@@ -115,6 +130,7 @@ class CounterReader:
             reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
         reading: dict[str, object] = {
             "device": gpu.label,
+            "read_s": read_s,
             "sm_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_SM")),
             "mem_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_MEM")),
             "power_w": None if power_mw is None else power_mw / 1000,
@@ -129,7 +145,7 @@ class CounterReader:
             "throttle_reasons": reasons,
             "throttle_names": throttle_names(reasons, include_benign=True),
         }
-        reading.update(self._gpm(gpu))
+        reading.update(gpm)
         return reading
 
     def close(self) -> None:
@@ -140,16 +156,23 @@ class CounterReader:
                     self.nvml.query("nvmlGpmSampleFree", sample)
             gpu.previous = gpu.spare = None
 
-    def _gpm(self, gpu: _Gpu) -> dict[str, float | None]:
-        """GPM rates over the interval since this GPU's previous read (None on the first)."""
-        values: dict[str, float | None] = dict.fromkeys(GPM_METRICS)
-        if not gpu.gpm:
+    def _gpm(self, gpu: _Gpu, now: float) -> dict[str, float | None]:
+        """GPM rates over the interval since this GPU's previous GPM sample: None on the
+        first, and when that sample is under GPM_MIN_INTERVAL_S old (no new one is taken)."""
+        values: dict[str, float | None] = dict.fromkeys([*GPM_METRICS, "gpm_interval_s"])
+        if not gpu.gpm or (gpu.previous is not None
+                           and now - gpu.previous_s < GPM_MIN_INTERVAL_S):
             return values
         current = self.nvml.gpm_sample(gpu.handle, gpu.spare)
         if current is None:
+            gpu.failures += 1
+            gpu.gpm = gpu.failures < GPM_FAILURES_TO_GIVE_UP  # a lost GPU, MIG, GPM refused
             return values
+        gpu.failures = 0
         if gpu.previous is not None:
             metrics = self.nvml.gpm_metrics(gpu.previous, current, GPM_METRICS.values())
             values.update({name: metrics.get(mid) for name, mid in GPM_METRICS.items()})
+            values["gpm_interval_s"] = now - gpu.previous_s
         gpu.spare, gpu.previous = gpu.previous, current  # two buffers, reused in turn
+        gpu.previous_s = now
         return values

@@ -5,6 +5,11 @@ in the column names), the throttle reasons seen, and a counter-derived bandwidth
 measured one: GPM DRAM utilisation x HBM peak for device-memory rows, PCIe (or NVLink) rates
 for copies. Counters average over the whole window, so they are compared with the bytes the
 row's code moved in that window divided by its length, not with the per-sample figure.
+
+A GPM value covers the interval since the GPU's previous GPM sample, so only values whose
+whole interval lies in the window count (an interval reaching back before the row would mix
+in idle time). The link's generation and width count only from samples taken while PCIe was
+busy: an idle link drops to a lower generation to save power, which is no fault.
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
 
 MIB = 1 << 20
 MIN_SAMPLES_FOR_RATIO = 3
+PCIE_BUSY_MIBPS = 1024
+"""PCIe traffic (either direction, MiB/s) above which a sample shows the link under load."""
+GPM_FIELDS = frozenset({"dram_bw_util_pct", "gpm_pcie_tx_mibps", "gpm_pcie_rx_mibps",
+                        "nvlink_tx_mibps", "nvlink_rx_mibps"})
+LINK_FIELDS = frozenset({"pcie_gen", "pcie_width"})
 
 _STATS: dict[str, Callable[[list[float]], float]] = {
     "mean": statistics.fmean, "min": min, "max": max,
@@ -49,8 +59,24 @@ _SPEC: tuple[tuple[str, str, str], ...] = (
 
 
 def source_device(device: str) -> str:
-    """The GPU whose counters describe a row: 'gpu0->gpu1' is sent by gpu0."""
-    return device.split("->")[0].split("<->")[0]
+    """The GPU whose counters describe a row: 'gpu0->gpu1' and 'gpu0<->gpu1' by gpu0."""
+    return device.split("<->")[0].split("->")[0]
+
+
+def _number(sample: dict[str, object], name: str) -> float | None:
+    value = sample.get(name)
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _pcie_busy(sample: dict[str, object]) -> bool:
+    rates = [_number(sample, name) for name in ("pcie_tx_mibps", "pcie_rx_mibps",
+                                                "gpm_pcie_tx_mibps", "gpm_pcie_rx_mibps")]
+    return any(rate is not None and rate >= PCIE_BUSY_MIBPS for rate in rates)
+
+
+def _gpm_inside(sample: dict[str, object], start: float) -> bool:
+    interval = _number(sample, "gpm_interval_s")
+    return interval is not None and float(sample["t_s"]) - interval >= start  # type: ignore[arg-type]
 
 
 def counters_for(samples: Sequence[dict[str, object]], device: str,
@@ -60,8 +86,11 @@ def counters_for(samples: Sequence[dict[str, object]], device: str,
     chosen = [s for s in samples if s.get("device") == device
               and start <= float(s["t_s"]) <= end]  # type: ignore[arg-type]
     out: dict[str, object] = {"telemetry_samples": len(chosen)}
+    gpm = [s for s in chosen if _gpm_inside(s, start)]
+    busy = [s for s in chosen if _pcie_busy(s)]
     for column, name, stat in _SPEC:
-        values = [float(s[name]) for s in chosen if s.get(name) is not None]  # type: ignore[arg-type]
+        source = gpm if name in GPM_FIELDS else busy if name in LINK_FIELDS else chosen
+        values = [float(s[name]) for s in source if s.get(name) is not None]  # type: ignore[arg-type]
         out[column] = _STATS[stat](values) if values else None
     mask = 0
     for s in chosen:
@@ -94,8 +123,10 @@ def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
         rx = prefer("gpm_pcie_rx_mibps_mean", "pcie_rx_mibps_mean")
         tx = prefer("gpm_pcie_tx_mibps_mean", "pcie_tx_mibps_mean")
         return None if rx is None or tx is None else rx + tx
-    if direction == "p2p":
-        return _mibps_to_gbps(counters.get("nvlink_tx_mibps_mean"))
+    if direction == "p2p":  # over NVLink or, without it, over PCIe: the sender's bytes out
+        sent = [counters.get(name) for name in ("nvlink_tx_mibps_mean", "gpm_pcie_tx_mibps_mean")]
+        known = [float(value) for value in sent if value is not None]  # type: ignore[arg-type]
+        return _mibps_to_gbps(sum(known)) if known else None
     return None
 
 

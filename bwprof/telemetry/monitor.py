@@ -87,7 +87,8 @@ def monitor(reader: CounterReader, interval_s: float, csv_path: Path | None,
         if callable(show):
             show(batch, taken)
 
-    sampler = Sampler(reader.read, interval_s, on_samples=on_samples, keep=False)
+    sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
+                      on_samples=on_samples, keep=False)
     try:
         sampler.run(max_ticks=count)
     except KeyboardInterrupt:

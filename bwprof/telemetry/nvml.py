@@ -217,10 +217,17 @@ class Nvml:
             return default
         try:
             result = function(*args)
-        except self._module.NVMLError as err:
+        except self._errors as err:
             self._report(function_name, str(err) or type(err).__name__, default)
             return default
         return _text(result)
+
+    @property
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        """What an NVML call raises when it cannot answer: NVMLError, and the plain Exception
+        pynvml raises for an unversioned function the driver's library does not match."""
+        mismatch = getattr(self._module, "NVMLLibraryMismatchError", None)
+        return (self._module.NVMLError, *([mismatch] if mismatch else []))
 
     @staticmethod
     def _report(function_name: str, why: str, default: object) -> None:
@@ -261,12 +268,17 @@ class Nvml:
         return bool(getattr(support, "isSupportedDevice", 0))
 
     def gpm_sample(self, handle: Any, sample: Any = None) -> Any:
-        """Fill (allocating on first use) a GPM sample buffer; None where GPM cannot."""
-        if sample is None:
+        """Fill (allocating on first use) a GPM sample buffer; None where GPM cannot. A buffer
+        allocated here is freed again when the fill fails; one passed in stays the caller's."""
+        fresh = sample is None
+        if fresh:
             sample = self.query("nvmlGpmSampleAlloc")
             if sample is None:
                 return None
-        return self.query("nvmlGpmSampleGet", handle, sample)
+        filled = self.query("nvmlGpmSampleGet", handle, sample)
+        if filled is None and fresh:
+            self.query("nvmlGpmSampleFree", sample)
+        return filled
 
     def gpm_metrics(self, before: Any, after: Any, metric_ids: Iterable[int]) -> dict[int, float]:
         """GPM metrics over the interval between two samples; metrics NVML refused are left out."""
@@ -352,11 +364,8 @@ class Nvml:
         enabled = self.constant("NVML_FEATURE_ENABLED")
         active = []
         for link in range(self.constant("NVML_NVLINK_MAX_LINKS")):
-            # NotSupported (no NVLink) or InvalidArgument (past the GPU's last link) ends it.
-            state = self.query("nvmlDeviceGetNvLinkState", handle, link)
-            if state is None:
-                break
-            if state == enabled:
+            # NotSupported or InvalidArgument: no such link here; later ones may still be up.
+            if self.query("nvmlDeviceGetNvLinkState", handle, link) == enabled:
                 active.append(link)
         if not active:
             return 0, None, []

@@ -62,7 +62,9 @@ class Sampler:
     # sampling --------------------------------------------------------------------------
 
     def sample_once(self) -> list[Sample]:
-        """Read every GPU now and record the readings with the current tag."""
+        """Read every GPU now and record the readings with the current tag. A reading that
+        carries `read_s` (when its GPU was read, on this sampler's clock) is timed by it;
+        others by the start of the whole read."""
         t_s = self.now()
         try:
             readings = self.read()
@@ -71,7 +73,12 @@ class Sampler:
             return []
         with self._lock:
             tag = dict(self._tag)
-        batch = [{"t_s": t_s, **tag, **reading} for reading in readings]
+        batch = []
+        for reading in readings:
+            fields = dict(reading)
+            read_s = fields.pop("read_s", None)
+            own_t = t_s if read_s is None else float(read_s) - self.origin  # type: ignore[arg-type]
+            batch.append({"t_s": own_t, **tag, **fields})
         if self.keep:
             self.samples.extend(batch)
         if self.on_samples is not None and batch:

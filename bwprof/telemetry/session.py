@@ -39,7 +39,8 @@ class TelemetrySession:
     def __init__(self, reader: CounterReader, interval_s: float,
                  on_samples: Callable[[Sequence[dict[str, object]]], None] | None = None) -> None:
         self.reader = reader
-        self.sampler = Sampler(reader.read, interval_s, on_samples=on_samples)  # type: ignore[arg-type]
+        self.sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
+                               on_samples=on_samples)
         self.idle = idle_check(reader)
         self._job_start = 0.0
 

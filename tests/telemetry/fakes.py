@@ -12,7 +12,8 @@ H200_BUS_ID = "00000000:1B:00.0"  # NVML's spelling of CUDA's "0000:1B:00.0"
 
 def fake_pynvml(**functions: Any) -> SimpleNamespace:
     """A pynvml stand-in: the real NVMLError classes and NVML_* constants, given functions."""
-    names = {k: v for k, v in vars(pynvml).items() if k.startswith(("NVMLError", "NVML_"))}
+    names = {k: v for k, v in vars(pynvml).items()
+             if k.startswith(("NVMLError", "NVML_", "NVMLLibraryMismatchError"))}
     calls: list[tuple[str, tuple[object, ...]]] = []
     fake = SimpleNamespace(**names, calls=calls)
 
@@ -117,6 +118,15 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def gpm_support(handle: str) -> SimpleNamespace:
         return SimpleNamespace(isSupportedDevice=int(config[handle].get("gpm", False)))
 
+    buffers = {"allocated": 0, "freed": 0}  # GPM sample buffers, to catch a leak
+
+    def alloc() -> Any:
+        buffers["allocated"] += 1
+        return pynvml.c_nvmlGpmSample_t()
+
+    def free(sample: Any) -> None:
+        buffers["freed"] += 1
+
     def gpm_metrics(request: Any) -> Any:
         values = {10: 85.0, 20: 100.0, 21: 50_000.0, 60: 0.0, 61: 0.0}
         for i in range(request.numMetrics):
@@ -139,15 +149,19 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlDeviceGetComputeRunningProcesses": live(
             lambda gpu: [SimpleNamespace(pid=p) for p in gpu.get("pids", [])]),
         "nvmlGpmQueryDeviceSupport": gpm_support,
-        "nvmlGpmSampleAlloc": lambda: pynvml.c_nvmlGpmSample_t(),
-        "nvmlGpmSampleGet": lambda handle, sample: sample,
-        "nvmlGpmSampleFree": lambda sample: None,
+        "nvmlGpmSampleAlloc": alloc,
+        "nvmlGpmSampleGet": live(lambda gpu, sample: sample),
+        "nvmlGpmSampleFree": free,
         "nvmlGpmMetricsGet": gpm_metrics,
+        "gpm_buffers": buffers,
     }
 
 
 def counter_pynvml(gpus: dict[str, dict[str, Any]], **overrides: Any) -> SimpleNamespace:
     """A fake pynvml serving `counter_functions(gpus)`, with the GPM request struct."""
-    fake = fake_pynvml(**{**counter_functions(gpus), **overrides})
+    functions = counter_functions(gpus)
+    buffers = functions.pop("gpm_buffers")
+    fake = fake_pynvml(**{**functions, **overrides})
+    fake.gpm_buffers = buffers
     fake.c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
     return fake

@@ -13,16 +13,28 @@ from tests.telemetry.fakes import counter_pynvml, fake_pynvml, raises
 BUS_A, BUS_B = "00000000:1B:00.0", "00000000:9A:00.0"
 
 
-def reader_for(gpus, **extra):
+class Ticks:
+    """A clock that advances `step` seconds per call."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 100.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def reader_for(gpus, clock=None, **extra):
     fake = counter_pynvml(gpus, **extra)
-    return CounterReader(Nvml(fake), [("gpu0", "0000:1B:00.0"), ("gpu1", "0000:9A:00.0")])
+    return CounterReader(Nvml(fake), [("gpu0", "0000:1B:00.0"), ("gpu1", "0000:9A:00.0")],
+                         clock=clock or Ticks(0.2))
 
 
 def test_h200_counters_with_units_and_gpm_rates_from_the_second_read():
     reader = reader_for({BUS_A: {"gpm": True}})
     assert reader.labels == ["gpu0"] and reader.gpm_devices() == ["gpu0"]
     first, = reader.read()
-    assert set(first) == {"device", *COUNTER_FIELDS}
+    assert set(first) == {"device", "read_s", *COUNTER_FIELDS}
     assert first["sm_clock_mhz"] == 1980 and first["mem_clock_mhz"] == 3201
     assert first["power_w"] == 650.0 and first["temperature_c"] == 61
     assert first["pcie_rx_mibps"] == pytest.approx(52_000_000 / 1024)
@@ -30,7 +42,40 @@ def test_h200_counters_with_units_and_gpm_rates_from_the_second_read():
     assert first["dram_bw_util_pct"] is None  # GPM needs two samples
     second, = reader.read()
     assert second["dram_bw_util_pct"] == 85.0 and second["gpm_pcie_rx_mibps"] == 50_000.0
+    assert second["gpm_interval_s"] == pytest.approx(0.2)
+    assert second["read_s"] == pytest.approx(first["read_s"] + 0.2)
     reader.close()
+
+
+def test_gpm_samples_are_never_taken_under_100_ms_apart():
+    reader = reader_for({BUS_A: {"gpm": True}}, clock=Ticks(0.04))  # a 40 ms sampler
+    readings = [reader.read()[0] for _ in range(7)]
+    # GPM samples at 0, 120 and 240 ms: rates on the 4th and 7th reads, over 120 ms each.
+    assert [r["gpm_interval_s"] is not None for r in readings] == [
+        False, False, False, True, False, False, True]
+    assert readings[3]["gpm_interval_s"] == pytest.approx(0.12)
+    assert readings[3]["dram_bw_util_pct"] == 85.0 and readings[4]["dram_bw_util_pct"] is None
+    assert all(r["sm_clock_mhz"] == 1980 for r in readings)  # the other counters every read
+    reader.close()
+
+
+def test_gpm_buffers_are_freed_when_a_gpu_is_lost_and_gpm_given_up():
+    reader = reader_for({BUS_A: {"gpm": True, "lost_after": 0}})
+    fake = reader.nvml._module
+    for _ in range(10):
+        reading, = reader.read()
+        assert reading["dram_bw_util_pct"] is None
+    reader.close()
+    # One good sample, then three failed fills (each buffer freed again), then GPM given up.
+    assert fake.gpm_buffers["allocated"] == fake.gpm_buffers["freed"] == 4
+    assert reader.gpm_devices() == []
+
+
+def test_a_library_version_mismatch_reads_as_none():
+    reader = reader_for({BUS_A: {}}, nvmlDeviceGetPowerUsage=raises(
+        pynvml.NVMLLibraryMismatchError))
+    reading, = reader.read()
+    assert reading["power_w"] is None and reading["sm_clock_mhz"] == 1980
 
 
 def test_a_device_that_supports_little_reads_as_none_without_raising():

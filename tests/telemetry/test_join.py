@@ -65,3 +65,39 @@ def test_the_ratio_compares_with_bytes_moved_in_the_window_and_needs_three_sampl
     few = join_row(_samples(), device="gpu0->gpu1", direction="h2d", memory="pinned",
                    peak_gbps=None, window=(0.1, 0.2), window_bytes=window_bytes)
     assert few["telemetry_samples"] == 2 and few["counter_ratio"] is None
+
+
+def test_each_row_reads_the_counters_of_the_gpu_that_sends():
+    from bwprof.telemetry.join import source_device
+
+    assert [source_device(d) for d in ("gpu0", "gpu0->gpu1", "gpu2<->gpu3", "all")] == [
+        "gpu0", "gpu0", "gpu2", "all"]
+
+
+def test_gpm_values_count_only_when_their_whole_interval_lies_in_the_window():
+    samples = [{"t_s": t, "device": "gpu0", "dram_bw_util_pct": util, "gpm_interval_s": span}
+               for t, util, span in ((1.0, 5.0, 0.2),     # covers 0.8-1.0: mostly before the row
+                                     (1.1, None, None),   # too soon for a GPM sample
+                                     (1.2, 90.0, 0.2),    # 1.0-1.2: inside
+                                     (1.4, 80.0, 0.2))]   # 1.2-1.4: inside
+    counters = counters_for(samples, "gpu0", (0.95, 1.45))
+    assert counters["telemetry_samples"] == 4
+    assert counters["dram_bw_util_pct_mean"] == pytest.approx(85.0)
+
+
+def test_the_link_counts_only_while_pcie_is_busy():
+    idle = {"device": "gpu0", "pcie_gen": 1, "pcie_width": 16, "pcie_rx_mibps": 3.0}
+    busy = {"device": "gpu0", "pcie_gen": 5, "pcie_width": 16, "pcie_rx_mibps": 50_000.0}
+    samples = [{**idle, "t_s": 0.1}, {**busy, "t_s": 0.2}, {**busy, "t_s": 0.3}]
+    counters = counters_for(samples, "gpu0", (0.0, 1.0))
+    assert (counters["pcie_gen_min"], counters["pcie_width_min"]) == (5, 16)
+    downtrained = [*samples, {**busy, "t_s": 0.4, "pcie_gen": 4}]
+    assert counters_for(downtrained, "gpu0", (0.0, 1.0))["pcie_gen_min"] == 4
+    assert counters_for(samples[:1], "gpu0", (0.0, 1.0))["pcie_gen_min"] is None
+
+
+def test_p2p_without_nvlink_is_checked_against_pcie():
+    over_pcie = {"nvlink_tx_mibps_mean": 0.0, "gpm_pcie_tx_mibps_mean": 20_000.0}
+    assert counter_gbps(over_pcie, direction="p2p", memory="hbm", peak_gbps=None) == (
+        pytest.approx(20_000 * MIB / 1e9))
+    assert counter_gbps({}, direction="p2p", memory="hbm", peak_gbps=None) is None

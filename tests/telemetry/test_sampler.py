@@ -65,6 +65,18 @@ def test_samples_carry_the_job_running_at_that_moment():
         ("gpu0", "", None), ("gpu1", "", None)]
 
 
+def test_each_gpu_is_timed_when_it_was_read_not_when_the_tick_began():
+    time = FakeTime()
+    origin = time.clock()
+    # Reading eight GPUs takes a while: the reader stamps each one on the sampler's clock.
+    sampler = Sampler(lambda: [{"device": "gpu0", "read_s": origin + 0.01},
+                               {"device": "gpu7", "read_s": origin + 0.31}, {"device": "x"}],
+                      0.05, origin=origin, clock=time.clock)
+    batch = sampler.sample_once()
+    assert [round(s["t_s"], 9) for s in batch[:2]] == [0.01, 0.31]
+    assert batch[2]["t_s"] == 0.0 and "read_s" not in batch[0]  # unstamped: the tick's time
+
+
 def test_a_failing_read_is_recorded_and_sampling_goes_on():
     calls = []
 
