@@ -164,8 +164,12 @@ def start_telemetry(
     on_samples = None if writer is None else (
         lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
     session = TelemetrySession(reader, interval_s, on_samples)
+    from bwprof.gpu.executor import COUNTER_WINDOW_MIN_BYTES, COUNTER_WINDOW_S
+
+    executor.counter_window_s = COUNTER_WINDOW_S  # type: ignore[attr-defined]
     state.update(enabled=True, reason=None, devices=reader.labels, idle_check=session.idle,
-                 gpm=reader.gpm_devices())
+                 gpm=reader.gpm_devices(), counter_window_s=COUNTER_WINDOW_S,
+                 counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
     session.start()
     return session
 

@@ -8,6 +8,9 @@ status and a reason; an unexpected exception becomes an `error` row and the run 
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -255,6 +258,10 @@ class Runner:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The exception as a row's note; with BWPROF_DEBUG=1 also its traceback on stderr, so an
+    API difference met on a GPU machine shows its file and line, not only its message."""
+    if os.environ.get("BWPROF_DEBUG") == "1":
+        traceback.print_exception(exc, file=sys.stderr)
     return f"{type(exc).__name__}: {exc}".replace("\n", " ")
 
 

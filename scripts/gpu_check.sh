@@ -4,11 +4,11 @@
 # Runs bwprof from this source tree with the machine's own python3 (numba, numba-cuda, cupy,
 # nvidia-ml-py, pandas, typer, pytest, rich preinstalled); installs nothing and never changes
 # GPU clocks or settings. Steps, each under a timeout, all inside a 5-minute budget:
-#   1. nvidia-smi, and an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE`
-#   2. python3 -m bwprof info
+#   1. nvidia-smi, and an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE,PCIE`
+#   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
-#   4. python3 -m pytest -m gpu tests/gpu
-#   5. python3 -m bwprof run --preset quick --repeats 5 --out $OUT/run
+#   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
+#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots
 #   6. a table of the headline figures from $OUT/run/results.csv, with the issue's bars
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
@@ -28,6 +28,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 PYTHON="${PYTHON:-python3}"
+export BWPROF_DEBUG=1  # an error row also prints its traceback (file and line) to the log
+# numba-cuda finds NVVM in a pip wheel or through CUDA_HOME; this image may have only the
+# system toolkit. Only a hint: it is used where nothing else is found.
+if [[ -z "${CUDA_HOME:-}${CUDA_PATH:-}" && -d /usr/local/cuda/nvvm ]]; then
+    export CUDA_HOME=/usr/local/cuda
+fi
 
 OUT="${OUT:-gpu-check-out}"
 [[ "$OUT" = /* ]] || OUT="$CALLER_DIR/$OUT"
@@ -88,7 +94,13 @@ step() {
 
 smi_excerpt() {
     # Queries only. sed, not head: nvidia-smi must not die of SIGPIPE under pipefail.
-    nvidia-smi -q -d CLOCK,PERFORMANCE | sed -e '/^[[:space:]]*$/d' | sed -n '1,120p'
+    nvidia-smi -q -d CLOCK,PERFORMANCE,PCIE | sed -e '/^[[:space:]]*$/d' | sed -n '1,140p'
+}
+
+cuda_paths() {
+    "$PYTHON" -c 'from numba.cuda.cuda_paths import get_cuda_paths
+for name, found in get_cuda_paths().items():
+    print(f"{name:<18} {found}")'
 }
 
 headline() {
@@ -127,7 +139,7 @@ def largest(rows):
 
 
 picked = []
-for case in ("h2d_pinned", "d2h_pinned"):
+for case in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"):
     rows = measured[measured["case"] == case]
     at = rows[rows["size_bytes"] == 256 * MiB]
     picked.append(at if not at.empty else largest(rows))
@@ -188,6 +200,7 @@ if "telemetry_samples" in table.columns and table["telemetry_samples"].fillna(0)
         def value(name, spec=".0f"):
             v = row.get(name)
             return "-" if v is None or pd.isna(v) or v == "" else format(v, spec)
+        events = value("throttle_reasons", "s")
         print(f"  {row['case']:<12} {row['device']:<5} {size(row['size_bytes']):>8}: "
               f"{value('telemetry_samples')} samples, link Gen{value('pcie_gen_min')} "
               f"x{value('pcie_width_min')}, SM {value('sm_clock_mhz_min')} MHz min, "
@@ -195,7 +208,7 @@ if "telemetry_samples" in table.columns and table["telemetry_samples"].fillna(0)
               f"DRAM {value('dram_bw_util_pct_mean', '.1f')}%, counters "
               f"{value('counter_gbps', '.1f')} GB/s vs {value('window_gbps', '.1f')} moved "
               f"(ratio {value('counter_ratio', '.2f')}), events: "
-              f"{row.get('throttle_reasons') or 'none'}")
+              f"{'none' if events == '-' else events}")
 else:
     tele = json.loads(system.read_text()).get("telemetry", {}) if system.is_file() else {}
     print(f"\ncounters: none joined ({tele.get('reason') or 'no samples in the windows'})")
@@ -223,6 +236,7 @@ PY
 case "${1:-}" in
     --smi-excerpt) smi_excerpt; exit $? ;;
     --headline) headline; exit $? ;;
+    --cuda-paths) cuda_paths; exit $? ;;
     "") ;;
     *) echo "usage: OUT=folder bash scripts/gpu_check.sh" >&2; exit 2 ;;
 esac
@@ -239,13 +253,16 @@ rm -rf "$RUN_DIR" "$OUT/run"
 
 RESERVE=$(( SUMMARY_RESERVE_S + 5 ))
 step "nvidia-smi" 20 "$RESERVE" "$LOG" nvidia-smi
-step "nvidia-smi clocks and performance" 20 "$RESERVE" "$LOG" "${SELF[@]}" --smi-excerpt
+step "nvidia-smi clocks, performance and PCIe" 20 "$RESERVE" "$LOG" "${SELF[@]}" --smi-excerpt
 step "bwprof info" 45 "$RESERVE" "$LOG" "$PYTHON" -m bwprof info
+step "numba-cuda paths" 30 "$RESERVE" "$LOG" "${SELF[@]}" --cuda-paths
 step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
 step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
-    env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -q -p no:cacheprovider
+    env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
+    --durations=15 -o faulthandler_timeout=100
 step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
-    "$PYTHON" -m bwprof run --preset quick --repeats 5 --out "$RUN_DIR"
+    env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
+    --out "$RUN_DIR"
 mkdir -p "$OUT/run"
 for name in results.csv system.json summary.csv findings.csv samples.csv timings.csv; do
     [[ -f "$RUN_DIR/$name" ]] && cp "$RUN_DIR/$name" "$OUT/run/"

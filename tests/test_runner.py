@@ -90,6 +90,16 @@ def test_an_exception_becomes_an_error_row_and_the_run_goes_on():
     assert error.gbps_best is None
 
 
+def test_bwprof_debug_prints_the_traceback_of_an_error_row(monkeypatch, capsys):
+    executor = ScriptedExecutor(fail={"ddr_copy"})
+    Runner(_plan("ddr_copy"), {"host": executor}, CONTEXT).run()
+    assert "Traceback" not in capsys.readouterr().err
+    monkeypatch.setenv("BWPROF_DEBUG", "1")
+    Runner(_plan("ddr_copy"), {"host": executor}, CONTEXT).run()
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: boom" in err and "test_runner.py" in err
+
+
 def test_unavailable_backend_gives_one_skipped_row_per_case():
     plan = make_plan(cases="ddr_copy,h2d_pinned,hbm_triad", repeats=2, usable_cpus=1,
                      llc_bytes=None, memory_available_bytes=None, size="1MiB")

@@ -22,6 +22,12 @@ from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
+COUNTER_WINDOW_S = 0.6
+"""Where telemetry samples: how long a large copy or HBM row repeats its work after timing,
+so that several counter samples (GPM: 100 ms apart at least) fall inside its window."""
+COUNTER_WINDOW_MIN_BYTES = 64 << 20
+"""Rows below this size get no counter window: their counters say little and a window each
+would lengthen a sweep by seconds."""
 P2P_MATRIX_BYTES = 256 << 20
 HOST_BUFFER_SHARE = 0.5  # pinned/pageable buffers of a job: at most this share of host memory
 DEVICE_MEMORY_SHARE = 0.9
@@ -43,6 +49,8 @@ class GpuExecutor:
         self.pool = BufferPool(backend)
         self._case: str | None = None
         self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
+        self.counter_window_s = 0.0
+        """Set to COUNTER_WINDOW_S while hardware counters are sampled (`api.run`)."""
 
     def _device(self, index: int | None) -> GpuDevice:
         """The device of a CUDA index (a fleet rank may hold only gpu3 of its node)."""
@@ -158,22 +166,24 @@ class GpuExecutor:
 
     def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         size, samples, key = job.size_bytes or 0, plan.repeats, case.key
+        window = self.counter_window_s if size >= COUNTER_WINDOW_MIN_BYTES else 0.0
         if key in ONE_WAY:
             return transfers.one_way(self.pool, case, self._device(job.device), size,
-                                     samples)
+                                     samples, counter_window_s=window)
         if key == "bidir_pinned":
             return transfers.bidirectional(self.pool, case, self._device(job.device), size,
-                                           samples)
+                                           samples, counter_window_s=window)
         if key == "d2d_copy":
             return transfers.within_device(self.pool, case, self._device(job.device),
-                                           size, samples)
+                                           size, samples, counter_window_s=window)
         if key in ("h2d_all", "d2h_all"):
-            return transfers.all_devices(self.pool, case, self.devices, size, samples)
+            return transfers.all_devices(self.pool, case, self.devices, size, samples,
+                                         counter_window_s=window)
         if key in ("p2p_copy", "p2p_bidir"):
             assert job.device is not None and job.peer is not None
             return transfers.peer(self.pool, case,
                                   (self._device(job.device), self._device(job.peer)), size,
-                                  samples)
+                                  samples, counter_window_s=window)
         if key in overlap.COPIES:
             device = self._device(job.device)
             return overlap.overlap(self.pool, case, device, size, samples,
@@ -184,7 +194,8 @@ class GpuExecutor:
         if key.startswith("hbm_"):
             device = self._device(job.device)
             note = self._hbm(device, plan)[1] if size == self._hbm(device, plan)[0][-1] else ""
-            return hbm.stream_kernel(self.pool, case, device, size, samples, note)
+            return hbm.stream_kernel(self.pool, case, device, size, samples, note,
+                                     counter_window_s=window)
         raise NotRun("skipped", f"no GPU implementation for case {key}")
 
     def close(self) -> None:

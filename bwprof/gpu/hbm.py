@@ -49,7 +49,8 @@ def array_sizes(device: GpuDevice, free_bytes: int, sweep: bool) -> tuple[list[i
 
 
 def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_bytes: int,
-                  samples: int, note: str = "") -> list[Measurement]:
+                  samples: int, note: str = "",
+                  counter_window_s: float = 0.0) -> list[Measurement]:
     backend = pool.backend
     name = case.key.removeprefix("hbm_")
     arrays = [pool.device(device.index, array_bytes, slot) for slot in range(3)]
@@ -65,7 +66,8 @@ def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_byt
         else:
             backend.launch(name, stream, a, b, c, gold.SCALAR)
 
-    sampled = take_samples(backend, lambda ops: [Work(stream, launch, ops)], samples)
+    sampled = take_samples(backend, lambda ops: [Work(stream, launch, ops)], samples,
+                           counter_window_s=counter_window_s)
     host = [backend.download(x, array_bytes).view("float64") for x in arrays]
     dot = float(backend.download(partial, DOT_BLOCKS * ELEMENT_BYTES).view("float64").sum()) \
         if name == "dot" else None
@@ -77,5 +79,5 @@ def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_byt
         note="; ".join(n for n in (f"validation failed: {problem}" if problem else "", note,
                                    sampled.note()) if n),
         streams=1, ops_per_sample=sampled.ops_per_sample, peak_gbps=device.peak_hbm_gbps,
-        window_s=sampled.window_s, window_ops=sampled.total_ops,
+        window_s=sampled.window_s, window_ops=sampled.window_ops,
     )]

@@ -137,7 +137,7 @@ def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float],
         valid=not problem, note=notes, streams=streams, numa_node=device.numa_node,
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak, phase=phase,
         overlap_efficiency=efficiency, window_s=sampled.window_s,
-        window_ops=sampled.total_ops,
+        window_ops=sampled.window_ops,
     )
 
 
@@ -304,6 +304,8 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
         memory=case.memory, valid=not (problem or kernel_problem),
         note="; ".join(n for n in (problem, kernel_problem, note, passes.note()) if n),
         streams=streams, numa_node=device.numa_node, ops_per_sample=1, phase="pipeline",
+        # Counters join on the passes; a window op is one chunk per stream, a row op a pass.
+        window_s=passes.window_s, window_ops=round(passes.window_ops / per_stream),
     )
     row.extra["timeline"] = {
         "case": case.key, "device": device.label, "size_bytes": chunk, "streams": streams,

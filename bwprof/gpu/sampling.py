@@ -4,6 +4,12 @@ Each sample issues K operations back to back per stream, with K chosen from a wa
 sample lasts about TARGET_SAMPLE_S — far beyond launch and event overhead, even for 4 KiB
 copies — but never more than MAX_OPS, so the queue cannot fill while the gate holds it.
 A sample whose enqueue outlasted the gate is taken again with a longer hold.
+
+Timed samples last milliseconds, but the hardware counters are sampled every 50 ms and GPM
+every 100 ms at best, so a row's own window rarely holds three samples. Where telemetry runs,
+large rows therefore keep repeating the same work, untimed, for a counter window of about
+half a second after their samples: the counters are joined on that window and compared with
+the bytes moved in it, while the figure still comes from the timed samples alone.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from dataclasses import dataclass
 from bwprof.gpu.backend import GpuBackend, Sample, Work
 
 TARGET_SAMPLE_S = 0.002
+COUNTER_BATCH_S = 0.02
+"""Work per batch of the counter window: long enough that the sync between batches is a
+small gap, short enough to end the window close to its length."""
 MAX_OPS = 256
 HOLD_US = 2_000
 MAX_HOLD_US = 128_000
@@ -34,8 +43,10 @@ class Sampled:
     covered: tuple[bool, ...] = ()
     """Per kept sample: the gate held until everything was enqueued."""
     window_s: tuple[float, float] | None = None
-    """time.monotonic() at the first and last operation issued (warm-up included), for
-    joining the hardware counters of that interval."""
+    """time.monotonic() interval for joining the hardware counters: the counter window
+    where one ran, else from the warm-up to the last sample."""
+    window_ops: int = 0
+    """Operations per stream issued in `window_s` (`total_ops` also counts the rest)."""
 
     def note(self) -> str:
         if not self.uncovered:
@@ -44,11 +55,25 @@ class Sampled:
                 f"(gate too short even at {MAX_HOLD_US} us)")
 
 
-def ops_for(seconds_per_op: float) -> int:
-    """Operations per sample so one sample lasts about TARGET_SAMPLE_S, within [1, MAX_OPS]."""
+def ops_for(seconds_per_op: float, target_s: float = TARGET_SAMPLE_S) -> int:
+    """Operations per sample so one sample lasts about `target_s`, within [1, MAX_OPS]."""
     if seconds_per_op <= 0:
         return MAX_OPS
-    return max(1, min(MAX_OPS, math.ceil(TARGET_SAMPLE_S / seconds_per_op)))
+    return max(1, min(MAX_OPS, math.ceil(target_s / seconds_per_op)))
+
+
+def counter_window(backend: GpuBackend, make_works: Callable[[int], list[Work]],
+                   seconds_per_op: float, length_s: float) -> tuple[tuple[float, float], int]:
+    """Repeat the work, untimed and ungated, in batches until `length_s` has passed; the
+    interval and the operations per stream issued in it."""
+    batch = ops_for(seconds_per_op, COUNTER_BATCH_S)
+    start, ops = time.monotonic(), 0
+    while True:
+        backend.time_sample(make_works(batch), False, 0)  # returns once the batch finished
+        ops += batch
+        end = time.monotonic()
+        if end - start >= length_s:
+            return (start, end), ops
 
 
 def take_samples(
@@ -57,9 +82,11 @@ def take_samples(
     samples: int,
     gate: bool = True,
     ops: int | None = None,
+    counter_window_s: float = 0.0,
 ) -> Sampled:
     """Warm up with one op per stream, choose K (unless `ops` fixes it, so parts measured
-    alone and together do the same work), then take `samples` timed samples."""
+    alone and together do the same work), take `samples` timed samples, then run the
+    counter window if `counter_window_s` asks for one."""
     hold_us = HOLD_US
     began = time.monotonic()
     warm = backend.time_sample(make_works(1), gate, hold_us)
@@ -82,6 +109,11 @@ def take_samples(
         for index, seconds in enumerate(last.seconds):
             per_stream[index].append(seconds / ops)
         spans.append(last.span_s / ops)
+    window, window_ops = (began, time.monotonic()), total_ops
+    if counter_window_s > 0 and per_stream[0]:
+        slowest = max(sorted(times)[len(times) // 2] for times in per_stream)
+        window, window_ops = counter_window(backend, make_works, slowest, counter_window_s)
+        total_ops += window_ops
     return Sampled(
         per_stream_s=tuple(tuple(s) for s in per_stream),
         span_s=tuple(spans),
@@ -90,5 +122,6 @@ def take_samples(
         uncovered=uncovered,
         last=last,
         covered=tuple(covered),
-        window_s=(began, time.monotonic()),
+        window_s=window,
+        window_ops=window_ops,
     )

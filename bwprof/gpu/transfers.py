@@ -94,19 +94,20 @@ def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: 
         valid=valid, note=_join(note, sampled.note()), streams=streams,
         numa_node=numa_node if numa_node is not None else (device.numa_node if device else None),
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak,
-        window_s=sampled.window_s, window_ops=sampled.total_ops,
+        window_s=sampled.window_s, window_ops=sampled.window_ops,
     )
 
 
 def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-            samples: int) -> list[Measurement]:
+            samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
     """h2d_/d2h_ pinned or pageable: one copy engine, one stream."""
     pinned = case.memory == "pinned"
     path = HostEnd(pool, device, size, pinned, to_device=case.direction == "h2d")
     # A pageable async copy is synchronous for the host, so no gate can cover its enqueue;
     # the host stages it, so it runs on the GPU's own NUMA node like the buffer.
     with cpu_affinity(None if pinned else device.cpus):
-        sampled = take_samples(pool.backend, lambda ops: [path.work(ops)], samples, gate=pinned)
+        sampled = take_samples(pool.backend, lambda ops: [path.work(ops)], samples, gate=pinned,
+                               counter_window_s=counter_window_s)
     problem = path.problem()
     note = "" if pinned else PAGEABLE_NOTE
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
@@ -115,11 +116,12 @@ def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
 
 
 def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-                  samples: int) -> list[Measurement]:
+                  samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
     """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum."""
     up = HostEnd(pool, device, size, True, to_device=True, slot=0)
     down = HostEnd(pool, device, size, True, to_device=False, slot=1)
-    sampled = take_samples(pool.backend, lambda ops: [up.work(ops), down.work(ops)], samples)
+    sampled = take_samples(pool.backend, lambda ops: [up.work(ops), down.work(ops)], samples,
+                           counter_window_s=counter_window_s)
     up_problem, down_problem = up.problem(), down.problem()
     peak = device.peak_pcie_gbps
     return [
@@ -137,7 +139,7 @@ def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
 
 
 def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-                  samples: int) -> list[Measurement]:
+                  samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
     """d2d_copy: device-to-device copy on one GPU; counted as traffic (read + write)."""
     backend = pool.backend
     src = pool.device(device.index, size, slot=0)
@@ -146,7 +148,8 @@ def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
     backend.zero(dst, size)
     stream = pool.stream(device.index)
     copy = partial(backend.copy, dst, src, size, stream)
-    sampled = take_samples(backend, lambda ops: [Work(stream, copy, ops)], samples)
+    sampled = take_samples(backend, lambda ops: [Work(stream, copy, ops)], samples,
+                           counter_window_s=counter_window_s)
     problem = _problem(device_mismatches(pool, dst, size), size, f"{device.label} memory")
     best = min(sampled.per_stream_s[0])
     copy_note = f"copy figure (bytes copied once): {size / best / 1e9:.2f} GB/s best"
@@ -156,10 +159,11 @@ def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
 
 
 def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], size: int,
-                samples: int) -> list[Measurement]:
+                samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
     """h2d_all / d2h_all: every GPU at once, each from host memory on its own NUMA node."""
     paths = [HostEnd(pool, d, size, True, to_device=case.direction == "h2d") for d in devices]
-    sampled = take_samples(pool.backend, lambda ops: [p.work(ops) for p in paths], samples)
+    sampled = take_samples(pool.backend, lambda ops: [p.work(ops) for p in paths], samples,
+                           counter_window_s=counter_window_s)
     problems = [p.problem() for p in paths]
     rows = [
         _row(case, d, d.label, d.name, size, sampled.per_stream_s[i], size, sampled,
@@ -227,7 +231,7 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
 
 
 def peer(pool: BufferPool, case: CaseSpec, pair: tuple[GpuDevice, GpuDevice], size: int,
-         samples: int) -> list[Measurement]:
+         samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
     """p2p_copy (i -> j) or p2p_bidir (i -> j and j -> i at once), peer access on."""
     backend = pool.backend
     a, b = pair
@@ -242,7 +246,7 @@ def peer(pool: BufferPool, case: CaseSpec, pair: tuple[GpuDevice, GpuDevice], si
         return [Work(stream, partial(backend.copy, target, source, size, stream), ops)
                 for _, _, (source, target, stream) in paths]
 
-    sampled = take_samples(backend, works, samples)
+    sampled = take_samples(backend, works, samples, counter_window_s=counter_window_s)
     problems = [_problem(device_mismatches(pool, target, size, seed=2 * i), size,
                          f"{dst.label} memory")
                 for i, (_, dst, (_, target, _)) in enumerate(paths)]

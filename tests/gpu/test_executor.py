@@ -231,3 +231,29 @@ def test_rows_do_not_claim_a_numa_node_that_placement_could_not_enforce():
     assert {r.numa_node for r in placed if r.status == "ok"} == {1}
     assert all("pageable: each copy is synchronous" in r.note for r in placed
                if r.status == "ok")
+
+
+def test_large_rows_get_a_counter_window_only_while_telemetry_samples(monkeypatch):
+    from bwprof.gpu import executor as gpu_executor
+
+    monkeypatch.setattr(gpu_executor, "COUNTER_WINDOW_MIN_BYTES", 16 * MiB)
+    backend = SimBackend(devices=1)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    plan = _plan("h2d_pinned", repeats=3)
+    case = get_case("h2d_pinned")
+    small, large = (next(j for j in executor.jobs(case, plan) if j.size_bytes == size)
+                    for size in (MiB, 16 * MiB))
+
+    def measured(job):
+        (row,) = executor.measure(case, job, plan)
+        assert row.valid, row.note
+        return row, 1 + (plan.repeats) * row.ops_per_sample
+
+    row, timed = measured(large)
+    assert row.window_ops == timed  # telemetry off: the window is the timed samples'
+    executor.counter_window_s = 0.05
+    row, timed = measured(large)
+    assert row.window_ops > 0 and row.window_s[1] - row.window_s[0] >= 0.05
+    assert len(row.seconds_per_op) == plan.repeats  # timed samples only in the figure
+    row, timed = measured(small)
+    assert row.window_ops == timed  # below the size that earns a window

@@ -45,7 +45,7 @@ def device_run(tmp_path_factory):
     """Every GPU case once, on the quick preset's sizes (64 KiB .. 256 MiB), 3 samples each."""
     _skip_without_gpu()
     out = tmp_path_factory.mktemp("gpu") / "run"
-    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=3, out=out)
+    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=3, out=out, plots=False)
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +169,8 @@ def test_figures_are_positive_and_below_the_peak(real_gpu, device_run, l2_bytes)
     assert (ok["time_min_s"] <= ok["time_median_s"]).all()
     assert (ok["gbps_median"] <= ok["gbps_best"]).all()
     with_peak = ok[ok["peak_gbps"].notna() & (ok["peak_gbps"] > 0)]
+    # NVML gives the link's and the memory's peaks on any data-centre GPU: % of peak is filled.
+    assert with_peak["case"].isin(PCIE_CASES).any() and (with_peak["memory"] == "hbm").any()
     # Data that fits in L2 may legitimately beat the DRAM peak; the link cannot be beaten.
     beyond_cache = with_peak["case"].isin(PCIE_CASES) | (with_peak["size_bytes"] >= 4 * l2_bytes)
     checked = with_peak[beyond_cache]
@@ -283,15 +285,14 @@ def test_every_overlap_part_validates(real_gpu, overlap_run):
 
 
 def test_pinned_copies_hide_behind_compute(real_gpu, overlap_run, backend):
-    if backend.properties(real_gpu).async_engines < 1:
-        pytest.skip("this GPU reports no copy engine")
+    assert backend.properties(real_gpu).async_engines >= 1  # every CUDA GPU has a copy engine
     row = _concurrent(overlap_run.results, "overlap_h2d_compute")
     assert row["overlap_efficiency"] > 0.5, row["note"]
 
 
 def test_pageable_overlap_is_reported_whatever_it_shows(real_gpu, overlap_run):
     row = _concurrent(overlap_run.results, "overlap_pageable")
-    assert 0.0 <= row["overlap_efficiency"] <= 1.0
+    assert row["status"] == "ok" and pd.notna(row["overlap_efficiency"]), row["note"]
 
 
 def test_timelines_are_recorded_and_drawn(real_gpu, overlap_run):
@@ -330,7 +331,12 @@ def test_counters_are_sampled_and_joined(real_gpu, device_run):
     assert samples["sm_clock_mhz"].notna().any()
     frame = device_run.results
     assert set(TELEMETRY_COLUMNS) <= set(frame.columns)
-    # Every GPU row carries the join; the 256 MiB copies last long enough to be sampled.
+    # Every GPU row carries the join; 256 MiB rows repeat their work for a counter window,
+    # so the counters are sampled during them and checked against the bytes moved.
+    assert telemetry["counter_window_s"] > 0
     big = frame[(frame["case"] == "h2d_pinned") & (frame["size_bytes"] == BIG)]
-    assert not big.empty and (big["telemetry_samples"] >= 1).all(), big["telemetry_samples"]
+    assert len(big) == 1 and int(big["telemetry_samples"].iloc[0]) >= 3, big["telemetry_samples"]
+    assert float(big["window_gbps"].iloc[0]) > 0
+    # NVML's PCIe counters (or GPM's) saw host-to-device traffic during the copies.
+    assert float(big["counter_gbps"].iloc[0]) > 0 and big["counter_ratio"].notna().all()
     assert (device_run.run_dir / "findings.csv").is_file()

@@ -128,3 +128,20 @@ def test_timeline_png_is_drawn_from_recorded_events(tmp_path):
                simulate=True, plots=False)
     assert not list((tmp_path / "n").glob("*.png"))
     assert (tmp_path / "n" / "timelines.json").is_file()
+
+
+def test_pipeline_rows_join_counters_on_their_passes():
+    from bwprof.cases import get_case
+    from bwprof.measurement import Job
+
+    backend = SimBackend(devices=1)
+    executor = GpuExecutor(backend, describe(backend), 8 << 30)
+    plan = replace(make_plan(cases="pipeline_chunked", preset="quick", repeats=2, usable_cpus=2,
+                             llc_bytes=None, memory_available_bytes=8 << 30),
+                   pipeline_chunks=(1 * MiB,))
+    rows = executor.measure(get_case("pipeline_chunked"),
+                            Job("pipeline_chunked", size_bytes=MiB, device=0, streams=2), plan)
+    (row,) = [r for r in rows if r.phase == "pipeline"]
+    start, end = row.window_s
+    assert end - start > 0 and row.window_ops == plan.repeats  # whole passes, warm-up aside
+    executor.close()

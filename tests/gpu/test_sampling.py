@@ -85,3 +85,36 @@ def test_fixed_ops_skip_the_estimate():
     sampled = take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2, ops=3)
     assert sampled.ops_per_sample == 3
     assert [ops for ops, *_ in backend.calls] == [(1,), (3,), (3,)]
+
+
+class SleepingBackend(ScriptedBackend):
+    """A ScriptedBackend whose samples take their scripted time on the wall clock."""
+
+    def time_sample(self, works, gate, hold_us):
+        import time
+
+        sample = super().time_sample(works, gate, hold_us)
+        time.sleep(max(sample.seconds))
+        return sample
+
+
+def test_the_counter_window_repeats_the_work_untimed_and_is_what_counters_join_on():
+    from bwprof.gpu.sampling import COUNTER_BATCH_S
+
+    per_op = 0.001
+    backend = SleepingBackend([per_op])
+    issued = []
+    sampled = take_samples(backend, lambda ops: [Work("s0", lambda: issued.append(0), ops)],
+                           samples=3, counter_window_s=0.1)
+    timed = 1 + 3 * sampled.ops_per_sample
+    batch = round(COUNTER_BATCH_S / per_op)
+    window_calls = backend.calls[4:]
+    assert window_calls and all(call == ((batch,), False, 0) for call in window_calls)
+    assert sampled.window_ops == batch * len(window_calls)
+    assert sampled.total_ops == timed + sampled.window_ops == len(issued)  # validation sees all
+    start, end = sampled.window_s
+    assert end - start >= 0.1
+    assert len(sampled.per_stream_s[0]) == 3  # the figure still comes from the timed samples
+    plain = take_samples(ScriptedBackend([per_op]), lambda ops: [Work("s0", lambda: None, ops)],
+                         samples=3)
+    assert plain.window_ops == plain.total_ops == timed
