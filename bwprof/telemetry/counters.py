@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,7 @@ class CounterReader:
         each reading; a sampler of these readings must use the same clock."""
         self.nvml = nvml
         self.clock = clock
+        self._pool: ThreadPoolExecutor | None = None
         self._gpus = []
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
@@ -115,7 +117,14 @@ class CounterReader:
         return [(gpu.label, gpu.handle) for gpu in self._gpus]
 
     def read(self) -> list[dict[str, object]]:
-        return [self._read_one(gpu) for gpu in self._gpus]
+        """Every GPU's reading, in order. GPUs are read at once, one thread each: NVML's PCIe
+        throughput call waits about 20 ms per direction, so eight GPUs read in turn would
+        stretch a 50 ms tick past 300 ms."""
+        if len(self._gpus) < 2:
+            return [self._read_one(gpu) for gpu in self._gpus]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self._gpus), thread_name_prefix="bwprof-nvml")
+        return list(self._pool.map(self._read_one, self._gpus))
 
     def _read_one(self, gpu: _Gpu) -> dict[str, object]:
         q, h, nvml = self.nvml.query, gpu.handle, self.nvml
@@ -149,7 +158,10 @@ class CounterReader:
         return reading
 
     def close(self) -> None:
-        """Give NVML back the GPM sample buffers."""
+        """Stop the reading threads and give NVML back the GPM sample buffers."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         for gpu in self._gpus:
             for sample in (gpu.previous, gpu.spare):
                 if sample is not None:

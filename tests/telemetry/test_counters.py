@@ -109,3 +109,28 @@ def test_throttle_names():
     assert throttle_names(0x1 | 0x4 | 0x40) == "sw_power_cap|hw_thermal"
     assert throttle_names(0x1 | 0x4, include_benign=True) == "gpu_idle|sw_power_cap"
     assert throttle_names(0) == "" and throttle_names(None) == ""
+
+
+def test_gpus_are_read_at_once_not_in_turn():
+    import threading
+
+    from tests.telemetry.fakes import counter_functions
+
+    buses = [f"00000000:{n:02X}:00.0" for n in (0x1B, 0x43, 0x9A, 0xC1)]
+    # Each GPU's PCIe call waits for all four: read in turn, the first would wait in vain.
+    together = threading.Barrier(len(buses), timeout=5)
+    pcie = counter_functions({bus: {} for bus in buses})["nvmlDeviceGetPcieThroughput"]
+
+    def throughput_after_the_others(handle, counter):
+        if counter == pynvml.NVML_PCIE_UTIL_RX_BYTES:
+            together.wait()
+        return pcie(handle, counter)
+
+    fake = counter_pynvml({bus: {} for bus in buses},
+                          nvmlDeviceGetPcieThroughput=throughput_after_the_others)
+    reader = CounterReader(Nvml(fake), [(f"gpu{i}", bus.replace("00000000", "0000"))
+                                        for i, bus in enumerate(buses)])
+    readings = reader.read()
+    assert [r["device"] for r in readings] == ["gpu0", "gpu1", "gpu2", "gpu3"]  # order kept
+    assert all(r["pcie_rx_mibps"] is not None for r in readings)
+    reader.close()
