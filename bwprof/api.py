@@ -177,7 +177,8 @@ def start_telemetry(
 def host_executor(host: HostInfo) -> Executor:
     from bwprof.host.ddr import HostExecutor, measurable_nodes
 
-    return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes))
+    return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes),
+                        peak_gbps=host.ddr_peak_gbps)
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:

@@ -304,6 +304,8 @@ def info_command(
         f"memory      {format_bytes(host.memory_total_bytes) if host.memory_total_bytes else '?'}"
         f" total, {format_bytes(host.memory_available_bytes or 0)} available",
         f"numa        {numa}",
+        f"ddr peak    {host.ddr_peak_gbps:.1f} GB/s ({host.ddr_peak_note})"
+        if host.ddr_peak_gbps else f"ddr peak    unknown: {host.ddr_peak_note}",
         f"os          {host.os}",
         f"python      {host.python}",
         "packages    " + ", ".join(f"{k} {v}" for k, v in host.packages.items() if v),

@@ -61,6 +61,17 @@ def pcie_peak_gbps(generation: int | None, width: int | None) -> float | None:
     return width * pcie_lane_gbps(generation)
 
 
+def ddr_peak_gbps(transfers_mts: list[int], data_widths_bits: list[int]) -> float | None:
+    """Host DDR peak: every channel moves its data width once per transfer (DDR5's two
+    32-bit sub-channels together make one 64-bit module); summed over the channels given."""
+    if not transfers_mts or len(transfers_mts) != len(data_widths_bits):
+        return None
+    if any(t <= 0 for t in transfers_mts) or any(w <= 0 for w in data_widths_bits):
+        return None
+    return sum(t * 1e6 * w / 8 for t, w in zip(transfers_mts, data_widths_bits,
+                                                strict=True)) / 1e9
+
+
 def nvlink_peak_gbps(version: int | None, links: int) -> float | None:
     """NVLink peak per direction summed over the active links; None when unknown or no link."""
     if version is None or links is None or links <= 0:

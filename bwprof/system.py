@@ -48,6 +48,11 @@ class HostInfo:
     memory_total_bytes: int | None
     memory_available_bytes: int | None
     numa_nodes: list[NumaNode]
+    memory_modules: list[dict[str, object]]
+    """SMBIOS memory slots (locator, size, type, width, speeds); empty where unreadable."""
+    ddr_peak_gbps: float | None
+    ddr_peak_note: str
+    """How the DDR peak was derived, or why it is unknown."""
     os: str
     kernel: str
     python: str
@@ -170,9 +175,13 @@ def package_versions() -> dict[str, str | None]:
 
 
 def host_info() -> HostInfo:
+    from bwprof.host.smbios import ddr_peak, read_memory_devices
+
     levels = caches()
     cores, sockets = _topology()
     mem = meminfo()
+    modules, unreadable = read_memory_devices()
+    peak, peak_note = ddr_peak(modules) if unreadable is None else (None, unreadable)
     return HostInfo(
         hostname=socket.gethostname(),
         cpu_model=cpu_model(),
@@ -185,6 +194,9 @@ def host_info() -> HostInfo:
         memory_total_bytes=mem.get("MemTotal"),
         memory_available_bytes=mem.get("MemAvailable"),
         numa_nodes=numa_nodes(),
+        memory_modules=[m.as_dict() for m in modules],
+        ddr_peak_gbps=peak,
+        ddr_peak_note=peak_note,
         os=platform.platform(),
         kernel=platform.release(),
         python=platform.python_version(),

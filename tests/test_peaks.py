@@ -74,3 +74,13 @@ def test_nvlink_peak_per_direction(version: int, links: int, expected_gbps: floa
 @pytest.mark.parametrize(("version", "links"), [(None, 18), (4, 0), (9, 18), (0, 4)])
 def test_nvlink_peak_unknown_is_none(version: int | None, links: int) -> None:
     assert nvlink_peak_gbps(version, links) is None
+
+
+def test_ddr_peak_from_channels_transfers_and_width():
+    from bwprof.peaks import ddr_peak_gbps
+
+    # Intel Sapphire Rapids, one socket: 8 channels of DDR5-4800 x 64 bit = 307.2 GB/s.
+    assert ddr_peak_gbps([4800] * 8, [64] * 8) == pytest.approx(307.2)
+    assert ddr_peak_gbps([], []) is None
+    assert ddr_peak_gbps([4800, 0], [64, 64]) is None
+    assert ddr_peak_gbps([4800], [64, 64]) is None

@@ -108,8 +108,11 @@ class HostExecutor:
         kernels: Mapping[str, stream.StreamKernel] = stream.KERNELS,
         clock: Callable[[], float] = time.perf_counter,
         nodes: Sequence[HostNode] = (),
+        peak_gbps: float | None = None,
     ) -> None:
+        """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows only."""
         self.cpu_model = cpu_model
+        self.peak_gbps = peak_gbps
         self.kernels = kernels
         self.clock = clock
         self.nodes = {node.node: node for node in nodes}
@@ -174,6 +177,7 @@ class HostExecutor:
                 note="; ".join(notes),
                 threads=job.threads,
                 numa_node=job.numa_node,
+                peak_gbps=self.peak_gbps if node is None else None,
             )
         ]
 

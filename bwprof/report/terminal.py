@@ -190,6 +190,16 @@ def telemetry_line(system: Mapping[str, object]) -> str | None:
     return f"telemetry off: {state.get('reason')}"
 
 
+def ddr_peak_line(summary: pd.DataFrame, system: Mapping[str, object]) -> str | None:
+    """Why the DDR figure has no peak beside it (SMBIOS unreadable, channels unclear)."""
+    ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()]
+    if ddr.empty or ddr["peak_gbps"].notna().any():
+        return None
+    host = system.get("host")
+    why = host.get("ddr_peak_note") if isinstance(host, Mapping) else None
+    return f"DDR peak unknown: {why}" if why else None
+
+
 def finding_lines(findings: Any) -> list[str]:
     """One line per finding: severity, device, what, evidence."""
     if findings is None or len(findings) == 0:
@@ -336,6 +346,7 @@ def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFr
     console.print(path_table(summary, title))
     _print_lines(console, summary_notes(summary))
     _print_lines(console, [headline_sentence(summary)])
+    _print_lines(console, [line for line in [ddr_peak_line(summary, system or {})] if line])
     _print_lines(console, overlap_lines(rows))
     _print_lines(console, simulated_lines(rows))
     _print_lines(console, not_run_lines(rows))

@@ -164,6 +164,16 @@ def test_each_numa_node_runs_on_its_own_cpus_with_its_own_arrays(small_plan, mon
     assert made == [before, nodes[0].cpus, nodes[1].cpus]  # fresh arrays, touched in place
 
 
+def test_the_hosts_ddr_peak_goes_on_whole_host_rows_only(small_plan):
+    nodes = _two_nodes()
+    executor = HostExecutor("cpu", nodes=nodes, peak_gbps=614.4)
+    case = get_case("ddr_copy")
+    rows = [m for job in executor.jobs(case, small_plan)
+            for m in executor.measure(case, job, small_plan)]
+    assert [(m.device, m.peak_gbps) for m in rows] == [("cpu", 614.4), ("numa0", None),
+                                                       ("numa1", None)]
+
+
 def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monkeypatch):
     import os
 

@@ -166,3 +166,10 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
     assert slower_numa_nodes(_frame(_node("a:numa0", 150.0), _node("a:numa1", 140.0),
                                     _node("b:numa0", 50.0), _node("b:numa1", 55.0))) == []
     assert any(f.what.startswith("NUMA node") for f in derive_findings(rows, {}))
+
+
+def test_a_ddr_figure_above_its_smbios_peak_is_a_finding():
+    rows = _frame(make_row(gbps_best=320.0, peak_gbps=307.2), make_row(device="numa0",
+                                                                      gbps_best=150.0))
+    (finding,) = [f for f in derive_findings(rows, {}) if "above" in f.what]
+    assert finding.device == "cpu" and "SMBIOS misreports" in finding.why

@@ -110,3 +110,18 @@ def test_without_a_gpu_the_reason_is_said_once():
     print_report(console, rows, build_summary(results_frame(rows)),
                  system={"telemetry": {"enabled": False, "reason": reason}})
     assert console.export_text().count(reason) == 1
+
+
+def test_a_ddr_figure_without_a_peak_says_why_once():
+    from bwprof.report.terminal import ddr_peak_line
+
+    system = {"host": {"ddr_peak_note": "SMBIOS memory devices are readable by root only"}}
+    summary = build_summary(results_frame([make_row()]))
+    assert ddr_peak_line(summary, system) == (
+        "DDR peak unknown: SMBIOS memory devices are readable by root only")
+    with_peak = build_summary(results_frame([make_row(peak_gbps=614.4, pct_of_peak=0.5)]))
+    assert ddr_peak_line(with_peak, system) is None
+    assert ddr_peak_line(summary, {}) is None  # a fleet's merged metadata has no one host
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    print_report(console, [make_row()], summary, system=system)
+    assert "DDR peak unknown: SMBIOS" in console.export_text()
