@@ -139,7 +139,8 @@ def ddr_peak(devices: list[MemoryDevice]) -> tuple[float | None, str]:
     channel the peak is left unknown, since counting them twice would halve `% of peak`."""
     from bwprof.peaks import ddr_peak_gbps
 
-    populated = [d for d in devices if d.populated]
+    # Only DRAM modules: some firmware lists caches or non-volatile modules as devices too.
+    populated = [d for d in devices if d.populated and d.memory_type]
     if not populated:
         return None, "SMBIOS lists no populated memory module"
     if any(d.data_width_bits is None or not (d.configured_speed_mts or d.speed_mts)

@@ -72,6 +72,7 @@ def test_the_ddr_peak_counts_every_populated_module_on_its_own_channel():
     # One socket of AMD Genoa: 12 channels of DDR5-4800, 460.8 GB/s by the datasheet.
     modules = _devices(*(("DIMM 0", f"P0 CHANNEL {c}") for c in "ABCDEFGHIJKL"))
     modules += _devices(("DIMM 1", "P0 CHANNEL A"), size_mib=0)  # an empty second slot
+    modules += _devices(("CACHE", ""), size_mib=1, memory_type=0x02)  # firmware listing a cache
     peak, how = ddr_peak(modules)
     assert peak == pytest.approx(460.8)
     assert how.startswith("SMBIOS: 12 modules (DDR5 at 4800 MT/s x 64 bit), one per channel")
