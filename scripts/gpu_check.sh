@@ -116,6 +116,19 @@ results, system = Path(sys.argv[1]), Path(sys.argv[2])
 BAR = 0.85  # h2d/d2h pinned >= 0.85 x PCIe peak; hbm_triad and d2d_copy >= 0.85 x HBM peak
 BARRED = {"h2d_pinned", "d2h_pinned", "hbm_triad", "d2d_copy"}
 MiB = 1 << 20
+# Published figures to hold the measurements against (GB/s): BabelStream and host<->device
+# copies from the Azure AI-benchmarking-guide (ND H200 v5, ND H100 v5).
+PUBLISHED = {
+    "H200": {"hbm_copy": 4010, "hbm_triad": 4150, "h2d_pinned": 52, "d2h_pinned": 52},
+    "H100": {"hbm_copy": 2900, "hbm_triad": 2970, "h2d_pinned": 51},
+}
+
+
+def published(row):
+    for model, figures in PUBLISHED.items():
+        if model in str(row["device_name"]) and row["case"] in figures:
+            return figures[row["case"]]
+    return None
 
 if not results.is_file():
     print(f"no GPU rows: {results} was not written (the run step failed)")
@@ -166,7 +179,7 @@ def bar(row):
 
 lines = []
 header = (f"{'case':<13} {'dev':<5} {'dir':<6} {'size':>8} {'GB/s best':>10} {'peak':>9} "
-          f"{'% peak':>7} {'status':<8} bar {BAR:.2f}x peak")
+          f"{'% peak':>7} {'published':>14} {'status':<8} bar {BAR:.2f}x peak")
 lines.append(header)
 lines.append("-" * len(header))
 met = missed = 0
@@ -176,9 +189,11 @@ for _, row in table.iterrows():
     missed += verdict.startswith("missed")
     peak = "" if pd.isna(row["peak_gbps"]) else f"{row['peak_gbps']:.1f}"
     pct = "" if pd.isna(row["pct_of_peak"]) else f"{row['pct_of_peak']:.0f}%"
+    reference = published(row)
+    ref = "" if reference is None else f"{reference} ({row['gbps_best'] / reference:.2f}x)"
     lines.append(f"{row['case']:<13} {row['device']:<5} {row['direction']:<6} "
                  f"{size(row['size_bytes']):>8} {row['gbps_best']:>10.1f} {peak:>9} {pct:>7} "
-                 f"{row['status']:<8} {verdict}")
+                 f"{ref:>14} {row['status']:<8} {verdict}")
 print("\n".join(lines))
 print(f"bars: {met} met, {missed} missed (benchmarks, reported here and not asserted)")
 
