@@ -29,8 +29,13 @@ def fill(a, b, c, va, vb, vc):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True)
 def stream_copy(a, b, c, scalar):  # pragma: no cover - compiled
+    # `+ 0.0` keeps this a load/store loop like the other kernels and the C reference. A bare
+    # `c[i] = a[i]` becomes a call to the C library's memcpy, whose non-temporal stores skip
+    # the write-allocate read every other kernel pays and vary with the glibc version and CPU
+    # vendor (measured 1.8x the reference's copy): boxes would differ by their OS image. Without
+    # fastmath LLVM may not fold x + 0.0 (it would turn -0.0 into +0.0), so the add stays.
     for i in prange(a.size):
-        c[i] = a[i]
+        c[i] = a[i] + 0.0
 
 
 @njit(parallel=True, cache=True)

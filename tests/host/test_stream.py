@@ -59,3 +59,26 @@ def test_compiled_kernels_are_cached_on_disk_for_the_next_process():
                             text=True)
     hits, misses = map(int, second.stdout.split())
     assert (hits, misses) == (6, 0), "a second process should load every kernel from the cache"
+
+
+def test_no_kernel_becomes_a_call_to_the_c_library(tmp_path):
+    """A loop LLVM turns into memcpy/memset measures the C library (non-temporal stores, no
+    write-allocate), not the STREAM loop the reference runs; it happened to `copy` once."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    probe = ("import numpy as np; from bwprof.host import stream; "
+             "a, b, c = (np.ones(64) for _ in range(3)); "
+             "stream.fill(a, b, c, 1.0, 2.0, 0.5); "
+             "[k.run(a, b, c, 3.0) for k in stream.KERNELS.values()]")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DUMP_ASSEMBLY": "1"}
+    dump = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                          text=True, env=env).stdout
+    # The dump is a run of "----ASSEMBLY name----" sections; the loops are the parfor gufuncs.
+    loops = [section for section in re.split(r"^-+ASSEMBLY ", dump, flags=re.MULTILINE)
+             if section.startswith("__numba_parfor_gufunc")]
+    assert len(loops) == len(stream.KERNELS) + 1, "the dump should hold every parallel loop"
+    for loop in loops:
+        assert not re.search(r"\b(memcpy|memmove|memset)\b", loop), loop.splitlines()[0]
