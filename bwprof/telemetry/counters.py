@@ -13,9 +13,9 @@ is read well after the first), and `gpm_interval_s`, the span its GPM rates cove
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,6 @@ class CounterReader:
         each reading; a sampler of these readings must use the same clock."""
         self.nvml = nvml
         self.clock = clock
-        self._pool: ThreadPoolExecutor | None = None
         self._gpus = []
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
@@ -119,12 +118,30 @@ class CounterReader:
     def read(self) -> list[dict[str, object]]:
         """Every GPU's reading, in order. GPUs are read at once, one thread each: NVML's PCIe
         throughput call waits about 20 ms per direction, so eight GPUs read in turn would
-        stretch a 50 ms tick past 300 ms."""
+        stretch a 50 ms tick past 300 ms. The threads are daemons made per read, not a
+        ThreadPoolExecutor: Python joins a pool's threads at exit, so a read stuck in the
+        driver (a GPU fallen off the bus) would keep bwprof from ever exiting."""
         if len(self._gpus) < 2:
             return [self._read_one(gpu) for gpu in self._gpus]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self._gpus), thread_name_prefix="bwprof-nvml")
-        return list(self._pool.map(self._read_one, self._gpus))
+        outcomes: list[Any] = [None] * len(self._gpus)
+
+        def read_into(index: int, gpu: _Gpu) -> None:
+            try:
+                outcomes[index] = self._read_one(gpu)
+            except BaseException as error:  # raised again in the caller's thread
+                outcomes[index] = error
+
+        threads = [threading.Thread(target=read_into, args=(index, gpu), daemon=True,
+                                    name=f"bwprof-nvml-{gpu.label}")
+                   for index, gpu in enumerate(self._gpus)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return outcomes
 
     def _read_one(self, gpu: _Gpu) -> dict[str, object]:
         q, h, nvml = self.nvml.query, gpu.handle, self.nvml
@@ -158,10 +175,7 @@ class CounterReader:
         return reading
 
     def close(self) -> None:
-        """Stop the reading threads and give NVML back the GPM sample buffers."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Give NVML back the GPM sample buffers (call only when no read is running)."""
         for gpu in self._gpus:
             for sample in (gpu.previous, gpu.spare):
                 if sample is not None:

@@ -134,3 +134,39 @@ def test_gpus_are_read_at_once_not_in_turn():
     assert [r["device"] for r in readings] == ["gpu0", "gpu1", "gpu2", "gpu3"]  # order kept
     assert all(r["pcie_rx_mibps"] is not None for r in readings)
     reader.close()
+
+
+def test_a_failing_read_on_one_gpu_is_raised_to_the_caller():
+    def broken(handle):
+        raise RuntimeError("driver fell over")
+
+    reader = reader_for({BUS_A: {}, BUS_B: {}}, nvmlDeviceGetUtilizationRates=broken)
+    with pytest.raises(RuntimeError, match="driver fell over"):
+        reader.read()
+
+
+def test_a_read_stuck_in_the_driver_does_not_keep_the_process_from_exiting():
+    """As when a GPU falls off the bus: the sampler gives up on its thread after 5 s and bwprof
+    must still exit (Python joins a ThreadPoolExecutor's threads at exit, forever here)."""
+    import subprocess
+    import sys
+
+    probe = """
+import threading
+from bwprof.telemetry.counters import CounterReader
+from bwprof.telemetry.nvml import Nvml
+from tests.telemetry.fakes import counter_pynvml
+
+def stuck(handle):
+    threading.Event().wait()
+
+fake = counter_pynvml({"00000000:1B:00.0": {}, "00000000:9A:00.0": {}},
+                      nvmlDeviceGetUtilizationRates=stuck)
+reader = CounterReader(Nvml(fake), [("gpu0", "0000:1B:00.0"), ("gpu1", "0000:9A:00.0")])
+threading.Thread(target=reader.read, daemon=True).start()
+threading.Event().wait(0.5)
+print("exiting")
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0 and "exiting" in done.stdout, done.stderr
