@@ -122,6 +122,17 @@ def test_a_corrupted_copy_is_invalid(case):
     assert all("validation failed: 1 of 1048576 bytes" in r.note for r in rows)
 
 
+def test_results_overwritten_after_timing_are_invalid(monkeypatch):
+    """The real-GPU test's scenario on the simulated backend, so CI runs its code too."""
+    from tests.gpu.corrupt import rows_with_results_corrupted
+
+    rows = [row for row in rows_with_results_corrupted(SimBackend(), monkeypatch)
+            if row.status != "skipped"]  # 256 MiB is more than the simulated GPU holds
+    assert {row.case for row in rows} == {"h2d_pinned", "hbm_triad"}
+    assert all(row.status == "invalid" and "validation failed" in row.note for row in rows), [
+        (row.case, row.size_bytes, row.status, row.note) for row in rows]
+
+
 def test_a_wrong_kernel_is_invalid(monkeypatch):
     def broken_triad(a, b, c, scalar):
         a[:] = b + scalar * c

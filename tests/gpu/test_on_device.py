@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import bwprof
-from bwprof.plan import MiB, make_plan
+from bwprof.plan import MiB
 
 pytestmark = pytest.mark.gpu
 
@@ -225,30 +225,9 @@ def test_the_gate_covers_every_gated_row(real_gpu, device_run):
 def test_a_result_corrupted_after_timing_is_invalid(real_gpu, backend, monkeypatch):
     """Between timing and validation, overwrite the start of every device buffer: the
     host->device copy and the STREAM kernel must both be reported `invalid`."""
-    from bwprof.gpu import hbm, sampling, transfers
-    from bwprof.gpu.devices import describe
-    from bwprof.gpu.executor import GpuExecutor
-    from bwprof.runner import RunContext, Runner
+    from tests.gpu.corrupt import rows_with_results_corrupted
 
-    executor = GpuExecutor(backend, describe(backend)[:1])
-    real_take_samples = sampling.take_samples
-
-    def take_samples_then_corrupt(gpu, make_works, samples, gate=True, ops=None):
-        sampled = real_take_samples(gpu, make_works, samples, gate, ops)
-        for key, array in executor.pool._arrays.items():
-            if key[0] == "device":
-                gpu.zero(array, 4096)
-        return sampled
-
-    monkeypatch.setattr(transfers, "take_samples", take_samples_then_corrupt)
-    monkeypatch.setattr(hbm, "take_samples", take_samples_then_corrupt)
-    plan = make_plan(cases="h2d_pinned,hbm_triad", preset="quick", repeats=2, usable_cpus=1,
-                     llc_bytes=None, memory_available_bytes=None)
-    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
-    try:
-        rows = runner.run()
-    finally:
-        runner.close()
+    rows = rows_with_results_corrupted(backend, monkeypatch)
     assert {row.case for row in rows} == {"h2d_pinned", "hbm_triad"}
     for row in rows:
         assert row.status == "invalid", (row.case, row.size_bytes, row.status, row.note)
