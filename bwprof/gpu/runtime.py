@@ -21,6 +21,7 @@ CUDA rules this module follows (CUDA runtime API reference):
 from __future__ import annotations
 
 import mmap
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +42,14 @@ CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 
 
 def import_cupy() -> ModuleType:
-    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly."""
+    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly.
+
+    Every CUDA call goes through here first, so it also asks for eager module loading before
+    the driver starts (unless the user chose otherwise): under CUDA 12.2+'s default lazy
+    loading a Numba kernel (a cuLibrary kernel) is loaded into a context at its first launch,
+    which may synchronise the context; behind the gate that would stall the enqueue and put
+    the load time inside the warm-up sample that sets the operations per sample."""
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import cupy
