@@ -87,6 +87,10 @@ def test_properties_are_sane(real_gpu, backend):
     assert props.total_memory_bytes > 0
     assert props.multiprocessors > 0
     assert props.compute_capability >= (7, 0)
+    assert props.async_engines >= 1  # 0 would mean the attribute lookup failed
+    assert props.memory_bus_width_bits and props.memory_bus_width_bits > 0
+    # The HBM peak's CUDA fallback: None where CUDA retired the attribute, never 0 or less.
+    assert props.memory_clock_khz is None or props.memory_clock_khz > 0
     assert backend.free_memory(real_gpu) > 0
 
 
@@ -143,7 +147,6 @@ def test_gate_covers_the_enqueue_and_starts_streams_together(real_gpu, backend):
     assert all(s > 0 for s in sample.seconds)
     # Released by one event: both streams start within a small fraction of the enqueue time.
     assert max(sample.starts_s) - min(sample.starts_s) < 5e-4
-    assert sample.span_s >= max(sample.seconds)
 
 
 # -- every case through the real runner ----------------------------------------------------
