@@ -107,6 +107,7 @@ headline() {
     "$PYTHON" - "$RUN_DIR/results.csv" "$RUN_DIR/system.json" <<'PY'
 """Headline figures of the quick run, next to their peaks and the bars of the GPU issue."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -125,8 +126,8 @@ PUBLISHED = {
 
 
 def published(row):
-    for model, figures in PUBLISHED.items():
-        if model in str(row["device_name"]) and row["case"] in figures:
+    for model, figures in PUBLISHED.items():  # "H200" as a word: not the GH200's name
+        if re.search(rf"\b{model}\b", str(row["device_name"])) and row["case"] in figures:
             return figures[row["case"]]
     return None
 

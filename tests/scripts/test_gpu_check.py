@@ -1,0 +1,60 @@
+"""scripts/gpu_check.sh's headline step, run here on rows of the simulated backend relabelled
+as a GPU's: a device run is too scarce to find a crash in its last step. The figures are
+simulated; only the table's shape and verdicts are checked."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import bwprof
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
+CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
+         "overlap_h2d_compute,pipeline_chunked")
+
+
+@pytest.fixture(scope="module")
+def relabelled_run(tmp_path_factory):
+    run = bwprof.run(cases=CASES, preset="quick", repeats=2, simulate=True, plots=False,
+                     out=tmp_path_factory.mktemp("sim") / "run")
+    frame = run.results.copy()
+    gpu = frame["backend"] == "simulated"
+    frame.loc[gpu, "backend"] = "cuda"
+    frame.loc[gpu, "device_name"] = "NVIDIA H200"
+    frame.loc[gpu, ["telemetry_samples", "pcie_gen_min", "counter_ratio"]] = 4, 5, 0.98
+    frame.to_csv(run.run_dir / "results.csv", index=False)
+    return run.run_dir
+
+
+def headline(run_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RUN_DIR": str(run_dir)}
+    return subprocess.run(["bash", str(SCRIPT), "--headline"], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_headline_tabulates_the_rows_against_peaks_and_published_figures(relabelled_run):
+    done = headline(relabelled_run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:2] == ["case", "dev"]
+    triad = next(line for line in lines if line.startswith("hbm_triad"))
+    assert "(" in triad and "x)" in triad  # beside the published H200 figure, as a ratio
+    assert any(line.startswith("bars: ") for line in lines)
+    assert "counters during the headline rows (NVML; GPM where supported):" in lines
+    assert any("4 samples, link Gen5" in line and "(ratio 0.98)" in line for line in lines)
+    assert any(line.startswith("overlap overlap_h2d_compute") for line in lines)
+    assert any(line.startswith("pipeline_chunked gpu0: best") for line in lines)
+
+
+def test_headline_fails_on_an_invalid_row_and_without_gpu_rows(relabelled_run, tmp_path):
+    frame = pd.read_csv(relabelled_run / "results.csv")
+    frame.loc[frame["case"] == "hbm_triad", "status"] = "invalid"
+    (tmp_path / "results.csv").write_text(frame.to_csv(index=False))
+    assert headline(tmp_path).returncode == 1
+    frame["backend"] = "host"
+    (tmp_path / "results.csv").write_text(frame.to_csv(index=False))
+    done = headline(tmp_path)
+    assert done.returncode == 2 and done.stdout.startswith("no GPU rows measured")
