@@ -178,7 +178,7 @@ def host_executor(host: HostInfo) -> Executor:
     from bwprof.host.ddr import HostExecutor, measurable_nodes
 
     return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes),
-                        peak_gbps=host.ddr_peak_gbps)
+                        peak_gbps=host.ddr_peak_gbps, llc_bytes=host.llc_bytes_total)
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:

@@ -27,6 +27,9 @@ from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, HOST_MEMORY_SHARE, Plan, format_bytes
 from bwprof.system import NumaNode
 
+CACHE_MULTIPLE = 4
+"""STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
+
 
 class HostStream:
     """Three float64 arrays and the STREAM kernels that run over them."""
@@ -109,10 +112,14 @@ class HostExecutor:
         clock: Callable[[], float] = time.perf_counter,
         nodes: Sequence[HostNode] = (),
         peak_gbps: float | None = None,
+        llc_bytes: int | None = None,
     ) -> None:
-        """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows only."""
+        """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
+        arrays are at least STREAM's 4x `llc_bytes` (all last-level cache): a smaller array
+        is partly served by the cache, which may beat the DDR peak without any error."""
         self.cpu_model = cpu_model
         self.peak_gbps = peak_gbps
+        self.llc_bytes = llc_bytes
         self.kernels = kernels
         self.clock = clock
         self.nodes = {node.node: node for node in nodes}
@@ -164,6 +171,11 @@ class HostExecutor:
         if node is not None:
             notes.append(f"NUMA node {node.node} alone: CPUs {format_cpu_list(node.cpus)}, "
                          "arrays first-touched there")
+        in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
+        if in_cache:
+            notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "
+                         f"({format_bytes(self.llc_bytes)}): partly cache bandwidth, not DDR "
+                         "alone (no DDR peak beside it)")
         return [
             Measurement(
                 seconds_per_op=tuple(seconds),
@@ -177,7 +189,7 @@ class HostExecutor:
                 note="; ".join(notes),
                 threads=job.threads,
                 numa_node=job.numa_node,
-                peak_gbps=self.peak_gbps if node is None else None,
+                peak_gbps=None if node is not None or in_cache else self.peak_gbps,
             )
         ]
 

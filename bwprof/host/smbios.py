@@ -18,6 +18,13 @@ MEMORY_DEVICE = 17
 # SMBIOS 3.x "Memory Type" (offset 0x12) names for the DDR generations a server may hold.
 MEMORY_TYPES = {0x12: "DDR", 0x13: "DDR2", 0x18: "DDR3", 0x1A: "DDR4", 0x1B: "LPDDR",
                 0x1C: "LPDDR2", 0x1D: "LPDDR3", 0x1E: "LPDDR4", 0x22: "DDR5", 0x23: "LPDDR5"}
+# Types that are known not to be DDR channels: SRAM (caches), ROM and flash, logical
+# non-volatile devices, on-package HBM. Any other type is unknown, and so is the peak.
+NOT_DDR_TYPES = {0x06: "SRAM", 0x08: "ROM", 0x09: "Flash", 0x0A: "EEPROM", 0x0B: "FEPROM",
+                 0x0C: "EPROM", 0x1F: "logical non-volatile", 0x20: "HBM", 0x21: "HBM2",
+                 0x24: "HBM3"}
+MIN_LENGTH = 0x13
+"""A type-17 structure holds at least the fields up to Memory Type (SMBIOS 2.1)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,8 @@ class MemoryDevice:
     size_bytes: int | None
     """None when SMBIOS says unknown; 0 for an empty slot."""
     memory_type: str | None
+    """A DDR generation's name; None for any other type (`type_code` says which)."""
+    type_code: int
     data_width_bits: int | None
     speed_mts: int | None
     """The module's rated speed, MT/s."""
@@ -81,10 +90,14 @@ def _speed(raw: bytes, offset: int, extended_offset: int) -> int | None:
 
 
 def parse_memory_device(raw: bytes) -> MemoryDevice | None:
-    """One type-17 structure as the kernel exposes it (header, formatted area, strings)."""
-    if len(raw) < 0x15 or raw[0] != MEMORY_DEVICE:
+    """One type-17 structure as the kernel exposes it (header, formatted area, strings); None
+    for another type. Raises ValueError for a structure too short to hold its fields."""
+    if len(raw) < 2 or raw[0] != MEMORY_DEVICE:
         return None
     length = raw[1]
+    if length < MIN_LENGTH or len(raw) < length:
+        raise ValueError(f"its length is {length} B in a {len(raw)} B entry "
+                         f"(at least {MIN_LENGTH} B)")
     formatted, strings = raw[:length], _strings(raw, length)
     width = _word(formatted, 0x0A)
     return MemoryDevice(
@@ -92,6 +105,7 @@ def parse_memory_device(raw: bytes) -> MemoryDevice | None:
         bank_locator=_text(strings, formatted[0x11]),
         size_bytes=_size_bytes(formatted),
         memory_type=MEMORY_TYPES.get(formatted[0x12]),
+        type_code=formatted[0x12],
         data_width_bits=None if width in (None, 0, 0xFFFF) else width,
         speed_mts=_speed(formatted, 0x15, 0x54),
         configured_speed_mts=_speed(formatted, 0x20, 0x58),
@@ -114,7 +128,10 @@ def read_memory_devices(entries: Path = DMI_ENTRIES) -> tuple[list[MemoryDevice]
             return [], "SMBIOS memory devices are readable by root only"
         except OSError as exc:
             return [], f"SMBIOS memory devices unreadable ({exc.strerror or exc})"
-        device = parse_memory_device(raw)
+        try:
+            device = parse_memory_device(raw)
+        except ValueError as exc:  # a module left out would understate the peak
+            return [], f"SMBIOS memory device {folder.name} is malformed: {exc}"
         if device is not None:
             devices.append(device)
     return devices, None
@@ -139,10 +156,16 @@ def ddr_peak(devices: list[MemoryDevice]) -> tuple[float | None, str]:
     channel the peak is left unknown, since counting them twice would halve `% of peak`."""
     from bwprof.peaks import ddr_peak_gbps
 
-    # Only DRAM modules: some firmware lists caches or non-volatile modules as devices too.
-    populated = [d for d in devices if d.populated and d.memory_type]
+    # Only DDR modules: some firmware lists caches or non-volatile modules as devices too.
+    # A module of a type not known either way may be a DIMM: leaving it out would understate
+    # the peak, and a figure above it would read as a measurement error.
+    populated = [d for d in devices if d.populated and d.type_code not in NOT_DDR_TYPES]
+    unknown = sorted({d.type_code for d in populated if d.memory_type is None})
+    if unknown:
+        return None, ("SMBIOS gives memory modules of a type bwprof cannot place (type "
+                      + ", ".join(f"0x{code:02X}" for code in unknown) + ")")
     if not populated:
-        return None, "SMBIOS lists no populated memory module"
+        return None, "SMBIOS lists no populated DDR memory module"
     if any(d.data_width_bits is None or not (d.configured_speed_mts or d.speed_mts)
            for d in populated):
         return None, "SMBIOS gives no speed or width for some memory modules"

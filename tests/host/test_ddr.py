@@ -174,6 +174,18 @@ def test_the_hosts_ddr_peak_goes_on_whole_host_rows_only(small_plan):
                                                        ("numa1", None)]
 
 
+def test_arrays_the_cache_may_hold_get_no_ddr_peak(small_plan):
+    """1 MiB arrays under 4x a 32 MiB cache: the figure may beat DDR's peak honestly."""
+    case = get_case("ddr_copy")
+    in_cache = HostExecutor("cpu", peak_gbps=614.4, llc_bytes=32 * MiB)
+    job = in_cache.jobs(case, small_plan)[0]
+    cached, = in_cache.measure(case, job, small_plan)
+    assert cached.peak_gbps is None and "under 4x the last-level cache (32 MiB)" in cached.note
+    big_enough = HostExecutor("cpu", peak_gbps=614.4, llc_bytes=MiB // 4)
+    row, = big_enough.measure(case, job, small_plan)
+    assert row.peak_gbps == 614.4 and "cache" not in row.note
+
+
 def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monkeypatch):
     import os
 
