@@ -79,14 +79,26 @@ def _gpm_inside(sample: dict[str, object], start: float) -> bool:
     return interval is not None and float(sample["t_s"]) - interval >= start  # type: ignore[arg-type]
 
 
-def counters_for(samples: Sequence[dict[str, object]], device: str,
-                 window: tuple[float, float]) -> dict[str, object]:
-    """Statistics of one GPU's samples whose time falls inside `window` (seconds)."""
+def _in_window(samples: Sequence[dict[str, object]], device: str,
+               window: tuple[float, float]) -> tuple[list[dict[str, object]],
+                                                     list[dict[str, object]]]:
+    """One GPU's samples whose time falls inside `window`, and those of them whose GPM
+    interval lies wholly inside it."""
     start, end = window
     chosen = [s for s in samples if s.get("device") == device
               and start <= float(s["t_s"]) <= end]  # type: ignore[arg-type]
+    return chosen, [s for s in chosen if _gpm_inside(s, start)]
+
+
+def counters_for(samples: Sequence[dict[str, object]], device: str,
+                 window: tuple[float, float]) -> dict[str, object]:
+    """Statistics of one GPU's samples whose time falls inside `window` (seconds)."""
+    return _statistics(*_in_window(samples, device, window))
+
+
+def _statistics(chosen: list[dict[str, object]],
+                gpm: list[dict[str, object]]) -> dict[str, object]:
     out: dict[str, object] = {"telemetry_samples": len(chosen)}
-    gpm = [s for s in chosen if _gpm_inside(s, start)]
     busy = [s for s in chosen if _pcie_busy(s)]
     for column, name, stat in _SPEC:
         source = gpm if name in GPM_FIELDS else busy if name in LINK_FIELDS else chosen
@@ -130,15 +142,28 @@ def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
     return None
 
 
+def from_gpm(counters: dict[str, object], *, direction: str) -> bool:
+    """Whether `counter_gbps` draws on GPM rates for a row of this direction."""
+    if direction in ("within", "p2p"):
+        return True
+    names = {"h2d": ["gpm_pcie_rx_mibps_mean"], "d2h": ["gpm_pcie_tx_mibps_mean"],
+             "both": ["gpm_pcie_rx_mibps_mean", "gpm_pcie_tx_mibps_mean"]}.get(direction, [])
+    return any(counters.get(name) is not None for name in names)
+
+
 def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,
              memory: str, peak_gbps: float | None, window: tuple[float, float],
              window_bytes: int | None) -> dict[str, object]:
-    """Every telemetry column for one row."""
-    counters = counters_for(samples, source_device(device), window)
+    """Every telemetry column for one row. The ratio needs MIN_SAMPLES_FOR_RATIO samples
+    behind the counter figure: GPM values whose interval lies in the window where it uses
+    them (fewer than the plain samples: GPM is read at most every 100 ms)."""
+    chosen, gpm = _in_window(samples, source_device(device), window)
+    counters = _statistics(chosen, gpm)
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
     derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps)
-    enough = int(counters["telemetry_samples"]) >= MIN_SAMPLES_FOR_RATIO  # type: ignore[call-overload]
+    behind = gpm if from_gpm(counters, direction=direction) else chosen
+    enough = len(behind) >= MIN_SAMPLES_FOR_RATIO
     counters["window_gbps"] = window_gbps
     counters["counter_gbps"] = derived
     counters["counter_ratio"] = (derived / window_gbps

@@ -85,6 +85,23 @@ def test_gpm_values_count_only_when_their_whole_interval_lies_in_the_window():
     assert counters["dram_bw_util_pct_mean"] == pytest.approx(85.0)
 
 
+def test_a_gpm_figure_needs_three_gpm_values_behind_its_ratio():
+    """Plain samples come every 50 ms, GPM values every 100 ms at most: an HBM row's ratio
+    must rest on three GPM values, however many plain samples its window holds."""
+    def samples(gpm_times):
+        return [{"t_s": t, "device": "gpu0", "sm_clock_mhz": 1980.0,
+                 **({"dram_bw_util_pct": 80.0, "gpm_interval_s": 0.1} if t in gpm_times else {})}
+                for t in (1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35)]
+
+    def ratio(gpm_times):
+        return join_row(samples(gpm_times), device="gpu0", direction="within", memory="hbm",
+                        peak_gbps=4800.0, window=(1.0, 1.4),
+                        window_bytes=int(0.8 * 4800e9 * 0.4))["counter_ratio"]
+
+    assert ratio({1.1, 1.3}) is None  # seven samples, two GPM values
+    assert ratio({1.1, 1.2, 1.3}) == pytest.approx(1.0)
+
+
 def test_the_link_counts_only_while_pcie_is_busy():
     idle = {"device": "gpu0", "pcie_gen": 1, "pcie_width": 16, "pcie_rx_mibps": 3.0}
     busy = {"device": "gpu0", "pcie_gen": 5, "pcie_width": 16, "pcie_rx_mibps": 50_000.0}
