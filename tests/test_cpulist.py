@@ -53,24 +53,31 @@ def test_process_affinity_moves_every_thread_and_restores_each():
 
     before = os.sched_getaffinity(0)
     one = frozenset({min(before)})
-    release, born_inside = threading.Event(), []
+    release, started, born_inside = threading.Event(), threading.Event(), []
+
+    def live_until_released():
+        born_inside.append(threading.get_native_id())
+        started.set()
+        release.wait()
+
     worker = threading.Thread(target=release.wait)  # stands in for a Numba worker
+    late = threading.Thread(target=live_until_released)
     worker.start()
     try:
         original = _masks()
         with process_affinity(one) as placed:
             assert placed
             assert set(_masks()[worker.native_id]) == one  # not only the calling thread
-            late = threading.Thread(target=lambda: (born_inside.append(threading.get_native_id()),
-                                                    release.wait()))
             late.start()
+            assert started.wait(5), "the thread born inside the block did not start"
         assert _masks()[worker.native_id] == original[worker.native_id]
         assert os.sched_getaffinity(0) == before
         assert _masks()[born_inside[0]] == before  # born inside the block, restored as well
     finally:
         release.set()
-        worker.join()
-        late.join()
+        for thread in (worker, late):
+            if thread.is_alive():
+                thread.join()
 
 
 def test_process_affinity_refused_changes_nothing():
