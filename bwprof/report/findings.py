@@ -129,8 +129,10 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
                  & rows["gbps_best"].notna() & rows["device"].map(is_numa_device)]
     slow: dict[str, list[str]] = {}
     evidence: dict[str, str] = {}
-    for (case, _size, _host), group in nodes.groupby(
-            ["case", "size_bytes", nodes["device"].map(node_of)], sort=False):
+    # Same thread count too: a cpuset may leave one node fewer CPUs, which is no DIMM fault.
+    for (case, _size, _threads, _host), group in nodes.groupby(
+            ["case", "size_bytes", "threads", nodes["device"].map(node_of)], sort=False,
+            dropna=False):
         if group["device"].nunique() < 2:
             continue
         median = statistics.median(group["gbps_best"])

@@ -144,8 +144,8 @@ def test_siblings_are_compared_only_on_the_same_measurement():
     assert slower_than_siblings(rows) == []
 
 
-def _node(device, gbps, case="ddr_triad", numa=None):
-    return make_row(device=device, case=case, gbps_best=gbps, threads=8,
+def _node(device, gbps, case="ddr_triad", numa=None, threads=8):
+    return make_row(device=device, case=case, gbps_best=gbps, threads=threads,
                     numa_node=int(device[-1]) if numa is None and "numa" in device else numa)
 
 
@@ -166,6 +166,9 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
     assert slower_numa_nodes(_frame(_node("a:numa0", 150.0), _node("a:numa1", 140.0),
                                     _node("b:numa0", 50.0), _node("b:numa1", 55.0))) == []
     assert any(f.what.startswith("NUMA node") for f in derive_findings(rows, {}))
+    # A node given fewer CPUs (a cpuset) is no sibling of the others: no DIMM fault shown.
+    assert slower_numa_nodes(_frame(_node("numa0", 150.0), _node("numa1", 140.0),
+                                    _node("numa2", 60.0, threads=2))) == []
 
 
 def test_a_ddr_figure_above_its_smbios_peak_is_a_finding():
