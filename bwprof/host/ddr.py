@@ -22,12 +22,14 @@ import numpy as np
 
 from bwprof.cases import CaseSpec
 from bwprof.cpulist import format_cpu_list, parse_cpu_list, process_affinity
-from bwprof.host import stream
+from bwprof.host import placement, stream
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, HOST_MEMORY_SHARE, Plan, format_bytes
 from bwprof.system import NumaNode
 
 CACHE_MULTIPLE = 4
+PLACED_SHARE = 0.9
+"""Share of a node job's sampled pages that must lie on that node for a row to claim it."""
 """STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
 
 
@@ -125,6 +127,7 @@ class HostExecutor:
         self.nodes = {node.node: node for node in nodes}
         self._bench: HostStream | None = None
         self._placement: tuple[int | None, int] | None = None  # (NUMA node, threads)
+        self._share_on_node: float | None = None  # of the current arrays' sampled pages
         self._warm = False
 
     def unavailable_reason(self, case: CaseSpec) -> str | None:
@@ -165,12 +168,17 @@ class HostExecutor:
                 self._bench = None  # free the old arrays before taking new ones
                 self._bench = HostStream(elements, self.kernels, self.clock)
                 self._placement = placement
+                if node is not None:
+                    self._share_on_node = self._check_placement(node, array_bytes)
             seconds, value = self._bench.time_kernel(name, plan.repeats)
         problem = self._bench.validate(name, plan.repeats, value)
         notes = [f"validation failed: {problem}"] if problem else []
         if node is not None:
+            share = self._share_on_node
             notes.append(f"NUMA node {node.node} alone: CPUs {format_cpu_list(node.cpus)}, "
-                         "arrays first-touched there")
+                         "arrays first-touched there, "
+                         + ("placement not verified (move_pages unavailable)" if share is None
+                            else f"{share:.0%} of sampled pages found there"))
         in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
         if in_cache:
             notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "
@@ -192,6 +200,21 @@ class HostExecutor:
                 peak_gbps=None if node is not None or in_cache else self.peak_gbps,
             )
         ]
+
+    def _check_placement(self, node: HostNode, array_bytes: int) -> float | None:
+        """First-touch the new arrays on the node's CPUs and read back where their pages lie;
+        a node short of free memory gives pages from another, and the row would mix nodes."""
+        assert self._bench is not None
+        self._bench.reset()
+        bench = self._bench
+        share = placement.node_share((bench.a, bench.b, bench.c), node.node)
+        if share is not None and share < PLACED_SHARE:
+            self._bench = None  # the next job starts over with fresh arrays
+            raise NotRun("skipped", f"only {share:.0%} of the arrays' pages landed on NUMA node "
+                                    f"{node.node}: it lacks free memory for 3 arrays of "
+                                    f"{format_bytes(array_bytes)}; free memory there or "
+                                    "choose a smaller --size")
+        return share
 
     def _node(self, job: Job, array_bytes: int) -> HostNode | None:
         """The NUMA node a job is confined to, after checking its arrays fit in that node."""

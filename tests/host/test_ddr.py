@@ -126,6 +126,7 @@ def test_each_numa_node_runs_on_its_own_cpus_with_its_own_arrays(small_plan, mon
     from bwprof.host import ddr
 
     nodes = _two_nodes()
+    monkeypatch.setattr(ddr.placement, "node_share", lambda arrays, node: 1.0)
     seen: list[set[int]] = []
 
     def triad_recording_affinity(a, b, c, scalar):
@@ -164,8 +165,11 @@ def test_each_numa_node_runs_on_its_own_cpus_with_its_own_arrays(small_plan, mon
     assert made == [before, nodes[0].cpus, nodes[1].cpus]  # fresh arrays, touched in place
 
 
-def test_the_hosts_ddr_peak_goes_on_whole_host_rows_only(small_plan):
+def test_the_hosts_ddr_peak_goes_on_whole_host_rows_only(small_plan, monkeypatch):
+    from bwprof.host import ddr
+
     nodes = _two_nodes()
+    monkeypatch.setattr(ddr.placement, "node_share", lambda arrays, node: 1.0)
     executor = HostExecutor("cpu", nodes=nodes, peak_gbps=614.4)
     case = get_case("ddr_copy")
     rows = [m for job in executor.jobs(case, small_plan)
@@ -184,6 +188,36 @@ def test_arrays_the_cache_may_hold_get_no_ddr_peak(small_plan):
     big_enough = HostExecutor("cpu", peak_gbps=614.4, llc_bytes=MiB // 4)
     row, = big_enough.measure(case, job, small_plan)
     assert row.peak_gbps == 614.4 and "cache" not in row.note
+
+
+def test_a_node_whose_pages_landed_elsewhere_is_skipped(small_plan, monkeypatch):
+    """Page placement is read back after the first touch: a node short of free memory
+    spills to another, and its row would claim one node while measuring two."""
+    from bwprof.host import ddr
+    from bwprof.measurement import NotRun
+
+    nodes = _two_nodes()
+    shares = {0: 0.5, 1: None}  # node 0 spilled; node 1 on a kernel that cannot tell
+    asked = []
+
+    def share(arrays, node):
+        asked.append((node, sum(a.nbytes for a in arrays)))
+        return shares[node]
+
+    monkeypatch.setattr(ddr.placement, "node_share", share)
+    executor = HostExecutor("cpu", nodes=nodes)
+    case = get_case("ddr_copy")
+    whole, on_node0, on_node1 = executor.jobs(case, small_plan)
+    executor.measure(case, whole, small_plan)
+    assert asked == []  # whole-host rows claim no node
+    with pytest.raises(NotRun, match="only 50% of the arrays' pages landed on NUMA node 0"):
+        executor.measure(case, on_node0, small_plan)
+    row, = executor.measure(case, on_node1, small_plan)
+    assert row.valid and "placement not verified" in row.note
+    assert asked == [(0, 3 * MiB), (1, 3 * MiB)]
+    shares[0] = 0.97
+    row, = executor.measure(case, on_node0, small_plan)  # fresh arrays, asked again
+    assert "97% of sampled pages found there" in row.note and len(asked) == 3
 
 
 def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monkeypatch):

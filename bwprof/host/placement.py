@@ -1,0 +1,56 @@
+"""Which NUMA node pages really lie on, read back with move_pages(2) in query mode.
+
+First touch on a node's CPUs asks for the node's memory; it does not guarantee it. With the
+kernel's default zone_reclaim_mode 0, a node short of free memory (page cache counts as used)
+silently gives pages from another node, and a row that claims one node would measure two.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from collections.abc import Sequence
+
+import numpy as np
+
+MOVE_PAGES_SYSCALL = {"x86_64": 279, "aarch64": 239}
+"""move_pages' system call number: x86_64's table, and the generic one aarch64 uses."""
+SAMPLE_PAGES = 256
+"""Pages read back per array, spread evenly over it."""
+
+
+def _move_pages(addresses: list[int]) -> list[int] | None:
+    """Each address's node (negative errno for a page not present); None where the kernel or
+    platform cannot tell."""
+    number = MOVE_PAGES_SYSCALL.get(platform.machine())
+    if number is None or not addresses:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    count = len(addresses)
+    pages = (ctypes.c_void_p * count)(*addresses)
+    status = (ctypes.c_int * count)()
+    # move_pages(pid 0 = this process, count, pages, nodes NULL = only report, status, flags)
+    if libc.syscall(ctypes.c_long(number), ctypes.c_int(0), ctypes.c_ulong(count), pages, None,
+                    status, ctypes.c_int(0)) != 0:
+        return None  # ENOSYS on a kernel without NUMA, EPERM under a seccomp filter, ...
+    return list(status)
+
+
+def node_share(arrays: Sequence[np.ndarray], node: int,
+               samples: int = SAMPLE_PAGES) -> float | None:
+    """The share (0 to 1) of sampled pages of `arrays` that lie on `node`; None where this
+    system cannot say. Pages never touched count as elsewhere."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    addresses = []
+    for array in arrays:
+        if array.nbytes == 0:
+            continue
+        base, count = array.ctypes.data, min(samples, -(-array.nbytes // page))
+        step = array.nbytes / count
+        addresses += [(base + int(i * step)) // page * page for i in range(count)]
+    nodes = _move_pages(addresses)
+    if nodes is None:
+        return None
+    return sum(found == node for found in nodes) / len(nodes)
