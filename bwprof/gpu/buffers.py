@@ -13,6 +13,7 @@ from numba import njit, prange
 
 from bwprof.gpu.backend import GpuBackend
 from bwprof.gpu.devices import GpuDevice
+from bwprof.host.placement import PLACED_SHARE, node_share
 
 PATTERN_PERIOD = (1 << 20) + 7  # not a power of two: an offset bug of 2^k bytes cannot hide
 CHUNK = 32 * PATTERN_PERIOD  # bytes moved per step when filling or checking large buffers
@@ -79,6 +80,9 @@ class BufferPool:
         self._arrays: dict[tuple[object, ...], Any] = {}
         self._streams: dict[tuple[int, int], Any] = {}
         self._staging: Any = None
+        self.off_node: dict[int, float] = {}
+        """GPU index -> share of sampled pages on its NUMA node, for a GPU whose host buffer
+        landed mostly elsewhere (its node short of free memory); until `release()`."""
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
         current = self._arrays.get(key)
@@ -90,9 +94,17 @@ class BufferPool:
         return self._arrays[key]
 
     def host(self, device: GpuDevice, nbytes: int, pinned: bool, slot: int = 0) -> Any:
-        """Host memory for `device`, first-touched on the CPUs of its NUMA node."""
-        return self._get(("host", device.index, pinned, slot), nbytes,
-                         lambda: self.backend.host_array(nbytes, pinned, device.cpus))
+        """Host memory for `device`, first-touched on the CPUs of its NUMA node; where its
+        pages really landed is read back (`off_node`)."""
+        def allocate() -> Any:
+            array = self.backend.host_array(nbytes, pinned, device.cpus)
+            if device.cpus and device.numa_node is not None and isinstance(array, np.ndarray):
+                share = node_share([array], device.numa_node)
+                if share is not None and share < PLACED_SHARE:
+                    self.off_node[device.index] = share
+            return array
+
+        return self._get(("host", device.index, pinned, slot), nbytes, allocate)
 
     def device(self, device: int, nbytes: int, slot: int = 0) -> Any:
         return self._get(("device", device, slot), nbytes,
@@ -124,4 +136,5 @@ class BufferPool:
     def release(self) -> None:
         """Drop every buffer (streams are kept); called when the case changes."""
         self._arrays.clear()
+        self.off_node.clear()
         self.backend.release()

@@ -28,8 +28,6 @@ from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, HOST_MEMORY_SHARE, Plan
 from bwprof.system import NumaNode
 
 CACHE_MULTIPLE = 4
-PLACED_SHARE = 0.9
-"""Share of a node job's sampled pages that must lie on that node for a row to claim it."""
 """STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
 
 
@@ -208,7 +206,7 @@ class HostExecutor:
         self._bench.reset()
         bench = self._bench
         share = placement.node_share((bench.a, bench.b, bench.c), node.node)
-        if share is not None and share < PLACED_SHARE:
+        if share is not None and share < placement.PLACED_SHARE:
             self._bench = None  # the next job starts over with fresh arrays
             raise NotRun("skipped", f"only {share:.0%} of the arrays' pages landed on NUMA node "
                                     f"{node.node}: it lacks free memory for 3 arrays of "

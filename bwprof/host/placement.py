@@ -18,6 +18,8 @@ MOVE_PAGES_SYSCALL = {"x86_64": 279, "aarch64": 239}
 """move_pages' system call number: x86_64's table, and the generic one aarch64 uses."""
 SAMPLE_PAGES = 256
 """Pages read back per array, spread evenly over it."""
+PLACED_SHARE = 0.9
+"""Share of sampled pages that must lie on a node for a row to claim that node."""
 
 
 def _move_pages(addresses: list[int]) -> list[int] | None:

@@ -244,6 +244,27 @@ def test_rows_do_not_claim_a_numa_node_that_placement_could_not_enforce():
                if r.status == "ok")
 
 
+def test_rows_do_not_claim_a_numa_node_their_host_memory_did_not_land_on(monkeypatch):
+    """Host buffers are read back after allocation: one whose pages lie mostly elsewhere
+    (its node short of free memory) makes the GPU's rows claim no node, until the case ends."""
+    import os
+
+    from bwprof.gpu import buffers
+
+    shares = {1: 0.4, 0: 1.0}
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: shares[node])
+    cpus = frozenset(os.sched_getaffinity(0))
+    off = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1, cpus=cpus),
+                        "h2d_pinned")
+    ok = [r for r in off if r.status == "ok"]
+    assert ok and all(r.numa_node is None for r in ok)
+    assert all("host memory not on NUMA node 1: 40% of its sampled pages there" in r.note
+               for r in ok)
+    on = _run_executor(_executor_with(SimBackend(devices=1), numa_node=0, cpus=cpus),
+                       "h2d_pinned,d2h_pinned")
+    assert {r.numa_node for r in on if r.status == "ok"} == {0}
+
+
 def test_large_rows_get_a_counter_window_only_while_telemetry_samples(monkeypatch):
     from bwprof.gpu import executor as gpu_executor
 
