@@ -14,8 +14,9 @@ CUDA rules this module follows (CUDA runtime API reference):
   are created with their device current; `cudaStreamWaitEvent` may wait on an event of
   another device, which is how one gate holds streams on every GPU;
 - `cudaEventElapsedTime` is only taken between events of one device;
-- a pageable `cudaMemcpyAsync` is synchronous for the host (and may first synchronise the
-  stream), so pageable copies are never issued behind a gate.
+- a pageable `cudaMemcpyAsync` is synchronous for the host: host-to-device returns once the
+  data is staged, device-to-host only once the copy is done (after the work queued before it
+  on the stream), so pageable copies are never issued behind a gate.
 """
 
 from __future__ import annotations
@@ -188,7 +189,10 @@ class CudaBackend:
                 # Fresh anonymous pages (not recycled heap pages already placed elsewhere),
                 # so the first touch below decides their NUMA node.
                 array = np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
-            array.fill(0)  # first touch, on the chosen CPUs
+            # Pageable pages are placed by this first touch, on the chosen CPUs; pinned ones
+            # were placed by cudaHostAlloc above, under the same affinity. The pool reads back
+            # where they landed.
+            array.fill(0)
         return array
 
     def kernel_view(self, array: Any) -> Any:
