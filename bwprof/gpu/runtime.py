@@ -22,7 +22,6 @@ CUDA rules this module follows (CUDA runtime API reference):
 from __future__ import annotations
 
 import mmap
-import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,14 +42,7 @@ CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 
 
 def import_cupy() -> ModuleType:
-    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly.
-
-    Every CUDA call goes through here first, so it also asks for eager module loading before
-    the driver starts (unless the user chose otherwise): under CUDA 12.2+'s default lazy
-    loading a Numba kernel (a cuLibrary kernel) is loaded into a context at its first launch,
-    which may synchronise the context; behind the gate that would stall the enqueue and put
-    the load time inside the warm-up sample that sets the operations per sample."""
-    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import cupy
@@ -247,10 +239,32 @@ class CudaBackend:
         with self.nb.gpus[device]:
             for name in KERNELS:
                 for compiled in self._kernel(name).overloads.values():
-                    bind = getattr(compiled, "bind", None)  # numba-cuda's _Kernel.bind
-                    if bind is not None:
-                        bind()  # load the module into this device's context now
+                    self._load(compiled)
         self._ready.add(device)
+
+    @staticmethod
+    def _load(compiled: Any, get_function: Any = None) -> None:
+        """Load a compiled kernel into the current context now. numba-cuda 0.30 links kernels
+        through the library API (a context-free CUkernel), which CUDA 12.2+'s default lazy
+        loading puts into a context only at first use; at a first launch behind the gate that
+        load may synchronise the context, stalling the enqueue inside the warm-up sample that
+        sets the operations per sample. Asking for the kernel's function in this context
+        (cuKernelGetFunction) loads it here, without changing the process's loading mode."""
+        bind = getattr(compiled, "bind", None)  # numba-cuda's _Kernel.bind
+        if bind is None:
+            return
+        bind()  # the library (or, in older numba-cuda, the module) for this context
+        try:
+            from cuda.bindings import driver as binding
+
+            kernel = compiled._codelibrary.get_cufunc().kernel  # cuda.core's Kernel
+        except (ImportError, AttributeError):  # an older numba-cuda: cuModule functions
+            return
+        if get_function is None:  # numba-cuda's checked wrapper: raises on a CUDA error
+            from numba.cuda.cudadrv.driver import driver
+
+            get_function = driver.cuKernelGetFunction
+        get_function(binding.CUkernel(int(kernel.handle)))
 
     def _numba_stream(self, stream: Any) -> Any:
         key = (int(stream.device_id), int(stream.ptr))
