@@ -22,9 +22,11 @@ from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
-COUNTER_WINDOW_S = 0.6
+COUNTER_WINDOW_S = 0.8
 """Where telemetry samples: how long a large copy or HBM row repeats its work after timing,
-so that several counter samples (GPM: 100 ms apart at least) fall inside its window."""
+so that several counter samples fall inside its window. GPM values come 100 ms apart at
+least, and on 50 ms ticks often 150 ms apart; the ratio needs three whose whole interval
+lies in the window: 0.8 s holds four or five."""
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little and a window each
 would lengthen a sweep by seconds."""
