@@ -87,6 +87,7 @@ class CounterReader:
         each reading; a sampler of these readings must use the same clock."""
         self.nvml = nvml
         self.clock = clock
+        self._reading: list[threading.Thread] = []  # the last read's threads
         self._gpus = []
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
@@ -134,6 +135,7 @@ class CounterReader:
         threads = [threading.Thread(target=read_into, args=(index, gpu), daemon=True,
                                     name=f"bwprof-nvml-{gpu.label}")
                    for index, gpu in enumerate(self._gpus)]
+        self._reading = threads
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -174,8 +176,15 @@ class CounterReader:
         reading.update(gpm)
         return reading
 
-    def close(self) -> None:
-        """Give NVML back the GPM sample buffers (call only when no read is running)."""
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Give NVML back the GPM sample buffers, once the last read's threads are done: an
+        interrupted caller (Ctrl-C in `bwprof monitor`) may leave them inside a GPM call.
+        Threads still reading after `timeout_s` keep their buffers (a leak, not a crash)."""
+        deadline = time.monotonic() + timeout_s
+        for thread in self._reading:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in self._reading):
+            return
         for gpu in self._gpus:
             for sample in (gpu.previous, gpu.spare):
                 if sample is not None:

@@ -170,3 +170,34 @@ print("exiting")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 0 and "exiting" in done.stdout, done.stderr
+
+
+def test_close_never_frees_gpm_buffers_a_read_still_uses():
+    """Ctrl-C in `bwprof monitor` interrupts the caller, not the reading threads: close()
+    waits for them and, for one still inside a GPM call, keeps its buffers."""
+    import threading
+
+    from tests.telemetry.fakes import counter_functions
+
+    gpus = {BUS_A: {"gpm": True}, BUS_B: {"gpm": True}}
+    real_get = counter_functions(gpus)["nvmlGpmSampleGet"]
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_second_get(handle, sample):
+        if reader.nvml._module.gpm_buffers["allocated"] > 2:  # the second round of reads
+            inside.set()
+            release.wait(10)
+        return real_get(handle, sample)
+
+    reader = reader_for(gpus, nvmlGpmSampleGet=slow_second_get)
+    buffers = reader.nvml._module.gpm_buffers
+    reader.read()
+    interrupted = threading.Thread(target=reader.read, daemon=True)
+    interrupted.start()
+    assert inside.wait(5)
+    reader.close(timeout_s=0.2)
+    assert buffers["freed"] == 0  # a GPM call is still running: nothing freed under it
+    release.set()
+    interrupted.join(5)
+    reader.close()
+    assert buffers["allocated"] == buffers["freed"] == 4
