@@ -80,15 +80,16 @@ class BufferPool:
         self._arrays: dict[tuple[object, ...], Any] = {}
         self._streams: dict[tuple[int, int], Any] = {}
         self._staging: Any = None
-        self.off_node: dict[int, float] = {}
-        """GPU index -> share of sampled pages on its NUMA node, for a GPU whose host buffer
-        landed mostly elsewhere (its node short of free memory); until `release()`."""
+        self._off_node: dict[tuple[object, ...], float] = {}
+        """Host buffer key -> share of its sampled pages on its GPU's NUMA node, for a buffer
+        that landed mostly elsewhere (the node short of free memory)."""
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
         current = self._arrays.get(key)
         if current is not None and current.nbytes >= nbytes:
             return current
         self._arrays.pop(key, None)
+        self._off_node.pop(key, None)
         del current
         self._arrays[key] = allocate()
         return self._arrays[key]
@@ -96,15 +97,23 @@ class BufferPool:
     def host(self, device: GpuDevice, nbytes: int, pinned: bool, slot: int = 0) -> Any:
         """Host memory for `device`, first-touched on the CPUs of its NUMA node; where its
         pages really landed is read back (`off_node`)."""
+        key = ("host", device.index, pinned, slot)
+
         def allocate() -> Any:
             array = self.backend.host_array(nbytes, pinned, device.cpus)
             if device.cpus and device.numa_node is not None and isinstance(array, np.ndarray):
                 share = node_share([array], device.numa_node)
                 if share is not None and share < PLACED_SHARE:
-                    self.off_node[device.index] = share
+                    self._off_node[key] = share
             return array
 
-        return self._get(("host", device.index, pinned, slot), nbytes, allocate)
+        return self._get(key, nbytes, allocate)
+
+    def off_node_share(self, device: int) -> float | None:
+        """The lowest share of pages on its NUMA node among `device`'s host buffers held now,
+        where one landed mostly elsewhere; None where all are placed (or none is checked)."""
+        shares = [share for key, share in self._off_node.items() if key[1] == device]
+        return min(shares) if shares else None
 
     def device(self, device: int, nbytes: int, slot: int = 0) -> Any:
         return self._get(("device", device, slot), nbytes,
@@ -132,9 +141,10 @@ class BufferPool:
         memory, not eight."""
         for key in [k for k in self._arrays if k[0] == "host" and k[1] != device]:
             del self._arrays[key]
+            self._off_node.pop(key, None)
 
     def release(self) -> None:
         """Drop every buffer (streams are kept); called when the case changes."""
         self._arrays.clear()
-        self.off_node.clear()
+        self._off_node.clear()
         self.backend.release()

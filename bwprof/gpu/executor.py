@@ -165,7 +165,7 @@ class GpuExecutor:
             row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
                                           "refused)"), numa_node=None)
         device = next((d for d in self.devices if d.label == row.device), None)
-        share = None if device is None else self.pool.off_node.get(device.index)
+        share = None if device is None else self.pool.off_node_share(device.index)
         if row.numa_node is not None and share is not None:
             row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
                                           f"{share:.0%} of its sampled pages there (the node "

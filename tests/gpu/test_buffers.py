@@ -64,3 +64,24 @@ def test_host_buffers_of_other_gpus_are_dropped():
     pool.drop_host_except(second.index)
     assert pool.host(second, 64, pinned=True) is kept
     assert [k for k in pool._arrays if k[0] == "host"] == [("host", 1, True, 0)]
+
+
+def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch):
+    """Host buffers are read back after allocation; only buffers held now count."""
+    from dataclasses import replace
+
+    shares = iter([0.3, 1.0, 0.5])
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: next(shares))
+    pool = BufferPool(SimBackend(devices=1))
+    device = replace(describe(pool.backend)[0], numa_node=0, cpus=frozenset({0}))
+    pool.host(device, 1 << 10, pinned=True)
+    assert pool.off_node_share(0) == 0.3
+    pool.host(device, 1 << 12, pinned=True)  # grown: a new buffer, placed on the node
+    assert pool.off_node_share(0) is None
+    pool.host(device, 1 << 10, pinned=False)  # the pageable one landed half elsewhere
+    assert pool.off_node_share(0) == 0.5
+    pool.release()
+    assert pool.off_node_share(0) is None
+    unplaced = describe(pool.backend)[0]  # no NUMA node known: nothing to read back
+    pool.host(unplaced, 1 << 10, pinned=True)
+    assert pool.off_node_share(0) is None
