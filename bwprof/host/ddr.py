@@ -160,12 +160,12 @@ class HostExecutor:
             stack.enter_context(numba_threads(job.threads))
             # New arrays for a new size, thread count or node: pages are placed by their
             # first touch, and N threads must not work on pages one thread placed elsewhere.
-            placement = (job.numa_node, job.threads)
+            where = (job.numa_node, job.threads)
             if self._bench is None or (self._bench.elements, self._placement) != (elements,
-                                                                                  placement):
+                                                                                  where):
                 self._bench = None  # free the old arrays before taking new ones
                 self._bench = HostStream(elements, self.kernels, self.clock)
-                self._placement = placement
+                self._placement = where
                 if node is not None:
                     self._share_on_node = self._check_placement(node, array_bytes)
             seconds, value = self._bench.time_kernel(name, plan.repeats)
@@ -210,8 +210,10 @@ class HostExecutor:
             self._bench = None  # the next job starts over with fresh arrays
             raise NotRun("skipped", f"only {share:.0%} of the arrays' pages landed on NUMA node "
                                     f"{node.node}: it lacks free memory for 3 arrays of "
-                                    f"{format_bytes(array_bytes)}; free memory there or "
-                                    "choose a smaller --size")
+                                    f"{format_bytes(array_bytes)}, or a memory policy "
+                                    "(numactl --membind, cpuset.mems) sends them elsewhere; "
+                                    "free memory there, lift the policy or choose a smaller "
+                                    "--size")
         return share
 
     def _node(self, job: Job, array_bytes: int) -> HostNode | None:

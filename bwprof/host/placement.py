@@ -8,8 +8,10 @@ silently gives pages from another node, and a row that claims one node would mea
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,7 +28,7 @@ def _move_pages(addresses: list[int]) -> list[int] | None:
     """Each address's node (negative errno for a page not present); None where the kernel or
     platform cannot tell."""
     number = MOVE_PAGES_SYSCALL.get(platform.machine())
-    if number is None or not addresses:
+    if number is None or sys.maxsize <= 2**32 or not addresses:  # 32-bit: another table
         return None
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -34,19 +36,22 @@ def _move_pages(addresses: list[int]) -> list[int] | None:
     pages = (ctypes.c_void_p * count)(*addresses)
     status = (ctypes.c_int * count)()
     # move_pages(pid 0 = this process, count, pages, nodes NULL = only report, status, flags)
-    if libc.syscall(ctypes.c_long(number), ctypes.c_int(0), ctypes.c_ulong(count), pages, None,
-                    status, ctypes.c_int(0)) != 0:
+    if libc.syscall(ctypes.c_long(number), ctypes.c_long(0), ctypes.c_ulong(count), pages, None,
+                    status, ctypes.c_long(0)) != 0:
         return None  # ENOSYS on a kernel without NUMA, EPERM under a seccomp filter, ...
     return list(status)
 
 
 def node_share(arrays: Sequence[np.ndarray], node: int,
                samples: int = SAMPLE_PAGES) -> float | None:
-    """The share (0 to 1) of sampled pages of `arrays` that lie on `node`; None where this
-    system cannot say. Pages never touched count as elsewhere."""
+    """The share (0 to 1) of sampled pages of `arrays` (contiguous) that lie on `node`; None
+    where this system cannot say. Pages never touched count as elsewhere; pages the kernel
+    will not report (a driver's mapping: EFAULT) count neither way."""
     page = os.sysconf("SC_PAGE_SIZE")
     addresses = []
     for array in arrays:
+        if not array.flags.contiguous:
+            raise ValueError("node_share reads contiguous arrays only")
         if array.nbytes == 0:
             continue
         base, count = array.ctypes.data, min(samples, -(-array.nbytes // page))
@@ -55,4 +60,5 @@ def node_share(arrays: Sequence[np.ndarray], node: int,
     nodes = _move_pages(addresses)
     if nodes is None:
         return None
-    return sum(found == node for found in nodes) / len(nodes)
+    known = [found for found in nodes if found >= 0 or found == -errno.ENOENT]
+    return sum(found == node for found in known) / len(known) if known else None
