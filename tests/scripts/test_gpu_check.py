@@ -58,3 +58,12 @@ def test_headline_fails_on_an_invalid_row_and_without_gpu_rows(relabelled_run, t
     (tmp_path / "results.csv").write_text(frame.to_csv(index=False))
     done = headline(tmp_path)
     assert done.returncode == 2 and done.stdout.startswith("no GPU rows measured")
+
+
+def test_published_figures_are_an_h200s_not_a_gh200s(relabelled_run, tmp_path):
+    frame = pd.read_csv(relabelled_run / "results.csv")
+    frame.loc[frame["backend"] == "cuda", "device_name"] = "NVIDIA GH200 480GB"
+    (tmp_path / "results.csv").write_text(frame.to_csv(index=False))
+    done = headline(tmp_path)
+    triad = next(line for line in done.stdout.splitlines() if line.startswith("hbm_triad"))
+    assert "x)" not in triad, triad

@@ -167,8 +167,10 @@ threading.Thread(target=reader.read, daemon=True).start()
 threading.Event().wait(0.5)
 print("exiting")
 """
+    from pathlib import Path
+
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=30)
+                          timeout=30, cwd=Path(__file__).resolve().parents[2])  # for `tests.`
     assert done.returncode == 0 and "exiting" in done.stdout, done.stderr
 
 
