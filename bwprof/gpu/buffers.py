@@ -96,7 +96,7 @@ class BufferPool:
 
     def host(self, device: GpuDevice, nbytes: int, pinned: bool, slot: int = 0) -> Any:
         """Host memory for `device`, first-touched on the CPUs of its NUMA node; where its
-        pages really landed is read back (`off_node`)."""
+        pages really landed is read back (`off_node_share`)."""
         key = ("host", device.index, pinned, slot)
 
         def allocate() -> Any:

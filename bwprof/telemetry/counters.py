@@ -135,9 +135,10 @@ class CounterReader:
         threads = [threading.Thread(target=read_into, args=(index, gpu), daemon=True,
                                     name=f"bwprof-nvml-{gpu.label}")
                    for index, gpu in enumerate(self._gpus)]
-        self._reading = threads
+        self._reading = []  # only started threads: close() joins them
         for thread in threads:
             thread.start()
+            self._reading.append(thread)
         for thread in threads:
             thread.join()
         for outcome in outcomes:
