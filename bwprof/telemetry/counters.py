@@ -135,10 +135,9 @@ class CounterReader:
         threads = [threading.Thread(target=read_into, args=(index, gpu), daemon=True,
                                     name=f"bwprof-nvml-{gpu.label}")
                    for index, gpu in enumerate(self._gpus)]
-        self._reading = []  # only started threads: close() joins them
+        self._reading = threads  # before they start: close() must see every one that runs
         for thread in threads:
             thread.start()
-            self._reading.append(thread)
         for thread in threads:
             thread.join()
         for outcome in outcomes:
@@ -182,9 +181,10 @@ class CounterReader:
         interrupted caller (Ctrl-C in `bwprof monitor`) may leave them inside a GPM call.
         Threads still reading after `timeout_s` keep their buffers (a leak, not a crash)."""
         deadline = time.monotonic() + timeout_s
-        for thread in self._reading:
+        started = [thread for thread in self._reading if thread.ident is not None]
+        for thread in started:  # one never started (interrupted mid-start) never will
             thread.join(max(0.0, deadline - time.monotonic()))
-        if any(thread.is_alive() for thread in self._reading):
+        if any(thread.is_alive() for thread in started):
             return
         for gpu in self._gpus:
             for sample in (gpu.previous, gpu.spare):
