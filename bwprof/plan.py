@@ -94,11 +94,17 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
+CACHE_MULTIPLE = 4
+"""STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
+IN_CACHE_NOTE = f"under {CACHE_MULTIPLE}x the last-level cache"
+"""Marks a DDR row's note when its arrays are smaller: the summary keeps it out of DDR."""
+
+
 def default_host_array_bytes(llc_bytes: int | None) -> int:
     """Bytes per STREAM array: at least 4x all last-level cache, whole MiB, 32 MiB at least."""
     if not llc_bytes:
         return DEFAULT_HOST_ARRAY_BYTES
-    wanted = max(4 * llc_bytes, MIN_DEFAULT_HOST_ARRAY_BYTES)
+    wanted = max(CACHE_MULTIPLE * llc_bytes, MIN_DEFAULT_HOST_ARRAY_BYTES)
     return -(-wanted // MiB) * MiB
 
 

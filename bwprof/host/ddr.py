@@ -24,11 +24,16 @@ from bwprof.cases import CaseSpec
 from bwprof.cpulist import format_cpu_list, parse_cpu_list, process_affinity
 from bwprof.host import placement, stream
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, HOST_MEMORY_SHARE, Plan, format_bytes
+from bwprof.plan import (
+    CACHE_MULTIPLE,
+    HOST_ARRAYS,
+    HOST_ELEMENT_BYTES,
+    HOST_MEMORY_SHARE,
+    IN_CACHE_NOTE,
+    Plan,
+    format_bytes,
+)
 from bwprof.system import NumaNode
-
-CACHE_MULTIPLE = 4
-"""STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
 
 
 class HostStream:
@@ -179,9 +184,8 @@ class HostExecutor:
                             else f"{share:.0%} of sampled pages found there"))
         in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
         if in_cache:
-            notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "
-                         f"({format_bytes(self.llc_bytes)}): partly cache bandwidth, not DDR "
-                         "alone (no DDR peak beside it)")
+            notes.append(f"arrays {IN_CACHE_NOTE} ({format_bytes(self.llc_bytes)}): partly "
+                         "cache bandwidth, not DDR alone (no DDR peak beside it)")
         return [
             Measurement(
                 seconds_per_op=tuple(seconds),

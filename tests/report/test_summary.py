@@ -201,3 +201,25 @@ def test_numa_nodes_follow_their_hosts_ddr_row_and_never_stand_for_the_host():
     assert list(ddr_rows["device"]) == ["cpu", "numa0", "numa1"]
     assert _one(summary, "hbm_triad", "gpu0")["hbm_over_ddr"] == pytest.approx(4200 / 280)
     assert "against 280.0 GB/s (best ddr_triad)" in headline_sentence(summary)
+
+
+def test_ddr_is_never_a_cache_figure():
+    """Rows whose arrays are under 4x the last-level cache stay out of DDR's figure, the
+    HBM/DDR ratio and the headline; with only such rows DDR has no figure and says why."""
+    from bwprof.plan import IN_CACHE_NOTE
+
+    cached = make_row(case="ddr_triad", size_bytes=1 << 20, gbps_best=114.0,
+                      note=f"arrays {IN_CACHE_NOTE} (480 MiB): partly cache bandwidth")
+    memory = make_row(case="ddr_triad", size_bytes=2 << 30, gbps_best=28.6, note="")
+    hbm = make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                   device_name="NVIDIA H200", gbps_best=4200.0)
+    summary = build_summary(results_frame([cached, memory, hbm]))
+    ddr = _one(summary, "ddr_triad", "cpu")
+    assert ddr["gbps"] == 28.6 and "1 row(s) with arrays under 4x" in ddr["note"]
+    assert _one(summary, "hbm_triad", "gpu0")["hbm_over_ddr"] == pytest.approx(4200 / 28.6)
+    only_cached = build_summary(results_frame([cached, hbm]))
+    ddr = _one(only_cached, "ddr_triad", "cpu")
+    assert pd.isna(ddr["gbps"]) and ddr["status"] == "in cache"
+    assert "cache bandwidth, not DDR; run with a larger --size" in ddr["note"]
+    assert pd.isna(_one(only_cached, "hbm_triad", "gpu0")["hbm_over_ddr"])
+    assert "there is no HBM/DDR ratio" in headline_sentence(only_cached)
