@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from bwprof.cases import CaseSpec
+from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import GpuBackend, Work
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
@@ -166,20 +167,23 @@ def overlap(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int, samp
     )
     gate = pinned  # a pageable copy blocks the host, so nothing can be enqueued behind a gate
 
-    first = take_samples(backend, lambda ops: [copies[0].work(ops)], samples, gate)
-    ops = first.ops_per_sample
-    copy_alone = [first] + [
-        take_samples(backend, lambda k, c=c: [c.work(k)], samples, gate, ops=ops)
-        for c in copies[1:]
-    ]
-    compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
-    kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate, ops=ops)
-    # The kernel is queued first: behind a gate the order does not matter, and with pageable
-    # copies (host-blocking) it lets the kernels run while the host stages the copies.
-    together = take_samples(
-        backend, lambda k: [compute.work(k), *(c.work(k) for c in copies)], samples, gate,
-        ops=ops,
-    )
+    # The host stages pageable copies, so it does so on the GPU's NUMA node, as h2d_pageable.
+    with cpu_affinity(None if pinned else device.cpus):
+        first = take_samples(backend, lambda ops: [copies[0].work(ops)], samples, gate)
+        ops = first.ops_per_sample
+        copy_alone = [first] + [
+            take_samples(backend, lambda k, c=c: [c.work(k)], samples, gate, ops=ops)
+            for c in copies[1:]
+        ]
+        compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
+        kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate,
+                                    ops=ops)
+        # The kernel is queued first: behind a gate the order does not matter, and with
+        # pageable copies (host-blocking) it lets the kernels run while the host stages them.
+        together = take_samples(
+            backend, lambda k: [compute.work(k), *(c.work(k) for c in copies)], samples, gate,
+            ops=ops,
+        )
 
     alone_s = [_median(a.per_stream_s[0]) for a in copy_alone]
     alone_s.append(_median(kernel_alone.per_stream_s[0]))

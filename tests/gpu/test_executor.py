@@ -289,3 +289,28 @@ def test_large_rows_get_a_counter_window_only_while_telemetry_samples(monkeypatc
     assert len(row.seconds_per_op) == plan.repeats  # timed samples only in the figure
     row, timed = measured(small)
     assert row.window_ops == timed  # below the size that earns a window
+
+
+def test_pageable_copies_are_staged_from_the_gpus_numa_node():
+    """The host stages a pageable copy: h2d_pageable and overlap_pageable both run it on the
+    CPUs of the GPU's node (pinned copies need no host thread)."""
+    import os
+
+    one_cpu = frozenset({min(os.sched_getaffinity(0))})
+    seen: dict[str, set[frozenset[int]]] = {}
+
+    class Recording(SimBackend):
+        case = ""
+
+        def copy(self, dst, src, nbytes, stream):
+            seen.setdefault(self.case, set()).add(frozenset(os.sched_getaffinity(0)))
+            super().copy(dst, src, nbytes, stream)
+
+    backend = Recording(devices=1)
+    executor = _executor_with(backend, numa_node=0, cpus=one_cpu)
+    for case in ("h2d_pageable", "overlap_pageable"):
+        backend.case = case
+        rows = _run_executor(executor, case)
+        assert any(r.status == "ok" for r in rows), [(r.status, r.note) for r in rows]
+    assert seen["h2d_pageable"] == {one_cpu}
+    assert seen["overlap_pageable"] == {one_cpu}
