@@ -29,7 +29,7 @@ from bwprof.report.schema import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.report.summary import build_summary
 from bwprof.runner import Executor, ProgressListener, RunContext, Runner, UnavailableExecutor
 from bwprof.system import HostInfo, host_info
-from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession
+from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
 DEFAULT_SAMPLE_INTERVAL_MS = 50
 NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
@@ -136,12 +136,10 @@ def start_telemetry(
     executor: Executor | None, system: dict[str, object], writer: RunWriter | None,
     enabled: bool, interval_s: float,
 ) -> TelemetrySession | None:
-    """Start sampling the GPUs this run measures, or say in system.json why not."""
+    """Check the GPUs this run measures are idle, then sample them; or say in system.json
+    why not. The idle check runs with telemetry off too: a busy GPU gets a finding."""
     state: dict[str, object] = {"enabled": False, "interval_ms": interval_s * 1000}
     system["telemetry"] = state
-    if not enabled:
-        state["reason"] = "switched off (--no-telemetry)"
-        return None
     if executor is None:
         state["reason"] = "no GPU case selected"
         return None
@@ -154,12 +152,18 @@ def start_telemetry(
     from bwprof.telemetry.counters import CounterReader
 
     if not nvml.available():
-        state["reason"] = nvml.reason()
+        state["reason"] = f"{nvml.reason()} (so no idle check either)"
         return None
     reader = CounterReader(nvml.get_nvml(), [(d.label, d.properties.pci_bus_id)
                                              for d in executor.devices])  # type: ignore[attr-defined]
     if not reader.labels:
-        state["reason"] = "NVML sees none of the CUDA devices (no PCI bus id matched)"
+        state["reason"] = ("NVML sees none of the CUDA devices (no PCI bus id matched), so no "
+                           "idle check either")
+        return None
+    state["idle_check"] = idle_check(reader)
+    if not enabled:
+        reader.close()
+        state["reason"] = "switched off (--no-telemetry); the idle check still ran"
         return None
     on_samples = None if writer is None else (
         lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
@@ -167,7 +171,7 @@ def start_telemetry(
     from bwprof.gpu.executor import COUNTER_WINDOW_MIN_BYTES, COUNTER_WINDOW_S
 
     executor.counter_window_s = COUNTER_WINDOW_S  # type: ignore[attr-defined]
-    state.update(enabled=True, reason=None, devices=reader.labels, idle_check=session.idle,
+    state.update(enabled=True, reason=None, devices=reader.labels,
                  gpm=reader.gpm_devices(), counter_window_s=COUNTER_WINDOW_S,
                  counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
     session.start()

@@ -124,9 +124,8 @@ def test_case_availability_names_why_a_case_cannot_run():
 def test_telemetry_says_why_it_is_off(tmp_path):
     result = bwprof.run(cases="ddr_copy", **SMALL)
     assert result.system["telemetry"]["reason"] == "no GPU case selected"
-    off = bwprof.run(cases="ddr_copy,h2d_pinned", telemetry=False, **SMALL)
-    assert off.system["telemetry"] == {"enabled": False, "interval_ms": 50.0,
-                                       "reason": "switched off (--no-telemetry)"}
+    no_gpu = bwprof.run(cases="ddr_copy,h2d_pinned", telemetry=False, **SMALL)
+    assert no_gpu.system["telemetry"]["reason"].startswith("no NVIDIA driver")
     simulated = bwprof.run(cases="h2d_pinned", preset="quick", repeats=2, simulate=True)
     assert simulated.system["telemetry"]["reason"].startswith("simulated backend")
     assert simulated.samples.empty and simulated.findings.columns[0] == "severity"
@@ -148,3 +147,32 @@ def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
         "severity", "device", "what", "why", "evidence"]
     header = (tmp_path / "r" / "results.csv").read_text().splitlines()[0].split(",")
     assert header[-len(TELEMETRY_COLUMNS):] == list(TELEMETRY_COLUMNS)
+
+
+def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
+    """A busy GPU gets a finding whether or not the counters are sampled during the run."""
+    from types import SimpleNamespace
+
+    from bwprof.api import start_telemetry
+    from bwprof.gpu.devices import describe
+    from bwprof.report.findings import busy_before_run
+    from bwprof.telemetry import nvml
+    from tests.gpu.test_devices import H200Like
+    from tests.telemetry.fakes import counter_pynvml
+
+    fake = counter_pynvml({"00000000:1B:00.0": {"pids": [4242]}})
+    monkeypatch.setattr(nvml, "_default", nvml.Nvml(fake))
+    executor = SimpleNamespace(backend="cuda", devices=describe(H200Like(devices=1)),
+                               counter_window_s=0.0)
+    for enabled in (False, True):
+        system: dict = {}
+        session = start_telemetry(executor, system, None, enabled=enabled, interval_s=0.05)
+        (busy,) = busy_before_run(system)
+        assert busy.device == "gpu0" and "4242" in busy.evidence
+        if enabled:
+            assert session is not None and system["telemetry"]["enabled"]
+            session.stop()
+        else:
+            assert session is None
+            assert system["telemetry"]["reason"] == ("switched off (--no-telemetry); the idle "
+                                                     "check still ran")

@@ -41,7 +41,6 @@ class TelemetrySession:
         self.reader = reader
         self.sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
                                on_samples=on_samples)
-        self.idle = idle_check(reader)
         self._job_start = 0.0
 
     @property

@@ -102,7 +102,7 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     from bwprof.runner import RunContext, Runner
     from bwprof.telemetry.counters import CounterReader
     from bwprof.telemetry.nvml import Nvml
-    from bwprof.telemetry.session import TelemetrySession
+    from bwprof.telemetry.session import TelemetrySession, idle_check
     from tests.gpu.test_devices import H200Like
     from tests.telemetry.fakes import counter_pynvml
 
@@ -128,7 +128,7 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     # The rows are real-shaped but simulated; relabel them to exercise the finding rules.
     frame = results_frame([replace(r, backend="cuda") for r in rows])
     system = {"gpus": {"devices": [d.as_dict() for d in devices]},
-              "telemetry": {"idle_check": session.idle}}
+              "telemetry": {"idle_check": idle_check(reader)}}
     findings = derive_findings(frame, system)
     links = [f for f in findings if f.what == "PCIe link below its maximum under load"]
     assert [f.device for f in links] == ["gpu1"]
