@@ -144,7 +144,7 @@ def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
 
     bwprof.run(cases="ddr_copy", out=tmp_path / "r", **SMALL)
     assert list(pd.read_csv(tmp_path / "r" / "findings.csv").columns) == [
-        "severity", "device", "what", "why", "evidence"]
+        "severity", "device", "what", "why", "evidence", "schema_version"]
     header = (tmp_path / "r" / "results.csv").read_text().splitlines()[0].split(",")
     assert header[-len(TELEMETRY_COLUMNS):] == list(TELEMETRY_COLUMNS)
 

@@ -39,8 +39,9 @@ from bwprof.report.export import (
     SAMPLES_FILE,
     TIMINGS_FILE,
     prepare_run_dir,
-    write_json_atomic,
+    versioned,
     write_system_json,
+    write_timelines,
 )
 from bwprof.report.findings import findings_frame
 from bwprof.report.fleet import fleet_findings
@@ -49,6 +50,7 @@ from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import with_extras
 from bwprof.report.schema import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.report.summary import build_summary
+from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
 from bwprof.system import host_info
 
@@ -185,7 +187,10 @@ def run_fleet(
     report.timings = _records(folder / TIMINGS_FILE)
     report.samples = _records(folder / SAMPLES_FILE)
     report.findings = _records(folder / FINDINGS_FILE)
-    report.timelines = _read_json(folder / "timelines.json") or []  # type: ignore[assignment]
+    try:
+        report.timelines = read_timelines(folder)
+    except BwprofError:  # a damaged file: the rank's rows and timings still go in
+        report.timelines = []
 
     received = fleet.gather(report, "every rank's results")
     if fleet.rank != 0:
@@ -287,12 +292,12 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
     all_findings = pd.concat([all_findings, findings_frame(fleet_findings(frame, nodes))],
                              ignore_index=True)
     frame.to_csv(out / RESULTS_FILE, index=False)
-    pd.DataFrame(timings).to_csv(out / TIMINGS_FILE, index=False)
+    versioned(pd.DataFrame(timings)).to_csv(out / TIMINGS_FILE, index=False)
     if samples:
-        pd.DataFrame(samples).to_csv(out / SAMPLES_FILE, index=False)
-    all_findings.to_csv(out / FINDINGS_FILE, index=False)
+        versioned(pd.DataFrame(samples)).to_csv(out / SAMPLES_FILE, index=False)
+    versioned(all_findings).to_csv(out / FINDINGS_FILE, index=False)
     if timelines:
-        write_json_atomic(out / "timelines.json", timelines)
+        write_timelines(out, timelines)
     write_system_json(out, system)
     result = api.RunResult(frame, system, rows_from_frame(frame), out, False,
                            timelines=timelines, findings=all_findings,

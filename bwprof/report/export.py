@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import CSV_COLUMNS, TIMING_COLUMNS, ResultRow
+from bwprof.report.schema import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
 
 RESULTS_FILE = "results.csv"
 SAMPLES_FILE = "samples.csv"
@@ -71,7 +71,8 @@ class RunWriter:
         for index, seconds in enumerate(seconds_per_op):
             self._timings_csv.writerow(
                 [row.run_id, self._rows, row.case, row.device, row.direction,
-                 _cell(row.size_bytes), _cell(row.threads), index, repr(seconds)]
+                 _cell(row.size_bytes), _cell(row.threads), index, repr(seconds),
+                 SCHEMA_VERSION]
             )
         self._rows += 1
         self._flush()
@@ -82,19 +83,20 @@ class RunWriter:
             if self._samples is None:
                 self._samples = open(self.run_dir / SAMPLES_FILE, "w", newline="")  # noqa: SIM115
                 self._samples_csv = csv.writer(self._samples)
-                self._samples_csv.writerow(columns)
+                self._samples_csv.writerow([*columns, "schema_version"])
             for sample in samples:
-                self._samples_csv.writerow([_cell(sample.get(c)) for c in columns])
+                self._samples_csv.writerow([*(_cell(sample.get(c)) for c in columns),
+                                            SCHEMA_VERSION])
             self._samples.flush()
 
     def write_findings(self, findings: Any) -> None:
         """findings.csv (a DataFrame with FINDING_COLUMNS), written once at the end."""
-        findings.to_csv(self.run_dir / FINDINGS_FILE, index=False)
+        versioned(findings).to_csv(self.run_dir / FINDINGS_FILE, index=False)
 
     def add_timeline(self, timeline: dict[str, object]) -> None:
         """Rewrite timelines.json (atomically) with one more overlap timeline."""
         self._timelines.append(timeline)
-        write_json_atomic(self.run_dir / TIMELINES_FILE, self._timelines)
+        write_timelines(self.run_dir, self._timelines)
 
     def _flush(self) -> None:
         self._results.flush()
@@ -114,6 +116,16 @@ def write_json_atomic(target: Path, payload: object) -> Path:
     temp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     os.replace(temp, target)
     return target
+
+
+def write_timelines(run_dir: Path, timelines: Sequence[dict[str, object]]) -> Path:
+    return write_json_atomic(run_dir / TIMELINES_FILE, {"schema_version": SCHEMA_VERSION,
+                                                        "timelines": list(timelines)})
+
+
+def versioned(frame: Any) -> Any:
+    """A table (DataFrame) with the schema_version column every bwprof file carries."""
+    return frame.assign(schema_version=SCHEMA_VERSION)
 
 
 def write_system_json(run_dir: Path, system: dict[str, object]) -> Path:

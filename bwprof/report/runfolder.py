@@ -18,6 +18,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.report.frames import checked_results, read_results
 from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.report.timeline import read_timelines
 
 RESULTS_PARQUET = "results.parquet"
 
@@ -68,10 +69,19 @@ def read_system(path: Path) -> dict:
 
 
 def _read_table(path: Path) -> pd.DataFrame:
+    """A CSV file of the run; one of another schema version is refused (files written before
+    the other tables carried the column have none, and are read)."""
     try:
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    if "schema_version" in frame.columns:
+        versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna()
+                       .astype(int))
+        if versions - {SCHEMA_VERSION}:
+            raise BwprofError(f"{path} has schema version {sorted(versions)}, this bwprof "
+                              f"reads {SCHEMA_VERSION}; use the bwprof version that wrote it")
+    return frame
 
 
 def read_samples(path: Path) -> pd.DataFrame:
@@ -110,6 +120,7 @@ def load_run(path: str | Path) -> RunFolder:
         raise BwprofError(f"{folder} is not a bwprof run folder (no {missing})")
     system = read_system(folder / SYSTEM_FILE)
     results = read_results(csv_path) if csv_path.is_file() else read_parquet_results(parquet_path)
+    read_timelines(folder)  # checked now: another version or a damaged file is one line
     return with_extras(folder, results, system)
 
 

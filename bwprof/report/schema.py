@@ -105,4 +105,5 @@ TIMING_COLUMNS: tuple[str, ...] = (
     "threads",
     "sample",
     "seconds_per_op",
+    "schema_version",
 )

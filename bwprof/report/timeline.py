@@ -9,16 +9,31 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from bwprof.errors import BwprofError
 from bwprof.plan import format_bytes
+from bwprof.report.schema import SCHEMA_VERSION
 
 COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}
 
 
 def read_timelines(run_dir: Path) -> list[dict]:
+    """The recorded timelines ({"schema_version", "timelines"}; a bare list before the
+    version was written into the file); BwprofError for another version or a damaged file."""
     path = run_dir / "timelines.json"
     if not path.is_file():
         return []
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    if isinstance(data, list):
+        return data
+    if not isinstance(data, dict) or not isinstance(data.get("timelines"), list):
+        raise BwprofError(f"{path} is not a bwprof timelines file")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise BwprofError(f"{path} has schema version {data.get('schema_version')!r}, this "
+                          f"bwprof reads {SCHEMA_VERSION}; use the bwprof version that wrote it")
+    return data["timelines"]
 
 
 def _title(entry: dict) -> str:

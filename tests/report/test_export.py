@@ -1,6 +1,7 @@
 import csv
 import json
 
+import pandas as pd
 import pytest
 
 from bwprof.errors import BwprofError
@@ -130,3 +131,23 @@ def test_a_value_of_the_wrong_kind_is_a_one_line_error(tmp_path, column, value):
     set_first_row(path, column, value)
     with pytest.raises(BwprofError, match=f"is malformed: column {column}"):
         read_results(path)
+
+
+def test_every_file_of_a_run_carries_the_schema_version(tmp_path):
+    import bwprof
+
+    run = bwprof.run(cases="ddr_copy,overlap_h2d_compute", preset="quick", repeats=2,
+                     size="1MiB", threads="1", simulate=True, plots=False, out=tmp_path / "r")
+    for name in ("results.csv", "timings.csv", "findings.csv", "summary.csv"):
+        frame = pd.read_csv(run.run_dir / name)
+        assert "schema_version" in frame.columns, name
+        assert set(frame["schema_version"]) <= {SCHEMA_VERSION}, name
+    timelines = json.loads((run.run_dir / "timelines.json").read_text())
+    assert timelines["schema_version"] == SCHEMA_VERSION and timelines["timelines"]
+    assert json.loads((run.run_dir / "system.json").read_text())["schema_version"] == (
+        SCHEMA_VERSION)
+    writer = RunWriter(tmp_path)  # samples.csv comes only from a real GPU's counters
+    writer.add_samples([{"t_s": 0.1, "device": "gpu0"}], ("t_s", "device"))
+    writer.close()
+    assert (tmp_path / "samples.csv").read_text().splitlines() == [
+        "t_s,device,schema_version", f"0.1,gpu0,{SCHEMA_VERSION}"]

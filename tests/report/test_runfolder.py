@@ -73,6 +73,17 @@ BREAKAGES = {
                           "is not a bwprof system.json", ""),
     "samples without t_s": (lambda run: (run / "samples.csv").write_text("x,y\n1,2\n"),
                             "is not a bwprof samples file (missing t_s)", ""),
+    "other schema (samples)": (
+        lambda run: (run / "samples.csv").write_text("t_s,device,schema_version\n0,gpu0,2\n"),
+        "samples.csv has schema version [2]", ""),
+    "other schema (findings)": (
+        lambda run: (run / "findings.csv").write_text("severity,what,schema_version\nerror,x,3\n"),
+        "findings.csv has schema version [3]", ""),
+    "other schema (timelines)": (
+        lambda run: (run / "timelines.json").write_text('{"schema_version": 2, "timelines": []}'),
+        "timelines.json has schema version 2, this bwprof reads 1", ""),
+    "timelines not json": (lambda run: (run / "timelines.json").write_text("[{"),
+                           "cannot read", ""),
 }
 
 
