@@ -15,8 +15,9 @@
 # Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
 #   check.log   everything printed, plus one status line per step
 #   pytest.log  the full pytest output (an all-skipped GPU test run fails: BWPROF_REQUIRE_GPU=1)
-#   run/        from bwprof's run folder: results.csv, system.json, summary.csv, findings.csv,
-#               samples.csv, timings.csv (the whole folder, plots included, stays in $RUN_DIR)
+#   run/        from bwprof's run folder: results.csv, system.json, findings.csv, samples.csv,
+#               timings.csv, timelines.json (`bwprof report` rebuilds the summary and plots
+#               from them; the whole folder stays in $RUN_DIR)
 #
 # Usage: OUT=/some/folder bash scripts/gpu_check.sh
 
@@ -123,12 +124,21 @@ PUBLISHED = {
     "H200": {"hbm_copy": 4010, "hbm_triad": 4150, "h2d_pinned": 52, "d2h_pinned": 52},
     "H100": {"hbm_copy": 2900, "hbm_triad": 2970, "h2d_pinned": 51},
 }
+# Any GPU on a PCIe Gen5 x16 link (63.0 GB/s a direction): cuda-samples and nvbandwidth
+# reports, pinned: one way, and both ways at once (the bidir_pinned sum row).
+GEN5_X16_GBPS = 63.0
+PCIE_GEN5_X16 = {("h2d_pinned", "h2d"): 56.5, ("d2h_pinned", "d2h"): 56.5,
+                 ("bidir_pinned", "both"): 101}
 
 
 def published(row):
     for model, figures in PUBLISHED.items():  # "H200" as a word: not the GH200's name
         if re.search(rf"\b{model}\b", str(row["device_name"])) and row["case"] in figures:
             return figures[row["case"]]
+    figure = PCIE_GEN5_X16.get((row["case"], row["direction"]))
+    one_way = row["peak_gbps"] / (2 if row["direction"] == "both" else 1)
+    if figure is not None and pd.notna(one_way) and abs(one_way - GEN5_X16_GBPS) < 0.5:
+        return figure
     return None
 
 if not results.is_file():
@@ -280,7 +290,8 @@ step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
     --out "$RUN_DIR"
 mkdir -p "$OUT/run"
-for name in results.csv system.json summary.csv findings.csv samples.csv timings.csv; do
+# 8 files come back in all: summary.csv is left here (`bwprof report` rebuilds it anywhere).
+for name in results.csv system.json findings.csv samples.csv timings.csv timelines.json; do
     [[ -f "$RUN_DIR/$name" ]] && cp "$RUN_DIR/$name" "$OUT/run/"
 done
 step "headline figures" "$SUMMARY_RESERVE_S" 0 "$LOG" "${SELF[@]}" --headline

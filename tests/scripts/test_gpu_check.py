@@ -67,3 +67,17 @@ def test_published_figures_are_an_h200s_not_a_gh200s(relabelled_run, tmp_path):
     done = headline(tmp_path)
     triad = next(line for line in done.stdout.splitlines() if line.startswith("hbm_triad"))
     assert "x)" not in triad, triad
+
+
+def test_a_gen5_x16_link_is_held_against_the_published_pcie_figures(relabelled_run, tmp_path):
+    """No model figure for a bidirectional copy: a Gen5 x16 link's 101 GB/s both ways is."""
+    frame = pd.read_csv(relabelled_run / "results.csv")
+    frame.loc[frame["backend"] == "cuda", "device_name"] = "NVIDIA L40S"
+    one_way = frame["case"].isin(["h2d_pinned", "d2h_pinned", "bidir_pinned"])
+    frame.loc[one_way, "peak_gbps"] = 63.0
+    frame.loc[one_way & (frame["direction"] == "both"), "peak_gbps"] = 126.0
+    (tmp_path / "results.csv").write_text(frame.to_csv(index=False))
+    lines = headline(tmp_path).stdout.splitlines()
+    h2d = next(line for line in lines if line.startswith("h2d_pinned"))
+    both = next(line for line in lines if line.startswith("bidir_pinned") and " both " in line)
+    assert " 56.5 (" in h2d and " 101 (" in both
