@@ -314,3 +314,37 @@ def test_pageable_copies_are_staged_from_the_gpus_numa_node():
         assert any(r.status == "ok" for r in rows), [(r.status, r.note) for r in rows]
     assert seen["h2d_pageable"] == {one_cpu}
     assert seen["overlap_pageable"] == {one_cpu}
+
+
+def test_only_the_largest_size_that_fits_and_the_first_gpu_pair_get_a_counter_window(
+        monkeypatch):
+    from bwprof.gpu import executor as gpu_executor
+
+    monkeypatch.setattr(gpu_executor, "COUNTER_WINDOW_MIN_BYTES", 64 << 10)
+    backend = SimBackend(devices=3)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    executor.counter_window_s = 0.01
+    from bwprof.measurement import NotRun
+
+    plan = _plan("h2d_pinned,p2p_copy", preset="standard")  # 4 KiB .. 1 GiB, 16 MiB fits
+    monkeypatch.setattr(gpu_executor, "P2P_MATRIX_BYTES", 4 * MiB)
+    earns = {}
+    for key in ("h2d_pinned", "p2p_copy"):
+        case = get_case(key)
+        for job in executor.jobs(case, plan):
+            try:
+                executor._check_fits(case, job)  # as measure() does first
+            except NotRun:
+                continue
+            earns[(key, job.device, job.peer, job.size_bytes)] = executor._earns_window(
+                case, job, plan)
+    windowed = sorted(k for k, v in earns.items() if v)
+    assert windowed == [("h2d_pinned", d, None, 16 * MiB) for d in (0, 1, 2)] + [
+        ("p2p_copy", 0, 1, 16 * MiB)]
+    # The other pairs ran at the matrix size only: none of them earned a window.
+    assert {k for k in earns if k[0] == "p2p_copy" and k[1:3] != (0, 1)} == {
+        ("p2p_copy", i, j, 4 * MiB) for i in range(3) for j in range(3) if i != j} - {
+        ("p2p_copy", 0, 1, 4 * MiB)}
+    executor.counter_window_s = 0.0  # telemetry off: no windows at all
+    assert not executor._earns_window(get_case("h2d_pinned"),
+                                      executor.jobs(get_case("h2d_pinned"), plan)[2], plan)
