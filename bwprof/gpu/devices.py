@@ -42,6 +42,12 @@ class GpuDevice:
     def label(self) -> str:
         return f"gpu{self.index}"
 
+    @property
+    def host_link_c2c(self) -> bool:
+        """Host memory over NVLink-C2C (Grace Hopper): PCIe's peak and counters do not
+        describe its host copies."""
+        return bool(self.metadata.get("c2c_enabled"))
+
     def as_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["cpus"] = format_cpu_list(self.cpus) if self.cpus else None
@@ -116,6 +122,8 @@ def describe(
         pcie = meta.get("peak_pcie_gbps") or pcie_peak_gbps(
             pick("pcie_gen_max"), pick("pcie_width_max")  # type: ignore[arg-type]
         )
+        if meta.get("c2c_enabled"):  # host copies go over NVLink-C2C, not PCIe
+            pcie = None
         node = pick("numa_node")
         devices.append(GpuDevice(
             index=index,

@@ -72,6 +72,7 @@ class _Gpu:
     label: str
     handle: Any
     gpm: bool
+    c2c: bool = False
     previous: Any = None
     previous_s: float = 0.0
     spare: Any = None
@@ -92,7 +93,8 @@ class CounterReader:
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
             if handle is not None:
-                self._gpus.append(_Gpu(label, handle, nvml.gpm_supported(handle)))
+                self._gpus.append(_Gpu(label, handle, nvml.gpm_supported(handle),
+                                       bool(nvml.c2c_enabled(handle))))
 
     @classmethod
     def every_gpu(cls, nvml: Nvml) -> CounterReader:
@@ -108,6 +110,10 @@ class CounterReader:
     @property
     def labels(self) -> list[str]:
         return [gpu.label for gpu in self._gpus]
+
+    def c2c_devices(self) -> list[str]:
+        """GPUs whose host link is NVLink-C2C: their PCIe counters miss host copies."""
+        return [gpu.label for gpu in self._gpus if gpu.c2c]
 
     def gpm_devices(self) -> list[str]:
         """GPUs whose counters include GPM (DRAM bandwidth, PCIe and NVLink rates)."""

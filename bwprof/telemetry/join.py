@@ -116,10 +116,13 @@ def _mibps_to_gbps(value: object) -> float | None:
 
 
 def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
-                 peak_gbps: float | None) -> float | None:
+                 peak_gbps: float | None, host_over_pcie: bool = True) -> float | None:
     """The bandwidth the counters imply for a row of this kind, in GB/s (None where they
     cannot say): DRAM utilisation x peak for device memory, PCIe RX for host-to-device, TX
-    for device-to-host, both for the sum, NVLink TX for GPU-to-GPU."""
+    for device-to-host, both for the sum, NVLink TX for GPU-to-GPU. Host copies of a GPU
+    whose host link is not PCIe (NVLink-C2C) pass no PCIe counter: None."""
+    if not host_over_pcie and direction in ("h2d", "d2h", "both") and memory != "hbm":
+        return None
     def prefer(gpm: str, plain: str) -> float | None:
         value = counters.get(gpm)
         return _mibps_to_gbps(value if value is not None else counters.get(plain))
@@ -153,7 +156,7 @@ def from_gpm(counters: dict[str, object], *, direction: str) -> bool:
 
 def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,
              memory: str, peak_gbps: float | None, window: tuple[float, float],
-             window_bytes: int | None) -> dict[str, object]:
+             window_bytes: int | None, host_over_pcie: bool = True) -> dict[str, object]:
     """Every telemetry column for one row. The ratio needs MIN_SAMPLES_FOR_RATIO samples
     behind the counter figure: GPM values whose interval lies in the window where it uses
     them (fewer than the plain samples: GPM is read at most every 100 ms)."""
@@ -161,7 +164,8 @@ def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: st
     counters = _statistics(chosen, gpm)
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
-    derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps)
+    derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps,
+                           host_over_pcie=host_over_pcie)
     behind = gpm if from_gpm(counters, direction=direction) else chosen
     enough = len(behind) >= MIN_SAMPLES_FOR_RATIO
     counters["window_gbps"] = window_gbps

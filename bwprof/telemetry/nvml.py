@@ -297,6 +297,12 @@ class Nvml:
         return {metric: float(answer.metrics[i].value) for i, metric in enumerate(ids)
                 if answer.metrics[i].nvmlReturn == success}
 
+    def c2c_enabled(self, handle: Any) -> bool | None:
+        """Whether the GPU reaches host memory over NVLink-C2C (Grace Hopper and later)
+        rather than PCIe; None where NVML cannot say (older drivers: PCIe boards)."""
+        info = self.query("nvmlDeviceGetC2cModeInfoV1", handle)
+        return None if info is None else bool(getattr(info, "isC2cEnabled", 0))
+
     def device_metadata(self, handle: Any) -> dict[str, object]:
         """Static facts about one GPU, units in the key names; None where NVML cannot say."""
         q = self.query
@@ -323,6 +329,7 @@ class Nvml:
         ecc = q("nvmlDeviceGetEccMode", handle)
         power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
         links_up, nvlink_version, nvlink_remotes = self._nvlink(handle)
+        c2c = self.c2c_enabled(handle)
 
         return {
             "name": q("nvmlDeviceGetName", handle),
@@ -352,9 +359,12 @@ class Nvml:
             "nvlink_links_up": links_up,
             "nvlink_version": nvlink_version,
             "nvlink_remotes": nvlink_remotes,
+            "c2c_enabled": c2c,
             "peak_hbm_gbps": hbm_peak_gbps(mem_clock, bus_width),
             # The link's maximum: the GPU's and the slot's generation, whichever is lower.
-            "peak_pcie_gbps": pcie_peak_gbps(gen_max_system or gen_max, width_max),
+            # Host copies over NVLink-C2C do not use PCIe, so its peak would not apply.
+            "peak_pcie_gbps": None if c2c else pcie_peak_gbps(gen_max_system or gen_max,
+                                                              width_max),
             "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links_up),
         }
 

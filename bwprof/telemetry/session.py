@@ -9,7 +9,7 @@ from dataclasses import replace
 from bwprof.measurement import Job, Measurement
 from bwprof.report.schema import ResultRow
 from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
-from bwprof.telemetry.join import join_row
+from bwprof.telemetry.join import join_row, source_device
 from bwprof.telemetry.sampler import Sampler
 
 SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "device", "case", "size_bytes", "job", *COUNTER_FIELDS)
@@ -42,6 +42,7 @@ class TelemetrySession:
         self.sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
                                on_samples=on_samples)
         self._job_start = 0.0
+        self._c2c = set(reader.c2c_devices())
 
     @property
     def samples(self) -> list[dict[str, object]]:
@@ -75,5 +76,6 @@ class TelemetrySession:
                         if measurement.window_ops else None)
         counters = join_row(self.samples, device=row.device, direction=row.direction,
                             memory=row.memory, peak_gbps=row.peak_gbps, window=window,
-                            window_bytes=window_bytes)
+                            window_bytes=window_bytes,
+                            host_over_pcie=source_device(row.device) not in self._c2c)
         return replace(row, counters=counters)

@@ -203,3 +203,12 @@ def test_close_never_frees_gpm_buffers_a_read_still_uses():
     interrupted.join(5)
     reader.close()
     assert buffers["allocated"] == buffers["freed"] == 4
+
+
+def test_gpus_on_nvlink_c2c_are_known_to_the_reader():
+    from types import SimpleNamespace
+
+    c2c = reader_for({BUS_A: {}, BUS_B: {}},
+                     nvmlDeviceGetC2cModeInfoV1=lambda h: SimpleNamespace(isC2cEnabled=1))
+    assert c2c.c2c_devices() == ["gpu0", "gpu1"]
+    assert reader_for({BUS_A: {}, BUS_B: {}}).c2c_devices() == []  # no C2C query: PCIe

@@ -118,3 +118,11 @@ def test_p2p_without_nvlink_is_checked_against_pcie():
     assert counter_gbps(over_pcie, direction="p2p", memory="hbm", peak_gbps=None) == (
         pytest.approx(20_000 * MIB / 1e9))
     assert counter_gbps({}, direction="p2p", memory="hbm", peak_gbps=None) is None
+
+
+def test_host_copies_over_c2c_are_not_checked_against_pcie_counters():
+    counters = {"pcie_rx_mibps_mean": 10.0, "dram_bw_util_pct_mean": 80.0}
+    assert counter_gbps(counters, direction="h2d", memory="pinned", peak_gbps=None,
+                        host_over_pcie=False) is None
+    assert counter_gbps(counters, direction="within", memory="hbm", peak_gbps=4800.0,
+                        host_over_pcie=False) == pytest.approx(3840.0)

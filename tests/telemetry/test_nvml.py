@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pynvml
 import pytest
@@ -204,6 +205,7 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "nvlink_links_up": 18,
         "nvlink_version": 4,
         "nvlink_remotes": ["switch"] * 18,
+        "c2c_enabled": None,  # this pynvml stand-in has no C2C query: a PCIe board
         "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6144),
         "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
         "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
@@ -328,3 +330,14 @@ def test_module_level_functions_share_one_session(monkeypatch: pytest.MonkeyPatc
     assert nvml_module.query("nvmlDeviceGetMemoryBusWidth", handle) == 6144
     nvml_module.shutdown()
     assert [name for name, _ in fake.calls].count("nvmlInit") == 1
+
+
+def test_a_grace_hopper_host_link_is_c2c_and_gets_no_pcie_peak():
+    """GH200: host copies go over NVLink-C2C, so the PCIe peak would mark them invalid."""
+    functions = h200_functions()
+    functions["nvmlDeviceGetC2cModeInfoV1"] = lambda h: SimpleNamespace(isC2cEnabled=1)
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["c2c_enabled"] is True and meta["peak_pcie_gbps"] is None
+    functions["nvmlDeviceGetC2cModeInfoV1"] = lambda h: SimpleNamespace(isC2cEnabled=0)
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["c2c_enabled"] is False and meta["peak_pcie_gbps"] == pytest.approx(63.0, 0.01)
