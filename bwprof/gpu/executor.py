@@ -100,11 +100,15 @@ class GpuExecutor:
                     for d in self.devices for size in plan.transfer_sizes]
         # Like nvbandwidth: the whole matrix at one size, the size sweep on the first pair only
         # (8 GPUs would otherwise mean 56 pairs x every size).
-        matrix = max((s for s in plan.transfer_sizes if s <= P2P_MATRIX_BYTES),
-                     default=plan.transfer_sizes[0])
+        matrix = self._p2p_matrix_bytes(plan)
         return [Job(key, size_bytes=size, device=i, peer=j)
                 for n, (i, j) in enumerate(pairs)
                 for size in (plan.transfer_sizes if n == 0 else (matrix,))]
+
+    @staticmethod
+    def _p2p_matrix_bytes(plan: Plan) -> int:
+        return max((s for s in plan.transfer_sizes if s <= P2P_MATRIX_BYTES),
+                   default=plan.transfer_sizes[0])
 
     def _check_fits(self, case: CaseSpec, job: Job) -> None:
         size = job.size_bytes or 0
@@ -211,16 +215,20 @@ class GpuExecutor:
         raise NotRun("skipped", f"no GPU implementation for case {key}")
 
     def _earns_window(self, case: CaseSpec, job: Job, plan: Plan) -> bool:
-        """Whether this row repeats its work for a counter window (while telemetry samples):
-        the largest size of its sweep that fits, from COUNTER_WINDOW_MIN_BYTES up, and for
-        GPU pairs the first pair's only. A window on every size and pair would add 0.8 s
-        each: minutes on an 8-GPU box, for rows no headline uses."""
+        """Whether this row repeats its work for a counter window (while telemetry samples),
+        from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, and every
+        pair's p2p_copy row at the matrix size (the GPU-to-GPU summary and heatmap). A window
+        on every size and pair would add 0.8 s each: minutes on an 8-GPU box."""
         size = job.size_bytes or 0
         if not self.counter_window_s or size < COUNTER_WINDOW_MIN_BYTES:
             return False
-        if job.peer is not None and (job.device, job.peer) != (self.devices[0].index,
-                                                               self.devices[1].index):
-            return False
+        if case.key.startswith("hbm_"):  # its sizes were chosen to fit the device
+            return size == self._hbm(self._device(job.device), plan)[0][-1]
+        if job.peer is not None:
+            if case.key == "p2p_copy" and size == self._p2p_matrix_bytes(plan):
+                return True
+            if (job.device, job.peer) != (self.devices[0].index, self.devices[1].index):
+                return False  # only the first pair sweeps sizes
         sweep = {j.size_bytes or 0 for j in self.jobs(case, plan)
                  if (j.device, j.peer, j.streams) == (job.device, job.peer, job.streams)}
         for larger in sorted(s for s in sweep if s > size):

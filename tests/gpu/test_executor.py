@@ -316,35 +316,36 @@ def test_pageable_copies_are_staged_from_the_gpus_numa_node():
     assert seen["overlap_pageable"] == {one_cpu}
 
 
-def test_only_the_largest_size_that_fits_and_the_first_gpu_pair_get_a_counter_window(
-        monkeypatch):
+def test_counter_windows_go_to_each_sweeps_largest_size_and_the_p2p_matrix(monkeypatch):
     from bwprof.gpu import executor as gpu_executor
+    from bwprof.measurement import NotRun
 
     monkeypatch.setattr(gpu_executor, "COUNTER_WINDOW_MIN_BYTES", 64 << 10)
+    monkeypatch.setattr(gpu_executor, "P2P_MATRIX_BYTES", 4 * MiB)
     backend = SimBackend(devices=3)
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
     executor.counter_window_s = 0.01
-    from bwprof.measurement import NotRun
-
-    plan = _plan("h2d_pinned,p2p_copy", preset="standard")  # 4 KiB .. 1 GiB, 16 MiB fits
-    monkeypatch.setattr(gpu_executor, "P2P_MATRIX_BYTES", 4 * MiB)
+    plan = _plan("h2d_pinned,p2p_copy,p2p_bidir,hbm_copy", preset="standard")
     earns = {}
-    for key in ("h2d_pinned", "p2p_copy"):
+    for key in ("h2d_pinned", "p2p_copy", "p2p_bidir", "hbm_copy"):
         case = get_case(key)
         for job in executor.jobs(case, plan):
             try:
-                executor._check_fits(case, job)  # as measure() does first
+                if not key.startswith("hbm_"):
+                    executor._check_fits(case, job)  # as measure() does first
             except NotRun:
                 continue
             earns[(key, job.device, job.peer, job.size_bytes)] = executor._earns_window(
                 case, job, plan)
-    windowed = sorted(k for k, v in earns.items() if v)
-    assert windowed == [("h2d_pinned", d, None, 16 * MiB) for d in (0, 1, 2)] + [
-        ("p2p_copy", 0, 1, 16 * MiB)]
-    # The other pairs ran at the matrix size only: none of them earned a window.
-    assert {k for k in earns if k[0] == "p2p_copy" and k[1:3] != (0, 1)} == {
-        ("p2p_copy", i, j, 4 * MiB) for i in range(3) for j in range(3) if i != j} - {
-        ("p2p_copy", 0, 1, 4 * MiB)}
+    windowed = {k for k, v in earns.items() if v}
+    hbm_largest = executor._hbm(executor.devices[0], plan)[0][-1]
+    pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
+    assert windowed == (
+        {("h2d_pinned", d, None, 16 * MiB) for d in range(3)}  # 16 MiB: the largest that fits
+        | {("p2p_copy", 0, 1, 16 * MiB)}  # the first pair's sweep
+        | {("p2p_copy", i, j, 4 * MiB) for i, j in pairs}  # every pair at the matrix size
+        | {("p2p_bidir", 0, 1, 16 * MiB)}  # both ways: the first pair's sweep only
+        | {("hbm_copy", d, None, hbm_largest) for d in range(3)})
     executor.counter_window_s = 0.0  # telemetry off: no windows at all
     assert not executor._earns_window(get_case("h2d_pinned"),
                                       executor.jobs(get_case("h2d_pinned"), plan)[2], plan)
