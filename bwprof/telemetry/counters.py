@@ -88,7 +88,9 @@ class CounterReader:
         each reading; a sampler of these readings must use the same clock."""
         self.nvml = nvml
         self.clock = clock
-        self._reading: list[threading.Thread] = []  # the last read's threads
+        self._state = threading.Condition()  # guards the two below
+        self._reads_in_nvml = 0  # reading threads inside NVML now
+        self._closed = False  # set by close(): a thread starting later reads nothing
         self._gpus = []
         for label, bus_id in gpus:
             handle = nvml.handle_by_pci_bus_id(bus_id) if bus_id else None
@@ -128,20 +130,30 @@ class CounterReader:
         stretch a 50 ms tick past 300 ms. The threads are daemons made per read, not a
         ThreadPoolExecutor: Python joins a pool's threads at exit, so a read stuck in the
         driver (a GPU fallen off the bus) would keep bwprof from ever exiting."""
+        if self._closed:
+            raise RuntimeError("the counter reader is closed")
         if len(self._gpus) < 2:
             return [self._read_one(gpu) for gpu in self._gpus]
         outcomes: list[Any] = [None] * len(self._gpus)
 
         def read_into(index: int, gpu: _Gpu) -> None:
+            with self._state:
+                if self._closed:  # its caller was interrupted and the reader closed
+                    outcomes[index] = RuntimeError("the counter reader is closed")
+                    return
+                self._reads_in_nvml += 1
             try:
                 outcomes[index] = self._read_one(gpu)
             except BaseException as error:  # raised again in the caller's thread
                 outcomes[index] = error
+            finally:
+                with self._state:
+                    self._reads_in_nvml -= 1
+                    self._state.notify_all()
 
         threads = [threading.Thread(target=read_into, args=(index, gpu), daemon=True,
                                     name=f"bwprof-nvml-{gpu.label}")
                    for index, gpu in enumerate(self._gpus)]
-        self._reading = threads  # before they start: close() must see every one that runs
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -186,12 +198,10 @@ class CounterReader:
         """Give NVML back the GPM sample buffers, once the last read's threads are done: an
         interrupted caller (Ctrl-C in `bwprof monitor`) may leave them inside a GPM call.
         Threads still reading after `timeout_s` keep their buffers (a leak, not a crash)."""
-        deadline = time.monotonic() + timeout_s
-        started = [thread for thread in self._reading if thread.ident is not None]
-        for thread in started:  # one never started (interrupted mid-start) never will
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if any(thread.is_alive() for thread in started):
-            return
+        with self._state:
+            self._closed = True  # a reading thread not yet inside NVML stays out
+            if not self._state.wait_for(lambda: self._reads_in_nvml == 0, timeout_s):
+                return
         for gpu in self._gpus:
             for sample in (gpu.previous, gpu.spare):
                 if sample is not None:

@@ -111,6 +111,7 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
                for d in describe(backend)]
     fake = counter_pynvml({"00000000:1B:00.0": {}, "00000000:1C:00.0": {"curr_gen": 4}})
     reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
+    idle = idle_check(reader)  # before the run, as start_telemetry does
     session = TelemetrySession(reader, interval_s=0.001)
     plan = make_plan(cases="h2d_pinned", preset="quick", repeats=3, usable_cpus=1,
                      llc_bytes=None, memory_available_bytes=8 << 30)
@@ -128,7 +129,7 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     # The rows are real-shaped but simulated; relabel them to exercise the finding rules.
     frame = results_frame([replace(r, backend="cuda") for r in rows])
     system = {"gpus": {"devices": [d.as_dict() for d in devices]},
-              "telemetry": {"idle_check": idle_check(reader)}}
+              "telemetry": {"idle_check": idle}}
     findings = derive_findings(frame, system)
     links = [f for f in findings if f.what == "PCIe link below its maximum under load"]
     assert [f.device for f in links] == ["gpu1"]
