@@ -71,7 +71,7 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
         from bwprof.report.plots import write_plots
 
         try:
-            written.files += write_plots(run, out_dir)
+            written.files += write_plots(run, out_dir, written.notes)
         except Exception as exc:  # the rows are safe on disk; say why the plots are missing
             written.notes.append(f"plots not written: {type(exc).__name__}: {exc}")
     return written

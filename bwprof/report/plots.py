@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bwprof.errors import BwprofError
 from bwprof.plan import format_bytes
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
@@ -237,8 +238,10 @@ def p2p_figure(results: pd.DataFrame, system: dict):
     return figure
 
 
-def write_plots(run: RunFolder, out_dir: Path | None = None) -> list[Path]:
-    """Write every plot that has data into `out_dir` (default: the run folder)."""
+def write_plots(run: RunFolder, out_dir: Path | None = None,
+                notes: list[str] | None = None) -> list[Path]:
+    """Write every plot that has data into `out_dir` (default: the run folder); why the
+    timeline plots could not be drawn goes to `notes`."""
     target = out_dir or run.path
     summary = build_summary(run.results)
     simulated = run.simulated
@@ -256,5 +259,11 @@ def write_plots(run: RunFolder, out_dir: Path | None = None) -> list[Path]:
     # The overlap timelines, from the event times the run recorded in timelines.json.
     devices = (run.system.get("gpus") or {}).get("devices") or []
     names = " + ".join(sorted({d["properties"]["name"] for d in devices}))
-    written += write_timeline_plots(target, read_timelines(run.path), run.host, names)
+    try:
+        timelines = read_timelines(run.path)
+    except BwprofError as exc:  # a damaged timelines.json: the other plots stand
+        if notes is not None:
+            notes.append(f"timeline plots not drawn: {exc}")
+        return written
+    written += write_timeline_plots(target, timelines, run.host, names)
     return written

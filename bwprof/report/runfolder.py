@@ -18,7 +18,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.report.frames import checked_results, read_results
 from bwprof.report.schema import SCHEMA_VERSION
-from bwprof.report.timeline import read_timelines
+from bwprof.report.timeline import TimelinesVersionError, read_timelines
 
 RESULTS_PARQUET = "results.parquet"
 
@@ -120,7 +120,12 @@ def load_run(path: str | Path) -> RunFolder:
         raise BwprofError(f"{folder} is not a bwprof run folder (no {missing})")
     system = read_system(folder / SYSTEM_FILE)
     results = read_results(csv_path) if csv_path.is_file() else read_parquet_results(parquet_path)
-    read_timelines(folder)  # checked now: another version or a damaged file is one line
+    try:
+        read_timelines(folder)  # another version is refused now, as for every file
+    except TimelinesVersionError:
+        raise
+    except BwprofError:
+        pass  # a damaged file costs only the timeline plots, whose step says why
     return with_extras(folder, results, system)
 
 

@@ -16,6 +16,10 @@ from bwprof.report.schema import SCHEMA_VERSION
 COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}
 
 
+class TimelinesVersionError(BwprofError):
+    """timelines.json of another schema version: refused like any file of the run."""
+
+
 def read_timelines(run_dir: Path) -> list[dict]:
     """The recorded timelines ({"schema_version", "timelines"}; a bare list before the
     version was written into the file); BwprofError for another version or a damaged file."""
@@ -31,8 +35,9 @@ def read_timelines(run_dir: Path) -> list[dict]:
     if not isinstance(data, dict) or not isinstance(data.get("timelines"), list):
         raise BwprofError(f"{path} is not a bwprof timelines file")
     if data.get("schema_version") != SCHEMA_VERSION:
-        raise BwprofError(f"{path} has schema version {data.get('schema_version')!r}, this "
-                          f"bwprof reads {SCHEMA_VERSION}; use the bwprof version that wrote it")
+        raise TimelinesVersionError(
+            f"{path} has schema version {data.get('schema_version')!r}, this bwprof reads "
+            f"{SCHEMA_VERSION}; use the bwprof version that wrote it")
     return data["timelines"]
 
 
