@@ -17,7 +17,7 @@ from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.peaks import INVALID_ABOVE_PEAK
+from bwprof.peaks import C2C_NOTE, INVALID_ABOVE_PEAK
 from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
@@ -27,7 +27,6 @@ COUNTER_WINDOW_S = 0.8
 so that several counter samples fall inside its window. GPM values come 100 ms apart at
 least, and on 50 ms ticks often 150 ms apart; the ratio needs three whose whole interval
 lies in the window: 0.8 s holds four or five."""
-C2C_NOTE = "host link is NVLink-C2C: no peak known for it (PCIe's does not apply)"
 HOST_MEMORIES = ("pinned", "pageable")
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little."""
@@ -170,8 +169,9 @@ class GpuExecutor:
             row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
                                           "refused)"), numa_node=None)
         device = next((d for d in self.devices if d.label == row.device), None)
-        if (device is not None and device.host_link_c2c and row.memory in HOST_MEMORIES
-                and row.direction in ("h2d", "d2h", "both")):
+        over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
+                    else any(d.host_link_c2c for d in self.devices))
+        if over_c2c and row.memory in HOST_MEMORIES and row.direction in ("h2d", "d2h", "both"):
             row = _with_note(row, C2C_NOTE)
         share = None if device is None else self.pool.off_node_share(device.index)
         if row.numa_node is not None and share is not None:

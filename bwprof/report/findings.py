@@ -59,6 +59,8 @@ def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
                      & (_column(rows, "telemetry_samples").fillna(0) > 0)]
     for device, group in transfers.groupby("device"):
         info = meta.get(str(device), {})
+        if info.get("c2c_enabled"):  # host copies use NVLink-C2C: the PCIe link idles
+            continue
         gen_max = info.get("pcie_gen_max_system") or info.get("pcie_gen_max")
         width_max = info.get("pcie_width_max")
         gen, width = group["pcie_gen_min"].min(), group["pcie_width_min"].min()

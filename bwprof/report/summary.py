@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from bwprof.peaks import C2C_NOTE
 from bwprof.plan import IN_CACHE_NOTE
 from bwprof.report.formats import plain
 from bwprof.report.schema import SCHEMA_VERSION
@@ -158,7 +159,8 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
         rows = _ok(results, case, direction)
         if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
             rows = rows[rows["device"].map(lambda d: str(d).rsplit(":", 1)[-1] == "all")]
-        out += [_figure_row(path, row) for row in _largest_per_device(rows)] if len(rows) else []
+        out += [_figure_row(path, row, note=C2C_NOTE if C2C_NOTE in str(row["note"]) else "")
+                for row in _largest_per_device(rows)] if len(rows) else []
     return out
 
 
@@ -197,7 +199,8 @@ def _add_ratios(rows: list[dict[str, object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
     ddr = {node_of(r["device"]): r["gbps"] for r in rows
            if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
-    h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]}
+    h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]
+           and C2C_NOTE not in str(r["note"])}  # HBM÷PCIe: not against NVLink-C2C
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
             node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet

@@ -63,7 +63,8 @@ def test_peaks_come_from_nvml_then_cuda_then_sysfs(tmp_path):
 def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
     """Grace Hopper: sysfs may still show a PCIe link, but host copies use NVLink-C2C; a PCIe
     peak would mark a healthy ~400 GB/s copy invalid."""
-    from bwprof.gpu.executor import C2C_NOTE, GpuExecutor
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.peaks import C2C_NOTE
     from bwprof.plan import make_plan
     from bwprof.runner import RunContext, Runner
 
@@ -72,17 +73,18 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
     (device,) = describe(H200Like(devices=1), lambda props: {"c2c_enabled": True}, tmp_path)
     assert device.host_link_c2c and device.peak_pcie_gbps is None
     assert device.peak_hbm_gbps is not None
-    plan = make_plan(cases="h2d_pinned,d2d_copy", preset="quick", repeats=2, usable_cpus=1,
-                     llc_bytes=None, memory_available_bytes=8 << 30)
+    plan = make_plan(cases="h2d_pinned,d2d_copy,h2d_all", preset="quick", repeats=2,
+                     usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30)
     runner = Runner(plan, {"gpu": GpuExecutor(H200Like(devices=1), [device], 8 << 30)},
                     RunContext("r", "h"))
     try:
         rows = [r for r in runner.run() if r.status == "ok"]
     finally:
         runner.close()
-    assert {r.case for r in rows} == {"h2d_pinned", "d2d_copy"}
-    assert all((C2C_NOTE in r.note) == (r.case == "h2d_pinned") for r in rows)
-    assert all(r.peak_gbps is None for r in rows if r.case == "h2d_pinned")
+    assert {r.case for r in rows} == {"h2d_pinned", "d2d_copy", "h2d_all"}
+    assert {r.device for r in rows if r.case == "h2d_all"} == {"gpu0", "all"}
+    assert all((C2C_NOTE in r.note) == (r.case != "d2d_copy") for r in rows)
+    assert all(r.peak_gbps is None for r in rows if r.case != "d2d_copy")
 
 
 def test_simulated_devices_have_no_peaks():

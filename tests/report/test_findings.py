@@ -177,3 +177,17 @@ def test_a_ddr_figure_above_its_smbios_peak_is_a_finding():
                                                                       gbps_best=150.0))
     (finding,) = [f for f in derive_findings(rows, {}) if "above" in f.what]
     assert finding.device == "cpu" and "SMBIOS misreports" in finding.why
+
+
+def test_an_nvlink_c2c_gpus_idle_pcie_link_is_no_finding():
+    from bwprof.report.findings import pcie_below_max
+
+    row = make_row(case="h2d_pinned", backend="cuda", device="gpu0", memory="pinned",
+                   direction="h2d")
+    frame = results_frame([row])
+    frame["telemetry_samples"], frame["pcie_gen_min"], frame["pcie_width_min"] = 5, 1, 16
+    metadata = {"pcie_gen_max": 5, "pcie_width_max": 16}
+    system = {"gpus": {"devices": [{"index": 0, "metadata": metadata}]}}
+    assert len(pcie_below_max(frame, system)) == 1  # a PCIe board at Gen1: a finding
+    metadata["c2c_enabled"] = True
+    assert pcie_below_max(frame, system) == []

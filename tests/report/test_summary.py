@@ -223,3 +223,16 @@ def test_ddr_is_never_a_cache_figure():
     assert "cache bandwidth, not DDR; run with a larger --size" in ddr["note"]
     assert pd.isna(_one(only_cached, "hbm_triad", "gpu0")["hbm_over_ddr"])
     assert "there is no HBM/DDR ratio" in headline_sentence(only_cached)
+
+
+def test_no_hbm_over_pcie_ratio_against_an_nvlink_c2c_host_link():
+    from bwprof.peaks import C2C_NOTE
+
+    rows = [make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                     device_name="NVIDIA GH200", gbps_best=3700.0),
+            make_row(case="h2d_pinned", backend="cuda", device="gpu0", memory="pinned",
+                     direction="h2d", device_name="NVIDIA GH200", gbps_best=380.0,
+                     note=f"{C2C_NOTE}; something else")]
+    summary = build_summary(results_frame(rows))
+    assert pd.isna(_one(summary, "hbm_triad", "gpu0")["hbm_over_pcie"])
+    assert _one(summary, "h2d_pinned", "gpu0")["note"] == C2C_NOTE
