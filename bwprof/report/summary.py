@@ -135,7 +135,8 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
             out.append(_figure_row(
                 "ddr", largest, gbps=None, gbps_median=None, cv=None, pct_of_peak=None,
                 status="in cache", note=f"every ddr_triad row's arrays are {IN_CACHE_NOTE}: "
-                                      "cache bandwidth, not DDR; run with a larger --size"))
+                                        "cache bandwidth, not DDR; use a larger --size (or "
+                                        "free memory where bwprof had to shrink them)"))
             continue
         best = mine.loc[mine["gbps_best"].idxmax()]
         notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
@@ -260,7 +261,10 @@ def headline_sentence(summary: pd.DataFrame) -> str:
             text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
         return text + "."
     if ddr.empty:
-        return "No DDR figure (ddr_triad) in this run, so there is no HBM/DDR ratio."
+        cached = (summary["path"] == "ddr") & (summary["status"] == "in cache")
+        why = ("every ddr_triad row's arrays fit in the cache" if cached.any()
+               else "no ddr_triad row in this run")
+        return f"No DDR figure ({why}), so there is no HBM/DDR ratio."
     if (hbm["backend"] == "simulated").any() or (ddr["backend"] == "simulated").any():
         return ("HBM against DDR: the GPU rows of this run are simulated, not measurements, so "
                 "there is no measured ratio (summary.csv keeps the arithmetic, labelled "

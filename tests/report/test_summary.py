@@ -220,9 +220,10 @@ def test_ddr_is_never_a_cache_figure():
     only_cached = build_summary(results_frame([cached, hbm]))
     ddr = _one(only_cached, "ddr_triad", "cpu")
     assert pd.isna(ddr["gbps"]) and ddr["status"] == "in cache"
-    assert "cache bandwidth, not DDR; run with a larger --size" in ddr["note"]
+    assert "cache bandwidth, not DDR; use a larger --size" in ddr["note"]
     assert pd.isna(_one(only_cached, "hbm_triad", "gpu0")["hbm_over_ddr"])
-    assert "there is no HBM/DDR ratio" in headline_sentence(only_cached)
+    assert headline_sentence(only_cached) == ("No DDR figure (every ddr_triad row's arrays fit "
+                                              "in the cache), so there is no HBM/DDR ratio.")
 
 
 def test_no_hbm_over_pcie_ratio_against_an_nvlink_c2c_host_link():
