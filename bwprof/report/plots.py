@@ -260,10 +260,8 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     devices = (run.system.get("gpus") or {}).get("devices") or []
     names = " + ".join(sorted({d["properties"]["name"] for d in devices}))
     try:
-        timelines = read_timelines(run.path)
-    except BwprofError as exc:  # a damaged timelines.json: the other plots stand
-        if notes is not None:
-            notes.append(f"timeline plots not drawn: {exc}")
-        return written
-    written += write_timeline_plots(target, timelines, run.host, names)
+        written += write_timeline_plots(target, read_timelines(run.path), run.host, names)
+    except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
+        if notes is not None:  # the other plots stand
+            notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")
     return written

@@ -261,10 +261,13 @@ def headline_sentence(summary: pd.DataFrame) -> str:
             text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
         return text + "."
     if ddr.empty:
-        cached = (summary["path"] == "ddr") & (summary["status"] == "in cache")
-        why = ("every ddr_triad row's arrays fit in the cache" if cached.any()
-               else "no ddr_triad row in this run")
-        return f"No DDR figure ({why}), so there is no HBM/DDR ratio."
+        ddr_row = summary[summary["path"] == "ddr"].iloc[0]
+        why = ("" if ddr_row["status"] in ("skipped", "waived")
+               else " (every ddr_triad row's arrays fit in the cache)"
+               if ddr_row["status"] == "in cache"
+               else f" ({ddr_row['note']})" if ddr_row["status"] == "absent"
+               else f" ({ddr_row['status']}: {ddr_row['note']})")
+        return f"No DDR figure{why}, so there is no HBM/DDR ratio."
     if (hbm["backend"] == "simulated").any() or (ddr["backend"] == "simulated").any():
         return ("HBM against DDR: the GPU rows of this run are simulated, not measurements, so "
                 "there is no measured ratio (summary.csv keeps the arithmetic, labelled "

@@ -197,7 +197,8 @@ class CounterReader:
     def close(self, timeout_s: float = 2.0) -> None:
         """Give NVML back the GPM sample buffers, once the last read's threads are done: an
         interrupted caller (Ctrl-C in `bwprof monitor`) may leave them inside a GPM call.
-        Threads still reading after `timeout_s` keep their buffers (a leak, not a crash)."""
+        Threads still reading after `timeout_s` keep their buffers (a leak, not a crash).
+        A one-GPU reader reads in its caller's thread: close it from that thread."""
         with self._state:
             self._closed = True  # a reading thread not yet inside NVML stays out
             if not self._state.wait_for(lambda: self._reads_in_nvml == 0, timeout_s):

@@ -237,3 +237,15 @@ def test_no_hbm_over_pcie_ratio_against_an_nvlink_c2c_host_link():
     summary = build_summary(results_frame(rows))
     assert pd.isna(_one(summary, "hbm_triad", "gpu0")["hbm_over_pcie"])
     assert _one(summary, "h2d_pinned", "gpu0")["note"] == C2C_NOTE
+
+
+def test_the_headline_says_why_ddr_has_no_figure():
+    hbm = make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                   device_name="NVIDIA H200", gbps_best=4200.0)
+    failed = make_row(case="ddr_triad", status="invalid", gbps_best=None,
+                      note="validation failed: 3 of 8 elements of a != 4.0")
+    assert headline_sentence(build_summary(results_frame([failed, hbm]))) == (
+        "No DDR figure (invalid: validation failed: 3 of 8 elements of a != 4.0), so there is "
+        "no HBM/DDR ratio.")
+    assert headline_sentence(build_summary(results_frame([hbm]))) == (
+        "No DDR figure (no ddr_triad row in this run), so there is no HBM/DDR ratio.")
