@@ -21,6 +21,7 @@ CUDA rules this module follows (CUDA runtime API reference):
 
 from __future__ import annotations
 
+import logging
 import mmap
 import warnings
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 from bwprof.gpu.kernels import KERNELS, launch_config
 
 NO_GPU_REASON = "no NVIDIA driver / no CUDA device found"
+_log = logging.getLogger("bwprof.cuda")
 
 # cudaError_t values (stable across CUDA 11-13; CuPy 14 no longer exports the `error*` aliases).
 CUDA_ERROR_MEMORY_ALLOCATION = 2
@@ -264,7 +266,12 @@ class CudaBackend:
             from numba.cuda.cudadrv.driver import driver
 
             get_function = driver.cuKernelGetFunction
-        get_function(binding.CUkernel(int(kernel.handle)))
+        try:
+            get_function(binding.CUkernel(int(kernel.handle)))
+        except Exception as exc:  # loading early only spares the warm-up: never fatal
+            _log.warning("could not load a kernel into the context ahead of its first "
+                         "launch (%s: %s); its first launch will load it", type(exc).__name__,
+                         exc)
 
     def _numba_stream(self, stream: Any) -> Any:
         key = (int(stream.device_id), int(stream.ptr))

@@ -35,3 +35,17 @@ def test_a_kernel_is_loaded_into_the_current_context_before_use():
         get_cufunc=lambda: SimpleNamespace(handle=1)))
     CudaBackend._load(older, get_function=asked.append)
     assert len(bound) == 2 and len(asked) == 1
+
+
+def test_a_kernel_that_cannot_be_loaded_early_is_a_warning_not_an_error(caplog):
+    from types import SimpleNamespace
+
+    from bwprof.gpu.runtime import CudaBackend
+
+    def refuse(kernel):
+        raise RuntimeError("CUDA_ERROR_NOT_FOUND")
+
+    compiled = SimpleNamespace(bind=lambda: None, _codelibrary=SimpleNamespace(
+        get_cufunc=lambda: SimpleNamespace(kernel=SimpleNamespace(handle=1))))
+    CudaBackend._load(compiled, get_function=refuse)
+    assert "could not load a kernel" in caplog.text and "CUDA_ERROR_NOT_FOUND" in caplog.text
