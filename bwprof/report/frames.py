@@ -78,17 +78,22 @@ def read_results(path: Path) -> pd.DataFrame:
     return checked_results(frame, path)
 
 
-def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """A results table read from any format, checked for columns, schema version and values."""
-    missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
+def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
+    """BwprofError when the table's schema_version column holds another version."""
     versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
     if versions - {SCHEMA_VERSION}:
         raise BwprofError(
             f"{path} has schema version {sorted(versions)}, this bwprof reads "
             f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
         )
+
+
+def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A results table read from any format, checked for columns, schema version and values."""
+    missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
+    check_schema_version(frame, path)
     extra = [c for c in frame.columns if c not in RESULT_COLUMNS]
     try:
         typed = _typed(frame[[*RESULT_COLUMNS, *extra]].copy())

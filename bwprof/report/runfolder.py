@@ -16,7 +16,7 @@ import pandas as pd
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
-from bwprof.report.frames import checked_results, read_results
+from bwprof.report.frames import check_schema_version, checked_results, read_results
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.timeline import TimelinesVersionError, read_timelines
 
@@ -76,11 +76,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
     if "schema_version" in frame.columns:
-        versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna()
-                       .astype(int))
-        if versions - {SCHEMA_VERSION}:
-            raise BwprofError(f"{path} has schema version {sorted(versions)}, this bwprof "
-                              f"reads {SCHEMA_VERSION}; use the bwprof version that wrote it")
+        check_schema_version(frame, path)
     return frame
 
 

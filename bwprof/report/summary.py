@@ -243,6 +243,15 @@ def has_figure(row: pd.Series) -> bool:
     return plain(row["gbps"]) is not None or plain(row["overlap_efficiency"]) is not None
 
 
+def _why_no_figure(row: pd.Series) -> str:
+    """' (reason)' for a summary row without a figure; skipped and waived reasons are said
+    once, in the lines under the table, so not here."""
+    if row["status"] in ("skipped", "waived"):
+        return ""
+    return f" ({row['note']})" if row["status"] == "absent" else (
+        f" ({row['status']}: {row['note']})")
+
+
 def headline_sentence(summary: pd.DataFrame) -> str:
     """The HBM-versus-DDR ratio in one sentence (the headline of a capacity review)."""
     hbm = summary[(summary["case"] == "hbm_triad") & summary["gbps"].notna()]
@@ -251,22 +260,15 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     if ddr.empty and hbm.empty:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
-        hbm_row = summary[summary["path"] == "hbm"].iloc[0]
-        # Skipped and waived reasons are said once, in the lines under the table.
-        why = ("" if hbm_row["status"] in ("skipped", "waived")
-               else f" ({hbm_row['note']})" if hbm_row["status"] == "absent"
-               else f" ({hbm_row['status']}: {hbm_row['note']})")
+        why = _why_no_figure(summary[summary["path"] == "hbm"].iloc[0])
         text = f"No HBM figure in this run{why}, so there is no HBM/DDR ratio"
         if len(ddr):
             text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
         return text + "."
     if ddr.empty:
         ddr_row = summary[summary["path"] == "ddr"].iloc[0]
-        why = ("" if ddr_row["status"] in ("skipped", "waived")
-               else " (every ddr_triad row's arrays fit in the cache)"
-               if ddr_row["status"] == "in cache"
-               else f" ({ddr_row['note']})" if ddr_row["status"] == "absent"
-               else f" ({ddr_row['status']}: {ddr_row['note']})")
+        why = (" (every ddr_triad row's arrays fit in the cache)"
+               if ddr_row["status"] == "in cache" else _why_no_figure(ddr_row))
         return f"No DDR figure{why}, so there is no HBM/DDR ratio."
     if (hbm["backend"] == "simulated").any() or (ddr["backend"] == "simulated").any():
         return ("HBM against DDR: the GPU rows of this run are simulated, not measurements, so "
