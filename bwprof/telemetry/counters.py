@@ -41,6 +41,8 @@ THROTTLE_REASONS: dict[int, str] = {
     0x40: "hw_thermal",
     0x80: "hw_power_brake",
     0x100: "display_clocks",
+    0x200: "board_limit",
+    0x400: "reliability",
 }
 BENIGN_REASONS = 0x1 | 0x2 | 0x10 | 0x100
 """Idle, application clocks, sync boost and display clocks say nothing about a sick box."""
@@ -60,11 +62,15 @@ GPM_FAILURES_TO_GIVE_UP = 3
 
 
 def throttle_names(mask: int | None, include_benign: bool = False) -> str:
-    """'sw_power_cap|hw_slowdown' for a reasons bitmask; '' for none, None-safe."""
+    """'sw_power_cap|hw_slowdown' for a reasons bitmask; '' for none, None-safe. Bits newer
+    than this table appear as hex ('0x800'), so a reason a newer driver adds is not lost."""
     if not mask:
-        return ""
-    return "|".join(name for bit, name in THROTTLE_REASONS.items()
-                    if mask & bit and (include_benign or not bit & BENIGN_REASONS))
+        mask = 0
+    names = [name for bit, name in THROTTLE_REASONS.items()
+             if mask & bit and (include_benign or not bit & BENIGN_REASONS)]
+    unknown = mask & ~sum(THROTTLE_REASONS)
+    names += [hex(1 << bit) for bit in range(unknown.bit_length()) if unknown >> bit & 1]
+    return "|".join(names)
 
 
 @dataclass
@@ -73,6 +79,7 @@ class _Gpu:
     handle: Any
     gpm: bool
     c2c: bool = False
+    instant_power: bool = True  # NVML_FI_DEV_POWER_INSTANT answered (until it first does not)
     previous: Any = None
     previous_s: float = 0.0
     spare: Any = None
@@ -168,7 +175,7 @@ class CounterReader:
         read_s = self.clock()
         gpm = self._gpm(gpu, read_s)  # first, so its time is close to `read_s`
         utilisation = q("nvmlDeviceGetUtilizationRates", h)
-        power_mw = q("nvmlDeviceGetPowerUsage", h)
+        power_mw = self._power_mw(gpu)
         tx_kib = q("nvmlDeviceGetPcieThroughput", h, nvml.constant("NVML_PCIE_UTIL_TX_BYTES"))
         rx_kib = q("nvmlDeviceGetPcieThroughput", h, nvml.constant("NVML_PCIE_UTIL_RX_BYTES"))
         reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -180,8 +187,7 @@ class CounterReader:
             "sm_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_SM")),
             "mem_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.constant("NVML_CLOCK_MEM")),
             "power_w": None if power_mw is None else power_mw / 1000,
-            "temperature_c": q("nvmlDeviceGetTemperature", h,
-                               nvml.constant("NVML_TEMPERATURE_GPU")),
+            "temperature_c": self._temperature_c(gpu),
             "gpu_util_pct": getattr(utilisation, "gpu", None),
             "mem_util_pct": getattr(utilisation, "memory", None),
             "pcie_tx_mibps": None if tx_kib is None else tx_kib / KIB_PER_MIB,
@@ -193,6 +199,26 @@ class CounterReader:
         }
         reading.update(gpm)
         return reading
+
+    def _power_mw(self, gpu: _Gpu) -> float | None:
+        """Instantaneous power where the driver gives it: nvmlDeviceGetPowerUsage is a
+        1-second average on Ampere and newer, longer than a counter window, so its maximum
+        would not be a peak."""
+        if gpu.instant_power:
+            field = self.nvml.constant("NVML_FI_DEV_POWER_INSTANT")
+            power = self.nvml.field_values(gpu.handle, [field]).get(field)
+            if power is not None:
+                return power
+            gpu.instant_power = False
+        return self.nvml.query("nvmlDeviceGetPowerUsage", gpu.handle)
+
+    def _temperature_c(self, gpu: _Gpu) -> int | None:
+        """nvmlDeviceGetTemperature, deprecated (gone in CUDA 14's NVML), else its successor."""
+        sensor = self.nvml.constant("NVML_TEMPERATURE_GPU")
+        value = self.nvml.query("nvmlDeviceGetTemperature", gpu.handle, sensor)
+        if value is None:
+            value = self.nvml.query("nvmlDeviceGetTemperatureV", gpu.handle, sensor)
+        return value
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Give NVML back the GPM sample buffers, once the last read's threads are done: an

@@ -41,6 +41,13 @@ _CONSTANT_DEFAULTS: dict[str, int] = {
     "NVML_NVLINK_MAX_LINKS": 18,
     "NVML_AFFINITY_SCOPE_NODE": 0,
     "NVML_NVLINK_DEVICE_TYPE_SWITCH": 2,
+    "NVML_FI_DEV_NVLINK_LINK_COUNT": 91,
+    "NVML_FI_DEV_POWER_INSTANT": 186,
+}
+
+# c_nvmlValue_t's member for each nvmlValueType_t (NVML_VALUE_TYPE_DOUBLE = 0, ...).
+_FIELD_VALUE_MEMBERS: dict[int, str] = {
+    0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal",
 }
 
 _INIT_REASONS: tuple[tuple[str, str], ...] = (
@@ -49,8 +56,9 @@ _INIT_REASONS: tuple[tuple[str, str], ...] = (
     ("NVMLError_NoPermission", "no permission to use the NVIDIA driver"),
 )
 
-# Function names already reported as unsupported: each is logged once per process.
-_reported: set[str] = set()
+# (function name, why) pairs already logged: each is logged once per process, so a link that
+# does not exist (InvalidArgument) does not hide a later, different error from the same call.
+_reported: set[tuple[str, str]] = set()
 _reported_lock = threading.Lock()
 
 _PCI_RE = re.compile(
@@ -213,12 +221,13 @@ class Nvml:
         try:
             function = getattr(self._module, function_name)
         except AttributeError:
-            self._report(function_name, "not in this pynvml", default)
+            self._report(function_name, "not in this pynvml", "missing", default)
             return default
         try:
             result = function(*args)
         except self._errors as err:
-            self._report(function_name, str(err) or type(err).__name__, default)
+            self._report(function_name, str(err) or type(err).__name__, type(err).__name__,
+                         default)
             return default
         return _text(result)
 
@@ -230,12 +239,15 @@ class Nvml:
         return (self._module.NVMLError, *([mismatch] if mismatch else []))
 
     @staticmethod
-    def _report(function_name: str, why: str, default: object) -> None:
+    def _report(function_name: str, why: str, kind: str, default: object) -> None:
         with _reported_lock:
-            if function_name in _reported:
+            if (function_name, kind) in _reported:
                 return
-            _reported.add(function_name)
-        log.info("NVML %s unavailable here (%s); recording %r", function_name, why, default)
+            _reported.add((function_name, kind))
+        # A GPU fallen off the bus is news; an unsupported field is not.
+        level = logging.WARNING if kind == "NVMLError_GpuIsLost" else logging.INFO
+        log.log(level, "NVML %s unavailable here (%s); recording %r", function_name, why,
+                default)
 
     # -- devices -------------------------------------------------------------------------------
 
@@ -297,6 +309,20 @@ class Nvml:
         return {metric: float(answer.metrics[i].value) for i, metric in enumerate(ids)
                 if answer.metrics[i].nvmlReturn == success}
 
+    def field_values(self, handle: Any, field_ids: Iterable[int]) -> dict[int, float]:
+        """NVML field values (nvmlDeviceGetFieldValues) by field id; ids refused are left out."""
+        ids = list(field_ids)
+        answer = self.query("nvmlDeviceGetFieldValues", handle, ids)
+        if answer is None:
+            return {}
+        success = getattr(self._module, "NVML_SUCCESS", 0)
+        values = {}
+        for index, field in enumerate(ids):
+            member = _FIELD_VALUE_MEMBERS.get(int(answer[index].valueType))
+            if answer[index].nvmlReturn == success and member is not None:
+                values[field] = float(getattr(answer[index].value, member))
+        return values
+
     def c2c_enabled(self, handle: Any) -> bool | None:
         """Whether the GPU reaches host memory over NVLink-C2C (Grace Hopper and later)
         rather than PCIe; None where NVML cannot say (older drivers: PCIe boards)."""
@@ -327,7 +353,9 @@ class Nvml:
         if cuda_version is None:
             cuda_version = q("nvmlSystemGetCudaDriverVersion")
         ecc = q("nvmlDeviceGetEccMode", handle)
-        power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
+        power_mw = q("nvmlDeviceGetEnforcedPowerLimit", handle)  # what is in force
+        if power_mw is None:
+            power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
         links_up, nvlink_version, nvlink_remotes = self._nvlink(handle)
         c2c = self.c2c_enabled(handle)
 
@@ -372,8 +400,12 @@ class Nvml:
         """Active links, the major NVLink version of the first one (None without NVLink), and
         what each active link reaches: a GPU's bus id, "switch" (NVSwitch) or None."""
         enabled = self.constant("NVML_FEATURE_ENABLED")
+        count_field = self.constant("NVML_FI_DEV_NVLINK_LINK_COUNT")
+        count = self.field_values(handle, [count_field]).get(count_field)
+        # The links this GPU has; else every link pynvml knows of (36 now: an H200 has 18).
+        bound = int(count) if count is not None else self.constant("NVML_NVLINK_MAX_LINKS")
         active = []
-        for link in range(self.constant("NVML_NVLINK_MAX_LINKS")):
+        for link in range(bound):
             # NotSupported or InvalidArgument: no such link here; later ones may still be up.
             if self.query("nvmlDeviceGetNvLinkState", handle, link) == enabled:
                 active.append(link)

@@ -35,6 +35,27 @@ def raises(error: type[Exception]) -> Any:
     return fn
 
 
+def field_values(answers: dict[int, int | float]) -> Any:
+    """nvmlDeviceGetFieldValues answering `answers` (field id: value; an int as NVML's
+    unsigned int, a float as its double), every other id NotSupported, as the driver does:
+    the call succeeds and each value carries its own return code."""
+    def get(_handle: object, ids: list[int]) -> Any:
+        values = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for value, field in zip(values, ids, strict=True):
+            value.fieldId = field
+            answer = answers.get(field)
+            if answer is None:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            elif isinstance(answer, float):
+                value.valueType, value.value.dVal = pynvml.NVML_VALUE_TYPE_DOUBLE, answer
+                value.nvmlReturn = pynvml.NVML_SUCCESS
+            else:
+                value.valueType, value.value.uiVal = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, answer
+                value.nvmlReturn = pynvml.NVML_SUCCESS
+        return values
+    return get
+
+
 def h200_functions() -> dict[str, Any]:
     """One H200 SXM on a Gen5 x16 slot with 18 NVLink 4 links, CPUs 0-31,64-95 on node 1."""
     mem, sm = pynvml.NVML_CLOCK_MEM, pynvml.NVML_CLOCK_SM
@@ -81,6 +102,10 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetVbiosVersion": lambda h: b"96.00.89.00.01",
         "nvmlDeviceGetEccMode": lambda h: [1, 1],
         "nvmlDeviceGetPowerManagementLimit": lambda h: 700000,
+        "nvmlDeviceGetEnforcedPowerLimit": lambda h: 690000,  # in force: lower than configured
+        # A PCIe-attached H200: the driver has the C2C query and says it does not apply.
+        "nvmlDeviceGetC2cModeInfoV1": raises(pynvml.NVMLError_NotSupported),
+        "nvmlDeviceGetFieldValues": field_values({pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT: 18}),
         "nvmlDeviceGetNvLinkState": nvlink_state,
         "nvmlDeviceGetNvLinkVersion": lambda h, link: pynvml.NVML_NVLINK_VERSION_4_0,
         # An HGX board: every link goes to an NVSwitch.
@@ -96,6 +121,7 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
     handles = {bus: f"h{i}" for i, bus in enumerate(gpus)}
     config = {handles[bus]: {"reads": 0, **values} for bus, values in gpus.items()}
     clock = {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 3201}
+    instant_power = field_values({pynvml.NVML_FI_DEV_POWER_INSTANT: 655_000})
 
     def live(fn: Any) -> Any:
         """Raise GpuIsLost once a GPU has been read `lost_after` times."""
@@ -138,7 +164,9 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlDeviceGetHandleByPciBusId": by_bus,
         "nvmlDeviceGetUtilizationRates": live(utilisation),
         "nvmlDeviceGetClockInfo": live(lambda gpu, kind: clock[kind]),
-        "nvmlDeviceGetPowerUsage": live(lambda gpu: 650_000),
+        "nvmlDeviceGetPowerUsage": live(lambda gpu: 650_000),  # a 1-second average
+        "nvmlDeviceGetFieldValues": live(
+            lambda gpu, ids: instant_power(None, ids)),
         "nvmlDeviceGetTemperature": live(lambda gpu, sensor: 61),
         "nvmlDeviceGetPcieThroughput": live(
             lambda gpu, counter: 52_000_000 if counter == pynvml.NVML_PCIE_UTIL_RX_BYTES

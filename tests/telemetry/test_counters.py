@@ -36,7 +36,8 @@ def test_h200_counters_with_units_and_gpm_rates_from_the_second_read():
     first, = reader.read()
     assert set(first) == {"device", "read_s", *COUNTER_FIELDS}
     assert first["sm_clock_mhz"] == 1980 and first["mem_clock_mhz"] == 3201
-    assert first["power_w"] == 650.0 and first["temperature_c"] == 61
+    assert first["power_w"] == 655.0  # instantaneous, not the 1-second average (650 W)
+    assert first["temperature_c"] == 61
     assert first["pcie_rx_mibps"] == pytest.approx(52_000_000 / 1024)
     assert (first["pcie_gen"], first["pcie_width"]) == (5, 16)
     assert first["dram_bw_util_pct"] is None  # GPM needs two samples
@@ -72,8 +73,9 @@ def test_gpm_buffers_are_freed_when_a_gpu_is_lost_and_gpm_given_up():
 
 
 def test_a_library_version_mismatch_reads_as_none():
-    reader = reader_for({BUS_A: {}}, nvmlDeviceGetPowerUsage=raises(
-        pynvml.NVMLLibraryMismatchError))
+    mismatch = raises(pynvml.NVMLLibraryMismatchError)
+    reader = reader_for({BUS_A: {}}, nvmlDeviceGetPowerUsage=mismatch,
+                        nvmlDeviceGetFieldValues=mismatch)
     reading, = reader.read()
     assert reading["power_w"] is None and reading["sm_clock_mhz"] == 1980
 
@@ -81,6 +83,7 @@ def test_a_library_version_mismatch_reads_as_none():
 def test_a_device_that_supports_little_reads_as_none_without_raising():
     not_supported = raises(pynvml.NVMLError_NotSupported)
     reader = reader_for({BUS_A: {}}, nvmlDeviceGetPowerUsage=not_supported,
+                        nvmlDeviceGetFieldValues=not_supported,
                         nvmlDeviceGetPcieThroughput=not_supported,
                         nvmlDeviceGetCurrentClocksEventReasons=not_supported,
                         nvmlGpmQueryDeviceSupport=not_supported)
@@ -109,6 +112,23 @@ def test_throttle_names():
     assert throttle_names(0x1 | 0x4 | 0x40) == "sw_power_cap|hw_thermal"
     assert throttle_names(0x1 | 0x4, include_benign=True) == "gpu_idle|sw_power_cap"
     assert throttle_names(0) == "" and throttle_names(None) == ""
+    assert throttle_names(0x200 | 0x400) == "board_limit|reliability"
+    # A reason newer than the table is shown, not dropped (so it still makes a finding).
+    assert throttle_names(0x1 | 0x800 | 0x4000) == "0x800|0x4000"
+
+
+def test_power_falls_back_to_the_average_once_instant_power_is_refused():
+    reader = reader_for({BUS_A: {}}, nvmlDeviceGetFieldValues=raises(pynvml.NVMLError_NotSupported))
+    assert [r["power_w"] for r in reader.read() + reader.read()] == [650.0, 650.0]
+    fake = reader.nvml.module
+    assert [name for name, _ in fake.calls].count("nvmlDeviceGetFieldValues") == 1
+
+
+def test_temperature_falls_back_to_the_versioned_call():
+    reader = reader_for({BUS_A: {}},
+                        nvmlDeviceGetTemperature=raises(pynvml.NVMLError_FunctionNotFound),
+                        nvmlDeviceGetTemperatureV=lambda h, sensor: 58)
+    assert reader.read()[0]["temperature_c"] == 58
 
 
 def test_gpus_are_read_at_once_not_in_turn():

@@ -19,7 +19,7 @@ from bwprof.telemetry.nvml import (
     cuda_version_string,
     parse_pci_bus_id,
 )
-from tests.telemetry.fakes import fake_pynvml, h200_functions, raises
+from tests.telemetry.fakes import fake_pynvml, field_values, h200_functions, raises
 
 # -- initialisation -------------------------------------------------------------------------------
 
@@ -116,6 +116,24 @@ def test_query_every_nvml_error_gives_default(error) -> None:
     assert nvml.query("nvmlDeviceGetPowerUsage", "h", default=0) == 0
 
 
+def test_query_logs_each_kind_of_failure_once_and_a_lost_gpu_as_a_warning(caplog) -> None:
+    """A link that does not exist (InvalidArgument) must not hide a later, different error
+    from the same function; a GPU fallen off the bus is a warning, not a detail."""
+    errors = iter([pynvml.NVMLError_InvalidArgument, pynvml.NVMLError_InvalidArgument,
+                   pynvml.NVMLError_GpuIsLost])
+
+    def state(*_args: object) -> int:
+        raise next(errors)()
+
+    nvml = Nvml(fake_pynvml(nvmlDeviceGetNvLinkState=state))
+    with caplog.at_level(logging.INFO, logger="bwprof.nvml"):
+        for link in range(3):
+            assert nvml.query("nvmlDeviceGetNvLinkState", "h", link) is None
+    records = [r for r in caplog.records if "nvmlDeviceGetNvLinkState" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.INFO, logging.WARNING]
+    assert "GPU is lost" in records[1].getMessage()
+
+
 def test_query_function_missing_from_pynvml_gives_default(caplog) -> None:
     nvml = Nvml(fake_pynvml())
     with caplog.at_level(logging.INFO, logger="bwprof.nvml"):
@@ -201,11 +219,11 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "cuda_driver_version": "12.4",
         "vbios_version": "96.00.89.00.01",
         "ecc_mode_current": True,
-        "power_limit_w": 700.0,
+        "power_limit_w": 690.0,  # the enforced limit, not the configured one
         "nvlink_links_up": 18,
         "nvlink_version": 4,
         "nvlink_remotes": ["switch"] * 18,
-        "c2c_enabled": None,  # this pynvml stand-in has no C2C query: a PCIe board
+        "c2c_enabled": None,  # the driver answers NotSupported: a PCIe board
         "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6144),
         "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
         "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
@@ -219,7 +237,9 @@ def test_pcie_gpu_without_newer_functions_uses_fallbacks(tmp_path: Path) -> None
     """Older driver/pynvml: no GPU-max PCIe gen, no CUDA v2 call, no memory affinity, no NVLink."""
     functions = h200_functions()
     for name in ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlSystemGetCudaDriverVersion_v2",
-                 "nvmlDeviceGetMemoryAffinity", "nvmlDeviceGetNumaNodeId"):
+                 "nvmlDeviceGetMemoryAffinity", "nvmlDeviceGetNumaNodeId",
+                 "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetC2cModeInfoV1",
+                 "nvmlDeviceGetFieldValues"):
         del functions[name]
     functions["nvmlDeviceGetMaxPcieLinkGeneration"] = lambda h: 4
     functions["nvmlSystemGetCudaDriverVersion"] = lambda: 12080
@@ -240,6 +260,8 @@ def test_pcie_gpu_without_newer_functions_uses_fallbacks(tmp_path: Path) -> None
     assert meta["memory_bus_width_bits"] is None
     assert meta["peak_hbm_gbps"] is None
     assert meta["ecc_mode_current"] is False
+    assert meta["power_limit_w"] == 700.0  # the configured limit, where the enforced is unknown
+    assert meta["c2c_enabled"] is None
     assert meta["nvlink_links_up"] == 0
     assert meta["nvlink_version"] is None
     assert meta["peak_nvlink_gbps"] is None
@@ -273,6 +295,31 @@ def test_nvlink_counts_only_enabled_links(h200) -> None:
     assert meta["nvlink_links_up"] == 10
     assert meta["nvlink_version"] == 3  # read from link 1, the first active one
     assert meta["peak_nvlink_gbps"] == pytest.approx(250.0)
+
+
+def test_nvlink_states_are_asked_only_for_the_links_the_gpu_has(h200) -> None:
+    """pynvml's NVML_NVLINK_MAX_LINKS (36 now) is a bound for every GPU; the link-count field
+    is this one's, so an 18-link H200 is not asked about 18 links it does not have."""
+    nvml, fake = h200
+    assert nvml.device_metadata("h200")["nvlink_links_up"] == 18
+    asked = [args[1] for name, args in fake.calls if name == "nvmlDeviceGetNvLinkState"]
+    assert asked == list(range(18))
+
+    functions = h200_functions()
+    functions["nvmlDeviceGetFieldValues"] = raises(pynvml.NVMLError_NotSupported)
+    fake = fake_pynvml(**functions)
+    assert Nvml(fake).device_metadata("h200")["nvlink_links_up"] == 18
+    asked = [args[1] for name, args in fake.calls if name == "nvmlDeviceGetNvLinkState"]
+    assert asked == list(range(pynvml.NVML_NVLINK_MAX_LINKS))
+
+
+def test_field_values_read_each_value_by_its_type_and_leave_out_refused_ones() -> None:
+    power, links, absent = (pynvml.NVML_FI_DEV_POWER_INSTANT,
+                            pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT, pynvml.NVML_FI_DEV_ECC_CURRENT)
+    nvml = Nvml(fake_pynvml(nvmlDeviceGetFieldValues=field_values({power: 512.5, links: 18})))
+    assert nvml.field_values("h", [power, links, absent]) == {power: 512.5, links: 18.0}
+    refused = Nvml(fake_pynvml(nvmlDeviceGetFieldValues=raises(pynvml.NVMLError_NotSupported)))
+    assert refused.field_values("h", [power]) == {}
 
 
 def test_nvlink_enum_table_matches_pynvml_constants() -> None:
