@@ -70,7 +70,8 @@ class GpuExecutor:
 
     def _hbm(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
         if device.index not in self._hbm_sizes:
-            free = self.gpu.free_memory(device.index)
+            # The previous case's buffers are released before this one runs: count them free.
+            free = self.gpu.free_memory(device.index) + self.pool.device_bytes(device.index)
             self._hbm_sizes[device.index] = hbm.array_sizes(device, free, plan.preset == "full")
         return self._hbm_sizes[device.index]
 
@@ -142,10 +143,15 @@ class GpuExecutor:
         try:
             rows = self._dispatch(case, job, plan)
         except OutOfMemory as exc:
+            # Released after the except block: the exception's traceback keeps the failed
+            # job's frames, and with them its buffers, alive until the block ends.
+            out_of_memory = str(exc)
+        else:
+            out_of_memory = None
+        if out_of_memory is not None:
             self.pool.release()
-            raise NotRun(
-                "skipped", f"{format_bytes(job.size_bytes or 0)} does not fit: {exc}"
-            ) from None
+            raise NotRun("skipped",
+                          f"{format_bytes(job.size_bytes or 0)} does not fit: {out_of_memory}")
         rows = [self._checked(row) for row in rows]
         if self.backend == "simulated":
             rows = [_with_note(row, SIMULATED_NOTE) for row in rows]

@@ -52,13 +52,19 @@ UNGATED_AGGREGATE = ("aggregate not reported: the gate never held every GPU unti
                      "was enqueued, so they may not have run at once")
 
 
+SEEDS_PER_DEVICE = 16
+"""Pattern seeds a GPU's host paths may use (slots 0-15) before the next GPU's begin."""
+
+
 class HostEnd:
     """One host<->device path of one GPU: its host buffer, device buffer and stream."""
 
     def __init__(self, pool: BufferPool, device: GpuDevice, nbytes: int, pinned: bool,
                  to_device: bool, slot: int = 0) -> None:
         self.pool, self.device, self.nbytes, self.to_device = pool, device, nbytes, to_device
-        self.seed = slot  # each path its own pattern: cross-wired copies fail validation
+        # Each path its own pattern, per slot and per GPU: a copy that read another path's
+        # buffer (streams or buffers cross-wired, also between GPUs in h2d_all) fails.
+        self.seed = slot + SEEDS_PER_DEVICE * device.index
         backend = pool.backend
         self.host = pool.host(device, nbytes, pinned, slot)
         self.dev = pool.device(device.index, nbytes, slot)

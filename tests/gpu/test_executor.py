@@ -12,7 +12,7 @@ from bwprof.cases import get_case
 from bwprof.gpu import hbm
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import SIMULATED_NOTE, GpuExecutor
-from bwprof.gpu.sim import SimBackend
+from bwprof.gpu.sim import SimBackend, SimDeviceArray
 from bwprof.host import stream
 from bwprof.plan import MiB, make_plan
 from bwprof.runner import RunContext, Runner
@@ -122,6 +122,27 @@ def test_a_corrupted_copy_is_invalid(case):
     assert all("validation failed: 1 of 1048576 bytes" in r.note for r in rows)
 
 
+class CrossWiredBackend(SimBackend):
+    """Every host-to-device copy reads the first host buffer it was ever given, as if every
+    GPU's stream were wired to gpu0's buffer: validation must notice on every other GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.first_source = {}  # per size: the host buffer of the first copy of that size
+
+    def copy(self, dst, src, nbytes, stream):
+        if not isinstance(src, SimDeviceArray) and isinstance(dst, SimDeviceArray):
+            src = self.first_source.setdefault(nbytes, src)
+        super().copy(dst, src, nbytes, stream)
+
+
+def test_a_copy_from_another_gpus_host_buffer_is_invalid():
+    rows = [r for r in _run(CrossWiredBackend(), "h2d_all") if r.size_bytes == MiB]
+    status = {r.device: r.status for r in rows}
+    assert status["gpu0"] == "ok" and status["gpu1"] == "invalid"
+    assert "validation failed" in next(r.note for r in rows if r.device == "gpu1")
+
+
 def test_results_overwritten_after_timing_are_invalid(monkeypatch):
     """The real-GPU test's scenario on the simulated backend, so CI runs its code too."""
     from tests.gpu.corrupt import rows_with_results_corrupted
@@ -157,6 +178,19 @@ def test_hbm_array_sizes():
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
     tiny, note = hbm.array_sizes(big_l2, free_bytes=256 * MiB, sweep=False)
     assert tiny == [64 * MiB] and "below 4x" in note
+
+
+def test_hbm_sizes_count_the_previous_cases_buffers_as_free():
+    """They are released before the HBM case runs, so they must not shrink its arrays."""
+    def hbm_sizes(held_bytes):
+        backend = SimBackend()
+        executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+        held = executor.pool.device(0, held_bytes, 0) if held_bytes else None
+        sizes = [job.size_bytes for job in executor.jobs(get_case("hbm_copy"), _plan("hbm_"))]
+        del held
+        return sizes
+
+    assert hbm_sizes(48 * MiB) == hbm_sizes(0)
 
 
 def test_full_preset_sweeps_hbm_copy_through_the_cache():
