@@ -194,7 +194,7 @@ def report_command(
     except BwprofError as exc:
         _fail(str(exc))
     if as_json:
-        typer.echo(json.dumps(run_report_json(report), indent=2))
+        typer.echo(json.dumps(run_report_json(report, show_rows=rows), indent=2))
     else:
         print_run_report(Console(), report, show_rows=rows)
 

@@ -16,7 +16,7 @@ from bwprof.report.outputs import Written, output_dir, write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, machine_line
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.summary import build_summary, headline_sentence
-from bwprof.report.terminal import print_report
+from bwprof.report.terminal import print_report, report_lines
 
 
 @dataclass
@@ -64,10 +64,13 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
                       soft_wrap=True)
 
 
-def run_report_json(report: RunReport) -> dict[str, object]:
-    """Everything `print_run_report` says, for scripts (simulated figures keep their label)."""
+def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, object]:
+    """Everything `print_run_report` says, for scripts (simulated figures keep their label):
+    `lines` holds the report's lines by kind, `notes` what went wrong writing files, and
+    `rows` (with `show_rows`) every row of results.csv."""
     run = report.run
-    return {
+    lines = report_lines(rows_from_frame(run.results), report.summary, run.system, run.findings)
+    out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
                 "machine": machine_line(run.system), "simulated": run.simulated,
@@ -78,5 +81,9 @@ def run_report_json(report: RunReport) -> dict[str, object]:
         "findings": [] if run.findings is None else json_records(run.findings),
         "model": None if report.model is None else plain(report.model.as_dict()),
         "files": [str(path) for path in report.written.files],
+        "lines": lines,
         "notes": report.written.notes,
     }
+    if show_rows:
+        out["rows"] = json_records(run.results)
+    return out

@@ -333,30 +333,45 @@ def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> Non
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
+LINE_STYLES = {"failed": "bold red", "findings": "yellow"}
+
+
+def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
+                 system: Mapping[str, object] | None = None,
+                 findings: Any = None) -> dict[str, list[str]]:
+    """Every line the report says under the summary table, by kind and in order: the
+    summary's notes, the HBM/DDR sentence, the DDR peak, the overlap lines, then what was
+    simulated, not run, or failed, the state of telemetry and the findings. One source for
+    the terminal and for `--json`, so scripts see what people see."""
+    from bwprof.report.summary import headline_sentence
+
+    telemetry = telemetry_line(system or {})
+    said = {row.note for row in rows if row.status in ("skipped", "waived")}
+    # Not when it repeats why the GPUs were skipped.
+    show_telemetry = telemetry and telemetry.removeprefix("telemetry off: ") not in said
+    return {
+        "summary_notes": summary_notes(summary),
+        "headline": [headline_sentence(summary)],
+        "ddr_peak": [line for line in [ddr_peak_line(summary, system or {})] if line],
+        "overlap": overlap_lines(rows),
+        "simulated": simulated_lines(rows),
+        "not_run": not_run_lines(rows),
+        "failed": failure_lines(rows),
+        "telemetry": [telemetry] if show_telemetry else [],
+        "findings": [f"finding {line}" for line in finding_lines(findings)],
+    }
+
+
 def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
                  title: str = "", show_rows: bool = False,
                  system: Mapping[str, object] | None = None, findings: Any = None) -> None:
-    """The end of `bwprof run` and the body of `bwprof report`: the summary table, the
-    HBM/DDR sentence, the overlap lines, then what was simulated, not run, or failed, the
-    state of telemetry and the findings."""
-    from bwprof.report.summary import headline_sentence
-
+    """The end of `bwprof run` and the body of `bwprof report`: the summary table, then
+    `report_lines`."""
     if show_rows and headline_rows(rows):
         console.print(results_table(rows))
     console.print(path_table(summary, title))
-    _print_lines(console, summary_notes(summary))
-    _print_lines(console, [headline_sentence(summary)])
-    _print_lines(console, [line for line in [ddr_peak_line(summary, system or {})] if line])
-    _print_lines(console, overlap_lines(rows))
-    _print_lines(console, simulated_lines(rows))
-    _print_lines(console, not_run_lines(rows))
-    _print_lines(console, failure_lines(rows), style="bold red")
-    telemetry = telemetry_line(system or {})
-    said = {row.note for row in rows if row.status in ("skipped", "waived")}
-    if telemetry and telemetry.removeprefix("telemetry off: ") not in said:
-        _print_lines(console, [telemetry])  # not when it repeats why the GPUs were skipped
-    _print_lines(console, [f"finding {line}" for line in finding_lines(findings)],
-                 style="yellow")
+    for kind, lines in report_lines(rows, summary, system, findings).items():
+        _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 
 def change_cell(row: pd.Series) -> str:

@@ -81,6 +81,19 @@ def test_report_json(tmp_path):
     assert [row["backend"] for row in hbm] == ["simulated", "simulated"]
     assert all(row["gbps"] > 0 and row["peak_gbps"] is None for row in hbm)
     assert payload["headline"].startswith("HBM against DDR: the GPU rows of this run are")
+    # Every line the terminal prints under the table, by kind: scripts see what people see.
+    lines = payload["lines"]
+    assert lines["headline"] == [payload["headline"]]
+    assert lines["simulated"][0].startswith("simulated 44 GPU row(s)")
+    terminal = runner.invoke(app, ["report", str(DATA / "sim-a"), "--no-plots",
+                                   "--out", str(tmp_path)], env={"COLUMNS": "250"}).output
+    assert all(line in terminal for kind in lines.values() for line in kind)
+    assert "rows" not in payload
+    with_rows = json.loads(runner.invoke(app, ["report", str(DATA / "sim-a"), "--json", "--rows",
+                                               "--no-plots", "--out", str(tmp_path)]).output)
+    results = pd.read_csv(DATA / "sim-a" / "results.csv")
+    assert len(with_rows["rows"]) == len(results)
+    assert [row["case"] for row in with_rows["rows"]] == list(results["case"])
 
 
 def test_report_shows_every_row_with_rows(tmp_path):
