@@ -42,19 +42,40 @@ COMPARE_COLUMNS: tuple[str, ...] = (
 )
 
 
+# Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom; between entries the
+# lower one is used, whose larger t keeps the test on the safe side.
+_T_975: dict[int, float] = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+    9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980,
+}
+_Z_975 = 1.960
+
+
+def t_critical(degrees_of_freedom: float) -> float:
+    """The 95% two-sided critical value of Student's t (1.96 for infinitely many)."""
+    if math.isinf(degrees_of_freedom):
+        return _Z_975
+    return _T_975[max(k for k in _T_975 if k <= max(degrees_of_freedom, 1))]
+
+
 def noise_pct(cv_a: float | None, n_a: int | None, cv_b: float | None,
               n_b: int | None) -> float | None:
     """The change (in %) two figures may differ by through sampling noise alone.
 
     Each figure's relative standard error is about cv/√n (n kept samples, cv their coefficient
-    of variation); the two are independent, so the difference has √(cv_a²/n_a + cv_b²/n_b),
-    and a change beyond twice that (about 95% confidence) is beyond noise, never below
-    NOISE_FLOOR. Unknown (None) where a row lacks a CV or has fewer than two samples.
+    of variation); the two are independent, so the difference has √(cv_a²/n_a + cv_b²/n_b).
+    A change beyond t times that is beyond noise (Welch's t-test at 95%: t from the
+    Welch-Satterthwaite degrees of freedom, about 2 with many samples but 4.3 with two each,
+    whose CVs say little), never below NOISE_FLOOR. Unknown (None) where a row lacks a CV or
+    has fewer than two samples.
     """
     if cv_a is None or cv_b is None or not n_a or not n_b or n_a < 2 or n_b < 2:
         return None
-    spread = 2 * math.sqrt(cv_a**2 / n_a + cv_b**2 / n_b)
-    return 100 * max(spread, NOISE_FLOOR)
+    var_a, var_b = cv_a**2 / n_a, cv_b**2 / n_b
+    spread = var_a + var_b
+    freedom = (spread**2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
+               if spread > 0 else math.inf)
+    return 100 * max(t_critical(freedom) * math.sqrt(spread), NOISE_FLOOR)
 
 
 def parse_fail_below(text: str) -> float:
@@ -128,9 +149,12 @@ def run_labels(count: int) -> list[str]:
 class Regression:
     run: str
     figure: str
+    """'' when the baseline itself has no headline figure to hold the others against."""
     change_pct: float | None
     """None when the figure is missing from the later run."""
     simulated: bool
+    why: str = ""
+    """Why the figure (or every figure of the baseline) is missing, from the run's own rows."""
 
 
 @dataclass
@@ -142,10 +166,14 @@ class Comparison:
 
     def regressions(self, fail_below: float) -> list[Regression]:
         """Headline figures of later runs that fell more than `fail_below` % versus the
-        baseline, and headline figures of the baseline that a later run lacks."""
+        baseline, and headline figures of the baseline that a later run lacks. A baseline
+        without any headline figure fails too: acceptance against nothing is no acceptance."""
+        summary = self.rows[self.rows["scope"] == "summary"]
+        if not (summary["baseline"] & summary["value"].notna()).any():
+            return [Regression(self.labels[0], "", None, False, _why_empty(self.runs[0]))]
         found = []
-        summary = self.rows[(self.rows["scope"] == "summary") & ~self.rows["baseline"]]
-        for _, row in summary.iterrows():
+        runs = dict(zip(self.labels, self.runs, strict=True))
+        for _, row in summary[~summary["baseline"]].iterrows():
             if _num(row["baseline_value"]) is None:
                 continue
             change = _num(row["change_pct"])
@@ -156,12 +184,44 @@ class Comparison:
             found.append(Regression(
                 str(row["run"]), describe(row), change,
                 row["backend"] == "simulated" or self._baseline_simulated(row),
+                why_missing(runs[str(row["run"])], row) if change is None else "",
             ))
         return found
 
     def _baseline_simulated(self, row: pd.Series) -> bool:
         base = self.rows[self.rows["baseline"] & (self.rows["figure_id"] == row["figure_id"])]
         return bool((base["backend"] == "simulated").any())
+
+
+def why_missing(run: RunFolder, figure: pd.Series) -> str:
+    """Why `run` has no figure for a headline figure of the baseline, from its own rows."""
+    results = run.results
+    mine = results[(results["case"] == figure["case"]) & (results["device"] == figure["device"])]
+    same_model = mine[mine["device_name"].fillna("") == (figure["device_name"] or "")]
+    if len(mine) and same_model.empty:
+        models = ", ".join(sorted({str(n) for n in mine["device_name"].dropna()}))
+        return f"measured on {models or 'another device'}, which does not align with it"
+    failed = same_model[same_model["status"] != "ok"]
+    if len(failed):
+        first = failed.iloc[0]
+        return f"{first['status']} in this run: {first['note']}"
+    summary = build_summary(results)
+    path = summary[(summary["path"] == figure["path"]) & summary["gbps"].isna()
+                   & summary["overlap_efficiency"].isna()]
+    if len(path) and path.iloc[0]["status"] != "absent":
+        return f"{path.iloc[0]['status']}: {path.iloc[0]['note']}"
+    interrupted = " (the run was interrupted)" if run.system.get("interrupted") else ""
+    return f"not measured in this run{interrupted}"
+
+
+def _why_empty(run: RunFolder) -> str:
+    """Why a baseline has no headline figure at all, in a few words."""
+    if run.results.empty:
+        return "it has no rows" + (" (interrupted)" if run.system.get("interrupted") else "")
+    summary = build_summary(run.results)
+    reasons = [f"{row['path']}: {row['status']}" for _, row in summary.iterrows()
+               if row["status"] != "absent"]
+    return "; ".join(reasons) or "none of its cases gives a headline figure"
 
 
 def describe(row: pd.Series) -> str:
@@ -281,15 +341,22 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     frame["beyond_noise"] = frame["beyond_noise"].astype("boolean")
-    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels))
+    interrupted = [f"run {label} was interrupted: figures it did not reach are absent"
+                   for run, label in zip(runs, labels, strict=True)
+                   if run.system.get("interrupted")]
+    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + interrupted)
 
 
 def regression_lines(regressions: Sequence[Regression], fail_below: float) -> list[str]:
     """One line per headline figure that fails `--fail-below`; simulated changes stay unsaid."""
     lines = []
     for found in regressions:
+        if not found.figure:
+            lines.append(f"below --fail-below: baseline {found.run} has no headline figure to "
+                         f"hold the other runs against ({found.why})")
+            continue
         if found.change_pct is None:
-            what = "is missing (not measured or failed)"
+            what = f"is missing ({found.why or 'not measured or failed'})"
         elif found.simulated:
             what = f"fell more than {fail_below:g}% (simulated rows, not a measurement)"
         else:

@@ -7,6 +7,7 @@ sim-b every `hbm_triad gpu1` and `d2h_pinned gpu0` time is ×1.25 (figure -20%) 
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,12 +15,15 @@ from typer.testing import CliRunner
 
 from bwprof.cli import app
 from bwprof.errors import BwprofError
+from bwprof.plan import IN_CACHE_NOTE
 from bwprof.report.compare import (
     NOISE_FLOOR,
     compare_runs,
     machine_warnings,
     noise_pct,
     parse_fail_below,
+    regression_lines,
+    t_critical,
 )
 from bwprof.report.frames import results_frame
 from bwprof.report.runfolder import RunFolder, load_run
@@ -43,11 +47,24 @@ def _later(comparison, case, device, scope="summary", run="B"):
 
 
 def test_noise_rule():
-    # 2 * sqrt(0.05^2/9 + 0.05^2/9) = 0.0471 -> 4.71 %
-    assert noise_pct(0.05, 9, 0.05, 9) == pytest.approx(100 * 2 * math.sqrt(2 * 0.05**2 / 9))
+    # Welch: 16 degrees of freedom (read as 15: t = 2.131); 2.131 * sqrt(2 * 0.05^2/9) = 5.02 %
+    assert noise_pct(0.05, 9, 0.05, 9) == pytest.approx(100 * 2.131 * math.sqrt(2 * 0.05**2 / 9))
+    # Two samples each: 2 degrees of freedom, t = 4.303, so the band is over twice as wide.
+    assert noise_pct(0.05, 2, 0.05, 2) == pytest.approx(100 * 4.303 * 0.05)
+    # One noisy side dominates: its own n - 1 = 2 degrees of freedom (about), not 2 + 99.
+    assert noise_pct(0.10, 3, 0.001, 100) == pytest.approx(
+        100 * 4.303 * math.sqrt(0.1**2 / 3 + 0.001**2 / 100), rel=1e-3)
+    assert noise_pct(0.0, 9, 0.0, 9) == 100 * NOISE_FLOOR  # identical samples: the floor
     assert noise_pct(0.001, 9, 0.001, 9) == 100 * NOISE_FLOOR  # never below the floor
     assert noise_pct(None, 9, 0.05, 9) is None
     assert noise_pct(0.0, 1, 0.05, 9) is None  # one sample says nothing about its spread
+
+
+def test_t_critical_values():
+    assert t_critical(1) == 12.706 and t_critical(0.4) == 12.706
+    assert t_critical(2.9) == 4.303  # between entries: the lower one, the larger t
+    assert t_critical(11) == 2.228 and t_critical(500) == 1.980
+    assert t_critical(math.inf) == 1.960
 
 
 @pytest.mark.parametrize(("text", "value"), [("10", 10.0), ("2.5", 2.5), ("10%", 10.0),
@@ -96,13 +113,13 @@ def _run(path, **figures):
 
 
 def test_beyond_noise_flags_a_real_change_and_not_a_small_one(tmp_path):
-    # cv 5% over 9 samples on both sides: the noise band is ±4.71%.
+    # cv 5% over 9 samples on both sides: the noise band is ±5.02% (see test_noise_rule).
     base = _run(tmp_path / "a", ddr_copy=100.0, ddr_add=100.0, ddr_scale=100.0)
     later = _run(tmp_path / "b", ddr_copy=97.0, ddr_add=94.0, ddr_scale=106.0)
     rows = compare_runs([base, later]).rows
     verdicts = {r["case"]: (round(r["change_pct"], 6), r["noise_pct"], r["beyond_noise"])
                 for _, r in rows[~rows["baseline"]].iterrows()}
-    band = 100 * 2 * math.sqrt(2 * 0.05**2 / 9)
+    band = 100 * 2.131 * math.sqrt(2 * 0.05**2 / 9)
     assert verdicts == {"ddr_copy": (-3.0, pytest.approx(band), False),
                         "ddr_add": (-6.0, pytest.approx(band), True),
                         "ddr_scale": (6.0, pytest.approx(band), True)}
@@ -141,6 +158,44 @@ def test_fail_below_exits_1_naming_each_fallen_headline_figure(tmp_path):
     result = runner.invoke(app, [*args, str(DATA / "host-ddr"), "--fail-below", "50"])
     assert result.exit_code == 1
     assert "run C: hbm_triad gpu0 (simulated GPU) 16 MiB is missing" in result.output
+
+
+def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
+    base = _run(Path("a"), ddr_triad=100.0)
+    invalid = RunFolder(Path("b"), results_frame([make_row(
+        gbps_best=90.0, cv=0.05, repeats=9, status="invalid",
+        note="validation failed: 3 of 8 elements of a != 1.0")]), {"schema_version": 1})
+    other_cpu = _run(Path("c"), ddr_triad=100.0)
+    other_cpu.results["device_name"] = "another CPU"
+    interrupted = RunFolder(Path("d"), results_frame([]),
+                            {"schema_version": 1, "interrupted": True})
+    comparison = compare_runs([base, invalid, other_cpu, interrupted])
+    lines = regression_lines(comparison.regressions(10), 10)
+    assert lines == [
+        "below --fail-below: run B: ddr_triad cpu (CPU, with comma) 1 KiB is missing (invalid "
+        "in this run: validation failed: 3 of 8 elements of a != 1.0)",
+        "below --fail-below: run C: ddr_triad cpu (CPU, with comma) 1 KiB is missing (measured "
+        "on another CPU, which does not align with it)",
+        "below --fail-below: run D: ddr_triad cpu (CPU, with comma) 1 KiB is missing (not "
+        "measured in this run (the run was interrupted))",
+    ]
+    assert comparison.warnings[-1] == ("run D was interrupted: figures it did not reach are "
+                                       "absent")
+
+
+def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
+    """Acceptance against nothing is no acceptance: an interrupted or cache-sized baseline."""
+    empty = RunFolder(Path("a"), results_frame([]), {"schema_version": 1, "interrupted": True})
+    comparison = compare_runs([empty, _run(Path("b"), ddr_triad=100.0)])
+    assert regression_lines(comparison.regressions(10), 10) == [
+        "below --fail-below: baseline A has no headline figure to hold the other runs against "
+        "(it has no rows (interrupted))"]
+    in_cache = _run(Path("c"), ddr_triad=100.0)
+    in_cache.results["note"] = f"arrays {IN_CACHE_NOTE} (1 KiB): partly served by the cache"
+    comparison = compare_runs([in_cache, in_cache])
+    assert regression_lines(comparison.regressions(10), 10) == [
+        "below --fail-below: baseline A has no headline figure to hold the other runs against "
+        "(ddr: in cache)"]
 
 
 def test_measured_figures_print_and_simulated_ones_never_do():
