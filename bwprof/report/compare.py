@@ -341,10 +341,11 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     frame["beyond_noise"] = frame["beyond_noise"].astype("boolean")
-    interrupted = [f"run {label} was interrupted: figures it did not reach are absent"
-                   for run, label in zip(runs, labels, strict=True)
-                   if run.system.get("interrupted")]
-    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + interrupted)
+    stopped = [line for run, label in zip(runs, labels, strict=True)
+               for line in ([f"run {label} was interrupted: figures it did not reach are "
+                             "absent"] if run.system.get("interrupted") else [])
+               + [f"run {label}: {note}" for note in run.notes]]
+    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + stopped)
 
 
 def regression_lines(regressions: Sequence[Regression], fail_below: float) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,14 +69,31 @@ def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     return _typed(frame)
 
 
-def read_results(path: Path) -> pd.DataFrame:
+def read_run_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """A CSV file bwprof wrote row by row, without a last line it did not finish. Every row
+    ends with a newline, so a last line without one was cut off (the run was stopped while
+    writing it) and may hold a number cut short: it is left out, and `notes` says so."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    if text and not text.endswith("\n"):
+        complete, _, _cut = text.rpartition("\n")
+        if complete:  # the header at least is whole
+            text = complete + "\n"
+            if notes is not None:
+                notes.append(f"{path.name}: its last line was cut off (the run was stopped "
+                              "while writing it) and is left out")
+    try:
+        return pd.read_csv(io.StringIO(text), keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+
+
+def read_results(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """Load a results.csv written by bwprof; a file of another shape or schema version is a
     one-line error. Columns beyond the core ones (telemetry joins) are kept, after them."""
-    try:
-        frame = pd.read_csv(path, keep_default_na=True)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    return checked_results(frame, path)
+    return checked_results(read_run_csv(path, notes), path)
 
 
 def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
@@ -99,10 +117,31 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
         typed = _typed(frame[[*RESULT_COLUMNS, *extra]].copy())
     except _Malformed as exc:
         raise BwprofError(f"{path} is malformed: {exc}") from None
-    unknown = sorted(set(typed["status"].dropna().astype(str)) - set(STATUSES))
-    if unknown or typed["status"].isna().any():
-        raise BwprofError(f"{path} is malformed: unknown status {', '.join(unknown) or '(empty)'}")
+    status = typed["status"]
+    bad = status.isna() | ~status.astype("string").isin(list(STATUSES)).fillna(False)
+    if bad.any():
+        unknown = sorted(set(status[bad].dropna().astype(str)))
+        raise BwprofError(f"{path} is malformed: unknown status "
+                          f"{', '.join(unknown) or '(empty)'} {_where(bad)}")
+    negative = [c for c in NONNEGATIVE_COLUMNS if (typed[c].fillna(0) < 0).any()]
+    if negative:
+        raise BwprofError(f"{path} is malformed: column {negative[0]} holds a negative value "
+                          f"{_where(typed[negative[0]].fillna(0) < 0)}")
     return typed
+
+
+NONNEGATIVE_COLUMNS = (
+    "size_bytes", "threads", "streams", "repeats", "ops_per_sample", "bytes_per_rep",
+    "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps",
+    "pct_of_peak", "overlap_efficiency",
+)
+"""Sizes, counts, times and rates: a negative one was not written by bwprof."""
+
+
+def _where(mask: pd.Series) -> str:
+    """'in row 3 (line 4)' for the first row `mask` marks, counting as a CSV file does."""
+    first = int(mask.to_numpy().nonzero()[0][0])
+    return f"in row {first + 1} (line {first + 2})"
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:

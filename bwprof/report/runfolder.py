@@ -9,14 +9,19 @@ another schema version is a BwprofError naming the file, never a traceback.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
-from bwprof.report.frames import check_schema_version, checked_results, read_results
+from bwprof.report.frames import (
+    check_schema_version,
+    checked_results,
+    read_results,
+    read_run_csv,
+)
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.timeline import TimelinesVersionError, read_timelines
 
@@ -32,6 +37,8 @@ class RunFolder:
     system: dict
     samples: pd.DataFrame | None = None
     findings: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    """What reading the folder left out (a last line cut off by a stopped run)."""
 
     @property
     def run_id(self) -> str:
@@ -65,24 +72,46 @@ def read_system(path: Path) -> dict:
             f"{path} has schema version {system['schema_version']!r}, this bwprof reads "
             f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
         )
+    _check_shape(system, path)
     return system
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+# Where system.json nests, what each part must be: the report reads these without checking.
+_SHAPES: tuple[tuple[tuple[str, ...], type], ...] = (
+    (("host",), dict), (("gpus",), dict), (("telemetry",), dict), (("nodes",), list),
+    (("gpus", "devices"), list), (("telemetry", "idle_check"), list),
+)
+
+
+def _check_shape(system: dict, path: Path) -> None:
+    """A one-line error where a part of system.json the report reads has the wrong kind."""
+    for keys, kind in _SHAPES:
+        value: object = system
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, kind):
+            raise BwprofError(f"{path} is malformed: {'.'.join(keys)} should be "
+                              f"{'an object' if kind is dict else 'a list'}, not "
+                              f"{type(value).__name__}")
+    devices = (system.get("gpus") or {}).get("devices") or []
+    checks = (system.get("telemetry") or {}).get("idle_check") or []
+    for name, items in (("gpus.devices", devices), ("telemetry.idle_check", checks)):
+        if not all(isinstance(item, dict) for item in items):
+            raise BwprofError(f"{path} is malformed: every entry of {name} should be an object")
+
+
+def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """A CSV file of the run; one of another schema version is refused (files written before
     the other tables carried the column have none, and are read)."""
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    frame = read_run_csv(path, notes)
     if "schema_version" in frame.columns:
         check_schema_version(frame, path)
     return frame
 
 
-def read_samples(path: Path) -> pd.DataFrame:
+def read_samples(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """samples.csv (telemetry over time): needs `t_s`, numeric; other columns are kept."""
-    frame = _read_table(path)
+    frame = _read_table(path, notes)
     if "t_s" not in frame.columns:
         raise BwprofError(f"{path} is not a bwprof samples file (missing t_s)")
     times = pd.to_numeric(frame["t_s"], errors="coerce")
@@ -115,23 +144,28 @@ def load_run(path: str | Path) -> RunFolder:
         missing = SYSTEM_FILE if not (folder / SYSTEM_FILE).is_file() else RESULTS_FILE
         raise BwprofError(f"{folder} is not a bwprof run folder (no {missing})")
     system = read_system(folder / SYSTEM_FILE)
-    results = read_results(csv_path) if csv_path.is_file() else read_parquet_results(parquet_path)
+    notes: list[str] = []
+    results = (read_results(csv_path, notes) if csv_path.is_file()
+               else read_parquet_results(parquet_path))
     try:
         read_timelines(folder)  # another version is refused now, as for every file
     except TimelinesVersionError:
         raise
     except BwprofError:
         pass  # a damaged file costs only the timeline plots, whose step says why
-    return with_extras(folder, results, system)
+    return with_extras(folder, results, system, notes)
 
 
-def with_extras(folder: Path, results: pd.DataFrame, system: dict) -> RunFolder:
+def with_extras(folder: Path, results: pd.DataFrame, system: dict,
+                notes: list[str] | None = None) -> RunFolder:
     """A RunFolder of rows and metadata at hand, with the folder's samples and findings files
     where they exist (the end of `bwprof run` uses this)."""
-    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else None
-    findings = (_read_table(folder / FINDINGS_FILE) if (folder / FINDINGS_FILE).is_file()
-                else None)
-    return RunFolder(folder, results, system, samples, findings)
+    notes = [] if notes is None else notes
+    samples = (read_samples(folder / SAMPLES_FILE, notes) if (folder / SAMPLES_FILE).is_file()
+               else None)
+    findings = (_read_table(folder / FINDINGS_FILE, notes)
+                if (folder / FINDINGS_FILE).is_file() else None)
+    return RunFolder(folder, results, system, samples, findings, notes)
 
 
 def machine_line(system: dict) -> str:

@@ -55,7 +55,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for note in report.written.notes:
+    for note in [*run.notes, *report.written.notes]:
         console.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
     if report.written.files:
         folder = report.written.files[0].parent
@@ -66,7 +66,8 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
 
 def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, object]:
     """Everything `print_run_report` says, for scripts (simulated figures keep their label):
-    `lines` holds the report's lines by kind, `notes` what went wrong writing files, and
+    `lines` holds the report's lines by kind, `notes` what reading or writing files left out,
+    and
     `rows` (with `show_rows`) every row of results.csv."""
     run = report.run
     lines = report_lines(rows_from_frame(run.results), report.summary, run.system, run.findings)
@@ -82,7 +83,7 @@ def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, obj
         "model": None if report.model is None else plain(report.model.as_dict()),
         "files": [str(path) for path in report.written.files],
         "lines": lines,
-        "notes": report.written.notes,
+        "notes": [*run.notes, *report.written.notes],
     }
     if show_rows:
         out["rows"] = json_records(run.results)

@@ -37,6 +37,14 @@ def _break_results_value(run):
     (run / "results.csv").write_text("\n".join(lines) + "\n")
 
 
+def _negative_figure(run):
+    lines = (run / "results.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[19] = "-5"  # gbps_best
+    lines[1] = ",".join(cells)
+    (run / "results.csv").write_text("\n".join(lines) + "\n")
+
+
 def _other_schema_in_results(run):
     lines = (run / "results.csv").read_text().splitlines()
     lines[1:] = [line.rsplit(",", 1)[0] + ",2" for line in lines[1:]]
@@ -61,7 +69,14 @@ BREAKAGES = {
     "ragged csv": (_ragged, "cannot read", ""),
     "bad value": (_break_results_value, "is malformed: column gbps_best", ""),
     "bad status": (lambda run: _replace(run / "results.csv", ",ok,", ",great,"),
-                   "is malformed: unknown status great", ""),
+                   "is malformed: unknown status great in row 1 (line 2)", ""),
+    "negative figure": (_negative_figure, "column gbps_best holds a negative value in row 1", ""),
+    "system gpus a list": (
+        lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": [1, 2], "was": {'),
+        "system.json is malformed: gpus should be an object, not list", ""),
+    "system devices not objects": (
+        lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"devices": [1],'),
+        "system.json is malformed: every entry of gpus.devices should be an object", ""),
     "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
     "other schema (results)": (_other_schema_in_results, "has schema version [2]", ""),
     "other schema (system)": (
@@ -135,3 +150,20 @@ def test_a_damaged_timelines_file_costs_only_the_timeline_plots(run_copy, tmp_pa
     assert result.exit_code == 0, result.output
     assert "timeline plots not drawn: " in result.output
     assert (tmp_path / "out" / "bandwidth_vs_size.png").is_file()  # the other plots stand
+
+
+def test_a_last_line_cut_off_by_a_stopped_run_is_left_out_and_said(run_copy, tmp_path):
+    """The writer ends every row with a newline: a last line without one is half-written,
+    and may hold a number cut short, so the rows before it are the run."""
+    run = run_copy("host-ddr")
+    text = (run / "results.csv").read_text()
+    whole = len(load_run(run).results)
+    (run / "results.csv").write_text(text[: text.rstrip("\n").rfind("\n") + 40])
+    loaded = load_run(run)
+    assert len(loaded.results) == whole - 1
+    assert loaded.notes == ["results.csv: its last line was cut off (the run was stopped while "
+                            "writing it) and is left out"]
+    result = runner.invoke(app, ["report", str(run), "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0 and loaded.notes[0] in result.output
+    result = runner.invoke(app, ["compare", str(run), str(DATA / "host-ddr")])
+    assert f"warning: run A: {loaded.notes[0]}" in result.output
