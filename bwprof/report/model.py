@@ -56,7 +56,10 @@ def parse_model(text: str) -> ModelSpec:
     parameters = float(number) * _SCALE[scale.lower()]
     if dtype.lower() not in DTYPE_BYTES:
         raise BwprofError(f"unknown dtype {dtype!r} in --model {text!r}; {_USAGE}")
-    if not math.isfinite(parameters) or parameters < 1:
+    if not math.isfinite(parameters):
+        raise BwprofError(f"--model {text!r}: the parameter count is too large to be a number "
+                          "(write it as 70e9 or 70B)")
+    if parameters < 1:
         raise BwprofError(f"--model {text!r}: the parameter count must be at least 1")
     return ModelSpec(parameters, dtype.lower())
 
@@ -89,6 +92,8 @@ class ModelReport:
     fits_one_gpu: bool | None
     gpus_needed: int | None
     timings: list[Timing] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """'what: why' for each time this run has no figure for (a GPU time only with GPUs)."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -117,6 +122,15 @@ def _slowest(summary: pd.DataFrame, case: str, device_all: bool = False) -> pd.S
     return None if rows.empty else rows.loc[rows["gbps"].idxmin()]
 
 
+def _why_none(summary: pd.DataFrame, case: str) -> str:
+    """Why the summary has no figure for `case`: its own row's status and note."""
+    rows = summary[summary["case"] == case]
+    if rows.empty or rows.iloc[0]["status"] == "absent":
+        return f"no {case} figure in this run"
+    row = rows.iloc[0]
+    return f"{row['status']}: {row['note']}" if row["note"] else str(row["status"])
+
+
 def _gpus(system: dict) -> list[dict]:
     gpus = system.get("gpus") if isinstance(system, dict) else None
     devices = gpus.get("devices") if isinstance(gpus, dict) else None
@@ -132,21 +146,25 @@ def model_report(spec: ModelSpec, summary: pd.DataFrame, system: dict) -> ModelR
     memory = min(memories) if memories else None
     needed = math.ceil(weights / memory) if memory else None
     names = list(dict.fromkeys(str((d.get("properties") or {}).get("name")) for d in gpus))
-    timings = [
-        _timing("stage host→GPU, one GPU", _slowest(summary, "h2d_pinned"), weights),
-        _timing(f"stage host→GPU, all {len(gpus)} GPUs at once",
-                _slowest(summary, "h2d_all", device_all=True), weights),
-        _timing(f"one pass over the weights in HBM, on {needed or 1} GPU(s)",
-                _slowest(summary, "hbm_triad"), weights / (needed or 1)),
-        _timing("one pass over the weights in host DDR",
-                _slowest(summary, "ddr_triad"), weights),
+    wanted = [  # (what, case, row, bytes, whether a run without it should say why)
+        ("stage host→GPU, one GPU", "h2d_pinned", _slowest(summary, "h2d_pinned"), weights,
+         bool(gpus)),
+        (f"stage host→GPU, all {len(gpus)} GPUs at once", "h2d_all",
+         _slowest(summary, "h2d_all", device_all=True), weights, len(gpus) > 1),
+        (f"one pass over the weights in HBM, on {needed or 1} GPU(s)", "hbm_triad",
+         _slowest(summary, "hbm_triad"), weights / (needed or 1), bool(gpus)),
+        ("one pass over the weights in host DDR", "ddr_triad", _slowest(summary, "ddr_triad"),
+         weights, True),
     ]
+    timings = [_timing(what, row, nbytes) for what, _case, row, nbytes, _ in wanted]
+    missing = [f"{what}: {_why_none(summary, case)}"
+               for what, case, row, _, expected in wanted if row is None and expected]
     return ModelReport(
         parameters=spec.parameters, dtype=spec.dtype,
         bytes_per_parameter=spec.bytes_per_parameter, weight_bytes=weights,
         gpus_in_run=len(gpus), gpu_name=", ".join(names) if names else None,
         gpu_memory_bytes=memory, fits_one_gpu=None if memory is None else weights <= memory,
-        gpus_needed=needed, timings=[t for t in timings if t is not None],
+        gpus_needed=needed, timings=[t for t in timings if t is not None], missing=missing,
     )
 
 
@@ -195,4 +213,5 @@ def model_lines(report: ModelReport) -> list[str]:
         peak = f"{_duration(t.peak_seconds)} ({t.peak_gbps:.1f} GB/s)" if t.peak_gbps else "?"
         where = f"{t.case} {t.device}"
         lines.append(f"{t.what:<{width}}  {measured:>30}  {peak:>24}  [{where}]")
+    lines += [f"no time for {line}" for line in report.missing]
     return lines

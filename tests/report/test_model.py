@@ -93,6 +93,19 @@ def test_a_model_that_fits_one_gpu():
     assert "fits on one GPU" in "\n".join(model_lines(report))
 
 
+def test_a_time_the_run_has_no_figure_for_says_why():
+    """A host-only run whose DDR arrays fit in the cache: no DDR time, and the reason."""
+    from bwprof.plan import IN_CACHE_NOTE
+
+    rows = [make_row(gbps_best=90.0, note=f"arrays {IN_CACHE_NOTE} (32 MiB): partly cached")]
+    report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)), {})
+    assert report.timings == []
+    (line,) = [line for line in model_lines(report) if line.startswith("no time for")]
+    assert line.startswith("no time for one pass over the weights in host DDR: in cache: ")
+    # GPU times are not missed on a run without GPUs: the GPU line already says so.
+    assert len(report.missing) == 1
+
+
 def test_report_model_on_the_stored_runs(tmp_path):
     result = runner.invoke(app, ["report", str(DATA / "host-ddr"), "--model", "70e9:bf16",
                                  "--out", str(tmp_path), "--no-plots"])
