@@ -368,6 +368,8 @@ def kernels_command(
 
     try:
         target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
+        if cc is not None:
+            ptx.check_supported(target)
         results = ptx.compile_all(target)
     except BwprofError as exc:
         _fail(str(exc))

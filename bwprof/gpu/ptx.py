@@ -135,6 +135,22 @@ def parse_cc(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def check_supported(cc: tuple[int, int]) -> None:
+    """BwprofError unless this CUDA toolkit compiles for `cc`: numba-cuda would quietly compile
+    for the nearest one it knows (9.9 as 9.0, 99.0 as the newest), which is not what was asked.
+    Without NVRTC's list (an old numba-cuda) there is nothing to check against."""
+    require_real_cuda()
+    try:
+        from numba.cuda.cudadrv import nvrtc
+
+        supported = [tuple(c) for c in nvrtc.get_supported_ccs()]
+    except Exception:
+        return
+    if supported and tuple(cc) not in supported:
+        raise BwprofError(f"this CUDA toolkit does not compile for compute capability "
+                          f"{format_cc(cc)}; it knows {', '.join(format_cc(c) for c in supported)}")
+
+
 def format_cc(cc: tuple[int, int]) -> str:
     return f"{cc[0]}.{cc[1]}"
 

@@ -180,6 +180,23 @@ def test_kernels_command_rejects_malformed_cc(bad):
     assert lines[0].startswith("error: --cc expects MAJOR.MINOR")
 
 
+@pytest.mark.parametrize("cc", ["99.0", "1.0"])
+def test_kernels_command_refuses_a_cc_the_toolkit_does_not_compile_for(cc):
+    """numba-cuda would compile 99.0 for its newest target and 1.0 not at all (one error
+    per kernel): both are one usage line instead."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bwprof", "kernels", "--cc", cc],
+        cwd=REPO, env=env_without_cudasim(), capture_output=True, text=True, timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: this CUDA toolkit does not compile for compute "
+                               f"capability {cc}; it knows ")
+    assert "9.0" in lines[0]
+
+
 def test_kernels_command_refuses_the_simulator():
     from numba import config
 
