@@ -78,7 +78,7 @@ def read_system(path: Path) -> dict:
 
 # Where system.json nests, what each part must be: the report reads these without checking.
 _SHAPES: tuple[tuple[tuple[str, ...], type], ...] = (
-    (("host",), dict), (("gpus",), dict), (("telemetry",), dict), (("nodes",), list),
+    (("host",), dict), (("gpus",), dict), (("telemetry",), dict), (("nodes",), dict),
     (("gpus", "devices"), list), (("telemetry", "idle_check"), list),
 )
 
