@@ -19,6 +19,14 @@ from bwprof._version import __version__
 from bwprof.errors import BwprofError, RunInterrupted
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+_interrupt_said = False  # set where an interrupt was already explained, so main stays quiet
+
+
+def _exit_interrupted() -> NoReturn:
+    """Exit 130 after the interrupt was explained."""
+    global _interrupt_said
+    _interrupt_said = True
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 app = typer.Typer(
     name="bwprof",
@@ -141,7 +149,10 @@ def run_command(
         )
         for note in exc.result.notes:
             typer.echo(note, err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        _exit_interrupted()
+    except KeyboardInterrupt:  # while the machine was still being described
+        typer.echo("interrupted before the first measurement: no rows were measured", err=True)
+        _exit_interrupted()
     finally:
         signal.signal(signal.SIGTERM, previous)
         if progress is not None:
@@ -438,6 +449,8 @@ def _root(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app and turns every usage error into one line and exit code 2."""
+    global _interrupt_said
+    _interrupt_said = False
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="bwprof", standalone_mode=False)
@@ -452,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         typer.echo(f"error: {exc.format_message()}{where}", err=True)
         return int(exc.exit_code)
+    if code == EXIT_INTERRUPTED and not _interrupt_said:
+        # typer turns Ctrl-C inside any command into exit 130 without a word.
+        typer.echo("interrupted", err=True)
     return int(code or 0)
 
 

@@ -74,11 +74,17 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
+def list_items(text: str) -> list[str]:
+    """The entries of a comma-separated option, blanks dropped: '1,2,' is '1,2', as for
+    --cases (a list a script built with a trailing comma)."""
+    return [token.strip() for token in text.split(",") if token.strip()]
+
+
 def parse_int_list(text: str, option: str) -> tuple[int, ...]:
     """'1,2,4' -> (1, 2, 4), duplicates removed, order kept."""
     values: list[int] = []
-    for token in text.split(","):
-        token = token.strip()
+    tokens = list_items(text)
+    for token in tokens or [text]:
         if not re.fullmatch(r"\d+", token):
             raise BwprofError(f"{option} expects a comma-separated list of integers, got {text!r}")
         if int(token) not in values:
@@ -180,10 +186,17 @@ def make_plan(
     if size is None:
         array_bytes: tuple[int, ...] = (default_host_array_bytes(llc_bytes),)
     elif isinstance(size, str):
-        array_bytes = tuple(dict.fromkeys(parse_size(part) for part in size.split(",")))
+        parts = list_items(size) or [size]
+        array_bytes = tuple(dict.fromkeys(parse_size(part) for part in parts))
     else:
         array_bytes = tuple(size)
     for nbytes in array_bytes:
+        if nbytes % HOST_ELEMENT_BYTES:
+            below = nbytes // HOST_ELEMENT_BYTES * HOST_ELEMENT_BYTES
+            raise BwprofError(
+                f"--size {nbytes} B is not a whole number of float64 elements "
+                f"({HOST_ELEMENT_BYTES} bytes each); use {below} or {below + HOST_ELEMENT_BYTES}"
+            )
         if nbytes < MIN_HOST_ARRAY_BYTES:
             raise BwprofError(
                 f"--size {nbytes} B is too small; host arrays need at least "

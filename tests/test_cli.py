@@ -185,3 +185,29 @@ def test_mpi_without_mpi4py_is_one_line_saying_how_to_get_it(monkeypatch, tmp_pa
 def test_help_keeps_the_defaults_it_names():
     text = runner.invoke(app, ["run", "--help"]).output
     assert "(default: all)" in text and "(default: 4x LLC)" in text
+
+
+def test_an_interrupt_before_the_first_measurement_says_so(monkeypatch, tmp_path):
+    """Ctrl-C while the machine is still being described: one line and exit 130, not a
+    silent exit."""
+    from bwprof import api
+
+    def interrupted(**_options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "run", interrupted)
+    result = runner.invoke(app, ["run", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 130
+    assert result.output.strip() == ("interrupted before the first measurement: no rows were "
+                                     "measured")
+
+
+def test_an_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
+    from bwprof.report import runreport
+
+    def interrupted(*_args, **_options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runreport, "make_run_report", interrupted)
+    assert main(["report", "anywhere"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

@@ -36,6 +36,17 @@ def test_parse_size_rejects_malformed(text):
 
 def test_parse_int_list():
     assert parse_int_list("1,2, 4,2", "--threads") == (1, 2, 4)
+    assert parse_int_list("2,", "--threads") == (2,)  # a trailing comma, as --cases allows
+    with pytest.raises(BwprofError, match="comma-separated list of integers"):
+        parse_int_list(",", "--threads")
+
+
+def test_a_size_that_is_not_whole_float64_elements_is_refused():
+    with pytest.raises(BwprofError, match=r"--size 10001 B is not a whole number of float64 "
+                                          r"elements \(8 bytes each\); use 10000 or 10008"):
+        make_plan(size="10001", usable_cpus=2, llc_bytes=None, memory_available_bytes=8 << 30)
+    plan = make_plan(size="1MiB,", usable_cpus=2, llc_bytes=None, memory_available_bytes=8 << 30)
+    assert plan.host_array_bytes == (1 << 20,)
     with pytest.raises(BwprofError, match="--threads expects"):
         parse_int_list("1,x", "--threads")
 
