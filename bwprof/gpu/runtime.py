@@ -81,15 +81,17 @@ class CudaBackend:
 
     name = "cuda"
 
-    def __init__(self) -> None:
-        from numba import config
+    def __init__(self, cupy: Any = None, numba_cuda: Any = None) -> None:
+        """`cupy` and `numba_cuda` stand in for the real modules in tests (a fake that
+        enforces CUDA's cross-device rules, tests/gpu/fake_cuda.py)."""
+        if numba_cuda is None:
+            from numba import config
 
-        if config.ENABLE_CUDASIM:
-            raise RuntimeError("NUMBA_ENABLE_CUDASIM is set: unset it to measure a real GPU")
-        self.cp = import_cupy()
-        from numba import cuda
-
-        self.nb = cuda
+            if config.ENABLE_CUDASIM:
+                raise RuntimeError("NUMBA_ENABLE_CUDASIM is set: unset it to measure a real GPU")
+            from numba import cuda as numba_cuda
+        self.cp = cupy if cupy is not None else import_cupy()
+        self.nb = numba_cuda
         self._kernels: dict[str, Any] = {}
         self._ready: set[int] = set()
         self._numba_streams: dict[tuple[int, int], Any] = {}

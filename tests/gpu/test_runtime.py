@@ -49,3 +49,93 @@ def test_a_kernel_that_cannot_be_loaded_early_is_a_warning_not_an_error(caplog):
         get_cufunc=lambda: SimpleNamespace(kernel=SimpleNamespace(handle=1))))
     CudaBackend._load(compiled, get_function=refuse)
     assert "could not load a kernel" in caplog.text and "CUDA_ERROR_NOT_FOUND" in caplog.text
+
+
+# -- CudaBackend against a fake that enforces CUDA's cross-device rules ----------------------
+
+
+def _backend(**machine):
+    from bwprof.gpu.runtime import CudaBackend
+    from tests.gpu.fake_cuda import FakeCuda
+
+    fake = FakeCuda(**machine)
+    return CudaBackend(cupy=fake.cupy, numba_cuda=fake.numba_cuda), fake
+
+
+def test_a_gated_sample_across_gpus_keeps_each_event_on_its_own_device():
+    """One gate on gpu0 holds streams of gpu0 and gpu1; every event is recorded and timed on
+    its own device, and the copies are issued with their stream's device current."""
+    import numpy as np
+
+    from bwprof.gpu.backend import Work
+
+    backend, fake = _backend(devices=2)
+    host = backend.host_array(4096, pinned=True)
+    on0, on1 = backend.device_array(0, 4096), backend.device_array(1, 4096)
+    s0, s1 = backend.new_stream(0), backend.new_stream(1)
+    works = [Work(s0, lambda: backend.copy(on0, host, 4096, s0), 3),
+             Work(s1, lambda: backend.copy(on1, on0, 4096, s1), 2)]
+    sample = backend.time_sample(works, gate=True, hold_us=2000)
+
+    assert isinstance(host, np.ndarray) and host.nbytes == 4096
+    hold = [entry for entry in fake.log if entry[0] == "launch"]
+    assert [(name, device, args) for _, name, device, args in hold] == [("hold", 0, (2000,))]
+    assert [e for e in fake.log if e[0] == "wait"] == [("wait", 0, 0), ("wait", 1, 0)]
+    copies = [e for e in fake.log if e[0].startswith("memcpy")]
+    assert [e[:3] for e in copies] == [("memcpyAsync", 0, 0)] * 3 + [
+        ("memcpyPeerAsync", 1, 1)] * 2
+    assert copies[-1][3:] == (1, 0, 4096)  # to gpu1 from gpu0
+    assert sample.covered  # the gate had not opened when the last copy was enqueued
+    assert sample.starts_s == (0.0, 0.0)  # events of two devices are never subtracted
+    assert all(seconds > 0 for seconds in sample.seconds)
+
+
+def test_streams_of_one_gpu_get_start_times_from_a_common_origin():
+    from bwprof.gpu.backend import Work
+
+    backend, fake = _backend(devices=1)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    first, second = backend.new_stream(0), backend.new_stream(0)
+    sample = backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
+                                  Work(second, lambda: backend.copy(b, a, 64, second), 1)],
+                                 gate=False, hold_us=0)
+    # The fake clock ticks 1 ms per recorded event: start, end, start, end.
+    assert sample.starts_s == (0.0, 0.002) and sample.seconds == (0.001, 0.001)
+    assert sample.ends_s == (0.001, 0.003) and sample.covered
+    assert not [e for e in fake.log if e[0] in ("launch", "wait")]  # no gate asked for
+
+
+def test_a_gate_that_opened_before_the_enqueue_ended_is_reported():
+    from bwprof.gpu.backend import Work
+
+    backend, fake = _backend(devices=1)
+    fake.gate_done = True
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    stream = backend.new_stream(0)
+    sample = backend.time_sample([Work(stream, lambda: backend.copy(a, b, 64, stream), 1)],
+                                 gate=True, hold_us=10)
+    assert not sample.covered
+
+
+def test_kernels_launch_on_their_streams_device_with_unsynchronised_views():
+    backend, fake = _backend(devices=2)
+    arrays = [backend.kernel_view(backend.device_array(1, 8 * 1024)) for _ in range(3)]
+    backend.launch("triad", backend.new_stream(1), *arrays, 0.4)
+    (launch,) = [e for e in fake.log if e[0] == "launch"]
+    assert launch[1:3] == ("stream_triad", 1)
+
+
+def test_peer_access_enabled_twice_is_not_an_error():
+    backend, fake = _backend(devices=2)
+    assert backend.enable_peer_access(0, 1) and backend.enable_peer_access(0, 1)
+    assert fake.peers == {(0, 1)}
+
+
+def test_memory_that_does_not_fit_is_out_of_memory_not_a_crash():
+    from bwprof.gpu.backend import OutOfMemory
+
+    backend, _ = _backend(devices=1, memory_bytes=1 << 20, pinned_limit_bytes=1 << 20)
+    with pytest.raises(OutOfMemory, match="gpu0"):
+        backend.device_array(0, 2 << 20)
+    with pytest.raises(OutOfMemory, match="pinned host memory"):
+        backend.host_array(2 << 20, pinned=True)

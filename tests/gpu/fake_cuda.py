@@ -1,0 +1,222 @@
+"""Stand-ins for CuPy and numba.cuda that enforce the CUDA runtime's cross-device rules.
+
+CudaBackend need not run on a GPU to be checked against the rules its docstring cites: these
+fakes record every call, with the device current at the time, and raise RuleBroken where CUDA
+would fail or silently misbehave:
+
+- an event is recorded on a stream of the device it was created on (cudaEventRecord);
+- elapsed time is taken between two recorded, timing-enabled events of one device
+  (cudaEventElapsedTime);
+- a kernel is launched on a stream of the current device, on arrays wrapped without a sync;
+- peer access is enabled from the current device, once (a second time is CUDA error 704).
+
+A stream may wait on an event of another device (cudaStreamWaitEvent allows it): that is how
+one gate holds every GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+
+class RuleBroken(AssertionError):
+    """A call CUDA would refuse, or that would time or run the wrong thing."""
+
+
+class FakeCuda:
+    """One fake machine: `devices` GPUs of `memory_bytes` each, and a call log."""
+
+    def __init__(self, devices: int = 2, memory_bytes: int = 1 << 30,
+                 pinned_limit_bytes: int = 1 << 30) -> None:
+        self.devices = devices
+        self.memory_bytes = memory_bytes
+        self.pinned_limit_bytes = pinned_limit_bytes
+        self.current = 0
+        self.log: list[tuple[Any, ...]] = []
+        self.streams: dict[int, Stream] = {}
+        self.clock = itertools.count(1)  # fake GPU time, in ms, one tick per recorded event
+        self.gate_done = False  # what Event.done answers for a sync-only event
+        self.peers: set[tuple[int, int]] = set()
+        self._pointers = itertools.count(0x10000, 0x1000)
+        self.cupy = self._cupy()
+        self.numba_cuda = self._numba()
+
+    def pointer(self) -> int:
+        return next(self._pointers)
+
+    def _check_device(self, device: int) -> None:
+        if not 0 <= device < self.devices:
+            raise RuleBroken(f"no device {device}")
+
+    # cupy --------------------------------------------------------------------------------
+
+    def _cupy(self) -> SimpleNamespace:
+        fake = self
+
+        class CUDARuntimeError(RuntimeError):
+            def __init__(self, status: int) -> None:
+                super().__init__(f"cudaError {status}")
+                self.status = status
+
+        def memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+            fake.log.append(("memcpyAsync", fake.current, fake.streams[stream].device_id, kind,
+                             size))
+
+        def memcpy_peer_async(dst: int, dst_device: int, src: int, src_device: int, size: int,
+                              stream: int) -> None:
+            fake.log.append(("memcpyPeerAsync", fake.current, fake.streams[stream].device_id,
+                             dst_device, src_device, size))
+
+        def enable_peer_access(peer: int) -> None:
+            if (fake.current, peer) in fake.peers:
+                raise CUDARuntimeError(704)  # cudaErrorPeerAccessAlreadyEnabled
+            fake.peers.add((fake.current, peer))
+
+        def pinned_memory(nbytes: int, flags: int) -> SimpleNamespace:
+            if flags != runtime.hostAllocPortable:
+                raise RuleBroken("pinned host memory for several GPUs must be portable")
+            if nbytes > fake.pinned_limit_bytes:
+                raise CUDARuntimeError(2)  # cudaErrorMemoryAllocation
+            return SimpleNamespace(buffer=bytearray(nbytes))
+
+        runtime = SimpleNamespace(
+            memcpyHostToHost=0, memcpyHostToDevice=1, memcpyDeviceToHost=2,
+            memcpyDeviceToDevice=3, hostAllocPortable=1, CUDARuntimeError=CUDARuntimeError,
+            getDeviceCount=lambda: fake.devices, memcpyAsync=memcpy_async,
+            memcpyPeerAsync=memcpy_peer_async, deviceCanAccessPeer=lambda d, p: True,
+            deviceEnablePeerAccess=enable_peer_access,
+            deviceSynchronize=lambda: fake.log.append(("deviceSynchronize", fake.current)),
+            memGetInfo=lambda: (fake.memory_bytes, fake.memory_bytes),
+            memset=lambda pointer, value, size: None,
+            memcpy=lambda dst, src, size, kind: None,
+        )
+        pool = SimpleNamespace(free_all_blocks=lambda: None)
+        return SimpleNamespace(
+            cuda=SimpleNamespace(
+                Device=lambda device: Device(fake, device), Stream=lambda **kw: Stream(fake, **kw),
+                Event=lambda **kw: Event(fake, **kw), get_elapsed_time=fake._elapsed_ms,
+                runtime=runtime, PinnedMemory=pinned_memory,
+                PinnedMemoryPointer=lambda memory, offset: memory.buffer,
+                memory=SimpleNamespace(OutOfMemoryError=MemoryError),
+            ),
+            empty=lambda nbytes, dtype: fake._device_array(nbytes),
+            uint8=np.uint8, float64=np.float64,
+            get_default_memory_pool=lambda: pool, get_default_pinned_memory_pool=lambda: pool,
+        )
+
+    def _device_array(self, nbytes: int) -> DeviceArray:
+        if nbytes > self.memory_bytes:
+            raise MemoryError(f"out of memory allocating {nbytes} bytes")
+        return DeviceArray(self, self.current, nbytes)
+
+    def _elapsed_ms(self, start: Event, end: Event) -> float:
+        if start.device != end.device:
+            raise RuleBroken("elapsed time between events of two devices")
+        if not (start.timing and end.timing):
+            raise RuleBroken("elapsed time of an event created without timing")
+        if start.at is None or end.at is None:
+            raise RuleBroken("elapsed time of an event never recorded")
+        return float(end.at - start.at)
+
+    # numba.cuda ------------------------------------------------------------------------
+
+    def _numba(self) -> SimpleNamespace:
+        fake = self
+
+        def as_cuda_array(array: Any, sync: bool = True) -> Any:
+            if sync:
+                raise RuleBroken("a synchronising view serialises the streams")
+            return array
+
+        return SimpleNamespace(
+            gpus=[Context(fake, device) for device in range(fake.devices)],
+            jit=lambda signature, cache=False: (lambda function: Dispatcher(fake, function)),
+            external_stream=lambda pointer: SimpleNamespace(pointer=pointer),
+            as_cuda_array=as_cuda_array,
+        )
+
+
+class Device:
+    """cupy.cuda.Device: makes its device current inside `with`."""
+
+    def __init__(self, fake: FakeCuda, device: int) -> None:
+        fake._check_device(device)
+        self.fake, self.id, self.compute_capability = fake, device, "90"
+
+    def __enter__(self) -> Device:
+        self.previous, self.fake.current = self.fake.current, self.id
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.fake.current = self.previous
+
+
+class Context(Device):
+    """numba.cuda.gpus[i]: the same, for Numba's context stack."""
+
+
+class Stream:
+    def __init__(self, fake: FakeCuda, non_blocking: bool = False) -> None:
+        if not non_blocking:
+            raise RuleBroken("a blocking stream would wait for the legacy stream")
+        self.fake, self.device_id, self.ptr = fake, fake.current, fake.pointer()
+        fake.streams[self.ptr] = self
+
+    def wait_event(self, event: Event) -> None:
+        self.fake.log.append(("wait", self.device_id, event.device))  # any device's event
+
+
+class Event:
+    def __init__(self, fake: FakeCuda, block: bool = False, disable_timing: bool = False,
+                 interprocess: bool = False) -> None:
+        self.fake, self.device, self.timing = fake, fake.current, not disable_timing
+        self.at: int | None = None
+
+    def record(self, stream: Stream) -> None:
+        if stream.device_id != self.device:
+            raise RuleBroken(f"event of device {self.device} recorded on a stream of device "
+                             f"{stream.device_id}")
+        self.at = next(self.fake.clock)
+
+    @property
+    def done(self) -> bool:
+        return self.fake.gate_done
+
+    def synchronize(self) -> None:
+        if self.at is None:
+            raise RuleBroken("waiting for an event never recorded")
+
+
+class DeviceArray:
+    """A cupy.ndarray of bytes: its device, pointer and size."""
+
+    def __init__(self, fake: FakeCuda, device: int, nbytes: int) -> None:
+        self.device = Device(fake, device)
+        self.data = SimpleNamespace(ptr=fake.pointer())
+        self.nbytes = self.size = nbytes
+
+    def view(self, dtype: Any) -> DeviceArray:
+        return self
+
+
+class Dispatcher:
+    """A kernel compiled for one signature: launches are logged with the device current."""
+
+    def __init__(self, fake: FakeCuda, function: Any) -> None:
+        self.fake, self.name = fake, function.__name__
+        self.overloads: dict[str, Any] = {}  # nothing compiled: nothing to load early
+
+    def __getitem__(self, config: tuple[int, int, Any]) -> Any:
+        _blocks, _threads, stream = config
+        owner = self.fake.streams[stream.pointer].device_id
+
+        def launch(*args: object) -> None:
+            if owner != self.fake.current:
+                raise RuleBroken(f"kernel {self.name} launched on a stream of device {owner} "
+                                 f"with device {self.fake.current} current")
+            self.fake.log.append(("launch", self.name, self.fake.current, args))
+        return launch
