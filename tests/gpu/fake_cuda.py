@@ -22,6 +22,11 @@ from typing import Any
 
 import numpy as np
 
+DEVICE_ATTRIBUTES = {"cudaDevAttrL2CacheSize": 38, "cudaDevAttrMultiProcessorCount": 16,
+                     "cudaDevAttrAsyncEngineCount": 40, "cudaDevAttrGlobalMemoryBusWidth": 37,
+                     "cudaDevAttrMemoryClockRate": 36}
+"""The cudaDeviceAttr values CudaBackend reads (the CUDA runtime API's enum)."""
+
 
 class RuleBroken(AssertionError):
     """A call CUDA would refuse, or that would time or run the wrong thing."""
@@ -31,7 +36,12 @@ class FakeCuda:
     """One fake machine: `devices` GPUs of `memory_bytes` each, and a call log."""
 
     def __init__(self, devices: int = 2, memory_bytes: int = 1 << 30,
-                 pinned_limit_bytes: int = 1 << 30) -> None:
+                 pinned_limit_bytes: int = 1 << 30, properties: dict[str, Any] | None = None,
+                 attributes: dict[int, int] | None = None) -> None:
+        """`properties`: what getDeviceProperties answers (CUDA 13's CuPy leaves fields out);
+        `attributes`: deviceGetAttribute's answers by attribute value (others: an error)."""
+        self.properties = properties if properties is not None else {"name": b"fake GPU"}
+        self.attributes = attributes or {}
         self.devices = devices
         self.memory_bytes = memory_bytes
         self.pinned_limit_bytes = pinned_limit_bytes
@@ -83,7 +93,17 @@ class FakeCuda:
                 raise CUDARuntimeError(2)  # cudaErrorMemoryAllocation
             return SimpleNamespace(buffer=bytearray(nbytes))
 
+        def attribute(value: int, device: int) -> int:
+            fake._check_device(device)
+            if value not in fake.attributes:
+                raise CUDARuntimeError(1)  # cudaErrorInvalidValue
+            return fake.attributes[value]
+
         runtime = SimpleNamespace(
+            **DEVICE_ATTRIBUTES,
+            getDeviceProperties=lambda device: dict(fake.properties),
+            deviceGetAttribute=attribute,
+            deviceGetPCIBusId=lambda device: f"0000:{0x1B + device:02X}:00.0",
             memcpyHostToHost=0, memcpyHostToDevice=1, memcpyDeviceToHost=2,
             memcpyDeviceToDevice=3, hostAllocPortable=1, CUDARuntimeError=CUDARuntimeError,
             getDeviceCount=lambda: fake.devices, memcpyAsync=memcpy_async,

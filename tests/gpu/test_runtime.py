@@ -139,3 +139,40 @@ def test_memory_that_does_not_fit_is_out_of_memory_not_a_crash():
         backend.device_array(0, 2 << 20)
     with pytest.raises(OutOfMemory, match="pinned host memory"):
         backend.host_array(2 << 20, pinned=True)
+
+
+def test_device_properties_from_cudas_struct_or_from_attributes_where_it_lacks_them():
+    """CuPy built for CUDA 13 leaves fields out of getDeviceProperties (CUDA 13 dropped
+    memoryClockRate and others from the struct): device attributes and the device's own
+    compute capability fill them in."""
+    attributes = {38: 60 << 20, 16: 132, 40: 3, 37: 6144, 36: 3_201_000}
+    full = {"name": b"NVIDIA H200", "totalGlobalMem": 150 << 30, "l2CacheSize": 50 << 20,
+            "multiProcessorCount": 132, "major": 9, "minor": 0}
+    backend, _ = _backend(devices=1, properties=full, attributes=attributes)
+    props = backend.properties(0)
+    assert (props.name, props.pci_bus_id, props.total_memory_bytes) == (
+        "NVIDIA H200", "0000:1B:00.0", 150 << 30)
+    assert (props.l2_bytes, props.multiprocessors, props.compute_capability) == (
+        50 << 20, 132, (9, 0))
+    assert (props.async_engines, props.memory_bus_width_bits, props.memory_clock_khz) == (
+        3, 6144, 3_201_000)
+
+    backend, _ = _backend(devices=1, properties={"name": b"NVIDIA H200"}, attributes=attributes,
+                          memory_bytes=140 << 30)
+    props = backend.properties(0)
+    assert (props.total_memory_bytes, props.l2_bytes, props.multiprocessors) == (
+        140 << 30, 60 << 20, 132)
+    assert props.compute_capability == (9, 0)  # from Device.compute_capability, "90"
+
+    backend, _ = _backend(devices=1, properties={"name": b"old GPU"}, attributes={})
+    props = backend.properties(0)  # attributes this CUDA does not know: unknown, not a crash
+    assert (props.async_engines, props.memory_bus_width_bits, props.memory_clock_khz) == (
+        0, None, None)
+
+
+def test_the_fakes_attribute_values_are_cupys():
+    import cupy.cuda.runtime as runtime
+
+    from tests.gpu.fake_cuda import DEVICE_ATTRIBUTES
+
+    assert {name: getattr(runtime, name) for name in DEVICE_ATTRIBUTES} == DEVICE_ATTRIBUTES
