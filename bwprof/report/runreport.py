@@ -67,8 +67,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
 def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, object]:
     """Everything `print_run_report` says, for scripts (simulated figures keep their label):
     `lines` holds the report's lines by kind, `notes` what reading or writing files left out,
-    and
-    `rows` (with `show_rows`) every row of results.csv."""
+    and `rows` (with `show_rows`) every row of results.csv."""
     run = report.run
     lines = report_lines(rows_from_frame(run.results), report.summary, run.system, run.findings)
     out: dict[str, object] = {

@@ -56,7 +56,7 @@ _INIT_REASONS: tuple[tuple[str, str], ...] = (
     ("NVMLError_NoPermission", "no permission to use the NVIDIA driver"),
 )
 
-# (function name, why) pairs already logged: each is logged once per process, so a link that
+# (function name, error kind) pairs already logged: each once per process, so a link that
 # does not exist (InvalidArgument) does not hide a later, different error from the same call.
 _reported: set[tuple[str, str]] = set()
 _reported_lock = threading.Lock()
