@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import collections
+import threading
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from bwprof.cases import get_case
 from bwprof.fleet import netp2p
 from bwprof.fleet.comm import Fleet
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi, window_for
+from bwprof.gpu.sim import SimBackend
 from bwprof.measurement import NotRun
 from bwprof.plan import MiB, make_plan
 
@@ -74,3 +80,81 @@ def test_cuda_awareness(monkeypatch):
 
     monkeypatch.setattr(netp2p.subprocess, "run", lambda *a, **k: Done())
     assert cuda_aware_mpi("Open MPI v5.0.3") == (True, "ompi_info: built with CUDA support")
+
+
+class Loopback:
+    """Two ranks' MPI point-to-point calls in one process: a FIFO per (source, dest, tag), as
+    MPI's non-overtaking rule keeps messages of one pair and tag in order. Buffers (Isend)
+    are copied as bytes, so a GPU array of the simulated backend travels like a CUDA-aware
+    library would move it; `damage` flips a byte of every buffer message."""
+
+    def __init__(self, damage=False):
+        self.queues = collections.defaultdict(collections.deque)
+        self.lock = threading.Lock()
+        self.damage = damage
+
+    def comm(self, rank):
+        loop = self
+
+        class Done:
+            def test(self):
+                return True, None
+
+        class Receive:
+            def __init__(self, key, into=None):
+                self.key, self.into = key, into
+
+            def test(self):
+                with loop.lock:
+                    if not loop.queues[self.key]:
+                        return False, None
+                    message = loop.queues[self.key].popleft()
+                if self.into is None:
+                    return True, message
+                np.asarray(self.into).view(np.uint8)[:] = message
+                return True, None
+
+        def send(value, dest, tag):
+            with loop.lock:
+                loop.queues[(rank, dest, tag)].append(value)
+            return Done()
+
+        def send_buffer(buffer, dest, tag):
+            data = np.array(np.asarray(buffer).view(np.uint8), copy=True)
+            if loop.damage:
+                data[-1] ^= 0xFF
+            return send(data, dest, tag)
+
+        return type("Comm", (), {
+            "isend": staticmethod(send), "Isend": staticmethod(send_buffer),
+            "irecv": staticmethod(lambda source, tag: Receive((source, rank, tag))),
+            "Irecv": staticmethod(lambda buffer, source, tag: Receive((source, rank, tag),
+                                                                      buffer)),
+        })()
+
+
+def _gpu_buffer_rows(damage=False):
+    """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback."""
+    plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))  # GPU buffers: the largest
+    loop, case = Loopback(damage), get_case("net_p2p")
+    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
+                                [1, 1], (True, "test"), gpu=(SimBackend(devices=1), 0),
+                                hosts=["node0", "node1"]) for rank in (0, 1)]
+    jobs, _same = [executor.jobs(case, plan) for executor in executors]  # both know the tags
+    (job,) = [j for j in jobs if j.memory == "hbm"]
+    receiver = threading.Thread(target=executors[1].measure, args=(case, job, plan))
+    receiver.start()
+    rows = executors[0].measure(case, job, plan)
+    receiver.join(timeout=30)
+    assert not receiver.is_alive()
+    return rows
+
+
+def test_gpu_buffers_travel_and_are_validated_on_the_receivers_gpu():
+    (row,) = _gpu_buffer_rows()
+    assert row.valid and row.memory == "hbm" and row.device_name == "node0 -> node1"
+    assert row.size_bytes == 1 * MiB
+    assert len(row.seconds_per_op) == PLAN.repeats
+    (damaged,) = _gpu_buffer_rows(damage=True)
+    assert not damaged.valid
+    assert damaged.note.startswith("validation failed: 1 of ")
