@@ -42,32 +42,39 @@ COMPARE_COLUMNS: tuple[str, ...] = (
 )
 
 
-# Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom; between entries the
-# lower one is used, whose larger t keeps the test on the safe side.
-_T_975: dict[int, float] = {
+# Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom (math.inf: 1.96).
+_T_975: dict[float, float] = {
     1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
     9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980,
+    math.inf: 1.960,
 }
-_Z_975 = 1.960
 
 
 def t_critical(degrees_of_freedom: float) -> float:
-    """The 95% two-sided critical value of Student's t (1.96 for infinitely many)."""
-    if math.isinf(degrees_of_freedom):
-        return _Z_975
-    return _T_975[max(k for k in _T_975 if k <= max(degrees_of_freedom, 1))]
+    """The 95% two-sided critical value of Student's t, for any degrees of freedom of at
+    least 1 (Welch's are fractional): linear in 1/df between the table's entries, the usual
+    interpolation; t is convex in 1/df, so the chord errs on the large, safe side."""
+    freedom = max(degrees_of_freedom, 1.0)
+    entries = sorted(_T_975)
+    upper = next(k for k in entries if k >= freedom)
+    if upper == freedom:
+        return _T_975[upper]
+    lower = entries[entries.index(upper) - 1]
+    share = (1 / lower - 1 / freedom) / (1 / lower - 1 / upper)  # 0 at lower, 1 at upper
+    return _T_975[lower] + share * (_T_975[upper] - _T_975[lower])
 
 
 def noise_pct(cv_a: float | None, n_a: int | None, cv_b: float | None,
               n_b: int | None) -> float | None:
     """The change (in %) two figures may differ by through sampling noise alone.
 
-    Each figure's relative standard error is about cv/√n (n kept samples, cv their coefficient
-    of variation); the two are independent, so the difference has √(cv_a²/n_a + cv_b²/n_b).
-    A change beyond t times that is beyond noise (Welch's t-test at 95%: t from the
-    Welch-Satterthwaite degrees of freedom, about 2 with many samples but 4.3 with two each,
-    whose CVs say little), never below NOISE_FLOOR. Unknown (None) where a row lacks a CV or
-    has fewer than two samples.
+    Each figure's relative standard error is taken as cv/√n (n kept samples, cv their
+    coefficient of variation); the two are independent, so the difference has
+    √(cv_a²/n_a + cv_b²/n_b). A change beyond t times that is beyond noise, with t as in
+    Welch's t-test at 95% (Welch-Satterthwaite degrees of freedom: about 2 with many samples,
+    4.3 or more with two each, whose CVs say little), never below NOISE_FLOOR. The figures
+    are best samples, not means, so this is a guide to sampling noise rather than an exact
+    test. Unknown (None) where a row lacks a CV or has fewer than two samples.
     """
     if cv_a is None or cv_b is None or not n_a or not n_b or n_a < 2 or n_b < 2:
         return None
@@ -195,16 +202,24 @@ class Comparison:
 
 def why_missing(run: RunFolder, figure: pd.Series) -> str:
     """Why `run` has no figure for a headline figure of the baseline, from its own rows."""
+    from bwprof.plan import format_bytes
+
     results = run.results
     mine = results[(results["case"] == figure["case"]) & (results["device"] == figure["device"])]
-    same_model = mine[mine["device_name"].fillna("") == (figure["device_name"] or "")]
-    if len(mine) and same_model.empty:
-        models = ", ".join(sorted({str(n) for n in mine["device_name"].dropna()}))
-        return f"measured on {models or 'another device'}, which does not align with it"
-    failed = same_model[same_model["status"] != "ok"]
+    unnamed = mine["device_name"].fillna("") == ""  # skipped rows name no device model
+    same_model = mine[mine["device_name"] == (figure["device_name"] or "")]
+    if (~unnamed).any() and same_model.empty:
+        models = ", ".join(sorted(set(mine.loc[~unnamed, "device_name"].astype(str))))
+        return f"measured on {models}, which does not align with it"
+    failed = mine[(mine["status"] != "ok")
+                  & (unnamed | (mine["device_name"] == (figure["device_name"] or "")))]
     if len(failed):
         first = failed.iloc[0]
         return f"{first['status']} in this run: {first['note']}"
+    sizes = sorted({int(s) for s in same_model["size_bytes"].dropna()})
+    if sizes and not is_missing(figure["size_bytes"]) and int(figure["size_bytes"]) not in sizes:
+        return (f"measured at {', '.join(format_bytes(s) for s in sizes)} only: figures align "
+                "at the same size, so compare runs made with the same --preset and --size")
     summary = build_summary(results)
     path = summary[(summary["path"] == figure["path"]) & summary["gbps"].isna()
                    & summary["overlap_efficiency"].isna()]

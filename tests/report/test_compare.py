@@ -47,8 +47,9 @@ def _later(comparison, case, device, scope="summary", run="B"):
 
 
 def test_noise_rule():
-    # Welch: 16 degrees of freedom (read as 15: t = 2.131); 2.131 * sqrt(2 * 0.05^2/9) = 5.02 %
-    assert noise_pct(0.05, 9, 0.05, 9) == pytest.approx(100 * 2.131 * math.sqrt(2 * 0.05**2 / 9))
+    # Welch: 16 degrees of freedom, t = 2.120; 2.120 * sqrt(2 * 0.05^2/9) = 5.00 %
+    assert noise_pct(0.05, 9, 0.05, 9) == pytest.approx(
+        100 * 2.120 * math.sqrt(2 * 0.05**2 / 9), rel=1e-3)
     # Two samples each: 2 degrees of freedom, t = 4.303, so the band is over twice as wide.
     assert noise_pct(0.05, 2, 0.05, 2) == pytest.approx(100 * 4.303 * 0.05)
     # One noisy side dominates: its own n - 1 = 2 degrees of freedom (about), not 2 + 99.
@@ -62,9 +63,14 @@ def test_noise_rule():
 
 def test_t_critical_values():
     assert t_critical(1) == 12.706 and t_critical(0.4) == 12.706
-    assert t_critical(2.9) == 4.303  # between entries: the lower one, the larger t
-    assert t_critical(11) == 2.228 and t_critical(500) == 1.980
-    assert t_critical(math.inf) == 1.960
+    assert t_critical(2) == 4.303 and t_critical(math.inf) == 1.960
+    # Between entries: linear in 1/df, never below the true value (t(1.98) = 4.345,
+    # t(2.9) = 3.245, t(11) = 2.201, t(500) = 1.9647) and close to it.
+    for freedom, true in ((1.98, 4.345), (2.9, 3.245), (11, 2.201), (500, 1.9647)):
+        assert true <= t_critical(freedom) <= true * 1.02, freedom
+    # Welch's degrees of freedom come out a hair off whole numbers: no jump to the next row.
+    assert t_critical(1.9999999999999998) == pytest.approx(4.303, abs=1e-6)
+    assert t_critical(3.9999999999999996) == pytest.approx(2.776, abs=1e-6)
 
 
 @pytest.mark.parametrize(("text", "value"), [("10", 10.0), ("2.5", 2.5), ("10%", 10.0),
@@ -113,13 +119,13 @@ def _run(path, **figures):
 
 
 def test_beyond_noise_flags_a_real_change_and_not_a_small_one(tmp_path):
-    # cv 5% over 9 samples on both sides: the noise band is ±5.02% (see test_noise_rule).
+    # cv 5% over 9 samples on both sides: the noise band is ±5.00% (see test_noise_rule).
     base = _run(tmp_path / "a", ddr_copy=100.0, ddr_add=100.0, ddr_scale=100.0)
     later = _run(tmp_path / "b", ddr_copy=97.0, ddr_add=94.0, ddr_scale=106.0)
     rows = compare_runs([base, later]).rows
     verdicts = {r["case"]: (round(r["change_pct"], 6), r["noise_pct"], r["beyond_noise"])
                 for _, r in rows[~rows["baseline"]].iterrows()}
-    band = 100 * 2.131 * math.sqrt(2 * 0.05**2 / 9)
+    band = 100 * t_critical(16) * math.sqrt(2 * 0.05**2 / 9)
     assert verdicts == {"ddr_copy": (-3.0, pytest.approx(band), False),
                         "ddr_add": (-6.0, pytest.approx(band), True),
                         "ddr_scale": (6.0, pytest.approx(band), True)}
@@ -169,7 +175,12 @@ def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
     other_cpu.results["device_name"] = "another CPU"
     interrupted = RunFolder(Path("d"), results_frame([]),
                             {"schema_version": 1, "interrupted": True})
-    comparison = compare_runs([base, invalid, other_cpu, interrupted])
+    skipped = RunFolder(Path("e"), results_frame([make_row(
+        device_name="", status="skipped", gbps_best=None, note="no NVIDIA driver")]),
+        {"schema_version": 1})  # a skipped row names no device model
+    other_size = RunFolder(Path("f"), results_frame([make_row(
+        size_bytes=2048, cv=0.05, repeats=9)]), {"schema_version": 1})
+    comparison = compare_runs([base, invalid, other_cpu, interrupted, skipped, other_size])
     lines = regression_lines(comparison.regressions(10), 10)
     assert lines == [
         "below --fail-below: run B: ddr_triad cpu (CPU, with comma) 1 KiB is missing (invalid "
@@ -178,6 +189,11 @@ def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
         "on another CPU, which does not align with it)",
         "below --fail-below: run D: ddr_triad cpu (CPU, with comma) 1 KiB is missing (not "
         "measured in this run (the run was interrupted))",
+        "below --fail-below: run E: ddr_triad cpu (CPU, with comma) 1 KiB is missing (skipped "
+        "in this run: no NVIDIA driver)",
+        "below --fail-below: run F: ddr_triad cpu (CPU, with comma) 1 KiB is missing (measured "
+        "at 2 KiB only: figures align at the same size, so compare runs made with the same "
+        "--preset and --size)",
     ]
     assert comparison.warnings[-1] == ("run D was interrupted: figures it did not reach are "
                                        "absent")
