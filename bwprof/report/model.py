@@ -56,9 +56,9 @@ def parse_model(text: str) -> ModelSpec:
     parameters = float(number) * _SCALE[scale.lower()]
     if dtype.lower() not in DTYPE_BYTES:
         raise BwprofError(f"unknown dtype {dtype!r} in --model {text!r}; {_USAGE}")
-    if not math.isfinite(parameters):
-        raise BwprofError(f"--model {text!r}: the parameter count is too large to be a number "
-                          "(write it as 70e9 or 70B)")
+    if not math.isfinite(parameters * DTYPE_BYTES[dtype.lower()]):
+        raise BwprofError(f"--model {text!r}: the parameter count is too large: its weights "
+                          "would not be a finite number of bytes")
     if parameters < 1:
         raise BwprofError(f"--model {text!r}: the parameter count must be at least 1")
     return ModelSpec(parameters, dtype.lower())

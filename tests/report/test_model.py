@@ -31,7 +31,7 @@ def test_parse_model(text, parameters, dtype, weight_bytes):
 
 
 @pytest.mark.parametrize("text", ["70e9", "70e9:bf17", "bf16:70e9", "70X:bf16", "0:fp16",
-                                  "-5:fp16", "1e999:fp16", ""])
+                                  "-5:fp16", "1e999:fp16", "1e308:fp32", ""])
 def test_malformed_model_is_one_line(text):
     with pytest.raises(BwprofError, match="--model") as info:
         parse_model(text)
