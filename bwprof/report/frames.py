@@ -122,11 +122,11 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if bad.any():
         unknown = sorted(set(status[bad].dropna().astype(str)))
         raise BwprofError(f"{path} is malformed: unknown status "
-                          f"{', '.join(unknown) or '(empty)'} {_where(bad)}")
+                          f"{', '.join(unknown) or '(empty)'} {_where(bad, path)}")
     negative = [c for c in NONNEGATIVE_COLUMNS if (typed[c].fillna(0) < 0).any()]
     if negative:
         raise BwprofError(f"{path} is malformed: column {negative[0]} holds a negative value "
-                          f"{_where(typed[negative[0]].fillna(0) < 0)}")
+                          f"{_where(typed[negative[0]].fillna(0) < 0, path)}")
     return typed
 
 
@@ -138,10 +138,12 @@ NONNEGATIVE_COLUMNS = (
 """Sizes, counts, times and rates: a negative one was not written by bwprof."""
 
 
-def _where(mask: pd.Series) -> str:
-    """'in row 3 (line 4)' for the first row `mask` marks, counting as a CSV file does."""
+def _where(mask: pd.Series, path: Path) -> str:
+    """'in row 3' for the first row `mask` marks, with its line where the file is a CSV
+    (the header is line 1)."""
     first = int(mask.to_numpy().nonzero()[0][0])
-    return f"in row {first + 1} (line {first + 2})"
+    line = f" (line {first + 2})" if path.suffix == ".csv" else ""
+    return f"in row {first + 1}{line}"
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:

@@ -98,6 +98,10 @@ def _check_shape(system: dict, path: Path) -> None:
     for name, items in (("gpus.devices", devices), ("telemetry.idle_check", checks)):
         if not all(isinstance(item, dict) for item in items):
             raise BwprofError(f"{path} is malformed: every entry of {name} should be an object")
+    for part in ("properties", "metadata"):
+        if any(not isinstance(device.get(part) or {}, dict) for device in devices):
+            raise BwprofError(f"{path} is malformed: every gpus.devices entry's {part} should "
+                              "be an object")
 
 
 def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:

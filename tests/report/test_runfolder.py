@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -74,6 +75,10 @@ BREAKAGES = {
     "system gpus a list": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": [1, 2], "was": {'),
         "system.json is malformed: gpus should be an object, not list", ""),
+    "system device properties not an object": (
+        lambda run: _replace(run / "system.json", '"gpus": {',
+                             '"gpus": {"devices": [{"properties": "oops"}],'),
+        "every gpus.devices entry's properties should be an object", ""),
     "system devices not objects": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"devices": [1],'),
         "system.json is malformed: every entry of gpus.devices should be an object", ""),
@@ -167,3 +172,14 @@ def test_a_last_line_cut_off_by_a_stopped_run_is_left_out_and_said(run_copy, tmp
     assert result.exit_code == 0 and loaded.notes[0] in result.output
     result = runner.invoke(app, ["compare", str(run), str(DATA / "host-ddr")])
     assert f"warning: run A: {loaded.notes[0]}" in result.output
+
+
+def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
+    from bwprof.report.frames import checked_results
+
+    frame = pd.read_csv(run_copy("host-ddr") / "results.csv")
+    frame.loc[1, "status"] = "great"
+    with pytest.raises(BwprofError, match=r"unknown status great in row 2 \(line 3\)$"):
+        checked_results(frame.copy(), Path("results.csv"))
+    with pytest.raises(BwprofError, match=r"unknown status great in row 2$"):
+        checked_results(frame, Path("results.parquet"))
