@@ -13,6 +13,7 @@ is read well after the first), and `gpm_interval_s`, the span its GPM rates cove
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bwprof.telemetry.nvml import Nvml
+
+log = logging.getLogger("bwprof.nvml")
 
 KIB_PER_MIB = 1024
 
@@ -80,6 +83,7 @@ class _Gpu:
     gpm: bool
     c2c: bool = False
     instant_power: bool = True  # NVML_FI_DEV_POWER_INSTANT answered (until it first does not)
+    lost_said: bool = False  # the warning that NVML lost this GPU was given
     previous: Any = None
     previous_s: float = 0.0
     spare: Any = None
@@ -198,6 +202,10 @@ class CounterReader:
             "throttle_names": throttle_names(reasons, include_benign=True),
         }
         reading.update(gpm)
+        if nvml.is_lost(h) and not gpu.lost_said:
+            gpu.lost_said = True
+            log.warning("%s: NVML says the GPU is lost (fallen off the bus?); its counters "
+                        "read as empty from now on", gpu.label)
         return reading
 
     def _power_mw(self, gpu: _Gpu) -> float | None:

@@ -150,6 +150,7 @@ class Nvml:
         self._tried = False
         self._initialised = False
         self.reason: str | None = None
+        self._lost: set[int] = set()  # id() of handles NVML called lost (fallen off the bus)
 
     # -- session -------------------------------------------------------------------------------
 
@@ -226,10 +227,16 @@ class Nvml:
         try:
             result = function(*args)
         except self._errors as err:
-            self._report(function_name, str(err) or type(err).__name__, type(err).__name__,
-                         default)
+            kind = type(err).__name__
+            if kind == "NVMLError_GpuIsLost" and args:
+                self._lost.add(id(args[0]))
+            self._report(function_name, str(err) or kind, kind, default)
             return default
         return _text(result)
+
+    def is_lost(self, handle: Any) -> bool:
+        """Whether NVML answered GpuIsLost for this handle: the GPU fell off the bus."""
+        return id(handle) in self._lost
 
     @property
     def _errors(self) -> tuple[type[BaseException], ...]:
@@ -244,10 +251,7 @@ class Nvml:
             if (function_name, kind) in _reported:
                 return
             _reported.add((function_name, kind))
-        # A GPU fallen off the bus is news; an unsupported field is not.
-        level = logging.WARNING if kind == "NVMLError_GpuIsLost" else logging.INFO
-        log.log(level, "NVML %s unavailable here (%s); recording %r", function_name, why,
-                default)
+        log.info("NVML %s unavailable here (%s); recording %r", function_name, why, default)
 
     # -- devices -------------------------------------------------------------------------------
 

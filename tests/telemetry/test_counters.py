@@ -3,6 +3,8 @@ little, a missing library, and a GPU that falls off the bus mid-run."""
 
 from __future__ import annotations
 
+import logging
+
 import pynvml
 import pytest
 
@@ -93,13 +95,19 @@ def test_a_device_that_supports_little_reads_as_none_without_raising():
     assert reading["dram_bw_util_pct"] is None and reader.gpm_devices() == []
 
 
-def test_a_gpu_lost_mid_run_gives_none_not_an_exception():
+def test_a_gpu_lost_mid_run_gives_none_not_an_exception(caplog):
     reader = reader_for({BUS_A: {}, BUS_B: {"lost_after": 1}})
     healthy, lost = reader.read()
     assert lost["sm_clock_mhz"] == 1980
-    healthy, lost = reader.read()
+    with caplog.at_level(logging.WARNING, logger="bwprof.nvml"):
+        for _ in range(3):
+            healthy, lost = reader.read()
     assert healthy["sm_clock_mhz"] == 1980
     assert all(lost[name] is None for name in ("sm_clock_mhz", "power_w", "pcie_gen"))
+    # One warning, naming the GPU: not one per NVML function, none for the healthy GPU.
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ["gpu1: NVML says the GPU is lost (fallen off the bus?); its counters "
+                        "read as empty from now on"]
 
 
 def test_without_the_library_there_is_nothing_to_read():

@@ -116,9 +116,9 @@ def test_query_every_nvml_error_gives_default(error) -> None:
     assert nvml.query("nvmlDeviceGetPowerUsage", "h", default=0) == 0
 
 
-def test_query_logs_each_kind_of_failure_once_and_a_lost_gpu_as_a_warning(caplog) -> None:
+def test_query_logs_each_kind_of_failure_once_and_remembers_a_lost_gpu(caplog) -> None:
     """A link that does not exist (InvalidArgument) must not hide a later, different error
-    from the same function; a GPU fallen off the bus is a warning, not a detail."""
+    from the same function; a handle NVML called lost is remembered (the reader warns)."""
     errors = iter([pynvml.NVMLError_InvalidArgument, pynvml.NVMLError_InvalidArgument,
                    pynvml.NVMLError_GpuIsLost])
 
@@ -130,8 +130,9 @@ def test_query_logs_each_kind_of_failure_once_and_a_lost_gpu_as_a_warning(caplog
         for link in range(3):
             assert nvml.query("nvmlDeviceGetNvLinkState", "h", link) is None
     records = [r for r in caplog.records if "nvmlDeviceGetNvLinkState" in r.getMessage()]
-    assert [r.levelno for r in records] == [logging.INFO, logging.WARNING]
+    assert [r.levelno for r in records] == [logging.INFO, logging.INFO]
     assert "GPU is lost" in records[1].getMessage()
+    assert nvml.is_lost("h") and not nvml.is_lost("another handle")
 
 
 def test_query_function_missing_from_pynvml_gives_default(caplog) -> None:
