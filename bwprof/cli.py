@@ -150,8 +150,13 @@ def run_command(
         for note in exc.result.notes:
             typer.echo(note, err=True)
         _exit_interrupted()
-    except KeyboardInterrupt:  # while the machine was still being described
-        typer.echo("interrupted before the first measurement: no rows were measured", err=True)
+    except KeyboardInterrupt:  # outside the measuring loop: before it, or while finishing
+        if out_dir is not None and (Path(out_dir) / "results.csv").is_file():
+            typer.echo(f"interrupted before the run finished: what it wrote is in {out_dir}",
+                       err=True)
+        else:
+            typer.echo("interrupted before the first measurement: nothing was written",
+                       err=True)
         _exit_interrupted()
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -188,8 +188,7 @@ def test_help_keeps_the_defaults_it_names():
 
 
 def test_an_interrupt_before_the_first_measurement_says_so(monkeypatch, tmp_path):
-    """Ctrl-C while the machine is still being described: one line and exit 130, not a
-    silent exit."""
+    """Ctrl-C outside the measuring loop: one line and exit 130, not a silent exit."""
     from bwprof import api
 
     def interrupted(**_options):
@@ -198,8 +197,15 @@ def test_an_interrupt_before_the_first_measurement_says_so(monkeypatch, tmp_path
     monkeypatch.setattr(api, "run", interrupted)
     result = runner.invoke(app, ["run", "--out", str(tmp_path / "run")])
     assert result.exit_code == 130
-    assert result.output.strip() == ("interrupted before the first measurement: no rows were "
-                                     "measured")
+    assert result.output.strip() == ("interrupted before the first measurement: nothing was "
+                                     "written")
+    # A second Ctrl-C while a run is finishing: its folder holds what it wrote.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.csv").write_text("run_id\n")
+    result = runner.invoke(app, ["run", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 130
+    assert result.output.strip() == (f"interrupted before the run finished: what it wrote is "
+                                     f"in {tmp_path / 'run'}")
 
 
 def test_an_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
