@@ -191,16 +191,16 @@ def make_plan(
     else:
         array_bytes = tuple(size)
     for nbytes in array_bytes:
+        if nbytes < MIN_HOST_ARRAY_BYTES:
+            raise BwprofError(
+                f"--size {nbytes} B is too small; host arrays need at least "
+                f"{format_bytes(MIN_HOST_ARRAY_BYTES)} (1024 float64 elements)"
+            )
         if nbytes % HOST_ELEMENT_BYTES:
             below = nbytes // HOST_ELEMENT_BYTES * HOST_ELEMENT_BYTES
             raise BwprofError(
                 f"--size {nbytes} B is not a whole number of float64 elements "
                 f"({HOST_ELEMENT_BYTES} bytes each); use {below} or {below + HOST_ELEMENT_BYTES}"
-            )
-        if nbytes < MIN_HOST_ARRAY_BYTES:
-            raise BwprofError(
-                f"--size {nbytes} B is too small; host arrays need at least "
-                f"{format_bytes(MIN_HOST_ARRAY_BYTES)} (1024 float64 elements)"
             )
     if selected and any(c.target == "host" for c in selected) and memory_available_bytes:
         largest = max(array_bytes)

@@ -45,6 +45,8 @@ def test_a_size_that_is_not_whole_float64_elements_is_refused():
     with pytest.raises(BwprofError, match=r"--size 10001 B is not a whole number of float64 "
                                           r"elements \(8 bytes each\); use 10000 or 10008"):
         make_plan(size="10001", usable_cpus=2, llc_bytes=None, memory_available_bytes=8 << 30)
+    with pytest.raises(BwprofError, match="--size 7 B is too small"):  # not "use 0 or 8"
+        make_plan(size="7", usable_cpus=2, llc_bytes=None, memory_available_bytes=8 << 30)
     plan = make_plan(size="1MiB,", usable_cpus=2, llc_bytes=None, memory_available_bytes=8 << 30)
     assert plan.host_array_bytes == (1 << 20,)
     with pytest.raises(BwprofError, match="--threads expects"):
