@@ -19,13 +19,19 @@ PATTERN_PERIOD = (1 << 20) + 7  # not a power of two: an offset bug of 2^k bytes
 CHUNK = 32 * PATTERN_PERIOD  # bytes moved per step when filling or checking large buffers
 
 
+@lru_cache(maxsize=64)
+def _period(seed: int) -> np.ndarray:
+    """One period (about 1 MiB) of the pattern for `seed`: kept for every path of 8 GPUs."""
+    return np.random.default_rng(20261129 + seed).integers(0, 256, PATTERN_PERIOD,
+                                                            dtype=np.uint8)
+
+
 @lru_cache(maxsize=4)
 def _chunk_pattern(seed: int) -> np.ndarray:
     """CHUNK bytes of the pattern for `seed`; each copy path has its own seed, so a copy that
-    read another path's buffer (cross-wired streams) fails validation too."""
-    block = np.random.default_rng(20261129 + seed).integers(0, 256, PATTERN_PERIOD,
-                                                             dtype=np.uint8)
-    return np.tile(block, CHUNK // PATTERN_PERIOD)
+    read another path's buffer (cross-wired streams) fails validation too. Only the last few
+    are kept (32 MiB each): tiling a kept period again is cheap."""
+    return np.tile(_period(seed), CHUNK // PATTERN_PERIOD)
 
 
 @njit(parallel=True, cache=True)
