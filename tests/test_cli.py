@@ -217,3 +217,18 @@ def test_an_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsy
     monkeypatch.setattr(runreport, "make_run_report", interrupted)
     assert main(["report", "anywhere"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+@pytest.mark.parametrize(("mode", "numpy_asks", "text"), [
+    ("madvise", True, "transparent huge pages 'madvise': host arrays get 2 MiB pages where "
+                      "the kernel has them free"),
+    ("madvise", False, "transparent huge pages 'madvise': host arrays get 4 KiB pages"),
+    ("never", True, "transparent huge pages 'never': host arrays get 4 KiB pages"),
+    ("always", False, "transparent huge pages 'always': host arrays get 2 MiB pages where "
+                      "the kernel has them free"),
+    (None, True, "unknown (no /sys/kernel/mm/transparent_hugepage)"),
+])
+def test_info_says_what_pages_host_arrays_get(mode, numpy_asks, text):
+    from bwprof.cli import _hugepage_text
+
+    assert _hugepage_text(mode, numpy_asks) == text

@@ -6,8 +6,10 @@ from bwprof.system import (
     llc_bytes_total,
     meminfo,
     numa_nodes,
+    numpy_asks_hugepages,
     package_versions,
     parse_size_suffix,
+    transparent_hugepages,
 )
 
 
@@ -63,3 +65,24 @@ def test_package_versions_name_whichever_cupy_wheel_is_installed():
     versions = package_versions()
     assert "cupy" in versions
     assert versions["cupy"] is None or versions["cupy"].startswith("cupy")
+
+
+def test_transparent_hugepage_mode_is_the_bracketed_choice(tmp_path):
+    enabled = tmp_path / "enabled"
+    enabled.write_text("always [madvise] never\n")
+    assert transparent_hugepages(enabled) == "madvise"
+    enabled.write_text("[always] madvise never\n")
+    assert transparent_hugepages(enabled) == "always"
+    assert transparent_hugepages(tmp_path / "absent") is None
+
+
+def test_numpy_says_whether_it_asks_for_huge_pages():
+    from numpy._core import multiarray
+
+    before = multiarray._set_madvise_hugepage(False)  # returns the previous setting
+    try:
+        assert numpy_asks_hugepages() is False
+        multiarray._set_madvise_hugepage(True)
+        assert numpy_asks_hugepages() is True
+    finally:
+        multiarray._set_madvise_hugepage(before)

@@ -149,6 +149,15 @@ def test_machines_that_differ_are_named_and_other_models_never_align():
         assert figure["change_pct"].isna().all()
 
 
+def test_runs_under_different_huge_page_modes_are_flagged():
+    """2 MiB against 4 KiB pages moves DDR figures by about a tenth: not the box changing."""
+    runs = [RunFolder(Path(name), results_frame([make_row()]),
+                      {"schema_version": 1, "host": {"transparent_hugepages": mode}})
+            for name, mode in (("a", "madvise"), ("b", "never"), ("c", None))]
+    assert machine_warnings(runs, ["A", "B", "C"]) == [
+        "transparent huge pages differs: A madvise; B never"]  # C predates the record
+
+
 def test_fail_below_exits_1_naming_each_fallen_headline_figure(tmp_path):
     args = ["compare", str(DATA / "sim-a"), str(DATA / "sim-b-slower")]
     result = runner.invoke(app, [*args, "--fail-below", "10"])
