@@ -30,20 +30,15 @@ def _replace(path, old, new):
     path.write_text(path.read_text().replace(old, new, 1))
 
 
-def _break_results_value(run):
-    lines = (run / "results.csv").read_text().splitlines()
-    cells = lines[1].split(",")
-    cells[19] = "fast"  # gbps_best
-    lines[1] = ",".join(cells)
-    (run / "results.csv").write_text("\n".join(lines) + "\n")
-
-
-def _negative_figure(run):
-    lines = (run / "results.csv").read_text().splitlines()
-    cells = lines[1].split(",")
-    cells[19] = "-5"  # gbps_best
-    lines[1] = ",".join(cells)
-    (run / "results.csv").write_text("\n".join(lines) + "\n")
+def _first_gbps_best(value):
+    """A breakage that writes `value` into the first row's gbps_best cell."""
+    def damage(run):
+        lines = (run / "results.csv").read_text().splitlines()
+        cells = lines[1].split(",")
+        cells[19] = value  # gbps_best
+        lines[1] = ",".join(cells)
+        (run / "results.csv").write_text("\n".join(lines) + "\n")
+    return damage
 
 
 def _other_schema_in_results(run):
@@ -68,10 +63,11 @@ BREAKAGES = {
     "foreign csv": (lambda run: (run / "results.csv").write_text("a,b\n1,2\n"),
                     "is not a bwprof results file (missing run_id", ""),
     "ragged csv": (_ragged, "cannot read", ""),
-    "bad value": (_break_results_value, "is malformed: column gbps_best", ""),
+    "bad value": (_first_gbps_best("fast"), "is malformed: column gbps_best", ""),
     "bad status": (lambda run: _replace(run / "results.csv", ",ok,", ",great,"),
                    "is malformed: unknown status great in row 1 (line 2)", ""),
-    "negative figure": (_negative_figure, "column gbps_best holds a negative value in row 1", ""),
+    "negative figure": (_first_gbps_best("-5"),
+                        "column gbps_best holds a negative value in row 1", ""),
     "system gpus a list": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": [1, 2], "was": {'),
         "system.json is malformed: gpus should be an object, not list", ""),
