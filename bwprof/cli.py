@@ -338,7 +338,7 @@ def info_command(
 
 
 def _hugepage_text(mode: str | None, numpy_asks: bool | None) -> str:
-    """What page size the host STREAM arrays get, which moves DDR figures by about a tenth."""
+    """What page size the host STREAM arrays get, which moves DDR figures by several percent."""
     if mode is None:
         return "unknown (no /sys/kernel/mm/transparent_hugepage)"
     gets = (mode == "always" or (mode == "madvise" and bool(numpy_asks)))

@@ -207,12 +207,12 @@ def why_missing(run: RunFolder, figure: pd.Series) -> str:
     results = run.results
     mine = results[(results["case"] == figure["case"]) & (results["device"] == figure["device"])]
     unnamed = mine["device_name"].fillna("") == ""  # skipped rows name no device model
-    same_model = mine[mine["device_name"] == (figure["device_name"] or "")]
+    same = mine["device_name"] == (figure["device_name"] or "")
+    same_model = mine[same]
     if (~unnamed).any() and same_model.empty:
         models = ", ".join(sorted(set(mine.loc[~unnamed, "device_name"].astype(str))))
         return f"measured on {models}, which does not align with it"
-    failed = mine[(mine["status"] != "ok")
-                  & (unnamed | (mine["device_name"] == (figure["device_name"] or "")))]
+    failed = mine[(mine["status"] != "ok") & (unnamed | same)]
     if len(failed):
         first = failed.iloc[0]
         return f"{first['status']} in this run: {first['note']}"
@@ -270,7 +270,7 @@ def _machine(system: dict) -> dict[str, str]:
         "driver": distinct("driver_version") if devices else "no GPU",
         "CUDA": distinct("cuda_driver_version") if devices else "no GPU",
         "CPU": str((host or {}).get("cpu_model") or "unknown"),
-        # The host arrays' page size moves DDR figures by about a tenth.
+        # The host arrays' page size moves DDR figures by several percent.
         "transparent huge pages": str((host or {}).get("transparent_hugepages") or "unknown"),
         "bwprof version": str(system.get("bwprof_version") or "unknown"),
         "backend": "GPU rows simulated" if system.get("simulated") else "GPU rows measured",
