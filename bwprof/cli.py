@@ -339,11 +339,13 @@ def info_command(
 
 def _hugepage_text(mode: str | None, numpy_asks: bool | None) -> str:
     """What page size the host STREAM arrays get, which moves DDR figures by several percent."""
+    from bwprof.system import host_arrays_get_huge_pages
+
     if mode is None:
         return "unknown (no /sys/kernel/mm/transparent_hugepage)"
-    gets = (mode == "always" or (mode == "madvise" and bool(numpy_asks)))
     return (f"transparent huge pages '{mode}': host arrays get "
-            + ("2 MiB pages where the kernel has them free" if gets else "4 KiB pages"))
+            + ("2 MiB pages where the kernel has them free"
+               if host_arrays_get_huge_pages(mode, numpy_asks) else "4 KiB pages"))
 
 
 def _nvml_line(meta: dict) -> str:

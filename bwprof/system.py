@@ -197,6 +197,11 @@ def numpy_asks_hugepages() -> bool | None:
     return bool(getter()) if getter is not None else None
 
 
+def host_arrays_get_huge_pages(mode: str | None, numpy_asks: bool | None) -> bool:
+    """Whether the kernel gives NumPy's large arrays 2 MiB pages (where it has them free)."""
+    return mode == "always" or (mode == "madvise" and bool(numpy_asks))
+
+
 def host_info() -> HostInfo:
     from bwprof.host.smbios import ddr_peak, read_memory_devices
 

@@ -118,10 +118,13 @@ class HostExecutor:
         nodes: Sequence[HostNode] = (),
         peak_gbps: float | None = None,
         llc_bytes: int | None = None,
+        huge_pages_expected: bool = False,
     ) -> None:
         """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
         arrays are at least STREAM's 4x `llc_bytes` (all last-level cache): a smaller array
-        is partly served by the cache, which may beat the DDR peak without any error."""
+        is partly served by the cache, which may beat the DDR peak without any error.
+        `huge_pages_expected`: the kernel gives NumPy's arrays 2 MiB pages (THP 'always', or
+        'madvise' with NumPy asking), so rows whose arrays mostly did not get them say so."""
         self.cpu_model = cpu_model
         self.peak_gbps = peak_gbps
         self.llc_bytes = llc_bytes
@@ -131,6 +134,9 @@ class HostExecutor:
         self._bench: HostStream | None = None
         self._placement: tuple[int | None, int] | None = None  # (NUMA node, threads)
         self._share_on_node: float | None = None  # of the current arrays' sampled pages
+        self.huge_pages_expected = huge_pages_expected
+        self._huge_share: float | None = None  # of the current arrays' bytes, once touched
+        self._huge_share_read = False
         self._warm = False
 
     def unavailable_reason(self, case: CaseSpec) -> str | None:
@@ -171,9 +177,17 @@ class HostExecutor:
                 self._bench = None  # free the old arrays before taking new ones
                 self._bench = HostStream(elements, self.kernels, self.clock)
                 self._placement = where
+                self._huge_share_read = False
                 if node is not None:
                     self._share_on_node = self._check_placement(node, array_bytes)
             seconds, value = self._bench.time_kernel(name, plan.repeats)
+            if not self._huge_share_read:  # the arrays are touched now: their pages exist
+                bench = self._bench
+                self._huge_share = (placement.huge_page_share((bench.a, bench.b, bench.c))
+                                    if self.huge_pages_expected
+                                    and array_bytes >= placement.HUGE_CHECK_MIN_BYTES
+                                    else None)
+                self._huge_share_read = True
         problem = self._bench.validate(name, plan.repeats, value)
         notes = [f"validation failed: {problem}"] if problem else []
         if node is not None:
@@ -182,6 +196,9 @@ class HostExecutor:
                          "arrays first-touched there, "
                          + ("placement not verified (move_pages unavailable)" if share is None
                             else f"{share:.0%} of sampled pages found there"))
+        if self._huge_share is not None and self._huge_share < placement.HUGE_SHARE:
+            notes.append(f"only {self._huge_share:.0%} of the arrays in 2 MiB pages (the "
+                         "kernel had too few free; 4 KiB pages read several percent slower)")
         in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
         if in_cache:
             notes.append(f"arrays {IN_CACHE_NOTE} ({format_bytes(self.llc_bytes)}): partly "

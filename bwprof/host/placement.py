@@ -1,8 +1,11 @@
-"""Which NUMA node pages really lie on, read back with move_pages(2) in query mode.
+"""Where pages really lie, and how large they are, read back from the kernel.
 
 First touch on a node's CPUs asks for the node's memory; it does not guarantee it. With the
 kernel's default zone_reclaim_mode 0, a node short of free memory (page cache counts as used)
-silently gives pages from another node, and a row that claims one node would measure two.
+silently gives pages from another node, and a row that claims one node would measure two:
+move_pages(2) in query mode says where sampled pages are. Likewise asking for transparent huge
+pages does not guarantee them (fragmented memory gives 4 KiB pages), and page size moves a
+STREAM figure by several percent: /proc/self/smaps says how much of the arrays got them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -62,3 +66,42 @@ def node_share(arrays: Sequence[np.ndarray], node: int,
         return None
     known = [found for found in nodes if found >= 0 or found == -errno.ENOENT]
     return sum(found == node for found in known) / len(known) if known else None
+
+
+SMAPS = Path("/proc/self/smaps")
+HUGE_SHARE = 0.9
+"""Below this share of the arrays in huge pages, where the kernel should give them, a DDR row
+says so: its figure is a few percent lower than the box can do."""
+HUGE_CHECK_MIN_BYTES = 64 << 20
+"""Arrays this large or larger are checked: only whole aligned 2 MiB spans can be huge pages,
+so a smaller array's unaligned ends alone could bring its share under HUGE_SHARE."""
+
+
+def huge_page_share(arrays: Sequence[np.ndarray], smaps: Path = SMAPS) -> float | None:
+    """The share (0 to 1) of the arrays' bytes in transparent huge pages, from the
+    AnonHugePages of the mappings that hold them (pro rata where a mapping holds more than
+    the arrays); None where smaps cannot be read."""
+    ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
+    total = sum(end - start for start, end in ranges)
+    try:
+        text = smaps.read_text()
+    except OSError:
+        return None
+    if not total:
+        return None
+    huge = 0.0
+    mapping: tuple[int, int] | None = None
+    for line in text.splitlines():
+        head = line.split(None, 1)[0] if line else ""
+        if "-" in head and not head.endswith(":"):  # "start-end perms offset dev inode path"
+            start, _, end = head.partition("-")
+            try:
+                mapping = (int(start, 16), int(end, 16))
+            except ValueError:
+                mapping = None
+        elif head == "AnonHugePages:" and mapping is not None:
+            overlap = sum(max(0, min(end, mapping[1]) - max(start, mapping[0]))
+                          for start, end in ranges)
+            if overlap:
+                huge += int(line.split()[1]) * 1024 * overlap / (mapping[1] - mapping[0])
+    return min(1.0, huge / total)

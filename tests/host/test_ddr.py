@@ -238,3 +238,24 @@ def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monke
         executor.measure(case, Job("ddr_copy", size_bytes=MiB, threads=1, numa_node=1),
                          small_plan)
     assert os.sched_getaffinity(0) == cpus
+
+
+def test_rows_say_when_their_arrays_missed_the_huge_pages_the_kernel_should_give(
+        small_plan, monkeypatch):
+    from bwprof.host import placement
+
+    monkeypatch.setattr(placement, "HUGE_CHECK_MIN_BYTES", 0)  # 1 MiB arrays count here
+    case = get_case("ddr_triad")
+    shares = iter([0.5, 0.99])
+    monkeypatch.setattr(placement, "huge_page_share", lambda arrays: next(shares))
+    executor = HostExecutor("cpu", huge_pages_expected=True)
+    job = executor.jobs(case, small_plan)[0]
+    short, = executor.measure(case, job, small_plan)
+    assert "only 50% of the arrays in 2 MiB pages" in short.note
+    executor.close()  # new arrays for the next job: read again
+    fine, = executor.measure(case, job, small_plan)
+    assert "2 MiB" not in fine.note
+    # Where the kernel gives none (THP 'never'), nothing is read and nothing said.
+    monkeypatch.setattr(placement, "huge_page_share", lambda arrays: pytest.fail("read"))
+    row, = HostExecutor("cpu").measure(case, job, small_plan)
+    assert "2 MiB" not in row.note

@@ -70,3 +70,44 @@ def test_pages_the_kernel_will_not_report_count_neither_way(monkeypatch):
     monkeypatch.setattr(placement, "_move_pages",
                         lambda addresses: [0, -errno.EFAULT, -errno.ENOENT, 1])
     assert placement.node_share([array], 0) == pytest.approx(1 / 3)
+
+
+def _smaps(tmp_path, mappings):
+    """A /proc/self/smaps of (start, end, AnonHugePages bytes) mappings, with the other lines
+    a real one has around them."""
+    lines = []
+    for start, end, huge in mappings:
+        lines += [f"{start:x}-{end:x} rw-p 00000000 00:00 0 ", f"Size: {(end - start) // 1024} kB",
+                  "Rss: 4 kB", f"AnonHugePages: {huge // 1024} kB", "VmFlags: rd wr mr mw me ac"]
+    path = tmp_path / "smaps"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_huge_page_share_counts_the_mappings_that_hold_the_arrays(tmp_path):
+    whole = np.empty(4 << 20)
+    a, b = whole[: 1 << 20], whole[2 << 20 : 3 << 20]  # 8 MiB each, 8 MiB apart
+    start_a, start_b = a.ctypes.data, b.ctypes.data
+    # a's mapping is all huge pages; b's mapping holds b and as much again, half in huge pages.
+    smaps = _smaps(tmp_path, [(start_a, start_a + a.nbytes, a.nbytes),
+                              (start_b, start_b + 2 * b.nbytes, b.nbytes),
+                              (0x1000, 0x2000, 0)])  # a mapping elsewhere counts for nothing
+    assert placement.huge_page_share([a], smaps) == 1.0
+    assert placement.huge_page_share([b], smaps) == pytest.approx(0.5)  # pro rata
+    assert placement.huge_page_share([a, b], smaps) == pytest.approx(0.75)
+    assert placement.huge_page_share([a], tmp_path / "absent") is None
+
+
+def test_huge_page_share_on_this_machines_own_memory():
+    """NumPy asks for huge pages; with its request off, a fresh array has none."""
+    from numpy._core import multiarray
+
+    if not Path("/proc/self/smaps").is_file():
+        pytest.skip("no /proc/self/smaps here")
+    before = multiarray._set_madvise_hugepage(False)
+    try:
+        small_pages = np.empty(8 << 20)
+        small_pages.fill(1.0)
+    finally:
+        multiarray._set_madvise_hugepage(before)
+    assert placement.huge_page_share([small_pages]) < 0.1
