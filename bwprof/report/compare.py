@@ -105,10 +105,9 @@ def _int(value: object) -> int | None:
     return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
 
 
-def _figures(run: RunFolder) -> list[dict[str, object]]:
+def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
     """The run's figures, keyed: its summary rows, then every measured row of results.csv."""
     figures: list[dict[str, object]] = []
-    summary = build_summary(run.results)
     for _, row in summary.iterrows():
         metric, value = (("overlap_efficiency", row["overlap_efficiency"])
                          if row["path"] == "overlap" else ("gbps", row["gbps"]))
@@ -170,6 +169,8 @@ class Comparison:
     labels: list[str]
     rows: pd.DataFrame
     warnings: list[str]
+    summaries: list[pd.DataFrame]
+    """Each run's summary (build_summary), as aligned and as asked why a figure is missing."""
 
     def regressions(self, fail_below: float) -> list[Regression]:
         """Headline figures of later runs that fell more than `fail_below` % versus the
@@ -177,9 +178,10 @@ class Comparison:
         without any headline figure fails too: acceptance against nothing is no acceptance."""
         summary = self.rows[self.rows["scope"] == "summary"]
         if not (summary["baseline"] & summary["value"].notna()).any():
-            return [Regression(self.labels[0], "", None, False, _why_empty(self.runs[0]))]
+            return [Regression(self.labels[0], "", None, False,
+                               _why_empty(self.runs[0], self.summaries[0]))]
         found = []
-        runs = dict(zip(self.labels, self.runs, strict=True))
+        runs = dict(zip(self.labels, zip(self.runs, self.summaries, strict=True), strict=True))
         for _, row in summary[~summary["baseline"]].iterrows():
             if _num(row["baseline_value"]) is None:
                 continue
@@ -191,7 +193,7 @@ class Comparison:
             found.append(Regression(
                 str(row["run"]), describe(row), change,
                 row["backend"] == "simulated" or self._baseline_simulated(row),
-                why_missing(runs[str(row["run"])], row) if change is None else "",
+                why_missing(*runs[str(row["run"])], row) if change is None else "",
             ))
         return found
 
@@ -200,8 +202,9 @@ class Comparison:
         return bool((base["backend"] == "simulated").any())
 
 
-def why_missing(run: RunFolder, figure: pd.Series) -> str:
-    """Why `run` has no figure for a headline figure of the baseline, from its own rows."""
+def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str:
+    """Why `run` (whose summary is `summary`) has no figure for a headline figure of the
+    baseline, from its own rows."""
     from bwprof.plan import format_bytes
 
     results = run.results
@@ -220,7 +223,6 @@ def why_missing(run: RunFolder, figure: pd.Series) -> str:
     if sizes and not is_missing(figure["size_bytes"]) and int(figure["size_bytes"]) not in sizes:
         return (f"measured at {', '.join(format_bytes(s) for s in sizes)} only: figures align "
                 "at the same size, so compare runs made with the same --preset and --size")
-    summary = build_summary(results)
     path = summary[(summary["path"] == figure["path"]) & summary["gbps"].isna()
                    & summary["overlap_efficiency"].isna()]
     if len(path) and path.iloc[0]["status"] != "absent":
@@ -229,11 +231,10 @@ def why_missing(run: RunFolder, figure: pd.Series) -> str:
     return f"not measured in this run{interrupted}"
 
 
-def _why_empty(run: RunFolder) -> str:
+def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
     """Why a baseline has no headline figure at all, in a few words."""
     if run.results.empty:
         return "it has no rows" + (" (interrupted)" if run.system.get("interrupted") else "")
-    summary = build_summary(run.results)
     reasons = [f"{row['path']}: {row['status']}" for _, row in summary.iterrows()
                if row["status"] != "absent"]
     return "; ".join(reasons) or "none of its cases gives a headline figure"
@@ -327,7 +328,9 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
         raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {by!r}")
     labels = run_labels(len(runs))
     collapse = by_model if by == "model" else (lambda figures: figures)
-    per_run = [{_key(f): f for f in collapse(_figures(run))} for run in runs]
+    summaries = [build_summary(run.results) for run in runs]
+    per_run = [{_key(f): f for f in collapse(_figures(run, summary))}
+               for run, summary in zip(runs, summaries, strict=True)]
     keys = sorted(dict.fromkeys(k for figures in per_run for k in figures),
                   key=lambda k: k[0] != "summary")  # stable: summary first, then run order
     records = []
@@ -364,7 +367,8 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                for line in ([f"run {label} was interrupted: figures it did not reach are "
                              "absent"] if run.system.get("interrupted") else [])
                + [f"run {label}: {note}" for note in run.notes]]
-    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + stopped)
+    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + stopped,
+                      summaries)
 
 
 def regression_lines(regressions: Sequence[Regression], fail_below: float) -> list[str]:
