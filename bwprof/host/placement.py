@@ -83,11 +83,11 @@ def huge_page_share(arrays: Sequence[np.ndarray], smaps: Path = SMAPS) -> float 
     the arrays); None where smaps cannot be read."""
     ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
     total = sum(end - start for start, end in ranges)
+    if not total:
+        return None
     try:
         text = smaps.read_text()
     except OSError:
-        return None
-    if not total:
         return None
     huge = 0.0
     mapping: tuple[int, int] | None = None
