@@ -6,6 +6,10 @@ and says it is ready; the sender starts its clock, sends the window, and stops t
 the receiver's acknowledgement arrives (so the figure counts delivered bytes). After the last
 sample, outside any timing, the receiver checks the last message against the pattern and
 sends the count of wrong bytes. Only the sender makes a row; other ranks take no part.
+
+Before a job both ends tell each other whether their buffers could be allocated, so a rank
+out of memory makes the job `skipped` at once instead of leaving its peer waiting for
+messages that never come until the MPI timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from bwprof.cases import CaseSpec
 from bwprof.fleet.comm import Fleet, FleetTimeout
-from bwprof.gpu.backend import GpuBackend
+from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import (
     BufferPool,
     device_mismatches,
@@ -118,9 +122,11 @@ class NetP2PExecutor:
                 if self.fleet.rank == sender:
                     raise NotRun("waived", reason)
                 return []
-        buffers = self._buffers(job)
         tag = self._tags[job]
         try:
+            buffers = self._agree_on_buffers(job, tag)
+            if buffers is None:
+                return []
             if self.fleet.rank == receiver:
                 self._receive(sender, buffers, job, plan.repeats, tag)
                 return []
@@ -140,6 +146,31 @@ class NetP2PExecutor:
                   f"in flight per sample",
             ops_per_sample=window,
         )]
+
+    def _agree_on_buffers(self, job: Job, tag: int) -> list[Any] | None:
+        """Allocate this end's buffers and trade the outcome with the other end.
+
+        Both ends send before they receive, so neither waits on the other. When either could
+        not allocate, the sender raises `skipped` with the reason and the receiver returns
+        None (it makes no row)."""
+        sender, receiver = job.ranks  # type: ignore[misc]
+        peer = receiver if self.fleet.rank == sender else sender
+        try:
+            buffers, failure = self._buffers(job), ""
+        except (OutOfMemory, MemoryError) as exc:
+            buffers, failure = None, f"rank {self.fleet.rank}: {exc or 'out of memory'}"
+        comm = self.fleet.comm
+        sent = comm.isend(failure, dest=peer, tag=tag + 4)
+        peer_failure = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers")
+        self.fleet.wait(sent, "the buffers to be reported")
+        reasons = [why for why in (failure, peer_failure) if why]
+        if not reasons:
+            return buffers
+        buffers = None  # released before the next job allocates
+        if self.fleet.rank == sender:
+            raise NotRun("skipped", f"{job.size_bytes} bytes x {window_for(job.size_bytes or 0)}"
+                                    f" message(s) do not fit: {'; '.join(reasons)}")
+        return None
 
     def _buffers(self, job: Job) -> list[Any]:
         size = job.size_bytes or 0

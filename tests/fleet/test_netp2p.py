@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -133,20 +134,36 @@ class Loopback:
         })()
 
 
-def _gpu_buffer_rows(damage=False):
-    """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback."""
+def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30)):
+    """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback:
+    what each rank's measure returned or raised. `memory`: each rank's simulated GPU."""
     plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))  # GPU buffers: the largest
     loop, case = Loopback(damage), get_case("net_p2p")
     executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
-                                [1, 1], (True, "test"), gpu=(SimBackend(devices=1), 0),
+                                [1, 1], (True, "test"),
+                                gpu=(SimBackend(devices=1, memory_bytes=memory[rank]), 0),
                                 hosts=["node0", "node1"]) for rank in (0, 1)]
     jobs, _same = [executor.jobs(case, plan) for executor in executors]  # both know the tags
     (job,) = [j for j in jobs if j.memory == "hbm"]
-    receiver = threading.Thread(target=executors[1].measure, args=(case, job, plan))
+    outcomes: list = [None, None]
+
+    def measure(rank):
+        try:
+            outcomes[rank] = executors[rank].measure(case, job, plan)
+        except NotRun as exc:
+            outcomes[rank] = exc
+
+    receiver = threading.Thread(target=measure, args=(1,))
     receiver.start()
-    rows = executors[0].measure(case, job, plan)
+    measure(0)
     receiver.join(timeout=30)
     assert not receiver.is_alive()
+    return outcomes
+
+
+def _gpu_buffer_rows(damage=False):
+    rows, received = _gpu_buffer_exchange(damage)
+    assert received == []  # only the sender makes a row
     return rows
 
 
@@ -158,3 +175,17 @@ def test_gpu_buffers_travel_and_are_validated_on_the_receivers_gpu():
     (damaged,) = _gpu_buffer_rows(damage=True)
     assert not damaged.valid
     assert damaged.note.startswith("validation failed: 1 of ")
+
+
+@pytest.mark.parametrize("short", [0, 1])
+def test_a_rank_out_of_gpu_memory_skips_the_job_at_once_on_both_ends(short):
+    """The window (16 x 1 MiB) does not fit on one rank: neither end waits for the other's
+    messages (the loopback's timeout is 10 s; the job must not get there)."""
+    memory = [1 << 30, 1 << 30]
+    memory[short] = 4 * MiB
+    started = time.monotonic()
+    sent, received = _gpu_buffer_exchange(memory=tuple(memory))
+    assert time.monotonic() - started < 5
+    assert isinstance(sent, NotRun) and sent.status == "skipped"
+    assert f"do not fit: rank {short}: gpu0:" in str(sent)
+    assert received == []
