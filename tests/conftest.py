@@ -50,8 +50,14 @@ def wants_real_gpu(markexpr: str) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not wants_real_gpu(config.getoption("markexpr") or "") and "numba" not in sys.modules:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    if wants_real_gpu(config.getoption("markexpr") or ""):
+        return
+    if "numba" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        # Too late to switch the simulator on: the kernel-logic tests would skip silently.
+        raise pytest.UsageError(
+            "numba was imported before tests/conftest.py could switch on its CUDA simulator; "
+            "set NUMBA_ENABLE_CUDASIM=1 or keep numba out of conftest-time imports")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 
 def env_without_cudasim() -> dict[str, str]:

@@ -6,6 +6,7 @@ import bwprof
 from bwprof.api import case_availability
 from bwprof.cases import CASES
 from bwprof.errors import BwprofError, RunInterrupted
+from bwprof.gpu.runtime import NO_GPU_REASON, probe
 from bwprof.host import stream
 from bwprof.report.frames import read_results
 
@@ -77,7 +78,7 @@ def test_gpu_cases_without_a_gpu_are_skipped_once_with_the_reason():
 
 def test_bad_options_write_nothing(tmp_path):
     out = tmp_path / "run"
-    with pytest.raises(BwprofError):
+    with pytest.raises(BwprofError, match="--repeats must be at least 2"):
         bwprof.run(cases="ddr_", repeats=1, out=out)
     assert not out.exists()
 
@@ -119,6 +120,10 @@ def test_case_availability_names_why_a_case_cannot_run():
     availability = case_availability(CASES)
     assert availability["ddr_triad"] is None
     assert set(availability) == {c.key for c in CASES}
+    assert availability["net_p2p"].startswith("needs an MPI launch of 2 ranks or more")
+    if not probe().count:  # no GPU here: every GPU case says why
+        gpu_keys = {c.key for c in CASES if c.target == "gpu"}
+        assert gpu_keys and {availability[k] for k in gpu_keys} == {NO_GPU_REASON}
 
 
 def test_telemetry_says_why_it_is_off(tmp_path):

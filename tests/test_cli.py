@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bwprof import __version__
+from bwprof.cases import CASES
 from bwprof.cli import app, main
 from bwprof.report.frames import read_results
 
@@ -102,8 +103,15 @@ def test_failed_validation_exits_1(monkeypatch, tmp_path):
 def test_list_shows_every_case_and_whether_it_runs_here():
     result = runner.invoke(app, ["list"])
     assert result.exit_code == 0
-    assert "ddr_triad" in result.output and "p2p_bidir" in result.output
-    assert "yes" in result.output
+    lines = result.output.splitlines()
+    for case in CASES:
+        assert any(line.split()[:1] == [case.key] for line in lines), case.key
+    ddr = next(line for line in lines if line.startswith("ddr_triad "))
+    assert " yes " in ddr
+    # A case that cannot run names a footnote, and the footnote says why.
+    mpi = next(line for line in lines if line.startswith("net_p2p "))
+    mark = next(word for word in mpi.split() if word.startswith("no"))
+    assert any(line.startswith(f"{mark}: needs an MPI launch") for line in lines)
 
 
 def test_info_describes_the_host():

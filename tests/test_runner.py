@@ -189,8 +189,15 @@ def test_an_impossible_time_becomes_an_error_row():
 
 
 def test_not_run_rows_name_both_gpus_of_a_pair():
-    from bwprof.measurement import Job
+    class PairExecutor(ScriptedExecutor):
+        backend = "cuda"
 
-    assert Job("p2p_copy", device=0, peer=3).device_label == "gpu0->gpu3"
+        def jobs(self, case, plan):
+            return [Job(case.key, size_bytes=1 << 20, device=0, peer=3)]
+
+    plan = make_plan(cases="p2p_copy", repeats=2, usable_cpus=1, llc_bytes=None,
+                     memory_available_bytes=None)
+    (row,) = Runner(plan, {"gpu": PairExecutor(not_run=("p2p_copy",))}, CONTEXT).run()
+    assert (row.device, row.status, row.note) == ("gpu0->gpu3", "waived", "does not apply here")
     assert Job("h2d_pinned", device=2).device_label == "gpu2"
     assert Job("h2d_all").device_label == ""

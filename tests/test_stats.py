@@ -21,13 +21,13 @@ def test_a_single_sample_has_no_cv():
 
 @pytest.mark.parametrize("bad", [[], [0.0], [1.0, -1.0], [float("nan")], [float("inf")]])
 def test_summarize_rejects_impossible_samples(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"no timed samples|positive and finite"):
         summarize(bad)
 
 
 def test_gbps_is_decimal_gigabytes():
     assert gbps(3e9, 1.5) == 2.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="seconds must be positive"):
         gbps(1, 0)
 
 
@@ -49,5 +49,5 @@ def test_overlap_efficiency_on_hand_made_timelines():
     # Clamped: faster than the longest part alone (noise) or slower than serial.
     assert overlap_efficiency([4.0, 3.0], 3.9) == 1.0
     assert overlap_efficiency([4.0, 3.0], 8.0) == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least two parts"):
         overlap_efficiency([1.0], 1.0)

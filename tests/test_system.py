@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from bwprof import system
 from bwprof.system import (
     caches,
     host_info,
@@ -61,10 +62,19 @@ def test_host_info_describes_this_machine():
     assert info.as_dict()["packages"]["numba"]
 
 
-def test_package_versions_name_whichever_cupy_wheel_is_installed():
-    versions = package_versions()
-    assert "cupy" in versions
-    assert versions["cupy"] is None or versions["cupy"].startswith("cupy")
+def test_package_versions_name_whichever_cupy_wheel_is_installed(monkeypatch):
+    class Dist:
+        def __init__(self, name, version):
+            self.metadata, self.version = {"Name": name}, version
+
+    def installed(*dists):
+        monkeypatch.setattr(system.metadata, "distributions", lambda: list(dists))
+        return package_versions()["cupy"]
+
+    assert installed(Dist("numpy", "2.4.6"), Dist("cupy-cuda13x", "14.2.0")) == \
+        "cupy-cuda13x==14.2.0"
+    assert installed(Dist("cupy-cuda12x", "13.3.0")) == "cupy-cuda12x==13.3.0"
+    assert installed(Dist("numpy", "2.4.6")) is None
 
 
 def test_transparent_hugepage_mode_is_the_bracketed_choice(tmp_path):

@@ -201,17 +201,26 @@ def test_events_bracket_the_work(real_gpu, device_run):
         assert large > 16 * small, (case, small, large)
 
 
-def test_hbm_rows_are_valid_and_beyond_the_cache(real_gpu, device_run, l2_bytes):
+def test_hbm_rows_are_valid_and_beyond_the_cache(real_gpu, device_run, l2_bytes, backend):
+    from bwprof.gpu import hbm
+
+    # Arrays shrink below 4x L2 only when three of them would not fit in free memory.
+    roomy = 3 * hbm.default_array_bytes(l2_bytes) <= hbm.MEMORY_SHARE * backend.free_memory(0)
     frame = device_run.results
     for case in ("hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot"):
         rows = frame[frame["case"] == case]
         assert len(rows) >= 1 and (rows["status"] == "ok").all(), rows
         largest = rows.loc[rows["size_bytes"].idxmax()]
-        assert largest["size_bytes"] >= 4 * l2_bytes or "L2" in largest["note"]
+        if roomy:
+            assert largest["size_bytes"] >= 4 * l2_bytes, largest["note"]
+            assert "L2" not in largest["note"], largest["note"]
+        else:
+            assert "below 4x" in largest["note"], largest["note"]
         assert largest["byte_convention"] == "traffic"
         assert largest["gbps_best"] > 0
-        if pd.notna(largest["peak_gbps"]) and largest["peak_gbps"] > 0:
-            assert largest["gbps_best"] < largest["peak_gbps"]
+        # The peak comes from NVML or the device's attributes: known on any real GPU.
+        assert pd.notna(largest["peak_gbps"]) and largest["peak_gbps"] > 0, largest["note"]
+        assert largest["gbps_best"] < largest["peak_gbps"]
 
 
 def test_the_gate_covers_every_gated_row(real_gpu, device_run):
@@ -321,4 +330,8 @@ def test_counters_are_sampled_and_joined(real_gpu, device_run):
     assert float(big["window_gbps"].iloc[0]) > 0
     # NVML's PCIe counters (or GPM's) saw host-to-device traffic during the copies.
     assert float(big["counter_gbps"].iloc[0]) > 0 and big["counter_ratio"].notna().all()
+    # A ratio, not a bandwidth: the counters saw about the bytes the copies moved (a unit
+    # slip or the wrong direction's counter lands far outside).
+    ratio = float(big["counter_ratio"].iloc[0])
+    assert 0.5 <= ratio <= 2.0, (ratio, big["note"].iloc[0])
     assert (device_run.run_dir / "findings.csv").is_file()

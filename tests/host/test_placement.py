@@ -98,16 +98,37 @@ def test_huge_page_share_counts_the_mappings_that_hold_the_arrays(tmp_path):
     assert placement.huge_page_share([a], tmp_path / "absent") is None
 
 
-def test_huge_page_share_on_this_machines_own_memory():
-    """NumPy asks for huge pages; with its request off, a fresh array has none."""
+def _filled(nbytes: int, ask_huge_pages: bool) -> np.ndarray:
     from numpy._core import multiarray
+
+    before = multiarray._set_madvise_hugepage(ask_huge_pages)
+    try:
+        array = np.empty(nbytes // 8)
+        array.fill(1.0)
+    finally:
+        multiarray._set_madvise_hugepage(before)
+    return array
+
+
+def test_huge_page_share_on_this_machines_own_memory():
+    """What the kernel's THP mode promises, read back from smaps: with 'madvise' NumPy's
+    request makes the difference; 'never' gives none; 'always' gives them unasked."""
+    from bwprof.system import transparent_hugepages
 
     if not Path("/proc/self/smaps").is_file():
         pytest.skip("no /proc/self/smaps here")
-    before = multiarray._set_madvise_hugepage(False)
-    try:
-        small_pages = np.empty(8 << 20)
-        small_pages.fill(1.0)
-    finally:
-        multiarray._set_madvise_hugepage(before)
-    assert placement.huge_page_share([small_pages]) < 0.1
+    mode = transparent_hugepages()
+    defrag = transparent_hugepages(Path("/sys/kernel/mm/transparent_hugepage/defrag"))
+    asked = placement.huge_page_share([_filled(64 << 20, ask_huge_pages=True)])
+    unasked = placement.huge_page_share([_filled(64 << 20, ask_huge_pages=False)])
+    if mode == "never":
+        assert asked < 0.1 and unasked < 0.1
+    elif mode == "madvise":
+        assert unasked < 0.1
+        # Compaction at fault time for madvised memory makes huge pages all but certain.
+        if defrag in ("always", "madvise", "defer+madvise"):
+            assert asked > 0.5, asked
+    elif mode == "always":
+        assert asked > 0 or unasked > 0
+    else:
+        pytest.skip(f"no transparent huge pages here ({mode})")

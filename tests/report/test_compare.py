@@ -144,6 +144,7 @@ def test_machines_that_differ_are_named_and_other_models_never_align():
     assert ddr["change_pct"] == 0.0  # same CPU model: aligned
     gpu = comparison.rows[(comparison.rows["case"] == "hbm_triad")
                           & (comparison.rows["scope"] == "summary")]
+    assert gpu["figure_id"].nunique() >= 2  # one figure per GPU model at least
     for _, figure in gpu.groupby("figure_id"):  # each model's row stands alone
         assert figure["value"].notna().sum() == 1
         assert figure["change_pct"].isna().all()

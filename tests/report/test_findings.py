@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pandas as pd
-
 from bwprof.report.findings import (
     FINDING_COLUMNS,
     above_peak,
@@ -134,7 +132,8 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     links = [f for f in findings if f.what == "PCIe link below its maximum under load"]
     assert [f.device for f in links] == ["gpu1"]
     assert "Gen4 x16" in links[0].evidence
-    assert isinstance(pd.DataFrame([f.as_dict() for f in findings]), pd.DataFrame)
+    table = findings_frame(findings)
+    assert list(table.columns) == list(FINDING_COLUMNS) and len(table) == len(findings)
 
 
 def test_siblings_are_compared_only_on_the_same_measurement():

@@ -138,7 +138,7 @@ def test_a_parquet_only_run_folder_loads(run_copy, tmp_path):
     loaded = load_run(run)
     assert list(loaded.results["case"])[:2] == ["ddr_copy", "ddr_scale"]
     assert (pd.read_parquet(run / "summary.parquet")["schema_version"] == 1).all()
-    json.loads((run / "system.json").read_text())
+    assert json.loads((run / "system.json").read_text())["schema_version"] == 1  # untouched
 
 
 @pytest.mark.parametrize("damage", ["[{", "[1, 2]", '{"schema_version": 1, "timelines": '

@@ -4,6 +4,7 @@ simulated; only the table's shape and verdicts are checked."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +31,7 @@ def relabelled_run(tmp_path_factory):
 
 
 def headline(run_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RUN_DIR": str(run_dir)}
+    env = {**os.environ, "RUN_DIR": str(run_dir), "PYTHON": sys.executable}
     return subprocess.run(["bash", str(SCRIPT), "--headline"], capture_output=True, text=True,
                           env=env, timeout=120)
 

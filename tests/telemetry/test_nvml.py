@@ -154,7 +154,7 @@ def test_query_does_not_hide_programming_errors() -> None:
     def broken(_handle: object) -> int:
         raise TypeError("wrong arguments")
 
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="wrong arguments"):
         Nvml(fake_pynvml(nvmlDeviceGetMemoryBusWidth=broken)).query(
             "nvmlDeviceGetMemoryBusWidth", "h"
         )

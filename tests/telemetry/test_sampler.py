@@ -108,7 +108,7 @@ def test_the_thread_starts_streams_samples_and_stops():
     count = len(sampler.samples)
     sampler.stop()  # twice is fine
     assert count >= 2 and len(batches) == count
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="interval must be positive"):
         Sampler(lambda: [], 0)
 
 
