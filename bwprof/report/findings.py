@@ -151,6 +151,26 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     ) for device, cases in slow.items()]
 
 
+def host_cpus_narrowed(rows: pd.DataFrame, system: dict) -> list[Finding]:
+    """Host cases ran on fewer CPUs than the machine has: the process's CPU affinity (an MPI
+    launcher binds each rank to a core or socket; taskset; a container's cpuset) capped the
+    threads, so the DDR figure is not the node's."""
+    host = system.get("host") or {}
+    usable, logical = host.get("usable_cpus"), host.get("logical_cpus")
+    ddr = rows[(rows["backend"] == "host") & (rows["status"] == "ok")]
+    if (ddr.empty or not isinstance(usable, int) or not isinstance(logical, int)
+            or usable >= logical):
+        return []
+    threads = pd.to_numeric(_column(ddr, "threads"), errors="coerce").max()
+    return [Finding(
+        "warning", "cpu", f"host cases ran on {usable} of the machine's {logical} CPUs",
+        "the process's CPU affinity (an MPI launcher's binding, taskset or a cpuset) capped the "
+        "threads, so DDR figures understate the node; under mpirun add --bind-to none",
+        f"CPU affinity allows {usable} CPU(s); DDR rows used up to "
+        f"{'?' if pd.isna(threads) else int(threads)} thread(s)",
+    )]
+
+
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
     over = rows[rows["peak_gbps"].notna()
                 & (rows["gbps_best"] > FINDING_ABOVE_PEAK * rows["peak_gbps"])
@@ -178,6 +198,7 @@ def derive_findings(rows: pd.DataFrame, system: dict) -> list[Finding]:
     measured = _measured(rows)
     return [
         *slower_numa_nodes(rows),
+        *host_cpus_narrowed(rows, system),
         *busy_before_run(system),
         *pcie_below_max(measured, system),
         *clock_events(measured),

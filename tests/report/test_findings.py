@@ -190,3 +190,22 @@ def test_an_nvlink_c2c_gpus_idle_pcie_link_is_no_finding():
     assert len(pcie_below_max(frame, system)) == 1  # a PCIe board at Gen1: a finding
     metadata["c2c_enabled"] = True
     assert pcie_below_max(frame, system) == []
+
+
+def test_host_cases_on_fewer_cpus_than_the_machine_has():
+    """mpirun binds a rank to one core by default: its DDR figure is one core's, not the
+    node's, and the run says so."""
+    from bwprof.report.findings import host_cpus_narrowed
+
+    rows = _frame(make_row(threads=1), make_row(device="numa0", threads=1))
+    (finding,) = host_cpus_narrowed(rows, {"host": {"usable_cpus": 1, "logical_cpus": 64}})
+    assert finding.device == "cpu"
+    assert finding.what == "host cases ran on 1 of the machine's 64 CPUs"
+    assert "--bind-to none" in finding.why and "used up to 1 thread(s)" in finding.evidence
+    assert any(f.what.startswith("host cases ran on") for f in derive_findings(
+        rows, {"host": {"usable_cpus": 1, "logical_cpus": 64}}))
+    # Every CPU usable, no host rows measured, or no record of the CPUs: nothing to say.
+    assert host_cpus_narrowed(rows, {"host": {"usable_cpus": 64, "logical_cpus": 64}}) == []
+    skipped = _frame(make_row(status="skipped", gbps_best=None))
+    assert host_cpus_narrowed(skipped, {"host": {"usable_cpus": 1, "logical_cpus": 64}}) == []
+    assert host_cpus_narrowed(rows, {}) == []
