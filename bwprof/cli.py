@@ -49,14 +49,16 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 @app.command("run")
 def run_command(
     preset: Annotated[
-        str, typer.Option(help="quick | standard | full: sizes swept and repeats taken.")
+        str, typer.Option(help="quick (5 repeats) | standard (10) | full (20); also the "
+                                  "transfer sizes swept.")
     ] = "standard",
     cases: Annotated[
         str | None,
         typer.Option(help="Comma-separated case keys or prefixes, e.g. 'ddr_' or 'ddr_triad'."),
     ] = None,
     repeats: Annotated[
-        int | None, typer.Option(help="Timed repetitions per figure (first dropped); >= 2.")
+        int | None, typer.Option(help="Timed samples per figure, >= 2 (host: the first is "
+                                        "dropped; GPU: after a warm-up sample).")
     ] = None,
     threads: Annotated[
         str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep (default: all).")
@@ -113,7 +115,10 @@ def run_command(
     prefix = "simulated-" if simulate else ""
     out_dir = out or (None if fleet else api.default_run_dir(prefix + api.hostname(),
                                                               api.utc_now()))
-    console = Console(stderr=True)
+    # Under mpirun a rank's output is a pseudo-terminal even when mpirun's own goes to a log:
+    # a fleet run prints plain text (no colour codes, no live bar).
+    terminal = False if fleet else None
+    console = Console(stderr=True, force_terminal=terminal)
     progress = None if quiet else RichProgress(console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     options = dict(
@@ -164,7 +169,8 @@ def run_command(
             progress.stop()
 
     if not quiet:
-        print_report(Console(), result.rows, result.summary, machine_line(result.system),
+        print_report(Console(force_terminal=terminal), result.rows, result.summary,
+                     machine_line(result.system),
                      system=result.system, findings=result.findings)
     for note in result.notes:
         typer.echo(note, err=True)
