@@ -183,7 +183,8 @@ def test_mpi_without_mpi4py_is_one_line_saying_how_to_get_it(monkeypatch, tmp_pa
     monkeypatch.setitem(sys.modules, "mpi4py", None)
     result = runner.invoke(app, ["run", "--mpi", "--out", str(tmp_path / "r"), *SMALL])
     assert result.exit_code == 2
-    assert result.output.startswith("error: --mpi needs mpi4py")
+    assert result.output.startswith("error: a fleet run (--mpi, or several ranks started by "
+                                    "mpirun or srun) needs mpi4py")
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
     bad = runner.invoke(app, ["run", "--mpi-timeout", "0", *SMALL])

@@ -41,14 +41,18 @@ def rank_from_environment(environ: dict[str, str] | None = None) -> int | None:
     return None
 
 
+FLEET_RUN = "a fleet run (--mpi, or several ranks started by mpirun or srun)"
+
+
 def import_mpi() -> Any:
     """mpi4py's MPI module, or a one-line BwprofError saying how to get it."""
     try:
         from mpi4py import MPI
     except ImportError as exc:
-        raise BwprofError(f"--mpi needs mpi4py ({exc}); {INSTALL_HINT}") from None
+        raise BwprofError(f"{FLEET_RUN} needs mpi4py ({exc}); {INSTALL_HINT}") from None
     except RuntimeError as exc:  # mpi4py present, MPI library missing or broken
-        raise BwprofError(f"--mpi could not load the MPI library ({exc}); {INSTALL_HINT}") from None
+        raise BwprofError(f"{FLEET_RUN} could not load the MPI library ({exc}); "
+                          f"{INSTALL_HINT}") from None
     return MPI
 
 

@@ -139,14 +139,16 @@ def load_run(path: str | Path) -> RunFolder:
     """Load and check a run folder; BwprofError (one line) when it is not a usable run."""
     folder = Path(path)
     if not folder.exists():
-        raise BwprofError(f"run folder {folder} does not exist")
+        raise BwprofError(f"run folder {folder} does not exist; pass a folder written by "
+                          "`bwprof run` (reports/<host>-<time> by default)")
     if not folder.is_dir():
         raise BwprofError(f"{folder} is not a run folder (it is a file); pass the folder that "
                           f"holds {RESULTS_FILE} and {SYSTEM_FILE}")
     csv_path, parquet_path = folder / RESULTS_FILE, folder / RESULTS_PARQUET
     if not (folder / SYSTEM_FILE).is_file() or not (csv_path.is_file() or parquet_path.is_file()):
         missing = SYSTEM_FILE if not (folder / SYSTEM_FILE).is_file() else RESULTS_FILE
-        raise BwprofError(f"{folder} is not a bwprof run folder (no {missing})")
+        raise BwprofError(f"{folder} is not a bwprof run folder (no {missing}); pass a folder "
+                          "written by `bwprof run`")
     system = read_system(folder / SYSTEM_FILE)
     notes: list[str] = []
     results = (read_results(csv_path, notes) if csv_path.is_file()

@@ -32,7 +32,7 @@ def test_launch_detection():
 
 def test_without_mpi4py_the_error_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)
-    with pytest.raises(BwprofError, match=r"--mpi needs mpi4py .*pip install 'bwprof\[mpi\]'"):
+    with pytest.raises(BwprofError, match=r"srun\) needs mpi4py .*pip install 'bwprof\[mpi\]'"):
         import_mpi()
 
 
