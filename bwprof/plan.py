@@ -207,10 +207,12 @@ def make_plan(
         budget = HOST_MEMORY_SHARE * memory_available_bytes
         if HOST_ARRAYS * largest > budget:
             if size is not None:
+                most = int(budget // HOST_ARRAYS) // MiB * MiB
                 raise BwprofError(
                     f"--size {format_bytes(largest)} needs {format_bytes(HOST_ARRAYS * largest)} "
-                    f"for 3 arrays but only {format_bytes(memory_available_bytes)} is available; "
-                    "choose a smaller --size"
+                    f"for 3 arrays, more than {HOST_MEMORY_SHARE:.0%} of the "
+                    f"{format_bytes(memory_available_bytes)} available (the rest is left to the "
+                    f"system); choose --size {format_bytes(most)} or less"
                 )
             fitted = int(budget // HOST_ARRAYS) // MiB * MiB
             array_bytes = (max(fitted, MIN_HOST_ARRAY_BYTES),)

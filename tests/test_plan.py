@@ -94,7 +94,7 @@ def test_make_plan_sweeps_threads_and_sizes():
         ({"threads": "5"}, r"--threads 5 is outside 1\.\.4"),
         ({"threads": "0"}, "--threads 0 is outside"),
         ({"size": "4KiB"}, "too small"),
-        ({"size": "8GiB"}, "only 16 GiB is available"),
+        ({"size": "8GiB"}, "more than 60% of the 16 GiB available"),
         ({"cases": "bogus"}, "unknown case"),
     ],
 )
@@ -107,6 +107,17 @@ def test_default_size_shrinks_to_fit_a_small_machine():
     plan = make_plan(usable_cpus=2, llc_bytes=256 * MiB, memory_available_bytes=1 * GiB)
     (size,) = plan.host_array_bytes
     assert 3 * size <= 0.6 * GiB
+
+
+def test_a_size_too_large_for_memory_names_the_largest_that_fits():
+    with pytest.raises(BwprofError) as info:
+        make_plan(size="1GiB", usable_cpus=2, llc_bytes=None, memory_available_bytes=1 * GiB)
+    message = str(info.value)
+    assert "needs 3 GiB for 3 arrays, more than 60% of the 1 GiB available" in message
+    most = int(message.rsplit("--size ", 1)[1].split()[0]) * MiB  # "204 MiB or less"
+    assert 3 * most <= 0.6 * GiB < 3 * (most + MiB)
+    make_plan(size=f"{most // MiB}MiB", usable_cpus=2, llc_bytes=None,
+              memory_available_bytes=1 * GiB)  # the size it names is taken
 
 
 def test_format_bytes():

@@ -122,7 +122,8 @@ class GpuExecutor:
             free = self.gpu.free_memory(index) + self.pool.device_bytes(index)
             if per_device > DEVICE_MEMORY_SHARE * free:
                 raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
-                                        f"{format_bytes(per_device)} on gpu{index}, "
+                                        f"{format_bytes(per_device)} on gpu{index}, more than "
+                                        f"{DEVICE_MEMORY_SHARE:.0%} of the "
                                         f"{format_bytes(free)} free")
         if case.key == "pipeline_chunked":
             host = 2 * overlap.pipeline_total_bytes(size)
