@@ -233,11 +233,12 @@ def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str
 
 def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
     """Why a baseline has no headline figure at all, in a few words."""
+    interrupted = " (the run was interrupted)" if run.system.get("interrupted") else ""
     if run.results.empty:
-        return "it has no rows" + (" (interrupted)" if run.system.get("interrupted") else "")
+        return "it has no rows" + interrupted
     reasons = [f"{row['path']}: {row['status']}" for _, row in summary.iterrows()
                if row["status"] != "absent"]
-    return "; ".join(reasons) or "none of its cases gives a headline figure"
+    return ("; ".join(reasons) or "none of its cases gives a headline figure") + interrupted
 
 
 def describe(row: pd.Series) -> str:

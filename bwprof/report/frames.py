@@ -101,8 +101,8 @@ def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
     versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
     if versions - {SCHEMA_VERSION}:
         raise BwprofError(
-            f"{path} has schema version {sorted(versions)}, this bwprof reads "
-            f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
+            f"{path} has schema version {', '.join(map(str, sorted(versions)))}, this bwprof "
+            f"reads {SCHEMA_VERSION}; use the bwprof version that wrote it"
         )
 
 

@@ -261,7 +261,7 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
         why = _why_no_figure(summary[summary["path"] == "hbm"].iloc[0])
-        text = f"No HBM figure in this run{why}, so there is no HBM/DDR ratio"
+        text = f"No HBM figure{why or ' in this run'}, so there is no HBM/DDR ratio"
         if len(ddr):
             text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
         return text + "."

@@ -215,13 +215,17 @@ def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
     comparison = compare_runs([empty, _run(Path("b"), ddr_triad=100.0)])
     assert regression_lines(comparison.regressions(10), 10) == [
         "below --fail-below: baseline A has no headline figure to hold the other runs against "
-        "(it has no rows (interrupted))"]
+        "(it has no rows (the run was interrupted))"]
     in_cache = _run(Path("c"), ddr_triad=100.0)
     in_cache.results["note"] = f"arrays {IN_CACHE_NOTE} (1 KiB): partly served by the cache"
     comparison = compare_runs([in_cache, in_cache])
     assert regression_lines(comparison.regressions(10), 10) == [
         "below --fail-below: baseline A has no headline figure to hold the other runs against "
         "(ddr: in cache)"]
+    in_cache.system["interrupted"] = True  # rows, none headline: the stop is named too
+    comparison = compare_runs([in_cache, in_cache])
+    assert regression_lines(comparison.regressions(10), 10)[0].endswith(
+        "(ddr: in cache (the run was interrupted))")
 
 
 def test_measured_figures_print_and_simulated_ones_never_do():

@@ -100,7 +100,7 @@ def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp
     frame = read_results(path)
     assert frame.columns[-1] == "site_rack" and frame.loc[0, "site_rack"] == 12.5
     set_first_row(path, "schema_version", "99")
-    with pytest.raises(BwprofError, match=r"schema version \[99\]"):
+    with pytest.raises(BwprofError, match=r"schema version 99, this bwprof reads 1"):
         read_results(path)
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(BwprofError, match="cannot read"):

@@ -79,7 +79,8 @@ BREAKAGES = {
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"devices": [1],'),
         "system.json is malformed: every entry of gpus.devices should be an object", ""),
     "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
-    "other schema (results)": (_other_schema_in_results, "has schema version [2]", ""),
+    "other schema (results)": (_other_schema_in_results,
+                               "has schema version 2, this bwprof reads 1", ""),
     "other schema (system)": (
         lambda run: _replace(run / "system.json", '"schema_version": 1', '"schema_version": 7'),
         "system.json has schema version 7, this bwprof reads 1", ""),
@@ -91,10 +92,10 @@ BREAKAGES = {
                             "is not a bwprof samples file (missing t_s)", ""),
     "other schema (samples)": (
         lambda run: (run / "samples.csv").write_text("t_s,device,schema_version\n0,gpu0,2\n"),
-        "samples.csv has schema version [2]", ""),
+        "samples.csv has schema version 2, this", ""),
     "other schema (findings)": (
         lambda run: (run / "findings.csv").write_text("severity,what,schema_version\nerror,x,3\n"),
-        "findings.csv has schema version [3]", ""),
+        "findings.csv has schema version 3, this", ""),
     "other schema (timelines)": (
         lambda run: (run / "timelines.json").write_text('{"schema_version": 2, "timelines": []}'),
         "timelines.json has schema version 2, this bwprof reads 1", ""),
