@@ -201,7 +201,7 @@ class Runner:
         return ResultRow.bare(
             run_id=self.context.run_id, host=self.context.host, rank=self.context.rank,
             case=case.key, backend=backend, status=status, note=note,
-            device=job.device_label, memory=case.memory, direction=case.direction,
+            device=job.device_label, memory=job.memory or case.memory, direction=case.direction,
             size_bytes=job.size_bytes, threads=job.threads, streams=job.streams,
             byte_convention=case.byte_convention,
         )

@@ -201,3 +201,17 @@ def test_not_run_rows_name_both_gpus_of_a_pair():
     assert (row.device, row.status, row.note) == ("gpu0->gpu3", "waived", "does not apply here")
     assert Job("h2d_pinned", device=2).device_label == "gpu2"
     assert Job("h2d_all").device_label == ""
+
+
+def test_a_not_run_row_keeps_the_memory_its_job_names():
+    """net_p2p measures host and GPU buffers: a waived GPU-buffer job says hbm, not host."""
+    class BufferKinds(ScriptedExecutor):
+        backend = "mpi"
+
+        def jobs(self, case, plan):
+            return [Job(case.key, size_bytes=1 << 20, ranks=(0, 1), memory="hbm")]
+
+    plan = make_plan(cases="net_p2p", repeats=2, usable_cpus=1, llc_bytes=None,
+                     memory_available_bytes=None)
+    (row,) = Runner(plan, {"mpi": BufferKinds(not_run=("net_p2p",))}, CONTEXT).run()
+    assert (row.memory, row.status, row.device) == ("hbm", "waived", "rank0->rank1")

@@ -10,6 +10,7 @@ from typing import IO
 
 from rich.table import Table
 
+from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.telemetry.counters import CounterReader
 from bwprof.telemetry.sampler import Sampler
 from bwprof.telemetry.session import SAMPLE_COLUMNS
@@ -55,17 +56,18 @@ def table(latest: Sequence[dict[str, object]], interval_ms: float, count: int) -
 
 
 class CsvSamples:
-    """Every sample into a CSV file, flushed per batch so Ctrl-C keeps all of them."""
+    """Every sample into a CSV file, flushed per batch so Ctrl-C keeps all of them; the
+    columns of a run's samples.csv, `schema_version` included."""
 
     def __init__(self, path: Path) -> None:
         self._file: IO[str] = open(path, "w", newline="")  # noqa: SIM115
         self._csv = csv.writer(self._file)
-        self._csv.writerow(SAMPLE_COLUMNS)
+        self._csv.writerow([*SAMPLE_COLUMNS, "schema_version"])
 
     def add(self, batch: Sequence[dict[str, object]]) -> None:
         for sample in batch:
             self._csv.writerow(["" if sample.get(c) is None else sample.get(c)
-                                for c in SAMPLE_COLUMNS])
+                                for c in SAMPLE_COLUMNS] + [SCHEMA_VERSION])
         self._file.flush()
 
     def close(self) -> None:

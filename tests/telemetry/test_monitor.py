@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typer.testing import CliRunner
 
 from bwprof.cli import app
+from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.telemetry import nvml as nvml_module
 from bwprof.telemetry.counters import CounterReader
 from bwprof.telemetry.monitor import monitor, table
@@ -43,7 +44,8 @@ def test_monitor_keeps_every_sample_in_the_csv(tmp_path):
     assert taken == 3 and shown == [1, 2, 3]
     with open(tmp_path / "m.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == list(SAMPLE_COLUMNS)
+    assert list(rows[0]) == [*SAMPLE_COLUMNS, "schema_version"]  # as a run's samples.csv
+    assert {r["schema_version"] for r in rows} == {str(SCHEMA_VERSION)}
     assert [r["device"] for r in rows] == ["gpu0", "gpu1"] * 3
     assert {r["pcie_gen"] for r in rows if r["device"] == "gpu1"} == {"4"}
 
