@@ -75,12 +75,14 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
 
 
 def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> dict[str, object]:
-    """The row of a path with no figure: the first reason a case of it did not give one."""
+    """The row of a path with no figure: why its headline case (the first of PATH_CASES
+    that ran) did not give one."""
     cases = PATH_CASES[path]
     others = results[results["case"].isin(cases) & (results["status"] != "ok")]
     case = cases[0] if len(cases) == 1 else ""
     if len(others):
-        first = others.iloc[0]
+        rank = {name: index for index, name in enumerate(cases)}
+        first = others.sort_values("case", key=lambda c: c.map(rank), kind="stable").iloc[0]
         status, note, case = str(first["status"]), str(first["note"]), str(first["case"])
     elif path == "overlap" and results["case"].isin(cases).any():
         status, note = "absent", "no concurrent row carries an overlap efficiency"
