@@ -61,3 +61,10 @@ def test_the_default_selection_holds_fleet_cases_only_in_a_fleet_run():
     assert "net_p2p" not in {c.key for c in select_cases(None)}
     assert "net_p2p" in {c.key for c in select_cases(None, fleet=True)}
     assert [c.key for c in select_cases("net_")] == ["net_p2p"]  # asked for: always
+
+
+def test_gpu_stream_cases_count_bytes_the_stream_way():
+    weights = {"hbm_copy": 2, "hbm_scale": 2, "hbm_add": 3, "hbm_triad": 3, "hbm_dot": 2,
+               "d2d_copy": 2}
+    for key, arrays in weights.items():
+        assert get_case(key).bytes_per_op(8000) == arrays * 8000, key

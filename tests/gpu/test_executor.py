@@ -386,3 +386,27 @@ def test_counter_windows_go_to_each_sweeps_largest_size_and_the_p2p_matrix(monke
     executor.counter_window_s = 0.0  # telemetry off: no windows at all
     assert not executor._earns_window(get_case("h2d_pinned"),
                                       executor.jobs(get_case("h2d_pinned"), plan)[2], plan)
+
+
+def test_hbm_arrays_between_l2_and_four_times_l2_are_noted():
+    device = describe(SimBackend())[0]
+    big_l2 = replace(device, properties=replace(device.properties, l2_bytes=100 * MiB))
+    sizes, note = hbm.array_sizes(big_l2, free_bytes=1 << 30, sweep=False)
+    assert sizes == [256 * MiB] and "below 4x" in note  # 256 MiB: above L2, under 4x
+
+
+def test_a_figure_over_1_05_times_its_peak_is_invalid_and_under_it_is_not():
+    from bwprof.measurement import Measurement
+
+    backend = SimBackend(devices=1)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+
+    def checked(nbytes):
+        return executor._checked(Measurement(
+            seconds_per_op=(1.0, 2.0), bytes_per_op=nbytes, size_bytes=nbytes, device="gpu0",
+            device_name="simulated GPU", direction="h2d", memory="pinned", valid=True,
+            peak_gbps=1.0))
+
+    assert checked(int(1.5e9)).valid is False
+    assert checked(int(1.04e9)).valid is True
+    executor.close()

@@ -145,3 +145,24 @@ def test_pipeline_rows_join_counters_on_their_passes():
     start, end = row.window_s
     assert end - start > 0 and row.window_ops == plan.repeats  # whole passes, warm-up aside
     executor.close()
+
+
+def test_pipeline_time_is_one_whole_pass_over_every_chunk():
+    """With 1 ms per operation, 64 chunks take 64 ms however many streams share them."""
+    import itertools
+
+    from bwprof.gpu.backend import Sample
+
+    class FixedClock(SimBackend):
+        def time_sample(self, works, gate, hold_us):
+            super().time_sample(works, gate, hold_us)  # do the work: validation must pass
+            seconds = tuple(w.ops * 1e-3 for w in works)  # streams one after another
+            ends = tuple(itertools.accumulate(seconds))
+            return Sample(seconds, (0.0, *ends[:-1]), ends, covered=True)
+
+    rows, _ = _run("pipeline_chunked", FixedClock(devices=1))
+    pipelines = [r for r in rows if r.phase == "pipeline"]
+    assert len(pipelines) == 3 and all(r.status == "ok" for r in pipelines)
+    for r in pipelines:
+        assert r.time_median_s == pytest.approx(0.064), r.streams
+        assert r.gbps_best == pytest.approx(2 * 64 * MiB / 0.064 / 1e9)

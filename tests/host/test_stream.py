@@ -82,3 +82,12 @@ def test_no_kernel_becomes_a_call_to_the_c_library(tmp_path):
     assert len(loops) == len(stream.KERNELS) + 1, "the dump should hold every parallel loop"
     for loop in loops:
         assert not re.search(r"\b(memcpy|memmove|memset)\b", loop), loop.splitlines()[0]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_check_reports_a_wrong_element_in_every_array(arrays, index):
+    kernel = stream.KERNELS["copy"]
+    kernel.run(*arrays, stream.SCALAR)
+    assert stream.check(kernel, 1, *arrays) == ""
+    arrays[index][7] = -1.0
+    assert f"1 of 4096 elements of {'abc'[index]}" in stream.check(kernel, 1, *arrays)

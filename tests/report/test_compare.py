@@ -266,3 +266,11 @@ def test_compare_needs_two_runs():
     result = runner.invoke(app, ["compare", str(DATA / "sim-a")])
     assert result.exit_code == 2
     assert "at least two run folders" in result.output
+
+
+def test_fail_below_ignores_improvements_and_holds_at_the_exact_threshold(tmp_path):
+    base = _run(tmp_path / "a", ddr_triad=100.0)
+    assert compare_runs([base, _run(tmp_path / "b", ddr_triad=130.0)]).regressions(10) == []
+    exact = compare_runs([base, _run(tmp_path / "c", ddr_triad=75.0)])  # exactly -25.0%
+    assert exact.regressions(25) == []
+    assert len(exact.regressions(24.9)) == 1

@@ -84,6 +84,15 @@ def test_counters_disagreeing_by_more_than_20_percent():
     (finding,) = counters_disagree(rows)
     assert finding.device == "gpu0" and "ratio 0.70" in finding.evidence
 
+    def ratio(device, value):
+        return _gpu(device=device, counters={"counter_ratio": value,
+                                             "counter_gbps": 50 * value, "window_gbps": 50.0})
+
+    # Either side of the 20% bar, both ways, away from float rounding at the edge.
+    found = counters_disagree(_frame(ratio("gpu0", 0.75), ratio("gpu1", 1.25),
+                                     ratio("gpu2", 0.85), ratio("gpu3", 1.15)))
+    assert sorted(f.device for f in found) == ["gpu0", "gpu1"]
+
 
 def test_simulated_rows_never_yield_findings():
     rows = _frame(_gpu(backend="simulated", gbps_best=1e9))
@@ -209,3 +218,18 @@ def test_host_cases_on_fewer_cpus_than_the_machine_has():
     skipped = _frame(make_row(status="skipped", gbps_best=None))
     assert host_cpus_narrowed(skipped, {"host": {"usable_cpus": 1, "logical_cpus": 64}}) == []
     assert host_cpus_narrowed(rows, {}) == []
+
+
+def test_pcie_below_max_holds_the_link_to_what_the_slot_allows():
+    rows = _frame(_gpu(counters={"telemetry_samples": 3, "pcie_gen_min": 4,
+                                 "pcie_width_min": 16}))
+    slot_gen4 = {"gpus": {"devices": [{"index": 0, "metadata": {
+        "pcie_gen_max": 5, "pcie_gen_max_system": 4, "pcie_width_max": 16}}]}}
+    assert pcie_below_max(rows, slot_gen4) == []  # the GPU does Gen5, the slot Gen4: no fault
+
+
+def test_pcie_below_max_flags_a_narrow_link():
+    rows = _frame(_gpu(counters={"telemetry_samples": 3, "pcie_gen_min": 5,
+                                 "pcie_width_min": 8}))
+    (finding,) = pcie_below_max(rows, SYSTEM)
+    assert "Gen5 x8" in finding.evidence

@@ -46,3 +46,21 @@ def test_metadata_differing_from_the_majority():
         ("c", "node c: driver differs from the fleet"),
         ("c", "node c: PCIe generation (max) differs from the fleet")]
     assert "550 here, 580 on most nodes" in findings[0].evidence
+
+
+def _h2d(node, gbps, size=256 << 20):
+    return make_row(case="h2d_pinned", backend="cuda", device=f"{node}:gpu0",
+                    device_name="NVIDIA H200", direction="h2d", threads=None,
+                    size_bytes=size, gbps_best=gbps)
+
+
+def test_exactly_10_percent_below_the_median_is_no_finding():
+    assert 0.9 * 100.0 == 90.0  # the edge is exact in floating point
+    assert slower_nodes(results_frame([_h2d("n0", 100.0), _h2d("n1", 100.0),
+                                       _h2d("n2", 90.0)])) == []
+
+
+def test_nodes_are_compared_at_the_largest_size_not_their_best_row():
+    rows = [_h2d("n0", 55.0), _h2d("n1", 55.0), _h2d("n2", 40.0), _h2d("n2", 60.0, size=1 << 20)]
+    (finding,) = slower_nodes(results_frame(rows))
+    assert finding.device == "n2:gpu0" and "40.0 GB/s" in finding.evidence

@@ -129,3 +129,13 @@ def test_report_model_on_the_stored_runs(tmp_path):
                                "--out", str(tmp_path), "--no-plots"]).output
     assert "simulated (not a measurement)" in text
     assert f"({h2d:.1f} GB/s)" not in text
+
+
+def test_the_fit_is_judged_on_the_smallest_gpu():
+    system = {"gpus": {"devices": [{"properties": {"name": n, "total_memory_bytes": m}}
+                                   for n, m in (("H100", 80_000_000_000),
+                                                ("H200", 141_000_000_000))]}}
+    report = model_report(parse_model("70e9:bf16"), build_summary(results_frame([make_row()])),
+                          system)
+    assert report.gpu_memory_bytes == 80_000_000_000
+    assert report.fits_one_gpu is False and report.gpus_needed == 2

@@ -126,3 +126,10 @@ def test_host_copies_over_c2c_are_not_checked_against_pcie_counters():
                         host_over_pcie=False) is None
     assert counter_gbps(counters, direction="within", memory="hbm", peak_gbps=4800.0,
                         host_over_pcie=False) == pytest.approx(3840.0)
+
+
+def test_counter_ratio_is_what_the_counters_saw_over_the_bytes_moved():
+    window_bytes = int(40_000 * MIB * 0.3)  # what pcie_rx_mibps says over the window
+    joined = join_row(_samples(), device="gpu0", direction="h2d", memory="pinned",
+                      peak_gbps=63.0, window=(0.1, 0.4), window_bytes=2 * window_bytes)
+    assert joined["counter_ratio"] == pytest.approx(0.5, rel=1e-6)
