@@ -47,10 +47,19 @@ def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
+TITLE_INCHES_PER_CHAR = 0.085
+"""About the width of one character of the 11-point title, with room to spare."""
+
+
 def _title(figure, what: str, system: dict, simulated: bool) -> None:
+    """The title names what is drawn, the host and its GPUs; a figure too narrow for its
+    longest line (a small P2P matrix, a long CPU name) is widened so nothing is cut off."""
     text = f"{what}\n{machine_line(system)}"
     if simulated:
         text += f"\n{SIMULATED_TITLE}"
+    needed = TITLE_INCHES_PER_CHAR * max(len(line) for line in text.splitlines()) + 0.4
+    if figure.get_figwidth() < needed:
+        figure.set_figwidth(needed)
     figure.suptitle(text, fontsize=11, color="firebrick" if simulated else "black")
 
 

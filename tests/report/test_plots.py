@@ -92,3 +92,23 @@ def test_no_plots_writes_no_png(tmp_path):
                                  "--no-plots"])
     assert result.exit_code == 0, result.output
     assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]
+
+
+def test_a_long_title_fits_even_a_small_p2p_matrix():
+    """Two GPUs make a narrow heatmap; a real host and GPU name must not be cut off."""
+    import copy
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    sim = load_run(DATA / "sim-a")
+    system = copy.deepcopy(sim.system)
+    system["host"]["hostname"] = "gpu-node-rack07-slot3.example.internal"
+    system["host"]["cpu_model"] = "Intel(R) Xeon(R) Platinum 8480+"
+    for device in system["gpus"]["devices"]:
+        device["properties"]["name"] = "NVIDIA H200 NVL"
+    for figure in (plots.p2p_figure(sim.results, system),
+                   plots.bandwidth_figure(sim.results, system)):
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        box = figure._suptitle.get_window_extent(renderer=canvas.get_renderer())
+        assert box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox.width)
