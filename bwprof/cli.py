@@ -7,6 +7,7 @@ saying what it kept; invalid or failed figures exit 1.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -27,6 +28,21 @@ def _exit_interrupted() -> NoReturn:
     global _interrupt_said
     _interrupt_said = True
     raise typer.Exit(EXIT_INTERRUPTED)
+
+
+PIPED_COLUMNS = 160
+"""Width of tables written to a file or pipe (a log, a capacity review's notes): wide enough
+that a row does not wrap, as it would at rich's 80-column default."""
+
+
+def _stdout_console(plain: bool = False) -> Console:
+    """A console for tables on stdout: the terminal's width; where stdout is a file or pipe
+    (or `plain`, a fleet rank's pseudo-terminal), no colour codes and PIPED_COLUMNS wide,
+    unless COLUMNS says otherwise."""
+    piped = plain or not sys.stdout.isatty()
+    width = PIPED_COLUMNS if piped and "COLUMNS" not in os.environ else None
+    return Console(force_terminal=False if plain else None, width=width)
+
 
 app = typer.Typer(
     name="bwprof",
@@ -169,7 +185,7 @@ def run_command(
             progress.stop()
 
     if not quiet:
-        print_report(Console(force_terminal=terminal), result.rows, result.summary,
+        print_report(_stdout_console(plain=fleet), result.rows, result.summary,
                      machine_line(result.system),
                      system=result.system, findings=result.findings)
     for note in result.notes:
@@ -218,7 +234,7 @@ def report_command(
     if as_json:
         typer.echo(json.dumps(run_report_json(report, show_rows=rows), indent=2))
     else:
-        print_run_report(Console(), report, show_rows=rows)
+        print_run_report(_stdout_console(), report, show_rows=rows)
 
 
 @app.command("compare")
@@ -267,7 +283,7 @@ def compare_command(
         typer.echo(json.dumps(compare.comparison_json(comparison, threshold, regressions),
                               indent=2))
     else:
-        print_comparison(Console(), comparison, show_all)
+        print_comparison(_stdout_console(), comparison, show_all)
         if written:
             typer.echo(f"wrote {', '.join(str(path) for path in written)}")
     for line in compare.regression_lines(regressions, threshold or 0):

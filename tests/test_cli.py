@@ -241,3 +241,20 @@ def test_info_says_what_pages_host_arrays_get(mode, numpy_asks, text):
     from bwprof.cli import _hugepage_text
 
     assert _hugepage_text(mode, numpy_asks) == text
+
+
+def test_tables_for_a_log_or_pipe_are_wide_and_plain(monkeypatch):
+    """rich lays out 80 columns where stdout is no terminal: a summary title with a real CPU
+    name would wrap in a log. Piped output gets PIPED_COLUMNS unless COLUMNS says otherwise;
+    a fleet rank (plain) also gets no colour codes."""
+    from bwprof import cli
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(cli.sys.stdout, "isatty", lambda: False, raising=False)
+    assert cli._stdout_console().width == cli.PIPED_COLUMNS
+    plain = cli._stdout_console(plain=True)
+    assert plain.width == cli.PIPED_COLUMNS and not plain.is_terminal
+    assert plain.color_system is None
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli._stdout_console().width == 100
+

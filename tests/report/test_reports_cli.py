@@ -112,3 +112,4 @@ def test_parquet_without_pyarrow_is_one_line(monkeypatch, tmp_path):
     assert result.output.strip() == ("error: --format parquet needs pyarrow: "
                                      "python3 -m pip install pyarrow")
     assert not out.exists()
+
