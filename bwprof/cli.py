@@ -123,7 +123,7 @@ def run_command(
     from bwprof import api
     from bwprof.fleet.comm import launched_by_mpi, rank_from_environment
     from bwprof.report.runfolder import machine_line
-    from bwprof.report.terminal import RichProgress, print_report
+    from bwprof.report.terminal import LineProgress, RichProgress, print_report
 
     fleet = mpi or launched_by_mpi()
     if mpi_timeout <= 0:
@@ -132,10 +132,13 @@ def run_command(
     out_dir = out or (None if fleet else api.default_run_dir(prefix + api.hostname(),
                                                               api.utc_now()))
     # Under mpirun a rank's output is a pseudo-terminal even when mpirun's own goes to a log:
-    # a fleet run prints plain text (no colour codes, no live bar).
+    # a fleet run prints plain text: no colour codes, and progress as one line per job (as
+    # wherever stderr is a file or pipe).
     terminal = False if fleet else None
     console = Console(stderr=True, force_terminal=terminal)
-    progress = None if quiet else RichProgress(console)
+    progress: RichProgress | LineProgress | None = None
+    if not quiet:
+        progress = RichProgress(console) if console.is_terminal else LineProgress(sys.stderr)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     options = dict(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,

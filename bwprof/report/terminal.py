@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -52,6 +53,30 @@ class RichProgress:
             self._progress.stop()
 
 
+class LineProgress:
+    """Progress for a log: one plain line per job as it starts, where a live bar cannot be
+    drawn (stderr is a file or pipe, or a fleet rank's pseudo-terminal behind mpirun)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._total = self._done = 0
+        self._began = time.monotonic()
+
+    def start(self, total: int) -> None:
+        self._total, self._done, self._began = total, 0, time.monotonic()
+
+    def job_started(self, job: Job) -> None:
+        elapsed = int(time.monotonic() - self._began)
+        print(f"[{self._done + 1}/{self._total} {elapsed // 60}:{elapsed % 60:02d}] "
+              f"{job.label()}", file=self._stream, flush=True)
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        self._done += 1
+
+    def stop(self) -> None:
+        pass
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
@@ -85,7 +110,8 @@ def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
 
 def results_table(rows: Sequence[ResultRow]) -> Table:
     """Headline rows (see `headline_rows`), one line each, in run order."""
-    table = Table(title="bwprof results (GB/s = 1e9 bytes/s)", title_justify="left")
+    title = "bwprof results (GB/s = 1e9 bytes/s)"
+    table = Table(title=title, title_justify="left", min_width=len(title))
     for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
                             ("GB/s best", "right"), ("GB/s median", "right"), ("CV", "right"),
                             ("% peak", "right"), ("status", "left")):
@@ -256,9 +282,10 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
         "status": (shown["status"] != "ok").any(),
     }
-    table = Table(title=f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+    heading = f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)"
+    # At least as wide as its title (within the console), so the title does not wrap.
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True, min_width=len(heading))
     columns = [("figure", 12), ("size", 7), ("GB/s", 9), ("peak (%)", 6), ("CV", 5),
                ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
     columns = [(c, width) for c, width in columns if optional.get(c, True)]
@@ -396,8 +423,9 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
     frame["baseline_simulated"] = frame["figure_id"].map(base).fillna(False)
     labels = comparison.labels
     what = "headline figures" if scope == "summary" else "every row"
-    table = Table(title=f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    heading = f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)"
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  min_width=len(heading))
     table.add_column("figure", overflow="fold", ratio=3)
     for index, label in enumerate(labels):
         table.add_column(label, justify="right", overflow="fold", ratio=2)

@@ -125,3 +125,29 @@ def test_a_ddr_figure_without_a_peak_says_why_once():
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     print_report(console, [make_row()], summary, system=system)
     assert "DDR peak unknown: SMBIOS" in console.export_text()
+
+
+def test_line_progress_names_each_job_with_its_place_for_a_log():
+    import io
+
+    from bwprof.measurement import Job
+    from bwprof.report.terminal import LineProgress
+
+    log = io.StringIO()
+    progress = LineProgress(log)
+    progress.start(2)
+    for job in (Job("ddr_copy", size_bytes=64 << 20, threads=2), Job("h2d_pinned", device=0)):
+        progress.job_started(job)
+        progress.job_finished(job, [])
+    progress.stop()
+    assert log.getvalue().splitlines() == ["[1/2 0:00] ddr_copy 64 MiB 2 threads",
+                                           "[2/2 0:00] h2d_pinned gpu0"]
+
+
+def test_a_summary_title_longer_than_the_table_stays_on_one_line():
+    rows = [make_row(gbps_best=20.0, size_bytes=64 << 20)]
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    title = "gpu-node-rack07 (Intel(R) Xeon(R) Platinum 8480+) · 8× NVIDIA H200"
+    print_report(console, rows, build_summary(results_frame(rows)), title)
+    first = console.export_text().splitlines()[0]
+    assert first.startswith("bwprof summary: gpu-node-rack07") and "bytes/s)" in first, first
