@@ -34,7 +34,7 @@ from bwprof.gpu.buffers import (
     upload_pattern,
 )
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import Plan
+from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
 
 TARGET_SAMPLE_BYTES = 64 << 20
@@ -150,27 +150,39 @@ class NetP2PExecutor:
     def _agree_on_buffers(self, job: Job, tag: int) -> list[Any] | None:
         """Allocate this end's buffers and trade the outcome with the other end.
 
-        Both ends send before they receive, so neither waits on the other. When either could
-        not allocate, the sender raises `skipped` with the reason and the receiver returns
-        None (it makes no row)."""
+        Both ends send before they receive, so neither waits on the other. Out of memory on
+        either end makes the job `skipped` on the sender (the receiver returns None: it
+        makes no row); any other failure is raised, after the peer has been told, on the
+        end where it happened and named in the sender's error row."""
         sender, receiver = job.ranks  # type: ignore[misc]
         peer = receiver if self.fleet.rank == sender else sender
+        mine: tuple[str, str] | None = None  # (kind, reason) of this end's failure
+        error: Exception | None = None
         try:
-            buffers, failure = self._buffers(job), ""
+            buffers = self._buffers(job)
         except (OutOfMemory, MemoryError) as exc:
-            buffers, failure = None, f"rank {self.fleet.rank}: {exc or 'out of memory'}"
+            buffers, mine = None, ("memory", f"rank {self.fleet.rank}: "
+                                             f"{str(exc) or 'out of memory'}")
+        except Exception as exc:  # told to the peer first, so it does not wait for nothing
+            buffers, error = None, exc
+            mine = ("error", f"rank {self.fleet.rank}: {type(exc).__name__}: {exc}")
         comm = self.fleet.comm
-        sent = comm.isend(failure, dest=peer, tag=tag + 4)
-        peer_failure = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers")
+        sent = comm.isend(mine, dest=peer, tag=tag + 4)
+        theirs = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers")
         self.fleet.wait(sent, "the buffers to be reported")
-        reasons = [why for why in (failure, peer_failure) if why]
-        if not reasons:
+        if mine is None and theirs is None:
             return buffers
         buffers = None  # released before the next job allocates
-        if self.fleet.rank == sender:
-            raise NotRun("skipped", f"{job.size_bytes} bytes x {window_for(job.size_bytes or 0)}"
-                                    f" message(s) do not fit: {'; '.join(reasons)}")
-        return None
+        if error is not None:
+            raise error
+        if self.fleet.rank != sender:
+            return None
+        if theirs is not None and theirs[0] == "error":
+            raise RuntimeError(f"the receiver could not set up its buffers: {theirs[1]}")
+        reasons = "; ".join(failure[1] for failure in (mine, theirs) if failure is not None)
+        raise NotRun("skipped", f"{format_bytes(job.size_bytes or 0)} x "
+                                f"{window_for(job.size_bytes or 0)} message(s) do not fit: "
+                                f"{reasons}")
 
     def _buffers(self, job: Job) -> list[Any]:
         size = job.size_bytes or 0

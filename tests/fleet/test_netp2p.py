@@ -134,14 +134,23 @@ class Loopback:
         })()
 
 
-def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30)):
+class BrokenGpu(SimBackend):
+    """A GPU whose allocations fail with something other than out of memory."""
+
+    def device_array(self, device, nbytes):
+        raise RuntimeError("cudaErrorLaunchFailure")
+
+
+def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None):
     """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback:
-    what each rank's measure returned or raised. `memory`: each rank's simulated GPU."""
+    what each rank's measure returned or raised. `memory`: each rank's simulated GPU;
+    `broken`: the rank whose GPU fails every allocation."""
     plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))  # GPU buffers: the largest
     loop, case = Loopback(damage), get_case("net_p2p")
     executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
                                 [1, 1], (True, "test"),
-                                gpu=(SimBackend(devices=1, memory_bytes=memory[rank]), 0),
+                                gpu=((BrokenGpu if rank == broken else SimBackend)(
+                                    devices=1, memory_bytes=memory[rank]), 0),
                                 hosts=["node0", "node1"]) for rank in (0, 1)]
     jobs, _same = [executor.jobs(case, plan) for executor in executors]  # both know the tags
     (job,) = [j for j in jobs if j.memory == "hbm"]
@@ -150,7 +159,7 @@ def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30)):
     def measure(rank):
         try:
             outcomes[rank] = executors[rank].measure(case, job, plan)
-        except NotRun as exc:
+        except (NotRun, RuntimeError) as exc:
             outcomes[rank] = exc
 
     receiver = threading.Thread(target=measure, args=(1,))
@@ -189,3 +198,16 @@ def test_a_rank_out_of_gpu_memory_skips_the_job_at_once_on_both_ends(short):
     assert isinstance(sent, NotRun) and sent.status == "skipped"
     assert f"do not fit: rank {short}: gpu0:" in str(sent)
     assert received == []
+
+
+def test_a_rank_whose_gpu_fails_tells_its_peer_and_both_report_at_once():
+    started = time.monotonic()
+    sent, received = _gpu_buffer_exchange(broken=1)
+    assert time.monotonic() - started < 5
+    assert isinstance(received, RuntimeError) and "cudaErrorLaunchFailure" in str(received)
+    assert isinstance(sent, RuntimeError) and not isinstance(sent, NotRun)
+    assert str(sent) == ("the receiver could not set up its buffers: rank 1: RuntimeError: "
+                         "cudaErrorLaunchFailure")
+    sent, received = _gpu_buffer_exchange(broken=0)
+    assert str(sent) == "cudaErrorLaunchFailure" and received == []
+
