@@ -212,7 +212,7 @@ def make_plan(
                     f"--size {format_bytes(largest)} needs {format_bytes(HOST_ARRAYS * largest)} "
                     f"for 3 arrays, more than {HOST_MEMORY_SHARE:.0%} of the "
                     f"{format_bytes(memory_available_bytes)} available (the rest is left to the "
-                    f"system); choose --size {format_bytes(most)} or less"
+                    f"system); choose --size {most // MiB}MiB or less"
                 )
             fitted = int(budget // HOST_ARRAYS) // MiB * MiB
             array_bytes = (max(fitted, MIN_HOST_ARRAY_BYTES),)

@@ -109,15 +109,17 @@ def test_default_size_shrinks_to_fit_a_small_machine():
     assert 3 * size <= 0.6 * GiB
 
 
-def test_a_size_too_large_for_memory_names_the_largest_that_fits():
+@pytest.mark.parametrize("available", [1 * GiB, int(7677.5 * MiB)])
+def test_a_size_too_large_for_memory_names_the_largest_that_fits(available):
     with pytest.raises(BwprofError) as info:
-        make_plan(size="1GiB", usable_cpus=2, llc_bytes=None, memory_available_bytes=1 * GiB)
+        make_plan(size="8GiB", usable_cpus=2, llc_bytes=None, memory_available_bytes=available)
     message = str(info.value)
-    assert "needs 3 GiB for 3 arrays, more than 60% of the 1 GiB available" in message
-    most = int(message.rsplit("--size ", 1)[1].split()[0]) * MiB  # "204 MiB or less"
-    assert 3 * most <= 0.6 * GiB < 3 * (most + MiB)
-    make_plan(size=f"{most // MiB}MiB", usable_cpus=2, llc_bytes=None,
-              memory_available_bytes=1 * GiB)  # the size it names is taken
+    assert "needs 24 GiB for 3 arrays, more than 60% of the " in message
+    suggested = message.rsplit("--size ", 1)[1].split()[0]  # "1535MiB": pasted as it is
+    most = parse_size(suggested)
+    assert 3 * most <= 0.6 * available < 3 * (most + MiB)
+    make_plan(size=suggested, usable_cpus=2, llc_bytes=None,
+              memory_available_bytes=available)  # the size it names is taken
 
 
 def test_format_bytes():
