@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from bwprof.cpulist import parse_cpu_list
+
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -60,6 +62,8 @@ class HostInfo:
     packages: dict[str, str | None] = field(default_factory=dict)
     transparent_hugepages: str | None = None
     """The kernel's mode: 'always', 'madvise' (only memory that asks) or 'never'."""
+    cpuset_cpus: int | None = None
+    """CPUs the process's cgroup cpuset allows (a container's or job's allocation)."""
     numpy_asks_hugepages: bool | None = None
     """NumPy asks for huge pages for large arrays (the host STREAM arrays): with 'madvise'
     they get 2 MiB pages, which lifts DDR figures by several percent over 4 KiB pages (6-9%
@@ -90,6 +94,32 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def cpuset_cpus(proc_cgroup: Path = PROC_CGROUP, root: Path = CGROUP_ROOT) -> int | None:
+    """CPUs the process's cgroup allows (a container's --cpuset-cpus, a Slurm job's cores);
+    None where no cpuset can be read. Binding within them is the launcher's choice; the
+    cpuset is the allocation's, so findings tell the two apart."""
+    candidates: list[Path] = []
+    for line in (_read(proc_cgroup) or "").splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        relative = Path(path.lstrip("/"))
+        if hierarchy == "0" and not controllers:  # cgroup v2: the nearest level that says
+            for level in (relative, *relative.parents):
+                candidates.append(root / level / "cpuset.cpus.effective")
+        elif "cpuset" in controllers.split(","):  # cgroup v1
+            for level in (relative, *relative.parents):
+                candidates.append(root / "cpuset" / level / "cpuset.effective_cpus")
+    for candidate in candidates:
+        cpus = parse_cpu_list(_read(candidate))
+        if cpus:
+            return len(cpus)
+    return None
 
 
 def cpu_model() -> str:
@@ -215,6 +245,7 @@ def host_info() -> HostInfo:
         cpu_model=cpu_model(),
         logical_cpus=os.cpu_count() or 1,
         usable_cpus=usable_cpus(),
+        cpuset_cpus=cpuset_cpus(),
         physical_cores=cores,
         sockets=sockets,
         caches=levels,

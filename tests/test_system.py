@@ -3,6 +3,7 @@ from pathlib import Path
 from bwprof import system
 from bwprof.system import (
     caches,
+    cpuset_cpus,
     host_info,
     llc_bytes_total,
     meminfo,
@@ -75,6 +76,22 @@ def test_package_versions_name_whichever_cupy_wheel_is_installed(monkeypatch):
         "cupy-cuda13x==14.2.0"
     assert installed(Dist("cupy-cuda12x", "13.3.0")) == "cupy-cuda12x==13.3.0"
     assert installed(Dist("numpy", "2.4.6")) is None
+
+
+def test_cpuset_of_the_process_cgroup_v1_and_v2(tmp_path):
+    root, proc = tmp_path / "cgroup", tmp_path / "self-cgroup"
+    # cgroup v2: the job's own level does not say; its parent does.
+    (root / "slurm" / "job_7").mkdir(parents=True)
+    (root / "slurm" / "cpuset.cpus.effective").write_text("0-7,16-23\n")
+    proc.write_text("0::/slurm/job_7\n")
+    assert cpuset_cpus(proc, root) == 16
+    # cgroup v1, inside a container whose path the namespace hides: the root's file.
+    (root / "cpuset").mkdir()
+    (root / "cpuset" / "cpuset.effective_cpus").write_text("2-5\n")
+    proc.write_text("4:memory:/x\n3:cpuset:/docker/abc\n0::/\n")
+    assert cpuset_cpus(proc, root) == 4
+    proc.write_text("")
+    assert cpuset_cpus(proc, root) is None
 
 
 def test_transparent_hugepage_mode_is_the_bracketed_choice(tmp_path):

@@ -1,8 +1,8 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
-a GPU slower than its identical siblings, a NUMA node slower than the host's others, a figure
-above its peak, counters that disagree with the measurement. Pure functions over frames, run
-at the end of `bwprof run`."""
+a GPU slower than its identical siblings, a NUMA node slower than the host's others, host
+cases run on fewer CPUs than the machine has, a figure above its peak, counters that disagree
+with the measurement. Pure functions over frames, run at the end of `bwprof run`."""
 
 from __future__ import annotations
 
@@ -152,22 +152,35 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
 
 
 def host_cpus_narrowed(rows: pd.DataFrame, system: dict) -> list[Finding]:
-    """Host cases ran on fewer CPUs than the machine has: the process's CPU affinity (an MPI
-    launcher binds each rank to a core or socket; taskset; a container's cpuset) capped the
-    threads, so the DDR figure is not the node's."""
+    """Host cases ran on fewer CPUs than the machine has, so the DDR figure is not the
+    node's. A binding narrower than the cgroup's cpuset (an MPI launcher binds ranks to a
+    core or socket; taskset) is a warning the user can lift; a cpuset alone (a container's
+    or a job's allocation) is information about what was measured."""
     host = system.get("host") or {}
     usable, logical = host.get("usable_cpus"), host.get("logical_cpus")
+    cpuset = host.get("cpuset_cpus")
     ddr = rows[(rows["backend"] == "host") & (rows["status"] == "ok")]
     if (ddr.empty or not isinstance(usable, int) or not isinstance(logical, int)
             or usable >= logical):
         return []
     threads = pd.to_numeric(_column(ddr, "threads"), errors="coerce").max()
+    used = f"DDR rows used up to {'?' if pd.isna(threads) else int(threads)} thread(s)"
+    allowed = cpuset if isinstance(cpuset, int) and usable <= cpuset < logical else None
+    if allowed is not None and usable == allowed:
+        return [Finding(
+            "info", "cpu", f"host cases ran on the {usable} CPUs of this cgroup's cpuset, "
+                           f"of the machine's {logical}",
+            "a container's or job's CPU allocation caps the threads, so DDR figures are of "
+            "that share of the node",
+            f"cpuset allows {usable} CPU(s); {used}",
+        )]
     return [Finding(
         "warning", "cpu", f"host cases ran on {usable} of the machine's {logical} CPUs",
-        "the process's CPU affinity (an MPI launcher's binding, taskset or a cpuset) capped the "
-        "threads, so DDR figures understate the node; under mpirun add --bind-to none",
-        f"CPU affinity allows {usable} CPU(s); DDR rows used up to "
-        f"{'?' if pd.isna(threads) else int(threads)} thread(s)",
+        "the process's CPU affinity (an MPI launcher's binding, or taskset) capped the "
+        "threads, so DDR figures understate the node",
+        f"CPU affinity allows {usable} CPU(s)"
+        + (f" of the cpuset's {allowed}" if allowed is not None else "")
+        + f"; {used}; under mpirun add --bind-to none (srun: --cpu-bind=none)",
     )]
 
 

@@ -203,20 +203,31 @@ def test_an_nvlink_c2c_gpus_idle_pcie_link_is_no_finding():
 
 def test_host_cases_on_fewer_cpus_than_the_machine_has():
     """mpirun binds a rank to one core by default: its DDR figure is one core's, not the
-    node's, and the run says so."""
+    node's, and the run says so; a container's cpuset is what was allocated, not a mistake."""
     from bwprof.report.findings import host_cpus_narrowed
 
+    def host(usable, logical=64, cpuset=None):
+        return {"host": {"usable_cpus": usable, "logical_cpus": logical, "cpuset_cpus": cpuset}}
+
     rows = _frame(make_row(threads=1), make_row(device="numa0", threads=1))
-    (finding,) = host_cpus_narrowed(rows, {"host": {"usable_cpus": 1, "logical_cpus": 64}})
-    assert finding.device == "cpu"
+    (finding,) = host_cpus_narrowed(rows, host(1))
+    assert (finding.severity, finding.device) == ("warning", "cpu")
     assert finding.what == "host cases ran on 1 of the machine's 64 CPUs"
-    assert "--bind-to none" in finding.why and "used up to 1 thread(s)" in finding.evidence
-    assert any(f.what.startswith("host cases ran on") for f in derive_findings(
-        rows, {"host": {"usable_cpus": 1, "logical_cpus": 64}}))
+    assert "used up to 1 thread(s)" in finding.evidence and "--bind-to none" in finding.evidence
+    assert any(f.what.startswith("host cases ran on") for f in derive_findings(rows, host(1)))
+    # A binding inside a container's cpuset: still the launcher's doing.
+    (inside,) = host_cpus_narrowed(rows, host(1, cpuset=16))
+    assert inside.severity == "warning" and "of the cpuset's 16" in inside.evidence
+    # Every CPU of the cpuset used: the allocation, said as information.
+    (allocated,) = host_cpus_narrowed(rows, host(16, cpuset=16))
+    assert allocated.severity == "info"
+    assert allocated.what == "host cases ran on the 16 CPUs of this cgroup's cpuset, of the " \
+                             "machine's 64"
     # Every CPU usable, no host rows measured, or no record of the CPUs: nothing to say.
-    assert host_cpus_narrowed(rows, {"host": {"usable_cpus": 64, "logical_cpus": 64}}) == []
+    assert host_cpus_narrowed(rows, host(64)) == []
+    assert host_cpus_narrowed(rows, host(64, cpuset=64)) == []
     skipped = _frame(make_row(status="skipped", gbps_best=None))
-    assert host_cpus_narrowed(skipped, {"host": {"usable_cpus": 1, "logical_cpus": 64}}) == []
+    assert host_cpus_narrowed(skipped, host(1)) == []
     assert host_cpus_narrowed(rows, {}) == []
 
 
