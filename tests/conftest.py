@@ -52,7 +52,8 @@ def wants_real_gpu(markexpr: str) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if wants_real_gpu(config.getoption("markexpr") or ""):
         return
-    if "numba" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+    numba = sys.modules.get("numba")
+    if numba is not None and not getattr(getattr(numba, "config", None), "ENABLE_CUDASIM", 0):
         # Too late to switch the simulator on: the kernel-logic tests would skip silently.
         raise pytest.UsageError(
             "numba was imported before tests/conftest.py could switch on its CUDA simulator; "

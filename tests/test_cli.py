@@ -252,6 +252,8 @@ def test_tables_for_a_log_or_pipe_are_wide_and_plain(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr(cli.sys.stdout, "isatty", lambda: False, raising=False)
     assert cli._stdout_console().width == cli.PIPED_COLUMNS
+    # A fleet rank's stdout is mpirun's pseudo-terminal: a terminal, and still plain.
+    monkeypatch.setattr(cli.sys.stdout, "isatty", lambda: True, raising=False)
     plain = cli._stdout_console(plain=True)
     assert plain.width == cli.PIPED_COLUMNS and not plain.is_terminal
     assert plain.color_system is None

@@ -47,8 +47,18 @@ def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
-TITLE_INCHES_PER_CHAR = 0.085
-"""About the width of one character of the 11-point title, with room to spare."""
+TITLE_POINTS = 11
+TITLE_MARGIN_INCHES = 0.4
+
+
+def _text_inches(line: str, points: float) -> float:
+    """Width of one line of text in the default font, measured from its glyphs."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    width, _height, _descent = TextToPath().get_text_width_height_descent(
+        line, FontProperties(size=points), ismath=False)
+    return width / 72
 
 
 def _title(figure, what: str, system: dict, simulated: bool) -> None:
@@ -57,10 +67,10 @@ def _title(figure, what: str, system: dict, simulated: bool) -> None:
     text = f"{what}\n{machine_line(system)}"
     if simulated:
         text += f"\n{SIMULATED_TITLE}"
-    needed = TITLE_INCHES_PER_CHAR * max(len(line) for line in text.splitlines()) + 0.4
-    if figure.get_figwidth() < needed:
-        figure.set_figwidth(needed)
-    figure.suptitle(text, fontsize=11, color="firebrick" if simulated else "black")
+    needed = max(_text_inches(line, TITLE_POINTS) for line in text.splitlines())
+    if figure.get_figwidth() < needed + TITLE_MARGIN_INCHES:
+        figure.set_figwidth(needed + TITLE_MARGIN_INCHES)
+    figure.suptitle(text, fontsize=TITLE_POINTS, color="firebrick" if simulated else "black")
 
 
 def _size_formatter(value: float, _position: object) -> str:

@@ -102,7 +102,7 @@ def test_a_long_title_fits_even_a_small_p2p_matrix():
 
     sim = load_run(DATA / "sim-a")
     system = copy.deepcopy(sim.system)
-    system["host"]["hostname"] = "gpu-node-rack07-slot3.example.internal"
+    system["host"]["hostname"] = "WMWMWM-GPU-NODE-RACK07-SLOT3.EXAMPLE.INTERNAL"  # wide glyphs
     system["host"]["cpu_model"] = "Intel(R) Xeon(R) Platinum 8480+"
     for device in system["gpus"]["devices"]:
         device["properties"]["name"] = "NVIDIA H200 NVL"
