@@ -206,15 +206,14 @@ def make_plan(
         largest = max(array_bytes)
         budget = HOST_MEMORY_SHARE * memory_available_bytes
         if HOST_ARRAYS * largest > budget:
+            fitted = int(budget // HOST_ARRAYS) // MiB * MiB  # whole MiB: a size one can type
             if size is not None:
-                most = int(budget // HOST_ARRAYS) // MiB * MiB
                 raise BwprofError(
                     f"--size {format_bytes(largest)} needs {format_bytes(HOST_ARRAYS * largest)} "
                     f"for 3 arrays, more than {HOST_MEMORY_SHARE:.0%} of the "
                     f"{format_bytes(memory_available_bytes)} available (the rest is left to the "
-                    f"system); choose --size {most // MiB}MiB or less"
+                    f"system); choose --size {fitted // MiB}MiB or less"
                 )
-            fitted = int(budget // HOST_ARRAYS) // MiB * MiB
             array_bytes = (max(fitted, MIN_HOST_ARRAY_BYTES),)
 
     return Plan(

@@ -7,9 +7,9 @@ the receiver's acknowledgement arrives (so the figure counts delivered bytes). A
 sample, outside any timing, the receiver checks the last message against the pattern and
 sends the count of wrong bytes. Only the sender makes a row; other ranks take no part.
 
-Before a job both ends tell each other whether their buffers could be allocated, so a rank
-out of memory makes the job `skipped` at once instead of leaving its peer waiting for
-messages that never come until the MPI timeout.
+Before a job both ends tell each other whether their buffers could be set up, so a rank out
+of memory (the job is `skipped`) or failing otherwise (an `error` row) does not leave its peer
+waiting, until the MPI timeout, for messages that never come.
 """
 
 from __future__ import annotations
