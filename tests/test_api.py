@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 
 import bwprof
@@ -181,3 +182,25 @@ def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
             assert session is None
             assert system["telemetry"]["reason"] == ("switched off (--no-telemetry); the idle "
                                                      "check still ran")
+
+
+# Catches: an interrupted run neither writes findings.csv nor closes its files
+def test_an_interrupted_run_still_writes_its_findings_file(monkeypatch, tmp_path):
+    import bwprof
+    from bwprof.errors import RunInterrupted
+    from bwprof.host.ddr import HostExecutor
+
+    real_measure = HostExecutor.measure
+
+    def measure(self, case, job, plan):
+        if case.key == "ddr_add":
+            raise KeyboardInterrupt
+        return real_measure(self, case, job, plan)
+
+    monkeypatch.setattr(HostExecutor, "measure", measure)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        bwprof.run(cases="ddr_", out=out, size="1MiB", repeats=3, threads="1")
+    findings = pd.read_csv(out / "findings.csv")
+    assert list(findings.columns) == ["severity", "device", "what", "why", "evidence",
+                                      "schema_version"]

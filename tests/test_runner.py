@@ -2,7 +2,7 @@ import pytest
 
 from bwprof.cases import CaseSpec, get_case
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import make_plan
+from bwprof.plan import MiB, make_plan
 from bwprof.runner import RunContext, Runner, Unavailable, UnavailableExecutor
 
 CONTEXT = RunContext("run-1", "box")
@@ -215,3 +215,35 @@ def test_a_not_run_row_keeps_the_memory_its_job_names():
                      memory_available_bytes=None)
     (row,) = Runner(plan, {"mpi": BufferKinds(not_run=("net_p2p",))}, CONTEXT).run()
     assert (row.memory, row.status, row.device) == ("hbm", "waived", "rank0->rank1")
+
+
+# Catches: collective cases no longer run before the rest
+def test_collective_cases_run_before_every_other_case():
+    from bwprof.plan import make_plan
+    from bwprof.runner import RunContext, Runner
+    from tests.test_runner import ScriptedExecutor
+
+    measured = []
+
+    class Collective(ScriptedExecutor):
+        backend, collective = "mpi", True
+
+        def jobs(self, case, plan):
+            from bwprof.measurement import Job
+
+            return [Job(case.key, size_bytes=MiB, ranks=(0, 1), memory="host")]
+
+        def measure(self, case, job, plan):
+            measured.append(case.key)
+            return []
+
+    class Local(ScriptedExecutor):
+        def measure(self, case, job, plan):
+            measured.append(case.key)
+            return super().measure(case, job, plan)
+
+    plan = make_plan(cases="ddr_triad,net_p2p", repeats=4, size="1MiB", usable_cpus=2,
+                     llc_bytes=None, memory_available_bytes=None)
+    assert plan.cases[0].key == "ddr_triad"  # the plan lists it first
+    Runner(plan, {"host": Local(), "mpi": Collective()}, RunContext("r", "h")).run()
+    assert measured[0] == "net_p2p" and "ddr_triad" in measured

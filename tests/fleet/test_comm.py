@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 
@@ -89,3 +90,45 @@ def test_a_step_that_never_completes_times_out_with_a_clear_message(fleet):
         receiver.bcast(None, "the plan")
     fleet.abort(1)
     assert fleet.comm.aborted == 1
+
+
+# Catches: gather without its deadline
+def test_gather_gives_up_on_a_silent_rank_within_its_timeout(monkeypatch):
+    from bwprof.fleet import comm as comm_module
+    from bwprof.fleet.comm import Fleet
+    from tests.fleet.test_comm import FakeComm
+
+    monkeypatch.setattr(comm_module, "POLL_S", 0.001)
+    fleet = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="node0",
+                  timeout_s=0.05)
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(fleet.gather("mine", "results")),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert not worker.is_alive(), "gather did not give up on rank 2"
+    assert outcome == [{0: "mine", 1: "from one"}]
+
+
+# Catches: a receive without its deadline
+def test_a_receive_from_a_silent_rank_times_out(monkeypatch):
+    from bwprof.fleet import comm as comm_module
+    from bwprof.fleet.comm import Fleet, FleetTimeout
+    from tests.fleet.test_comm import FakeComm
+
+    monkeypatch.setattr(comm_module, "POLL_S", 0.001)
+    receiver = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
+                     timeout_s=0.05)
+    outcome = []
+
+    def receive():
+        try:
+            receiver.bcast(None, "the plan")
+        except FleetTimeout as exc:
+            outcome.append(str(exc))
+
+    worker = threading.Thread(target=receive, daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert not worker.is_alive(), "the receive never timed out"
+    assert outcome == ["rank 2 waited 0.05 s for the plan from rank 0"]

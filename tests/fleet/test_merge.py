@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
 from bwprof.fleet.run import RankReport, merge
 from bwprof.report.frames import read_results
@@ -113,3 +115,106 @@ def test_compare_keeps_host_and_gpu_buffer_figures_apart(tmp_path):
     rows = frame[frame["scope"] == "row"]
     assert sorted(set(zip(rows["memory"], rows["value"], strict=True))) == [("hbm", 40.0),
                                                                             ("host", 10.0)]
+
+
+def _fleet_report(rank, host, rows, **extra):
+    from tests.fleet.test_merge import _report
+
+    return _report(rank, host, rows, **extra)
+
+
+# Catches: a rank whose rows failed validation is listed as ok
+def test_a_rank_with_an_invalid_row_is_listed_as_failed(tmp_path):
+    from bwprof.fleet.run import merge
+    from tests.fleet.test_merge import _rows
+    from tests.report.test_export import make_row
+
+    bad = [*_rows("node1", 20.0, 1),
+           make_row(run_id="fleet-1", host="node1", case="ddr_copy", status="invalid",
+                    note="validation failed: 1 of 3 elements", rank=1)]
+    received = {0: _fleet_report(0, "node0", _rows("node0", 30.0, 0)),
+                1: _fleet_report(1, "node1", bad)}
+    result = merge(tmp_path, "fleet-1", received, size=2, timeout_s=60.0, options={"plots": False})
+    system = json.loads((tmp_path / "system.json").read_text())
+    assert [r["status"] for r in system["mpi"]["ranks"]] == ["ok", "failed"]
+    assert [r.status for r in result.failed] == ["invalid"]
+
+
+# Catches: with several ranks on a node, a later rank's metadata replaces
+# the first's
+def test_a_node_is_described_by_its_first_rank(tmp_path):
+    from bwprof.fleet.run import merge
+    from tests.fleet.test_merge import _rows
+
+    received = {0: _fleet_report(0, "node0", _rows("node0", 30.0, 0), driver="580"),
+                1: _fleet_report(1, "node0", _rows("node0", 30.0, 1), driver="550")}
+    merge(tmp_path, "fleet-1", received, size=2, timeout_s=60.0, options={"plots": False})
+    nodes = json.loads((tmp_path / "system.json").read_text())["nodes"]
+    assert list(nodes) == ["node0"]
+    assert nodes["node0"]["gpus"]["devices"][0]["metadata"]["driver_version"] == "580"
+
+
+class _FakeFleet:
+    """One rank's view of a fleet: bcast answers from a script (rank 0: its own value)."""
+
+    def __init__(self, rank, size, answers=(), gathered=None):
+        self.rank, self.size, self.local_rank, self.local_size = rank, size, 0, 1
+        self.host = f"node{rank}"
+        self.answers, self.gathered, self.sent, self.aborted = list(answers), gathered, [], None
+
+    def bcast(self, value, what):
+        return value if self.rank == 0 else self.answers.pop(0)
+
+    def gather(self, value, what):
+        self.sent.append(value)
+        if self.rank != 0:
+            return None
+        return self.gathered(value) if self.gathered else {0: value}
+
+    def abort(self, code):
+        self.aborted = code
+
+
+FLEET_OPTIONS = dict(cases="ddr_triad", preset="quick", repeats=2, threads="1", size="1MiB",
+                     sample_interval_ms=50, file_format="csv", simulate=True, plots=False,
+                     telemetry=False)
+
+
+# Catches: a rank other than 0 that failed exits 0
+def test_a_failed_rank_other_than_0_exits_1_after_reporting(monkeypatch, tmp_path):
+    from bwprof.fleet import run as fleet_run
+
+    fleet = _FakeFleet(1, 2, answers=[(None, "fleet-1", tmp_path / "run"),
+                                      [(2, "node0"), (2, "node1")], (False, "test")])
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
+
+    def fail(**options):
+        raise RuntimeError("GPU fell off the bus")
+
+    monkeypatch.setattr(fleet_run.api, "run", fail)
+    with pytest.raises(SystemExit) as exited:
+        fleet_run.run_fleet(out=None, **FLEET_OPTIONS)
+    assert exited.value.code == 1
+    (report,) = fleet.sent[1:]  # after the GPU counts: the rank's report
+    assert report.error == "RuntimeError: GPU fell off the bus"
+
+
+# Catches: rank 0 waits on instead of ending the job when a rank did not
+# report
+def test_rank_0_ends_the_job_when_a_rank_did_not_report(monkeypatch, tmp_path, capsys):
+    from bwprof.fleet import run as fleet_run
+
+    fleet = _FakeFleet(0, 2)
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
+    monkeypatch.setattr(fleet_run, "import_mpi",
+                        lambda: SimpleNamespace(Get_library_version=lambda: "fake MPI"))
+
+    def fail(**options):
+        raise RuntimeError("no rows today")
+
+    monkeypatch.setattr(fleet_run.api, "run", fail)
+    result = fleet_run.run_fleet(out=tmp_path / "run", timeout_s=5.0, **FLEET_OPTIONS)
+    assert fleet.aborted == 1
+    assert "rank(s) 1 did not report within 5 s" in capsys.readouterr().err
+    notes = list(result.results["note"])
+    assert "rank 1 did not report within 5 s (hung or died)" in notes

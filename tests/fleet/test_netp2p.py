@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from dataclasses import replace
@@ -211,3 +212,70 @@ def test_a_rank_whose_gpu_fails_tells_its_peer_and_both_report_at_once():
     sent, received = _gpu_buffer_exchange(broken=0)
     assert str(sent) == "cudaErrorLaunchFailure" and received == []
 
+
+def _host_buffer_exchange(loop, clock=None, sizes=(1 * MiB,)):
+    """Rank 0 sends host buffers to rank 1 over `loop`: the sender's rows."""
+    from bwprof.cases import get_case
+    from bwprof.fleet.comm import Fleet
+    from bwprof.fleet.netp2p import NetP2PExecutor
+    from tests.fleet.test_netp2p import PLAN
+
+    plan = replace(PLAN, transfer_sizes=sizes)
+    case = get_case("net_p2p")
+    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
+                                [0, 0], (False, "test"), hosts=["node0", "node1"],
+                                **({"clock": clock} if clock and rank == 0 else {}))
+                 for rank in (0, 1)]
+    jobs, _same = [executor.jobs(case, plan) for executor in executors]
+    (job,) = [j for j in jobs if j.memory == "host"]
+    received = []
+    receiver = threading.Thread(
+        target=lambda: received.append(executors[1].measure(case, job, plan)))
+    receiver.start()
+    rows = executors[0].measure(case, job, plan)
+    receiver.join(timeout=30)
+    assert not receiver.is_alive() and received == [[]]
+    return rows
+
+
+# Catches: a sample's time is the whole window's, not per message
+def test_each_sample_is_the_windows_time_over_its_messages():
+    from bwprof.fleet.netp2p import window_for
+    from tests.fleet.test_netp2p import PLAN, Loopback
+
+    ticks = itertools.count()  # every window takes one second on this clock
+    (row,) = _host_buffer_exchange(Loopback(), clock=lambda: float(next(ticks)))
+    window = window_for(1 * MiB)
+    assert row.ops_per_sample == window == 64
+    assert row.seconds_per_op == pytest.approx((1.0 / window,) * PLAN.repeats)
+    assert row.valid
+
+
+# Catches: the receiver validates the first message of its last window instead
+# of the last
+def test_a_damaged_last_message_is_caught():
+    from bwprof.fleet.netp2p import window_for
+    from tests.fleet.test_netp2p import Loopback
+
+    window = window_for(1 * MiB)
+
+    class DamagesTheLastOfEachWindow(Loopback):
+        def comm(self, rank):
+            inner = super().comm(rank)
+            if rank != 0:
+                return inner
+            sent = itertools.count()
+            plain = inner.Isend
+
+            def send_buffer(buffer, dest, tag):
+                data = np.array(np.asarray(buffer).view(np.uint8), copy=True)
+                if next(sent) % window == window - 1:
+                    data[0] ^= 0xFF
+                return plain(data, dest, tag)
+
+            inner.Isend = send_buffer
+            return inner
+
+    (row,) = _host_buffer_exchange(DamagesTheLastOfEachWindow())
+    assert not row.valid
+    assert row.note.startswith(f"validation failed: 1 of {MiB} bytes differ at rank 1")

@@ -4,15 +4,18 @@ about 0 and is never checked as a figure)."""
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import bwprof
 from bwprof.gpu import overlap
+from bwprof.gpu.backend import Sample
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.sim import SimBackend
 from bwprof.plan import MiB, make_plan
 from bwprof.runner import RunContext, Runner
+from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 
 def _run(cases, backend=None, chunks=(1 * MiB,)):
@@ -166,3 +169,74 @@ def test_pipeline_time_is_one_whole_pass_over_every_chunk():
     for r in pipelines:
         assert r.time_median_s == pytest.approx(0.064), r.streams
         assert r.gbps_best == pytest.approx(2 * 64 * MiB / 0.064 / 1e9)
+
+
+# Catches: calibration scales iterations by took/target instead of
+# target/took
+def test_the_compute_kernel_is_calibrated_to_last_as_long_as_the_copy():
+    from bwprof.gpu.overlap import ComputePart
+
+    class KernelClock(SimBackend):
+        """A launch takes 1 us per iteration; nothing is computed."""
+
+        def launch(self, kernel, stream, *args):
+            self.iterations = args[2]
+
+        def time_sample(self, works, gate, hold_us):
+            seconds = []
+            for work in works:
+                for _ in range(work.ops):
+                    work.enqueue()
+                seconds.append(work.ops * self.iterations * 1e-6)
+            return Sample(tuple(seconds), (0.0,) * len(works), tuple(seconds), True)
+
+    backend = KernelClock(devices=1)
+    nbytes = 1024
+    part = ComputePart(backend, backend.device_array(0, nbytes), backend.device_array(0, nbytes),
+                       backend.new_stream(0), nbytes)
+    part.calibrate(target_s=1e-3, gate=True)
+    assert part.iterations == 1000
+
+
+# Catches: overlap_pageable gated like pinned copies (a host-blocking copy
+# behind a gate)
+def test_pageable_overlap_is_not_gated_so_its_samples_are_not_uncovered():
+    class BlockingPageable(SimBackend):
+        """As on a GPU: a pageable copy blocks the host, so a gate opens before the host
+        has enqueued everything behind it (the sample is not covered)."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.pageable, self.blocked = [], False
+
+        def host_array(self, nbytes, pinned, cpus=None):
+            array = super().host_array(nbytes, pinned, cpus)
+            if not pinned:
+                self.pageable.append((array.ctypes.data, array.ctypes.data + array.nbytes))
+            return array
+
+        def copy(self, dst, src, nbytes, stream):
+            for end in (dst, src):
+                address = np.asarray(end).ctypes.data
+                if any(lo <= address < hi for lo, hi in self.pageable):
+                    self.blocked = True
+            super().copy(dst, src, nbytes, stream)
+
+        def time_sample(self, works, gate, hold_us):
+            self.blocked = False
+            sample = super().time_sample(works, gate, hold_us)
+            return replace(sample, covered=not (gate and self.blocked))
+
+    rows = _run_rows(BlockingPageable(devices=1, memory_bytes=16 * MiB), "overlap_pageable")
+    ok = [r for r in rows if r.status == "ok"]
+    assert ok and not [r for r in ok if "started before all work was enqueued" in r.note]
+
+
+# Catches: the overlapped copy rows read the kernel stream's times
+# (per_stream_s[i]) instead of their own (per_stream_s[1 + i])
+def test_overlapped_rows_carry_their_own_streams_times():
+    backend = ClockedBackend({0: 1e-3}, kernel_s=3e-3, devices=1)
+    rows = [r for r in _run_rows(backend, "overlap_bidir_compute") if r.status == "ok"]
+    overlapped = {r.direction: r.time_median_s for r in rows if r.phase == "overlapped"}
+    assert overlapped == {"h2d": pytest.approx(1e-3), "d2h": pytest.approx(1e-3),
+                          "compute": pytest.approx(3e-3)}

@@ -2,6 +2,7 @@
 
 import pytest
 
+from bwprof.gpu.backend import Work
 from bwprof.gpu.runtime import NO_GPU_REASON, probe
 
 
@@ -176,3 +177,22 @@ def test_the_fakes_attribute_values_are_cupys():
     from tests.gpu.fake_cuda import DEVICE_ATTRIBUTES
 
     assert {name: getattr(runtime, name) for name in DEVICE_ATTRIBUTES} == DEVICE_ATTRIBUTES
+
+
+# Catches: start times taken relative to the first stream's start instead of
+# the earliest one
+def test_start_times_are_relative_to_the_earliest_start_not_the_first_stream():
+    from tests.gpu.test_runtime import _backend
+
+    backend, fake = _backend(devices=1)
+    # The second stream starts first: events are recorded at 5 and 6 ms (first stream),
+    # then at 2 and 4 ms (second stream) on the fake GPU clock.
+    fake.clock = iter([5, 6, 2, 4])
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    first, second = backend.new_stream(0), backend.new_stream(0)
+    sample = backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
+                                  Work(second, lambda: backend.copy(b, a, 64, second), 1)],
+                                 gate=False, hold_us=0)
+    assert sample.starts_s == pytest.approx((0.003, 0.0))
+    assert sample.ends_s == pytest.approx((0.004, 0.002))
+    assert sample.span_s == pytest.approx(0.004)

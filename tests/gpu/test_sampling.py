@@ -118,3 +118,19 @@ def test_the_counter_window_repeats_the_work_untimed_and_is_what_counters_join_o
     plain = take_samples(ScriptedBackend([per_op]), lambda ops: [Work("s0", lambda: None, ops)],
                          samples=3)
     assert plain.window_ops == plain.total_ops == timed
+
+
+# Catches: the counter window's batch sized from the fastest stream's fastest
+# sample (min of mins) instead of the slowest stream's median
+def test_the_counter_window_batch_is_sized_from_the_slowest_stream():
+    from bwprof.gpu.sampling import COUNTER_BATCH_S, take_samples
+    from tests.gpu.test_sampling import SleepingBackend
+
+    backend = SleepingBackend([0.001, 0.004])  # stream 1 takes four times as long per op
+    sampled = take_samples(backend, lambda ops: [Work("s0", lambda: None, ops),
+                                                 Work("s1", lambda: None, ops)],
+                           samples=3, counter_window_s=0.05)
+    batch = round(COUNTER_BATCH_S / 0.004)  # a batch of the slowest stream lasts ~20 ms
+    window_calls = backend.calls[4:]
+    assert window_calls and all(ops == (batch, batch) for ops, _, _ in window_calls)
+    assert sampled.window_ops == batch * len(window_calls)

@@ -259,3 +259,19 @@ def test_rows_say_when_their_arrays_missed_the_huge_pages_the_kernel_should_give
     monkeypatch.setattr(placement, "huge_page_share", lambda arrays: pytest.fail("read"))
     row, = HostExecutor("cpu").measure(case, job, small_plan)
     assert "2 MiB" not in row.note
+
+
+# Catches: a NUMA node's rows run with the plan's thread count instead of one
+# thread per CPU of the node
+def test_each_numa_nodes_row_uses_every_cpu_of_that_node(small_plan):
+    from bwprof.cases import get_case
+    from bwprof.host.ddr import HostExecutor, HostNode
+    from bwprof.measurement import Job
+
+    nodes = (HostNode(0, frozenset({0, 1, 2}), 8 << 30),
+             HostNode(1, frozenset({3, 4, 5, 6, 7}), 8 << 30))
+    jobs = HostExecutor("cpu", nodes=nodes).jobs(get_case("ddr_triad"), small_plan)
+    assert small_plan.threads == (1,)
+    assert jobs == [Job("ddr_triad", size_bytes=MiB, threads=1),
+                    Job("ddr_triad", size_bytes=MiB, threads=3, numa_node=0),
+                    Job("ddr_triad", size_bytes=MiB, threads=5, numa_node=1)]

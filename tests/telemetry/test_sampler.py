@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
+from bwprof.plan import MiB
 from bwprof.telemetry.sampler import Sampler
 
 
@@ -124,3 +126,25 @@ def test_a_failing_writer_is_recorded_not_fatal_and_monitor_keeps_nothing():
                         on_samples=lambda batch: None, keep=False)
     streaming.sample_once()
     assert streaming.samples == []
+
+
+# Catches: samples after a job finished keep its tag (no untag)
+def test_samples_between_jobs_belong_to_no_job():
+    from bwprof.measurement import Job
+    from bwprof.telemetry.session import TelemetrySession
+    from tests.telemetry.test_sampler import FakeTime
+
+    time = FakeTime()
+    reader = SimpleNamespace(read=lambda: [{"device": "gpu0"}], clock=time.clock,
+                             c2c_devices=lambda: [])
+    session = TelemetrySession(reader, interval_s=0.05)
+    job = Job("h2d_pinned", size_bytes=MiB, device=0)
+    session.job_started(job)
+    time.now += 0.1
+    session.sampler.sample_once()
+    window = session.job_finished(job)
+    time.now += 0.1
+    session.sampler.sample_once()
+    assert window == pytest.approx((0.0, 0.1))
+    assert [(s["case"], s["size_bytes"], s["job"]) for s in session.samples] == [
+        ("h2d_pinned", MiB, job.label()), ("", None, "")]
