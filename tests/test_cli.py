@@ -133,6 +133,9 @@ def _start_long_run(out: Path) -> subprocess.Popen:
          "--repeats", "400", "--threads", "1", "--quiet", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # A shell's background job ignores SIGINT, and a child would inherit that; give it
+        # the default back, so Python turns SIGINT into KeyboardInterrupt as for a user.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
