@@ -10,20 +10,14 @@ from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.sim import SimBackend
 from bwprof.plan import MiB
+from tests.gpu.test_executor import _run_executor
 
 
 def _run_rows(backend, cases, devices=None, host_memory_bytes=8 << 30):
     """Every row of `cases` on `backend` through the real runner (quick preset, 2 repeats)."""
-    from bwprof.runner import RunContext, Runner
-    from tests.gpu.test_executor import _plan
-
     executor = GpuExecutor(backend, devices or describe(backend),
                            host_memory_bytes=host_memory_bytes)
-    runner = Runner(_plan(cases), {"gpu": executor}, RunContext("r", "h"))
-    try:
-        return runner.run()
-    finally:
-        runner.close()
+    return _run_executor(executor, cases)
 
 
 class ClockedBackend(SimBackend):

@@ -2,7 +2,6 @@
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +12,7 @@ from bwprof.cli import app
 from bwprof.errors import BwprofError
 from bwprof.report.runfolder import load_run, machine_line
 from tests.report.conftest import DATA
+from tests.report.test_export import set_first_row
 
 runner = CliRunner()
 
@@ -100,6 +100,21 @@ BREAKAGES = {
     "other schema (timelines)": (
         lambda run: (run / "timelines.json").write_text('{"schema_version": 2, "timelines": []}'),
         "timelines.json has schema version 2, this bwprof reads 1", ""),
+    "integer too large for its column": (
+        lambda run: set_first_row(run / "results.csv", "size_bytes", "9" * 23),
+        "is malformed: column size_bytes", ""),
+    "system idle check not a list": (
+        lambda run: _replace(run / "system.json", '"gpus": {',
+                             '"telemetry": {"idle_check": 5}, "gpus": {'),
+        "telemetry.idle_check should be a list, not int", ""),
+    "system device metadata not an object": (
+        lambda run: _replace(run / "system.json", '"gpus": {',
+                             '"gpus": {"devices": [{"properties": {}, "metadata": "oops"}],'),
+        "every gpus.devices entry's metadata should be an object", ""),
+    "a sample time not a number": (
+        lambda run: (run / "samples.csv").write_text("t_s,device,power_w\n0.0,gpu0,100\n"
+                                                     "soon,gpu0,101\n"),
+        "column t_s holds a value that is not a number", ""),
 }
 
 
@@ -181,74 +196,3 @@ def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
         checked_results(frame.copy(), Path("results.csv"))
     with pytest.raises(BwprofError, match=r"unknown status great in row 2$"):
         checked_results(frame, Path("results.parquet"))
-
-
-def _host_ddr_copy(tmp_path):
-    target = tmp_path / "host-ddr"
-    shutil.copytree(DATA / "host-ddr", target)
-    return target
-
-
-def _set_cell(path, column, value, row=0):
-    frame_lines = path.read_text().splitlines()
-    header = frame_lines[0].split(",")
-    cells = frame_lines[1 + row].split(",")
-    assert len(cells) == len(header)  # the stored rows hold no quoted commas here
-    cells[header.index(column)] = value
-    frame_lines[1 + row] = ",".join(cells)
-    path.write_text("\n".join(frame_lines) + "\n")
-
-
-# (F2 frames.py:121, dropping `status.isna() |`, is equivalent: a missing status is not
-# `isin` the statuses either, so it is refused all the same; no test can kill it.)
-
-
-# Catches: an integer too large for its column escapes as an OverflowError
-# traceback
-def test_an_integer_too_large_for_its_column_is_malformed_not_a_traceback(tmp_path):
-    from bwprof.report.runfolder import load_run
-
-    run = _host_ddr_copy(tmp_path)
-    _set_cell(run / "results.csv", "size_bytes", "99999999999999999999999")
-    with pytest.raises(BwprofError, match="is malformed: column size_bytes"):
-        load_run(run)
-
-
-def _edit_system(run, edit):
-    system = json.loads((run / "system.json").read_text())
-    edit(system)
-    (run / "system.json").write_text(json.dumps(system))
-
-
-# Catches: telemetry.idle_check no longer checked to be a list
-def test_an_idle_check_that_is_not_a_list_is_malformed(tmp_path):
-    from bwprof.report.runfolder import load_run
-
-    run = _host_ddr_copy(tmp_path)
-    _edit_system(run, lambda s: s.setdefault("telemetry", {}).update(idle_check=5))
-    with pytest.raises(BwprofError,
-                       match=re.escape("telemetry.idle_check should be a list, not int")):
-        load_run(run)
-
-
-# Catches: samples.csv with some t_s values that are not numbers accepted
-# (only all of them refused)
-def test_a_sample_time_that_is_not_a_number_is_malformed(tmp_path):
-    from bwprof.report.runfolder import load_run
-
-    run = _host_ddr_copy(tmp_path)
-    (run / "samples.csv").write_text("t_s,device,power_w\n0.0,gpu0,100\nsoon,gpu0,101\n")
-    with pytest.raises(BwprofError, match="column t_s holds a value that is not a number"):
-        load_run(run)
-
-
-# Catches: a device's metadata no longer checked to be an object
-def test_device_metadata_that_is_not_an_object_is_malformed(tmp_path):
-    from bwprof.report.runfolder import load_run
-
-    run = _host_ddr_copy(tmp_path)
-    _edit_system(run, lambda s: s.setdefault("gpus", {}).update(
-        devices=[{"properties": {}, "metadata": "oops"}]))
-    with pytest.raises(BwprofError, match=re.escape("every gpus.devices entry's metadata "
-                                                    "should be an object")):
-        load_run(run)
