@@ -463,9 +463,10 @@ def monitor_command(
     reader = CounterReader.every_gpu(nvml.get_nvml())
     if not reader.labels:
         _fail("nothing to monitor: NVML sees no GPU")
+    peaks = reader.hbm_peaks()
     with Live(table([], interval, 0), auto_refresh=False) as live:
         taken = monitor(reader, interval / 1000, csv_file,
-                        show=lambda latest, n: live.update(table(latest, interval, n),
+                        show=lambda latest, n: live.update(table(latest, interval, n, peaks),
                                                            refresh=True),
                         count=count)
     where = f"; every sample in {csv_file}" if csv_file is not None else ""

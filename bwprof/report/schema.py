@@ -85,10 +85,12 @@ TELEMETRY_COLUMNS: tuple[str, ...] = (
     "telemetry_samples",
     "sm_clock_mhz_mean", "sm_clock_mhz_min", "mem_clock_mhz_mean", "mem_clock_mhz_min",
     "power_w_mean", "power_w_max", "temperature_c_max", "gpu_util_pct_mean",
-    "mem_util_pct_mean", "pcie_tx_mibps_mean", "pcie_tx_mibps_max", "pcie_rx_mibps_mean",
-    "pcie_rx_mibps_max", "pcie_gen_min", "pcie_width_min", "dram_bw_util_pct_mean",
-    "dram_bw_util_pct_max", "gpm_pcie_tx_mibps_mean", "gpm_pcie_rx_mibps_mean",
-    "nvlink_tx_mibps_mean", "nvlink_rx_mibps_mean", "throttle_reasons", "window_gbps",
+    "gpu_util_pct_max", "mem_util_pct_mean", "mem_util_pct_max", "pcie_tx_mibps_mean",
+    "pcie_tx_mibps_max", "pcie_rx_mibps_mean", "pcie_rx_mibps_max", "pcie_gen_min",
+    "pcie_width_min", "dram_bw_util_pct_mean", "dram_bw_util_pct_max",
+    "gpm_pcie_tx_mibps_mean", "gpm_pcie_tx_mibps_max", "gpm_pcie_rx_mibps_mean",
+    "gpm_pcie_rx_mibps_max", "nvlink_tx_mibps_mean", "nvlink_tx_mibps_max",
+    "nvlink_rx_mibps_mean", "nvlink_rx_mibps_max", "throttle_reasons", "window_gbps",
     "counter_gbps", "counter_ratio",
 )
 """Columns joined from the hardware counters (issue: telemetry); empty without NVML."""

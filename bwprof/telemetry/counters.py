@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bwprof.peaks import hbm_peak_gbps
 from bwprof.telemetry.nvml import Nvml
 
 log = logging.getLogger("bwprof.nvml")
@@ -127,6 +128,14 @@ class CounterReader:
     def c2c_devices(self) -> list[str]:
         """GPUs whose host link is NVLink-C2C: their PCIe counters miss host copies."""
         return [gpu.label for gpu in self._gpus if gpu.c2c]
+
+    def hbm_peaks(self) -> dict[str, float | None]:
+        """Each GPU's device-memory peak (GB/s) from its bus width and maximum memory clock:
+        what turns GPM's DRAM utilisation into a bandwidth in `bwprof monitor`."""
+        q, mem = self.nvml.query, self.nvml.constant("NVML_CLOCK_MEM")
+        return {gpu.label: hbm_peak_gbps(q("nvmlDeviceGetMaxClockInfo", gpu.handle, mem),
+                                         q("nvmlDeviceGetMemoryBusWidth", gpu.handle))
+                for gpu in self._gpus}
 
     def gpm_devices(self) -> list[str]:
         """GPUs whose counters include GPM (DRAM bandwidth, PCIe and NVLink rates)."""

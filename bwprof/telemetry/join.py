@@ -9,7 +9,9 @@ row's code moved in that window divided by its length, not with the per-sample f
 A GPM value covers the interval since the GPU's previous GPM sample, so only values whose
 whole interval lies in the window count (an interval reaching back before the row would mix
 in idle time). The link's generation and width count only from samples taken while PCIe was
-busy: an idle link drops to a lower generation to save power, which is no fault.
+busy: an idle link drops to a lower generation to save power, which is no fault. Busy means
+1 GiB/s, or half of what the link as trained at that moment can carry where that is less, so
+a link trained far down (Gen1 x4, x1) still counts as busy when it is the bottleneck.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+from bwprof.peaks import pcie_peak_gbps
 from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
 
 MIB = 1 << 20
 MIN_SAMPLES_FOR_RATIO = 3
 PCIE_BUSY_MIBPS = 1024
 """PCIe traffic (either direction, MiB/s) above which a sample shows the link under load."""
+PCIE_BUSY_SHARE = 0.5
+"""...or this share of what the link, as trained at the sample, carries, if that is less."""
 GPM_FIELDS = frozenset({"dram_bw_util_pct", "gpm_pcie_tx_mibps", "gpm_pcie_rx_mibps",
                         "nvlink_tx_mibps", "nvlink_rx_mibps"})
 LINK_FIELDS = frozenset({"pcie_gen", "pcie_width"})
@@ -41,7 +46,9 @@ _SPEC: tuple[tuple[str, str, str], ...] = (
     ("power_w_max", "power_w", "max"),
     ("temperature_c_max", "temperature_c", "max"),
     ("gpu_util_pct_mean", "gpu_util_pct", "mean"),
+    ("gpu_util_pct_max", "gpu_util_pct", "max"),
     ("mem_util_pct_mean", "mem_util_pct", "mean"),
+    ("mem_util_pct_max", "mem_util_pct", "max"),
     ("pcie_tx_mibps_mean", "pcie_tx_mibps", "mean"),
     ("pcie_tx_mibps_max", "pcie_tx_mibps", "max"),
     ("pcie_rx_mibps_mean", "pcie_rx_mibps", "mean"),
@@ -51,9 +58,13 @@ _SPEC: tuple[tuple[str, str, str], ...] = (
     ("dram_bw_util_pct_mean", "dram_bw_util_pct", "mean"),
     ("dram_bw_util_pct_max", "dram_bw_util_pct", "max"),
     ("gpm_pcie_tx_mibps_mean", "gpm_pcie_tx_mibps", "mean"),
+    ("gpm_pcie_tx_mibps_max", "gpm_pcie_tx_mibps", "max"),
     ("gpm_pcie_rx_mibps_mean", "gpm_pcie_rx_mibps", "mean"),
+    ("gpm_pcie_rx_mibps_max", "gpm_pcie_rx_mibps", "max"),
     ("nvlink_tx_mibps_mean", "nvlink_tx_mibps", "mean"),
+    ("nvlink_tx_mibps_max", "nvlink_tx_mibps", "max"),
     ("nvlink_rx_mibps_mean", "nvlink_rx_mibps", "mean"),
+    ("nvlink_rx_mibps_max", "nvlink_rx_mibps", "max"),
 )
 
 
@@ -71,7 +82,11 @@ def _number(sample: dict[str, object], name: str) -> float | None:
 def _pcie_busy(sample: dict[str, object]) -> bool:
     rates = [_number(sample, name) for name in ("pcie_tx_mibps", "pcie_rx_mibps",
                                                 "gpm_pcie_tx_mibps", "gpm_pcie_rx_mibps")]
-    return any(rate is not None and rate >= PCIE_BUSY_MIBPS for rate in rates)
+    gen, width = sample.get("pcie_gen"), sample.get("pcie_width")
+    link_gbps = pcie_peak_gbps(int(gen), int(width)) if gen and width else None  # type: ignore[call-overload]
+    threshold = PCIE_BUSY_MIBPS if link_gbps is None else min(
+        PCIE_BUSY_MIBPS, PCIE_BUSY_SHARE * link_gbps * 1e9 / MIB)
+    return any(rate is not None and rate >= threshold for rate in rates)
 
 
 def _gpm_inside(sample: dict[str, object], start: float) -> bool:

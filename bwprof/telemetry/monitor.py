@@ -1,10 +1,13 @@
 """`bwprof monitor`: the counters of every GPU, live in the terminal, every sample kept in a
-CSV when asked. The same reader and sampler as a run, with nothing measured."""
+CSV when asked. The same reader and sampler as a run, with nothing measured.
+
+Where GPM answers (Hopper and newer) the view shows bandwidths: DRAM as GPM's utilisation x the
+GPU's HBM peak, PCIe from GPM's rates (NVML's 20 ms throughput sample elsewhere)."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -26,31 +29,49 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("PCIe tx MiB/s", "pcie_tx_mibps", ".0f"),
     ("link", "pcie_gen", ""),
     ("DRAM bw %", "dram_bw_util_pct", ".1f"),
+    ("DRAM GB/s", "dram_gbps", ".0f"),
     ("NVLink rx MiB/s", "nvlink_rx_mibps", ".0f"),
     ("NVLink tx MiB/s", "nvlink_tx_mibps", ".0f"),
     ("clock events", "throttle_names", ""),
 )
 
 
-def _cell(sample: dict[str, object], key: str, spec: str) -> str:
+def _value(sample: dict[str, object], key: str, hbm_peak_gbps: float | None) -> object:
+    """A column's value: GPM's PCIe rate before NVML's where both exist; DRAM GB/s from
+    GPM's utilisation and the peak (None without either)."""
+    if key == "dram_gbps":
+        util = sample.get("dram_bw_util_pct")
+        return (None if util is None or not hbm_peak_gbps
+                else float(util) / 100 * hbm_peak_gbps)  # type: ignore[arg-type]
+    if key in ("pcie_rx_mibps", "pcie_tx_mibps") and sample.get(f"gpm_{key}") is not None:
+        return sample[f"gpm_{key}"]
+    return sample.get(key)
+
+
+def _cell(sample: dict[str, object], key: str, spec: str,
+          hbm_peak_gbps: float | None = None) -> str:
     if key == "pcie_gen":
         gen, width = sample.get("pcie_gen"), sample.get("pcie_width")
         return "" if gen is None else f"Gen{gen} x{width}"
-    value = sample.get(key)
+    value = _value(sample, key, hbm_peak_gbps)
     if value is None or value == "":
         return "-"
     return format(value, spec) if spec else str(value)
 
 
-def table(latest: Sequence[dict[str, object]], interval_ms: float, count: int) -> Table:
-    """The newest sample of each GPU as one table (DRAM and NVLink columns need GPM)."""
+def table(latest: Sequence[dict[str, object]], interval_ms: float, count: int,
+          hbm_peaks: Mapping[str, float | None] | None = None) -> Table:
+    """The newest sample of each GPU as one table (DRAM and NVLink columns need GPM;
+    `hbm_peaks`, GB/s by GPU label, turn DRAM utilisation into GB/s)."""
+    peaks = hbm_peaks or {}
     view = Table(title=f"bwprof monitor: every {interval_ms:g} ms, {count} sample(s); Ctrl-C "
                        f"to stop", title_justify="left")
     view.add_column("gpu")
     for heading, _, _ in COLUMNS:
         view.add_column(heading, justify="right")
     for sample in latest:
-        view.add_row(str(sample["device"]), *(_cell(sample, key, spec)
+        peak = peaks.get(str(sample["device"]))
+        view.add_row(str(sample["device"]), *(_cell(sample, key, spec, peak)
                                               for _, key, spec in COLUMNS))
     return view
 

@@ -41,6 +41,8 @@ class Sampler:
         self.samples: list[Sample] = []
         self.errors: list[str] = []
         self._tag: dict[str, object] = {"case": "", "size_bytes": None, "job": ""}
+        self._tag_since = -math.inf  # when the tag was set, on this sampler's clock
+        self._previous_tag = self._tag
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,6 +52,7 @@ class Sampler:
     def tag(self, case: str, size_bytes: int | None, job: str) -> None:
         """Samples taken from now on belong to this job (empty strings between jobs)."""
         with self._lock:
+            self._previous_tag, self._tag_since = self._tag, self.now()
             self._tag = {"case": case, "size_bytes": size_bytes, "job": job}
 
     def untag(self) -> None:
@@ -62,9 +65,11 @@ class Sampler:
     # sampling --------------------------------------------------------------------------
 
     def sample_once(self) -> list[Sample]:
-        """Read every GPU now and record the readings with the current tag. A reading that
-        carries `read_s` (when its GPU was read, on this sampler's clock) is timed by it;
-        others by the start of the whole read."""
+        """Read every GPU now and record the readings with the tag in force when each was
+        taken. A reading that carries `read_s` (when its GPU was read, on this sampler's
+        clock) is timed by it; others by the start of the whole read. A read can last tens
+        of ms (NVML's PCIe sample): one taken before a tag change that came during the read
+        keeps the tag before it."""
         t_s = self.now()
         try:
             readings = self.read()
@@ -72,13 +77,13 @@ class Sampler:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return []
         with self._lock:
-            tag = dict(self._tag)
+            tag, since, previous = dict(self._tag), self._tag_since, dict(self._previous_tag)
         batch = []
         for reading in readings:
             fields = dict(reading)
             read_s = fields.pop("read_s", None)
             own_t = t_s if read_s is None else float(read_s) - self.origin  # type: ignore[arg-type]
-            batch.append({"t_s": own_t, **tag, **fields})
+            batch.append({"t_s": own_t, **(tag if own_t >= since else previous), **fields})
         if self.keep:
             self.samples.extend(batch)
         if self.on_samples is not None and batch:

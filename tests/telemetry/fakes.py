@@ -164,6 +164,8 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlDeviceGetHandleByPciBusId": by_bus,
         "nvmlDeviceGetUtilizationRates": live(utilisation),
         "nvmlDeviceGetClockInfo": live(lambda gpu, kind: clock[kind]),
+        "nvmlDeviceGetMaxClockInfo": lambda h, kind: clock[kind],
+        "nvmlDeviceGetMemoryBusWidth": lambda h: 6144,
         "nvmlDeviceGetPowerUsage": live(lambda gpu: 650_000),  # a 1-second average
         "nvmlDeviceGetFieldValues": live(
             lambda gpu, ids: instant_power(None, ids)),

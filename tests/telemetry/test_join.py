@@ -113,6 +113,17 @@ def test_the_link_counts_only_while_pcie_is_busy():
     assert counters_for(samples[:1], "gpu0", (0.0, 1.0))["pcie_gen_min"] is None
 
 
+def test_a_link_trained_far_down_counts_as_busy_when_it_carries_the_copy():
+    """Gen1 x1 carries 0.25 GB/s: moving 200 MiB/s it is the bottleneck, under load, though
+    below 1 GiB/s; an idle x16 link moving as much is not (it has 4 GB/s even at Gen1)."""
+    slow = {"device": "gpu0", "pcie_gen": 1, "pcie_width": 1, "pcie_rx_mibps": 200.0}
+    idle_x16 = {"device": "gpu0", "pcie_gen": 1, "pcie_width": 16, "pcie_rx_mibps": 200.0}
+    trickle = {**slow, "pcie_rx_mibps": 3.0}
+    assert counters_for([{**slow, "t_s": 0.2}], "gpu0", (0.0, 1.0))["pcie_width_min"] == 1
+    for quiet in (idle_x16, trickle):
+        assert counters_for([{**quiet, "t_s": 0.2}], "gpu0", (0.0, 1.0))["pcie_gen_min"] is None
+
+
 def test_p2p_without_nvlink_is_checked_against_pcie():
     over_pcie = {"nvlink_tx_mibps_mean": 0.0, "gpm_pcie_tx_mibps_mean": 20_000.0}
     assert counter_gbps(over_pcie, direction="p2p", memory="hbm", peak_gbps=None) == (

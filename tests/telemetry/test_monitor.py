@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import csv
+import time
 from types import SimpleNamespace
 
+import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
 from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.telemetry import nvml as nvml_module
-from bwprof.telemetry.counters import CounterReader
+from bwprof.telemetry.counters import GPM_MIN_INTERVAL_S, CounterReader
 from bwprof.telemetry.monitor import monitor, table
 from bwprof.telemetry.nvml import Nvml
 from bwprof.telemetry.session import SAMPLE_COLUMNS
@@ -34,7 +36,30 @@ def test_every_gpu_is_read_in_nvml_order():
     assert reader.labels == ["gpu0", "gpu1"]
     latest = reader.read()
     rendered = table(latest, 500, 1)
-    assert rendered.row_count == 2 and len(rendered.columns) == 14
+    assert rendered.row_count == 2 and len(rendered.columns) == 15
+
+
+def _cells(rendered, heading):
+    return list(next(c for c in rendered.columns if c.header == heading).cells)
+
+
+def test_gpm_gives_bandwidths_in_the_view():
+    """DRAM as GPM's utilisation x the HBM peak NVML implies (2 x 3201 MHz x 6144 bit / 8);
+    PCIe from GPM's rate where the GPU has GPM, NVML's sample elsewhere."""
+    reader = CounterReader.every_gpu(_nvml())
+    peaks = reader.hbm_peaks()
+    assert peaks["gpu0"] == pytest.approx(2 * 3201e6 * 6144 / 8 / 1e9)
+    reader.read()
+    time.sleep(GPM_MIN_INTERVAL_S)  # GPM needs two samples at least 100 ms apart
+    latest = reader.read()
+    assert latest[0]["dram_bw_util_pct"] is not None and latest[1]["dram_bw_util_pct"] is None
+    rendered = table(latest, 500, 2, peaks)
+    dram = float(latest[0]["dram_bw_util_pct"]) / 100 * peaks["gpu0"]
+    assert _cells(rendered, "DRAM GB/s") == [f"{dram:.0f}", "-"]
+    assert _cells(rendered, "PCIe rx MiB/s") == [f"{latest[0]['gpm_pcie_rx_mibps']:.0f}",
+                                                 f"{latest[1]['pcie_rx_mibps']:.0f}"]
+    assert latest[0]["gpm_pcie_rx_mibps"] != latest[0]["pcie_rx_mibps"]  # the test can tell
+    assert _cells(table(latest, 500, 2), "DRAM GB/s") == ["-", "-"]  # no peak, no GB/s
 
 
 def test_monitor_keeps_every_sample_in_the_csv(tmp_path):

@@ -79,6 +79,30 @@ def test_each_gpu_is_timed_when_it_was_read_not_when_the_tick_began():
     assert batch[2]["t_s"] == 0.0 and "read_s" not in batch[0]  # unstamped: the tick's time
 
 
+def test_a_reading_taken_before_a_tag_change_during_the_read_keeps_the_old_tag():
+    """NVML's PCIe sample makes a read last tens of ms: a job that starts in the middle of
+    one owns only the readings taken after it started."""
+    time = FakeTime()
+    origin = time.clock()
+    sampler = Sampler(lambda: None, 0.05, origin=origin, clock=time.clock)
+
+    def read():
+        first = time.now
+        time.now += 0.02
+        sampler.tag("hbm_triad", 1 << 28, "hbm_triad gpu0")  # the job starts mid-read
+        time.now += 0.02
+        return [{"device": "gpu0", "read_s": first}, {"device": "gpu1", "read_s": time.now},
+                {"device": "gpu2"}]  # unstamped: timed by the read's start
+
+    sampler.read = read
+    sampler.sample_once()
+    time.now += 0.05
+    sampler.sample_once()
+    assert [(s["device"], s["case"]) for s in sampler.samples] == [
+        ("gpu0", ""), ("gpu1", "hbm_triad"), ("gpu2", ""),
+        ("gpu0", "hbm_triad"), ("gpu1", "hbm_triad"), ("gpu2", "hbm_triad")]
+
+
 def test_a_failing_read_is_recorded_and_sampling_goes_on():
     calls = []
 
