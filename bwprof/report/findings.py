@@ -184,14 +184,22 @@ def host_cpus_narrowed(rows: pd.DataFrame, system: dict) -> list[Finding]:
     )]
 
 
+def _peak_doubt(row: pd.Series) -> str:
+    """Where the peak itself may be wrong: it is derived from what the machine reports."""
+    if row["backend"] == "host":
+        return " or SMBIOS misreports the memory"
+    if row["memory"] == "hbm" and row["direction"] == "within":
+        return " or NVML misreports the memory's bus width or maximum clock (system.json)"
+    return ""
+
+
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
     over = rows[rows["peak_gbps"].notna()
                 & (rows["gbps_best"] > FINDING_ABOVE_PEAK * rows["peak_gbps"])
                 & ~rows["note"].str.contains("fits in L2", regex=False)]
     return [Finding(
         "error", str(row["device"]), f"{row['case']} above its theoretical peak",
-        "no path beats its peak: the figure is a measurement error"
-        + (" or SMBIOS misreports the memory" if row["backend"] == "host" else ""),
+        "no path beats its peak: the figure is a measurement error" + _peak_doubt(row),
         f"{row['gbps_best']:.1f} GB/s > peak {row['peak_gbps']:.1f} GB/s at {row['size_bytes']} B",
     ) for _, row in over.iterrows()]
 

@@ -74,6 +74,15 @@ def test_above_peak_unless_cache_resident():
                        note="fits in L2: the figure may exceed the HBM peak"))
     (finding,) = above_peak(rows)
     assert finding.severity == "error" and "70.0 GB/s > peak 63.0" in finding.evidence
+    assert "NVML" not in finding.why  # a PCIe peak: nothing NVML reports about memory
+
+
+def test_an_hbm_figure_above_its_peak_also_doubts_the_bus_width_nvml_reports():
+    """A driver reporting 5120 bit for an H200's 6144 would put every figure above peak."""
+    rows = _frame(_gpu(case="hbm_triad", memory="hbm", direction="within", gbps_best=4150.0,
+                       peak_gbps=4097.0))
+    (finding,) = above_peak(rows)
+    assert "NVML misreports the memory's bus width" in finding.why
 
 
 def test_counters_disagreeing_by_more_than_20_percent():
