@@ -34,13 +34,17 @@ def _mismatches(x: np.ndarray, expected: float) -> int:
     return int(np.count_nonzero(x != expected))
 
 
+@pytest.mark.parametrize("grid", [SMALL_GRID, launch_config("stream", N)],
+                         ids=["looping", "one-element-per-thread"])
 @pytest.mark.parametrize("runs", [1, 2])
 @pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
-def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs):
+def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
+    """On a grid smaller than the array (each thread loops) and on the run's own grid (one
+    element per thread, the last block reaching past the end)."""
     kernel = cudasim.jit(KERNELS[name].function)
     a, b, c = (cudasim.to_device(x) for x in _host_arrays())
     for _ in range(runs):
-        kernel[SMALL_GRID](a, b, c, SCALAR)
+        kernel[grid](a, b, c, SCALAR)
     expected = gold(stream.KERNELS[name], runs)[:3]
     for label, device, want in zip("abc", (a, b, c), expected, strict=True):
         got = device.copy_to_host()

@@ -7,6 +7,7 @@ NVVM from numba-cuda's cu12 extra is enough: no GPU or driver is needed.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -169,6 +170,34 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
     summary = done.stdout.splitlines()[-1]
     assert "sm_90" in summary
     assert f"{len(KERNELS)} compiled, 0 failed" in summary
+
+
+FIRST_ACCESS_BEFORE_DIVISION = """
+import json, re
+from numba import cuda
+from bwprof.gpu.kernels import KERNELS
+out = {}
+for name in ("copy", "scale", "add", "triad"):  # timed; init is not
+    spec = KERNELS[name]
+    ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
+    lines = ptx.splitlines()
+    first = lambda pattern: next((n for n, line in enumerate(lines) if re.search(pattern, line)),
+                                 None)
+    out[name] = [first(r"\\b(ld|st)\\.global\\."), first(r"\\bdiv\\.")]
+print(json.dumps(out))
+"""
+
+
+def test_a_stream_kernels_first_element_costs_no_division():
+    """With the default grid each thread owns one element; its load or store must come
+    before any trip-count division (a `range` loop puts a `div` ahead of it)."""
+    done = subprocess.run([sys.executable, "-c", FIRST_ACCESS_BEFORE_DIVISION], cwd=REPO,
+                          env=env_without_cudasim(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    for name, (access, division) in json.loads(done.stdout).items():
+        assert access is not None, name
+        assert division is None or access < division, (name, access, division)
 
 
 @pytest.mark.parametrize("bad", ["9", "sm_90", "x.y"])
