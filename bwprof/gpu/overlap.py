@@ -76,6 +76,16 @@ def pipeline_total_bytes(chunk: int) -> int:
     return max(chunk, min(PIPELINE_TOTAL_BYTES, PIPELINE_MAX_CHUNKS * chunk))
 
 
+def pipeline_inputs(elements: int) -> np.ndarray:
+    """Distinct, exact inputs: 1 + e x 2^-k for element e, with k the smallest that keeps
+    every offset under 2^-20. With at most 2^20 - 1 steps of 2^-20 each result stays in
+    [1, 2), exact and distinct, so a chunk copied from or to the wrong place shows."""
+    shift = 20 + max(1, (elements - 1).bit_length())
+    if shift > 52:  # beyond float64's 52 fraction bits the offsets would round
+        raise ValueError(f"{elements} pipeline elements cannot all be told apart")
+    return 1.0 + np.arange(elements, dtype=np.float64) * 2.0**-shift
+
+
 def pipeline_schedule(chunks: int, streams: int) -> list[list[int]]:
     """Chunk indices per stream, dealt round-robin as a data loader would."""
     return [list(range(first, chunks, streams)) for first in range(streams)]
@@ -257,6 +267,19 @@ class PipelineStream:
         return Work(self.stream, self.process_next, ops)
 
 
+def _validation_pass(backend: GpuBackend, lanes: Sequence[PipelineStream], host_out: Any,
+                     total: int) -> None:
+    """One more pass, untimed, into zeroed outputs: every timed pass writes the same values,
+    so after the first one a result copied out before its kernel ran, or a chunk that was
+    never copied out, would still read right."""
+    host_out[:total] = 0
+    for lane in lanes:
+        backend.zero(lane.dev_out, lane.chunk)
+        lane.cursor = 0
+    backend.time_sample([lane.work(len(lane.chunks)) for lane in lanes], gate=False,
+                        hold_us=0)  # returns once every stream has finished
+
+
 def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, streams: int,
              samples: int, first_streams: int) -> list[Measurement]:
     """pipeline_chunked at one chunk size and stream count."""
@@ -268,8 +291,8 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
                                f"{streams} streams busy")
     host_in = pool.host(device, total, pinned=True, slot=0)
     host_out = pool.host(device, total, pinned=True, slot=1)
-    host_in[:total].view(np.float64)[:] = 1.0
-    host_out[:total] = 0
+    inputs = pipeline_inputs(total // 8)
+    host_in[:total].view(np.float64)[:] = inputs
     lanes = [PipelineStream(pool, device, s, chunk, chunks, host_in, host_out)
              for s, chunks in enumerate(pipeline_schedule(count, streams))]
     lead = lanes[0]
@@ -278,8 +301,9 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
         return [Work(lead.stream, lambda: backend.copy(lead.dev_in, host_in[:chunk], chunk,
                                                        lead.stream), ops)]
 
-    compute = ComputePart(backend, lead.dev_in, lead.dev_out, lead.stream, chunk)
     copy_alone = take_samples(backend, copy_in, samples)
+    # After the copies into its buffer: the kernel alone runs on inputs of 1.0.
+    compute = ComputePart(backend, lead.dev_in, lead.dev_out, lead.stream, chunk)
     compute.calibrate(_median(copy_alone.per_stream_s[0]), gate=True)
     kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples,
                                 ops=copy_alone.ops_per_sample)
@@ -291,11 +315,11 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
                           ops=per_stream)
     seconds = [span * per_stream for span in passes.span_s]  # one whole pass per sample
 
+    _validation_pass(backend, lanes, host_out, total)
     out = host_out[:total].view(np.float64)
-    expected = compute_gold(1.0, compute.iterations)
-    bad = int(np.count_nonzero(out != expected))
-    problem = (f"validation failed: {bad} of {out.size} output elements wrong "
-               f"(expected {expected!r})" if bad else "")
+    bad = np.flatnonzero(out != compute_gold(inputs, compute.iterations))
+    problem = (f"validation failed: {bad.size} of {out.size} output elements wrong (first: "
+               f"element {bad[0]} of chunk {bad[0] * 8 // chunk})" if bad.size else "")
     end_to_end = 2 * total / _median(seconds)
     copy_rate = chunk / _median(copy_alone.per_stream_s[0])
     kernel_rate = chunk / _median(kernel_alone.per_stream_s[0])

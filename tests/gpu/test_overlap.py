@@ -98,6 +98,54 @@ def test_pipeline_with_fewer_chunks_than_streams_is_waived(monkeypatch):
     assert rows[-1].note == "2 chunk(s) of 1 MiB cannot keep 4 streams busy"
 
 
+def _process_out_of_order(lane):
+    """A pipeline bug: the result is copied out before the kernel that makes it."""
+    offset = lane.chunks[lane.cursor % len(lane.chunks)] * lane.chunk
+    lane.cursor += 1
+    b, size = lane.backend, lane.chunk
+    b.copy(lane.dev_in, lane.host_in[offset : offset + size], size, lane.stream)
+    b.copy(lane.host_out[offset : offset + size], lane.dev_out, size, lane.stream)
+    b.launch("compute", lane.stream, lane.in_view, lane.out_view, lane.iterations,
+             overlap.COMPUTE_SCALE, overlap.COMPUTE_STEP)
+
+
+def _process_into_the_wrong_chunk(lane):
+    """A pipeline bug: each chunk's result lands where the next chunk's belongs."""
+    chunks = lane.chunks
+    index = chunks[lane.cursor % len(chunks)]
+    lane.cursor += 1
+    b, size = lane.backend, lane.chunk
+    count = len(lane.host_in) // size
+    into = (index + 1) % count * size
+    b.copy(lane.dev_in, lane.host_in[index * size : index * size + size], size, lane.stream)
+    b.launch("compute", lane.stream, lane.in_view, lane.out_view, lane.iterations,
+             overlap.COMPUTE_SCALE, overlap.COMPUTE_STEP)
+    b.copy(lane.host_out[into : into + size], lane.dev_out, size, lane.stream)
+
+
+@pytest.mark.parametrize("bug", [_process_out_of_order, _process_into_the_wrong_chunk])
+def test_a_pipeline_that_misplaces_or_misorders_results_is_invalid(monkeypatch, bug):
+    """Every timed pass writes the same outputs, so only a pass into zeroed buffers catches a
+    copy-out ahead of its kernel, and only distinct inputs catch a result in the wrong place."""
+    monkeypatch.setattr(overlap.PipelineStream, "process_next", bug)
+    rows, _ = _run("pipeline_chunked", chunks=(16 * MiB,))
+    pipelines = [r for r in rows if r.phase == "pipeline"]
+    assert pipelines and all(r.status == "invalid" for r in pipelines), [r.note for r in rows]
+    assert all("output elements wrong (first: element" in r.note for r in pipelines)
+
+
+def test_pipeline_inputs_are_distinct_and_stay_exact_at_the_most_iterations():
+    inputs = overlap.pipeline_inputs(1 << 20)
+    assert np.unique(inputs).size == inputs.size and inputs[0] == 1.0
+    out = inputs.copy()
+    most = overlap.COMPUTE_MAX_ITERATIONS
+    out += most * overlap.COMPUTE_STEP  # the kernel's exact steps, added at once
+    assert out.max() < 2.0 and np.unique(out).size == out.size
+    assert np.array_equal(out - most * overlap.COMPUTE_STEP, inputs)  # nothing rounded
+    with pytest.raises(ValueError, match="cannot all be told apart"):
+        overlap.pipeline_inputs((1 << 32) + 1)
+
+
 class LazyKernels(SimBackend):
     """Runs the compute kernel with one iteration fewer than asked: validation must notice."""
 
