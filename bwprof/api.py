@@ -6,6 +6,7 @@ plan through the executors this machine supports, and writes rows as they finish
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -107,10 +108,11 @@ def gpu_executor(
                 "simulated": True}
         executor = GpuExecutor(backend, found, host_memory_bytes)
     else:
-        from bwprof.gpu.runtime import CudaBackend, probe
+        from bwprof.gpu.runtime import MAX_CONNECTIONS_VARIABLE, CudaBackend, probe
 
         probed = probe()
-        info = {"count": probed.count, "reason": probed.reason, "detail": probed.detail}
+        info = {"count": probed.count, "reason": probed.reason, "detail": probed.detail,
+                "cuda_device_max_connections": os.environ.get(MAX_CONNECTIONS_VARIABLE)}
         if probed.count == 0:
             executor = UnavailableExecutor("cuda", probed.reason or "no CUDA device found")
             found = []

@@ -16,13 +16,18 @@ CUDA rules this module follows (CUDA runtime API reference):
 - `cudaEventElapsedTime` is only taken between events of one device;
 - a pageable `cudaMemcpyAsync` is synchronous for the host: host-to-device returns once the
   data is staged, device-to-host only once the copy is done (after the work queued before it
-  on the stream), so pageable copies are never issued behind a gate.
+  on the stream), so pageable copies are never issued behind a gate;
+- streams reach a device through `CUDA_DEVICE_MAX_CONNECTIONS` hardware queues (default 8);
+  streams sharing a queue wait for each other, which would read as poor overlap, and a run
+  opens about 8 per device (more with several GPUs), so bwprof asks for 32 (the most) before
+  CUDA starts, unless the environment already sets it.
 """
 
 from __future__ import annotations
 
 import logging
 import mmap
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,8 +48,14 @@ CUDA_ERROR_MEMORY_ALLOCATION = 2
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 
 
+MAX_CONNECTIONS_VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
+MAX_CONNECTIONS = "32"
+
+
 def import_cupy() -> ModuleType:
-    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly."""
+    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly.
+    The first CUDA step of a run: the hardware queue count is set here, before CUDA reads it."""
+    os.environ.setdefault(MAX_CONNECTIONS_VARIABLE, MAX_CONNECTIONS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import cupy

@@ -1,5 +1,7 @@
 """The CuPy layer's set-up that holds without a GPU (the rest runs in test_on_device.py)."""
 
+import os
+
 import pytest
 
 from bwprof.gpu.backend import Work
@@ -11,6 +13,23 @@ def test_probe_without_a_driver_says_why_in_one_line():
     if found.count:
         pytest.skip(f"this machine has {found.count} CUDA device(s)")
     assert found.reason.startswith(NO_GPU_REASON) and "\n" not in found.reason
+
+
+def test_cuda_gets_32_hardware_queues_unless_the_environment_chose(monkeypatch):
+    """Streams sharing one of the default 8 queues wait for each other: it would read as poor
+    overlap. The value is set before CUDA starts and recorded in system.json."""
+    import bwprof.api as api
+    from bwprof.gpu.runtime import MAX_CONNECTIONS_VARIABLE, import_cupy
+
+    monkeypatch.delenv(MAX_CONNECTIONS_VARIABLE, raising=False)
+    import_cupy()
+    assert os.environ[MAX_CONNECTIONS_VARIABLE] == "32"
+    monkeypatch.setenv(MAX_CONNECTIONS_VARIABLE, "16")
+    import_cupy()
+    assert os.environ[MAX_CONNECTIONS_VARIABLE] == "16"  # the user's choice stands
+    system = {}
+    api.gpu_executor(system=system)
+    assert system["gpus"]["cuda_device_max_connections"] == "16"
 
 
 def test_a_kernel_is_loaded_into_the_current_context_before_use():
