@@ -93,12 +93,16 @@ class HostEnd:
 def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: int,
          seconds: Sequence[float], nbytes: int, sampled: Sampled, *, direction: str | None = None,
          streams: int = 1, numa_node: int | None = None, peak: float | None = None,
-         valid: bool = True, note: str = "") -> Measurement:
+         valid: bool = True, note: str = "", host_memory: bool = True) -> Measurement:
+    """A transfer row; its NUMA node is the host memory's (`numa_node`, else the GPU's node),
+    and none for a copy that touches no host memory (`host_memory=False`)."""
+    if host_memory and numa_node is None and device is not None:
+        numa_node = device.numa_node
     return Measurement(
         seconds_per_op=tuple(seconds), bytes_per_op=nbytes, size_bytes=size, device=label,
         device_name=name, direction=direction or case.direction, memory=case.memory,
         valid=valid, note=_join(note, sampled.note()), streams=streams,
-        numa_node=numa_node if numa_node is not None else (device.numa_node if device else None),
+        numa_node=numa_node,
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak,
         window_s=sampled.window_s, window_ops=sampled.window_ops,
     )
@@ -161,7 +165,7 @@ def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
     copy_note = f"copy figure (bytes copied once): {size / best / 1e9:.2f} GB/s best"
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0],
                  case.bytes_per_op(size), sampled, peak=device.peak_hbm_gbps,
-                 valid=not problem, note=_join(problem, copy_note))]
+                 valid=not problem, note=_join(problem, copy_note), host_memory=False)]
 
 
 def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], size: int,

@@ -281,6 +281,21 @@ def test_rows_do_not_claim_a_numa_node_that_placement_could_not_enforce():
                if r.status == "ok")
 
 
+def test_a_copy_within_the_gpu_names_no_numa_node_and_no_host_placement():
+    """d2d_copy touches no host memory: like the HBM kernels it has no node to claim, and
+    refused CPU affinity says nothing about it."""
+    rows = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1),
+                         "d2d_copy,h2d_pinned")
+    ok = [r for r in rows if r.status == "ok"]
+    assert {r.numa_node for r in ok if r.case == "d2d_copy"} == {None}
+    assert {r.numa_node for r in ok if r.case == "h2d_pinned"} == {1}  # host copies keep it
+    refused = SimBackend(devices=1)
+    refused.placement_failed = True
+    rows = _run_executor(_executor_with(refused, numa_node=1), "d2d_copy")
+    d2d = [r for r in rows if r.status == "ok"]
+    assert d2d and not any("placement" in r.note for r in d2d)
+
+
 def test_rows_do_not_claim_a_numa_node_their_host_memory_did_not_land_on(monkeypatch):
     """Host buffers are read back after allocation: one whose pages lie mostly elsewhere
     (its node short of free memory) makes the GPU's rows claim no node, until the case ends."""
