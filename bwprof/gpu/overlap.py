@@ -203,7 +203,9 @@ def overlap(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int, samp
     streams = 1 + len(copies)
     peak = device.peak_pcie_gbps
     kernel_note = (f"compute kernel: {compute.iterations} multiply-adds per element on "
-                   f"{format_bytes(nbytes)}, calibrated to the copy; GB/s = bytes processed")
+                   f"{format_bytes(nbytes)}, calibrated to the copy (its time alone "
+                   f"{alone_s[-1] / max(alone_s[:-1]):.2f}x the longest copy's); GB/s = bytes "
+                   f"processed")
     rows: list[Measurement] = []
     for i, direction in enumerate(directions):
         rows.append(_row(case, device, size, copy_alone[i].per_stream_s[0], size, copy_alone[i],
