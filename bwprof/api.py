@@ -6,7 +6,6 @@ plan through the executors this machine supports, and writes rows as they finish
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -108,11 +107,11 @@ def gpu_executor(
                 "simulated": True}
         executor = GpuExecutor(backend, found, host_memory_bytes)
     else:
-        from bwprof.gpu.runtime import MAX_CONNECTIONS_VARIABLE, CudaBackend, probe
+        from bwprof.gpu.runtime import CudaBackend, hardware_queues, probe
 
         probed = probe()
         info = {"count": probed.count, "reason": probed.reason, "detail": probed.detail,
-                "cuda_device_max_connections": os.environ.get(MAX_CONNECTIONS_VARIABLE)}
+                "cuda_device_max_connections": hardware_queues() if probed.count else None}
         if probed.count == 0:
             executor = UnavailableExecutor("cuda", probed.reason or "no CUDA device found")
             found = []

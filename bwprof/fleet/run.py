@@ -132,8 +132,9 @@ def run_fleet(
     **options: Any,
 ) -> api.RunResult | None:
     """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None."""
-    from bwprof.gpu.runtime import probe
+    from bwprof.gpu.runtime import ask_for_hardware_queues, probe
 
+    ask_for_hardware_queues()  # before MPI starts: a CUDA-aware MPI may start CUDA
     fleet = Fleet.join(timeout_s)
     problem, run_id = None, None
     if fleet.rank == 0:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,12 +51,34 @@ CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 
 MAX_CONNECTIONS_VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
 MAX_CONNECTIONS = "32"
+_queues: list[int | None] = []
+"""The hardware queue count CUDA was started with, once known (empty until then)."""
+
+
+def ask_for_hardware_queues() -> None:
+    """Ask CUDA for 32 hardware queues per GPU unless the environment chose. It must come
+    before CUDA starts in this process: the first CuPy import, or MPI's start (a CUDA-aware
+    MPI may start CUDA). What is in force then is what `hardware_queues()` reports; unknown
+    when CuPy was already imported (someone may have started CUDA before bwprof asked)."""
+    if _queues:
+        return
+    cupy_before = "cupy" in sys.modules
+    os.environ.setdefault(MAX_CONNECTIONS_VARIABLE, MAX_CONNECTIONS)
+    try:
+        _queues.append(None if cupy_before else int(os.environ[MAX_CONNECTIONS_VARIABLE]))
+    except ValueError:  # not a number: CUDA ignores it and keeps its default
+        _queues.append(None)
+
+
+def hardware_queues() -> int | None:
+    """CUDA_DEVICE_MAX_CONNECTIONS as in force when CUDA started here; None where unknown."""
+    return _queues[0] if _queues else None
 
 
 def import_cupy() -> ModuleType:
-    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly.
-    The first CUDA step of a run: the hardware queue count is set here, before CUDA reads it."""
-    os.environ.setdefault(MAX_CONNECTIONS_VARIABLE, MAX_CONNECTIONS)
+    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly,
+    having asked for the hardware queues first."""
+    ask_for_hardware_queues()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import cupy

@@ -1,8 +1,9 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
 a GPU slower than its identical siblings, a NUMA node slower than the host's others, host
-cases run on fewer CPUs than the machine has, a figure above its peak, counters that disagree
-with the measurement. Pure functions over frames, run at the end of `bwprof run`."""
+cases run on fewer CPUs than the machine has, too few CUDA hardware queues for concurrent
+streams, a figure above its peak, counters that disagree with the measurement. Pure
+functions over frames, run at the end of `bwprof run`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
 COUNTER_TOLERANCE = 0.2
 TRANSFER_DIRECTIONS = {"h2d", "d2h", "both"}
+CUDA_DEFAULT_QUEUES = 8
+"""CUDA_DEVICE_MAX_CONNECTIONS when unset: hardware queues per GPU for its streams."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,23 @@ def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
                 f"maximum Gen{gen_max} x{width_max}",
             ))
     return found
+
+
+def few_hardware_queues(rows: pd.DataFrame, system: dict) -> list[Finding]:
+    """Concurrent-stream cases measured with fewer CUDA hardware queues than CUDA's default 8
+    (an inherited CUDA_DEVICE_MAX_CONNECTIONS, often 1 in training jobs): streams sharing a
+    queue wait for each other, which reads as a GPU that cannot overlap."""
+    queues = (system.get("gpus") or {}).get("cuda_device_max_connections")
+    concurrent = rows[rows["streams"].fillna(1) > 1] if "streams" in rows.columns else rows[:0]
+    if queues is None or queues >= CUDA_DEFAULT_QUEUES or concurrent.empty:
+        return []
+    return [Finding(
+        "warning", "gpus", f"only {queues} CUDA hardware queue(s) for concurrent streams",
+        "streams sharing a queue wait for each other: overlap, both-ways and all-GPU figures "
+        "understate the GPU",
+        f"CUDA_DEVICE_MAX_CONNECTIONS={queues} in the environment during "
+        f"{', '.join(sorted(set(concurrent['case'])))}; unset it (bwprof then asks for 32)",
+    )]
 
 
 def clock_events(rows: pd.DataFrame) -> list[Finding]:
@@ -222,6 +242,7 @@ def derive_findings(rows: pd.DataFrame, system: dict) -> list[Finding]:
         *host_cpus_narrowed(rows, system),
         *busy_before_run(system),
         *pcie_below_max(measured, system),
+        *few_hardware_queues(measured, system),
         *clock_events(measured),
         *slower_than_siblings(measured),
         *above_peak(pd.concat([measured, rows[(rows["backend"] == "host")

@@ -1,6 +1,7 @@
 """The CuPy layer's set-up that holds without a GPU (the rest runs in test_on_device.py)."""
 
 import os
+import sys
 
 import pytest
 
@@ -15,21 +16,63 @@ def test_probe_without_a_driver_says_why_in_one_line():
     assert found.reason.startswith(NO_GPU_REASON) and "\n" not in found.reason
 
 
+def _fresh_queue_request(monkeypatch, value=None, cupy_imported=False):
+    """A process in which bwprof has not asked for hardware queues yet; the variable unset
+    (or `value`), and restored after the test."""
+    from bwprof.gpu import runtime
+
+    monkeypatch.setattr(runtime, "_queues", [])
+    monkeypatch.setenv(runtime.MAX_CONNECTIONS_VARIABLE, "x")  # recorded, so restored after
+    monkeypatch.delenv(runtime.MAX_CONNECTIONS_VARIABLE)
+    if value is not None:
+        monkeypatch.setenv(runtime.MAX_CONNECTIONS_VARIABLE, value)
+    if cupy_imported:
+        monkeypatch.setitem(sys.modules, "cupy", object())
+    else:
+        monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    return runtime
+
+
 def test_cuda_gets_32_hardware_queues_unless_the_environment_chose(monkeypatch):
     """Streams sharing one of the default 8 queues wait for each other: it would read as poor
-    overlap. The value is set before CUDA starts and recorded in system.json."""
-    import bwprof.api as api
-    from bwprof.gpu.runtime import MAX_CONNECTIONS_VARIABLE, import_cupy
+    overlap. The value in force when CUDA starts is what is reported."""
+    runtime = _fresh_queue_request(monkeypatch)
+    runtime.ask_for_hardware_queues()
+    assert os.environ[runtime.MAX_CONNECTIONS_VARIABLE] == "32"
+    assert runtime.hardware_queues() == 32
+    runtime = _fresh_queue_request(monkeypatch, "1")  # a training job's environment
+    runtime.ask_for_hardware_queues()
+    assert os.environ[runtime.MAX_CONNECTIONS_VARIABLE] == "1"  # the user's choice stands
+    assert runtime.hardware_queues() == 1
+    os.environ[runtime.MAX_CONNECTIONS_VARIABLE] = "16"  # after CUDA started: too late
+    runtime.ask_for_hardware_queues()
+    assert runtime.hardware_queues() == 1
 
-    monkeypatch.delenv(MAX_CONNECTIONS_VARIABLE, raising=False)
-    import_cupy()
-    assert os.environ[MAX_CONNECTIONS_VARIABLE] == "32"
-    monkeypatch.setenv(MAX_CONNECTIONS_VARIABLE, "16")
-    import_cupy()
-    assert os.environ[MAX_CONNECTIONS_VARIABLE] == "16"  # the user's choice stands
+
+def test_hardware_queues_are_unknown_when_cupy_came_first(monkeypatch):
+    """A notebook that used CuPy before bwprof may already run CUDA with other queues."""
+    runtime = _fresh_queue_request(monkeypatch, cupy_imported=True)
+    runtime.ask_for_hardware_queues()
+    assert runtime.hardware_queues() is None
+
+
+def test_system_json_records_the_queues_only_where_there_are_gpus(monkeypatch):
+    import bwprof.api as api
+
+    runtime = _fresh_queue_request(monkeypatch, "4")
+    runtime.ask_for_hardware_queues()
+    monkeypatch.setattr(runtime, "probe", lambda: runtime.GpuProbe(0, NO_GPU_REASON))
     system = {}
     api.gpu_executor(system=system)
-    assert system["gpus"]["cuda_device_max_connections"] == "16"
+    assert system["gpus"]["cuda_device_max_connections"] is None
+    monkeypatch.setattr(runtime, "probe", lambda: runtime.GpuProbe(1))
+
+    def no_backend():
+        raise RuntimeError("NUMBA_ENABLE_CUDASIM is set")
+
+    monkeypatch.setattr(runtime, "CudaBackend", no_backend)
+    api.gpu_executor(system=system)
+    assert system["gpus"]["cuda_device_max_connections"] == 4
 
 
 def test_a_kernel_is_loaded_into_the_current_context_before_use():

@@ -85,6 +85,22 @@ def test_an_hbm_figure_above_its_peak_also_doubts_the_bus_width_nvml_reports():
     assert "NVML misreports the memory's bus width" in finding.why
 
 
+def test_too_few_hardware_queues_for_concurrent_streams():
+    """A training job's CUDA_DEVICE_MAX_CONNECTIONS=1 makes streams queue behind each other."""
+    from bwprof.report.findings import few_hardware_queues
+
+    rows = _frame(_gpu(case="bidir_pinned", streams=2), _gpu(streams=1))
+
+    def found(queues, frame=rows):
+        return few_hardware_queues(frame, {"gpus": {"cuda_device_max_connections": queues}})
+
+    (finding,) = found(1)
+    assert finding.severity == "warning" and "CUDA_DEVICE_MAX_CONNECTIONS=1" in finding.evidence
+    assert "during bidir_pinned;" in finding.evidence  # only the concurrent cases
+    assert found(8) == [] and found(32) == [] and found(None) == []
+    assert found(1, _frame(_gpu(streams=1))) == []  # nothing ran concurrently
+
+
 def test_counters_disagreeing_by_more_than_20_percent():
     rows = _frame(_gpu(counters={"counter_ratio": 0.7, "counter_gbps": 35.0,
                                  "window_gbps": 50.0}),
