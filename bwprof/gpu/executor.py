@@ -125,8 +125,8 @@ class GpuExecutor:
                                         f"{format_bytes(per_device)} on gpu{index}, more than "
                                         f"{DEVICE_MEMORY_SHARE:.0%} of the "
                                         f"{format_bytes(free)} free")
-        if case.key == "pipeline_chunked":
-            host = 2 * overlap.pipeline_total_bytes(size)
+        if case.key == "pipeline_chunked":  # pinned in and out, the inputs, their gold
+            host = 4 * overlap.pipeline_total_bytes(size)
         else:
             host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
         if self.host_memory_bytes and host > HOST_BUFFER_SHARE * self.host_memory_bytes:

@@ -142,10 +142,12 @@ def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float],
          peak: float | None, problem: str, note: str = "",
          efficiency: float | None = None) -> Measurement:
     notes = "; ".join(n for n in (problem, note, sampled.note()) if n)
+    touches_host = direction != "compute"  # the kernel's rows: device memory only
     return Measurement(
         seconds_per_op=tuple(seconds), bytes_per_op=nbytes, size_bytes=size,
         device=device.label, device_name=device.name, direction=direction, memory=memory,
-        valid=not problem, note=notes, streams=streams, numa_node=device.numa_node,
+        valid=not problem, note=notes, streams=streams,
+        numa_node=device.numa_node if touches_host else None,
         ops_per_sample=sampled.ops_per_sample, peak_gbps=peak, phase=phase,
         overlap_efficiency=efficiency, window_s=sampled.window_s,
         window_ops=sampled.window_ops,
@@ -270,16 +272,29 @@ class PipelineStream:
 
 
 def _validation_pass(backend: GpuBackend, lanes: Sequence[PipelineStream], host_out: Any,
-                     total: int) -> None:
-    """One more pass, untimed, into zeroed outputs: every timed pass writes the same values,
-    so after the first one a result copied out before its kernel ran, or a chunk that was
-    never copied out, would still read right."""
+                     total: int, per_stream: int) -> None:
+    """One more pass, untimed, into zeroed outputs, doing what each timed pass does: every
+    timed pass writes the same values, so after the first one a result copied out before its
+    kernel ran, or a chunk that was never copied out, would still read right."""
     host_out[:total] = 0
     for lane in lanes:
         backend.zero(lane.dev_out, lane.chunk)
         lane.cursor = 0
-    backend.time_sample([lane.work(len(lane.chunks)) for lane in lanes], gate=False,
+    backend.time_sample([lane.work(per_stream) for lane in lanes], gate=False,
                         hold_us=0)  # returns once every stream has finished
+
+
+def _output_problem(host_out: Any, inputs: np.ndarray, iterations: int, chunk: int,
+                    when: str) -> str:
+    """'' when every output element is its input after `iterations` steps, else one line
+    naming how many are wrong and where the first one is."""
+    out = host_out[: inputs.nbytes].view(np.float64)
+    bad = np.flatnonzero(out != compute_gold(inputs, iterations))
+    if not bad.size:
+        return ""
+    first, per_chunk = int(bad[0]), chunk // 8
+    return (f"validation failed {when}: {bad.size} of {out.size} output elements wrong "
+            f"(first: chunk {first // per_chunk}, element {first % per_chunk} of it)")
 
 
 def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, streams: int,
@@ -295,6 +310,7 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
     host_out = pool.host(device, total, pinned=True, slot=1)
     inputs = pipeline_inputs(total // 8)
     host_in[:total].view(np.float64)[:] = inputs
+    host_out[:total] = 0
     lanes = [PipelineStream(pool, device, s, chunk, chunks, host_in, host_out)
              for s, chunks in enumerate(pipeline_schedule(count, streams))]
     lead = lanes[0]
@@ -317,11 +333,12 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
                           ops=per_stream)
     seconds = [span * per_stream for span in passes.span_s]  # one whole pass per sample
 
-    _validation_pass(backend, lanes, host_out, total)
-    out = host_out[:total].view(np.float64)
-    bad = np.flatnonzero(out != compute_gold(inputs, compute.iterations))
-    problem = (f"validation failed: {bad.size} of {out.size} output elements wrong (first: "
-               f"element {bad[0]} of chunk {bad[0] * 8 // chunk})" if bad.size else "")
+    problem = _output_problem(host_out, inputs, compute.iterations, chunk,
+                              "after the timed passes")
+    if not problem:
+        _validation_pass(backend, lanes, host_out, total, per_stream)
+        problem = _output_problem(host_out, inputs, compute.iterations, chunk,
+                                  "in a pass into zeroed outputs")
     end_to_end = 2 * total / _median(seconds)
     copy_rate = chunk / _median(copy_alone.per_stream_s[0])
     kernel_rate = chunk / _median(kernel_alone.per_stream_s[0])

@@ -282,13 +282,17 @@ def test_rows_do_not_claim_a_numa_node_that_placement_could_not_enforce():
 
 
 def test_a_copy_within_the_gpu_names_no_numa_node_and_no_host_placement():
-    """d2d_copy touches no host memory: like the HBM kernels it has no node to claim, and
-    refused CPU affinity says nothing about it."""
+    """d2d_copy and the overlap cases' kernel rows touch no host memory: like the HBM
+    kernels they have no node to claim, and refused CPU affinity says nothing about them."""
     rows = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1),
                          "d2d_copy,h2d_pinned")
     ok = [r for r in rows if r.status == "ok"]
     assert {r.numa_node for r in ok if r.case == "d2d_copy"} == {None}
     assert {r.numa_node for r in ok if r.case == "h2d_pinned"} == {1}  # host copies keep it
+    overlap = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1),
+                            "overlap_h2d_compute")
+    nodes = {(r.direction, r.numa_node) for r in overlap if r.status == "ok"}
+    assert nodes == {("h2d", 1), ("compute", None), ("h2d+compute", 1)}  # the kernel: none
     refused = SimBackend(devices=1)
     refused.placement_failed = True
     rows = _run_executor(_executor_with(refused, numa_node=1), "d2d_copy")
