@@ -13,6 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+TAGS_KEPT = 16
+"""Tag changes remembered: more than a read (tens of ms) ever spans between short jobs."""
+
 Reading = dict[str, object]
 Sample = dict[str, object]
 
@@ -40,9 +43,10 @@ class Sampler:
         self.keep = keep
         self.samples: list[Sample] = []
         self.errors: list[str] = []
-        self._tag: dict[str, object] = {"case": "", "size_bytes": None, "job": ""}
-        self._tag_since = -math.inf  # when the tag was set, on this sampler's clock
-        self._previous_tag = self._tag
+        self._tags: list[tuple[float, dict[str, object]]] = [
+            (-math.inf, {"case": "", "size_bytes": None, "job": ""})]
+        """The latest tags with the time each was set, on this sampler's clock, oldest
+        first: a read that spans several changes gives each reading the one then in force."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -52,8 +56,8 @@ class Sampler:
     def tag(self, case: str, size_bytes: int | None, job: str) -> None:
         """Samples taken from now on belong to this job (empty strings between jobs)."""
         with self._lock:
-            self._previous_tag, self._tag_since = self._tag, self.now()
-            self._tag = {"case": case, "size_bytes": size_bytes, "job": job}
+            self._tags.append((self.now(), {"case": case, "size_bytes": size_bytes, "job": job}))
+            del self._tags[:-TAGS_KEPT]
 
     def untag(self) -> None:
         self.tag("", None, "")
@@ -69,7 +73,7 @@ class Sampler:
         taken. A reading that carries `read_s` (when its GPU was read, on this sampler's
         clock) is timed by it; others by the start of the whole read. A read can last tens
         of ms (NVML's PCIe sample): one taken before a tag change that came during the read
-        keeps the tag before it."""
+        keeps the tag in force when it was taken."""
         t_s = self.now()
         try:
             readings = self.read()
@@ -77,13 +81,14 @@ class Sampler:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return []
         with self._lock:
-            tag, since, previous = dict(self._tag), self._tag_since, dict(self._previous_tag)
+            tags = list(self._tags)
         batch = []
         for reading in readings:
             fields = dict(reading)
             read_s = fields.pop("read_s", None)
             own_t = t_s if read_s is None else float(read_s) - self.origin  # type: ignore[arg-type]
-            batch.append({"t_s": own_t, **(tag if own_t >= since else previous), **fields})
+            tag = next((tag for since, tag in reversed(tags) if since <= own_t), tags[0][1])
+            batch.append({"t_s": own_t, **tag, **fields})
         if self.keep:
             self.samples.extend(batch)
         if self.on_samples is not None and batch:

@@ -103,6 +103,30 @@ def test_a_reading_taken_before_a_tag_change_during_the_read_keeps_the_old_tag()
         ("gpu0", "hbm_triad"), ("gpu1", "hbm_triad"), ("gpu2", "hbm_triad")]
 
 
+def test_a_read_spanning_several_tag_changes_gives_each_reading_its_own():
+    """Untag and the next job's tag come back to back: a reading taken during the first job
+    keeps it, one taken between the two belongs to no job."""
+    time = FakeTime()
+    origin = time.clock()
+    sampler = Sampler(lambda: None, 0.05, origin=origin, clock=time.clock)
+    sampler.tag("h2d_pinned", 1 << 20, "h2d_pinned gpu0")
+
+    def read():
+        start = time.now
+        time.now += 0.01
+        sampler.untag()
+        time.now += 0.01
+        sampler.tag("d2h_pinned", 1 << 20, "d2h_pinned gpu0")
+        time.now += 0.01
+        return [{"device": "gpu0", "read_s": start + 0.005},
+                {"device": "gpu1", "read_s": start + 0.015},
+                {"device": "gpu2", "read_s": start + 0.025}]
+
+    sampler.read = read
+    sampler.sample_once()
+    assert [s["case"] for s in sampler.samples] == ["h2d_pinned", "", "d2h_pinned"]
+
+
 def test_a_failing_read_is_recorded_and_sampling_goes_on():
     calls = []
 
