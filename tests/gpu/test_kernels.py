@@ -9,6 +9,8 @@ which the simulator lacks; it is covered by the PTX test instead.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,31 @@ def test_compute_does_exactly_the_iterations_asked(cudasim):
     assert (y[1::2] == compute_gold(1.0, 7)).all()
     assert (y[::2] == compute_gold(1.5, 7)).all()
     assert compute_gold(1.0, 7) != compute_gold(1.0, 6)
+
+
+class Recording:
+    """An array that counts the writes to each element."""
+
+    def __init__(self, n):
+        self.size, self.data, self.writes = n, np.ones(n), np.zeros(n, int)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+    def __setitem__(self, i, v):
+        self.data[i] = v
+        self.writes[i] += 1
+
+
+@pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
+@pytest.mark.parametrize("threads", [10, 4])
+def test_each_element_is_written_exactly_once(monkeypatch, name, threads):
+    from bwprof.gpu import kernels
+    n = 10
+    arrays = [Recording(n) for _ in range(3)]
+    for t in range(threads):
+        grid = SimpleNamespace(grid=lambda d, t=t: t, gridsize=lambda d: threads)
+        monkeypatch.setattr(kernels, "cuda", grid)  # thread t of `threads`, run in turn
+        kernels.KERNELS[name].function(*arrays, 0.4)
+    written = sum(a.writes for a in arrays)
+    assert (written == 1).all(), written

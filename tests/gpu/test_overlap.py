@@ -125,8 +125,9 @@ def _process_into_the_wrong_chunk(lane):
 
 @pytest.mark.parametrize("bug", [_process_out_of_order, _process_into_the_wrong_chunk])
 def test_a_pipeline_that_misplaces_or_misorders_results_is_invalid(monkeypatch, bug):
-    """Every timed pass writes the same outputs, so only a pass into zeroed buffers catches a
-    copy-out ahead of its kernel, and only distinct inputs catch a result in the wrong place."""
+    """A copy-out ahead of its kernel and a result in the wrong place are both invalid (the
+    one-chunk-per-lane test below shows the case only the pass into zeroed outputs catches);
+    only distinct inputs tell a result in the wrong place."""
     monkeypatch.setattr(overlap.PipelineStream, "process_next", bug)
     rows, _ = _run("pipeline_chunked", chunks=(16 * MiB,))
     pipelines = [r for r in rows if r.phase == "pipeline"]
@@ -299,3 +300,93 @@ def test_the_kernel_row_says_how_close_calibration_came_to_the_copy():
     rows = [r for r in _run_rows(backend, "overlap_h2d_compute") if r.status == "ok"]
     (kernel,) = [r for r in rows if r.phase == "alone" and r.direction == "compute"]
     assert "its time alone 3.00x the longest copy's" in kernel.note
+
+
+def test_out_of_order_with_one_chunk_per_lane_shows_only_in_the_zeroed_pass(monkeypatch):
+    """64 MiB chunks: 4 chunks, so 4 streams give each lane one chunk, whose own result
+    sits in dev_out from the previous timed pass: only the zeroed pass can tell."""
+    monkeypatch.setattr(overlap.PipelineStream, "process_next", _process_out_of_order)
+    from bwprof.gpu.sim import SimBackend
+    rows, _ = _run("pipeline_chunked", SimBackend(devices=1, memory_bytes=1 << 30),
+                   chunks=(64 * MiB,))
+    four = [r for r in rows if r.phase == "pipeline" and r.streams == 4]
+    assert four and all(r.status == "invalid" for r in four), [r.note for r in rows]
+    assert all("in a pass into zeroed outputs" in r.note for r in four)
+
+
+def _copy_out_once(lane):
+    """A pipeline bug: each chunk's result is copied out only the first time."""
+    done = lane.__dict__.setdefault("_done", set())
+    offset = lane.chunks[lane.cursor % len(lane.chunks)] * lane.chunk
+    lane.cursor += 1
+    b, size = lane.backend, lane.chunk
+    b.copy(lane.dev_in, lane.host_in[offset : offset + size], size, lane.stream)
+    b.launch("compute", lane.stream, lane.in_view, lane.out_view, lane.iterations,
+             overlap.COMPUTE_SCALE, overlap.COMPUTE_STEP)
+    if offset not in done:
+        done.add(offset)
+        b.copy(lane.host_out[offset : offset + size], lane.dev_out, size, lane.stream)
+
+def test_a_chunk_never_copied_out_again_is_invalid(monkeypatch):
+    monkeypatch.setattr(overlap.PipelineStream, "process_next", _copy_out_once)
+    rows, _ = _run("pipeline_chunked", chunks=(16 * MiB,))
+    p = [r for r in rows if r.phase == "pipeline"]
+    assert p and all(r.status == "invalid" for r in p), [r.note for r in rows]
+
+
+def test_the_first_wrong_element_is_located_in_its_chunk():
+    from bwprof.gpu.kernels import compute_gold
+    chunk, n = 64, 64  # 8 elements per chunk
+    inputs = overlap.pipeline_inputs(n)
+    out = compute_gold(inputs, 3).copy()
+    out[2 * 8 + 3] = 0
+    msg = overlap._output_problem(out.view(np.uint8), inputs, 3, chunk, "x")
+    assert "1 of 64 output elements wrong (first: chunk 2, element 3 of it)" in msg
+
+
+def test_the_pipelines_host_need_counts_its_inputs_and_their_gold():
+    from dataclasses import replace
+
+    from bwprof.gpu.devices import describe
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.gpu.sim import SimBackend
+    from bwprof.plan import make_plan
+    from bwprof.runner import RunContext, Runner
+    backend = SimBackend(devices=1, memory_bytes=1 << 30)
+    plan = replace(make_plan(cases="pipeline_chunked", preset="quick", repeats=2, usable_cpus=2,
+                             llc_bytes=None, memory_available_bytes=8 << 30),
+                   pipeline_chunks=(16 * MiB,))
+    runner = Runner(plan, {"gpu": GpuExecutor(backend, describe(backend), 1536 * MiB)},
+                    RunContext("r", "h"))
+    try:
+        rows = runner.run()
+    finally:
+        runner.close()
+    assert rows and all(r.status == "skipped" and "1 GiB of host memory" in r.note
+                        for r in rows if r.case == "pipeline_chunked"), [r.note for r in rows]
+
+
+def test_the_calibration_ratio_is_against_the_longest_of_two_copies():
+    from tests.gpu.test_transfers import ClockedBackend, _run_rows
+    class PerStream(ClockedBackend):
+        def time_sample(self, works, gate, hold_us):
+            for work in works:
+                for _ in range(work.ops):
+                    work.enqueue()
+            order = self.__dict__.setdefault("order", {})
+            for w in works:
+                if getattr(w.stream, "kind", "") != "kernel":
+                    order.setdefault(id(w.stream), len(order))
+            seconds = tuple(w.ops * (self.kernel_s if getattr(w.stream, "kind", "") == "kernel"
+                                     else 1e-3 * (1 + order[id(w.stream)]))
+                            for w in works)
+            from bwprof.gpu.backend import Sample
+            return Sample(seconds, tuple(0.0 for _ in works), seconds, covered=True)
+    rows = [r for r in _run_rows(PerStream({0: 1e-3}, kernel_s=4e-3, devices=1),
+                                 "overlap_bidir_compute") if r.status == "ok"]
+    (kernel,) = [r for r in rows if r.phase == "alone" and r.direction == "compute"]
+    copies = sorted(r.time_median_s for r in rows
+                    if r.phase == "alone" and r.direction != "compute")
+    assert copies[0] != copies[-1], copies
+    ratio = f"its time alone {4e-3 / copies[-1]:.2f}x the longest copy's"
+    assert ratio in kernel.note, (kernel.note, copies)

@@ -2,6 +2,7 @@
 
 import os
 import sys
+import types
 
 import pytest
 
@@ -258,3 +259,18 @@ def test_start_times_are_relative_to_the_earliest_start_not_the_first_stream():
     assert sample.starts_s == pytest.approx((0.003, 0.0))
     assert sample.ends_s == pytest.approx((0.004, 0.002))
     assert sample.span_s == pytest.approx(0.004)
+
+
+def test_import_cupy_asks_for_the_queues_first(monkeypatch):
+    from bwprof.gpu import runtime
+    asked = []
+    monkeypatch.setattr(runtime, "ask_for_hardware_queues", lambda: asked.append(1))
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))
+    runtime.import_cupy()
+    assert asked == [1]
+
+
+def test_a_queue_count_that_is_not_a_number_is_unknown(monkeypatch):
+    runtime = _fresh_queue_request(monkeypatch, "lots")
+    runtime.ask_for_hardware_queues()
+    assert runtime.hardware_queues() is None

@@ -269,3 +269,24 @@ def test_pcie_below_max_flags_a_narrow_link():
                                  "pcie_width_min": 8}))
     (finding,) = pcie_below_max(rows, SYSTEM)
     assert "Gen5 x8" in finding.evidence
+
+
+def test_a_p2p_figure_above_its_link_peak_does_not_blame_nvmls_memory_report():
+    from bwprof.report.findings import above_peak
+    rows = _frame(_gpu(case="p2p_copy", memory="hbm", direction="p2p", gbps_best=500.0,
+                       peak_gbps=450.0))
+    (f,) = above_peak(rows)
+    assert "NVML" not in f.why
+
+
+def test_rows_without_a_stream_count_are_not_concurrent():
+    from bwprof.report.findings import few_hardware_queues
+    rows = _frame(_gpu(streams=None))
+    assert few_hardware_queues(rows, {"gpus": {"cuda_device_max_connections": 1}}) == []
+
+
+def test_the_run_warns_of_few_hardware_queues():
+    from bwprof.report.findings import derive_findings
+    rows = _frame(_gpu(case="bidir_pinned", streams=2))
+    found = derive_findings(rows, {"gpus": {"cuda_device_max_connections": 1}})
+    assert any("hardware queue" in f.what for f in found)

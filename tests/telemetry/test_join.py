@@ -144,3 +144,32 @@ def test_counter_ratio_is_what_the_counters_saw_over_the_bytes_moved():
     joined = join_row(_samples(), device="gpu0", direction="h2d", memory="pinned",
                       peak_gbps=63.0, window=(0.1, 0.4), window_bytes=2 * window_bytes)
     assert joined["counter_ratio"] == pytest.approx(0.5, rel=1e-6)
+
+
+def test_half_a_slow_links_capacity_counts_as_busy():
+    from bwprof.telemetry.join import counters_for
+    gen1x4 = {"device": "gpu0", "pcie_gen": 1, "pcie_width": 4, "t_s": 0.2}  # 1 GB/s = 954 MiB/s
+    def width(rate):
+        return counters_for([{**gen1x4, "pcie_rx_mibps": rate}], "gpu0", (0, 1))["pcie_width_min"]
+
+    assert width(600.0) == 4 and width(400.0) is None
+
+
+def test_exactly_1_gib_per_s_counts_as_busy():
+    from bwprof.telemetry.join import counters_for
+    s = {"device": "gpu0", "pcie_gen": 5, "pcie_width": 16, "t_s": 0.2, "pcie_rx_mibps": 1024.0}
+    assert counters_for([s], "gpu0", (0, 1))["pcie_gen_min"] == 5
+
+
+def test_every_column_is_its_own_fields_statistic():
+    from bwprof.telemetry.join import _SPEC, counters_for
+    fields = {name for _, name, _ in _SPEC}
+    samples = [{"device": "gpu0", "t_s": 0.5 + k * 0.1, "gpm_interval_s": 0.1,
+                **{f: float(100 * i + 10 * k) for i, f in enumerate(sorted(fields))}}
+               for k in range(3)]
+    out = counters_for(samples, "gpu0", (0.0, 1.0))
+    for column in [c for c, n, _ in _SPEC if n not in ("pcie_gen", "pcie_width")]:
+        name, stat = column.rsplit("_", 1)  # from the column's name, not from _SPEC
+        values = [s[name] for s in samples]
+        want = {"max": max(values), "min": min(values), "mean": sum(values) / 3}[stat]
+        assert out[column] == pytest.approx(want), column

@@ -93,3 +93,14 @@ def test_refusals_are_one_line(monkeypatch):
     result = runner.invoke(app, ["monitor", "--count", "1"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: nothing to monitor: NVML unavailable: no driver"
+
+
+def test_tx_comes_from_gpm_and_each_gpu_uses_its_own_peak():
+    from bwprof.telemetry.monitor import table
+    def cells(view, heading):
+        return list(next(c for c in view.columns if c.header == heading).cells)
+    base = {"pcie_tx_mibps": 1.0, "gpm_pcie_tx_mibps": 7.0, "dram_bw_util_pct": 50.0}
+    view = table([{"device": "gpu0", **base}, {"device": "gpu1", **base}], 500, 1,
+                 {"gpu0": 1000.0, "gpu1": 4000.0})
+    assert cells(view, "PCIe tx MiB/s") == ["7", "7"]
+    assert cells(view, "DRAM GB/s") == ["500", "2000"]

@@ -196,3 +196,45 @@ def test_samples_between_jobs_belong_to_no_job():
     assert window == pytest.approx((0.0, 0.1))
     assert [(s["case"], s["size_bytes"], s["job"]) for s in session.samples] == [
         ("h2d_pinned", MiB, job.label()), ("", None, "")]
+
+
+class Clock:
+    def __init__(self): self.now = 0.0
+    def __call__(self): return self.now
+
+
+def test_a_reading_before_ten_tag_changes_in_one_read_keeps_the_old_tag():
+    from bwprof.telemetry.sampler import Sampler
+    clock = Clock()
+    s = Sampler(lambda: [], 0.05, origin=0.0, clock=clock)
+    def read():
+        start = clock.now
+        for k in range(10):
+            clock.now += 0.001
+            s.tag(f"c{k}", k, f"j{k}")
+        return [{"device": "gpu0", "read_s": start}]
+    s.read = read
+    (sample,) = s.sample_once()
+    assert sample["case"] == ""
+
+
+def test_the_tag_history_is_bounded():
+    from bwprof.telemetry.sampler import TAGS_KEPT, Sampler
+    s = Sampler(lambda: [], 0.05, origin=0.0, clock=Clock())
+    for k in range(100):
+        s.tag(f"c{k}", k, f"j{k}")
+    assert len(s._tags) == TAGS_KEPT
+
+def test_a_reading_older_than_every_kept_tag_gets_the_oldest_kept():
+    from bwprof.telemetry.sampler import TAGS_KEPT, Sampler
+    clock = Clock()
+    s = Sampler(lambda: [], 0.05, origin=0.0, clock=clock)
+    def read():
+        start = clock.now
+        for k in range(TAGS_KEPT + 1):
+            clock.now += 0.001
+            s.tag(f"c{k}", k, f"j{k}")
+        return [{"device": "gpu0", "read_s": start + 0.0015}]  # just after c0: c0 is in force
+    s.read = read
+    (sample,) = s.sample_once()
+    assert sample["case"] == "c1"  # c0 dropped: the oldest kept tag, not the newest
