@@ -84,7 +84,7 @@ def few_hardware_queues(rows: pd.DataFrame, system: dict) -> list[Finding]:
     (an inherited CUDA_DEVICE_MAX_CONNECTIONS, often 1 in training jobs): streams sharing a
     queue wait for each other, which reads as a GPU that cannot overlap."""
     queues = (system.get("gpus") or {}).get("cuda_device_max_connections")
-    concurrent = rows[rows["streams"].fillna(1) > 1] if "streams" in rows.columns else rows[:0]
+    concurrent = rows[rows["streams"].fillna(1) > 1]
     if queues is None or queues >= CUDA_DEFAULT_QUEUES or concurrent.empty:
         return []
     return [Finding(

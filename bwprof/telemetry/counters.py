@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bwprof.peaks import hbm_peak_gbps
 from bwprof.telemetry.nvml import Nvml
 
 log = logging.getLogger("bwprof.nvml")
@@ -130,12 +129,12 @@ class CounterReader:
         return [gpu.label for gpu in self._gpus if gpu.c2c]
 
     def hbm_peaks(self) -> dict[str, float | None]:
-        """Each GPU's device-memory peak (GB/s) from its bus width and maximum memory clock:
-        what turns GPM's DRAM utilisation into a bandwidth in `bwprof monitor`."""
-        q, mem = self.nvml.query, self.nvml.constant("NVML_CLOCK_MEM")
-        return {gpu.label: hbm_peak_gbps(q("nvmlDeviceGetMaxClockInfo", gpu.handle, mem),
-                                         q("nvmlDeviceGetMemoryBusWidth", gpu.handle))
-                for gpu in self._gpus}
+        """Each GPU's device-memory peak (GB/s), as its metadata in a run gives it: what
+        turns GPM's DRAM utilisation into a bandwidth in `bwprof monitor`."""
+        peaks = {gpu.label: self.nvml.device_metadata(gpu.handle)["peak_hbm_gbps"]
+                 for gpu in self._gpus}
+        return {label: None if peak is None else float(peak)  # type: ignore[arg-type]
+                for label, peak in peaks.items()}
 
     def gpm_devices(self) -> list[str]:
         """GPUs whose counters include GPM (DRAM bandwidth, PCIe and NVLink rates)."""
