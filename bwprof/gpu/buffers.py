@@ -5,6 +5,7 @@ is replaced by a larger one when needed; the old one is dropped first to keep pe
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
 
@@ -141,6 +142,13 @@ class BufferPool:
         """Bytes of `device` memory held here, which a job may reuse rather than allocate."""
         return sum(array.nbytes for key, array in self._arrays.items()
                    if key[0] == "device" and key[1] == device)
+
+    def keep_device_slots(self, device: int, slots: Collection[int]) -> None:
+        """Free `device` buffers in slots other than `slots`: a GPU held as a P2P source must not
+        also keep its buffer as a target once it plays the other role."""
+        for key in [k for k in self._arrays
+                    if k[0] == "device" and k[1] == device and k[2] not in slots]:
+            del self._arrays[key]
 
     def drop_host_except(self, device: int) -> None:
         """Free host buffers held for other GPUs: a sweep over 8 GPUs keeps one GPU's pinned

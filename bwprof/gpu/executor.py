@@ -139,6 +139,10 @@ class GpuExecutor:
             self._case = case.key
         if job.device is not None and job.peer is None:
             self.pool.drop_host_except(job.device)
+        if job.device is not None and job.peer is not None:
+            first, second = transfers.P2P_SLOTS[case.key]
+            self.pool.keep_device_slots(job.device, first)
+            self.pool.keep_device_slots(job.peer, second)
         if not case.key.startswith("hbm_"):
             self._check_fits(case, job)
         try:

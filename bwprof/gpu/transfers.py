@@ -222,6 +222,13 @@ def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     return None
 
 
+P2P_SLOTS = {"p2p_copy": ((0,), (1,)), "p2p_bidir": ((0, 3), (1, 2))}
+"""Device buffer slots a pair job uses on (its first GPU, its second): a path from slot s reads
+slot s on its source and writes slot s + 1 on its target; both ways at once, the way back
+starts at slot 2. A GPU is source in one pair and target in the next, so the executor drops the
+slots of its other role before each pair: it never holds more than the job needs."""
+
+
 def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
                slot: int) -> tuple[Any, Any, Any]:
     backend = pool.backend

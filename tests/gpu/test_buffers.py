@@ -66,6 +66,19 @@ def test_host_buffers_of_other_gpus_are_dropped():
     assert [k for k in pool._arrays if k[0] == "host"] == [("host", 1, True, 0)]
 
 
+def test_device_buffers_outside_the_kept_slots_are_freed():
+    backend = SimBackend(devices=2, memory_bytes=8 << 20)
+    pool = BufferPool(backend)
+    kept = pool.device(0, 1 << 20, slot=3)
+    pool.device(0, 1 << 20, slot=1)
+    other_gpu = pool.device(1, 1 << 20, slot=1)
+    pool.keep_device_slots(0, (0, 3))
+    assert pool.device(0, 1 << 20, slot=3) is kept
+    assert pool.device(1, 1 << 20, slot=1) is other_gpu  # another GPU's buffers stay
+    assert pool.device_bytes(0) == 1 << 20
+    assert backend.free_memory(0) == 7 << 20
+
+
 def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch):
     """Host buffers are read back after allocation; only buffers held now count."""
     from dataclasses import replace

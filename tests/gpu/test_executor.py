@@ -9,11 +9,12 @@ import pytest
 
 import bwprof
 from bwprof.cases import get_case
-from bwprof.gpu import hbm
+from bwprof.gpu import hbm, transfers
 from bwprof.gpu.devices import describe
-from bwprof.gpu.executor import SIMULATED_NOTE, GpuExecutor
+from bwprof.gpu.executor import DEVICE_BUFFERS, SIMULATED_NOTE, GpuExecutor
 from bwprof.gpu.sim import SimBackend, SimDeviceArray
 from bwprof.host import stream
+from bwprof.measurement import Job
 from bwprof.plan import MiB, make_plan
 from bwprof.runner import RunContext, Runner
 
@@ -228,6 +229,27 @@ def test_p2p_sweeps_sizes_on_the_first_pair_and_the_matrix_at_one_size():
     assert set(others.values()) == {256 * MiB}
     bidir = executor.jobs(get_case("p2p_bidir"), _plan("p2p_bidir", preset="quick"))
     assert {(j.device, j.peer) for j in bidir} == {(0, 1), (0, 2), (1, 2)}
+
+
+@pytest.mark.parametrize("key", ["p2p_copy", "p2p_bidir"])
+def test_a_gpu_changing_role_between_pairs_holds_only_the_buffers_of_its_role(key):
+    """Source of one pair and target of the next: the buffer of its old role is freed first, so
+    the fit check, which counts one role's buffers, is what the GPU really holds."""
+    size = 4 * MiB
+    backend = SimBackend(devices=3, memory_bytes=int(1.5 * DEVICE_BUFFERS[key] * size / 0.9))
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    plan = _plan(key, preset="quick")
+    first, second = transfers.P2P_SLOTS[key]
+    assert len(first) == len(second) == DEVICE_BUFFERS[key]
+    pairs = [(i, j) for i, j in itertools.permutations(range(3), 2)
+             if key == "p2p_copy" or i < j]
+    for i, j in pairs:
+        rows = executor.measure(get_case(key), Job(key, size_bytes=size, device=i, peer=j), plan)
+        assert rows and all(r.valid for r in rows)
+        held = {d: sorted(k[2] for k in executor.pool._arrays if k[:2] == ("device", d))
+                for d in (i, j)}
+        assert held == {i: list(first), j: list(second)}
+        assert all(executor.pool.device_bytes(d) == len(held[d]) * size for d in (i, j))
 
 
 def _executor_with(backend, **device_fields):
