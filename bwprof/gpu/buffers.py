@@ -90,13 +90,20 @@ class BufferPool:
         self._off_node: dict[tuple[object, ...], float] = {}
         """Host buffer key -> share of its sampled pages on its GPU's NUMA node, for a buffer
         that landed mostly elsewhere (the node short of free memory)."""
+        self._unread: set[tuple[object, ...]] = set()
+        """Host buffer keys whose pages the kernel would not locate (pinned memory is a
+        driver's mapping): placed as asked, as far as anyone can tell, but not read back."""
+
+    def _drop(self, key: tuple[object, ...]) -> None:
+        self._arrays.pop(key, None)
+        self._off_node.pop(key, None)
+        self._unread.discard(key)
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
         current = self._arrays.get(key)
         if current is not None and current.nbytes >= nbytes:
             return current
-        self._arrays.pop(key, None)
-        self._off_node.pop(key, None)
+        self._drop(key)
         del current
         self._arrays[key] = allocate()
         return self._arrays[key]
@@ -110,7 +117,9 @@ class BufferPool:
             array = self.backend.host_array(nbytes, pinned, device.cpus)
             if device.cpus and device.numa_node is not None and isinstance(array, np.ndarray):
                 share = node_share([array], device.numa_node)
-                if share is not None and share < PLACED_SHARE:
+                if share is None:
+                    self._unread.add(key)
+                elif share < PLACED_SHARE:
                     self._off_node[key] = share
             return array
 
@@ -121,6 +130,10 @@ class BufferPool:
         where one landed mostly elsewhere; None where all are placed (or none is checked)."""
         shares = [share for key, share in self._off_node.items() if key[1] == device]
         return min(shares) if shares else None
+
+    def placement_unread(self, device: int) -> bool:
+        """Whether a host buffer held for `device` lies where nobody could read back."""
+        return any(key[1] == device for key in self._unread)
 
     def device(self, device: int, nbytes: int, slot: int = 0) -> Any:
         return self._get(("device", device, slot), nbytes,
@@ -148,17 +161,18 @@ class BufferPool:
         also keep its buffer as a target once it plays the other role."""
         for key in [k for k in self._arrays
                     if k[0] == "device" and k[1] == device and k[2] not in slots]:
-            del self._arrays[key]
+            self._drop(key)
 
     def drop_host_except(self, device: int) -> None:
         """Free host buffers held for other GPUs: a sweep over 8 GPUs keeps one GPU's pinned
         memory, not eight."""
         for key in [k for k in self._arrays if k[0] == "host" and k[1] != device]:
-            del self._arrays[key]
+            self._drop(key)
             self._off_node.pop(key, None)
 
     def release(self) -> None:
         """Drop every buffer (streams are kept); called when the case changes."""
         self._arrays.clear()
         self._off_node.clear()
+        self._unread.clear()
         self.backend.release()

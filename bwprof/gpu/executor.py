@@ -20,6 +20,7 @@ from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.peaks import C2C_NOTE, INVALID_ABOVE_PEAK
 from bwprof.plan import Plan, format_bytes
 from bwprof.runner import Unavailable
+from bwprof.system import numa_nodes
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
 COUNTER_WINDOW_S = 0.8
@@ -49,6 +50,8 @@ class GpuExecutor:
         self.devices = devices
         self.host_memory_bytes = host_memory_bytes
         self.pool = BufferPool(backend)
+        self.several_numa_nodes = len(numa_nodes()) > 1
+        """Only then can host memory land on the wrong node, and a row's node need checking."""
         self._case: str | None = None
         self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
         self.counter_window_s = 0.0
@@ -189,6 +192,10 @@ class GpuExecutor:
             row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
                                           f"{share:.0%} of its sampled pages there (the node "
                                           "is short of free memory)"), numa_node=None)
+        elif (row.numa_node is not None and device is not None and self.several_numa_nodes
+              and self.pool.placement_unread(device.index)):
+            row = _with_note(row, f"host memory asked of NUMA node {row.numa_node}; where its "
+                                  "pages landed could not be read back")
         return row
 
     def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:

@@ -95,6 +95,11 @@ def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch
     assert pool.off_node_share(0) == 0.5
     pool.release()
     assert pool.off_node_share(0) is None
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: None)  # not located
+    pool.host(device, 1 << 10, pinned=True, slot=1)
+    assert pool.placement_unread(0) and pool.off_node_share(0) is None
+    pool.drop_host_except(1)
+    assert not pool.placement_unread(0)
     unplaced = describe(pool.backend)[0]  # no NUMA node known: nothing to read back
     pool.host(unplaced, 1 << 10, pinned=True)
     assert pool.off_node_share(0) is None
