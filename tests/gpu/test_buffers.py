@@ -98,6 +98,7 @@ def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch
     monkeypatch.setattr(buffers, "node_share", lambda arrays, node: None)  # not located
     pool.host(device, 1 << 10, pinned=True, slot=1)
     assert pool.placement_unread(0) and pool.off_node_share(0) is None
+    assert not pool.placement_unread(1)  # another GPU's buffers are its own
     pool.drop_host_except(1)
     assert not pool.placement_unread(0)
     unplaced = describe(pool.backend)[0]  # no NUMA node known: nothing to read back
