@@ -76,11 +76,14 @@ def hardware_queues() -> int | None:
 
 
 def import_cupy() -> ModuleType:
-    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), quietly,
-    having asked for the hardware queues first."""
+    """Import whichever CuPy wheel is installed (cupy-cuda12x, cupy-cuda13x, ...), having asked
+    for the hardware queues first."""
     ask_for_hardware_queues()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # Only the toolkit-path hint is noise (CuPy's wheels carry their libraries). Its warning
+        # that several CuPy wheels are installed, e.g. `pip install` adding cupy-cuda12x beside
+        # a CUDA 13 machine's cupy-cuda13x, must reach the user: the two share one folder.
+        warnings.filterwarnings("ignore", message="CUDA path could not be detected")
         import cupy
 
     return cupy

@@ -270,6 +270,30 @@ def test_import_cupy_asks_for_the_queues_first(monkeypatch):
     assert asked == [1]
 
 
+def test_import_cupy_hides_the_toolkit_path_hint_but_not_a_second_cupy_wheel(
+        monkeypatch, tmp_path):
+    from bwprof.gpu import runtime
+    package = tmp_path / "cupy"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import warnings\n"
+        "warnings.warn('CUDA path could not be detected. Set CUDA_PATH')\n"
+        "warnings.warn('CuPy may not function correctly because multiple CuPy packages are "
+        "installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(runtime, "ask_for_hardware_queues", lambda: None)
+    real = sys.modules.pop("cupy", None)
+    try:
+        with pytest.warns(UserWarning) as caught:
+            assert runtime.import_cupy().__file__ == str(package / "__init__.py")
+    finally:  # later tests get the real CuPy back, or import it afresh
+        sys.modules.pop("cupy", None)
+        if real is not None:
+            sys.modules["cupy"] = real
+    assert [str(w.message) for w in caught] == [
+        "CuPy may not function correctly because multiple CuPy packages are installed"]
+
+
 def test_a_queue_count_that_is_not_a_number_is_unknown(monkeypatch):
     runtime = _fresh_queue_request(monkeypatch, "lots")
     runtime.ask_for_hardware_queues()
