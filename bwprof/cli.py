@@ -7,6 +7,7 @@ saying what it kept; invalid or failed figures exit 1.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -479,6 +480,17 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _debug_logging() -> None:
+    """With BWPROF_DEBUG=1, bwprof's own log lines (each NVML function a GPU lacks, a CUDA
+    attribute this CuPy cannot read) go to stderr: what a first run on a new box needs."""
+    logger = logging.getLogger("bwprof")
+    if os.environ.get("BWPROF_DEBUG") == "1" and not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -488,6 +500,7 @@ def _root(
     ] = False,
 ) -> None:
     """Memory-bandwidth and compute/transfer-overlap profiler for GPU servers."""
+    _debug_logging()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -263,3 +263,16 @@ def test_tables_for_a_log_or_pipe_are_wide_and_plain(monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     assert cli._stdout_console().width == 100
 
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="needs a machine without a driver")
+@pytest.mark.parametrize("debug", ["1", ""])
+def test_bwprof_debug_shows_bwprofs_log_on_stderr(debug):
+    """Without a driver, monitor's NVML layer logs why it is off; only BWPROF_DEBUG=1 shows it."""
+    done = subprocess.run([sys.executable, "-m", "bwprof", "monitor", "--count", "1"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BWPROF_DEBUG": debug})
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("error: nothing to monitor: NVML unavailable")
+    assert any(line.startswith("bwprof.nvml: NVML unavailable") for line in lines) == (debug == "1")

@@ -147,7 +147,10 @@ class CudaBackend:
         def attribute(name: str) -> int | None:
             try:
                 return int(rt.deviceGetAttribute(getattr(rt, name), device))
-            except Exception:  # attribute unknown to this CuPy / retired in this CUDA
+            except Exception as exc:  # attribute unknown to this CuPy / retired in this CUDA
+                # Said once per device and name: a missing bus width or clock means no peak.
+                _log.info("gpu%d: %s unavailable (%s: %s)", device, name,
+                          type(exc).__name__, exc)
                 return None
 
         # cudaGetDeviceProperties still carries these fields under CUDA 13 (which dropped
