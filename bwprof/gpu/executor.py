@@ -50,8 +50,9 @@ class GpuExecutor:
         self.devices = devices
         self.host_memory_bytes = host_memory_bytes
         self.pool = BufferPool(backend)
-        self.several_numa_nodes = len(numa_nodes()) > 1
-        """Only then can host memory land on the wrong node, and a row's node need checking."""
+        self.numa_node_count = len(numa_nodes())
+        """With one node host memory cannot land on the wrong one; with none listed (a sandbox
+        such as gVisor, whose CPU affinity is a stub) a GPU's node cannot be checked."""
         self._case: str | None = None
         self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
         self.counter_window_s = 0.0
@@ -192,7 +193,7 @@ class GpuExecutor:
             row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
                                           f"{share:.0%} of its sampled pages there (the node "
                                           "is short of free memory)"), numa_node=None)
-        elif (row.numa_node is not None and device is not None and self.several_numa_nodes
+        elif (row.numa_node is not None and device is not None and self.numa_node_count != 1
               and self.pool.placement_unread(device.index)):
             row = _with_note(row, f"host memory asked of NUMA node {row.numa_node}; where its "
                                   "pages landed could not be read back")
