@@ -122,13 +122,35 @@ def cpuset_cpus(proc_cgroup: Path = PROC_CGROUP, root: Path = CGROUP_ROOT) -> in
     return None
 
 
-def cpu_model() -> str:
-    text = _read(Path("/proc/cpuinfo")) or ""
-    for key in ("model name", "Model Name", "Processor", "cpu model"):
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name; where /proc/cpuinfo hides it (gVisor writes 'unknown'), the
+    vendor, family and model numbers and LLVM's name for the core, so that runs on different
+    CPUs never align in `compare` as one model."""
+    text = _read(cpuinfo) or ""
+
+    def field(key: str) -> str | None:
         match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
-        if match:
-            return match.group(1).strip()
+        value = match.group(1).strip() if match else ""
+        return value if value and value.lower() != "unknown" else None
+
+    for key in ("model name", "Model Name", "Processor", "cpu model"):
+        if name := field(key):
+            return name
+    vendor, family, model = field("vendor_id"), field("cpu family"), field("model")
+    if vendor and family and model:
+        return f"{vendor} family {family} model {model} ({_llvm_cpu_name() or 'core unknown'})"
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _llvm_cpu_name() -> str | None:
+    """LLVM's name for this core ('sapphirerapids'), read from CPUID by llvmlite (Numba's)."""
+    try:
+        from llvmlite import binding
+
+        name = binding.get_host_cpu_name()
+    except Exception:  # llvmlite missing or broken: the numbers alone still tell CPUs apart
+        return None
+    return name if name and name != "generic" else None
 
 
 def _topology() -> tuple[int | None, int | None]:

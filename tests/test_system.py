@@ -113,3 +113,17 @@ def test_numpy_says_whether_it_asks_for_huge_pages():
         assert numpy_asks_hugepages() is True
     finally:
         multiarray._set_madvise_hugepage(before)
+
+
+def test_cpu_model_where_cpuinfo_hides_the_name(tmp_path, monkeypatch):
+    """gVisor writes 'model name : unknown': the numbers (and LLVM's core name) stand in."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                       "model\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n")
+    assert system.cpu_model(cpuinfo) == "Intel(R) Xeon(R) Platinum 8480+"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                       "model\t\t: 143\nmodel name\t: unknown\ncache size\t: 8192 KB\n")
+    monkeypatch.setattr(system, "_llvm_cpu_name", lambda: "sapphirerapids")
+    assert system.cpu_model(cpuinfo) == "GenuineIntel family 6 model 143 (sapphirerapids)"
+    monkeypatch.setattr(system, "_llvm_cpu_name", lambda: None)
+    assert system.cpu_model(cpuinfo) == "GenuineIntel family 6 model 143 (core unknown)"
