@@ -186,7 +186,8 @@ def host_executor(host: HostInfo) -> Executor:
     return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes),
                         peak_gbps=host.ddr_peak_gbps, llc_bytes=host.llc_bytes_total,
                         huge_pages_expected=host_arrays_get_huge_pages(
-                            host.transparent_hugepages, host.numpy_asks_hugepages))
+                            host.transparent_hugepages, host.numpy_asks_hugepages),
+                        cache_source=host.cache_source)
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:

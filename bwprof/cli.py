@@ -342,7 +342,9 @@ def info_command(
         f"cpu         {host.cpu_model}",
         f"cores       {host.physical_cores or '?'} physical, {host.logical_cpus} logical, "
         f"{host.usable_cpus} usable, {host.sockets or '?'} socket(s)",
-        f"caches      {caches or 'unknown'}",
+        f"caches      {caches or 'unknown'}"
+        + (" (from CPUID, one instance a level: /sys lists none)"
+           if host.cache_source == "cpuid" else ""),
         f"memory      {format_bytes(host.memory_total_bytes) if host.memory_total_bytes else '?'}"
         f" total, {format_bytes(host.memory_available_bytes or 0)} available",
         f"numa        {numa}",

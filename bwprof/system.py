@@ -6,6 +6,7 @@ systems that lack it, so metadata never stops a run.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import re
@@ -68,6 +69,8 @@ class HostInfo:
     """NumPy asks for huge pages for large arrays (the host STREAM arrays): with 'madvise'
     they get 2 MiB pages, which lifts DDR figures by several percent over 4 KiB pages (6-9%
     measured; fewer TLB misses), so runs compare only under the same setting."""
+    cache_source: str | None = None
+    """Where `caches` came from: 'sysfs', 'cpuid' (one instance a level) or None (unknown)."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -185,6 +188,43 @@ def caches(sys_cpu: Path = SYS_CPU) -> list[CacheLevel]:
     ]
 
 
+SC_CACHE_SIZES = ((2, 191), (3, 194))
+"""glibc's sysconf names _SC_LEVEL2_CACHE_SIZE and _SC_LEVEL3_CACHE_SIZE (x86), which it
+answers from CPUID."""
+
+
+def _glibc_sysconf(name: int) -> int | None:
+    """glibc's sysconf(name); None elsewhere (musl numbers its names differently)."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.sysconf.restype = ctypes.c_long
+        value = int(libc.sysconf(ctypes.c_int(name)))
+    except (OSError, AttributeError):
+        return None
+    return value if value > 0 else None
+
+
+def cpuid_caches() -> list[CacheLevel]:
+    """L2 and L3 sizes as CPUID tells them (through glibc), for a system whose /sys lists no
+    caches (gVisor): one instance of each, since how many the host has is not told."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    return [CacheLevel(level, "Unified", size, 1) for level, name in SC_CACHE_SIZES
+            if (size := _glibc_sysconf(name))]
+
+
+def host_caches() -> tuple[list[CacheLevel], str | None]:
+    """The cache levels and where they came from: 'sysfs' (every instance), 'cpuid' (one
+    instance a level: all of the last level may be more) or None (unknown)."""
+    levels = caches()
+    if levels:
+        return levels, "sysfs"
+    levels = cpuid_caches()
+    return levels, ("cpuid" if levels else None)
+
+
 def llc_bytes_total(levels: list[CacheLevel]) -> int | None:
     """Bytes of last-level cache across all of its instances (all sockets / CCXs)."""
     if not levels:
@@ -257,7 +297,7 @@ def host_arrays_get_huge_pages(mode: str | None, numpy_asks: bool | None) -> boo
 def host_info() -> HostInfo:
     from bwprof.host.smbios import ddr_peak, read_memory_devices
 
-    levels = caches()
+    levels, cache_source = host_caches()
     cores, sockets = _topology()
     mem = meminfo()
     modules, unreadable = read_memory_devices()
@@ -284,4 +324,5 @@ def host_info() -> HostInfo:
         packages=package_versions(),
         transparent_hugepages=transparent_hugepages(),
         numpy_asks_hugepages=numpy_asks_hugepages(),
+        cache_source=cache_source,
     )

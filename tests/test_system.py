@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from bwprof import system
 from bwprof.system import (
     caches,
@@ -127,3 +129,35 @@ def test_cpu_model_where_cpuinfo_hides_the_name(tmp_path, monkeypatch):
     assert system.cpu_model(cpuinfo) == "GenuineIntel family 6 model 143 (sapphirerapids)"
     monkeypatch.setattr(system, "_llvm_cpu_name", lambda: None)
     assert system.cpu_model(cpuinfo) == "GenuineIntel family 6 model 143 (core unknown)"
+
+
+def test_cache_sizes_from_cpuid_where_sysfs_lists_none(monkeypatch):
+    """gVisor's /sys has no cpu*/cache: glibc's sysconf (CPUID) gives one instance a level."""
+    monkeypatch.setattr(system, "caches", lambda: [])
+    monkeypatch.setattr(system.platform, "machine", lambda: "x86_64")
+    answers = {191: 2 * 1024 * 1024, 194: 105 * 1024 * 1024}
+    monkeypatch.setattr(system, "_glibc_sysconf", answers.get)
+    levels, source = system.host_caches()
+    assert source == "cpuid"
+    assert [(c.level, c.size_bytes, c.instances) for c in levels] == [
+        (2, 2 * 1024 * 1024, 1), (3, 105 * 1024 * 1024, 1)]
+    assert system.llc_bytes_total(levels) == 105 * 1024 * 1024
+    monkeypatch.setattr(system, "_glibc_sysconf", lambda name: None)
+    assert system.host_caches() == ([], None)
+    monkeypatch.setattr(system.platform, "machine", lambda: "aarch64")  # no such sysconf
+    monkeypatch.setattr(system, "_glibc_sysconf", answers.get)
+    assert system.host_caches() == ([], None)
+    found = [system.CacheLevel(3, "Unified", 32, 2)]
+    monkeypatch.setattr(system, "caches", lambda: found)
+    assert system.host_caches() == (found, "sysfs")
+
+
+def test_glibc_sysconf_answers_the_l3_size_getconf_does():
+    import platform
+    import subprocess
+
+    if platform.libc_ver()[0] != "glibc" or platform.machine() != "x86_64":
+        pytest.skip("glibc on x86_64 only")
+    done = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True)
+    expected = int(done.stdout.strip()) if done.stdout.strip().isdigit() else 0
+    assert system._glibc_sysconf(194) == (expected or None)

@@ -119,13 +119,17 @@ class HostExecutor:
         peak_gbps: float | None = None,
         llc_bytes: int | None = None,
         huge_pages_expected: bool = False,
+        cache_source: str | None = "sysfs",
     ) -> None:
         """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
         arrays are at least STREAM's 4x `llc_bytes` (all last-level cache): a smaller array
         is partly served by the cache, which may beat the DDR peak without any error.
         `huge_pages_expected`: the kernel gives NumPy's arrays 2 MiB pages (THP 'always', or
-        'madvise' with NumPy asking), so rows whose arrays mostly did not get them say so."""
+        'madvise' with NumPy asking), so rows whose arrays mostly did not get them say so.
+        `cache_source`: where `llc_bytes` came from (`system.host_caches`); any source but
+        sysfs leaves the 4x rule unsure, and every row says so."""
         self.cpu_model = cpu_model
+        self.cache_source = cache_source
         self.peak_gbps = peak_gbps
         self.llc_bytes = llc_bytes
         self.kernels = kernels
@@ -141,6 +145,18 @@ class HostExecutor:
 
     def unavailable_reason(self, case: CaseSpec) -> str | None:
         return None
+
+    def _cache_caveat(self) -> str | None:
+        """Why the arrays may be partly cache-resident after all, where the cache sizes are
+        not /sys's full account (a sandbox such as gVisor lists none)."""
+        if self.cache_source == "sysfs":
+            return None
+        if self.cache_source == "cpuid" and self.llc_bytes:
+            return (f"last-level cache {format_bytes(self.llc_bytes)} from CPUID, one instance "
+                    "(/sys lists no caches): where the host has more, the arrays may be "
+                    "partly cache-resident")
+        return ("last-level cache size unknown (/sys lists no caches): the arrays may be "
+                "partly cache-resident")
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
         whole = [
@@ -203,6 +219,8 @@ class HostExecutor:
         if in_cache:
             notes.append(f"arrays {IN_CACHE_NOTE} ({format_bytes(self.llc_bytes)}): partly "
                          "cache bandwidth, not DDR alone (no DDR peak beside it)")
+        elif caveat := self._cache_caveat():
+            notes.append(caveat)
         return [
             Measurement(
                 seconds_per_op=tuple(seconds),

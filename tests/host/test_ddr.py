@@ -190,6 +190,27 @@ def test_arrays_the_cache_may_hold_get_no_ddr_peak(small_plan):
     assert row.peak_gbps == 614.4 and "cache" not in row.note
 
 
+@pytest.mark.parametrize(("source", "llc", "caveat"), [
+    ("sysfs", MiB // 4, None),
+    ("cpuid", MiB // 4, "last-level cache 256 KiB from CPUID, one instance (/sys lists no "
+                        "caches): where the host has more, the arrays may be partly "
+                        "cache-resident"),
+    (None, None, "last-level cache size unknown (/sys lists no caches): the arrays may be "
+                 "partly cache-resident"),
+])
+def test_rows_say_when_the_cache_sizes_are_not_the_whole_account(small_plan, source, llc,
+                                                                   caveat):
+    """gVisor lists no caches in /sys: CPUID gives one instance of each level, or nothing."""
+    case = get_case("ddr_copy")
+    executor = HostExecutor("cpu", llc_bytes=llc, cache_source=source)
+    row, = executor.measure(case, executor.jobs(case, small_plan)[0], small_plan)
+    assert ("partly cache-resident" in row.note) == (caveat is not None)
+    assert caveat is None or caveat in row.note
+    small = HostExecutor("cpu", llc_bytes=32 * MiB, cache_source="cpuid")  # 1 MiB arrays
+    cached, = small.measure(case, small.jobs(case, small_plan)[0], small_plan)
+    assert "under 4x the last-level cache" in cached.note and "CPUID" not in cached.note
+
+
 def test_a_node_whose_pages_landed_elsewhere_is_skipped(small_plan, monkeypatch):
     """Page placement is read back after the first touch: a node short of free memory
     spills to another, and its row would claim one node while measuring two."""
