@@ -93,14 +93,16 @@ class HostNode:
 def measurable_nodes(nodes: Sequence[NumaNode],
                      allowed: frozenset[int] | None = None) -> tuple[HostNode, ...]:
     """The nodes with memory and CPUs this process may use (`allowed`, default its affinity),
-    when there are at least two; else none, as the whole-host figure is the one node's."""
+    when there are at least two; else none, as the whole-host figure is the one node's. A node
+    whose memory is not told (gVisor's nodes have no meminfo, and CPU lists in the host's
+    numbering) cannot be sized or trusted, so it is not measured."""
     if allowed is None:
         allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else frozenset()
     found = []
     for node in nodes:
         cpus = (parse_cpu_list(node.cpus) or frozenset()) & allowed
-        if cpus and node.memory_total_bytes != 0:
+        if cpus and node.memory_total_bytes:
             found.append(HostNode(node.node, cpus, node.memory_total_bytes))
     return tuple(found) if len(found) > 1 else ()
 

@@ -112,7 +112,8 @@ def test_measurable_nodes_need_two_nodes_with_memory_and_allowed_cpus():
 
     nodes = [NumaNode(0, "0-3", 64 << 30), NumaNode(1, "4-7", 64 << 30),
              NumaNode(2, "", 64 << 30),  # CXL or HBM node without CPUs
-             NumaNode(3, "8-9", 0)]  # CPUs without memory
+             NumaNode(3, "8-9", 0),  # CPUs without memory
+             NumaNode(4, "0-9", None)]  # memory not told (gVisor): not trusted
     assert measurable_nodes(nodes, frozenset(range(10))) == (
         HostNode(0, frozenset(range(4)), 64 << 30), HostNode(1, frozenset(range(4, 8)), 64 << 30))
     # A cpuset that reaches one node leaves nothing to compare: the whole-host row is that node.
