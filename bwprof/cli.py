@@ -351,7 +351,7 @@ def info_command(
         f"huge pages  {_hugepage_text(host.transparent_hugepages, host.numpy_asks_hugepages)}",
         f"ddr peak    {host.ddr_peak_gbps:.1f} GB/s ({host.ddr_peak_note})"
         if host.ddr_peak_gbps else f"ddr peak    unknown: {host.ddr_peak_note}",
-        f"os          {host.os}",
+        f"os          {host.os}" + (f" ({host.sandbox} sandbox)" if host.sandbox else ""),
         f"python      {host.python}",
         "packages    " + ", ".join(f"{k} {v}" for k, v in host.packages.items() if v),
         f"bwprof      {__version__}",

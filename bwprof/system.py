@@ -71,6 +71,8 @@ class HostInfo:
     measured; fewer TLB misses), so runs compare only under the same setting."""
     cache_source: str | None = None
     """Where `caches` came from: 'sysfs', 'cpuid' (one instance a level) or None (unknown)."""
+    sandbox: str | None = None
+    """'gVisor' where the kernel is gVisor's (`sandbox()`); None on a plain kernel."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -289,6 +291,21 @@ def numpy_asks_hugepages() -> bool | None:
     return bool(getter()) if getter is not None else None
 
 
+GVISOR_KERNEL_VERSION = "#1 SMP Sun Jan 10 15:06:54 PST 2016"
+"""The build string gVisor's kernel gives (`uname -v`), fixed in its syscall table."""
+
+
+def sandbox(version: str | None = None, release: str | None = None) -> str | None:
+    """'gVisor' under gVisor's user-space kernel, where CPU affinity is a stub, /sys lists no
+    caches and host memory and GPU calls pass through the sandbox: figures from it compare
+    with other gVisor runs. None on a plain kernel."""
+    version = platform.version() if version is None else version
+    release = platform.release() if release is None else release
+    if version == GVISOR_KERNEL_VERSION or "gvisor" in release.lower():
+        return "gVisor"
+    return None
+
+
 def host_arrays_get_huge_pages(mode: str | None, numpy_asks: bool | None) -> bool:
     """Whether the kernel gives NumPy's large arrays 2 MiB pages (where it has them free)."""
     return mode == "always" or (mode == "madvise" and bool(numpy_asks))
@@ -325,4 +342,5 @@ def host_info() -> HostInfo:
         transparent_hugepages=transparent_hugepages(),
         numpy_asks_hugepages=numpy_asks_hugepages(),
         cache_source=cache_source,
+        sandbox=sandbox(),
     )

@@ -161,3 +161,11 @@ def test_glibc_sysconf_answers_the_l3_size_getconf_does():
     done = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True)
     expected = int(done.stdout.strip()) if done.stdout.strip().isdigit() else 0
     assert system._glibc_sysconf(194) == (expected or None)
+
+
+def test_gvisor_is_told_by_its_fixed_kernel_build_string():
+    assert system.sandbox("#1 SMP Sun Jan 10 15:06:54 PST 2016", "4.4.0") == "gVisor"
+    assert system.sandbox("#1 SMP Sun Jan 10 15:06:54 PST 2016", "4.19.0-gvisor") == "gVisor"
+    assert system.sandbox("#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024",
+                          "6.8.0-45-generic") is None
+    assert system.host_info().sandbox == system.sandbox()

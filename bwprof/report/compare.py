@@ -274,6 +274,9 @@ def _machine(system: dict) -> dict[str, str]:
         "CPU": str((host or {}).get("cpu_model") or "unknown"),
         # The host arrays' page size moves DDR figures by several percent.
         "transparent huge pages": str((host or {}).get("transparent_hugepages") or "unknown"),
+        # gVisor passes host memory and GPU calls through its own kernel.
+        "sandbox": (str((host or {}).get("sandbox") or "none") if "sandbox" in (host or {})
+                    else "unknown"),
         "bwprof version": str(system.get("bwprof_version") or "unknown"),
         "backend": "GPU rows simulated" if system.get("simulated") else "GPU rows measured",
     }
@@ -289,7 +292,8 @@ def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[s
             gpu_detail = what in ("driver", "CUDA", "backend")
             if gpu_detail and "no GPU" in (value, base["GPU model"], mine["GPU model"]):
                 continue  # the GPU model line already says one side has no GPU
-            if what == "transparent huge pages" and "unknown" in (value, base[what]):
+            if what in ("transparent huge pages", "sandbox") and "unknown" in (value,
+                                                                                base[what]):
                 continue  # a run from before bwprof recorded it
             if value != base[what]:
                 lines.append(f"{what} differs: {labels[0]} {base[what]}; {label} {value}")

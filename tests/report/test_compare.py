@@ -159,6 +159,14 @@ def test_runs_under_different_huge_page_modes_are_flagged():
         "transparent huge pages differs: A madvise; B never"]  # C predates the record
 
 
+def test_a_run_inside_a_gvisor_sandbox_is_flagged_against_one_outside():
+    hosts = {"a": {"sandbox": None}, "b": {"sandbox": "gVisor"}, "c": {}, "d": {"sandbox": None}}
+    runs = [RunFolder(Path(name), results_frame([make_row()]), {"schema_version": 1, "host": host})
+            for name, host in hosts.items()]
+    assert machine_warnings(runs, ["A", "B", "C", "D"]) == [
+        "sandbox differs: A none; B gVisor"]  # C predates the record; D is like A
+
+
 def test_fail_below_exits_1_naming_each_fallen_headline_figure(tmp_path):
     args = ["compare", str(DATA / "sim-a"), str(DATA / "sim-b-slower")]
     result = runner.invoke(app, [*args, "--fail-below", "10"])
