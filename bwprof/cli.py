@@ -487,10 +487,24 @@ def _debug_logging() -> None:
     attribute this CuPy cannot read) go to stderr: what a first run on a new box needs."""
     logger = logging.getLogger("bwprof")
     if os.environ.get("BWPROF_DEBUG") == "1" and not logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+        logger.propagate = False  # a notebook's own root handler would print each line twice
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is at each line, not as it was when the handler was made:
+    a second command in one process (tests, notebooks) must not write to a closed stream."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
 
 
 @app.callback()

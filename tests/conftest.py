@@ -15,6 +15,13 @@ import pytest
 from bwprof.plan import MiB, Plan, make_plan
 
 
+@pytest.fixture(autouse=True)
+def _no_debug_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BWPROF_DEBUG=1 in the caller's environment (the GPU check exports it) would add log
+    lines and tracebacks to the output tests read: a test that wants it sets it."""
+    monkeypatch.delenv("BWPROF_DEBUG", raising=False)
+
+
 @pytest.fixture
 def small_plan() -> Plan:
     """Host DDR cases on 1 MiB arrays, 3 repetitions, one thread."""

@@ -276,3 +276,34 @@ def test_bwprof_debug_shows_bwprofs_log_on_stderr(debug):
     lines = done.stderr.splitlines()
     assert lines[-1].startswith("error: nothing to monitor: NVML unavailable")
     assert any(line.startswith("bwprof.nvml: NVML unavailable") for line in lines) == (debug == "1")
+
+
+def test_debug_logging_writes_to_stderr_as_it_is_at_each_line(monkeypatch):
+    """A second command in one process (a notebook, these tests) must not write to the first
+    one's stream, closed by then; and it adds no second handler."""
+    import io
+    import logging
+
+    from bwprof import cli
+
+    logger = logging.getLogger("bwprof")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers.clear()
+    try:
+        cli._debug_logging()
+        assert logger.handlers == []  # not asked for
+        monkeypatch.setenv("BWPROF_DEBUG", "1")
+        first, second = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stderr", first)
+        cli._debug_logging()
+        logging.getLogger("bwprof.test").info("one")
+        first.close()
+        monkeypatch.setattr(sys, "stderr", second)
+        cli._debug_logging()
+        logging.getLogger("bwprof.test").info("two")
+        assert second.getvalue() == "bwprof.test: two\n"
+        assert len(logger.handlers) == 1 and logger.propagate is False
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]

@@ -91,8 +91,9 @@ class BufferPool:
         """Host buffer key -> share of its sampled pages on its GPU's NUMA node, for a buffer
         that landed mostly elsewhere (the node short of free memory)."""
         self._unread: set[tuple[object, ...]] = set()
-        """Host buffer keys whose pages the kernel would not locate (pinned memory is a
-        driver's mapping): placed as asked, as far as anyone can tell, but not read back."""
+        """Host buffer keys whose pages could not be located (pinned memory is a driver's
+        mapping; move_pages refused by a seccomp filter or a sandbox): placed as asked, as far
+        as anyone can tell, but not read back."""
 
     def _drop(self, key: tuple[object, ...]) -> None:
         self._arrays.pop(key, None)
@@ -168,7 +169,6 @@ class BufferPool:
         memory, not eight."""
         for key in [k for k in self._arrays if k[0] == "host" and k[1] != device]:
             self._drop(key)
-            self._off_node.pop(key, None)
 
     def release(self) -> None:
         """Drop every buffer (streams are kept); called when the case changes."""

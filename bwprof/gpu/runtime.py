@@ -148,7 +148,8 @@ class CudaBackend:
             try:
                 return int(rt.deviceGetAttribute(getattr(rt, name), device))
             except Exception as exc:  # attribute unknown to this CuPy / retired in this CUDA
-                # Said once per device and name: a missing bus width or clock means no peak.
+                # Said for each device and name (describe asks once): a missing bus width or
+                # clock means no HBM peak from CUDA.
                 _log.info("gpu%d: %s unavailable (%s: %s)", device, name,
                           type(exc).__name__, exc)
                 return None

@@ -101,6 +101,14 @@ def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch
     assert not pool.placement_unread(1)  # another GPU's buffers are its own
     pool.drop_host_except(1)
     assert not pool.placement_unread(0)
+    pool.host(device, 1 << 10, pinned=True, slot=1)
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: 1.0)
+    pool.host(device, 1 << 14, pinned=True, slot=1)  # grown: the new buffer is read back
+    assert not pool.placement_unread(0)
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: None)
+    pool.host(device, 1 << 10, pinned=True, slot=2)
+    pool.release()
+    assert not pool.placement_unread(0)
     unplaced = describe(pool.backend)[0]  # no NUMA node known: nothing to read back
     pool.host(unplaced, 1 << 10, pinned=True)
-    assert pool.off_node_share(0) is None
+    assert pool.off_node_share(0) is None and not pool.placement_unread(0)

@@ -1,5 +1,6 @@
 """The CuPy layer's set-up that holds without a GPU (the rest runs in test_on_device.py)."""
 
+import logging
 import os
 import sys
 import types
@@ -205,7 +206,8 @@ def test_memory_that_does_not_fit_is_out_of_memory_not_a_crash():
         backend.host_array(2 << 20, pinned=True)
 
 
-def test_device_properties_from_cudas_struct_or_from_attributes_where_it_lacks_them():
+def test_device_properties_from_cudas_struct_or_from_attributes_where_it_lacks_them(
+        caplog):
     """CuPy built for CUDA 13 leaves fields out of getDeviceProperties (CUDA 13 dropped
     memoryClockRate and others from the struct): device attributes and the device's own
     compute capability fill them in."""
@@ -229,9 +231,12 @@ def test_device_properties_from_cudas_struct_or_from_attributes_where_it_lacks_t
     assert props.compute_capability == (9, 0)  # from Device.compute_capability, "90"
 
     backend, _ = _backend(devices=1, properties={"name": b"old GPU"}, attributes={})
-    props = backend.properties(0)  # attributes this CUDA does not know: unknown, not a crash
+    with caplog.at_level(logging.INFO, logger="bwprof.cuda"):
+        props = backend.properties(0)  # attributes this CUDA does not know: unknown, no crash
     assert (props.async_engines, props.memory_bus_width_bits, props.memory_clock_khz) == (
         0, None, None)
+    said = [r.getMessage() for r in caplog.records if r.name == "bwprof.cuda"]
+    assert any(m.startswith("gpu0: cudaDevAttrMemoryClockRate unavailable (") for m in said)
 
 
 def test_the_fakes_attribute_values_are_cupys():
