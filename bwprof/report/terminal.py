@@ -226,6 +226,18 @@ def ddr_peak_line(summary: pd.DataFrame, system: Mapping[str, object]) -> str | 
     return f"DDR peak unknown: {why}" if why else None
 
 
+def sandbox_line(system: Mapping[str, object]) -> str | None:
+    """Where the run was measured inside a sandbox such as gVisor, which sits between bwprof
+    and the host: say so beside its figures, which compare with runs in the same sandbox."""
+    host = system.get("host")
+    name = host.get("sandbox") if isinstance(host, Mapping) else None
+    if not name:
+        return None
+    return (f"measured inside a {name} sandbox: host memory and GPU calls pass through its "
+            "kernel and its CPU affinity is a stub, so host placement is unconfirmed; compare "
+            f"with runs in the same sandbox")
+
+
 def finding_lines(findings: Any) -> list[str]:
     """One line per finding: severity, device, what, evidence."""
     if findings is None or len(findings) == 0:
@@ -367,9 +379,9 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
                  system: Mapping[str, object] | None = None,
                  findings: Any = None) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
-    summary's notes, the HBM/DDR sentence, the DDR peak, the overlap lines, then what was
-    simulated, not run, or failed, the state of telemetry and the findings. One source for
-    the terminal and for `--json`, so scripts see what people see."""
+    summary's notes, the HBM/DDR sentence, the DDR peak, a sandbox, the overlap lines, then
+    what was simulated, not run, or failed, the state of telemetry and the findings. One
+    source for the terminal and for `--json`, so scripts see what people see."""
     from bwprof.report.summary import headline_sentence
 
     telemetry = telemetry_line(system or {})
@@ -380,6 +392,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
         "ddr_peak": [line for line in [ddr_peak_line(summary, system or {})] if line],
+        "sandbox": [line for line in [sandbox_line(system or {})] if line],
         "overlap": overlap_lines(rows),
         "simulated": simulated_lines(rows),
         "not_run": not_run_lines(rows),

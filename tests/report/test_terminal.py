@@ -127,6 +127,18 @@ def test_a_ddr_figure_without_a_peak_says_why_once():
     assert "DDR peak unknown: SMBIOS" in console.export_text()
 
 
+def test_a_run_inside_gvisor_says_so_under_the_summary():
+    from bwprof.report.terminal import report_lines, sandbox_line
+
+    summary = build_summary(results_frame([make_row()]))
+    system = {"host": {"sandbox": "gVisor"}}
+    line = sandbox_line(system)
+    assert line is not None and line.startswith("measured inside a gVisor sandbox: ")
+    assert report_lines([make_row()], summary, system)["sandbox"] == [line]
+    assert sandbox_line({"host": {"sandbox": None}}) is None
+    assert report_lines([make_row()], summary, {})["sandbox"] == []  # a fleet's merged metadata
+
+
 def test_line_progress_names_each_job_with_its_place_for_a_log():
     import io
 
