@@ -211,7 +211,7 @@ def _glibc_sysconf(name: int) -> int | None:
 def cpuid_caches() -> list[CacheLevel]:
     """L2 and L3 sizes as CPUID tells them (through glibc), for a system whose /sys lists no
     caches (gVisor): one instance of each, since how many the host has is not told."""
-    if platform.machine() not in ("x86_64", "AMD64"):
+    if platform.machine() != "x86_64":  # glibc answers these from CPUID on x86 only
         return []
     return [CacheLevel(level, "Unified", size, 1) for level, name in SC_CACHE_SIZES
             if (size := _glibc_sysconf(name))]

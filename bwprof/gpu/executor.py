@@ -143,7 +143,7 @@ class GpuExecutor:
             self._case = case.key
         if job.device is not None and job.peer is None:
             self.pool.drop_host_except(job.device)
-        if job.device is not None and job.peer is not None:
+        elif job.device is not None:  # a P2P pair
             first, second = transfers.P2P_SLOTS[case.key]
             self.pool.keep_device_slots(job.device, first)
             self.pool.keep_device_slots(job.peer, second)

@@ -235,7 +235,7 @@ def sandbox_line(system: Mapping[str, object]) -> str | None:
         return None
     return (f"measured inside a {name} sandbox: host memory and GPU calls pass through its "
             "kernel and its CPU affinity is a stub, so host placement is unconfirmed; compare "
-            f"with runs in the same sandbox")
+            "with runs in the same sandbox")
 
 
 def finding_lines(findings: Any) -> list[str]:
