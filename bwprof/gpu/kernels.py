@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 from numba import cuda, float64, uint32
 
+from bwprof.gpu.numpy_compat import restore_removed_aliases
+
+restore_removed_aliases()  # before numba-cuda's first compile loads its NumPy overloads
+
 THREADS_PER_BLOCK = 256
 DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
