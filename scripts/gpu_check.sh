@@ -4,7 +4,7 @@
 # Runs bwprof from this source tree with the machine's own python3 (numba, numba-cuda, cupy,
 # nvidia-ml-py, pandas, typer, pytest, rich preinstalled); installs nothing and never changes
 # GPU clocks or settings. Steps, each under a timeout, all inside a 5-minute budget:
-#   1. nvidia-smi, and an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE,PCIE`
+#   1. nvidia-smi, an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE` and the PCIe link as CSV
 #   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
@@ -95,7 +95,10 @@ step() {
 
 smi_excerpt() {
     # Queries only. sed, not head: nvidia-smi must not die of SIGPIPE under pipefail.
-    nvidia-smi -q -d CLOCK,PERFORMANCE,PCIE | sed -e '/^[[:space:]]*$/d' | sed -n '1,140p'
+    # -d has no PCIe section (driver 580 refuses the whole flag list): the link is a CSV query.
+    nvidia-smi -q -d CLOCK,PERFORMANCE | sed -e '/^[[:space:]]*$/d' | sed -n '1,120p' &&
+        nvidia-smi --format=csv --query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,\
+pcie.link.width.current,pcie.link.width.max
 }
 
 cuda_paths() {
