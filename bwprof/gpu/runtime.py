@@ -332,7 +332,8 @@ class CudaBackend:
             compiled, numba_stream = self._kernel(kernel), self._numba_stream(stream)
             if spec.kind == "hold":  # one block on purpose: no low-occupancy warning
                 with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message="Grid size")
+                    # Numba highlights its message: it starts with an escape code, not "Grid"
+                    warnings.filterwarnings("ignore", message=r".*Grid size \d+ will")
                     configured = compiled[blocks, threads, numba_stream]
             else:
                 configured = compiled[blocks, threads, numba_stream]

@@ -17,6 +17,7 @@ one gate holds every GPU.
 from __future__ import annotations
 
 import itertools
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -231,8 +232,12 @@ class Dispatcher:
         self.overloads: dict[str, Any] = {}  # nothing compiled: nothing to load early
 
     def __getitem__(self, config: tuple[int, int, Any]) -> Any:
-        _blocks, _threads, stream = config
+        blocks, _threads, stream = config
         owner = self.fake.streams[stream.pointer].device_id
+        if blocks < 128:  # as numba-cuda 0.30 words it, highlighted (seen on the H200)
+            warnings.warn(f"\x1b[1mGrid size {blocks} will likely result in GPU "
+                          "under-utilization due to low occupancy.\x1b[0m", UserWarning,
+                          stacklevel=2)
 
         def launch(*args: object) -> None:
             if owner != self.fake.current:

@@ -182,6 +182,7 @@ def test_a_gate_that_opened_before_the_enqueue_ended_is_reported():
     assert not sample.covered
 
 
+@pytest.mark.filterwarnings("ignore:.*Grid size")  # a small array: a small grid
 def test_kernels_launch_on_their_streams_device_with_unsynchronised_views():
     backend, fake = _backend(devices=2)
     arrays = [backend.kernel_view(backend.device_array(1, 8 * 1024)) for _ in range(3)]
@@ -303,3 +304,16 @@ def test_a_queue_count_that_is_not_a_number_is_unknown(monkeypatch):
     runtime = _fresh_queue_request(monkeypatch, "lots")
     runtime.ask_for_hardware_queues()
     assert runtime.hardware_queues() is None
+
+
+def test_the_one_block_gate_launches_quietly_and_other_small_grids_still_warn(recwarn):
+    """The gate is one block on purpose; numba's warning about that (its message begins with
+    an escape code) is kept out of the run's output, and no other kernel's is hidden."""
+    backend, _ = _backend(devices=1)
+    stream = backend.new_stream(0)
+    backend.launch("hold", stream, 100)
+    assert [str(w.message) for w in recwarn] == []
+    arrays = [backend.kernel_view(backend.device_array(0, 8 * 1024)) for _ in range(3)]
+    backend.launch("triad", stream, *arrays, 0.4)
+    (warned,) = recwarn
+    assert str(warned.message).startswith("\x1b[1mGrid size ")
