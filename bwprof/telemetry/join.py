@@ -23,7 +23,16 @@ from bwprof.peaks import pcie_peak_gbps
 from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
 
 MIB = 1 << 20
-MIN_SAMPLES_FOR_RATIO = 3
+MIN_GPM_VALUES_FOR_RATIO = 3
+"""GPM values behind a ratio drawn from GPM: each averages the whole interval it covers."""
+MIN_SNAPSHOTS_FOR_RATIO = 10
+"""Plain samples behind a ratio drawn from them: NVML's PCIe throughput counts bytes over
+20 ms of each sampling interval, so a copy that runs in bursts (an op, then validation or the
+next enqueue) is caught busy or idle by chance; with 3 samples a 1 GiB copy read 0.75 of what
+moved on the H200, with 10 or more every row read within 15%."""
+MIN_GBPS_FOR_RATIO = 1.0
+"""Below this rate moved in the window the counters' background (a few MiB/s of driver and
+NVML traffic on an idle link) weighs in the ratio: a 4 KiB row read 0.09 on the H200."""
 PCIE_BUSY_MIBPS = 1024
 """PCIe traffic (either direction, MiB/s) above which a sample shows the link under load."""
 PCIE_BUSY_SHARE = 0.5
@@ -172,17 +181,21 @@ def from_gpm(counters: dict[str, object], *, direction: str) -> bool:
 def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,
              memory: str, peak_gbps: float | None, window: tuple[float, float],
              window_bytes: int | None, host_over_pcie: bool = True) -> dict[str, object]:
-    """Every telemetry column for one row. The ratio needs MIN_SAMPLES_FOR_RATIO samples
-    behind the counter figure: GPM values whose interval lies in the window where it uses
-    them (fewer than the plain samples: GPM is read at most every 100 ms)."""
+    """Every telemetry column for one row. The ratio needs MIN_GBPS_FOR_RATIO moved and,
+    behind the counter figure, MIN_GPM_VALUES_FOR_RATIO GPM values whose interval lies in the
+    window where it uses them (GPM is read at most every 100 ms), or else
+    MIN_SNAPSHOTS_FOR_RATIO plain samples."""
     chosen, gpm = _in_window(samples, source_device(device), window)
     counters = _statistics(chosen, gpm)
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
     derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps,
                            host_over_pcie=host_over_pcie)
-    behind = gpm if from_gpm(counters, direction=direction) else chosen
-    enough = len(behind) >= MIN_SAMPLES_FOR_RATIO
+    if from_gpm(counters, direction=direction):
+        enough = len(gpm) >= MIN_GPM_VALUES_FOR_RATIO
+    else:
+        enough = len(chosen) >= MIN_SNAPSHOTS_FOR_RATIO
+    enough = enough and window_gbps is not None and window_gbps >= MIN_GBPS_FOR_RATIO
     counters["window_gbps"] = window_gbps
     counters["counter_gbps"] = derived
     counters["counter_ratio"] = (derived / window_gbps

@@ -55,16 +55,41 @@ def test_counter_bandwidth_for_each_kind_of_row():
     assert counter_gbps(c, direction="compute", memory="hbm", peak_gbps=None) is None
 
 
-def test_the_ratio_compares_with_bytes_moved_in_the_window_and_needs_three_samples():
-    window_bytes = int(40_000 * MIB * 0.3)  # 40,000 MiB/s for 0.3 s
-    joined = join_row(_samples(), device="gpu0", direction="h2d", memory="pinned",
-                      peak_gbps=63.0, window=(0.1, 0.4), window_bytes=window_bytes)
-    assert joined["telemetry_samples"] == 4
+def _snapshots(count: int, rx_mibps: float = 40_000.0) -> list[dict[str, object]]:
+    """Plain samples every 50 ms from 0.05 s (no GPM), PCIe receiving `rx_mibps`."""
+    return [{"t_s": 0.05 * (i + 1), "device": "gpu0", "pcie_rx_mibps": rx_mibps}
+            for i in range(count)]
+
+
+def test_the_ratio_compares_with_bytes_moved_in_the_window_and_needs_ten_snapshots():
+    """NVML's plain PCIe counter reads 20 ms of each interval: fewer than ten such snapshots
+    of a copy in bursts read 0.75 of what moved on the H200, so they give no ratio."""
+    window = (0.0, 0.55)
+    window_bytes = int(40_000 * MIB * 0.55)  # 40,000 MiB/s for the whole window
+    joined = join_row(_snapshots(10), device="gpu0", direction="h2d", memory="pinned",
+                      peak_gbps=63.0, window=window, window_bytes=window_bytes)
+    assert joined["telemetry_samples"] == 10
     assert joined["window_gbps"] == pytest.approx(40_000 * MIB / 1e9)
     assert joined["counter_ratio"] == pytest.approx(1.0)
-    few = join_row(_samples(), device="gpu0->gpu1", direction="h2d", memory="pinned",
-                   peak_gbps=None, window=(0.1, 0.2), window_bytes=window_bytes)
-    assert few["telemetry_samples"] == 2 and few["counter_ratio"] is None
+    few = join_row(_snapshots(9), device="gpu0", direction="h2d", memory="pinned",
+                   peak_gbps=63.0, window=window, window_bytes=window_bytes)
+    assert few["telemetry_samples"] == 9 and few["counter_gbps"] is not None
+    assert few["counter_ratio"] is None
+
+
+def test_a_trickle_gives_no_ratio_the_counters_background_would_swamp_it():
+    """A 4 KiB row moved 3 MB/s over its window on the H200; the counters, idle-link
+    background included, read 0.09 of that. Under 1 GB/s moved there is no ratio."""
+    window = (0.0, 0.55)
+
+    def ratio(moved_gbps):
+        rx = moved_gbps * 1e9 / MIB
+        return join_row(_snapshots(10, rx), device="gpu0", direction="h2d", memory="pinned",
+                        peak_gbps=63.0, window=window,
+                        window_bytes=int(moved_gbps * 1e9 * 0.55))["counter_ratio"]
+
+    assert ratio(0.9) is None
+    assert ratio(1.1) == pytest.approx(1.0)
 
 
 def test_each_row_reads_the_counters_of_the_gpu_that_sends():
@@ -140,9 +165,9 @@ def test_host_copies_over_c2c_are_not_checked_against_pcie_counters():
 
 
 def test_counter_ratio_is_what_the_counters_saw_over_the_bytes_moved():
-    window_bytes = int(40_000 * MIB * 0.3)  # what pcie_rx_mibps says over the window
-    joined = join_row(_samples(), device="gpu0", direction="h2d", memory="pinned",
-                      peak_gbps=63.0, window=(0.1, 0.4), window_bytes=2 * window_bytes)
+    window_bytes = int(40_000 * MIB * 0.55)  # what pcie_rx_mibps says over the window
+    joined = join_row(_snapshots(10), device="gpu0", direction="h2d", memory="pinned",
+                      peak_gbps=63.0, window=(0.0, 0.55), window_bytes=2 * window_bytes)
     assert joined["counter_ratio"] == pytest.approx(0.5, rel=1e-6)
 
 
