@@ -23,11 +23,12 @@ from bwprof.runner import Unavailable
 from bwprof.system import numa_nodes
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
-COUNTER_WINDOW_S = 0.8
+COUNTER_WINDOW_S = 0.9
 """Where telemetry samples: how long a large copy or HBM row repeats its work after timing,
 so that several counter samples fall inside its window. GPM values come 100 ms apart at
 least, and on 50 ms ticks often 150 ms apart; the ratio needs three whose whole interval
-lies in the window: 0.8 s holds four or five."""
+lies in the window and begins 100 ms after it (GPM values trail their reads): 0.9 s holds
+four or five."""
 HOST_MEMORIES = ("pinned", "pageable")
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little."""
@@ -237,7 +238,7 @@ class GpuExecutor:
         """Whether this row repeats its work for a counter window (while telemetry samples),
         from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, and every
         pair's p2p_copy row at the matrix size (the GPU-to-GPU summary and heatmap). A window
-        on every size and pair would add 0.8 s each: minutes on an 8-GPU box."""
+        on every size and pair would add 0.9 s each: minutes on an 8-GPU box."""
         size = job.size_bytes or 0
         if not self.counter_window_s or size < COUNTER_WINDOW_MIN_BYTES:
             return False

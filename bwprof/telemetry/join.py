@@ -8,10 +8,12 @@ row's code moved in that window divided by its length, not with the per-sample f
 
 A GPM value covers the interval since the GPU's previous GPM sample, so only values whose
 whole interval lies in the window count (an interval reaching back before the row would mix
-in idle time). The link's generation and width count only from samples taken while PCIe was
-busy: an idle link drops to a lower generation to save power, which is no fault. Busy means
-1 GiB/s, or half of what the link as trained at that moment can carry where that is less, so
-a link trained far down (Gen1 x4, x1) still counts as busy when it is the bottleneck.
+in idle time), and it trails its read by up to GPM_LAG_S: Hopper refreshes GPM counters at
+most every 100 ms, so an interval must begin that long after the window does. The link's
+generation and width count only from samples taken while PCIe was busy: an idle link drops to
+a lower generation to save power, which is no fault. Busy means 1 GiB/s, or half of what the
+link as trained at that moment can carry where that is less, so a link trained far down
+(Gen1 x4, x1) still counts as busy when it is the bottleneck.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from bwprof.peaks import pcie_peak_gbps
 from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
 
 MIB = 1 << 20
+GPM_LAG_S = 0.1
+"""How far a GPM value may trail its read: on the H200 the first 150 ms interval of an HBM
+row's window, the GPU busy all through it by the bytes moved, read 8-11% DRAM utilisation
+against 86-88% after it (the GPM counters refresh every 100 ms; DCGM issue #310)."""
 MIN_GPM_VALUES_FOR_RATIO = 3
 """GPM values behind a ratio drawn from GPM: each averages the whole interval it covers."""
 MIN_SNAPSHOTS_FOR_RATIO = 10
@@ -99,15 +105,17 @@ def _pcie_busy(sample: dict[str, object]) -> bool:
 
 
 def _gpm_inside(sample: dict[str, object], start: float) -> bool:
+    """Whether the GPM value's interval, moved back by GPM_LAG_S, lies after `start`."""
     interval = _number(sample, "gpm_interval_s")
-    return interval is not None and float(sample["t_s"]) - interval >= start  # type: ignore[arg-type]
+    return (interval is not None
+            and float(sample["t_s"]) - interval >= start + GPM_LAG_S)  # type: ignore[arg-type]
 
 
 def _in_window(samples: Sequence[dict[str, object]], device: str,
                window: tuple[float, float]) -> tuple[list[dict[str, object]],
                                                      list[dict[str, object]]]:
     """One GPU's samples whose time falls inside `window`, and those of them whose GPM
-    interval lies wholly inside it."""
+    interval lies wholly inside it, allowing for GPM_LAG_S."""
     start, end = window
     chosen = [s for s in samples if s.get("device") == device
               and start <= float(s["t_s"]) <= end]  # type: ignore[arg-type]

@@ -105,9 +105,19 @@ def test_gpm_values_count_only_when_their_whole_interval_lies_in_the_window():
                                      (1.1, None, None),   # too soon for a GPM sample
                                      (1.2, 90.0, 0.2),    # 1.0-1.2: inside
                                      (1.4, 80.0, 0.2))]   # 1.2-1.4: inside
-    counters = counters_for(samples, "gpu0", (0.95, 1.45))
+    counters = counters_for(samples, "gpu0", (0.85, 1.45))
     assert counters["telemetry_samples"] == 4
     assert counters["dram_bw_util_pct_mean"] == pytest.approx(85.0)
+
+
+def test_a_gpm_value_counts_only_from_one_refresh_after_the_window_starts():
+    """The H200's GPM values trail their reads: the interval 10.65-10.80 s of a window that
+    began at 10.63 s, the GPU copying all through it, read 11% against 86.5% after it."""
+    samples = [{"t_s": t, "device": "gpu0", "dram_bw_util_pct": util, "gpm_interval_s": 0.15}
+               for t, util in ((10.80, 11.3), (10.95, 86.6), (11.10, 86.5), (11.25, 86.5))]
+    counters = counters_for(samples, "gpu0", (10.63, 11.3))
+    assert counters["telemetry_samples"] == 4
+    assert counters["dram_bw_util_pct_mean"] == pytest.approx(86.53, abs=0.01)
 
 
 def test_a_gpm_figure_needs_three_gpm_values_behind_its_ratio():
@@ -120,8 +130,8 @@ def test_a_gpm_figure_needs_three_gpm_values_behind_its_ratio():
 
     def ratio(gpm_times):
         return join_row(samples(gpm_times), device="gpu0", direction="within", memory="hbm",
-                        peak_gbps=4800.0, window=(1.0, 1.4),
-                        window_bytes=int(0.8 * 4800e9 * 0.4))["counter_ratio"]
+                        peak_gbps=4800.0, window=(0.9, 1.4),
+                        window_bytes=int(0.8 * 4800e9 * 0.5))["counter_ratio"]
 
     assert ratio({1.1, 1.3}) is None  # seven samples, two GPM values
     assert ratio({1.1, 1.2, 1.3}) == pytest.approx(1.0)
