@@ -186,10 +186,25 @@ def from_gpm(counters: dict[str, object], *, direction: str) -> bool:
     return any(counters.get(name) is not None for name in names)
 
 
+def _gpm_medians(gpm: list[dict[str, object]]) -> dict[str, float]:
+    """The median of each GPM rate over the window, under its `_mean` column's name, for
+    `counter_gbps`: Hopper refreshes GPM counters every 100 ms, so now and then an interval of
+    100-150 ms holds no refresh (it reads 0) and the next holds two (it reads double; DRAM
+    utilisation then clamps at 100%). On the H200 such a pair in a steady copy pulled the
+    mean to 0.80 of the bytes moved; the median stays on the steady level."""
+    out = {}
+    for name in GPM_FIELDS:
+        values = [float(s[name]) for s in gpm if s.get(name) is not None]  # type: ignore[arg-type]
+        if values:
+            out[f"{name}_mean"] = statistics.median(values)
+    return out
+
+
 def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,
              memory: str, peak_gbps: float | None, window: tuple[float, float],
              window_bytes: int | None, host_over_pcie: bool = True) -> dict[str, object]:
-    """Every telemetry column for one row. The ratio needs MIN_GBPS_FOR_RATIO moved and,
+    """Every telemetry column for one row; the counter figure reads GPM rates by their median
+    (`_gpm_medians`), plain samples by their mean. The ratio needs MIN_GBPS_FOR_RATIO moved and,
     behind the counter figure, MIN_GPM_VALUES_FOR_RATIO GPM values whose interval lies in the
     window where it uses them (GPM is read at most every 100 ms), or else
     MIN_SNAPSHOTS_FOR_RATIO plain samples."""
@@ -197,8 +212,8 @@ def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: st
     counters = _statistics(chosen, gpm)
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
-    derived = counter_gbps(counters, direction=direction, memory=memory, peak_gbps=peak_gbps,
-                           host_over_pcie=host_over_pcie)
+    derived = counter_gbps({**counters, **_gpm_medians(gpm)}, direction=direction,
+                           memory=memory, peak_gbps=peak_gbps, host_over_pcie=host_over_pcie)
     if from_gpm(counters, direction=direction):
         enough = len(gpm) >= MIN_GPM_VALUES_FOR_RATIO
     else:

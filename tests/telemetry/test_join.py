@@ -208,3 +208,29 @@ def test_every_column_is_its_own_fields_statistic():
         values = [s[name] for s in samples]
         want = {"max": max(values), "min": min(values), "mean": sum(values) / 3}[stat]
         assert out[column] == pytest.approx(want), column
+
+
+def test_a_gpm_interval_without_a_refresh_does_not_pull_the_counter_figure():
+    """Seen on the H200 in a steady 256 MiB device copy: GPM counters refresh every 100 ms,
+    so one interval read 0% and the next 100% (double, clamped). The counter figure takes the
+    median of the window's GPM values; the `_mean` column stays their mean."""
+    levels = (83.0, 85.7, 85.8, 85.7, 85.9, 0.0, 100.0)
+    samples = [{"t_s": 11.1 + 0.1 * i, "device": "gpu0", "dram_bw_util_pct": level,
+                "gpm_interval_s": 0.1} for i, level in enumerate(levels)]
+    window = (10.9, 11.8)
+    joined = join_row(samples, device="gpu0", direction="within", memory="hbm",
+                      peak_gbps=4814.0, window=window, window_bytes=int(4133e9 * 0.9))
+    assert joined["dram_bw_util_pct_mean"] == pytest.approx(sum(levels) / len(levels))
+    assert joined["counter_gbps"] == pytest.approx(0.857 * 4814.0)
+    assert joined["counter_ratio"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_gpm_pcie_rates_are_read_by_their_median_too():
+    rates = (55_000.0, 55_200.0, 0.0, 110_000.0, 55_100.0)
+    samples = [{"t_s": 1.2 + 0.1 * i, "device": "gpu0", "gpm_pcie_rx_mibps": rate,
+                "gpm_interval_s": 0.1} for i, rate in enumerate(rates)]
+    joined = join_row(samples, device="gpu0", direction="h2d", memory="pinned",
+                      peak_gbps=63.0, window=(0.95, 1.7),
+                      window_bytes=int(55_100 * MIB * 0.75))
+    assert joined["counter_gbps"] == pytest.approx(55_100 * MIB / 1e9)
+    assert joined["counter_ratio"] == pytest.approx(1.0, abs=0.001)
