@@ -112,3 +112,23 @@ def test_a_long_title_fits_even_a_small_p2p_matrix():
         canvas.draw()
         box = figure._suptitle.get_window_extent(renderer=canvas.get_renderer())
         assert box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox.width)
+
+
+def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_copy):
+    """A real run (tests/data/README.md): no SIMULATED label, the H200 in every title, one
+    timeline per overlap case and the pipeline, drawn from the events in timelines.json."""
+    run = run_copy("h200-quick")
+    notes: list[str] = []
+    written = plots.write_plots(load_run(run), notes=notes)
+    timelines = [f"timeline-{case}-gpu0.png" for case in (
+        "overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
+        "overlap_pageable", "pipeline_chunked")]
+    assert [p.name for p in written] == [plots.BANDWIDTH_PNG, plots.SUMMARY_PNG,
+                                         plots.TELEMETRY_PNG, *timelines]  # one GPU: no P2P
+    assert notes == []
+    for path in written:
+        data = path.read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000, path
+    measured = load_run(DATA / "h200-quick")
+    title = _title(plots.bandwidth_figure(measured.results, measured.system))
+    assert "NVIDIA H200" in title and plots.SIMULATED_TITLE not in title

@@ -251,3 +251,32 @@ def test_the_headline_says_why_ddr_has_no_figure():
         "no HBM/DDR ratio.")
     assert headline_sentence(build_summary(results_frame([hbm]))) == (
         "No DDR figure (no ddr_triad row in this run), so there is no HBM/DDR ratio.")
+
+
+def test_a_measured_h200_run_gives_every_path_from_its_own_rows():
+    """h200-quick is a real run on an H200 (see tests/data/README.md): each summary figure is
+    the row it names, read back with the csv module, and the ratios follow from them."""
+    rows = [r for r in _csv_rows("h200-quick") if r["status"] == "ok"]
+
+    def best(case, device="gpu0"):
+        mine = [r for r in rows if r["case"] == case and r["device"] == device]
+        largest = max(int(r["size_bytes"]) for r in mine)
+        return max(float(r["gbps_best"]) for r in mine if int(r["size_bytes"]) == largest)
+
+    summary = _summary("h200-quick")
+    ddr = max(float(r["gbps_best"]) for r in rows if r["case"] == "ddr_triad")
+    hbm = _one(summary, "hbm_triad", "gpu0")
+    assert hbm["backend"] == "cuda" and hbm["gbps"] == best("hbm_triad")
+    assert hbm["hbm_over_ddr"] == pytest.approx(best("hbm_triad") / ddr)
+    assert hbm["hbm_over_pcie"] == pytest.approx(best("hbm_triad") / best("h2d_pinned"))
+    for case, device in [("d2d_copy", "gpu0"), ("h2d_pinned", "gpu0"), ("d2h_pinned", "gpu0"),
+                         ("h2d_all", "all"), ("d2h_all", "all")]:
+        assert _one(summary, case, device)["gbps"] == best(case, device), case
+    concurrent = {r["case"]: float(r["overlap_efficiency"]) for r in rows
+                  if r["phase"] == "concurrent"}
+    overlap = summary[summary["path"] == "overlap"]
+    efficiencies = dict(zip(overlap["case"], overlap["overlap_efficiency"], strict=True))
+    assert efficiencies == pytest.approx(concurrent)
+    assert _one(summary, "p2p_copy", "")["status"] == "waived"
+    assert headline_sentence(summary).startswith(
+        f"HBM moves {best('hbm_triad') / ddr:.1f}× the bandwidth of DDR on this box")
