@@ -7,7 +7,8 @@ Every kernel loops over float64 (8-byte) elements with the grid's stride, so any
 correct. The STREAM kernels do their first element before the loop, as BabelStream's one element
 per thread: the default grid gives each thread one element, and a plain `range` loop would make
 every thread first divide to count its trips (LLVM unrolls it: `div` in the PTX), tens of
-instructions ahead of the one load that matters.
+instructions ahead of the one load that matters. Copy and scale, which read one array, take
+two elements a thread instead (`PAIRED`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from bwprof.gpu.numpy_compat import restore_removed_aliases
 restore_removed_aliases()  # before numba-cuda's first compile loads its NumPy overloads
 
 THREADS_PER_BLOCK = 256
+PAIRED = 2
+"""Elements a thread of copy and scale takes, both loads in flight before either store. With
+one 8-byte load a thread (2048 threads an SM) an H200 SM keeps 16 KiB of reads in flight,
+short of what HBM3e's latency needs: copy and scale reached 78% of peak where add and triad,
+two loads a thread, reached 89%."""
 DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
@@ -50,27 +56,33 @@ def stream_init(a, b, c, va, vb, vc):
 
 
 def stream_copy(a, b, c, scalar):
+    """Two elements a thread, both loads issued before either store (see `PAIRED`)."""
     i = cuda.grid(1)
     n = a.size
+    stride = cuda.gridsize(1)
+    while i + stride < n:
+        first = a[i]
+        second = a[i + stride]
+        c[i] = first
+        c[i + stride] = second
+        i += 2 * stride
     if i < n:
         c[i] = a[i]
-        stride = cuda.gridsize(1)
-        i += stride
-        while i < n:
-            c[i] = a[i]
-            i += stride
 
 
 def stream_scale(a, b, c, scalar):
+    """Two elements a thread, both loads issued before either store (see `PAIRED`)."""
     i = cuda.grid(1)
     n = a.size
+    stride = cuda.gridsize(1)
+    while i + stride < n:
+        first = c[i]
+        second = c[i + stride]
+        b[i] = scalar * first
+        b[i + stride] = scalar * second
+        i += 2 * stride
     if i < n:
         b[i] = scalar * c[i]
-        stride = cuda.gridsize(1)
-        i += stride
-        while i < n:
-            b[i] = scalar * c[i]
-            i += stride
 
 
 def stream_add(a, b, c, scalar):
@@ -141,7 +153,7 @@ class KernelSpec:
     name: str
     function: object
     signature: str
-    kind: str  # stream | dot | init | hold
+    kind: str  # stream | paired | dot | init | hold
 
 
 ARRAY = "float64[::1]"
@@ -150,8 +162,9 @@ KERNELS: dict[str, KernelSpec] = {
     for spec in (
         KernelSpec("init", stream_init,
                    f"void({ARRAY}, {ARRAY}, {ARRAY}, float64, float64, float64)", "init"),
-        KernelSpec("copy", stream_copy, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
-        KernelSpec("scale", stream_scale, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
+        KernelSpec("copy", stream_copy, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "paired"),
+        KernelSpec("scale", stream_scale, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)",
+                   "paired"),
         KernelSpec("add", stream_add, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("triad", stream_triad, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("dot", stream_dot, f"void({ARRAY}, {ARRAY}, {ARRAY})", "dot"),
@@ -168,5 +181,6 @@ def launch_config(kind: str, elements: int) -> tuple[int, int]:
         return 1, 32
     if kind == "dot":
         return DOT_BLOCKS, THREADS_PER_BLOCK
-    blocks = max(1, min(MAX_BLOCKS, math.ceil(elements / THREADS_PER_BLOCK)))
+    threads = math.ceil(elements / PAIRED) if kind == "paired" else elements
+    blocks = max(1, min(MAX_BLOCKS, math.ceil(threads / THREADS_PER_BLOCK)))
     return blocks, THREADS_PER_BLOCK

@@ -36,13 +36,14 @@ def _mismatches(x: np.ndarray, expected: float) -> int:
     return int(np.count_nonzero(x != expected))
 
 
-@pytest.mark.parametrize("grid", [SMALL_GRID, launch_config("stream", N)],
-                         ids=["looping", "one-element-per-thread"])
+@pytest.mark.parametrize("grid", [SMALL_GRID, None], ids=["looping", "the-runs-own-grid"])
 @pytest.mark.parametrize("runs", [1, 2])
 @pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
 def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
     """On a grid smaller than the array (each thread loops) and on the run's own grid (one
-    element per thread, the last block reaching past the end)."""
+    element a thread, two for copy and scale, with threads past the end and, for the paired
+    kernels, threads whose second element is past the end)."""
+    grid = grid or launch_config(KERNELS[name].kind, N)
     kernel = cudasim.jit(KERNELS[name].function)
     a, b, c = (cudasim.to_device(x) for x in _host_arrays())
     for _ in range(runs):
@@ -110,6 +111,9 @@ def test_dot_partials_sum_to_the_dot_product(cudasim):
         ("stream", THREADS_PER_BLOCK, (1, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
         ("stream", 1000, (4, THREADS_PER_BLOCK)),
+        ("paired", 1000, (2, THREADS_PER_BLOCK)),
+        ("paired", 2 * THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
+        ("paired", 1 << 25, ((1 << 24) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
         ("init", 1 << 20, ((1 << 20) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK * MAX_BLOCKS * 4, (MAX_BLOCKS, THREADS_PER_BLOCK)),
         ("dot", 10, (DOT_BLOCKS, THREADS_PER_BLOCK)),
