@@ -27,7 +27,7 @@ PAIRED = 2
 """Elements a thread of copy and scale takes, both loads in flight before either store. With
 one 8-byte load a thread (2048 threads an SM) an H200 SM keeps 16 KiB of reads in flight,
 short of what HBM3e's latency needs: copy and scale reached 78% of peak where add and triad,
-two loads a thread, reached 89%."""
+two loads a thread, reached 89%. Paired, they reached 87%, as the copy engine's d2d_copy."""
 DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
