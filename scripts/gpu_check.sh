@@ -9,7 +9,9 @@
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
 #   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots
-#   6. a table of the headline figures from $OUT/run/results.csv, with the bars
+#   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with the sampler on and off
+#      (a benchmark: its verdict is printed, and only a crash fails the step)
+#   7. a table of the headline figures from $OUT/run/results.csv, with the bars
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
 # Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
@@ -261,9 +263,23 @@ sys.exit(1 if (gpu["status"].isin(["invalid", "error"])).any() else 0)
 PY
 }
 
+# The telemetry overhead benchmark; exit 1 is its verdict (outside the bar, or too noisy to
+# tell), printed above, not a broken check.
+overhead() {
+    local rc
+    "$PYTHON" "$ROOT/benchmarks/telemetry_overhead.py" --rounds 6
+    rc=$?
+    if (( rc == 1 )); then
+        echo "(a benchmark: its verdict is above; it does not fail the check)"
+        return 0
+    fi
+    return "$rc"
+}
+
 # Helpers run as their own process, so that `timeout` can bound them like any command.
 case "${1:-}" in
     --smi-excerpt) smi_excerpt; exit $? ;;
+    --overhead) overhead; exit $? ;;
     --headline) headline; exit $? ;;
     --cuda-paths) cuda_paths; exit $? ;;
     "") ;;
@@ -292,6 +308,7 @@ step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
 step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
     --out "$RUN_DIR"
+step "telemetry overhead (benchmark)" 100 "$RESERVE" "$LOG" "${SELF[@]}" --overhead
 mkdir -p "$OUT/run"
 # 8 files come back in all: summary.csv is left here (`bwprof report` rebuilds it anywhere).
 for name in results.csv system.json findings.csv samples.csv timings.csv timelines.json; do

@@ -82,3 +82,19 @@ def test_a_gen5_x16_link_is_held_against_the_published_pcie_figures(relabelled_r
     h2d = next(line for line in lines if line.startswith("h2d_pinned"))
     both = next(line for line in lines if line.startswith("bidir_pinned") and " both " in line)
     assert " 56.5 (" in h2d and " 101 (" in both
+
+
+@pytest.mark.parametrize(("benchmark_exit", "step_exit"), [(0, 0), (1, 0), (2, 2)])
+def test_the_overhead_benchmarks_verdict_never_fails_the_check_but_a_crash_does(
+        tmp_path, benchmark_exit, step_exit):
+    """Exit 1 is the benchmark's verdict (outside 1%, or too noisy to tell), printed by it;
+    anything else non-zero is a crash. A stand-in python records what it was asked to run."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "ran $*"\nexit {benchmark_exit}\n')
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPT), "--overhead"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": str(python)}, timeout=60)
+    assert done.returncode == step_exit, done.stdout + done.stderr
+    assert done.stdout.startswith("ran ") and "benchmarks/telemetry_overhead.py --rounds 6" in (
+        done.stdout)
+    assert ("does not fail the check" in done.stdout) == (benchmark_exit == 1)
