@@ -10,7 +10,8 @@
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
 #   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots
 #   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with the sampler on and off
-#      (a benchmark: its verdict is printed, and only a crash fails the step)
+#      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
+#      running out of its 80 s)
 #   7. a table of the headline figures from $OUT/run/results.csv, with the bars
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
@@ -263,14 +264,20 @@ sys.exit(1 if (gpu["status"].isin(["invalid", "error"])).any() else 0)
 PY
 }
 
-# The telemetry overhead benchmark; exit 1 is its verdict (outside the bar, or too noisy to
-# tell), printed above, not a broken check.
+# The telemetry overhead benchmark. Exit 3 is its verdict (outside the bar, or too noisy to
+# tell), printed by it; running out of its OVERHEAD_S is no verdict. Neither fails the check;
+# a crash (a traceback exits 1) does.
 overhead() {
     local rc
-    "$PYTHON" "$ROOT/benchmarks/telemetry_overhead.py" --rounds 6
+    timeout --kill-after=5 "${OVERHEAD_S:-80}" \
+        "$PYTHON" "$ROOT/benchmarks/telemetry_overhead.py" --rounds 6
     rc=$?
-    if (( rc == 1 )); then
+    if (( rc == 3 )); then
         echo "(a benchmark: its verdict is above; it does not fail the check)"
+        return 0
+    fi
+    if (( rc == 124 || rc == 137 )); then
+        echo "(a benchmark: no verdict within ${OVERHEAD_S:-80}s; it does not fail the check)"
         return 0
     fi
     return "$rc"
