@@ -8,7 +8,7 @@ correct. The STREAM kernels do their first element before the loop, as BabelStre
 per thread: the default grid gives each thread one element, and a plain `range` loop would make
 every thread first divide to count its trips (LLVM unrolls it: `div` in the PTX), tens of
 instructions ahead of the one load that matters. Copy and scale, which read one array, take
-two elements a thread instead (`PAIRED`).
+two elements a thread instead (`PAIRED`), in a loop whose test is a comparison, no division.
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ PAIRED = 2
 """Elements a thread of copy and scale takes, both loads in flight before either store. With
 one 8-byte load a thread (2048 threads an SM) an H200 SM keeps 16 KiB of reads in flight,
 short of what HBM3e's latency needs: copy and scale reached 78% of peak where add and triad,
-two loads a thread, reached 89%. Paired, they reached 87%, as the copy engine's d2d_copy."""
+two loads a thread, reached 89%. Paired, they reached 87%, as the copy engine's d2d_copy.
+Only the launch grid reads this: the two kernels are written for two."""
+PAIRED_MIN_BLOCKS = 512
+"""Halving the grid must not leave SMs idle on small (L2-resident) arrays: a paired grid keeps
+the one-element grid up to this many blocks (four an SM on an H200's 132)."""
 DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
@@ -181,6 +185,8 @@ def launch_config(kind: str, elements: int) -> tuple[int, int]:
         return 1, 32
     if kind == "dot":
         return DOT_BLOCKS, THREADS_PER_BLOCK
-    threads = math.ceil(elements / PAIRED) if kind == "paired" else elements
-    blocks = max(1, min(MAX_BLOCKS, math.ceil(threads / THREADS_PER_BLOCK)))
-    return blocks, THREADS_PER_BLOCK
+    blocks = math.ceil(elements / THREADS_PER_BLOCK)
+    if kind == "paired":
+        blocks = max(math.ceil(elements / PAIRED / THREADS_PER_BLOCK),
+                     min(blocks, PAIRED_MIN_BLOCKS))
+    return max(1, min(MAX_BLOCKS, blocks)), THREADS_PER_BLOCK

@@ -18,6 +18,7 @@ from bwprof.gpu.kernels import (
     DOT_BLOCKS,
     KERNELS,
     MAX_BLOCKS,
+    PAIRED_MIN_BLOCKS,
     THREADS_PER_BLOCK,
     launch_config,
 )
@@ -56,6 +57,28 @@ def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
             f"{name} x{runs}: {label} has {_mismatches(got, want)} element(s) != {want}; "
             f"first bad index {int(np.flatnonzero(got != want)[0])}"
         )
+
+
+@pytest.mark.parametrize("grid", [(1, 1), (1, 3), (3, 7), (2, 32), (4, 256)])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 63, 64, 65, 255, 256, 257, 1000, 1025])
+@pytest.mark.parametrize("name", ["copy", "scale"])
+def test_paired_kernels_put_every_element_in_its_own_place(cudasim, name, n, grid):
+    """Distinct values, so an element written to its neighbour's place shows (the constant
+    STREAM arrays would hide it): every length against grids with and without pairs, a
+    second element past the end, and threads past the end."""
+    kernel = cudasim.jit(KERNELS[name].function)
+    source = np.arange(n, dtype=np.float64) + 1.0
+    a, b, c = (cudasim.to_device(x) for x in (source, np.zeros(n), np.zeros(n)))
+    if name == "scale":
+        c = cudasim.to_device(source)
+    kernel[grid](a, b, c, SCALAR)
+    if name == "copy":
+        assert np.array_equal(c.copy_to_host(), source)
+        assert not b.copy_to_host().any()
+    else:
+        assert np.array_equal(b.copy_to_host(), SCALAR * source)
+        assert np.array_equal(c.copy_to_host(), source)
+    assert np.array_equal(a.copy_to_host(), source)
 
 
 def test_stream_kernels_change_what_they_write():
@@ -111,8 +134,11 @@ def test_dot_partials_sum_to_the_dot_product(cudasim):
         ("stream", THREADS_PER_BLOCK, (1, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
         ("stream", 1000, (4, THREADS_PER_BLOCK)),
-        ("paired", 1000, (2, THREADS_PER_BLOCK)),
-        ("paired", 2 * THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
+        ("paired", 1000, (4, THREADS_PER_BLOCK)),  # small: the one-element grid
+        ("paired", 32768, (128, THREADS_PER_BLOCK)),  # the L2 sweep's first size, 256 KiB
+        ("paired", PAIRED_MIN_BLOCKS * THREADS_PER_BLOCK, (PAIRED_MIN_BLOCKS, THREADS_PER_BLOCK)),
+        ("paired", 4 * PAIRED_MIN_BLOCKS * THREADS_PER_BLOCK,
+         (2 * PAIRED_MIN_BLOCKS, THREADS_PER_BLOCK)),
         ("paired", 1 << 25, ((1 << 24) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
         ("init", 1 << 20, ((1 << 20) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK * MAX_BLOCKS * 4, (MAX_BLOCKS, THREADS_PER_BLOCK)),

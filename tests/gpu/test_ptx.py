@@ -189,8 +189,9 @@ print(json.dumps(out))
 
 
 def test_a_stream_kernels_first_element_costs_no_division():
-    """With the default grid each thread owns one element; its load or store must come
-    before any trip-count division (a `range` loop puts a `div` ahead of it)."""
+    """With the default grid each thread owns one element (copy and scale, two); its first
+    load or store must come before any trip-count division (a `range` loop puts a `div`
+    ahead of it)."""
     done = subprocess.run([sys.executable, "-c", FIRST_ACCESS_BEFORE_DIVISION], cwd=REPO,
                           env=env_without_cudasim(), capture_output=True, text=True,
                           timeout=300, check=False)
