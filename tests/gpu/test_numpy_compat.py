@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import numpy
 
-from bwprof.gpu import kernels  # noqa: F401  (importing the kernels applies the fix)
 from bwprof.gpu.numpy_compat import restore_removed_aliases
+from tests.conftest import env_without_cudasim
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def fake_numpy(**attributes) -> ModuleType:
@@ -36,5 +41,23 @@ def test_an_alias_numpy_still_has_is_left_alone(caplog):
     assert caplog.text == ""
 
 
-def test_importing_the_kernels_leaves_numba_cuda_an_alias_to_compile_against():
-    assert callable(numpy.row_stack)
+COMPILE_WITHOUT_ROW_STACK = """
+import numpy
+del numpy.row_stack  # as NumPy 2.5 ships it
+from numba import cuda
+from bwprof.gpu.kernels import KERNELS
+spec = KERNELS["copy"]
+cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
+print(numpy.row_stack is numpy.vstack)
+"""
+
+
+def test_kernels_compile_on_a_numpy_without_row_stack():
+    """The H200 image's NumPy 2.5 has no row_stack; numba-cuda 0.30 failed every compile on
+    it. With the alias gone (this machine's NumPy still has it), importing the kernels must
+    leave the compiler working (real numba.cuda in a subprocess: NVVM, no GPU)."""
+    done = subprocess.run([sys.executable, "-c", COMPILE_WITHOUT_ROW_STACK], cwd=REPO,
+                          env=env_without_cudasim(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True"]
