@@ -6,10 +6,11 @@ copies — but never more than MAX_OPS, so the queue cannot fill while the gate 
 A sample whose enqueue outlasted the gate is taken again with a longer hold.
 
 Timed samples last milliseconds, but the hardware counters are sampled every 50 ms and GPM
-every 100 ms at best, so a row's own window rarely holds three samples. Where telemetry runs,
-large rows therefore keep repeating the same work, untimed, for a counter window of about
-half a second after their samples: the counters are joined on that window and compared with
-the bytes moved in it, while the figure still comes from the timed samples alone.
+every 100 ms at best, so a row's own window rarely holds the samples a counter check needs
+(`bwprof.telemetry.join`). Where telemetry runs, large rows therefore keep repeating the same
+work, untimed, for a counter window (the executor's COUNTER_WINDOW_S) after their samples: the
+counters are joined on that window and compared with the bytes moved in it, while the figure
+still comes from the timed samples alone.
 """
 
 from __future__ import annotations
