@@ -46,6 +46,13 @@ def test_pcie_below_max_only_under_load_and_only_below():
     assert "maximum Gen5 x16" in finding.evidence
 
 
+def test_a_narrow_link_of_unknown_generation_says_so_plainly():
+    rows = _frame(_gpu(counters={"telemetry_samples": 3, "pcie_gen_min": None,
+                                 "pcie_width_min": 8}))
+    (finding,) = pcie_below_max(rows, SYSTEM)
+    assert "Gen? x8 during h2d_pinned" in finding.evidence
+
+
 def test_clock_events_name_the_reasons():
     rows = _frame(_gpu(counters={"throttle_reasons": "sw_power_cap|hw_thermal"}), _gpu())
     (finding,) = clock_events(rows)
@@ -65,7 +72,22 @@ def test_a_gpu_under_80_percent_of_its_identical_siblings():
                   _gpu(device="gpu3", gbps_best=40.0),
                   _gpu(device="gpu4", gbps_best=10.0, device_name="another GPU"))
     (finding,) = slower_than_siblings(rows)
-    assert finding.device == "gpu3" and "median of 55.0 GB/s over 4" in finding.evidence
+    assert finding.device == "gpu3" and "median of 55.0 GB/s over 3 other" in finding.evidence
+
+
+def test_on_a_two_gpu_box_the_slower_gpu_is_held_against_its_sibling_alone():
+    # 70% of its sibling: with itself in the median (their mean, 46.75) it would pass.
+    rows = _frame(_gpu(device="gpu0", gbps_best=55.0), _gpu(device="gpu1", gbps_best=38.5))
+    (finding,) = slower_than_siblings(rows)
+    assert finding.device == "gpu1" and "median of 55.0 GB/s over 1 other" in finding.evidence
+
+
+def test_siblings_leave_out_small_copies_and_failed_validations():
+    small = [_gpu(device=f"gpu{i}", size_bytes=64 << 10, gbps_best=b)
+             for i, b in enumerate((20.0, 10.0))]
+    invalid = [_gpu(device="gpu0", gbps_best=55.0),
+               _gpu(device="gpu1", gbps_best=5.0, status="invalid")]
+    assert slower_than_siblings(_frame(*small, *invalid)) == []
 
 
 def test_above_peak_unless_cache_resident():
@@ -109,14 +131,29 @@ def test_counters_disagreeing_by_more_than_20_percent():
     (finding,) = counters_disagree(rows)
     assert finding.device == "gpu0" and "ratio 0.70" in finding.evidence
 
-    def ratio(device, value):
+    def ratio(device, value, **fields):
         return _gpu(device=device, counters={"counter_ratio": value,
-                                             "counter_gbps": 50 * value, "window_gbps": 50.0})
+                                             "counter_gbps": 50 * value, "window_gbps": 50.0},
+                    **fields)
 
-    # Either side of the 20% bar, both ways, away from float rounding at the edge.
-    found = counters_disagree(_frame(ratio("gpu0", 0.75), ratio("gpu1", 1.25),
-                                     ratio("gpu2", 0.85), ratio("gpu3", 1.15)))
+    # DRAM utilisation against an HBM kernel: either side of the 20% bar, both ways, away
+    # from float rounding at the edge.
+    hbm = dict(case="hbm_triad", direction="within", memory="hbm", peak_gbps=4800.0)
+    found = counters_disagree(_frame(ratio("gpu0", 0.75, **hbm), ratio("gpu1", 1.25, **hbm),
+                                     ratio("gpu2", 0.85, **hbm), ratio("gpu3", 1.15, **hbm)))
     assert sorted(f.device for f in found) == ["gpu0", "gpu1"]
+
+
+def test_link_counters_may_read_the_protocols_overhead_above_the_payload():
+    # PCIe counters count TLP headers: 1.25 is a 128-byte max payload both ways, no fault;
+    # beyond 20% over the payload they imply (1.2 x 1.2) and under 0.8 they disagree.
+    def ratio(device, value, direction="h2d"):
+        return _gpu(device=device, direction=direction, counters={
+            "counter_ratio": value, "counter_gbps": 50 * value, "window_gbps": 50.0})
+
+    found = counters_disagree(_frame(ratio("gpu0", 1.25), ratio("gpu1", 1.40, "both"),
+                                     ratio("gpu2", 1.50), ratio("gpu3", 0.75, "d2h")))
+    assert sorted(f.device for f in found) == ["gpu2", "gpu3"]
 
 
 def test_simulated_rows_never_yield_findings():
@@ -192,7 +229,7 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
     (finding,) = slower_numa_nodes(rows)
     assert finding.device == "numa2"
     assert finding.what == "NUMA node slower than its siblings on ddr_triad, ddr_copy"
-    assert "median of 150.0 GB/s over 3 NUMA nodes" in finding.evidence
+    assert "median of 155.0 GB/s over 2 other NUMA nodes" in finding.evidence
     # The whole-host row is no sibling of the nodes, and balanced nodes raise nothing.
     assert slower_numa_nodes(_frame(_node("cpu", 30.0), _node("numa0", 150.0),
                                     _node("numa1", 140.0))) == []
