@@ -4,12 +4,13 @@ Runs `ddr_triad` (and, where there is a GPU, `h2d_pinned` at 256 MiB) alternatel
 telemetry sampler running and not, several rounds, in one process, and compares them as the
 median of each round's on/off ratio (paired, so slow drift cancels) with a distribution-free 95%
 interval (bar: within 1%; an interval that straddles the bar is reported as inconclusive: the
-machine is too noisy to tell). Where NVML works, the sampler reads the real counters
-of every GPU; without a driver it runs the same thread with a stand-in reader that spends
-`--read-ms` per read (about what 20-30 NVML calls cost), which is the part that can steal CPU
-time from the host STREAM threads. A benchmark, not a test: it prints the ratios, and exits 0
-when every case is within the bar, VERDICT_EXIT when one is outside it or inconclusive (a code
-of its own, so a caller can tell a verdict from a crash, which exits 1).
+machine is too noisy to tell). Where NVML works, "on" is a real run's telemetry, everything
+`bwprof run` does with it (the sampler reading every GPU's counters, the idle check, the
+counter windows, the join); without a driver it is the sampler thread alone with a stand-in
+reader that spends `--read-ms` per read (about what 20-30 NVML calls cost), which is the part
+that can steal CPU time from the host STREAM threads. A benchmark, not a test: it prints the
+ratios, and exits 0 when every case is within the bar, VERDICT_EXIT when one is outside it or
+inconclusive (a code of its own, so a caller can tell a verdict from a crash, which exits 1).
 
     python benchmarks/telemetry_overhead.py [--rounds 6] [--interval-ms 50] [--size 128MiB]
 """
@@ -42,7 +43,6 @@ def main() -> int:
     import bwprof
     from bwprof.gpu.runtime import probe
     from bwprof.telemetry import nvml
-    from bwprof.telemetry.counters import CounterReader
     from bwprof.telemetry.sampler import Sampler
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,21 +54,22 @@ def main() -> int:
     args = parser.parse_args()
 
     real = nvml.available()
-    reader = CounterReader.every_gpu(nvml.get_nvml()).read if real else stand_in_reader(
-        args.read_ms)
-    source = "real NVML counters" if real else f"a stand-in reader ({args.read_ms} ms per read)"
+    stand_in = stand_in_reader(args.read_ms)
+    source = ("a real run's telemetry (NVML counters)" if real
+              else f"the sampler alone with a stand-in reader ({args.read_ms} ms per read)")
     cases = ["ddr_triad"] + (["h2d_pinned"] if probe().count else [])
     figures: dict[tuple[str, bool], list[float]] = {}
     paired: dict[str, list[float]] = {case: [] for case in cases}  # on/off within each round
     for round_index in range(args.rounds):
         this_round: dict[tuple[str, bool], float] = {}
         for sampling in ((False, True) if round_index % 2 == 0 else (True, False)):
-            sampler = Sampler(reader, args.interval_ms / 1000) if sampling else None
+            sampler = Sampler(stand_in, args.interval_ms / 1000) if sampling and not real else None
             if sampler is not None:
                 sampler.start()
             try:
                 result = bwprof.run(cases=",".join(cases), preset="quick", size=args.size,
-                                    repeats=args.repeats, telemetry=False)
+                                    repeats=args.repeats, telemetry=sampling and real,
+                                    sample_interval_ms=args.interval_ms)
             finally:
                 if sampler is not None:
                     sampler.stop()
