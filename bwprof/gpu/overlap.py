@@ -351,6 +351,8 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
         memory=case.memory, valid=not (problem or kernel_problem),
         note="; ".join(n for n in (problem, kernel_problem, note, passes.note()) if n),
         streams=streams, numa_node=device.numa_node, ops_per_sample=1, phase="pipeline",
+        # In and out at once: the link's peak in each direction, as the bidirectional sum.
+        peak_gbps=2 * device.peak_pcie_gbps if device.peak_pcie_gbps else None,
         # Counters join on the passes; a window op is one chunk per stream, a row op a pass.
         window_s=passes.window_s, window_ops=round(passes.window_ops / per_stream),
     )

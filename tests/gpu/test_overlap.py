@@ -18,12 +18,13 @@ from bwprof.runner import RunContext, Runner
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 
-def _run(cases, backend=None, chunks=(1 * MiB,)):
+def _run(cases, backend=None, chunks=(1 * MiB,), pcie_gbps=None):
     backend = backend or SimBackend(devices=1)
+    devices = [replace(d, peak_pcie_gbps=pcie_gbps) for d in describe(backend)]
     plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=2, llc_bytes=None,
                      memory_available_bytes=8 << 30)
     plan = replace(plan, pipeline_chunks=chunks)
-    runner = Runner(plan, {"gpu": GpuExecutor(backend, describe(backend), 8 << 30)},
+    runner = Runner(plan, {"gpu": GpuExecutor(backend, devices, 8 << 30)},
                     RunContext("r", "h"))
     try:
         rows = runner.run()
@@ -80,7 +81,7 @@ def test_overlap_rows_time_each_part_alone_and_together(case, copies):
 
 
 def test_pipeline_rows_per_stream_count_with_references_once():
-    rows, timelines = _run("pipeline_chunked")
+    rows, timelines = _run("pipeline_chunked", pcie_gbps=63.0)
     assert [(r.phase, r.direction, r.streams) for r in rows] == [
         ("alone", "h2d", 1), ("alone", "compute", 1), ("pipeline", "h2d+compute+d2h", 1),
         ("pipeline", "h2d+compute+d2h", 2), ("pipeline", "h2d+compute+d2h", 4)]
@@ -89,6 +90,8 @@ def test_pipeline_rows_per_stream_count_with_references_once():
     assert "64 chunks on 4 stream(s)" in pipelines[-1].note
     assert "/ H2D alone =" in pipelines[0].note and "/ kernel alone =" in pipelines[0].note
     assert [len(t["lanes"]) for t in timelines] == [1, 2, 4]
+    # In and out at once: the peak is the link's in each direction, summed as for bidir.
+    assert rows[0].peak_gbps == 63.0 and all(r.peak_gbps == 126.0 for r in pipelines)
 
 
 def test_pipeline_with_fewer_chunks_than_streams_is_waived(monkeypatch):
