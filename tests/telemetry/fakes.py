@@ -86,7 +86,7 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetUUID": lambda h: "GPU-12345678-1234-1234-1234-123456789abc",
         "nvmlDeviceGetPciInfo": lambda h: SimpleNamespace(busId=H200_BUS_ID.encode()),
         "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(total=150754820096, free=0, used=0),
-        "nvmlDeviceGetMemoryBusWidth": lambda h: 6144,
+        "nvmlDeviceGetMemoryBusWidth": lambda h: 6016,  # as the H200 in tests/data reports
         "nvmlDeviceGetMaxClockInfo": lambda h, kind: {mem: 3201, sm: 1980}[kind],
         "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 5,
         "nvmlDeviceGetGpuMaxPcieLinkGeneration": lambda h: 5,
@@ -96,10 +96,10 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetNumaNodeId": raises(pynvml.NVMLError_NotSupported),
         "nvmlDeviceGetMemoryAffinity": lambda h, words, scope: [0b10] + [0] * (words - 1),
         "nvmlDeviceGetCpuAffinity": cpu_affinity,
-        "nvmlSystemGetDriverVersion": lambda: "550.54.15",
-        "nvmlSystemGetCudaDriverVersion_v2": lambda: 12040,
-        "nvmlSystemGetCudaDriverVersion": lambda: 12040,
-        "nvmlDeviceGetVbiosVersion": lambda h: b"96.00.89.00.01",
+        "nvmlSystemGetDriverVersion": lambda: "580.159.04",
+        "nvmlSystemGetCudaDriverVersion_v2": lambda: 13000,
+        "nvmlSystemGetCudaDriverVersion": lambda: 13000,
+        "nvmlDeviceGetVbiosVersion": lambda h: b"96.00.A5.00.1A",
         "nvmlDeviceGetEccMode": lambda h: [1, 1],
         "nvmlDeviceGetPowerManagementLimit": lambda h: 700000,
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: 690000,  # in force: lower than configured
@@ -165,7 +165,7 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlDeviceGetUtilizationRates": live(utilisation),
         "nvmlDeviceGetClockInfo": live(lambda gpu, kind: clock[kind]),
         "nvmlDeviceGetMaxClockInfo": lambda h, kind: clock[kind],
-        "nvmlDeviceGetMemoryBusWidth": lambda h: 6144,
+        "nvmlDeviceGetMemoryBusWidth": lambda h: 6016,
         "nvmlDeviceGetPowerUsage": live(lambda gpu: 650_000),  # a 1-second average
         "nvmlDeviceGetFieldValues": live(
             lambda gpu, ids: instant_power(None, ids)),

@@ -44,11 +44,11 @@ def _cells(rendered, heading):
 
 
 def test_gpm_gives_bandwidths_in_the_view():
-    """DRAM as GPM's utilisation x the HBM peak NVML implies (2 x 3201 MHz x 6144 bit / 8);
+    """DRAM as GPM's utilisation x the HBM peak NVML implies (2 x 3201 MHz x 6016 bit / 8);
     PCIe from GPM's rate where the GPU has GPM, NVML's sample elsewhere."""
     reader = CounterReader.every_gpu(_nvml())
     peaks = reader.hbm_peaks()
-    assert peaks["gpu0"] == pytest.approx(2 * 3201e6 * 6144 / 8 / 1e9)
+    assert peaks["gpu0"] == pytest.approx(2 * 3201e6 * 6016 / 8 / 1e9)
     reader.read()
     time.sleep(GPM_MIN_INTERVAL_S)  # GPM needs two samples at least 100 ms apart
     latest = reader.read()

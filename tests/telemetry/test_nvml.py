@@ -205,7 +205,7 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "uuid": "GPU-12345678-1234-1234-1234-123456789abc",
         "pci_bus_id": "0000:1B:00.0",
         "memory_total_bytes": 150754820096,
-        "memory_bus_width_bits": 6144,
+        "memory_bus_width_bits": 6016,
         "memory_clock_max_mhz": 3201,
         "sm_clock_max_mhz": 1980,
         "pcie_gen_current": 5,
@@ -216,20 +216,20 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "numa_node": 1,
         "gpu_numa_node": None,
         "cpu_affinity": "0-31,64-95",
-        "driver_version": "550.54.15",
-        "cuda_driver_version": "12.4",
-        "vbios_version": "96.00.89.00.01",
+        "driver_version": "580.159.04",
+        "cuda_driver_version": "13.0",
+        "vbios_version": "96.00.A5.00.1A",
         "ecc_mode_current": True,
         "power_limit_w": 690.0,  # the enforced limit, not the configured one
         "nvlink_links_up": 18,
         "nvlink_version": 4,
         "nvlink_remotes": ["switch"] * 18,
         "c2c_enabled": None,  # the driver answers NotSupported: a PCIe board
-        "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6144),
+        "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6016),
         "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
         "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
     }
-    assert meta["peak_hbm_gbps"] == pytest.approx(4917, rel=1e-3)
+    assert meta["peak_hbm_gbps"] == pytest.approx(4814, rel=1e-3)
     assert meta["peak_pcie_gbps"] == pytest.approx(63.0, rel=1e-3)
     assert meta["peak_nvlink_gbps"] == pytest.approx(450.0)
 
@@ -375,7 +375,7 @@ def test_module_level_functions_share_one_session(monkeypatch: pytest.MonkeyPatc
     handle = nvml_module.handle_by_pci_bus_id("0000:1b:00.0")
     assert nvml_module.device_metadata(handle)["name"] == "NVIDIA H200"
     assert nvml_module.handle_by_index(0) == handle
-    assert nvml_module.query("nvmlDeviceGetMemoryBusWidth", handle) == 6144
+    assert nvml_module.query("nvmlDeviceGetMemoryBusWidth", handle) == 6016
     nvml_module.shutdown()
     assert [name for name, _ in fake.calls].count("nvmlInit") == 1
 
