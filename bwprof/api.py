@@ -124,9 +124,12 @@ def gpu_executor(
                 found = gpu_devices.describe(cuda_backend, gpu_devices.nvml_metadata)
                 executor = GpuExecutor(cuda_backend, found, host_memory_bytes)
     if only is not None and found:
+        share = (f"this rank holds {', '.join(f'gpu{i}' for i in only)} of its node's "
+                 f"{len(found)} GPUs (several ranks on the node)")
         found = [device for device in found if device.index in set(only)]
         info["used"] = [device.index for device in found]
-        executor = GpuExecutor(executor.gpu, found, host_memory_bytes)  # type: ignore[attr-defined]
+        executor = GpuExecutor(executor.gpu, found, host_memory_bytes,  # type: ignore[attr-defined]
+                               node_share=share)
     info["devices"] = [device.as_dict() for device in found]
     if system is not None:
         system["gpus"] = info

@@ -28,6 +28,9 @@ class CaseSpec:
     bytes_factor: int
     """Bytes counted per operation = bytes_factor × bytes of one buffer (STREAM: arrays touched)."""
     min_gpus: int = 0
+    whole_node: bool = False
+    """Needs every GPU of the node at once (all-GPU and GPU-to-GPU cases): a fleet rank that
+    holds one GPU of its node (several ranks a node) cannot run it."""
 
     def bytes_per_op(self, buffer_bytes: int) -> int:
         return self.bytes_factor * buffer_bytes
@@ -59,8 +62,9 @@ def _hbm(name: str, what: str, arrays: int) -> CaseSpec:
 
 
 def _gpu(key: str, description: str, memory: str, direction: str, convention: ByteConvention,
-         factor: int = 1, min_gpus: int = 1) -> CaseSpec:
-    return CaseSpec(key, description, "gpu", memory, direction, convention, factor, min_gpus)
+         factor: int = 1, min_gpus: int = 1, whole_node: bool = False) -> CaseSpec:
+    return CaseSpec(key, description, "gpu", memory, direction, convention, factor, min_gpus,
+                    whole_node)
 
 
 CASES: tuple[CaseSpec, ...] = (
@@ -87,13 +91,13 @@ CASES: tuple[CaseSpec, ...] = (
     _hbm("triad", "Triad a = b + s*c", 3),
     _hbm("dot", "Dot sum(a*b)", 2),
     _gpu("h2d_all", "host-to-device on every GPU at once, each from its own NUMA node",
-         "pinned", "h2d", "copy"),
+         "pinned", "h2d", "copy", whole_node=True),
     _gpu("d2h_all", "device-to-host on every GPU at once, each to its own NUMA node",
-         "pinned", "d2h", "copy"),
+         "pinned", "d2h", "copy", whole_node=True),
     _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
-         "hbm", "p2p", "copy", min_gpus=2),
+         "hbm", "p2p", "copy", min_gpus=2, whole_node=True),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
-         "hbm", "both", "copy", min_gpus=2),
+         "hbm", "both", "copy", min_gpus=2, whole_node=True),
     _gpu("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
          "pinned", "h2d+compute", "copy"),
     _gpu("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",

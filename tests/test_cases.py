@@ -32,6 +32,8 @@ def test_gpu_cases_need_a_gpu_and_p2p_needs_two():
         assert get_case(key).target == "gpu"
         assert get_case(key).min_gpus >= 1
     assert get_case("p2p_copy").min_gpus == 2
+    assert {c.key for c in CASES if c.whole_node} == {"h2d_all", "d2h_all", "p2p_copy",
+                                                      "p2p_bidir"}
     assert get_case("d2d_copy").byte_convention == "traffic"
     assert get_case("h2d_pinned").byte_convention == "copy"
 

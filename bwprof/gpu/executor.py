@@ -45,8 +45,11 @@ HOST_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 0, "p2p_copy": 0, "p2p_bidir": 0,
 
 class GpuExecutor:
     def __init__(self, backend: GpuBackend, devices: list[GpuDevice],
-                 host_memory_bytes: int | None = None) -> None:
+                 host_memory_bytes: int | None = None, node_share: str | None = None) -> None:
         self.gpu = backend
+        self.node_share = node_share
+        """Why this executor holds only part of its node's GPUs (a fleet rank among several on
+        a node), or None: cases that need the whole node are then waived with it."""
         self.backend = backend.name  # the runner's label for rows: "cuda" or "simulated"
         self.devices = devices
         self.host_memory_bytes = host_memory_bytes
@@ -64,6 +67,9 @@ class GpuExecutor:
         return next(d for d in self.devices if d.index == (index or 0))
 
     def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
+        if case.whole_node and self.node_share:
+            return Unavailable("waived", f"{self.node_share}; every GPU of the node at once "
+                                         f"needs one rank per node (mpirun --map-by ppr:1:node)")
         if case.min_gpus > len(self.devices):
             return Unavailable("waived", f"needs {case.min_gpus} GPUs; this machine has "
                                          f"{len(self.devices)}")
