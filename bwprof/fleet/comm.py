@@ -1,5 +1,8 @@
 """The MPI layer of fleet runs: launch detection, node-local ranks, and collective steps
 with a timeout, so a rank that hangs stops the job with a clear message instead of forever.
+A timeout counts from the last sign of life of the rank waited for: ranks send heartbeats as
+they measure (rank 0 to every rank, the others to rank 0), so a rank that finished early
+waits for one still measuring, however long, and gives up only on one that went silent.
 
 mpi4py is optional (`pip install 'bwprof[mpi]'`) and imported only here, only when asked.
 """
@@ -8,12 +11,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bwprof.errors import BwprofError
 
 POLL_S = 0.01
+HEARTBEAT_TAG = 99
+"""Below the tags of the collective steps (from 100) and of net_p2p (from 1000)."""
 INSTALL_HINT = ("pip install 'bwprof[mpi]' and an MPI library (e.g. apt install openmpi-bin), "
                 "then launch with mpirun or srun")
 
@@ -72,6 +77,7 @@ class Fleet:
     host: str
     timeout_s: float
     _tag: int = 100
+    _beats: list[Any] = field(default_factory=list)
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -81,53 +87,84 @@ class Fleet:
         return cls(comm, comm.Get_rank(), comm.Get_size(), local.Get_rank(), local.Get_size(),
                    MPI.Get_processor_name(), timeout_s)
 
-    def wait(self, request: Any, what: str) -> Any:
-        """Complete an MPI request, or FleetTimeout after timeout_s (a peer hangs or died)."""
+    def heartbeat(self) -> None:
+        """Tell the ranks that may be waiting for this one that it is alive: rank 0 tells
+        every rank, the others tell rank 0 (small messages: they leave without a receiver)."""
+        self._beats = [beat for beat in self._beats if not beat.test()[0]]
+        peers = range(1, self.size) if self.rank == 0 else [0]
+        self._beats += [self.comm.isend(None, dest=peer, tag=HEARTBEAT_TAG) for peer in peers]
+
+    def _heard_from(self, source: int) -> bool:
+        """Whether `source` sent a heartbeat since last asked (taking them off the queue)."""
+        heard = False
+        while self.comm.iprobe(source=source, tag=HEARTBEAT_TAG):
+            self.comm.recv(source=source, tag=HEARTBEAT_TAG)
+            heard = True
+        return heard
+
+    def _timeout(self, what: str, peer: int | None) -> FleetTimeout:
+        silent = "" if peer is None else f" from rank {peer}, silent all that time"
+        return FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what}{silent}")
+
+    def wait(self, request: Any, what: str, peer: int | None = None) -> Any:
+        """Complete an MPI request, or FleetTimeout after timeout_s without a heartbeat from
+        `peer` (the rank it depends on; without one, timeout_s in all)."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             done, value = request.test()
             if done:
                 return value
+            if peer is not None and self._heard_from(peer):
+                deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
-                raise FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what}")
+                raise self._timeout(what, peer)
             time.sleep(POLL_S)
 
     def bcast(self, value: Any, what: str) -> Any:
         """Rank 0's value on every rank (point-to-point, so a timeout is possible)."""
         tag = self._next_tag()
         if self.rank == 0:
-            requests = [self.comm.isend(value, dest=r, tag=tag) for r in range(1, self.size)]
-            for request in requests:
-                self.wait(request, what)
+            requests = [(r, self.comm.isend(value, dest=r, tag=tag)) for r in range(1, self.size)]
+            for peer, request in requests:
+                self.wait(request, what, peer)
             return value
         return self._recv(0, tag, what)
 
     def gather(self, value: Any, what: str) -> dict[int, Any] | None:
-        """On rank 0: {rank: value} of every rank that sent in time (missing ranks absent);
-        elsewhere None once rank 0 has the value."""
+        """On rank 0: {rank: value} of every rank that sent before it was silent for
+        timeout_s (missing ranks absent); elsewhere None once rank 0 has the value."""
         tag = self._next_tag()
         if self.rank != 0:
-            self.wait(self.comm.isend(value, dest=0, tag=tag), what)
+            self.wait(self.comm.isend(value, dest=0, tag=tag), what, peer=0)
             return None
         received = {0: value}
-        deadline = time.monotonic() + self.timeout_s
-        pending = set(range(1, self.size))
-        while pending and time.monotonic() < deadline:
-            for source in sorted(pending):
+        deadline = {source: time.monotonic() + self.timeout_s for source in range(1, self.size)}
+        while deadline:
+            for source in sorted(deadline):
                 if self.comm.iprobe(source=source, tag=tag):
                     received[source] = self.comm.recv(source=source, tag=tag)
-                    pending.discard(source)
-            time.sleep(POLL_S if pending else 0)
+                    del deadline[source]
+                elif self._heard_from(source):
+                    deadline[source] = time.monotonic() + self.timeout_s
+                elif time.monotonic() > deadline[source]:
+                    del deadline[source]  # silent for timeout_s: hung or died
+            time.sleep(POLL_S if deadline else 0)
         return received
 
     def _recv(self, source: int, tag: int, what: str) -> Any:
         deadline = time.monotonic() + self.timeout_s
         while not self.comm.iprobe(source=source, tag=tag):
+            if self._heard_from(source):
+                deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
-                raise FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what} "
-                                   f"from rank {source}")
+                raise self._timeout(what, source)
             time.sleep(POLL_S)
         return self.comm.recv(source=source, tag=tag)
+
+    def drain(self) -> None:
+        """Take the heartbeats still queued for this rank, before MPI finalises."""
+        for source in (range(1, self.size) if self.rank == 0 else [0]):
+            self._heard_from(source)
 
     def _next_tag(self) -> int:
         self._tag += 1

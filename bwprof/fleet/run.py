@@ -106,6 +106,28 @@ class FailAtFirstLocalJob:
             self.inner.job_finished(job, rows)
 
 
+class Heartbeat:
+    """Progress listener that tells the ranks waiting for this one that it is alive, at every
+    job's start and end (see Fleet.heartbeat), and passes the events on."""
+
+    def __init__(self, fleet: Fleet, inner: ProgressListener | None) -> None:
+        self.fleet, self.inner = fleet, inner
+
+    def start(self, total: int) -> None:
+        if self.inner is not None:
+            self.inner.start(total)
+
+    def job_started(self, job: Job) -> None:
+        self.fleet.heartbeat()
+        if self.inner is not None:
+            self.inner.job_started(job)
+
+    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        self.fleet.heartbeat()
+        if self.inner is not None:
+            self.inner.job_finished(job, rows)
+
+
 def rank_dir(run_dir: Path, rank: int) -> Path:
     return run_dir / "ranks" / f"rank-{rank:04d}"
 
@@ -131,11 +153,34 @@ def run_fleet(
     progress: ProgressListener | None = None, command_line: Sequence[str] | None = None,
     **options: Any,
 ) -> api.RunResult | None:
-    """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None."""
-    from bwprof.gpu.runtime import ask_for_hardware_queues, probe
+    """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None. A
+    collective step that times out ends this rank with one line: rank 0 ends the whole job
+    (a rank hangs), another rank exits 1 (rank 0 hangs, died, or is still measuring)."""
+    from bwprof.gpu.runtime import ask_for_hardware_queues
 
     ask_for_hardware_queues()  # before MPI starts: a CUDA-aware MPI may start CUDA
     fleet = Fleet.join(timeout_s)
+    try:
+        return _take_part(fleet, out, timeout_s, fail_rank, progress, command_line, options)
+    except FleetTimeout as exc:
+        if fleet.rank == 0:
+            print(f"error: {exc}: a rank hangs or died; ending the job", file=sys.stderr,
+                  flush=True)
+            fleet.abort(1)
+        else:
+            print(f"error: {exc}: rank 0 did not take it (hung, died, or still measuring); "
+                  f"what this rank measured is in its RUN/ranks/rank-{fleet.rank:04d} folder; "
+                  f"if one node's cases take longer than another's, raise --mpi-timeout",
+                  file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int | None,
+               progress: ProgressListener | None, command_line: Sequence[str] | None,
+               options: dict[str, Any]) -> api.RunResult | None:
+    """This rank's part of a fleet run (see the module's docstring for the steps)."""
+    from bwprof.gpu.runtime import probe
+
     problem, run_id = None, None
     if fleet.rank == 0:
         try:
@@ -168,11 +213,12 @@ def run_fleet(
     folder = rank_dir(out, fleet.rank)
     executor = NetP2PExecutor(fleet, counts, aware, _rank_gpu(gpus_here, options),
                               hosts=hosts)
-    listener = (FailAtFirstLocalJob(progress) if fail_rank == fleet.rank else progress)
+    shown = progress if fleet.rank == 0 else None  # only rank 0 prints
+    listener = Heartbeat(fleet, FailAtFirstLocalJob(shown) if fail_rank == fleet.rank
+                         else shown)
     try:
         result = api.run(
-            out=folder, progress=listener if fleet.rank == 0 or fail_rank == fleet.rank
-            else None, command_line=command_line, plots=False,
+            out=folder, progress=listener, command_line=command_line, plots=False,
             fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
             **{k: v for k, v in options.items() if k != "plots"},
         )
@@ -194,6 +240,7 @@ def run_fleet(
         report.timelines = []
 
     received = fleet.gather(report, "every rank's results")
+    fleet.drain()
     if fleet.rank != 0:
         if report.error:
             raise SystemExit(1)
@@ -244,6 +291,24 @@ def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object
                           note=note, device=f"rank{rank}", rank=rank).as_dict()
 
 
+def _describe_node(nodes: dict[str, dict], host: str, system: dict) -> None:
+    """Add a rank's metadata to its node's entry: the first rank on a node describes its host
+    and telemetry; with several ranks on a node (one GPU each) every rank adds its GPUs."""
+    if not system:
+        return
+    gpus = dict(system.get("gpus") or {})
+    node = nodes.setdefault(host, {"host": system.get("host"), "gpus": gpus,
+                                   "telemetry": system.get("telemetry")})
+    if node["gpus"] is gpus:
+        return
+    known = {device.get("index") for device in node["gpus"].get("devices") or []}
+    added = [d for d in gpus.get("devices") or [] if d.get("index") not in known]
+    if added:
+        devices = [*(node["gpus"].get("devices") or []), *added]
+        node["gpus"] = {**node["gpus"], "devices": sorted(devices, key=lambda d: d["index"]),
+                        "used": sorted(d["index"] for d in devices)}
+
+
 def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
           timeout_s: float, options: dict[str, Any]) -> api.RunResult:
     """Write the merged run folder on rank 0 and return it as a RunResult."""
@@ -278,13 +343,12 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
                       "local_size": report.local_size, "gpus": report.gpus,
                       "host_cases": report.host_cases,
                       "status": "failed" if failed else "ok", "error": report.error})
-        system = report.system or {}
-        if host not in nodes and system:
-            nodes[host] = {"host": system.get("host"), "gpus": system.get("gpus"),
-                           "telemetry": system.get("telemetry")}
+        _describe_node(nodes, host, report.system or {})
     frame = checked_results(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), out / RESULTS_FILE)
     first = received.get(0)
     system = dict(first.system) if first is not None and first.system else {}
+    if first is not None and first.host in nodes:  # rank 0's node: every rank's GPUs there
+        system["gpus"] = nodes[first.host]["gpus"]
     system.update(schema_version=SCHEMA_VERSION, run_id=run_id, nodes=nodes,
                   mpi={"size": size, "timeout_s": timeout_s, "ranks": ranks})
     all_findings = findings_frame([])

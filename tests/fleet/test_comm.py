@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 
 from bwprof.errors import BwprofError
 from bwprof.fleet import comm as comm_module
 from bwprof.fleet.comm import (
+    HEARTBEAT_TAG,
     Fleet,
     FleetTimeout,
     import_mpi,
@@ -46,19 +48,22 @@ class Request:
 
 
 class FakeComm:
-    """Rank 0 of a 3-rank job where only rank 1 ever sends; nothing completes otherwise."""
+    """Rank 0 of a 3-rank job where only rank 1 ever sends (one message, which matches any
+    tag but the heartbeats'); nothing completes otherwise."""
 
     def __init__(self):
         self.inbox = {1: ["from one"]}
         self.aborted = None
+        self.sent = []
 
     def iprobe(self, source, tag):
-        return bool(self.inbox.get(source))
+        return tag != HEARTBEAT_TAG and bool(self.inbox.get(source))
 
     def recv(self, source, tag):
         return self.inbox[source].pop(0)
 
     def isend(self, value, dest, tag):
+        self.sent.append((dest, tag))
         return Request(False)
 
     def Ibarrier(self):
@@ -131,4 +136,61 @@ def test_a_receive_from_a_silent_rank_times_out(monkeypatch):
     worker.start()
     worker.join(timeout=5)
     assert not worker.is_alive(), "the receive never timed out"
-    assert outcome == ["rank 2 waited 0.05 s for the plan from rank 0"]
+    assert outcome == ["rank 2 waited 0.05 s for the plan from rank 0, silent all that time"]
+
+
+class BeatingComm(FakeComm):
+    """A peer that measures for 0.2 s, sending heartbeats all along, then sends its value;
+    a message the fake sends is taken at once."""
+
+    def __init__(self, peer, ready_after_s=0.2):
+        super().__init__()
+        self.peer, self.ready = peer, time.monotonic() + ready_after_s
+        self.inbox = {peer: ["late value"]}
+
+    def iprobe(self, source, tag):
+        if source != self.peer:
+            return False
+        if tag == HEARTBEAT_TAG:
+            return time.monotonic() < self.ready
+        return time.monotonic() >= self.ready and bool(self.inbox[source])
+
+    def recv(self, source, tag):
+        return None if tag == HEARTBEAT_TAG else self.inbox[source].pop(0)
+
+    def isend(self, value, dest, tag):
+        self.sent.append((dest, tag))
+        ready = self.ready
+
+        class Delivered(Request):  # taken once the peer is done measuring
+            def test(self):
+                return time.monotonic() >= ready, None
+
+        return Delivered(False)
+
+
+# Catches: a rank that finished early gives up on one still measuring (and sending
+# heartbeats) after timeout_s, though nothing hangs
+@pytest.mark.parametrize("rank", [0, 1], ids=["rank 0 gathers", "rank 1 sends"])
+def test_heartbeats_keep_a_wait_alive_past_its_timeout(monkeypatch, rank):
+    monkeypatch.setattr(comm_module, "POLL_S", 0.001)
+    peer = 1 if rank == 0 else 0
+    fleet = Fleet(BeatingComm(peer), rank=rank, size=2, local_rank=0, local_size=1,
+                  host="n", timeout_s=0.05)
+    assert fleet.gather("mine", "results") == ({0: "mine", 1: "late value"} if rank == 0
+                                               else None)
+    receiver = Fleet(BeatingComm(0), rank=1, size=2, local_rank=0, local_size=1, host="n",
+                     timeout_s=0.05)
+    assert receiver.bcast(None, "the plan") == "late value"
+
+
+def test_heartbeats_go_to_the_ranks_that_may_wait():
+    root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
+                 timeout_s=1)
+    root.heartbeat()
+    assert root.comm.sent == [(1, HEARTBEAT_TAG), (2, HEARTBEAT_TAG)]
+    other = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
+                  timeout_s=1)
+    other.heartbeat()
+    other.heartbeat()  # the first, not yet taken, is kept until it completes
+    assert other.comm.sent == [(0, HEARTBEAT_TAG)] * 2 and len(other._beats) == 2

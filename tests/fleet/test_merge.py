@@ -13,11 +13,11 @@ from bwprof.report.frames import read_results
 from tests.report.test_export import make_row
 
 
-def _report(rank, host, rows, **extra):
-    system = {"run_id": "fleet-1", "host": {"hostname": host},
-              "gpus": {"devices": [{"index": 0, "metadata": {"driver_version":
-                                                             extra.pop("driver", "580")}}]}}
-    return RankReport(rank=rank, host=host, local_rank=0, local_size=1, gpus=[0],
+def _report(rank, host, rows, gpu=0, **extra):
+    system = {"run_id": "fleet-1", "host": {"hostname": host, "rank": rank},
+              "gpus": {"devices": [{"index": gpu, "metadata": {"driver_version":
+                                                               extra.pop("driver", "580")}}]}}
+    return RankReport(rank=rank, host=host, local_rank=0, local_size=1, gpus=[gpu],
                       host_cases=True, rows=[r.as_dict() for r in rows], system=system,
                       **extra)
 
@@ -140,18 +140,26 @@ def test_a_rank_with_an_invalid_row_is_listed_as_failed(tmp_path):
     assert [r.status for r in result.failed] == ["invalid"]
 
 
-# Catches: with several ranks on a node, a later rank's metadata replaces
-# the first's
-def test_a_node_is_described_by_its_first_rank(tmp_path):
+# Catches: with several ranks on a node (one GPU each), the node lists only the first
+# rank's GPU, or a later rank's host metadata replaces the first's
+def test_a_node_lists_every_ranks_gpus_and_its_first_ranks_host(tmp_path):
     from bwprof.fleet.run import merge
     from tests.fleet.test_merge import _rows
 
-    received = {0: _fleet_report(0, "node0", _rows("node0", 30.0, 0), driver="580"),
-                1: _fleet_report(1, "node0", _rows("node0", 30.0, 1), driver="550")}
-    merge(tmp_path, "fleet-1", received, size=2, timeout_s=60.0, options={"plots": False})
-    nodes = json.loads((tmp_path / "system.json").read_text())["nodes"]
-    assert list(nodes) == ["node0"]
-    assert nodes["node0"]["gpus"]["devices"][0]["metadata"]["driver_version"] == "580"
+    received = {0: _fleet_report(0, "node0", _rows("node0", 30.0, 0), gpu=0, driver="580"),
+                1: _fleet_report(1, "node0", _rows("node0", 30.0, 1), gpu=1, driver="550"),
+                2: _fleet_report(2, "node1", _rows("node1", 30.0, 2), gpu=0)}
+    merge(tmp_path, "fleet-1", received, size=3, timeout_s=60.0, options={"plots": False})
+    system = json.loads((tmp_path / "system.json").read_text())
+    nodes = system["nodes"]
+    assert list(nodes) == ["node0", "node1"]
+    assert nodes["node0"]["host"]["rank"] == 0
+    drivers = [(d["index"], d["metadata"]["driver_version"])
+               for d in nodes["node0"]["gpus"]["devices"]]
+    assert drivers == [(0, "580"), (1, "550")]
+    assert [d["index"] for d in nodes["node1"]["gpus"]["devices"]] == [0]
+    # The top level describes rank 0's node as a whole, as a single-node run would.
+    assert [d["index"] for d in system["gpus"]["devices"]] == [0, 1]
 
 
 class _FakeFleet:
@@ -173,6 +181,12 @@ class _FakeFleet:
 
     def abort(self, code):
         self.aborted = code
+
+    def heartbeat(self):
+        self.beats = getattr(self, "beats", 0) + 1
+
+    def drain(self):
+        pass
 
 
 FLEET_OPTIONS = dict(cases="ddr_triad", preset="quick", repeats=2, threads="1", size="1MiB",
@@ -218,3 +232,48 @@ def test_rank_0_ends_the_job_when_a_rank_did_not_report(monkeypatch, tmp_path, c
     assert "rank(s) 1 did not report within 5 s" in capsys.readouterr().err
     notes = list(result.results["note"])
     assert "rank 1 did not report within 5 s (hung or died)" in notes
+
+
+class _StuckFleet(_FakeFleet):
+    """A fleet whose every collective step times out, as with a hung peer."""
+
+    def bcast(self, value, what):
+        from bwprof.fleet.comm import FleetTimeout
+
+        raise FleetTimeout(f"rank {self.rank} waited 3 s for {what}")
+
+    gather = bcast
+
+
+# Catches: a collective step that times out ends a rank with a traceback (and, on rank 0,
+# leaves the other ranks waiting)
+@pytest.mark.parametrize(("rank", "says", "aborted"), [
+    (0, "rank 0 waited 3 s for the start of the run: a rank hangs or died; ending the job", 1),
+    (1, "rank 1 waited 3 s for the start of the run: rank 0 did not take it", None),
+])
+def test_a_timed_out_step_ends_the_rank_with_one_line(monkeypatch, capsys, rank, says,
+                                                      aborted):
+    from bwprof.fleet import run as fleet_run
+
+    fleet = _StuckFleet(rank, 2)
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
+    with pytest.raises(SystemExit) as exited:
+        fleet_run.run_fleet(out=None, **FLEET_OPTIONS)
+    assert exited.value.code == 1 and fleet.aborted == aborted
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {says}") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+# Catches: a rank measuring for longer than --mpi-timeout is given up on by ranks that
+# finished early, because it never says it is alive
+def test_a_rank_sends_a_heartbeat_at_each_job(monkeypatch, tmp_path):
+    from bwprof.fleet import run as fleet_run
+
+    fleet = _FakeFleet(0, 1)
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
+    monkeypatch.setattr(fleet_run, "import_mpi",
+                        lambda: SimpleNamespace(Get_library_version=lambda: "fake MPI"))
+    result = fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
+    jobs = len(result.results)
+    assert jobs >= 1 and fleet.beats == 2 * jobs  # at each job's start and end
