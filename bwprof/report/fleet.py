@@ -67,8 +67,17 @@ def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
     for key, per_host in values.items():
         if len(per_host) < 2:
             continue
-        counts = Counter(v for vals in per_host.values() for v in vals)
-        majority, _ = counts.most_common(1)[0]
+        counts = Counter(v for vals in per_host.values() for v in vals)  # nodes per value
+        (majority, most), *others = counts.most_common()
+        if others and others[0][1] == most:  # no value is on most nodes: name them all
+            hosts_of = {value: ", ".join(h for h, vals in sorted(per_host.items())
+                                         if value in vals) for value in counts}
+            found.append(Finding(
+                "warning", "fleet", f"{METADATA_KEYS[key]} differs across nodes",
+                "nodes that should be identical are not: figures may differ for that reason",
+                "; ".join(f"{value} on {hosts_of[value]}" for value in sorted(counts)),
+            ))
+            continue
         for host, vals in sorted(per_host.items()):
             odd = sorted(vals - {majority})
             if odd:

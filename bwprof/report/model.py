@@ -118,7 +118,8 @@ def _timing(what: str, row: pd.Series | None, nbytes: float) -> Timing | None:
 def _slowest(summary: pd.DataFrame, case: str, device_all: bool = False) -> pd.Series | None:
     rows = summary[(summary["case"] == case) & summary["gbps"].notna()
                    & ~summary["device"].map(is_numa_device)]  # a host is all its NUMA nodes
-    rows = rows[rows["device"] == "all"] if device_all else rows[rows["device"] != "all"]
+    every_gpu = rows["device"].astype(str).str.fullmatch(r"(.+:)?all")  # a fleet's 'node7:all'
+    rows = rows[every_gpu] if device_all else rows[~every_gpu]
     return None if rows.empty else rows.loc[rows["gbps"].idxmin()]
 
 

@@ -48,6 +48,16 @@ def test_metadata_differing_from_the_majority():
     assert "550 here, 580 on most nodes" in findings[0].evidence
 
 
+def test_without_a_majority_every_value_is_named_and_no_node_is_blamed():
+    def node(*drivers):
+        return {"gpus": {"devices": [{"metadata": {"driver_version": d}} for d in drivers]}}
+
+    # Nodes, not GPUs, make the majority: a's eight GPUs do not outvote b.
+    (finding,) = differing_nodes({"a": node(*["580"] * 8), "b": node("550")})
+    assert (finding.device, finding.what) == ("fleet", "driver differs across nodes")
+    assert finding.evidence == "550 on b; 580 on a"
+
+
 def _h2d(node, gbps, size=256 << 20):
     return make_row(case="h2d_pinned", backend="cuda", device=f"{node}:gpu0",
                     device_name="NVIDIA H200", direction="h2d", threads=None,

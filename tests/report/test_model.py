@@ -83,6 +83,18 @@ def test_model_arithmetic_matches_a_hand_calculation():
     assert "3.50 s (40.0 GB/s)" in text and "20.0 ms (3500.0 GB/s)" in text
 
 
+# Catches: a fleet run's every-GPU rows ('node7:all') are not found, nor said missing
+def test_a_fleet_runs_every_gpu_rows_are_found_per_node():
+    rows = [_gpu("h2d_pinned", "n1:gpu0", 50.0, 63.0), _gpu("h2d_pinned", "n1:gpu1", 50.0, 63.0),
+            _gpu("h2d_all", "n1:all", 90.0, 126.0), _gpu("h2d_all", "n2:all", 70.0, 126.0)]
+    report = model_report(parse_model("70e9:bf16"), build_summary(results_frame(rows)),
+                          _system(80_000_000_000, 2))
+    timings = {t.what: t for t in report.timings}
+    every = timings["stage host→GPU, all 2 GPUs at once"]
+    assert (every.device, every.gbps) == ("n2:all", 70.0)  # the slowest node
+    assert timings["stage host→GPU, one GPU"].device in ("n1:gpu0", "n1:gpu1")
+
+
 def test_a_model_that_fits_one_gpu():
     rows = [_gpu("hbm_triad", "gpu0", 4000.0, None, "within", "hbm")]
     report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)),
