@@ -1,8 +1,8 @@
 """Host DDR bandwidth cases (`ddr_*`): STREAM over float64 arrays with all selected threads.
 
 Owns the loop for one figure: fill the arrays in parallel, launch the kernel `repeats` times
-with a monotonic clock around each launch, drop the first, then validate every element
-against gold values. Statistics and bandwidth are the runner's job.
+with a monotonic clock around each launch, drop the first (and poison what it wrote), then
+validate every element against gold values. Statistics and bandwidth are the runner's job.
 
 On a host with several NUMA nodes each case also runs once per node, on that node's cores
 with arrays first-touched into its memory (device `numaN`): a node with a missing or slow
@@ -56,11 +56,16 @@ class HostStream:
         stream.fill(self.a, self.b, self.c, stream.INIT_A, stream.INIT_B, stream.INIT_C)
 
     def time_kernel(self, name: str, repeats: int) -> tuple[list[float], object]:
-        """Seconds of each launch after the first (dropped), and the last launch's return value."""
+        """Seconds of each launch after the first (dropped), and the last launch's return value.
+        After the dropped launch the array the kernel writes is filled with NaN, untimed: no
+        kernel reads what it writes, so the values validated afterwards were written by the
+        timed launches, not left over from the dropped one."""
         kernel = self.kernels[name]
         self.reset()
         seconds, value = [], None
-        for _ in range(repeats):
+        for launch in range(repeats):
+            if launch == 1 and kernel.writes is not None:
+                stream.poison(getattr(self, kernel.writes))
             start = self.clock()
             value = kernel.run(self.a, self.b, self.c, stream.SCALAR)
             seconds.append(self.clock() - start)

@@ -28,6 +28,13 @@ def fill(a, b, c, va, vb, vc):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True)
+def poison(x):  # pragma: no cover - compiled
+    """NaN in every element, in parallel (pages stay where first touch put them)."""
+    for i in prange(x.size):
+        x[i] = np.nan
+
+
+@njit(parallel=True, cache=True)
 def stream_copy(a, b, c, scalar):  # pragma: no cover - compiled
     # `+ 0.0` keeps this a load/store loop like the other kernels and the C reference. A bare
     # `c[i] = a[i]` becomes a call to the C library's memcpy, whose non-temporal stores skip
@@ -81,11 +88,13 @@ Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, float], object]
 
 @dataclass(frozen=True)
 class StreamKernel:
-    """A compiled kernel with its scalar replay: (a, b, c) -> (a, b, c, dot or None)."""
+    """A compiled kernel with its scalar replay: (a, b, c) -> (a, b, c, dot or None), and the
+    array it writes (None for dot, which returns its result)."""
 
     name: str
     run: Kernel
     replay: Callable[[float, float, float], tuple[float, float, float, float | None]]
+    writes: str | None = None
 
 
 def _replay_copy(a: float, b: float, c: float) -> tuple[float, float, float, None]:
@@ -109,10 +118,10 @@ def _replay_dot(a: float, b: float, c: float) -> tuple[float, float, float, floa
 
 
 KERNELS: dict[str, StreamKernel] = {
-    "copy": StreamKernel("copy", stream_copy, _replay_copy),
-    "scale": StreamKernel("scale", stream_scale, _replay_scale),
-    "add": StreamKernel("add", stream_add, _replay_add),
-    "triad": StreamKernel("triad", stream_triad, _replay_triad),
+    "copy": StreamKernel("copy", stream_copy, _replay_copy, "c"),
+    "scale": StreamKernel("scale", stream_scale, _replay_scale, "b"),
+    "add": StreamKernel("add", stream_add, _replay_add, "c"),
+    "triad": StreamKernel("triad", stream_triad, _replay_triad, "a"),
     "dot": StreamKernel("dot", stream_dot, _replay_dot),
 }
 

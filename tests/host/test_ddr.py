@@ -31,6 +31,29 @@ def test_validation_catches_a_wrong_element():
     assert "1 of 2048 elements of a" in bench.validate("triad", 2, value)
 
 
+@pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
+def test_validation_catches_timed_launches_that_did_nothing(name):
+    """Each kernel works on its first launch only (the dropped one): left over from it, its
+    output would validate, as every launch writes the same values."""
+    real = stream.KERNELS[name]
+    calls = []
+
+    def first_only(a, b, c, scalar):
+        calls.append(1)
+        if len(calls) == 1:
+            real.run(a, b, c, scalar)
+
+    kernels = {**stream.KERNELS, name: stream.StreamKernel(name, first_only, real.replay,
+                                                           real.writes)}
+    bench = HostStream(2048, kernels=kernels)
+    bench.time_kernel(name, repeats=4)
+    assert f"2048 of 2048 elements of {real.writes}" in bench.validate(name, 4, None)
+    # The real kernel, poisoned the same way, validates.
+    bench = HostStream(2048)
+    bench.time_kernel(name, repeats=4)
+    assert bench.validate(name, 4, None) == ""
+
+
 def test_validation_catches_a_wrong_dot():
     bench = HostStream(2048)
     bench.time_kernel("dot", repeats=2)
