@@ -245,6 +245,7 @@ def run(
     threads: str | tuple[int, ...] | None = None,
     size: str | tuple[int, ...] | None = None,
     out: str | Path | None = None,
+    unique_out: bool = False,
     progress: ProgressListener | None = None,
     command_line: Sequence[str] | None = None,
     simulate: bool = False,
@@ -262,8 +263,9 @@ def run(
     the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements. `telemetry`
     samples the GPUs' counters through NVML every `sample_interval_ms` while GPU cases run
-    and joins them to the rows. `fleet` is one MPI rank's share of a fleet run (see
-    bwprof.fleet.run).
+    and joins them to the rows. `unique_out` says `out` is a default name, not the user's:
+    where it is taken (two runs in one second), it gets a suffix. `fleet` is one MPI rank's
+    share of a fleet run (see bwprof.fleet.run).
     """
     host = host_info()
     plan, parquet = check_options(
@@ -271,7 +273,7 @@ def run(
         sample_interval_ms=sample_interval_ms, file_format=file_format,
         fleet=fleet is not None,
     )
-    run_dir = prepare_run_dir(Path(out)) if out is not None else None
+    run_dir = prepare_run_dir(Path(out), unique=unique_out) if out is not None else None
     started = utc_now()
     host_name = hostname()
     run_id = (fleet.run_id if fleet is not None and fleet.run_id

@@ -145,7 +145,7 @@ def run_command(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
         telemetry=not no_telemetry, sample_interval_ms=sample_interval,
-        file_format=file_format,
+        file_format=file_format, unique_out=out is None,
     )
     try:
         if fleet:

@@ -60,6 +60,11 @@ _UNITS = {
 }
 
 
+MAX_REPEATS = 1000
+"""More samples than this narrow nothing a capacity review reads; a typo (10000000) would run
+for days."""
+
+
 def parse_size(text: str) -> int:
     """Bytes from '268435456', '256MiB', '256M' (binary) or '0.5GB' (decimal)."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
@@ -69,7 +74,9 @@ def parse_size(text: str) -> int:
             f"malformed size {text!r}; use bytes or a number with a unit, e.g. 256MiB, 1GiB, 64M"
         )
     value = float(match.group(1)) * _UNITS[unit]
-    if not math.isfinite(value) or value < 1:
+    if not math.isfinite(value):
+        raise BwprofError(f"size {text!r} is too large to be a number of bytes")
+    if value < 1:
         raise BwprofError(f"size {text!r} is not a positive number of bytes")
     return int(value)
 
@@ -78,6 +85,20 @@ def list_items(text: str) -> list[str]:
     """The entries of a comma-separated option, blanks dropped: '1,2,' is '1,2', as for
     --cases (a list a script built with a trailing comma)."""
     return [token.strip() for token in text.split(",") if token.strip()]
+
+
+def int_tuple(value: object, option: str) -> tuple[int, ...]:
+    """An option given from Python as one int or a sequence of them (the API's `threads=1`,
+    `size=[1 << 20]`), as a tuple; anything else is a one-line BwprofError."""
+    items = [value] if isinstance(value, int) else value
+    try:
+        values = tuple(items)  # type: ignore[call-overload]
+    except TypeError:
+        values = ()
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise BwprofError(f"{option} expects an integer, a list of integers or a string such "
+                          f"as '1,2', got {value!r}")
+    return tuple(dict.fromkeys(values))
 
 
 def parse_int_list(text: str, option: str) -> tuple[int, ...]:
@@ -167,15 +188,16 @@ def make_plan(
     selected = select_cases(cases, fleet)
 
     repeat_count = chosen.repeats if repeats is None else repeats
-    if repeat_count < 2:
+    if not 2 <= repeat_count <= MAX_REPEATS:
         raise BwprofError(
-            f"--repeats must be at least 2 (the first repetition is dropped), got {repeat_count}"
+            f"--repeats must be from 2 (the first repetition is dropped) to {MAX_REPEATS}, "
+            f"got {repeat_count}"
         )
 
     thread_counts = (
         (usable_cpus,) if threads is None
         else parse_int_list(threads, "--threads") if isinstance(threads, str)
-        else tuple(threads)
+        else int_tuple(threads, "--threads")
     )
     for count in thread_counts:
         if not 1 <= count <= usable_cpus:
@@ -189,7 +211,7 @@ def make_plan(
         parts = list_items(size) or [size]
         array_bytes = tuple(dict.fromkeys(parse_size(part) for part in parts))
     else:
-        array_bytes = tuple(size)
+        array_bytes = int_tuple(size, "--size")
     for nbytes in array_bytes:
         if nbytes < MIN_HOST_ARRAY_BYTES:
             raise BwprofError(

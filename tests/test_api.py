@@ -79,7 +79,7 @@ def test_gpu_cases_without_a_gpu_are_skipped_once_with_the_reason():
 
 def test_bad_options_write_nothing(tmp_path):
     out = tmp_path / "run"
-    with pytest.raises(BwprofError, match="--repeats must be at least 2"):
+    with pytest.raises(BwprofError, match="--repeats must be from 2"):
         bwprof.run(cases="ddr_", repeats=1, out=out)
     assert not out.exists()
 

@@ -44,7 +44,7 @@ def test_quiet_prints_only_where_it_wrote(tmp_path):
     ("args", "message"),
     [
         (["--cases", "nope"], "unknown case or prefix 'nope'; valid cases: ddr_copy"),
-        (["--repeats", "1"], "--repeats must be at least 2"),
+        (["--repeats", "1"], "--repeats must be from 2"),
         (["--threads", "999"], "--threads 999 is outside"),
         (["--threads", "a,b"], "--threads expects"),
         (["--size", "12Q"], "malformed size '12Q'"),

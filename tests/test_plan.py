@@ -86,11 +86,23 @@ def test_make_plan_sweeps_threads_and_sizes():
     assert plan.host_array_bytes == (8 * MiB, 16 * MiB)
 
 
+def test_the_python_api_takes_one_integer_where_the_cli_takes_a_list():
+    plan = make_plan(**{**MACHINE, "threads": 2, "size": 8 * MiB})
+    assert plan.threads == (2,) and plan.host_array_bytes == (8 * MiB,)
+    plan = make_plan(**{**MACHINE, "threads": [1, 2, 1], "size": (8 * MiB,)})
+    assert plan.threads == (1, 2)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"preset": "huge"}, "unknown preset 'huge'"),
-        ({"repeats": 1}, "--repeats must be at least 2"),
+        ({"repeats": 1}, "--repeats must be from 2"),
+        ({"repeats": 1001}, "--repeats must be from 2 .* to 1000, got 1001"),
+        ({"threads": 1.5}, "--threads expects an integer, a list of integers"),
+        ({"threads": [True]}, "--threads expects an integer"),
+        ({"size": 8.0}, "--size expects an integer"),
+        ({"size": "9" * 400 + "TiB"}, "too large to be a number of bytes"),
         ({"threads": "5"}, r"--threads 5 is outside 1\.\.4"),
         ({"threads": "0"}, "--threads 0 is outside"),
         ({"size": "4KiB"}, "too small"),

@@ -189,8 +189,9 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
                 "file_format")})
             started = api.utc_now()
             run_id = f"{socket.gethostname()}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
-            out = prepare_run_dir(out or api.default_run_dir(socket.gethostname(), started)
-                                  .with_name(run_id))
+            out = (prepare_run_dir(out) if out is not None else prepare_run_dir(
+                api.default_run_dir(socket.gethostname(), started).with_name(run_id),
+                unique=True))
         except BwprofError as exc:
             problem = str(exc)
     problem, run_id, out = fleet.bcast((problem, run_id, out), "the start of the run")
@@ -220,7 +221,7 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
         result = api.run(
             out=folder, progress=listener, command_line=command_line, plots=False,
             fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
-            **{k: v for k, v in options.items() if k != "plots"},
+            **{k: v for k, v in options.items() if k not in ("plots", "unique_out")},
         )
         report.system = result.system
     except FleetTimeout as exc:

@@ -25,8 +25,33 @@ TIMELINES_FILE = "timelines.json"
 FINDINGS_FILE = "findings.csv"
 
 
-def prepare_run_dir(path: Path) -> Path:
-    """Create the run folder, refusing a non-empty one and proving it is writable."""
+UNIQUE_TRIES = 100
+
+
+def _claim(path: Path) -> Path:
+    """Create `path`, or `path-2`, `path-3`... where it exists: a default folder is named by
+    the second, and two runs started in the same one must not write into one folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, UNIQUE_TRIES + 1):
+        candidate = path if attempt == 1 else path.with_name(f"{path.name}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise BwprofError(f"{UNIQUE_TRIES} run folders named {path.name} exist; choose an --out")
+
+
+def prepare_run_dir(path: Path, unique: bool = False) -> Path:
+    """Create the run folder, refusing a non-empty one and proving it is writable. With
+    `unique` (a default name, not the user's) a taken name gets a suffix instead."""
+    try:
+        if unique:
+            path = _claim(path)
+    except OSError as exc:
+        raise BwprofError(
+            f"cannot create output folder {path} ({exc.strerror or exc}); choose an --out"
+        ) from None
     if path.exists() and not path.is_dir():
         raise BwprofError(f"output path {path} exists and is not a folder; choose another --out")
     if path.is_dir() and any(path.iterdir()):

@@ -88,6 +88,26 @@ def test_prepare_run_dir(tmp_path):
         prepare_run_dir(tmp_path / "full" / "x" / "below-a-file")
 
 
+# Catches: two runs started in the same second, with bwprof's default folder name, write
+# into one folder (the second run's rows replaced the first's)
+def test_a_taken_default_folder_name_gets_a_suffix(tmp_path):
+    import threading
+
+    default = tmp_path / "reports" / "host-20261201T030212Z"
+    claimed: list = []
+    threads = [threading.Thread(target=lambda: claimed.append(
+        prepare_run_dir(default, unique=True))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(p.name for p in claimed) == [default.name] + [
+        f"{default.name}-{n}" for n in (2, 3, 4)]
+    (default / "x").write_text("")
+    with pytest.raises(BwprofError, match="cannot create output folder"):
+        prepare_run_dir(default / "x" / "y", unique=True)
+
+
 def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp_path):
     writer = RunWriter(tmp_path)
     writer.add(make_row(), [])
