@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bwprof.errors import BwprofError
@@ -127,6 +128,14 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if negative:
         raise BwprofError(f"{path} is malformed: column {negative[0]} holds a negative value "
                           f"{_where(typed[negative[0]].fillna(0) < 0, path)}")
+    infinite = [c for c in NONNEGATIVE_COLUMNS if typed[c].isin([np.inf]).any()]
+    if infinite:
+        raise BwprofError(f"{path} is malformed: column {infinite[0]} holds an infinite value "
+                          f"{_where(typed[infinite[0]].isin([np.inf]), path)}")
+    figureless = (status == "ok") & (typed["gbps_best"].isna() | typed["gbps_median"].isna())
+    if figureless.any():
+        raise BwprofError(f"{path} is malformed: an ok row without its figure (gbps_best, "
+                          f"gbps_median) {_where(figureless, path)}")
     return typed
 
 

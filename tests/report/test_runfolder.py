@@ -69,6 +69,11 @@ BREAKAGES = {
                    "is malformed: unknown status great in row 1 (line 2)", ""),
     "negative figure": (_first_gbps_best("-5"),
                         "column gbps_best holds a negative value in row 1", ""),
+    "infinite figure": (_first_gbps_best("inf"),
+                        "column gbps_best holds an infinite value in row 1", ""),
+    "ok row without its figure": (_first_gbps_best(""),
+                                  "an ok row without its figure (gbps_best, gbps_median) in "
+                                  "row 1 (line 2)", ""),
     "system gpus a list": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": [1, 2], "was": {'),
         "system.json is malformed: gpus should be an object, not list", ""),
