@@ -277,6 +277,9 @@ def compare_command(
     try:
         threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
         parquet = check_format(file_format)
+        if parquet and out is None:
+            raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
+                              "--out DIR")
         comparison = compare.compare_runs([load_run(path) for path in run_dirs], by=by)
         written = (write_table(comparison.rows, output_dir(out, out) / compare.COMPARE_FILE,
                                parquet) if out is not None else [])

@@ -261,7 +261,8 @@ def test_out_writes_compare_csv_and_json_prints_the_same(tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [(["--fail-below", "ten"], "--fail-below expects a percentage"),
-     (["--format", "xls"], "unknown --format 'xls'")],
+     (["--format", "xls"], "unknown --format 'xls'"),
+     (["--format", "parquet"], "--format parquet writes compare.parquet: give it a folder")],
 )
 def test_bad_options_are_one_line(extra, message):
     result = runner.invoke(app, ["compare", str(DATA / "sim-a"), str(DATA / "sim-a"), *extra])
