@@ -121,6 +121,7 @@ def bandwidth_figure(results: pd.DataFrame, system: dict):
 
 def summary_figure(summary: pd.DataFrame, system: dict):
     """Horizontal bars: each summary figure in GB/s beside its peak; None without figures."""
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     rows = summary[summary["gbps"].notna() & (summary["path"] != "overlap")]
@@ -136,25 +137,31 @@ def summary_figure(summary: pd.DataFrame, system: dict):
     positions = list(range(len(rows)))[::-1]
     colours = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green", "d2h": "tab:olive",
                "p2p": "tab:purple"}
-    axis.barh(positions, rows["gbps"], color=[colours.get(p, "grey") for p in rows["path"]],
-              label="measured (best)")
+    axis.barh(positions, rows["gbps"], color=[colours.get(p, "grey") for p in rows["path"]])
+    # The legend names each path's colour (the bars are coloured by path) and the peak box.
+    handles = [Patch(color=colours.get(path, "grey"), label=f"{PATH_LABELS[path]}, best")
+               for path in dict.fromkeys(rows["path"])]
     peaks = rows["peak_gbps"]
     if peaks.notna().any():
-        axis.barh(positions, peaks.fillna(0), fill=False, edgecolor="black", linewidth=0.8,
-                  label="theoretical peak")
+        axis.barh(positions, peaks.fillna(0), fill=False, edgecolor="black", linewidth=0.8)
+        handles.append(Patch(fill=False, edgecolor="black", label="theoretical peak"))
     for position, row in zip(positions, rows.itertuples(), strict=True):
         text = f"{row.gbps:.1f} GB/s"
         if not pd.isna(row.pct_of_peak):
             text += f" ({row.pct_of_peak:.0f}% of peak)"
-        axis.annotate(text, (row.gbps, position), xytext=(3, 0), textcoords="offset points",
-                      va="center", fontsize=7)
+        end = row.gbps if pd.isna(row.peak_gbps) else max(row.gbps, row.peak_gbps)
+        axis.annotate(text, (end, position), xytext=(3, 0), textcoords="offset points",
+                      va="center", fontsize=7)  # right of the bar and its peak box
     axis.set_yticks(positions, labels, fontsize=8)
     axis.set_xscale("log")
+    # Room right of the longest bar or peak for its label (log scale: a factor, not a sum).
+    longest = float(max(rows["gbps"].max(), peaks.max(skipna=True) if peaks.notna().any() else 0))
+    axis.set_xlim(float(rows["gbps"].min()) / 2, 4 * longest)
     axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axis.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     axis.set_xlabel("GB/s (10^9 bytes/s), log scale")
     axis.grid(True, axis="x", alpha=0.3)
-    axis.legend(fontsize=7, loc="lower right")
+    axis.legend(handles=handles, fontsize=7, loc="lower right")
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Summary: measured bandwidth against theoretical peak", system, simulated)
     return figure
@@ -209,8 +216,9 @@ def telemetry_figure(samples: pd.DataFrame | None, system: dict, simulated: bool
             axis.axvspan(start, end, color="tab:blue" if index % 2 else "tab:orange",
                          alpha=0.12, linewidth=0)
             if axis is axes[0]:
+                # Upright names: a short case's span is narrower than its name laid flat.
                 axis.annotate(case, ((start + end) / 2, 0.97), xycoords=("data", "axes fraction"),
-                              fontsize=6, ha="center", va="top",
+                              fontsize=6, ha="center", va="top", rotation=90,
                               bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0})
         axis.set_ylabel(counter, fontsize=7)
         axis.grid(True, alpha=0.3)
