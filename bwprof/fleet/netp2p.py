@@ -137,14 +137,16 @@ class NetP2PExecutor:
             raise
         window = len(buffers)
         hosts = f"{self.hosts[sender]} -> {self.hosts[receiver]}"
+        notes = [f"validation failed: {wrong} of {job.size_bytes} bytes differ at rank "
+                 f"{receiver}" if wrong else "", f"{window} message(s) in flight per sample"]
+        if self.hosts[sender] == self.hosts[receiver]:  # ranks of one node: no network between
+            notes.append(f"both ranks on {self.hosts[sender]}: MPI's path within a node "
+                         f"(shared memory), not the network")
         return [Measurement(
             seconds_per_op=tuple(seconds), bytes_per_op=job.size_bytes,
             size_bytes=job.size_bytes, device=job.device_label, device_name=hosts,
             direction=case.direction, memory=job.memory or "host", valid=not wrong,
-            note=(f"validation failed: {wrong} of {job.size_bytes} bytes differ at rank "
-                  f"{receiver}" if wrong else "") + f"{'; ' if wrong else ''}{window} message(s) "
-                  f"in flight per sample",
-            ops_per_sample=window,
+            note="; ".join(n for n in notes if n), ops_per_sample=window,
         )]
 
     def _agree_on_buffers(self, job: Job, tag: int) -> list[Any] | None:

@@ -142,7 +142,8 @@ class BrokenGpu(SimBackend):
         raise RuntimeError("cudaErrorLaunchFailure")
 
 
-def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None):
+def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
+                         hosts=("node0", "node1")):
     """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback:
     what each rank's measure returned or raised. `memory`: each rank's simulated GPU;
     `broken`: the rank whose GPU fails every allocation."""
@@ -152,7 +153,7 @@ def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None):
                                 [1, 1], (True, "test"),
                                 gpu=((BrokenGpu if rank == broken else SimBackend)(
                                     devices=1, memory_bytes=memory[rank]), 0),
-                                hosts=["node0", "node1"]) for rank in (0, 1)]
+                                hosts=list(hosts)) for rank in (0, 1)]
     jobs, _same = [executor.jobs(case, plan) for executor in executors]  # both know the tags
     (job,) = [j for j in jobs if j.memory == "hbm"]
     outcomes: list = [None, None]
@@ -185,6 +186,15 @@ def test_gpu_buffers_travel_and_are_validated_on_the_receivers_gpu():
     (damaged,) = _gpu_buffer_rows(damage=True)
     assert not damaged.valid
     assert damaged.note.startswith("validation failed: 1 of ")
+    assert "not the network" not in row.note
+
+
+# Catches: two ranks of one node measured over shared memory, shown as the network's figure
+def test_a_pair_on_one_node_says_it_is_not_the_network():
+    (row,), _received = _gpu_buffer_exchange(hosts=("vm", "vm"))
+    assert row.device_name == "vm -> vm"
+    assert "both ranks on vm: MPI's path within a node (shared memory), not the network" in (
+        row.note)
 
 
 @pytest.mark.parametrize("short", [0, 1])
