@@ -321,6 +321,7 @@ def run(
             session.stop()
             system["telemetry"]["samples"] = len(session.samples)  # type: ignore[index]
             system["telemetry"]["errors"] = session.sampler.errors  # type: ignore[index]
+            system["telemetry"]["error_count"] = session.sampler.error_count  # type: ignore[index]
         close_problems = runner.close()
         if close_problems:
             system["close_errors"] = close_problems

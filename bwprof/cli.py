@@ -471,12 +471,16 @@ def monitor_command(
         _fail("nothing to monitor: NVML sees no GPU")
     peaks = reader.hbm_peaks()
     with Live(table([], interval, 0), auto_refresh=False) as live:
-        taken = monitor(reader, interval / 1000, csv_file,
-                        show=lambda latest, n: live.update(table(latest, interval, n, peaks),
-                                                           refresh=True),
-                        count=count)
+        done = monitor(reader, interval / 1000, csv_file,
+                       show=lambda latest, n: live.update(table(latest, interval, n, peaks),
+                                                          refresh=True),
+                       count=count)
     where = f"; every sample in {csv_file}" if csv_file is not None else ""
-    typer.echo(f"stopped after {taken} sample(s){where}")
+    typer.echo(f"stopped after {done.taken} sample(s){where}")
+    if done.error_count:
+        typer.echo(f"{done.error_count} read(s) failed; the first: {done.errors[0]}", err=True)
+        if not done.taken:
+            raise typer.Exit(1)
 
 
 def _print_version(value: bool) -> None:

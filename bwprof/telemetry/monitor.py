@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -95,10 +96,20 @@ class CsvSamples:
         self._file.close()
 
 
+@dataclass(frozen=True)
+class Monitored:
+    """What a monitor session did: samples taken, and the reads that failed (the first few
+    kept, all counted), so a GPU that answers nothing is said, not shown as an empty view."""
+
+    taken: int
+    errors: tuple[str, ...]
+    error_count: int
+
+
 def monitor(reader: CounterReader, interval_s: float, csv_path: Path | None,
-            show: object | None = None, count: int | None = None) -> int:
-    """Sample until Ctrl-C (or `count` samples); returns the number of samples taken.
-    `show(latest, taken)` redraws the view after each sample."""
+            show: object | None = None, count: int | None = None) -> Monitored:
+    """Sample until Ctrl-C (or `count` ticks). `show(latest, taken)` redraws the view after
+    each sample."""
     sink = CsvSamples(csv_path) if csv_path is not None else None
     taken = 0
 
@@ -120,4 +131,4 @@ def monitor(reader: CounterReader, interval_s: float, csv_path: Path | None,
         if sink is not None:
             sink.close()
         reader.close()
-    return taken
+    return Monitored(taken, tuple(sampler.errors), sampler.error_count)

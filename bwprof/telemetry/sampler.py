@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 TAGS_KEPT = 16
 """Tag changes remembered: more than a read (tens of ms) ever spans between short jobs."""
+MAX_ERRORS_KEPT = 20
 
 Reading = dict[str, object]
 Sample = dict[str, object]
@@ -43,6 +44,9 @@ class Sampler:
         self.keep = keep
         self.samples: list[Sample] = []
         self.errors: list[str] = []
+        """The first MAX_ERRORS_KEPT errors (a reader failing every tick for an hour must
+        not fill memory or system.json); `error_count` counts them all."""
+        self.error_count = 0
         self._tags: list[tuple[float, dict[str, object]]] = [
             (-math.inf, {"case": "", "size_bytes": None, "job": ""})]
         """The latest tags with the time each was set, on this sampler's clock, oldest
@@ -78,7 +82,7 @@ class Sampler:
         try:
             readings = self.read()
         except Exception as exc:  # a reader bug must not kill the run: record and go on
-            self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._error(f"{type(exc).__name__}: {exc}")
             return []
         with self._lock:
             tags = list(self._tags)
@@ -95,7 +99,7 @@ class Sampler:
             try:
                 self.on_samples(batch)
             except Exception as exc:  # a full disk must not kill the thread mid-run
-                self.errors.append(f"writing samples: {type(exc).__name__}: {exc}")
+                self._error(f"writing samples: {type(exc).__name__}: {exc}")
         return batch
 
     def run(self, wait: Callable[[float], bool] | None = None,
@@ -117,6 +121,11 @@ class Sampler:
         self._thread = threading.Thread(target=self.run, name="bwprof-sampler", daemon=True)
         self._thread.start()
 
+    def _error(self, text: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS_KEPT:
+            self.errors.append(text)
+
     def stop(self) -> bool:
         """Stop after the current read; safe to call twice or before start. False when the
         thread is still running after 5 s (a read hangs in the driver): callers must then
@@ -125,7 +134,7 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             if self._thread.is_alive():
-                self.errors.append("the sampler thread did not stop within 5 s")
+                self._error("the sampler thread did not stop within 5 s")
                 return False
             self._thread = None
         return True

@@ -64,9 +64,9 @@ def test_gpm_gives_bandwidths_in_the_view():
 
 def test_monitor_keeps_every_sample_in_the_csv(tmp_path):
     shown = []
-    taken = monitor(CounterReader.every_gpu(_nvml()), 0.001, tmp_path / "m.csv",
-                    show=lambda latest, n: shown.append(n), count=3)
-    assert taken == 3 and shown == [1, 2, 3]
+    done = monitor(CounterReader.every_gpu(_nvml()), 0.001, tmp_path / "m.csv",
+                   show=lambda latest, n: shown.append(n), count=3)
+    assert done.taken == 3 and shown == [1, 2, 3] and done.error_count == 0
     with open(tmp_path / "m.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == [*SAMPLE_COLUMNS, "schema_version"]  # as a run's samples.csv
@@ -82,6 +82,20 @@ def test_the_command(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     assert "stopped after 2 sample(s)" in result.output
     assert (tmp_path / "out.csv").read_text().count("\n") == 1 + 4
+
+
+# Catches: a GPU that answers no read shows an empty view and "0 samples", with no reason
+def test_reads_that_fail_are_said_and_none_taken_exits_1(monkeypatch):
+    monkeypatch.setattr(nvml_module, "_default", _nvml())
+
+    def lost(self):
+        raise RuntimeError("GPU is lost")
+
+    monkeypatch.setattr(CounterReader, "read", lost)
+    result = CliRunner().invoke(app, ["monitor", "--interval", "1", "--count", "3"])
+    assert result.exit_code == 1
+    assert "stopped after 0 sample(s)" in result.output
+    assert "3 read(s) failed; the first: RuntimeError: GPU is lost" in result.output
 
 
 def test_refusals_are_one_line(monkeypatch):

@@ -142,6 +142,19 @@ def test_a_failing_read_is_recorded_and_sampling_goes_on():
     assert sampler.errors == ["RuntimeError: NVML went away"]
 
 
+def test_a_read_failing_every_tick_keeps_the_first_errors_and_counts_them_all():
+    from bwprof.telemetry.sampler import MAX_ERRORS_KEPT
+
+    def read():
+        raise RuntimeError("GPU is lost")
+
+    sampler = Sampler(read, 0.05, clock=FakeTime().clock)
+    for _ in range(MAX_ERRORS_KEPT + 5):
+        sampler.sample_once()
+    assert len(sampler.errors) == MAX_ERRORS_KEPT
+    assert sampler.error_count == MAX_ERRORS_KEPT + 5
+
+
 def test_the_thread_starts_streams_samples_and_stops():
     batches = []
     got_two = threading.Event()
