@@ -128,6 +128,10 @@ class ComputePart:
             if settled:
                 break
 
+    def clear(self) -> None:
+        """Zero the output, so a later check proves the launches made since wrote it."""
+        self.backend.zero(self.y, self.nbytes)
+
     def problem(self) -> str:
         y = self.backend.download(self.y, self.nbytes).view(np.float64)
         x = self.backend.download(self.x, self.nbytes).view(np.float64)
@@ -190,6 +194,10 @@ def overlap(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int, samp
         compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
         kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate,
                                     ops=ops)
+        # Outputs zeroed (untimed): the check after the concurrent phase proves that phase
+        # wrote them, not the parts alone before it.
+        for part in (*copies, compute):
+            part.clear()
         # The kernel is queued first: behind a gate the order does not matter, and with
         # pageable copies (host-blocking) it lets the kernels run while the host stages them.
         together = take_samples(

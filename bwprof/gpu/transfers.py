@@ -82,6 +82,13 @@ class HostEnd:
         copy = partial(self.pool.backend.copy, self.dst, self.src, self.nbytes, self.stream)
         return Work(self.stream, copy, ops)
 
+    def clear(self) -> None:
+        """Zero the destination, so a later check proves the copies made since wrote it."""
+        if self.to_device:
+            self.pool.backend.zero(self.dev, self.nbytes)
+        else:
+            self.host[: self.nbytes] = 0
+
     def problem(self) -> str:
         if self.to_device:
             bad = device_mismatches(self.pool, self.dev, self.nbytes, self.seed)

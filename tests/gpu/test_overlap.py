@@ -80,6 +80,24 @@ def test_overlap_rows_time_each_part_alone_and_together(case, copies):
     assert all(lane["end_s"] > lane["start_s"] >= 0 for lane in timeline["lanes"])
 
 
+# Catches: the concurrent phase's results unchecked, since the parts alone already wrote
+# every output before it
+@pytest.mark.parametrize("part", ["copy", "launch"])
+def test_parts_that_do_nothing_when_run_together_are_invalid(monkeypatch, part):
+    real = overlap.take_samples
+
+    def together_does_nothing(backend, make_works, *args, **kwargs):
+        if len(make_works(1)) > 1:  # the concurrent phase: several streams at once
+            monkeypatch.setattr(backend, part, lambda *a, **k: None)
+        return real(backend, make_works, *args, **kwargs)
+
+    monkeypatch.setattr(overlap, "take_samples", together_does_nothing)
+    rows, _ = _run("overlap_h2d_compute")
+    concurrent = rows[-1]
+    assert concurrent.phase == "concurrent" and concurrent.status == "invalid", concurrent.note
+    assert "validation failed" in concurrent.note
+
+
 def test_pipeline_rows_per_stream_count_with_references_once():
     rows, timelines = _run("pipeline_chunked", pcie_gbps=63.0)
     assert [(r.phase, r.direction, r.streams) for r in rows] == [
