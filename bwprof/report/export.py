@@ -95,7 +95,7 @@ class RunWriter:
         self._results_csv.writerow([_cell(values[c]) for c in CSV_COLUMNS])
         for index, seconds in enumerate(seconds_per_op):
             self._timings_csv.writerow(
-                [row.run_id, self._rows, row.case, row.device, row.direction,
+                [row.run_id, self._rows, row.case, row.backend, row.device, row.direction,
                  _cell(row.size_bytes), _cell(row.threads), index, repr(seconds),
                  SCHEMA_VERSION]
             )

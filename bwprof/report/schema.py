@@ -101,6 +101,7 @@ TIMING_COLUMNS: tuple[str, ...] = (
     "run_id",
     "result_row",
     "case",
+    "backend",
     "device",
     "direction",
     "size_bytes",

@@ -131,12 +131,14 @@ def test_timings_point_at_their_row_of_results(tmp_path):
     writer = RunWriter(tmp_path)
     writer.add(make_row(case="a"), [1.0])
     writer.add(make_row(case="b", status="skipped"), [])
-    writer.add(make_row(case="c", phase="alone"), [2.0, 3.0])
+    writer.add(make_row(case="c", phase="alone", backend="simulated"), [2.0, 3.0])
     writer.close()
     with open(tmp_path / "timings.csv") as f:
         timings = list(csv.DictReader(f))
     assert [(t["result_row"], t["case"]) for t in timings] == [("0", "a"), ("2", "c"),
                                                                ("2", "c")]
+    # A simulated row's samples say so too: they are not measurements either.
+    assert [t["backend"] for t in timings] == ["host", "simulated", "simulated"]
     results = read_results(tmp_path / "results.csv")
     assert results.loc[int(timings[1]["result_row"]), "case"] == "c"
 
