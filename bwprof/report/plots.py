@@ -35,10 +35,10 @@ _NOT_COUNTERS = {"t_s", "size_bytes", "threads", "sample", "index", "schema_vers
                  "numa_node", "streams"}
 
 _MEMORY_LABELS = {"ddr": "host DDR", "hbm": "device memory", "pinned": "pinned host memory",
-                  "pageable": "pageable host memory"}
+                  "pageable": "pageable host memory", "host": "host buffers"}
 _DIRECTION_LABELS = {"within": "within one memory", "h2d": "host→device",
                      "d2h": "device→host", "both": "both directions at once",
-                     "p2p": "GPU→GPU"}
+                     "p2p": "GPU→GPU", "net": "rank→rank over MPI (net_p2p)"}
 
 
 def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
