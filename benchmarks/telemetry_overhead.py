@@ -6,9 +6,10 @@ median of each round's on/off ratio (paired, so slow drift cancels) with a distr
 interval (bar: within 1%; an interval that straddles the bar is reported as inconclusive: the
 machine is too noisy to tell). Where NVML works, "on" is a real run's telemetry, everything
 `bwprof run` does with it (the sampler reading every GPU's counters, the idle check, the
-counter windows, the join); without a driver it is the sampler thread alone with a stand-in
-reader that spends `--read-ms` per read (about what 20-30 NVML calls cost), which is the part
-that can steal CPU time from the host STREAM threads. A benchmark, not a test: it prints the
+counter windows, the join); without a driver it is the sampler thread with a stand-in reader
+that spends `--read-ms` per read (about what 20-30 NVML calls cost), which is the part that
+can steal CPU time from the host STREAM threads, following the jobs as a run's telemetry
+does (`session.follow_job`: no reads through host cases). A benchmark, not a test: it prints the
 ratios, and exits 0 when every case is within the bar, VERDICT_EXIT when one is outside it or
 inconclusive (a code of its own, so a caller can tell a verdict from a crash, which exits 1).
 
@@ -38,6 +39,25 @@ def stand_in_reader(read_ms: float):
     return read
 
 
+class Following:
+    """Progress listener that has the stand-in's sampler follow the jobs as a run's telemetry
+    session does, through the same function."""
+
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+
+    def start(self, total: int) -> None:
+        pass
+
+    def job_started(self, job) -> None:
+        from bwprof.telemetry.session import follow_job
+
+        follow_job(self.sampler, job)
+
+    def job_finished(self, job, rows) -> None:
+        self.sampler.untag()
+
+
 def main() -> int:
     sys.path.insert(0, str(REPO))
     import bwprof
@@ -56,7 +76,7 @@ def main() -> int:
     real = nvml.available()
     stand_in = stand_in_reader(args.read_ms)
     source = ("a real run's telemetry (NVML counters)" if real
-              else f"the sampler alone with a stand-in reader ({args.read_ms} ms per read)")
+              else f"a stand-in reader ({args.read_ms} ms per read) following the jobs")
     cases = ["ddr_triad"] + (["h2d_pinned"] if probe().count else [])
     figures: dict[tuple[str, bool], list[float]] = {}
     paired: dict[str, list[float]] = {case: [] for case in cases}  # on/off within each round
@@ -69,7 +89,8 @@ def main() -> int:
             try:
                 result = bwprof.run(cases=",".join(cases), preset="quick", size=args.size,
                                     repeats=args.repeats, telemetry=sampling and real,
-                                    sample_interval_ms=args.interval_ms)
+                                    sample_interval_ms=args.interval_ms,
+                                    progress=None if sampler is None else Following(sampler))
             finally:
                 if sampler is not None:
                     sampler.stop()

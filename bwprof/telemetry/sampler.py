@@ -47,6 +47,8 @@ class Sampler:
         """The first MAX_ERRORS_KEPT errors (a reader failing every tick for an hour must
         not fill memory or system.json); `error_count` counts them all."""
         self.error_count = 0
+        self.paused = False
+        """While True the schedule runs on but nothing is read (`session.follow_job`)."""
         self._tags: list[tuple[float, dict[str, object]]] = [
             (-math.inf, {"case": "", "size_bytes": None, "job": ""})]
         """The latest tags with the time each was set, on this sampler's clock, oldest
@@ -110,7 +112,8 @@ class Sampler:
         start = self.clock()
         ticks = 0
         while max_ticks is None or ticks < max_ticks:
-            self.sample_once()
+            if not self.paused:
+                self.sample_once()
             ticks += 1
             elapsed = self.clock() - start
             next_tick = math.floor(elapsed / self.interval_s) + 1

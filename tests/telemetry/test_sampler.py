@@ -40,6 +40,18 @@ def test_ticks_stay_on_the_schedule_whatever_a_read_costs():
     assert [round(s["t_s"], 9) for s in sampler.samples] == [0.0, 0.05, 0.1, 0.15]
 
 
+def test_a_paused_sampler_keeps_ticking_and_reads_nothing():
+    time = FakeTime()
+    reads = []
+    sampler = Sampler(lambda: reads.append(1) or [{"device": "gpu0"}], 0.05, clock=time.clock)
+    sampler.paused = True
+    sampler.run(wait=time.wait, max_ticks=3)
+    assert reads == [] and len(time.waits) == 3  # the ticks go on, without reads
+    sampler.paused = False
+    sampler.run(wait=time.wait, max_ticks=2)
+    assert len(reads) == 2
+
+
 def test_a_tick_missed_entirely_is_skipped_not_bunched():
     time = FakeTime()
     costs = iter([0.13, 0.0, 0.0])
