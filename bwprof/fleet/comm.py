@@ -78,6 +78,9 @@ class Fleet:
     timeout_s: float
     _tag: int = 100
     _beats: list[Any] = field(default_factory=list)
+    _pending: list[Any] = field(default_factory=list)
+    """Sends given up on: MPI may still read their buffers, so they stay referenced (a
+    request dropped while pending frees what MPI then reads: a crash on the receiver)."""
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -117,6 +120,7 @@ class Fleet:
             if peer is not None and self._heard_from(peer):
                 deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
+                self._pending.append(request)  # MPI may still use its buffer: keep it
                 raise self._timeout(what, peer)
             time.sleep(POLL_S)
 
@@ -125,18 +129,25 @@ class Fleet:
         tag = self._next_tag()
         if self.rank == 0:
             requests = [(r, self.comm.isend(value, dest=r, tag=tag)) for r in range(1, self.size)]
+            self._pending += [request for _, request in requests]
             for peer, request in requests:
                 self.wait(request, what, peer)
+            self._pending = [r for r in self._pending if all(r is not q for _, q in requests)]
             return value
         return self._recv(0, tag, what)
 
     def gather(self, value: Any, what: str) -> dict[int, Any] | None:
         """On rank 0: {rank: value} of every rank that sent before it was silent for
-        timeout_s (missing ranks absent); elsewhere None once rank 0 has the value."""
+        timeout_s (missing ranks absent); elsewhere None once rank 0 has the value.
+        Rank 0 first gives each rank the go-ahead, and a rank sends only then, while rank 0
+        receives: a rank that times out waiting has no send pending (a large one, given up,
+        crashed rank 0 when it later came to receive it)."""
         tag = self._next_tag()
         if self.rank != 0:
-            self.wait(self.comm.isend(value, dest=0, tag=tag), what, peer=0)
+            self._recv(0, tag, what)  # the go-ahead: iprobe, so nothing is pending meanwhile
+            self.comm.send(value, dest=0, tag=tag)  # rank 0 is receiving now
             return None
+        self._pending += [self.comm.isend(None, dest=r, tag=tag) for r in range(1, self.size)]
         received = {0: value}
         deadline = {source: time.monotonic() + self.timeout_s for source in range(1, self.size)}
         while deadline:
@@ -162,9 +173,11 @@ class Fleet:
         return self.comm.recv(source=source, tag=tag)
 
     def drain(self) -> None:
-        """Take the heartbeats still queued for this rank, before MPI finalises."""
+        """Take the heartbeats still queued for this rank, before MPI finalises, and forget
+        sends that completed."""
         for source in (range(1, self.size) if self.rank == 0 else [0]):
             self._heard_from(source)
+        self._pending = [request for request in self._pending if not request.test()[0]]
 
     def _next_tag(self) -> int:
         self._tag += 1

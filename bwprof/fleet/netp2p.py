@@ -170,8 +170,8 @@ class NetP2PExecutor:
             mine = ("error", f"rank {self.fleet.rank}: {type(exc).__name__}: {exc}")
         comm = self.fleet.comm
         sent = comm.isend(mine, dest=peer, tag=tag + 4)
-        theirs = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers")
-        self.fleet.wait(sent, "the buffers to be reported")
+        theirs = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers", peer)
+        self.fleet.wait(sent, "the buffers to be reported", peer)
         if mine is None and theirs is None:
             return buffers
         buffers = None  # released before the next job allocates
@@ -218,15 +218,16 @@ class NetP2PExecutor:
             self._fill(buffer)
         seconds = []
         for sample in range(repeats + 1):  # sample 0 warms up the connection
-            self.fleet.wait(comm.irecv(source=receiver, tag=tag), "ready")
+            self.fleet.wait(comm.irecv(source=receiver, tag=tag), "ready", receiver)
             start = self.clock()
             requests = [comm.Isend(buffer, dest=receiver, tag=tag + 1) for buffer in buffers]
             for request in requests:
-                self.fleet.wait(request, "the window to leave")
-            self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack")
+                self.fleet.wait(request, "the window to leave", receiver)
+            self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack", receiver)
             if sample:  # per message: the window's time over the messages in it
                 seconds.append((self.clock() - start) / len(buffers))
-        wrong = self.fleet.wait(comm.irecv(source=receiver, tag=tag + 3), "the validation")
+        wrong = self.fleet.wait(comm.irecv(source=receiver, tag=tag + 3), "the validation",
+                               receiver)
         return seconds, int(wrong)
 
     def _receive(self, sender: int, buffers: list[Any], job: Job, repeats: int,
@@ -236,9 +237,10 @@ class NetP2PExecutor:
             for buffer in buffers:
                 self._clear(buffer)
             requests = [comm.Irecv(buffer, source=sender, tag=tag + 1) for buffer in buffers]
-            self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave")
+            self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave", sender)
             for request in requests:
-                self.fleet.wait(request, "the window to arrive")
-            self.fleet.wait(comm.isend(True, dest=sender, tag=tag + 2), "the ack to leave")
+                self.fleet.wait(request, "the window to arrive", sender)
+            self.fleet.wait(comm.isend(True, dest=sender, tag=tag + 2), "the ack to leave", sender)
         wrong = self._mismatches(buffers[-1])  # after timing: the last message of the last window
-        self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 3), "the validation to leave")
+        self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 3), "the validation to leave",
+                        sender)

@@ -154,8 +154,9 @@ def run_fleet(
     **options: Any,
 ) -> api.RunResult | None:
     """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None. A
-    collective step that times out ends this rank with one line: rank 0 ends the whole job
-    (a rank hangs), another rank exits 1 (rank 0 hangs, died, or is still measuring)."""
+    collective step that times out (the rank waited for went silent for the whole timeout,
+    heartbeats included) ends the job with one line: rank 0 says which step and that a rank
+    hangs, another rank that rank 0 hangs; what each rank measured is in its own folder."""
     from bwprof.gpu.runtime import ask_for_hardware_queues
 
     ask_for_hardware_queues()  # before MPI starts: a CUDA-aware MPI may start CUDA
@@ -166,12 +167,11 @@ def run_fleet(
         if fleet.rank == 0:
             print(f"error: {exc}: a rank hangs or died; ending the job", file=sys.stderr,
                   flush=True)
-            fleet.abort(1)
         else:
-            print(f"error: {exc}: rank 0 did not take it (hung, died, or still measuring); "
+            print(f"error: {exc}: rank 0 hangs (or one of its jobs outlasted --mpi-timeout); "
                   f"what this rank measured is in its RUN/ranks/rank-{fleet.rank:04d} folder; "
-                  f"if one node's cases take longer than another's, raise --mpi-timeout",
-                  file=sys.stderr, flush=True)
+                  f"ending the job", file=sys.stderr, flush=True)
+        fleet.abort(1)  # an exit would leave MPI owing sends, and the others waiting
         raise SystemExit(1) from None
 
 

@@ -158,6 +158,9 @@ class BeatingComm(FakeComm):
     def recv(self, source, tag):
         return None if tag == HEARTBEAT_TAG else self.inbox[source].pop(0)
 
+    def send(self, value, dest, tag):  # after the go-ahead: rank 0 is receiving
+        self.sent.append((dest, tag))
+
     def isend(self, value, dest, tag):
         self.sent.append((dest, tag))
         ready = self.ready
@@ -194,3 +197,17 @@ def test_heartbeats_go_to_the_ranks_that_may_wait():
     other.heartbeat()
     other.heartbeat()  # the first, not yet taken, is kept until it completes
     assert other.comm.sent == [(0, HEARTBEAT_TAG)] * 2 and len(other._beats) == 2
+
+
+# Catches: a rank that gave up on rank 0 with its (large) results still posted as a send,
+# which rank 0, coming later to receive them, read from freed memory and crashed
+def test_a_rank_sends_its_results_only_after_rank_0_says_go():
+    fleet = Fleet(FakeComm(), rank=1, size=3, local_rank=0, local_size=1, host="n",
+                  timeout_s=0.05)
+    with pytest.raises(FleetTimeout, match=r"rank 1 waited 0\.05 s for results from rank 0"):
+        fleet.gather("a large report", "results")
+    assert fleet.comm.sent == []  # nothing posted: nothing owed after giving up
+    root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
+                 timeout_s=0.05)
+    assert root.gather("mine", "results") == {0: "mine", 1: "from one"}
+    assert [dest for dest, _tag in root.comm.sent] == [1, 2]  # the go-ahead to each rank

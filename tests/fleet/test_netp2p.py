@@ -127,8 +127,17 @@ class Loopback:
                 data[-1] ^= 0xFF
             return send(data, dest, tag)
 
+        def iprobe(source, tag):
+            with loop.lock:
+                return bool(loop.queues[(source, rank, tag)])
+
+        def recv(source, tag):
+            with loop.lock:
+                return loop.queues[(source, rank, tag)].popleft()
+
         return type("Comm", (), {
             "isend": staticmethod(send), "Isend": staticmethod(send_buffer),
+            "iprobe": staticmethod(iprobe), "recv": staticmethod(recv),
             "irecv": staticmethod(lambda source, tag: Receive((source, rank, tag))),
             "Irecv": staticmethod(lambda buffer, source, tag: Receive((source, rank, tag),
                                                                       buffer)),
@@ -143,13 +152,14 @@ class BrokenGpu(SimBackend):
 
 
 def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
-                         hosts=("node0", "node1")):
+                         hosts=("node0", "node1"), timeout_s=10.0, sender_late_s=0.0):
     """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback:
     what each rank's measure returned or raised. `memory`: each rank's simulated GPU;
     `broken`: the rank whose GPU fails every allocation."""
     plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))  # GPU buffers: the largest
     loop, case = Loopback(damage), get_case("net_p2p")
-    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
+    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}",
+                                      timeout_s),
                                 [1, 1], (True, "test"),
                                 gpu=((BrokenGpu if rank == broken else SimBackend)(
                                     devices=1, memory_bytes=memory[rank]), 0),
@@ -159,6 +169,11 @@ def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
     outcomes: list = [None, None]
 
     def measure(rank):
+        if rank == 0:  # busy elsewhere a while (earlier jobs), beating as a run does
+            late = time.monotonic() + sender_late_s
+            while time.monotonic() < late:
+                executors[0].fleet.heartbeat()
+                time.sleep(0.02)
         try:
             outcomes[rank] = executors[rank].measure(case, job, plan)
         except (NotRun, RuntimeError) as exc:
@@ -187,6 +202,13 @@ def test_gpu_buffers_travel_and_are_validated_on_the_receivers_gpu():
     assert not damaged.valid
     assert damaged.note.startswith("validation failed: 1 of ")
     assert "not the network" not in row.note
+
+
+# Catches: a rank waiting for its pair's turn gives up on rank 0, busy with earlier pairs
+# and beating all along, after --mpi-timeout (the later ranks of a big fleet all did)
+def test_a_pair_waits_past_its_timeout_while_its_peer_beats():
+    (row,), received = _gpu_buffer_exchange(timeout_s=0.3, sender_late_s=1.0)
+    assert row.valid and received == []
 
 
 # Catches: two ranks of one node measured over shared memory, shown as the network's figure
@@ -232,7 +254,8 @@ def _host_buffer_exchange(loop, clock=None, sizes=(1 * MiB,)):
 
     plan = replace(PLAN, transfer_sizes=sizes)
     case = get_case("net_p2p")
-    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}", 10.0),
+    executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}",
+                                      10.0),
                                 [0, 0], (False, "test"), hosts=["node0", "node1"],
                                 **({"clock": clock} if clock and rank == 0 else {}))
                  for rank in (0, 1)]
