@@ -69,7 +69,7 @@ def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
             continue
         counts = Counter(v for vals in per_host.values() for v in vals)  # nodes per value
         (majority, most), *others = counts.most_common()
-        if others and others[0][1] == most:  # no value is on most nodes: name them all
+        if others and others[0][1] == most:  # no value is the most common: name them all
             hosts_of = {value: ", ".join(h for h, vals in sorted(per_host.items())
                                          if value in vals) for value in counts}
             found.append(Finding(
@@ -84,7 +84,8 @@ def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
                 found.append(Finding(
                     "warning", host, f"node {host}: {METADATA_KEYS[key]} differs from the fleet",
                     "nodes that should be identical are not: figures may differ for that reason",
-                    f"{METADATA_KEYS[key]} {', '.join(odd)} here, {majority} on most nodes",
+                    f"{METADATA_KEYS[key]} {', '.join(odd)} here, {majority} on {most} of "
+                    f"{len(per_host)} nodes",
                 ))
     return found
 

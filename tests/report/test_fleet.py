@@ -45,7 +45,7 @@ def test_metadata_differing_from_the_majority():
     assert [(f.device, f.what) for f in findings] == [
         ("c", "node c: driver differs from the fleet"),
         ("c", "node c: PCIe generation (max) differs from the fleet")]
-    assert "550 here, 580 on most nodes" in findings[0].evidence
+    assert "550 here, 580 on 2 of 3 nodes" in findings[0].evidence
 
 
 def test_without_a_majority_every_value_is_named_and_no_node_is_blamed():
