@@ -8,6 +8,7 @@ written, so bad input fails fast with one line and leaves no half-written run fo
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -90,15 +91,16 @@ def list_items(text: str) -> list[str]:
 def int_tuple(value: object, option: str) -> tuple[int, ...]:
     """An option given from Python as one int or a sequence of them (the API's `threads=1`,
     `size=[1 << 20]`), as a tuple; anything else is a one-line BwprofError."""
-    items = [value] if isinstance(value, int) else value
+    items = [value] if isinstance(value, numbers.Integral) else value
     try:
         values = tuple(items)  # type: ignore[call-overload]
     except TypeError:
         values = ()
-    if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    if not values or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                             for v in values):
         raise BwprofError(f"{option} expects an integer, a list of integers or a string such "
                           f"as '1,2', got {value!r}")
-    return tuple(dict.fromkeys(values))
+    return tuple(dict.fromkeys(int(v) for v in values))  # NumPy's integers too
 
 
 def parse_int_list(text: str, option: str) -> tuple[int, ...]:

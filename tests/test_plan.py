@@ -1,5 +1,6 @@
 import itertools
 
+import numpy as np
 import pytest
 
 from bwprof.errors import BwprofError
@@ -91,6 +92,9 @@ def test_the_python_api_takes_one_integer_where_the_cli_takes_a_list():
     assert plan.threads == (2,) and plan.host_array_bytes == (8 * MiB,)
     plan = make_plan(**{**MACHINE, "threads": [1, 2, 1], "size": (8 * MiB,)})
     assert plan.threads == (1, 2)
+    plan = make_plan(**{**MACHINE, "threads": np.int64(2), "size": np.array([8 * MiB])})
+    assert plan.threads == (2,) and plan.host_array_bytes == (8 * MiB,)
+    assert type(plan.threads[0]) is int
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
             if self._thread.is_alive():
-                self._error("the sampler thread did not stop within 5 s")
+                self.error_count += 1  # kept whatever came before: callers act on it
+                self.errors.append("the sampler thread did not stop within 5 s")
                 return False
             self._thread = None
         return True
