@@ -9,7 +9,7 @@
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
 #   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots
-#   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with the sampler on and off
+#   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
 #      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
 #      running out of its 80 s)
 #   7. a table of the headline figures from $OUT/run/results.csv, with the bars
