@@ -129,21 +129,30 @@ def test_every_kernel_launches_through_the_backend_and_matches_gold(real_gpu, ba
         assert gold.check(gold.KERNELS[name], runs, *host, dot) == "", name
 
 
-def test_gate_covers_the_enqueue_and_starts_streams_together(real_gpu, backend):
+def _two_way_copies(backend, gpu):
+    """MAX_OPS 64 KiB copies each way on two streams, warmed up behind a gate: enqueueing them
+    takes far longer than the copies of one op."""
     from functools import partial
 
     from bwprof.gpu.backend import Work
-    from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, MAX_OPS
+    from bwprof.gpu.sampling import HOLD_US, MAX_OPS
 
     size = 64 << 10
     host = [backend.host_array(size, pinned=True) for _ in range(2)]
-    dev = [backend.device_array(real_gpu, size) for _ in range(2)]
-    streams = [backend.new_stream(real_gpu) for _ in range(2)]
+    dev = [backend.device_array(gpu, size) for _ in range(2)]
+    streams = [backend.new_stream(gpu) for _ in range(2)]
     works = [
         Work(streams[0], partial(backend.copy, dev[0], host[0], size, streams[0]), MAX_OPS),
         Work(streams[1], partial(backend.copy, host[1], dev[1], size, streams[1]), MAX_OPS),
     ]
     backend.time_sample(works, gate=True, hold_us=HOLD_US)  # warm-up (compiles the gate)
+    return works
+
+
+def test_gate_covers_the_enqueue_and_starts_streams_together(real_gpu, backend):
+    from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US
+
+    works = _two_way_copies(backend, real_gpu)
     hold_us = HOLD_US
     sample = backend.time_sample(works, gate=True, hold_us=hold_us)
     while not sample.covered and hold_us < MAX_HOLD_US:  # as take_samples does
@@ -162,20 +171,7 @@ def test_a_gate_released_before_the_enqueue_ended_is_detected(real_gpu, backend)
     """`covered` is what retries a sample with a longer hold, notes "gate too short" and keeps
     ungated samples out of the aggregates: a hold of 0 us ends long before 2 x MAX_OPS copies
     are enqueued, and the sample must say so (one of three, against a stray slow launch)."""
-    from functools import partial
-
-    from bwprof.gpu.backend import Work
-    from bwprof.gpu.sampling import HOLD_US, MAX_OPS
-
-    size = 64 << 10
-    host = [backend.host_array(size, pinned=True) for _ in range(2)]
-    dev = [backend.device_array(real_gpu, size) for _ in range(2)]
-    streams = [backend.new_stream(real_gpu) for _ in range(2)]
-    works = [
-        Work(streams[0], partial(backend.copy, dev[0], host[0], size, streams[0]), MAX_OPS),
-        Work(streams[1], partial(backend.copy, host[1], dev[1], size, streams[1]), MAX_OPS),
-    ]
-    backend.time_sample(works, gate=True, hold_us=HOLD_US)  # warm-up (compiles the gate)
+    works = _two_way_copies(backend, real_gpu)
     samples = [backend.time_sample(works, gate=True, hold_us=0) for _ in range(3)]
     assert not all(sample.covered for sample in samples)
 
