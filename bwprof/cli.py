@@ -114,6 +114,10 @@ def run_command(
         int | None, typer.Option("--fail-rank", hidden=True,
                                  help="Make this rank fail (tests of fleet error handling).")
     ] = None,
+    hang_rank: Annotated[
+        int | None, typer.Option("--hang-rank", hidden=True,
+                                 help="Make this rank hang (tests of fleet timeouts).")
+    ] = None,
     simulate: Annotated[
         bool, typer.Option("--simulate", hidden=True,
                            help="Run GPU cases on the simulated CPU backend (tests only).")
@@ -153,7 +157,8 @@ def run_command(
 
             try:
                 fleet_result = run_fleet(out=out_dir, timeout_s=mpi_timeout,
-                                         fail_rank=fail_rank, progress=progress, **options)
+                                         fail_rank=fail_rank, hang_rank=hang_rank,
+                                         progress=progress, **options)
             except QuietExit:
                 raise typer.Exit(EXIT_USAGE) from None
             except BwprofError:

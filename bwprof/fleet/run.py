@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -86,16 +87,19 @@ class RankReport:
 
 class FailAtFirstLocalJob:
     """Progress listener that raises at this rank's first non-collective job (`--fail-rank`),
-    after the collective case, so its peers are not left waiting."""
+    after the collective case, so its peers are not left waiting; or, with `hang`
+    (`--hang-rank`), never returns from it, as a rank stuck in a driver call would."""
 
-    def __init__(self, inner: ProgressListener | None) -> None:
-        self.inner = inner
+    def __init__(self, inner: ProgressListener | None, hang: bool = False) -> None:
+        self.inner, self.hang = inner, hang
 
     def start(self, total: int) -> None:
         if self.inner is not None:
             self.inner.start(total)
 
     def job_started(self, job: Job) -> None:
+        while job.case != "net_p2p" and self.hang:
+            time.sleep(1)  # silent from now on: no heartbeat, no result
         if job.case != "net_p2p":
             raise InjectedFailure("failure injected by --fail-rank (a test of fleet errors)")
         if self.inner is not None:
@@ -150,6 +154,7 @@ def _gpu_share(local_rank: int, local_size: int, count: int) -> list[int] | None
 
 def run_fleet(
     *, out: Path | None, timeout_s: float = DEFAULT_TIMEOUT_S, fail_rank: int | None = None,
+    hang_rank: int | None = None,
     progress: ProgressListener | None = None, command_line: Sequence[str] | None = None,
     **options: Any,
 ) -> api.RunResult | None:
@@ -162,7 +167,8 @@ def run_fleet(
     ask_for_hardware_queues()  # before MPI starts: a CUDA-aware MPI may start CUDA
     fleet = Fleet.join(timeout_s)
     try:
-        return _take_part(fleet, out, timeout_s, fail_rank, progress, command_line, options)
+        return _take_part(fleet, out, timeout_s, fail_rank, hang_rank, progress, command_line,
+                          options)
     except FleetTimeout as exc:
         if fleet.rank == 0:
             print(f"error: {exc}: a rank hangs or died; ending the job", file=sys.stderr,
@@ -176,7 +182,8 @@ def run_fleet(
 
 
 def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int | None,
-               progress: ProgressListener | None, command_line: Sequence[str] | None,
+               hang_rank: int | None, progress: ProgressListener | None,
+               command_line: Sequence[str] | None,
                options: dict[str, Any]) -> api.RunResult | None:
     """This rank's part of a fleet run (see the module's docstring for the steps)."""
     from bwprof.gpu.runtime import probe
@@ -215,8 +222,9 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
     executor = NetP2PExecutor(fleet, counts, aware, _rank_gpu(gpus_here, options),
                               hosts=hosts)
     shown = progress if fleet.rank == 0 else None  # only rank 0 prints
-    listener = Heartbeat(fleet, FailAtFirstLocalJob(shown) if fail_rank == fleet.rank
-                         else shown)
+    injected = fleet.rank in (fail_rank, hang_rank)  # tests of fleet errors
+    listener = Heartbeat(fleet, FailAtFirstLocalJob(shown, hang=fleet.rank == hang_rank)
+                         if injected else shown)
     try:
         result = api.run(
             out=folder, progress=listener, command_line=command_line, plots=False,

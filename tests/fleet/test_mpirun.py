@@ -93,3 +93,34 @@ def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
     gpus = set(zip(ok["rank"], ok["device"].str.split(":").str[1], strict=True))
     assert gpus == {(0, "gpu0"), (1, "gpu1")}
     assert (ok["backend"] == "simulated").all()
+
+
+def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(tmp_path):
+    """Rank 1 hangs at its first job (silent: no heartbeat, no result): rank 0 waits out the
+    timeout, writes the merged folder with an error row for rank 1, and ends the job."""
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    done = _mpirun(out, "--hang-rank", "1", "--mpi-timeout", "5")
+    assert done.returncode != 0
+    assert "rank(s) 1 did not report within 5 s" in done.stderr
+    results = pd.read_csv(out / "results.csv")
+    assert (results[results["rank"] == 0]["status"] == "ok").any()
+    errors = results[results["status"] == "error"]
+    assert list(errors["rank"]) == [1]
+    assert "did not report within 5 s (hung or died)" in errors["note"].iloc[0]
+    ranks = json.loads((out / "system.json").read_text())["mpi"]["ranks"]
+    assert [r["status"] for r in ranks] == ["ok", "missing"]
+
+
+def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(tmp_path):
+    """Rank 0 hangs after net_p2p: rank 1, waiting for its go-ahead, hears nothing for the
+    timeout, says so in one line and ends the job; its own rows stay in its folder (net_p2p
+    rows are the sender's, rank 0's)."""
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    done = _mpirun(out, "--hang-rank", "0", "--mpi-timeout", "5")
+    assert done.returncode != 0
+    assert ("rank 1 waited 5 s for every rank's results from rank 0, silent all that time: "
+            "rank 0 hangs") in done.stderr
+    kept = pd.read_csv(out / "ranks" / "rank-0001" / "results.csv")
+    assert list(kept["case"]) == ["ddr_triad"]  # waived here (host cases: local rank 0 only)
