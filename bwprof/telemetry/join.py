@@ -19,7 +19,7 @@ link as trained at that moment can carry where that is less, so a link trained f
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from bwprof.peaks import pcie_peak_gbps
 from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
@@ -198,6 +198,30 @@ def _gpm_medians(gpm: list[dict[str, object]]) -> dict[str, float]:
         if values:
             out[f"{name}_mean"] = statistics.median(values)
     return out
+
+
+def join_every_gpu(samples: Sequence[dict[str, object]], *, devices: Sequence[str],
+                   direction: str, memory: str, window: tuple[float, float],
+                   window_bytes: int | None, c2c: Iterable[str] = ()) -> dict[str, object]:
+    """The counter check of an every-GPU row (h2d_all's `all`): each GPU's counter figure over
+    the window, as its own row would read it, summed against the bytes all of them moved.
+    Clocks, power and the rest stay on each GPU's own row: a sum or mean of them says little."""
+    share = window_bytes // len(devices) if window_bytes and devices else None
+    no_pcie = set(c2c)
+    parts = [join_row(samples, device=device, direction=direction, memory=memory,
+                      peak_gbps=None, window=window, window_bytes=share,
+                      host_over_pcie=device not in no_pcie) for device in devices]
+    length = window[1] - window[0]
+    window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
+    figures = [part["counter_gbps"] for part in parts]
+    derived = (sum(figures) if figures and all(f is not None for f in figures)  # type: ignore[misc]
+               else None)
+    checked = bool(parts) and all(part["counter_ratio"] is not None for part in parts)
+    return {
+        "telemetry_samples": sum(int(part["telemetry_samples"]) for part in parts),  # type: ignore[call-overload]
+        "window_gbps": window_gbps, "counter_gbps": derived,
+        "counter_ratio": derived / window_gbps if checked and derived and window_gbps else None,
+    }
 
 
 def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: str,

@@ -10,7 +10,7 @@ from bwprof.cases import CASES_BY_KEY
 from bwprof.measurement import Job, Measurement
 from bwprof.report.schema import ResultRow
 from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
-from bwprof.telemetry.join import join_row, source_device
+from bwprof.telemetry.join import join_every_gpu, join_row, source_device
 from bwprof.telemetry.sampler import Sampler
 
 SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "device", "case", "size_bytes", "job", *COUNTER_FIELDS)
@@ -76,8 +76,9 @@ class TelemetrySession:
 
     def annotate(self, row: ResultRow, measurement: Measurement,
                  job_window: tuple[float, float]) -> ResultRow:
-        """The row with the counters of its GPU during its operations (or its job)."""
-        if not row.device.startswith("gpu"):
+        """The row with the counters of its GPU during its operations (or its job); an
+        every-GPU row (`all`) gets the sum of its GPUs' counter figures against its bytes."""
+        if not row.device.startswith("gpu") and row.device != "all":
             return row
         window = job_window
         if measurement.window_s is not None:
@@ -85,6 +86,10 @@ class TelemetrySession:
             window = (measurement.window_s[0] - origin, measurement.window_s[1] - origin)
         window_bytes = (measurement.window_ops * measurement.bytes_per_op
                         if measurement.window_ops else None)
+        if row.device == "all":
+            return replace(row, counters=join_every_gpu(
+                self.samples, devices=self.reader.labels, direction=row.direction,
+                memory=row.memory, window=window, window_bytes=window_bytes, c2c=self._c2c))
         counters = join_row(self.samples, device=row.device, direction=row.direction,
                             memory=row.memory, peak_gbps=row.peak_gbps, window=window,
                             window_bytes=window_bytes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bwprof.report.schema import TELEMETRY_COLUMNS
-from bwprof.telemetry.join import counter_gbps, counters_for, join_row
+from bwprof.telemetry.join import counter_gbps, counters_for, join_every_gpu, join_row
 
 MIB = 1 << 20
 
@@ -234,3 +234,24 @@ def test_gpm_pcie_rates_are_read_by_their_median_too():
                       window_bytes=int(55_100 * MIB * 0.75))
     assert joined["counter_gbps"] == pytest.approx(55_100 * MIB / 1e9)
     assert joined["counter_ratio"] == pytest.approx(1.0, abs=0.001)
+
+
+# Catches: the every-GPU row (h2d_all's `all`) without any counter check
+def test_the_every_gpu_row_sums_its_gpus_counter_figures_against_all_bytes_moved():
+    window = (0.0, 0.55)
+    each = int(40_000 * MIB * 0.55)  # each GPU received 40,000 MiB/s over the window
+    samples = _snapshots(10) + [{**s, "device": "gpu1", "pcie_rx_mibps": 30_000.0}
+                                for s in _snapshots(10)]
+    joined = join_every_gpu(samples, devices=["gpu0", "gpu1"], direction="h2d",
+                            memory="pinned", window=window, window_bytes=2 * each)
+    assert set(joined) <= set(TELEMETRY_COLUMNS) and joined["telemetry_samples"] == 20
+    assert joined["window_gbps"] == pytest.approx(2 * 40_000 * MIB / 1e9)
+    assert joined["counter_gbps"] == pytest.approx(70_000 * MIB / 1e9)
+    assert joined["counter_ratio"] == pytest.approx(70 / 80)
+    # A GPU short of samples, or reached over NVLink-C2C, leaves the sum unchecked.
+    short = join_every_gpu(samples[:-1], devices=["gpu0", "gpu1"], direction="h2d",
+                           memory="pinned", window=window, window_bytes=2 * each)
+    assert short["counter_ratio"] is None
+    c2c = join_every_gpu(samples, devices=["gpu0", "gpu1"], direction="h2d", memory="pinned",
+                         window=window, window_bytes=2 * each, c2c=["gpu1"])
+    assert c2c["counter_gbps"] is None and c2c["counter_ratio"] is None
