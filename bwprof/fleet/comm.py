@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,20 +110,28 @@ class Fleet:
         silent = "" if peer is None else f" from rank {peer}, silent all that time"
         return FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what}{silent}")
 
-    def wait(self, request: Any, what: str, peer: int | None = None) -> Any:
-        """Complete an MPI request, or FleetTimeout after timeout_s without a heartbeat from
-        `peer` (the rank it depends on; without one, timeout_s in all)."""
+    def _poll(self, ready: Callable[[], tuple[bool, Any]], what: str,
+              peer: int | None) -> Any:
+        """Poll `ready` until it says done, or FleetTimeout after timeout_s without a
+        heartbeat from `peer` (the rank it depends on; without one, timeout_s in all)."""
         deadline = time.monotonic() + self.timeout_s
         while True:
-            done, value = request.test()
+            done, value = ready()
             if done:
                 return value
             if peer is not None and self._heard_from(peer):
                 deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
-                self._pending.append(request)  # MPI may still use its buffer: keep it
                 raise self._timeout(what, peer)
             time.sleep(POLL_S)
+
+    def wait(self, request: Any, what: str, peer: int | None = None) -> Any:
+        """Complete an MPI request (see `_poll` for the timeout)."""
+        try:
+            return self._poll(request.test, what, peer)
+        except FleetTimeout:
+            self._pending.append(request)  # MPI may still use its buffer: keep it
+            raise
 
     def bcast(self, value: Any, what: str) -> Any:
         """Rank 0's value on every rank (point-to-point, so a timeout is possible)."""
@@ -163,13 +172,8 @@ class Fleet:
         return received
 
     def _recv(self, source: int, tag: int, what: str) -> Any:
-        deadline = time.monotonic() + self.timeout_s
-        while not self.comm.iprobe(source=source, tag=tag):
-            if self._heard_from(source):
-                deadline = time.monotonic() + self.timeout_s
-            if time.monotonic() > deadline:
-                raise self._timeout(what, source)
-            time.sleep(POLL_S)
+        """Receive once the message is there (probed: nothing is posted while waiting)."""
+        self._poll(lambda: (self.comm.iprobe(source=source, tag=tag), None), what, source)
         return self.comm.recv(source=source, tag=tag)
 
     def drain(self) -> None:

@@ -306,10 +306,11 @@ def _describe_node(nodes: dict[str, dict], host: str, system: dict) -> None:
     if not system:
         return
     gpus = dict(system.get("gpus") or {})
-    node = nodes.setdefault(host, {"host": system.get("host"), "gpus": gpus,
-                                   "telemetry": system.get("telemetry")})
-    if node["gpus"] is gpus:
+    if host not in nodes:
+        nodes[host] = {"host": system.get("host"), "gpus": gpus,
+                       "telemetry": system.get("telemetry")}
         return
+    node = nodes[host]
     known = {device.get("index") for device in node["gpus"].get("devices") or []}
     added = [d for d in gpus.get("devices") or [] if d.get("index") not in known]
     if added:
