@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof._version import __version__
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
 from bwprof.errors import BwprofError, RunInterrupted
+from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.plan import Plan, make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.findings import derive_findings, findings_frame
@@ -25,9 +26,9 @@ from bwprof.report.formats import check_format
 from bwprof.report.frames import results_frame
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import with_extras
-from bwprof.report.schema import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.report.summary import build_summary
-from bwprof.runner import Executor, ProgressListener, RunContext, Runner, UnavailableExecutor
+from bwprof.runner import ProgressListener, RunContext, Runner
+from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.system import HostInfo, host_info
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
@@ -98,6 +99,7 @@ def gpu_executor(
 
     info: dict[str, object]
     executor: Executor
+    gpus: GpuExecutor | None = None
     if simulate:
         from bwprof.gpu.sim import SimBackend
 
@@ -105,7 +107,7 @@ def gpu_executor(
         found = gpu_devices.describe(backend)
         info = {"count": len(found), "reason": None, "detail": "simulated backend",
                 "simulated": True}
-        executor = GpuExecutor(backend, found, host_memory_bytes)
+        executor = gpus = GpuExecutor(backend, found, host_memory_bytes)
     else:
         from bwprof.gpu.runtime import CudaBackend, hardware_queues, probe
 
@@ -122,14 +124,13 @@ def gpu_executor(
                 executor, found = UnavailableExecutor("cuda", str(exc)), []
             else:
                 found = gpu_devices.describe(cuda_backend, gpu_devices.nvml_metadata)
-                executor = GpuExecutor(cuda_backend, found, host_memory_bytes)
-    if only is not None and found:
+                executor = gpus = GpuExecutor(cuda_backend, found, host_memory_bytes)
+    if only is not None and gpus is not None:
         share = (f"this rank holds {', '.join(f'gpu{i}' for i in only)} of its node's "
                  f"{len(found)} GPUs (several ranks on the node)")
         found = [device for device in found if device.index in set(only)]
         info["used"] = [device.index for device in found]
-        executor = GpuExecutor(executor.gpu, found, host_memory_bytes,  # type: ignore[attr-defined]
-                               node_share=share)
+        executor = gpus.sharing(found, share)
     info["devices"] = [device.as_dict() for device in found]
     if system is not None:
         system["gpus"] = info
@@ -142,15 +143,18 @@ def start_telemetry(
 ) -> TelemetrySession | None:
     """Check the GPUs this run measures are idle, then sample them; or say in system.json
     why not. The idle check runs with telemetry off too: a busy GPU gets a finding."""
+    from bwprof.gpu.executor import COUNTER_WINDOW_MIN_BYTES, COUNTER_WINDOW_S, GpuExecutor
+
     state: dict[str, object] = {"enabled": False, "interval_ms": interval_s * 1000}
     system["telemetry"] = state
     if executor is None:
         state["reason"] = "no GPU case selected"
         return None
-    if getattr(executor, "backend", "") != "cuda" or not hasattr(executor, "devices"):
+    if not isinstance(executor, GpuExecutor) or executor.backend != "cuda":
         state["reason"] = ("simulated backend: no hardware to sample"
-                           if getattr(executor, "backend", "") == "simulated"
-                           else getattr(executor, "reason", None) or "no GPU")
+                           if executor.backend == "simulated"
+                           else executor.reason if isinstance(executor, UnavailableExecutor)
+                           else "no GPU")
         return None
     from bwprof.telemetry import nvml
     from bwprof.telemetry.counters import CounterReader
@@ -159,7 +163,7 @@ def start_telemetry(
         state["reason"] = f"{nvml.reason()} (so no idle check either)"
         return None
     reader = CounterReader(nvml.get_nvml(), [(d.label, d.properties.pci_bus_id)
-                                             for d in executor.devices])  # type: ignore[attr-defined]
+                                             for d in executor.devices])
     if not reader.labels:
         state["reason"] = ("NVML sees none of the CUDA devices (no PCI bus id matched), so no "
                            "idle check either")
@@ -172,9 +176,7 @@ def start_telemetry(
     on_samples = None if writer is None else (
         lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
     session = TelemetrySession(reader, interval_s, on_samples)
-    from bwprof.gpu.executor import COUNTER_WINDOW_MIN_BYTES, COUNTER_WINDOW_S
-
-    executor.counter_window_s = COUNTER_WINDOW_S  # type: ignore[attr-defined]
+    executor.counter_window_s = COUNTER_WINDOW_S
     state.update(enabled=True, reason=None, devices=reader.labels,
                  gpm=reader.gpm_devices(), counter_window_s=COUNTER_WINDOW_S,
                  counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
@@ -205,7 +207,7 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
                 else host_executor(host_info())
             )
         why = executors[case.target].unavailable_reason(case)
-        availability[case.key] = why if why is None or isinstance(why, str) else why.reason
+        availability[case.key] = None if why is None else why.reason
     for executor in executors.values():
         executor.close()
     return availability

@@ -331,8 +331,8 @@ def info_command(
 ) -> None:
     """The host (CPU, caches, memory, NUMA, OS, versions) and the GPUs where a driver is present."""
     from bwprof.api import gpu_executor
-    from bwprof.plan import format_bytes
     from bwprof.system import host_info
+    from bwprof.units import format_bytes
 
     host = host_info()
     system: dict[str, object] = {}
@@ -397,7 +397,7 @@ def _nvml_line(meta: dict) -> str:
 
 def _gpu_line(device: dict) -> str:
     """One line per GPU for `bwprof info`: identity, memory, link, NUMA and peaks."""
-    from bwprof.plan import format_bytes
+    from bwprof.units import format_bytes
 
     props, meta = device["properties"], device["metadata"]
 

@@ -1,8 +1,11 @@
-"""What a case implementation hands back to the runner: raw per-operation times, not figures."""
+"""What a case implementation hands back to the runner: raw per-operation times, not figures,
+and the one type for "cannot run here, because ..." (`NotRun`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from bwprof.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,9 @@ class Job:
     """Buffer kind of a job whose case measures several (net_p2p: host or hbm)."""
     numa_node: int | None = None
     """Host NUMA node whose cores and memory alone a host job uses (None: the whole host)."""
+    note: str = field(default="", compare=False)
+    """Why the job's size is what it is, where the case had to choose (a default that did
+    not fit and was halved); its rows carry it."""
 
     @property
     def device_label(self) -> str:
@@ -36,8 +42,6 @@ class Job:
         return f"gpu{self.device}" if self.peer is None else f"gpu{self.device}->gpu{self.peer}"
 
     def label(self) -> str:
-        from bwprof.plan import format_bytes
-
         parts = [self.case]
         if self.size_bytes is not None:
             parts.append(format_bytes(self.size_bytes))
@@ -59,7 +63,9 @@ class Job:
 class Measurement:
     """Raw outcome of one row: the time of one operation in each kept sample, and validation.
 
-    The runner derives median, best, CV and GB/s from `seconds_per_op` and `bytes_per_op`.
+    The runner derives median, best, CV and the figure (in the case's metric) from
+    `seconds_per_op` and the work of one operation: `work_per_op` where the metric counts
+    something else than bytes (FLOP, dependent loads), else `bytes_per_op`.
     """
 
     seconds_per_op: tuple[float, ...]
@@ -75,20 +81,41 @@ class Measurement:
     streams: int | None = None
     numa_node: int | None = None
     ops_per_sample: int = 1
-    peak_gbps: float | None = None
+    peak: float | None = None
+    """Theoretical peak in the metric's unit (GB/s for bandwidth); None where unknown or where
+    it does not apply (a cache-resident row)."""
     phase: str = ""
     overlap_efficiency: float | None = None
+    work_per_op: float | None = None
+    flags: frozenset[str] = frozenset()
+    """Facts about the row that code acts on (`bwprof.schema.flags`)."""
     window_s: tuple[float, float] | None = None
     """time.monotonic() interval in which this row's operations ran (counters join on it)."""
     window_ops: int | None = None
     """Operations of `bytes_per_op` issued in that interval (warm-up included)."""
     extra: dict[str, object] = field(default_factory=dict)
 
+    @property
+    def work(self) -> float:
+        """The work of one operation in the metric's terms."""
+        return self.bytes_per_op if self.work_per_op is None else self.work_per_op
+
 
 class NotRun(Exception):
-    """Raised by a case implementation for a job that cannot run here: a row, not a failure."""
+    """A job (or a whole case) that cannot run here: a row with this status and reason, not a
+    failure. Raised by case code mid-job, or returned by `Executor.unavailable` up front."""
 
     def __init__(self, status: str, reason: str) -> None:
         super().__init__(reason)
-        self.status = status  # "skipped" or "waived"
+        self.status = status  # "skipped" (could not run) or "waived" (does not apply)
         self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, NotRun)
+                and (self.status, self.reason) == (other.status, other.reason))
+
+    def __hash__(self) -> int:
+        return hash((self.status, self.reason))
+
+    def __repr__(self) -> str:
+        return f"NotRun({self.status!r}, {self.reason!r})"

@@ -85,8 +85,3 @@ INVALID_ABOVE_PEAK = 1.05
 noise (cache-resident sizes excepted)."""
 FINDING_ABOVE_PEAK = 1.0
 """Any figure above its theoretical peak gets a finding, so a near miss is seen too."""
-
-
-C2C_NOTE = "host link is NVLink-C2C: no peak known for it (PCIe's does not apply)"
-"""Marks a host copy row of a GPU reaching host memory over NVLink-C2C (Grace Hopper): no
-PCIe peak, no PCIe-counter check, no HBM/PCIe ratio."""

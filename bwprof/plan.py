@@ -15,10 +15,10 @@ from typing import Literal
 
 from bwprof.cases import CaseSpec, select_cases
 from bwprof.errors import BwprofError
+from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
 
 PresetName = Literal["quick", "standard", "full"]
 
-KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 HOST_ELEMENT_BYTES = 8  # float64
 MIN_HOST_ARRAY_BYTES = 1024 * HOST_ELEMENT_BYTES
@@ -56,7 +56,7 @@ PRESETS: dict[str, Preset] = {
 
 _UNITS = {
     "": 1, "b": 1,
-    "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB, "t": 1 << 40, "tib": 1 << 40,
+    "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB, "t": TiB, "tib": TiB,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 }
 
@@ -115,18 +115,8 @@ def parse_int_list(text: str, option: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def format_bytes(n: int) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= scale:
-            value = n / scale
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} B"
-
-
 CACHE_MULTIPLE = 4
 """STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
-IN_CACHE_NOTE = f"under {CACHE_MULTIPLE}x the last-level cache"
-"""Marks a DDR row's note when its arrays are smaller: the summary keeps it out of DDR."""
 
 
 def default_host_array_bytes(llc_bytes: int | None) -> int:

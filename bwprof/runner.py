@@ -1,9 +1,10 @@
 """Runs a Plan: expands cases into jobs, asks the executors for raw times, derives statistics,
 and hands every finished row to the sink at once so an interrupted run keeps what it measured.
 
-Executors (host, cuda, simulated) implement one small interface; the runner owns the loop,
-the statistics and the conversion to rows. A case that cannot run here becomes a row with a
-status and a reason; an unexpected exception becomes an `error` row and the run goes on.
+Executors (host, cuda, simulated, mpi) implement `bwprof.executor.Executor`; the runner owns
+the loop, the statistics and the conversion to rows, each figure in its case's metric. A case
+that cannot run here becomes a row with a status and a reason; an unexpected exception
+becomes an `error` row and the run goes on.
 """
 
 from __future__ import annotations
@@ -15,51 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
+from bwprof.executor import Executor
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import Plan
-from bwprof.report.schema import ResultRow
-from bwprof.stats import gbps, pct_of_peak, summarize
-
-
-@dataclass(frozen=True)
-class Unavailable:
-    status: str  # skipped | waived | error
-    reason: str
-
-
-class Executor(Protocol):
-    backend: str
-
-    def unavailable_reason(self, case: CaseSpec) -> Unavailable | str | None: ...
-
-    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]: ...
-
-    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]: ...
-
-    def close(self) -> None: ...
-
-
-class UnavailableExecutor:
-    """Stands in for a backend this machine lacks: every case becomes one row with the
-    reason, `skipped` (could not run here) or `waived` (does not apply here)."""
-
-    def __init__(self, backend: str, reason: str, status: str = "skipped") -> None:
-        self.backend = backend
-        self.reason = reason
-        self.status = status
-
-    def unavailable_reason(self, case: CaseSpec) -> Unavailable:
-        return Unavailable(self.status, self.reason)
-
-    def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
-        return []
-
-    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
-        raise NotRun("skipped", self.reason)
-
-    def close(self) -> None:
-        pass
+from bwprof.schema import flags
+from bwprof.schema.metrics import BANDWIDTH, get_metric
+from bwprof.schema.rows import ResultRow
+from bwprof.stats import pct_of_peak, summarize
 
 
 class RowSink(Protocol):
@@ -106,12 +70,6 @@ class RunContext:
     rank: int | None = None
 
 
-def _as_unavailable(value: Unavailable | str | None) -> Unavailable | None:
-    if value is None or isinstance(value, Unavailable):
-        return value
-    return Unavailable("skipped", value)
-
-
 class Runner:
     def __init__(
         self,
@@ -133,18 +91,17 @@ class Runner:
 
     def run(self) -> list[ResultRow]:
         """Measure every case of the plan; KeyboardInterrupt propagates after the last full row."""
-        work: list[tuple[CaseSpec, Executor, Unavailable | None, list[Job]]] = []
+        work: list[tuple[CaseSpec, Executor, NotRun | None, list[Job]]] = []
         # Collective cases (every MPI rank in step) go first, so a rank failing later in
         # its own measurements cannot leave its peers waiting for it.
-        ordered = sorted(self.plan.cases, key=lambda c: not getattr(
-            self.executors[c.target], "collective", False))
+        ordered = sorted(self.plan.cases, key=lambda c: not self.executors[c.target].collective)
         for case in ordered:
             executor = self.executors[case.target]
             try:
-                unavailable = _as_unavailable(executor.unavailable_reason(case))
+                unavailable = executor.unavailable_reason(case)
                 jobs = [Job(case.key)] if unavailable else executor.jobs(case, self.plan)
             except Exception as exc:  # e.g. a GPU that cannot be opened: one error row
-                unavailable = Unavailable("error", _one_line(exc))
+                unavailable = NotRun("error", _one_line(exc))
                 jobs = [Job(case.key)]
             work.append((case, executor, unavailable, jobs))
         self.progress.start(sum(len(jobs) for *_, jobs in work))
@@ -185,8 +142,7 @@ class Runner:
                 rows = [self.telemetry.annotate(row, m, window)
                         for row, m in zip(rows, measurements, strict=True)]
         except NotRun as exc:
-            why = Unavailable(exc.status, exc.reason)
-            return [self._not_run_row(case, job, executor, why)], [()], []
+            return [self._not_run_row(case, job, executor, exc)], [()], []
         except Exception as exc:  # recorded as an error row; the run goes on
             row = self._row(case, job, executor.backend, status="error", note=_one_line(exc))
             return [row], [()], []
@@ -198,22 +154,35 @@ class Runner:
         return rows, [m.seconds_per_op for m in measurements], timelines
 
     def _row(self, case: CaseSpec, job: Job, backend: str, *, status: str, note: str) -> ResultRow:
+        metric = get_metric(case.metric)
         return ResultRow.bare(
             run_id=self.context.run_id, host=self.context.host, rank=self.context.rank,
             case=case.key, backend=backend, status=status, note=note,
             device=job.device_label, memory=job.memory or case.memory, direction=case.direction,
             size_bytes=job.size_bytes, threads=job.threads, streams=job.streams,
-            byte_convention=case.byte_convention,
+            byte_convention=case.byte_convention, metric=metric.name, unit=metric.unit,
+            higher_is_better=metric.higher_is_better,
+            flags=frozenset({flags.SIMULATED}) if backend == "simulated" else frozenset(),
         )
 
     def _not_run_row(
-        self, case: CaseSpec, job: Job, executor: Executor, why: Unavailable
+        self, case: CaseSpec, job: Job, executor: Executor, why: NotRun
     ) -> ResultRow:
         return self._row(case, job, executor.backend, status=why.status, note=why.reason)
 
     def _measured_row(self, case: CaseSpec, backend: str, m: Measurement) -> ResultRow:
+        """The row of one measurement: its statistics, and its figure in the case's metric
+        from the work of one operation (bandwidth rows also as GB/s columns)."""
         summary = summarize(m.seconds_per_op)
-        best = gbps(m.bytes_per_op, summary.min_s)
+        metric = get_metric(case.metric)
+        median = metric.value(m.work, summary.median_s)
+        best = metric.value(m.work, summary.min_s)
+        bandwidth = metric == BANDWIDTH
+        row_flags = set(m.flags)
+        if backend == "simulated":
+            row_flags.add(flags.SIMULATED)
+        if summary.cv is not None and summary.cv > flags.NOISY_CV:
+            row_flags.add(flags.NOISY)
         return ResultRow(
             run_id=self.context.run_id,
             host=self.context.host,
@@ -230,16 +199,24 @@ class Runner:
             numa_node=m.numa_node,
             repeats=summary.n,
             ops_per_sample=m.ops_per_sample,
-            bytes_per_rep=m.bytes_per_op,
+            bytes_per_op=m.bytes_per_op,
             byte_convention=case.byte_convention,
+            metric=metric.name,
+            unit=metric.unit,
+            higher_is_better=metric.higher_is_better,
+            work_per_op=m.work,
             time_median_s=summary.median_s,
             time_min_s=summary.min_s,
-            gbps_median=gbps(m.bytes_per_op, summary.median_s),
-            gbps_best=best,
+            value_median=median,
+            value_best=best,
+            gbps_median=median if bandwidth else None,
+            gbps_best=best if bandwidth else None,
             cv=summary.cv,
-            peak_gbps=m.peak_gbps,
-            pct_of_peak=pct_of_peak(best, m.peak_gbps),
+            peak_value=m.peak,
+            peak_gbps=m.peak if bandwidth else None,
+            pct_of_peak=pct_of_peak(best, m.peak) if metric.higher_is_better else None,
             status="ok" if m.valid else "invalid",
+            flags=frozenset(row_flags),
             note=m.note,
             phase=m.phase,
             overlap_efficiency=m.overlap_efficiency,

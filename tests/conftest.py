@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from bwprof.plan import MiB, Plan, make_plan
+from bwprof.plan import Plan, make_plan
+from bwprof.units import MiB
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ def test_run_returns_a_frame_and_metadata_without_writing():
     assert list(result.results["case"]) == ["ddr_copy", "ddr_triad"]
     assert (result.results["status"] == "ok").all()
     assert (result.results["gbps_best"] > 0).all()
-    assert result.system["schema_version"] == 1
+    assert result.system["schema_version"] == 2
     assert result.system["plan"]["cases"] == ["ddr_copy", "ddr_triad"]
     assert result.system["gpus"]["reason"].startswith("not probed")
     assert result.failed == []
@@ -150,7 +150,7 @@ def test_sample_interval_is_checked_before_anything_is_written(tmp_path):
 def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
     import pandas as pd
 
-    from bwprof.report.schema import TELEMETRY_COLUMNS
+    from bwprof.schema.rows import TELEMETRY_COLUMNS
 
     bwprof.run(cases="ddr_copy", out=tmp_path / "r", **SMALL)
     assert list(pd.read_csv(tmp_path / "r" / "findings.csv").columns) == [
@@ -161,10 +161,10 @@ def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
 
 def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
     """A busy GPU gets a finding whether or not the counters are sampled during the run."""
-    from types import SimpleNamespace
 
     from bwprof.api import start_telemetry
     from bwprof.gpu.devices import describe
+    from bwprof.gpu.executor import GpuExecutor
     from bwprof.report.findings import busy_before_run
     from bwprof.telemetry import nvml
     from tests.gpu.test_devices import H200Like
@@ -172,8 +172,9 @@ def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
 
     fake = counter_pynvml({"00000000:1B:00.0": {"pids": [4242]}})
     monkeypatch.setattr(nvml, "_default", nvml.Nvml(fake))
-    executor = SimpleNamespace(backend="cuda", devices=describe(H200Like(devices=1)),
-                               counter_window_s=0.0)
+    backend = H200Like(devices=1)
+    backend.name = "cuda"  # a real GPU's executor, as far as telemetry can tell
+    executor = GpuExecutor(backend, describe(backend))
     for enabled in (False, True):
         system: dict = {}
         session = start_telemetry(executor, system, None, enabled=enabled, interval_s=0.05)

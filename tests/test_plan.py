@@ -7,15 +7,12 @@ from bwprof.errors import BwprofError
 from bwprof.plan import (
     DEFAULT_HOST_ARRAY_BYTES,
     PRESETS,
-    GiB,
-    KiB,
-    MiB,
     default_host_array_bytes,
-    format_bytes,
     make_plan,
     parse_int_list,
     parse_size,
 )
+from bwprof.units import GiB, KiB, MiB
 
 MACHINE = {"usable_cpus": 4, "llc_bytes": 32 * MiB, "memory_available_bytes": 16 * GiB}
 
@@ -136,9 +133,3 @@ def test_a_size_too_large_for_memory_names_the_largest_that_fits(available):
     assert 3 * most <= 0.6 * available < 3 * (most + MiB)
     make_plan(size=suggested, usable_cpus=2, llc_bytes=None,
               memory_available_bytes=available)  # the size it names is taken
-
-
-def test_format_bytes():
-    assert format_bytes(256 * MiB) == "256 MiB"
-    assert format_bytes(3 * GiB // 2) == "1.5 GiB"
-    assert format_bytes(100) == "100 B"

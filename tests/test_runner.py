@@ -1,14 +1,16 @@
 import pytest
 
 from bwprof.cases import CaseSpec, get_case
+from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import MiB, make_plan
-from bwprof.runner import RunContext, Runner, Unavailable, UnavailableExecutor
+from bwprof.plan import make_plan
+from bwprof.runner import RunContext, Runner
+from bwprof.units import MiB
 
 CONTEXT = RunContext("run-1", "box")
 
 
-class ScriptedExecutor:
+class ScriptedExecutor(Executor):
     """Returns hand-made measurements; jobs named in `fail`/`not_run` misbehave on purpose."""
 
     backend = "host"
@@ -34,7 +36,7 @@ class ScriptedExecutor:
             seconds_per_op=(2.0, 1.0, 4.0), bytes_per_op=case.bytes_per_op(job.size_bytes),
             size_bytes=job.size_bytes, device="cpu", device_name="cpu", direction="within",
             memory="ddr", valid=self.valid, note="" if self.valid else "validation failed: x",
-            threads=1, peak_gbps=None if self.valid else 1.0,
+            threads=1, peak=None if self.valid else 1.0,
         )]
 
     def close(self):
@@ -61,9 +63,11 @@ def test_rows_carry_statistics_derived_from_raw_times():
     assert [r.size_bytes for r in rows] == [1 << 20, 2 << 20]
     row = rows[0]
     assert (row.time_median_s, row.time_min_s, row.repeats) == (2.0, 1.0, 3)
-    assert row.bytes_per_rep == 3 << 20
-    assert row.gbps_best == pytest.approx(3 * (1 << 20) / 1.0 / 1e9)
-    assert row.gbps_median == pytest.approx(3 * (1 << 20) / 2.0 / 1e9)
+    assert row.bytes_per_op == row.work_per_op == 3 << 20
+    assert (row.metric, row.unit, row.higher_is_better) == ("bandwidth", "GB/s", True)
+    assert row.value_best == row.gbps_best == pytest.approx(3 * (1 << 20) / 1.0 / 1e9)
+    assert row.value_median == row.gbps_median == pytest.approx(3 * (1 << 20) / 2.0 / 1e9)
+    assert row.flags == {"noisy"}  # 2, 1 and 4 s: a CV of 0.65
     assert row.status == "ok" and row.backend == "host" and row.run_id == "run-1"
     assert sink.rows == rows
     assert sink.timings[0] == [2.0, 1.0, 4.0]
@@ -115,7 +119,7 @@ def test_unavailable_backend_gives_one_skipped_row_per_case():
 def test_waived_reason_from_the_executor():
     class Waiving(ScriptedExecutor):
         def unavailable_reason(self, case):
-            return Unavailable("waived", "needs two GPUs")
+            return NotRun("waived", "needs two GPUs")
 
     (row,) = Runner(_plan("ddr_copy"), {"host": Waiving()}, CONTEXT).run()
     assert (row.status, row.note, row.size_bytes) == ("waived", "needs two GPUs", None)

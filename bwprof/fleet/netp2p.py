@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
+from bwprof.executor import Executor
 from bwprof.fleet.comm import Fleet, FleetTimeout
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import (
@@ -34,8 +35,8 @@ from bwprof.gpu.buffers import (
     upload_pattern,
 )
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import Plan, format_bytes
-from bwprof.runner import Unavailable
+from bwprof.plan import Plan
+from bwprof.units import format_bytes
 
 TARGET_SAMPLE_BYTES = 64 << 20
 MAX_WINDOW = 64
@@ -66,7 +67,7 @@ def cuda_aware_mpi(library_version: str) -> tuple[bool, str]:
     return False, "could not tell whether this MPI library is CUDA-aware"
 
 
-class NetP2PExecutor:
+class NetP2PExecutor(Executor):
     """Runs net_p2p jobs; a collective case, so the runner runs it before every other."""
 
     backend = "mpi"
@@ -88,10 +89,15 @@ class NetP2PExecutor:
         self.clock = clock
         self._tags: dict[Job, int] = {}
 
-    def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
+    def unavailable_reason(self, case: CaseSpec) -> NotRun | None:
         if self.fleet.size < 2:
-            return Unavailable("waived", "needs an MPI job of 2 ranks or more")
+            return NotRun("waived", "needs an MPI job of 2 ranks or more")
         return None
+
+    def close(self) -> None:
+        """Free the GPU buffers of the GPU-buffer jobs (the network has nothing to close)."""
+        if self.pool is not None:
+            self.pool.release()
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
         jobs = [Job(case.key, size_bytes=size, ranks=(0, peer), memory="host")

@@ -49,10 +49,10 @@ from bwprof.report.fleet import fleet_findings
 from bwprof.report.frames import checked_results, rows_from_frame
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import with_extras
-from bwprof.report.schema import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.report.summary import build_summary
 from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
+from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0

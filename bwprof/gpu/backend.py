@@ -63,6 +63,8 @@ class Sample:
 
 class GpuBackend(Protocol):
     name: str  # "cuda" or "simulated"
+    placement_failed: bool
+    """CPU affinity was refused while placing host memory: it may lie on any NUMA node."""
 
     def device_count(self) -> int: ...
 

@@ -10,7 +10,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
 
 from bwprof.gpu.backend import GpuBackend
 from bwprof.gpu.devices import GpuDevice
@@ -35,14 +34,12 @@ def _chunk_pattern(seed: int) -> np.ndarray:
     return np.tile(_period(seed), CHUNK // PATTERN_PERIOD)
 
 
-@njit(parallel=True, cache=True)
-def count_unequal(a, b):  # pragma: no cover - compiled
-    """Positions where two equally long byte arrays differ, counted on all cores."""
-    bad = 0
-    for i in prange(a.size):
-        if a[i] != b[i]:
-            bad += 1
-    return bad
+def count_unequal(a: np.ndarray, b: np.ndarray) -> int:
+    """Positions where two equally long byte arrays differ, counted on all cores (Numba,
+    compiled on first use: the case table imports this module without a compiler)."""
+    from bwprof.gpu.bytecheck import count_unequal_parallel
+
+    return int(count_unequal_parallel(a, b))
 
 
 def _chunks(nbytes: int) -> list[tuple[int, int]]:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
 from bwprof.gpu.backend import DeviceProperties, GpuBackend
+from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
+from bwprof.pci import parse_pci_bus_id
 from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
-from bwprof.telemetry.nvml import SYS_PCI_DEVICES as SYS_PCI
-from bwprof.telemetry.nvml import parse_pci_bus_id
 
 _GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 

@@ -1,26 +1,32 @@
-"""Runs GPU cases: expands them into jobs per size and device, dispatches each job to the
-transfer or HBM code, and turns an allocation that does not fit into a `skipped` row.
+"""Runs GPU cases from their declarations (`bwprof.gpu.cases`): expands each into jobs, checks
+a job fits before it runs, gives it a counter window where it earns one, calls the case's
+function, and states what its rows cannot be (above peak, cache-resident, on an unconfirmed
+NUMA node) as flags. An allocation that does not fit becomes a `skipped` row.
 
 The same executor drives real GPUs (`CudaBackend`) and the simulated backend (`SimBackend`);
-the rows of the latter are labelled `simulated` and carry a note saying they are not
+the rows of the latter are flagged `simulated` and carry a note saying they are not
 measurements.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import combinations, permutations
 
-from bwprof.cases import CaseSpec
-from bwprof.gpu import hbm, overlap, transfers
+from bwprof.casespec import CaseSpec
+from bwprof.executor import Executor
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import BufferPool
+from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
 from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.hbm import array_sizes
+from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.peaks import C2C_NOTE, INVALID_ABOVE_PEAK
-from bwprof.plan import Plan, format_bytes
-from bwprof.runner import Unavailable
+from bwprof.peaks import INVALID_ABOVE_PEAK
+from bwprof.plan import Plan
+from bwprof.schema import flags
+from bwprof.schema.metrics import get_metric
 from bwprof.system import numa_nodes
+from bwprof.units import format_bytes
 
 SIMULATED_NOTE = "simulated on the CPU: not a measurement"
 COUNTER_WINDOW_S = 0.9
@@ -30,20 +36,15 @@ least, and on 50 ms ticks often 150 ms apart; the ratio needs three whose whole 
 lies in the window and begins 100 ms after it (GPM values trail their reads): 0.9 s holds
 four or five."""
 HOST_MEMORIES = ("pinned", "pageable")
+HOST_LINK_DIRECTIONS = ("h2d", "d2h", "both")
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little."""
-P2P_MATRIX_BYTES = 256 << 20
 HOST_BUFFER_SHARE = 0.5  # pinned/pageable buffers of a job: at most this share of host memory
-DEVICE_MEMORY_SHARE = 0.9
-
-ONE_WAY = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable"}
-# Buffers each job needs, per device and on the host, in units of the transfer size.
-DEVICE_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 2, "p2p_copy": 1, "p2p_bidir": 2}
-HOST_BUFFERS = {"bidir_pinned": 2, "d2d_copy": 0, "p2p_copy": 0, "p2p_bidir": 0,
-                "overlap_bidir_compute": 2}
+L2_MULTIPLE = 4
+"""Device buffers under this many times the L2 are served partly by the cache."""
 
 
-class GpuExecutor:
+class GpuExecutor(Executor):
     def __init__(self, backend: GpuBackend, devices: list[GpuDevice],
                  host_memory_bytes: int | None = None, node_share: str | None = None) -> None:
         self.gpu = backend
@@ -51,7 +52,7 @@ class GpuExecutor:
         """Why this executor holds only part of its node's GPUs (a fleet rank among several on
         a node), or None: cases that need the whole node are then waived with it."""
         self.backend = backend.name  # the runner's label for rows: "cuda" or "simulated"
-        self.devices = devices
+        self._devices = devices
         self.host_memory_bytes = host_memory_bytes
         self.pool = BufferPool(backend)
         self.numa_node_count = len(numa_nodes())
@@ -62,196 +63,69 @@ class GpuExecutor:
         self.counter_window_s = 0.0
         """Set to COUNTER_WINDOW_S while hardware counters are sampled (`api.run`)."""
 
-    def _device(self, index: int | None) -> GpuDevice:
-        """The device of a CUDA index (a fleet rank may hold only gpu3 of its node)."""
-        return next(d for d in self.devices if d.index == (index or 0))
+    @property
+    def devices(self) -> list[GpuDevice]:
+        return self._devices
 
-    def unavailable_reason(self, case: CaseSpec) -> Unavailable | None:
+    def sharing(self, devices: list[GpuDevice], why: str) -> GpuExecutor:
+        """An executor on the same backend holding only `devices` of the node (a fleet rank
+        among several on a node): the cases that need every GPU are waived with `why`."""
+        return GpuExecutor(self.gpu, devices, self.host_memory_bytes, node_share=why)
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    def unavailable_reason(self, case: CaseSpec) -> NotRun | None:
         if case.whole_node and self.node_share:
-            return Unavailable("waived", f"{self.node_share}; every GPU of the node at once "
-                                         f"needs one rank per node (mpirun --map-by ppr:1:node)")
+            return NotRun("waived", f"{self.node_share}; every GPU of the node at once needs "
+                                    f"one rank per node (mpirun --map-by ppr:1:node)")
         if case.min_gpus > len(self.devices):
-            return Unavailable("waived", f"needs {case.min_gpus} GPUs; this machine has "
-                                         f"{len(self.devices)}")
+            return NotRun("waived", f"needs {case.min_gpus} GPUs; this machine has "
+                                    f"{len(self.devices)}")
         return None
 
-    def _overlap_size(self, key: str, device: GpuDevice) -> tuple[int, str]:
-        free = self.gpu.free_memory(device.index) + self.pool.device_bytes(device.index)
-        return overlap.overlap_size(key, free, DEVICE_MEMORY_SHARE)
+    def free_bytes(self, index: int) -> int:
+        # The previous case's buffers are released before this one runs: count them free.
+        return self.gpu.free_memory(index) + self.pool.device_bytes(index)
 
-    def _hbm(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
+    def hbm_sizes(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
         if device.index not in self._hbm_sizes:
-            # The previous case's buffers are released before this one runs: count them free.
-            free = self.gpu.free_memory(device.index) + self.pool.device_bytes(device.index)
-            self._hbm_sizes[device.index] = hbm.array_sizes(device, free, plan.preset == "full")
+            self._hbm_sizes[device.index] = array_sizes(device, self.free_bytes(device.index),
+                                                        plan.preset == "full")
         return self._hbm_sizes[device.index]
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
-        key = case.key
-        if key.startswith("hbm_"):
-            return [Job(key, size_bytes=size, device=d.index)
-                    for d in self.devices
-                    for size in (self._hbm(d, plan)[0] if key == "hbm_copy"
-                                 else self._hbm(d, plan)[0][-1:])]
-        if key in ("h2d_all", "d2h_all"):
-            return [Job(key, size_bytes=size) for size in plan.transfer_sizes]
-        if key in overlap.COPIES:
-            return [Job(key, size_bytes=self._overlap_size(key, d)[0], device=d.index)
-                    for d in self.devices]
-        if key == "pipeline_chunked":
-            return [Job(key, size_bytes=chunk, device=d.index, streams=streams)
-                    for d in self.devices for chunk in plan.pipeline_chunks
-                    for streams in overlap.PIPELINE_STREAMS]
-        if key == "p2p_copy":
-            pairs = list(permutations([d.index for d in self.devices], 2))
-        elif key == "p2p_bidir":
-            pairs = list(combinations([d.index for d in self.devices], 2))
-        else:
-            return [Job(key, size_bytes=size, device=d.index)
-                    for d in self.devices for size in plan.transfer_sizes]
-        # Like nvbandwidth: the whole matrix at one size, the size sweep on the first pair only
-        # (8 GPUs would otherwise mean 56 pairs x every size).
-        matrix = self._p2p_matrix_bytes(plan)
-        return [Job(key, size_bytes=size, device=i, peer=j)
-                for n, (i, j) in enumerate(pairs)
-                for size in (plan.transfer_sizes if n == 0 else (matrix,))]
+        declared = _declared(case)
+        return declared.expand(declared, self, plan)
 
-    @staticmethod
-    def _p2p_matrix_bytes(plan: Plan) -> int:
-        return max((s for s in plan.transfer_sizes if s <= P2P_MATRIX_BYTES),
-                   default=plan.transfer_sizes[0])
-
-    def _check_fits(self, case: CaseSpec, job: Job) -> None:
+    def _check_fits(self, case: GpuCase, job: Job) -> None:
         size = job.size_bytes or 0
         devices = ([d for d in (job.device, job.peer) if d is not None]
                    if job.device is not None else [d.index for d in self.devices])
-        if case.key in overlap.COPIES or case.key == "pipeline_chunked":
-            per_device = overlap.device_bytes_needed(case.key, size, job.streams or 1)
-        else:
-            per_device = DEVICE_BUFFERS.get(case.key, 1) * size
+        needs = case.needs(case, job)
         for index in devices:
-            free = self.gpu.free_memory(index) + self.pool.device_bytes(index)
-            if per_device > DEVICE_MEMORY_SHARE * free:
+            free = self.free_bytes(index)
+            if needs.device_bytes > DEVICE_MEMORY_SHARE * free:
                 raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
-                                        f"{format_bytes(per_device)} on gpu{index}, more than "
-                                        f"{DEVICE_MEMORY_SHARE:.0%} of the "
+                                        f"{format_bytes(needs.device_bytes)} on gpu{index}, "
+                                        f"more than {DEVICE_MEMORY_SHARE:.0%} of the "
                                         f"{format_bytes(free)} free")
-        if case.key == "pipeline_chunked":  # pinned in and out, the inputs, their gold
-            host = 4 * overlap.pipeline_total_bytes(size)
-        else:
-            host = HOST_BUFFERS.get(case.key, 1) * size * len(devices)
+        host = needs.host_bytes * len(devices)
         if self.host_memory_bytes and host > HOST_BUFFER_SHARE * self.host_memory_bytes:
             raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
                                     f"{format_bytes(host)} of host memory")
 
-    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
-        if self._case != case.key:
-            self.pool.release()  # buffers of the previous case are not needed any more
-            self._case = case.key
-        if job.device is not None and job.peer is None:
-            self.pool.drop_host_except(job.device)
-        elif job.device is not None:  # a P2P pair
-            first, second = transfers.P2P_SLOTS[case.key]
-            self.pool.keep_device_slots(job.device, first)
-            self.pool.keep_device_slots(job.peer, second)
-        if not case.key.startswith("hbm_"):
-            self._check_fits(case, job)
-        try:
-            rows = self._dispatch(case, job, plan)
-        except OutOfMemory as exc:
-            # Released after the except block: the exception's traceback keeps the failed
-            # job's frames, and with them its buffers, alive until the block ends.
-            out_of_memory = str(exc)
-        else:
-            out_of_memory = None
-        if out_of_memory is not None:
-            self.pool.release()
-            raise NotRun("skipped",
-                          f"{format_bytes(job.size_bytes or 0)} does not fit: {out_of_memory}")
-        rows = [self._checked(row) for row in rows]
-        if self.backend == "simulated":
-            rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
-        return rows
-
-    def _checked(self, row: Measurement) -> Measurement:
-        """Flag what the figure cannot be: above its theoretical peak (a measurement error,
-        unless the data fits in L2), or on a NUMA node that placement could not enforce."""
-        if row.peak_gbps and row.seconds_per_op:
-            best = row.bytes_per_op / min(row.seconds_per_op) / 1e9
-            device = next((d for d in self.devices if d.label == row.device), None)
-            cached = (device is not None and row.memory == "hbm" and row.direction == "within"
-                      and row.size_bytes < 4 * device.properties.l2_bytes)
-            if cached:
-                row = _with_note(row, "fits in L2: the figure may exceed the HBM peak")
-            elif best > INVALID_ABOVE_PEAK * row.peak_gbps:
-                row = replace(_with_note(row, f"figure above the theoretical peak ({best:.1f} > "
-                                              f"{row.peak_gbps:.1f} GB/s): a measurement error"),
-                              valid=False)
-        if row.numa_node is not None and getattr(self.gpu, "placement_failed", False):
-            row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
-                                          "refused)"), numa_node=None)
-        device = next((d for d in self.devices if d.label == row.device), None)
-        over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
-                    else any(d.host_link_c2c for d in self.devices))
-        if over_c2c and row.memory in HOST_MEMORIES and row.direction in ("h2d", "d2h", "both"):
-            row = _with_note(row, C2C_NOTE)
-        share = None if device is None else self.pool.off_node_share(device.index)
-        if row.numa_node is not None and share is not None:
-            row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
-                                          f"{share:.0%} of its sampled pages there (the node "
-                                          "is short of free memory)"), numa_node=None)
-        elif (row.numa_node is not None and device is not None and self.numa_node_count != 1
-              and self.pool.placement_unread(device.index)):
-            row = _with_note(row, f"host memory asked of NUMA node {row.numa_node}; where its "
-                                  "pages landed could not be read back")
-        return row
-
-    def _dispatch(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
-        size, samples, key = job.size_bytes or 0, plan.repeats, case.key
-        window = self.counter_window_s if self._earns_window(case, job, plan) else 0.0
-        if key in ONE_WAY:
-            return transfers.one_way(self.pool, case, self._device(job.device), size,
-                                     samples, counter_window_s=window)
-        if key == "bidir_pinned":
-            return transfers.bidirectional(self.pool, case, self._device(job.device), size,
-                                           samples, counter_window_s=window)
-        if key == "d2d_copy":
-            return transfers.within_device(self.pool, case, self._device(job.device),
-                                           size, samples, counter_window_s=window)
-        if key in ("h2d_all", "d2h_all"):
-            return transfers.all_devices(self.pool, case, self.devices, size, samples,
-                                         counter_window_s=window)
-        if key in ("p2p_copy", "p2p_bidir"):
-            assert job.device is not None and job.peer is not None
-            return transfers.peer(self.pool, case,
-                                  (self._device(job.device), self._device(job.peer)), size,
-                                  samples, counter_window_s=window)
-        if key in overlap.COPIES:
-            device = self._device(job.device)
-            return overlap.overlap(self.pool, case, device, size, samples,
-                                   self._overlap_size(key, device)[1])
-        if key == "pipeline_chunked":
-            return overlap.pipeline(self.pool, case, self._device(job.device), size,
-                                    job.streams or 1, samples, overlap.PIPELINE_STREAMS[0])
-        if key.startswith("hbm_"):
-            device = self._device(job.device)
-            note = self._hbm(device, plan)[1] if size == self._hbm(device, plan)[0][-1] else ""
-            return hbm.stream_kernel(self.pool, case, device, size, samples, note,
-                                     counter_window_s=window)
-        raise NotRun("skipped", f"no GPU implementation for case {key}")
-
-    def _earns_window(self, case: CaseSpec, job: Job, plan: Plan) -> bool:
+    def _earns_window(self, case: GpuCase, job: Job, plan: Plan) -> bool:
         """Whether this row repeats its work for a counter window (while telemetry samples),
-        from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, and every
-        pair's p2p_copy row at the matrix size (the GPU-to-GPU summary and heatmap). A window
-        on every size and pair would add 0.9 s each: minutes on an 8-GPU box."""
+        from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, and with
+        the `matrix` rule every pair's row at the matrix size (the GPU-to-GPU summary and
+        heatmap). A window on every size and pair would add 0.9 s each: minutes on an 8-GPU
+        box."""
         size = job.size_bytes or 0
-        if not self.counter_window_s or size < COUNTER_WINDOW_MIN_BYTES:
+        if (case.window == "none" or not self.counter_window_s
+                or size < COUNTER_WINDOW_MIN_BYTES):
             return False
-        if case.key.startswith("hbm_"):  # its sizes were chosen to fit the device
-            return size == self._hbm(self._device(job.device), plan)[0][-1]
         if job.peer is not None:
-            if case.key == "p2p_copy" and size == self._p2p_matrix_bytes(plan):
+            if case.window == "matrix" and size == p2p_matrix_bytes(plan):
                 return True
             if (job.device, job.peer) != (self.devices[0].index, self.devices[1].index):
                 return False  # only the first pair sweeps sizes
@@ -265,8 +139,89 @@ class GpuExecutor:
             return False  # a larger size of this sweep will run and take the window
         return True
 
+    # -- running ----------------------------------------------------------------------------------
+
+    def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        declared = _declared(case)
+        if self._case != case.key:
+            self.pool.release()  # buffers of the previous case are not needed any more
+            self._case = case.key
+        if job.device is not None and job.peer is None:
+            self.pool.drop_host_except(job.device)
+        elif job.device is not None and job.peer is not None and declared.pair_slots:
+            first, second = declared.pair_slots
+            self.pool.keep_device_slots(job.device, first)
+            self.pool.keep_device_slots(job.peer, second)
+        self._check_fits(declared, job)
+        window = self.counter_window_s if self._earns_window(declared, job, plan) else 0.0
+        run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window)
+        try:
+            rows = declared.run(run)
+        except OutOfMemory as exc:
+            # Released after the except block: the exception's traceback keeps the failed
+            # job's frames, and with them its buffers, alive until the block ends.
+            out_of_memory = str(exc)
+        else:
+            out_of_memory = None
+        if out_of_memory is not None:
+            self.pool.release()
+            raise NotRun("skipped",
+                          f"{format_bytes(job.size_bytes or 0)} does not fit: {out_of_memory}")
+        rows = [self._checked(declared, row) for row in rows]
+        if self.backend == "simulated":
+            rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
+        return rows
+
+    def _checked(self, case: GpuCase, row: Measurement) -> Measurement:
+        """State what the figure cannot be: above its theoretical peak (a measurement error,
+        unless the data fits in L2, which then has no HBM peak), over NVLink-C2C, or on a
+        NUMA node that placement could not enforce or confirm."""
+        metric = get_metric(case.metric)
+        device = next((d for d in self.devices if d.label == row.device), None)
+        cached = (device is not None and row.memory == "hbm" and row.direction == "within"
+                  and row.size_bytes < L2_MULTIPLE * device.properties.l2_bytes)
+        if cached:
+            row = replace(_with_note(row, "fits in L2: the figure may exceed the HBM peak, "
+                                          "so it is not held against it"),
+                          peak=None, flags=row.flags | {flags.L2_RESIDENT})
+        elif row.peak and row.seconds_per_op and metric.higher_is_better:
+            best = metric.value(row.work, min(row.seconds_per_op))
+            if best > INVALID_ABOVE_PEAK * row.peak:
+                row = replace(_with_note(row, f"figure above the theoretical peak ({best:.1f} > "
+                                              f"{row.peak:.1f} {metric.unit}): a measurement "
+                                              "error"), valid=False)
+        if row.numa_node is not None and self.gpu.placement_failed:
+            row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
+                                          "refused)"), numa_node=None,
+                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+        over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
+                    else any(d.host_link_c2c for d in self.devices))
+        if (over_c2c and row.memory in HOST_MEMORIES
+                and row.direction in HOST_LINK_DIRECTIONS):
+            row = replace(_with_note(row, "host link is NVLink-C2C: no peak known for it "
+                                          "(PCIe's does not apply)"),
+                          flags=row.flags | {flags.C2C_LINK})
+        share = None if device is None else self.pool.off_node_share(device.index)
+        if row.numa_node is not None and share is not None:
+            row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
+                                          f"{share:.0%} of its sampled pages there (the node "
+                                          "is short of free memory)"), numa_node=None,
+                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+        elif (row.numa_node is not None and device is not None and self.numa_node_count != 1
+              and self.pool.placement_unread(device.index)):
+            row = replace(_with_note(row, f"host memory asked of NUMA node {row.numa_node}; "
+                                          "where its pages landed could not be read back"),
+                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+        return row
+
     def close(self) -> None:
         self.pool.release()
+
+
+def _declared(case: CaseSpec) -> GpuCase:
+    if not isinstance(case, GpuCase):
+        raise NotRun("skipped", f"no GPU implementation for case {case.key}")
+    return case
 
 
 def _with_note(row: Measurement, note: str) -> Measurement:

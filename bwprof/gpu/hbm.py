@@ -10,15 +10,14 @@ ones would only raise the figure, and a figure above the theoretical peak marks 
 
 from __future__ import annotations
 
-from bwprof.cases import CaseSpec
+from bwprof import stream_gold as gold
 from bwprof.gpu.backend import Work
-from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
-from bwprof.gpu.kernels import DOT_BLOCKS
+from bwprof.gpu.job import CaseRun
+from bwprof.gpu.kernel_params import DOT_BLOCKS
 from bwprof.gpu.sampling import take_samples
-from bwprof.host import stream as gold
 from bwprof.measurement import Measurement
-from bwprof.plan import format_bytes
+from bwprof.units import format_bytes
 
 ELEMENT_BYTES = 8
 DEFAULT_ARRAY_BYTES = (1 << 25) * ELEMENT_BYTES
@@ -51,9 +50,10 @@ def array_sizes(device: GpuDevice, free_bytes: int, sweep: bool) -> tuple[list[i
     return sizes, note
 
 
-def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_bytes: int,
-                  samples: int, note: str = "",
-                  counter_window_s: float = 0.0) -> list[Measurement]:
+def stream_kernel(run: CaseRun) -> list[Measurement]:
+    """hbm_*: one STREAM kernel over three arrays of the job's size, validated after timing."""
+    pool, case, device, array_bytes = run.pool, run.case, run.device, run.size
+    samples, counter_window_s, note = run.samples, run.counter_window_s, run.job.note
     backend = pool.backend
     name = case.key.removeprefix("hbm_")
     arrays = [pool.device(device.index, array_bytes, slot) for slot in range(3)]
@@ -74,13 +74,13 @@ def stream_kernel(pool: BufferPool, case: CaseSpec, device: GpuDevice, array_byt
     host = [backend.download(x, array_bytes).view("float64") for x in arrays]
     dot = float(backend.download(partial, DOT_BLOCKS * ELEMENT_BYTES).view("float64").sum()) \
         if name == "dot" else None
-    problem = gold.check(gold.KERNELS[name], sampled.total_ops, *host, dot)
+    problem = gold.check(gold.REPLAYS[name], sampled.total_ops, *host, dot)
     return [Measurement(
         seconds_per_op=sampled.per_stream_s[0], bytes_per_op=case.bytes_per_op(array_bytes),
         size_bytes=array_bytes, device=device.label, device_name=device.name,
         direction=case.direction, memory=case.memory, valid=not problem,
         note="; ".join(n for n in (f"validation failed: {problem}" if problem else "", note,
                                    sampled.note()) if n),
-        streams=1, ops_per_sample=sampled.ops_per_sample, peak_gbps=device.peak_hbm_gbps,
+        streams=1, ops_per_sample=sampled.ops_per_sample, peak=device.peak_hbm_gbps,
         window_s=sampled.window_s, window_ops=sampled.window_ops,
     )]

@@ -18,7 +18,17 @@ from dataclasses import dataclass
 
 from numba import cuda, float64, uint32
 
+from bwprof.gpu.kernel_params import (
+    COMPUTE_MAX_ITERATIONS,
+    COMPUTE_SCALE,
+    COMPUTE_STEP,
+    DOT_BLOCKS,
+    compute_gold,
+)
 from bwprof.gpu.numpy_compat import restore_removed_aliases
+
+__all__ = ["COMPUTE_MAX_ITERATIONS", "COMPUTE_SCALE", "COMPUTE_STEP", "DOT_BLOCKS", "KERNELS",
+           "compute_gold", "launch_config"]
 
 restore_removed_aliases()  # before numba-cuda's first compile loads its NumPy overloads
 
@@ -32,18 +42,8 @@ Only the launch grid reads this: the two kernels are written for two."""
 PAIRED_MIN_BLOCKS = 512
 """Halving the grid must not leave SMs idle on small (L2-resident) arrays: a paired grid keeps
 the one-element grid up to this many blocks (four an SM on an H200's 132)."""
-DOT_BLOCKS = 1024
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
-COMPUTE_SCALE = 1.0
-COMPUTE_STEP = 2.0**-20
-COMPUTE_MAX_ITERATIONS = (1 << 20) - 1
-"""Inputs of 1.0 stay in [1, 2) up to here, where every step of 2^-20 is exact."""
-
-
-def compute_gold(start: float, iterations: int) -> float:
-    """What `compute` leaves in y for an input `start` (exact for start in [1, 2))."""
-    return start + iterations * COMPUTE_STEP
 
 
 def stream_init(a, b, c, va, vb, vc):

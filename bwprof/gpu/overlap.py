@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
 from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import GpuBackend, Work
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
-from bwprof.gpu.kernels import (
+from bwprof.gpu.job import CaseRun
+from bwprof.gpu.kernel_params import (
     COMPUTE_MAX_ITERATIONS,
     COMPUTE_SCALE,
     COMPUTE_STEP,
@@ -29,8 +30,8 @@ from bwprof.gpu.kernels import (
 from bwprof.gpu.sampling import Sampled, take_samples
 from bwprof.gpu.transfers import HostEnd
 from bwprof.measurement import Measurement, NotRun
-from bwprof.plan import MiB, format_bytes
 from bwprof.stats import overlap_efficiency
+from bwprof.units import MiB, format_bytes
 
 OVERLAP_BYTES = 256 * MiB
 MIN_OVERLAP_BYTES = 1 * MiB
@@ -152,7 +153,7 @@ def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float],
         device=device.label, device_name=device.name, direction=direction, memory=memory,
         valid=not problem, note=notes, streams=streams,
         numa_node=device.numa_node if touches_host else None,
-        ops_per_sample=sampled.ops_per_sample, peak_gbps=peak, phase=phase,
+        ops_per_sample=sampled.ops_per_sample, peak=peak, phase=phase,
         overlap_efficiency=efficiency, window_s=sampled.window_s,
         window_ops=sampled.window_ops,
     )
@@ -167,9 +168,10 @@ def _lanes(sampled: Sampled, labels: Sequence[tuple[str, str]]) -> list[dict[str
     ]
 
 
-def overlap(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int, samples: int,
-            size_note: str = "") -> list[Measurement]:
+def overlap(run: CaseRun) -> list[Measurement]:
     """overlap_*_compute and overlap_pageable: parts alone, then together."""
+    pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
+    size_note = run.job.note
     backend = pool.backend
     pinned = case.memory == "pinned"
     directions = COPIES[case.key]
@@ -305,9 +307,11 @@ def _output_problem(host_out: Any, inputs: np.ndarray, iterations: int, chunk: i
             f"(first: chunk {first // per_chunk}, element {first % per_chunk} of it)")
 
 
-def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, streams: int,
-             samples: int, first_streams: int) -> list[Measurement]:
-    """pipeline_chunked at one chunk size and stream count."""
+def pipeline(run: CaseRun) -> list[Measurement]:
+    """pipeline_chunked at one chunk size and stream count; the references (the H2D copy and
+    the kernel alone) once per chunk size, with the first stream count of the sweep."""
+    pool, case, device, chunk, samples = run.pool, run.case, run.device, run.size, run.samples
+    streams, first_streams = run.job.streams or 1, PIPELINE_STREAMS[0]
     backend = pool.backend
     total = pipeline_total_bytes(chunk)
     count = total // chunk
@@ -360,7 +364,7 @@ def pipeline(pool: BufferPool, case: CaseSpec, device: GpuDevice, chunk: int, st
         note="; ".join(n for n in (problem, kernel_problem, note, passes.note()) if n),
         streams=streams, numa_node=device.numa_node, ops_per_sample=1, phase="pipeline",
         # In and out at once: the link's peak in each direction, as the bidirectional sum.
-        peak_gbps=2 * device.peak_pcie_gbps if device.peak_pcie_gbps else None,
+        peak=2 * device.peak_pcie_gbps if device.peak_pcie_gbps else None,
         # Counters join on the passes; a window op is one chunk per stream, a row op a pass.
         window_s=passes.window_s, window_ops=round(passes.window_ops / per_stream),
     )

@@ -50,6 +50,7 @@ class SimStream:
 
 class SimBackend:
     name = "simulated"
+    placement_failed = False  # the simulator places host memory wherever NumPy does
 
     def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = SIM_MEMORY_BYTES) -> None:
         self.devices = devices

@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
 from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import Work
 from bwprof.gpu.buffers import (
@@ -23,9 +23,10 @@ from bwprof.gpu.buffers import (
     upload_pattern,
 )
 from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.job import CaseRun
 from bwprof.gpu.sampling import Sampled, take_samples
 from bwprof.measurement import Measurement, NotRun
-from bwprof.telemetry.nvml import parse_pci_bus_id
+from bwprof.pci import same_device
 
 
 def _problem(mismatches: int, nbytes: int, what: str) -> str:
@@ -110,14 +111,15 @@ def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: 
         device_name=name, direction=direction or case.direction, memory=case.memory,
         valid=valid, note=_join(note, sampled.note()), streams=streams,
         numa_node=numa_node,
-        ops_per_sample=sampled.ops_per_sample, peak_gbps=peak,
+        ops_per_sample=sampled.ops_per_sample, peak=peak,
         window_s=sampled.window_s, window_ops=sampled.window_ops,
     )
 
 
-def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-            samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
+def one_way(run: CaseRun) -> list[Measurement]:
     """h2d_/d2h_ pinned or pageable: one copy engine, one stream."""
+    pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
+    counter_window_s = run.counter_window_s
     pinned = case.memory == "pinned"
     path = HostEnd(pool, device, size, pinned, to_device=case.direction == "h2d")
     # A pageable async copy is synchronous for the host, so no gate can cover its enqueue;
@@ -132,9 +134,10 @@ def one_way(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
                                                                                      note))]
 
 
-def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-                  samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
+def bidirectional(run: CaseRun) -> list[Measurement]:
     """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum."""
+    pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
+    counter_window_s = run.counter_window_s
     up = HostEnd(pool, device, size, True, to_device=True, slot=0)
     down = HostEnd(pool, device, size, True, to_device=False, slot=1)
     sampled = take_samples(pool.backend, lambda ops: [up.work(ops), down.work(ops)], samples,
@@ -155,9 +158,10 @@ def bidirectional(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
     ]
 
 
-def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int,
-                  samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
+def within_device(run: CaseRun) -> list[Measurement]:
     """d2d_copy: device-to-device copy on one GPU; counted as traffic (read + write)."""
+    pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
+    counter_window_s = run.counter_window_s
     backend = pool.backend
     src = pool.device(device.index, size, slot=0)
     dst = pool.device(device.index, size, slot=1)
@@ -175,9 +179,10 @@ def within_device(pool: BufferPool, case: CaseSpec, device: GpuDevice, size: int
                  valid=not problem, note=_join(problem, copy_note), host_memory=False)]
 
 
-def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], size: int,
-                samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
+def all_devices(run: CaseRun) -> list[Measurement]:
     """h2d_all / d2h_all: every GPU at once, each from host memory on its own NUMA node."""
+    pool, case, devices, size, samples = run.pool, run.case, run.devices, run.size, run.samples
+    counter_window_s = run.counter_window_s
     paths = [HostEnd(pool, d, size, True, to_device=case.direction == "h2d") for d in devices]
     sampled = take_samples(pool.backend, lambda ops: [p.work(ops) for p in paths], samples,
                            counter_window_s=counter_window_s)
@@ -203,13 +208,6 @@ def all_devices(pool: BufferPool, case: CaseSpec, devices: Sequence[GpuDevice], 
     return rows
 
 
-def _same_bus(x: str | None, y: str | None) -> bool:
-    try:
-        return bool(x and y) and parse_pci_bus_id(x).cuda() == parse_pci_bus_id(y).cuda()  # type: ignore[arg-type]
-    except ValueError:
-        return False
-
-
 def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     """Per-direction peak from `a` to `b`: the NVLinks joining them (directly, or every link
     of `a` through NVSwitch), else the slower PCIe link; None when NVLink exists but NVML
@@ -217,7 +215,7 @@ def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     remotes = a.metadata.get("nvlink_remotes") or []
     links_up = a.metadata.get("nvlink_links_up") or 0
     if a.peak_nvlink_gbps and links_up:
-        direct = sum(1 for r in remotes if _same_bus(r, b.properties.pci_bus_id))  # type: ignore[arg-type]
+        direct = sum(1 for r in remotes if same_device(r, b.properties.pci_bus_id))
         switched = sum(1 for r in remotes if r == "switch")
         joining = direct or switched
         if joining:
@@ -229,7 +227,8 @@ def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     return None
 
 
-P2P_SLOTS = {"p2p_copy": ((0,), (1,)), "p2p_bidir": ((0, 3), (1, 2))}
+ONE_WAY_PAIR_SLOTS = ((0,), (1,))
+BOTH_WAYS_PAIR_SLOTS = ((0, 3), (1, 2))
 """Device buffer slots a pair job uses on (its first GPU, its second): a path from slot s reads
 slot s on its source and writes slot s + 1 on its target; both ways at once, the way back
 starts at slot 2. A GPU is source in one pair and target in the next, so the executor drops the
@@ -254,11 +253,12 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
     return source, target, pool.stream(src.index, slot)
 
 
-def peer(pool: BufferPool, case: CaseSpec, pair: tuple[GpuDevice, GpuDevice], size: int,
-         samples: int, counter_window_s: float = 0.0) -> list[Measurement]:
+def peer(run: CaseRun) -> list[Measurement]:
     """p2p_copy (i -> j) or p2p_bidir (i -> j and j -> i at once), peer access on."""
+    pool, case, size, samples = run.pool, run.case, run.size, run.samples
+    counter_window_s = run.counter_window_s
     backend = pool.backend
-    a, b = pair
+    a, b = run.device, run.peer
     names = f"{a.name} -> {b.name}"
     peak = p2p_peak(a, b)
     forward = _peer_path(pool, a, b, size, slot=0)

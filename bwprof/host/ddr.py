@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from bwprof.cases import CaseSpec
+from bwprof.casespec import CaseSpec
 from bwprof.cpulist import format_cpu_list, parse_cpu_list, process_affinity
+from bwprof.executor import Executor
 from bwprof.host import placement, stream
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import (
@@ -29,11 +30,11 @@ from bwprof.plan import (
     HOST_ARRAYS,
     HOST_ELEMENT_BYTES,
     HOST_MEMORY_SHARE,
-    IN_CACHE_NOTE,
     Plan,
-    format_bytes,
 )
+from bwprof.schema import flags
 from bwprof.system import NumaNode
+from bwprof.units import format_bytes
 
 
 class HostStream:
@@ -112,7 +113,7 @@ def measurable_nodes(nodes: Sequence[NumaNode],
     return tuple(found) if len(found) > 1 else ()
 
 
-class HostExecutor:
+class HostExecutor(Executor):
     """Runs `ddr_*` jobs; keeps the arrays of the current size between cases."""
 
     backend = "host"
@@ -149,9 +150,6 @@ class HostExecutor:
         self._huge_share: float | None = None  # of the current arrays' bytes, once touched
         self._huge_share_read = False
         self._warm = False
-
-    def unavailable_reason(self, case: CaseSpec) -> str | None:
-        return None
 
     def _cache_caveat(self) -> str | None:
         """Why the arrays may be partly cache-resident after all, where the cache sizes are
@@ -213,8 +211,11 @@ class HostExecutor:
                 self._huge_share_read = True
         problem = self._bench.validate(name, plan.repeats, value)
         notes = [f"validation failed: {problem}"] if problem else []
+        row_flags: set[str] = set()
         if node is not None:
             share = self._share_on_node
+            if share is None:
+                row_flags.add(flags.NUMA_UNVERIFIED)
             notes.append(f"NUMA node {node.node} alone: CPUs {format_cpu_list(node.cpus)}, "
                          "arrays first-touched there, "
                          + ("placement not verified (move_pages unavailable)" if share is None
@@ -224,9 +225,12 @@ class HostExecutor:
                          "kernel had too few free; 4 KiB pages read several percent slower)")
         in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
         if in_cache:
-            notes.append(f"arrays {IN_CACHE_NOTE} ({format_bytes(self.llc_bytes)}): partly "
-                         "cache bandwidth, not DDR alone (no DDR peak beside it)")
+            row_flags.add(flags.IN_CACHE)
+            notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "
+                         f"({format_bytes(self.llc_bytes or 0)}): partly cache bandwidth, not "
+                         "DDR alone (no DDR peak beside it)")
         elif caveat := self._cache_caveat():
+            row_flags.add(flags.CACHE_UNKNOWN)
             notes.append(caveat)
         return [
             Measurement(
@@ -241,7 +245,8 @@ class HostExecutor:
                 note="; ".join(notes),
                 threads=job.threads,
                 numa_node=job.numa_node,
-                peak_gbps=None if node is not None or in_cache else self.peak_gbps,
+                peak=None if node is not None or in_cache else self.peak_gbps,
+                flags=frozenset(row_flags),
             )
         ]
 

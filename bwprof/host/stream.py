@@ -1,8 +1,8 @@
 """STREAM kernels for host memory, compiled by Numba with OpenMP-style parallel loops.
 
 Kernels only compute: they never time, print or count bytes. Compiled code is cached on disk
-(`cache=True`) so a second run does not pay the JIT again. Gold values are replayed on scalars,
-the way BabelStream validates, so every element can be checked after timing.
+(`cache=True`) so a second run does not pay the JIT again. Their gold values live in
+`bwprof.stream_gold`, shared with the GPU STREAM cases.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-SCALAR = 3.0
-INIT_A, INIT_B, INIT_C = 1.0, 2.0, 0.5
-"""Distinct, exactly representable start values: every kernel changes what it writes."""
+from bwprof import stream_gold
+from bwprof.stream_gold import INIT_A, INIT_B, INIT_C, REPLAYS, SCALAR, WRITES, Replay
+
+__all__ = ["INIT_A", "INIT_B", "INIT_C", "KERNELS", "SCALAR", "StreamKernel", "check", "gold"]
 
 
 @njit(parallel=True, cache=True)
@@ -82,7 +83,6 @@ def count_mismatches(x, expected, tolerance):  # pragma: no cover - compiled
     return bad
 
 
-Scalars = tuple[float, float, float]
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray, float], object]
 
 
@@ -93,70 +93,29 @@ class StreamKernel:
 
     name: str
     run: Kernel
-    replay: Callable[[float, float, float], tuple[float, float, float, float | None]]
+    replay: Replay
     writes: str | None = None
 
 
-def _replay_copy(a: float, b: float, c: float) -> tuple[float, float, float, None]:
-    return a, b, a, None
-
-
-def _replay_scale(a: float, b: float, c: float) -> tuple[float, float, float, None]:
-    return a, SCALAR * c, c, None
-
-
-def _replay_add(a: float, b: float, c: float) -> tuple[float, float, float, None]:
-    return a, b, a + b, None
-
-
-def _replay_triad(a: float, b: float, c: float) -> tuple[float, float, float, None]:
-    return b + SCALAR * c, b, c, None
-
-
-def _replay_dot(a: float, b: float, c: float) -> tuple[float, float, float, float]:
-    return a, b, c, a * b
-
-
+_RUN: dict[str, Kernel] = {"copy": stream_copy, "scale": stream_scale, "add": stream_add,
+                           "triad": stream_triad, "dot": stream_dot}
 KERNELS: dict[str, StreamKernel] = {
-    "copy": StreamKernel("copy", stream_copy, _replay_copy, "c"),
-    "scale": StreamKernel("scale", stream_scale, _replay_scale, "b"),
-    "add": StreamKernel("add", stream_add, _replay_add, "c"),
-    "triad": StreamKernel("triad", stream_triad, _replay_triad, "a"),
-    "dot": StreamKernel("dot", stream_dot, _replay_dot),
+    name: StreamKernel(name, _RUN[name], REPLAYS[name], WRITES[name]) for name in _RUN
 }
 
 
 def gold(kernel: StreamKernel, runs: int) -> tuple[float, float, float, float | None]:
     """Expected (a, b, c, per-element dot term) after `runs` launches from the initial values."""
-    a, b, c, term = INIT_A, INIT_B, INIT_C, None
-    for _ in range(runs):
-        a, b, c, term = kernel.replay(a, b, c)
-    return a, b, c, term
-
-
-ELEMENT_TOLERANCE = 1e-12
-DOT_TOLERANCE = 1e-9
+    return stream_gold.gold(kernel.replay, runs)
 
 
 def check(
     kernel: StreamKernel, runs: int, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     dot: object = None,
 ) -> str:
-    """Empty when every element of a, b, c (and the dot result) matches the gold values after
-    `runs` launches, else what went wrong. Shared by the host and the GPU STREAM cases."""
-    gold_a, gold_b, gold_c, term = gold(kernel, runs)
-    problems = []
-    for label, array, expected in (("a", a, gold_a), ("b", b, gold_b), ("c", c, gold_c)):
-        bad = count_mismatches(array, expected, ELEMENT_TOLERANCE)
-        if bad:
-            problems.append(f"{bad} of {array.size} elements of {label} != {expected}")
-    if term is not None:
-        expected_dot = term * a.size
-        if not isinstance(dot, float) or not abs(dot - expected_dot) <= DOT_TOLERANCE * abs(
-            expected_dot
-        ):
-            problems.append(f"dot = {dot} != {expected_dot}")
-    return "; ".join(problems)
+    """Empty when every element matches the gold values after `runs` launches (checked on
+    every core), else what went wrong."""
+    return stream_gold.check(kernel.replay, runs, a, b, c, dot, count=count_mismatches)
 
 
 def warm_up() -> None:

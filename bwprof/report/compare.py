@@ -23,8 +23,9 @@ import pandas as pd
 from bwprof.errors import BwprofError
 from bwprof.report.formats import is_missing
 from bwprof.report.runfolder import RunFolder
-from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.summary import build_summary
+from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.rows import SCHEMA_VERSION
 
 COMPARE_FILE = "compare.csv"
 NOISE_FLOOR = 0.01
@@ -36,10 +37,13 @@ KEY_COLUMNS: tuple[str, ...] = (
     "threads", "streams", "phase", "metric",
 )
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "figure_id", *KEY_COLUMNS, "run", "run_dir", "run_id", "baseline", "backend", "status",
-    "value", "cv", "repeats", "baseline_value", "change_pct", "noise_pct", "beyond_noise",
-    "schema_version",
+    "figure_id", *KEY_COLUMNS, "unit", "higher_is_better", "run", "run_dir", "run_id",
+    "baseline", "backend", "status", "value", "cv", "repeats", "baseline_value", "change_pct",
+    "noise_pct", "beyond_noise", "regressed_pct", "schema_version",
 )
+"""`change_pct` is the plain change of the value; `regressed_pct` the same change signed so
+that positive is worse whichever way the metric is better (a latency that rose by 10%, a
+bandwidth that fell by 10%: both 10)."""
 
 
 # Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom (math.inf: 1.96).
@@ -105,29 +109,36 @@ def _int(value: object) -> int | None:
     return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
 
 
+def _higher(value: object) -> bool:
+    return True if is_missing(value) else bool(value)
+
+
 def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
-    """The run's figures, keyed: its summary rows, then every measured row of results.csv."""
+    """The run's figures, keyed: its summary rows, then every measured row of results.csv,
+    each in its own metric and unit (an overlap row also gives its efficiency)."""
     figures: list[dict[str, object]] = []
     for _, row in summary.iterrows():
-        metric, value = (("overlap_efficiency", row["overlap_efficiency"])
-                         if row["path"] == "overlap" else ("gbps", row["gbps"]))
-        if _num(value) is None:
+        if _num(row["value"]) is None:
             continue
         figures.append({
             "scope": "summary", "path": row["path"], "case": row["case"],
             "size_bytes": _int(row["size_bytes"]), "device": row["device"],
             "device_name": row["device_name"], "memory": row["memory"],
             "direction": row["direction"], "threads": None, "streams": None,
-            "phase": "concurrent" if row["path"] == "overlap" else "", "metric": metric,
-            "backend": row["backend"], "status": row["status"], "value": _num(value),
+            "phase": "concurrent" if row["path"] == "overlap" else "",
+            "metric": row["metric"], "unit": row["unit"],
+            "higher_is_better": _higher(row["higher_is_better"]),
+            "backend": row["backend"], "status": row["status"], "value": _num(row["value"]),
             "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
         })
     measured = run.results[run.results["status"].isin(["ok", "invalid"])]
     for _, row in measured.iterrows():
-        metrics = [("gbps", row["gbps_best"])]
+        metrics = [(row["metric"], row["unit"], _higher(row["higher_is_better"]),
+                    row["value_best"])]
         if _num(row["overlap_efficiency"]) is not None:
-            metrics.append(("overlap_efficiency", row["overlap_efficiency"]))
-        for metric, value in metrics:
+            metrics.append((EFFICIENCY.name, EFFICIENCY.unit, EFFICIENCY.higher_is_better,
+                            row["overlap_efficiency"]))
+        for metric, unit, higher, value in metrics:
             if _num(value) is None:
                 continue
             figures.append({
@@ -136,6 +147,7 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
                 "device_name": row["device_name"], "memory": row["memory"],
                 "direction": row["direction"], "threads": _int(row["threads"]),
                 "streams": _int(row["streams"]), "phase": row["phase"], "metric": metric,
+                "unit": unit, "higher_is_better": higher,
                 "backend": row["backend"], "status": row["status"], "value": _num(value),
                 "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
             })
@@ -161,6 +173,8 @@ class Regression:
     simulated: bool
     why: str = ""
     """Why the figure (or every figure of the baseline) is missing, from the run's own rows."""
+    higher_is_better: bool = True
+    """A bandwidth fell, or (False) a latency rose."""
 
 
 @dataclass
@@ -173,9 +187,10 @@ class Comparison:
     """Each run's summary (build_summary), as aligned and as asked why a figure is missing."""
 
     def regressions(self, fail_below: float) -> list[Regression]:
-        """Headline figures of later runs that fell more than `fail_below` % versus the
-        baseline, and headline figures of the baseline that a later run lacks. A baseline
-        without any headline figure fails too: acceptance against nothing is no acceptance."""
+        """Headline figures of later runs that got more than `fail_below` % worse than the
+        baseline's (fell, or rose where lower is better: a latency), and headline figures of
+        the baseline that a later run lacks. A baseline without any headline figure fails
+        too: acceptance against nothing is no acceptance."""
         summary = self.rows[self.rows["scope"] == "summary"]
         if not (summary["baseline"] & summary["value"].notna()).any():
             return [Regression(self.labels[0], "", None, False,
@@ -185,8 +200,8 @@ class Comparison:
         for _, row in summary[~summary["baseline"]].iterrows():
             if _num(row["baseline_value"]) is None:
                 continue
-            change = _num(row["change_pct"])
-            if change is not None and change >= -fail_below:
+            change, worse = _num(row["change_pct"]), _num(row["regressed_pct"])
+            if worse is not None and worse <= fail_below:
                 continue
             if change is None and _num(row["value"]) is not None:
                 continue
@@ -194,6 +209,7 @@ class Comparison:
                 str(row["run"]), describe(row), change,
                 row["backend"] == "simulated" or self._baseline_simulated(row),
                 why_missing(*runs[str(row["run"])], row) if change is None else "",
+                _higher(row["higher_is_better"]),
             ))
         return found
 
@@ -205,7 +221,7 @@ class Comparison:
 def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str:
     """Why `run` (whose summary is `summary`) has no figure for a headline figure of the
     baseline, from its own rows."""
-    from bwprof.plan import format_bytes
+    from bwprof.units import format_bytes
 
     results = run.results
     mine = results[(results["case"] == figure["case"]) & (results["device"] == figure["device"])]
@@ -223,8 +239,7 @@ def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str
     if sizes and not is_missing(figure["size_bytes"]) and int(figure["size_bytes"]) not in sizes:
         return (f"measured at {', '.join(format_bytes(s) for s in sizes)} only: figures align "
                 "at the same size, so compare runs made with the same --preset and --size")
-    path = summary[(summary["path"] == figure["path"]) & summary["gbps"].isna()
-                   & summary["overlap_efficiency"].isna()]
+    path = summary[(summary["path"] == figure["path"]) & summary["value"].isna()]
     if len(path) and path.iloc[0]["status"] != "absent":
         return f"{path.iloc[0]['status']}: {path.iloc[0]['note']}"
     interrupted = " (the run was interrupted)" if run.system.get("interrupted") else ""
@@ -243,15 +258,17 @@ def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
 
 def describe(row: pd.Series) -> str:
     """'hbm_triad gpu0 (NVIDIA H200) 256 MiB' for messages."""
-    from bwprof.plan import format_bytes
+    from bwprof.units import format_bytes
 
     parts = [str(row["case"]), str(row["device"])]
     if row["device_name"]:
         parts.append(f"({row['device_name']})")
     if not is_missing(row["size_bytes"]):
         parts.append(format_bytes(int(row["size_bytes"])))
-    if row["metric"] == "overlap_efficiency":
+    if row["metric"] == EFFICIENCY.name:
         parts.append("overlap efficiency")
+    elif row["metric"] != "bandwidth":
+        parts.append(str(row["metric"]))
     return " ".join(parts)
 
 
@@ -278,6 +295,8 @@ def _machine(system: dict) -> dict[str, str]:
         "sandbox": (str((host or {}).get("sandbox") or "none") if "sandbox" in (host or {})
                     else "unknown"),
         "bwprof version": str(system.get("bwprof_version") or "unknown"),
+        # The same version number from two checkouts may be different code.
+        "bwprof commit": str(system.get("bwprof_commit") or "unknown"),
         "backend": "GPU rows simulated" if system.get("simulated") else "GPU rows measured",
     }
 
@@ -292,9 +311,9 @@ def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[s
             gpu_detail = what in ("driver", "CUDA", "backend")
             if gpu_detail and "no GPU" in (value, base["GPU model"], mine["GPU model"]):
                 continue  # the GPU model line already says one side has no GPU
-            if what in ("transparent huge pages", "sandbox") and "unknown" in (value,
-                                                                                base[what]):
-                continue  # a run from before bwprof recorded it
+            if what in ("transparent huge pages", "sandbox", "bwprof commit") and "unknown" in (
+                    value, base[what]):
+                continue  # a run from before bwprof recorded it, or not from a checkout
             if value != base[what]:
                 lines.append(f"{what} differs: {labels[0]} {base[what]}; {label} {value}")
     return lines
@@ -346,13 +365,15 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
             record: dict[str, object] = {"figure_id": figure_id,
                                          **dict(zip(KEY_COLUMNS, key, strict=True))}
             record.update(
+                unit=(mine or base or {}).get("unit"),
+                higher_is_better=(mine or base or {}).get("higher_is_better"),
                 run=label, run_dir=str(run.path), run_id=run.run_id, baseline=index == 0,
                 backend=mine["backend"] if mine else None,
                 status=mine["status"] if mine else "absent",
                 value=mine["value"] if mine else None, cv=mine["cv"] if mine else None,
                 repeats=mine["repeats"] if mine else None,
                 baseline_value=base["value"] if base else None,
-                change_pct=None, noise_pct=None, beyond_noise=None,
+                change_pct=None, noise_pct=None, beyond_noise=None, regressed_pct=None,
                 schema_version=SCHEMA_VERSION,
             )
             if index and base and mine and base["value"]:
@@ -360,14 +381,17 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                 noise = noise_pct(base["cv"], base["repeats"], mine["cv"],  # type: ignore[arg-type]
                                   mine["repeats"])  # type: ignore[arg-type]
                 record.update(change_pct=change, noise_pct=noise,
-                              beyond_noise=None if noise is None else abs(change) > noise)
+                              beyond_noise=None if noise is None else abs(change) > noise,
+                              regressed_pct=-change if base["higher_is_better"] else change)
             records.append(record)
     frame = pd.DataFrame(records, columns=list(COMPARE_COLUMNS))
     for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
-    frame["beyond_noise"] = frame["beyond_noise"].astype("boolean")
+    for column in ("beyond_noise", "higher_is_better"):
+        frame[column] = frame[column].astype("boolean")
+    frame["regressed_pct"] = pd.to_numeric(frame["regressed_pct"]).astype("float64")
     stopped = [line for run, label in zip(runs, labels, strict=True)
                for line in ([f"run {label} was interrupted: figures it did not reach are "
                              "absent"] if run.system.get("interrupted") else [])
@@ -384,12 +408,13 @@ def regression_lines(regressions: Sequence[Regression], fail_below: float) -> li
             lines.append(f"below --fail-below: baseline {found.run} has no headline figure to "
                          f"hold the other runs against ({found.why})")
             continue
+        moved = "fell" if found.higher_is_better else "rose"
         if found.change_pct is None:
             what = f"is missing ({found.why or 'not measured or failed'})"
         elif found.simulated:
-            what = f"fell more than {fail_below:g}% (simulated rows, not a measurement)"
+            what = f"{moved} more than {fail_below:g}% (simulated rows, not a measurement)"
         else:
-            what = f"fell {-found.change_pct:.1f}% (more than {fail_below:g}%)"
+            what = f"{moved} {abs(found.change_pct):.1f}% (more than {fail_below:g}%)"
         lines.append(f"below --fail-below: run {found.run}: {found.figure} {what}")
     return lines
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
+from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
 
 RESULTS_FILE = "results.csv"
 SAMPLES_FILE = "samples.csv"

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from bwprof.peaks import FINDING_ABOVE_PEAK
+from bwprof.report.formats import lower_is_better_row
 from bwprof.report.summary import is_numa_device, node_of
+from bwprof.schema.flags import CACHE_RESIDENT, split_flags
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
@@ -137,15 +139,20 @@ def busy_before_run(system: dict) -> list[Finding]:
 
 
 def _below_siblings(group: pd.DataFrame) -> Iterator[tuple[pd.Series, float, int]]:
-    """Each row under SIBLING_SHARE of the median of the other devices' rows in its group,
-    with that median and how many devices it spans. The device itself stays out of the
-    median: with two siblings it would be their mean, and one would pass at 67% of the other."""
+    """Each row worse than SIBLING_SHARE of the median of the other devices' rows in its
+    group (of one metric), with that median and how many devices it spans: under 80% of it
+    where higher is better, above 1/0.8 of it where lower is. The device itself stays out of
+    the median: with two siblings it would be their mean, and one would pass at 67% of the
+    other."""
     for _, row in group.iterrows():
         others = group[group["device"] != row["device"]]
         if others.empty:
             continue
-        median = statistics.median(others["gbps_best"])
-        if row["gbps_best"] < SIBLING_SHARE * median:
+        median = statistics.median(others["value_best"])
+        lower_is_better = lower_is_better_row(row)
+        worse = (row["value_best"] > median / SIBLING_SHARE if lower_is_better
+                 else row["value_best"] < SIBLING_SHARE * median)
+        if worse:
             yield row, median, others["device"].nunique()
 
 
@@ -153,16 +160,16 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
     """A GPU whose figure is under 80% of the median of its identical siblings doing the same
     case. Only validated rows of at least SIBLING_MIN_BYTES count: small copies are bound by
     launch latency and noisy, no sign of a sick GPU."""
-    single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["gbps_best"].notna()
+    single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["value_best"].notna()
                   & (rows["status"] == "ok") & ~(rows["size_bytes"] < SIBLING_MIN_BYTES)]
     # Everything that makes two rows the same measurement, device aside.
-    keys = ["case", "size_bytes", "direction", "phase", "memory", "streams", "threads",
-            "device_name"]
+    keys = ["case", "metric", "size_bytes", "direction", "phase", "memory", "streams",
+            "threads", "device_name"]
     return [Finding(
         "warning", row["device"], f"slower than its identical siblings on {key[0]}",
         "one GPU (or its slot, link or NUMA placement) under-delivers",
-        f"{row['gbps_best']:.1f} GB/s vs a median of {median:.1f} GB/s over {others} other "
-        f"{key[-1]} GPUs at {row['size_bytes']} B",
+        f"{row['value_best']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
+        f"over {others} other {key[-1]} GPUs at {row['size_bytes']} B",
     ) for key, group in single.groupby(keys, dropna=False)
         for row, median, others in _below_siblings(group)]
 
@@ -171,18 +178,19 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     """A host NUMA node whose DDR figure alone is under 80% of the median of its host's other
     nodes (a missing or slower DIMM, or memory channels left empty on one socket)."""
     nodes = rows[(rows["backend"] == "host") & (rows["status"] == "ok")
-                 & rows["gbps_best"].notna() & rows["device"].map(is_numa_device)]
+                 & rows["value_best"].notna() & rows["device"].map(is_numa_device)]
     slow: dict[str, list[str]] = {}
     evidence: dict[str, str] = {}
     # Same thread count too: a cpuset may leave one node fewer CPUs, which is no DIMM fault.
-    for (case, _size, _threads, _host), group in nodes.groupby(
-            ["case", "size_bytes", "threads", nodes["device"].map(node_of)], sort=False,
-            dropna=False):
+    for (case, _metric, _size, _threads, _host), group in nodes.groupby(
+            ["case", "metric", "size_bytes", "threads", nodes["device"].map(node_of)],
+            sort=False, dropna=False):
         for row, median, others in _below_siblings(group):
             slow.setdefault(row["device"], []).append(str(case))
-            evidence.setdefault(row["device"], f"{case}: {row['gbps_best']:.1f} GB/s vs a median "
-                                               f"of {median:.1f} GB/s over {others} other "
-                                               f"NUMA nodes")
+            unit = row["unit"]
+            evidence.setdefault(row["device"], f"{case}: {row['value_best']:.1f} {unit} vs a "
+                                               f"median of {median:.1f} {unit} over {others} "
+                                               f"other NUMA nodes")
     return [Finding(
         "warning", device, f"NUMA node slower than its siblings on {', '.join(cases)}",
         "one socket's memory under-delivers: a missing or slower DIMM, or empty channels; "
@@ -234,13 +242,16 @@ def _peak_doubt(row: pd.Series) -> str:
 
 
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
-    over = rows[rows["peak_gbps"].notna()
-                & (rows["gbps_best"] > FINDING_ABOVE_PEAK * rows["peak_gbps"])
-                & ~rows["note"].str.contains("fits in L2", regex=False)]
+    """A figure above its theoretical peak (where higher is better): never a cache-resident
+    row, which is not held against the memory's peak."""
+    cached = rows["flags"].map(lambda text: bool(split_flags(text) & CACHE_RESIDENT))
+    over = rows[rows["peak_value"].notna() & rows["higher_is_better"].eq(True).fillna(False)
+                & (rows["value_best"] > FINDING_ABOVE_PEAK * rows["peak_value"]) & ~cached]
     return [Finding(
         "error", str(row["device"]), f"{row['case']} above its theoretical peak",
         "no path beats its peak: the figure is a measurement error" + _peak_doubt(row),
-        f"{row['gbps_best']:.1f} GB/s > peak {row['peak_gbps']:.1f} GB/s at {row['size_bytes']} B",
+        f"{row['value_best']:.1f} {row['unit']} > peak {row['peak_value']:.1f} {row['unit']} "
+        f"at {row['size_bytes']} B",
     ) for _, row in over.iterrows()]
 
 

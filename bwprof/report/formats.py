@@ -61,3 +61,10 @@ def plain(value: object) -> object:
 def json_records(frame: pd.DataFrame) -> list[dict[str, object]]:
     """Rows of a table as JSON-ready dicts, missing cells as null."""
     return [plain(record) for record in frame.to_dict("records")]  # type: ignore[misc]
+
+
+def lower_is_better_row(row: object) -> bool:
+    """Whether a results or summary row's figure is better lower (a latency); a row that
+    does not say (a path with no figure) counts as higher is better."""
+    value = row["higher_is_better"]  # type: ignore[index]
+    return not is_missing(value) and not bool(value)

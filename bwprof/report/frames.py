@@ -11,43 +11,64 @@ import numpy as np
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.schema import (
+from bwprof.schema.flags import split_flags, unknown_flags
+from bwprof.schema.metrics import METRICS
+from bwprof.schema.rows import (
     CSV_COLUMNS,
+    READABLE_VERSIONS,
     RESULT_COLUMNS,
-    SCHEMA_VERSION,
     STATUSES,
     TELEMETRY_COLUMNS,
     ResultRow,
 )
+from bwprof.schema.upgrade import upgrade_results_v1
 
 _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
-    "bytes_per_rep", "schema_version",
+    "bytes_per_op", "schema_version",
 )
 _OPTIONAL_INTEGER_COLUMNS = ("rank",)
 _FLOAT_COLUMNS = (
-    "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak",
-    "overlap_efficiency",
+    "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
+    "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
 )
+_TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags")
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every known column present, as its type (a version-1 table lacks some)."""
     for column in TELEMETRY_COLUMNS:
         if column in frame.columns and column != "throttle_reasons":
             frame[column] = _numeric(frame[column], column, "float64")
     if "throttle_reasons" in frame.columns:
         frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
             str)
-    for column in _INTEGER_COLUMNS:
-        frame[column] = _numeric(frame[column], column, "Int64")
-    for column in _OPTIONAL_INTEGER_COLUMNS:
+    for columns, dtype in ((_INTEGER_COLUMNS + _OPTIONAL_INTEGER_COLUMNS + ("bytes_per_rep",),
+                            "Int64"), (_FLOAT_COLUMNS, "float64")):
+        for column in columns:
+            if column in frame.columns:
+                frame[column] = _numeric(frame[column], column, dtype)
+    for column in _TEXT_COLUMNS:
         if column in frame.columns:
-            frame[column] = _numeric(frame[column], column, "Int64")
-    for column in _FLOAT_COLUMNS:
-        frame[column] = _numeric(frame[column], column, "float64")
-    for column in ("note", "device", "device_name", "phase"):
-        frame[column] = frame[column].astype("string").fillna("").astype(str)
+            frame[column] = frame[column].astype("string").fillna("").astype(str)
+    if "higher_is_better" in frame.columns:
+        frame["higher_is_better"] = _boolean(frame["higher_is_better"])
     return frame
+
+
+def _boolean(values: pd.Series) -> pd.Series:
+    """True/False as written (or read back as text), missing as NA; anything else malformed."""
+    words = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
+    def one(value: object) -> object:
+        if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+            return pd.NA
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        text = str(value).strip().lower()
+        if text in words:
+            return words[text]
+        raise _Malformed(f"column higher_is_better: {value!r} is not True or False")
+    return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
 
 
 def _numeric(values: pd.Series, column: str, dtype: str) -> pd.Series:
@@ -97,52 +118,128 @@ def read_results(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     return checked_results(read_run_csv(path, notes), path)
 
 
-def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
-    """BwprofError when the table's schema_version column holds another version."""
+def schema_versions(frame: pd.DataFrame, path: Path) -> set[int]:
+    """The versions in the table's schema_version column; BwprofError for one this bwprof
+    cannot read, or for a table that mixes versions."""
+    if "schema_version" not in frame.columns:
+        return set()
     versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
-    if versions - {SCHEMA_VERSION}:
+    unreadable = versions - set(READABLE_VERSIONS)
+    if unreadable:
         raise BwprofError(
-            f"{path} has schema version {', '.join(map(str, sorted(versions)))}, this bwprof "
-            f"reads {SCHEMA_VERSION}; use the bwprof version that wrote it"
+            f"{path} has schema version {', '.join(map(str, sorted(unreadable)))}, this bwprof "
+            f"reads {' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that "
+            "wrote it"
         )
+    if len(versions) > 1:
+        raise BwprofError(f"{path} is malformed: it mixes schema versions "
+                          f"{', '.join(map(str, sorted(versions)))}")
+    return versions
+
+
+def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
+    """BwprofError when the table's schema_version column holds a version this bwprof does
+    not read."""
+    schema_versions(frame, path)
+
+
+V1_RESULT_COLUMNS: tuple[str, ...] = (
+    "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
+    "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
+    "bytes_per_rep", "byte_convention", "time_median_s", "time_min_s", "gbps_median",
+    "gbps_best", "cv", "peak_gbps", "pct_of_peak", "status", "note", "phase",
+    "overlap_efficiency", "schema_version",
+)
+"""The columns a version-1 results file has (it is upgraded on read)."""
 
 
 def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """A results table read from any format, checked for columns, schema version and values."""
-    missing = [c for c in RESULT_COLUMNS if c not in frame.columns]
+    """A results table read from any format, checked for columns, schema version and values;
+    a version-1 table is checked as written (errors name its own columns), then comes back
+    as version 2 (`bwprof.schema.upgrade`)."""
+    versions = schema_versions(frame, path)
+    v1 = versions == {1} or (not versions and "bytes_per_rep" in frame.columns)
+    required = V1_RESULT_COLUMNS if v1 else RESULT_COLUMNS
+    missing = [c for c in required if c not in frame.columns]
     if missing:
         raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
-    check_schema_version(frame, path)
-    extra = [c for c in frame.columns if c not in RESULT_COLUMNS]
+    extra = [c for c in frame.columns if c not in required]
     try:
-        typed = _typed(frame[[*RESULT_COLUMNS, *extra]].copy())
+        typed = _typed(frame[[*required, *extra]].copy())
     except _Malformed as exc:
         raise BwprofError(f"{path} is malformed: {exc}") from None
+    _check_values(typed, path, ("gbps_best", "gbps_median") if v1
+                  else ("value_best", "value_median"))
+    if v1:
+        upgraded = upgrade_results_v1(typed)
+        others = [c for c in upgraded.columns if c not in RESULT_COLUMNS]
+        typed = _typed(upgraded[[*RESULT_COLUMNS, *others]])
+    _check_metrics(typed, path)
+    return typed
+
+
+def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> None:
+    """Known statuses; no negative or infinite size, time or rate; every ok row has its
+    figure (the `figure` columns: best and median)."""
     status = typed["status"]
     bad = status.isna() | ~status.astype("string").isin(list(STATUSES)).fillna(False)
     if bad.any():
         unknown = sorted(set(status[bad].dropna().astype(str)))
         raise BwprofError(f"{path} is malformed: unknown status "
                           f"{', '.join(unknown) or '(empty)'} {_where(bad, path)}")
-    negative = [c for c in NONNEGATIVE_COLUMNS if (typed[c].fillna(0) < 0).any()]
+    present = [c for c in (*NONNEGATIVE_COLUMNS, "bytes_per_rep") if c in typed.columns]
+    negative = [c for c in present if (typed[c].fillna(0) < 0).any()]
     if negative:
         raise BwprofError(f"{path} is malformed: column {negative[0]} holds a negative value "
                           f"{_where(typed[negative[0]].fillna(0) < 0, path)}")
-    infinite = [c for c in NONNEGATIVE_COLUMNS if typed[c].isin([np.inf]).any()]
+    infinite = [c for c in present if typed[c].isin([np.inf]).any()]
     if infinite:
         raise BwprofError(f"{path} is malformed: column {infinite[0]} holds an infinite value "
                           f"{_where(typed[infinite[0]].isin([np.inf]), path)}")
-    figureless = (status == "ok") & (typed["gbps_best"].isna() | typed["gbps_median"].isna())
+    best, median = figure
+    figureless = (status == "ok") & (typed[best].isna() | typed[median].isna())
     if figureless.any():
-        raise BwprofError(f"{path} is malformed: an ok row without its figure (gbps_best, "
-                          f"gbps_median) {_where(figureless, path)}")
-    return typed
+        raise BwprofError(f"{path} is malformed: an ok row without its figure ({best}, "
+                          f"{median}) {_where(figureless, path)}")
+
+
+def _check_metrics(typed: pd.DataFrame, path: Path) -> None:
+    """Every measured row names a known metric with its own unit and direction; every flag
+    is one of the vocabulary."""
+    measured = typed["status"].isin(["ok", "invalid"])
+    metric = typed["metric"]
+    unknown = measured & ~metric.isin(list(METRICS))
+    if unknown.any():
+        raise BwprofError(f"{path} is malformed: unknown metric "
+                          f"{metric[unknown].iloc[0] or '(empty)'!r} {_where(unknown, path)}; "
+                          f"known: {', '.join(METRICS)}")
+    known = metric.isin(list(METRICS))
+    units = metric[known].map(lambda m: METRICS[m].unit)
+    wrong_unit = pd.Series(False, index=typed.index)
+    wrong_unit[known] = typed.loc[known, "unit"] != units
+    if wrong_unit.any():
+        first = typed[wrong_unit].iloc[0]
+        raise BwprofError(f"{path} is malformed: unit {first['unit']!r} for metric "
+                          f"{first['metric']!r} (it is {METRICS[first['metric']].unit!r}) "
+                          f"{_where(wrong_unit, path)}")
+    direction = metric[known].map(lambda m: METRICS[m].higher_is_better)
+    wrong_way = pd.Series(False, index=typed.index)
+    wrong_way[known] = (typed.loc[known, "higher_is_better"].astype("boolean")
+                        != direction.astype("boolean")).fillna(True)
+    if wrong_way.any():
+        raise BwprofError(f"{path} is malformed: higher_is_better contradicts the metric "
+                          f"{_where(wrong_way, path)}")
+    odd = typed["flags"].map(unknown_flags)
+    bad_flags = odd.map(bool)
+    if bad_flags.any():
+        raise BwprofError(f"{path} is malformed: unknown flag(s) "
+                          f"{', '.join(odd[bad_flags].iloc[0])} {_where(bad_flags, path)}")
 
 
 NONNEGATIVE_COLUMNS = (
-    "size_bytes", "threads", "streams", "repeats", "ops_per_sample", "bytes_per_rep",
-    "time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv", "peak_gbps",
-    "pct_of_peak", "overlap_efficiency",
+    "size_bytes", "threads", "streams", "repeats", "ops_per_sample", "bytes_per_op",
+    "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
+    "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
 )
 """Sizes, counts, times and rates: a negative one was not written by bwprof."""
 
@@ -167,8 +264,11 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
         values["counters"] = {c: values.pop(c) for c in telemetry}
         for key in optional:
             values[key] = None if values[key] is None else int(values[key])
-        for key in ("note", "phase", "device", "device_name"):
+        for key in ("note", "phase", "device", "device_name", "metric", "unit"):
             values[key] = values[key] or ""
+        values["flags"] = split_flags(values["flags"])
+        values["higher_is_better"] = (None if values["higher_is_better"] is None
+                                      else bool(values["higher_is_better"]))
         for key in _INTEGER_COLUMNS:
             values[key] = None if values[key] is None else int(values[key])
         for key in _FLOAT_COLUMNS:

@@ -20,10 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.plan import format_bytes
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
 from bwprof.report.timeline import read_timelines, write_timeline_plots
+from bwprof.schema.flags import CACHE_RESIDENT, split_flags
+from bwprof.units import format_bytes
 
 BANDWIDTH_PNG = "bandwidth_vs_size.png"
 SUMMARY_PNG = "summary_vs_peak.png"
@@ -78,13 +79,18 @@ def _size_formatter(value: float, _position: object) -> str:
 
 
 def bandwidth_figure(results: pd.DataFrame, system: dict):
-    """GB/s against size per memory kind and direction; None when no row has a size."""
+    """GB/s against size per memory kind and direction; None when no row has a size. Points
+    whose buffers fit in a cache (`in_cache`, `l2_resident`) are drawn hollow: they are not
+    the memory's figure and may pass its peak line."""
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
-    rows = results[(results["status"] == "ok") & results["gbps_best"].notna()
-                   & results["size_bytes"].notna() & (results["phase"] == "")]
+    rows = results[(results["status"] == "ok") & (results["metric"] == "bandwidth")
+                   & results["value_best"].notna() & results["size_bytes"].notna()
+                   & (results["phase"] == "")]
     if rows.empty:
         return None
+    resident = rows["flags"].map(lambda text: bool(split_flags(text) & CACHE_RESIDENT))
     panels = list(dict.fromkeys(zip(rows["memory"], rows["direction"], strict=True)))
     columns = min(len(panels), 3)
     lines = math.ceil(len(panels) / columns)
@@ -96,8 +102,14 @@ def bandwidth_figure(results: pd.DataFrame, system: dict):
             line = line.sort_values("size_bytes")
             label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
                                           .any() else "")
-            axis.plot(line["size_bytes"].astype(float), line["gbps_best"], marker="o",
-                      markersize=3, label=label)
+            drawn = axis.plot(line["size_bytes"].astype(float), line["value_best"], marker="o",
+                              markersize=3, label=label)[0]
+            cached = resident[line.index]
+            if cached.any():  # hollow markers over the cache-resident points
+                axis.plot(line.loc[cached, "size_bytes"].astype(float),
+                          line.loc[cached, "value_best"], linestyle="none", marker="o",
+                          markersize=6, markerfacecolor="white",
+                          markeredgecolor=drawn.get_color())
         for peak in sorted(mine["peak_gbps"].dropna().unique()):
             axis.axhline(peak, linestyle="--", linewidth=1, color="grey")
             axis.annotate(f"peak {peak:.0f} GB/s", (0.01, peak), xycoords=("axes fraction",
@@ -111,7 +123,13 @@ def bandwidth_figure(results: pd.DataFrame, system: dict):
         axis.set_title(f"{_MEMORY_LABELS.get(memory, memory)}, "
                        f"{_DIRECTION_LABELS.get(direction, direction)}", fontsize=9)
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=6, ncol=2 if mine.groupby(["case", "device"]).ngroups > 8 else 1)
+        handles, _labels = axis.get_legend_handles_labels()
+        if resident[mine.index].any():
+            handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
+                                  markeredgecolor="grey",
+                                  label="fits in a cache: not the memory's figure"))
+        axis.legend(handles=handles, fontsize=6,
+                    ncol=2 if mine.groupby(["case", "device"]).ngroups > 8 else 1)
     for axis in axes[len(panels):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
@@ -124,7 +142,7 @@ def summary_figure(summary: pd.DataFrame, system: dict):
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
-    rows = summary[summary["gbps"].notna() & (summary["path"] != "overlap")]
+    rows = summary[summary["gbps"].notna() & (summary["metric"] == "bandwidth")]
     if rows.empty:
         return None
     labels = [
@@ -236,7 +254,7 @@ def p2p_figure(results: pd.DataFrame, system: dict):
     """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
     two GPUs."""
     rows = p2p_matrix_rows(results)
-    rows = rows[rows["gbps_best"].notna() & rows["device"].str.contains("->")]
+    rows = rows[rows["value_best"].notna() & rows["device"].str.contains("->")]
     if rows.empty:
         return None
     pairs = [tuple(d.split("->")) for d in rows["device"]]
@@ -244,7 +262,7 @@ def p2p_figure(results: pd.DataFrame, system: dict):
     if len(gpus) < 2:
         return None
     matrix = [[math.nan] * len(gpus) for _ in gpus]
-    for (source, target), value in zip(pairs, rows["gbps_best"], strict=True):
+    for (source, target), value in zip(pairs, rows["value_best"], strict=True):
         matrix[gpus.index(source)][gpus.index(target)] = float(value)
     figure = _figure(1.6 + 0.9 * len(gpus), 1.9 + 0.8 * len(gpus))
     axis = figure.subplots()

@@ -22,8 +22,8 @@ from bwprof.report.frames import (
     read_results,
     read_run_csv,
 )
-from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.timeline import TimelinesVersionError, read_timelines
+from bwprof.schema.rows import READABLE_VERSIONS
 
 RESULTS_PARQUET = "results.parquet"
 
@@ -67,10 +67,10 @@ def read_system(path: Path) -> dict:
         raise BwprofError(f"{path} is malformed: {str(exc).splitlines()[0]}") from None
     if not isinstance(system, dict) or "schema_version" not in system:
         raise BwprofError(f"{path} is not a bwprof system.json (no schema_version)")
-    if system["schema_version"] != SCHEMA_VERSION:
+    if system["schema_version"] not in READABLE_VERSIONS:
         raise BwprofError(
             f"{path} has schema version {system['schema_version']!r}, this bwprof reads "
-            f"{SCHEMA_VERSION}; use the bwprof version that wrote it"
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it"
         )
     _check_shape(system, path)
     return system

@@ -5,13 +5,16 @@ alone where it has several), HBM (`hbm_triad` and `d2d_copy`
 per GPU), host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per
 GPU, and `h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest
 size, the slowest ordered pair), network (fleet runs only: `net_p2p` host buffers at the
-largest size per rank pair), and overlap efficiency (the `concurrent` rows of the overlap
-cases).
+largest size per rank pair), overlap efficiency (the `concurrent` rows of the overlap
+cases), and, where a run has rows of those metrics, latency and compute (each latency or
+throughput case per device at its largest size).
 A path with no figure keeps one row with an empty figure and the reason, so the table always
 says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU.
 
 Every figure is a row of results.csv (or a ratio of two), chosen here, never recomputed from
-samples; a summary of simulated rows keeps `backend` = `simulated`.
+samples, and keeps the row's metric, unit and direction (`value`, `unit`, `higher_is_better`;
+bandwidth figures also as `gbps`). A cache-resident row (`in_cache`, `l2_resident`) is never a
+memory's headline figure. A summary of simulated rows keeps `backend` = `simulated`.
 """
 
 from __future__ import annotations
@@ -21,27 +24,33 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from bwprof.peaks import C2C_NOTE
-from bwprof.plan import IN_CACHE_NOTE
 from bwprof.report.formats import plain
-from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.schema import flags as f
+from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.rows import SCHEMA_VERSION
 
 SUMMARY_FILE = "summary.csv"
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "run_id", "host", "path", "case", "backend", "device", "device_name", "memory", "direction",
-    "size_bytes", "threads", "repeats", "gbps", "gbps_median", "cv", "peak_gbps",
-    "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status", "note",
+    "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
+    "value_median", "gbps", "gbps_median", "cv", "peak_value", "peak_gbps", "pct_of_peak",
+    "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status", "flags", "note",
     "schema_version",
 )
 
-PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "net", "overlap")
+PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "net", "overlap", "latency",
+                          "compute")
 PATH_LABELS: dict[str, str] = {
     "ddr": "DDR", "hbm": "HBM", "h2d": "host→device", "d2h": "device→host",
-    "p2p": "GPU↔GPU", "net": "network", "overlap": "overlap",
+    "p2p": "GPU↔GPU", "net": "network", "overlap": "overlap", "latency": "latency",
+    "compute": "compute",
 }
-FLEET_ONLY_PATHS = ("net",)
-"""Paths shown only when the run has rows of them (fleet runs), not as 'not in this run'."""
+OPTIONAL_PATHS = ("net", "latency", "compute")
+"""Paths shown only when the run has rows of them (fleet runs; latency and compute cases),
+not as 'not in this run'."""
+METRIC_PATHS: dict[str, str] = {"latency": "latency", "compute": "throughput"}
+"""Paths that hold every case of one metric, whatever the case."""
 # The cases each path reads, in the order their rows appear.
 PATH_CASES: dict[str, tuple[str, ...]] = {
     "ddr": ("ddr_triad",),
@@ -57,27 +66,48 @@ SLOWEST_PAIR = "slowest pair"
 
 
 def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]:
-    gbps = plain(row["gbps_best"])
-    peak = plain(row["peak_gbps"])
+    value = plain(row["value_best"])
+    peak = plain(row["peak_value"])
+    higher = plain(row["higher_is_better"])
     values: dict[str, object] = {
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
         "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
         "memory": row["memory"], "direction": row["direction"],
         "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
-        "repeats": plain(row["repeats"]), "gbps": gbps,
-        "gbps_median": plain(row["gbps_median"]), "cv": plain(row["cv"]), "peak_gbps": peak,
-        "pct_of_peak": 100.0 * gbps / peak if gbps is not None and peak else None,
+        "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
+        "higher_is_better": higher, "value": value,
+        "value_median": plain(row["value_median"]), "gbps": plain(row["gbps_best"]),
+        "gbps_median": plain(row["gbps_median"]), "cv": plain(row["cv"]),
+        "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
+        "pct_of_peak": (100.0 * value / peak  # type: ignore[operator]
+                        if value is not None and peak and higher else None),
         "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
-        "status": row["status"], "note": "", "schema_version": SCHEMA_VERSION,
+        "status": row["status"], "flags": row["flags"], "note": "",
+        "schema_version": SCHEMA_VERSION,
     }
     values.update(extra)
     return values
 
 
+def _without_figure(row: dict[str, object]) -> dict[str, object]:
+    """A figure row emptied of its figures (a path whose rows cannot give one)."""
+    return {**row, **dict.fromkeys(("value", "value_median", "gbps", "gbps_median", "cv",
+                                    "pct_of_peak"))}
+
+
+def _cache_resident(rows: pd.DataFrame) -> pd.Series:
+    return rows["flags"].map(lambda text: bool(f.split_flags(text) & f.CACHE_RESIDENT))
+
+
+def _has_flag(row: pd.Series | dict[str, object], flag: str) -> bool:
+    return f.has_flag(row["flags"], flag)
+
+
 def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> dict[str, object]:
     """The row of a path with no figure: why its headline case (the first of PATH_CASES
     that ran) did not give one."""
-    cases = PATH_CASES[path]
+    cases = PATH_CASES.get(path) or tuple(dict.fromkeys(
+        results.loc[results["metric"] == METRIC_PATHS.get(path, ""), "case"]))
     others = results[results["case"].isin(cases) & (results["status"] != "ok")]
     case = cases[0] if len(cases) == 1 else ""
     if len(others):
@@ -92,8 +122,9 @@ def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> di
     return {
         **dict.fromkeys(SUMMARY_COLUMNS), "run_id": run_id, "host": host, "path": path,
         "case": case, "backend": "", "device": "",
-        "device_name": "", "memory": "", "direction": "", "status": status,
-        "note": note.replace("\n", " "), "schema_version": SCHEMA_VERSION,
+        "device_name": "", "memory": "", "direction": "", "metric": "", "unit": "",
+        "status": status, "flags": "", "note": note.replace("\n", " "),
+        "schema_version": SCHEMA_VERSION,
     }
 
 
@@ -108,7 +139,7 @@ def _largest_per_device(rows: pd.DataFrame) -> list[pd.Series]:
 
 def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:
     rows = results[(results["case"] == case) & (results["status"] == "ok")
-                   & results["gbps_best"].notna()]
+                   & results["value_best"].notna()]
     if direction is not None:
         rows = rows[rows["direction"] == direction]
     return rows
@@ -130,23 +161,29 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
         everything = rows[rows["device"] == device]
         # DDR's figure uses arrays of at least 4x the last-level cache, as STREAM's rule says:
         # a smaller array is partly served by the cache and reads several times faster.
-        mine = everything[~everything["note"].fillna("").str.contains(IN_CACHE_NOTE,
-                                                                       regex=False)]
+        mine = everything[~_cache_resident(everything)]
         if mine.empty:
             largest = everything.loc[everything["size_bytes"].fillna(0).idxmax()]
-            out.append(_figure_row(
-                "ddr", largest, gbps=None, gbps_median=None, cv=None, pct_of_peak=None,
-                status="in cache", note=f"every ddr_triad row's arrays are {IN_CACHE_NOTE}: "
-                                        "cache bandwidth, not DDR; use a larger --size (or "
-                                        "free memory where bwprof had to shrink them)"))
+            out.append(_without_figure(_figure_row(
+                "ddr", largest, status="in cache",
+                note="every ddr_triad row's arrays are under 4x the last-level cache: cache "
+                     "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
+                     "had to shrink them)")))
             continue
-        best = mine.loc[mine["gbps_best"].idxmax()]
+        best = mine.loc[_best_index(mine)]
         notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
         if len(mine) < len(everything):
-            notes.append(f"{len(everything) - len(mine)} row(s) with arrays {IN_CACHE_NOTE} "
-                         "left out")
+            notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
+                         "last-level cache left out")
         out.append(_figure_row("ddr", best, note="; ".join(notes)))
     return out
+
+
+def _best_index(rows: pd.DataFrame) -> object:
+    """The index of the best figure among rows of one metric (highest, or lowest where lower
+    is better)."""
+    lower = rows["higher_is_better"].eq(False).any()
+    return rows["value_best"].idxmin() if lower else rows["value_best"].idxmax()
 
 
 def node_of(device: object) -> str:
@@ -155,15 +192,40 @@ def node_of(device: object) -> str:
     return text.split(":", 1)[0] if ":" in text else ""
 
 
+C2C_SUMMARY_NOTE = "host link is NVLink-C2C: no peak known for it (PCIe's does not apply)"
+
+
 def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
                   direction: str | None) -> list[dict[str, object]]:
+    """Each case per device at its largest size, cache-resident sizes left out (a device with
+    nothing else keeps its largest as 'in cache', without a figure)."""
     out = []
     for case in cases:
         rows = _ok(results, case, direction)
         if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
             rows = rows[rows["device"].map(lambda d: str(d).rsplit(":", 1)[-1] == "all")]
-        out += [_figure_row(path, row, note=C2C_NOTE if C2C_NOTE in str(row["note"]) else "")
-                for row in _largest_per_device(rows)] if len(rows) else []
+        if rows.empty:
+            continue
+        resident = _cache_resident(rows)
+        for row in _largest_per_device(rows[~resident]):
+            out.append(_figure_row(path, row, note=C2C_SUMMARY_NOTE
+                                   if _has_flag(row, f.C2C_LINK) else ""))
+        only_cached = rows[resident & ~rows["device"].isin(rows.loc[~resident, "device"])]
+        for row in _largest_per_device(only_cached) if len(only_cached) else []:
+            out.append(_without_figure(_figure_row(
+                path, row, status="in cache",
+                note=f"every {case} row of {row['device']} fits in its cache: cache bandwidth, "
+                     "not the memory's")))
+    return out
+
+
+def _metric_rows(path: str, results: pd.DataFrame) -> list[dict[str, object]]:
+    """Every case of the path's metric (latency, throughput), per device at its largest size."""
+    rows = results[(results["metric"] == METRIC_PATHS[path]) & (results["status"] == "ok")
+                   & results["value_best"].notna()]
+    out = []
+    for case in dict.fromkeys(rows["case"]):
+        out += [_figure_row(path, row) for row in _largest_per_device(rows[rows["case"] == case])]
     return out
 
 
@@ -182,7 +244,7 @@ def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
     at_largest = p2p_matrix_rows(results)
     if at_largest.empty:
         return []
-    slowest = at_largest.loc[at_largest["gbps_best"].idxmin()]
+    slowest = at_largest.loc[at_largest["value_best"].idxmin()]
     note = f"{slowest['device']} is the slowest of {len(at_largest)} ordered pair(s)"
     return [_figure_row("p2p", slowest, device=SLOWEST_PAIR, note=note)]
 
@@ -193,8 +255,12 @@ def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
     out = []
     for case in dict.fromkeys(concurrent["case"]):
         for row in _largest_per_device(concurrent[concurrent["case"] == case]):
-            out.append(_figure_row("overlap", row,
-                                   overlap_efficiency=float(row["overlap_efficiency"])))
+            efficiency = float(row["overlap_efficiency"])
+            out.append(_figure_row(
+                "overlap", row, metric=EFFICIENCY.name, unit=EFFICIENCY.unit,
+                higher_is_better=EFFICIENCY.higher_is_better, value=efficiency,
+                value_median=efficiency, peak_value=None, pct_of_peak=None,
+                overlap_efficiency=efficiency))
     return out
 
 
@@ -203,7 +269,7 @@ def _add_ratios(rows: list[dict[str, object]]) -> None:
     ddr = {node_of(r["device"]): r["gbps"] for r in rows
            if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
     h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]
-           and C2C_NOTE not in str(r["note"])}  # HBM÷PCIe: not against NVLink-C2C
+           and not _has_flag(r, f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
             node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
@@ -225,24 +291,36 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
         "p2p": _p2p_rows(results),
         "net": _per_gpu_rows("net", results, PATH_CASES["net"], "net"),
         "overlap": _overlap_rows(results),
+        "latency": _metric_rows("latency", results),
+        "compute": _metric_rows("compute", results),
     }
     rows: list[dict[str, object]] = []
     for path in PATHS:
-        if path in FLEET_ONLY_PATHS and not results["case"].isin(PATH_CASES[path]).any():
+        if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, results):
             continue
         rows += by_path[path] or [_missing_row(path, results, run_id, host)]
     _add_ratios(rows)
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     for column in ("size_bytes", "threads", "repeats", "schema_version"):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
-    for column in ("gbps", "gbps_median", "cv", "peak_gbps", "pct_of_peak", "overlap_efficiency",
-                   "hbm_over_ddr", "hbm_over_pcie"):
+    for column in ("value", "value_median", "gbps", "gbps_median", "cv", "peak_value",
+                   "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr",
+                   "hbm_over_pcie"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
+    for column in ("metric", "unit", "flags", "note"):
+        frame[column] = frame[column].fillna("").astype(str)
     return frame
 
 
+def _has_rows_of(path: str, results: pd.DataFrame) -> bool:
+    if path in METRIC_PATHS:
+        return bool((results["metric"] == METRIC_PATHS[path]).any())
+    return bool(results["case"].isin(PATH_CASES[path]).any())
+
+
 def has_figure(row: pd.Series) -> bool:
-    return plain(row["gbps"]) is not None or plain(row["overlap_efficiency"]) is not None
+    return plain(row["value"]) is not None
 
 
 def _why_no_figure(row: pd.Series) -> str:

@@ -14,9 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from bwprof.measurement import Job
-from bwprof.plan import format_bytes
-from bwprof.report.formats import is_missing
-from bwprof.report.schema import FAILED_STATUSES, ResultRow
+from bwprof.report.formats import is_missing, lower_is_better_row
+from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.rows import FAILED_STATUSES, ResultRow
+from bwprof.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,8 +114,8 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
     title = "bwprof results (GB/s = 1e9 bytes/s)"
     table = Table(title=title, title_justify="left", min_width=len(title))
     for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
-                            ("GB/s best", "right"), ("GB/s median", "right"), ("CV", "right"),
-                            ("% peak", "right"), ("status", "left")):
+                            ("best", "right"), ("median", "right"), ("unit", "left"),
+                            ("CV", "right"), ("% peak", "right"), ("status", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in headline_rows(rows):
         table.add_row(
@@ -122,8 +123,9 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
             _size(row),
             _where(row) + ("" if row.direction in ("within", "h2d", "d2h", "p2p")
                            else f" {row.direction}"),
-            _fmt(row.gbps_best, ".2f"),
-            _fmt(row.gbps_median, ".2f"),
+            _fmt(row.value_best, ".2f"),
+            _fmt(row.value_median, ".2f"),
+            row.unit,
             _fmt(None if row.cv is None else 100 * row.cv, ".1f") + ("%" if row.cv is not None
                                                                        else ""),
             _fmt(row.pct_of_peak, ".0f"),
@@ -257,15 +259,17 @@ def _gbps(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
-def figure_cell(value: object, backend: object, metric: str = "gbps") -> str:
-    """A figure for the terminal: GB/s or overlap %, and never a simulated number."""
+def figure_cell(value: object, backend: object, unit: str = "GB/s") -> str:
+    """A figure for the terminal in its unit (an efficiency as overlap %), and never a
+    simulated number."""
     if is_missing(value):
         return ""
     if backend == "simulated":
         return "simulated"
-    if metric == "overlap_efficiency":
-        return f"{100 * float(value):.0f}% overlap"  # type: ignore[arg-type]
-    return f"{_gbps(float(value))} GB/s"  # type: ignore[arg-type]
+    number = float(value)  # type: ignore[arg-type]
+    if unit == EFFICIENCY.unit:
+        return f"{100 * number:.0f}% overlap"
+    return f"{_gbps(number)} {unit}"
 
 
 def _on(row: pd.Series) -> str:
@@ -285,11 +289,15 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     fits an 80-column terminal."""
     from bwprof.report.summary import PATH_LABELS
 
-    shown = summary[[not is_missing(r["gbps"]) or not is_missing(r["overlap_efficiency"])
-                     or r["status"] != "absent" for _, r in summary.iterrows()]]
+    shown = summary[[not is_missing(r["value"]) or r["status"] != "absent"
+                     for _, r in summary.iterrows()]]
     measured = shown[shown["backend"] != "simulated"]
+    # One figure column: headed GB/s while every figure is one (or an efficiency), else
+    # `value`, each figure of another unit saying its unit.
+    units = set(shown.loc[shown["value"].notna(), "unit"]) - {"GB/s", EFFICIENCY.unit}
+    value_column = "value" if units else "GB/s"
     optional = {
-        "peak (%)": shown["peak_gbps"].notna().any(),
+        "peak (%)": shown["peak_value"].notna().any(),
         "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
         "status": (shown["status"] != "ok").any(),
@@ -298,7 +306,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     # At least as wide as its title (within the console), so the title does not wrap.
     table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True, min_width=len(heading))
-    columns = [("figure", 12), ("size", 7), ("GB/s", 9), ("peak (%)", 6), ("CV", 5),
+    columns = [("figure", 12), ("size", 7), (value_column, 9), ("peak (%)", 6), ("CV", 5),
                ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
     columns = [(c, width) for c, width in columns if optional.get(c, True)]
     for column, width in columns:
@@ -315,13 +323,10 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
             return "" if is_missing(value) or simulated else format(value, spec) + suffix
 
-        if row["path"] == "overlap":
-            figure = figure_cell(row["overlap_efficiency"], row["backend"], "overlap_efficiency")
-            figure = figure.replace(" overlap", " eff.")
-        else:
-            figure = figure_cell(row["gbps"], row["backend"]).removesuffix(" GB/s")
-        peak = ("" if is_missing(row["peak_gbps"]) or row["path"] == "overlap"
-                else _gbps(float(row["peak_gbps"])))
+        figure = figure_cell(row["value"], row["backend"], str(row["unit"] or "GB/s"))
+        figure = figure.replace(" overlap", " eff.").removesuffix(" GB/s")
+        peak = ("" if is_missing(row["peak_value"]) or row["path"] == "overlap"
+                else _gbps(float(row["peak_value"])))
         if peak and not simulated and not is_missing(row["pct_of_peak"]):
             peak += f" ({row['pct_of_peak']:.0f}%)"
         cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
@@ -330,7 +335,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
             "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
                                if p),
             "size": _size_cell(row["size_bytes"]),
-            "GB/s": figure,
+            value_column: figure,
             "peak (%)": peak,
             "CV": derived(cv, ".1f", "%"),
             "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
@@ -453,11 +458,15 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
         parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
         if first["phase"] and scope == "row":
             parts.append(str(first["phase"]))
-        if first["metric"] == "overlap_efficiency":
+        if first["metric"] == EFFICIENCY.name:
             parts.append("overlap efficiency")
+        elif first["metric"] != "bandwidth":
+            parts.append(f"{first['metric']} (lower is better)"
+                         if lower_is_better_row(first) else str(first["metric"]))
         cells = [" ".join(p for p in parts if p)]
         for index, (_, row) in enumerate(group.iterrows()):
-            value = figure_cell(row["value"], row["backend"], str(row["metric"]))
+            unit = str(row["unit"]) if not is_missing(row["unit"]) else "GB/s"
+            value = figure_cell(row["value"], row["backend"], unit)
             cells.append(value.removesuffix(" GB/s").removesuffix(" overlap") or "absent")
             if index:
                 cells.append(change_cell(row))

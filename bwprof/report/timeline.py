@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bwprof.errors import BwprofError
-from bwprof.plan import format_bytes
-from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.schema.rows import READABLE_VERSIONS
+from bwprof.units import format_bytes
 
 COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}
 
@@ -34,10 +34,10 @@ def read_timelines(run_dir: Path) -> list[dict]:
         return data
     if not isinstance(data, dict) or not isinstance(data.get("timelines"), list):
         raise BwprofError(f"{path} is not a bwprof timelines file")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if data.get("schema_version") not in READABLE_VERSIONS:
         raise TimelinesVersionError(
             f"{path} has schema version {data.get('schema_version')!r}, this bwprof reads "
-            f"{SCHEMA_VERSION}; use the bwprof version that wrote it")
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it")
     return data["timelines"]
 
 

@@ -14,7 +14,7 @@ from typing import IO
 
 from rich.table import Table
 
-from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.telemetry.counters import CounterReader
 from bwprof.telemetry.sampler import Sampler
 from bwprof.telemetry.session import SAMPLE_COLUMNS

@@ -14,20 +14,19 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import threading
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any
 
 from bwprof.cpulist import format_cpu_list
+from bwprof.pci import SYS_PCI_DEVICES, parse_pci_bus_id
 from bwprof.peaks import hbm_peak_gbps, nvlink_peak_gbps, pcie_peak_gbps
 
 log = logging.getLogger("bwprof.nvml")
 
-SYS_PCI_DEVICES = Path("/sys/bus/pci/devices")
 
 # nvmlDeviceGetNvLinkVersion returns the nvmlNvlinkVersion_t enum, not the version number
 # (A100 answers 5 = NVLINK_VERSION_3_1). Map each NVML_NVLINK_VERSION_* value to its major version.
@@ -60,46 +59,6 @@ _INIT_REASONS: tuple[tuple[str, str], ...] = (
 # does not exist (InvalidArgument) does not hide a later, different error from the same call.
 _reported: set[tuple[str, str]] = set()
 _reported_lock = threading.Lock()
-
-_PCI_RE = re.compile(
-    r"^(?:(?P<domain>[0-9a-f]{1,8}):)?(?P<bus>[0-9a-f]{1,2}):(?P<device>[0-9a-f]{1,2})"
-    r"\.(?P<function>[0-7])$"
-)
-
-
-class PciAddress(NamedTuple):
-    """A PCI address, parsed once and written in each consumer's spelling."""
-
-    domain: int
-    bus: int
-    device: int
-    function: int
-
-    def cuda(self) -> str:
-        """CUDA's spelling, e.g. '0000:1B:00.0'; bwprof's canonical form."""
-        return f"{self.domain:04X}:{self.bus:02X}:{self.device:02X}.{self.function:X}"
-
-    def nvml(self) -> str:
-        """NVML's own spelling (8-digit domain), e.g. '00000000:1B:00.0'."""
-        return f"{self.domain:08X}:{self.bus:02X}:{self.device:02X}.{self.function:X}"
-
-    def sysfs(self) -> str:
-        """The directory name under /sys/bus/pci/devices, e.g. '0000:1b:00.0'."""
-        return f"{self.domain:04x}:{self.bus:02x}:{self.device:02x}.{self.function:x}"
-
-
-def parse_pci_bus_id(bus_id: str) -> PciAddress:
-    """Parse 'DDDD:BB:DD.F' in any case, with a 4- or 8-digit domain or none (domain 0)."""
-    match = _PCI_RE.match(bus_id.strip().lower())
-    if not match:
-        raise ValueError(f"not a PCI bus id: {bus_id!r} (expected e.g. 0000:1B:00.0)")
-    return PciAddress(
-        int(match["domain"] or "0", 16),
-        int(match["bus"], 16),
-        int(match["device"], 16),
-        int(match["function"], 16),
-    )
-
 
 def set_bits(words: Iterable[int], bits_per_word: int = 64) -> list[int]:
     """Indices of the set bits in NVML's bitmask arrays (word 0 holds bits 0-63)."""

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from bwprof.cases import CASES_BY_KEY
 from bwprof.measurement import Job, Measurement
-from bwprof.report.schema import ResultRow
+from bwprof.schema.rows import ResultRow
 from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
 from bwprof.telemetry.join import join_every_gpu, join_row, source_device
 from bwprof.telemetry.sampler import Sampler

@@ -15,7 +15,8 @@ from bwprof.fleet.comm import Fleet
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi, window_for
 from bwprof.gpu.sim import SimBackend
 from bwprof.measurement import NotRun
-from bwprof.plan import MiB, make_plan
+from bwprof.plan import make_plan
+from bwprof.units import MiB
 
 PLAN = make_plan(cases="net_p2p", preset="quick", repeats=2, usable_cpus=1, llc_bytes=None,
                  memory_available_bytes=None)

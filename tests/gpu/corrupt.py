@@ -7,8 +7,8 @@ from bwprof.gpu import hbm, sampling, transfers
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.plan import make_plan
-from bwprof.report.schema import ResultRow
 from bwprof.runner import RunContext, Runner
+from bwprof.schema.rows import ResultRow
 
 
 def rows_with_results_corrupted(backend, monkeypatch) -> list[ResultRow]:

@@ -64,7 +64,6 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
     """Grace Hopper: sysfs may still show a PCIe link, but host copies use NVLink-C2C; a PCIe
     peak would mark a healthy ~400 GB/s copy invalid."""
     from bwprof.gpu.executor import GpuExecutor
-    from bwprof.peaks import C2C_NOTE
     from bwprof.plan import make_plan
     from bwprof.runner import RunContext, Runner
 
@@ -83,7 +82,8 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
         runner.close()
     assert {r.case for r in rows} == {"h2d_pinned", "d2d_copy", "h2d_all"}
     assert {r.device for r in rows if r.case == "h2d_all"} == {"gpu0", "all"}
-    assert all((C2C_NOTE in r.note) == (r.case != "d2d_copy") for r in rows)
+    assert all(("c2c_link" in r.flags) == (r.case != "d2d_copy") for r in rows)
+    assert all("host link is NVLink-C2C" in r.note for r in rows if r.case != "d2d_copy")
     assert all(r.peak_gbps is None for r in rows if r.case != "d2d_copy")
 
 

@@ -9,14 +9,15 @@ import pytest
 
 import bwprof
 from bwprof.cases import get_case
-from bwprof.gpu import hbm, transfers
+from bwprof.gpu import hbm
 from bwprof.gpu.devices import describe
-from bwprof.gpu.executor import DEVICE_BUFFERS, SIMULATED_NOTE, GpuExecutor
+from bwprof.gpu.executor import SIMULATED_NOTE, GpuExecutor
 from bwprof.gpu.sim import SimBackend, SimDeviceArray
 from bwprof.host import stream
 from bwprof.measurement import Job
-from bwprof.plan import MiB, make_plan
+from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
+from bwprof.units import MiB
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
              "h2d_all,d2h_all,p2p_copy,p2p_bidir")
@@ -78,16 +79,16 @@ def test_row_shapes_per_case(simulated_run):
     bidir = rows("bidir_pinned")
     assert list(bidir["direction"]) == ["h2d", "d2h", "both"] * 2
     both = bidir[bidir["direction"] == "both"].iloc[0]
-    assert both["bytes_per_rep"] == 2 * MiB and both["streams"] == 2
+    assert both["bytes_per_op"] == 2 * MiB and both["streams"] == 2
     every = rows("h2d_all")
     assert list(every["device"]) == ["gpu0", "gpu1", "all"]
-    assert every.iloc[-1]["bytes_per_rep"] == 2 * MiB
+    assert every.iloc[-1]["bytes_per_op"] == 2 * MiB
     assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1"]  # others: the matrix size only
     p2p = simulated_run.results[simulated_run.results["case"] == "p2p_copy"]
     assert set(p2p[p2p["device"] == "gpu1->gpu0"]["size_bytes"]) == {256 * MiB}
     assert list(rows("p2p_bidir")["device"]) == ["gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1"]
     d2d = rows("d2d_copy").iloc[0]
-    assert d2d["bytes_per_rep"] == 2 * MiB and d2d["byte_convention"] == "traffic"
+    assert d2d["bytes_per_op"] == 2 * MiB and d2d["byte_convention"] == "traffic"
     assert "copy figure (bytes copied once)" in d2d["note"]
     assert (rows("h2d_pinned")["ops_per_sample"] >= 1).all()
     assert (rows("h2d_pinned")["repeats"] == 2).all()
@@ -98,7 +99,7 @@ def test_hbm_rows_use_the_default_array_size(simulated_run):
     rows = frame[frame["case"].str.startswith("hbm_")]
     # 64 MiB of simulated memory: 2^25 float64 does not fit, so it halves to 16 MiB.
     assert set(rows["size_bytes"]) == {16 * MiB}
-    assert (rows[rows["case"] == "hbm_triad"]["bytes_per_rep"] == 3 * 16 * MiB).all()
+    assert (rows[rows["case"] == "hbm_triad"]["bytes_per_op"] == 3 * 16 * MiB).all()
     assert (rows["status"] == "ok").all()
 
 
@@ -236,11 +237,13 @@ def test_a_gpu_changing_role_between_pairs_holds_only_the_buffers_of_its_role(ke
     """Source of one pair and target of the next: the buffer of its old role is freed first, so
     the fit check, which counts one role's buffers, is what the GPU really holds."""
     size = 4 * MiB
-    backend = SimBackend(devices=3, memory_bytes=int(1.5 * DEVICE_BUFFERS[key] * size / 0.9))
+    case = get_case(key)
+    buffers = case.needs(case, Job(key, size_bytes=size)).device_bytes // size
+    backend = SimBackend(devices=3, memory_bytes=int(1.5 * buffers * size / 0.9))
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
     plan = _plan(key, preset="quick")
-    first, second = transfers.P2P_SLOTS[key]
-    assert len(first) == len(second) == DEVICE_BUFFERS[key]
+    first, second = case.pair_slots
+    assert len(first) == len(second) == buffers
     pairs = [(i, j) for i, j in itertools.permutations(range(3), 2)
              if key == "p2p_copy" or i < j]
     for i, j in pairs:
@@ -416,11 +419,12 @@ def test_pageable_copies_are_staged_from_the_gpus_numa_node():
 
 
 def test_counter_windows_go_to_each_sweeps_largest_size_and_the_p2p_matrix(monkeypatch):
+    from bwprof.gpu import cases as gpu_cases
     from bwprof.gpu import executor as gpu_executor
     from bwprof.measurement import NotRun
 
     monkeypatch.setattr(gpu_executor, "COUNTER_WINDOW_MIN_BYTES", 64 << 10)
-    monkeypatch.setattr(gpu_executor, "P2P_MATRIX_BYTES", 4 * MiB)
+    monkeypatch.setattr(gpu_cases, "P2P_MATRIX_BYTES", 4 * MiB)
     backend = SimBackend(devices=3)
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
     executor.counter_window_s = 0.01
@@ -430,14 +434,13 @@ def test_counter_windows_go_to_each_sweeps_largest_size_and_the_p2p_matrix(monke
         case = get_case(key)
         for job in executor.jobs(case, plan):
             try:
-                if not key.startswith("hbm_"):
-                    executor._check_fits(case, job)  # as measure() does first
+                executor._check_fits(case, job)  # as measure() does first
             except NotRun:
                 continue
             earns[(key, job.device, job.peer, job.size_bytes)] = executor._earns_window(
                 case, job, plan)
     windowed = {k for k, v in earns.items() if v}
-    hbm_largest = executor._hbm(executor.devices[0], plan)[0][-1]
+    hbm_largest = executor.hbm_sizes(executor.devices[0], plan)[0][-1]
     pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
     assert windowed == (
         {("h2d_pinned", d, None, 16 * MiB) for d in range(3)}  # 16 MiB: the largest that fits
@@ -464,10 +467,10 @@ def test_a_figure_over_1_05_times_its_peak_is_invalid_and_under_it_is_not():
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
 
     def checked(nbytes):
-        return executor._checked(Measurement(
+        return executor._checked(get_case("h2d_pinned"), Measurement(
             seconds_per_op=(1.0, 2.0), bytes_per_op=nbytes, size_bytes=nbytes, device="gpu0",
             device_name="simulated GPU", direction="h2d", memory="pinned", valid=True,
-            peak_gbps=1.0))
+            peak=1.0))
 
     assert checked(int(1.5e9)).valid is False
     assert checked(int(1.04e9)).valid is True

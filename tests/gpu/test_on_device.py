@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import bwprof
-from bwprof.plan import MiB
+from bwprof.units import MiB
 
 pytestmark = pytest.mark.gpu
 
@@ -347,7 +347,7 @@ def test_pipeline_moves_data_in_and_out(real_gpu, overlap_run):
 
 
 def test_counters_are_sampled_and_joined(real_gpu, device_run):
-    from bwprof.report.schema import TELEMETRY_COLUMNS
+    from bwprof.schema.rows import TELEMETRY_COLUMNS
 
     telemetry = device_run.system["telemetry"]
     assert telemetry["enabled"], telemetry.get("reason")

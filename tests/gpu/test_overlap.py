@@ -13,8 +13,9 @@ from bwprof.gpu.backend import Sample
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.sim import SimBackend
-from bwprof.plan import MiB, make_plan
+from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
+from bwprof.units import MiB
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 
@@ -69,7 +70,7 @@ def test_overlap_rows_time_each_part_alone_and_together(case, copies):
                       + [("concurrent", expected_direction)])
     concurrent = rows[-1]
     assert 0.0 <= concurrent.overlap_efficiency <= 1.0
-    assert concurrent.bytes_per_rep == len(copies) * concurrent.size_bytes
+    assert concurrent.bytes_per_op == len(copies) * concurrent.size_bytes
     assert concurrent.streams == len(copies) + 1
     assert all(r.overlap_efficiency is None for r in rows[:-1])
     # The same work alone and together: every row has the same operations per sample.
@@ -104,7 +105,7 @@ def test_pipeline_rows_per_stream_count_with_references_once():
         ("alone", "h2d", 1), ("alone", "compute", 1), ("pipeline", "h2d+compute+d2h", 1),
         ("pipeline", "h2d+compute+d2h", 2), ("pipeline", "h2d+compute+d2h", 4)]
     pipelines = [r for r in rows if r.phase == "pipeline"]
-    assert all(r.status == "ok" and r.bytes_per_rep == 2 * 64 * MiB for r in pipelines)
+    assert all(r.status == "ok" and r.bytes_per_op == 2 * 64 * MiB for r in pipelines)
     assert "64 chunks on 4 stream(s)" in pipelines[-1].note
     assert "/ H2D alone =" in pipelines[0].note and "/ kernel alone =" in pipelines[0].note
     assert [len(t["lanes"]) for t in timelines] == [1, 2, 4]

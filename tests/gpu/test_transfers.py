@@ -9,7 +9,7 @@ from bwprof.gpu.backend import OutOfMemory, Sample
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.sim import SimBackend
-from bwprof.plan import MiB
+from bwprof.units import MiB
 from tests.gpu.test_executor import _run_executor
 
 

@@ -6,7 +6,7 @@ from bwprof.cases import get_case
 from bwprof.host import stream
 from bwprof.host.ddr import HostExecutor, HostStream
 from bwprof.measurement import Job
-from bwprof.plan import MiB
+from bwprof.units import MiB
 
 
 def _broken_triad(a, b, c, scalar):
@@ -198,7 +198,7 @@ def test_the_hosts_ddr_peak_goes_on_whole_host_rows_only(small_plan, monkeypatch
     case = get_case("ddr_copy")
     rows = [m for job in executor.jobs(case, small_plan)
             for m in executor.measure(case, job, small_plan)]
-    assert [(m.device, m.peak_gbps) for m in rows] == [("cpu", 614.4), ("numa0", None),
+    assert [(m.device, m.peak) for m in rows] == [("cpu", 614.4), ("numa0", None),
                                                        ("numa1", None)]
 
 
@@ -208,10 +208,11 @@ def test_arrays_the_cache_may_hold_get_no_ddr_peak(small_plan):
     in_cache = HostExecutor("cpu", peak_gbps=614.4, llc_bytes=32 * MiB)
     job = in_cache.jobs(case, small_plan)[0]
     cached, = in_cache.measure(case, job, small_plan)
-    assert cached.peak_gbps is None and "under 4x the last-level cache (32 MiB)" in cached.note
+    assert cached.peak is None and "under 4x the last-level cache (32 MiB)" in cached.note
+    assert cached.flags == {"in_cache"}
     big_enough = HostExecutor("cpu", peak_gbps=614.4, llc_bytes=MiB // 4)
     row, = big_enough.measure(case, job, small_plan)
-    assert row.peak_gbps == 614.4 and "cache" not in row.note
+    assert row.peak == 614.4 and "cache" not in row.note and row.flags == frozenset()
 
 
 @pytest.mark.parametrize(("source", "llc", "caveat"), [

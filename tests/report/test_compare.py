@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from bwprof.cli import app
 from bwprof.errors import BwprofError
-from bwprof.plan import IN_CACHE_NOTE
 from bwprof.report.compare import (
     NOISE_FLOOR,
     compare_runs,
@@ -27,7 +26,7 @@ from bwprof.report.compare import (
 )
 from bwprof.report.frames import results_frame
 from bwprof.report.runfolder import RunFolder, load_run
-from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.schema.rows import SCHEMA_VERSION
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 
@@ -225,7 +224,7 @@ def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
         "below --fail-below: baseline A has no headline figure to hold the other runs against "
         "(it has no rows (the run was interrupted))"]
     in_cache = _run(Path("c"), ddr_triad=100.0)
-    in_cache.results["note"] = f"arrays {IN_CACHE_NOTE} (1 KiB): partly served by the cache"
+    in_cache.results["flags"] = "in_cache"
     comparison = compare_runs([in_cache, in_cache])
     assert regression_lines(comparison.regressions(10), 10) == [
         "below --fail-below: baseline A has no headline figure to hold the other runs against "

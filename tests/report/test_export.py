@@ -7,7 +7,7 @@ import pytest
 from bwprof.errors import BwprofError
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.frames import read_results, results_frame
-from bwprof.report.schema import RESULT_COLUMNS, SCHEMA_VERSION, TELEMETRY_COLUMNS, ResultRow
+from bwprof.schema.rows import RESULT_COLUMNS, SCHEMA_VERSION, TELEMETRY_COLUMNS, ResultRow
 
 
 def make_row(**overrides) -> ResultRow:
@@ -15,7 +15,7 @@ def make_row(**overrides) -> ResultRow:
         run_id="r", host="h", case="ddr_triad", backend="host", device="cpu",
         device_name="CPU, with comma", memory="ddr", direction="within", size_bytes=1024,
         threads=2, streams=None, numa_node=None, repeats=3, ops_per_sample=1,
-        bytes_per_rep=3072, byte_convention="traffic", time_median_s=2e-6, time_min_s=1e-6,
+        bytes_per_op=3072, byte_convention="traffic", time_median_s=2e-6, time_min_s=1e-6,
         gbps_median=1.536, gbps_best=3.072, cv=0.1, peak_gbps=None, pct_of_peak=None,
         status="ok", note='a "quoted" note',
     )

@@ -93,7 +93,7 @@ def test_siblings_leave_out_small_copies_and_failed_validations():
 def test_above_peak_unless_cache_resident():
     rows = _frame(_gpu(gbps_best=70.0),
                   _gpu(case="hbm_copy", gbps_best=9000.0, peak_gbps=4900.0,
-                       note="fits in L2: the figure may exceed the HBM peak"))
+                       flags=frozenset({"l2_resident"})))
     (finding,) = above_peak(rows)
     assert finding.severity == "error" and "70.0 GB/s > peak 63.0" in finding.evidence
     assert "NVML" not in finding.why  # a PCIe peak: nothing NVML reports about memory

@@ -107,9 +107,7 @@ def test_a_model_that_fits_one_gpu():
 
 def test_a_time_the_run_has_no_figure_for_says_why():
     """A host-only run whose DDR arrays fit in the cache: no DDR time, and the reason."""
-    from bwprof.plan import IN_CACHE_NOTE
-
-    rows = [make_row(gbps_best=90.0, note=f"arrays {IN_CACHE_NOTE} (32 MiB): partly cached")]
+    rows = [make_row(gbps_best=90.0, flags=frozenset({"in_cache"}))]
     report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)), {})
     assert report.timings == []
     (line,) = [line for line in model_lines(report) if line.startswith("no time for")]

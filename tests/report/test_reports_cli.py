@@ -75,7 +75,7 @@ def test_report_json(tmp_path):
                                  "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
-    assert payload["schema_version"] == 1 and payload["run"]["simulated"] is True
+    assert payload["schema_version"] == 2 and payload["run"]["simulated"] is True
     assert payload["model"] is None and payload["findings"] == []
     hbm = [row for row in payload["summary"] if row["case"] == "hbm_triad"]
     assert [row["backend"] for row in hbm] == ["simulated", "simulated"]

@@ -44,7 +44,7 @@ def _first_gbps_best(value):
 
 def _other_schema_in_results(run):
     lines = (run / "results.csv").read_text().splitlines()
-    lines[1:] = [line.rsplit(",", 1)[0] + ",2" for line in lines[1:]]
+    lines[1:] = [line.rsplit(",", 1)[0] + ",3" for line in lines[1:]]
     (run / "results.csv").write_text("\n".join(lines) + "\n")
 
 
@@ -86,10 +86,10 @@ BREAKAGES = {
         "system.json is malformed: every entry of gpus.devices should be an object", ""),
     "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
     "other schema (results)": (_other_schema_in_results,
-                               "has schema version 2, this bwprof reads 1", ""),
+                               "has schema version 3, this bwprof reads 1 and 2", ""),
     "other schema (system)": (
         lambda run: _replace(run / "system.json", '"schema_version": 1', '"schema_version": 7'),
-        "system.json has schema version 7, this bwprof reads 1", ""),
+        "system.json has schema version 7, this bwprof reads 1 and 2", ""),
     "system not json": (lambda run: (run / "system.json").write_text("{nope"),
                         "system.json is malformed", ""),
     "system not bwprof": (lambda run: (run / "system.json").write_text("[1, 2]"),
@@ -97,14 +97,14 @@ BREAKAGES = {
     "samples without t_s": (lambda run: (run / "samples.csv").write_text("x,y\n1,2\n"),
                             "is not a bwprof samples file (missing t_s)", ""),
     "other schema (samples)": (
-        lambda run: (run / "samples.csv").write_text("t_s,device,schema_version\n0,gpu0,2\n"),
-        "samples.csv has schema version 2, this", ""),
+        lambda run: (run / "samples.csv").write_text("t_s,device,schema_version\n0,gpu0,3\n"),
+        "samples.csv has schema version 3, this", ""),
     "other schema (findings)": (
         lambda run: (run / "findings.csv").write_text("severity,what,schema_version\nerror,x,3\n"),
         "findings.csv has schema version 3, this", ""),
     "other schema (timelines)": (
-        lambda run: (run / "timelines.json").write_text('{"schema_version": 2, "timelines": []}'),
-        "timelines.json has schema version 2, this bwprof reads 1", ""),
+        lambda run: (run / "timelines.json").write_text('{"schema_version": 3, "timelines": []}'),
+        "timelines.json has schema version 3, this bwprof reads 1 and 2", ""),
     "integer too large for its column": (
         lambda run: set_first_row(run / "results.csv", "size_bytes", "9" * 23),
         "is malformed: column size_bytes", ""),
@@ -159,7 +159,7 @@ def test_a_parquet_only_run_folder_loads(run_copy, tmp_path):
     (run / "results.csv").unlink()
     loaded = load_run(run)
     assert list(loaded.results["case"])[:2] == ["ddr_copy", "ddr_scale"]
-    assert (pd.read_parquet(run / "summary.parquet")["schema_version"] == 1).all()
+    assert (pd.read_parquet(run / "summary.parquet")["schema_version"] == 2).all()
     assert json.loads((run / "system.json").read_text())["schema_version"] == 1  # untouched
 
 

@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from bwprof.report.frames import read_results, results_frame
-from bwprof.report.schema import SCHEMA_VERSION
 from bwprof.report.summary import SLOWEST_PAIR, SUMMARY_COLUMNS, build_summary, headline_sentence
 from bwprof.report.terminal import _gbps, print_report
+from bwprof.schema.rows import SCHEMA_VERSION
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 
@@ -208,10 +208,10 @@ def test_numa_nodes_follow_their_hosts_ddr_row_and_never_stand_for_the_host():
 def test_ddr_is_never_a_cache_figure():
     """Rows whose arrays are under 4x the last-level cache stay out of DDR's figure, the
     HBM/DDR ratio and the headline; with only such rows DDR has no figure and says why."""
-    from bwprof.plan import IN_CACHE_NOTE
-
     cached = make_row(case="ddr_triad", size_bytes=1 << 20, gbps_best=114.0,
-                      note=f"arrays {IN_CACHE_NOTE} (480 MiB): partly cache bandwidth")
+                      flags=frozenset({"in_cache"}),
+                      note="arrays under 4x the last-level cache (480 MiB): partly cache "
+                           "bandwidth")
     memory = make_row(case="ddr_triad", size_bytes=2 << 30, gbps_best=28.6, note="")
     hbm = make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
                    device_name="NVIDIA H200", gbps_best=4200.0)
@@ -229,16 +229,17 @@ def test_ddr_is_never_a_cache_figure():
 
 
 def test_no_hbm_over_pcie_ratio_against_an_nvlink_c2c_host_link():
-    from bwprof.peaks import C2C_NOTE
+    from bwprof.report.summary import C2C_SUMMARY_NOTE
 
     rows = [make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
                      device_name="NVIDIA GH200", gbps_best=3700.0),
             make_row(case="h2d_pinned", backend="cuda", device="gpu0", memory="pinned",
                      direction="h2d", device_name="NVIDIA GH200", gbps_best=380.0,
-                     note=f"{C2C_NOTE}; something else")]
+                     flags=frozenset({"c2c_link"}), note="something else")]
     summary = build_summary(results_frame(rows))
     assert pd.isna(_one(summary, "hbm_triad", "gpu0")["hbm_over_pcie"])
-    assert _one(summary, "h2d_pinned", "gpu0")["note"] == C2C_NOTE
+    h2d = _one(summary, "h2d_pinned", "gpu0")
+    assert h2d["note"] == C2C_SUMMARY_NOTE and h2d["flags"] == "c2c_link"
 
 
 def test_the_headline_says_why_ddr_has_no_figure():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bwprof.report.schema import TELEMETRY_COLUMNS
+from bwprof.schema.rows import TELEMETRY_COLUMNS
 from bwprof.telemetry.join import counter_gbps, counters_for, join_every_gpu, join_row
 
 MIB = 1 << 20

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
-from bwprof.report.schema import SCHEMA_VERSION
+from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.telemetry import nvml as nvml_module
 from bwprof.telemetry.counters import GPM_MIN_INTERVAL_S, CounterReader
 from bwprof.telemetry.monitor import monitor, table

@@ -17,7 +17,6 @@ from bwprof.telemetry.nvml import (
     Nvml,
     cpu_list_from_mask_words,
     cuda_version_string,
-    parse_pci_bus_id,
 )
 from tests.telemetry.fakes import fake_pynvml, field_values, h200_functions, raises
 
@@ -183,15 +182,6 @@ def test_handle_by_index(h200) -> None:
     nvml, _ = h200
     assert nvml.handle_by_index(0) == "h200"
     assert nvml.handle_by_index(7) is None
-
-
-def test_parse_pci_bus_id_spellings() -> None:
-    address = parse_pci_bus_id("00000000:1B:00.0")
-    assert address == (0, 0x1B, 0, 0)
-    assert address.cuda() == "0000:1B:00.0"
-    assert address.nvml() == "00000000:1B:00.0"
-    assert address.sysfs() == "0000:1b:00.0"
-    assert parse_pci_bus_id("10000:e1:1f.7").sysfs() == "10000:e1:1f.7"  # VMD domains
 
 
 # -- metadata -------------------------------------------------------------------------------------

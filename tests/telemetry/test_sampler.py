@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bwprof.plan import MiB
 from bwprof.telemetry.sampler import Sampler
+from bwprof.units import MiB
 
 
 class FakeTime:

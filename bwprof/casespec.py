@@ -1,0 +1,32 @@
+"""What every case declares, whatever runs it: its key, description, the hardware it needs,
+what its figure measures and how its bytes are counted. Targets add how they run it
+(`bwprof.gpu.cases.GpuCase`); the catalogue of every case is `bwprof.cases`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Target = Literal["host", "gpu", "mpi"]
+ByteConvention = Literal["copy", "traffic"]
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    key: str
+    description: str
+    target: Target
+    memory: str
+    direction: str
+    byte_convention: ByteConvention
+    bytes_factor: int
+    """Bytes counted per operation = bytes_factor × bytes of one buffer (STREAM: arrays touched)."""
+    min_gpus: int = 0
+    whole_node: bool = False
+    """Needs every GPU of the node at once (all-GPU and GPU-to-GPU cases): a fleet rank that
+    holds one GPU of its node (several ranks a node) cannot run it."""
+    metric: str = "bandwidth"
+    """What its rows' figure measures (`bwprof.schema.metrics`): bandwidth, latency, ..."""
+
+    def bytes_per_op(self, buffer_bytes: int) -> int:
+        return self.bytes_factor * buffer_bytes

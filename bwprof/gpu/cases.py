@@ -1,0 +1,237 @@
+"""Every GPU case, declared once: what it is (key, description, memory, direction, bytes), how
+it expands into jobs, what each job allocates (for the fits-in-memory check), whether it earns
+a counter window, and the function that runs one job.
+
+The executor (`bwprof.gpu.executor`) reads nothing else about a case: adding one is a table
+entry here and one function `run(CaseRun) -> list[Measurement]` (see CONTRIBUTING.md). This
+module imports no GPU library, so the catalogue of cases (`bwprof.cases`) stays cheap to load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations, permutations
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from bwprof.casespec import ByteConvention, CaseSpec
+from bwprof.gpu import hbm, overlap, transfers
+from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
+from bwprof.gpu.kernel_params import DOT_BLOCKS
+from bwprof.measurement import Job, Measurement
+
+if TYPE_CHECKING:
+    from bwprof.plan import Plan
+
+P2P_MATRIX_BYTES = 256 << 20
+"""The size every pair of the P2P matrix is measured at (the largest transfer size up to it)."""
+
+Window = Literal["none", "largest", "matrix"]
+"""When a job repeats its work for a counter window while telemetry samples: never; at the
+largest size of its sweep that fits; or that, and also at the P2P matrix size for every pair."""
+
+
+class Planner(Protocol):
+    """What expanding a case into jobs may ask of the executor."""
+
+    @property
+    def devices(self) -> Sequence[GpuDevice]: ...
+
+    def free_bytes(self, index: int) -> int:
+        """Device memory free for this case (the previous case's buffers counted free)."""
+
+    def hbm_sizes(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
+        """The HBM arrays' sizes on `device` (one list for every hbm_ case) and why they shrank."""
+
+
+Expand = Callable[["GpuCase", Planner, "Plan"], list[Job]]
+Needs = Callable[["GpuCase", Job], Footprint]
+Run = Callable[[CaseRun], list[Measurement]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuCase(CaseSpec):
+    """A GPU case: the CaseSpec every case has, and how the GPU executor runs it."""
+
+    expand: Expand
+    needs: Needs
+    run: Run
+    window: Window = "largest"
+    pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = field(default=None)
+    """Pair jobs: device buffer slots on the first GPU and on the second (so a GPU that is
+    source in one pair and target in the next keeps only what this pair needs)."""
+
+
+# -- how cases expand into jobs -------------------------------------------------------------------
+
+
+def each_device_each_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return [Job(case.key, size_bytes=size, device=d.index)
+            for d in planner.devices for size in plan.transfer_sizes]
+
+
+def every_device_at_once(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return [Job(case.key, size_bytes=size) for size in plan.transfer_sizes]
+
+
+def p2p_matrix_bytes(plan: Plan) -> int:
+    return max((s for s in plan.transfer_sizes if s <= P2P_MATRIX_BYTES),
+               default=plan.transfer_sizes[0])
+
+
+def _pair_jobs(case: GpuCase, plan: Plan, pairs: list[tuple[int, int]]) -> list[Job]:
+    """Like nvbandwidth: the whole matrix at one size, the size sweep on the first pair only
+    (8 GPUs would otherwise mean 56 pairs x every size)."""
+    matrix = p2p_matrix_bytes(plan)
+    return [Job(case.key, size_bytes=size, device=i, peer=j)
+            for n, (i, j) in enumerate(pairs)
+            for size in (plan.transfer_sizes if n == 0 else (matrix,))]
+
+
+def ordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return _pair_jobs(case, plan, list(permutations([d.index for d in planner.devices], 2)))
+
+
+def unordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return _pair_jobs(case, plan, list(combinations([d.index for d in planner.devices], 2)))
+
+
+def hbm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """Every HBM array size of each device (`full` sweeps up from 256 KiB; else one size)."""
+    jobs = []
+    for device in planner.devices:
+        sizes, note = planner.hbm_sizes(device, plan)
+        jobs += [Job(case.key, size_bytes=size, device=device.index,
+                     note=note if size == sizes[-1] else "") for size in sizes]
+    return jobs
+
+
+def hbm_largest(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """The largest HBM array size of each device only."""
+    jobs = []
+    for device in planner.devices:
+        sizes, note = planner.hbm_sizes(device, plan)
+        jobs.append(Job(case.key, size_bytes=sizes[-1], device=device.index, note=note))
+    return jobs
+
+
+def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """One job per device at the overlap size: 256 MiB, halved until its buffers fit."""
+    jobs = []
+    for device in planner.devices:
+        size, note = overlap.overlap_size(case.key, planner.free_bytes(device.index),
+                                          DEVICE_MEMORY_SHARE)
+        jobs.append(Job(case.key, size_bytes=size, device=device.index, note=note))
+    return jobs
+
+
+def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return [Job(case.key, size_bytes=chunk, device=d.index, streams=streams)
+            for d in planner.devices for chunk in plan.pipeline_chunks
+            for streams in overlap.PIPELINE_STREAMS]
+
+
+# -- what a job allocates -------------------------------------------------------------------------
+
+
+def buffers(device: int = 1, host: int = 1) -> Needs:
+    """A job holding `device` buffers of its size on each GPU it uses, and `host` buffers of
+    its size in host memory for each of them."""
+    def needs(case: GpuCase, job: Job) -> Footprint:
+        size = job.size_bytes or 0
+        return Footprint(device * size, host * size)
+    return needs
+
+
+def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
+    size = job.size_bytes or 0
+    return Footprint(overlap.device_bytes_needed(case.key, size),
+                     len(overlap.COPIES[case.key]) * size)
+
+
+def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
+    """Chunk buffers in and out per stream; pinned in and out, the inputs and their gold."""
+    size = job.size_bytes or 0
+    return Footprint(overlap.device_bytes_needed(case.key, size, job.streams or 1),
+                     4 * overlap.pipeline_total_bytes(size))
+
+
+def stream_arrays(case: GpuCase, job: Job) -> Footprint:
+    """Three arrays and the dot's partial sums on the GPU; the arrays again on the host, where
+    they are checked."""
+    size = job.size_bytes or 0
+    return Footprint(3 * size + DOT_BLOCKS * hbm.ELEMENT_BYTES, 3 * size)
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def _gpu(key: str, description: str, memory: str, direction: str, convention: ByteConvention,
+         *, run: Run, expand: Expand = each_device_each_size, needs: Needs | None = None,
+         factor: int = 1, min_gpus: int = 1, whole_node: bool = False,
+         window: Window = "largest",
+         pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> GpuCase:
+    return GpuCase(key=key, description=description, target="gpu", memory=memory,
+                   direction=direction, byte_convention=convention, bytes_factor=factor,
+                   min_gpus=min_gpus, whole_node=whole_node, expand=expand,
+                   needs=needs or buffers(device=1, host=1),
+                   run=run, window=window, pair_slots=pair_slots)
+
+
+def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest) -> GpuCase:
+    return _gpu(f"hbm_{name}", f"device HBM STREAM {what}, float64, Numba CUDA kernel", "hbm",
+                "within", "traffic", factor=arrays, run=hbm.stream_kernel, expand=expand,
+                needs=stream_arrays)
+
+
+def _overlap(key: str, description: str, memory: str, direction: str) -> GpuCase:
+    return _gpu(key, description, memory, direction, "copy", run=overlap.overlap,
+                expand=overlap_size, needs=overlap_buffers, window="none")
+
+
+GPU_CASES: tuple[GpuCase, ...] = (
+    _gpu("h2d_pinned", "host-to-device copy-engine copy from pinned host memory",
+         "pinned", "h2d", "copy", run=transfers.one_way),
+    _gpu("d2h_pinned", "device-to-host copy-engine copy into pinned host memory",
+         "pinned", "d2h", "copy", run=transfers.one_way),
+    _gpu("h2d_pageable", "host-to-device copy from ordinary (pageable) host memory",
+         "pageable", "h2d", "copy", run=transfers.one_way),
+    _gpu("d2h_pageable", "device-to-host copy into ordinary (pageable) host memory",
+         "pageable", "d2h", "copy", run=transfers.one_way),
+    _gpu("bidir_pinned", "host-to-device and device-to-host at once on two streams (pinned)",
+         "pinned", "both", "copy", run=transfers.bidirectional, needs=buffers(2, 2)),
+    _gpu("d2d_copy", "device-to-device copy within one GPU by the copy engine",
+         "hbm", "within", "traffic", factor=2, run=transfers.within_device,
+         needs=buffers(2, 0)),
+    _hbm("copy", "Copy c = a", 2, expand=hbm_sweep),
+    _hbm("scale", "Scale b = s*c", 2),
+    _hbm("add", "Add c = a + b", 3),
+    _hbm("triad", "Triad a = b + s*c", 3),
+    _hbm("dot", "Dot sum(a*b)", 2),
+    _gpu("h2d_all", "host-to-device on every GPU at once, each from its own NUMA node",
+         "pinned", "h2d", "copy", run=transfers.all_devices, expand=every_device_at_once,
+         whole_node=True),
+    _gpu("d2h_all", "device-to-host on every GPU at once, each to its own NUMA node",
+         "pinned", "d2h", "copy", run=transfers.all_devices, expand=every_device_at_once,
+         whole_node=True),
+    _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
+         "hbm", "p2p", "copy", run=transfers.peer, expand=ordered_pairs,
+         needs=buffers(1, 0), min_gpus=2, whole_node=True, window="matrix",
+         pair_slots=transfers.ONE_WAY_PAIR_SLOTS),
+    _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
+         "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
+         needs=buffers(2, 0), min_gpus=2, whole_node=True,
+         pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS),
+    _overlap("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
+             "pinned", "h2d+compute"),
+    _overlap("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",
+             "pinned", "d2h+compute"),
+    _overlap("overlap_bidir_compute", "H2D, D2H and a compute kernel at once on three streams",
+             "pinned", "h2d+d2h+compute"),
+    _overlap("overlap_pageable", "pageable host-to-device copy and a compute kernel at once",
+             "pageable", "h2d+compute"),
+    _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
+         "pinned", "h2d+compute+d2h", "copy", run=overlap.pipeline, expand=chunks_and_streams,
+         needs=pipeline_buffers, window="none"),
+)

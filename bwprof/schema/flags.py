@@ -1,0 +1,68 @@
+"""Facts about a row that code acts on, as data: the `flags` column.
+
+A closed vocabulary: every flag is declared here with what it means and what it changes, and
+a results file holding any other is malformed. In a file the flags are joined by `|`
+(`in_cache|noisy`), empty for none. Notes stay for people; no code reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+IN_CACHE = "in_cache"
+L2_RESIDENT = "l2_resident"
+C2C_LINK = "c2c_link"
+SIMULATED = "simulated"
+NOISY = "noisy"
+NUMA_UNVERIFIED = "numa_unverified"
+CACHE_UNKNOWN = "cache_unknown"
+
+FLAGS: dict[str, str] = {
+    IN_CACHE: "host arrays under 4x the last-level cache: partly cache bandwidth, so the row "
+              "has no DDR peak and is not the DDR figure",
+    L2_RESIDENT: "GPU buffers under 4x the L2: the cache is in the figure, so the row has no "
+                 "HBM peak and no 'above peak' finding",
+    C2C_LINK: "host memory reached over NVLink-C2C (Grace Hopper): no PCIe peak, no PCIe "
+              "counter check, no HBM/PCIe ratio",
+    SIMULATED: "measured by the simulated backend on the CPU: not a measurement",
+    NOISY: "coefficient of variation above NOISY_CV: the figure moves between samples",
+    NUMA_UNVERIFIED: "host memory could not be kept on, or confirmed on, the NUMA node asked "
+                     "for",
+    CACHE_UNKNOWN: "the last-level cache size is not /sys's full account: whether the arrays "
+                   "are cache-resident is unsure",
+}
+"""The vocabulary: flag -> what it means (the README's column dictionary shows these)."""
+
+NOISY_CV = 0.05
+"""A figure whose samples spread more than this (CV, standard deviation over mean) is noisy."""
+
+CACHE_RESIDENT: frozenset[str] = frozenset({IN_CACHE, L2_RESIDENT})
+"""Flags that keep a row away from the DRAM/HBM peak and the memory's headline figure."""
+
+SEPARATOR = "|"
+
+
+def join_flags(flags: Iterable[str]) -> str:
+    """The column's text: known flags in vocabulary order, each once."""
+    wanted = set(flags)
+    unknown = wanted - FLAGS.keys()
+    if unknown:
+        raise ValueError(f"unknown flag(s) {', '.join(sorted(unknown))}; known: "
+                         f"{', '.join(FLAGS)}")
+    return SEPARATOR.join(flag for flag in FLAGS if flag in wanted)
+
+
+def split_flags(text: object) -> frozenset[str]:
+    """The flags of a column cell ('' or missing: none); unknown ones are kept, for the
+    reader to refuse by name."""
+    if not isinstance(text, str) or not text:
+        return frozenset()
+    return frozenset(part.strip() for part in text.split(SEPARATOR) if part.strip())
+
+
+def unknown_flags(text: object) -> list[str]:
+    return sorted(split_flags(text) - FLAGS.keys())
+
+
+def has_flag(text: object, flag: str) -> bool:
+    return flag in split_flags(text)

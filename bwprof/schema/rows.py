@@ -1,0 +1,171 @@
+"""The row every measurement becomes, and the columns of results.csv (schema version 2).
+
+One dataclass defines a row; `CSV_COLUMNS` fixes the order of the file, so the writer, the
+DataFrame and the README cannot drift. Units live in column names (`_s`, `_gbps`, `_bytes`)
+or, for a row's figure, in its `unit` column: `value_median` and `value_best` are in the
+row's `unit`, for any metric (`bwprof.schema.metrics`); bandwidth rows also carry them as
+`gbps_median` and `gbps_best`, as version 1 did. Facts code acts on are `flags`
+(`bwprof.schema.flags`), never words in the note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Literal
+
+from bwprof.schema.flags import join_flags
+from bwprof.schema.metrics import BANDWIDTH
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS: tuple[int, ...] = (1, 2)
+"""Versions a reader accepts: version 1 folders are upgraded once, on read
+(`bwprof.schema.upgrade`)."""
+
+Status = Literal["ok", "waived", "skipped", "invalid", "error"]
+STATUSES: tuple[str, ...] = ("ok", "waived", "skipped", "invalid", "error")
+FAILED_STATUSES: frozenset[str] = frozenset({"invalid", "error"})
+MEASURED_STATUSES: tuple[str, ...] = ("ok", "invalid")
+"""Rows with a figure: validated, or measured and failed validation."""
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One case × size × threads/device outcome, measured or not."""
+
+    run_id: str
+    host: str
+    case: str
+    backend: str  # host | cuda | simulated | mpi
+    device: str  # cpu | numa0 | gpu0 | gpu0->gpu1 | all | rank0->rank1
+    device_name: str
+    memory: str  # ddr | hbm | pinned | pageable ...
+    direction: str  # within | h2d | d2h | both ...
+    size_bytes: int | None
+    threads: int | None
+    streams: int | None
+    numa_node: int | None
+    repeats: int | None  # timed samples kept for the statistics
+    ops_per_sample: int | None
+    bytes_per_op: int | None  # bytes counted per operation (version 1: bytes_per_rep)
+    byte_convention: str  # copy | traffic
+    time_median_s: float | None
+    time_min_s: float | None
+    gbps_median: float | None
+    gbps_best: float | None
+    cv: float | None
+    peak_gbps: float | None
+    pct_of_peak: float | None
+    status: str
+    note: str
+    metric: str = "bandwidth"
+    unit: str = "GB/s"
+    higher_is_better: bool | None = True
+    work_per_op: float | None = None
+    """What one operation did in the metric's terms: bytes (bandwidth), FLOP (throughput),
+    dependent loads (latency); the value is derived from it and the timed seconds."""
+    value_median: float | None = None
+    value_best: float | None = None
+    """The best sample's figure: the highest where higher is better, else the lowest."""
+    peak_value: float | None = None
+    """Theoretical peak in the row's unit; None where unknown or where it does not apply
+    (a cache-resident row is not held against the memory's peak)."""
+    flags: frozenset[str] = field(default_factory=frozenset)
+    phase: str = ""
+    """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; empty elsewhere."""
+    overlap_efficiency: float | None = None
+    schema_version: int = SCHEMA_VERSION
+    rank: int | None = None
+    """MPI rank that measured the row (fleet runs); empty otherwise."""
+    counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
+
+    def __post_init__(self) -> None:
+        """A bandwidth row carries its figures twice, as `value_*`/`peak_value` and as
+        `gbps_*`/`peak_gbps` (version 1's columns): whichever is given fills the other."""
+        if self.metric != BANDWIDTH.name:
+            return
+        for value, gbps in (("value_median", "gbps_median"), ("value_best", "gbps_best"),
+                            ("peak_value", "peak_gbps")):
+            if getattr(self, value) is None and getattr(self, gbps) is not None:
+                object.__setattr__(self, value, getattr(self, gbps))
+            elif getattr(self, gbps) is None and getattr(self, value) is not None:
+                object.__setattr__(self, gbps, getattr(self, value))
+
+    @classmethod
+    def bare(cls, *, run_id: str, host: str, case: str, backend: str, status: str, note: str,
+             **values: object) -> ResultRow:
+        """A row with every measured field empty, for what was not measured (skipped,
+        waived, error), with `values` set on top."""
+        kept = {"run_id", "host", "case", "backend", "status", "note", "phase",
+                "overlap_efficiency", "schema_version", "rank", "counters", "metric", "unit",
+                "higher_is_better", "work_per_op", "value_median", "value_best", "peak_value",
+                "flags"}
+        empty = dict.fromkeys(f.name for f in fields(cls) if f.name not in kept)
+        text = {"device": "", "device_name": "", "memory": "", "direction": "",
+                "byte_convention": ""}
+        return cls(run_id=run_id, host=host, case=case, backend=backend, status=status,
+                   note=note, **{**empty, **text, **values})  # type: ignore[arg-type]
+
+    @property
+    def bytes_per_rep(self) -> int | None:
+        """Version 1's name of `bytes_per_op` (it always held bytes per operation)."""
+        return self.bytes_per_op
+
+    @property
+    def measured(self) -> bool:
+        return self.status in MEASURED_STATUSES
+
+    def as_dict(self) -> dict[str, object]:
+        """Every column of results.csv (CSV_COLUMNS), telemetry None where not measured."""
+        values = asdict(self)
+        counters = values.pop("counters")
+        values["flags"] = join_flags(self.flags)
+        return {**{c: values[c] for c in CORE_COLUMNS},
+                **{c: counters.get(c) for c in TELEMETRY_COLUMNS}}
+
+
+CORE_COLUMNS: tuple[str, ...] = (
+    "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
+    "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
+    "bytes_per_op", "byte_convention", "metric", "unit", "higher_is_better", "work_per_op",
+    "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median", "gbps_best",
+    "cv", "peak_value", "peak_gbps", "pct_of_peak", "status", "flags", "note", "phase",
+    "overlap_efficiency", "schema_version", "rank",
+)
+"""The row's own columns, in file order."""
+
+OPTIONAL_COLUMNS: tuple[str, ...] = ("rank",)
+"""Core columns a reader does not require (files written before fleet runs existed)."""
+
+RESULT_COLUMNS: tuple[str, ...] = tuple(c for c in CORE_COLUMNS if c not in OPTIONAL_COLUMNS)
+"""The columns a results file of this version must have."""
+
+TELEMETRY_COLUMNS: tuple[str, ...] = (
+    "telemetry_samples",
+    "sm_clock_mhz_mean", "sm_clock_mhz_min", "mem_clock_mhz_mean", "mem_clock_mhz_min",
+    "power_w_mean", "power_w_max", "temperature_c_max", "gpu_util_pct_mean",
+    "gpu_util_pct_max", "mem_util_pct_mean", "mem_util_pct_max", "pcie_tx_mibps_mean",
+    "pcie_tx_mibps_max", "pcie_rx_mibps_mean", "pcie_rx_mibps_max", "pcie_gen_min",
+    "pcie_width_min", "dram_bw_util_pct_mean", "dram_bw_util_pct_max",
+    "gpm_pcie_tx_mibps_mean", "gpm_pcie_tx_mibps_max", "gpm_pcie_rx_mibps_mean",
+    "gpm_pcie_rx_mibps_max", "nvlink_tx_mibps_mean", "nvlink_tx_mibps_max",
+    "nvlink_rx_mibps_mean", "nvlink_rx_mibps_max", "throttle_reasons", "window_gbps",
+    "counter_gbps", "counter_ratio",
+)
+"""Columns joined from the hardware counters (issue: telemetry); empty without NVML."""
+
+CSV_COLUMNS: tuple[str, ...] = CORE_COLUMNS + TELEMETRY_COLUMNS
+
+TIMING_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "result_row",
+    "case",
+    "backend",
+    "device",
+    "direction",
+    "size_bytes",
+    "threads",
+    "sample",
+    "seconds_per_op",
+    "schema_version",
+)
