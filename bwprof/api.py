@@ -9,13 +9,13 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from bwprof._version import __version__
+from bwprof._version import __version__, git_commit
 from bwprof.casespec import CaseSpec
 from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.executor import Executor, UnavailableExecutor
@@ -28,6 +28,14 @@ from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import with_extras
 from bwprof.report.summary import build_summary
 from bwprof.runner import ProgressListener, RunContext, Runner
+from bwprof.schema.meta import (
+    NOT_PROBED,
+    GpusMeta,
+    ReadOnlyDict,
+    RunMeta,
+    TelemetryMeta,
+    read_only,
+)
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.system import HostInfo, host_info
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
@@ -53,7 +61,8 @@ class RunResult:
     """What one run produced: the rows as a DataFrame, the metadata, and where they were written."""
 
     results: pd.DataFrame
-    system: dict[str, object]
+    meta: RunMeta
+    """The run's metadata, typed: what system.json holds (`bwprof.schema.meta`)."""
     rows: list[ResultRow] = field(repr=False)
     run_dir: Path | None = None
     interrupted: bool = False
@@ -74,6 +83,11 @@ class RunResult:
         """Rows that make the run exit non-zero: validation failures and unexpected errors."""
         return [row for row in self.rows if row.status in FAILED_STATUSES]
 
+    @property
+    def system(self) -> ReadOnlyDict:
+        """system.json as a read-only dict, for code written before `meta`."""
+        return read_only(self.meta.as_dict())
+
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
@@ -88,16 +102,16 @@ def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports
 
 
 def gpu_executor(
-    system: dict[str, object] | None = None, simulate: bool = False,
-    host_memory_bytes: int | None = None, only: Sequence[int] | None = None,
-) -> Executor:
-    """The executor for GPU cases: real GPUs, the simulated backend when asked for, or a
-    `skipped` stand-in where there is no GPU. `only` keeps the GPUs of those CUDA indices (a
-    fleet rank's share of its node). Records what it found under `system["gpus"]`."""
+    simulate: bool = False, host_memory_bytes: int | None = None,
+    only: Sequence[int] | None = None,
+) -> tuple[Executor, GpusMeta]:
+    """The executor for GPU cases — real GPUs, the simulated backend when asked for, or a
+    `skipped` stand-in where there is no GPU — and what it found, for system.json. `only`
+    keeps the GPUs of those CUDA indices (a fleet rank's share of its node)."""
     from bwprof.gpu import devices as gpu_devices
     from bwprof.gpu.executor import GpuExecutor
 
-    info: dict[str, object]
+    info: GpusMeta
     executor: Executor
     gpus: GpuExecutor | None = None
     if simulate:
@@ -105,15 +119,16 @@ def gpu_executor(
 
         backend = SimBackend()
         found = gpu_devices.describe(backend)
-        info = {"count": len(found), "reason": None, "detail": "simulated backend",
-                "simulated": True}
+        info = GpusMeta(count=len(found), reason=None, detail="simulated backend",
+                        simulated=True)
         executor = gpus = GpuExecutor(backend, found, host_memory_bytes)
     else:
         from bwprof.gpu.runtime import CudaBackend, hardware_queues, probe
 
         probed = probe()
-        info = {"count": probed.count, "reason": probed.reason, "detail": probed.detail,
-                "cuda_device_max_connections": hardware_queues() if probed.count else None}
+        info = GpusMeta(count=probed.count, reason=probed.reason, detail=probed.detail,
+                        cuda_device_max_connections=hardware_queues() if probed.count
+                        else None)
         if probed.count == 0:
             executor = UnavailableExecutor("cuda", probed.reason or "no CUDA device found")
             found = []
@@ -129,59 +144,49 @@ def gpu_executor(
         share = (f"this rank holds {', '.join(f'gpu{i}' for i in only)} of its node's "
                  f"{len(found)} GPUs (several ranks on the node)")
         found = [device for device in found if device.index in set(only)]
-        info["used"] = [device.index for device in found]
+        info = replace(info, used=tuple(device.index for device in found))
         executor = gpus.sharing(found, share)
-    info["devices"] = [device.as_dict() for device in found]
-    if system is not None:
-        system["gpus"] = info
-    return executor
+    return executor, replace(info, devices=tuple(device.as_meta() for device in found))
 
 
 def start_telemetry(
-    executor: Executor | None, system: dict[str, object], writer: RunWriter | None,
-    enabled: bool, interval_s: float,
-) -> TelemetrySession | None:
-    """Check the GPUs this run measures are idle, then sample them; or say in system.json
-    why not. The idle check runs with telemetry off too: a busy GPU gets a finding."""
+    executor: Executor | None, writer: RunWriter | None, enabled: bool, interval_s: float,
+) -> tuple[TelemetrySession | None, TelemetryMeta]:
+    """Check the GPUs this run measures are idle, then sample them (the session), and say
+    for system.json what was done or why not. The idle check runs with telemetry off too: a
+    busy GPU gets a finding."""
     from bwprof.gpu.executor import COUNTER_WINDOW_MIN_BYTES, COUNTER_WINDOW_S, GpuExecutor
 
-    state: dict[str, object] = {"enabled": False, "interval_ms": interval_s * 1000}
-    system["telemetry"] = state
+    off = TelemetryMeta(enabled=False, interval_ms=interval_s * 1000)
     if executor is None:
-        state["reason"] = "no GPU case selected"
-        return None
+        return None, replace(off, reason="no GPU case selected")
     if not isinstance(executor, GpuExecutor) or executor.backend != "cuda":
-        state["reason"] = ("simulated backend: no hardware to sample"
-                           if executor.backend == "simulated"
-                           else executor.reason if isinstance(executor, UnavailableExecutor)
-                           else "no GPU")
-        return None
+        return None, replace(off, reason=(
+            "simulated backend: no hardware to sample" if executor.backend == "simulated"
+            else executor.reason if isinstance(executor, UnavailableExecutor) else "no GPU"))
     from bwprof.telemetry import nvml
     from bwprof.telemetry.counters import CounterReader
 
     if not nvml.available():
-        state["reason"] = f"{nvml.reason()} (so no idle check either)"
-        return None
+        return None, replace(off, reason=f"{nvml.reason()} (so no idle check either)")
     reader = CounterReader(nvml.get_nvml(), [(d.label, d.properties.pci_bus_id)
                                              for d in executor.devices])
     if not reader.labels:
-        state["reason"] = ("NVML sees none of the CUDA devices (no PCI bus id matched), so no "
-                           "idle check either")
-        return None
-    state["idle_check"] = idle_check(reader)
+        return None, replace(off, reason="NVML sees none of the CUDA devices (no PCI bus id "
+                                         "matched), so no idle check either")
+    checked = replace(off, idle_check=idle_check(reader))
     if not enabled:
         reader.close()
-        state["reason"] = "switched off (--no-telemetry); the idle check still ran"
-        return None
+        return None, replace(checked,
+                             reason="switched off (--no-telemetry); the idle check still ran")
     on_samples = None if writer is None else (
         lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
     session = TelemetrySession(reader, interval_s, on_samples)
     executor.counter_window_s = COUNTER_WINDOW_S
-    state.update(enabled=True, reason=None, devices=reader.labels,
-                 gpm=reader.gpm_devices(), counter_window_s=COUNTER_WINDOW_S,
-                 counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
     session.start()
-    return session
+    return session, replace(checked, enabled=True, reason=None, devices=tuple(reader.labels),
+                            gpm=tuple(reader.gpm_devices()), counter_window_s=COUNTER_WINDOW_S,
+                            counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
 
 
 def host_executor(host: HostInfo) -> Executor:
@@ -202,7 +207,7 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
     for case in cases:
         if case.target not in executors:
             executors[case.target] = (
-                gpu_executor() if case.target == "gpu"
+                gpu_executor()[0] if case.target == "gpu"
                 else UnavailableExecutor("mpi", NO_MPI_REASON, "waived") if case.target == "mpi"
                 else host_executor(host_info())
             )
@@ -280,26 +285,26 @@ def run(
     host_name = hostname()
     run_id = (fleet.run_id if fleet is not None and fleet.run_id
               else f"{host_name}-{started:%Y%m%dT%H%M%SZ}")
-    system: dict[str, object] = {
-        "schema_version": SCHEMA_VERSION,
-        "bwprof_version": __version__,
-        "run_id": run_id,
-        "command_line": list(command_line if command_line is not None else sys.argv),
-        "started_utc": started.isoformat(),
-        "finished_utc": None,
-        "interrupted": False,
-        "plan": plan.as_dict(),
-        "host": host.as_dict(),
-        "gpus": {"count": None, "reason": "not probed: no GPU case selected", "detail": None},
-        "simulated": simulate,
-    }
+    meta = RunMeta(
+        schema_version=SCHEMA_VERSION,
+        bwprof_version=__version__,
+        bwprof_commit=git_commit(),
+        run_id=run_id,
+        command_line=tuple(command_line if command_line is not None else sys.argv),
+        started_utc=started.isoformat(),
+        plan=plan.as_meta(),
+        host=host,
+        gpus=GpusMeta(reason=NOT_PROBED),
+        simulated=simulate,
+        mpi_rank=None if fleet is None else fleet.rank,
+    )
     executors: dict[str, Executor] = {
         "host": host_executor(host), "mpi": UnavailableExecutor("mpi", NO_MPI_REASON, "waived")}
     if plan.gpu_cases:
-        executors["gpu"] = gpu_executor(system, simulate, host.memory_available_bytes,
-                                        None if fleet is None else fleet.gpus)
+        executors["gpu"], gpus = gpu_executor(simulate, host.memory_available_bytes,
+                                              None if fleet is None else fleet.gpus)
+        meta = replace(meta, gpus=gpus)
     if fleet is not None:
-        system["mpi_rank"] = fleet.rank
         if not fleet.host_cases:
             executors["host"] = UnavailableExecutor(
                 "host", "host cases run on one rank per node (local rank 0)", "waived")
@@ -307,10 +312,11 @@ def run(
             executors["mpi"] = fleet.executor
 
     writer = RunWriter(run_dir) if run_dir is not None else None
-    session = start_telemetry(executors.get("gpu"), system, writer, telemetry,
-                              sample_interval_ms / 1000)
+    session, sampled = start_telemetry(executors.get("gpu"), writer, telemetry,
+                                       sample_interval_ms / 1000)
+    meta = replace(meta, telemetry=sampled)
     if run_dir is not None:
-        write_system_json(run_dir, system)
+        write_system_json(run_dir, meta)
     context = RunContext(run_id, host_name, None if fleet is None else fleet.rank)
     runner = Runner(plan, executors, context, writer, progress, session)
     interrupted = False
@@ -321,24 +327,21 @@ def run(
     finally:
         if session is not None:
             session.stop()
-            system["telemetry"]["samples"] = len(session.samples)  # type: ignore[index]
-            system["telemetry"]["errors"] = session.sampler.errors  # type: ignore[index]
-            system["telemetry"]["error_count"] = session.sampler.error_count  # type: ignore[index]
-        close_problems = runner.close()
-        if close_problems:
-            system["close_errors"] = close_problems
-        system["finished_utc"] = utc_now().isoformat()
-        system["interrupted"] = interrupted
+            sampled = replace(sampled, samples=len(session.samples),
+                              errors=tuple(session.sampler.errors),
+                              error_count=session.sampler.error_count)
+        meta = replace(meta, telemetry=sampled, close_errors=tuple(runner.close()),
+                       finished_utc=utc_now().isoformat(), interrupted=interrupted)
         frame = results_frame(runner.rows)
-        findings = derive_findings(frame, system)
-        system["findings"] = len(findings)
+        findings = derive_findings(frame, meta)
+        meta = replace(meta, findings=len(findings))
         if writer is not None:
             writer.write_findings(findings_frame(findings))
             writer.close()
         if run_dir is not None:
-            write_system_json(run_dir, system)
+            write_system_json(run_dir, meta)
     result = RunResult(
-        frame, system, runner.rows, run_dir, interrupted, timelines=runner.timelines,
+        frame, meta, runner.rows, run_dir, interrupted, timelines=runner.timelines,
         findings=findings_frame(findings),
         samples=pd.DataFrame(session.samples if session is not None else [],
                              columns=list(SAMPLE_COLUMNS)),
@@ -348,7 +351,7 @@ def run(
         raise RunInterrupted(result)
     if run_dir is not None:
         try:
-            written = write_report_files(with_extras(run_dir, frame, system), result.summary,
+            written = write_report_files(with_extras(run_dir, frame, meta), result.summary,
                                          run_dir, parquet=parquet, plots=plots)
         except KeyboardInterrupt:  # every row is on disk; only the report files are partial
             result.interrupted = True
@@ -357,3 +360,4 @@ def run(
             raise RunInterrupted(result) from None
         result.files, result.notes = written.files, written.notes
     return result
+

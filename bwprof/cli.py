@@ -11,14 +11,18 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
 from bwprof._version import __version__
 from bwprof.errors import BwprofError, RunInterrupted
+
+if TYPE_CHECKING:
+    from bwprof.schema.meta import GpuMeta
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 _interrupt_said = False  # set where an interrupt was already explained, so main stays quiet
@@ -195,8 +199,8 @@ def run_command(
 
     if not quiet:
         print_report(_stdout_console(plain=fleet), result.rows, result.summary,
-                     machine_line(result.system),
-                     system=result.system, findings=result.findings)
+                     machine_line(result.meta),
+                     meta=result.meta, findings=result.findings)
     for note in result.notes:
         typer.echo(note, err=True)
     typer.echo(f"wrote {result.run_dir}")
@@ -330,16 +334,20 @@ def info_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metadata as JSON.")] = False,
 ) -> None:
     """The host (CPU, caches, memory, NUMA, OS, versions) and the GPUs where a driver is present."""
+    from bwprof._version import git_commit
     from bwprof.api import gpu_executor
+    from bwprof.schema.meta import version_text
     from bwprof.system import host_info
     from bwprof.units import format_bytes
 
     host = host_info()
-    system: dict[str, object] = {}
-    gpu_executor(system).close()
-    gpus: dict = system["gpus"]  # type: ignore[assignment]
+    executor, gpus = gpu_executor()
+    executor.close()
+    commit = git_commit()
     if as_json:
-        typer.echo(json.dumps({"host": host.as_dict(), "gpus": gpus}, indent=2, default=str))
+        typer.echo(json.dumps({"bwprof_version": __version__, "bwprof_commit": commit,
+                               "host": host.as_dict(), "gpus": gpus.as_dict()}, indent=2,
+                              allow_nan=False))
         return
     caches = ", ".join(
         f"L{c.level} {format_bytes(c.size_bytes)} x{c.instances}" for c in host.caches
@@ -362,12 +370,12 @@ def info_command(
         f"os          {host.os}" + (f" ({host.sandbox} sandbox)" if host.sandbox else ""),
         f"python      {host.python}",
         "packages    " + ", ".join(f"{k} {v}" for k, v in host.packages.items() if v),
-        f"bwprof      {__version__}",
-        f"gpus        {gpus['count']}" if gpus["count"] else f"gpus        none: {gpus['reason']}",
+        f"bwprof      {version_text(__version__, commit)}",
+        f"gpus        {gpus.count}" if gpus.count else f"gpus        none: {gpus.reason}",
     ]
-    for device in gpus["devices"]:
+    for device in gpus.devices:
         lines.append(_gpu_line(device))
-        details = _nvml_line(device.get("metadata") or {})
+        details = _nvml_line(device.metadata)
         if details:
             lines.append(details)
     typer.echo("\n".join(lines))
@@ -384,7 +392,7 @@ def _hugepage_text(mode: str | None, numpy_asks: bool | None) -> str:
                if host_arrays_get_huge_pages(mode, numpy_asks) else "4 KiB pages"))
 
 
-def _nvml_line(meta: dict) -> str:
+def _nvml_line(meta: Mapping[str, object]) -> str:
     """What NVML adds about a GPU, on a second line (empty without NVML)."""
     fields = (("uuid", "uuid"), ("driver", "driver_version"), ("CUDA", "cuda_driver_version"),
               ("VBIOS", "vbios_version"), ("ECC", "ecc_mode_current"),
@@ -395,25 +403,25 @@ def _nvml_line(meta: dict) -> str:
     return "            " + ", ".join(shown) if shown else ""
 
 
-def _gpu_line(device: dict) -> str:
+def _gpu_line(device: GpuMeta) -> str:
     """One line per GPU for `bwprof info`: identity, memory, link, NUMA and peaks."""
     from bwprof.units import format_bytes
 
-    props, meta = device["properties"], device["metadata"]
+    props, meta = device.properties, device.metadata
 
-    def peak(key: str) -> str:
-        return f"{device[key]:.0f} GB/s" if device[key] else "?"
+    def peak(value: float | None) -> str:
+        return f"{value:.0f} GB/s" if value else "?"
 
     link = (f"PCIe Gen{meta.get('pcie_gen_current', '?')} x{meta.get('pcie_width_current', '?')}"
             f" (max Gen{meta.get('pcie_gen_max', '?')} x{meta.get('pcie_width_max', '?')})")
+    major, minor = props.compute_capability
     return (
-        f"  gpu{device['index']}      {props['name']} [{props['pci_bus_id'] or '?'}], "
-        f"{format_bytes(props['total_memory_bytes'])}, L2 {format_bytes(props['l2_bytes'])}, "
-        f"cc {props['compute_capability'][0]}.{props['compute_capability'][1]}, "
-        f"{props['async_engines']} copy engines, {link}, NUMA node "
-        f"{device['numa_node'] if device['numa_node'] is not None else '?'}; "
-        f"peaks: HBM {peak('peak_hbm_gbps')}, PCIe {peak('peak_pcie_gbps')}/direction, "
-        f"NVLink {peak('peak_nvlink_gbps')}"
+        f"  {device.label}      {props.name} [{props.pci_bus_id or '?'}], "
+        f"{format_bytes(props.total_memory_bytes)}, L2 {format_bytes(props.l2_bytes)}, "
+        f"cc {major}.{minor}, {props.async_engines} copy engines, {link}, NUMA node "
+        f"{device.numa_node if device.numa_node is not None else '?'}; "
+        f"peaks: HBM {peak(device.peak_hbm_gbps)}, PCIe {peak(device.peak_pcie_gbps)}/direction, "
+        f"NVLink {peak(device.peak_nvlink_gbps)}"
     )
 
 

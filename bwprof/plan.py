@@ -15,6 +15,7 @@ from typing import Literal
 
 from bwprof.cases import CaseSpec, select_cases
 from bwprof.errors import BwprofError
+from bwprof.schema.meta import PlanMeta
 from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
 
 PresetName = Literal["quick", "standard", "full"]
@@ -149,16 +150,17 @@ class Plan:
     def gpu_cases(self) -> tuple[CaseSpec, ...]:
         return tuple(c for c in self.cases if c.target == "gpu")
 
+    def as_meta(self) -> PlanMeta:
+        """The plan as system.json records it."""
+        return PlanMeta(
+            preset=self.preset, cases=tuple(c.key for c in self.cases), repeats=self.repeats,
+            threads=tuple(self.threads), host_array_bytes=tuple(self.host_array_bytes),
+            transfer_sizes=tuple(self.transfer_sizes),
+            pipeline_chunks=tuple(self.pipeline_chunks),
+        )
+
     def as_dict(self) -> dict[str, object]:
-        return {
-            "preset": self.preset,
-            "cases": [c.key for c in self.cases],
-            "repeats": self.repeats,
-            "threads": list(self.threads),
-            "host_array_bytes": list(self.host_array_bytes),
-            "transfer_sizes": list(self.transfer_sizes),
-            "pipeline_chunks": list(self.pipeline_chunks),
-        }
+        return self.as_meta().as_dict()
 
 
 def make_plan(

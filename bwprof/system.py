@@ -1,7 +1,9 @@
 """Host metadata: CPU, caches, memory, NUMA layout, OS and package versions.
 
 Read from Linux's /proc and /sys without extra dependencies; every field degrades to None on
-systems that lack it, so metadata never stops a run.
+systems that lack it, so metadata never stops a run. The dataclasses it fills (`HostInfo`,
+`CacheLevel`, `NumaNode`) are the data model's (`bwprof.schema.meta`), so the report reads
+the same shape from system.json.
 """
 
 from __future__ import annotations
@@ -11,71 +13,17 @@ import os
 import platform
 import re
 import socket
-from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 from bwprof.cpulist import parse_cpu_list
+from bwprof.schema.meta import CacheLevel, HostInfo, NumaNode
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 PACKAGES = ("numpy", "numba", "numba-cuda", "nvidia-ml-py", "pandas", "typer", "rich", "llvmlite")
-
-
-@dataclass(frozen=True)
-class CacheLevel:
-    level: int
-    type: str
-    size_bytes: int
-    instances: int
-
-
-@dataclass(frozen=True)
-class NumaNode:
-    node: int
-    cpus: str
-    memory_total_bytes: int | None
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    hostname: str
-    cpu_model: str
-    logical_cpus: int
-    usable_cpus: int
-    physical_cores: int | None
-    sockets: int | None
-    caches: list[CacheLevel]
-    llc_bytes_total: int | None
-    memory_total_bytes: int | None
-    memory_available_bytes: int | None
-    numa_nodes: list[NumaNode]
-    memory_modules: list[dict[str, object]]
-    """SMBIOS memory slots (locator, size, type, width, speeds); empty where unreadable."""
-    ddr_peak_gbps: float | None
-    ddr_peak_note: str
-    """How the DDR peak was derived, or why it is unknown."""
-    os: str
-    kernel: str
-    python: str
-    packages: dict[str, str | None] = field(default_factory=dict)
-    transparent_hugepages: str | None = None
-    """The kernel's mode: 'always', 'madvise' (only memory that asks) or 'never'."""
-    cpuset_cpus: int | None = None
-    """CPUs the process's cgroup cpuset allows (a container's or job's allocation)."""
-    numpy_asks_hugepages: bool | None = None
-    """NumPy asks for huge pages for large arrays (the host STREAM arrays): with 'madvise'
-    they get 2 MiB pages, which lifts DDR figures by several percent over 4 KiB pages (6-9%
-    measured; fewer TLB misses), so runs compare only under the same setting."""
-    cache_source: str | None = None
-    """Where `caches` came from: 'sysfs', 'cpuid' (one instance a level) or None (unknown)."""
-    sandbox: str | None = None
-    """'gVisor' where the kernel is gVisor's (`sandbox()`); None on a plain kernel."""
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def parse_size_suffix(text: str) -> int:
@@ -327,12 +275,12 @@ def host_info() -> HostInfo:
         cpuset_cpus=cpuset_cpus(),
         physical_cores=cores,
         sockets=sockets,
-        caches=levels,
+        caches=tuple(levels),
         llc_bytes_total=llc_bytes_total(levels),
         memory_total_bytes=mem.get("MemTotal"),
         memory_available_bytes=mem.get("MemAvailable"),
-        numa_nodes=numa_nodes(),
-        memory_modules=[m.as_dict() for m in modules],
+        numa_nodes=tuple(numa_nodes()),
+        memory_modules=tuple(m.as_dict() for m in modules),
         ddr_peak_gbps=peak,
         ddr_peak_note=peak_note,
         os=platform.platform(),

@@ -10,6 +10,7 @@ from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.gpu.runtime import NO_GPU_REASON, probe
 from bwprof.host import stream
 from bwprof.report.frames import read_results
+from tests.schema.builders import meta
 
 SMALL = {"size": "1MiB", "repeats": 3, "threads": "1"}
 
@@ -176,14 +177,13 @@ def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
     backend.name = "cuda"  # a real GPU's executor, as far as telemetry can tell
     executor = GpuExecutor(backend, describe(backend))
     for enabled in (False, True):
-        system: dict = {}
-        session = start_telemetry(executor, system, None, enabled=enabled, interval_s=0.05)
-        (busy,) = busy_before_run(system)
+        session, telemetry = start_telemetry(executor, None, enabled=enabled, interval_s=0.05)
+        (busy,) = busy_before_run(meta(telemetry=telemetry))
         assert busy.device == "gpu0" and "4242" in busy.evidence
         if enabled:
-            assert session is not None and system["telemetry"]["enabled"]
+            assert session is not None and telemetry.enabled
             session.stop()
         else:
             assert session is None
-            assert system["telemetry"]["reason"] == ("switched off (--no-telemetry); the idle "
-                                                     "check still ran")
+            assert telemetry.reason == "switched off (--no-telemetry); the idle check still ran"
+

@@ -122,6 +122,19 @@ def test_info_describes_the_host():
     assert payload["host"]["usable_cpus"] >= 1
 
 
+def test_info_names_the_commit_bwprof_runs_from(monkeypatch):
+    from bwprof import _version
+
+    monkeypatch.setattr(_version, "git_commit", lambda: "c0ffee" * 6 + "abcd-dirty")
+    result = runner.invoke(app, ["info"])
+    assert f"bwprof      {__version__} (commit c0ffeec0ffee-dirty)" in result.output
+    payload = json.loads(runner.invoke(app, ["info", "--json"]).output)
+    assert payload["bwprof_version"] == __version__
+    assert payload["bwprof_commit"] == "c0ffee" * 6 + "abcd-dirty"
+    monkeypatch.setattr(_version, "git_commit", lambda: None)  # installed from a wheel
+    assert f"bwprof      {__version__}\n" in runner.invoke(app, ["info"]).output
+
+
 def test_version():
     assert runner.invoke(app, ["--version"]).output.strip() == f"bwprof {__version__}"
 
@@ -166,9 +179,9 @@ def test_info_describes_each_gpu_in_one_line():
     from bwprof.api import gpu_executor
     from bwprof.cli import _gpu_line
 
-    system: dict = {}
-    gpu_executor(system, simulate=True).close()
-    line = _gpu_line(system["gpus"]["devices"][1])
+    executor, gpus = gpu_executor(simulate=True)
+    executor.close()
+    line = _gpu_line(gpus.devices[1])
     assert line.startswith("  gpu1      simulated GPU")
     assert "2 copy engines" in line and "L2 1 MiB" in line and "HBM ?" in line
 

@@ -119,6 +119,11 @@ def test_a_git_that_fails_or_talks_nonsense_gives_none(checkout, tmp_path, monke
         assert git_commit(checkout / "bwprof") is None
 
 
-def test_bwprof_itself_is_a_checkout_or_not():
+def test_bwprof_itself_and_a_run_record_the_same_commit():
+    import bwprof
+
     commit = git_commit()
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
+    result = bwprof.run(cases="ddr_triad", size="1MiB", repeats=2, threads="1")
+    assert result.meta.bwprof_commit == commit
+    assert result.system["bwprof_commit"] == commit

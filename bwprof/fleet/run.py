@@ -17,13 +17,12 @@ folder.
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from bwprof.report.export import (
     FINDINGS_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
+    SYSTEM_FILE,
     TIMINGS_FILE,
     prepare_run_dir,
     versioned,
@@ -48,10 +48,11 @@ from bwprof.report.findings import findings_frame
 from bwprof.report.fleet import fleet_findings
 from bwprof.report.frames import checked_results, rows_from_frame
 from bwprof.report.outputs import write_report_files
-from bwprof.report.runfolder import with_extras
+from bwprof.report.runfolder import read_system, with_extras
 from bwprof.report.summary import build_summary
 from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
+from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.system import host_info
 
@@ -81,7 +82,8 @@ class RankReport:
     samples: list[dict[str, object]] = field(default_factory=list)
     findings: list[dict[str, object]] = field(default_factory=list)
     timelines: list[dict[str, object]] = field(default_factory=list)
-    system: dict[str, object] = field(default_factory=dict)
+    meta: RunMeta | None = None
+    """The rank's own metadata (None where it failed before writing any)."""
     error: str | None = None
 
 
@@ -231,12 +233,12 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
             fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
             **{k: v for k, v in options.items() if k not in ("plots", "unique_out")},
         )
-        report.system = result.system
+        report.meta = result.meta
     except FleetTimeout as exc:
         report.error = f"{exc}"
     except Exception as exc:  # the rank failed: keep what it measured, say why
         report.error = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        report.system = _read_json(folder / "system.json")
+        report.meta = _read_meta(folder / SYSTEM_FILE)
         if not isinstance(exc, InjectedFailure):
             traceback.print_exc()
     report.rows = _records(folder / RESULTS_FILE)
@@ -276,11 +278,13 @@ def _rank_gpu(gpus: list[int], options: dict[str, Any]) -> Any:
         return None
 
 
-def _read_json(path: Path) -> Any:
+def _read_meta(path: Path) -> RunMeta | None:
+    """A failed rank's own system.json, as far as it got; None where it wrote none or it is
+    damaged (the rank's error row says what failed)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+        return read_system(path)
+    except BwprofError:
+        return None
 
 
 def _prefixed(device: object, host: str) -> str:
@@ -300,23 +304,21 @@ def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object
                           note=note, device=f"rank{rank}", rank=rank).as_dict()
 
 
-def _describe_node(nodes: dict[str, dict], host: str, system: dict) -> None:
+def _describe_node(nodes: dict[str, NodeMeta], host: str, meta: RunMeta | None) -> None:
     """Add a rank's metadata to its node's entry: the first rank on a node describes its host
     and telemetry; with several ranks on a node (one GPU each) every rank adds its GPUs."""
-    if not system:
+    if meta is None:
         return
-    gpus = dict(system.get("gpus") or {})
     if host not in nodes:
-        nodes[host] = {"host": system.get("host"), "gpus": gpus,
-                       "telemetry": system.get("telemetry")}
+        nodes[host] = NodeMeta(host=meta.host, gpus=meta.gpus, telemetry=meta.telemetry)
         return
     node = nodes[host]
-    known = {device.get("index") for device in node["gpus"].get("devices") or []}
-    added = [d for d in gpus.get("devices") or [] if d.get("index") not in known]
+    known = {device.index for device in node.gpus.devices}
+    added = [device for device in meta.gpus.devices if device.index not in known]
     if added:
-        devices = [*(node["gpus"].get("devices") or []), *added]
-        node["gpus"] = {**node["gpus"], "devices": sorted(devices, key=lambda d: d["index"]),
-                        "used": sorted(d["index"] for d in devices)}
+        devices = sorted([*node.gpus.devices, *added], key=lambda device: device.index)
+        nodes[host] = replace(node, gpus=replace(
+            node.gpus, devices=tuple(devices), used=tuple(d.index for d in devices)))
 
 
 def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
@@ -324,13 +326,14 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
     """Write the merged run folder on rank 0 and return it as a RunResult."""
     rows: list[dict[str, object]] = []
     timings, samples, findings, timelines = [], [], [], []
-    ranks, nodes = [], {}
+    ranks: list[RankMeta] = []
+    nodes: dict[str, NodeMeta] = {}
     for rank in range(size):
         report = received.get(rank)
         if report is None:
             rows.append(_error_row(run_id, rank, "", f"rank {rank} did not report within "
                                                     f"{timeout_s:g} s (hung or died)"))
-            ranks.append({"rank": rank, "status": "missing"})
+            ranks.append(RankMeta(rank=rank, status="missing"))
             continue
         host = report.host
         offset = len(rows)  # the rank's row n is the merged file's row offset + n
@@ -349,18 +352,19 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
                       for t in report.timelines]
         failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
                                            for r in report.rows)
-        ranks.append({"rank": rank, "host": host, "local_rank": report.local_rank,
-                      "local_size": report.local_size, "gpus": report.gpus,
-                      "host_cases": report.host_cases,
-                      "status": "failed" if failed else "ok", "error": report.error})
-        _describe_node(nodes, host, report.system or {})
+        ranks.append(RankMeta(rank=rank, status="failed" if failed else "ok", host=host,
+                              local_rank=report.local_rank, local_size=report.local_size,
+                              gpus=tuple(report.gpus), host_cases=report.host_cases,
+                              error=report.error))
+        _describe_node(nodes, host, report.meta)
     frame = checked_results(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), out / RESULTS_FILE)
     first = received.get(0)
-    system = dict(first.system) if first is not None and first.system else {}
+    meta = (first.meta if first is not None and first.meta is not None
+            else RunMeta(schema_version=SCHEMA_VERSION))
     if first is not None and first.host in nodes:  # rank 0's node: every rank's GPUs there
-        system["gpus"] = nodes[first.host]["gpus"]
-    system.update(schema_version=SCHEMA_VERSION, run_id=run_id, nodes=nodes,
-                  mpi={"size": size, "timeout_s": timeout_s, "ranks": ranks})
+        meta = replace(meta, gpus=nodes[first.host].gpus)
+    meta = replace(meta, schema_version=SCHEMA_VERSION, run_id=run_id, nodes=nodes,
+                   mpi=MpiMeta(size=size, timeout_s=timeout_s, ranks=tuple(ranks)))
     all_findings = findings_frame([])
     if findings:
         all_findings = pd.DataFrame(findings, columns=list(all_findings.columns))
@@ -373,11 +377,11 @@ def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
     versioned(all_findings).to_csv(out / FINDINGS_FILE, index=False)
     if timelines:
         write_timelines(out, timelines)
-    write_system_json(out, system)
-    result = api.RunResult(frame, system, rows_from_frame(frame), out, False,
+    write_system_json(out, meta)
+    result = api.RunResult(frame, meta, rows_from_frame(frame), out, False,
                            timelines=timelines, findings=all_findings,
                            samples=pd.DataFrame(samples), summary=build_summary(frame))
-    written = write_report_files(with_extras(out, frame, system), result.summary, out,
+    written = write_report_files(with_extras(out, frame, meta), result.summary, out,
                                  parquet=options.get("file_format") == "parquet",
                                  plots=options.get("plots", True))
     result.files, result.notes = written.files, written.notes

@@ -11,25 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bwprof.schema.meta import DeviceProperties
+
 
 class OutOfMemory(Exception):
     """An allocation did not fit (device memory or pinned host memory)."""
-
-
-@dataclass(frozen=True)
-class DeviceProperties:
-    """What the CUDA runtime reports about one device."""
-
-    index: int
-    name: str
-    pci_bus_id: str | None
-    total_memory_bytes: int
-    l2_bytes: int
-    multiprocessors: int
-    compute_capability: tuple[int, int]
-    async_engines: int
-    memory_bus_width_bits: int | None
-    memory_clock_khz: int | None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
@@ -17,6 +17,7 @@ from bwprof.gpu.backend import DeviceProperties, GpuBackend
 from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
 from bwprof.pci import parse_pci_bus_id
 from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
+from bwprof.schema.meta import GpuMeta, json_object
 
 _GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
@@ -48,10 +49,18 @@ class GpuDevice:
         describe its host copies."""
         return bool(self.metadata.get("c2c_enabled"))
 
+    def as_meta(self) -> GpuMeta:
+        """The device as system.json records it (its CPUs as a cpulist such as '0-15')."""
+        return GpuMeta(
+            index=self.index, properties=self.properties, metadata=json_object(self.metadata),
+            numa_node=self.numa_node,
+            cpus=format_cpu_list(self.cpus) if self.cpus else None,
+            peak_hbm_gbps=self.peak_hbm_gbps, peak_pcie_gbps=self.peak_pcie_gbps,
+            peak_nvlink_gbps=self.peak_nvlink_gbps,
+        )
+
     def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data["cpus"] = format_cpu_list(self.cpus) if self.cpus else None
-        return data
+        return self.as_meta().as_dict()
 
 
 def sysfs_dir(bus_id: str | None, root: Path = SYS_PCI) -> Path | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.formats import is_missing
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.summary import build_summary
+from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import SCHEMA_VERSION
 
@@ -242,13 +242,13 @@ def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str
     path = summary[(summary["path"] == figure["path"]) & summary["value"].isna()]
     if len(path) and path.iloc[0]["status"] != "absent":
         return f"{path.iloc[0]['status']}: {path.iloc[0]['note']}"
-    interrupted = " (the run was interrupted)" if run.system.get("interrupted") else ""
+    interrupted = " (the run was interrupted)" if run.meta.interrupted else ""
     return f"not measured in this run{interrupted}"
 
 
 def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
     """Why a baseline has no headline figure at all, in a few words."""
-    interrupted = " (the run was interrupted)" if run.system.get("interrupted") else ""
+    interrupted = " (the run was interrupted)" if run.meta.interrupted else ""
     if run.results.empty:
         return "it has no rows" + interrupted
     reasons = [f"{row['path']}: {row['status']}" for _, row in summary.iterrows()
@@ -272,41 +272,40 @@ def describe(row: pd.Series) -> str:
     return " ".join(parts)
 
 
-def _machine(system: dict) -> dict[str, str]:
-    """What must match for figures to be comparable, as short strings."""
-    gpus = system.get("gpus") if isinstance(system.get("gpus"), dict) else {}
-    devices = [d for d in (gpus or {}).get("devices") or [] if isinstance(d, dict)]
-    names = Counter(str((d.get("properties") or {}).get("name")) for d in devices)
-    metadata = [d.get("metadata") or {} for d in devices]
+def _machine(meta: RunMeta) -> dict[str, str]:
+    """What must match for figures to be comparable, as short strings; 'unknown' where a
+    run predates the record (or, for the commit, did not run from a git checkout)."""
+    gpus = meta.gpus
+    host = meta.host
 
     def distinct(key: str) -> str:
-        values = sorted({str(m[key]) for m in metadata if m.get(key)})
-        return ", ".join(values) or "unknown"
+        return ", ".join(gpus.metadata_values(key)) or "unknown"
 
-    host = system.get("host") if isinstance(system.get("host"), dict) else {}
     return {
-        "GPU model": ", ".join(f"{n}× {name}" for name, n in names.items()) or "no GPU",
-        "driver": distinct("driver_version") if devices else "no GPU",
-        "CUDA": distinct("cuda_driver_version") if devices else "no GPU",
-        "CPU": str((host or {}).get("cpu_model") or "unknown"),
+        "GPU model": ", ".join(f"{n}× {name}" for name, n in gpus.model_counts().items())
+        or "no GPU",
+        "driver": distinct("driver_version") if gpus.devices else "no GPU",
+        "CUDA": distinct("cuda_driver_version") if gpus.devices else "no GPU",
+        "CPU": host.cpu_model if host is not None else "unknown",
         # The host arrays' page size moves DDR figures by several percent.
-        "transparent huge pages": str((host or {}).get("transparent_hugepages") or "unknown"),
+        "transparent huge pages": (host.transparent_hugepages if host is not None else None)
+        or "unknown",
         # gVisor passes host memory and GPU calls through its own kernel.
-        "sandbox": (str((host or {}).get("sandbox") or "none") if "sandbox" in (host or {})
-                    else "unknown"),
-        "bwprof version": str(system.get("bwprof_version") or "unknown"),
+        "sandbox": (host.sandbox or "none") if host is not None and host.recorded("sandbox")
+        else "unknown",
+        "bwprof version": meta.bwprof_version or "unknown",
         # The same version number from two checkouts may be different code.
-        "bwprof commit": str(system.get("bwprof_commit") or "unknown"),
-        "backend": "GPU rows simulated" if system.get("simulated") else "GPU rows measured",
+        "bwprof commit": meta.bwprof_commit or "unknown",
+        "backend": "GPU rows simulated" if meta.simulated else "GPU rows measured",
     }
 
 
 def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[str]:
     """One line per attribute where a run's machine differs from the baseline's."""
-    base = _machine(runs[0].system)
+    base = _machine(runs[0].meta)
     lines = []
     for run, label in zip(runs[1:], labels[1:], strict=True):
-        mine = _machine(run.system)
+        mine = _machine(run.meta)
         for what, value in mine.items():
             gpu_detail = what in ("driver", "CUDA", "backend")
             if gpu_detail and "no GPU" in (value, base["GPU model"], mine["GPU model"]):
@@ -394,7 +393,7 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     frame["regressed_pct"] = pd.to_numeric(frame["regressed_pct"]).astype("float64")
     stopped = [line for run, label in zip(runs, labels, strict=True)
                for line in ([f"run {label} was interrupted: figures it did not reach are "
-                             "absent"] if run.system.get("interrupted") else [])
+                             "absent"] if run.meta.interrupted else [])
                + [f"run {label}: {note}" for note in run.notes]]
     return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + stopped,
                       summaries)
@@ -427,8 +426,8 @@ def run_lines(comparison: Comparison) -> list[str]:
     for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels, strict=True)):
         role = " (baseline)" if index == 0 else ""
         simulated = ", simulated GPU rows" if run.simulated else ""
-        lines.append(f"{label}{role} = {run.path}: {run.run_id}, {machine_line(run.system)}, "
-                     f"bwprof {run.system.get('bwprof_version', '?')}{simulated}")
+        lines.append(f"{label}{role} = {run.path}: {run.run_id}, {machine_line(run.meta)}, "
+                     f"bwprof {run.meta.bwprof_text}{simulated}")
     return lines
 
 
@@ -442,7 +441,9 @@ def comparison_json(comparison: Comparison, fail_below: float | None,
         "schema_version": SCHEMA_VERSION,
         "baseline": comparison.labels[0],
         "runs": [{"label": label, "path": str(run.path), "run_id": run.run_id,
-                  "host": run.host, "simulated": run.simulated}
+                  "host": run.host, "simulated": run.simulated,
+                  "bwprof_version": run.meta.bwprof_version,
+                  "bwprof_commit": run.meta.bwprof_commit}
                  for run, label in zip(comparison.runs, comparison.labels, strict=True)],
         "warnings": comparison.warnings,
         "rows": json_records(comparison.rows),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwprof.errors import BwprofError
+from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
 
 RESULTS_FILE = "results.csv"
@@ -135,10 +136,13 @@ class RunWriter:
                 self._samples.close()
 
 
-def write_json_atomic(target: Path, payload: object) -> Path:
-    """Write JSON through a temp file and a rename, so the file is never half-written."""
+def write_json_atomic(target: Path, payload: object, strict: bool = False) -> Path:
+    """Write JSON through a temp file and a rename, so the file is never half-written.
+    `strict`: the payload is plain JSON already (no NaN, nothing to turn into a string)."""
     temp = target.with_name(f".{target.name}.tmp")
-    temp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
+            else json.dumps(payload, indent=2, default=str))
+    temp.write_text(text + "\n")
     os.replace(temp, target)
     return target
 
@@ -153,5 +157,6 @@ def versioned(frame: Any) -> Any:
     return frame.assign(schema_version=SCHEMA_VERSION)
 
 
-def write_system_json(run_dir: Path, system: dict[str, object]) -> Path:
-    return write_json_atomic(run_dir / SYSTEM_FILE, system)
+def write_system_json(run_dir: Path, meta: RunMeta) -> Path:
+    """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically."""
+    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True)

@@ -17,6 +17,7 @@ from bwprof.peaks import FINDING_ABOVE_PEAK
 from bwprof.report.formats import lower_is_better_row
 from bwprof.report.summary import is_numa_device, node_of
 from bwprof.schema.flags import CACHE_RESIDENT, split_flags
+from bwprof.schema.meta import RunMeta
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
@@ -54,11 +55,6 @@ def _measured(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows["backend"] == "cuda") & rows["status"].isin(["ok", "invalid"])]
 
 
-def _device_metadata(system: dict) -> dict[str, dict]:
-    devices = (system.get("gpus") or {}).get("devices") or []
-    return {f"gpu{d['index']}": d.get("metadata") or {} for d in devices}
-
-
 def _column(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series([None] * len(rows), index=rows.index)
 
@@ -68,15 +64,15 @@ def _known(value: object) -> str:
     return "?" if value is None or pd.isna(value) else f"{value:.0f}"
 
 
-def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
+def pcie_below_max(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
     found = []
-    meta = _device_metadata(system)
     transfers = rows[rows["direction"].isin(TRANSFER_DIRECTIONS)
                      & (rows["memory"] != "hbm")  # GPU<->GPU both ways: NVLink, not the slot
                      & (_column(rows, "telemetry_samples").fillna(0) > 0)]
     for device, group in transfers.groupby("device"):
-        info = meta.get(str(device), {})
-        if info.get("c2c_enabled"):  # host copies use NVLink-C2C: the PCIe link idles
+        gpu = meta.gpus.device(str(device))
+        info = gpu.metadata if gpu is not None else {}
+        if gpu is not None and gpu.host_link_c2c:  # host copies use NVLink-C2C: PCIe idles
             continue
         gen_max = info.get("pcie_gen_max_system") or info.get("pcie_gen_max")
         width_max = info.get("pcie_width_max")
@@ -94,11 +90,11 @@ def pcie_below_max(rows: pd.DataFrame, system: dict) -> list[Finding]:
     return found
 
 
-def few_hardware_queues(rows: pd.DataFrame, system: dict) -> list[Finding]:
+def few_hardware_queues(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
     """Concurrent-stream cases measured with fewer CUDA hardware queues than CUDA's default 8
     (an inherited CUDA_DEVICE_MAX_CONNECTIONS, often 1 in training jobs): streams sharing a
     queue wait for each other, which reads as a GPU that cannot overlap."""
-    queues = (system.get("gpus") or {}).get("cuda_device_max_connections")
+    queues = meta.gpus.cuda_device_max_connections
     concurrent = rows[rows["streams"].fillna(1) > 1]
     if queues is None or queues >= CUDA_DEFAULT_QUEUES or concurrent.empty:
         return []
@@ -125,15 +121,15 @@ def clock_events(rows: pd.DataFrame) -> list[Finding]:
     return found
 
 
-def busy_before_run(system: dict) -> list[Finding]:
+def busy_before_run(meta: RunMeta) -> list[Finding]:
     found = []
-    for check in (system.get("telemetry") or {}).get("idle_check") or []:
-        if check.get("busy"):
+    for check in (meta.telemetry.idle_check or ()) if meta.telemetry is not None else ():
+        if check.busy:
             found.append(Finding(
-                "warning", str(check["device"]), "GPU busy before the run",
+                "warning", check.device, "GPU busy before the run",
                 "another workload shares the memory and copy engines being measured",
-                f"utilisation {check.get('gpu_util_pct')}%, other processes "
-                f"{check.get('other_processes') or 'none'}",
+                f"utilisation {check.gpu_util_pct}%, other processes "
+                f"{list(check.other_processes) if check.other_processes else 'none'}",
             ))
     return found
 
@@ -199,21 +195,21 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     ) for device, cases in slow.items()]
 
 
-def host_cpus_narrowed(rows: pd.DataFrame, system: dict) -> list[Finding]:
+def host_cpus_narrowed(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
     """Host cases ran on fewer CPUs than the machine has, so the DDR figure is not the
     node's. A binding narrower than the cgroup's cpuset (an MPI launcher binds ranks to a
     core or socket; taskset) is a warning the user can lift; a cpuset alone (a container's
     or a job's allocation) is information about what was measured."""
-    host = system.get("host") or {}
-    usable, logical = host.get("usable_cpus"), host.get("logical_cpus")
-    cpuset = host.get("cpuset_cpus")
+    if meta.host is None:
+        return []
+    usable, logical = meta.host.usable_cpus, meta.host.logical_cpus
+    cpuset = meta.host.cpuset_cpus
     ddr = rows[(rows["backend"] == "host") & (rows["status"] == "ok")]
-    if (ddr.empty or not isinstance(usable, int) or not isinstance(logical, int)
-            or usable >= logical):
+    if ddr.empty or usable >= logical:
         return []
     threads = pd.to_numeric(_column(ddr, "threads"), errors="coerce").max()
     used = f"DDR rows used up to {'?' if pd.isna(threads) else int(threads)} thread(s)"
-    allowed = cpuset if isinstance(cpuset, int) and usable <= cpuset < logical else None
+    allowed = cpuset if cpuset is not None and usable <= cpuset < logical else None
     if allowed is not None and usable == allowed:
         return [Finding(
             "info", "cpu", f"host cases ran on the {usable} CPUs of this cgroup's cpuset, "
@@ -271,14 +267,15 @@ def counters_disagree(rows: pd.DataFrame) -> list[Finding]:
     ) for _, row in off.iterrows()]
 
 
-def derive_findings(rows: pd.DataFrame, system: dict) -> list[Finding]:
+def derive_findings(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
+    """Every finding of one run, from its rows and its metadata."""
     measured = _measured(rows)
     return [
         *slower_numa_nodes(rows),
-        *host_cpus_narrowed(rows, system),
-        *busy_before_run(system),
-        *pcie_below_max(measured, system),
-        *few_hardware_queues(measured, system),
+        *host_cpus_narrowed(rows, meta),
+        *busy_before_run(meta),
+        *pcie_below_max(measured, meta),
+        *few_hardware_queues(measured, meta),
         *clock_events(measured),
         *slower_than_siblings(measured),
         *above_peak(pd.concat([measured, rows[(rows["backend"] == "host")

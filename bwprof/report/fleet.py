@@ -11,6 +11,7 @@ import pandas as pd
 
 from bwprof.report.findings import Finding
 from bwprof.report.summary import is_numa_device, node_of
+from bwprof.schema.meta import NodeMeta
 
 FLEET_SHARE = 0.9
 HEADLINE_CASES = ("ddr_triad", "hbm_triad", "d2d_copy", "h2d_pinned", "d2h_pinned")
@@ -53,16 +54,14 @@ def slower_nodes(results: pd.DataFrame) -> list[Finding]:
     return found
 
 
-def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
+def differing_nodes(nodes: Mapping[str, NodeMeta]) -> list[Finding]:
     """Nodes whose driver, CUDA driver, VBIOS or PCIe link maximum differ from the majority."""
     values: dict[str, dict[str, set[str]]] = {}
     for host, node in nodes.items():
-        devices = ((node.get("gpus") or {}).get("devices") or []) if node else []
-        for device in devices:
-            meta = device.get("metadata") or {}
-            for key in METADATA_KEYS:
-                if meta.get(key) not in (None, ""):
-                    values.setdefault(key, {}).setdefault(host, set()).add(str(meta[key]))
+        for key in METADATA_KEYS:
+            seen = node.gpus.metadata_values(key)
+            if seen:
+                values.setdefault(key, {}).setdefault(host, set()).update(seen)
     found = []
     for key, per_host in values.items():
         if len(per_host) < 2:
@@ -90,5 +89,5 @@ def differing_nodes(nodes: Mapping[str, Mapping]) -> list[Finding]:
     return found
 
 
-def fleet_findings(results: pd.DataFrame, nodes: Mapping[str, Mapping]) -> list[Finding]:
+def fleet_findings(results: pd.DataFrame, nodes: Mapping[str, NodeMeta]) -> list[Finding]:
     return [*slower_nodes(results), *differing_nodes(nodes)]

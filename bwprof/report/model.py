@@ -23,6 +23,7 @@ import pandas as pd
 
 from bwprof.errors import BwprofError
 from bwprof.report.summary import is_numa_device
+from bwprof.schema.meta import RunMeta
 
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
@@ -132,21 +133,15 @@ def _why_none(summary: pd.DataFrame, case: str) -> str:
     return f"{row['status']}: {row['note']}" if row["note"] else str(row["status"])
 
 
-def _gpus(system: dict) -> list[dict]:
-    gpus = system.get("gpus") if isinstance(system, dict) else None
-    devices = gpus.get("devices") if isinstance(gpus, dict) else None
-    return [d for d in devices or [] if isinstance(d, dict)]
-
-
-def model_report(spec: ModelSpec, summary: pd.DataFrame, system: dict) -> ModelReport:
+def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta) -> ModelReport:
     """The model's arithmetic against one run's summary and metadata."""
     weights = spec.weight_bytes
-    gpus = _gpus(system)
-    memories = [int(d["properties"]["total_memory_bytes"]) for d in gpus
-                if (d.get("properties") or {}).get("total_memory_bytes")]
+    gpus = meta.gpus.devices
+    memories = [d.properties.total_memory_bytes for d in gpus
+                if d.properties.total_memory_bytes]
     memory = min(memories) if memories else None
     needed = math.ceil(weights / memory) if memory else None
-    names = list(dict.fromkeys(str((d.get("properties") or {}).get("name")) for d in gpus))
+    names = list(dict.fromkeys(d.name for d in gpus))
     wanted = [  # (what, case, row, bytes, whether a run without it should say why)
         ("stage host→GPU, one GPU", "h2d_pinned", _slowest(summary, "h2d_pinned"), weights,
          bool(gpus)),

@@ -24,6 +24,7 @@ from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
 from bwprof.report.timeline import read_timelines, write_timeline_plots
 from bwprof.schema.flags import CACHE_RESIDENT, split_flags
+from bwprof.schema.meta import RunMeta
 from bwprof.units import format_bytes
 
 BANDWIDTH_PNG = "bandwidth_vs_size.png"
@@ -62,10 +63,10 @@ def _text_inches(line: str, points: float) -> float:
     return width / 72
 
 
-def _title(figure, what: str, system: dict, simulated: bool) -> None:
+def _title(figure, what: str, meta: RunMeta, simulated: bool) -> None:
     """The title names what is drawn, the host and its GPUs; a figure too narrow for its
     longest line (a small P2P matrix, a long CPU name) is widened so nothing is cut off."""
-    text = f"{what}\n{machine_line(system)}"
+    text = f"{what}\n{machine_line(meta)}"
     if simulated:
         text += f"\n{SIMULATED_TITLE}"
     needed = max(_text_inches(line, TITLE_POINTS) for line in text.splitlines())
@@ -78,7 +79,7 @@ def _size_formatter(value: float, _position: object) -> str:
     return format_bytes(int(value)) if value >= 1 else ""
 
 
-def bandwidth_figure(results: pd.DataFrame, system: dict):
+def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     """GB/s against size per memory kind and direction; None when no row has a size. Points
     whose buffers fit in a cache (`in_cache`, `l2_resident`) are drawn hollow: they are not
     the memory's figure and may pass its peak line."""
@@ -133,11 +134,11 @@ def bandwidth_figure(results: pd.DataFrame, system: dict):
     for axis in axes[len(panels):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
-    _title(figure, "Bandwidth against transfer size", system, simulated)
+    _title(figure, "Bandwidth against transfer size", meta, simulated)
     return figure
 
 
-def summary_figure(summary: pd.DataFrame, system: dict):
+def summary_figure(summary: pd.DataFrame, meta: RunMeta):
     """Horizontal bars: each summary figure in GB/s beside its peak; None without figures."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
@@ -181,7 +182,7 @@ def summary_figure(summary: pd.DataFrame, system: dict):
     axis.grid(True, axis="x", alpha=0.3)
     axis.legend(handles=handles, fontsize=7, loc="lower right")
     simulated = bool((rows["backend"] == "simulated").any())
-    _title(figure, "Summary: measured bandwidth against theoretical peak", system, simulated)
+    _title(figure, "Summary: measured bandwidth against theoretical peak", meta, simulated)
     return figure
 
 
@@ -211,7 +212,7 @@ def _case_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
     return [span for span in spans if span[0]]
 
 
-def telemetry_figure(samples: pd.DataFrame | None, system: dict, simulated: bool = False):
+def telemetry_figure(samples: pd.DataFrame | None, meta: RunMeta, simulated: bool = False):
     """One panel per counter over time, a line per device, each case shaded."""
     if samples is None or samples.empty:
         return None
@@ -246,11 +247,11 @@ def telemetry_figure(samples: pd.DataFrame | None, system: dict, simulated: bool
     what = "Hardware counters over time"
     if len(counters) > len(shown):
         what += f" (first {len(shown)} of {len(counters)} counters; all in samples.csv)"
-    _title(figure, what, system, simulated)
+    _title(figure, what, meta, simulated)
     return figure
 
 
-def p2p_figure(results: pd.DataFrame, system: dict):
+def p2p_figure(results: pd.DataFrame, meta: RunMeta):
     """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
     two GPUs."""
     rows = p2p_matrix_rows(results)
@@ -279,7 +280,7 @@ def p2p_figure(results: pd.DataFrame, system: dict):
     figure.colorbar(image, ax=axis, label="GB/s (10^9 bytes/s), best")
     size = format_bytes(int(rows["size_bytes"].iloc[0]))
     simulated = bool((rows["backend"] == "simulated").any())
-    _title(figure, f"GPU→GPU copy (p2p_copy, {size})", system, simulated)
+    _title(figure, f"GPU→GPU copy (p2p_copy, {size})", meta, simulated)
     return figure
 
 
@@ -291,10 +292,10 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     summary = build_summary(run.results)
     simulated = run.simulated
     figures = {
-        BANDWIDTH_PNG: bandwidth_figure(run.results, run.system),
-        SUMMARY_PNG: summary_figure(summary, run.system),
-        TELEMETRY_PNG: telemetry_figure(run.samples, run.system, simulated),
-        P2P_PNG: p2p_figure(run.results, run.system),
+        BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
+        SUMMARY_PNG: summary_figure(summary, run.meta),
+        TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated),
+        P2P_PNG: p2p_figure(run.results, run.meta),
     }
     written = []
     for name, figure in figures.items():
@@ -302,8 +303,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
             figure.savefig(target / name)
             written.append(target / name)
     # The overlap timelines, from the event times the run recorded in timelines.json.
-    devices = (run.system.get("gpus") or {}).get("devices") or []
-    names = " + ".join(sorted({d["properties"]["name"] for d in devices}))
+    names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:
         written += write_timeline_plots(target, read_timelines(run.path), run.host, names)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file

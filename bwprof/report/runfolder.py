@@ -3,7 +3,9 @@
 A run folder is what `bwprof run` wrote: `results.csv` (or `results.parquet`), `system.json`,
 and where they exist `samples.csv` (telemetry) and `findings.csv`. Everything is checked
 before use: a missing folder, a folder that is not a run, a malformed file or a file of
-another schema version is a BwprofError naming the file, never a traceback.
+another schema version is a BwprofError naming the file, never a traceback. system.json is
+read once into a typed `RunMeta` (`bwprof.schema.meta`), so the report reads attributes
+whose kinds are known instead of guarding every key.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from bwprof.report.frames import (
     read_run_csv,
 )
 from bwprof.report.timeline import TimelinesVersionError, read_timelines
+from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.rows import READABLE_VERSIONS
 
 RESULTS_PARQUET = "results.parquet"
@@ -34,74 +37,67 @@ class RunFolder:
 
     path: Path
     results: pd.DataFrame
-    system: dict
+    meta: RunMeta
+    """system.json, typed (`bwprof.schema.meta`)."""
     samples: pd.DataFrame | None = None
     findings: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     """What reading the folder left out (a last line cut off by a stopped run)."""
 
     @property
+    def system(self) -> ReadOnlyDict:
+        """system.json as a read-only dict, for code written before `meta`."""
+        return read_only(self.meta.as_dict())
+
+    @property
     def run_id(self) -> str:
-        return str(self.system.get("run_id") or self.path.name)
+        return self.meta.run_id or self.path.name
 
     @property
     def host(self) -> str:
-        host = self.system.get("host")
-        return str(host.get("hostname") or "") if isinstance(host, dict) else ""
+        return self.meta.hostname
 
     @property
     def simulated(self) -> bool:
-        return bool(self.system.get("simulated")) or bool(
-            (self.results["backend"] == "simulated").any()
-        )
+        return self.meta.simulated or bool((self.results["backend"] == "simulated").any())
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """One row per memory path (the columns of summary.csv), derived from the rows."""
+        from bwprof.report.summary import build_summary
+
+        return build_summary(self.results)
 
 
-def read_system(path: Path) -> dict:
-    """system.json as a dict; a file that is not JSON, not an object, or of another schema
-    version is a one-line error."""
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a number JSON allows")
+
+
+def read_system(path: Path) -> RunMeta:
+    """system.json, checked once: a file that is not strict JSON, not an object, of another
+    schema version, or with a part of the wrong kind is a one-line error naming the part."""
     try:
-        system = json.loads(path.read_text())
+        system = json.loads(path.read_text(), parse_constant=_not_json)
     except OSError as exc:
         raise BwprofError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:  # json gives up on objects nested thousands deep
+        raise BwprofError(f"{path} is malformed: nested too deeply to be bwprof's") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise BwprofError(f"{path} is malformed: {str(exc).splitlines()[0]}") from None
     if not isinstance(system, dict) or "schema_version" not in system:
         raise BwprofError(f"{path} is not a bwprof system.json (no schema_version)")
-    if system["schema_version"] not in READABLE_VERSIONS:
+    version = system["schema_version"]
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise BwprofError(
-            f"{path} has schema version {system['schema_version']!r}, this bwprof reads "
+            f"{path} has schema version {version!r}, this bwprof reads "
             f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it"
         )
-    _check_shape(system, path)
-    return system
-
-
-# Where system.json nests, what each part must be: the report reads these without checking.
-_SHAPES: tuple[tuple[tuple[str, ...], type], ...] = (
-    (("host",), dict), (("gpus",), dict), (("telemetry",), dict), (("nodes",), dict),
-    (("gpus", "devices"), list), (("telemetry", "idle_check"), list),
-)
-
-
-def _check_shape(system: dict, path: Path) -> None:
-    """A one-line error where a part of system.json the report reads has the wrong kind."""
-    for keys, kind in _SHAPES:
-        value: object = system
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None and not isinstance(value, kind):
-            raise BwprofError(f"{path} is malformed: {'.'.join(keys)} should be "
-                              f"{'an object' if kind is dict else 'a list'}, not "
-                              f"{type(value).__name__}")
-    devices = (system.get("gpus") or {}).get("devices") or []
-    checks = (system.get("telemetry") or {}).get("idle_check") or []
-    for name, items in (("gpus.devices", devices), ("telemetry.idle_check", checks)):
-        if not all(isinstance(item, dict) for item in items):
-            raise BwprofError(f"{path} is malformed: every entry of {name} should be an object")
-    for part in ("properties", "metadata"):
-        if any(not isinstance(device.get(part) or {}, dict) for device in devices):
-            raise BwprofError(f"{path} is malformed: every gpus.devices entry's {part} should "
-                              "be an object")
+    try:
+        return RunMeta.from_dict(system)
+    except MetaError as exc:
+        raise BwprofError(f"{path} is malformed: {exc}") from None
+    except RecursionError:
+        raise BwprofError(f"{path} is malformed: nested too deeply to be bwprof's") from None
 
 
 def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
@@ -149,7 +145,7 @@ def load_run(path: str | Path) -> RunFolder:
         missing = SYSTEM_FILE if not (folder / SYSTEM_FILE).is_file() else RESULTS_FILE
         raise BwprofError(f"{folder} is not a bwprof run folder (no {missing}); pass a folder "
                           "written by `bwprof run`")
-    system = read_system(folder / SYSTEM_FILE)
+    meta = read_system(folder / SYSTEM_FILE)
     notes: list[str] = []
     results = (read_results(csv_path, notes) if csv_path.is_file()
                else read_parquet_results(parquet_path))
@@ -159,10 +155,10 @@ def load_run(path: str | Path) -> RunFolder:
         raise
     except BwprofError:
         pass  # a damaged file costs only the timeline plots, whose step says why
-    return with_extras(folder, results, system, notes)
+    return with_extras(folder, results, meta, notes)
 
 
-def with_extras(folder: Path, results: pd.DataFrame, system: dict,
+def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,
                 notes: list[str] | None = None) -> RunFolder:
     """A RunFolder of rows and metadata at hand, with the folder's samples and findings files
     where they exist (the end of `bwprof run` uses this)."""
@@ -171,19 +167,13 @@ def with_extras(folder: Path, results: pd.DataFrame, system: dict,
                else None)
     findings = (_read_table(folder / FINDINGS_FILE, notes)
                 if (folder / FINDINGS_FILE).is_file() else None)
-    return RunFolder(folder, results, system, samples, findings, notes)
+    return RunFolder(folder, results, meta, samples, findings, notes)
 
 
-def machine_line(system: dict) -> str:
+def machine_line(meta: RunMeta) -> str:
     """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs."""
-    host = system.get("host") if isinstance(system.get("host"), dict) else {}
-    name = str((host or {}).get("hostname") or "?")
-    cpu = (host or {}).get("cpu_model")
-    gpus = system.get("gpus") if isinstance(system.get("gpus"), dict) else {}
-    devices = [d for d in (gpus or {}).get("devices") or [] if isinstance(d, dict)]
-    names: dict[str, int] = {}
-    for device in devices:
-        model = str((device.get("properties") or {}).get("name") or "GPU")
-        names[model] = names.get(model, 0) + 1
-    gpu_text = ", ".join(f"{n}× {model}" for model, n in names.items()) or "no GPU"
+    name = meta.hostname or "?"
+    cpu = meta.host.cpu_model if meta.host is not None else None
+    gpu_text = ", ".join(f"{n}× {model}" for model, n in meta.gpus.model_counts().items())
+    gpu_text = gpu_text or "no GPU"
     return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"

@@ -37,21 +37,21 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     summary = build_summary(run.results)
     target = output_dir(out, run.path)
     written = write_report_files(run, summary, target, parquet=parquet, plots=plots)
-    report = model_report(spec, summary, run.system) if spec is not None else None
+    report = model_report(spec, summary, run.meta) if spec is not None else None
     return RunReport(run, summary, written, report)
 
 
 def print_run_report(console: Console, report: RunReport, show_rows: bool = False) -> None:
     run = report.run
-    system = run.system
+    meta = run.meta
     console.print(
-        f"run {run.path}: {run.run_id}, {machine_line(system)}, bwprof "
-        f"{system.get('bwprof_version', '?')}, started {system.get('started_utc', '?')}"
-        + (" (interrupted)" if system.get("interrupted") else ""),
+        f"run {run.path}: {run.run_id}, {machine_line(meta)}, bwprof "
+        f"{meta.bwprof_text}, started {meta.started_utc or '?'}"
+        + (" (interrupted)" if meta.interrupted else ""),
         markup=False, highlight=False, soft_wrap=True,
     )
     print_report(console, rows_from_frame(run.results), report.summary, show_rows=show_rows,
-                 system=system, findings=run.findings)
+                 meta=meta, findings=run.findings)
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -69,13 +69,14 @@ def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, obj
     `lines` holds the report's lines by kind, `notes` what reading or writing files left out,
     and `rows` (with `show_rows`) every row of results.csv."""
     run = report.run
-    lines = report_lines(rows_from_frame(run.results), report.summary, run.system, run.findings)
+    lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
-                "machine": machine_line(run.system), "simulated": run.simulated,
-                "bwprof_version": run.system.get("bwprof_version"),
-                "interrupted": bool(run.system.get("interrupted"))},
+                "machine": machine_line(run.meta), "simulated": run.simulated,
+                "bwprof_version": run.meta.bwprof_version,
+                "bwprof_commit": run.meta.bwprof_commit,
+                "interrupted": run.meta.interrupted},
         "summary": json_records(report.summary),
         "headline": headline_sentence(report.summary),
         "findings": [] if run.findings is None else json_records(run.findings),

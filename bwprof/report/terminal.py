@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
@@ -15,8 +15,9 @@ from rich.text import Text
 
 from bwprof.measurement import Job
 from bwprof.report.formats import is_missing, lower_is_better_row
+from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
-from bwprof.schema.rows import FAILED_STATUSES, ResultRow
+from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.units import format_bytes
 
 if TYPE_CHECKING:
@@ -204,35 +205,31 @@ def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
             "bookkeeping; they are not measurements and are not shown as figures"]
 
 
-def telemetry_line(system: Mapping[str, object]) -> str | None:
+def telemetry_line(meta: RunMeta) -> str | None:
     """One line on the counters: how many samples, or why telemetry was off."""
-    state = system.get("telemetry") or {}
-    if not state or not isinstance(state, Mapping) or state.get("reason") == (
-            "no GPU case selected"):
+    state = meta.telemetry
+    if state is None or state.reason == "no GPU case selected":
         return None
-    if state.get("enabled"):
-        gpm = state.get("gpm") or []
-        return (f"telemetry: {state.get('samples', 0)} counter sample(s) every "
-                f"{state.get('interval_ms', 0):g} ms, joined to every GPU row"
-                + (f"; GPM on {', '.join(gpm)}" if gpm else ""))  # type: ignore[arg-type]
-    return f"telemetry off: {state.get('reason')}"
+    if state.enabled:
+        return (f"telemetry: {state.samples or 0} counter sample(s) every "
+                f"{state.interval_ms or 0:g} ms, joined to every GPU row"
+                + (f"; GPM on {', '.join(state.gpm)}" if state.gpm else ""))
+    return f"telemetry off: {state.reason}"
 
 
-def ddr_peak_line(summary: pd.DataFrame, system: Mapping[str, object]) -> str | None:
+def ddr_peak_line(summary: pd.DataFrame, meta: RunMeta) -> str | None:
     """Why the DDR figure has no peak beside it (SMBIOS unreadable, channels unclear)."""
     ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()]
     if ddr.empty or ddr["peak_gbps"].notna().any():
         return None
-    host = system.get("host")
-    why = host.get("ddr_peak_note") if isinstance(host, Mapping) else None
+    why = meta.host.ddr_peak_note if meta.host is not None else None
     return f"DDR peak unknown: {why}" if why else None
 
 
-def sandbox_line(system: Mapping[str, object]) -> str | None:
+def sandbox_line(meta: RunMeta) -> str | None:
     """Where the run was measured inside a sandbox such as gVisor, which sits between bwprof
     and the host: say so beside its figures, which compare with runs in the same sandbox."""
-    host = system.get("host")
-    name = host.get("sandbox") if isinstance(host, Mapping) else None
+    name = meta.host.sandbox if meta.host is not None else None
     if not name:
         return None
     return (f"measured inside a {name} sandbox: host memory and GPU calls pass through its "
@@ -381,7 +378,7 @@ LINE_STYLES = {"failed": "bold red", "findings": "yellow"}
 
 
 def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
-                 system: Mapping[str, object] | None = None,
+                 meta: RunMeta | None = None,
                  findings: Any = None) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
     summary's notes, the HBM/DDR sentence, the DDR peak, a sandbox, the overlap lines, then
@@ -389,15 +386,16 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     source for the terminal and for `--json`, so scripts see what people see."""
     from bwprof.report.summary import headline_sentence
 
-    telemetry = telemetry_line(system or {})
+    meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
+    telemetry = telemetry_line(meta)
     said = {row.note for row in rows if row.status in ("skipped", "waived")}
     # Not when it repeats why the GPUs were skipped.
     show_telemetry = telemetry and telemetry.removeprefix("telemetry off: ") not in said
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
-        "ddr_peak": [line for line in [ddr_peak_line(summary, system or {})] if line],
-        "sandbox": [line for line in [sandbox_line(system or {})] if line],
+        "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
+        "sandbox": [line for line in [sandbox_line(meta)] if line],
         "overlap": overlap_lines(rows),
         "simulated": simulated_lines(rows),
         "not_run": not_run_lines(rows),
@@ -409,13 +407,13 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
 
 def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
                  title: str = "", show_rows: bool = False,
-                 system: Mapping[str, object] | None = None, findings: Any = None) -> None:
+                 meta: RunMeta | None = None, findings: Any = None) -> None:
     """The end of `bwprof run` and the body of `bwprof report`: the summary table, then
     `report_lines`."""
     if show_rows and headline_rows(rows):
         console.print(results_table(rows))
     console.print(path_table(summary, title))
-    for kind, lines in report_lines(rows, summary, system, findings).items():
+    for kind, lines in report_lines(rows, summary, meta, findings).items():
         _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from bwprof.cases import CASES_BY_KEY
 from bwprof.measurement import Job, Measurement
+from bwprof.schema.meta import IdleCheck
 from bwprof.schema.rows import ResultRow
 from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
 from bwprof.telemetry.join import join_every_gpu, join_row, source_device
@@ -17,21 +18,21 @@ SAMPLE_COLUMNS: tuple[str, ...] = ("t_s", "device", "case", "size_bytes", "job",
 BUSY_UTIL_PCT = 5
 
 
-def idle_check(reader: CounterReader) -> list[dict[str, object]]:
+def idle_check(reader: CounterReader) -> tuple[IdleCheck, ...]:
     """Before measuring: is anything else using each GPU? (a busy GPU gets a finding)."""
     readings = {r["device"]: r for r in reader.read()}
     report = []
     for label, handle in reader.handles():
-        reading = readings.get(label, {})
+        util = readings.get(label, {}).get("gpu_util_pct")
+        percent = util if isinstance(util, (int, float)) else None
         others = reader.nvml.other_processes(handle)
-        util = reading.get("gpu_util_pct")
-        report.append({
-            "device": label,
-            "gpu_util_pct": util,
-            "other_processes": others,
-            "busy": bool(others) or (util is not None and util > BUSY_UTIL_PCT),  # type: ignore[operator]
-        })
-    return report
+        report.append(IdleCheck(
+            device=label,
+            gpu_util_pct=percent,
+            other_processes=None if others is None else tuple(others),
+            busy=bool(others) or (percent is not None and percent > BUSY_UTIL_PCT),
+        ))
+    return tuple(report)
 
 
 def follow_job(sampler: Sampler, job: Job) -> None:

@@ -11,14 +11,16 @@ import pytest
 from bwprof.fleet.run import RankReport, merge
 from bwprof.report.frames import read_results
 from tests.report.test_export import make_row
+from tests.schema import builders
+from tests.schema.builders import gpus, meta
 
 
 def _report(rank, host, rows, gpu=0, **extra):
-    system = {"run_id": "fleet-1", "host": {"hostname": host, "rank": rank},
-              "gpus": {"devices": [{"index": gpu, "metadata": {"driver_version":
-                                                               extra.pop("driver", "580")}}]}}
+    system = meta(run_id="fleet-1", host=builders.host(hostname=host, kernel=f"rank {rank}"),
+                  gpus=gpus(builders.gpu(gpu, metadata={"driver_version":
+                                                        extra.pop("driver", "580")})))
     return RankReport(rank=rank, host=host, local_rank=0, local_size=1, gpus=[gpu],
-                      host_cases=True, rows=[r.as_dict() for r in rows], system=system,
+                      host_cases=True, rows=[r.as_dict() for r in rows], meta=system,
                       **extra)
 
 
@@ -153,7 +155,7 @@ def test_a_node_lists_every_ranks_gpus_and_its_first_ranks_host(tmp_path):
     system = json.loads((tmp_path / "system.json").read_text())
     nodes = system["nodes"]
     assert list(nodes) == ["node0", "node1"]
-    assert nodes["node0"]["host"]["rank"] == 0
+    assert nodes["node0"]["host"]["kernel"] == "rank 0"  # the first rank's host
     drivers = [(d["index"], d["metadata"]["driver_version"])
                for d in nodes["node0"]["gpus"]["devices"]]
     assert drivers == [(0, "580"), (1, "550")]

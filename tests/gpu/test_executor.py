@@ -482,9 +482,9 @@ def test_a_figure_over_1_05_times_its_peak_is_invalid_and_under_it_is_not():
 def test_a_rank_holding_part_of_its_node_waives_the_whole_node_cases():
     from bwprof.api import gpu_executor
 
-    system: dict = {}
-    executor = gpu_executor(system, simulate=True, only=[1])
-    assert [d.index for d in executor.devices] == [1] and system["gpus"]["used"] == [1]
+    executor, gpus = gpu_executor(simulate=True, only=[1])
+    assert [d.index for d in executor.devices] == [1] and gpus.used == (1,)
+    assert [d.index for d in gpus.devices] == [1]
     for key in ("h2d_all", "d2h_all", "p2p_copy", "p2p_bidir"):
         reason = executor.unavailable_reason(get_case(key))
         assert reason is not None and reason.status == "waived", key
@@ -492,4 +492,5 @@ def test_a_rank_holding_part_of_its_node_waives_the_whole_node_cases():
         assert "one rank per node" in reason.reason
     assert executor.unavailable_reason(get_case("h2d_pinned")) is None
     # The whole node: nothing waived for that reason.
-    assert gpu_executor({}, simulate=True).unavailable_reason(get_case("h2d_all")) is None
+    whole, _ = gpu_executor(simulate=True)
+    assert whole.unavailable_reason(get_case("h2d_all")) is None

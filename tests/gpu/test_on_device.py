@@ -65,8 +65,8 @@ def l2_bytes(backend):
 
 def _host_link_is_c2c(run) -> bool:
     """Whether gpu0 reaches host memory over NVLink-C2C (GH200): no PCIe peak or counter."""
-    devices = (run.system.get("gpus") or {}).get("devices") or []
-    return bool(devices and (devices[0].get("metadata") or {}).get("c2c_enabled"))
+    devices = run.meta.gpus.devices
+    return bool(devices and devices[0].host_link_c2c)
 
 
 def _ok(frame, case=None):
@@ -349,9 +349,9 @@ def test_pipeline_moves_data_in_and_out(real_gpu, overlap_run):
 def test_counters_are_sampled_and_joined(real_gpu, device_run):
     from bwprof.schema.rows import TELEMETRY_COLUMNS
 
-    telemetry = device_run.system["telemetry"]
-    assert telemetry["enabled"], telemetry.get("reason")
-    assert telemetry["samples"] > 0 and not telemetry["errors"]
+    telemetry = device_run.meta.telemetry
+    assert telemetry is not None and telemetry.enabled, telemetry
+    assert telemetry.samples and not telemetry.errors
     assert (device_run.run_dir / "samples.csv").is_file()
     samples = device_run.samples
     assert "h2d_pinned" in set(samples["case"])

@@ -64,17 +64,16 @@ def test_system_json_records_the_queues_only_where_there_are_gpus(monkeypatch):
     runtime = _fresh_queue_request(monkeypatch, "4")
     runtime.ask_for_hardware_queues()
     monkeypatch.setattr(runtime, "probe", lambda: runtime.GpuProbe(0, NO_GPU_REASON))
-    system = {}
-    api.gpu_executor(system=system)
-    assert system["gpus"]["cuda_device_max_connections"] is None
+    _, gpus = api.gpu_executor()
+    assert gpus.cuda_device_max_connections is None
     monkeypatch.setattr(runtime, "probe", lambda: runtime.GpuProbe(1))
 
     def no_backend():
         raise RuntimeError("NUMBA_ENABLE_CUDASIM is set")
 
     monkeypatch.setattr(runtime, "CudaBackend", no_backend)
-    api.gpu_executor(system=system)
-    assert system["gpus"]["cuda_device_max_connections"] == 4
+    _, gpus = api.gpu_executor()
+    assert gpus.cuda_device_max_connections == 4
 
 
 def test_a_kernel_is_loaded_into_the_current_context_before_use():

@@ -7,6 +7,7 @@ sim-b every `hbm_triad gpu1` and `d2h_pinned gpu0` time is ×1.25 (figure -20%) 
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -22,13 +23,16 @@ from bwprof.report.compare import (
     noise_pct,
     parse_fail_below,
     regression_lines,
+    run_lines,
     t_critical,
 )
 from bwprof.report.frames import results_frame
 from bwprof.report.runfolder import RunFolder, load_run
+from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import SCHEMA_VERSION
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
+from tests.schema.builders import HOST, host, meta
 
 runner = CliRunner()
 
@@ -114,7 +118,7 @@ def test_rows_align_and_the_change_follows_from_the_figures():
 def _run(path, **figures):
     rows = [make_row(case=case, gbps_best=gbps, cv=0.05, repeats=9)
             for case, gbps in figures.items()]
-    return RunFolder(path, results_frame(rows), {"schema_version": SCHEMA_VERSION})
+    return RunFolder(path, results_frame(rows), meta())
 
 
 def test_beyond_noise_flags_a_real_change_and_not_a_small_one(tmp_path):
@@ -152,18 +156,60 @@ def test_machines_that_differ_are_named_and_other_models_never_align():
 def test_runs_under_different_huge_page_modes_are_flagged():
     """2 MiB against 4 KiB pages moves DDR figures by about a tenth: not the box changing."""
     runs = [RunFolder(Path(name), results_frame([make_row()]),
-                      {"schema_version": 1, "host": {"transparent_hugepages": mode}})
+                      meta(host=host(transparent_hugepages=mode)))
             for name, mode in (("a", "madvise"), ("b", "never"), ("c", None))]
     assert machine_warnings(runs, ["A", "B", "C"]) == [
         "transparent huge pages differs: A madvise; B never"]  # C predates the record
 
 
 def test_a_run_inside_a_gvisor_sandbox_is_flagged_against_one_outside():
-    hosts = {"a": {"sandbox": None}, "b": {"sandbox": "gVisor"}, "c": {}, "d": {"sandbox": None}}
-    runs = [RunFolder(Path(name), results_frame([make_row()]), {"schema_version": 1, "host": host})
+    recorded = HOST.as_dict()
+    hosts = {"a": {**recorded, "sandbox": None}, "b": {**recorded, "sandbox": "gVisor"},
+             "c": {key: value for key, value in recorded.items() if key != "sandbox"},
+             "d": {**recorded, "sandbox": None}}
+    runs = [RunFolder(Path(name), results_frame([make_row()]),
+                      RunMeta.from_dict({"schema_version": 1, "host": host}))
             for name, host in hosts.items()]
     assert machine_warnings(runs, ["A", "B", "C", "D"]) == [
         "sandbox differs: A none; B gVisor"]  # C predates the record; D is like A
+
+
+def test_runs_from_different_code_are_flagged_and_each_run_names_its_commit():
+    """One version number from two checkouts may be two programs: the commits tell."""
+    sha_a, sha_b = "1" * 40, "2" * 40
+    commits = {"a": sha_a, "b": sha_b, "c": f"{sha_a}-dirty", "d": None, "e": sha_a}
+    runs = [RunFolder(Path(name), results_frame([make_row()]),
+                      meta(bwprof_version="0.1.0", bwprof_commit=commit))
+            for name, commit in commits.items()]
+    assert machine_warnings(runs, ["A", "B", "C", "D", "E"]) == [
+        f"bwprof commit differs: A {sha_a}; B {sha_b}",
+        f"bwprof commit differs: A {sha_a}; C {sha_a}-dirty",  # changes not committed
+    ]  # D: installed from a wheel, nothing to hold against A; E: the same code
+    comparison = compare_runs(runs[:2])
+    assert comparison.warnings[0].startswith("bwprof commit differs")
+    lines = run_lines(comparison)
+    assert lines[0].endswith("bwprof 0.1.0 (commit 111111111111)")
+    assert lines[1].endswith("bwprof 0.1.0 (commit 222222222222)")
+
+
+def test_compare_and_report_show_the_commit_from_system_json(tmp_path):
+    import shutil
+
+    folders = []
+    for name, commit in (("a", "a" * 40), ("b", "b" * 40 + "-dirty")):
+        folder = tmp_path / name
+        shutil.copytree(DATA / "host-ddr", folder)
+        system = json.loads((folder / "system.json").read_text())
+        (folder / "system.json").write_text(json.dumps({**system, "bwprof_commit": commit}))
+        folders.append(str(folder))
+    result = runner.invoke(app, ["compare", *folders])
+    assert result.exit_code == 0, result.output
+    assert f"warning: bwprof commit differs: A {'a' * 40}; B {'b' * 40}-dirty" in result.output
+    assert "bwprof 0.1.0 (commit bbbbbbbbbbbb-dirty)" in result.output
+    assert json.loads(runner.invoke(app, ["compare", *folders, "--json"]).output)[
+        "runs"][1]["bwprof_commit"] == "b" * 40 + "-dirty"
+    report = runner.invoke(app, ["report", folders[0], "--no-plots", "--out", str(tmp_path)])
+    assert "bwprof 0.1.0 (commit aaaaaaaaaaaa), started" in report.output.splitlines()[0]
 
 
 def test_fail_below_exits_1_naming_each_fallen_headline_figure(tmp_path):
@@ -187,16 +233,15 @@ def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
     base = _run(Path("a"), ddr_triad=100.0)
     invalid = RunFolder(Path("b"), results_frame([make_row(
         gbps_best=90.0, cv=0.05, repeats=9, status="invalid",
-        note="validation failed: 3 of 8 elements of a != 1.0")]), {"schema_version": 1})
+        note="validation failed: 3 of 8 elements of a != 1.0")]), meta())
     other_cpu = _run(Path("c"), ddr_triad=100.0)
     other_cpu.results["device_name"] = "another CPU"
-    interrupted = RunFolder(Path("d"), results_frame([]),
-                            {"schema_version": 1, "interrupted": True})
+    interrupted = RunFolder(Path("d"), results_frame([]), meta(interrupted=True))
     skipped = RunFolder(Path("e"), results_frame([make_row(
         device_name="", status="skipped", gbps_best=None, note="no NVIDIA driver")]),
-        {"schema_version": 1})  # a skipped row names no device model
+        meta())  # a skipped row names no device model
     other_size = RunFolder(Path("f"), results_frame([make_row(
-        size_bytes=2048, cv=0.05, repeats=9)]), {"schema_version": 1})
+        size_bytes=2048, cv=0.05, repeats=9)]), meta())
     comparison = compare_runs([base, invalid, other_cpu, interrupted, skipped, other_size])
     lines = regression_lines(comparison.regressions(10), 10)
     assert lines == [
@@ -218,7 +263,7 @@ def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
 
 def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
     """Acceptance against nothing is no acceptance: an interrupted or cache-sized baseline."""
-    empty = RunFolder(Path("a"), results_frame([]), {"schema_version": 1, "interrupted": True})
+    empty = RunFolder(Path("a"), results_frame([]), meta(interrupted=True))
     comparison = compare_runs([empty, _run(Path("b"), ddr_triad=100.0)])
     assert regression_lines(comparison.regressions(10), 10) == [
         "below --fail-below: baseline A has no headline figure to hold the other runs against "
@@ -229,7 +274,8 @@ def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
     assert regression_lines(comparison.regressions(10), 10) == [
         "below --fail-below: baseline A has no headline figure to hold the other runs against "
         "(ddr: in cache)"]
-    in_cache.system["interrupted"] = True  # rows, none headline: the stop is named too
+    # Rows, none of them headline: the stop is named too.
+    in_cache.meta = replace(in_cache.meta, interrupted=True)
     comparison = compare_runs([in_cache, in_cache])
     assert regression_lines(comparison.regressions(10), 10)[0].endswith(
         "(ddr: in cache (the run was interrupted))")

@@ -69,10 +69,25 @@ def test_read_results_rejects_a_foreign_csv(tmp_path):
 
 
 def test_system_json_is_replaced_atomically(tmp_path):
-    write_system_json(tmp_path, {"a": 1})
-    write_system_json(tmp_path, {"a": 2})
-    assert json.loads((tmp_path / "system.json").read_text()) == {"a": 2}
+    from tests.schema.builders import meta
+
+    write_system_json(tmp_path, meta(run_id="a"))
+    write_system_json(tmp_path, meta(run_id="b"))
+    assert json.loads((tmp_path / "system.json").read_text())["run_id"] == "b"
     assert [p.name for p in tmp_path.iterdir()] == ["system.json"]
+
+
+def test_system_json_is_strict_json_whatever_nvml_said(tmp_path):
+    """A NaN or infinity (a driver's odd reading) is written as null, never as the NaN
+    literal other JSON readers refuse."""
+    from tests.schema.builders import gpu, gpus, meta
+
+    odd = gpu(0, metadata={"power_limit_w": float("nan"), "nested": [float("inf"), 1.5]})
+    write_system_json(tmp_path, meta(gpus=gpus(odd)))
+    text = (tmp_path / "system.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    written = json.loads(text)["gpus"]["devices"][0]["metadata"]
+    assert written == {"power_limit_w": None, "nested": [None, 1.5]}
 
 
 def test_prepare_run_dir(tmp_path):

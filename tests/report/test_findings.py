@@ -17,7 +17,10 @@ from bwprof.report.findings import (
     slower_than_siblings,
 )
 from bwprof.report.frames import results_frame
+from bwprof.schema.meta import IdleCheck, TelemetryMeta
 from tests.report.test_export import make_row
+from tests.schema import builders
+from tests.schema.builders import gpu, gpus, meta
 
 
 def _frame(*rows):
@@ -31,8 +34,8 @@ def _gpu(**fields):
     return make_row(**{**base, **fields})
 
 
-SYSTEM = {"gpus": {"devices": [
-    {"index": i, "metadata": {"pcie_gen_max": 5, "pcie_width_max": 16}} for i in range(4)]}}
+SYSTEM = meta(gpus=gpus(*(gpu(i, metadata={"pcie_gen_max": 5, "pcie_width_max": 16})
+                          for i in range(4))))
 
 
 def test_pcie_below_max_only_under_load_and_only_below():
@@ -60,9 +63,9 @@ def test_clock_events_name_the_reasons():
 
 
 def test_busy_before_the_run():
-    system = {"telemetry": {"idle_check": [
-        {"device": "gpu0", "busy": True, "gpu_util_pct": 88, "other_processes": [4242]},
-        {"device": "gpu1", "busy": False}]}}
+    system = meta(telemetry=TelemetryMeta(idle_check=(
+        IdleCheck(device="gpu0", busy=True, gpu_util_pct=88, other_processes=(4242,)),
+        IdleCheck(device="gpu1", busy=False))))
     (finding,) = busy_before_run(system)
     assert finding.device == "gpu0" and "4242" in finding.evidence
 
@@ -114,7 +117,7 @@ def test_too_few_hardware_queues_for_concurrent_streams():
     rows = _frame(_gpu(case="bidir_pinned", streams=2), _gpu(streams=1))
 
     def found(queues, frame=rows):
-        return few_hardware_queues(frame, {"gpus": {"cuda_device_max_connections": queues}})
+        return few_hardware_queues(frame, meta(gpus=gpus(cuda_device_max_connections=queues)))
 
     (finding,) = found(1)
     assert finding.severity == "warning" and "CUDA_DEVICE_MAX_CONNECTIONS=1" in finding.evidence
@@ -198,8 +201,8 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     assert joined, "at least one row should hold counter samples"
     # The rows are real-shaped but simulated; relabel them to exercise the finding rules.
     frame = results_frame([replace(r, backend="cuda") for r in rows])
-    system = {"gpus": {"devices": [d.as_dict() for d in devices]},
-              "telemetry": {"idle_check": idle}}
+    system = meta(gpus=gpus(*(d.as_meta() for d in devices)),
+                  telemetry=TelemetryMeta(idle_check=idle))
     findings = derive_findings(frame, system)
     links = [f for f in findings if f.what == "PCIe link below its maximum under load"]
     assert [f.device for f in links] == ["gpu1"]
@@ -237,7 +240,7 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
     # In a fleet, nodes are compared within their own host only.
     assert slower_numa_nodes(_frame(_node("a:numa0", 150.0), _node("a:numa1", 140.0),
                                     _node("b:numa0", 50.0), _node("b:numa1", 55.0))) == []
-    assert any(f.what.startswith("NUMA node") for f in derive_findings(rows, {}))
+    assert any(f.what.startswith("NUMA node") for f in derive_findings(rows, meta()))
     # A node given fewer CPUs (a cpuset) is no sibling of the others: no DIMM fault shown.
     assert slower_numa_nodes(_frame(_node("numa0", 150.0), _node("numa1", 140.0),
                                     _node("numa2", 60.0, threads=2))) == []
@@ -246,7 +249,7 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
 def test_a_ddr_figure_above_its_smbios_peak_is_a_finding():
     rows = _frame(make_row(gbps_best=320.0, peak_gbps=307.2), make_row(device="numa0",
                                                                       gbps_best=150.0))
-    (finding,) = [f for f in derive_findings(rows, {}) if "above" in f.what]
+    (finding,) = [f for f in derive_findings(rows, meta()) if "above" in f.what]
     assert finding.device == "cpu" and "SMBIOS misreports" in finding.why
 
 
@@ -258,9 +261,9 @@ def test_an_nvlink_c2c_gpus_idle_pcie_link_is_no_finding():
     frame = results_frame([row])
     frame["telemetry_samples"], frame["pcie_gen_min"], frame["pcie_width_min"] = 5, 1, 16
     metadata = {"pcie_gen_max": 5, "pcie_width_max": 16}
-    system = {"gpus": {"devices": [{"index": 0, "metadata": metadata}]}}
+    system = meta(gpus=gpus(gpu(0, metadata=metadata)))
     assert len(pcie_below_max(frame, system)) == 1  # a PCIe board at Gen1: a finding
-    metadata["c2c_enabled"] = True
+    system = meta(gpus=gpus(gpu(0, metadata={**metadata, "c2c_enabled": True})))
     assert pcie_below_max(frame, system) == []
 
 
@@ -270,7 +273,8 @@ def test_host_cases_on_fewer_cpus_than_the_machine_has():
     from bwprof.report.findings import host_cpus_narrowed
 
     def host(usable, logical=64, cpuset=None):
-        return {"host": {"usable_cpus": usable, "logical_cpus": logical, "cpuset_cpus": cpuset}}
+        return meta(host=builders.host(usable_cpus=usable, logical_cpus=logical,
+                                       cpuset_cpus=cpuset))
 
     rows = _frame(make_row(threads=1), make_row(device="numa0", threads=1))
     (finding,) = host_cpus_narrowed(rows, host(1))
@@ -291,14 +295,14 @@ def test_host_cases_on_fewer_cpus_than_the_machine_has():
     assert host_cpus_narrowed(rows, host(64, cpuset=64)) == []
     skipped = _frame(make_row(status="skipped", gbps_best=None))
     assert host_cpus_narrowed(skipped, host(1)) == []
-    assert host_cpus_narrowed(rows, {}) == []
+    assert host_cpus_narrowed(rows, meta()) == []
 
 
 def test_pcie_below_max_holds_the_link_to_what_the_slot_allows():
     rows = _frame(_gpu(counters={"telemetry_samples": 3, "pcie_gen_min": 4,
                                  "pcie_width_min": 16}))
-    slot_gen4 = {"gpus": {"devices": [{"index": 0, "metadata": {
-        "pcie_gen_max": 5, "pcie_gen_max_system": 4, "pcie_width_max": 16}}]}}
+    slot_gen4 = meta(gpus=gpus(gpu(0, metadata={
+        "pcie_gen_max": 5, "pcie_gen_max_system": 4, "pcie_width_max": 16})))
     assert pcie_below_max(rows, slot_gen4) == []  # the GPU does Gen5, the slot Gen4: no fault
 
 
@@ -320,11 +324,11 @@ def test_a_p2p_figure_above_its_link_peak_does_not_blame_nvmls_memory_report():
 def test_rows_without_a_stream_count_are_not_concurrent():
     from bwprof.report.findings import few_hardware_queues
     rows = _frame(_gpu(streams=None))
-    assert few_hardware_queues(rows, {"gpus": {"cuda_device_max_connections": 1}}) == []
+    assert few_hardware_queues(rows, meta(gpus=gpus(cuda_device_max_connections=1))) == []
 
 
 def test_the_run_warns_of_few_hardware_queues():
     from bwprof.report.findings import derive_findings
     rows = _frame(_gpu(case="bidir_pinned", streams=2))
-    found = derive_findings(rows, {"gpus": {"cuda_device_max_connections": 1}})
+    found = derive_findings(rows, meta(gpus=gpus(cuda_device_max_connections=1)))
     assert any("hardware queue" in f.what for f in found)

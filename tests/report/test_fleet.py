@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from bwprof.report.fleet import differing_nodes, slower_nodes
 from bwprof.report.frames import results_frame
+from bwprof.schema.meta import NodeMeta
 from tests.report.test_export import make_row
+from tests.schema.builders import gpu, gpus
 
 
 def test_a_node_more_than_10_percent_below_the_fleet_median():
@@ -37,8 +39,8 @@ def test_hosts_are_compared_whole_not_against_one_numa_node():
 
 def test_metadata_differing_from_the_majority():
     def node(driver, gen):
-        return {"gpus": {"devices": [{"metadata": {"driver_version": driver,
-                                                    "pcie_gen_max": gen}}]}}
+        return NodeMeta(gpus=gpus(gpu(0, metadata={"driver_version": driver,
+                                                   "pcie_gen_max": gen})))
 
     nodes = {"a": node("580", 5), "b": node("580", 5), "c": node("550", 4)}
     findings = differing_nodes(nodes)
@@ -50,7 +52,8 @@ def test_metadata_differing_from_the_majority():
 
 def test_without_a_majority_every_value_is_named_and_no_node_is_blamed():
     def node(*drivers):
-        return {"gpus": {"devices": [{"metadata": {"driver_version": d}} for d in drivers]}}
+        return NodeMeta(gpus=gpus(*(gpu(i, metadata={"driver_version": d})
+                                    for i, d in enumerate(drivers))))
 
     # Nodes, not GPUs, make the majority: a's eight GPUs do not outvote b.
     (finding,) = differing_nodes({"a": node(*["580"] * 8), "b": node("550")})

@@ -13,6 +13,7 @@ from bwprof.report.model import model_lines, model_report, parse_model
 from bwprof.report.summary import build_summary
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
+from tests.schema.builders import gpu, gpus, meta
 
 runner = CliRunner()
 
@@ -45,9 +46,8 @@ def _gpu(case, device, gbps, peak, direction="h2d", memory="pinned"):
 
 
 def _system(memory_bytes, count):
-    return {"gpus": {"devices": [{"properties": {"name": "H200",
-                                                 "total_memory_bytes": memory_bytes}}
-                                 for _ in range(count)]}}
+    return meta(gpus=gpus(*(gpu(i, name="H200", total_memory_bytes=memory_bytes)
+                            for i in range(count))))
 
 
 def test_model_arithmetic_matches_a_hand_calculation():
@@ -108,7 +108,7 @@ def test_a_model_that_fits_one_gpu():
 def test_a_time_the_run_has_no_figure_for_says_why():
     """A host-only run whose DDR arrays fit in the cache: no DDR time, and the reason."""
     rows = [make_row(gbps_best=90.0, flags=frozenset({"in_cache"}))]
-    report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)), {})
+    report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)), meta())
     assert report.timings == []
     (line,) = [line for line in model_lines(report) if line.startswith("no time for")]
     assert line.startswith("no time for one pass over the weights in host DDR: in cache: ")
@@ -142,9 +142,9 @@ def test_report_model_on_the_stored_runs(tmp_path):
 
 
 def test_the_fit_is_judged_on_the_smallest_gpu():
-    system = {"gpus": {"devices": [{"properties": {"name": n, "total_memory_bytes": m}}
-                                   for n, m in (("H100", 80_000_000_000),
-                                                ("H200", 141_000_000_000))]}}
+    system = meta(gpus=gpus(*(gpu(i, name=n, total_memory_bytes=m)
+                              for i, (n, m) in enumerate((("H100", 80_000_000_000),
+                                                          ("H200", 141_000_000_000))))))
     report = model_report(parse_model("70e9:bf16"), build_summary(results_frame([make_row()])),
                           system)
     assert report.gpu_memory_bytes == 80_000_000_000

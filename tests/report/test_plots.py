@@ -9,6 +9,7 @@ from bwprof.report import plots
 from bwprof.report.runfolder import load_run
 from bwprof.report.summary import build_summary
 from tests.report.conftest import DATA
+from tests.schema.builders import host, meta
 
 runner = CliRunner()
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -42,15 +43,15 @@ def test_every_plot_of_a_simulated_gpu_run(run_copy):
 
 def test_titles_name_the_machine_and_label_simulated_figures():
     sim, host = load_run(DATA / "sim-a"), load_run(DATA / "host-ddr")
-    figure = plots.bandwidth_figure(sim.results, sim.system)
+    figure = plots.bandwidth_figure(sim.results, sim.meta)
     assert "vm (AMD EPYC) · 2× simulated GPU" in _title(figure)
     assert plots.SIMULATED_TITLE in _title(figure)
-    assert plots.SIMULATED_TITLE in _title(plots.p2p_figure(sim.results, sim.system))
-    summary = plots.summary_figure(build_summary(sim.results), sim.system)
+    assert plots.SIMULATED_TITLE in _title(plots.p2p_figure(sim.results, sim.meta))
+    summary = plots.summary_figure(build_summary(sim.results), sim.meta)
     assert plots.SIMULATED_TITLE in _title(summary)
     labels = [t.get_text() for t in summary.axes[0].get_yticklabels()]
     assert "HBM  hbm_triad gpu0 (simulated)" in labels and "DDR  ddr_triad cpu" in labels
-    measured = plots.summary_figure(build_summary(host.results), host.system)
+    measured = plots.summary_figure(build_summary(host.results), host.meta)
     assert plots.SIMULATED_TITLE not in _title(measured)
     assert "no GPU" in _title(measured)
 
@@ -59,7 +60,7 @@ def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
     sim = load_run(DATA / "sim-a")
     results = sim.results.copy()
     results.loc[results["case"] == "h2d_pinned", "peak_gbps"] = 63.0
-    figure = plots.bandwidth_figure(results, sim.system)
+    figure = plots.bandwidth_figure(results, sim.meta)
     titles = [axis.get_title() for axis in figure.axes if axis.get_visible()]
     assert titles == ["host DDR, within one memory", "pinned host memory, host→device",
                       "pinned host memory, device→host", "device memory, within one memory",
@@ -73,10 +74,10 @@ def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
 def test_telemetry_shades_each_case_and_skips_non_counters(tmp_path):
     _samples(tmp_path / "samples.csv")
     samples = pd.read_csv(tmp_path / "samples.csv")
-    figure = plots.telemetry_figure(samples, {"host": {"hostname": "h"}})
+    figure = plots.telemetry_figure(samples, meta(host=host(hostname="h")))
     assert [axis.get_ylabel() for axis in figure.axes] == ["pcie_rx_mibps_mean", "power_w"]
     assert len(figure.axes[0].patches) == 2  # one shaded span per case
-    assert plots.telemetry_figure(None, {}) is None
+    assert plots.telemetry_figure(None, meta()) is None
 
 
 def test_a_host_only_run_has_no_p2p_or_telemetry_plot(tmp_path):
@@ -96,16 +97,17 @@ def test_no_plots_writes_no_png(tmp_path):
 
 def test_a_long_title_fits_even_a_small_p2p_matrix():
     """Two GPUs make a narrow heatmap; a real host and GPU name must not be cut off."""
-    import copy
+    from dataclasses import replace
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     sim = load_run(DATA / "sim-a")
-    system = copy.deepcopy(sim.system)
-    system["host"]["hostname"] = "WMWMWM-GPU-NODE-RACK07-SLOT3.EXAMPLE.INTERNAL"  # wide glyphs
-    system["host"]["cpu_model"] = "Intel(R) Xeon(R) Platinum 8480+"
-    for device in system["gpus"]["devices"]:
-        device["properties"]["name"] = "NVIDIA H200 NVL"
+    assert sim.meta.host is not None
+    host = replace(sim.meta.host, hostname="WMWMWM-GPU-NODE-RACK07-SLOT3.EXAMPLE.INTERNAL",
+                   cpu_model="Intel(R) Xeon(R) Platinum 8480+")  # wide glyphs
+    devices = tuple(replace(d, properties=replace(d.properties, name="NVIDIA H200 NVL"))
+                    for d in sim.meta.gpus.devices)
+    system = replace(sim.meta, host=host, gpus=replace(sim.meta.gpus, devices=devices))
     for figure in (plots.p2p_figure(sim.results, system),
                    plots.bandwidth_figure(sim.results, system)):
         canvas = FigureCanvasAgg(figure)
@@ -130,5 +132,5 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
         data = path.read_bytes()
         assert data.startswith(PNG) and len(data) > 10_000, path
     measured = load_run(DATA / "h200-quick")
-    title = _title(plots.bandwidth_figure(measured.results, measured.system))
+    title = _title(plots.bandwidth_figure(measured.results, measured.meta))
     assert "NVIDIA H200" in title and plots.SIMULATED_TITLE not in title

@@ -22,13 +22,20 @@ def test_the_stored_runs_load():
     assert host.simulated is False and host.host == "vm" and host.samples is None
     assert set(host.results["backend"]) == {"host"}
     sim = load_run(DATA / "sim-a")
-    assert sim.simulated is True and sim.system["gpus"]["count"] == 2
-    assert machine_line(sim.system).endswith("· 2× simulated GPU")
-    assert machine_line(host.system).endswith("· no GPU")
+    assert sim.simulated is True and sim.meta.gpus.count == 2
+    assert sim.system["gpus"]["count"] == 2  # the dict view, for code written before meta
+    assert machine_line(sim.meta).endswith("· 2× simulated GPU")
+    assert machine_line(host.meta).endswith("· no GPU")
 
 
 def _replace(path, old, new):
     path.write_text(path.read_text().replace(old, new, 1))
+
+
+def _device(**parts):
+    """A GPU entry of system.json as sim-a's first, with `parts` on top, as JSON text."""
+    device = json.loads((DATA / "sim-a" / "system.json").read_text())["gpus"]["devices"][0]
+    return json.dumps({**device, **parts})
 
 
 def _first_gbps_best(value):
@@ -79,11 +86,11 @@ BREAKAGES = {
         "system.json is malformed: gpus should be an object, not list", ""),
     "system device properties not an object": (
         lambda run: _replace(run / "system.json", '"gpus": {',
-                             '"gpus": {"devices": [{"properties": "oops"}],'),
-        "every gpus.devices entry's properties should be an object", ""),
+                             f'"gpus": {{"devices": [{_device(properties="oops")}],'),
+        "system.json is malformed: gpus.devices[0].properties should be an object, not str", ""),
     "system devices not objects": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"devices": [1],'),
-        "system.json is malformed: every entry of gpus.devices should be an object", ""),
+        "system.json is malformed: gpus.devices[0] should be an object, not int", ""),
     "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
     "other schema (results)": (_other_schema_in_results,
                                "has schema version 3, this bwprof reads 1 and 2", ""),
@@ -114,8 +121,37 @@ BREAKAGES = {
         "telemetry.idle_check should be a list, not int", ""),
     "system device metadata not an object": (
         lambda run: _replace(run / "system.json", '"gpus": {',
-                             '"gpus": {"devices": [{"properties": {}, "metadata": "oops"}],'),
-        "every gpus.devices entry's metadata should be an object", ""),
+                             f'"gpus": {{"devices": [{_device(metadata="oops")}],'),
+        "system.json is malformed: gpus.devices[0].metadata should be an object, not str", ""),
+    "system: a string where a number belongs": (
+        lambda run: _replace(run / "system.json", '"count": null', '"count": "2"'),
+        "system.json is malformed: gpus.count should be an integer, not str", ""),
+    "system: a negative count": (
+        lambda run: _replace(run / "system.json", '"count": null', '"count": -1'),
+        "system.json is malformed: gpus.count should be 0 or more, not -1", ""),
+    "system: a required part missing": (
+        lambda run: _replace(run / "system.json", '"cpu_model":', '"cpu_name":'),
+        "system.json is malformed: host.cpu_model is missing", ""),
+    "system: a GPU's peak not finite": (
+        lambda run: _replace(run / "system.json", '"gpus": {',
+                             '"gpus": {"devices": ['
+                             + _device(peak_hbm_gbps=12345.678).replace("12345.678", "1e999")
+                             + '],'),
+        "system.json is malformed: gpus.devices[0].peak_hbm_gbps should be a finite number, "
+        "not inf", ""),
+    "system: NaN, which JSON does not allow": (
+        lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"detail": NaN,'),
+        "system.json is malformed: NaN is not a number JSON allows", ""),
+    "system: a nested object 200,000 deep": (
+        lambda run: _replace(run / "system.json", '"gpus": {',
+                             '"deep": ' + "[" * 200_000 + "]" * 200_000 + ', "gpus": {'),
+        "system.json is malformed: nested too deeply to be bwprof's", ""),
+    "system: an integer of 5,000 digits": (
+        lambda run: _replace(run / "system.json", '"count": null', '"count": ' + "9" * 5000),
+        "system.json is malformed: Exceeds the limit", ""),
+    "system: a boolean for the schema version": (
+        lambda run: _replace(run / "system.json", '"schema_version": 1', '"schema_version": true'),
+        "system.json has schema version True, this bwprof reads 1 and 2", ""),
     "a sample time not a number": (
         lambda run: (run / "samples.csv").write_text("t_s,device,power_w\n0.0,gpu0,100\n"
                                                      "soon,gpu0,101\n"),

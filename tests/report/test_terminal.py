@@ -5,7 +5,9 @@ from rich.console import Console
 from bwprof.report.frames import results_frame
 from bwprof.report.summary import build_summary
 from bwprof.report.terminal import failure_lines, not_run_lines, print_report
+from bwprof.schema.meta import TelemetryMeta
 from tests.report.test_export import make_row
+from tests.schema.builders import host, meta
 
 
 def _render(rows) -> str:
@@ -75,11 +77,12 @@ def test_telemetry_and_finding_lines():
 
     from bwprof.report.terminal import finding_lines, telemetry_line
 
-    assert telemetry_line({"telemetry": {"enabled": False, "reason": "no GPU"}}) == (
+    assert telemetry_line(meta(telemetry=TelemetryMeta(enabled=False, reason="no GPU"))) == (
         "telemetry off: no GPU")
-    assert telemetry_line({"telemetry": {"reason": "no GPU case selected"}}) is None
-    assert telemetry_line({"telemetry": {"enabled": True, "samples": 40, "interval_ms": 50.0,
-                                         "gpm": ["gpu0"]}}) == (
+    assert telemetry_line(meta(telemetry=TelemetryMeta(reason="no GPU case selected"))) is None
+    assert telemetry_line(meta()) is None  # a run from before telemetry was recorded
+    assert telemetry_line(meta(telemetry=TelemetryMeta(
+            enabled=True, samples=40, interval_ms=50.0, gpm=("gpu0",)))) == (
         "telemetry: 40 counter sample(s) every 50 ms, joined to every GPU row; GPM on gpu0")
     frame = pd.DataFrame([{"severity": "warning", "device": "gpu1", "what": "PCIe link low",
                            "why": "x", "evidence": "Gen4 x16"}])
@@ -108,22 +111,22 @@ def test_without_a_gpu_the_reason_is_said_once():
                            for c in ("h2d_pinned", "hbm_triad", "p2p_copy")]
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
     print_report(console, rows, build_summary(results_frame(rows)),
-                 system={"telemetry": {"enabled": False, "reason": reason}})
+                 meta=meta(telemetry=TelemetryMeta(enabled=False, reason=reason)))
     assert console.export_text().count(reason) == 1
 
 
 def test_a_ddr_figure_without_a_peak_says_why_once():
     from bwprof.report.terminal import ddr_peak_line
 
-    system = {"host": {"ddr_peak_note": "SMBIOS memory devices are readable by root only"}}
+    system = meta(host=host(ddr_peak_note="SMBIOS memory devices are readable by root only"))
     summary = build_summary(results_frame([make_row()]))
     assert ddr_peak_line(summary, system) == (
         "DDR peak unknown: SMBIOS memory devices are readable by root only")
     with_peak = build_summary(results_frame([make_row(peak_gbps=614.4, pct_of_peak=0.5)]))
     assert ddr_peak_line(with_peak, system) is None
-    assert ddr_peak_line(summary, {}) is None  # a fleet's merged metadata has no one host
+    assert ddr_peak_line(summary, meta()) is None  # no host recorded
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    print_report(console, [make_row()], summary, system=system)
+    print_report(console, [make_row()], summary, meta=system)
     assert "DDR peak unknown: SMBIOS" in console.export_text()
 
 
@@ -131,12 +134,12 @@ def test_a_run_inside_gvisor_says_so_under_the_summary():
     from bwprof.report.terminal import report_lines, sandbox_line
 
     summary = build_summary(results_frame([make_row()]))
-    system = {"host": {"sandbox": "gVisor"}}
+    system = meta(host=host(sandbox="gVisor"))
     line = sandbox_line(system)
     assert line is not None and line.startswith("measured inside a gVisor sandbox: ")
     assert report_lines([make_row()], summary, system)["sandbox"] == [line]
-    assert sandbox_line({"host": {"sandbox": None}}) is None
-    assert report_lines([make_row()], summary, {})["sandbox"] == []  # a fleet's merged metadata
+    assert sandbox_line(meta(host=host(sandbox=None))) is None
+    assert report_lines([make_row()], summary, meta())["sandbox"] == []  # no host recorded
 
 
 def test_line_progress_names_each_job_with_its_place_for_a_log():

@@ -1,0 +1,543 @@
+"""Run metadata, the content of system.json, as frozen dataclasses (schema version 2).
+
+`bwprof run` builds a `RunMeta` and writes `RunMeta.as_dict()`; every reader gets a `RunMeta`
+from `RunMeta.from_dict()`, which checks every part's kind once, so the report layer reads
+attributes instead of guarding each `dict.get`. A part of the wrong kind is a `MetaError`
+naming its dotted path (`gpus.devices[0].properties should be an object, not str`).
+
+Rules of the file, in one place:
+
+- **Strict JSON.** `as_dict()` holds only JSON values; a float that is not finite (NaN, inf)
+  becomes null, so `json.dumps(..., allow_nan=False)` always succeeds. Reading, a typed
+  number must be finite.
+- **Older files read.** A field a version-1 file may lack has a default; a field without one
+  is required. `Record.recorded(name)` tells a value the file held from a default standing
+  in for one it predates. Parts that only some runs reach (the fleet's `nodes` and `mpi`,
+  telemetry's counts) are left out of the file while None, `close_errors` while empty, as
+  bwprof always wrote them.
+- **Unknown keys are ignored.** A key this version does not know (one a newer bwprof added)
+  is neither validated nor kept: this model is what this version can use, and nothing
+  rewrites a stored system.json (`report` and `compare` only read it; the fleet merge writes
+  metadata its own ranks built with the same version).
+- **Open where the hardware is open.** NVML's per-device `metadata` (40-odd optional fields
+  that vary by driver and GPU) and SMBIOS memory modules stay mappings; the structure around
+  them is typed.
+
+The host's dataclasses (`HostInfo`, `CacheLevel`, `NumaNode`) and CUDA's device properties
+(`DeviceProperties`) live here, the bottom layer, so the measurement code that fills them
+(`bwprof.system`, `bwprof.gpu`) and the report code that reads them share one definition.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
+
+
+class MetaError(ValueError):
+    """A part of system.json of the wrong kind, or missing; the message names its path."""
+
+
+_R = TypeVar("_R", bound="Record")
+_HINTS: dict[type, dict[str, Any]] = {}
+
+OMIT_NONE: dict[str, object] = {"omit": "none"}
+"""Field metadata: left out of `as_dict()` while None (a part the run did not reach)."""
+OMIT_EMPTY: dict[str, object] = {"omit": "empty"}
+"""Field metadata: left out of `as_dict()` while empty."""
+COUNT: dict[str, object] = {"min": 0}
+"""Field metadata: a count or size, never negative."""
+
+
+def _kind(value: object) -> str:
+    """The JSON name of a value's kind, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+def _expected(hint: Any) -> str:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_expected(arg) for arg in get_args(hint) if arg is not type(None))
+    if origin is tuple:
+        return "a list"
+    if origin in (dict, Mapping) or (isinstance(hint, type) and issubclass(hint, Record)):
+        return "an object"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        hint, str(hint))
+
+
+def _convert(value: object, hint: Any, path: str) -> Any:
+    """`value` (parsed JSON) checked against a field's type hint; MetaError where it is not."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [arg for arg in get_args(hint) if arg is not type(None)]
+        if value is None and len(options) < len(get_args(hint)):
+            return None
+        for option in options:
+            try:
+                return _convert(value, option, path)
+            except MetaError:
+                if option is options[-1]:
+                    raise
+        raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
+    if hint is object:
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise MetaError(f"{path} should be a finite number, not {value!r}")
+            return value
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        if isinstance(value, (list, tuple)):
+            args = get_args(hint)
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(_convert(item, args[0], f"{path}[{i}]")
+                             for i, item in enumerate(value))
+            if len(value) != len(args):
+                raise MetaError(f"{path} should be a list of {len(args)}, not of {len(value)}")
+            return tuple(_convert(item, arg, f"{path}[{i}]")
+                         for i, (item, arg) in enumerate(zip(value, args, strict=True)))
+    elif origin in (dict, Mapping):
+        if isinstance(value, Mapping):
+            _, item_hint = get_args(hint)
+            return {str(key): _convert(item, item_hint, f"{path}.{key}")
+                    for key, item in value.items()}
+    elif isinstance(hint, type) and issubclass(hint, Record):
+        return hint.from_dict(value, path)
+    else:
+        raise TypeError(f"bwprof.schema.meta cannot check a field of type {hint!r}")
+    raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
+
+
+def _check_min(value: object, minimum: float, path: str) -> None:
+    items = value if isinstance(value, tuple) else (value,)
+    for index, item in enumerate(items):
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and item < minimum:
+            where = f"{path}[{index}]" if isinstance(value, tuple) else path
+            raise MetaError(f"{where} should be {minimum:g} or more, not {item!r}")
+
+
+def to_json(value: object) -> object:
+    """`value` as plain JSON: records as objects, sequences as lists, a float that is not
+    finite as null; NumPy scalars (from NVML or sysfs code) become Python numbers."""
+    if isinstance(value, Record):
+        return value.as_dict()
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(key): to_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return [to_json(item) for item in sorted(value, key=str)]
+    item = getattr(value, "item", None)  # a NumPy scalar
+    if callable(item):
+        plain = item()
+        if plain is None or isinstance(plain, (bool, int, float, str)):
+            return to_json(plain)
+    return str(value)
+
+
+def json_object(data: Mapping[str, object]) -> dict[str, object]:
+    """A mapping as a plain JSON object (see `to_json`), for the open parts of the model."""
+    return {str(key): to_json(value) for key, value in data.items()}
+
+
+@dataclass(frozen=True)
+class Record:
+    """Base of every part of system.json: `from_dict` checks kinds once, `as_dict` is the
+    JSON. Subclasses are frozen dataclasses whose field types say what the file holds."""
+
+    @classmethod
+    def from_dict(cls: type[_R], data: object, where: str = "") -> _R:
+        """The part at dotted path `where` (empty for the top) from parsed JSON; MetaError
+        naming the path where a value is missing or of the wrong kind."""
+        if not isinstance(data, Mapping):
+            raise MetaError(f"{where or 'the top level'} should be an object, not {_kind(data)}")
+        hints = _HINTS.get(cls)
+        if hints is None:
+            hints = _HINTS[cls] = get_type_hints(cls)
+        values: dict[str, object] = {}
+        for spec in fields(cls):
+            path = f"{where}.{spec.name}" if where else spec.name
+            if spec.name not in data:
+                if spec.default is MISSING and spec.default_factory is MISSING:
+                    raise MetaError(f"{path} is missing")
+                continue
+            value = _convert(data[spec.name], hints[spec.name], path)
+            if "min" in spec.metadata:
+                _check_min(value, spec.metadata["min"], path)
+            values[spec.name] = value
+        record = cls(**values)
+        object.__setattr__(record, "_recorded", frozenset(values))
+        return record
+
+    def recorded(self, name: str) -> bool:
+        """Whether the file held field `name`: False for a field added after the file was
+        written (a version-1 file has no `sandbox`), where the default stands in for a value
+        nobody recorded. True for every field of metadata built in this process."""
+        given: frozenset[str] | None = self.__dict__.get("_recorded")
+        return given is None or name in given
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON object of this part, fields in declared order."""
+        out: dict[str, object] = {}
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            omit = spec.metadata.get("omit")
+            if (omit == "none" and value is None) or (omit == "empty" and not value):
+                continue
+            out[spec.name] = to_json(value)
+        return out
+
+
+# -- the host ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheLevel(Record):
+    level: int
+    type: str
+    size_bytes: int = field(metadata=COUNT)
+    instances: int = field(metadata=COUNT)
+
+
+@dataclass(frozen=True)
+class NumaNode(Record):
+    node: int = field(metadata=COUNT)
+    cpus: str
+    memory_total_bytes: int | None = field(metadata=COUNT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostInfo(Record):
+    """The host as `bwprof.system.host_info()` reads it from /proc, /sys and SMBIOS."""
+
+    hostname: str
+    cpu_model: str
+    logical_cpus: int = field(metadata=COUNT)
+    usable_cpus: int = field(metadata=COUNT)
+    physical_cores: int | None = field(metadata=COUNT)
+    sockets: int | None = field(metadata=COUNT)
+    caches: tuple[CacheLevel, ...]
+    llc_bytes_total: int | None = field(metadata=COUNT)
+    memory_total_bytes: int | None = field(metadata=COUNT)
+    memory_available_bytes: int | None = field(metadata=COUNT)
+    numa_nodes: tuple[NumaNode, ...]
+    memory_modules: tuple[Mapping[str, object], ...] = ()
+    """SMBIOS memory slots (locator, size, type, width, speeds); empty where unreadable."""
+    ddr_peak_gbps: float | None = field(default=None, metadata=COUNT)
+    ddr_peak_note: str = ""
+    """How the DDR peak was derived, or why it is unknown."""
+    os: str
+    kernel: str
+    python: str
+    packages: Mapping[str, str | None] = field(default_factory=dict)
+    transparent_hugepages: str | None = None
+    """The kernel's mode: 'always', 'madvise' (only memory that asks) or 'never'."""
+    cpuset_cpus: int | None = field(default=None, metadata=COUNT)
+    """CPUs the process's cgroup cpuset allows (a container's or job's allocation)."""
+    numpy_asks_hugepages: bool | None = None
+    """NumPy asks for huge pages for large arrays (the host STREAM arrays): with 'madvise'
+    they get 2 MiB pages, which lifts DDR figures by several percent over 4 KiB pages (6-9%
+    measured; fewer TLB misses), so runs compare only under the same setting."""
+    cache_source: str | None = None
+    """Where `caches` came from: 'sysfs', 'cpuid' (one instance a level) or None (unknown)."""
+    sandbox: str | None = None
+    """'gVisor' where the kernel is gVisor's (`sandbox()`); None on a plain kernel."""
+
+
+# -- the GPUs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceProperties(Record):
+    """What the CUDA runtime reports about one device."""
+
+    index: int = field(metadata=COUNT)
+    name: str
+    pci_bus_id: str | None
+    total_memory_bytes: int = field(metadata=COUNT)
+    l2_bytes: int = field(metadata=COUNT)
+    multiprocessors: int = field(metadata=COUNT)
+    compute_capability: tuple[int, int]
+    async_engines: int = field(metadata=COUNT)
+    memory_bus_width_bits: int | None = field(metadata=COUNT)
+    memory_clock_khz: int | None = field(metadata=COUNT)
+
+
+@dataclass(frozen=True)
+class GpuMeta(Record):
+    """One GPU: what CUDA reports, what NVML adds (an open mapping), its NUMA node, its CPUs
+    (a cpulist such as '0-15') and the theoretical peaks used for `% of peak`."""
+
+    index: int = field(metadata=COUNT)
+    properties: DeviceProperties
+    metadata: Mapping[str, object] = field(default_factory=dict)
+    numa_node: int | None = None
+    cpus: str | None = None
+    peak_hbm_gbps: float | None = field(default=None, metadata=COUNT)
+    peak_pcie_gbps: float | None = field(default=None, metadata=COUNT)
+    peak_nvlink_gbps: float | None = field(default=None, metadata=COUNT)
+
+    @property
+    def label(self) -> str:
+        return f"gpu{self.index}"
+
+    @property
+    def name(self) -> str:
+        return self.properties.name
+
+    @property
+    def host_link_c2c(self) -> bool:
+        """Host memory over NVLink-C2C (Grace Hopper): PCIe's peak and counters do not
+        describe its host copies."""
+        return bool(self.metadata.get("c2c_enabled"))
+
+
+NOT_PROBED = "not probed: no GPU case selected"
+
+
+@dataclass(frozen=True)
+class GpusMeta(Record):
+    """The GPUs a run found, or why none: `count` None where they were not probed."""
+
+    count: int | None = field(default=None, metadata=COUNT)
+    reason: str | None = None
+    detail: str | None = None
+    cuda_device_max_connections: int | None = field(default=None, metadata=COUNT)
+    """The hardware queues per GPU CUDA started with; None without GPUs, and where CuPy was
+    imported before bwprof could ask."""
+    devices: tuple[GpuMeta, ...] = ()
+    used: tuple[int, ...] | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    """A fleet rank holding part of its node: the CUDA indices it measured (None: all)."""
+    simulated: bool = False
+
+    def device(self, label: str) -> GpuMeta | None:
+        """The GPU labelled `gpuN`, or None."""
+        return next((d for d in self.devices if d.label == label), None)
+
+    def model_counts(self) -> dict[str, int]:
+        """How many GPUs of each model, in the order they appear."""
+        counts: dict[str, int] = {}
+        for device in self.devices:
+            counts[device.name] = counts.get(device.name, 0) + 1
+        return counts
+
+    def metadata_values(self, key: str) -> list[str]:
+        """The distinct NVML values of `key` over every GPU (driver versions...), sorted."""
+        return sorted({str(d.metadata[key]) for d in self.devices
+                       if d.metadata.get(key) not in (None, "")})
+
+
+# -- telemetry --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdleCheck(Record):
+    """One GPU before the run: its utilisation and the other processes on it."""
+
+    device: str
+    gpu_util_pct: float | None = None
+    other_processes: tuple[int, ...] | None = None
+    busy: bool = False
+
+
+@dataclass(frozen=True)
+class TelemetryMeta(Record):
+    """Whether the counters were sampled, or why not; the idle check; what the sampler took."""
+
+    enabled: bool = False
+    interval_ms: float | None = field(default=None, metadata=COUNT)
+    reason: str | None = None
+    idle_check: tuple[IdleCheck, ...] | None = field(default=None, metadata=OMIT_NONE)
+    devices: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    gpm: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    """GPUs whose GPM metrics (DRAM bandwidth, PCIe/NVLink rates) were read."""
+    counter_window_s: float | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    counter_window_min_bytes: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    samples: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    errors: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
+    """The sampler's first failed reads (at most 20); `error_count` counts them all."""
+    error_count: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+
+
+# -- a run ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanMeta(Record):
+    """What the run was asked to measure (`bwprof.plan.Plan`)."""
+
+    preset: str | None = None
+    cases: tuple[str, ...] = ()
+    repeats: int | None = field(default=None, metadata=COUNT)
+    threads: tuple[int, ...] = field(default=(), metadata=COUNT)
+    host_array_bytes: tuple[int, ...] = field(default=(), metadata=COUNT)
+    transfer_sizes: tuple[int, ...] = field(default=(), metadata=COUNT)
+    pipeline_chunks: tuple[int, ...] = field(default=(), metadata=COUNT)
+
+
+@dataclass(frozen=True)
+class NodeMeta(Record):
+    """A fleet run's node: its host, every GPU its ranks measured, and its telemetry."""
+
+    host: HostInfo | None = None
+    gpus: GpusMeta = field(default_factory=GpusMeta)
+    telemetry: TelemetryMeta | None = None
+
+
+@dataclass(frozen=True)
+class RankMeta(Record):
+    """One MPI rank of a fleet run; a rank that never reported has only `rank` and `status`."""
+
+    rank: int = field(metadata=COUNT)
+    status: str
+    """'ok', 'failed' or 'missing'."""
+    host: str | None = None
+    local_rank: int | None = field(default=None, metadata=COUNT)
+    local_size: int | None = field(default=None, metadata=COUNT)
+    gpus: tuple[int, ...] | None = field(default=None, metadata=COUNT)
+    host_cases: bool | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """A missing rank is `{"rank", "status"}` alone, as the merge always wrote it."""
+        data = super().as_dict()
+        return {"rank": self.rank, "status": self.status} if self.status == "missing" else data
+
+
+@dataclass(frozen=True)
+class MpiMeta(Record):
+    size: int = field(metadata=COUNT)
+    timeout_s: float = field(metadata=COUNT)
+    ranks: tuple[RankMeta, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunMeta(Record):
+    """The whole of system.json."""
+
+    schema_version: int
+    bwprof_version: str | None = None
+    bwprof_commit: str | None = None
+    """The git commit bwprof ran from (`<sha>`, `<sha>-dirty` with uncommitted changes);
+    None when installed from a wheel or sdist, or where git could not say."""
+    run_id: str | None = None
+    command_line: tuple[str, ...] = ()
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    interrupted: bool = False
+    plan: PlanMeta | None = None
+    host: HostInfo | None = None
+    gpus: GpusMeta = field(default_factory=GpusMeta)
+    simulated: bool = False
+    """The GPU rows came from the simulated backend (tests only; never a measurement)."""
+    telemetry: TelemetryMeta | None = field(default=None, metadata=OMIT_NONE)
+    mpi_rank: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    close_errors: tuple[str, ...] = field(default=(), metadata=OMIT_EMPTY)
+    """Executors that failed to close (a GPU in a sticky error state), one line each."""
+    findings: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    """How many findings the run had (findings.csv holds them)."""
+    nodes: Mapping[str, NodeMeta] | None = field(default=None, metadata=OMIT_NONE)
+    """Fleet runs: every node by host name."""
+    mpi: MpiMeta | None = field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def hostname(self) -> str:
+        return self.host.hostname if self.host is not None else ""
+
+    @property
+    def bwprof_text(self) -> str:
+        """'0.1.0' or '0.1.0 (commit 1a2b3c4d5e6f-dirty)' for the lines that show a run."""
+        return version_text(self.bwprof_version, self.bwprof_commit)
+
+
+def short_commit(commit: str) -> str:
+    """A commit as people read it: the first 12 hex digits, its '-dirty' kept."""
+    sha, dirty, rest = commit.partition("-")
+    return sha[:12] + dirty + rest
+
+
+def version_text(version: str | None, commit: str | None) -> str:
+    return (version or "?") + (f" (commit {short_commit(commit)})" if commit else "")
+
+
+class ReadOnlyDict(dict[str, Any]):
+    """A JSON object that refuses changes: `RunResult.system` and `RunFolder.system`, kept
+    for code written before `meta`, are views of the typed metadata, so a change to one
+    would change nothing. Still a dict: `json.dumps` and `isinstance(x, dict)` work, and a
+    copy (`dict(view)`, `copy.deepcopy`) is a plain, changeable dict."""
+
+    @staticmethod
+    def _refuse() -> NoReturn:
+        raise TypeError("the system dict is a read-only view of RunMeta; build another with "
+                        "dataclasses.replace(meta, ...) or change a copy (dict(system))")
+
+    def __setitem__(self, key: str, value: object) -> NoReturn:
+        self._refuse()
+
+    def __delitem__(self, key: str) -> NoReturn:
+        self._refuse()
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def setdefault(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def pop(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def popitem(self) -> NoReturn:
+        self._refuse()
+
+    def clear(self) -> NoReturn:
+        self._refuse()
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, Any]:
+        import copy
+
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+def read_only(data: Mapping[str, object]) -> ReadOnlyDict:
+    """`data` with every nested object read-only too (lists stay lists, as JSON has them)."""
+
+    def freeze(value: object) -> object:
+        if isinstance(value, Mapping):
+            return read_only(value)
+        if isinstance(value, list):
+            return [freeze(item) for item in value]
+        return value
+
+    view = ReadOnlyDict()
+    for key, value in data.items():
+        dict.__setitem__(view, key, freeze(value))
+    return view
