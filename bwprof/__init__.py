@@ -1,7 +1,8 @@
 """bwprof: memory-bandwidth and compute/transfer-overlap profiler for GPU servers.
 
 `bwprof.run(...)` measures this machine and returns a RunResult whose `.results` is a pandas
-DataFrame and `.system` the machine metadata — the same data `bwprof run` writes.
+DataFrame and `.meta` the machine metadata (`bwprof.schema.meta.RunMeta`) — the same data
+`bwprof run` writes. `bwprof.load(RUN_DIR)` reads a saved run folder back the same way.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ from typing import TYPE_CHECKING, Any
 from bwprof._version import __version__
 
 if TYPE_CHECKING:
-    from bwprof.api import RunResult, run
+    from bwprof.api import RunResult, load, run
+    from bwprof.report.runfolder import RunFolder
+    from bwprof.schema.meta import RunMeta
 
-__all__ = ["RunResult", "__version__", "run"]
+__all__ = ["RunFolder", "RunMeta", "RunResult", "__version__", "load", "run"]
+
+_LAZY = {"run": "bwprof.api", "RunResult": "bwprof.api", "load": "bwprof.api",
+         "RunFolder": "bwprof.report.runfolder", "RunMeta": "bwprof.schema.meta"}
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `import bwprof` stays cheap; numba, pandas and CuPy load only when measuring.
-    if name in ("run", "RunResult"):
-        from bwprof import api
+    if name in _LAZY:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bwprof' has no attribute {name!r}")

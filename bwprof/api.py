@@ -25,7 +25,7 @@ from bwprof.report.findings import derive_findings, findings_frame
 from bwprof.report.formats import check_format
 from bwprof.report.frames import results_frame
 from bwprof.report.outputs import write_report_files
-from bwprof.report.runfolder import with_extras
+from bwprof.report.runfolder import RunFolder, load_run, with_extras
 from bwprof.report.summary import build_summary
 from bwprof.runner import ProgressListener, RunContext, Runner
 from bwprof.schema.meta import (
@@ -361,3 +361,11 @@ def run(
         result.files, result.notes = written.files, written.notes
     return result
 
+
+def load(run_dir: str | Path) -> RunFolder:
+    """A saved run folder, as `bwprof report` reads it: `.results` (the rows of results.csv,
+    integer columns as pandas' nullable Int64), `.meta` (system.json, typed:
+    `bwprof.schema.meta.RunMeta`), `.samples` and `.findings` (None where the run has none),
+    `.summary` (one row per memory path) and `.notes` (what reading left out). Anything
+    wrong with the folder is a BwprofError with one line; nothing is written."""
+    return load_run(run_dir)

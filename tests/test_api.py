@@ -187,3 +187,49 @@ def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
             assert session is None
             assert telemetry.reason == "switched off (--no-telemetry); the idle check still ran"
 
+
+def test_load_reads_a_run_folder_back_with_typed_metadata(tmp_path):
+    from bwprof.schema.meta import RunMeta
+
+    out = tmp_path / "run"
+    result = bwprof.run(cases="ddr_triad,h2d_pinned", simulate=True, out=out, plots=False,
+                        **SMALL)
+    loaded = bwprof.load(out)
+    assert isinstance(loaded.meta, RunMeta) and loaded.meta == result.meta
+    assert loaded.meta.gpus.count == 2 and loaded.meta.simulated
+    for column in ("size_bytes", "threads", "repeats", "numa_node", "schema_version"):
+        assert str(loaded.results[column].dtype) == "Int64", column  # empty cells stay empty
+    assert list(loaded.results["case"]) == list(result.results["case"])
+    assert loaded.findings is not None and loaded.samples is None  # simulated: no counters
+    assert list(loaded.summary["path"]) == list(result.summary["path"])
+    assert loaded.system["run_id"] == result.meta.run_id  # the dict view, read-only
+    with pytest.raises(TypeError):
+        loaded.system["run_id"] = "x"
+
+
+def test_load_reads_the_stored_version_1_runs():
+    from tests.report.conftest import DATA
+
+    loaded = bwprof.load(DATA / "h200-quick")
+    assert loaded.meta.schema_version == 1
+    (h200,) = loaded.meta.gpus.devices
+    assert h200.name == "NVIDIA H200" and h200.metadata["driver_version"] == "580.159.04"
+    assert loaded.meta.telemetry is not None and loaded.meta.telemetry.samples == 493
+    assert loaded.samples is not None and len(loaded.samples)
+    assert str(loaded.results["size_bytes"].dtype) == "Int64"
+
+
+@pytest.mark.parametrize("damage", ["missing", "not json", "wrong kind"])
+def test_load_of_a_bad_folder_is_one_line(tmp_path, damage):
+    import shutil
+
+    from tests.report.conftest import DATA
+
+    folder = tmp_path / "run"
+    if damage != "missing":
+        shutil.copytree(DATA / "host-ddr", folder)
+        (folder / "system.json").write_text(
+            "{nope" if damage == "not json" else '{"schema_version": 1, "gpus": 3}')
+    with pytest.raises(BwprofError) as caught:
+        bwprof.load(folder)
+    assert len(str(caught.value).splitlines()) == 1
