@@ -429,6 +429,8 @@ class RankMeta(Record):
 
 @dataclass(frozen=True)
 class MpiMeta(Record):
+    """A fleet run's MPI job: how many ranks, the timeout they ran under, each rank's fate."""
+
     size: int = field(metadata=COUNT)
     timeout_s: float = field(metadata=COUNT)
     ranks: tuple[RankMeta, ...] = ()
@@ -486,13 +488,14 @@ def version_text(version: str | None, commit: str | None) -> str:
 class ReadOnlyDict(dict[str, Any]):
     """A JSON object that refuses changes: `RunResult.system` and `RunFolder.system`, kept
     for code written before `meta`, are views of the typed metadata, so a change to one
-    would change nothing. Still a dict: `json.dumps` and `isinstance(x, dict)` work, and a
-    copy (`dict(view)`, `copy.deepcopy`) is a plain, changeable dict."""
+    would change nothing. Still a dict: `json.dumps` and `isinstance(x, dict)` work, and
+    `copy.deepcopy` gives plain, changeable dicts all the way down (`dict(view)` only at the
+    top)."""
 
     @staticmethod
     def _refuse() -> NoReturn:
         raise TypeError("the system dict is a read-only view of RunMeta; build another with "
-                        "dataclasses.replace(meta, ...) or change a copy (dict(system))")
+                        "dataclasses.replace(meta, ...), or change copy.deepcopy(system)")
 
     def __setitem__(self, key: str, value: object) -> NoReturn:
         self._refuse()
