@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,13 +93,12 @@ def list_items(text: str) -> list[str]:
 def int_tuple(value: object, option: str) -> tuple[int, ...]:
     """An option given from Python as one int or a sequence of them (the API's `threads=1`,
     `size=[1 << 20]`), as a tuple; anything else is a one-line BwprofError."""
-    items = [value] if isinstance(value, numbers.Integral) else value
-    try:
-        values = tuple(items)  # type: ignore[call-overload]
-    except TypeError:
-        values = ()
-    if not values or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                             for v in values):
+    items: list[object] = (
+        [value] if isinstance(value, numbers.Integral)
+        else list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes))
+        else [])
+    values = [v for v in items if isinstance(v, numbers.Integral) and not isinstance(v, bool)]
+    if not values or len(values) != len(items):
         raise BwprofError(f"{option} expects an integer, a list of integers or a string such "
                           f"as '1,2', got {value!r}")
     return tuple(dict.fromkeys(int(v) for v in values))  # NumPy's integers too

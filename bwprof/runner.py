@@ -146,10 +146,10 @@ class Runner:
         except Exception as exc:  # recorded as an error row; the run goes on
             row = self._row(case, job, executor.backend, status="error", note=_one_line(exc))
             return [row], [()], []
-        timelines = [
-            {"run_id": self.context.run_id, "backend": executor.backend,
-             **m.extra["timeline"]}  # type: ignore[dict-item]
-            for m in measurements if "timeline" in m.extra
+        timelines: list[dict[str, object]] = [
+            {"run_id": self.context.run_id, "backend": executor.backend, **timeline}
+            for m in measurements
+            if isinstance(timeline := m.extra.get("timeline"), dict)
         ]
         return rows, [m.seconds_per_op for m in measurements], timelines
 

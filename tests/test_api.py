@@ -233,3 +233,23 @@ def test_load_of_a_bad_folder_is_one_line(tmp_path, damage):
     with pytest.raises(BwprofError) as caught:
         bwprof.load(folder)
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_a_fresh_run_writes_schema_2_with_metric_unit_values_and_flags(tmp_path):
+    """On a CPU-only machine: every row names its metric and unit; a DDR row whose arrays
+    are smaller than 4x the last-level cache carries `in_cache` and no DDR peak."""
+    import csv
+
+    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", **SMALL)
+    with open(tmp_path / "r" / "results.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["schema_version"] == "2"
+    assert (row["metric"], row["unit"], row["higher_is_better"]) == ("bandwidth", "GB/s", "True")
+    assert float(row["value_best"]) == float(row["gbps_best"]) > 0
+    assert float(row["value_median"]) == float(row["gbps_median"]) > 0
+    llc = result.system["host"]["llc_bytes_total"]
+    if llc and 4 * llc > 1 << 20:  # 1 MiB arrays: cache-resident wherever the LLC is known
+        assert "in_cache" in row["flags"].split("|") and row["peak_value"] == ""
+    else:
+        assert "cache_unknown" in row["flags"].split("|")
+    assert json.loads((tmp_path / "r" / "system.json").read_text())["schema_version"] == 2

@@ -70,3 +70,28 @@ def test_gpu_stream_cases_count_bytes_the_stream_way():
                "d2d_copy": 2}
     for key, arrays in weights.items():
         assert get_case(key).bytes_per_op(8000) == arrays * 8000, key
+
+
+def test_the_catalogue_loads_without_numba_or_cupy():
+    """`bwprof list`, `report` and the plan read the case table: it must stay cheap, and
+    must not import Numba before the tests' CUDA simulator is switched on."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, bwprof.cases, bwprof.plan; "
+             "print(sorted(m for m in ('numba', 'cupy', 'pynvml') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_gpu_case_is_declared_once_with_how_it_runs():
+    from bwprof.gpu.cases import GPU_CASES, GpuCase
+
+    gpu = [case for case in CASES if case.target == "gpu"]
+    assert gpu == list(GPU_CASES) and all(isinstance(case, GpuCase) for case in gpu)
+    assert all(callable(case.run) and callable(case.expand) and callable(case.needs)
+               for case in gpu)
+    assert {case.window for case in gpu} <= {"none", "largest", "matrix"}
+    pairs = [case.key for case in gpu if case.pair_slots]
+    assert pairs == ["p2p_copy", "p2p_bidir"]

@@ -251,3 +251,25 @@ def test_collective_cases_run_before_every_other_case():
     assert plan.cases[0].key == "ddr_triad"  # the plan lists it first
     Runner(plan, {"host": Local(), "mpi": Collective()}, RunContext("r", "h")).run()
     assert measured[0] == "net_p2p" and "ddr_triad" in measured
+
+
+def test_a_latency_case_gets_nanoseconds_per_load_and_its_fastest_sample_is_best():
+    """A case whose metric is latency: work counts dependent loads, the value is the time of
+    one load, and best is the lowest (the fastest sample), with no GB/s beside it."""
+    from dataclasses import replace as replaced
+
+    latency = replaced(get_case("ddr_copy"), key="lat_probe", metric="latency")
+
+    class Chasing(ScriptedExecutor):
+        def measure(self, case, job, plan):
+            return [Measurement(seconds_per_op=(2e-6, 1e-6, 4e-6), bytes_per_op=64,
+                                size_bytes=job.size_bytes, device="cpu", device_name="cpu",
+                                direction="within", memory="ddr", valid=True, threads=1,
+                                work_per_op=10.0)]
+
+    plan = replaced(_plan("ddr_copy"), cases=(latency,))
+    row = Runner(plan, {"host": Chasing()}, CONTEXT).run()[0]
+    assert (row.metric, row.unit, row.higher_is_better) == ("latency", "ns", False)
+    assert row.value_best == pytest.approx(100.0) and row.value_median == pytest.approx(200.0)
+    assert row.gbps_best is None and row.peak_gbps is None and row.pct_of_peak is None
+    assert row.work_per_op == 10.0 and row.bytes_per_op == 64

@@ -3,7 +3,7 @@ it expands into jobs, what each job allocates (for the fits-in-memory check), wh
 a counter window, and the function that runs one job.
 
 The executor (`bwprof.gpu.executor`) reads nothing else about a case: adding one is a table
-entry here and one function `run(CaseRun) -> list[Measurement]` (see CONTRIBUTING.md). This
+entry here and one function `run(CaseRun) -> list[Measurement]` (docs/adding-a-case.md). This
 module imports no GPU library, so the catalogue of cases (`bwprof.cases`) stays cheap to load.
 """
 
@@ -170,11 +170,11 @@ def stream_arrays(case: GpuCase, job: Job) -> Footprint:
 def _gpu(key: str, description: str, memory: str, direction: str, convention: ByteConvention,
          *, run: Run, expand: Expand = each_device_each_size, needs: Needs | None = None,
          factor: int = 1, min_gpus: int = 1, whole_node: bool = False,
-         window: Window = "largest",
+         window: Window = "largest", metric: str = "bandwidth",
          pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
-                   min_gpus=min_gpus, whole_node=whole_node, expand=expand,
+                   min_gpus=min_gpus, whole_node=whole_node, metric=metric, expand=expand,
                    needs=needs or buffers(device=1, host=1),
                    run=run, window=window, pair_slots=pair_slots)
 

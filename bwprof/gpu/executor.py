@@ -155,14 +155,13 @@ class GpuExecutor(Executor):
         self._check_fits(declared, job)
         window = self.counter_window_s if self._earns_window(declared, job, plan) else 0.0
         run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window)
+        out_of_memory: str | None = None
         try:
             rows = declared.run(run)
         except OutOfMemory as exc:
             # Released after the except block: the exception's traceback keeps the failed
             # job's frames, and with them its buffers, alive until the block ends.
             out_of_memory = str(exc)
-        else:
-            out_of_memory = None
         if out_of_memory is not None:
             self.pool.release()
             raise NotRun("skipped",

@@ -71,10 +71,10 @@ def stream_kernel(run: CaseRun) -> list[Measurement]:
 
     sampled = take_samples(backend, lambda ops: [Work(stream, launch, ops)], samples,
                            counter_window_s=counter_window_s)
-    host = [backend.download(x, array_bytes).view("float64") for x in arrays]
+    host_a, host_b, host_c = (backend.download(x, array_bytes).view("float64") for x in arrays)
     dot = float(backend.download(partial, DOT_BLOCKS * ELEMENT_BYTES).view("float64").sum()) \
         if name == "dot" else None
-    problem = gold.check(gold.REPLAYS[name], sampled.total_ops, *host, dot)
+    problem = gold.check(gold.REPLAYS[name], sampled.total_ops, host_a, host_b, host_c, dot)
     return [Measurement(
         seconds_per_op=sampled.per_stream_s[0], bytes_per_op=case.bytes_per_op(array_bytes),
         size_bytes=array_bytes, device=device.label, device_name=device.name,

@@ -190,16 +190,16 @@ def overlap(run: CaseRun) -> list[Measurement]:
         first = take_samples(backend, lambda ops: [copies[0].work(ops)], samples, gate)
         ops = first.ops_per_sample
         copy_alone = [first] + [
-            take_samples(backend, lambda k, c=c: [c.work(k)], samples, gate, ops=ops)
-            for c in copies[1:]
+            take_samples(backend, copy.work_list, samples, gate, ops=ops) for copy in copies[1:]
         ]
         compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
         kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate,
                                     ops=ops)
         # Outputs zeroed (untimed): the check after the concurrent phase proves that phase
         # wrote them, not the parts alone before it.
-        for part in (*copies, compute):
-            part.clear()
+        for copy in copies:
+            copy.clear()
+        compute.clear()
         # The kernel is queued first: behind a gate the order does not matter, and with
         # pageable copies (host-blocking) it lets the kernels run while the host stages them.
         together = take_samples(

@@ -124,7 +124,7 @@ class CudaBackend:
         if numba_cuda is None:
             from numba import config
 
-            if config.ENABLE_CUDASIM:
+            if getattr(config, "ENABLE_CUDASIM", 0):  # set from the environment at import
                 raise RuntimeError("NUMBA_ENABLE_CUDASIM is set: unset it to measure a real GPU")
             from numba import cuda as numba_cuda
         self.cp = cupy if cupy is not None else import_cupy()

@@ -109,7 +109,8 @@ class SimBackend:
         elif kernel == "compute":
             _compute(*arrays)
         else:
-            host_stream.KERNELS[kernel].run(*arrays)
+            a, b, c, scalar = arrays
+            host_stream.KERNELS[kernel].run(a, b, c, float(scalar))
 
     def zero(self, array: Any, nbytes: int) -> None:
         np.asarray(array)[:nbytes] = 0

@@ -83,6 +83,10 @@ class HostEnd:
         copy = partial(self.pool.backend.copy, self.dst, self.src, self.nbytes, self.stream)
         return Work(self.stream, copy, ops)
 
+    def work_list(self, ops: int) -> list[Work]:
+        """This path alone, as a sample's work."""
+        return [self.work(ops)]
+
     def clear(self) -> None:
         """Zero the destination, so a later check proves the copies made since wrote it."""
         if self.to_device:
@@ -208,18 +212,25 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     return rows
 
 
+def _remotes(value: object) -> list[str | None]:
+    """NVML's far end of each NVLink (a bus id, "switch", or None where unknown)."""
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [r if isinstance(r, str) else None for r in value]
+
+
 def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     """Per-direction peak from `a` to `b`: the NVLinks joining them (directly, or every link
     of `a` through NVSwitch), else the slower PCIe link; None when NVLink exists but NVML
     cannot say where its links go (a guess would make a healthy pair look sick)."""
-    remotes = a.metadata.get("nvlink_remotes") or []
-    links_up = a.metadata.get("nvlink_links_up") or 0
-    if a.peak_nvlink_gbps and links_up:
+    remotes = _remotes(a.metadata.get("nvlink_remotes"))
+    links_up = a.metadata.get("nvlink_links_up")
+    if a.peak_nvlink_gbps and isinstance(links_up, int) and links_up:
         direct = sum(1 for r in remotes if same_device(r, b.properties.pci_bus_id))
         switched = sum(1 for r in remotes if r == "switch")
         joining = direct or switched
         if joining:
-            return a.peak_nvlink_gbps * joining / links_up  # type: ignore[operator]
+            return a.peak_nvlink_gbps * joining / links_up
         if any(r is None for r in remotes):
             return None
     if a.peak_pcie_gbps and b.peak_pcie_gbps:

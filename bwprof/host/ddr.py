@@ -223,7 +223,7 @@ class HostExecutor(Executor):
         if self._huge_share is not None and self._huge_share < placement.HUGE_SHARE:
             notes.append(f"only {self._huge_share:.0%} of the arrays in 2 MiB pages (the "
                          "kernel had too few free; 4 KiB pages read several percent slower)")
-        in_cache = bool(self.llc_bytes) and array_bytes < CACHE_MULTIPLE * self.llc_bytes
+        in_cache = self.llc_bytes is not None and array_bytes < CACHE_MULTIPLE * self.llc_bytes
         if in_cache:
             row_flags.add(flags.IN_CACHE)
             notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "

@@ -214,8 +214,8 @@ def join_every_gpu(samples: Sequence[dict[str, object]], *, devices: Sequence[st
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
     figures = [part["counter_gbps"] for part in parts]
-    derived = (sum(figures) if figures and all(f is not None for f in figures)  # type: ignore[misc]
-               else None)
+    numbers = [f for f in figures if isinstance(f, (int, float))]
+    derived = sum(numbers) if figures and len(numbers) == len(figures) else None
     checked = bool(parts) and all(part["counter_ratio"] is not None for part in parts)
     return {
         "telemetry_samples": sum(int(part["telemetry_samples"]) for part in parts),  # type: ignore[call-overload]

@@ -121,7 +121,7 @@ def monitor(reader: CounterReader, interval_s: float, csv_path: Path | None,
         if callable(show):
             show(batch, taken)
 
-    sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
+    sampler = Sampler(reader.read, interval_s, clock=reader.clock,
                       on_samples=on_samples, keep=False)
     try:
         sampler.run(max_ticks=count)

@@ -42,6 +42,9 @@ _CONSTANT_DEFAULTS: dict[str, int] = {
     "NVML_NVLINK_DEVICE_TYPE_SWITCH": 2,
     "NVML_FI_DEV_NVLINK_LINK_COUNT": 91,
     "NVML_FI_DEV_POWER_INSTANT": 186,
+    "NVML_PCIE_UTIL_TX_BYTES": 0,
+    "NVML_PCIE_UTIL_RX_BYTES": 1,
+    "NVML_TEMPERATURE_GPU": 0,
 }
 
 # c_nvmlValue_t's member for each nvmlValueType_t (NVML_VALUE_TYPE_DOUBLE = 0, ...).
@@ -165,7 +168,8 @@ class Nvml:
 
     def constant(self, name: str) -> int:
         """An NVML constant from pynvml, falling back to nvml.h's value for old pynvml."""
-        return getattr(self._module, name, _CONSTANT_DEFAULTS.get(name))
+        value = getattr(self._module, name, None)
+        return int(_CONSTANT_DEFAULTS[name] if value is None else value)
 
     # -- the one query function ----------------------------------------------------------------
 

@@ -51,7 +51,7 @@ class TelemetrySession:
     def __init__(self, reader: CounterReader, interval_s: float,
                  on_samples: Callable[[Sequence[dict[str, object]]], None] | None = None) -> None:
         self.reader = reader
-        self.sampler = Sampler(reader.read, interval_s, clock=reader.clock,  # type: ignore[arg-type]
+        self.sampler = Sampler(reader.read, interval_s, clock=reader.clock,
                                on_samples=on_samples)
         self._job_start = 0.0
         self._c2c = set(reader.c2c_devices())

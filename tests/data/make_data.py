@@ -80,8 +80,10 @@ def slower() -> None:
         if factor and row["status"] == "ok":
             for column in ("time_median_s", "time_min_s"):
                 row[column] = repr(float(row[column]) * factor)
-            for column in ("gbps_median", "gbps_best"):
-                row[column] = repr(float(row[column]) / factor)
+            # Version 1 has gbps_* only; version 2 also value_* (the same figures).
+            for column in ("gbps_median", "gbps_best", "value_median", "value_best"):
+                if row.get(column):
+                    row[column] = repr(float(row[column]) / factor)
             if row["pct_of_peak"]:
                 row["pct_of_peak"] = repr(float(row["pct_of_peak"]) / factor)
         row["run_id"] = run_id

@@ -63,6 +63,12 @@ def test_two_ranks_one_merged_folder(tmp_path):
     assert (net["gbps_best"] > 0).all()
     system = json.loads((out / "system.json").read_text())
     assert [r["status"] for r in system["mpi"]["ranks"]] == ["ok", "ok"]
+    # Every executor closes through the one contract: no rank records a failed close (the
+    # network executor had no close() and every fleet run said so).
+    assert "close_errors" not in system
+    for rank in (0, 1):
+        kept = json.loads((out / "ranks" / f"rank-{rank:04d}" / "system.json").read_text())
+        assert "close_errors" not in kept, kept["close_errors"]
     assert (out / "summary.csv").is_file() and (out / "findings.csv").is_file()
     for rank in (0, 1):  # every rank also kept its own rows as it went
         assert (out / "ranks" / f"rank-{rank:04d}" / "results.csv").is_file()

@@ -328,3 +328,33 @@ def test_fail_below_ignores_improvements_and_holds_at_the_exact_threshold(tmp_pa
     exact = compare_runs([base, _run(tmp_path / "c", ddr_triad=75.0)])  # exactly -25.0%
     assert exact.regressions(25) == []
     assert len(exact.regressions(24.9)) == 1
+
+
+def _latency_run(folder, ns, tmp_path):
+    """A real run folder (ddr_copy at 1 MiB) holding, besides, a latency row of `ns` ns."""
+    import bwprof
+    from bwprof.report.export import RESULTS_FILE
+
+    bwprof.run(cases="ddr_copy", size="1MiB", repeats=3, threads="1", out=folder, plots=False)
+    rows = [make_row(case="lat_host", metric="latency", unit="ns", higher_is_better=False,
+                     gbps_best=None, gbps_median=None, value_best=ns, value_median=ns * 1.01,
+                     size_bytes=1 << 30, threads=1, cv=0.001, repeats=9, note="")]
+    results_frame(rows).to_csv(folder / RESULTS_FILE, index=False)
+    return folder
+
+
+def test_a_latency_that_rose_fails_fail_below_and_one_that_fell_passes(tmp_path):
+    base = _latency_run(tmp_path / "a", 100.0, tmp_path)
+    slower = _latency_run(tmp_path / "b", 110.0, tmp_path)  # 10% more ns: worse
+    faster = _latency_run(tmp_path / "c", 90.0, tmp_path)  # 10% fewer ns: better
+    result = runner.invoke(app, ["compare", str(base), str(slower), "--fail-below", "5"])
+    assert result.exit_code == 1, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("below")]
+    assert "run B: lat_host cpu" in line and "latency" in line and "rose 10.0%" in line
+    assert runner.invoke(app, ["compare", str(base), str(faster),
+                               "--fail-below", "5"]).exit_code == 0
+    comparison = compare_runs([load_run(base), load_run(slower)])
+    later = _later(comparison, "lat_host", "cpu")
+    assert later["change_pct"] == later["regressed_pct"] == pytest.approx(10.0)
+    assert later["unit"] == "ns" and not later["higher_is_better"]
+    assert comparison.summaries[0].loc[lambda s: s["path"] == "latency", "value"].item() == 100.0

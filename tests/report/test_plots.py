@@ -134,3 +134,17 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
     measured = load_run(DATA / "h200-quick")
     title = _title(plots.bandwidth_figure(measured.results, measured.meta))
     assert "NVIDIA H200" in title and plots.SIMULATED_TITLE not in title
+
+
+def test_cache_resident_points_are_drawn_hollow_and_named_in_the_legend():
+    """The H200 run's d2d_copy at 64 KiB-16 MiB fits in the 60 MiB L2: those points are
+    marked, in the device-memory panel only, and the L2 figures draw no peak line of theirs."""
+    measured = load_run(DATA / "h200-quick")
+    figure = plots.bandwidth_figure(measured.results, measured.meta)
+    marked = [axis for axis in figure.axes
+              if any(text.get_text() == "fits in a cache: not the memory's figure"
+                     for text in (axis.get_legend().get_texts() if axis.get_legend() else []))]
+    assert [axis.get_title() for axis in marked] == ["device memory, within one memory"]
+    hollow = [line for line in marked[0].get_lines()
+              if line.get_markerfacecolor() == "white" and line.get_linestyle() == "None"]
+    assert len(hollow) == 1 and len(hollow[0].get_xdata()) == 3

@@ -281,3 +281,30 @@ def test_a_measured_h200_run_gives_every_path_from_its_own_rows():
     assert _one(summary, "p2p_copy", "")["status"] == "waived"
     assert headline_sentence(summary).startswith(
         f"HBM moves {best('hbm_triad') / ddr:.1f}× the bandwidth of DDR on this box")
+
+
+def test_a_run_with_latency_rows_gets_a_latency_path_in_its_own_unit():
+    rows = [make_row(case="ddr_triad", size_bytes=2 << 30, gbps_best=28.6),
+            *(make_row(case="lat_host", metric="latency", unit="ns", higher_is_better=False,
+                       gbps_best=None, gbps_median=None, value_best=ns, value_median=ns,
+                       size_bytes=size) for ns, size in ((1.2, 32 << 10), (95.0, 1 << 30)))]
+    summary = build_summary(results_frame(rows))
+    latency = summary[summary["path"] == "latency"]
+    assert len(latency) == 1  # the largest working set: the memory's, not a cache's
+    row = latency.iloc[0]
+    assert (row["value"], row["unit"], row["higher_is_better"]) == (95.0, "ns", False)
+    assert pd.isna(row["gbps"]) and pd.isna(row["pct_of_peak"])
+    assert "latency" not in set(build_summary(results_frame(rows[:1]))["path"])
+
+
+def test_an_hbm_figure_that_fits_in_l2_is_no_headline():
+    l2 = make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                  device_name="small GPU", gbps_best=9000.0, size_bytes=8 << 20,
+                  flags=frozenset({"l2_resident"}))
+    hbm = _one(build_summary(results_frame([l2])), "hbm_triad", "gpu0")
+    assert hbm["status"] == "in cache" and pd.isna(hbm["value"]) and pd.isna(hbm["gbps"])
+    assert "fits in its cache" in hbm["note"]
+    larger = make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                      device_name="small GPU", gbps_best=800.0, size_bytes=256 << 20)
+    hbm = _one(build_summary(results_frame([l2, larger])), "hbm_triad", "gpu0")
+    assert hbm["value"] == 800.0 and hbm["status"] == "ok"
