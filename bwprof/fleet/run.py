@@ -12,7 +12,8 @@ folder.
    merged `results.csv` (with `host` and `rank`), `samples.csv`, `findings.csv` (the ranks'
    and the fleet's), `system.json` (every node) and the summary. A rank that failed sends an
    `error` row with its message; a rank that does not report within the timeout gets one, and
-   rank 0 then ends the job rather than wait forever.
+   rank 0 then ends the job rather than wait forever. The merge itself (`bwprof.fleet.merge`)
+   needs no MPI and writes through the same writer as a single run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import pandas as pd
 from bwprof import api
 from bwprof.errors import BwprofError
 from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
+from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.measurement import Job
 from bwprof.report.export import (
@@ -40,20 +41,12 @@ from bwprof.report.export import (
     SYSTEM_FILE,
     TIMINGS_FILE,
     prepare_run_dir,
-    versioned,
-    write_system_json,
-    write_timelines,
 )
-from bwprof.report.findings import findings_frame
-from bwprof.report.fleet import fleet_findings
-from bwprof.report.frames import checked_results, rows_from_frame
-from bwprof.report.outputs import write_report_files
-from bwprof.report.runfolder import read_system, with_extras
-from bwprof.report.summary import build_summary
+from bwprof.report.runfolder import read_system
 from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
-from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta
-from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
+from bwprof.schema.meta import RunMeta
+from bwprof.schema.rows import ResultRow
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -65,26 +58,6 @@ class QuietExit(Exception):
 
 class InjectedFailure(RuntimeError):
     """`--fail-rank`: a rank made to fail on purpose, to test what the fleet does then."""
-
-
-@dataclass
-class RankReport:
-    """What one rank sends to rank 0 at the end."""
-
-    rank: int
-    host: str
-    local_rank: int
-    local_size: int
-    gpus: list[int]
-    host_cases: bool
-    rows: list[dict[str, object]] = field(default_factory=list)
-    timings: list[dict[str, object]] = field(default_factory=list)
-    samples: list[dict[str, object]] = field(default_factory=list)
-    findings: list[dict[str, object]] = field(default_factory=list)
-    timelines: list[dict[str, object]] = field(default_factory=list)
-    meta: RunMeta | None = None
-    """The rank's own metadata (None where it failed before writing any)."""
-    error: str | None = None
 
 
 class FailAtFirstLocalJob:
@@ -285,104 +258,3 @@ def _read_meta(path: Path) -> RunMeta | None:
         return read_system(path)
     except BwprofError:
         return None
-
-
-def _prefixed(device: object, host: str) -> str:
-    """Fleet rows name their node: 'gpu0' on node7 becomes 'node7:gpu0', and each side of a
-    pair is named ('node7:gpu0->node7:gpu1'); rank pairs already say which ranks."""
-    text = "" if device is None or device != device else str(device)  # NaN != NaN
-    if not text or text.startswith("rank"):
-        return text
-    for arrow in ("<->", "->"):
-        if arrow in text:
-            return arrow.join(f"{host}:{side}" for side in text.split(arrow))
-    return f"{host}:{text}"
-
-
-def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object]:
-    return ResultRow.bare(run_id=run_id, host=host, case="rank", backend="mpi", status="error",
-                          note=note, device=f"rank{rank}", rank=rank).as_dict()
-
-
-def _describe_node(nodes: dict[str, NodeMeta], host: str, meta: RunMeta | None) -> None:
-    """Add a rank's metadata to its node's entry: the first rank on a node describes its host
-    and telemetry; with several ranks on a node (one GPU each) every rank adds its GPUs."""
-    if meta is None:
-        return
-    if host not in nodes:
-        nodes[host] = NodeMeta(host=meta.host, gpus=meta.gpus, telemetry=meta.telemetry)
-        return
-    node = nodes[host]
-    known = {device.index for device in node.gpus.devices}
-    added = [device for device in meta.gpus.devices if device.index not in known]
-    if added:
-        devices = sorted([*node.gpus.devices, *added], key=lambda device: device.index)
-        nodes[host] = replace(node, gpus=replace(
-            node.gpus, devices=tuple(devices), used=tuple(d.index for d in devices)))
-
-
-def merge(out: Path, run_id: str, received: dict[int, RankReport], size: int,
-          timeout_s: float, options: dict[str, Any]) -> api.RunResult:
-    """Write the merged run folder on rank 0 and return it as a RunResult."""
-    rows: list[dict[str, object]] = []
-    timings, samples, findings, timelines = [], [], [], []
-    ranks: list[RankMeta] = []
-    nodes: dict[str, NodeMeta] = {}
-    for rank in range(size):
-        report = received.get(rank)
-        if report is None:
-            rows.append(_error_row(run_id, rank, "", f"rank {rank} did not report within "
-                                                    f"{timeout_s:g} s (hung or died)"))
-            ranks.append(RankMeta(rank=rank, status="missing"))
-            continue
-        host = report.host
-        offset = len(rows)  # the rank's row n is the merged file's row offset + n
-        for row in report.rows:
-            rows.append({**row, "device": _prefixed(row.get("device"), host), "rank": rank,
-                         "host": row.get("host") or host})
-        if report.error:
-            rows.append(_error_row(run_id, rank, host, f"rank {rank} on {host} failed: "
-                                                       f"{report.error}"))
-        timings += [{**t, "rank": rank, "host": host, "device": _prefixed(t.get("device"), host),
-                     "result_row": int(t["result_row"]) + offset} for t in report.timings]
-        samples += [{**s, "rank": rank, "host": host,
-                     "device": _prefixed(s.get("device"), host)} for s in report.samples]
-        findings += [{**f, "device": _prefixed(f.get("device"), host)} for f in report.findings]
-        timelines += [{**t, "device": _prefixed(t.get("device"), host)}
-                      for t in report.timelines]
-        failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
-                                           for r in report.rows)
-        ranks.append(RankMeta(rank=rank, status="failed" if failed else "ok", host=host,
-                              local_rank=report.local_rank, local_size=report.local_size,
-                              gpus=tuple(report.gpus), host_cases=report.host_cases,
-                              error=report.error))
-        _describe_node(nodes, host, report.meta)
-    frame = checked_results(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), out / RESULTS_FILE)
-    first = received.get(0)
-    meta = (first.meta if first is not None and first.meta is not None
-            else RunMeta(schema_version=SCHEMA_VERSION))
-    if first is not None and first.host in nodes:  # rank 0's node: every rank's GPUs there
-        meta = replace(meta, gpus=nodes[first.host].gpus)
-    meta = replace(meta, schema_version=SCHEMA_VERSION, run_id=run_id, nodes=nodes,
-                   mpi=MpiMeta(size=size, timeout_s=timeout_s, ranks=tuple(ranks)))
-    all_findings = findings_frame([])
-    if findings:
-        all_findings = pd.DataFrame(findings, columns=list(all_findings.columns))
-    all_findings = pd.concat([all_findings, findings_frame(fleet_findings(frame, nodes))],
-                             ignore_index=True)
-    frame.to_csv(out / RESULTS_FILE, index=False)
-    versioned(pd.DataFrame(timings)).to_csv(out / TIMINGS_FILE, index=False)
-    if samples:
-        versioned(pd.DataFrame(samples)).to_csv(out / SAMPLES_FILE, index=False)
-    versioned(all_findings).to_csv(out / FINDINGS_FILE, index=False)
-    if timelines:
-        write_timelines(out, timelines)
-    write_system_json(out, meta)
-    result = api.RunResult(frame, meta, rows_from_frame(frame), out, False,
-                           timelines=timelines, findings=all_findings,
-                           samples=pd.DataFrame(samples), summary=build_summary(frame))
-    written = write_report_files(with_extras(out, frame, meta), result.summary, out,
-                                 parquet=options.get("file_format") == "parquet",
-                                 plots=options.get("plots", True))
-    result.files, result.notes = written.files, written.notes
-    return result

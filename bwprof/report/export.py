@@ -98,7 +98,7 @@ class RunWriter:
             self._timings_csv.writerow(
                 [row.run_id, self._rows, row.case, row.backend, row.device, row.direction,
                  _cell(row.size_bytes), _cell(row.threads), index, repr(seconds),
-                 SCHEMA_VERSION]
+                 SCHEMA_VERSION, row.host, _cell(row.rank)]
             )
         self._rows += 1
         self._flush()
@@ -121,8 +121,13 @@ class RunWriter:
 
     def add_timeline(self, timeline: dict[str, object]) -> None:
         """Rewrite timelines.json (atomically) with one more overlap timeline."""
-        self._timelines.append(timeline)
-        write_timelines(self.run_dir, self._timelines)
+        self.add_timelines([timeline])
+
+    def add_timelines(self, timelines: Sequence[dict[str, object]]) -> None:
+        """Rewrite timelines.json (atomically) with these timelines added (none: no file)."""
+        if timelines:
+            self._timelines += list(timelines)
+            write_timelines(self.run_dir, self._timelines)
 
     def _flush(self) -> None:
         self._results.flush()

@@ -168,4 +168,8 @@ TIMING_COLUMNS: tuple[str, ...] = (
     "sample",
     "seconds_per_op",
     "schema_version",
+    "host",
+    "rank",
 )
+"""Columns of timings.csv: one line per kept sample; `result_row` is the 0-based number of
+its row in results.csv (`host` and `rank` say where it ran in a fleet run)."""

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from bwprof.fleet.run import RankReport, merge
+from bwprof.fleet.merge import RankReport, merge
 from bwprof.report.frames import read_results
 from tests.report.test_export import make_row
 from tests.schema import builders
@@ -46,6 +46,10 @@ def test_merge_names_every_node_keeps_every_row_and_says_who_failed(tmp_path):
     result = merge(tmp_path, "fleet-1", received, size=4, timeout_s=60.0, options={})
     (timing,) = pd.read_csv(tmp_path / "timings.csv").itertuples()
     assert (timing.result_row, timing.device) == (6, "node2:gpu0")
+    assert (timing.host, timing.rank, timing.seconds_per_op) == ("node2", 2, 1e-4)
+    # Written through the run writer: the same columns as a single run's timings.
+    from bwprof.schema.rows import TIMING_COLUMNS
+    assert tuple(pd.read_csv(tmp_path / "timings.csv").columns) == TIMING_COLUMNS
     frame = read_results(tmp_path / "results.csv")
     assert list(frame["rank"]) == [0, 0, 1, 1, 1, 2, 2, 3]
     assert frame.loc[6, "device"] == "node2:gpu0"  # where the timing above points
@@ -127,7 +131,7 @@ def _fleet_report(rank, host, rows, **extra):
 
 # Catches: a rank whose rows failed validation is listed as ok
 def test_a_rank_with_an_invalid_row_is_listed_as_failed(tmp_path):
-    from bwprof.fleet.run import merge
+    from bwprof.fleet.merge import merge
     from tests.fleet.test_merge import _rows
     from tests.report.test_export import make_row
 
@@ -145,7 +149,7 @@ def test_a_rank_with_an_invalid_row_is_listed_as_failed(tmp_path):
 # Catches: with several ranks on a node (one GPU each), the node lists only the first
 # rank's GPU, or a later rank's host metadata replaces the first's
 def test_a_node_lists_every_ranks_gpus_and_its_first_ranks_host(tmp_path):
-    from bwprof.fleet.run import merge
+    from bwprof.fleet.merge import merge
     from tests.fleet.test_merge import _rows
 
     received = {0: _fleet_report(0, "node0", _rows("node0", 30.0, 0), gpu=0, driver="580"),
