@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,6 +22,8 @@ from bwprof._version import __version__
 from bwprof.errors import BwprofError, RunInterrupted
 
 if TYPE_CHECKING:
+    from bwprof.api import RunResult
+    from bwprof.report.terminal import LineProgress, RichProgress
     from bwprof.schema.meta import GpuMeta
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -130,9 +132,7 @@ def run_command(
     """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
     summary.csv, plots)."""
     from bwprof import api
-    from bwprof.fleet.comm import launched_by_mpi, rank_from_environment
-    from bwprof.report.runfolder import machine_line
-    from bwprof.report.terminal import LineProgress, RichProgress, print_report
+    from bwprof.fleet.comm import launched_by_mpi
 
     fleet = mpi or launched_by_mpi()
     if mpi_timeout <= 0:
@@ -140,40 +140,44 @@ def run_command(
     prefix = "simulated-" if simulate else ""
     out_dir = out or (None if fleet else api.default_run_dir(prefix + api.hostname(),
                                                               api.utc_now()))
-    # Under mpirun a rank's output is a pseudo-terminal even when mpirun's own goes to a log:
-    # a fleet run prints plain text: no colour codes, and progress as one line per job (as
-    # wherever stderr is a file or pipe).
-    terminal = False if fleet else None
-    console = Console(stderr=True, force_terminal=terminal)
-    progress: RichProgress | LineProgress | None = None
-    if not quiet:
-        progress = RichProgress(console) if console.is_terminal else LineProgress(sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     options = dict(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
         telemetry=not no_telemetry, sample_interval_ms=sample_interval,
         file_format=file_format, unique_out=out is None,
     )
-    try:
-        if fleet:
-            from bwprof.fleet.run import QuietExit, run_fleet
+    fleet_options = (dict(timeout_s=mpi_timeout, fail_rank=fail_rank, hang_rank=hang_rank)
+                     if fleet else None)
+    result = _measure(out_dir, options, fleet_options, quiet)
+    if result is not None:  # None: a fleet rank other than 0, for which rank 0 reports
+        _report_run(result, quiet, fleet)
 
-            try:
-                fleet_result = run_fleet(out=out_dir, timeout_s=mpi_timeout,
-                                         fail_rank=fail_rank, hang_rank=hang_rank,
-                                         progress=progress, **options)
-            except QuietExit:
-                raise typer.Exit(EXIT_USAGE) from None
-            except BwprofError:
-                if rank_from_environment() not in (None, 0):
-                    raise typer.Exit(EXIT_USAGE) from None  # rank 0 says it once
-                raise
-            if fleet_result is None:  # not rank 0: rank 0 reports for the whole fleet
-                return
-            result = fleet_result
-        else:
-            result = api.run(out=out_dir, progress=progress, **options)
+
+def _progress(fleet: bool, quiet: bool) -> RichProgress | LineProgress | None:
+    """A live bar on a terminal; one line per job where stderr is a file or pipe, and under
+    mpirun, whose ranks write to a pseudo-terminal even when mpirun's own output is a log (a
+    fleet run prints plain text: no colour codes)."""
+    from bwprof.report.terminal import LineProgress, RichProgress
+
+    if quiet:
+        return None
+    console = Console(stderr=True, force_terminal=False if fleet else None)
+    return RichProgress(console) if console.is_terminal else LineProgress(sys.stderr)
+
+
+def _measure(out_dir: Path | None, options: dict[str, Any],
+             fleet_options: dict[str, Any] | None, quiet: bool) -> RunResult | None:
+    """Run the measurement (one box, or this rank's share of a fleet run), turning what
+    stops it into one line and its exit code: bad input 2, an interrupt 130 after saying
+    what was kept. SIGTERM stops it as Ctrl-C does."""
+    from bwprof import api
+
+    progress = _progress(fleet_options is not None, quiet)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        if fleet_options is None:
+            return api.run(out=out_dir, progress=progress, **options)
+        return _measure_fleet_rank(out_dir, options, fleet_options, progress)
     except BwprofError as exc:
         _fail(str(exc))
     except RunInterrupted as exc:
@@ -196,6 +200,31 @@ def run_command(
         signal.signal(signal.SIGTERM, previous)
         if progress is not None:
             progress.stop()
+
+
+def _measure_fleet_rank(out_dir: Path | None, options: dict[str, Any],
+                        fleet_options: dict[str, Any],
+                        progress: RichProgress | LineProgress | None) -> RunResult | None:
+    """This rank's part of a fleet run; the merged result on rank 0, None elsewhere. Only
+    rank 0 says why a run was refused: the other ranks exit 2 quietly."""
+    from bwprof.fleet.comm import rank_from_environment
+    from bwprof.fleet.run import QuietExit, run_fleet
+
+    try:
+        return run_fleet(out=out_dir, progress=progress, **fleet_options, **options)
+    except QuietExit:
+        raise typer.Exit(EXIT_USAGE) from None
+    except BwprofError:
+        if rank_from_environment() not in (None, 0):
+            raise typer.Exit(EXIT_USAGE) from None  # rank 0 says it once
+        raise
+
+
+def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
+    """The summary and findings (unless quiet), where the run went, and exit 1 when a figure
+    failed validation or raised."""
+    from bwprof.report.runfolder import machine_line
+    from bwprof.report.terminal import print_report
 
     if not quiet:
         print_report(_stdout_console(plain=fleet), result.rows, result.summary,
