@@ -71,7 +71,7 @@ class RunResult:
     """Findings that flag a sick box (severity, device, what, why, evidence)."""
     samples: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     """Every counter sample taken during the run (empty without telemetry)."""
-    summary: pd.DataFrame | None = field(default=None, repr=False)
+    summary: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     """One row per memory path (the columns of summary.csv); see bwprof.report.summary."""
     files: list[Path] = field(default_factory=list)
     """Report files written beside the rows: summary.csv, Parquet copies, plots."""

@@ -236,7 +236,7 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
     if result.failed:
         typer.echo(
             f"error: {len(result.failed)} figure(s) failed validation or raised; "
-            f"see the status and note columns of {result.run_dir / 'results.csv'}",
+            f"see the status and note columns of results.csv in {result.run_dir}",
             err=True,
         )
         raise typer.Exit(EXIT_FAILED)
@@ -547,7 +547,7 @@ class _StderrHandler(logging.StreamHandler):
     """Writes to sys.stderr as it is at each line, not as it was when the handler was made:
     a second command in one process (tests, notebooks) must not write to a closed stream."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 

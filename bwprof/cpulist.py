@@ -25,14 +25,13 @@ def parse_cpu_list(text: str | None) -> frozenset[int] | None:
 def format_cpu_list(cpus: Iterable[int]) -> str:
     """{0, 1, 2, 3, 8} -> '0-3,8'."""
     ranges: list[str] = []
-    start = prev = None
-    for cpu in [*sorted(set(cpus)), None]:
-        if start is not None and (cpu is None or cpu != prev + 1):  # type: ignore[operator]
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if cpu is not None and start is None:
+    ordered = sorted(set(cpus))
+    start = 0
+    for position, cpu in enumerate(ordered):
+        if position == 0 or cpu != ordered[position - 1] + 1:
             start = cpu
-        prev = cpu
+        if position == len(ordered) - 1 or ordered[position + 1] != cpu + 1:
+            ranges.append(str(start) if start == cpu else f"{start}-{cpu}")
     return ",".join(ranges)
 
 

@@ -125,13 +125,15 @@ def caches(sys_cpu: Path = SYS_CPU) -> list[CacheLevel]:
     for index in sys_cpu.glob("cpu[0-9]*/cache/index[0-9]*"):
         level, kind = _read(index / "level"), _read(index / "type")
         size, shared = _read(index / "size"), _read(index / "shared_cpu_list")
-        if None in (level, kind, size, shared) or kind == "Instruction":
+        if level is None or kind is None or size is None or shared is None:
+            continue
+        if kind == "Instruction":
             continue
         try:
-            size_bytes = parse_size_suffix(size)  # type: ignore[arg-type]
+            size_bytes = parse_size_suffix(size)
         except ValueError:
             continue
-        seen.setdefault((int(level), kind), set()).add((shared, size_bytes))  # type: ignore[arg-type]
+        seen.setdefault((int(level), kind), set()).add((shared, size_bytes))
     return [
         CacheLevel(level, kind, max(size for _, size in instances), len(instances))
         for (level, kind), instances in sorted(seen.items())

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from bwprof import api
+from bwprof.coerce import integer, number
 from bwprof.report.export import RESULTS_FILE, RunWriter, write_system_json
 from bwprof.report.findings import findings_frame
 from bwprof.report.fleet import fleet_findings
@@ -110,8 +111,8 @@ class _Merged:
             self.rows.append(_error_row(run_id, rank, host, f"rank {rank} on {host} failed: "
                                                             f"{report.error}"))
         for timing in report.timings:
-            self.seconds[int(_number(timing["result_row"])) + offset].append(
-                (int(_number(timing.get("sample", 0))), _number(timing["seconds_per_op"])))
+            self.seconds[integer(timing["result_row"]) + offset].append(
+                (integer(timing.get("sample", 0)), number(timing["seconds_per_op"])))
         self.samples += [{**s, "rank": rank, "host": host,
                           "device": prefixed(s.get("device"), host)} for s in report.samples]
         self.findings += [{**f, "device": prefixed(f.get("device"), host)}
@@ -132,8 +133,6 @@ class _Merged:
         self.ranks.append(RankMeta(rank=rank, status="missing"))
 
 
-def _number(value: object) -> float:
-    return float(value)  # type: ignore[arg-type]  # a CSV cell: text or a number
 
 
 def _metadata(received: Mapping[int, RankReport], merged: _Merged, run_id: str, size: int,

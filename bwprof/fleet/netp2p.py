@@ -67,6 +67,12 @@ def cuda_aware_mpi(library_version: str) -> tuple[bool, str]:
     return False, "could not tell whether this MPI library is CUDA-aware"
 
 
+def _ranks(job: Job) -> tuple[int, int]:
+    """The sending and receiving rank of a net_p2p job (every job of the case has them)."""
+    assert job.ranks is not None, f"{job.case} job without its ranks"
+    return job.ranks
+
+
 class NetP2PExecutor(Executor):
     """Runs net_p2p jobs; a collective case, so the runner runs it before every other."""
 
@@ -111,7 +117,7 @@ class NetP2PExecutor(Executor):
     def _gpu_reason(self, job: Job) -> str | None:
         if not self.cuda_aware:
             return f"GPU buffers: the MPI library is not CUDA-aware ({self.cuda_reason})"
-        sender, receiver = job.ranks  # type: ignore[misc]
+        sender, receiver = _ranks(job)
         without = [r for r in (sender, receiver) if not self.gpu_counts[r]]
         if without:
             return f"GPU buffers: rank(s) {', '.join(map(str, without))} have no GPU"
@@ -162,7 +168,7 @@ class NetP2PExecutor(Executor):
         either end makes the job `skipped` on the sender (the receiver returns None: it
         makes no row); any other failure is raised, after the peer has been told, on the
         end where it happened and named in the sender's error row."""
-        sender, receiver = job.ranks  # type: ignore[misc]
+        sender, receiver = _ranks(job)
         peer = receiver if self.fleet.rank == sender else sender
         mine: tuple[str, str] | None = None  # (kind, reason) of this end's failure
         error: Exception | None = None
@@ -204,18 +210,24 @@ class NetP2PExecutor(Executor):
         if isinstance(buffer, np.ndarray):
             fill_pattern(buffer, buffer.size)
         else:
-            upload_pattern(self.gpu[0], buffer, buffer.nbytes)  # type: ignore[index]
+            upload_pattern(self._gpu_backend(), buffer, buffer.nbytes)
 
     def _clear(self, buffer: Any) -> None:
         if isinstance(buffer, np.ndarray):
             buffer[:] = 0
         else:
-            self.gpu[0].zero(buffer, buffer.nbytes)  # type: ignore[index]
+            self._gpu_backend().zero(buffer, buffer.nbytes)
 
     def _mismatches(self, buffer: Any) -> int:
         if isinstance(buffer, np.ndarray):
             return host_mismatches(buffer, buffer.size)
-        return device_mismatches(self.pool, buffer, buffer.nbytes)  # type: ignore[arg-type]
+        assert self.pool is not None, "a device buffer without this rank's GPU"
+        return device_mismatches(self.pool, buffer, buffer.nbytes)
+
+    def _gpu_backend(self) -> GpuBackend:
+        """The backend of this rank's GPU: only GPU-buffer jobs, which need one, ask."""
+        assert self.gpu is not None, "a device buffer without this rank's GPU"
+        return self.gpu[0]
 
     def _send(self, receiver: int, buffers: list[Any], job: Job, repeats: int,
               tag: int) -> tuple[list[float], int]:

@@ -115,7 +115,8 @@ def _records(path: Path) -> list[dict[str, object]]:
     if not path.is_file():
         return []
     try:
-        return pd.read_csv(path).to_dict("records")
+        return [{str(k): v for k, v in record.items()}
+                for record in pd.read_csv(path).to_dict("records")]
     except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
         return []
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bwprof.coerce import optional_number
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
 from bwprof.gpu.backend import DeviceProperties, GpuBackend
 from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
@@ -124,13 +125,13 @@ def describe(
             value = meta.get(key)
             return fallback.get(key) if value is None else value
 
-        hbm = meta.get("peak_hbm_gbps") or hbm_peak_gbps(
+        hbm = optional_number(meta.get("peak_hbm_gbps")) or hbm_peak_gbps(
             props.memory_clock_khz / 1000 if props.memory_clock_khz else None,
             props.memory_bus_width_bits,
         )
-        pcie = meta.get("peak_pcie_gbps") or pcie_peak_gbps(
-            pick("pcie_gen_max"), pick("pcie_width_max")  # type: ignore[arg-type]
-        )
+        gen, width = pick("pcie_gen_max"), pick("pcie_width_max")
+        pcie = optional_number(meta.get("peak_pcie_gbps")) or pcie_peak_gbps(
+            gen if isinstance(gen, int) else None, width if isinstance(width, int) else None)
         if meta.get("c2c_enabled"):  # host copies go over NVLink-C2C, not PCIe
             pcie = None
         node = pick("numa_node")
@@ -139,9 +140,10 @@ def describe(
             properties=props,
             metadata=meta,
             numa_node=node if isinstance(node, int) else None,
-            cpus=parse_cpu_list(pick("cpu_affinity")),  # type: ignore[arg-type]
-            peak_hbm_gbps=hbm,  # type: ignore[arg-type]
-            peak_pcie_gbps=pcie,  # type: ignore[arg-type]
-            peak_nvlink_gbps=meta.get("peak_nvlink_gbps"),  # type: ignore[arg-type]
+            cpus=parse_cpu_list(affinity) if isinstance(affinity := pick("cpu_affinity"), str)
+            else None,
+            peak_hbm_gbps=hbm,
+            peak_pcie_gbps=pcie,
+            peak_nvlink_gbps=optional_number(meta.get("peak_nvlink_gbps")),
         ))
     return devices

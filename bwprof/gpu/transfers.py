@@ -205,7 +205,7 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     rows.append(_row(
         case, None, "all", " + ".join(names), size, slowest,
         size * len(devices), sampled, streams=len(devices),
-        peak=sum(peaks) if all(peaks) else None,  # type: ignore[arg-type]
+        peak=sum(p for p in peaks if p) if all(peaks) else None,
         valid=not any(problems),
         note=_join(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
     ))

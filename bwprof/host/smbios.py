@@ -173,9 +173,9 @@ def ddr_peak(devices: list[MemoryDevice]) -> tuple[float | None, str]:
     if len(set(keys)) < len(keys):
         return None, (f"{len(keys)} memory modules but only {len(set(keys))} distinct slot "
                       "names: modules may share channels, so the channel count is unknown")
-    speeds = [d.configured_speed_mts or d.speed_mts for d in populated]
-    widths = [d.data_width_bits for d in populated]
-    peak = ddr_peak_gbps(speeds, widths)  # type: ignore[arg-type]
+    speeds = [d.configured_speed_mts or d.speed_mts or 0 for d in populated]
+    widths = [d.data_width_bits or 0 for d in populated]  # both known: checked above
+    peak = ddr_peak_gbps(speeds, widths)
     kinds = ", ".join(sorted({f"{d.memory_type or 'memory'} at "
                               f"{d.configured_speed_mts or d.speed_mts} MT/s x "
                               f"{d.data_width_bits} bit" for d in populated}))

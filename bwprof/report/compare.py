@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bwprof.coerce import integer, number, optional_integer, optional_number
 from bwprof.errors import BwprofError
-from bwprof.report.formats import is_missing
+from bwprof.report.formats import cell_float, cell_int, is_missing
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.summary import build_summary
 from bwprof.schema.meta import RunMeta
@@ -101,12 +102,7 @@ def parse_fail_below(text: str) -> float:
     return value
 
 
-def _num(value: object) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
-
-
-def _int(value: object) -> int | None:
-    return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
+_num, _int = cell_float, cell_int
 
 
 def _higher(value: object) -> bool:
@@ -330,13 +326,13 @@ def by_model(figures: list[dict[str, object]]) -> list[dict[str, object]]:
         groups.setdefault(_key(collapsed), []).append(figure)
     out = []
     for members in groups.values():
-        values = [m["value"] for m in members]
-        cvs = [m["cv"] for m in members if m["cv"] is not None]
-        repeats = [m["repeats"] for m in members if m["repeats"] is not None]
+        values = [number(m["value"]) for m in members]
+        cvs = [number(m["cv"]) for m in members if m["cv"] is not None]
+        repeats = [integer(m["repeats"]) for m in members if m["repeats"] is not None]
         out.append({**members[0], "device": f"median of {members[0]['device_name']}",
-                    "value": statistics.median(values),  # type: ignore[type-var]
-                    "cv": statistics.median(cvs) if cvs else None,  # type: ignore[type-var]
-                    "repeats": min(repeats) if repeats else None,  # type: ignore[type-var]
+                    "value": statistics.median(values),
+                    "cv": statistics.median(cvs) if cvs else None,
+                    "repeats": min(repeats) if repeats else None,
                     "status": "ok" if all(m["status"] == "ok" for m in members)
                     else "invalid"})
     return out
@@ -376,9 +372,10 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                 schema_version=SCHEMA_VERSION,
             )
             if index and base and mine and base["value"]:
-                change = 100 * (mine["value"] / base["value"] - 1)  # type: ignore[operator]
-                noise = noise_pct(base["cv"], base["repeats"], mine["cv"],  # type: ignore[arg-type]
-                                  mine["repeats"])  # type: ignore[arg-type]
+                change = 100 * (number(mine["value"]) / number(base["value"]) - 1)
+                noise = noise_pct(optional_number(base["cv"]),
+                                  optional_integer(base["repeats"]),
+                                  optional_number(mine["cv"]), optional_integer(mine["repeats"]))
                 record.update(change_pct=change, noise_pct=noise,
                               beyond_noise=None if noise is None else abs(change) > noise,
                               regressed_pct=-change if base["higher_is_better"] else change)

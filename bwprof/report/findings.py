@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from bwprof.peaks import FINDING_ABOVE_PEAK
-from bwprof.report.formats import lower_is_better_row
+from bwprof.report.formats import cell_float, lower_is_better_row
 from bwprof.report.summary import is_numa_device, node_of
 from bwprof.schema.flags import CACHE_RESIDENT, split_flags
 from bwprof.schema.meta import RunMeta
@@ -61,7 +61,8 @@ def _column(rows: pd.DataFrame, name: str) -> pd.Series:
 
 def _known(value: object) -> str:
     """A link generation or width for evidence text: '?' where no sample gave one."""
-    return "?" if value is None or pd.isna(value) else f"{value:.0f}"
+    number = cell_float(value)
+    return "?" if number is None else f"{number:.0f}"
 
 
 def pcie_below_max(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:

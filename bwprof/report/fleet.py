@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from bwprof.report.findings import Finding
+from bwprof.report.formats import row_at
 from bwprof.report.summary import is_numa_device, node_of
 from bwprof.schema.meta import NodeMeta
 
@@ -28,7 +29,7 @@ def _headline(results: pd.DataFrame) -> pd.DataFrame:
     chosen = []
     for (_case, _device), group in rows.groupby(["case", "device"], sort=False):
         largest = group[group["size_bytes"] == group["size_bytes"].max()]
-        chosen.append(largest.loc[largest["gbps_best"].idxmax()])
+        chosen.append(row_at(largest, largest["gbps_best"].idxmax()))
     return pd.DataFrame(chosen)
 
 

@@ -7,7 +7,9 @@ whatever its format.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -38,9 +40,24 @@ def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
 def is_missing(value: object) -> bool:
     """True for None, NaN and pd.NA (a cell with no value), never raising on other types."""
     try:
-        return value is None or bool(pd.isna(value))
+        return value is None or bool(pd.isna(cast(Any, value)))
     except (TypeError, ValueError):
         return False
+
+
+def cell_float(value: object) -> float | None:
+    """A table cell as a float, None where it holds no value."""
+    return None if is_missing(value) else float(cast(Any, value))
+
+
+def cell_int(value: object) -> int | None:
+    """A table cell as an int, None where it holds no value."""
+    return None if is_missing(value) else int(cast(Any, value))
+
+
+def row_at(rows: pd.DataFrame, label: object) -> pd.Series:
+    """The row of a frame at an index label (idxmin/idxmax give one)."""
+    return rows.loc[cast(Any, label)]
 
 
 def plain(value: object) -> object:
@@ -60,11 +77,12 @@ def plain(value: object) -> object:
 
 def json_records(frame: pd.DataFrame) -> list[dict[str, object]]:
     """Rows of a table as JSON-ready dicts, missing cells as null."""
-    return [plain(record) for record in frame.to_dict("records")]  # type: ignore[misc]
+    return [{str(key): plain(value) for key, value in record.items()}
+            for record in frame.to_dict("records")]
 
 
-def lower_is_better_row(row: object) -> bool:
+def lower_is_better_row(row: pd.Series | Mapping[str, object]) -> bool:
     """Whether a results or summary row's figure is better lower (a latency); a row that
     does not say (a path with no figure) counts as higher is better."""
-    value = row["higher_is_better"]  # type: ignore[index]
+    value = row["higher_is_better"]
     return not is_missing(value) and not bool(value)

@@ -6,11 +6,13 @@ import io
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.formats import is_missing
 from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
 from bwprof.schema.rows import (
@@ -43,11 +45,12 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     if "throttle_reasons" in frame.columns:
         frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
             str)
-    for columns, dtype in ((_INTEGER_COLUMNS + _OPTIONAL_INTEGER_COLUMNS + ("bytes_per_rep",),
-                            "Int64"), (_FLOAT_COLUMNS, "float64")):
-        for column in columns:
-            if column in frame.columns:
-                frame[column] = _numeric(frame[column], column, dtype)
+    for column in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS, "bytes_per_rep"):
+        if column in frame.columns:
+            frame[column] = _numeric(frame[column], column, "Int64")
+    for column in _FLOAT_COLUMNS:
+        if column in frame.columns:
+            frame[column] = _numeric(frame[column], column, "float64")
     for column in _TEXT_COLUMNS:
         if column in frame.columns:
             frame[column] = frame[column].astype("string").fillna("").astype(str)
@@ -71,7 +74,7 @@ def _boolean(values: pd.Series) -> pd.Series:
     return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
 
 
-def _numeric(values: pd.Series, column: str, dtype: str) -> pd.Series:
+def _numeric(values: pd.Series, column: str, dtype: Literal["Int64", "float64"]) -> pd.Series:
     """The column as numbers of `dtype`; a value that is not one (text, 1.5 in an integer
     column, an overflow) is a _Malformed error naming the column."""
     try:
@@ -259,8 +262,8 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     telemetry = [c for c in TELEMETRY_COLUMNS if c in frame.columns]
     optional = [c for c in _OPTIONAL_INTEGER_COLUMNS if c in frame.columns]
     for record in frame[[*RESULT_COLUMNS, *optional, *telemetry]].to_dict("records"):
-        values = {k: (None if v is None or (not isinstance(v, str) and pd.isna(v)) else v)
-                  for k, v in record.items()}
+        values: dict[str, Any] = {str(k): (None if not isinstance(v, str) and is_missing(v)
+                                           else v) for k, v in record.items()}
         values["counters"] = {c: values.pop(c) for c in telemetry}
         for key in optional:
             values[key] = None if values[key] is None else int(values[key])

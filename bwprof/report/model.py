@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.formats import cell_float, row_at
 from bwprof.report.summary import is_numa_device
 from bwprof.schema.meta import RunMeta
 
@@ -104,8 +105,7 @@ def _seconds(nbytes: float, gbps: float | None) -> float | None:
     return nbytes / (gbps * 1e9) if gbps else None
 
 
-def _num(value: object) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+_num = cell_float
 
 
 def _timing(what: str, row: pd.Series | None, nbytes: float) -> Timing | None:
@@ -121,7 +121,7 @@ def _slowest(summary: pd.DataFrame, case: str, device_all: bool = False) -> pd.S
                    & ~summary["device"].map(is_numa_device)]  # a host is all its NUMA nodes
     every_gpu = rows["device"].astype(str).str.fullmatch(r"(.+:)?all")  # a fleet's 'node7:all'
     rows = rows[every_gpu] if device_all else rows[~every_gpu]
-    return None if rows.empty else rows.loc[rows["gbps"].idxmin()]
+    return None if rows.empty else row_at(rows, rows["gbps"].idxmin())
 
 
 def _why_none(summary: pd.DataFrame, case: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
 from bwprof.report.timeline import read_timelines, write_timeline_plots
@@ -147,9 +148,9 @@ def summary_figure(summary: pd.DataFrame, meta: RunMeta):
     if rows.empty:
         return None
     labels = [
-        f"{PATH_LABELS[r.path]}  {r.case} {r.device}" + (" (simulated)"
-                                                         if r.backend == "simulated" else "")
-        for r in rows.itertuples()
+        f"{PATH_LABELS[str(r['path'])]}  {r['case']} {r['device']}"
+        + (" (simulated)" if r["backend"] == "simulated" else "")
+        for _, r in rows.iterrows()
     ]
     figure = _figure(10, 1.2 + 0.42 * len(rows))
     axis = figure.subplots()
@@ -164,11 +165,12 @@ def summary_figure(summary: pd.DataFrame, meta: RunMeta):
     if peaks.notna().any():
         axis.barh(positions, peaks.fillna(0), fill=False, edgecolor="black", linewidth=0.8)
         handles.append(Patch(fill=False, edgecolor="black", label="theoretical peak"))
-    for position, row in zip(positions, rows.itertuples(), strict=True):
-        text = f"{row.gbps:.1f} GB/s"
-        if not pd.isna(row.pct_of_peak):
-            text += f" ({row.pct_of_peak:.0f}% of peak)"
-        end = row.gbps if pd.isna(row.peak_gbps) else max(row.gbps, row.peak_gbps)
+    for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
+        gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
+        text = f"{gbps:.1f} GB/s"
+        if pct is not None:
+            text += f" ({pct:.0f}% of peak)"
+        end = max(gbps or 0.0, peak or 0.0)
         axis.annotate(text, (end, position), xytext=(3, 0), textcoords="offset points",
                       va="center", fontsize=7)  # right of the bar and its peak box
     axis.set_yticks(positions, labels, fontsize=8)

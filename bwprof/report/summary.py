@@ -24,7 +24,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from bwprof.report.formats import plain
+from bwprof.coerce import number
+from bwprof.report.formats import cell_float, plain, row_at
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import SCHEMA_VERSION
@@ -66,8 +67,8 @@ SLOWEST_PAIR = "slowest pair"
 
 
 def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]:
-    value = plain(row["value_best"])
-    peak = plain(row["peak_value"])
+    value = cell_float(row["value_best"])
+    peak = cell_float(row["peak_value"])
     higher = plain(row["higher_is_better"])
     values: dict[str, object] = {
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
@@ -79,7 +80,7 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
         "value_median": plain(row["value_median"]), "gbps": plain(row["gbps_best"]),
         "gbps_median": plain(row["gbps_median"]), "cv": plain(row["cv"]),
         "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
-        "pct_of_peak": (100.0 * value / peak  # type: ignore[operator]
+        "pct_of_peak": (100.0 * value / peak
                         if value is not None and peak and higher else None),
         "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
         "status": row["status"], "flags": row["flags"], "note": "",
@@ -133,7 +134,7 @@ def _largest_per_device(rows: pd.DataFrame) -> list[pd.Series]:
     chosen = []
     for device in dict.fromkeys(rows["device"]):
         mine = rows[rows["device"] == device]
-        chosen.append(mine.loc[mine["size_bytes"].fillna(0).astype("int64").idxmax()])
+        chosen.append(row_at(mine, mine["size_bytes"].fillna(0).astype("int64").idxmax()))
     return chosen
 
 
@@ -163,14 +164,14 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
         # a smaller array is partly served by the cache and reads several times faster.
         mine = everything[~_cache_resident(everything)]
         if mine.empty:
-            largest = everything.loc[everything["size_bytes"].fillna(0).idxmax()]
+            largest = row_at(everything, everything["size_bytes"].fillna(0).idxmax())
             out.append(_without_figure(_figure_row(
                 "ddr", largest, status="in cache",
                 note="every ddr_triad row's arrays are under 4x the last-level cache: cache "
                      "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
                      "had to shrink them)")))
             continue
-        best = mine.loc[_best_index(mine)]
+        best = row_at(mine, _best_index(mine))
         notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
         if len(mine) < len(everything):
             notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
@@ -244,7 +245,7 @@ def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
     at_largest = p2p_matrix_rows(results)
     if at_largest.empty:
         return []
-    slowest = at_largest.loc[at_largest["value_best"].idxmin()]
+    slowest = row_at(at_largest, at_largest["value_best"].idxmin())
     note = f"{slowest['device']} is the slowest of {len(at_largest)} ordered pair(s)"
     return [_figure_row("p2p", slowest, device=SLOWEST_PAIR, note=note)]
 
@@ -266,17 +267,18 @@ def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
 
 def _add_ratios(rows: list[dict[str, object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
-    ddr = {node_of(r["device"]): r["gbps"] for r in rows
+    ddr = {node_of(r["device"]): number(r["gbps"]) for r in rows
            if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
-    h2d = {r["device"]: r["gbps"] for r in rows if r["case"] == "h2d_pinned" and r["gbps"]
+    h2d = {r["device"]: number(r["gbps"]) for r in rows
+           if r["case"] == "h2d_pinned" and r["gbps"]
            and not _has_flag(r, f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
+            hbm = number(row["gbps"])
             node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
-            row["hbm_over_ddr"] = (row["gbps"] / node_ddr  # type: ignore[operator]
-                                   if node_ddr else None)
+            row["hbm_over_ddr"] = hbm / node_ddr if node_ddr else None
             pcie = h2d.get(row["device"])
-            row["hbm_over_pcie"] = row["gbps"] / pcie if pcie else None  # type: ignore[operator]
+            row["hbm_over_pcie"] = hbm / pcie if pcie else None
 
 
 def build_summary(results: pd.DataFrame) -> pd.DataFrame:

@@ -8,13 +8,20 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console, JustifyMethod
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
 from bwprof.measurement import Job
-from bwprof.report.formats import is_missing, lower_is_better_row
+from bwprof.report.formats import cell_float, cell_int, is_missing, lower_is_better_row
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
@@ -38,17 +45,19 @@ class RichProgress:
             console=console,
             transient=True,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def start(self, total: int) -> None:
         self._progress.start()
         self._task = self._progress.add_task("starting", total=total)
 
     def job_started(self, job: Job) -> None:
-        self._progress.update(self._task, description=job.label())
+        if self._task is not None:
+            self._progress.update(self._task, description=job.label())
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
-        self._progress.advance(self._task)
+        if self._task is not None:
+            self._progress.advance(self._task)
 
     def stop(self) -> None:
         if self._task is not None:
@@ -114,10 +123,12 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
     """Headline rows (see `headline_rows`), one line each, in run order."""
     title = "bwprof results (GB/s = 1e9 bytes/s)"
     table = Table(title=title, title_justify="left", min_width=len(title))
-    for column, justify in (("case", "left"), ("size", "right"), ("on", "left"),
-                            ("best", "right"), ("median", "right"), ("unit", "left"),
-                            ("CV", "right"), ("% peak", "right"), ("status", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("case", "left"), ("size", "right"), ("on", "left"), ("best", "right"),
+        ("median", "right"), ("unit", "left"), ("CV", "right"), ("% peak", "right"),
+        ("status", "left"))
+    for column, justify in columns:
+        table.add_column(column, justify=justify)
     for row in headline_rows(rows):
         table.add_row(
             row.case,
@@ -184,15 +195,17 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
         )
     pipelines = [r for r in measured if r.phase == "pipeline" and r.gbps_median]
     for device in dict.fromkeys(r.device for r in pipelines):
-        best = max((r for r in pipelines if r.device == device), key=lambda r: r.gbps_median)
+        best = max((r for r in pipelines if r.device == device),
+                   key=lambda r: r.gbps_median or 0.0)
+        best_gbps = best.gbps_median or 0.0
         copy = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase,
                                              r.direction) == (best.case, device,
                                                               best.size_bytes, "alone", "h2d")),
                     None)
-        versus = (f", {best.gbps_median / copy.gbps_median:.2f}x the H2D copy alone"
+        versus = (f", {best_gbps / copy.gbps_median:.2f}x the H2D copy alone"
                   if copy is not None and copy.gbps_median else "")
         lines.append(f"pipeline_chunked {device}: best {best.streams} stream(s) x "
-                     f"{_size(best)} chunks, {best.gbps_median:.2f} GB/s in + out{versus}")
+                     f"{_size(best)} chunks, {best_gbps:.2f} GB/s in + out{versus}")
     return lines
 
 
@@ -263,7 +276,7 @@ def figure_cell(value: object, backend: object, unit: str = "GB/s") -> str:
         return ""
     if backend == "simulated":
         return "simulated"
-    number = float(value)  # type: ignore[arg-type]
+    number = cell_float(value) or 0.0  # not missing: checked above
     if unit == EFFICIENCY.unit:
         return f"{100 * number:.0f}% overlap"
     return f"{_gbps(number)} {unit}"
@@ -277,7 +290,8 @@ def _on(row: pd.Series) -> str:
 
 
 def _size_cell(value: object) -> str:
-    return "" if is_missing(value) else format_bytes(int(value))  # type: ignore[arg-type]
+    size = cell_int(value)
+    return "" if size is None else format_bytes(size)
 
 
 def path_table(summary: pd.DataFrame, title: str = "") -> Table:
@@ -328,7 +342,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
             peak += f" ({row['pct_of_peak']:.0f}%)"
         cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
               else 100 * float(row["cv"]))
-        cells = {
+        cells: dict[str, str | Text] = {
             "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
                                if p),
             "size": _size_cell(row["size_bytes"]),
@@ -400,7 +414,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
         "simulated": simulated_lines(rows),
         "not_run": not_run_lines(rows),
         "failed": failure_lines(rows),
-        "telemetry": [telemetry] if show_telemetry else [],
+        "telemetry": [telemetry] if telemetry and show_telemetry else [],
         "findings": [f"finding {line}" for line in finding_lines(findings)],
     }
 

@@ -104,7 +104,7 @@ class ResultRow:
         text = {"device": "", "device_name": "", "memory": "", "direction": "",
                 "byte_convention": ""}
         return cls(run_id=run_id, host=host, case=case, backend=backend, status=status,
-                   note=note, **{**empty, **text, **values})  # type: ignore[arg-type]
+                   note=note, **{**empty, **text, **values})  # type: ignore[arg-type]  # by field name
 
     @property
     def bytes_per_rep(self) -> int | None:

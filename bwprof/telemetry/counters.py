@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bwprof.coerce import optional_number
 from bwprof.telemetry.nvml import Nvml
 
 log = logging.getLogger("bwprof.nvml")
@@ -133,8 +134,7 @@ class CounterReader:
         turns GPM's DRAM utilisation into a bandwidth in `bwprof monitor`."""
         peaks = {gpu.label: self.nvml.device_metadata(gpu.handle)["peak_hbm_gbps"]
                  for gpu in self._gpus}
-        return {label: None if peak is None else float(peak)  # type: ignore[arg-type]
-                for label, peak in peaks.items()}
+        return {label: optional_number(peak) for label, peak in peaks.items()}
 
     def gpm_devices(self) -> list[str]:
         """GPUs whose counters include GPM (DRAM bandwidth, PCIe and NVLink rates)."""

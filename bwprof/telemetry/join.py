@@ -21,6 +21,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 
+from bwprof.coerce import integer, number
 from bwprof.peaks import pcie_peak_gbps
 from bwprof.telemetry.counters import BENIGN_REASONS, throttle_names
 
@@ -91,14 +92,14 @@ def source_device(device: str) -> str:
 
 def _number(sample: dict[str, object], name: str) -> float | None:
     value = sample.get(name)
-    return None if value is None else float(value)  # type: ignore[arg-type]
+    return None if value is None else number(value)
 
 
 def _pcie_busy(sample: dict[str, object]) -> bool:
     rates = [_number(sample, name) for name in ("pcie_tx_mibps", "pcie_rx_mibps",
                                                 "gpm_pcie_tx_mibps", "gpm_pcie_rx_mibps")]
     gen, width = sample.get("pcie_gen"), sample.get("pcie_width")
-    link_gbps = pcie_peak_gbps(int(gen), int(width)) if gen and width else None  # type: ignore[call-overload]
+    link_gbps = pcie_peak_gbps(integer(gen), integer(width)) if gen and width else None
     threshold = PCIE_BUSY_MIBPS if link_gbps is None else min(
         PCIE_BUSY_MIBPS, PCIE_BUSY_SHARE * link_gbps * 1e9 / MIB)
     return any(rate is not None and rate >= threshold for rate in rates)
@@ -108,7 +109,7 @@ def _gpm_inside(sample: dict[str, object], start: float) -> bool:
     """Whether the GPM value's interval, moved back by GPM_LAG_S, lies after `start`."""
     interval = _number(sample, "gpm_interval_s")
     return (interval is not None
-            and float(sample["t_s"]) - interval >= start + GPM_LAG_S)  # type: ignore[arg-type]
+            and number(sample["t_s"]) - interval >= start + GPM_LAG_S)
 
 
 def _in_window(samples: Sequence[dict[str, object]], device: str,
@@ -118,7 +119,7 @@ def _in_window(samples: Sequence[dict[str, object]], device: str,
     interval lies wholly inside it, allowing for GPM_LAG_S."""
     start, end = window
     chosen = [s for s in samples if s.get("device") == device
-              and start <= float(s["t_s"]) <= end]  # type: ignore[arg-type]
+              and start <= number(s["t_s"]) <= end]
     return chosen, [s for s in chosen if _gpm_inside(s, start)]
 
 
@@ -134,17 +135,17 @@ def _statistics(chosen: list[dict[str, object]],
     busy = [s for s in chosen if _pcie_busy(s)]
     for column, name, stat in _SPEC:
         source = gpm if name in GPM_FIELDS else busy if name in LINK_FIELDS else chosen
-        values = [float(s[name]) for s in source if s.get(name) is not None]  # type: ignore[arg-type]
+        values = [number(s[name]) for s in source if s.get(name) is not None]
         out[column] = _STATS[stat](values) if values else None
     mask = 0
     for s in chosen:
-        mask |= int(s.get("throttle_reasons") or 0)  # type: ignore[call-overload]
+        mask |= integer(s.get("throttle_reasons") or 0)
     out["throttle_reasons"] = throttle_names(mask & ~BENIGN_REASONS)
     return out
 
 
 def _mibps_to_gbps(value: object) -> float | None:
-    return None if value is None else float(value) * MIB / 1e9  # type: ignore[arg-type]
+    return None if value is None else number(value) * MIB / 1e9
 
 
 def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
@@ -161,7 +162,7 @@ def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
 
     if direction == "within" and memory == "hbm":
         util = counters.get("dram_bw_util_pct_mean")
-        return None if util is None or not peak_gbps else float(util) / 100 * peak_gbps  # type: ignore[arg-type]
+        return None if util is None or not peak_gbps else number(util) / 100 * peak_gbps
     if direction == "h2d":
         return prefer("gpm_pcie_rx_mibps_mean", "pcie_rx_mibps_mean")
     if direction == "d2h":
@@ -172,7 +173,7 @@ def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
         return None if rx is None or tx is None else rx + tx
     if direction == "p2p":  # over NVLink or, without it, over PCIe: the sender's bytes out
         sent = [counters.get(name) for name in ("nvlink_tx_mibps_mean", "gpm_pcie_tx_mibps_mean")]
-        known = [float(value) for value in sent if value is not None]  # type: ignore[arg-type]
+        known = [number(value) for value in sent if value is not None]
         return _mibps_to_gbps(sum(known)) if known else None
     return None
 
@@ -194,7 +195,7 @@ def _gpm_medians(gpm: list[dict[str, object]]) -> dict[str, float]:
     mean to 0.80 of the bytes moved; the median stays on the steady level."""
     out = {}
     for name in GPM_FIELDS:
-        values = [float(s[name]) for s in gpm if s.get(name) is not None]  # type: ignore[arg-type]
+        values = [number(s[name]) for s in gpm if s.get(name) is not None]
         if values:
             out[f"{name}_mean"] = statistics.median(values)
     return out
@@ -218,7 +219,7 @@ def join_every_gpu(samples: Sequence[dict[str, object]], *, devices: Sequence[st
     derived = sum(numbers) if figures and len(numbers) == len(figures) else None
     checked = bool(parts) and all(part["counter_ratio"] is not None for part in parts)
     return {
-        "telemetry_samples": sum(int(part["telemetry_samples"]) for part in parts),  # type: ignore[call-overload]
+        "telemetry_samples": sum(integer(part["telemetry_samples"]) for part in parts),
         "window_gbps": window_gbps, "counter_gbps": derived,
         "counter_ratio": derived / window_gbps if checked and derived and window_gbps else None,
     }

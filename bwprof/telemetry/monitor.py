@@ -14,6 +14,7 @@ from typing import IO
 
 from rich.table import Table
 
+from bwprof.coerce import number
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.telemetry.counters import CounterReader
 from bwprof.telemetry.sampler import Sampler
@@ -43,7 +44,7 @@ def _value(sample: dict[str, object], key: str, hbm_peak_gbps: float | None) -> 
     if key == "dram_gbps":
         util = sample.get("dram_bw_util_pct")
         return (None if util is None or not hbm_peak_gbps
-                else float(util) / 100 * hbm_peak_gbps)  # type: ignore[arg-type]
+                else number(util) / 100 * hbm_peak_gbps)
     if key in ("pcie_rx_mibps", "pcie_tx_mibps") and sample.get(f"gpm_{key}") is not None:
         return sample[f"gpm_{key}"]
     return sample.get(key)

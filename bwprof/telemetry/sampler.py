@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from bwprof.coerce import number
+
 TAGS_KEPT = 16
 """Tag changes remembered: more than a read (tens of ms) ever spans between short jobs."""
 MAX_ERRORS_KEPT = 20
@@ -92,7 +94,7 @@ class Sampler:
         for reading in readings:
             fields = dict(reading)
             read_s = fields.pop("read_s", None)
-            own_t = t_s if read_s is None else float(read_s) - self.origin  # type: ignore[arg-type]
+            own_t = t_s if read_s is None else number(read_s) - self.origin
             tag = next((tag for since, tag in reversed(tags) if since <= own_t), tags[0][1])
             batch.append({"t_s": own_t, **tag, **fields})
         if self.keep:
