@@ -35,16 +35,51 @@ def _mpi_or_skip() -> None:
         pytest.skip(message)
 
 
-def _mpirun(out, *extra, cases="ddr_triad,net_p2p", quiet=True):
+def _start_mpirun(out, *extra, cases="ddr_triad,net_p2p", quiet=True) -> subprocess.Popen:
     env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-    return subprocess.run(
+    return subprocess.Popen(
         ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
          "--cases", cases, "--preset", "quick", "--size", "4MiB",
          "--repeats", "3", *(["--quiet"] if quiet else []), "--no-plots", "--mpi-timeout", "120",
          "--out", str(out), *extra],
-        capture_output=True, text=True, env=env, timeout=300,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
+
+
+def _finish(job: subprocess.Popen, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = job.communicate(timeout=timeout_s)
+    finally:
+        if job.poll() is None:  # timed out (or interrupted): take the ranks down with it
+            job.kill()
+            job.communicate()
+    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+
+
+def _mpirun(out, *extra, **options) -> subprocess.CompletedProcess:
+    return _finish(_start_mpirun(out, *extra, **options))
+
+
+@pytest.fixture(scope="module")
+def hung_jobs(tmp_path_factory) -> dict[int, tuple]:
+    """The hang tests' two jobs, {hung rank: (folder, finished job)}, run at the same time:
+    each spends most of its time idle, waiting out the 5 s timeout, so the waits overlap
+    (one after the other they took 17 s). Before a rank goes silent no rank waited more
+    than 1 s for a peer, even beside four busy loops on this machine's two cores: 5 s is
+    far from a false alarm with both jobs at once."""
+    _mpi_or_skip()
+    outs = {rank: tmp_path_factory.mktemp(f"hang-rank-{rank}") / "fleet" for rank in (1, 0)}
+    jobs = {}
+    try:
+        for rank, out in outs.items():
+            jobs[rank] = _start_mpirun(out, "--hang-rank", str(rank), "--mpi-timeout", "5")
+        return {rank: (outs[rank], _finish(job)) for rank, job in jobs.items()}
+    finally:
+        for job in jobs.values():
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
 
 
 def test_two_ranks_one_merged_folder(tmp_path):
@@ -95,12 +130,10 @@ def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
     assert (ok["backend"] == "simulated").all()
 
 
-def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(tmp_path):
+def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(hung_jobs):
     """Rank 1 hangs at its first job (silent: no heartbeat, no result): rank 0 waits out the
     timeout, writes the merged folder with an error row for rank 1, and ends the job."""
-    _mpi_or_skip()
-    out = tmp_path / "fleet"
-    done = _mpirun(out, "--hang-rank", "1", "--mpi-timeout", "5")
+    out, done = hung_jobs[1]
     assert done.returncode != 0
     assert "rank(s) 1 did not report within 5 s" in done.stderr
     results = pd.read_csv(out / "results.csv")
@@ -112,13 +145,11 @@ def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(tmp_path):
     assert [r["status"] for r in ranks] == ["ok", "missing"]
 
 
-def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(tmp_path):
+def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     """Rank 0 hangs after net_p2p: rank 1, waiting for its go-ahead, hears nothing for the
     timeout, says so in one line and ends the job; its own rows stay in its folder (net_p2p
     rows are the sender's, rank 0's)."""
-    _mpi_or_skip()
-    out = tmp_path / "fleet"
-    done = _mpirun(out, "--hang-rank", "0", "--mpi-timeout", "5")
+    out, done = hung_jobs[0]
     assert done.returncode != 0
     assert ("rank 1 waited 5 s for every rank's results from rank 0, silent all that time: "
             "rank 0 hangs") in done.stderr
