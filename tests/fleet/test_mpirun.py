@@ -35,51 +35,76 @@ def _mpi_or_skip() -> None:
         pytest.skip(message)
 
 
-def _start_mpirun(out, *extra, cases="ddr_triad,net_p2p", quiet=True) -> subprocess.Popen:
+def _mpirun_args(out, *extra, cases="ddr_triad,net_p2p", quiet=True) -> dict:
     env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-    return subprocess.Popen(
-        ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
-         "--cases", cases, "--preset", "quick", "--size", "4MiB",
-         "--repeats", "3", *(["--quiet"] if quiet else []), "--no-plots", "--mpi-timeout", "120",
-         "--out", str(out), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    return dict(
+        args=["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
+              "--cases", cases, "--preset", "quick", "--size", "4MiB",
+              "--repeats", "3", *(["--quiet"] if quiet else []), "--no-plots",
+              "--mpi-timeout", "120", "--out", str(out), *extra],
+        text=True, env=env,
     )
 
 
-def _finish(job: subprocess.Popen, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    try:
-        stdout, stderr = job.communicate(timeout=timeout_s)
-    finally:
-        if job.poll() is None:  # timed out (or interrupted): take the ranks down with it
-            job.kill()
-            job.communicate()
-    return subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
-
-
 def _mpirun(out, *extra, **options) -> subprocess.CompletedProcess:
-    return _finish(_start_mpirun(out, *extra, **options))
+    return subprocess.run(**_mpirun_args(out, *extra, **options), capture_output=True,
+                          timeout=300)
+
+
+class _Job:
+    """An mpirun job left running while other tests run; its output goes to files (a pipe
+    nobody reads could fill and stall it)."""
+
+    def __init__(self, folder, *extra) -> None:
+        self.folder, self.out = folder, folder / "fleet"
+        with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:
+            self._process = subprocess.Popen(**_mpirun_args(self.out, *extra), stdout=stdout,
+                                             stderr=stderr)
+
+    def finish(self, timeout_s: float = 300) -> subprocess.CompletedProcess:
+        try:
+            self._process.wait(timeout=timeout_s)
+        finally:
+            self.close()
+        return subprocess.CompletedProcess(self._process.args, self._process.returncode,
+                                           (self.folder / "stdout").read_text(),
+                                           (self.folder / "stderr").read_text())
+
+    def close(self) -> None:
+        if self._process.poll() is None:  # timed out, or never waited for: take it down
+            self._process.kill()
+            self._process.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _hung_jobs_started(request, tmp_path_factory):
+    """The hang tests' two jobs ({hung rank: job}), started with this module's first test
+    when a hang test is selected. Each job spends most of its time idle, waiting out its
+    5 s timeout, so they run together and beside the healthy jobs of the tests before
+    them (one after the other, the two took 17 s). Before a rank goes silent no rank waited
+    more than 1 s for a peer, even beside four busy loops on this machine's two cores:
+    5 s stays far from a false alarm."""
+    selected = request.session.items
+    if not any("hung_jobs" in getattr(item, "fixturenames", ()) for item in selected):
+        yield {}
+        return
+    _mpi_or_skip()
+    jobs: dict[int, _Job] = {}
+    try:
+        for rank in (1, 0):
+            jobs[rank] = _Job(tmp_path_factory.mktemp(f"hang-rank-{rank}"),
+                              "--hang-rank", str(rank), "--mpi-timeout", "5")
+        yield jobs
+    finally:
+        for job in jobs.values():
+            job.close()
 
 
 @pytest.fixture(scope="module")
-def hung_jobs(tmp_path_factory) -> dict[int, tuple]:
-    """The hang tests' two jobs, {hung rank: (folder, finished job)}, run at the same time:
-    each spends most of its time idle, waiting out the 5 s timeout, so the waits overlap
-    (one after the other they took 17 s). Before a rank goes silent no rank waited more
-    than 1 s for a peer, even beside four busy loops on this machine's two cores: 5 s is
-    far from a false alarm with both jobs at once."""
-    _mpi_or_skip()
-    outs = {rank: tmp_path_factory.mktemp(f"hang-rank-{rank}") / "fleet" for rank in (1, 0)}
-    jobs = {}
-    try:
-        for rank, out in outs.items():
-            jobs[rank] = _start_mpirun(out, "--hang-rank", str(rank), "--mpi-timeout", "5")
-        return {rank: (outs[rank], _finish(job)) for rank, job in jobs.items()}
-    finally:
-        for job in jobs.values():
-            if job.poll() is None:
-                job.kill()
-                job.communicate()
+def hung_jobs(_hung_jobs_started) -> dict[int, tuple]:
+    """{hung rank: (run folder, finished job)}."""
+    return {rank: (job.out, job.finish()) for rank, job in _hung_jobs_started.items()}
 
 
 def test_two_ranks_one_merged_folder(tmp_path):
