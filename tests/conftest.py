@@ -67,6 +67,13 @@ def pytest_configure(config: pytest.Config) -> None:
             "numba was imported before tests/conftest.py could switch on its CUDA simulator; "
             "set NUMBA_ENABLE_CUDASIM=1 or keep numba out of conftest-time imports")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    # Numba's parallel kernels (host STREAM, and the simulated backend's kernels) run on GNU
+    # OpenMP, whose idle threads spin. The tests launch thousands of tiny parallel regions:
+    # with anything else busy on two cores, each waits for a descheduled thread (one
+    # simulated pipeline took 16 s beside two busy loops, 2.7 s with passive waits and
+    # 1.4 s on an idle machine). Read once, when Numba first loads OpenMP (after this); the
+    # bwprof subprocesses the tests start inherit it. No test measures speed.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def env_without_cudasim() -> dict[str, str]:

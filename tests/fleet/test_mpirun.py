@@ -35,16 +35,76 @@ def _mpi_or_skip() -> None:
         pytest.skip(message)
 
 
-def _mpirun(out, *extra, cases="ddr_triad,net_p2p", quiet=True):
+def _mpirun_args(out, *extra, cases="ddr_triad,net_p2p", quiet=True) -> dict:
     env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-    return subprocess.run(
-        ["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
-         "--cases", cases, "--preset", "quick", "--size", "4MiB",
-         "--repeats", "3", *(["--quiet"] if quiet else []), "--no-plots", "--mpi-timeout", "120",
-         "--out", str(out), *extra],
-        capture_output=True, text=True, env=env, timeout=300,
+    return dict(
+        args=["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
+              "--cases", cases, "--preset", "quick", "--size", "4MiB",
+              "--repeats", "3", *(["--quiet"] if quiet else []), "--no-plots",
+              "--mpi-timeout", "120", "--out", str(out), *extra],
+        text=True, env=env,
     )
+
+
+def _mpirun(out, *extra, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(**_mpirun_args(out, *extra, **options), capture_output=True,
+                          timeout=300)
+
+
+class _Job:
+    """An mpirun job left running while other tests run; its output goes to files (a pipe
+    nobody reads could fill and stall it)."""
+
+    def __init__(self, folder, *extra) -> None:
+        self.folder, self.out = folder, folder / "fleet"
+        with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:
+            self._process = subprocess.Popen(**_mpirun_args(self.out, *extra), stdout=stdout,
+                                             stderr=stderr)
+
+    def finish(self, timeout_s: float = 300) -> subprocess.CompletedProcess:
+        try:
+            self._process.wait(timeout=timeout_s)
+        finally:
+            self.close()
+        return subprocess.CompletedProcess(self._process.args, self._process.returncode,
+                                           (self.folder / "stdout").read_text(),
+                                           (self.folder / "stderr").read_text())
+
+    def close(self) -> None:
+        if self._process.poll() is None:  # timed out, or never waited for: take it down
+            self._process.kill()
+            self._process.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _hung_jobs_started(request, tmp_path_factory):
+    """The hang tests' two jobs ({hung rank: job}), started with this module's first test
+    when a hang test is selected. Each job spends most of its time idle, waiting out its
+    5 s timeout, so they run together and beside the healthy jobs of the tests before
+    them (one after the other, the two took 17 s). Before a rank goes silent no rank waited
+    more than 1 s for a peer, even beside four busy loops on this machine's two cores:
+    5 s stays far from a false alarm."""
+    selected = request.session.items
+    if not any("hung_jobs" in getattr(item, "fixturenames", ()) for item in selected):
+        yield {}
+        return
+    _mpi_or_skip()
+    jobs: dict[int, _Job] = {}
+    try:
+        for rank in (1, 0):
+            jobs[rank] = _Job(tmp_path_factory.mktemp(f"hang-rank-{rank}"),
+                              "--hang-rank", str(rank), "--mpi-timeout", "5")
+        yield jobs
+    finally:
+        for job in jobs.values():
+            job.close()
+
+
+@pytest.fixture(scope="module")
+def hung_jobs(_hung_jobs_started) -> dict[int, tuple]:
+    """{hung rank: (run folder, finished job)}."""
+    return {rank: (job.out, job.finish()) for rank, job in _hung_jobs_started.items()}
 
 
 def test_two_ranks_one_merged_folder(tmp_path):
@@ -101,12 +161,10 @@ def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
     assert (ok["backend"] == "simulated").all()
 
 
-def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(tmp_path):
+def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(hung_jobs):
     """Rank 1 hangs at its first job (silent: no heartbeat, no result): rank 0 waits out the
     timeout, writes the merged folder with an error row for rank 1, and ends the job."""
-    _mpi_or_skip()
-    out = tmp_path / "fleet"
-    done = _mpirun(out, "--hang-rank", "1", "--mpi-timeout", "5")
+    out, done = hung_jobs[1]
     assert done.returncode != 0
     assert "rank(s) 1 did not report within 5 s" in done.stderr
     results = pd.read_csv(out / "results.csv")
@@ -118,13 +176,11 @@ def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(tmp_path):
     assert [r["status"] for r in ranks] == ["ok", "missing"]
 
 
-def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(tmp_path):
+def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     """Rank 0 hangs after net_p2p: rank 1, waiting for its go-ahead, hears nothing for the
     timeout, says so in one line and ends the job; its own rows stay in its folder (net_p2p
     rows are the sender's, rank 0's)."""
-    _mpi_or_skip()
-    out = tmp_path / "fleet"
-    done = _mpirun(out, "--hang-rank", "0", "--mpi-timeout", "5")
+    out, done = hung_jobs[0]
     assert done.returncode != 0
     assert ("rank 1 waited 5 s for every rank's results from rank 0, silent all that time: "
             "rank 0 hangs") in done.stderr

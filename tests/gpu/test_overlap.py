@@ -15,7 +15,7 @@ from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.sim import SimBackend
 from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
-from bwprof.units import MiB
+from bwprof.units import KiB, MiB
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 
@@ -32,6 +32,14 @@ def _run(cases, backend=None, chunks=(1 * MiB,), pcie_gbps=None):
     finally:
         runner.close()
     return rows, runner.timelines
+
+
+def _small_pipeline(monkeypatch, chunks: int, chunk: int = 64 * KiB) -> tuple[int]:
+    """A pipeline pass of `chunks` chunks of `chunk` bytes (64 KiB, not the presets' MiBs):
+    the chunk bookkeeping these tests prove does not depend on the size, and the simulated
+    kernel costs time per element (a 256 MiB pass of 64 MiB chunks took 7 s)."""
+    monkeypatch.setattr(overlap, "PIPELINE_TOTAL_BYTES", chunks * chunk)
+    return (chunk,)
 
 
 def test_pipeline_schedule_deals_chunks_round_robin():
@@ -151,9 +159,10 @@ def test_a_pipeline_that_misplaces_or_misorders_results_is_invalid(monkeypatch, 
     one-chunk-per-lane test below shows the case only the pass into zeroed outputs catches);
     only distinct inputs tell a result in the wrong place."""
     monkeypatch.setattr(overlap.PipelineStream, "process_next", bug)
-    rows, _ = _run("pipeline_chunked", chunks=(16 * MiB,))
+    rows, _ = _run("pipeline_chunked", chunks=_small_pipeline(monkeypatch, chunks=16))
     pipelines = [r for r in rows if r.phase == "pipeline"]
-    assert pipelines and all(r.status == "invalid" for r in pipelines), [r.note for r in rows]
+    assert len(pipelines) == 3 and all("16 chunks on" in r.note for r in pipelines)
+    assert all(r.status == "invalid" for r in pipelines), [r.note for r in rows]
     assert all("output elements wrong (first: chunk " in r.note for r in pipelines)
 
 
@@ -236,12 +245,14 @@ def test_pipeline_time_is_one_whole_pass_over_every_chunk():
             ends = tuple(itertools.accumulate(seconds))
             return Sample(seconds, (0.0, *ends[:-1]), ends, covered=True)
 
-    rows, _ = _run("pipeline_chunked", FixedClock(devices=1))
+    chunk = 64 * KiB  # 64 of them make a pass (a 4 MiB one): the presets' sizes are not needed
+    rows, _ = _run("pipeline_chunked", FixedClock(devices=1), chunks=(chunk,))
     pipelines = [r for r in rows if r.phase == "pipeline"]
     assert len(pipelines) == 3 and all(r.status == "ok" for r in pipelines)
     for r in pipelines:
+        assert f"64 chunks on {r.streams} stream(s)" in r.note
         assert r.time_median_s == pytest.approx(0.064), r.streams
-        assert r.gbps_best == pytest.approx(2 * 64 * MiB / 0.064 / 1e9)
+        assert r.gbps_best == pytest.approx(2 * 64 * chunk / 0.064 / 1e9)
 
 
 # Catches: calibration scales iterations by took/target instead of
@@ -325,15 +336,17 @@ def test_the_kernel_row_says_how_close_calibration_came_to_the_copy():
 
 
 def test_out_of_order_with_one_chunk_per_lane_shows_only_in_the_zeroed_pass(monkeypatch):
-    """64 MiB chunks: 4 chunks, so 4 streams give each lane one chunk, whose own result
-    sits in dev_out from the previous timed pass: only the zeroed pass can tell."""
+    """4 chunks, so 4 streams give each lane one chunk, whose own result sits in dev_out
+    from the previous timed pass: only the zeroed pass can tell. With 1 or 2 streams a lane
+    copies out its previous chunk's result, which the timed passes already show."""
     monkeypatch.setattr(overlap.PipelineStream, "process_next", _process_out_of_order)
-    from bwprof.gpu.sim import SimBackend
-    rows, _ = _run("pipeline_chunked", SimBackend(devices=1, memory_bytes=1 << 30),
-                   chunks=(64 * MiB,))
-    four = [r for r in rows if r.phase == "pipeline" and r.streams == 4]
-    assert four and all(r.status == "invalid" for r in four), [r.note for r in rows]
-    assert all("in a pass into zeroed outputs" in r.note for r in four)
+    rows, _ = _run("pipeline_chunked", chunks=_small_pipeline(monkeypatch, chunks=4))
+    pipelines = {r.streams: r for r in rows if r.phase == "pipeline"}
+    assert sorted(pipelines) == [1, 2, 4], [r.note for r in rows]
+    assert all(r.status == "invalid" for r in pipelines.values()), [r.note for r in rows]
+    assert "4 chunks on 4 stream(s)" in pipelines[4].note
+    assert "in a pass into zeroed outputs" in pipelines[4].note
+    assert all("after the timed passes" in pipelines[s].note for s in (1, 2))
 
 
 def _copy_out_once(lane):
@@ -351,9 +364,10 @@ def _copy_out_once(lane):
 
 def test_a_chunk_never_copied_out_again_is_invalid(monkeypatch):
     monkeypatch.setattr(overlap.PipelineStream, "process_next", _copy_out_once)
-    rows, _ = _run("pipeline_chunked", chunks=(16 * MiB,))
+    rows, _ = _run("pipeline_chunked", chunks=_small_pipeline(monkeypatch, chunks=16))
     p = [r for r in rows if r.phase == "pipeline"]
-    assert p and all(r.status == "invalid" for r in p), [r.note for r in rows]
+    assert len(p) == 3 and all("16 chunks on" in r.note for r in p)
+    assert all(r.status == "invalid" for r in p), [r.note for r in rows]
 
 
 def test_the_first_wrong_element_is_located_in_its_chunk():

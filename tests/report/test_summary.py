@@ -2,6 +2,7 @@
 back with the csv module, independently of the pandas code) and hand-made rows."""
 
 import csv
+import io
 import math
 
 import pandas as pd
@@ -159,7 +160,7 @@ def test_a_path_that_could_not_run_says_why():
 def test_the_terminal_never_shows_a_simulated_figure():
     rows = read_results(DATA / "sim-a" / "results.csv")
     summary = build_summary(rows)
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     from bwprof.report.frames import rows_from_frame
 
     print_report(console, rows_from_frame(rows), build_summary(rows))

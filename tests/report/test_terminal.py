@@ -1,3 +1,4 @@
+import io
 from dataclasses import replace
 
 from rich.console import Console
@@ -11,7 +12,7 @@ from tests.schema.builders import host, meta
 
 
 def _render(rows) -> str:
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     print_report(console, rows, build_summary(results_frame(rows)))
     return console.export_text()
 
@@ -109,7 +110,7 @@ def test_without_a_gpu_the_reason_is_said_once():
     rows = [make_row()] + [make_row(case=c, backend="cuda", status="skipped", note=reason,
                                     size_bytes=None, threads=None, device="")
                            for c in ("h2d_pinned", "hbm_triad", "p2p_copy")]
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     print_report(console, rows, build_summary(results_frame(rows)),
                  meta=meta(telemetry=TelemetryMeta(enabled=False, reason=reason)))
     assert console.export_text().count(reason) == 1
@@ -125,7 +126,7 @@ def test_a_ddr_figure_without_a_peak_says_why_once():
     with_peak = build_summary(results_frame([make_row(peak_gbps=614.4, pct_of_peak=0.5)]))
     assert ddr_peak_line(with_peak, system) is None
     assert ddr_peak_line(summary, meta()) is None  # no host recorded
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=200, record=True, file=io.StringIO())
     print_report(console, [make_row()], summary, meta=system)
     assert "DDR peak unknown: SMBIOS" in console.export_text()
 
@@ -143,8 +144,6 @@ def test_a_run_inside_gvisor_says_so_under_the_summary():
 
 
 def test_line_progress_names_each_job_with_its_place_for_a_log():
-    import io
-
     from bwprof.measurement import Job
     from bwprof.report.terminal import LineProgress
 
@@ -161,7 +160,7 @@ def test_line_progress_names_each_job_with_its_place_for_a_log():
 
 def test_a_summary_title_longer_than_the_table_stays_on_one_line():
     rows = [make_row(gbps_best=20.0, size_bytes=64 << 20)]
-    console = Console(width=160, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=160, record=True, file=io.StringIO())
     title = "gpu-node-rack07 (Intel(R) Xeon(R) Platinum 8480+) · 8× NVIDIA H200"
     print_report(console, rows, build_summary(results_frame(rows)), title)
     first = console.export_text().splitlines()[0]

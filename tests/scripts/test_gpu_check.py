@@ -5,12 +5,15 @@ simulated; only the table's shape and verdicts are checked."""
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import bwprof
+from bwprof.plan import PRESETS
+from bwprof.units import KiB
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
@@ -19,8 +22,14 @@ CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,
 
 @pytest.fixture(scope="module")
 def relabelled_run(tmp_path_factory):
-    run = bwprof.run(cases=CASES, preset="quick", repeats=2, simulate=True, plots=False,
-                     out=tmp_path_factory.mktemp("sim") / "run")
+    # The pipeline on 64 KiB chunks (4 MiB passes), not the quick preset's 16 MiB (256 MiB
+    # passes, 3-4 s on the simulated backend): the headline only needs pipeline rows.
+    quick = replace(PRESETS["quick"], pipeline_chunks=(64 * KiB,))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(PRESETS, "quick", quick)
+        run = bwprof.run(cases=CASES, preset="quick", repeats=2, simulate=True, plots=False,
+                         out=tmp_path_factory.mktemp("sim") / "run")
+    assert set(run.results.loc[run.results["phase"] == "pipeline", "size_bytes"]) == {64 * KiB}
     frame = run.results.copy()
     gpu = frame["backend"] == "simulated"
     frame.loc[gpu, "backend"] = "cuda"
