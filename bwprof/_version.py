@@ -10,7 +10,7 @@ import functools
 import os
 from pathlib import Path
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 GIT_TIMEOUT_S = 2.0
