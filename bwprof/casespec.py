@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from bwprof.schema.metrics import get_metric
+
 Target = Literal["host", "gpu", "mpi"]
 ByteConvention = Literal["copy", "traffic"]
 
@@ -27,6 +29,14 @@ class CaseSpec:
     holds one GPU of its node (several ranks a node) cannot run it."""
     metric: str = "bandwidth"
     """What its rows' figure measures (`bwprof.schema.metrics`): bandwidth, latency, ..."""
+
+    def __post_init__(self) -> None:
+        """A case's figure is derived from timed operations: its metric must be one that a
+        time gives (a rate or a time per unit of work), not a ratio a case computes."""
+        metric = get_metric(self.metric)
+        if metric.kind not in ("rate", "time"):
+            raise ValueError(f"case {self.key}: metric {self.metric!r} is not derived from "
+                             "timed operations; declare bandwidth, latency or throughput")
 
     def bytes_per_op(self, buffer_bytes: int) -> int:
         return self.bytes_factor * buffer_bytes

@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bwprof.casespec import CaseSpec
@@ -137,21 +137,35 @@ class Runner:
                 measurements = executor.measure(case, job, self.plan)
             finally:
                 window = self.telemetry.job_finished(job) if self.telemetry else (0.0, 0.0)
-            rows = [self._measured_row(case, executor.backend, m) for m in measurements]
-            if self.telemetry is not None:
-                rows = [self.telemetry.annotate(row, m, window)
-                        for row, m in zip(rows, measurements, strict=True)]
         except NotRun as exc:
             return [self._not_run_row(case, job, executor, exc)], [()], []
         except Exception as exc:  # recorded as an error row; the run goes on
             row = self._row(case, job, executor.backend, status="error", note=_one_line(exc))
             return [row], [()], []
+        rows = [self._row_of(case, job, executor.backend, m, window) for m in measurements]
         timelines: list[dict[str, object]] = [
             {"run_id": self.context.run_id, "backend": executor.backend, **timeline}
             for m in measurements
             if isinstance(timeline := m.extra.get("timeline"), dict)
         ]
-        return rows, [m.seconds_per_op for m in measurements], timelines
+        timings: list[Sequence[float]] = [m.seconds_per_op if row.measured else ()
+                                          for row, m in zip(rows, measurements, strict=True)]
+        return rows, timings, timelines
+
+    def _row_of(self, case: CaseSpec, job: Job, backend: str, m: Measurement,
+                window: tuple[float, float]) -> ResultRow:
+        """The row of one measurement, with its counters; one that cannot become a row (a
+        flag outside the vocabulary, no work to divide by) is an error row of its own, and
+        its job's other rows stand."""
+        try:
+            row = self._measured_row(case, backend, m)
+            if self.telemetry is not None:
+                row = self.telemetry.annotate(row, m, window)
+        except Exception as exc:
+            return replace(self._row(case, job, backend, status="error", note=_one_line(exc)),
+                           device=m.device, device_name=m.device_name, memory=m.memory,
+                           direction=m.direction, size_bytes=m.size_bytes, phase=m.phase)
+        return row
 
     def _row(self, case: CaseSpec, job: Job, backend: str, *, status: str, note: str) -> ResultRow:
         metric = get_metric(case.metric)
@@ -183,6 +197,9 @@ class Runner:
             row_flags.add(flags.SIMULATED)
         if summary.cv is not None and summary.cv > flags.NOISY_CV:
             row_flags.add(flags.NOISY)
+        # A cache's figure is never held against the memory's peak, whichever executor
+        # measured it.
+        peak = None if row_flags & flags.CACHE_RESIDENT else m.peak
         return ResultRow(
             run_id=self.context.run_id,
             host=self.context.host,
@@ -212,9 +229,9 @@ class Runner:
             gbps_median=median if bandwidth else None,
             gbps_best=best if bandwidth else None,
             cv=summary.cv,
-            peak_value=m.peak,
-            peak_gbps=m.peak if bandwidth else None,
-            pct_of_peak=pct_of_peak(best, m.peak) if metric.higher_is_better else None,
+            peak_value=peak,
+            peak_gbps=peak if bandwidth else None,
+            pct_of_peak=pct_of_peak(best, peak) if metric.higher_is_better else None,
             status="ok" if m.valid else "invalid",
             flags=frozenset(row_flags),
             note=m.note,

@@ -273,3 +273,27 @@ def test_a_latency_case_gets_nanoseconds_per_load_and_its_fastest_sample_is_best
     assert row.value_best == pytest.approx(100.0) and row.value_median == pytest.approx(200.0)
     assert row.gbps_best is None and row.peak_gbps is None and row.pct_of_peak is None
     assert row.work_per_op == 10.0 and row.bytes_per_op == 64
+
+
+def test_a_measurement_that_cannot_become_a_row_is_an_error_row_of_its_own():
+    """One bad measurement of a job (a flag outside the vocabulary) must not cost its
+    siblings, nor stop the run at the writer."""
+    class Flagging(ScriptedExecutor):
+        def measure(self, case, job, plan):
+            good, = super().measure(case, job, plan)
+            from dataclasses import replace as replaced
+
+            return [good, replaced(good, device="numa0", flags=frozenset({"l2_resdent"}))]
+
+    sink = ListSink()
+    rows = Runner(_plan("ddr_copy"), {"host": Flagging()}, CONTEXT, sink).run()
+    assert [(r.device, r.status) for r in rows] == [("cpu", "ok"), ("numa0", "error")] * 2
+    assert "l2_resdent" in rows[1].note and sink.rows == rows
+    assert [len(t) for t in sink.timings] == [3, 0, 3, 0]
+
+
+def test_a_case_cannot_declare_a_metric_no_time_gives():
+    from dataclasses import replace as replaced
+
+    with pytest.raises(ValueError, match="efficiency"):
+        replaced(get_case("ddr_copy"), metric="efficiency")

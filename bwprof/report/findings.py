@@ -15,8 +15,7 @@ import pandas as pd
 
 from bwprof.peaks import FINDING_ABOVE_PEAK
 from bwprof.report.formats import cell_float, lower_is_better_row
-from bwprof.report.summary import is_numa_device, node_of
-from bwprof.schema.flags import CACHE_RESIDENT, split_flags
+from bwprof.report.summary import cache_resident, is_numa_device, node_of
 from bwprof.schema.meta import RunMeta
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
@@ -241,7 +240,7 @@ def _peak_doubt(row: pd.Series) -> str:
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
     """A figure above its theoretical peak (where higher is better): never a cache-resident
     row, which is not held against the memory's peak."""
-    cached = rows["flags"].map(lambda text: bool(split_flags(text) & CACHE_RESIDENT))
+    cached = cache_resident(rows)
     over = rows[rows["peak_value"].notna() & rows["higher_is_better"].eq(True).fillna(False)
                 & (rows["value_best"] > FINDING_ABOVE_PEAK * rows["peak_value"]) & ~cached]
     return [Finding(

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bwprof.report.findings import Finding
 from bwprof.report.formats import row_at
-from bwprof.report.summary import is_numa_device, node_of
+from bwprof.report.summary import cache_resident, is_numa_device, node_of
 from bwprof.schema.meta import NodeMeta
 
 FLEET_SHARE = 0.9
@@ -22,14 +22,17 @@ METADATA_KEYS = {"driver_version": "driver", "cuda_driver_version": "CUDA driver
 
 
 def _headline(results: pd.DataFrame) -> pd.DataFrame:
-    """Per device, each headline case at its largest size (DDR: the best row)."""
+    """Per device, each headline case at its largest size (DDR: the best row), cache-resident
+    rows left out: a node whose arrays fit its cache is not slower than its peers."""
+    resident = cache_resident(results)
     rows = results[results["case"].isin(HEADLINE_CASES) & (results["status"] == "ok")
-                   & (results["backend"] != "simulated") & results["gbps_best"].notna()
-                   & ~results["device"].map(is_numa_device)]  # whole hosts against each other
+                   & (results["backend"] != "simulated") & results["value_best"].notna()
+                   & ~results["device"].map(is_numa_device)  # whole hosts against each other
+                   & ~resident]
     chosen = []
     for (_case, _device), group in rows.groupby(["case", "device"], sort=False):
         largest = group[group["size_bytes"] == group["size_bytes"].max()]
-        chosen.append(row_at(largest, largest["gbps_best"].idxmax()))
+        chosen.append(row_at(largest, largest["value_best"].idxmax()))
     return pd.DataFrame(chosen)
 
 
@@ -43,13 +46,13 @@ def slower_nodes(results: pd.DataFrame) -> list[Finding]:
     for key, group in headline.groupby(keys, dropna=False):
         if group["device"].map(node_of).nunique() < 2:
             continue
-        median = statistics.median(group["gbps_best"])
-        for _, row in group[group["gbps_best"] < FLEET_SHARE * median].iterrows():
+        median = statistics.median(group["value_best"])
+        for _, row in group[group["value_best"] < FLEET_SHARE * median].iterrows():
             found.append(Finding(
                 "warning", str(row["device"]),
                 f"node {node_of(row['device'])} below the fleet median on {key[0]}",
                 "a node under-delivers against identical hardware in the same fleet",
-                f"{row['gbps_best']:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
+                f"{row['value_best']:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
                 f"{len(group)} {key[3]} device(s)",
             ))
     return found

@@ -22,9 +22,8 @@ import pandas as pd
 from bwprof.errors import BwprofError
 from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
-from bwprof.report.summary import PATH_LABELS, build_summary, p2p_matrix_rows
+from bwprof.report.summary import PATH_LABELS, build_summary, cache_resident, p2p_matrix_rows
 from bwprof.report.timeline import read_timelines, write_timeline_plots
-from bwprof.schema.flags import CACHE_RESIDENT, split_flags
 from bwprof.schema.meta import RunMeta
 from bwprof.units import format_bytes
 
@@ -92,7 +91,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
                    & (results["phase"] == "")]
     if rows.empty:
         return None
-    resident = rows["flags"].map(lambda text: bool(split_flags(text) & CACHE_RESIDENT))
+    resident = cache_resident(rows)
     panels = list(dict.fromkeys(zip(rows["memory"], rows["direction"], strict=True)))
     columns = min(len(panels), 3)
     lines = math.ceil(len(panels) / columns)

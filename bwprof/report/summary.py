@@ -96,8 +96,10 @@ def _without_figure(row: dict[str, object]) -> dict[str, object]:
                                     "pct_of_peak"))}
 
 
-def _cache_resident(rows: pd.DataFrame) -> pd.Series:
-    return rows["flags"].map(lambda text: bool(f.split_flags(text) & f.CACHE_RESIDENT))
+def cache_resident(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are a cache's figure (`in_cache`, `l2_resident`), as a boolean mask."""
+    return rows["flags"].map(
+        lambda text: bool(f.split_flags(text) & f.CACHE_RESIDENT)).astype(bool)
 
 
 def _has_flag(row: pd.Series | dict[str, object], flag: str) -> bool:
@@ -162,7 +164,7 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
         everything = rows[rows["device"] == device]
         # DDR's figure uses arrays of at least 4x the last-level cache, as STREAM's rule says:
         # a smaller array is partly served by the cache and reads several times faster.
-        mine = everything[~_cache_resident(everything)]
+        mine = everything[~cache_resident(everything)]
         if mine.empty:
             largest = row_at(everything, everything["size_bytes"].fillna(0).idxmax())
             out.append(_without_figure(_figure_row(
@@ -207,7 +209,7 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
             rows = rows[rows["device"].map(lambda d: str(d).rsplit(":", 1)[-1] == "all")]
         if rows.empty:
             continue
-        resident = _cache_resident(rows)
+        resident = cache_resident(rows)
         for row in _largest_per_device(rows[~resident]):
             out.append(_figure_row(path, row, note=C2C_SUMMARY_NOTE
                                    if _has_flag(row, f.C2C_LINK) else ""))
@@ -224,6 +226,7 @@ def _metric_rows(path: str, results: pd.DataFrame) -> list[dict[str, object]]:
     """Every case of the path's metric (latency, throughput), per device at its largest size."""
     rows = results[(results["metric"] == METRIC_PATHS[path]) & (results["status"] == "ok")
                    & results["value_best"].notna()]
+    rows = rows[~cache_resident(rows)]  # a cache's latency is not the memory's
     out = []
     for case in dict.fromkeys(rows["case"]):
         out += [_figure_row(path, row) for row in _largest_per_device(rows[rows["case"] == case])]

@@ -80,8 +80,11 @@ class ResultRow:
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
     def __post_init__(self) -> None:
-        """A bandwidth row carries its figures twice, as `value_*`/`peak_value` and as
-        `gbps_*`/`peak_gbps` (version 1's columns): whichever is given fills the other."""
+        """Flags come from the vocabulary (a typo is refused here, where the row is made,
+        not when it is written). A bandwidth row carries its figures twice, as
+        `value_*`/`peak_value` and as `gbps_*`/`peak_gbps` (version 1's columns): whichever
+        is given fills the other."""
+        join_flags(self.flags)  # raises ValueError naming an unknown flag
         if self.metric != BANDWIDTH.name:
             return
         for value, gbps in (("value_median", "gbps_median"), ("value_best", "gbps_best"),
