@@ -177,7 +177,10 @@ class GpuExecutor(Executor):
         NUMA node that placement could not enforce or confirm."""
         metric = get_metric(case.metric)
         device = next((d for d in self.devices if d.label == row.device), None)
-        cached = (device is not None and row.memory == "hbm" and row.direction == "within"
+        # Device memory alone (a copy or kernel within one GPU, an overlap case's kernel):
+        # under 4x the L2 it is served partly by the cache.
+        cached = (device is not None and row.memory == "hbm"
+                  and row.direction in ("within", "compute")
                   and row.size_bytes < L2_MULTIPLE * device.properties.l2_bytes)
         if cached:
             row = replace(_with_note(row, "fits in L2: the figure may exceed the HBM peak, "
@@ -195,8 +198,10 @@ class GpuExecutor(Executor):
                           flags=row.flags | {flags.NUMA_UNVERIFIED})
         over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
                     else any(d.host_link_c2c for d in self.devices))
+        # Every row that moves host memory over the link: copies, and the concurrent rows of
+        # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
         if (over_c2c and row.memory in HOST_MEMORIES
-                and row.direction in HOST_LINK_DIRECTIONS):
+                and set(row.direction.split("+")) & set(HOST_LINK_DIRECTIONS)):
             row = replace(_with_note(row, "host link is NVLink-C2C: no peak known for it "
                                           "(PCIe's does not apply)"),
                           flags=row.flags | {flags.C2C_LINK})

@@ -178,6 +178,17 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
         others = [c for c in upgraded.columns if c not in RESULT_COLUMNS]
         typed = _typed(upgraded[[*RESULT_COLUMNS, *others]])
     _check_metrics(typed, path)
+    return _gbps_from_values(typed)
+
+
+def _gbps_from_values(typed: pd.DataFrame) -> pd.DataFrame:
+    """A bandwidth row's GB/s columns as its value columns say: version 2's figure is the
+    value, so a table written by another tool, or edited, that fills only `value_*` (or
+    holds GB/s that disagree) reads the same everywhere the report looks."""
+    bandwidth = typed["metric"] == "bandwidth"
+    for value, gbps in (("value_best", "gbps_best"), ("value_median", "gbps_median"),
+                        ("peak_value", "peak_gbps")):
+        typed[gbps] = typed[gbps].where(~bandwidth, typed[value])
     return typed
 
 

@@ -221,7 +221,7 @@ def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
 def telemetry_line(meta: RunMeta) -> str | None:
     """One line on the counters: how many samples, or why telemetry was off."""
     state = meta.telemetry
-    if state is None or state.reason == "no GPU case selected":
+    if state is None or meta.gpus.count is None:  # no GPU case: no GPU was even probed
         return None
     if state.enabled:
         return (f"telemetry: {state.samples or 0} counter sample(s) every "
@@ -402,9 +402,9 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
 
     meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
     telemetry = telemetry_line(meta)
-    said = {row.note for row in rows if row.status in ("skipped", "waived")}
-    # Not when it repeats why the GPUs were skipped.
-    show_telemetry = telemetry and telemetry.removeprefix("telemetry off: ") not in said
+    # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
+    show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
+                          and not meta.gpus.devices)
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],

@@ -72,19 +72,24 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
     (device,) = describe(H200Like(devices=1), lambda props: {"c2c_enabled": True}, tmp_path)
     assert device.host_link_c2c and device.peak_pcie_gbps is None
     assert device.peak_hbm_gbps is not None
-    plan = make_plan(cases="h2d_pinned,d2d_copy,h2d_all", preset="quick", repeats=2,
-                     usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30)
+    plan = make_plan(cases="h2d_pinned,d2d_copy,h2d_all,overlap_h2d_compute", preset="quick",
+                     repeats=2, usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30)
     runner = Runner(plan, {"gpu": GpuExecutor(H200Like(devices=1), [device], 8 << 30)},
                     RunContext("r", "h"))
     try:
         rows = [r for r in runner.run() if r.status == "ok"]
     finally:
         runner.close()
-    assert {r.case for r in rows} == {"h2d_pinned", "d2d_copy", "h2d_all"}
+    assert {r.case for r in rows} == {"h2d_pinned", "d2d_copy", "h2d_all", "overlap_h2d_compute"}
     assert {r.device for r in rows if r.case == "h2d_all"} == {"gpu0", "all"}
-    assert all(("c2c_link" in r.flags) == (r.case != "d2d_copy") for r in rows)
-    assert all("host link is NVLink-C2C" in r.note for r in rows if r.case != "d2d_copy")
-    assert all(r.peak_gbps is None for r in rows if r.case != "d2d_copy")
+    # Every row that moves host memory is flagged (the overlap case's copies and its
+    # concurrent row too); device memory alone (d2d_copy, the overlap kernel) is not.
+    host = [r for r in rows if r.memory != "hbm"]
+    assert {r.direction for r in host if r.case == "overlap_h2d_compute"} == {"h2d",
+                                                                             "h2d+compute"}
+    assert all(("c2c_link" in r.flags) == (r.memory != "hbm") for r in rows)
+    assert all("host link is NVLink-C2C" in r.note for r in host)
+    assert all(r.peak_gbps is None for r in host)
 
 
 def test_simulated_devices_have_no_peaks():

@@ -237,3 +237,17 @@ def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
         checked_results(frame.copy(), Path("results.csv"))
     with pytest.raises(BwprofError, match=r"unknown status great in row 2$"):
         checked_results(frame, Path("results.parquet"))
+
+
+def test_a_version_2_table_that_fills_only_the_values_reads_its_gbps_from_them(tmp_path):
+    """Version 2's figure is the value; GB/s columns follow it on reading (a table another
+    tool wrote, or one edited by hand, reads the same in every report)."""
+    from bwprof.report.frames import read_results, results_frame
+    from tests.report.test_export import make_row
+
+    path = tmp_path / "results.csv"
+    frame = results_frame([make_row(gbps_best=3.0, gbps_median=2.0, peak_gbps=10.0)])
+    frame.loc[0, ["gbps_best", "gbps_median"]] = [None, 99.0]
+    frame.to_csv(path, index=False)
+    read = read_results(path)
+    assert read.loc[0, ["gbps_best", "gbps_median", "peak_gbps"]].tolist() == [3.0, 2.0, 10.0]

@@ -6,7 +6,7 @@ from rich.console import Console
 from bwprof.report.frames import results_frame
 from bwprof.report.summary import build_summary
 from bwprof.report.terminal import failure_lines, not_run_lines, print_report
-from bwprof.schema.meta import TelemetryMeta
+from bwprof.schema.meta import GpusMeta, TelemetryMeta
 from tests.report.test_export import make_row
 from tests.schema.builders import host, meta
 
@@ -78,11 +78,13 @@ def test_telemetry_and_finding_lines():
 
     from bwprof.report.terminal import finding_lines, telemetry_line
 
-    assert telemetry_line(meta(telemetry=TelemetryMeta(enabled=False, reason="no GPU"))) == (
-        "telemetry off: no GPU")
+    probed = GpusMeta(count=0, reason="no GPU")
+    assert telemetry_line(meta(gpus=probed, telemetry=TelemetryMeta(
+        enabled=False, reason="no GPU"))) == "telemetry off: no GPU"
+    # No GPU case selected: no GPU was probed, and the line would say nothing.
     assert telemetry_line(meta(telemetry=TelemetryMeta(reason="no GPU case selected"))) is None
     assert telemetry_line(meta()) is None  # a run from before telemetry was recorded
-    assert telemetry_line(meta(telemetry=TelemetryMeta(
+    assert telemetry_line(meta(gpus=GpusMeta(count=1), telemetry=TelemetryMeta(
             enabled=True, samples=40, interval_ms=50.0, gpm=("gpu0",)))) == (
         "telemetry: 40 counter sample(s) every 50 ms, joined to every GPU row; GPM on gpu0")
     frame = pd.DataFrame([{"severity": "warning", "device": "gpu1", "what": "PCIe link low",
