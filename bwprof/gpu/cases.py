@@ -61,6 +61,12 @@ class GpuCase(CaseSpec):
     pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = field(default=None)
     """Pair jobs: device buffer slots on the first GPU and on the second (so a GPU that is
     source in one pair and target in the next keeps only what this pair needs)."""
+    directions: tuple[str, ...] = ()
+    """Overlap cases: the copies beside the kernel (`h2d`, `d2h`)."""
+    both_ways: bool = False
+    """Pair cases: each pair copies both ways at once (else one way)."""
+    kernel: str = ""
+    """STREAM cases: the kernel of `bwprof.gpu.kernels` they time, and its gold replay."""
 
 
 # -- how cases expand into jobs -------------------------------------------------------------------
@@ -120,8 +126,8 @@ def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """One job per device at the overlap size: 256 MiB, halved until its buffers fit."""
     jobs = []
     for device in planner.devices:
-        size, note = overlap.overlap_size(case.key, planner.free_bytes(device.index),
-                                          DEVICE_MEMORY_SHARE)
+        size, note = overlap.overlap_size(len(case.directions),
+                                          planner.free_bytes(device.index), DEVICE_MEMORY_SHARE)
         jobs.append(Job(case.key, size_bytes=size, device=device.index, note=note))
     return jobs
 
@@ -146,14 +152,14 @@ def buffers(device: int = 1, host: int = 1) -> Needs:
 
 def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
     size = job.size_bytes or 0
-    return Footprint(overlap.device_bytes_needed(case.key, size),
-                     len(overlap.COPIES[case.key]) * size)
+    return Footprint(overlap.device_bytes_needed(len(case.directions), size),
+                     len(case.directions) * size)
 
 
 def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
     """Chunk buffers in and out per stream; pinned in and out, the inputs and their gold."""
     size = job.size_bytes or 0
-    return Footprint(overlap.device_bytes_needed(case.key, size, job.streams or 1),
+    return Footprint(overlap.pipeline_device_bytes(size, job.streams or 1),
                      4 * overlap.pipeline_total_bytes(size))
 
 
@@ -171,23 +177,27 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          *, run: Run, expand: Expand = each_device_each_size, needs: Needs | None = None,
          factor: int = 1, min_gpus: int = 1, whole_node: bool = False,
          window: Window = "largest", metric: str = "bandwidth",
-         pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> GpuCase:
+         pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+         directions: tuple[str, ...] = (), both_ways: bool = False,
+         kernel: str = "") -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
                    min_gpus=min_gpus, whole_node=whole_node, metric=metric, expand=expand,
-                   needs=needs or buffers(device=1, host=1),
-                   run=run, window=window, pair_slots=pair_slots)
+                   needs=needs or buffers(device=1, host=1), run=run, window=window,
+                   pair_slots=pair_slots, directions=directions, both_ways=both_ways,
+                   kernel=kernel)
 
 
 def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest) -> GpuCase:
     return _gpu(f"hbm_{name}", f"device HBM STREAM {what}, float64, Numba CUDA kernel", "hbm",
                 "within", "traffic", factor=arrays, run=hbm.stream_kernel, expand=expand,
-                needs=stream_arrays)
+                needs=stream_arrays, kernel=name)
 
 
-def _overlap(key: str, description: str, memory: str, direction: str) -> GpuCase:
-    return _gpu(key, description, memory, direction, "copy", run=overlap.overlap,
-                expand=overlap_size, needs=overlap_buffers, window="none")
+def _overlap(key: str, description: str, memory: str, directions: tuple[str, ...]) -> GpuCase:
+    return _gpu(key, description, memory, "+".join((*directions, "compute")), "copy",
+                run=overlap.overlap, expand=overlap_size, needs=overlap_buffers,
+                window="none", directions=directions)
 
 
 GPU_CASES: tuple[GpuCase, ...] = (
@@ -221,16 +231,16 @@ GPU_CASES: tuple[GpuCase, ...] = (
          pair_slots=transfers.ONE_WAY_PAIR_SLOTS),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
          "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
-         needs=buffers(2, 0), min_gpus=2, whole_node=True,
+         needs=buffers(2, 0), min_gpus=2, whole_node=True, both_ways=True,
          pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS),
     _overlap("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
-             "pinned", "h2d+compute"),
+             "pinned", ("h2d",)),
     _overlap("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",
-             "pinned", "d2h+compute"),
+             "pinned", ("d2h",)),
     _overlap("overlap_bidir_compute", "H2D, D2H and a compute kernel at once on three streams",
-             "pinned", "h2d+d2h+compute"),
+             "pinned", ("h2d", "d2h")),
     _overlap("overlap_pageable", "pageable host-to-device copy and a compute kernel at once",
-             "pageable", "h2d+compute"),
+             "pageable", ("h2d",)),
     _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
          "pinned", "h2d+compute+d2h", "copy", run=overlap.pipeline, expand=chunks_and_streams,
          needs=pipeline_buffers, window="none"),

@@ -55,7 +55,7 @@ def stream_kernel(run: CaseRun) -> list[Measurement]:
     pool, case, device, array_bytes = run.pool, run.case, run.device, run.size
     samples, counter_window_s, note = run.samples, run.counter_window_s, run.job.note
     backend = pool.backend
-    name = case.key.removeprefix("hbm_")
+    name = case.kernel
     arrays = [pool.device(device.index, array_bytes, slot) for slot in range(3)]
     partial = pool.device(device.index, DOT_BLOCKS * ELEMENT_BYTES, slot=3)
     a, b, c = (backend.kernel_view(x[:array_bytes]) for x in arrays)

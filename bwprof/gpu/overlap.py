@@ -44,12 +44,6 @@ PIPELINE_STREAMS = (1, 2, 4)
 COMPUTE_STREAM_SLOT = 5
 COMPUTE_SLOTS = (8, 9)
 
-COPIES = {
-    "overlap_h2d_compute": ("h2d",),
-    "overlap_d2h_compute": ("d2h",),
-    "overlap_bidir_compute": ("h2d", "d2h"),
-    "overlap_pageable": ("h2d",),
-}
 
 
 def compute_bytes(size: int) -> int:
@@ -57,16 +51,21 @@ def compute_bytes(size: int) -> int:
     return 8 * min(COMPUTE_ELEMENTS, size // 8)
 
 
-def device_bytes_needed(case_key: str, size: int, streams: int = 1) -> int:
-    if case_key == "pipeline_chunked":
-        return 2 * streams * size
-    return len(COPIES[case_key]) * size + 2 * compute_bytes(size)
+def device_bytes_needed(copies: int, size: int) -> int:
+    """Device memory of an overlap case with `copies` copies of `size` and its kernel's two
+    arrays."""
+    return copies * size + 2 * compute_bytes(size)
 
 
-def overlap_size(case_key: str, free_bytes: int, share: float) -> tuple[int, str]:
+def pipeline_device_bytes(chunk: int, streams: int) -> int:
+    """Device memory of a pipeline: a chunk in and a chunk out on each stream."""
+    return 2 * streams * chunk
+
+
+def overlap_size(copies: int, free_bytes: int, share: float) -> tuple[int, str]:
     """The copy size for an overlap case: 256 MiB, halved until the buffers fit."""
     size = OVERLAP_BYTES
-    while device_bytes_needed(case_key, size) > share * free_bytes and size > MIN_OVERLAP_BYTES:
+    while device_bytes_needed(copies, size) > share * free_bytes and size > MIN_OVERLAP_BYTES:
         size //= 2
     note = "" if size == OVERLAP_BYTES else f"{format_bytes(OVERLAP_BYTES)} did not fit"
     return size, note
@@ -174,7 +173,7 @@ def overlap(run: CaseRun) -> list[Measurement]:
     size_note = run.job.note
     backend = pool.backend
     pinned = case.memory == "pinned"
-    directions = COPIES[case.key]
+    directions = case.directions
     copies = [HostEnd(pool, device, size, pinned, to_device=d == "h2d", slot=i)
               for i, d in enumerate(directions)]
     nbytes = compute_bytes(size)

@@ -265,7 +265,8 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
 
 
 def peer(run: CaseRun) -> list[Measurement]:
-    """p2p_copy (i -> j) or p2p_bidir (i -> j and j -> i at once), peer access on."""
+    """p2p_copy (i -> j) or, for a case declared `both_ways`, p2p_bidir (i -> j and j -> i
+    at once), peer access on."""
     pool, case, size, samples = run.pool, run.case, run.size, run.samples
     counter_window_s = run.counter_window_s
     backend = pool.backend
@@ -274,7 +275,7 @@ def peer(run: CaseRun) -> list[Measurement]:
     peak = p2p_peak(a, b)
     forward = _peer_path(pool, a, b, size, slot=0)
     paths = [(a, b, forward)]
-    if case.key == "p2p_bidir":
+    if case.both_ways:
         paths.append((b, a, _peer_path(pool, b, a, size, slot=2)))
 
     def works(ops: int) -> list[Work]:

@@ -52,14 +52,14 @@ def test_pipeline_total_and_memory_needs():
     assert overlap.pipeline_total_bytes(1 * MiB) == 64 * MiB
     assert overlap.pipeline_total_bytes(16 * MiB) == 256 * MiB
     assert overlap.pipeline_total_bytes(512 * MiB) == 512 * MiB
-    assert overlap.device_bytes_needed("pipeline_chunked", 4 * MiB, streams=4) == 32 * MiB
-    assert overlap.device_bytes_needed("overlap_bidir_compute", 256 * MiB) == 512 * MiB + 64 * MiB
+    assert overlap.pipeline_device_bytes(4 * MiB, streams=4) == 32 * MiB
+    assert overlap.device_bytes_needed(2, 256 * MiB) == 512 * MiB + 64 * MiB  # both ways
 
 
 def test_overlap_size_halves_until_it_fits():
-    assert overlap.overlap_size("overlap_h2d_compute", 80 << 30, 0.9) == (256 * MiB, "")
-    size, note = overlap.overlap_size("overlap_h2d_compute", 64 * MiB, 0.9)
-    assert overlap.device_bytes_needed("overlap_h2d_compute", size) <= 0.9 * 64 * MiB
+    assert overlap.overlap_size(1, 80 << 30, 0.9) == (256 * MiB, "")
+    size, note = overlap.overlap_size(1, 64 * MiB, 0.9)
+    assert overlap.device_bytes_needed(1, size) <= 0.9 * 64 * MiB
     assert size == 16 * MiB and note == "256 MiB did not fit"
 
 
