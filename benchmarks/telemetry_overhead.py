@@ -50,9 +50,10 @@ class Following:
         pass
 
     def job_started(self, job) -> None:
+        from bwprof.cases import get_case
         from bwprof.telemetry.session import follow_job
 
-        follow_job(self.sampler, job)
+        follow_job(self.sampler, job, get_case(job.case).target)
 
     def job_finished(self, job, rows) -> None:
         self.sampler.untag()

@@ -36,7 +36,7 @@ class RowSink(Protocol):
 class TelemetryHook(Protocol):
     """Tags the counter samples with the running job and joins them onto its rows."""
 
-    def job_started(self, job: Job) -> None: ...
+    def job_started(self, job: Job, case: CaseSpec) -> None: ...
 
     def job_finished(self, job: Job) -> tuple[float, float]: ...
 
@@ -132,7 +132,7 @@ class Runner:
         """Rows of one job, the raw samples behind each, and any timelines it recorded."""
         try:
             if self.telemetry is not None:
-                self.telemetry.job_started(job)
+                self.telemetry.job_started(job, case)
             try:
                 measurements = executor.measure(case, job, self.plan)
             finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bwprof.cases import CASES_BY_KEY
+from bwprof.casespec import CaseSpec
 from bwprof.measurement import Job, Measurement
 from bwprof.schema.meta import IdleCheck
 from bwprof.schema.rows import ResultRow
@@ -35,14 +35,13 @@ def idle_check(reader: CounterReader) -> tuple[IdleCheck, ...]:
     return tuple(report)
 
 
-def follow_job(sampler: Sampler, job: Job) -> None:
-    """Tag the samples with the job starting, and read nothing through a job that is not a GPU
-    case (host DDR, network): the GPU counters say nothing of it, and each read takes CPU
-    time from the host's STREAM threads (a 1 ms read every 50 ms cost ddr_triad 3% on a
-    2-core VM, where the bar is 1%)."""
+def follow_job(sampler: Sampler, job: Job, target: str) -> None:
+    """Tag the samples with the job starting, and read nothing through a job of a case that
+    is not a GPU case (`target` host or mpi: DDR, network): the GPU counters say nothing of
+    it, and each read takes CPU time from the host's STREAM threads (a 1 ms read every 50 ms
+    cost ddr_triad 3% on a 2-core VM, where the bar is 1%)."""
     sampler.tag(job.case, job.size_bytes, job.label())
-    case = CASES_BY_KEY.get(job.case)
-    sampler.paused = case is not None and case.target != "gpu"
+    sampler.paused = target != "gpu"
 
 
 class TelemetrySession:
@@ -67,8 +66,8 @@ class TelemetrySession:
         if self.sampler.stop():  # a thread still reading keeps its GPM buffers
             self.reader.close()
 
-    def job_started(self, job: Job) -> None:
-        follow_job(self.sampler, job)
+    def job_started(self, job: Job, case: CaseSpec) -> None:
+        follow_job(self.sampler, job, case.target)
         self._job_start = self.sampler.now()
 
     def job_finished(self, job: Job) -> tuple[float, float]:

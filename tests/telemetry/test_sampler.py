@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bwprof.cases import get_case
 from bwprof.telemetry.sampler import Sampler
 from bwprof.units import MiB
 
@@ -212,7 +213,7 @@ def test_samples_between_jobs_belong_to_no_job():
                              c2c_devices=lambda: [])
     session = TelemetrySession(reader, interval_s=0.05)
     job = Job("h2d_pinned", size_bytes=MiB, device=0)
-    session.job_started(job)
+    session.job_started(job, get_case("h2d_pinned"))
     time.now += 0.1
     session.sampler.sample_once()
     window = session.job_finished(job)

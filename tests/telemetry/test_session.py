@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bwprof.cases import get_case
 from bwprof.measurement import Job
 from bwprof.telemetry.sampler import Sampler
 from bwprof.telemetry.session import follow_job
@@ -23,7 +24,7 @@ def test_no_reads_through_host_or_network_jobs_and_reads_again_for_gpu_jobs():
                               (Job("h2d_pinned", 1 << 20, device=0), 3),
                               (Job("net_p2p", 1 << 20, ranks=(0, 1)), 0),
                               (Job("hbm_triad", 1 << 28, device=0), 3)]:
-        follow_job(sampler, job)
+        follow_job(sampler, job, get_case(job.case).target)
         before = len(reads)
         sampler.run(wait=time.wait, max_ticks=3)
         assert len(reads) - before == expect_reads, job.case
