@@ -23,7 +23,7 @@ from bwprof.errors import BwprofError, RunInterrupted
 
 if TYPE_CHECKING:
     from bwprof.api import RunResult
-    from bwprof.report.terminal import LineProgress, RichProgress
+    from bwprof.progress import LineProgress, RichProgress
     from bwprof.schema.meta import GpuMeta
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -157,7 +157,7 @@ def _progress(fleet: bool, quiet: bool) -> RichProgress | LineProgress | None:
     """A live bar on a terminal; one line per job where stderr is a file or pipe, and under
     mpirun, whose ranks write to a pseudo-terminal even when mpirun's own output is a log (a
     fleet run prints plain text: no colour codes)."""
-    from bwprof.report.terminal import LineProgress, RichProgress
+    from bwprof.progress import LineProgress, RichProgress
 
     if quiet:
         return None

@@ -1,26 +1,16 @@
-"""Terminal output: the progress bar while a run goes, the summary table after it."""
+"""Terminal output: the summary table, the lines under it, and the compare table."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, JustifyMethod
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
-from bwprof.measurement import Job
 from bwprof.report.formats import cell_float, cell_int, is_missing, lower_is_better_row
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
@@ -31,61 +21,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from bwprof.report.compare import Comparison
-
-
-class RichProgress:
-    """Progress bar on stderr, one step per job, naming the job that runs now."""
-
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self._task: TaskID | None = None
-
-    def start(self, total: int) -> None:
-        self._progress.start()
-        self._task = self._progress.add_task("starting", total=total)
-
-    def job_started(self, job: Job) -> None:
-        if self._task is not None:
-            self._progress.update(self._task, description=job.label())
-
-    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
-        if self._task is not None:
-            self._progress.advance(self._task)
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._progress.stop()
-
-
-class LineProgress:
-    """Progress for a log: one plain line per job as it starts, where a live bar cannot be
-    drawn (stderr is a file or pipe, or a fleet rank's pseudo-terminal behind mpirun)."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-        self._total = self._done = 0
-        self._began = time.monotonic()
-
-    def start(self, total: int) -> None:
-        self._total, self._done, self._began = total, 0, time.monotonic()
-
-    def job_started(self, job: Job) -> None:
-        elapsed = int(time.monotonic() - self._began)
-        print(f"[{self._done + 1}/{self._total} {elapsed // 60}:{elapsed % 60:02d}] "
-              f"{job.label()}", file=self._stream, flush=True)
-
-    def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
-        self._done += 1
-
-    def stop(self) -> None:
-        pass
 
 
 def _fmt(value: float | None, spec: str) -> str:
