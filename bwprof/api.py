@@ -23,7 +23,6 @@ from bwprof.plan import Plan, make_plan
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
 from bwprof.report.findings import derive_findings, findings_frame
 from bwprof.report.formats import check_format
-from bwprof.report.frames import results_frame
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, with_extras
 from bwprof.report.summary import build_summary
@@ -37,6 +36,7 @@ from bwprof.schema.meta import (
     read_only,
 )
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.schema.table import results_frame
 from bwprof.system import HostInfo, host_info
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 

@@ -9,7 +9,7 @@ from bwprof.cases import CASES
 from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.gpu.runtime import NO_GPU_REASON, probe
 from bwprof.host import stream
-from bwprof.report.frames import read_results
+from bwprof.schema.table import read_results
 from tests.schema.builders import meta
 
 SMALL = {"size": "1MiB", "repeats": 3, "threads": "1"}

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from bwprof import __version__
 from bwprof.cases import CASES
 from bwprof.cli import app, main
-from bwprof.report.frames import read_results
+from bwprof.schema.table import read_results
 
 runner = CliRunner()
 SMALL = ["--size", "1MiB", "--repeats", "3", "--threads", "1"]

@@ -14,6 +14,9 @@ from typing import Any, cast
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.schema.table import is_missing
+
+__all__ = ["cell_float", "cell_int", "is_missing", "json_records", "plain", "row_at"]
 
 FORMATS: tuple[str, ...] = ("csv", "parquet")
 
@@ -35,14 +38,6 @@ def check_format(name: str) -> bool:
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
     frame.to_parquet(target, index=False)
     return target
-
-
-def is_missing(value: object) -> bool:
-    """True for None, NaN and pd.NA (a cell with no value), never raising on other types."""
-    try:
-        return value is None or bool(pd.isna(cast(Any, value)))
-    except (TypeError, ValueError):
-        return False
 
 
 def cell_float(value: object) -> float | None:

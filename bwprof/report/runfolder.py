@@ -18,15 +18,15 @@ import pandas as pd
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
-from bwprof.report.frames import (
+from bwprof.report.timeline import TimelinesVersionError, read_timelines
+from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
+from bwprof.schema.rows import READABLE_VERSIONS
+from bwprof.schema.table import (
     check_schema_version,
     checked_results,
     read_results,
     read_run_csv,
 )
-from bwprof.report.timeline import TimelinesVersionError, read_timelines
-from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
-from bwprof.schema.rows import READABLE_VERSIONS
 
 RESULTS_PARQUET = "results.parquet"
 

@@ -10,13 +10,13 @@ import pandas as pd
 from rich.console import Console
 
 from bwprof.report.formats import check_format, json_records, plain
-from bwprof.report.frames import rows_from_frame
 from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.report.outputs import Written, output_dir, write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, machine_line
 from bwprof.report.summary import build_summary, headline_sentence
 from bwprof.report.terminal import print_report, report_lines
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.table import rows_from_frame
 
 
 @dataclass

@@ -16,6 +16,15 @@ from bwprof.schema import flags as f
 from bwprof.schema.metrics import BANDWIDTH
 from bwprof.schema.rows import SCHEMA_VERSION
 
+V1_RESULT_COLUMNS: tuple[str, ...] = (
+    "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
+    "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
+    "bytes_per_rep", "byte_convention", "time_median_s", "time_min_s", "gbps_median",
+    "gbps_best", "cv", "peak_gbps", "pct_of_peak", "status", "note", "phase",
+    "overlap_efficiency", "schema_version",
+)
+"""The columns a version-1 results file has (it is upgraded on read)."""
+
 V1_IN_CACHE_NOTE = "under 4x the last-level cache"
 """Version 1's note on a host row whose arrays were smaller than STREAM's 4x rule."""
 V1_L2_NOTES = ("fits in L2", "the cache is in the figure")

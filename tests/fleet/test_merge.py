@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bwprof.fleet.merge import RankReport, merge
-from bwprof.report.frames import read_results
+from bwprof.schema.table import read_results
 from tests.report.test_export import make_row
 from tests.schema import builders
 from tests.schema.builders import gpus, meta
@@ -93,8 +93,8 @@ def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
 
 
 def test_the_network_path_shows_only_in_runs_with_net_p2p_rows():
-    from bwprof.report.frames import results_frame
     from bwprof.report.summary import build_summary
+    from bwprof.schema.table import results_frame
 
     net = [make_row(case="net_p2p", backend="mpi", device="rank0->rank1", memory="host",
                     direction="net", threads=None, size_bytes=size, gbps_best=gbps)

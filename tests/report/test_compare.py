@@ -26,10 +26,10 @@ from bwprof.report.compare import (
     run_lines,
     t_critical,
 )
-from bwprof.report.frames import results_frame
 from bwprof.report.runfolder import RunFolder, load_run
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.table import results_frame
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 from tests.schema.builders import HOST, host, meta

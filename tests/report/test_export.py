@@ -6,8 +6,8 @@ import pytest
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
-from bwprof.report.frames import read_results, results_frame
 from bwprof.schema.rows import RESULT_COLUMNS, SCHEMA_VERSION, TELEMETRY_COLUMNS, ResultRow
+from bwprof.schema.table import read_results, results_frame
 
 
 def make_row(**overrides) -> ResultRow:

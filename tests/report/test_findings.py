@@ -16,8 +16,8 @@ from bwprof.report.findings import (
     pcie_below_max,
     slower_than_siblings,
 )
-from bwprof.report.frames import results_frame
 from bwprof.schema.meta import IdleCheck, TelemetryMeta
+from bwprof.schema.table import results_frame
 from tests.report.test_export import make_row
 from tests.schema import builders
 from tests.schema.builders import gpu, gpus, meta

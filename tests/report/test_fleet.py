@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from bwprof.report.fleet import differing_nodes, slower_nodes
-from bwprof.report.frames import results_frame
 from bwprof.schema.meta import NodeMeta
+from bwprof.schema.table import results_frame
 from tests.report.test_export import make_row
 from tests.schema.builders import gpu, gpus
 

@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from bwprof.cli import app
 from bwprof.errors import BwprofError
-from bwprof.report.frames import read_results, results_frame
 from bwprof.report.model import model_lines, model_report, parse_model
 from bwprof.report.summary import build_summary
+from bwprof.schema.table import read_results, results_frame
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 from tests.schema.builders import gpu, gpus, meta

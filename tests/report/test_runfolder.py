@@ -229,7 +229,7 @@ def test_a_last_line_cut_off_by_a_stopped_run_is_left_out_and_said(run_copy, tmp
 
 
 def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
-    from bwprof.report.frames import checked_results
+    from bwprof.schema.table import checked_results
 
     frame = pd.read_csv(run_copy("host-ddr") / "results.csv")
     frame.loc[1, "status"] = "great"
@@ -242,7 +242,7 @@ def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
 def test_a_version_2_table_that_fills_only_the_values_reads_its_gbps_from_them(tmp_path):
     """Version 2's figure is the value; GB/s columns follow it on reading (a table another
     tool wrote, or one edited by hand, reads the same in every report)."""
-    from bwprof.report.frames import read_results, results_frame
+    from bwprof.schema.table import read_results, results_frame
     from tests.report.test_export import make_row
 
     path = tmp_path / "results.csv"

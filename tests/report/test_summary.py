@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from bwprof.report.frames import read_results, results_frame
 from bwprof.report.summary import SLOWEST_PAIR, SUMMARY_COLUMNS, build_summary, headline_sentence
 from bwprof.report.terminal import _gbps, print_report
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.table import read_results, results_frame
 from tests.report.conftest import DATA
 from tests.report.test_export import make_row
 
@@ -161,7 +161,7 @@ def test_the_terminal_never_shows_a_simulated_figure():
     rows = read_results(DATA / "sim-a" / "results.csv")
     summary = build_summary(rows)
     console = Console(width=200, record=True, file=io.StringIO())
-    from bwprof.report.frames import rows_from_frame
+    from bwprof.schema.table import rows_from_frame
 
     print_report(console, rows_from_frame(rows), build_summary(rows))
     text = console.export_text()
@@ -174,8 +174,8 @@ def test_the_terminal_never_shows_a_simulated_figure():
 
 
 def test_the_p2p_figure_is_taken_at_the_size_every_pair_measured():
-    from bwprof.report.frames import results_frame
     from bwprof.report.summary import build_summary, p2p_matrix_rows
+    from bwprof.schema.table import results_frame
     from tests.report.test_export import make_row
 
     def pair(device, size, gbps):

@@ -3,10 +3,10 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from bwprof.report.frames import results_frame
 from bwprof.report.summary import build_summary
 from bwprof.report.terminal import failure_lines, not_run_lines, print_report
 from bwprof.schema.meta import GpusMeta, TelemetryMeta
+from bwprof.schema.table import results_frame
 from tests.report.test_export import make_row
 from tests.schema.builders import host, meta
 
@@ -104,9 +104,9 @@ def test_many_skip_reasons_are_capped():
 
 
 def test_without_a_gpu_the_reason_is_said_once():
-    from bwprof.report.frames import results_frame
     from bwprof.report.summary import build_summary
     from bwprof.report.terminal import print_report
+    from bwprof.schema.table import results_frame
 
     reason = "no NVIDIA driver / no CUDA device found"
     rows = [make_row()] + [make_row(case=c, backend="cuda", status="skipped", note=reason,

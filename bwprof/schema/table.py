@@ -1,4 +1,7 @@
-"""pandas views of result rows, with stable column order and dtypes."""
+"""results.csv as a table: result rows as a pandas frame with stable column order and
+dtypes, and the reading of a saved table with every check it must pass (columns, schema
+version, kinds and signs of values, metrics, flags), version 1 upgraded on the way. Part of
+the data model: the report layer and the fleet merge both read tables through it."""
 
 from __future__ import annotations
 
@@ -6,13 +9,12 @@ import io
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.formats import is_missing
 from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
 from bwprof.schema.rows import (
@@ -23,7 +25,7 @@ from bwprof.schema.rows import (
     TELEMETRY_COLUMNS,
     ResultRow,
 )
-from bwprof.schema.upgrade import upgrade_results_v1
+from bwprof.schema.upgrade import V1_RESULT_COLUMNS, upgrade_results_v1
 
 _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
@@ -72,6 +74,14 @@ def _boolean(values: pd.Series) -> pd.Series:
             return words[text]
         raise _Malformed(f"column higher_is_better: {value!r} is not True or False")
     return pd.Series([one(v) for v in values], index=values.index, dtype="boolean")
+
+
+def is_missing(value: object) -> bool:
+    """True for None, NaN and pd.NA (a cell with no value), never raising on other types."""
+    try:
+        return value is None or bool(pd.isna(cast(Any, value)))
+    except (TypeError, ValueError):
+        return False
 
 
 def _numeric(values: pd.Series, column: str, dtype: Literal["Int64", "float64"]) -> pd.Series:
@@ -146,14 +156,6 @@ def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
     schema_versions(frame, path)
 
 
-V1_RESULT_COLUMNS: tuple[str, ...] = (
-    "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
-    "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
-    "bytes_per_rep", "byte_convention", "time_median_s", "time_min_s", "gbps_median",
-    "gbps_best", "cv", "peak_gbps", "pct_of_peak", "status", "note", "phase",
-    "overlap_efficiency", "schema_version",
-)
-"""The columns a version-1 results file has (it is upgraded on read)."""
 
 
 def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
