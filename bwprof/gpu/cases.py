@@ -2,8 +2,10 @@
 it expands into jobs, what each job allocates (for the fits-in-memory check), whether it earns
 a counter window, and the function that runs one job.
 
-The executor (`bwprof.gpu.executor`) reads nothing else about a case: adding one is a table
-entry here and one function `run(CaseRun) -> list[Measurement]` (docs/adding-a-case.md). This
+The executor (`bwprof.gpu.executor`) reads nothing else about a case and no code decides by
+its key: adding one is a table entry here and one function `run(CaseRun) ->
+list[Measurement]` (docs/adding-a-case.md); variants of a shared function are fields of the
+entry (`directions`, `both_ways`, `kernel`). This
 module imports no GPU library, so the catalogue of cases (`bwprof.cases`) stays cheap to load.
 """
 
