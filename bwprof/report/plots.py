@@ -80,25 +80,30 @@ def _size_formatter(value: float, _position: object) -> str:
 
 
 def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
-    """GB/s against size per memory kind and direction; None when no row has a size. Points
-    whose buffers fit in a cache (`in_cache`, `l2_resident`) are drawn hollow: they are not
-    the memory's figure and may pass its peak line."""
+    """Each figure against size, one panel per metric, memory kind and direction (GB/s for
+    bandwidth; a latency in ns, a throughput in TFLOP/s, each in panels of its own); None
+    when no row has a size. Points whose buffers fit in a cache (`in_cache`,
+    `l2_resident`) are drawn hollow: they are not the memory's figure and may pass its peak
+    line."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
-    rows = results[(results["status"] == "ok") & (results["metric"] == "bandwidth")
-                   & results["value_best"].notna() & results["size_bytes"].notna()
-                   & (results["phase"] == "")]
+    rows = results[(results["status"] == "ok") & results["value_best"].notna()
+                   & results["size_bytes"].notna() & (results["phase"] == "")]
     if rows.empty:
         return None
     resident = cache_resident(rows)
-    panels = list(dict.fromkeys(zip(rows["memory"], rows["direction"], strict=True)))
+    panels = list(dict.fromkeys(zip(rows["metric"], rows["memory"], rows["direction"],
+                                    strict=True)))
     columns = min(len(panels), 3)
     lines = math.ceil(len(panels) / columns)
     figure = _figure(5.2 * columns, 3.9 * lines + 0.8)
     axes = figure.subplots(lines, columns, squeeze=False).ravel()
-    for axis, (memory, direction) in zip(axes, panels, strict=False):
-        mine = rows[(rows["memory"] == memory) & (rows["direction"] == direction)]
+    for axis, (metric, memory, direction) in zip(axes, panels, strict=False):
+        mine = rows[(rows["metric"] == metric) & (rows["memory"] == memory)
+                    & (rows["direction"] == direction)]
+        unit = str(mine["unit"].iloc[0])
+        bandwidth = metric == "bandwidth"
         for (case, device), line in mine.groupby(["case", "device"], sort=False):
             line = line.sort_values("size_bytes")
             label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
@@ -111,17 +116,18 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
                           line.loc[cached, "value_best"], linestyle="none", marker="o",
                           markersize=6, markerfacecolor="white",
                           markeredgecolor=drawn.get_color())
-        for peak in sorted(mine["peak_gbps"].dropna().unique()):
+        for peak in sorted(mine["peak_value"].dropna().unique()):
             axis.axhline(peak, linestyle="--", linewidth=1, color="grey")
-            axis.annotate(f"peak {peak:.0f} GB/s", (0.01, peak), xycoords=("axes fraction",
+            axis.annotate(f"peak {peak:.0f} {unit}", (0.01, peak), xycoords=("axes fraction",
                           "data"), fontsize=7, color="grey", va="bottom")
         axis.set_xscale("log", base=2)
         axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
         axis.tick_params(axis="x", labelrotation=45, labelsize=7)
         axis.set_xlabel("transfer or array size (bytes, log scale)")
-        axis.set_ylabel("GB/s (10^9 bytes/s), best")
+        axis.set_ylabel("GB/s (10^9 bytes/s), best" if bandwidth else f"{metric}, {unit}, best")
         axis.set_ylim(bottom=0)
-        axis.set_title(f"{_MEMORY_LABELS.get(memory, memory)}, "
+        axis.set_title(("" if bandwidth else f"{metric}: ")
+                       + f"{_MEMORY_LABELS.get(memory, memory)}, "
                        f"{_DIRECTION_LABELS.get(direction, direction)}", fontsize=9)
         axis.grid(True, alpha=0.3)
         handles, _labels = axis.get_legend_handles_labels()
@@ -134,7 +140,9 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     for axis in axes[len(panels):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
-    _title(figure, "Bandwidth against transfer size", meta, simulated)
+    what = ("Bandwidth against transfer size" if set(rows["metric"]) == {"bandwidth"}
+            else "Figures against transfer or working-set size")
+    _title(figure, what, meta, simulated)
     return figure
 
 

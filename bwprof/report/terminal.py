@@ -55,13 +55,14 @@ def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
 
 
 def results_table(rows: Sequence[ResultRow]) -> Table:
-    """Headline rows (see `headline_rows`), one line each, in run order."""
+    """Headline rows (see `headline_rows`), one line each, in run order, with their flags
+    (a cache-resident figure says so beside it)."""
     title = "bwprof results (GB/s = 1e9 bytes/s)"
     table = Table(title=title, title_justify="left", min_width=len(title))
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("case", "left"), ("size", "right"), ("on", "left"), ("best", "right"),
         ("median", "right"), ("unit", "left"), ("CV", "right"), ("% peak", "right"),
-        ("status", "left"))
+        ("status", "left"), ("flags", "left"))
     for column, justify in columns:
         table.add_column(column, justify=justify)
     for row in headline_rows(rows):
@@ -77,6 +78,8 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
                                                                        else ""),
             _fmt(row.pct_of_peak, ".0f"),
             row.status if row.status == "ok" else f"[bold red]{row.status}[/]",
+            # What the figure is not (a cache's, noisy, ...): the same words as the file's.
+            " ".join(sorted(row.flags - {"simulated"})),
         )
     return table
 

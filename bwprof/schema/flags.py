@@ -1,7 +1,9 @@
 """Facts about a row that code acts on, as data: the `flags` column.
 
-A closed vocabulary: every flag is declared here with what it means and what it changes, and
-a results file holding any other is malformed. In a file the flags are joined by `|`
+A closed vocabulary: every flag is declared here with what it means and, where bwprof acts
+on it, what it changes (`noisy`, `numa_unverified` and `cache_unknown` only inform today:
+they are there for the verdicts to judge by), and a results file holding any other is
+malformed. In a file the flags are joined by `|`
 (`in_cache|noisy`), empty for none. Notes stay for people; no code reads them.
 """
 

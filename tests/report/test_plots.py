@@ -59,7 +59,7 @@ def test_titles_name_the_machine_and_label_simulated_figures():
 def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
     sim = load_run(DATA / "sim-a")
     results = sim.results.copy()
-    results.loc[results["case"] == "h2d_pinned", "peak_gbps"] = 63.0
+    results.loc[results["case"] == "h2d_pinned", ["peak_value", "peak_gbps"]] = 63.0
     figure = plots.bandwidth_figure(results, sim.meta)
     titles = [axis.get_title() for axis in figure.axes if axis.get_visible()]
     assert titles == ["host DDR, within one memory", "pinned host memory, host→device",
@@ -148,3 +148,18 @@ def test_cache_resident_points_are_drawn_hollow_and_named_in_the_legend():
     hollow = [line for line in marked[0].get_lines()
               if line.get_markerfacecolor() == "white" and line.get_linestyle() == "None"]
     assert len(hollow) == 1 and len(hollow[0].get_xdata()) == 3
+
+
+def test_a_latency_figure_gets_a_panel_of_its_own_in_its_unit():
+    from bwprof.schema.table import results_frame
+    from tests.report.test_export import make_row
+    from tests.schema.builders import meta
+
+    rows = [make_row(gbps_best=28.6, size_bytes=1 << 30),
+            *(make_row(case="lat_host", metric="latency", unit="ns", higher_is_better=False,
+                       gbps_best=None, gbps_median=None, value_best=ns, value_median=ns,
+                       size_bytes=size) for ns, size in ((1.2, 32 << 10), (95.0, 1 << 30)))]
+    figure = plots.bandwidth_figure(results_frame(rows), meta())
+    labels = {axis.get_title(): axis.get_ylabel() for axis in figure.axes if axis.get_visible()}
+    assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), best",
+                      "latency: host DDR, within one memory": "latency, ns, best"}
