@@ -1,0 +1,40 @@
+"""The one stored run of schema version 2 (tests/data/host-ddr-v2, a real host measurement):
+the file format a version-2 reader must keep reading, pinned."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.report.runfolder import load_run
+from bwprof.schema.flags import split_flags
+from bwprof.schema.rows import CSV_COLUMNS, TIMING_COLUMNS
+
+STORED = Path(__file__).resolve().parents[1] / "data" / "host-ddr-v2"
+
+
+def test_its_files_have_the_columns_of_version_2():
+    assert tuple(pd.read_csv(STORED / "results.csv").columns) == CSV_COLUMNS
+    assert tuple(pd.read_csv(STORED / "timings.csv").columns) == TIMING_COLUMNS
+
+
+def test_it_loads_with_its_metric_values_and_flags():
+    run = load_run(STORED)
+    results = run.results
+    assert run.meta.schema_version == 2 and (results["schema_version"] == 2).all()
+    assert (results["metric"] == "bandwidth").all() and results["higher_is_better"].all()
+    assert (results["value_best"] == results["gbps_best"]).all()
+    resident = results["flags"].map(lambda text: "in_cache" in split_flags(text))
+    llc = run.meta.host.llc_bytes_total
+    assert (resident == (results["size_bytes"] < 4 * llc)).all() and resident.any()
+    assert results.loc[resident, "peak_value"].isna().all()
+    # The cache-resident rows are never the DDR figure.
+    ddr = run.summary[run.summary["path"] == "ddr"].iloc[0]
+    assert ddr["size_bytes"] >= 4 * llc and "in_cache" not in ddr["flags"]
+
+
+def test_it_compares_with_a_version_1_run():
+    from bwprof.report.compare import compare_runs
+
+    comparison = compare_runs([load_run(STORED.parent / "host-ddr"), load_run(STORED)])
+    summary = comparison.rows[comparison.rows["scope"] == "summary"]
+    assert set(summary["metric"]) == {"bandwidth"}
