@@ -93,28 +93,28 @@ def test_without_git_there_is_no_commit(checkout, monkeypatch):
     assert git_commit(checkout / "bwprof") is None
 
 
-@needs_git
-def test_a_git_that_hangs_is_given_up_on(checkout, tmp_path, monkeypatch):
+def _fake_git(tmp_path, monkeypatch, script):
+    """A `git` first on PATH (the only thing on it) that runs `script`."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "git"
-    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.write_text(f"#!/bin/sh\n{script}\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
+
+
+@needs_git
+def test_a_git_that_hangs_is_given_up_on(checkout, tmp_path, monkeypatch):
+    _fake_git(tmp_path, monkeypatch, "exec sleep 30")
     monkeypatch.setattr(_version, "GIT_TIMEOUT_S", 0.2)
     assert git_commit(checkout / "bwprof") is None
 
 
 @needs_git
 def test_a_git_that_fails_or_talks_nonsense_gives_none(checkout, tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "git"
-    monkeypatch.setenv("PATH", str(bin_dir))
     for script in ("echo 'fatal: detected dubious ownership' >&2; exit 128",
                    "echo '# branch.oid not-a-hash'"):
-        fake.write_text(f"#!/bin/sh\n{script}\n")
-        fake.chmod(0o755)
+        _fake_git(tmp_path, monkeypatch, script)
         git_commit.cache_clear()
         assert git_commit(checkout / "bwprof") is None
 

@@ -183,9 +183,8 @@ class GpuExecutor(Executor):
                   and row.direction in ("within", "compute")
                   and row.size_bytes < L2_MULTIPLE * device.properties.l2_bytes)
         if cached:
-            row = replace(_with_note(row, "fits in L2: the figure may exceed the HBM peak, "
-                                          "so it is not held against it"),
-                          peak=None, flags=row.flags | {flags.L2_RESIDENT})
+            row = replace(_flagged(row, flags.L2_RESIDENT, "fits in L2: the figure may exceed "
+                                   "the HBM peak, so it is not held against it"), peak=None)
         elif row.peak and row.seconds_per_op and metric.higher_is_better:
             best = metric.value(row.work, min(row.seconds_per_op))
             if best > INVALID_ABOVE_PEAK * row.peak:
@@ -193,29 +192,27 @@ class GpuExecutor(Executor):
                                               f"{row.peak:.1f} {metric.unit}): a measurement "
                                               "error"), valid=False)
         if row.numa_node is not None and self.gpu.placement_failed:
-            row = replace(_with_note(row, "host memory placement not enforced (CPU affinity "
-                                          "refused)"), numa_node=None,
-                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+            row = replace(_flagged(row, flags.NUMA_UNVERIFIED, "host memory placement not "
+                                   "enforced (CPU affinity refused)"), numa_node=None)
         over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
                     else any(d.host_link_c2c for d in self.devices))
         # Every row that moves host memory over the link: copies, and the concurrent rows of
         # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
         if (over_c2c and row.memory in HOST_MEMORIES
                 and set(row.direction.split("+")) & set(HOST_LINK_DIRECTIONS)):
-            row = replace(_with_note(row, "host link is NVLink-C2C: no peak known for it "
-                                          "(PCIe's does not apply)"),
-                          flags=row.flags | {flags.C2C_LINK})
+            row = _flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: no peak known for it "
+                                                "(PCIe's does not apply)")
         share = None if device is None else self.pool.off_node_share(device.index)
         if row.numa_node is not None and share is not None:
-            row = replace(_with_note(row, f"host memory not on NUMA node {row.numa_node}: "
-                                          f"{share:.0%} of its sampled pages there (the node "
-                                          "is short of free memory)"), numa_node=None,
-                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+            row = replace(_flagged(row, flags.NUMA_UNVERIFIED,
+                                   f"host memory not on NUMA node {row.numa_node}: {share:.0%} "
+                                   "of its sampled pages there (the node is short of free "
+                                   "memory)"), numa_node=None)
         elif (row.numa_node is not None and device is not None and self.numa_node_count != 1
               and self.pool.placement_unread(device.index)):
-            row = replace(_with_note(row, f"host memory asked of NUMA node {row.numa_node}; "
-                                          "where its pages landed could not be read back"),
-                          flags=row.flags | {flags.NUMA_UNVERIFIED})
+            row = _flagged(row, flags.NUMA_UNVERIFIED,
+                           f"host memory asked of NUMA node {row.numa_node}; where its pages "
+                           "landed could not be read back")
         return row
 
     def close(self) -> None:
@@ -230,3 +227,8 @@ def _declared(case: CaseSpec) -> GpuCase:
 
 def _with_note(row: Measurement, note: str) -> Measurement:
     return replace(row, note="; ".join(n for n in (note, row.note) if n))
+
+
+def _flagged(row: Measurement, flag: str, note: str) -> Measurement:
+    """The row with `flag` for code, and the note saying why for people."""
+    return replace(_with_note(row, note), flags=row.flags | {flag})

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from bwprof.coerce import integer, number
 from bwprof.errors import BwprofError
 from bwprof.schema.table import is_missing
 
@@ -41,13 +42,13 @@ def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
 
 
 def cell_float(value: object) -> float | None:
-    """A table cell as a float, None where it holds no value."""
-    return None if is_missing(value) else float(cast(Any, value))
+    """A table cell as a float, None where it holds no value (pandas' NA too)."""
+    return None if is_missing(value) else number(value)
 
 
 def cell_int(value: object) -> int | None:
-    """A table cell as an int, None where it holds no value."""
-    return None if is_missing(value) else int(cast(Any, value))
+    """A table cell as an int, None where it holds no value (pandas' NA too)."""
+    return None if is_missing(value) else integer(value)
 
 
 def row_at(rows: pd.DataFrame, label: object) -> pd.Series:

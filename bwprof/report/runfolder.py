@@ -20,7 +20,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.report.timeline import TimelinesVersionError, read_timelines
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
-from bwprof.schema.rows import READABLE_VERSIONS
+from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.schema.table import (
     check_schema_version,
     checked_results,
@@ -88,10 +88,7 @@ def read_system(path: Path) -> RunMeta:
         raise BwprofError(f"{path} is not a bwprof system.json (no schema_version)")
     version = system["schema_version"]
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise BwprofError(
-            f"{path} has schema version {version!r}, this bwprof reads "
-            f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it"
-        )
+        raise BwprofError(unreadable_version(path, repr(version)))
     try:
         return RunMeta.from_dict(system)
     except MetaError as exc:

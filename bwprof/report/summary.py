@@ -98,8 +98,7 @@ def _without_figure(row: dict[str, object]) -> dict[str, object]:
 
 def cache_resident(rows: pd.DataFrame) -> pd.Series:
     """Which rows are a cache's figure (`in_cache`, `l2_resident`), as a boolean mask."""
-    return rows["flags"].map(
-        lambda text: bool(f.split_flags(text) & f.CACHE_RESIDENT)).astype(bool)
+    return rows["flags"].map(f.is_cache_resident).astype(bool)
 
 
 def _has_flag(row: pd.Series | dict[str, object], flag: str) -> bool:

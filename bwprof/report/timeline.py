@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bwprof.errors import BwprofError
-from bwprof.schema.rows import READABLE_VERSIONS
+from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.units import format_bytes
 
 COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}
@@ -35,9 +35,7 @@ def read_timelines(run_dir: Path) -> list[dict]:
     if not isinstance(data, dict) or not isinstance(data.get("timelines"), list):
         raise BwprofError(f"{path} is not a bwprof timelines file")
     if data.get("schema_version") not in READABLE_VERSIONS:
-        raise TimelinesVersionError(
-            f"{path} has schema version {data.get('schema_version')!r}, this bwprof reads "
-            f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it")
+        raise TimelinesVersionError(unreadable_version(path, repr(data.get("schema_version"))))
     return data["timelines"]
 
 

@@ -68,3 +68,8 @@ def unknown_flags(text: object) -> list[str]:
 
 def has_flag(text: object, flag: str) -> bool:
     return flag in split_flags(text)
+
+
+def is_cache_resident(text: object) -> bool:
+    """Whether a flags cell marks a cache's figure (`in_cache`, `l2_resident`)."""
+    return bool(split_flags(text) & CACHE_RESIDENT)

@@ -21,6 +21,13 @@ READABLE_VERSIONS: tuple[int, ...] = (1, 2)
 """Versions a reader accepts: version 1 folders are upgraded once, on read
 (`bwprof.schema.upgrade`)."""
 
+
+def unreadable_version(path: object, version: str) -> str:
+    """The one-line refusal of a file whose schema version (as `version` spells it) this
+    bwprof cannot read: the same words for every file of a run folder."""
+    return (f"{path} has schema version {version}, this bwprof reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that wrote it")
+
 Status = Literal["ok", "waived", "skipped", "invalid", "error"]
 STATUSES: tuple[str, ...] = ("ok", "waived", "skipped", "invalid", "error")
 FAILED_STATUSES: frozenset[str] = frozenset({"invalid", "error"})

@@ -24,6 +24,7 @@ from bwprof.schema.rows import (
     STATUSES,
     TELEMETRY_COLUMNS,
     ResultRow,
+    unreadable_version,
 )
 from bwprof.schema.upgrade import V1_RESULT_COLUMNS, upgrade_results_v1
 
@@ -139,11 +140,7 @@ def schema_versions(frame: pd.DataFrame, path: Path) -> set[int]:
     versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
     unreadable = versions - set(READABLE_VERSIONS)
     if unreadable:
-        raise BwprofError(
-            f"{path} has schema version {', '.join(map(str, sorted(unreadable)))}, this bwprof "
-            f"reads {' and '.join(map(str, READABLE_VERSIONS))}; use the bwprof version that "
-            "wrote it"
-        )
+        raise BwprofError(unreadable_version(path, ", ".join(map(str, sorted(unreadable)))))
     if len(versions) > 1:
         raise BwprofError(f"{path} is malformed: it mixes schema versions "
                           f"{', '.join(map(str, sorted(versions)))}")

@@ -66,7 +66,7 @@ def upgrade_results_v1(frame: pd.DataFrame) -> pd.DataFrame:
     out["value_median"] = out["gbps_median"]
     out["value_best"] = out["gbps_best"]
     out["flags"] = [_v1_flags(row) for _, row in out.iterrows()] if len(out) else []
-    cached = out["flags"].map(lambda text: bool(f.split_flags(text) & f.CACHE_RESIDENT))
+    cached = out["flags"].map(f.is_cache_resident).astype(bool)
     # A cache-resident figure is not held against the memory's peak (version 1 kept the
     # HBM peak beside L2-resident rows).
     out.loc[cached, ["peak_gbps", "pct_of_peak"]] = None
