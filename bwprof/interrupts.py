@@ -1,0 +1,73 @@
+"""Every signal that stops a command — Ctrl-C (SIGINT), SIGTERM, SIGHUP (a dropped ssh
+session) and SIGQUIT — is handled the same way at every moment: it raises KeyboardInterrupt
+in the main thread, so the code that keeps a run's rows on Ctrl-C keeps them for all four.
+
+Steps that must not be torn (finalising system.json, claiming a run folder) run inside
+`deferred()`: a signal arriving there is held and raised as soon as the step is done.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import FrameType
+
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+    if hasattr(signal, name)
+)
+
+_received: list[str] = []  # names of the stop signals seen since install(), first first
+_deferring = 0
+_pending = False
+
+
+def install() -> None:
+    """Make every stop signal raise KeyboardInterrupt (main thread only; elsewhere a no-op)."""
+    reset()
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        with suppress(OSError, ValueError):  # a signal this platform will not let us catch
+            signal.signal(signum, _handle)
+
+
+def reset() -> None:
+    """Forget the signals seen (a second command in one process: tests, notebooks)."""
+    global _deferring, _pending
+    _received.clear()
+    _deferring, _pending = 0, False
+
+
+def received() -> str | None:
+    """The name of the first stop signal seen ('SIGHUP'), or None."""
+    return _received[0] if _received else None
+
+
+def _handle(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    _received.append(signal.Signals(signum).name)
+    if _deferring:
+        _pending = True
+        return
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold stop signals while the block runs; one that arrived is raised when it ends (when
+    the block itself raised, its exception goes on and the signal stays pending for the next
+    `deferred()` to end, and `received()` names it)."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    except BaseException:
+        _deferring -= 1
+        raise
+    _deferring -= 1
+    if not _deferring and _pending:
+        _pending = False
+        raise KeyboardInterrupt(received() or "interrupted")

@@ -1,0 +1,55 @@
+"""Paths the user gives (--out, run folders, --csv, --spec), checked and normalised once.
+
+`~` at the start of a path is expanded, environment variables are not (the shell expands
+them; a `$` bwprof meets is a character of a name), and the result is absolute: pandas and
+matplotlib expand a leading `~` themselves, so a relative path such as `./~/x` (which
+pathlib shortens to `~/x`) would otherwise be written to two places. A name the file system
+cannot hold (a NUL, a component longer than NAME_MAX bytes, a path longer than PATH_MAX) is
+a one-line BwprofError before anything is created.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bwprof.errors import BwprofError
+
+DEFAULT_NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def _name_max(path: Path) -> int:
+    """NAME_MAX of the file system the path lands on (its nearest existing folder)."""
+    for folder in (path, *path.parents):
+        try:
+            if folder.is_dir():
+                return int(os.pathconf(folder, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            break
+    return DEFAULT_NAME_MAX
+
+
+def user_path(raw: str | os.PathLike[str], option: str) -> Path:
+    """The path `raw` names, absolute, with a leading `~` expanded; `option` names it in
+    the error ('--out', 'RUN_DIR')."""
+    text = os.fspath(raw)
+    if not text:
+        raise BwprofError(f"{option} is empty; give a path")
+    if "\0" in text:
+        raise BwprofError(f"{option} holds a NUL character, which no path can; give another")
+    if text.startswith("~"):
+        text = os.path.expanduser(text)
+    path = Path(text).absolute()
+    encoded = os.fsencode(str(path))
+    if len(encoded) >= PATH_MAX:
+        raise BwprofError(f"{option} is {len(encoded)} bytes long once absolute; the file "
+                          f"system allows {PATH_MAX - 1}: give a shorter path")
+    limit = _name_max(path)
+    for part in path.parts[1:]:
+        size = len(os.fsencode(part))
+        if size > limit:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            raise BwprofError(f"{option}: the name {shown!r} is {size} bytes; the file system "
+                              f"allows {limit} per name: give a shorter one")
+    return path

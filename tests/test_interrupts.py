@@ -1,0 +1,66 @@
+"""Every stop signal becomes KeyboardInterrupt, and deferred() holds one until its step ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from bwprof import interrupts
+
+
+@pytest.fixture(autouse=True)
+def _handlers():
+    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    interrupts.install()
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+    interrupts.reset()
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"])
+def test_each_stop_signal_raises_keyboard_interrupt_and_is_named(name):
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), getattr(signal, name))
+        for _ in range(1000):  # the handler runs between bytecodes of the main thread
+            pass
+    assert interrupts.received() == name
+
+
+def test_deferred_holds_the_signal_until_the_step_is_done():
+    steps = []
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+        steps.append("finished the step")
+    assert steps == ["finished the step"]
+    assert interrupts.received() == "SIGTERM"
+
+
+def test_deferred_nests_and_raises_only_when_the_outer_step_ends():
+    steps = []
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(1000):
+                pass
+        steps.append("outer step went on")
+    assert steps == ["outer step went on"]
+
+
+def test_an_error_inside_a_deferred_step_is_not_replaced_by_the_signal():
+    with pytest.raises(OSError), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+        raise OSError("disk full")
+    assert interrupts.received() == "SIGINT"
+
+
+def test_without_a_signal_deferred_is_transparent():
+    with interrupts.deferred():
+        pass
+    assert interrupts.received() is None
