@@ -449,7 +449,11 @@ class RunMeta(Record):
     command_line: tuple[str, ...] = ()
     started_utc: str | None = None
     finished_utc: str | None = None
+    """None until the run ends; a folder whose run was killed (SIGKILL, a crash, power)
+    keeps None: see `state`."""
     interrupted: bool = False
+    stopped_by: str | None = field(default=None, metadata=OMIT_NONE)
+    """What ended the run early: a stop signal ('SIGHUP') or 'output error: <what>'."""
     plan: PlanMeta | None = None
     host: HostInfo | None = None
     gpus: GpusMeta = field(default_factory=GpusMeta)
@@ -468,6 +472,14 @@ class RunMeta(Record):
     @property
     def hostname(self) -> str:
         return self.host.hostname if self.host is not None else ""
+
+    @property
+    def state(self) -> str:
+        """'finished'; 'interrupted' (stopped early, and said so); or 'incomplete': never
+        finalised — killed, crashed, or still running (`bwprof.runlock.running` tells)."""
+        if self.interrupted:
+            return "interrupted"
+        return "incomplete" if self.finished_utc is None else "finished"
 
     @property
     def bwprof_text(self) -> str:
