@@ -91,12 +91,22 @@ def test_system_json_is_strict_json_whatever_nvml_said(tmp_path):
 
 
 def test_prepare_run_dir(tmp_path):
-    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()
-    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()  # empty folder is fine
+    from bwprof.runlock import FolderTaken, running
+
+    claim = prepare_run_dir(tmp_path / "new" / "run")
+    assert claim.folder.is_dir() and running(claim.folder) is True
+    with pytest.raises(FolderTaken, match="belongs to another run .still running."):
+        prepare_run_dir(tmp_path / "new" / "run")
+    claim.release()
+    with pytest.raises(FolderTaken, match="belongs to another run; choose another --out"):
+        prepare_run_dir(tmp_path / "new" / "run")  # a run's folder stays its own
+    (tmp_path / "empty").mkdir()
+    assert prepare_run_dir(tmp_path / "empty").folder == tmp_path / "empty"  # empty is fine
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(BwprofError, match="exists and is not empty"):
         prepare_run_dir(tmp_path / "full")
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]  # no lock left behind
     with pytest.raises(BwprofError, match="is not a folder"):
         prepare_run_dir(tmp_path / "full" / "x")
     with pytest.raises(BwprofError, match="cannot write to output folder"):
@@ -111,7 +121,7 @@ def test_a_taken_default_folder_name_gets_a_suffix(tmp_path):
     default = tmp_path / "reports" / "host-20261201T030212Z"
     claimed: list = []
     threads = [threading.Thread(target=lambda: claimed.append(
-        prepare_run_dir(default, unique=True))) for _ in range(4)]
+        prepare_run_dir(default, unique=True).folder)) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
