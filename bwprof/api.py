@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -23,7 +24,6 @@ from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
 from bwprof.report.export import (
-    SYSTEM_FILE,
     RunFolderClaim,
     RunWriter,
     prepare_run_dir,
@@ -313,54 +313,45 @@ def run(
         simulated=simulate,
         mpi_rank=None if fleet is None else fleet.rank,
     )
-    # Everything that can refuse the run has run: claim the folder now.
-    claim, stopped = _claim(out_path, unique_out, meta) if out_path is not None else (None, False)
-    state = _Run(meta, None if claim is None else claim.folder)
+    state = _Run(meta)
     try:
-        if stopped:
-            state.interrupt()
-        else:
-            state.measure(plan, host, RunContext(run_id, host_name,
-                                                 None if fleet is None else fleet.rank),
-                          progress=progress, simulate=simulate, telemetry=telemetry,
-                          interval_s=sample_interval_ms / 1000, fleet=fleet)
-        return state.finish(parquet=parquet, plots=plots)
+        for _ in range(FINISH_TRIES):
+            try:
+                if not state.started:
+                    state.start(out_path, unique_out, plan, host, RunContext(
+                        run_id, host_name, None if fleet is None else fleet.rank),
+                        progress=progress, simulate=simulate, telemetry=telemetry,
+                        interval_s=sample_interval_ms / 1000, fleet=fleet)
+                return state.finish(parquet=parquet, plots=plots)
+            except RunInterrupted:
+                raise
+            except KeyboardInterrupt:  # between two steps: the next try does the rest
+                if out_path is not None and state.run_dir is None:
+                    raise  # before the folder was claimed, or the claim was undone
+                state.interrupt()
+        raise KeyboardInterrupt("interrupted again and again while finishing the run")
     finally:
-        if claim is not None:
-            claim.release()
+        state.release()
 
 
-def _claim(out: Path, unique: bool, meta: RunMeta) -> tuple[RunFolderClaim, bool]:
-    """Claim the run folder and write its first system.json as one step that a stop signal
-    does not tear: the folder then holds a system.json, or nothing of bwprof's. True with
-    it when a stop signal came during the step (the run is then finalised at once)."""
-    claim: RunFolderClaim | None = None
-    try:
-        with interrupts.deferred():
-            claim = prepare_run_dir(out, unique=unique)
-            write_system_json(claim.folder, meta)
-    except KeyboardInterrupt:
-        if claim is not None and (claim.folder / SYSTEM_FILE).is_file():
-            return claim, True
-        if claim is not None:
-            claim.abandon()
-        raise
-    except BaseException:
-        if claim is not None:
-            claim.abandon()
-        raise
-    return claim, False
+FINISH_TRIES = 5
+"""How often `run` takes up its end-of-run steps again after a stop signal between two."""
 
 
 class _Run:
-    """One run's state from its claimed folder to its final system.json: the measuring, and
-    the end-of-run steps, each whole (held from stop signals) and each done whatever stopped
-    the run, so an interrupted run or a full disk still leaves every row and a system.json
-    that says what stopped it."""
+    """One run's state from its claimed folder to its final system.json.
 
-    def __init__(self, meta: RunMeta, run_dir: Path | None) -> None:
+    The end-of-run steps (`finish`) are each whole (held from stop signals) and each done
+    whatever stopped the run (an interrupt, a full disk, a bug), once: a signal that lands
+    between two steps makes `run` call `finish` again, which does the steps left. So the
+    folder holds a system.json from its claim on, and an interrupted run or a full disk
+    still leaves every row and a system.json that says what stopped it."""
+
+    def __init__(self, meta: RunMeta) -> None:
         self.meta = meta
-        self.run_dir = run_dir
+        self.started = False
+        self.claim: RunFolderClaim | None = None
+        self.run_dir: Path | None = None
         self.executors: dict[str, Executor] = {}
         self.writer: RunWriter | None = None
         self.session: TelemetrySession | None = None
@@ -371,7 +362,17 @@ class _Run:
         self.error: BaseException | None = None
         self.notes: list[str] = []
         self.findings: list[Finding] = []
+        self.result: RunResult | None = None
         self._samples: list[dict[str, object]] = []
+        self._done: set[str] = set()
+
+    @property
+    def stopped(self) -> bool:
+        return self.interrupted or self.failure is not None or self.error is not None
+
+    @property
+    def rows(self) -> list[ResultRow]:
+        return self.runner.rows if self.runner is not None else []
 
     def interrupt(self) -> None:
         self.interrupted = True
@@ -383,9 +384,45 @@ class _Run:
             self.failure = exc
             self.stopped_by = self.stopped_by or f"output error: {exc}"
 
-    def measure(self, plan: Plan, host: HostInfo, context: RunContext, *,
-                progress: ProgressListener | None, simulate: bool, telemetry: bool,
-                interval_s: float, fleet: FleetShare | None) -> None:
+    def release(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+
+    def start(self, out: Path | None, unique: bool, plan: Plan, host: HostInfo,
+              context: RunContext, **measuring: Any) -> None:
+        """Claim the run folder (with its first system.json), then measure."""
+        self.started = True
+        if out is not None:
+            self._claim(out, unique)
+        if not self.stopped:
+            self._measure(plan, host, context, **measuring)
+
+    def _claim(self, out: Path, unique: bool) -> None:
+        """Claim the folder and write its first system.json as one step that a stop signal
+        does not tear: the folder then holds a system.json, or nothing of bwprof's (a
+        signal held until the step's end stops the run before it measures)."""
+        try:
+            with interrupts.deferred():
+                self.claim = prepare_run_dir(out, unique=unique)
+                write_system_json(self.claim.folder, self.meta)
+                self.run_dir = self.claim.folder
+        except KeyboardInterrupt:
+            if self.run_dir is None:
+                self._abandon()
+                raise
+            self.interrupt()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        if self.claim is not None:
+            self.claim.abandon()
+            self.claim = None
+
+    def _measure(self, plan: Plan, host: HostInfo, context: RunContext, *,
+                 progress: ProgressListener | None, simulate: bool, telemetry: bool,
+                 interval_s: float, fleet: FleetShare | None) -> None:
         """Open the executors, the writer and the telemetry, and run the plan; what stops it
         (an interrupt, a full disk, a bug) is kept for `finish`."""
         try:
@@ -420,31 +457,29 @@ class _Run:
             self.interrupted = True
             self.stopped_by = f"error: {type(exc).__name__}: {exc}".replace("\n", " ")
 
-    def _step(self, step: Callable[[], None]) -> bool:
-        """One end-of-run step, held from stop signals; an interrupt in it or held until
-        its end marks the run interrupted. True when the step ran to its end."""
-        done = False
+    # the end-of-run steps ----------------------------------------------------------------
+
+    def _step(self, name: str, step: Callable[[], None]) -> None:
+        """One end-of-run step, once, held from stop signals; an interrupt in it (or held
+        until its end) marks the run interrupted and the next step runs."""
+        if name in self._done:
+            return
+        self._done.add(name)
         try:
             with interrupts.deferred():
                 step()
-                done = True
         except KeyboardInterrupt:
             self.interrupt()
-        return done
-
-    @property
-    def rows(self) -> list[ResultRow]:
-        return self.runner.rows if self.runner is not None else []
 
     def _stop_telemetry(self) -> None:
         if self.session is None or self.meta.telemetry is None:
             return
-        session, self.session = self.session, None
+        session = self.session
         session.stop()
+        self._samples = session.samples
         self.meta = replace(self.meta, telemetry=replace(
             self.meta.telemetry, samples=len(session.samples),
             errors=tuple(session.sampler.errors), error_count=session.sampler.error_count))
-        self._samples = session.samples
 
     def _close_executors(self) -> None:
         if self.runner is not None:
@@ -456,11 +491,10 @@ class _Run:
                     executor.close()
                 except Exception as exc:
                     problems.append(f"{target}: {type(exc).__name__}: {exc}")
-        self.executors = {}
         self.meta = replace(self.meta, close_errors=tuple(problems))
 
-    def _write_findings(self, frame: pd.DataFrame) -> None:
-        self.findings = derive_findings(frame, self._final_meta())
+    def _write_findings(self) -> None:
+        self.findings = derive_findings(results_frame(self.rows), self._final_meta())
         if self.writer is None:
             return
         try:
@@ -470,31 +504,32 @@ class _Run:
 
     def _close_writer(self) -> None:
         if self.writer is not None:
-            writer, self.writer = self.writer, None
-            writer.close()
-            if writer.samples_error is not None:
+            self.writer.close()
+            if self.writer.samples_error is not None:
                 self.notes.append(f"counter samples stopped being written to samples.csv "
-                                  f"({writer.samples_error}); the rows keep their counters")
+                                  f"({self.writer.samples_error}); the rows keep their "
+                                  "counters")
 
-    def _final_meta(self) -> RunMeta:
-        return replace(self.meta, finished_utc=utc_now().isoformat(),
-                       interrupted=self.interrupted or self.failure is not None,
-                       stopped_by=self.stopped_by, findings=len(self.findings))
+    def _make_result(self) -> None:
+        frame = results_frame(self.rows)
+        self.result = RunResult(
+            frame, self.meta, list(self.rows), self.run_dir, False,
+            timelines=list(self.runner.timelines) if self.runner is not None else [],
+            findings=findings_frame(self.findings),
+            samples=pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS)),
+            summary=build_summary(frame),
+        )
 
-    def _write_final_system_json(self) -> None:
-        self.meta = self._final_meta()
-        if self.run_dir is None:
+    def _report_files(self, parquet: bool, plots: bool) -> None:
+        """summary.csv, the plots and the Parquet copies of a run that measured everything.
+        Not held from signals (plots take seconds): an interrupt costs only these files,
+        which `bwprof report` writes again."""
+        if "report" in self._done:
             return
-        try:
-            write_system_json(self.run_dir, self.meta)
-        except OutputError as exc:  # the system.json written at the start stays, whole
-            self.fail(exc)
-
-    def _report_files(self, result: RunResult, parquet: bool, plots: bool) -> None:
-        """summary.csv, the plots and the Parquet copies of a finished run. Not held from
-        signals (plots take seconds): an interrupt costs only these files, which `bwprof
-        report` writes again."""
-        assert self.run_dir is not None
+        self._done.add("report")
+        if self.run_dir is None or self.result is None or self.stopped:
+            return
+        result = self.result
         try:
             written = write_report_files(
                 with_extras(self.run_dir, result.results, self.meta), result.summary,
@@ -511,28 +546,41 @@ class _Run:
             result.files = written.files
             self.notes += written.notes
 
+    def _final_meta(self) -> RunMeta:
+        return replace(self.meta, finished_utc=utc_now().isoformat(),
+                       interrupted=self.stopped, stopped_by=self.stopped_by,
+                       findings=len(self.findings))
+
+    def _write_final_system_json(self) -> None:
+        self.meta = self._final_meta()
+        if self.run_dir is None:
+            return
+        try:
+            write_system_json(self.run_dir, self.meta)
+        except OutputError as exc:  # the system.json written before stays, whole
+            self.fail(exc)
+            self.meta = self._final_meta()
+
     def finish(self, parquet: bool, plots: bool) -> RunResult:
         """The end-of-run steps, in this order whatever stopped the run: stop telemetry,
         close the executors, findings.csv, close the row files, the report files (only for
-        a run that measured everything), then the final system.json. Raises what stopped
-        the run: OutputError, RunInterrupted (with the result), or the bug."""
-        self._step(self._stop_telemetry)
-        self._step(self._close_executors)
-        frame = results_frame(self.rows)
-        self._step(lambda: self._write_findings(frame))
-        self._step(self._close_writer)
-        result = RunResult(
-            frame, self.meta, list(self.rows), self.run_dir, False,
-            timelines=list(self.runner.timelines) if self.runner is not None else [],
-            findings=findings_frame(self.findings),
-            samples=pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS)),
-            summary=build_summary(frame),
-        )
-        if self.run_dir is not None and not self.stopped:
-            self._report_files(result, parquet, plots)
-        finished = self._step(self._write_final_system_json)
-        if not finished or self.meta.interrupted != self.stopped:
-            self._step(self._write_final_system_json)  # an interrupt came: say so
+        a run that measured everything), then the final system.json, last, so that it
+        says whether anything before stopped the run. Raises what stopped the run:
+        OutputError, RunInterrupted (with the result), or the bug."""
+        self._step("telemetry", self._stop_telemetry)
+        self._step("executors", self._close_executors)
+        self._step("findings", self._write_findings)
+        self._step("writer", self._close_writer)
+        self._step("result", self._make_result)
+        self._report_files(parquet, plots)
+        self._step("system.json", self._write_final_system_json)
+        if self.meta.interrupted != self.stopped:  # a signal came while writing it
+            self._done.discard("system.json")
+            self._step("system.json", self._write_final_system_json)
+        if self.result is None:  # its step was interrupted: make it now
+            self._make_result()
+        result = self.result
+        assert result is not None
         result.meta, result.interrupted, result.notes = self.meta, self.interrupted, self.notes
         if self.failure is not None:
             raise self.failure
@@ -541,10 +589,6 @@ class _Run:
         if self.interrupted:
             raise RunInterrupted(result)
         return result
-
-    @property
-    def stopped(self) -> bool:
-        return self.interrupted or self.failure is not None or self.error is not None
 
 
 def load(run_dir: str | Path) -> RunFolder:
