@@ -297,3 +297,27 @@ def test_a_case_cannot_declare_a_metric_no_time_gives():
 
     with pytest.raises(ValueError, match="efficiency"):
         replaced(get_case("ddr_copy"), metric="efficiency")
+
+
+# Catches: a sink that cannot take a row (a full disk) is outside every try: the runner kept
+# the row as finished although it never reached the folder, and measured on
+def test_a_sink_that_cannot_take_a_row_ends_the_run_with_the_rows_it_took():
+    from bwprof.errors import OutputError
+
+    class FullSink(ListSink):
+        def add(self, row, seconds):
+            if len(self.rows) == 3:
+                raise OutputError("cannot write results.csv: No space left on device")
+            super().add(row, seconds)
+
+    sink = FullSink()
+    executor = ScriptedExecutor()
+    measured = []
+    real_measure = executor.measure
+    executor.measure = lambda case, job, plan: measured.append(job) or real_measure(
+        case, job, plan)
+    runner = Runner(_plan(), {"host": executor}, CONTEXT, sink)
+    with pytest.raises(OutputError, match="No space left"):
+        runner.run()
+    assert runner.rows == sink.rows and len(sink.rows) == 3
+    assert len(measured) == 4  # the fourth job's row did not fit: nothing measured after it
