@@ -96,7 +96,7 @@ def test_prepare_run_dir(tmp_path):
 
     claim = prepare_run_dir(tmp_path / "new" / "run")
     assert claim.folder.is_dir() and running(claim.folder) is True
-    with pytest.raises(FolderTaken, match="belongs to another run .still running."):
+    with pytest.raises(FolderTaken, match=r"belongs to another run \(still running\)"):
         prepare_run_dir(tmp_path / "new" / "run")
     claim.release()
     with pytest.raises(FolderTaken, match="belongs to another run; choose another --out"):
@@ -230,7 +230,7 @@ def _fail_file(monkeypatch, name, writes, err=28):
     from bwprof.report import export
 
     def fake_open(path, mode="r", *args, **kwargs):
-        handle = builtins.open(path, mode, *args, **kwargs)
+        handle = builtins.open(path, mode, *args, **kwargs)  # noqa: SIM115
         return _FailingFile(handle, writes, err) if str(path).endswith("/" + name) else handle
 
     monkeypatch.setattr(export, "open", fake_open, raising=False)
@@ -307,10 +307,10 @@ def test_a_whole_file_is_the_old_one_or_the_new_one_never_torn(tmp_path, stop):
 
     target = tmp_path / "system.json"
     write_json_atomic(target, {"run": "old"})
-    with pytest.raises(OutputError if isinstance(stop, OSError) else KeyboardInterrupt):
-        with atomic_file(target) as handle:
-            handle.write('{"run": "n')
-            raise stop
+    with (pytest.raises(OutputError if isinstance(stop, OSError) else KeyboardInterrupt),
+          atomic_file(target) as handle):
+        handle.write('{"run": "n')
+        raise stop
     assert json.loads(target.read_text()) == {"run": "old"}
     assert [p.name for p in tmp_path.iterdir()] == ["system.json"]  # no temporary file
 
