@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -385,6 +386,11 @@ class _Run:
             self.stopped_by = self.stopped_by or f"output error: {exc}"
 
     def release(self) -> None:
+        """At the very end, whatever happened: the row files closed (again: closing twice is
+        harmless, and a close an interrupt cut short is done here) and the folder let go."""
+        if self.writer is not None:
+            with suppress(OSError):
+                self.writer.close()
         if self.claim is not None:
             self.claim.release()
 
@@ -494,7 +500,10 @@ class _Run:
         self.meta = replace(self.meta, close_errors=tuple(problems))
 
     def _write_findings(self) -> None:
-        self.findings = derive_findings(results_frame(self.rows), self._final_meta())
+        frame = results_frame(self.rows)
+        # No rows (stopped before the first): nothing to find, and pandas warns on the
+        # empty frame's text columns in derive_findings.
+        self.findings = derive_findings(frame, self._final_meta()) if len(frame) else []
         if self.writer is None:
             return
         try:
