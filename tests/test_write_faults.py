@@ -23,9 +23,12 @@ import pytest
 
 import bwprof
 from bwprof import api, cli, interrupts
-from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
+from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, RunInterrupted
 from bwprof.report import export
 from bwprof.schema.table import read_results
+from tests.faults import cli_output_exit, mount_tmpfs, unmount
+
+__all__ = ["cli_output_exit"]  # a fixture: pytest finds it here
 
 TINY_ANY_THREADS = ["--repeats", "2", "--size", "1MiB", "--no-plots", "--quiet"]
 TINY = [*TINY_ANY_THREADS, "--threads", "1"]
@@ -37,24 +40,6 @@ def _env() -> dict[str, str]:
     """The environment of a bwprof subprocess: this checkout first on the path."""
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
-
-
-@pytest.fixture
-def cli_output_exit(monkeypatch, capsys) -> int:
-    """The exit code this checkout's CLI gives an OutputError: 3 once the CLI exits with
-    the error's own code (EXIT_OUTPUT), 2 before. The tests below hold the CLI to it, and
-    `test_the_cli_exits_3_for_an_output_error` to 3."""
-    from bwprof.report import runreport
-
-    def refuse(*args, **kwargs):
-        raise OutputError("cannot write probe: No space left on device")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(runreport, "make_run_report", refuse)
-        code = cli.main(["report", "probe"])
-    capsys.readouterr()
-    assert code in (EXIT_USAGE, EXIT_OUTPUT)
-    return code
 
 
 def test_the_cli_exits_3_for_an_output_error(cli_output_exit):
@@ -241,14 +226,11 @@ def tiny_tmpfs(tmp_path):
     """A real 24 KiB file system (tmpfs: needs root and mount); skipped where unavailable."""
     folder = tmp_path / "disk"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not root'}")
+    mount_tmpfs(folder, "24k")
     try:
         yield folder
     finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+        unmount(folder)
 
 
 def test_a_real_full_disk_keeps_every_whole_row(tiny_tmpfs, cli_output_exit):
@@ -315,6 +297,44 @@ def _fake_telemetry(monkeypatch) -> None:
         return session, TelemetryMeta(enabled=True, interval_ms=interval_s * 1000)
 
     monkeypatch.setattr(api, "start_telemetry", start)
+
+
+# Catches: a full disk under samples.csv prints a thread traceback, or stops the run
+def test_samples_that_cannot_be_written_are_a_note_and_the_run_measures_on(tmp_path,
+                                                                          monkeypatch):
+    from bwprof.schema.meta import TelemetryMeta
+    from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession
+
+    out = tmp_path / "run"
+
+    def start(executor, writer, enabled, interval_s):
+        reader = type("Reader", (), {
+            "read": lambda self: [{"device": "gpu0", "power_w": 100.0}],
+            "clock": staticmethod(time.monotonic), "c2c_devices": lambda self: [],
+            "labels": ["gpu0"], "close": lambda self: None})()
+        session = TelemetrySession(reader, interval_s,
+                                   lambda batch: writer.add_samples(batch, SAMPLE_COLUMNS))
+        for _ in range(3):  # the sampler thread's ticks, here in order
+            session.sampler.sample_once()
+        return session, TelemetryMeta(enabled=True, interval_ms=interval_s * 1000)
+
+    monkeypatch.setattr(api, "start_telemetry", start)
+    real_open = builtins.open
+
+    def no_samples(path, mode="r", *args, **kwargs):
+        if Path(path).name == "samples.csv" and "w" in mode:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(export, "open", no_samples, raising=False)
+    result = bwprof.run(cases="ddr_copy,ddr_scale", out=out, **SMALL)
+    assert len(result.rows) == 2 and not (out / "samples.csv").exists()
+    assert result.meta.telemetry.error_count == 1
+    (error,) = result.meta.telemetry.errors
+    assert error.startswith(f"writing samples: cannot write {out / 'samples.csv'}: No space")
+    (note,) = [n for n in result.notes if "samples.csv" in n]
+    assert note.startswith("counter samples stopped being written to samples.csv")
+    assert json.loads((out / "system.json").read_text())["telemetry"]["error_count"] == 1
 
 
 # Catches: SIGTERM during the final table and report files leaves an empty run folder, or a
