@@ -389,7 +389,7 @@ class _Run:
         """At the very end, whatever happened: the row files closed (again: closing twice is
         harmless, and a close an interrupt cut short is done here) and the folder let go."""
         if self.writer is not None:
-            with suppress(OSError):
+            with suppress(OSError, OutputError):
                 self.writer.close()
         if self.claim is not None:
             self.claim.release()
@@ -460,7 +460,6 @@ class _Run:
             self.fail(exc)
         except BaseException as exc:  # a bug: the rows are kept, then it goes on up
             self.error = exc
-            self.interrupted = True
             self.stopped_by = f"error: {type(exc).__name__}: {exc}".replace("\n", " ")
 
     # the end-of-run steps ----------------------------------------------------------------
@@ -476,6 +475,13 @@ class _Run:
                 step()
         except KeyboardInterrupt:
             self.interrupt()
+        except OutputError as exc:
+            self.fail(exc)
+        except Exception as exc:  # a bug: the steps after it still run, then it goes up
+            if self.error is None:
+                self.error = exc
+                self.stopped_by = self.stopped_by or (
+                    f"error: {type(exc).__name__}: {exc}".replace("\n", " "))
 
     def _stop_telemetry(self) -> None:
         if self.session is None or self.meta.telemetry is None:

@@ -23,7 +23,7 @@ import pytest
 
 import bwprof
 from bwprof import api, cli, interrupts
-from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, RunInterrupted
+from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
 from bwprof.report import export
 from bwprof.schema.table import read_results
 from tests.faults import cli_output_exit, mount_tmpfs, unmount
@@ -470,3 +470,25 @@ def test_a_formula_host_name_round_trips_and_its_folder_name_is_safe(tmp_path, m
     assert list(back["host"]) == ["=1+1/.."] and back["run_id"][0].startswith("=1+1/..-")
     if _reader_undoes_the_apostrophe(tmp_path):  # the reading side (another branch) undoes it
         assert list(bwprof.load(folder).results["host"]) == ["=1+1/.."]
+
+
+# Catches: an I/O error that a network file system reports only when the file is closed is
+# a traceback out of the run's end
+def test_a_row_file_that_fails_to_close_is_one_line_and_the_run_is_finalised(tmp_path,
+                                                                            monkeypatch):
+    real_close = export._RowFile.close
+
+    def late_error(self):
+        real_close(self)
+        if self.path.name == "timings.csv":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(export._RowFile, "close", late_error)
+    out = tmp_path / "run"
+    with pytest.raises(OutputError, match=f"^cannot write {out / 'timings.csv'}: "
+                                          "Input/output error; the rows finished"):
+        bwprof.run(cases="ddr_copy", out=out, **SMALL)
+    monkeypatch.undo()
+    system = whole_folder(out)
+    assert system["interrupted"] is True and system["stopped_by"].startswith("output error")
+    assert len(bwprof.load(out).results) == 1

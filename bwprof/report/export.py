@@ -388,9 +388,15 @@ class RunWriter:
             self._timelines += list(timelines)
 
     def close(self) -> None:
-        for handle in (self._results, self._timings):
-            if handle is not None:
-                handle.close()
+        """Close every file (again is harmless); a close that fails (an I/O error a network
+        file system reports late) is an OutputError, after every file is closed."""
+        failed: tuple[Path, OSError] | None = None
         with self._samples_lock:
-            if self._samples is not None:
-                self._samples.close()
+            for handle in (self._results, self._timings, self._samples):
+                if handle is not None:
+                    try:
+                        handle.close()
+                    except OSError as exc:
+                        failed = failed or (handle.path, exc)
+        if failed is not None:
+            raise write_failure(*failed, self.run_dir)
