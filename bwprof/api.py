@@ -1,7 +1,9 @@
 """`bwprof.run(...)`: the whole measurement as one call, for the CLI and for notebooks.
 
-Validates every option before touching the output folder, records machine metadata, runs the
-plan through the executors this machine supports, and writes rows as they finish.
+Validates every option before touching the output folder, then claims it (one folder, one
+run), records machine metadata, runs the plan through the executors this machine supports,
+and writes rows as they finish. Whatever stops the run (an interrupt, a full disk, a bug),
+the end-of-run steps still run, each whole, and the final system.json says what stopped it.
 """
 
 from __future__ import annotations
