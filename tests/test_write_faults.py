@@ -457,7 +457,7 @@ def test_a_formula_host_name_round_trips_and_its_folder_name_is_safe(tmp_path, m
     monkeypatch.setattr(api, "hostname", lambda: "=1+1/..")
     monkeypatch.setattr(socket, "gethostname", lambda: "=1+1/..")
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["run", "--cases", "ddr_copy", *TINY]) == 0
+    assert cli.main(["run", "--cases", "ddr_copy", "--format", "parquet", *TINY]) == 0
     (folder,) = (tmp_path / "reports").iterdir()
     assert folder.name.startswith("_1_1_..-") and len(list(tmp_path.iterdir())) == 1
     assert capsys.readouterr().out.strip() == f"wrote {folder}"
@@ -468,6 +468,8 @@ def test_a_formula_host_name_round_trips_and_its_folder_name_is_safe(tmp_path, m
 
     back = frame_from_spreadsheet(pd.read_csv(folder / "results.csv"))
     assert list(back["host"]) == ["=1+1/.."] and back["run_id"][0].startswith("=1+1/..-")
+    for name in ("results.parquet", "timings.parquet", "summary.parquet"):  # text as it is
+        assert set(pd.read_parquet(folder / name)["host"]) == {"=1+1/.."}, name
     if _reader_undoes_the_apostrophe(tmp_path):  # the reading side (another branch) undoes it
         assert list(bwprof.load(folder).results["host"]) == ["=1+1/.."]
 
