@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from bwprof import interrupts
 from bwprof.casespec import CaseSpec
 from bwprof.executor import Executor
 from bwprof.measurement import Job, Measurement, NotRun
@@ -120,14 +121,17 @@ class Runner:
                     rows, timings, timelines = self._run_job(case, job, executor)
                 # A row counts once its sink took it: where the sink cannot (a full disk:
                 # OutputError), the run stops here and self.rows is what the folder holds.
+                # A stop signal waits until both are done, so they never disagree.
                 for row, seconds in zip(rows, timings, strict=True):
-                    if self.sink is not None:
-                        self.sink.add(row, seconds)
-                    self.rows.append(row)
+                    with interrupts.deferred():
+                        if self.sink is not None:
+                            self.sink.add(row, seconds)
+                        self.rows.append(row)
                 for timeline in timelines:
-                    if self.sink is not None:
-                        self.sink.add_timeline(timeline)
-                    self.timelines.append(timeline)
+                    with interrupts.deferred():
+                        if self.sink is not None:
+                            self.sink.add_timeline(timeline)
+                        self.timelines.append(timeline)
                 self.progress.job_finished(job, rows)
         return self.rows
 

@@ -321,3 +321,32 @@ def test_a_sink_that_cannot_take_a_row_ends_the_run_with_the_rows_it_took():
         runner.run()
     assert runner.rows == sink.rows and len(sink.rows) == 3
     assert len(measured) == 4  # the fourth job's row did not fit: nothing measured after it
+
+
+# Catches: a stop signal landing just after the sink wrote a row loses it from the run's
+# rows, so the folder and the result disagree about what was measured
+def test_a_stop_signal_while_a_row_is_written_waits_until_the_run_counts_it():
+    import os
+    import signal
+
+    from bwprof import interrupts
+
+    class SignalledSink(ListSink):
+        def add(self, row, seconds):
+            if len(self.rows) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            super().add(row, seconds)
+
+    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    interrupts.install()
+    try:
+        sink = SignalledSink()
+        runner = Runner(_plan(), {"host": ScriptedExecutor()}, CONTEXT, sink)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run()
+        assert interrupts.received() == "SIGTERM"
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        interrupts.reset()
+    assert len(sink.rows) == 2 and runner.rows == sink.rows

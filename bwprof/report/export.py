@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from bwprof import interrupts, runlock
+from bwprof import runlock
 from bwprof.errors import BwprofError, OutputError
 from bwprof.schema.cells import spreadsheet_frame, spreadsheet_text
 from bwprof.schema.meta import RunMeta
@@ -327,7 +327,8 @@ class RunWriter:
             raise write_failure(run_dir / name, exc) from None
 
     def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None:
-        """Write one row and its timings, whole (held from stop signals while it runs)."""
+        """Write one row and its timings, whole: an error or an interrupt while writing
+        takes both back (the runner holds stop signals around it)."""
         assert self._results is not None and self._timings is not None
         values = row.as_dict()
         line = _csv_bytes([[values[c] for c in CSV_COLUMNS]])
@@ -336,15 +337,14 @@ class RunWriter:
              row.size_bytes, row.threads, index, float(seconds), SCHEMA_VERSION, row.host,
              row.rank]
             for index, seconds in enumerate(seconds_per_op))
-        with interrupts.deferred():
-            before = self._results.size
-            self._append(self._results, line)
-            try:
-                self._append(self._timings, timings)
-            except BaseException:
-                self._results.rollback(before)
-                raise
-            self.rows += 1
+        before = self._results.size
+        self._append(self._results, line)
+        try:
+            self._append(self._timings, timings)
+        except BaseException:
+            self._results.rollback(before)
+            raise
+        self.rows += 1
 
     def _append(self, handle: _RowFile, data: bytes) -> None:
         try:
