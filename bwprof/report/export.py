@@ -269,8 +269,10 @@ class _RowFile:
         self.size = 0
         try:
             self.append(_csv_bytes([header]))
-        except BaseException:
+        except BaseException:  # no empty file without even its header
             self._file.close()
+            with suppress(OSError):
+                path.unlink()
             raise
 
     def append(self, data: bytes) -> None:
@@ -320,7 +322,8 @@ class RunWriter:
             self._timings = _RowFile(run_dir / TIMINGS_FILE, TIMING_COLUMNS)
         except OSError as exc:
             name = TIMINGS_FILE if self._results is not None else RESULTS_FILE
-            self.close()
+            with suppress(OSError, OutputError):
+                self.close()
             for created in (RESULTS_FILE, TIMINGS_FILE):  # no empty or headless table
                 with suppress(OSError):
                     (run_dir / created).unlink()

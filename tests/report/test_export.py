@@ -278,6 +278,22 @@ def test_timings_are_numbers_and_text_cells_follow_the_spreadsheet_rule(tmp_path
     assert set(back["host"]) == {"=1+1"} and back["seconds_per_op"].dtype == float
 
 
+# Catches: a disk full from the start leaves 0-byte CSV files
+@pytest.mark.parametrize("full", ["results.csv", "timings.csv", "samples.csv"])
+def test_a_table_that_cannot_take_its_header_leaves_no_file(tmp_path, monkeypatch, full):
+    from bwprof.errors import OutputError
+
+    _fail_file(monkeypatch, full, writes=0)
+    with pytest.raises(OutputError, match=f"^cannot write {tmp_path / full}: No space left"):
+        writer = RunWriter(tmp_path)
+        writer.add_samples([{"t_s": 0.1}], ("t_s",))
+    if full == "samples.csv":
+        writer.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "timings.csv"]
+    else:
+        assert list(tmp_path.iterdir()) == []
+
+
 # Catches: a full disk under samples.csv fails the sampler at every tick for the rest of the run
 def test_samples_that_cannot_be_written_stop_once_and_the_rows_go_on(tmp_path, monkeypatch):
     from bwprof.telemetry.sampler import Sampler
