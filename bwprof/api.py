@@ -1,27 +1,39 @@
 """`bwprof.run(...)`: the whole measurement as one call, for the CLI and for notebooks.
 
-Validates every option before touching the output folder, records machine metadata, runs the
-plan through the executors this machine supports, and writes rows as they finish.
+Validates every option before touching the output folder, then claims it (one folder, one
+run), records machine metadata, runs the plan through the executors this machine supports,
+and writes rows as they finish. Whatever stops the run (an interrupt, a full disk, a bug),
+the end-of-run steps still run, each whole, and the final system.json says what stopped it.
 """
 
 from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from bwprof import interrupts
 from bwprof._version import __version__, git_commit
 from bwprof.casespec import CaseSpec
-from bwprof.errors import BwprofError, RunInterrupted
+from bwprof.errors import BwprofError, OutputError, RunInterrupted
 from bwprof.executor import Executor, UnavailableExecutor
+from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
-from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
-from bwprof.report.findings import derive_findings, findings_frame
+from bwprof.report.export import (
+    RunFolderClaim,
+    RunWriter,
+    prepare_run_dir,
+    safe_name,
+    write_system_json,
+)
+from bwprof.report.findings import Finding, derive_findings, findings_frame
 from bwprof.report.formats import check_format
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, with_extras
@@ -98,7 +110,9 @@ def hostname() -> str:
 
 
 def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports")) -> Path:
-    return root / f"{hostname}-{started:%Y%m%dT%H%M%SZ}"
+    """reports/<host>-<UTC time>, the host name made a safe file name (it is the machine's:
+    it may hold a `/`, spaces or be too long)."""
+    return root / f"{safe_name(hostname)}-{started:%Y%m%dT%H%M%SZ}"
 
 
 def gpu_executor(
@@ -265,22 +279,26 @@ def run(
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
     With a run folder, a finished run also gets `summary.csv`, the PNG plots (unless `plots`
-    is False) and, with `file_format="parquet"`, Parquet copies of its tables.
-    Raises BwprofError for bad options (before anything is written) and RunInterrupted, carrying
-    the partial RunResult, when interrupted. `simulate` runs the GPU cases on the simulated
+    is False) and, with `file_format="parquet"`, Parquet copies of its tables. `out` may
+    start with `~`; every file goes under that one folder, which this run claims: a folder
+    another run has, or one holding anything, is refused.
+    Raises BwprofError for bad options (before anything is written), OutputError when the
+    run folder cannot take a row or a file (the rows before are kept, system.json says what
+    stopped the run) and RunInterrupted, carrying the partial RunResult, when interrupted.
+    `simulate` runs the GPU cases on the simulated
     backend (tests only): its rows say `simulated` and are not measurements. `telemetry`
     samples the GPUs' counters through NVML every `sample_interval_ms` while GPU cases run
     and joins them to the rows. `unique_out` says `out` is a default name, not the user's:
     where it is taken (two runs in one second), it gets a suffix. `fleet` is one MPI rank's
     share of a fleet run (see bwprof.fleet.run).
     """
+    out_path = user_path(out, "out") if out is not None else None
     host = host_info()
     plan, parquet = check_options(
         host, cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         sample_interval_ms=sample_interval_ms, file_format=file_format,
         fleet=fleet is not None,
     )
-    run_dir = prepare_run_dir(Path(out), unique=unique_out) if out is not None else None
     started = utc_now()
     host_name = hostname()
     run_id = (fleet.run_id if fleet is not None and fleet.run_id
@@ -298,68 +316,296 @@ def run(
         simulated=simulate,
         mpi_rank=None if fleet is None else fleet.rank,
     )
-    executors: dict[str, Executor] = {
-        "host": host_executor(host), "mpi": UnavailableExecutor("mpi", NO_MPI_REASON, "waived")}
-    if plan.gpu_cases:
-        executors["gpu"], gpus = gpu_executor(simulate, host.memory_available_bytes,
-                                              None if fleet is None else fleet.gpus)
-        meta = replace(meta, gpus=gpus)
-    if fleet is not None:
-        if not fleet.host_cases:
-            executors["host"] = UnavailableExecutor(
-                "host", "host cases run on one rank per node (local rank 0)", "waived")
-        if fleet.executor is not None:
-            executors["mpi"] = fleet.executor
-
-    writer = RunWriter(run_dir) if run_dir is not None else None
-    session, sampled = start_telemetry(executors.get("gpu"), writer, telemetry,
-                                       sample_interval_ms / 1000)
-    meta = replace(meta, telemetry=sampled)
-    if run_dir is not None:
-        write_system_json(run_dir, meta)
-    context = RunContext(run_id, host_name, None if fleet is None else fleet.rank)
-    runner = Runner(plan, executors, context, writer, progress, session)
-    interrupted = False
+    state = _Run(meta)
     try:
-        runner.run()
-    except KeyboardInterrupt:
-        interrupted = True
+        for _ in range(FINISH_TRIES):
+            try:
+                if not state.started:
+                    state.start(out_path, unique_out, plan, host, RunContext(
+                        run_id, host_name, None if fleet is None else fleet.rank),
+                        progress=progress, simulate=simulate, telemetry=telemetry,
+                        interval_s=sample_interval_ms / 1000, fleet=fleet)
+                return state.finish(parquet=parquet, plots=plots)
+            except RunInterrupted:
+                raise
+            except KeyboardInterrupt:  # between two steps: the next try does the rest
+                if out_path is not None and state.run_dir is None:
+                    raise  # before the folder was claimed, or the claim was undone
+                state.interrupt()
+        raise KeyboardInterrupt("interrupted again and again while finishing the run")
     finally:
-        if session is not None:
-            session.stop()
-            sampled = replace(sampled, samples=len(session.samples),
-                              errors=tuple(session.sampler.errors),
-                              error_count=session.sampler.error_count)
-        meta = replace(meta, telemetry=sampled, close_errors=tuple(runner.close()),
-                       finished_utc=utc_now().isoformat(), interrupted=interrupted)
-        frame = results_frame(runner.rows)
-        findings = derive_findings(frame, meta)
-        meta = replace(meta, findings=len(findings))
-        if writer is not None:
-            writer.write_findings(findings_frame(findings))
-            writer.close()
-        if run_dir is not None:
-            write_system_json(run_dir, meta)
-    result = RunResult(
-        frame, meta, runner.rows, run_dir, interrupted, timelines=runner.timelines,
-        findings=findings_frame(findings),
-        samples=pd.DataFrame(session.samples if session is not None else [],
-                             columns=list(SAMPLE_COLUMNS)),
-        summary=build_summary(frame),
-    )
-    if interrupted:
-        raise RunInterrupted(result)
-    if run_dir is not None:
+        state.release()
+
+
+FINISH_TRIES = 5
+"""How often `run` takes up its end-of-run steps again after a stop signal between two."""
+
+
+class _Run:
+    """One run's state from its claimed folder to its final system.json.
+
+    The end-of-run steps (`finish`) are each whole (held from stop signals) and each done
+    whatever stopped the run (an interrupt, a full disk, a bug), once: a signal that lands
+    between two steps makes `run` call `finish` again, which does the steps left. So the
+    folder holds a system.json from its claim on, and an interrupted run or a full disk
+    still leaves every row and a system.json that says what stopped it."""
+
+    def __init__(self, meta: RunMeta) -> None:
+        self.meta = meta
+        self.started = False
+        self.claim: RunFolderClaim | None = None
+        self.run_dir: Path | None = None
+        self.executors: dict[str, Executor] = {}
+        self.writer: RunWriter | None = None
+        self.session: TelemetrySession | None = None
+        self.runner: Runner | None = None
+        self.interrupted = False
+        self.stopped_by: str | None = None
+        self.failure: OutputError | None = None
+        self.error: BaseException | None = None
+        self.notes: list[str] = []
+        self.findings: list[Finding] = []
+        self.result: RunResult | None = None
+        self._samples: list[dict[str, object]] = []
+        self._done: set[str] = set()
+
+    @property
+    def stopped(self) -> bool:
+        return self.interrupted or self.failure is not None or self.error is not None
+
+    @property
+    def rows(self) -> list[ResultRow]:
+        return self.runner.rows if self.runner is not None else []
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self.stopped_by = self.stopped_by or interrupts.received() or "KeyboardInterrupt"
+
+    def fail(self, exc: OutputError) -> None:
+        """The run folder could not take a file: the run ends, and says so."""
+        if self.failure is None:
+            self.failure = exc
+            self.stopped_by = self.stopped_by or f"output error: {exc}"
+
+    def release(self) -> None:
+        """At the very end, whatever happened: the row files closed (again: closing twice is
+        harmless, and a close an interrupt cut short is done here) and the folder let go."""
+        if self.writer is not None:
+            with suppress(OSError, OutputError):
+                self.writer.close()
+        if self.claim is not None:
+            self.claim.release()
+
+    def start(self, out: Path | None, unique: bool, plan: Plan, host: HostInfo,
+              context: RunContext, **measuring: Any) -> None:
+        """Claim the run folder (with its first system.json), then measure."""
+        self.started = True
+        if out is not None:
+            self._claim(out, unique)
+        if not self.stopped:
+            self._measure(plan, host, context, **measuring)
+
+    def _claim(self, out: Path, unique: bool) -> None:
+        """Claim the folder and write its first system.json as one step that a stop signal
+        does not tear: the folder then holds a system.json, or nothing of bwprof's (a
+        signal held until the step's end stops the run before it measures)."""
         try:
-            written = write_report_files(with_extras(run_dir, frame, meta), result.summary,
-                                         run_dir, parquet=parquet, plots=plots)
-        except KeyboardInterrupt:  # every row is on disk; only the report files are partial
-            result.interrupted = True
-            result.notes.append("interrupted while writing summary.csv and the plots; "
-                                "`bwprof report RUN_DIR` writes them again")
-            raise RunInterrupted(result) from None
-        result.files, result.notes = written.files, written.notes
-    return result
+            with interrupts.deferred():
+                self.claim = prepare_run_dir(out, unique=unique)
+                write_system_json(self.claim.folder, self.meta)
+                self.run_dir = self.claim.folder
+        except KeyboardInterrupt:
+            if self.run_dir is None:
+                self._abandon()
+                raise
+            self.interrupt()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        if self.claim is not None:
+            self.claim.abandon()
+            self.claim = None
+
+    def _measure(self, plan: Plan, host: HostInfo, context: RunContext, *,
+                 progress: ProgressListener | None, simulate: bool, telemetry: bool,
+                 interval_s: float, fleet: FleetShare | None) -> None:
+        """Open the executors, the writer and the telemetry, and run the plan; what stops it
+        (an interrupt, a full disk, a bug) is kept for `finish`."""
+        try:
+            self.executors["host"] = host_executor(host)
+            self.executors["mpi"] = UnavailableExecutor("mpi", NO_MPI_REASON, "waived")
+            if plan.gpu_cases:
+                self.executors["gpu"], gpus = gpu_executor(
+                    simulate, host.memory_available_bytes, None if fleet is None else fleet.gpus)
+                self.meta = replace(self.meta, gpus=gpus)
+            if fleet is not None:
+                if not fleet.host_cases:
+                    self.executors["host"] = UnavailableExecutor(
+                        "host", "host cases run on one rank per node (local rank 0)", "waived")
+                if fleet.executor is not None:
+                    self.executors["mpi"] = fleet.executor
+            if self.run_dir is not None:
+                self.writer = RunWriter(self.run_dir)
+            self.session, sampled = start_telemetry(self.executors.get("gpu"), self.writer,
+                                                    telemetry, interval_s)
+            self.meta = replace(self.meta, telemetry=sampled)
+            if self.run_dir is not None:
+                write_system_json(self.run_dir, self.meta)
+            self.runner = Runner(plan, self.executors, context, self.writer, progress,
+                                 self.session)
+            self.runner.run()
+        except KeyboardInterrupt:
+            self.interrupt()
+        except OutputError as exc:
+            self.fail(exc)
+        except BaseException as exc:  # a bug: the rows are kept, then it goes on up
+            self.error = exc
+            self.stopped_by = f"error: {type(exc).__name__}: {exc}".replace("\n", " ")
+
+    # the end-of-run steps ----------------------------------------------------------------
+
+    def _step(self, name: str, step: Callable[[], None]) -> None:
+        """One end-of-run step, once, held from stop signals; an interrupt in it (or held
+        until its end) marks the run interrupted and the next step runs."""
+        if name in self._done:
+            return
+        self._done.add(name)
+        try:
+            with interrupts.deferred():
+                step()
+        except KeyboardInterrupt:
+            self.interrupt()
+        except OutputError as exc:
+            self.fail(exc)
+        except Exception as exc:  # a bug: the steps after it still run, then it goes up
+            if self.error is None:
+                self.error = exc
+                self.stopped_by = self.stopped_by or (
+                    f"error: {type(exc).__name__}: {exc}".replace("\n", " "))
+
+    def _stop_telemetry(self) -> None:
+        if self.session is None or self.meta.telemetry is None:
+            return
+        session = self.session
+        session.stop()
+        self._samples = session.samples
+        self.meta = replace(self.meta, telemetry=replace(
+            self.meta.telemetry, samples=len(session.samples),
+            errors=tuple(session.sampler.errors), error_count=session.sampler.error_count))
+
+    def _close_executors(self) -> None:
+        if self.runner is not None:
+            problems = self.runner.close()
+        else:  # stopped before the runner existed
+            problems = []
+            for target, executor in self.executors.items():
+                try:
+                    executor.close()
+                except Exception as exc:
+                    problems.append(f"{target}: {type(exc).__name__}: {exc}")
+        self.meta = replace(self.meta, close_errors=tuple(problems))
+
+    def _write_findings(self) -> None:
+        frame = results_frame(self.rows)
+        # No rows (stopped before the first): nothing to find, and pandas warns on the
+        # empty frame's text columns in derive_findings.
+        self.findings = derive_findings(frame, self._final_meta()) if len(frame) else []
+        if self.writer is None:
+            return
+        try:
+            self.writer.write_findings(findings_frame(self.findings))
+        except OutputError as exc:
+            self.notes.append(f"findings.csv not written: {exc}")
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            if self.writer.samples_error is not None:
+                self.notes.append(f"counter samples stopped being written to samples.csv "
+                                  f"({self.writer.samples_error}); the rows keep their "
+                                  "counters")
+
+    def _make_result(self) -> None:
+        frame = results_frame(self.rows)
+        self.result = RunResult(
+            frame, self.meta, list(self.rows), self.run_dir, False,
+            timelines=list(self.runner.timelines) if self.runner is not None else [],
+            findings=findings_frame(self.findings),
+            samples=pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS)),
+            summary=build_summary(frame),
+        )
+
+    def _report_files(self, parquet: bool, plots: bool) -> None:
+        """summary.csv, the plots and the Parquet copies of a run that measured everything.
+        Not held from signals (plots take seconds): an interrupt costs only these files,
+        which `bwprof report` writes again."""
+        if "report" in self._done:
+            return
+        self._done.add("report")
+        if self.run_dir is None or self.result is None or self.stopped:
+            return
+        result = self.result
+        try:
+            written = write_report_files(
+                with_extras(self.run_dir, result.results, self.meta), result.summary,
+                self.run_dir, parquet=parquet, plots=plots)
+        except KeyboardInterrupt:
+            self.interrupt()
+            self.notes.append("interrupted while writing summary.csv and the plots; "
+                              "`bwprof report RUN_DIR` writes them again")
+        except OutputError as exc:
+            self.fail(exc)
+        except BwprofError as exc:  # a file of the run that cannot be read back
+            self.notes.append(f"summary.csv and the plots not written: {exc}")
+        else:
+            result.files = written.files
+            self.notes += written.notes
+
+    def _final_meta(self) -> RunMeta:
+        return replace(self.meta, finished_utc=utc_now().isoformat(),
+                       interrupted=self.stopped, stopped_by=self.stopped_by,
+                       findings=len(self.findings))
+
+    def _write_final_system_json(self) -> None:
+        self.meta = self._final_meta()
+        if self.run_dir is None:
+            return
+        try:
+            write_system_json(self.run_dir, self.meta)
+        except OutputError as exc:  # the system.json written before stays, whole
+            self.fail(exc)
+            self.meta = self._final_meta()
+
+    def finish(self, parquet: bool, plots: bool) -> RunResult:
+        """The end-of-run steps, in this order whatever stopped the run: stop telemetry,
+        close the executors, findings.csv, close the row files, the report files (only for
+        a run that measured everything), then the final system.json, last, so that it
+        says whether anything before stopped the run. Raises what stopped the run:
+        OutputError, RunInterrupted (with the result), or the bug."""
+        self._step("telemetry", self._stop_telemetry)
+        self._step("executors", self._close_executors)
+        self._step("findings", self._write_findings)
+        self._step("writer", self._close_writer)
+        self._step("result", self._make_result)
+        self._report_files(parquet, plots)
+        self._step("system.json", self._write_final_system_json)
+        if self.meta.interrupted != self.stopped:  # a signal came while writing it
+            self._done.discard("system.json")
+            self._step("system.json", self._write_final_system_json)
+        if self.result is None:  # its step was interrupted: make it now
+            self._make_result()
+        result = self.result
+        assert result is not None
+        result.meta, result.interrupted, result.notes = self.meta, self.interrupted, self.notes
+        if self.failure is not None:
+            raise self.failure
+        if self.error is not None:
+            raise self.error
+        if self.interrupted:
+            raise RunInterrupted(result)
+        return result
 
 
 def load(run_dir: str | Path) -> RunFolder:

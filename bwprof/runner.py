@@ -1,5 +1,6 @@
 """Runs a Plan: expands cases into jobs, asks the executors for raw times, derives statistics,
-and hands every finished row to the sink at once so an interrupted run keeps what it measured.
+and hands every finished row to the sink at once so an interrupted run keeps what it measured;
+a sink that cannot take a row (a full disk) ends the run there.
 
 Executors (host, cuda, simulated, mpi) implement `bwprof.executor.Executor`; the runner owns
 the loop, the statistics and the conversion to rows, each figure in its case's metric. A case
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from bwprof import interrupts
 from bwprof.casespec import CaseSpec
 from bwprof.executor import Executor
 from bwprof.measurement import Job, Measurement, NotRun
@@ -90,7 +92,9 @@ class Runner:
         self.timelines: list[dict[str, object]] = []
 
     def run(self) -> list[ResultRow]:
-        """Measure every case of the plan; KeyboardInterrupt propagates after the last full row."""
+        """Measure every case of the plan; KeyboardInterrupt propagates after the last full
+        row, and so does an error of the sink (bwprof.errors.OutputError: the run folder
+        cannot take a row), at once: measuring on would only lose the figures."""
         work: list[tuple[CaseSpec, Executor, NotRun | None, list[Job]]] = []
         # Collective cases (every MPI rank in step) go first, so a rank failing later in
         # its own measurements cannot leave its peers waiting for it.
@@ -115,14 +119,19 @@ class Runner:
                     timelines: list[dict[str, object]] = []
                 else:
                     rows, timings, timelines = self._run_job(case, job, executor)
+                # A row counts once its sink took it: where the sink cannot (a full disk:
+                # OutputError), the run stops here and self.rows is what the folder holds.
+                # A stop signal waits until both are done, so they never disagree.
                 for row, seconds in zip(rows, timings, strict=True):
-                    self.rows.append(row)
-                    if self.sink is not None:
-                        self.sink.add(row, seconds)
+                    with interrupts.deferred():
+                        if self.sink is not None:
+                            self.sink.add(row, seconds)
+                        self.rows.append(row)
                 for timeline in timelines:
-                    self.timelines.append(timeline)
-                    if self.sink is not None:
-                        self.sink.add_timeline(timeline)
+                    with interrupts.deferred():
+                        if self.sink is not None:
+                            self.sink.add_timeline(timeline)
+                        self.timelines.append(timeline)
                 self.progress.job_finished(job, rows)
         return self.rows
 

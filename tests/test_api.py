@@ -115,7 +115,7 @@ def test_interrupt_keeps_finished_rows_and_marks_the_metadata(monkeypatch, tmp_p
     assert [r.case for r in info.value.result.rows] == ["ddr_copy", "ddr_scale"]
     assert list(read_results(out / "results.csv")["case"]) == ["ddr_copy", "ddr_scale"]
     system = json.loads((out / "system.json").read_text())
-    assert system["interrupted"] is True
+    assert system["interrupted"] is True and system["stopped_by"] == "KeyboardInterrupt"
     # findings.csv is written (and the files closed) on the way out, as for a finished run.
     findings = pd.read_csv(out / "findings.csv")
     assert list(findings.columns) == ["severity", "device", "what", "why", "evidence",

@@ -297,3 +297,56 @@ def test_a_case_cannot_declare_a_metric_no_time_gives():
 
     with pytest.raises(ValueError, match="efficiency"):
         replaced(get_case("ddr_copy"), metric="efficiency")
+
+
+# Catches: a sink that cannot take a row (a full disk) is outside every try: the runner kept
+# the row as finished although it never reached the folder, and measured on
+def test_a_sink_that_cannot_take_a_row_ends_the_run_with_the_rows_it_took():
+    from bwprof.errors import OutputError
+
+    class FullSink(ListSink):
+        def add(self, row, seconds):
+            if len(self.rows) == 3:
+                raise OutputError("cannot write results.csv: No space left on device")
+            super().add(row, seconds)
+
+    sink = FullSink()
+    executor = ScriptedExecutor()
+    measured = []
+    real_measure = executor.measure
+    executor.measure = lambda case, job, plan: measured.append(job) or real_measure(
+        case, job, plan)
+    runner = Runner(_plan(), {"host": executor}, CONTEXT, sink)
+    with pytest.raises(OutputError, match="No space left"):
+        runner.run()
+    assert runner.rows == sink.rows and len(sink.rows) == 3
+    assert len(measured) == 4  # the fourth job's row did not fit: nothing measured after it
+
+
+# Catches: a stop signal landing just after the sink wrote a row loses it from the run's
+# rows, so the folder and the result disagree about what was measured
+def test_a_stop_signal_while_a_row_is_written_waits_until_the_run_counts_it():
+    import os
+    import signal
+
+    from bwprof import interrupts
+
+    class SignalledSink(ListSink):
+        def add(self, row, seconds):
+            if len(self.rows) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            super().add(row, seconds)
+
+    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    interrupts.install()
+    try:
+        sink = SignalledSink()
+        runner = Runner(_plan(), {"host": ScriptedExecutor()}, CONTEXT, sink)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run()
+        assert interrupts.received() == "SIGTERM"
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        interrupts.reset()
+    assert len(sink.rows) == 2 and runner.rows == sink.rows

@@ -17,8 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from bwprof import api
+from bwprof import api, interrupts
 from bwprof.coerce import integer, number
+from bwprof.errors import OutputError
 from bwprof.report.export import RESULTS_FILE, RunWriter, write_system_json
 from bwprof.report.findings import findings_frame
 from bwprof.report.fleet import fleet_findings
@@ -149,7 +150,9 @@ def _metadata(received: Mapping[int, RankReport], merged: _Merged, run_id: str, 
 
 def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
           timeout_s: float, options: Mapping[str, Any]) -> api.RunResult:
-    """Write the merged run folder on rank 0 and return it as a RunResult."""
+    """Write the merged run folder on rank 0 (claimed by the caller, `bwprof.fleet.run`)
+    and return it as a RunResult; OutputError where the folder cannot take the files (the
+    rows written before are kept and system.json says what stopped it)."""
     merged = _Merged()
     for rank in range(size):
         report = received.get(rank)
@@ -166,22 +169,33 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
         findings = pd.DataFrame(merged.findings, columns=list(findings.columns))
     findings = pd.concat([findings, findings_frame(fleet_findings(frame, merged.nodes))],
                          ignore_index=True)
+    notes: list[str] = []
+    failure: OutputError | None = None
     writer = RunWriter(out)
     try:
         for number, row in enumerate(rows):
             writer.add(row, [seconds for _, seconds in sorted(merged.seconds.get(number, []))])
         if merged.samples:
             writer.add_samples(merged.samples, FLEET_SAMPLE_COLUMNS)
-        writer.write_findings(findings)
         writer.add_timelines(merged.timelines)
+    except OutputError as exc:  # the rows before are kept; system.json says what stopped it
+        failure = exc
+        meta = replace(meta, interrupted=True, stopped_by=f"output error: {exc}")
     finally:
         writer.close()
-    write_system_json(out, meta)
+    try:
+        writer.write_findings(findings)
+    except OutputError as exc:
+        notes.append(f"findings.csv not written: {exc}")
+    with interrupts.deferred():
+        write_system_json(out, meta)
+    if failure is not None:
+        raise failure
     result = api.RunResult(frame, meta, rows, out, False, timelines=merged.timelines,
                            findings=findings, samples=pd.DataFrame(merged.samples),
                            summary=build_summary(frame))
     written = write_report_files(with_extras(out, frame, meta), result.summary, out,
                                  parquet=options.get("file_format") == "parquet",
                                  plots=bool(options.get("plots", True)))
-    result.files, result.notes = written.files, written.notes
+    result.files, result.notes = written.files, [*notes, *written.notes]
     return result

@@ -34,6 +34,7 @@ from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
 from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.measurement import Job
+from bwprof.paths import user_path
 from bwprof.report.export import (
     FINDINGS_FILE,
     RESULTS_FILE,
@@ -45,6 +46,7 @@ from bwprof.report.export import (
 from bwprof.report.runfolder import read_system
 from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
+from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import ResultRow
 from bwprof.system import host_info
@@ -114,9 +116,9 @@ def rank_dir(run_dir: Path, rank: int) -> Path:
 def _records(path: Path) -> list[dict[str, object]]:
     if not path.is_file():
         return []
-    try:
+    try:  # the rank's text cells come back as measured, for the merged writer to escape
         return [{str(k): v for k, v in record.items()}
-                for record in pd.read_csv(path).to_dict("records")]
+                for record in frame_from_spreadsheet(pd.read_csv(path)).to_dict("records")]
     except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
         return []
 
@@ -161,27 +163,47 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
                hang_rank: int | None, progress: ProgressListener | None,
                command_line: Sequence[str] | None,
                options: dict[str, Any]) -> api.RunResult | None:
-    """This rank's part of a fleet run (see the module's docstring for the steps)."""
-    from bwprof.gpu.runtime import probe
-
-    problem, run_id = None, None
+    """This rank's part of a fleet run (see the module's docstring for the steps): rank 0
+    claims the run folder, and holds it until the merged files are written."""
+    problem, run_id, claim = None, None, None
     if fleet.rank == 0:
         try:
             api.check_options(host_info(), fleet=True, **{k: options[k] for k in (
                 "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
                 "file_format")})
             started = api.utc_now()
-            run_id = f"{socket.gethostname()}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
-            out = (prepare_run_dir(out) if out is not None else prepare_run_dir(
-                api.default_run_dir(socket.gethostname(), started).with_name(run_id),
-                unique=True))
+            host = socket.gethostname()
+            run_id = f"{host}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
+            if out is not None:  # the top folder is claimed as a single run's is
+                claim = prepare_run_dir(user_path(out, "--out"))
+            else:
+                default = api.default_run_dir(host, started)
+                claim = prepare_run_dir(default.with_name(f"{default.name}-mpi{fleet.size}"),
+                                        unique=True)
+            out = claim.folder
         except BwprofError as exc:
             problem = str(exc)
+    try:
+        return _measure_share(fleet, out, run_id, problem, timeout_s, fail_rank, hang_rank,
+                              progress, command_line, options)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: str | None,
+                   timeout_s: float, fail_rank: int | None, hang_rank: int | None,
+                   progress: ProgressListener | None, command_line: Sequence[str] | None,
+                   options: dict[str, Any]) -> api.RunResult | None:
+    """Steps 2 and 3 for this rank, once rank 0 said whether the run may start."""
+    from bwprof.gpu.runtime import probe
+
     problem, run_id, out = fleet.bcast((problem, run_id, out), "the start of the run")
     if problem:
         if fleet.rank == 0:
             raise BwprofError(problem)
         raise QuietExit(problem)
+    assert out is not None and run_id is not None
 
     gpu_count = probe().count if not options.get("simulate") else 2
     share = _gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
@@ -210,6 +232,9 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
         report.meta = result.meta
     except FleetTimeout as exc:
         report.error = f"{exc}"
+    except BwprofError as exc:  # e.g. the rank's folder is on a full disk: one line
+        report.error = str(exc)
+        report.meta = _read_meta(folder / SYSTEM_FILE)
     except Exception as exc:  # the rank failed: keep what it measured, say why
         report.error = f"{type(exc).__name__}: {exc}".replace("\n", " ")
         report.meta = _read_meta(folder / SYSTEM_FILE)

@@ -1,22 +1,38 @@
-"""Writing a run folder: results.csv and timings.csv row by row, system.json atomically.
+"""Writing a run folder: results.csv, timings.csv and samples.csv a row at a time, every
+other file whole.
 
-Every row is flushed as soon as it exists, so Ctrl-C, SIGTERM or a crash leaves a parseable
-CSV holding every finished row.
+A run folder belongs to one run: `prepare_run_dir` claims it (`bwprof.runlock`) before
+anything is written, so a second run given the same --out is refused. Every row is on disk
+as soon as it exists, so Ctrl-C, SIGTERM or a crash leaves a parseable CSV holding every
+finished row; a row that cannot be written whole (a full disk) is taken back, so no file ends
+in half a row. Every other file (system.json, findings.csv, summary.csv, timelines.json,
+Parquet copies, plots) is written to a temporary file in the same folder and renamed over its
+target: a reader sees the old file or the new one, never a torn one. A write that fails is
+an `OutputError` of one line naming the file, why, and for a full disk the space left.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
 import os
+import re
+import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from bwprof.errors import BwprofError
+from bwprof import runlock
+from bwprof.errors import BwprofError, OutputError
+from bwprof.schema.cells import spreadsheet_frame, spreadsheet_text
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
+from bwprof.units import format_bytes
 
 RESULTS_FILE = "results.csv"
 SAMPLES_FILE = "samples.csv"
@@ -24,12 +40,151 @@ TIMINGS_FILE = "timings.csv"
 SYSTEM_FILE = "system.json"
 TIMELINES_FILE = "timelines.json"
 FINDINGS_FILE = "findings.csv"
-
+LOCK_FILE = runlock.LOCK_FILE
 
 UNIQUE_TRIES = 100
+NAME_MAX_CHARS = 64
+"""Longest host name kept in a folder name: the time and suffix still fit NAME_MAX."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def _claim(path: Path) -> Path:
+def safe_name(text: str, fallback: str = "host") -> str:
+    """`text` (a host name: the machine's, not the user's) as one file name: characters
+    outside [A-Za-z0-9._-] become `_`, at most NAME_MAX_CHARS, never empty, hidden, `.` or
+    `..`, so a default run folder cannot land elsewhere or be refused for its name."""
+    name = _UNSAFE.sub("_", text)[:NAME_MAX_CHARS]
+    name = "_" + name[1:] if name.startswith(".") else name
+    return name or fallback
+
+
+# ---- failures ----------------------------------------------------------------------------
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.parents):
+        with suppress(OSError):
+            if folder.is_dir():
+                return shutil.disk_usage(folder).free
+    return None
+
+
+class WriteFailed(OutputError):
+    """A file could not be written: `path` and `reason` ('No space left on device (12 KiB
+    free there)') for callers that say it their own way."""
+
+    def __init__(self, message: str, path: Path, reason: str) -> None:
+        super().__init__(message)
+        self.path, self.reason = path, reason
+
+
+def write_failure(path: Path, exc: OSError, kept: Path | None = None) -> WriteFailed:
+    """The one line for a write of `path` that failed: the file, why, for a full disk the
+    space left, and (`kept`, a run folder) that the rows finished before are still there."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    advice = "choose another --out"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = _free_bytes(path.parent)
+        reason += f" ({format_bytes(free)} free there)" if free is not None else ""
+        advice = "free some space or choose another --out"
+    elif exc.errno == errno.ENOENT:
+        reason += " (its folder was removed)"
+    text = f"cannot write {path}: {reason}"
+    if kept is not None:
+        text += f"; the rows finished before are kept in {kept}"
+    return WriteFailed(f"{text}; {advice}", path, reason)
+
+
+# ---- whole files -------------------------------------------------------------------------
+
+@contextmanager
+def atomic_file(target: Path, binary: bool = False,
+                kept: Path | None = None) -> Iterator[IO[Any]]:
+    """An open temporary file beside `target` that replaces it when the block ends: the
+    target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
+    the old target, or none, and no temporary file. Writers get the open file, never the
+    path: pandas and matplotlib would expand a leading `~` of a string themselves."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        handle: IO[Any]
+        with (open(temp, "wb") if binary
+              else open(temp, "w", newline="", encoding="utf-8")) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)
+        os.replace(temp, target)
+    except BaseException as exc:
+        with suppress(OSError):
+            temp.unlink()
+        if isinstance(exc, OSError):
+            raise write_failure(target, exc, kept) from None
+        raise
+
+
+def write_json_atomic(target: Path, payload: object, strict: bool = False,
+                      kept: Path | None = None) -> Path:
+    """Write JSON through a temp file and a rename, so the file is never half-written.
+    `strict`: the payload is plain JSON already (no NaN, nothing to turn into a string)."""
+    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
+            else json.dumps(payload, indent=2, default=str))
+    with atomic_file(target, kept=kept) as handle:
+        handle.write(text + "\n")
+    return target
+
+
+def write_csv_atomic(frame: Any, target: Path, kept: Path | None = None) -> Path:
+    """A table (DataFrame) as a whole CSV file, its text cells safe in a spreadsheet."""
+    with atomic_file(target, kept=kept) as handle:
+        spreadsheet_frame(frame).to_csv(handle, index=False)
+    return target
+
+
+def save_figure(figure: Any, target: Path, **options: Any) -> Path:
+    """A matplotlib figure as a whole PNG file."""
+    with atomic_file(target, binary=True) as handle:
+        figure.savefig(handle, format="png", **options)
+    return target
+
+
+def write_timelines(run_dir: Path, timelines: Sequence[dict[str, object]]) -> Path:
+    return write_json_atomic(run_dir / TIMELINES_FILE, {"schema_version": SCHEMA_VERSION,
+                                                        "timelines": list(timelines)},
+                             kept=run_dir)
+
+
+def versioned(frame: Any) -> Any:
+    """A table (DataFrame) with the schema_version column every bwprof file carries."""
+    return frame.assign(schema_version=SCHEMA_VERSION)
+
+
+def write_system_json(run_dir: Path, meta: RunMeta) -> Path:
+    """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically."""
+    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True, kept=run_dir)
+
+
+# ---- claiming a run folder ---------------------------------------------------------------
+
+@dataclass
+class RunFolderClaim:
+    """A run folder this process claimed: `release()` at the run's end; `abandon()` when the
+    run stops before writing its system.json, so the folder holds nothing of bwprof's."""
+
+    folder: Path
+    lock: runlock.RunLock
+    created: bool
+    """Whether the claim created the folder (abandon then removes it)."""
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def abandon(self) -> None:
+        self.lock.release()
+        with suppress(OSError):
+            (self.folder / LOCK_FILE).unlink()
+        if self.created:
+            with suppress(OSError):  # only while empty: never anything but ours
+                self.folder.rmdir()
+
+
+def _new_folder(path: Path) -> Path:
     """Create `path`, or `path-2`, `path-3`... where it exists: a default folder is named by
     the second, and two runs started in the same one must not write into one folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,81 +198,187 @@ def _claim(path: Path) -> Path:
     raise BwprofError(f"{UNIQUE_TRIES} run folders named {path.name} exist; choose an --out")
 
 
-def prepare_run_dir(path: Path, unique: bool = False) -> Path:
-    """Create the run folder, refusing a non-empty one and proving it is writable. With
-    `unique` (a default name, not the user's) a taken name gets a suffix instead."""
+def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
+    """Create the run folder if needed and claim it for this run: a folder another run
+    claimed, or one holding anything, is refused (BwprofError, nothing written); the lock
+    file is also the proof that the folder can be written. With `unique` (a default name,
+    not the user's) a taken name gets a suffix instead."""
+    created = False
     try:
         if unique:
-            path = _claim(path)
+            path, created = _new_folder(path), True
+        elif path.exists() and not path.is_dir():
+            raise BwprofError(f"output path {path} exists and is not a folder; "
+                              "choose another --out")
+        else:
+            try:
+                path.mkdir(parents=True)
+                created = True
+            except FileExistsError:
+                if not path.is_dir():
+                    raise BwprofError(f"output path {path} exists and is not a folder; "
+                                      "choose another --out") from None
+            except OSError as exc:
+                raise BwprofError(f"cannot write to output folder {path} "
+                                  f"({exc.strerror or exc}); choose another --out") from None
     except OSError as exc:
         raise BwprofError(
             f"cannot create output folder {path} ({exc.strerror or exc}); choose an --out"
         ) from None
-    if path.exists() and not path.is_dir():
-        raise BwprofError(f"output path {path} exists and is not a folder; choose another --out")
-    if path.is_dir() and any(path.iterdir()):
-        raise BwprofError(f"output folder {path} exists and is not empty; choose another --out")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".bwprof-write-test"
-        probe.write_text("")
-        probe.unlink()
+        lock = runlock.claim(path)
     except OSError as exc:
+        if created:
+            with suppress(OSError):
+                path.rmdir()
         raise BwprofError(
             f"cannot write to output folder {path} ({exc.strerror or exc}); choose another --out"
         ) from None
-    return path
+    claim = RunFolderClaim(path, lock, created)
+    try:
+        others = [p.name for p in path.iterdir() if p.name != LOCK_FILE]
+    except OSError as exc:
+        claim.abandon()
+        raise BwprofError(f"cannot read output folder {path} ({exc.strerror or exc}); "
+                          "choose another --out") from None
+    if others:
+        claim.abandon()
+        raise BwprofError(f"output folder {path} exists and is not empty; choose another --out")
+    return claim
 
+
+# ---- rows --------------------------------------------------------------------------------
 
 def _cell(value: object) -> object:
-    return "" if value is None else value
+    return "" if value is None else spreadsheet_text(value)
+
+
+def _csv_bytes(rows: Iterable[Sequence[object]]) -> bytes:
+    text = io.StringIO()
+    csv.writer(text).writerows([[_cell(value) for value in row] for row in rows])
+    return text.getvalue().encode("utf-8")
+
+
+class _RowFile:
+    """One CSV file written a row at a time, straight to the file (no buffer that could
+    hold half a row): a write that fails is taken back to the last whole row."""
+
+    def __init__(self, path: Path, header: Sequence[str]) -> None:
+        self.path = path
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115
+        self.size = 0
+        try:
+            self.append(_csv_bytes([header]))
+        except BaseException:  # no empty file without even its header
+            self._file.close()
+            with suppress(OSError):
+                path.unlink()
+            raise
+
+    def append(self, data: bytes) -> None:
+        """Write `data` whole or, on failure, not at all (the file is cut back)."""
+        view = memoryview(data)
+        try:
+            while view:
+                written = self._file.write(view)
+                view = view[written or 0:]
+        except BaseException:
+            self.rollback(self.size)
+            raise
+        self.size += len(data)
+
+    def rollback(self, size: int) -> None:
+        with suppress(OSError):
+            os.ftruncate(self._file.fileno(), size)
+            self._file.seek(size)
+        self.size = size
+
+    def close(self) -> None:
+        self._file.close()
 
 
 class RunWriter:
-    """Appends result rows and raw timings to the run folder's CSV files as they finish."""
+    """Appends result rows and raw timings to the run folder's CSV files as they finish.
+
+    A row and its timings go in together or not at all: where a file cannot take them (a
+    full disk) both files are cut back to the row before and `add` raises OutputError, so
+    every row in results.csv is whole and has its timings. Text cells follow the
+    spreadsheet rule (`bwprof.schema.cells`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self._results: IO[str] = open(run_dir / RESULTS_FILE, "w", newline="")  # noqa: SIM115
-        self._timings: IO[str] = open(run_dir / TIMINGS_FILE, "w", newline="")  # noqa: SIM115
-        self._results_csv = csv.writer(self._results)
-        self._timings_csv = csv.writer(self._timings)
-        self._results_csv.writerow(CSV_COLUMNS)
-        self._timings_csv.writerow(TIMING_COLUMNS)
-        self._flush()
+        self.rows = 0
+        """Rows in results.csv so far (timings point at theirs by number)."""
+        self.samples_error: str | None = None
+        """Why samples.csv stopped taking samples (None while it takes them)."""
         self._timelines: list[dict[str, object]] = []
-        self._rows = 0  # data rows of results.csv so far: timings point at theirs by number
-        self._samples: IO[str] | None = None
-        self._samples_csv: Any = None
+        self._samples: _RowFile | None = None
+        self._samples_columns: Sequence[str] = ()
         self._samples_lock = threading.Lock()
+        self._results: _RowFile | None = None
+        self._timings: _RowFile | None = None
+        try:
+            self._results = _RowFile(run_dir / RESULTS_FILE, CSV_COLUMNS)
+            self._timings = _RowFile(run_dir / TIMINGS_FILE, TIMING_COLUMNS)
+        except OSError as exc:
+            name = TIMINGS_FILE if self._results is not None else RESULTS_FILE
+            with suppress(OSError, OutputError):
+                self.close()
+            for created in (RESULTS_FILE, TIMINGS_FILE):  # no empty or headless table
+                with suppress(OSError):
+                    (run_dir / created).unlink()
+            raise write_failure(run_dir / name, exc) from None
 
     def add(self, row: ResultRow, seconds_per_op: Sequence[float]) -> None:
+        """Write one row and its timings, whole: an error or an interrupt while writing
+        takes both back (the runner holds stop signals around it)."""
+        assert self._results is not None and self._timings is not None
         values = row.as_dict()
-        self._results_csv.writerow([_cell(values[c]) for c in CSV_COLUMNS])
-        for index, seconds in enumerate(seconds_per_op):
-            self._timings_csv.writerow(
-                [row.run_id, self._rows, row.case, row.backend, row.device, row.direction,
-                 _cell(row.size_bytes), _cell(row.threads), index, repr(seconds),
-                 SCHEMA_VERSION, row.host, _cell(row.rank)]
-            )
-        self._rows += 1
-        self._flush()
+        line = _csv_bytes([[values[c] for c in CSV_COLUMNS]])
+        timings = _csv_bytes(
+            [row.run_id, self.rows, row.case, row.backend, row.device, row.direction,
+             row.size_bytes, row.threads, index, float(seconds), SCHEMA_VERSION, row.host,
+             row.rank]
+            for index, seconds in enumerate(seconds_per_op))
+        before = self._results.size
+        self._append(self._results, line)
+        try:
+            self._append(self._timings, timings)
+        except BaseException:
+            self._results.rollback(before)
+            raise
+        self.rows += 1
+
+    def _append(self, handle: _RowFile, data: bytes) -> None:
+        try:
+            handle.append(data)
+        except OSError as exc:
+            raise write_failure(handle.path, exc, self.run_dir) from None
 
     def add_samples(self, samples: Sequence[dict[str, object]], columns: Sequence[str]) -> None:
-        """Append counter samples to samples.csv (called from the sampler thread)."""
+        """Append counter samples to samples.csv (called from the sampler thread). The first
+        failure is raised (the sampler records it) and samples.csv takes nothing more; the
+        run measures on."""
         with self._samples_lock:
-            if self._samples is None:
-                self._samples = open(self.run_dir / SAMPLES_FILE, "w", newline="")  # noqa: SIM115
-                self._samples_csv = csv.writer(self._samples)
-                self._samples_csv.writerow([*columns, "schema_version"])
-            for sample in samples:
-                self._samples_csv.writerow([*(_cell(sample.get(c)) for c in columns),
-                                            SCHEMA_VERSION])
-            self._samples.flush()
+            if self.samples_error is not None:
+                return
+            try:
+                if self._samples is None:
+                    self._samples_columns = tuple(columns)
+                    self._samples = _RowFile(self.run_dir / SAMPLES_FILE,
+                                             [*columns, "schema_version"])
+                self._samples.append(_csv_bytes(
+                    [*(sample.get(c) for c in self._samples_columns), SCHEMA_VERSION]
+                    for sample in samples))
+            except OSError as exc:
+                error = write_failure(self.run_dir / SAMPLES_FILE, exc)
+                self.samples_error = str(error)
+                raise error from None
 
     def write_findings(self, findings: Any) -> None:
-        """findings.csv (a DataFrame with FINDING_COLUMNS), written once at the end."""
-        versioned(findings).to_csv(self.run_dir / FINDINGS_FILE, index=False)
+        """findings.csv (a DataFrame with FINDING_COLUMNS), written whole once at the end:
+        where it cannot be, there is no findings.csv at all (OutputError)."""
+        write_csv_atomic(versioned(findings), self.run_dir / FINDINGS_FILE)
 
     def add_timeline(self, timeline: dict[str, object]) -> None:
         """Rewrite timelines.json (atomically) with one more overlap timeline."""
@@ -126,42 +387,19 @@ class RunWriter:
     def add_timelines(self, timelines: Sequence[dict[str, object]]) -> None:
         """Rewrite timelines.json (atomically) with these timelines added (none: no file)."""
         if timelines:
+            write_timelines(self.run_dir, [*self._timelines, *timelines])
             self._timelines += list(timelines)
-            write_timelines(self.run_dir, self._timelines)
-
-    def _flush(self) -> None:
-        self._results.flush()
-        self._timings.flush()
 
     def close(self) -> None:
-        self._results.close()
-        self._timings.close()
+        """Close every file (again is harmless); a close that fails (an I/O error a network
+        file system reports late) is an OutputError, after every file is closed."""
+        failed: tuple[Path, OSError] | None = None
         with self._samples_lock:
-            if self._samples is not None:
-                self._samples.close()
-
-
-def write_json_atomic(target: Path, payload: object, strict: bool = False) -> Path:
-    """Write JSON through a temp file and a rename, so the file is never half-written.
-    `strict`: the payload is plain JSON already (no NaN, nothing to turn into a string)."""
-    temp = target.with_name(f".{target.name}.tmp")
-    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
-            else json.dumps(payload, indent=2, default=str))
-    temp.write_text(text + "\n")
-    os.replace(temp, target)
-    return target
-
-
-def write_timelines(run_dir: Path, timelines: Sequence[dict[str, object]]) -> Path:
-    return write_json_atomic(run_dir / TIMELINES_FILE, {"schema_version": SCHEMA_VERSION,
-                                                        "timelines": list(timelines)})
-
-
-def versioned(frame: Any) -> Any:
-    """A table (DataFrame) with the schema_version column every bwprof file carries."""
-    return frame.assign(schema_version=SCHEMA_VERSION)
-
-
-def write_system_json(run_dir: Path, meta: RunMeta) -> Path:
-    """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically."""
-    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True)
+            for handle in (self._results, self._timings, self._samples):
+                if handle is not None:
+                    try:
+                        handle.close()
+                    except OSError as exc:
+                        failed = failed or (handle.path, exc)
+        if failed is not None:
+            raise write_failure(*failed, self.run_dir)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from bwprof.coerce import integer, number
 from bwprof.errors import BwprofError
+from bwprof.report.export import atomic_file
 from bwprof.schema.table import is_missing
 
 __all__ = ["cell_float", "cell_int", "is_missing", "json_records", "plain", "row_at"]
@@ -37,7 +38,9 @@ def check_format(name: str) -> bool:
 
 
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
-    frame.to_parquet(target, index=False)
+    """A table as a whole Parquet file (a temporary file renamed over the target)."""
+    with atomic_file(target, binary=True) as handle:
+        frame.to_parquet(handle, index=False)
     return target
 
 

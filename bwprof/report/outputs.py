@@ -1,22 +1,28 @@
 """What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, Parquet copies
 of the tables on request, and the PNG plots.
 
-A plot that cannot be drawn never costs the measurements: the rows are on disk before this
+Every input is read and checked before the first file is written, and every file is written
+whole (`bwprof.report.export.atomic_file`), so a failure never leaves part of the output. A
+plot that cannot be drawn never costs the measurements: the rows are on disk before this
 runs, and a plotting error becomes a note for the user, not a failed run.
 """
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from bwprof.errors import BwprofError
-from bwprof.report.export import TIMINGS_FILE
+from bwprof.errors import BwprofError, OutputError
+from bwprof.report.export import TIMINGS_FILE, write_csv_atomic, write_failure
 from bwprof.report.formats import write_parquet
 from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder
 from bwprof.report.summary import SUMMARY_FILE
+from bwprof.schema.cells import frame_from_spreadsheet
+from bwprof.schema.table import check_schema_version
 
 TIMINGS_PARQUET = "timings.parquet"
 
@@ -28,50 +34,111 @@ class Written:
 
 
 def write_table(frame: pd.DataFrame, target: Path, parquet: bool = False) -> list[Path]:
-    """A report table as CSV (always, the primary format) and Parquet beside it on request."""
-    try:
-        frame.to_csv(target, index=False)
-    except OSError as exc:
-        raise BwprofError(f"cannot write {target}: {exc.strerror or exc}") from None
-    return [target, _parquet(frame, target.with_suffix(".parquet"))] if parquet else [target]
+    """A report table as CSV (always, the primary format; text cells safe in a spreadsheet)
+    and Parquet beside it on request, each written whole; OutputError where one cannot be."""
+    written = [write_csv_atomic(frame, target)]
+    if parquet:
+        written.append(_parquet(frame, target.with_suffix(".parquet")))
+    return written
 
 
 def _parquet(frame: pd.DataFrame, target: Path) -> Path:
     try:
         return write_parquet(frame, target)
-    except (OSError, ValueError, TypeError) as exc:  # pyarrow's errors derive from the last two
-        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-        raise BwprofError(f"cannot write {target}: {why}") from None
+    except OutputError:
+        raise
+    except (ValueError, TypeError) as exc:  # pyarrow's conversion errors derive from these
+        raise BwprofError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
 
 
 def output_dir(out: Path | None, default: Path) -> Path:
-    """The folder report files go to, created where needed; a one-line error when it cannot be."""
+    """The folder report files go to, created where needed. A path that is not a folder is
+    bad input (BwprofError, exit 2); one that cannot be created is an OutputError (exit 3)."""
     target = out or default
     if target.exists() and not target.is_dir():
         raise BwprofError(f"{target} exists and is not a folder; choose another --out")
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BwprofError(f"cannot create {target} ({exc.strerror or exc}); "
-                          "choose another --out") from None
+        raise write_failure(target, exc) from None
     return target
 
 
-def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
-                       parquet: bool = False, plots: bool = True) -> Written:
-    """summary.csv (and Parquet copies of the results and timings), then the plots."""
-    written = Written()
-    written.files += write_table(summary, out_dir / SUMMARY_FILE, parquet)
-    if parquet:
-        written.files.append(_parquet(run.results, out_dir / RESULTS_PARQUET))
-        timings = run.path / TIMINGS_FILE
-        if timings.is_file():
-            written.files.append(_parquet(pd.read_csv(timings), out_dir / TIMINGS_PARQUET))
-    if plots:
-        from bwprof.report.plots import write_plots
+def read_timings(path: Path) -> pd.DataFrame:
+    """timings.csv, checked (readable, of a schema this bwprof reads, numeric seconds), its
+    text cells as measured (the spreadsheet rule undone once, here), for its Parquet copy;
+    BwprofError with one line otherwise. A last line a stopped run cut off is left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    try:
+        frame = frame_from_spreadsheet(pd.read_csv(io.StringIO(text)))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    check_schema_version(frame, path)
+    if "seconds_per_op" not in frame.columns:
+        raise BwprofError(f"{path} is not a bwprof timings file (no seconds_per_op)")
+    seconds = pd.to_numeric(frame["seconds_per_op"], errors="coerce")
+    if seconds.isna().any():
+        raise BwprofError(f"{path} is malformed: column seconds_per_op holds a value that "
+                          "is not a number")
+    frame["seconds_per_op"] = seconds
+    return frame
 
+
+def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
+                       parquet: bool = False, plots: bool = True,
+                       default_dir: bool = False) -> Written:
+    """summary.csv (and Parquet copies of the results and timings), then the plots.
+
+    Inputs are read first: a timings.csv that cannot be read costs only timings.parquet (a
+    note). A file that cannot be written raises OutputError; with `default_dir` (`report`
+    writing into the run folder the user did not choose) it is a note instead, naming what
+    was not written and saying to pass --out, and the report is still shown."""
+    written = Written()
+    timings: pd.DataFrame | None = None
+    timings_path = run.path / TIMINGS_FILE
+    if parquet and timings_path.is_file():
         try:
-            written.files += write_plots(run, out_dir, written.notes)
-        except Exception as exc:  # the rows are safe on disk; say why the plots are missing
-            written.notes.append(f"plots not written: {type(exc).__name__}: {exc}")
+            timings = read_timings(timings_path)
+        except BwprofError as exc:
+            written.notes.append(f"{TIMINGS_PARQUET} not written: {exc}")
+
+    steps: list[tuple[str, Callable[[], list[Path]]]] = [
+        (SUMMARY_FILE, lambda: write_table(summary, out_dir / SUMMARY_FILE, parquet))]
+    if parquet:
+        steps.append((RESULTS_PARQUET,
+                      lambda: [_parquet(run.results, out_dir / RESULTS_PARQUET)]))
+        if timings is not None:
+            frame = timings
+            steps.append((TIMINGS_PARQUET,
+                          lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
+    if plots:
+        steps.append(("the plots", lambda: _plots(run, out_dir, written.notes)))
+    for number, (_name, step) in enumerate(steps):
+        try:
+            written.files += step()
+        except OutputError as exc:
+            if not default_dir:
+                raise
+            left = ", ".join(name for name, _ in steps[number:])
+            why = getattr(exc, "reason", str(exc))
+            written.notes.append(f"not written to {out_dir}: {left} ({why}); pass --out DIR "
+                                 "to write them elsewhere")
+            break
     return written
+
+
+def _plots(run: RunFolder, out_dir: Path, notes: list[str]) -> list[Path]:
+    from bwprof.report.plots import write_plots
+
+    try:
+        return write_plots(run, out_dir, notes)
+    except OutputError:
+        raise
+    except Exception as exc:  # the rows are safe on disk; say why the plots are missing
+        notes.append(f"plots not written: {type(exc).__name__}: {exc}")
+        return []

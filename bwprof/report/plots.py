@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.report.export import save_figure
 from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, cache_resident, p2p_matrix_rows
@@ -309,8 +310,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     written = []
     for name, figure in figures.items():
         if figure is not None:
-            figure.savefig(target / name)
-            written.append(target / name)
+            written.append(save_figure(figure, target / name))
     # The overlap timelines, from the event times the run recorded in timelines.json.
     names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from bwprof.paths import user_path
 from bwprof.report.formats import check_format, json_records, plain
 from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.report.outputs import Written, output_dir, write_report_files
@@ -28,16 +29,24 @@ class RunReport:
 
 
 def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: bool = True,
-                    file_format: str = "csv", out: Path | None = None) -> RunReport:
+                    file_format: str = "csv", out: str | Path | None = None) -> RunReport:
     """Check every option, load the run folder, write summary.csv (and plots) to `out`
-    (default: the run folder). Raises BwprofError with one line for anything wrong."""
+    (default: the run folder). Raises BwprofError with one line for anything wrong.
+
+    Everything is read and checked before the first file is written. Where the run folder
+    itself cannot be written (read-only storage, a full disk), the report is still made
+    and a note says which files were not written and to pass `--out DIR`. An `out` the
+    user chose that is not a folder is bad input (BwprofError, exit 2); one that cannot be
+    created or written is an OutputError (exit 3): either before anything is shown."""
     spec = parse_model(model) if model is not None else None
     parquet = check_format(file_format)
+    chosen = user_path(out, "--out") if out is not None else None
     run = load_run(run_dir)
     summary = build_summary(run.results)
-    target = output_dir(out, run.path)
-    written = write_report_files(run, summary, target, parquet=parquet, plots=plots)
     report = model_report(spec, summary, run.meta) if spec is not None else None
+    target = output_dir(chosen, run.path)
+    written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
+                                 default_dir=chosen is None)
     return RunReport(run, summary, written, report)
 
 

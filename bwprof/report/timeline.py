@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bwprof.errors import BwprofError
+from bwprof.report.export import save_figure
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.units import format_bytes
 
@@ -92,7 +93,8 @@ def write_timeline_plots(run_dir: Path, timelines: Sequence[dict], host: str = "
             axis.grid(axis="x", alpha=0.3)
         figure.tight_layout()
         path = run_dir / f"timeline-{_slug(case)}-{_slug(device)}.png"
-        figure.savefig(path, dpi=100)
-        plt.close(figure)
-        written.append(path)
+        try:
+            written.append(save_figure(figure, path, dpi=100))
+        finally:
+            plt.close(figure)
     return written

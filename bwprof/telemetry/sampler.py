@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from bwprof.coerce import number
+from bwprof.errors import BwprofError
 
 TAGS_KEPT = 16
 """Tag changes remembered: more than a read (tens of ms) ever spans between short jobs."""
@@ -103,7 +104,10 @@ class Sampler:
             try:
                 self.on_samples(batch)
             except Exception as exc:  # a full disk must not kill the thread mid-run
-                self._error(f"writing samples: {type(exc).__name__}: {exc}")
+                # (bwprof's own errors are whole sentences already; RunWriter then takes
+                # no more samples, and the run measures on)
+                self._error(f"writing samples: {exc}" if isinstance(exc, BwprofError)
+                            else f"writing samples: {type(exc).__name__}: {exc}")
         return batch
 
     def run(self, wait: Callable[[float], bool] | None = None,

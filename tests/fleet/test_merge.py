@@ -283,3 +283,51 @@ def test_a_rank_sends_a_heartbeat_at_each_job(monkeypatch, tmp_path):
     result = fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
     jobs = len(result.results)
     assert jobs >= 1 and fleet.beats == 2 * jobs  # at each job's start and end
+
+
+# Catches: a fleet run's top folder is not claimed: a second job given the same --out merges
+# its rows into the first's folder
+def test_a_fleet_run_claims_its_top_folder_as_a_single_run_does(monkeypatch, tmp_path):
+    import bwprof
+    from bwprof.errors import BwprofError
+    from bwprof.fleet import run as fleet_run
+    from bwprof.runlock import LOCK_FILE
+
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: _FakeFleet(0, 1)))
+    monkeypatch.setattr(fleet_run, "import_mpi",
+                        lambda: SimpleNamespace(Get_library_version=lambda: "fake MPI"))
+    out = tmp_path / "run"
+    result = fleet_run.run_fleet(out=out, **FLEET_OPTIONS)
+    assert result.run_dir == out and (out / LOCK_FILE).is_file()
+    assert (out / "ranks" / "rank-0000" / LOCK_FILE).is_file()  # each rank's folder its own
+    before = (out / "results.csv").read_bytes()
+    with pytest.raises(BwprofError, match=f"output folder {out} belongs to another run"):
+        fleet_run.run_fleet(out=out, **FLEET_OPTIONS)
+    assert (out / "results.csv").read_bytes() == before
+    assert list(bwprof.load(out).results["case"]) == list(result.results["case"])
+
+
+# Catches: text cells that a spreadsheet would run as formulas get a second apostrophe in
+# the merged folder (the rank's escaped cells were escaped again), or none
+def test_a_formula_in_a_ranks_cells_is_escaped_once_in_the_merged_folder(tmp_path):
+    from bwprof.fleet.run import _records
+    from bwprof.report.export import RunWriter
+    from bwprof.schema.cells import frame_from_spreadsheet
+
+    rank = tmp_path / "rank"
+    rank.mkdir()
+    writer = RunWriter(rank)
+    writer.add(make_row(run_id="fleet-1", host="=cmd", note="@SUM(A1)", rank=0), [1e-6])
+    writer.close()
+    report = _report(0, "=cmd", [])
+    report.rows, report.timings = _records(rank / "results.csv"), _records(rank / "timings.csv")
+    assert report.rows[0]["host"] == "=cmd"  # read back as measured
+    (tmp_path / "merged").mkdir()
+    merge(tmp_path / "merged", "fleet-1", {0: report}, size=1, timeout_s=1.0,
+          options={"plots": False})
+    raw = pd.read_csv(tmp_path / "merged" / "results.csv")
+    assert (raw.loc[0, "host"], raw.loc[0, "note"]) == ("'=cmd", "'@SUM(A1)")
+    assert raw.loc[0, "device"] == "'=cmd:cpu"
+    back = frame_from_spreadsheet(raw)
+    assert (back.loc[0, "host"], back.loc[0, "note"]) == ("=cmd", "@SUM(A1)")
+    assert pd.read_csv(tmp_path / "merged" / "timings.csv").loc[0, "host"] == "'=cmd"

@@ -1,5 +1,6 @@
 import csv
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -91,12 +92,22 @@ def test_system_json_is_strict_json_whatever_nvml_said(tmp_path):
 
 
 def test_prepare_run_dir(tmp_path):
-    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()
-    assert prepare_run_dir(tmp_path / "new" / "run").is_dir()  # empty folder is fine
+    from bwprof.runlock import FolderTaken, running
+
+    claim = prepare_run_dir(tmp_path / "new" / "run")
+    assert claim.folder.is_dir() and running(claim.folder) is True
+    with pytest.raises(FolderTaken, match=r"belongs to another run \(still running\)"):
+        prepare_run_dir(tmp_path / "new" / "run")
+    claim.release()
+    with pytest.raises(FolderTaken, match="belongs to another run; choose another --out"):
+        prepare_run_dir(tmp_path / "new" / "run")  # a run's folder stays its own
+    (tmp_path / "empty").mkdir()
+    assert prepare_run_dir(tmp_path / "empty").folder == tmp_path / "empty"  # empty is fine
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(BwprofError, match="exists and is not empty"):
         prepare_run_dir(tmp_path / "full")
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]  # no lock left behind
     with pytest.raises(BwprofError, match="is not a folder"):
         prepare_run_dir(tmp_path / "full" / "x")
     with pytest.raises(BwprofError, match="cannot write to output folder"):
@@ -111,7 +122,7 @@ def test_a_taken_default_folder_name_gets_a_suffix(tmp_path):
     default = tmp_path / "reports" / "host-20261201T030212Z"
     claimed: list = []
     threads = [threading.Thread(target=lambda: claimed.append(
-        prepare_run_dir(default, unique=True))) for _ in range(4)]
+        prepare_run_dir(default, unique=True).folder)) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -188,3 +199,167 @@ def test_every_file_of_a_run_carries_the_schema_version(tmp_path):
     writer.close()
     assert (tmp_path / "samples.csv").read_text().splitlines() == [
         "t_s,device,schema_version", f"0.1,gpu0,{SCHEMA_VERSION}"]
+
+
+class _FailingFile:
+    """A file that takes `writes` write calls, then half of the next one, then fails with
+    `err` (a full disk: the kernel writes what fits, and the next write fails)."""
+
+    def __init__(self, handle, writes, err=28):
+        self.handle, self.writes, self.err, self.cut = handle, writes, err, False
+
+    def write(self, data):
+        if self.writes > 0:
+            self.writes -= 1
+            return self.handle.write(data)
+        if not self.cut and len(data) > 1:
+            self.cut = True
+            return self.handle.write(bytes(data[: len(data) // 2]))
+        import os
+
+        raise OSError(self.err, os.strerror(self.err))
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def _fail_file(monkeypatch, name, writes, err=28):
+    """Make the run writer's `name` fail after `writes` whole write calls."""
+    import builtins
+
+    from bwprof.report import export
+
+    def fake_open(path, mode="r", *args, **kwargs):
+        handle = builtins.open(path, mode, *args, **kwargs)  # noqa: SIM115
+        return _FailingFile(handle, writes, err) if str(path).endswith("/" + name) else handle
+
+    monkeypatch.setattr(export, "open", fake_open, raising=False)
+
+
+# Catches: a full disk leaves a torn last row (half a number) or a row without its timings
+@pytest.mark.parametrize("full", ["results.csv", "timings.csv"])
+def test_a_row_that_does_not_fit_is_taken_back_whole(tmp_path, monkeypatch, full):
+    from bwprof.errors import OutputError
+
+    _fail_file(monkeypatch, full, writes=2)  # the header and one row
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(case="a"), [1e-6, 2e-6])
+    with pytest.raises(OutputError) as caught:
+        writer.add(make_row(case="b"), [3e-6])
+    writer.close()
+    message = str(caught.value)
+    assert message.startswith(f"cannot write {tmp_path / full}: No space left on device (")
+    assert f"free there); the rows finished before are kept in {tmp_path}" in message
+    assert len(message.splitlines()) == 1
+    assert writer.rows == 1
+    for name in ("results.csv", "timings.csv"):
+        assert (tmp_path / name).read_bytes().endswith(b"\r\n"), name
+    assert list(read_results(tmp_path / "results.csv")["case"]) == ["a"]
+    assert list(pd.read_csv(tmp_path / "timings.csv")["case"]) == ["a", "a"]
+
+
+def test_timings_are_numbers_and_text_cells_follow_the_spreadsheet_rule(tmp_path):
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(host="=1+1", note="@SUM(A1)", device_name="-x"), [-1.5e-6, 2e-6])
+    writer.add_samples([{"t_s": -0.5, "device": "+gpu0"}], ("t_s", "device"))
+    writer.close()
+    with open(tmp_path / "results.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["host"], row["note"], row["device_name"]) == ("'=1+1", "'@SUM(A1)", "'-x")
+    assert row["gbps_best"] == "3.072"  # numbers are left alone
+    with open(tmp_path / "timings.csv", newline="") as f:
+        timings = list(csv.DictReader(f))
+    assert [t["seconds_per_op"] for t in timings] == ["-1.5e-06", "2e-06"]
+    assert {t["host"] for t in timings} == {"'=1+1"}
+    assert (tmp_path / "samples.csv").read_text().splitlines()[1] == f"-0.5,'+gpu0,{SCHEMA_VERSION}"
+    from bwprof.schema.cells import frame_from_spreadsheet
+
+    back = frame_from_spreadsheet(pd.read_csv(tmp_path / "timings.csv"))
+    assert set(back["host"]) == {"=1+1"} and back["seconds_per_op"].dtype == float
+
+
+# Catches: a disk full from the start leaves 0-byte CSV files
+@pytest.mark.parametrize("full", ["results.csv", "timings.csv", "samples.csv"])
+def test_a_table_that_cannot_take_its_header_leaves_no_file(tmp_path, monkeypatch, full):
+    from bwprof.errors import OutputError
+
+    _fail_file(monkeypatch, full, writes=0)
+    with pytest.raises(OutputError, match=f"^cannot write {tmp_path / full}: No space left"):
+        writer = RunWriter(tmp_path)
+        writer.add_samples([{"t_s": 0.1}], ("t_s",))
+    if full == "samples.csv":
+        writer.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "timings.csv"]
+    else:
+        assert list(tmp_path.iterdir()) == []
+
+
+# Catches: a full disk under samples.csv fails the sampler at every tick for the rest of the run
+def test_samples_that_cannot_be_written_stop_once_and_the_rows_go_on(tmp_path, monkeypatch):
+    from bwprof.telemetry.sampler import Sampler
+
+    _fail_file(monkeypatch, "samples.csv", writes=1)  # the header only
+    writer = RunWriter(tmp_path)
+    sampler = Sampler(lambda: [{"device": "gpu0", "power_w": 100.0}],
+                      on_samples=lambda batch: writer.add_samples(batch, ("t_s", "device")))
+    for _ in range(4):
+        sampler.sample_once()
+    assert sampler.error_count == 1 and len(sampler.samples) == 4  # kept in memory
+    (error,) = sampler.errors
+    assert error.startswith(f"writing samples: cannot write {tmp_path / 'samples.csv'}: No "
+                            "space left on device")
+    assert writer.samples_error is not None
+    writer.add(make_row(), [1e-6])  # the rows' files are another matter
+    writer.close()
+    assert (tmp_path / "samples.csv").read_text().splitlines() == [
+        "t_s,device,schema_version"]
+    assert len(read_results(tmp_path / "results.csv")) == 1
+
+
+@pytest.mark.parametrize("stop", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_whole_file_is_the_old_one_or_the_new_one_never_torn(tmp_path, stop):
+    from bwprof.errors import OutputError
+    from bwprof.report.export import atomic_file, write_json_atomic
+
+    target = tmp_path / "system.json"
+    write_json_atomic(target, {"run": "old"})
+    with (pytest.raises(OutputError if isinstance(stop, OSError) else KeyboardInterrupt),
+          atomic_file(target) as handle):
+        handle.write('{"run": "n')
+        raise stop
+    assert json.loads(target.read_text()) == {"run": "old"}
+    assert [p.name for p in tmp_path.iterdir()] == ["system.json"]  # no temporary file
+
+
+def test_a_write_failure_is_one_line_that_says_what_to_do(tmp_path):
+    import errno
+
+    from bwprof.report.export import write_failure
+
+    full = str(write_failure(tmp_path / "x.csv", OSError(errno.ENOSPC, "No space left on "
+                                                                          "device"), tmp_path))
+    assert full.startswith(f"cannot write {tmp_path / 'x.csv'}: No space left on device (")
+    assert full.endswith(f"free there); the rows finished before are kept in {tmp_path}; "
+                         "free some space or choose another --out")
+    gone = str(write_failure(tmp_path / "gone" / "x.csv", OSError(errno.ENOENT, "No such file "
+                                                                                "or directory")))
+    assert gone.endswith("No such file or directory (its folder was removed); choose another "
+                         "--out")
+    assert str(write_failure(tmp_path / "y", OSError(errno.EROFS, "Read-only file system"))) == (
+        f"cannot write {tmp_path / 'y'}: Read-only file system; choose another --out")
+
+
+@pytest.mark.parametrize(("raw", "safe"), [
+    ("node7.cluster-a", "node7.cluster-a"), ("=1+1", "_1_1"), ("a/../b c", "a_.._b_c"),
+    ("", "host"), (".", "_"), ("..", "_."), (".hidden", "_hidden"), ("x" * 300, "x" * 64),
+    ("héte", "h_te"),
+])
+def test_a_host_name_becomes_a_safe_folder_name(raw, safe):
+    from datetime import datetime, timezone
+
+    from bwprof.api import default_run_dir
+    from bwprof.report.export import safe_name
+
+    assert safe_name(raw) == safe
+    started = datetime(2026, 12, 1, 3, 2, 12, tzinfo=timezone.utc)
+    assert default_run_dir(raw, started) == Path("reports") / f"{safe}-20261201T030212Z"

@@ -1,0 +1,59 @@
+"""Helpers for the tests of writing under faults (tests/test_write_faults.py,
+tests/report/test_outputs.py): storage that refuses writes, and the exit code of this
+checkout's CLI for an OutputError."""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bwprof import cli
+from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, OutputError
+
+
+@pytest.fixture
+def cli_output_exit(monkeypatch, capsys) -> int:
+    """The exit code this checkout's CLI gives an OutputError: 3 once the CLI exits with
+    the error's own code (EXIT_OUTPUT), 2 before. The tests hold the CLI to it, and
+    `test_the_cli_exits_3_for_an_output_error` to 3."""
+    from bwprof.report import runreport
+
+    def refuse(*args, **kwargs):
+        raise OutputError("cannot write probe: No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runreport, "make_run_report", refuse)
+        code = cli.main(["report", "probe"])
+    capsys.readouterr()
+    assert code in (EXIT_USAGE, EXIT_OUTPUT)
+    return code
+
+
+def read_only(monkeypatch, folder: Path) -> None:
+    """Every file bwprof opens for writing under `folder` fails as on read-only storage."""
+    from bwprof.report import export
+
+    def refusing_open(path, mode="r", *args, **kwargs):
+        if folder in Path(path).parents and any(m in mode for m in "wax+"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(export, "open", refusing_open, raising=False)
+
+
+def mount_tmpfs(folder: Path, size: str) -> None:
+    """A real tmpfs at `folder`; skips the test where this machine cannot mount one."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(folder)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and mount): "
+                    f"{mounted.stderr.strip() or mounted.returncode}")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -1,0 +1,141 @@
+"""What `bwprof report` and `compare` write: every input checked before the first file,
+every file whole, and a run folder that cannot be written still shown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+
+from bwprof import cli
+from bwprof.report.outputs import write_table
+from tests.faults import cli_output_exit, mount_tmpfs, read_only, unmount
+
+__all__ = ["cli_output_exit"]  # a fixture: pytest finds it here
+
+
+def _names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+# Catches: `bwprof report RUN` on read-only storage refuses to show anything, even with
+# --json --no-plots
+@pytest.mark.parametrize("plots", [False, True])
+def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeypatch, capsys,
+                                                               plots):
+    run = run_copy("host-ddr")
+    before = _names(run)
+    read_only(monkeypatch, run)
+    code = cli.main(["report", str(run), "--json", *([] if plots else ["--no-plots"])])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    left = "summary.csv, the plots" if plots else "summary.csv"
+    assert f"not written to {run}: {left} (Read-only file system); pass --out DIR to write " \
+           "them elsewhere" in report["notes"]
+    assert report["files"] == [] and report["summary"]
+    assert _names(run) == before  # nothing half-written, no temporary file
+
+
+def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_written(
+        run_copy, monkeypatch, capsys):
+    run = run_copy("host-ddr")
+    read_only(monkeypatch, run)
+    assert cli.main(["report", str(run), "--no-plots"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ddr" in out and "wrote" not in out
+    assert (f"not written to {run}: summary.csv (Read-only file system); pass --out DIR to "
+            "write them elsewhere") in out
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_anything_is_shown(
+        run_copy, tmp_path, monkeypatch, capsys, cli_output_exit):
+    run, out = run_copy("host-ddr"), tmp_path / "elsewhere"
+    out.mkdir()
+    read_only(monkeypatch, out)
+    code = cli.main(["report", str(run), "--out", str(out), "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == cli_output_exit and captured.out == ""
+    assert captured.err == (f"error: cannot write {out / 'summary.csv'}: Read-only file "
+                            "system; choose another --out\n")
+    assert _names(out) == []
+    (tmp_path / "a-file").write_text("")
+    assert cli.main(["report", str(run), "--out", str(tmp_path / "a-file")]) == 2  # bad input
+    assert "exists and is not a folder" in capsys.readouterr().err
+
+
+# Catches: `report` with a malformed timings.csv and --format parquet fails after writing
+# part of its output
+@pytest.mark.parametrize("damage", ["0,1,2,3,4,5,6,7,8,9,10,11,12,13,14\n", "fast"],
+                         ids=["too-many-cells", "not-a-number"])
+def test_a_malformed_timings_csv_costs_only_timings_parquet(run_copy, capsys, damage):
+    run = run_copy("host-ddr")
+    timings = run / "timings.csv"
+    if damage == "fast":  # a value of the wrong kind
+        lines = timings.read_text().splitlines()
+        cells = lines[1].split(",")
+        cells[lines[0].split(",").index("seconds_per_op")] = "fast"
+        timings.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    else:  # a line of too many cells
+        timings.write_text(timings.read_text() + damage)
+    code = cli.main(["report", str(run), "--json", "--no-plots", "--format", "parquet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert {"summary.csv", "summary.parquet", "results.parquet"} <= set(_names(run))
+    assert "timings.parquet" not in _names(run)
+    (note,) = [n for n in report["notes"] if "timings.parquet" in n]
+    assert note.startswith("timings.parquet not written: ") and str(timings) in note
+
+
+def test_a_table_is_written_whole_with_spreadsheet_safe_text(tmp_path):
+    frame = pd.DataFrame({"host": ["=1+1", "node7"], "gbps": [-1.5, 2.0]})
+    written = write_table(frame, tmp_path / "compare.csv", parquet=True)
+    assert [p.name for p in written] == ["compare.csv", "compare.parquet"]
+    assert (tmp_path / "compare.csv").read_text().splitlines() == [
+        "host,gbps", "'=1+1,-1.5", "node7,2.0"]
+    assert list(pd.read_parquet(tmp_path / "compare.parquet")["host"]) == ["=1+1", "node7"]
+    assert _names(tmp_path) == ["compare.csv", "compare.parquet"]
+
+
+def test_compare_out_that_cannot_be_written_is_one_line(run_copy, tmp_path, monkeypatch,
+                                                        capsys, cli_output_exit):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    read_only(monkeypatch, out)
+    code = cli.main(["compare", str(run_copy("sim-a")), str(run_copy("sim-b-slower")),
+                     "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == cli_output_exit
+    assert err == (f"error: cannot write {out / 'compare.csv'}: Read-only file system; "
+                   "choose another --out\n")
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A real read-only file system holding a copy of a stored run."""
+    from tests.report.conftest import DATA
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mount_tmpfs(folder, "1m")
+    try:
+        subprocess.run(["cp", "-r", str(DATA / "host-ddr"), str(folder / "run")], check=True)
+        remount = subprocess.run(["mount", "-o", "remount,ro", str(folder)],
+                                 capture_output=True, text=True)
+        if remount.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {remount.stderr.strip()}")
+        yield folder / "run"
+    finally:
+        unmount(folder)
+
+
+def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, capsys):
+    code = cli.main(["report", str(read_only_mount), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    notes = json.loads(captured.out)["notes"]
+    assert (f"not written to {read_only_mount}: summary.csv, the plots (Read-only file "
+            "system); pass --out DIR to write them elsewhere") in notes
