@@ -42,6 +42,9 @@ class MetaError(ValueError):
 
 
 _R = TypeVar("_R", bound="Record")
+MAX_INT = 1 << 63
+"""Integers of system.json fit in 64 bits (sizes, counts, clocks): a larger one could only
+overflow the arithmetic and the float conversions of the report."""
 _HINTS: dict[type, dict[str, Any]] = {}
 
 OMIT_NONE: dict[str, object] = {"omit": "none"}
@@ -96,6 +99,9 @@ def _convert(value: object, hint: Any, path: str) -> Any:
             return value
     elif hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not -MAX_INT <= value < MAX_INT:  # no count bwprof records is larger
+                raise MetaError(f"{path} should be an integer of 64 bits, not one of "
+                                f"{value.bit_length()} bits")
             return value
     elif hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -118,13 +124,20 @@ def _convert(value: object, hint: Any, path: str) -> Any:
     elif origin in (dict, Mapping):
         if isinstance(value, Mapping):
             _, item_hint = get_args(hint)
-            return {str(key): _convert(item, item_hint, f"{path}.{key}")
+            return {str(key): _convert(item, item_hint, f"{path}.{_short_key(key)}")
                     for key, item in value.items()}
     elif isinstance(hint, type) and issubclass(hint, Record):
         return hint.from_dict(value, path)
     else:
         raise TypeError(f"bwprof.schema.meta cannot check a field of type {hint!r}")
     raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
+
+
+def _short_key(key: object, limit: int = 40) -> str:
+    """A key of an open mapping as an error's path names it: a key a damaged file makes
+    megabytes long is cut."""
+    text = str(key)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _check_min(value: object, minimum: float, path: str) -> None:

@@ -138,7 +138,7 @@ def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp
     with pytest.raises(BwprofError, match=r"schema version 99, this bwprof reads 1"):
         read_results(path)
     path.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(BwprofError, match="cannot read"):
+    with pytest.raises(BwprofError, match=r"is not UTF-8 text \(byte 0xff at offset 0\)"):
         read_results(path)
 
 
