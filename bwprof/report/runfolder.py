@@ -31,6 +31,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.reading import (
+    MAX_MESSAGE,
     MAX_TABLE_BYTES,
     MAX_TABLE_CELLS,
     MAX_TABLE_COLUMNS,
@@ -50,9 +51,6 @@ from bwprof.schema.table import (
 )
 
 RESULTS_PARQUET = "results.parquet"
-MAX_MESSAGE = 5000
-"""A refusal quotes at most this many characters (a path may be 4 kB; a cell or key that a
-hostile file makes megabytes long is cut)."""
 
 
 @dataclass
@@ -153,7 +151,12 @@ def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:
 def read_system(path: Path) -> RunMeta:
     """system.json, checked once: a file that is not strict JSON, not an object, of another
     schema version, or with a part of the wrong kind is a one-line error naming the part."""
-    system = read_json(path, strict=True)
+    return system_meta(read_json(path, strict=True), path)
+
+
+def system_meta(system: object, path: Path) -> RunMeta:
+    """Parsed system.json (from `path`, which errors name) as a typed RunMeta, with the
+    checks of `read_system`."""
     if not isinstance(system, dict) or "schema_version" not in system:
         raise BwprofError(f"{shown(path)} is not a bwprof system.json (no schema_version)")
     version = system["schema_version"]
@@ -301,10 +304,11 @@ def _load_run(folder: Path) -> RunFolder:
     return run
 
 
-def _auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
-               notes: list[str], lost: str) -> pd.DataFrame | None:
-    """An auxiliary file read by `read`; None where there is none, or (with a note saying
-    `lost` and why) where it cannot be read: it never makes the folder unreadable."""
+def read_auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
+                   notes: list[str], lost: str) -> pd.DataFrame | None:
+    """An auxiliary file read by `read` (`read_run_csv` for any table); None where there is
+    none, or (with a note saying `lost` and why) where it cannot be read: it never makes the
+    folder unreadable."""
     try:
         return read(path, notes)
     except MissingFile:
@@ -320,10 +324,10 @@ def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,
     where they exist and can be read (the end of `bwprof run` uses this); what a damaged one
     costs is in `notes`."""
     notes = [] if notes is None else notes
-    samples = _auxiliary(folder / SAMPLES_FILE, read_samples, notes,
-                         "no telemetry samples or their plot")
-    findings = _auxiliary(folder / FINDINGS_FILE, read_findings, notes,
-                          "its findings are not shown")
+    samples = read_auxiliary(folder / SAMPLES_FILE, read_samples, notes,
+                             "no telemetry samples or their plot")
+    findings = read_auxiliary(folder / FINDINGS_FILE, read_findings, notes,
+                              "its findings are not shown")
     if findings is None and meta.findings and not _exists(folder / FINDINGS_FILE):
         notes.append(f"{FINDINGS_FILE} is missing although {SYSTEM_FILE} counts "
                      f"{meta.findings} finding(s): they are not shown")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import TIMELINES_FILE
-from bwprof.schema.reading import MissingFile, read_json, shown
+from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json, shown
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.units import format_bytes
 
@@ -22,12 +22,6 @@ class TimelinesVersionError(BwprofError):
     """timelines.json of another schema version (its reader leaves it out, as any damaged
     timelines file: it costs only the timeline plots)."""
 
-
-MAX_TIMELINES = 100_000
-"""Recorded timelines in one file: a run records one per overlap case, device and pipeline
-configuration (tens); a fleet's merge, those of every node."""
-MAX_LANES = 1024
-"""Lanes of one timeline: one per CUDA stream (a pipeline uses up to 16)."""
 
 _LANE_KINDS: dict[str, tuple[type, ...]] = {
     "label": (str,), "kind": (str,), "start_s": (int, float), "end_s": (int, float),

@@ -36,15 +36,14 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from bwprof.schema.reading import MAX_INT
+
 
 class MetaError(ValueError):
     """A part of system.json of the wrong kind, or missing; the message names its path."""
 
 
 _R = TypeVar("_R", bound="Record")
-MAX_INT = 1 << 63
-"""Integers of system.json fit in 64 bits (sizes, counts, clocks): a larger one could only
-overflow the arithmetic and the float conversions of the report."""
 _HINTS: dict[type, dict[str, Any]] = {}
 
 OMIT_NONE: dict[str, object] = {"omit": "none"}

@@ -49,6 +49,17 @@ MAX_TABLE_CELLS = 200_000_000
 well under it."""
 MAX_JSON_DEPTH = 64
 """bwprof's JSON nests 6 levels at most (a GPU's NVML fields in system.json)."""
+MAX_INT = 1 << 63
+"""Integers of system.json fit in 64 bits (sizes, counts, clocks): a larger one could only
+overflow the arithmetic and the float conversions of the report."""
+MAX_TIMELINES = 100_000
+"""Recorded timelines in one timelines.json: a run records one per overlap case, device and
+pipeline configuration (tens); a fleet's merge, those of every node."""
+MAX_LANES = 1024
+"""Lanes of one timeline: one per CUDA stream (a pipeline uses up to 16)."""
+MAX_MESSAGE = 5000
+"""A refusal quotes at most this many characters (a path may be 4 kB; a cell or key that a
+hostile file makes megabytes long is cut)."""
 
 _KINDS = {
     stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)",
@@ -149,16 +160,15 @@ def read_bytes(path: Path, limit: int) -> bytes:
         raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "rb") as file:
-            _check(os.fstat(file.fileno()), path, limit)  # replaced since the stat?
-            data = file.read(limit + 1)
+            info = os.fstat(file.fileno())
+            _check(info, path, limit)  # replaced since the stat?
+            # The file as it was at fstat: a run still writing appends rows meanwhile, and
+            # its last line, if cut, is the CSV reader's to leave out.
+            return file.read(info.st_size)
     except OSError as exc:
         raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
     except MemoryError:
         raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
-    if len(data) > limit:
-        raise BwprofError(f"{shown(path)} grew past {format_bytes(limit)} while it was read; "
-                          "it is not a file bwprof wrote, or a run still writing it")
-    return data
 
 
 def utf8_text(data: bytes, path: Path) -> str:

@@ -618,13 +618,13 @@ def test_folders_twice_copies_and_other_versions_compare(tmp_path, capsys):
 
 
 def test_many_tiny_folders_compare_in_linear_time(tmp_path, capsys):
-    """A thousand took 41 s by hand (about 40 ms a run: reading and summarising it); thirty
+    """A thousand took 41 s by hand (about 40 ms a run: reading and summarising it); twenty
     here, each a copy of one run, so every later one is named a copy of the first."""
-    folders = [_copy(tmp_path, "host-ddr-v2", f"r{i:02}") for i in range(30)]
+    folders = [_copy(tmp_path, "host-ddr-v2", f"r{i:02}") for i in range(20)]
     code, out, err = cli(capsys, "compare", *folders, "--json")
     payload = json.loads(out)
-    assert code == 0 and err == "" and len(payload["runs"]) == 30
-    assert len(payload["warnings"]) == 29
+    assert code == 0 and err == "" and len(payload["runs"]) == 20
+    assert len(payload["warnings"]) == 19
 
 
 # -- every key of system.json, every cell kind of results.csv --------------------------------
@@ -652,33 +652,30 @@ def _set(value: object, where: tuple, new: object) -> object:
 WRONG_KINDS = [None, True, -1, 1.5, "x", [], {}, [{}], 10**30, 1e308]
 
 
-def test_system_json_of_the_wrong_kind_at_any_key_is_one_line_or_read(tmp_path):
+def test_system_json_of_the_wrong_kind_at_any_key_is_one_line_or_read():
     """Every part of two real system.json files (a GPU run and a v2 host run) replaced by
     every wrong kind: the reader refuses it in one line, or the report's and compare's uses
     of the metadata work on what it read."""
     from bwprof.report.compare import Comparison, machine_warnings, run_lines
-    from bwprof.report.runfolder import RunFolder, machine_line
+    from bwprof.report.runfolder import RunFolder, machine_line, system_meta
     from bwprof.report.summary import build_summary
-    from bwprof.report.terminal import report_lines
-    from bwprof.schema.table import rows_from_frame
+    from bwprof.report.terminal import ddr_peak_line, sandbox_line, telemetry_line
 
     checked = refused = 0
     for name in ("h200-quick", "host-ddr-v2"):
         base = load_run(DATA / name)
-        rows, summary = rows_from_frame(base.results), build_summary(base.results)
+        summary = build_summary(base.results)
         system = json.loads((DATA / name / "system.json").read_text())
-        path = tmp_path / "system.json"
         for where in _paths(system):
             for wrong in WRONG_KINDS:
-                path.write_text(json.dumps(_set(system, where, wrong)))
-                try:
-                    meta = read_system(path)
+                try:  # read_system's checks, on what it would have parsed
+                    meta = system_meta(_set(system, where, wrong), Path("system.json"))
                 except BwprofError as exc:
                     assert "\n" not in str(exc)
                     refused += 1
                     continue
                 run = RunFolder(base.path, base.results, meta)
-                report_lines(rows, summary, meta, None)
+                telemetry_line(meta), ddr_peak_line(summary, meta), sandbox_line(meta)
                 machine_line(meta)
                 pair = [base, run]
                 warnings = machine_warnings(pair, ["A", "B"])
