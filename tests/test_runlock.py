@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,8 +20,9 @@ def test_a_second_claim_is_refused_while_the_first_holds_it(tmp_path):
         lock.release()
 
 
-def test_a_claim_is_refused_after_its_run_ended_too(tmp_path):
+def test_a_claim_is_refused_after_its_run_ended_and_left_its_files(tmp_path):
     runlock.claim(tmp_path).release()
+    (tmp_path / "results.csv").write_text("case\n")
     with pytest.raises(runlock.FolderTaken, match="another run"):
         runlock.claim(tmp_path)
 
@@ -43,3 +45,25 @@ def test_a_killed_run_leaves_a_lock_nobody_holds(tmp_path):
          "os.kill(os.getpid(), 9)", str(tmp_path)])
     assert child.returncode == -9
     assert runlock.running(tmp_path) is False
+
+
+def test_the_lock_of_a_run_killed_before_it_wrote_anything_is_taken_over(tmp_path):
+    child = subprocess.run(
+        [sys.executable, "-c", "import os, sys; from pathlib import Path; "
+         "from bwprof import runlock; runlock.claim(Path(sys.argv[1])); "
+         "os.kill(os.getpid(), 9)", str(tmp_path)])
+    assert child.returncode == -9
+    lock = runlock.claim(tmp_path)
+    try:
+        assert runlock.running(tmp_path) is True
+        with pytest.raises(runlock.FolderTaken, match="still running"):
+            runlock.claim(tmp_path)
+    finally:
+        lock.release()
+
+
+def test_a_fifo_named_like_the_lock_neither_blocks_nor_counts_as_a_run(tmp_path):
+    os.mkfifo(tmp_path / runlock.LOCK_FILE)
+    assert runlock.running(tmp_path) is None
+    with pytest.raises(runlock.FolderTaken):
+        runlock.claim(tmp_path)

@@ -12,20 +12,24 @@ whether the change is beyond noise (`noise_pct`, see `noise_pct`).
 from __future__ import annotations
 
 import math
+import os
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
 from bwprof.coerce import integer, number, optional_integer, optional_number
 from bwprof.errors import BwprofError
 from bwprof.report.formats import cell_float, cell_int, is_missing
-from bwprof.report.runfolder import RunFolder
+from bwprof.report.runfolder import RunFolder, state_warning
 from bwprof.report.summary import build_summary
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.reading import json_ready, one_line, printable
 from bwprof.schema.rows import SCHEMA_VERSION
 
 COMPARE_FILE = "compare.csv"
@@ -181,6 +185,9 @@ class Comparison:
     warnings: list[str]
     summaries: list[pd.DataFrame]
     """Each run's summary (build_summary), as aligned and as asked why a figure is missing."""
+    state_warnings: list[str] = field(default_factory=list)
+    """The warnings (also in `warnings`) about runs that did not finish: a person must see
+    them, so the terminal gives them on stderr."""
 
     def regressions(self, fail_below: float) -> list[Regression]:
         """Headline figures of later runs that got more than `fail_below` % worse than the
@@ -238,13 +245,18 @@ def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str
     path = summary[(summary["path"] == figure["path"]) & summary["value"].isna()]
     if len(path) and path.iloc[0]["status"] != "absent":
         return f"{path.iloc[0]['status']}: {path.iloc[0]['note']}"
-    interrupted = " (the run was interrupted)" if run.meta.interrupted else ""
-    return f"not measured in this run{interrupted}"
+    return f"not measured in this run{_stopped(run)}"
+
+
+def _stopped(run: RunFolder) -> str:
+    """' (the run was interrupted by SIGHUP)', ' (the run is still running)'... after a
+    figure a run lacks: a run that did not finish lacks what it did not reach."""
+    return f" (the run {run.stop_phrase})" if run.stop_phrase else ""
 
 
 def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
     """Why a baseline has no headline figure at all, in a few words."""
-    interrupted = " (the run was interrupted)" if run.meta.interrupted else ""
+    interrupted = _stopped(run)
     if run.results.empty:
         return "it has no rows" + interrupted
     reasons = [f"{row['path']}: {row['status']}" for _, row in summary.iterrows()
@@ -362,7 +374,8 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
             record.update(
                 unit=(mine or base or {}).get("unit"),
                 higher_is_better=(mine or base or {}).get("higher_is_better"),
-                run=label, run_dir=str(run.path), run_id=run.run_id, baseline=index == 0,
+                run=label, run_dir=printable(str(run.path)), run_id=run.run_id,
+                baseline=index == 0,
                 backend=mine["backend"] if mine else None,
                 status=mine["status"] if mine else "absent",
                 value=mine["value"] if mine else None, cv=mine["cv"] if mine else None,
@@ -388,12 +401,47 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     for column in ("beyond_noise", "higher_is_better"):
         frame[column] = frame[column].astype("boolean")
     frame["regressed_pct"] = pd.to_numeric(frame["regressed_pct"]).astype("float64")
-    stopped = [line for run, label in zip(runs, labels, strict=True)
-               for line in ([f"run {label} was interrupted: figures it did not reach are "
-                             "absent"] if run.meta.interrupted else [])
-               + [f"run {label}: {note}" for note in run.notes]]
-    return Comparison(list(runs), labels, frame, machine_warnings(runs, labels) + stopped,
-                      summaries)
+    states = [line for run, label in zip(runs, labels, strict=True)
+              for line in [state_warning(run, f"run {label}", "figures it has not reached yet "
+                                         "are absent" if run.running
+                                         else "figures it did not reach are absent")] if line]
+    notes = [f"run {label}: {one_line(note)}" for run, label in zip(runs, labels, strict=True)
+             for note in run.notes]
+    return Comparison(list(runs), labels, frame,
+                      machine_warnings(runs, labels) + same_run_warnings(runs, labels)
+                      + states + notes, summaries, states)
+
+
+def _identity(path: Path) -> object:
+    """What makes two paths one folder: its device and inode (a symlink, `..` or another
+    spelling lead to the same), or the absolute path where it cannot be looked at."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return os.path.abspath(path)
+    return (info.st_dev, info.st_ino)
+
+
+def same_run_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[str]:
+    """One line per run that is an earlier run again: the same folder given twice, or a
+    copy of one run (the same run_id) in another folder. Their figures are the same rows,
+    so their changes say nothing about the machine."""
+    lines = []
+    folders: dict[object, str] = {}
+    ids: dict[str, str] = {}
+    for run, label in zip(runs, labels, strict=True):
+        identity = _identity(run.path)
+        if identity in folders:
+            lines.append(f"runs {folders[identity]} and {label} are the same folder "
+                         f"({run.label}): their figures are the same rows")
+        elif run.meta.run_id and run.meta.run_id in ids:
+            lines.append(f"runs {ids[run.meta.run_id]} and {label} are the same run "
+                         f"({one_line(run.meta.run_id)}) in two folders: their figures are "
+                         "the same measurement")
+        folders.setdefault(identity, label)
+        if run.meta.run_id:
+            ids.setdefault(run.meta.run_id, label)
+    return lines
 
 
 def regression_lines(regressions: Sequence[Regression], fail_below: float) -> list[str]:
@@ -423,27 +471,40 @@ def run_lines(comparison: Comparison) -> list[str]:
     for index, (run, label) in enumerate(zip(comparison.runs, comparison.labels, strict=True)):
         role = " (baseline)" if index == 0 else ""
         simulated = ", simulated GPU rows" if run.simulated else ""
-        lines.append(f"{label}{role} = {run.path}: {run.run_id}, {machine_line(run.meta)}, "
-                     f"bwprof {run.meta.bwprof_text}{simulated}")
+        state = ("" if run.state == "finished" else f", {run.state_text}"
+                 if run.state == "interrupted" else f", incomplete: {run.state_text}")
+        lines.append(f"{label}{role} = {run.label}: {one_line(run.run_id)}, "
+                     f"{machine_line(run.meta)}, bwprof {one_line(run.meta.bwprof_text)}"
+                     f"{simulated}{state}")
     return lines
 
 
 def comparison_json(comparison: Comparison, fail_below: float | None,
-                    regressions: Sequence[Regression]) -> dict[str, object]:
+                    regressions: Sequence[Regression], warn: bool = True) -> dict[str, object]:
+    """The comparison for scripts: each run with its `state` ('finished', 'interrupted',
+    'incomplete'), `state_detail` and `stopped_by`; every warning; the aligned rows. Strict
+    JSON, every string printable (`json_ready`). With `warn`, the warnings about runs that
+    did not finish also go to stderr, where a person running the command sees them."""
     from dataclasses import asdict
 
     from bwprof.report.formats import json_records
+    from bwprof.report.terminal import print_warnings
 
-    return {
+    if warn:
+        print_warnings(comparison.state_warnings)
+    out = {
         "schema_version": SCHEMA_VERSION,
         "baseline": comparison.labels[0],
         "runs": [{"label": label, "path": str(run.path), "run_id": run.run_id,
                   "host": run.host, "simulated": run.simulated,
                   "bwprof_version": run.meta.bwprof_version,
-                  "bwprof_commit": run.meta.bwprof_commit}
+                  "bwprof_commit": run.meta.bwprof_commit,
+                  "state": run.state, "state_detail": run.state_text,
+                  "stopped_by": run.meta.stopped_by}
                  for run, label in zip(comparison.runs, comparison.labels, strict=True)],
         "warnings": comparison.warnings,
         "rows": json_records(comparison.rows),
         "fail_below": fail_below,
         "regressions": [asdict(found) for found in regressions],
     }
+    return cast(dict[str, object], json_ready(out))

@@ -9,7 +9,6 @@ runs, and a plotting error becomes a note for the user, not a failed run.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,7 @@ from bwprof.report.export import TIMINGS_FILE, write_csv_atomic, write_failure
 from bwprof.report.formats import write_parquet
 from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder
 from bwprof.report.summary import SUMMARY_FILE
-from bwprof.schema.cells import frame_from_spreadsheet
-from bwprof.schema.table import check_schema_version
+from bwprof.schema.table import check_schema_version, read_run_csv
 
 TIMINGS_PARQUET = "timings.parquet"
 
@@ -65,19 +63,10 @@ def output_dir(out: Path | None, default: Path) -> Path:
 
 
 def read_timings(path: Path) -> pd.DataFrame:
-    """timings.csv, checked (readable, of a schema this bwprof reads, numeric seconds), its
-    text cells as measured (the spreadsheet rule undone once, here), for its Parquet copy;
-    BwprofError with one line otherwise. A last line a stopped run cut off is left out."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    if not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    try:
-        frame = frame_from_spreadsheet(pd.read_csv(io.StringIO(text)))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    """timings.csv, checked (read with bounded effort, of a schema this bwprof reads, numeric
+    seconds), its text cells as measured, for its Parquet copy; BwprofError with one line
+    otherwise. A last line a stopped run cut off is left out."""
+    frame = read_run_csv(path)
     check_schema_version(frame, path)
     if "seconds_per_op" not in frame.columns:
         raise BwprofError(f"{path} is not a bwprof timings file (no seconds_per_op)")

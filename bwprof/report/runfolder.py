@@ -1,25 +1,47 @@
 """Loading a saved run folder for `bwprof report` and `bwprof compare`, with one-line errors.
 
-A run folder is what `bwprof run` wrote: `results.csv` (or `results.parquet`), `system.json`,
-and where they exist `samples.csv` (telemetry) and `findings.csv`. Everything is checked
-before use: a missing folder, a folder that is not a run, a malformed file or a file of
-another schema version is a BwprofError naming the file, never a traceback. system.json is
-read once into a typed `RunMeta` (`bwprof.schema.meta`), so the report reads attributes
-whose kinds are known instead of guarding every key.
+A run folder is what `bwprof run` wrote: `results.csv` (or `results.parquet`) and
+`system.json` make the run; `samples.csv` (telemetry) and `findings.csv` are auxiliary. Every
+file is read with bounded effort (`bwprof.schema.reading`: regular files only, sizes and
+JSON depth bounded, UTF-8) and checked before use. A missing folder, a folder that is not a
+run, or a results.csv or system.json that is malformed or of another schema version is a
+BwprofError of one line naming the file, never a traceback. An auxiliary file that is
+damaged in any way (empty, torn, not UTF-8, malformed, of another version) costs only what
+it holds: a note in `RunFolder.notes` says what was left out, and the run is read.
+system.json is read once into a typed `RunMeta` (`bwprof.schema.meta`), so the report reads
+attributes whose kinds are known instead of guarding every key.
+
+A run that never finished is shown as such: `RunFolder.state_text` says whether it was
+interrupted (and by what), is still running, or stopped without finishing.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 
 import pandas as pd
 
+from bwprof import runlock
 from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
-from bwprof.report.timeline import TimelinesVersionError, read_timelines
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
+from bwprof.schema.reading import (
+    MAX_MESSAGE,
+    MAX_TABLE_BYTES,
+    MAX_TABLE_CELLS,
+    MAX_TABLE_COLUMNS,
+    MissingFile,
+    one_line,
+    printable,
+    read_bytes,
+    read_json,
+    shown,
+)
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.schema.table import (
     check_schema_version,
@@ -42,7 +64,11 @@ class RunFolder:
     samples: pd.DataFrame | None = None
     findings: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
-    """What reading the folder left out (a last line cut off by a stopped run)."""
+    """What reading the folder left out (a last line cut off by a stopped run, a damaged
+    auxiliary file)."""
+    running: bool | None = None
+    """For a run never finalised: whether the run that claimed the folder is still alive
+    (`bwprof.runlock.running`; None where that cannot be told)."""
 
     @property
     def system(self) -> ReadOnlyDict:
@@ -51,7 +77,13 @@ class RunFolder:
 
     @property
     def run_id(self) -> str:
-        return self.meta.run_id or self.path.name
+        return self.meta.run_id or printable(self.path.name)
+
+    @property
+    def label(self) -> str:
+        """The folder's path as a label: printable and one line (a name that is not UTF-8
+        shows its bytes as `\\xff`)."""
+        return shown(self.path)
 
     @property
     def host(self) -> str:
@@ -62,6 +94,39 @@ class RunFolder:
         return self.meta.simulated or bool((self.results["backend"] == "simulated").any())
 
     @property
+    def state(self) -> str:
+        """'finished', 'interrupted' or 'incomplete' (`RunMeta.state`)."""
+        return self.meta.state
+
+    @property
+    def state_text(self) -> str:
+        """What became of the run, in a few words: 'finished'; 'interrupted', 'interrupted by
+        SIGHUP' or 'stopped: output error: ...' (what system.json says stopped it); and for a
+        run never finalised 'still running', 'stopped without finishing (killed or crashed)'
+        or, where the lock cannot tell, 'never finalised'."""
+        meta = self.meta
+        if meta.state == "interrupted":
+            by = one_line(meta.stopped_by) if meta.stopped_by else ""
+            if not by:
+                return "interrupted"
+            return f"interrupted by {by}" if by.startswith("SIG") else f"stopped: {by}"
+        if meta.state == "incomplete":
+            return {True: "still running", False: "stopped without finishing (killed or crashed)",
+                    None: "never finalised"}[self.running]
+        return "finished"
+
+    @property
+    def stop_phrase(self) -> str:
+        """The state as the end of 'the run ...': 'was interrupted by SIGHUP', 'is still
+        running'; '' for a finished run."""
+        if self.state == "finished":
+            return ""
+        if self.state == "interrupted":
+            return f"was {self.state_text}"
+        return {True: "is still running", False: "was killed or crashed before it finished",
+                None: "was never finalised"}[self.running]
+
+    @property
     def summary(self) -> pd.DataFrame:
         """One row per memory path (the columns of summary.csv), derived from the rows."""
         from bwprof.report.summary import build_summary
@@ -69,37 +134,53 @@ class RunFolder:
         return build_summary(self.results)
 
 
-def _not_json(constant: str) -> object:
-    raise ValueError(f"{constant} is not a number JSON allows")
+def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:
+    """'{name} is incomplete (still running): {consequence}', '{name} was interrupted by
+    SIGHUP: {consequence}' for a run that did not finish, None for one that did: the words
+    report and compare warn with."""
+    if run.state == "finished":
+        return None
+    if run.state == "incomplete":
+        return f"{name} is incomplete ({run.state_text}): {consequence}"
+    text = run.state_text
+    if text.startswith("stopped: "):
+        return f"{name} was stopped ({text.removeprefix('stopped: ')}): {consequence}"
+    return f"{name} was {text}: {consequence}"
 
 
 def read_system(path: Path) -> RunMeta:
     """system.json, checked once: a file that is not strict JSON, not an object, of another
     schema version, or with a part of the wrong kind is a one-line error naming the part."""
-    try:
-        system = json.loads(path.read_text(), parse_constant=_not_json)
-    except OSError as exc:
-        raise BwprofError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except RecursionError:  # json gives up on objects nested thousands deep
-        raise BwprofError(f"{path} is malformed: nested too deeply to be bwprof's") from None
-    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise BwprofError(f"{path} is malformed: {str(exc).splitlines()[0]}") from None
+    return system_meta(read_json(path, strict=True), path)
+
+
+def system_meta(system: object, path: Path) -> RunMeta:
+    """Parsed system.json (from `path`, which errors name) as a typed RunMeta, with the
+    checks of `read_system`."""
     if not isinstance(system, dict) or "schema_version" not in system:
-        raise BwprofError(f"{path} is not a bwprof system.json (no schema_version)")
+        raise BwprofError(f"{shown(path)} is not a bwprof system.json (no schema_version)")
     version = system["schema_version"]
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise BwprofError(unreadable_version(path, repr(version)))
+        raise BwprofError(unreadable_version(shown(path), _short(repr(version))))
     try:
         return RunMeta.from_dict(system)
     except MetaError as exc:
-        raise BwprofError(f"{path} is malformed: {exc}") from None
-    except RecursionError:
-        raise BwprofError(f"{path} is malformed: nested too deeply to be bwprof's") from None
+        raise BwprofError(f"{shown(path)} is malformed: {exc}") from None
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
-    """A CSV file of the run; one of another schema version is refused (files written before
-    the other tables carried the column have none, and are read)."""
+    """An auxiliary CSV file of the run (samples, findings), refused (BwprofError) where it is
+    of another schema version: files written before the tables carried the column have
+    none, and are read.
+
+    The refusal costs the file only, never the folder (`with_extras` turns it into a note):
+    the run is results.csv and system.json, whose versions are checked as strictly, so an
+    auxiliary file of another version in a readable folder was copied in from elsewhere, and
+    leaving it out, said in a note naming its version, loses only what it holds."""
     frame = read_run_csv(path, notes)
     if "schema_version" in frame.columns:
         check_schema_version(frame, path)
@@ -110,67 +191,161 @@ def read_samples(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """samples.csv (telemetry over time): needs `t_s`, numeric; other columns are kept."""
     frame = _read_table(path, notes)
     if "t_s" not in frame.columns:
-        raise BwprofError(f"{path} is not a bwprof samples file (missing t_s)")
+        raise BwprofError(f"{shown(path)} is not a bwprof samples file (missing t_s)")
     times = pd.to_numeric(frame["t_s"], errors="coerce")
     if times.isna().any():
-        raise BwprofError(f"{path} is malformed: column t_s holds a value that is not a number")
+        raise BwprofError(f"{shown(path)} is malformed: column t_s holds a value that is not "
+                          "a number")
     frame["t_s"] = times
     return frame
 
 
+FINDINGS_NEEDS = ("severity", "what")
+
+
+def read_findings(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """findings.csv: needs `severity` and `what` (what a finding's line shows)."""
+    frame = _read_table(path, notes)
+    missing = [c for c in FINDINGS_NEEDS if c not in frame.columns]
+    if missing:
+        raise BwprofError(f"{shown(path)} is not a bwprof findings file (missing "
+                          f"{', '.join(missing)})")
+    return frame
+
+
 def read_parquet_results(path: Path) -> pd.DataFrame:
+    """results.parquet, bounded like every table: its size before it is read, then its
+    columns and cells from the footer before any column is decoded."""
+    data = read_bytes(path, MAX_TABLE_BYTES)
     try:
-        frame = pd.read_parquet(path)
+        import pyarrow.parquet as pq
     except ImportError:
-        raise BwprofError(f"reading {path} needs pyarrow: python3 -m pip install pyarrow") from None
+        raise BwprofError(f"reading {shown(path)} needs pyarrow: python3 -m pip install "
+                          "pyarrow") from None
+    try:
+        metadata = pq.ParquetFile(BytesIO(data)).metadata
+        columns, rows = int(metadata.num_columns), int(metadata.num_rows)
+        if columns > MAX_TABLE_COLUMNS or columns * rows > MAX_TABLE_CELLS:
+            raise BwprofError(f"{shown(path)} has {rows:,} rows of {columns} columns, more "
+                              "than bwprof reads; it is not a table bwprof wrote")
+        frame = pd.read_parquet(BytesIO(data))
+    except BwprofError:
+        raise
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
     except Exception as exc:  # pyarrow raises its own error types for a damaged file
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"cannot read {shown(path)}: {why}") from None
     return checked_results(frame, path)
+
+
+def _present(path: Path) -> bool:
+    """Whether something is at `path` (of any kind: the reader refuses what is not a file);
+    BwprofError where the folder cannot be looked into."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise BwprofError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    return True
+
+
+def _still_running(folder: Path) -> bool | None:
+    """`runlock.running`, asked only of a regular lock file (opening a FIFO named like it
+    would block)."""
+    try:
+        if not stat.S_ISREG(os.stat(folder / runlock.LOCK_FILE).st_mode):
+            return None
+    except OSError:
+        return None
+    return runlock.running(folder)
 
 
 def load_run(path: str | Path) -> RunFolder:
     """Load and check a run folder; BwprofError (one line) when it is not a usable run."""
     folder = Path(path)
-    if not folder.exists():
-        raise BwprofError(f"run folder {folder} does not exist; pass a folder written by "
-                          "`bwprof run` (reports/<host>-<time> by default)")
-    if not folder.is_dir():
-        raise BwprofError(f"{folder} is not a run folder (it is a file); pass the folder that "
-                          f"holds {RESULTS_FILE} and {SYSTEM_FILE}")
+    try:
+        return _load_run(folder)
+    except BwprofError as exc:  # one line, printable and of bounded length, whatever it quotes
+        message = one_line(str(exc))
+        if len(message) > MAX_MESSAGE:  # keep the end, which says what to do
+            message = f"{message[:MAX_MESSAGE - 1005]} ... {message[-1000:]}"
+        exc.args = (message,)
+        raise
+
+
+def _load_run(folder: Path) -> RunFolder:
+    try:
+        mode = os.stat(folder).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise BwprofError(f"run folder {shown(folder)} does not exist; pass a folder written "
+                          "by `bwprof run` (reports/<host>-<time> by default)") from None
+    except OSError as exc:
+        raise BwprofError(f"cannot read run folder {shown(folder)}: "
+                          f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        what = "a file" if stat.S_ISREG(mode) else "not a folder"
+        raise BwprofError(f"{shown(folder)} is not a run folder (it is {what}); pass the "
+                          f"folder that holds {RESULTS_FILE} and {SYSTEM_FILE}")
     csv_path, parquet_path = folder / RESULTS_FILE, folder / RESULTS_PARQUET
-    if not (folder / SYSTEM_FILE).is_file() or not (csv_path.is_file() or parquet_path.is_file()):
-        missing = SYSTEM_FILE if not (folder / SYSTEM_FILE).is_file() else RESULTS_FILE
-        raise BwprofError(f"{folder} is not a bwprof run folder (no {missing}); pass a folder "
-                          "written by `bwprof run`")
+    has_system = _present(folder / SYSTEM_FILE)
+    has_csv = _present(csv_path)
+    if not has_system or not (has_csv or _present(parquet_path)):
+        missing = SYSTEM_FILE if not has_system else RESULTS_FILE
+        raise BwprofError(f"{shown(folder)} is not a bwprof run folder (no {missing}); pass "
+                          "a folder written by `bwprof run`")
     meta = read_system(folder / SYSTEM_FILE)
     notes: list[str] = []
-    results = (read_results(csv_path, notes) if csv_path.is_file()
-               else read_parquet_results(parquet_path))
+    results = read_results(csv_path, notes) if has_csv else read_parquet_results(parquet_path)
+    run = with_extras(folder, results, meta, notes)
+    if meta.state == "incomplete":
+        run.running = _still_running(folder)
+    return run
+
+
+def read_auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
+                   notes: list[str], lost: str) -> pd.DataFrame | None:
+    """An auxiliary file read by `read` (`read_run_csv` for any table); None where there is
+    none, or (with a note saying `lost` and why) where it cannot be read: it never makes the
+    folder unreadable."""
     try:
-        read_timelines(folder)  # another version is refused now, as for every file
-    except TimelinesVersionError:
-        raise
-    except BwprofError:
-        pass  # a damaged file costs only the timeline plots, whose step says why
-    return with_extras(folder, results, meta, notes)
+        return read(path, notes)
+    except MissingFile:
+        return None
+    except BwprofError as exc:
+        notes.append(f"{path.name} is left out ({lost}): {one_line(str(exc))}")
+        return None
 
 
 def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,
                 notes: list[str] | None = None) -> RunFolder:
     """A RunFolder of rows and metadata at hand, with the folder's samples and findings files
-    where they exist (the end of `bwprof run` uses this)."""
+    where they exist and can be read (the end of `bwprof run` uses this); what a damaged one
+    costs is in `notes`."""
     notes = [] if notes is None else notes
-    samples = (read_samples(folder / SAMPLES_FILE, notes) if (folder / SAMPLES_FILE).is_file()
-               else None)
-    findings = (_read_table(folder / FINDINGS_FILE, notes)
-                if (folder / FINDINGS_FILE).is_file() else None)
+    samples = read_auxiliary(folder / SAMPLES_FILE, read_samples, notes,
+                             "no telemetry samples or their plot")
+    findings = read_auxiliary(folder / FINDINGS_FILE, read_findings, notes,
+                              "its findings are not shown")
+    if findings is None and meta.findings and not _exists(folder / FINDINGS_FILE):
+        notes.append(f"{FINDINGS_FILE} is missing although {SYSTEM_FILE} counts "
+                     f"{meta.findings} finding(s): they are not shown")
     return RunFolder(folder, results, meta, samples, findings, notes)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return _present(path)
+    except BwprofError:
+        return True  # there, but not to be looked at: its note says so
 
 
 def machine_line(meta: RunMeta) -> str:
     """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs."""
-    name = meta.hostname or "?"
-    cpu = meta.host.cpu_model if meta.host is not None else None
-    gpu_text = ", ".join(f"{n}× {model}" for model, n in meta.gpus.model_counts().items())
+    name = one_line(meta.hostname) or "?"
+    cpu = one_line(meta.host.cpu_model) if meta.host is not None else None
+    gpu_text = ", ".join(f"{n}× {one_line(model)}"
+                         for model, n in meta.gpus.model_counts().items())
     gpu_text = gpu_text or "no GPU"
     return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from rich.console import Console
@@ -13,9 +14,10 @@ from bwprof.paths import user_path
 from bwprof.report.formats import check_format, json_records, plain
 from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.report.outputs import Written, output_dir, write_report_files
-from bwprof.report.runfolder import RunFolder, load_run, machine_line
+from bwprof.report.runfolder import RunFolder, load_run, machine_line, state_warning
 from bwprof.report.summary import build_summary, headline_sentence
-from bwprof.report.terminal import print_report, report_lines
+from bwprof.report.terminal import print_report, print_warnings, report_lines
+from bwprof.schema.reading import json_ready, one_line, shown
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.table import rows_from_frame
 
@@ -50,13 +52,34 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     return RunReport(run, summary, written, report)
 
 
-def print_run_report(console: Console, report: RunReport, show_rows: bool = False) -> None:
+def report_warnings(run: RunFolder) -> list[str]:
+    """What `report` warns about on stderr: a run that did not finish, whose figures are
+    only those of the rows it wrote."""
+    consequence = ("its figures are of the rows written so far" if run.running
+                   else "its figures are of the rows it wrote; cases it did not reach are "
+                   "absent")
+    line = state_warning(run, f"run {run.label}", consequence)
+    return [line] if line else []
+
+
+def _state_tag(run: RunFolder) -> str:
+    """' (incomplete: still running)' after the run's first line; '' once finished."""
+    if run.state == "finished":
+        return ""
+    return f" ({run.state_text})" if run.state == "interrupted" else (
+        f" (incomplete: {run.state_text})")
+
+
+def print_run_report(console: Console, report: RunReport, show_rows: bool = False,
+                     warn: bool = True) -> None:
+    """The report on `console`; with `warn`, `report_warnings` on stderr too (a person sees
+    them whatever stdout is piped to)."""
     run = report.run
     meta = run.meta
     console.print(
-        f"run {run.path}: {run.run_id}, {machine_line(meta)}, bwprof "
-        f"{meta.bwprof_text}, started {meta.started_utc or '?'}"
-        + (" (interrupted)" if meta.interrupted else ""),
+        f"run {run.label}: {one_line(run.run_id)}, {machine_line(meta)}, bwprof "
+        f"{one_line(meta.bwprof_text)}, started {one_line(meta.started_utc or '?')}"
+        + _state_tag(run),
         markup=False, highlight=False, soft_wrap=True,
     )
     print_report(console, rows_from_frame(run.results), report.summary, show_rows=show_rows,
@@ -65,27 +88,38 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     for note in [*run.notes, *report.written.notes]:
-        console.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        console.print(one_line(note), style="yellow", markup=False, highlight=False,
+                      soft_wrap=True)
     if report.written.files:
         folder = report.written.files[0].parent
-        names = ", ".join(path.name for path in report.written.files)
-        console.print(f"wrote {names} in {folder}", markup=False, highlight=False,
+        names = ", ".join(one_line(path.name) for path in report.written.files)
+        console.print(f"wrote {names} in {shown(folder)}", markup=False, highlight=False,
                       soft_wrap=True)
+    if warn:
+        print_warnings(report_warnings(run))
 
 
-def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, object]:
+def run_report_json(report: RunReport, show_rows: bool = False,
+                    warn: bool = True) -> dict[str, object]:
     """Everything `print_run_report` says, for scripts (simulated figures keep their label):
-    `lines` holds the report's lines by kind, `notes` what reading or writing files left out,
-    and `rows` (with `show_rows`) every row of results.csv."""
+    `run.state` ('finished', 'interrupted', 'incomplete') with `state_detail` and
+    `stopped_by`, `lines` the report's lines by kind, `notes` what reading or writing files
+    left out, `warnings` what stderr says, and `rows` (with `show_rows`) every row of
+    results.csv. Strict JSON, every string printable (`json_ready`). With `warn`, the
+    warnings also go to stderr, where a person running the command sees them."""
     run = report.run
     lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings)
+    warnings = report_warnings(run)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
                 "machine": machine_line(run.meta), "simulated": run.simulated,
                 "bwprof_version": run.meta.bwprof_version,
                 "bwprof_commit": run.meta.bwprof_commit,
-                "interrupted": run.meta.interrupted},
+                "interrupted": run.meta.interrupted,
+                "state": run.state, "state_detail": run.state_text,
+                "stopped_by": run.meta.stopped_by,
+                "finished_utc": run.meta.finished_utc},
         "summary": json_records(report.summary),
         "headline": headline_sentence(report.summary),
         "findings": [] if run.findings is None else json_records(run.findings),
@@ -93,7 +127,10 @@ def run_report_json(report: RunReport, show_rows: bool = False) -> dict[str, obj
         "files": [str(path) for path in report.written.files],
         "lines": lines,
         "notes": [*run.notes, *report.written.notes],
+        "warnings": warnings,
     }
     if show_rows:
         out["rows"] = json_records(run.results)
-    return out
+    if warn:
+        print_warnings(warnings)
+    return cast(dict[str, object], json_ready(out))

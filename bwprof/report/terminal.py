@@ -14,6 +14,7 @@ from rich.text import Text
 from bwprof.report.formats import cell_float, cell_int, is_missing, lower_is_better_row
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.reading import one_line
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.units import format_bytes
 
@@ -321,6 +322,15 @@ def summary_notes(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
+def print_warnings(lines: Sequence[str]) -> None:
+    """'warning: ...' lines on stderr, where a person sees them whatever stdout is piped to
+    (a run that did not finish: its figures are not a finished run's)."""
+    import typer
+
+    for line in lines:
+        typer.echo(f"warning: {one_line(line)}", err=True)
+
+
 def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
     for line in lines:
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
@@ -424,12 +434,17 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
     return table
 
 
-def print_comparison(console: Console, comparison: Comparison, show_all: bool = False) -> None:
-    """Which run is which, the machine differences, then the aligned figures."""
+def print_comparison(console: Console, comparison: Comparison, show_all: bool = False,
+                     warn: bool = True) -> None:
+    """Which run is which, the machine differences, then the aligned figures; with `warn`,
+    the runs that did not finish on stderr."""
     from bwprof.report.compare import run_lines
 
     _print_lines(console, run_lines(comparison))
-    _print_lines(console, [f"warning: {line}" for line in comparison.warnings], style="yellow")
+    _print_lines(console, [f"warning: {one_line(line)}" for line in comparison.warnings
+                           if line not in comparison.state_warnings], style="yellow")
+    if warn:  # a run that did not finish: said where a person sees it
+        print_warnings(comparison.state_warnings)
     console.print(compare_table(comparison, "summary"))
     if show_all:
         console.print(compare_table(comparison, "row"))

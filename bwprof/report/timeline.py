@@ -4,13 +4,14 @@ timelines.json. Never touches a GPU, so `bwprof report` can redraw them anywhere
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from bwprof.errors import BwprofError
-from bwprof.report.export import save_figure
+from bwprof.report.export import TIMELINES_FILE, save_figure
+from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json, shown
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.units import format_bytes
 
@@ -18,26 +19,76 @@ COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}
 
 
 class TimelinesVersionError(BwprofError):
-    """timelines.json of another schema version: refused like any file of the run."""
+    """timelines.json of another schema version (its reader leaves it out, as any damaged
+    timelines file: it costs only the timeline plots)."""
+
+
+_LANE_KINDS: dict[str, tuple[type, ...]] = {
+    "label": (str,), "kind": (str,), "start_s": (int, float), "end_s": (int, float),
+    "ops": (int,),
+}
+
+
+def _check_entry(entry: object, where: str) -> None:
+    """One timeline as `write_timeline_plots` draws it; BwprofError naming what is wrong."""
+    if not isinstance(entry, dict):
+        raise BwprofError(f"{where} should be an object")
+    required: dict[str, tuple[type, ...]] = {"case": (str,), "device": (str,),
+                                              "size_bytes": (int,), "lanes": (list,)}
+    for key, kinds in required.items():
+        value = entry.get(key)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise BwprofError(f"{where}.{key} is missing or of the wrong kind")
+    if entry["size_bytes"] < 0:
+        raise BwprofError(f"{where}.size_bytes is negative")
+    for key in ("streams", "overlap_efficiency"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise BwprofError(f"{where}.{key} should be a number")
+    if len(entry["lanes"]) > MAX_LANES:
+        raise BwprofError(f"{where} has {len(entry['lanes'])} lanes, more than bwprof draws "
+                          f"({MAX_LANES})")
+    for index, lane in enumerate(entry["lanes"]):
+        if not isinstance(lane, dict):
+            raise BwprofError(f"{where}.lanes[{index}] should be an object")
+        for key, kinds in _LANE_KINDS.items():
+            value = lane.get(key)
+            if (not isinstance(value, kinds) or isinstance(value, bool)
+                    or (isinstance(value, float) and not math.isfinite(value))):
+                raise BwprofError(f"{where}.lanes[{index}].{key} is missing or of the wrong "
+                                  "kind")
 
 
 def read_timelines(run_dir: Path) -> list[dict]:
     """The recorded timelines ({"schema_version", "timelines"}; a bare list before the
-    version was written into the file); BwprofError for another version or a damaged file."""
-    path = run_dir / "timelines.json"
-    if not path.is_file():
-        return []
+    version was written into the file), read with bounded effort (`bwprof.schema.reading`)
+    and checked entry by entry; [] where there is no file. BwprofError (one line naming the
+    file) for another version or a damaged file: the callers turn it into a note, since it
+    costs only the timeline plots."""
+    path = run_dir / TIMELINES_FILE
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    if isinstance(data, list):
-        return data
-    if not isinstance(data, dict) or not isinstance(data.get("timelines"), list):
-        raise BwprofError(f"{path} is not a bwprof timelines file")
-    if data.get("schema_version") not in READABLE_VERSIONS:
-        raise TimelinesVersionError(unreadable_version(path, repr(data.get("schema_version"))))
-    return data["timelines"]
+        data = read_json(path, strict=False)  # NaN: an efficiency the writer could not tell
+    except MissingFile:
+        return []
+    if isinstance(data, dict) and isinstance(data.get("timelines"), list):
+        version = data.get("schema_version")
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
+            raise TimelinesVersionError(unreadable_version(shown(path), repr(version)[:40]))
+        timelines = data["timelines"]
+    elif isinstance(data, list):
+        timelines = data
+    else:
+        raise BwprofError(f"{shown(path)} is not a bwprof timelines file")
+    if len(timelines) > MAX_TIMELINES:
+        raise BwprofError(f"{shown(path)} holds {len(timelines)} timelines, more than bwprof "
+                          f"draws ({MAX_TIMELINES})")
+    try:
+        for index, entry in enumerate(timelines):
+            _check_entry(entry, f"timelines[{index}]")
+    except BwprofError as exc:
+        raise BwprofError(f"{shown(path)} is malformed: {exc}") from None
+    return timelines
 
 
 def _title(entry: dict) -> str:

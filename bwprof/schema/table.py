@@ -15,8 +15,16 @@ import numpy as np
 import pandas as pd
 
 from bwprof.errors import BwprofError
+from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
+from bwprof.schema.reading import (
+    MAX_TABLE_BYTES,
+    MAX_TABLE_CELLS,
+    MAX_TABLE_COLUMNS,
+    read_text,
+    shown,
+)
 from bwprof.schema.rows import (
     CSV_COLUMNS,
     READABLE_VERSIONS,
@@ -105,31 +113,72 @@ def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     return _typed(frame)
 
 
+class EmptyTable(BwprofError):
+    """A CSV file with no header to read: 0 bytes, blank, or a header cut off by a run
+    stopped while writing it. `why` says which, for a note."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{shown(path)} {why}")
+        self.why = why
+
+
 def read_run_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
-    """A CSV file bwprof wrote row by row, without a last line it did not finish. Every row
-    ends with a newline, so a last line without one was cut off (the run was stopped while
-    writing it) and may hold a number cut short: it is left out, and `notes` says so."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    if text and not text.endswith("\n"):
+    """A CSV file bwprof wrote row by row, read with bounded effort (`bwprof.schema.reading`:
+    a regular UTF-8 file within MAX_TABLE_BYTES, columns and cells bounded), without a last
+    line it did not finish. Every row ends with a newline, so a last line without one was cut
+    off (the run was stopped while writing it) and may hold a number cut short: it is left
+    out, and `notes` says so. Text cells that the writer escaped for spreadsheets
+    (`bwprof.schema.cells`) come back exactly as they were. EmptyTable where no header is
+    left; BwprofError naming the file for anything else."""
+    text = read_text(path, MAX_TABLE_BYTES)
+    if not text.strip():
+        raise EmptyTable(path, "is empty (0 bytes)" if not text else "holds only blank lines")
+    if not text.endswith("\n"):
         complete, _, _cut = text.rpartition("\n")
-        if complete:  # the header at least is whole
-            text = complete + "\n"
-            if notes is not None:
-                notes.append(f"{path.name}: its last line was cut off (the run was stopped "
-                              "while writing it) and is left out")
+        if not complete.strip():
+            raise EmptyTable(path, "holds only a header cut off while it was written")
+        text = complete + "\n"
+        if notes is not None:
+            notes.append(f"{path.name}: its last line was cut off (the run was stopped "
+                          "while writing it) and is left out")
+    header = text[:text.find("\n")]
+    columns = header.count(",") + 1  # at least the columns pandas will make of it
+    if columns > MAX_TABLE_COLUMNS:
+        raise BwprofError(f"{shown(path)} has {columns} columns, more than bwprof reads "
+                          f"({MAX_TABLE_COLUMNS}); it is not a table bwprof wrote")
+    cells = columns * text.count("\n")
+    if cells > MAX_TABLE_CELLS:
+        raise BwprofError(f"{shown(path)} has {cells:,} cells, more than bwprof reads "
+                          f"({MAX_TABLE_CELLS:,}); it is not a table bwprof wrote")
     try:
-        return pd.read_csv(io.StringIO(text), keep_default_na=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise BwprofError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=True, low_memory=False)
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError,
+            OverflowError) as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"cannot read {shown(path)}: {why}") from None
+    if not isinstance(frame.index, pd.RangeIndex):  # pandas made the extra fields an index
+        raise BwprofError(f"cannot read {shown(path)}: line 2 has more fields than the header "
+                          "names")
+    return frame_from_spreadsheet(frame)
 
 
 def read_results(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """Load a results.csv written by bwprof; a file of another shape or schema version is a
-    one-line error. Columns beyond the core ones (telemetry joins) are kept, after them."""
-    return checked_results(read_run_csv(path, notes), path)
+    one-line error. Columns beyond the core ones (telemetry joins) are kept, after them.
+
+    A results.csv without a header (0 bytes, or a header cut off: the disk filled, or the
+    run was killed, before its first row) is a run with no rows, as a header alone is, and
+    `notes` says why: `report` and `compare` then show an empty run, which is what it is,
+    beside the state of the run (`bwprof.report.runfolder`)."""
+    try:
+        frame = read_run_csv(path, notes)
+    except EmptyTable as exc:
+        if notes is not None:
+            notes.append(f"{path.name} {exc.why}: the run wrote no rows to show")
+        frame = pd.DataFrame(columns=list(CSV_COLUMNS))
+    return checked_results(frame, path)
 
 
 def schema_versions(frame: pd.DataFrame, path: Path) -> set[int]:
@@ -151,8 +200,6 @@ def check_schema_version(frame: pd.DataFrame, path: Path) -> None:
     """BwprofError when the table's schema_version column holds a version this bwprof does
     not read."""
     schema_versions(frame, path)
-
-
 
 
 def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:

@@ -98,9 +98,12 @@ def test_prepare_run_dir(tmp_path):
     assert claim.folder.is_dir() and running(claim.folder) is True
     with pytest.raises(FolderTaken, match=r"belongs to another run \(still running\)"):
         prepare_run_dir(tmp_path / "new" / "run")
+    (claim.folder / "results.csv").write_text("case\n")
     claim.release()
     with pytest.raises(FolderTaken, match="belongs to another run; choose another --out"):
         prepare_run_dir(tmp_path / "new" / "run")  # a run's folder stays its own
+    (claim.folder / "results.csv").unlink()  # a run killed before it wrote anything
+    assert prepare_run_dir(tmp_path / "new" / "run").folder == claim.folder
     (tmp_path / "empty").mkdir()
     assert prepare_run_dir(tmp_path / "empty").folder == tmp_path / "empty"  # empty is fine
     (tmp_path / "full").mkdir()
@@ -149,7 +152,7 @@ def test_read_results_rejects_another_schema_version_and_keeps_extra_columns(tmp
     with pytest.raises(BwprofError, match=r"schema version 99, this bwprof reads 1"):
         read_results(path)
     path.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(BwprofError, match="cannot read"):
+    with pytest.raises(BwprofError, match=r"is not UTF-8 text \(byte 0xff at offset 0\)"):
         read_results(path)
 
 

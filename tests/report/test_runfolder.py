@@ -91,7 +91,6 @@ BREAKAGES = {
     "system devices not objects": (
         lambda run: _replace(run / "system.json", '"gpus": {', '"gpus": {"devices": [1],'),
         "system.json is malformed: gpus.devices[0] should be an object, not int", ""),
-    "empty csv": (lambda run: (run / "results.csv").write_text(""), "cannot read", ""),
     "other schema (results)": (_other_schema_in_results,
                                "has schema version 3, this bwprof reads 1 and 2", ""),
     "other schema (system)": (
@@ -101,17 +100,6 @@ BREAKAGES = {
                         "system.json is malformed", ""),
     "system not bwprof": (lambda run: (run / "system.json").write_text("[1, 2]"),
                           "is not a bwprof system.json", ""),
-    "samples without t_s": (lambda run: (run / "samples.csv").write_text("x,y\n1,2\n"),
-                            "is not a bwprof samples file (missing t_s)", ""),
-    "other schema (samples)": (
-        lambda run: (run / "samples.csv").write_text("t_s,device,schema_version\n0,gpu0,3\n"),
-        "samples.csv has schema version 3, this", ""),
-    "other schema (findings)": (
-        lambda run: (run / "findings.csv").write_text("severity,what,schema_version\nerror,x,3\n"),
-        "findings.csv has schema version 3, this", ""),
-    "other schema (timelines)": (
-        lambda run: (run / "timelines.json").write_text('{"schema_version": 3, "timelines": []}'),
-        "timelines.json has schema version 3, this bwprof reads 1 and 2", ""),
     "integer too large for its column": (
         lambda run: set_first_row(run / "results.csv", "size_bytes", "9" * 23),
         "is malformed: column size_bytes", ""),
@@ -152,10 +140,6 @@ BREAKAGES = {
     "system: a boolean for the schema version": (
         lambda run: _replace(run / "system.json", '"schema_version": 1', '"schema_version": true'),
         "system.json has schema version True, this bwprof reads 1 and 2", ""),
-    "a sample time not a number": (
-        lambda run: (run / "samples.csv").write_text("t_s,device,power_w\n0.0,gpu0,100\n"
-                                                     "soon,gpu0,101\n"),
-        "column t_s holds a value that is not a number", ""),
 }
 
 

@@ -35,6 +35,10 @@ def gpus(*devices: GpuMeta, **fields: Any) -> GpusMeta:
     return GpusMeta(count=len(devices), reason=None, devices=devices, **fields)
 
 
+FINISHED = "2026-01-01T00:00:00+00:00"
+
+
 def meta(**fields: Any) -> RunMeta:
-    """A run's metadata: this version's schema, `fields` on top (host=, gpus=, ...)."""
-    return RunMeta(schema_version=SCHEMA_VERSION, **fields)
+    """A finished run's metadata: this version's schema, `fields` on top (host=, gpus=, ...;
+    finished_utc=None for a run never finalised)."""
+    return RunMeta(schema_version=SCHEMA_VERSION, **{"finished_utc": FINISHED, **fields})

@@ -1,0 +1,261 @@
+"""Reading the files of a run folder with bounded effort, and the strings they hold made
+safe to print, write to a UTF-8 CSV or put in JSON.
+
+Everything `bwprof report`, `bwprof compare` and `bwprof.load` read from a folder comes
+through here, so a file that is not what bwprof wrote costs one checked step: never a hang,
+a traceback or the machine's memory.
+
+- Only a regular file is opened: a FIFO named results.csv would block the reader forever, a
+  device (or a symlink to /dev/zero) stream forever. `os.stat` says which before the file is
+  opened, and `fstat` of the opened file says it again (the name may change in between).
+- A file larger than its kind's bound is refused from its size alone, before it is read;
+  stat follows symlinks, so a link to a huge file is bounded the same way.
+- Bytes that are not UTF-8 are refused, with the offset of the first bad one.
+- JSON is measured for depth before the parser sees it: the parser recurses once a level,
+  and so does every reader of what it returns.
+- Every refusal is a BwprofError of one line naming the file.
+
+The limits, in one place, are the constants below.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from bwprof.errors import BwprofError
+from bwprof.units import GiB, MiB, format_bytes
+
+MAX_JSON_BYTES = 64 * MiB
+"""system.json and timelines.json. One node's system.json is 5-20 kB (NVML's fields for each
+GPU); a fleet run's holds every node's, about 20 MB for a thousand 8-GPU nodes."""
+MAX_TABLE_BYTES = 1 * GiB
+"""results.csv (or .parquet), samples.csv, findings.csv, timings.csv. samples.csv is the
+largest: 8 GPUs sampled every 50 ms write about 170 MB an hour, so this holds a working
+day of such a run, and still fits a laptop's memory once parsed."""
+MAX_TABLE_COLUMNS = 1024
+"""bwprof's tables have at most about 60 columns; a header of millions would cost pandas
+minutes before any check could run."""
+MAX_TABLE_CELLS = 200_000_000
+"""Rows × columns of one table (8 bytes a cell parsed: 1.6 GB): a file of empty cells
+(`,,,,`) must not turn MAX_TABLE_BYTES into eight times as much memory. A day of samples is
+well under it."""
+MAX_JSON_DEPTH = 64
+"""bwprof's JSON nests 6 levels at most (a GPU's NVML fields in system.json)."""
+MAX_INT = 1 << 63
+"""Integers of system.json fit in 64 bits (sizes, counts, clocks): a larger one could only
+overflow the arithmetic and the float conversions of the report."""
+MAX_TIMELINES = 100_000
+"""Recorded timelines in one timelines.json: a run records one per overlap case, device and
+pipeline configuration (tens); a fleet's merge, those of every node."""
+MAX_LANES = 1024
+"""Lanes of one timeline: one per CUDA stream (a pipeline uses up to 16)."""
+MAX_MESSAGE = 5000
+"""A refusal quotes at most this many characters (a path may be 4 kB; a cell or key that a
+hostile file makes megabytes long is cut)."""
+
+_KINDS = {
+    stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+# -- printable text ---------------------------------------------------------------------------
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` as it can be written anywhere (a UTF-8 CSV, JSON, a terminal): the bytes of a
+    name that is not UTF-8 (a path from the command line holds them as surrogate escapes,
+    `os.fsdecode`) as `\\xff`, any other lone surrogate (JSON's `"\\udc80"`) as `\\udc80`.
+    Text without them comes back as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte stands for
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def one_line(text: str) -> str:
+    """`printable(text)` with control characters and line breaks as `\\x0a` escapes, for a
+    message or label that must stay one line whatever a path or a cell holds."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", printable(text))
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as messages name it: one line, printable."""
+    return one_line(os.fspath(path))
+
+
+def printable_tree(value: object) -> object:
+    """Parsed JSON with every string (keys too) `printable`; depth is bounded by the reader."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_tree(v) for v in value]
+    return value
+
+
+# -- bounded reading --------------------------------------------------------------------------
+
+
+class MissingFile(BwprofError):
+    """The file does not exist (an optional file of a run is then simply absent)."""
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _check(info: os.stat_result, path: Path, limit: int) -> None:
+    kind = stat.S_IFMT(info.st_mode)
+    if kind != stat.S_IFREG:
+        what = _KINDS.get(kind, "not a regular file")
+        raise BwprofError(f"cannot read {shown(path)}: it is {what}, not a file bwprof wrote")
+    if info.st_size > limit:
+        raise BwprofError(f"{shown(path)} is {format_bytes(info.st_size)}, more than bwprof "
+                          f"reads from such a file ({format_bytes(limit)}); it is not one "
+                          "bwprof wrote")
+
+
+def file_size(path: Path, limit: int) -> int:
+    """The size of `path`, a regular file of at most `limit` bytes (symlinks followed);
+    BwprofError naming it otherwise (MissingFile where it does not exist)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise MissingFile(f"{shown(path)} does not exist") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise BwprofError(f"cannot read {shown(path)}: "
+                          f"{_reason(exc) if isinstance(exc, OSError) else exc}") from None
+    _check(info, path, limit)
+    return info.st_size
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes, read without following
+    it anywhere that could block or stream (see the module's doc)."""
+    file_size(path, limit)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise MissingFile(f"{shown(path)} does not exist") from None
+    except OSError as exc:
+        raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
+    try:
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            _check(info, path, limit)  # replaced since the stat?
+            # The file as it was at fstat: a run still writing appends rows meanwhile, and
+            # its last line, if cut, is the CSV reader's to leave out.
+            return file.read(info.st_size)
+    except OSError as exc:
+        raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+
+
+def utf8_text(data: bytes, path: Path) -> str:
+    """`data` decoded as UTF-8 (a byte-order mark, which an editor may add, dropped)."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BwprofError(f"{shown(path)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                          f"offset {exc.start}); bwprof writes UTF-8: it is damaged or not "
+                          "bwprof's") from None
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+
+
+def read_text(path: Path, limit: int) -> str:
+    """A UTF-8 text file of at most `limit` bytes (see `read_bytes`)."""
+    return utf8_text(read_bytes(path, limit), path)
+
+
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
+_QUOTE = ord('"')
+_CHUNK = 1 << 20
+
+
+def json_depth(data: bytes, stop_above: int | None = None) -> int:
+    """How deep the arrays and objects of JSON text nest (brackets inside strings are not
+    counted), without parsing it: linear in its size, vectorised, never recursive. Stops
+    counting once past `stop_above`."""
+    # Escaped backslashes first, then escaped quotes: what is left of `"` delimits strings
+    # (replace works left to right without overlaps, as JSON reads escapes).
+    bare = np.frombuffer(data.replace(b"\\\\", b"").replace(b'\\"', b""), dtype=np.uint8)
+    quotes = level = deepest = 0
+    for start in range(0, len(bare), _CHUNK):
+        part = bare[start:start + _CHUNK]
+        seen = np.cumsum(part == _QUOTE) + quotes  # quotes up to here: odd inside a string
+        levels = np.cumsum(np.where(seen % 2 == 0, _STEP[part], 0)) + level
+        deepest = max(deepest, int(levels.max()))
+        quotes, level = int(seen[-1]), int(levels[-1])
+        if stop_above is not None and deepest > stop_above:
+            break
+    return deepest
+
+
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a number JSON allows")
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
+              max_depth: int = MAX_JSON_DEPTH) -> object:
+    """A JSON file of at most `limit` bytes nested at most `max_depth` deep, its strings
+    `printable`; `strict` refuses NaN and Infinity (system.json never holds them).
+    BwprofError naming the file for anything else."""
+    data = read_bytes(path, limit)
+    if not data.strip():
+        raise BwprofError(f"{shown(path)} is empty ({'0 bytes' if not data else 'blank'}): "
+                          "there is no JSON in it")
+    text = utf8_text(data, path)
+    if json_depth(data, stop_above=max_depth) > max_depth:
+        raise BwprofError(f"{shown(path)} is malformed: nested too deeply to be bwprof's "
+                          f"(more than {max_depth} levels)")
+    constant: Callable[[str], object] | None = _not_json if strict else None
+    try:
+        parsed = json.loads(text, parse_constant=constant)
+    except RecursionError:  # not reached within max_depth; kept as a last guard
+        raise BwprofError(f"{shown(path)} is malformed: nested too deeply to be bwprof's"
+                          ) from None
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except ValueError as exc:  # JSONDecodeError is one; so is an integer of 5,000 digits
+        raise BwprofError(f"{shown(path)} is malformed: {str(exc).splitlines()[0]}") from None
+    return printable_tree(parsed) if _ESCAPED_SURROGATE.search(data) else parsed
+
+
+def json_ready(value: object) -> object:
+    """JSON output made strict and encodable: strings (keys too) `printable`, a float that
+    is not finite null (`json.dumps` would write NaN, which JSON readers refuse)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {printable(str(k)): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
