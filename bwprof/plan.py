@@ -207,7 +207,8 @@ def make_plan(
     BwprofError. `numba_threads`: numba's thread limit (NUMBA_NUM_THREADS), which caps the
     default thread count and refuses a larger --threads."""
     if preset not in PRESETS:
-        raise BwprofError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+        raise BwprofError(f"unknown preset {shorten(preset)!r}; choose one of: "
+                          f"{', '.join(PRESETS)}")
     chosen = PRESETS[preset]
     selected = select_cases(cases, fleet)
 
