@@ -25,7 +25,7 @@ import typer
 
 from bwprof._version import __version__
 from bwprof.consoles import PIPED_COLUMNS, console, tame_terminal_sizes
-from bwprof.entry import interrupted_message, prepare_process, say
+from bwprof.entry import interrupted_message, say
 from bwprof.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -648,11 +648,13 @@ def _root(
 def main(argv: list[str] | None = None) -> int:
     """Run the app on `argv` (the process's arguments when None) and return the exit code:
     every usage error one line and 2, every interrupt one line and 130. Called without
-    `argv` (a console script installed before `bwprof.entry`), it first prepares the process
-    as `bwprof.entry.main` does."""
+    `argv` (a console script installed before `bwprof.entry`, `python -m bwprof.cli`), it
+    is the process entry point `bwprof.entry.main`, which prepares the process first."""
     global _interrupt_said
     if argv is None:
-        prepare_process()
+        from bwprof.entry import main as process_main
+
+        return process_main()
     _interrupt_said = False
     try:
         code = _run_app(argv)

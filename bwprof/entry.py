@@ -7,10 +7,12 @@ and never a silent exit. Only the standard library and bwprof's small modules lo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 from bwprof import interrupts
@@ -46,53 +48,79 @@ def prepare_process() -> None:
         return
     interrupts.install()
     _prepared = True
+    atexit.register(_ignore_stop_signals)  # registered first, so it runs last
     from bwprof import stdio
 
     stdio.install()
 
 
-def _exit_at_once(signum: int, frame: FrameType | None) -> None:
-    """A stop signal once the command is over (the interpreter is shutting down): say so
-    and leave now, with no Python code left to raise into."""
-    name = signal.Signals(signum).name
-    line = "interrupted" if name == "SIGINT" else f"interrupted ({name})"
-    with contextlib.suppress(OSError):
-        os.write(2, (line + "\n").encode())
+_explained = False  # the command's end already said it was interrupted
+
+
+def _stop_after_the_end(signum: int, frame: FrameType | None) -> None:
+    """A stop signal once the command has returned, while threads end and exit functions
+    (mpi4py's MPI_Finalize) run: say so, unless the interrupt was said already, and leave
+    now with 130, leaving no Python code to raise into."""
+    if not _explained:
+        name = signal.Signals(signum).name
+        line = "interrupted" if name == "SIGINT" else f"interrupted ({name})"
+        with contextlib.suppress(OSError):
+            os.write(2, (line + "\n").encode())
     os._exit(EXIT_INTERRUPTED)
 
 
-def _exit_at_once_on_signals() -> None:
+def _set_stop_handlers(handler: signal.Handlers | Callable[[int, FrameType | None], None]
+                       ) -> None:
     for signum in interrupts.STOP_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
-            signal.signal(signum, _exit_at_once)
+            signal.signal(signum, handler)
+
+
+def _ignore_stop_signals() -> None:
+    """The last exit function: Python is about to put every signal it handled back to the
+    default action (killed by the signal, SIGQUIT dumping core) for its final teardown,
+    which would replace the exit code the command chose; a signal now changes nothing."""
+    _set_stop_handlers(signal.SIG_IGN)
+
+
+def _after_the_command(code: int) -> int:
+    """Late signals now go to `_stop_after_the_end`, and the streams are flushed."""
+    global _explained
+    _explained = code == EXIT_INTERRUPTED
+    _set_stop_handlers(_stop_after_the_end)
+    from bwprof import stdio
+
+    stdio.flush()
+    return code
 
 
 def _interrupted() -> int:
-    try:
-        _exit_at_once_on_signals()  # a second signal while this line is said
+    """A KeyboardInterrupt that reached the entry point (bwprof was still importing, or
+    the command had just returned): one line, and a signal meanwhile cannot raise into it."""
+    global _explained
+    _set_stop_handlers(_stop_after_the_end)
+    if not _explained:
+        _explained = True
         from bwprof import stdio
 
         stdio.abandon_stdout()
         say(interrupted_message())
-    except KeyboardInterrupt:
-        pass
     return EXIT_INTERRUPTED
+
+
+def _run() -> int:
+    prepare_process()
+    from bwprof.cli import main as cli_main
+
+    return _after_the_command(cli_main(sys.argv[1:]))
 
 
 def main() -> int:
     """Run `bwprof` with the arguments of this process; the exit code."""
     try:
-        prepare_process()
-        from bwprof.cli import main as cli_main
-
-        code = cli_main()
-    except KeyboardInterrupt:
+        try:
+            return _run()
+        except KeyboardInterrupt:
+            return _interrupted()
+    except KeyboardInterrupt:  # a second signal while the first was being handled
         return _interrupted()
-    try:
-        _exit_at_once_on_signals()
-        from bwprof import stdio
-
-        stdio.flush()
-    except KeyboardInterrupt:
-        return _interrupted()
-    return code

@@ -134,3 +134,19 @@ def test_the_readme_exit_code_table_is_the_one_in_errors():
     assert {int(code) for code in table} == codes
     assert "interrupt" in table[str(errors.EXIT_INTERRUPTED)].lower()
     assert "full" in table[str(errors.EXIT_OUTPUT)]
+
+
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_as_the_process_ends_keeps_the_code_the_command_chose(tmp_path, name):
+    """Python puts the signals it handled back to their default action for its final
+    teardown: a signal then would kill the process (SIGQUIT dumping core) with a code of
+    its own after the run had succeeded. It changes nothing now, or is one line and 130
+    where it lands before the teardown."""
+    process = _spawn(["run", "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB",
+                      "--threads", "1", "--no-plots", "--quiet", "--out", str(tmp_path / "r")])
+    assert process.stdout is not None
+    assert process.stdout.readline() == f"wrote {tmp_path / 'r'}\n"
+    process.send_signal(getattr(signal, name))
+    _, err = process.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert (process.returncode, err) in ((0, ""), (130, _message(name) + "\n")), err
