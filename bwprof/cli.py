@@ -4,8 +4,9 @@ Exit codes (bwprof.errors; the README's table): 0 success; 1 a figure failed val
 raised, or `compare --fail-below` found a regression; 2 bad input (`error: <one line>` on
 stderr, nothing measured or written); 3 output that could not be written (disk full, I/O
 error); 130 a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) at any moment, after one line
-saying what was kept. A closed, broken or full stdout changes none of them: the process entry
-(`bwprof.entry`) guards the standard streams before this module is imported.
+saying what was kept (`monitor` runs until Ctrl-C: that is its normal end, 0). A closed,
+broken or full stdout changes none of them: the process entry (`bwprof.entry`) guards the
+standard streams before this module is imported.
 
 Every path the user gives goes through `bwprof.paths.user_path` (`_user_path`), every float
 option through `_finite`, every rich Console through `bwprof.consoles`.
@@ -109,14 +110,20 @@ def _finite(value: float | None) -> float | None:
         raise typer.BadParameter(str(exc).removeprefix("the value ")) from None
 
 
-def _numba_ready() -> None:
+def _numba_ready(fleet: bool = False) -> None:
     """For the commands that load numba: a NUMBA_* variable numba cannot use is one line
-    and exit 2, before numba's own import fails with a traceback."""
+    and exit 2, before numba's own import fails with a traceback (in a fleet run, said by
+    rank 0 only, as every refusal)."""
     from bwprof.numbaenv import import_numba
 
     try:
         import_numba()
     except BwprofError as exc:
+        if fleet:
+            from bwprof.fleet.comm import rank_from_environment
+
+            if rank_from_environment() not in (None, 0):
+                raise typer.Exit(EXIT_USAGE) from None
         _refuse(exc)
 
 
@@ -190,7 +197,7 @@ def run_command(
     fleet = mpi or launched_by_mpi()
     if mpi_timeout <= 0:
         _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
-    _numba_ready()
+    _numba_ready(fleet)
     if threads is None:
         _say_thread_cap()
     prefix = "simulated-" if simulate else ""
