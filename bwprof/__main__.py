@@ -1,5 +1,7 @@
+"""`python -m bwprof`: the same entry point as the `bwprof` console script."""
+
 import sys
 
-from bwprof.cli import main
+from bwprof.entry import main
 
 sys.exit(main())

@@ -238,10 +238,15 @@ def check_options(
     sample_interval_ms: float, file_format: str, fleet: bool = False,
 ) -> tuple[Plan, bool]:
     """Every option checked against this machine: the Plan and whether Parquet was asked
-    for, or BwprofError with one line. Nothing is measured or written."""
-    if not 1 <= sample_interval_ms <= 60_000:
+    for, or BwprofError with one line. Nothing is measured or written (numba is not even
+    imported: its NUMBA_NUM_THREADS is checked from the environment where it is not)."""
+    from bwprof.coerce import finite_number
+    from bwprof.numbaenv import thread_limit
+
+    interval = finite_number(sample_interval_ms, "--sample-interval")
+    if not 1 <= interval <= 60_000:
         raise BwprofError(
-            f"--sample-interval must be between 1 and 60000 ms, got {sample_interval_ms:g}"
+            f"--sample-interval must be between 1 and 60000 ms, got {interval:g}"
         )
     parquet = check_format(file_format)
     plan = make_plan(
@@ -254,6 +259,7 @@ def check_options(
         llc_bytes=host.llc_bytes_total,
         memory_available_bytes=host.memory_available_bytes,
         fleet=fleet,
+        numba_threads=thread_limit(),
     )
     return plan, parquet
 

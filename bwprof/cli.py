@@ -1,7 +1,15 @@
 """The `bwprof` command line: thin typer commands over `bwprof.api`.
 
-BwprofError becomes `error: <one line>` and exit code 2; an interrupted run exits 130 after
-saying what it kept; invalid or failed figures exit 1.
+Exit codes (bwprof.errors; the README's table): 0 success; 1 a figure failed validation or
+raised, or `compare --fail-below` found a regression; 2 bad input (`error: <one line>` on
+stderr, nothing measured or written); 3 output that could not be written (disk full, I/O
+error); 130 a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) at any moment, after one line
+saying what was kept (`monitor` runs until Ctrl-C: that is its normal end, 0). A closed,
+broken or full stdout changes none of them: the process entry (`bwprof.entry`) guards the
+standard streams before this module is imported.
+
+Every path the user gives goes through `bwprof.paths.user_path` (`_user_path`), every float
+option through `_finite`, every rich Console through `bwprof.consoles`.
 """
 
 from __future__ import annotations
@@ -9,46 +17,52 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from bwprof._version import __version__
-from bwprof.errors import BwprofError, RunInterrupted
+from bwprof.consoles import PIPED_COLUMNS, console, tame_terminal_sizes
+from bwprof.entry import interrupted_message, say
+from bwprof.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    BwprofError,
+    RunInterrupted,
+)
+from bwprof.stdio import abandon_stdout
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from bwprof.api import RunResult
     from bwprof.progress import LineProgress, RichProgress
     from bwprof.schema.meta import GpuMeta
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 _interrupt_said = False  # set where an interrupt was already explained, so main stays quiet
 
 
-def _exit_interrupted() -> NoReturn:
-    """Exit 130 after the interrupt was explained."""
+def _exit_interrupted(detail: str, notes: Sequence[str] = ()) -> NoReturn:
+    """Say the command was interrupted (naming the signal where it was not Ctrl-C), with
+    `detail` and any `notes`, and exit 130."""
     global _interrupt_said
     _interrupt_said = True
+    typer.echo(interrupted_message(detail), err=True)
+    for note in notes:
+        typer.echo(note, err=True)
     raise typer.Exit(EXIT_INTERRUPTED)
-
-
-PIPED_COLUMNS = 160
-"""Width of tables written to a file or pipe (a log, a capacity review's notes): wide enough
-that a row does not wrap, as it would at rich's 80-column default."""
 
 
 def _stdout_console(plain: bool = False) -> Console:
     """A console for tables on stdout: the terminal's width; where stdout is a file or pipe
     (or `plain`, a fleet rank's pseudo-terminal), no colour codes and PIPED_COLUMNS wide,
-    unless COLUMNS says otherwise."""
-    piped = plain or not sys.stdout.isatty()
-    width = PIPED_COLUMNS if piped and "COLUMNS" not in os.environ else None
-    return Console(force_terminal=False if plain else None, width=width)
+    unless COLUMNS says otherwise (within bwprof.consoles' sane range)."""
+    return console(plain=plain, piped_columns=PIPED_COLUMNS)
 
 
 app = typer.Typer(
@@ -65,8 +79,52 @@ def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _refuse(exc: BwprofError) -> NoReturn:
+    """A BwprofError as its one line and its own exit code (2, or 3 for OutputError)."""
+    _fail(str(exc), exc.exit_code)
+
+
+def _user_path(raw: str, option: str) -> Path:
+    """Every path option and argument, checked and made absolute in one place: a leading
+    `~` is the home folder for every file written (the shell leaves `--out=~/x` alone), a
+    name the file system cannot hold is one line. typer's own Path conversion is not used:
+    it turns `./~/x` into `~/x` before bwprof sees it."""
+    from bwprof.paths import user_path
+
+    try:
+        return user_path(raw, option)
+    except BwprofError as exc:
+        _refuse(exc)
+
+
+def _finite(value: float | None) -> float | None:
+    """typer callback of every float option: NaN and infinity refused (an infinite
+    --mpi-timeout turns a bounded wait into a hang; NaN cannot go into system.json)."""
+    from bwprof.coerce import finite_number
+
+    if value is None:
+        return None
+    try:
+        return finite_number(value, "the value")
+    except BwprofError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("the value ")) from None
+
+
+def _numba_ready(fleet: bool = False) -> None:
+    """For the commands that load numba: a NUMBA_* variable numba cannot use is one line
+    and exit 2, before numba's own import fails with a traceback (in a fleet run, said by
+    rank 0 only, as every refusal)."""
+    from bwprof.numbaenv import import_numba
+
+    try:
+        import_numba()
+    except BwprofError as exc:
+        if fleet:
+            from bwprof.fleet.comm import rank_from_environment
+
+            if rank_from_environment() not in (None, 0):
+                raise typer.Exit(EXIT_USAGE) from None
+        _refuse(exc)
 
 
 @app.command("run")
@@ -84,14 +142,15 @@ def run_command(
                                         "dropped; GPU: after a warm-up sample).")
     ] = None,
     threads: Annotated[
-        str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep (default: all).")
+        str | None, typer.Option(help="Host thread counts, e.g. '1,2' to sweep (default: all); "
+                                      "never more than NUMBA_NUM_THREADS.")
     ] = None,
     size: Annotated[
         str | None,
         typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G (default: 4x LLC)."),
     ] = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(help="Run folder to create (default: reports/<host>-<UTC time>)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
@@ -102,7 +161,8 @@ def run_command(
         bool, typer.Option("--no-telemetry", help="Do not sample the GPUs' counters (NVML).")
     ] = False,
     sample_interval: Annotated[
-        float, typer.Option("--sample-interval", help="Counter sampling interval, ms.")
+        float, typer.Option("--sample-interval", help="Counter sampling interval, ms.",
+                            callback=_finite)
     ] = 50.0,
     file_format: Annotated[
         str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
@@ -113,7 +173,7 @@ def run_command(
                                          "launched by them).")
     ] = False,
     mpi_timeout: Annotated[
-        float, typer.Option("--mpi-timeout",
+        float, typer.Option("--mpi-timeout", callback=_finite,
                             help="Seconds a rank waits for the others at a collective step.")
     ] = 1800.0,
     fail_rank: Annotated[
@@ -137,9 +197,13 @@ def run_command(
     fleet = mpi or launched_by_mpi()
     if mpi_timeout <= 0:
         _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
+    _numba_ready(fleet)
+    if threads is None:
+        _say_thread_cap()
     prefix = "simulated-" if simulate else ""
-    out_dir = out or (None if fleet else api.default_run_dir(prefix + api.hostname(),
-                                                              api.utc_now()))
+    out_dir = (_user_path(out, "--out") if out is not None
+               else None if fleet else api.default_run_dir(prefix + api.hostname(),
+                                                           api.utc_now()))
     options = dict(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
@@ -161,43 +225,45 @@ def _progress(fleet: bool, quiet: bool) -> RichProgress | LineProgress | None:
 
     if quiet:
         return None
-    console = Console(stderr=True, force_terminal=False if fleet else None)
-    return RichProgress(console) if console.is_terminal else LineProgress(sys.stderr)
+    bar = console(stderr=True, plain=fleet)
+    return RichProgress(bar) if bar.is_terminal else LineProgress(sys.stderr)
+
+
+def _say_thread_cap() -> None:
+    """Where NUMBA_NUM_THREADS, not the CPUs, sets the default thread count, say so: the
+    DDR figure is then of fewer cores than the process may use."""
+    from bwprof.numbaenv import thread_limit
+    from bwprof.plan import thread_cap_note
+    from bwprof.system import usable_cpus
+
+    note = thread_cap_note(usable_cpus(), thread_limit())
+    if note is not None:
+        typer.echo(f"note: {note}", err=True)
 
 
 def _measure(out_dir: Path | None, options: dict[str, Any],
              fleet_options: dict[str, Any] | None, quiet: bool) -> RunResult | None:
     """Run the measurement (one box, or this rank's share of a fleet run), turning what
     stops it into one line and its exit code: bad input 2, an interrupt 130 after saying
-    what was kept. SIGTERM stops it as Ctrl-C does."""
+    what was kept. SIGTERM, SIGHUP and SIGQUIT stop it as Ctrl-C does (bwprof.entry
+    installed the handlers before anything else)."""
     from bwprof import api
 
     progress = _progress(fleet_options is not None, quiet)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         if fleet_options is None:
             return api.run(out=out_dir, progress=progress, **options)
         return _measure_fleet_rank(out_dir, options, fleet_options, progress)
     except BwprofError as exc:
-        _fail(str(exc))
+        _refuse(exc)
     except RunInterrupted as exc:
-        kept = exc.result.rows
-        typer.echo(
-            f"interrupted: kept {len(kept)} finished row(s) in {exc.result.run_dir}", err=True
-        )
-        for note in exc.result.notes:
-            typer.echo(note, err=True)
-        _exit_interrupted()
+        _exit_interrupted(f": kept {len(exc.result.rows)} finished row(s) in "
+                          f"{exc.result.run_dir}", exc.result.notes)
     except KeyboardInterrupt:  # outside the measuring loop: before it, or while finishing
         if out_dir is not None and (Path(out_dir) / "results.csv").is_file():
-            typer.echo(f"interrupted before the run finished: what it wrote is in {out_dir}",
-                       err=True)
-        else:
-            typer.echo("interrupted before the first measurement: nothing was written",
-                       err=True)
-        _exit_interrupted()
+            _exit_interrupted(f" before the run finished: what it wrote is in {out_dir}")
+        _exit_interrupted(" before the first measurement: nothing was written")
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if progress is not None:
             progress.stop()
 
@@ -244,7 +310,7 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
 
 @app.command("report")
 def report_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder written by bwprof run.")],
+    run_dir: Annotated[str, typer.Argument(help="A run folder written by bwprof run.")],
     model: Annotated[
         str | None,
         typer.Option(help="PARAMETERS:DTYPE, e.g. 70e9:bf16 (fp32, fp16, bf16, fp8, int8, "
@@ -258,7 +324,7 @@ def report_command(
         str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV).")
     ] = "csv",
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(help="Folder for summary.csv and plots (default: RUN_DIR itself)."),
     ] = None,
     rows: Annotated[
@@ -268,11 +334,13 @@ def report_command(
     """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
     from bwprof.report.runreport import make_run_report, print_run_report, run_report_json
 
+    folder = _user_path(run_dir, "RUN_DIR")
+    report_dir = _user_path(out, "--out") if out is not None else None
     try:
-        report = make_run_report(run_dir, model=model, plots=not no_plots,
-                                 file_format=file_format, out=out)
+        report = make_run_report(folder, model=model, plots=not no_plots,
+                                 file_format=file_format, out=report_dir)
     except BwprofError as exc:
-        _fail(str(exc))
+        _refuse(exc)
     if as_json:
         typer.echo(json.dumps(run_report_json(report, show_rows=rows), indent=2))
     else:
@@ -282,10 +350,10 @@ def report_command(
 @app.command("compare")
 def compare_command(
     run_dirs: Annotated[
-        list[Path], typer.Argument(help="Two or more run folders; the first is the baseline.")
+        list[str], typer.Argument(help="Two or more run folders; the first is the baseline.")
     ],
     out: Annotated[
-        Path | None, typer.Option(help="Folder to write compare.csv into.")
+        str | None, typer.Option(help="Folder to write compare.csv into.")
     ] = None,
     fail_below: Annotated[
         str | None,
@@ -312,17 +380,20 @@ def compare_command(
     from bwprof.report.runfolder import load_run
     from bwprof.report.terminal import print_comparison
 
+    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
+    out_dir = _user_path(out, "--out") if out is not None else None
     try:
         threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
         parquet = check_format(file_format)
-        if parquet and out is None:
+        if parquet and out_dir is None:
             raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
                               "--out DIR")
-        comparison = compare.compare_runs([load_run(path) for path in run_dirs], by=by)
-        written = (write_table(comparison.rows, output_dir(out, out) / compare.COMPARE_FILE,
-                               parquet) if out is not None else [])
+        comparison = compare.compare_runs([load_run(path) for path in folders], by=by)
+        written = (write_table(comparison.rows,
+                               output_dir(out_dir, out_dir) / compare.COMPARE_FILE, parquet)
+                   if out_dir is not None else [])
     except BwprofError as exc:
-        _fail(str(exc))
+        _refuse(exc)
     regressions = comparison.regressions(threshold) if threshold is not None else []
     if as_json:
         typer.echo(json.dumps(compare.comparison_json(comparison, threshold, regressions),
@@ -340,6 +411,7 @@ def compare_command(
 @app.command("list")
 def list_command() -> None:
     """Every case key with a one-line description and whether it can run here."""
+    _numba_ready()
     from bwprof.api import case_availability
     from bwprof.cases import CASES
 
@@ -369,6 +441,7 @@ def info_command(
     from bwprof.system import host_info
     from bwprof.units import format_bytes
 
+    _numba_ready()
     host = host_info()
     executor, gpus = gpu_executor()
     executor.close()
@@ -386,7 +459,7 @@ def info_command(
         f"host        {host.hostname}",
         f"cpu         {host.cpu_model}",
         f"cores       {host.physical_cores or '?'} physical, {host.logical_cpus} logical, "
-        f"{host.usable_cpus} usable, {host.sockets or '?'} socket(s)",
+        f"{host.usable_cpus} usable, {host.sockets or '?'} socket(s)" + _numba_threads_text(),
         f"caches      {caches or 'unknown'}"
         + (" (from CPUID, one instance a level: /sys lists none)"
            if host.cache_source == "cpuid" else ""),
@@ -408,6 +481,14 @@ def info_command(
         if details:
             lines.append(details)
     typer.echo("\n".join(lines))
+
+
+def _numba_threads_text() -> str:
+    """Where NUMBA_NUM_THREADS is set, the thread limit it puts on the host cases."""
+    from bwprof.numbaenv import NUM_THREADS, num_threads_setting, thread_limit
+
+    return (f"; numba runs at most {thread_limit()} thread(s) ({NUM_THREADS})"
+            if num_threads_setting() is not None else "")
 
 
 def _hugepage_text(mode: str | None, numpy_asks: bool | None) -> str:
@@ -467,13 +548,14 @@ def kernels_command(
     """Compile every CUDA kernel to PTX (no GPU needed) and show its global loads and stores."""
     from bwprof.gpu import ptx
 
+    _numba_ready()
     try:
         target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
         if cc is not None:
             ptx.check_supported(target)
         results = ptx.compile_all(target)
     except BwprofError as exc:
-        _fail(str(exc))
+        _refuse(exc)
     typer.echo("\n".join(ptx.report_lines(results, target)))
     if any(not r.ok for r in results):
         raise typer.Exit(EXIT_FAILED)
@@ -481,9 +563,10 @@ def kernels_command(
 
 @app.command("monitor")
 def monitor_command(
-    interval: Annotated[float, typer.Option(help="Sampling interval, ms.")] = 500.0,
+    interval: Annotated[float, typer.Option(help="Sampling interval, ms.",
+                                            callback=_finite)] = 500.0,
     csv_file: Annotated[
-        Path | None, typer.Option("--csv", help="Keep every sample in this CSV file.")
+        str | None, typer.Option("--csv", help="Keep every sample in this CSV file.")
     ] = None,
     count: Annotated[
         int | None, typer.Option(help="Stop after this many samples (default: until Ctrl-C).")
@@ -500,29 +583,30 @@ def monitor_command(
         _fail(f"--interval must be between 1 and 60000 ms, got {interval:g}")
     if count is not None and count < 1:
         _fail(f"--count must be at least 1, got {count}")
+    csv_path = _user_path(csv_file, "--csv") if csv_file is not None else None
     if not nvml.available():
         _fail(f"nothing to monitor: {nvml.reason()}")
-    if csv_file is not None:
+    if csv_path is not None:
         try:
-            csv_file.parent.mkdir(parents=True, exist_ok=True)
-            csv_file.touch()
+            csv_path.parent.mkdir(parents=True, exist_ok=True)
+            csv_path.touch()
         except OSError as exc:
-            _fail(f"cannot write {csv_file} ({exc.strerror or exc}); choose another --csv")
+            _fail(f"cannot write {csv_path} ({exc.strerror or exc}); choose another --csv")
     reader = CounterReader.every_gpu(nvml.get_nvml())
     if not reader.labels:
         _fail("nothing to monitor: NVML sees no GPU")
     peaks = reader.hbm_peaks()
-    with Live(table([], interval, 0), auto_refresh=False) as live:
-        done = monitor(reader, interval / 1000, csv_file,
+    with Live(table([], interval, 0), auto_refresh=False, console=console()) as live:
+        done = monitor(reader, interval / 1000, csv_path,
                        show=lambda latest, n: live.update(table(latest, interval, n, peaks),
                                                           refresh=True),
                        count=count)
-    where = f"; every sample in {csv_file}" if csv_file is not None else ""
+    where = f"; every sample in {csv_path}" if csv_path is not None else ""
     typer.echo(f"stopped after {done.taken} sample(s){where}")
     if done.error_count:
         typer.echo(f"{done.error_count} read(s) failed; the first: {done.errors[0]}", err=True)
         if not done.taken:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
 
 
 def _print_version(value: bool) -> None:
@@ -569,12 +653,34 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: runs the app and turns every usage error into one line and exit code 2."""
+    """Run the app on `argv` (the process's arguments when None) and return the exit code:
+    every usage error one line and 2, every interrupt one line and 130. Called without
+    `argv` (a console script installed before `bwprof.entry`, `python -m bwprof.cli`), it
+    is the process entry point `bwprof.entry.main`, which prepares the process first."""
     global _interrupt_said
+    if argv is None:
+        from bwprof.entry import main as process_main
+
+        return process_main()
     _interrupt_said = False
+    try:
+        code = _run_app(argv)
+    except KeyboardInterrupt:  # outside any command: while typer builds or parses
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        abandon_stdout()  # a half-printed table must not hold the exit on a stalled terminal
+        if not _interrupt_said:
+            say(interrupted_message())  # typer turns Ctrl-C in a command into a silent 130
+    return code
+
+
+def _run_app(argv: list[str] | None) -> int:
+    tame_terminal_sizes()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="bwprof", standalone_mode=False)
+    except typer.Abort:  # click's word for an interrupt (older click, and EOF at a prompt)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         # typer's vendored click raises UsageError subclasses for bad options; they carry
         # format_message() and exit_code. Anything else is a bug and keeps its traceback.
@@ -582,13 +688,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":
-            return 0  # typer has already printed the help
+            return EXIT_OK  # typer has already printed the help
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         typer.echo(f"error: {exc.format_message()}{where}", err=True)
         return int(exc.exit_code)
-    if code == EXIT_INTERRUPTED and not _interrupt_said:
-        # typer turns Ctrl-C inside any command into exit 130 without a word.
-        typer.echo("interrupted", err=True)
     return int(code or 0)
 
 

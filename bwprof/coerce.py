@@ -1,11 +1,49 @@
 """Numbers out of untyped values — NVML readings kept as `dict[str, object]`, CSV cells read
-back, JSON — checked rather than assumed, so a value of the wrong kind fails loudly where it
-is read instead of being hidden from the type checker."""
+back, JSON, the user's option text — checked rather than assumed, so a value of the wrong
+kind fails loudly where it is read instead of being hidden from the type checker.
+
+What the user gave is shown shortened in messages: a 5000-digit `--threads` must be a
+one-line refusal, not a 5000-character line (nor the ValueError Python raises turning an
+int of more than 4300 digits into text).
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import SupportsFloat
+
+from bwprof.errors import BwprofError
+
+SHOWN_CHARACTERS = 40
+
+
+def shorten(value: object, limit: int = SHOWN_CHARACTERS) -> str:
+    """`value` as text of at most about `limit` characters: the head, the tail and the full
+    length where it is longer."""
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except ValueError:  # an int too long for str()
+        bits = value.bit_length() if isinstance(value, int) else 0
+        return f"a number of about {int(bits * math.log10(2)) + 1} digits"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 12]}...{text[-6:]} ({len(text)} characters)"
+
+
+def finite_number(value: object, what: str) -> float:
+    """A real, finite number the user gave (an option, an argument of `bwprof.run`), or a
+    one-line BwprofError naming `what`: NaN and infinity would turn a bounded wait into a
+    hang, and JSON (system.json) cannot hold them."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise BwprofError(f"{what} must be a number, got {shorten(repr(value))}")
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond any float
+        result = math.inf
+    if not math.isfinite(result):
+        raise BwprofError(f"{what} must be a finite number, got {shorten(value)}")
+    return result
 
 
 def number(value: object) -> float:

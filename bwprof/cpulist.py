@@ -7,17 +7,24 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+MAX_CPU = 1 << 16
+"""CPU numbers above this are no machine's (Linux builds for at most 8192): a range such as
+'0-99999999999' read from a file is malformed, not a set of 10**11 CPUs to build."""
+
 
 def parse_cpu_list(text: str | None) -> frozenset[int] | None:
-    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}; None for empty or malformed text."""
+    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}; None for empty or malformed text (a range
+    running backwards, or a CPU number above MAX_CPU)."""
     if not text or not text.strip():
         return None
     cpus: set[int] = set()
     for part in text.strip().split(","):
-        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        match = re.fullmatch(r"\s*(\d{1,6})(?:-(\d{1,6}))?\s*", part)
         if not match:
             return None
         first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if last < first or last > MAX_CPU:
+            return None
         cpus.update(range(first, last + 1))
     return frozenset(cpus)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bwprof.cases import CaseSpec, select_cases
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import PlanMeta
 from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
@@ -63,6 +64,12 @@ _UNITS = {
 }
 
 
+MAX_DIGITS = 30
+"""Digits a number the user types may have: more is a typo, and Python refuses to turn
+text of over 4300 digits into an int."""
+MAX_HOST_ARRAY_BYTES = 1 << 60
+"""An exbibyte per array: beyond any machine, far below where float arithmetic loses bytes."""
+
 MAX_REPEATS = 1000
 """More samples than this narrow nothing a capacity review reads; a typo (10000000) would run
 for days."""
@@ -74,11 +81,13 @@ def parse_size(text: str) -> int:
     unit = match.group(2).lower() if match else None
     if not match or unit not in _UNITS:
         raise BwprofError(
-            f"malformed size {text!r}; use bytes or a number with a unit, e.g. 256MiB, 1GiB, 64M"
+            f"malformed size {shorten(text)!r}; use bytes or a number with a unit, e.g. "
+            f"256MiB, 1GiB, 64M"
         )
-    value = float(match.group(1)) * _UNITS[unit]
-    if not math.isfinite(value):
-        raise BwprofError(f"size {text!r} is too large to be a number of bytes")
+    value = float(match.group(1)) * _UNITS[unit] if len(match.group(1)) <= MAX_DIGITS else math.inf
+    if not math.isfinite(value) or value > MAX_HOST_ARRAY_BYTES:
+        raise BwprofError(f"size {shorten(text)!r} is too large; a host array is at most "
+                          f"{format_bytes(MAX_HOST_ARRAY_BYTES)}")
     if value < 1:
         raise BwprofError(f"size {text!r} is not a positive number of bytes")
     return int(value)
@@ -110,10 +119,28 @@ def parse_int_list(text: str, option: str) -> tuple[int, ...]:
     tokens = list_items(text)
     for token in tokens or [text]:
         if not re.fullmatch(r"\d+", token):
-            raise BwprofError(f"{option} expects a comma-separated list of integers, got {text!r}")
+            raise BwprofError(f"{option} expects a comma-separated list of integers, got "
+                              f"{shorten(text)!r}")
+        if len(token) > MAX_DIGITS:
+            raise BwprofError(f"{option} {shorten(token)} is far too large a count")
         if int(token) not in values:
             values.append(int(token))
     return tuple(values)
+
+
+def default_threads(usable_cpus: int, numba_threads: int | None) -> int:
+    """Threads the host cases use without --threads: every CPU this process may use, but
+    no more than numba will run (NUMBA_NUM_THREADS)."""
+    return usable_cpus if numba_threads is None else max(1, min(usable_cpus, numba_threads))
+
+
+def thread_cap_note(usable_cpus: int, numba_threads: int | None) -> str | None:
+    """What to tell the user where NUMBA_NUM_THREADS, not the CPUs, sets the default."""
+    limit = default_threads(usable_cpus, numba_threads)
+    if limit >= usable_cpus:
+        return None
+    return (f"host cases use {limit} thread(s), the NUMBA_NUM_THREADS={numba_threads} limit, "
+            f"not all {usable_cpus} CPUs this process may use")
 
 
 CACHE_MULTIPLE = 4
@@ -174,29 +201,43 @@ def make_plan(
     llc_bytes: int | None,
     memory_available_bytes: int | None,
     fleet: bool = False,
+    numba_threads: int | None = None,
 ) -> Plan:
-    """Check every user option against this machine and return the Plan, or raise BwprofError."""
+    """Check every user option against this machine and return the Plan, or raise
+    BwprofError. `numba_threads`: numba's thread limit (NUMBA_NUM_THREADS), which caps the
+    default thread count and refuses a larger --threads."""
     if preset not in PRESETS:
-        raise BwprofError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
+        raise BwprofError(f"unknown preset {shorten(preset)!r}; choose one of: "
+                          f"{', '.join(PRESETS)}")
     chosen = PRESETS[preset]
     selected = select_cases(cases, fleet)
 
     repeat_count = chosen.repeats if repeats is None else repeats
+    if isinstance(repeat_count, bool) or not isinstance(repeat_count, numbers.Integral):
+        raise BwprofError(f"--repeats must be a whole number, got {shorten(repr(repeats))}")
     if not 2 <= repeat_count <= MAX_REPEATS:
         raise BwprofError(
             f"--repeats must be from 2 (the first repetition is dropped) to {MAX_REPEATS}, "
-            f"got {repeat_count}"
+            f"got {shorten(repeat_count)}"
         )
 
+    limit = default_threads(usable_cpus, numba_threads)
     thread_counts = (
-        (usable_cpus,) if threads is None
+        (limit,) if threads is None
         else parse_int_list(threads, "--threads") if isinstance(threads, str)
         else int_tuple(threads, "--threads")
     )
     for count in thread_counts:
         if not 1 <= count <= usable_cpus:
             raise BwprofError(
-                f"--threads {count} is outside 1..{usable_cpus} (the CPUs this process may use)"
+                f"--threads {shorten(count)} is outside 1..{usable_cpus} (the CPUs this "
+                f"process may use)"
+            )
+        if count > limit:
+            raise BwprofError(
+                f"--threads {count} is more than the {limit} thread(s) NUMBA_NUM_THREADS="
+                f"{numba_threads} lets numba run; set NUMBA_NUM_THREADS={max(thread_counts)} "
+                f"or more (or unset it), or ask for --threads {limit} at most"
             )
 
     if size is None:

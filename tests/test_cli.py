@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -137,42 +136,6 @@ def test_info_names_the_commit_bwprof_runs_from(monkeypatch):
 
 def test_version():
     assert runner.invoke(app, ["--version"]).output.strip() == f"bwprof {__version__}"
-
-
-def _start_long_run(out: Path) -> subprocess.Popen:
-    # Many repeats on small arrays: long enough to interrupt after the first rows land.
-    return subprocess.Popen(
-        [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_", "--size", "8MiB",
-         "--repeats", "400", "--threads", "1", "--quiet", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        # A shell's background job ignores SIGINT, and a child would inherit that; give it
-        # the default back, so Python turns SIGINT into KeyboardInterrupt as for a user.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_mid_run_keeps_finished_rows(tmp_path, signum):
-    out = tmp_path / "run"
-    process = _start_long_run(out)
-    results = out / "results.csv"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if results.exists() and results.read_text().count("\n") >= 2:
-            break
-        if process.poll() is not None:
-            pytest.fail(f"run ended before it could be interrupted: {process.communicate()}")
-        time.sleep(0.02)
-    process.send_signal(signum)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
-    assert "interrupted: kept" in err
-    assert "Traceback" not in err
-    frame = read_results(results)
-    assert 1 <= len(frame) < 5
-    assert (frame["status"] == "ok").all()
-    assert json.loads((out / "system.json").read_text())["interrupted"] is True
 
 
 def test_info_describes_each_gpu_in_one_line():
@@ -320,3 +283,209 @@ def test_debug_logging_writes_to_stderr_as_it_is_at_each_line(monkeypatch):
         logger.handlers[:] = saved[0]
         logger.setLevel(saved[1])
         logger.propagate = saved[2]
+
+
+# Any COLUMNS or LINES, NaN and huge numbers, NUMBA_* variables and paths: one line or a
+# normal run, never a traceback.
+
+TINY = ["run", "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB", "--threads", "1",
+        "--no-plots"]
+ODD_SIZES = ["0", "1", "2", "3", "8", "-5", "abc", "", "1000000000000", "9" * 5000]
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize("columns", ODD_SIZES)
+def test_any_columns_value_gives_a_run_its_table(monkeypatch, capsys, tmp_path, columns):
+    from bwprof.consoles import MAX_COLUMNS
+
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setenv("LINES", columns)
+    assert main([*TINY, "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "bwprof summary" in out and out.splitlines()[-1] == f"wrote {tmp_path / 'run'}"
+    assert max(len(line) for line in out.splitlines()) <= MAX_COLUMNS
+
+
+@pytest.mark.parametrize("columns", ODD_SIZES)
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"]])
+def test_any_columns_value_gives_a_readable_help_screen(monkeypatch, capsys, columns, argv):
+    from bwprof.consoles import MAX_COLUMNS
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Usage: bwprof" in out
+    assert ("--sample-interval" if argv[0] == "run" else "compare") in out
+    assert max(len(line) for line in out.splitlines()) <= MAX_COLUMNS
+
+
+def test_a_terminal_width_typer_cannot_read_is_ignored():
+    done = subprocess.run([sys.executable, "-m", "bwprof", "--help"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TERMINAL_WIDTH": "abc"})
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0 and "Usage: bwprof" in done.stdout
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999"])
+@pytest.mark.parametrize("option", [["run", "--sample-interval"], ["run", "--mpi-timeout"],
+                                    ["monitor", "--interval"]])
+def test_every_float_option_refuses_nan_and_infinity(monkeypatch, capsys, tmp_path, option,
+                                                     value):
+    monkeypatch.chdir(tmp_path)
+    assert main([*option, value]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"error: Invalid value for '{option[1]}': must be a finite number")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--threads", "--size", "--repeats", "--preset"])
+def test_a_number_of_thousands_of_digits_is_one_short_line(capsys, tmp_path, option):
+    assert main(["run", option, HUGE, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.splitlines()) == 1
+    assert len(err) < 300
+    assert not (tmp_path / "run").exists()
+
+
+def _bwprof(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bwprof", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", ""])
+def test_a_numba_thread_count_numba_refuses_is_one_line(value):
+    done = _bwprof("list", NUMBA_NUM_THREADS=value)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: NUMBA_NUM_THREADS={value!r} is not a thread count numba accepts; set it to a "
+        f"whole number from 1 to 65536, or unset it (numba then uses every CPU this process "
+        f"may use)"]
+
+
+@pytest.mark.parametrize("command", [["info"], ["kernels"], TINY])
+def test_every_command_that_loads_numba_checks_its_thread_count_first(tmp_path, command):
+    out = ["--out", str(tmp_path / "run")] if command is TINY else []
+    done = _bwprof(*command, *out, NUMBA_NUM_THREADS="0")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: NUMBA_NUM_THREADS='0' is not a thread count")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_numba_variable_numba_cannot_parse_is_one_line():
+    done = _bwprof("list", NUMBA_DEVELOPER_MODE="abc")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: NUMBA_DEVELOPER_MODE='abc' is not a value numba can read; fix or unset it"]
+
+
+needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                                    reason="needs two usable CPUs")
+
+
+@needs_two_cpus
+def test_more_threads_than_numba_allows_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    done = _bwprof(*TINY[:-3], "--threads", "2", "--no-plots", "--out", str(out),
+                   NUMBA_NUM_THREADS="1")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: --threads 2 is more than the 1 thread(s) NUMBA_NUM_THREADS=1 lets numba run; "
+        "set NUMBA_NUM_THREADS=2 or more (or unset it), or ask for --threads 1 at most"]
+    assert not out.exists()
+
+
+@needs_two_cpus
+def test_the_default_thread_count_is_capped_at_numba_and_says_so(tmp_path):
+    out = tmp_path / "run"
+    args = [arg for arg in TINY if arg not in ("--threads", "1")]
+    done = _bwprof(*args, "--quiet", "--out", str(out), NUMBA_NUM_THREADS="1")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("note: host cases use 1 thread(s), the NUMBA_NUM_THREADS=1 "
+                                  "limit, not all")
+    assert json.loads((out / "system.json").read_text())["plan"]["threads"] == [1]
+    assert (read_results(out / "results.csv")["threads"] == 1).all()
+
+
+def test_a_tilde_out_is_the_home_folder_for_every_file(monkeypatch, capsys, tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    assert main([*TINY, "--quiet", "--out=~/x"]) == 0
+    assert capsys.readouterr().out == f"wrote {home / 'x'}\n"
+    assert (home / "x" / "results.csv").is_file() and (home / "x" / "summary.csv").is_file()
+    assert list(cwd.iterdir()) == []
+    # `./~/y` is a folder named ~ here, as the shell means it, not the home folder.
+    assert main([*TINY, "--quiet", "--out", "./~/y"]) == 0
+    assert (cwd / "~" / "y" / "results.csv").is_file()
+    assert sorted(p.name for p in home.iterdir()) == ["x"]
+
+
+LONG = "a" * 300
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    ([*TINY, "--out", LONG], "--out"),
+    (["report", LONG], "RUN_DIR"),
+    (["report", "tests/data/host-ddr-v2", "--out", f"x/{LONG}"], "--out"),
+    (["compare", "tests/data/sim-a", LONG], "RUN_DIRS"),
+    (["compare", "tests/data/sim-a", "tests/data/sim-b-slower", "--out", LONG], "--out"),
+    (["monitor", "--csv", f"{LONG}/samples.csv"], "--csv"),
+], ids=["run", "report", "report-out", "compare", "compare-out", "monitor"])
+def test_a_name_too_long_for_the_file_system_is_one_line(monkeypatch, capsys, tmp_path,
+                                                          argv, option):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: {option}: the name '{LONG[:37]}...' is 300 bytes; the file system allows "
+        f"255 per name: give a shorter one"]
+
+
+def test_the_signal_that_stopped_a_run_is_named(monkeypatch, capsys, tmp_path):
+    from bwprof import api, interrupts
+
+    def hung_up(**_options):
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(10_000):  # the handler runs between bytecodes
+            pass
+
+    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    interrupts.install()
+    try:
+        monkeypatch.setattr(api, "run", hung_up)
+        assert main([*TINY, "--out", str(tmp_path / "run")]) == 130
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        interrupts.reset()
+    assert capsys.readouterr().err.splitlines() == [
+        "interrupted (SIGHUP) before the first measurement: nothing was written"]
+
+
+@pytest.mark.parametrize(("raised", "code", "line"), [
+    ("abort", 130, "interrupted"),
+    ("output", 3, "error: cannot write summary.csv (No space left on device)"),
+])
+def test_click_abort_is_an_interrupt_and_output_errors_exit_3(monkeypatch, capsys, raised,
+                                                              code, line):
+    import typer
+
+    from bwprof.errors import OutputError
+    from bwprof.report import runreport
+
+    def fails(*_args, **_options):
+        if raised == "abort":
+            raise typer.Abort()
+        raise OutputError("cannot write summary.csv (No space left on device)")
+
+    monkeypatch.setattr(runreport, "make_run_report", fails)
+    assert main(["report", "tests/data/host-ddr-v2"]) == code
+    assert capsys.readouterr().err.splitlines() == [line]

@@ -103,7 +103,18 @@ def test_the_python_api_takes_one_integer_where_the_cli_takes_a_list():
         ({"threads": 1.5}, "--threads expects an integer, a list of integers"),
         ({"threads": [True]}, "--threads expects an integer"),
         ({"size": 8.0}, "--size expects an integer"),
-        ({"size": "9" * 400 + "TiB"}, "too large to be a number of bytes"),
+        ({"size": "9" * 400 + "TiB"}, "is too large; a host array is at most 1073741824 GiB"),
+        ({"size": "2EiB"}, "malformed size"),
+        ({"size": str(1 << 61)}, "is too large; a host array is at most"),
+        ({"repeats": 2.5}, "--repeats must be a whole number, got 2.5"),
+        ({"repeats": "3"}, "--repeats must be a whole number, got '3'"),
+        ({"repeats": float("nan")}, "--repeats must be a whole number, got nan"),
+        ({"repeats": 10**5000}, "--repeats must be from 2 .* got a number of about 5001 "
+                                "digits"),
+        ({"threads": 10**5000}, r"--threads a number of about 5001 digits is outside 1\.\.4"),
+        ({"threads": "9" * 5000}, r"--threads 9{28}\.\.\.9{6} \(5000 characters\) is far "
+                                  r"too large a count"),
+        ({"preset": "9" * 5000}, r"unknown preset '9{28}\.\.\.9{6} \(5000 characters\)'"),
         ({"threads": "5"}, r"--threads 5 is outside 1\.\.4"),
         ({"threads": "0"}, "--threads 0 is outside"),
         ({"size": "4KiB"}, "too small"),
@@ -133,3 +144,20 @@ def test_a_size_too_large_for_memory_names_the_largest_that_fits(available):
     assert 3 * most <= 0.6 * available < 3 * (most + MiB)
     make_plan(size=suggested, usable_cpus=2, llc_bytes=None,
               memory_available_bytes=available)  # the size it names is taken
+
+
+def test_numba_s_thread_limit_caps_the_default_and_refuses_more():
+    """NUMBA_NUM_THREADS=2 on a 4-CPU machine: numba cannot run 4 threads (set_num_threads
+    raises), so the default is 2, and --threads 3 is refused naming both numbers."""
+    from bwprof.plan import thread_cap_note
+
+    assert make_plan(**MACHINE, numba_threads=2).threads == (2,)
+    assert make_plan(**MACHINE, numba_threads=8).threads == (4,)  # the CPUs bound it first
+    assert make_plan(**MACHINE, threads="1,2", numba_threads=2).threads == (1, 2)
+    with pytest.raises(BwprofError, match=r"^--threads 3 is more than the 2 thread\(s\) "
+                                          r"NUMBA_NUM_THREADS=2 lets numba run; set "
+                                          r"NUMBA_NUM_THREADS=3 or more"):
+        make_plan(**MACHINE, threads="1,3", numba_threads=2)
+    assert thread_cap_note(4, 2) == ("host cases use 2 thread(s), the NUMBA_NUM_THREADS=2 "
+                                     "limit, not all 4 CPUs this process may use")
+    assert thread_cap_note(4, None) is None and thread_cap_note(4, 4) is None

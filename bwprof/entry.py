@@ -1,0 +1,126 @@
+"""The process entry point (`bwprof` console script, `python -m bwprof`): signal handlers and
+standard-stream guards go in before anything heavy is imported, so a stop signal at any
+moment — while typer, rich, pandas and numba load, while options are checked, during the
+measurement or while the final table prints — is one line and exit 130, never a traceback
+and never a silent exit. Only the standard library and bwprof's small modules load here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+from bwprof import interrupts
+from bwprof.errors import EXIT_INTERRUPTED
+
+_prepared = False
+
+
+def interrupted_message(detail: str = "") -> str:
+    """'interrupted', naming the signal where it was not Ctrl-C: 'interrupted (SIGHUP)'."""
+    name = interrupts.received()
+    head = "interrupted" if name in (None, "SIGINT") else f"interrupted ({name})"
+    return head + detail
+
+
+def say(line: str) -> None:
+    """One line on stderr, which may be gone (never raises)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def prepare_process() -> None:
+    """Stop signals raise KeyboardInterrupt; closed descriptors are reopened on /dev/null and
+    the standard streams never raise. Once per process."""
+    global _prepared
+    if _prepared:
+        return
+    interrupts.install()
+    _prepared = True
+    atexit.register(_ignore_stop_signals)  # registered first, so it runs last
+    from bwprof import stdio
+
+    stdio.install()
+
+
+_explained = False  # the command's end already said it was interrupted
+
+
+def _stop_after_the_end(signum: int, frame: FrameType | None) -> None:
+    """A stop signal once the command has returned, while threads end and exit functions
+    (mpi4py's MPI_Finalize) run: say so, unless the interrupt was said already, and leave
+    now with 130, leaving no Python code to raise into."""
+    if not _explained:
+        name = signal.Signals(signum).name
+        line = "interrupted" if name == "SIGINT" else f"interrupted ({name})"
+        with contextlib.suppress(OSError):
+            os.write(2, (line + "\n").encode())
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _set_stop_handlers(handler: signal.Handlers | Callable[[int, FrameType | None], None]
+                       ) -> None:
+    for signum in interrupts.STOP_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, handler)
+
+
+def _ignore_stop_signals() -> None:
+    """The last exit function: Python is about to put every signal it handled back to the
+    default action (killed by the signal, SIGQUIT dumping core) for its final teardown,
+    which would replace the exit code the command chose; a signal now changes nothing."""
+    _set_stop_handlers(signal.SIG_IGN)
+
+
+def _after_the_command(code: int) -> int:
+    """Late signals now go to `_stop_after_the_end`, and the streams are flushed."""
+    global _explained
+    _explained = code == EXIT_INTERRUPTED
+    _set_stop_handlers(_stop_after_the_end)
+    from bwprof import stdio
+
+    stdio.flush()
+    return code
+
+
+def _interrupted() -> int:
+    """A KeyboardInterrupt that reached the entry point (bwprof was still importing, or
+    the command had just returned): one line, and a signal meanwhile cannot raise into it."""
+    global _explained
+    _set_stop_handlers(_stop_after_the_end)
+    if not _explained:
+        _explained = True
+        from bwprof import stdio
+
+        stdio.abandon_stdout()
+        say(interrupted_message())
+    return EXIT_INTERRUPTED
+
+
+def _run() -> int:
+    prepare_process()
+    from bwprof.cli import main as cli_main
+
+    return _after_the_command(cli_main(sys.argv[1:]))
+
+
+def main() -> int:
+    """Run `bwprof` with the arguments of this process; the exit code."""
+    try:
+        try:
+            return _run()
+        except KeyboardInterrupt:
+            return _interrupted()
+    except KeyboardInterrupt:  # a second signal while the first was being handled
+        return _interrupted()

@@ -1,0 +1,152 @@
+"""The process entry point: each stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) at each
+moment of a real `bwprof run` process — while typer, rich and pandas import, during the
+measurement, while the final table prints — is one line and exit 130, never a traceback;
+and the README's exit-code table is bwprof.errors'."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bwprof import errors
+from bwprof.schema.table import read_results
+
+STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"]
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _message(name: str) -> str:
+    return "interrupted" if name == "SIGINT" else f"interrupted ({name})"
+
+
+def _default_sigint() -> None:
+    # A shell's background job ignores SIGINT, and a child would inherit that; give it the
+    # default back, so Python turns SIGINT into KeyboardInterrupt as for a user.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _spawn(args: list[str], **popen: object) -> subprocess.Popen[str]:
+    popen.setdefault("stdout", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "bwprof", *args], stderr=subprocess.PIPE,
+                            text=True, preexec_fn=_default_sigint,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            **popen)  # type: ignore[call-overload]
+
+
+def _catches_sighup(pid: int) -> bool:
+    """Whether the process has a handler for SIGHUP: bwprof.entry installs it first, so from
+    then on the process is importing typer, rich, pandas."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGHUP - 1)))
+    return False
+
+
+def _wait(condition: Callable[[], bool], process: subprocess.Popen[str], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"bwprof ended before {what}: {process.communicate()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"bwprof never reached {what}")
+        time.sleep(0.002)
+
+
+def _finish(process: subprocess.Popen[str], name: str) -> str:
+    process.send_signal(getattr(signal, name))
+    _, err = process.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert process.returncode == errors.EXIT_INTERRUPTED, err
+    return err
+
+
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_while_bwprof_imports_is_one_line(tmp_path, name):
+    out = tmp_path / "run"
+    process = _spawn(["run", "--cases", "ddr_copy", "--out", str(out)])
+    _wait(lambda: _catches_sighup(process.pid), process, "installing its handlers")
+    err = _finish(process, name)
+    assert err.splitlines() == [_message(name)]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_mid_run_keeps_finished_rows(tmp_path, name):
+    out = tmp_path / "run"
+    results = out / "results.csv"
+    # Many repeats on small arrays: long enough to interrupt after the first rows land.
+    process = _spawn(["run", "--cases", "ddr_", "--size", "8MiB", "--repeats", "400",
+                      "--threads", "1", "--quiet", "--out", str(out)])
+    _wait(lambda: results.exists() and results.read_text().count("\n") >= 2, process,
+          "its first row")
+    err = _finish(process, name)
+    assert err.splitlines()[0].startswith(f"{_message(name)}: kept ")
+    frame = read_results(results)
+    assert 1 <= len(frame) < 4
+    assert (frame["status"] == "ok").all()
+    assert json.loads((out / "system.json").read_text())["interrupted"] is True
+
+
+def _blocked_writing(pid: int) -> bool:
+    """Asleep in the kernel's tty write path (a terminal whose output is stopped)."""
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state == "S" and Path(f"/proc/{pid}/wchan").read_text() in (
+        "wait_woken", "n_tty_write", "tty_write", "file_tty_write")
+
+
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_while_the_final_table_prints_is_one_line(tmp_path, name):
+    """stdout is a terminal stopped with ^S (XOFF): the first write of the table blocks in
+    the kernel, and the signal lands there, after every row is on disk."""
+    out = tmp_path / "run"
+    master, slave = os.openpty()
+    termios.tcflow(slave, termios.TCOOFF)
+    try:
+        process = _spawn(["run", "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB",
+                          "--threads", "1", "--no-plots", "--out", str(out)], stdout=slave)
+        _wait(lambda: (out / "summary.csv").exists() and _blocked_writing(process.pid),
+              process, "printing its table")
+        err = _finish(process, name)
+    finally:
+        termios.tcflow(slave, termios.TCOON)
+        os.close(slave)
+        os.close(master)
+    assert err.splitlines()[-1] == _message(name)
+    assert (read_results(out / "results.csv")["status"] == "ok").all()
+
+
+def test_the_readme_exit_code_table_is_the_one_in_errors():
+    text = README.read_text()
+    table = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", text, re.M))
+    codes = {value for key, value in vars(errors).items()
+             if key.startswith("EXIT_") and isinstance(value, int)}
+    assert {int(code) for code in table} == codes
+    assert "interrupt" in table[str(errors.EXIT_INTERRUPTED)].lower()
+    assert "full" in table[str(errors.EXIT_OUTPUT)]
+
+
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_as_the_process_ends_keeps_the_code_the_command_chose(tmp_path, name):
+    """Python puts the signals it handled back to their default action for its final
+    teardown: a signal then would kill the process (SIGQUIT dumping core) with a code of
+    its own after the run had succeeded. It changes nothing now, or is one line and 130
+    where it lands before the teardown."""
+    process = _spawn(["run", "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB",
+                      "--threads", "1", "--no-plots", "--quiet", "--out", str(tmp_path / "r")])
+    assert process.stdout is not None
+    assert process.stdout.readline() == f"wrote {tmp_path / 'r'}\n"
+    process.send_signal(getattr(signal, name))
+    _, err = process.communicate(timeout=120)
+    assert "Traceback" not in err
+    assert (process.returncode, err) in ((0, ""), (130, _message(name) + "\n")), err
