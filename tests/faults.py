@@ -12,27 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from bwprof import cli
-from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, OutputError
-
-
-@pytest.fixture
-def cli_output_exit(monkeypatch, capsys) -> int:
-    """The exit code this checkout's CLI gives an OutputError: 3 once the CLI exits with
-    the error's own code (EXIT_OUTPUT), 2 before. The tests hold the CLI to it, and
-    `test_the_cli_exits_3_for_an_output_error` to 3."""
-    from bwprof.report import runreport
-
-    def refuse(*args, **kwargs):
-        raise OutputError("cannot write probe: No space left on device")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(runreport, "make_run_report", refuse)
-        code = cli.main(["report", "probe"])
-    capsys.readouterr()
-    assert code in (EXIT_USAGE, EXIT_OUTPUT)
-    return code
-
 
 def read_only(monkeypatch, folder: Path) -> None:
     """Every file bwprof opens for writing under `folder` fails as on read-only storage."""

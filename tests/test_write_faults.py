@@ -26,9 +26,7 @@ from bwprof import api, cli, interrupts
 from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
 from bwprof.report import export
 from bwprof.schema.table import read_results
-from tests.faults import cli_output_exit, mount_tmpfs, unmount
-
-__all__ = ["cli_output_exit"]  # a fixture: pytest finds it here
+from tests.faults import mount_tmpfs, unmount
 
 TINY_ANY_THREADS = ["--repeats", "2", "--size", "1MiB", "--no-plots", "--quiet"]
 TINY = [*TINY_ANY_THREADS, "--threads", "1"]
@@ -40,13 +38,6 @@ def _env() -> dict[str, str]:
     """The environment of a bwprof subprocess: this checkout first on the path."""
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
-
-
-def test_the_cli_exits_3_for_an_output_error(cli_output_exit):
-    if cli_output_exit != EXIT_OUTPUT:
-        pytest.xfail("the CLI's _fail still exits 2 for every BwprofError; the CLI change "
-                     "(exit with exc.exit_code) lands from another branch")
-    assert cli_output_exit == EXIT_OUTPUT
 
 
 def whole_folder(folder: Path) -> dict[str, object]:
@@ -170,14 +161,14 @@ class _OnDisk:
 # and 0-byte CSVs, and the run's finally raises again
 @pytest.mark.parametrize("everything", [False, True], ids=["rows-only", "whole-disk"])
 def test_a_full_disk_is_one_line_and_keeps_every_finished_row(tmp_path, monkeypatch, capsys,
-                                                              cli_output_exit, everything):
+                                                              everything):
     out = tmp_path / "run"
     monkeypatch.setattr(export, "open", FullDisk(out, 2, everything).open, raising=False)
     code = cli.main(["run", "--cases", "ddr_copy,ddr_scale,ddr_add,ddr_triad", "--out",
                      str(out), *TINY])
     monkeypatch.undo()
     err = capsys.readouterr().err
-    assert code == cli_output_exit
+    assert code == EXIT_OUTPUT
     assert err.startswith(f"error: cannot write {out / 'results.csv'}: No space left on device "
                           f"(") and err.count("\n") == 1 and "Traceback" not in err
     assert f"the rows finished before are kept in {out}" in err
@@ -203,13 +194,13 @@ def _limited(limit: int):
 
 
 # Catches: a real write failure (not a test double) tears the last row or loses system.json
-def test_a_file_size_limit_stops_the_run_cleanly(tmp_path, cli_output_exit):
+def test_a_file_size_limit_stops_the_run_cleanly(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_", "--threads", "1,2",
          "--out", str(out), *TINY_ANY_THREADS],
         preexec_fn=_limited(4000), capture_output=True, text=True, env=_env(), cwd=tmp_path)
-    assert done.returncode == cli_output_exit, done.stderr
+    assert done.returncode == EXIT_OUTPUT, done.stderr
     assert done.stderr.startswith(f"error: cannot write {out / 'results.csv'}: File too large")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     system = whole_folder(out)
@@ -233,13 +224,13 @@ def tiny_tmpfs(tmp_path):
         unmount(folder)
 
 
-def test_a_real_full_disk_keeps_every_whole_row(tiny_tmpfs, cli_output_exit):
+def test_a_real_full_disk_keeps_every_whole_row(tiny_tmpfs):
     out = tiny_tmpfs / "run"
     done = subprocess.run(
         [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_", "--threads", "1,2",
          "--out", str(out), *TINY_ANY_THREADS],
         capture_output=True, text=True, env=_env(), cwd=tiny_tmpfs.parent)
-    assert done.returncode == cli_output_exit, done.stderr
+    assert done.returncode == EXIT_OUTPUT, done.stderr
     assert done.stderr.startswith(f"error: cannot write {out}/") and (
         "No space left on device (" in done.stderr and "free there)" in done.stderr)
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from bwprof import cli
+from bwprof.errors import EXIT_OUTPUT
 from bwprof.report.outputs import write_table
-from tests.faults import cli_output_exit, mount_tmpfs, read_only, unmount
-
-__all__ = ["cli_output_exit"]  # a fixture: pytest finds it here
+from tests.faults import mount_tmpfs, read_only, unmount
 
 
 def _names(folder):
@@ -51,13 +50,13 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
 
 
 def test_an_out_folder_that_cannot_be_written_is_one_line_before_anything_is_shown(
-        run_copy, tmp_path, monkeypatch, capsys, cli_output_exit):
+        run_copy, tmp_path, monkeypatch, capsys):
     run, out = run_copy("host-ddr"), tmp_path / "elsewhere"
     out.mkdir()
     read_only(monkeypatch, out)
     code = cli.main(["report", str(run), "--out", str(out), "--no-plots"])
     captured = capsys.readouterr()
-    assert code == cli_output_exit and captured.out == ""
+    assert code == EXIT_OUTPUT and captured.out == ""
     assert captured.err == (f"error: cannot write {out / 'summary.csv'}: Read-only file "
                             "system; choose another --out\n")
     assert _names(out) == []
@@ -101,14 +100,14 @@ def test_a_table_is_written_whole_with_spreadsheet_safe_text(tmp_path):
 
 
 def test_compare_out_that_cannot_be_written_is_one_line(run_copy, tmp_path, monkeypatch,
-                                                        capsys, cli_output_exit):
+                                                        capsys):
     out = tmp_path / "cmp"
     out.mkdir()
     read_only(monkeypatch, out)
     code = cli.main(["compare", str(run_copy("sim-a")), str(run_copy("sim-b-slower")),
                      "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == cli_output_exit
+    assert code == EXIT_OUTPUT
     assert err == (f"error: cannot write {out / 'compare.csv'}: Read-only file system; "
                    "choose another --out\n")
 
