@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bwprof.casespec import ByteConvention, CaseSpec, Target
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.gpu.cases import GPU_CASES
 
@@ -48,7 +49,8 @@ def get_case(key: str) -> CaseSpec:
     try:
         return CASES_BY_KEY[key]
     except KeyError:
-        raise BwprofError(f"unknown case {key!r}; valid cases: {', '.join(CASES_BY_KEY)}") from None
+        raise BwprofError(f"unknown case {shorten(key)!r}; valid cases: "
+                          f"{', '.join(CASES_BY_KEY)}") from None
 
 
 def select_cases(selection: str | Iterable[str] | None,
@@ -70,7 +72,7 @@ def select_cases(selection: str | Iterable[str] | None,
         matches = [key for key in CASES_BY_KEY if key == token or key.startswith(token)]
         if not matches:
             raise BwprofError(
-                f"unknown case or prefix {token!r}; valid cases: {', '.join(CASES_BY_KEY)}"
+                f"unknown case or prefix {shorten(token)!r}; valid cases: {', '.join(CASES_BY_KEY)}"
             )
         chosen.update(matches)
     return tuple(case for case in CASES if case.key in chosen)

@@ -681,6 +681,9 @@ def _run_app(argv: list[str] | None) -> int:
         code = command.main(args=argv, prog_name="bwprof", standalone_mode=False)
     except typer.Abort:  # click's word for an interrupt (older click, and EOF at a prompt)
         return EXIT_INTERRUPTED
+    except BwprofError as exc:  # one a command did not turn into its line itself
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
     except Exception as exc:
         # typer's vendored click raises UsageError subclasses for bad options; they carry
         # format_message() and exit_code. Anything else is a bug and keeps its traceback.

@@ -3,7 +3,13 @@ one-line messages and those codes (the README's table lists them)."""
 
 from __future__ import annotations
 
+import errno
+import shutil
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
+
+from bwprof.units import format_bytes
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,6 +34,42 @@ class OutputError(BwprofError):
     names the file and, for a full disk, the space left; exit code EXIT_OUTPUT."""
 
     exit_code = EXIT_OUTPUT
+
+
+class WriteFailed(OutputError):
+    """A file could not be written: `path` and `reason` ('No space left on device (12 KiB
+    free there)') for callers that say it their own way."""
+
+    def __init__(self, message: str, path: Path, reason: str) -> None:
+        super().__init__(message)
+        self.path, self.reason = path, reason
+
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.parents):
+        with suppress(OSError):
+            if folder.is_dir():
+                return shutil.disk_usage(folder).free
+    return None
+
+
+def write_failure(path: Path, exc: OSError, kept: Path | None = None,
+                  option: str = "--out") -> WriteFailed:
+    """The one line for a write of `path` that failed: the file, why, for a full disk the
+    space left, and (`kept`, a run folder) that the rows finished before are still there;
+    `option` is the one that chose the place."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    advice = f"choose another {option}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = _free_bytes(path.parent)
+        reason += f" ({format_bytes(free)} free there)" if free is not None else ""
+        advice = f"free some space or choose another {option}"
+    elif exc.errno == errno.ENOENT:
+        reason += " (its folder was removed)"
+    text = f"cannot write {path}: {reason}"
+    if kept is not None:
+        text += f"; the rows finished before are kept in {kept}"
+    return WriteFailed(f"{text}; {advice}", path, reason)
 
 
 class RunInterrupted(KeyboardInterrupt):

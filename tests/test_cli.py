@@ -489,3 +489,17 @@ def test_click_abort_is_an_interrupt_and_output_errors_exit_3(monkeypatch, capsy
     monkeypatch.setattr(runreport, "make_run_report", fails)
     assert main(["report", "tests/data/host-ddr-v2"]) == code
     assert capsys.readouterr().err.splitlines() == [line]
+
+
+# Catches: a BwprofError that a command did not catch itself (an OutputError from a writer
+# deep below) ended in a traceback instead of its one line and exit code
+def test_an_error_no_command_caught_is_still_one_line_and_its_code(monkeypatch, capsys):
+    from bwprof import api
+    from bwprof.errors import OutputError
+
+    def full(*args, **kwargs):
+        raise OutputError("cannot write x.csv: No space left on device")
+
+    monkeypatch.setattr(api, "case_availability", full)
+    assert main(["list"]) == 3
+    assert capsys.readouterr().err == "error: cannot write x.csv: No space left on device\n"

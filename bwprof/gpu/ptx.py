@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def parse_cc(text: str) -> tuple[int, int]:
     """`"9.0"` -> `(9, 0)`; anything else raises BwprofError saying the expected form."""
     match = re.fullmatch(r"\s*(\d{1,3})\.(\d{1,2})\s*", text)
     if match is None:
-        raise BwprofError(f"{CC_FORM}, not {text!r}")
+        raise BwprofError(f"{CC_FORM}, not {shorten(text)!r}")
     return int(match.group(1)), int(match.group(2))
 
 

@@ -22,7 +22,7 @@ from typing import cast
 
 import pandas as pd
 
-from bwprof.coerce import integer, number, optional_integer, optional_number
+from bwprof.coerce import integer, number, optional_integer, optional_number, shorten
 from bwprof.errors import BwprofError
 from bwprof.report.formats import cell_float, cell_int, is_missing
 from bwprof.report.runfolder import RunFolder, state_warning
@@ -101,7 +101,7 @@ def parse_fail_below(text: str) -> float:
     if value is None or not 0 < value <= 100:
         raise BwprofError(
             f"--fail-below expects a percentage above 0 and at most 100, e.g. 10 or 2.5, "
-            f"got {text!r}"
+            f"got {shorten(text)!r}"
         )
     return value
 
@@ -356,7 +356,7 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     if len(runs) < 2:
         raise BwprofError("compare needs at least two run folders; the first is the baseline")
     if by not in BY_CHOICES:
-        raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {by!r}")
+        raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {shorten(by)!r}")
     labels = run_labels(len(runs))
     collapse = by_model if by == "model" else (lambda figures: figures)
     summaries = [build_summary(run.results) for run in runs]

@@ -14,12 +14,10 @@ an `OutputError` of one line naming the file, why, and for a full disk the space
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import json
 import os
 import re
-import shutil
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -28,11 +26,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwprof import runlock
-from bwprof.errors import BwprofError, OutputError
+from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.schema.cells import spreadsheet_frame, spreadsheet_text
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
-from bwprof.units import format_bytes
 
 RESULTS_FILE = "results.csv"
 SAMPLES_FILE = "samples.csv"
@@ -55,42 +52,6 @@ def safe_name(text: str, fallback: str = "host") -> str:
     name = _UNSAFE.sub("_", text)[:NAME_MAX_CHARS]
     name = "_" + name[1:] if name.startswith(".") else name
     return name or fallback
-
-
-# ---- failures ----------------------------------------------------------------------------
-
-def _free_bytes(path: Path) -> int | None:
-    for folder in (path, *path.parents):
-        with suppress(OSError):
-            if folder.is_dir():
-                return shutil.disk_usage(folder).free
-    return None
-
-
-class WriteFailed(OutputError):
-    """A file could not be written: `path` and `reason` ('No space left on device (12 KiB
-    free there)') for callers that say it their own way."""
-
-    def __init__(self, message: str, path: Path, reason: str) -> None:
-        super().__init__(message)
-        self.path, self.reason = path, reason
-
-
-def write_failure(path: Path, exc: OSError, kept: Path | None = None) -> WriteFailed:
-    """The one line for a write of `path` that failed: the file, why, for a full disk the
-    space left, and (`kept`, a run folder) that the rows finished before are still there."""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    advice = "choose another --out"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        free = _free_bytes(path.parent)
-        reason += f" ({format_bytes(free)} free there)" if free is not None else ""
-        advice = "free some space or choose another --out"
-    elif exc.errno == errno.ENOENT:
-        reason += " (its folder was removed)"
-    text = f"cannot write {path}: {reason}"
-    if kept is not None:
-        text += f"; the rows finished before are kept in {kept}"
-    return WriteFailed(f"{text}; {advice}", path, reason)
 
 
 # ---- whole files -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.report.formats import cell_float, row_at
 from bwprof.report.summary import is_numa_device
@@ -53,16 +54,17 @@ def parse_model(text: str) -> ModelSpec:
     """'70e9:bf16', '70B:bf16', '7000000000:int4' -> ModelSpec; anything else a one-line error."""
     match = _SPEC.fullmatch(text)
     if not match:
-        raise BwprofError(f"{_USAGE}, got {text!r}")
+        raise BwprofError(f"{_USAGE}, got {shorten(text)!r}")
     number, scale, dtype = match.groups()
     parameters = float(number) * _SCALE[scale.lower()]
     if dtype.lower() not in DTYPE_BYTES:
-        raise BwprofError(f"unknown dtype {dtype!r} in --model {text!r}; {_USAGE}")
+        raise BwprofError(f"unknown dtype {shorten(dtype)!r} in --model {shorten(text)!r}; "
+                          f"{_USAGE}")
     if not math.isfinite(parameters * DTYPE_BYTES[dtype.lower()]):
-        raise BwprofError(f"--model {text!r}: the parameter count is too large: its weights "
-                          "would not be a finite number of bytes")
+        raise BwprofError(f"--model {shorten(text)!r}: the parameter count is too large: "
+                          "its weights would not be a finite number of bytes")
     if parameters < 1:
-        raise BwprofError(f"--model {text!r}: the parameter count must be at least 1")
+        raise BwprofError(f"--model {shorten(text)!r}: the parameter count must be at least 1")
     return ModelSpec(parameters, dtype.lower())
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -15,6 +16,8 @@ from typing import IO
 from rich.table import Table
 
 from bwprof.coerce import number
+from bwprof.errors import OutputError, write_failure
+from bwprof.schema.cells import spreadsheet_text
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.telemetry.counters import CounterReader
 from bwprof.telemetry.sampler import Sampler
@@ -80,21 +83,36 @@ def table(latest: Sequence[dict[str, object]], interval_ms: float, count: int,
 
 class CsvSamples:
     """Every sample into a CSV file, flushed per batch so Ctrl-C keeps all of them; the
-    columns of a run's samples.csv, `schema_version` included."""
+    columns of a run's samples.csv, `schema_version` included, text cells following the
+    spreadsheet rule. A write that fails (a full disk) is an OutputError naming the file."""
 
     def __init__(self, path: Path) -> None:
-        self._file: IO[str] = open(path, "w", newline="")  # noqa: SIM115
+        self.path = path
+        try:
+            self._file: IO[str] = open(path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise write_failure(path, exc, option="--csv") from None
         self._csv = csv.writer(self._file)
-        self._csv.writerow([*SAMPLE_COLUMNS, "schema_version"])
+        try:
+            self._write([[*SAMPLE_COLUMNS, "schema_version"]])
+        except OutputError:
+            self.close()
+            raise
 
     def add(self, batch: Sequence[dict[str, object]]) -> None:
-        for sample in batch:
-            self._csv.writerow(["" if sample.get(c) is None else sample.get(c)
-                                for c in SAMPLE_COLUMNS] + [SCHEMA_VERSION])
-        self._file.flush()
+        self._write([["" if sample.get(c) is None else spreadsheet_text(sample.get(c))
+                      for c in SAMPLE_COLUMNS] + [SCHEMA_VERSION] for sample in batch])
+
+    def _write(self, rows: Sequence[Sequence[object]]) -> None:
+        try:
+            self._csv.writerows(rows)
+            self._file.flush()
+        except OSError as exc:
+            raise write_failure(self.path, exc, option="--csv") from None
 
     def close(self) -> None:
-        self._file.close()
+        with suppress(OSError):  # a failed flush was already said by _write
+            self._file.close()
 
 
 @dataclass(frozen=True)

@@ -118,3 +118,27 @@ def test_tx_comes_from_gpm_and_each_gpu_uses_its_own_peak():
                  {"gpu0": 1000.0, "gpu1": 4000.0})
     assert cells(view, "PCIe tx MiB/s") == ["7", "7"]
     assert cells(view, "DRAM GB/s") == ["500", "2000"]
+
+
+# Catches: `monitor --csv` on a full disk ended in an OSError traceback (its samples
+# written with no error handling), and its text cells skipped the spreadsheet rule
+def test_a_full_disk_under_the_csv_is_one_line_with_exit_3(monkeypatch, capsys):
+    from bwprof import cli
+
+    monkeypatch.setattr(nvml_module, "_default", _nvml())
+    code = cli.main(["monitor", "--interval", "1", "--count", "2", "--csv", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert err.startswith("error: cannot write /dev/full: No space left on device")
+    assert err.rstrip().endswith("choose another --csv") and err.count("\n") == 1
+
+
+def test_the_csv_cells_follow_the_spreadsheet_rule(tmp_path):
+    from bwprof.telemetry.monitor import CsvSamples
+
+    sink = CsvSamples(tmp_path / "m.csv")
+    sink.add([{"device": "=gpu0", "t_s": -1.5}])
+    sink.close()
+    with open(tmp_path / "m.csv") as f:
+        row = next(csv.DictReader(f))
+    assert row["device"] == "'=gpu0" and row["t_s"] == "-1.5"
