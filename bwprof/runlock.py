@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
 import stat
+import threading
 from contextlib import suppress
 from pathlib import Path
 
@@ -39,20 +41,80 @@ class RunLock:
 
 def claim(folder: Path) -> RunLock:
     """Claim `folder` (which exists) for this process; FolderTaken where another run has
-    it (running or not). A folder that holds nothing but the lock of a run that died before
-    writing anything (killed in the instant after its claim) is taken over: the flock, which
-    only one process can win, decides between two runs taking it at once."""
+    it (running or not); OSError where the folder cannot be written.
+
+    The lock file is made and locked under a temporary name, then linked into place, so no
+    other run can ever see it unlocked (a lock created in place would be, for an instant,
+    and a second run could take it then). A folder that holds nothing but the lock of a run
+    that died before writing anything (killed in the instant after its claim), and that
+    run's debris, is taken over: the flock, which only one process wins, decides between
+    two runs taking it at once."""
     path = folder / LOCK_FILE
+    temp = folder / f"{LOCK_FILE}.{os.getpid()}-{threading.get_ident()}.tmp"
+    fd: int | None = os.open(temp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, 0o644)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        fd = _take_over(folder)
-    with suppress(OSError):  # a file system without flock: the exclusive create still holds
+        assert fd is not None
+        _lock(fd)
+        _say_who(fd)
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            os.close(fd)
+            fd = None
+            fd = _take_over(folder)
+        except OSError:  # a file system without hard links: create in place, then lock
+            os.close(fd)
+            fd = None
+            fd = _create_in_place(folder)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    finally:
+        with suppress(OSError):
+            temp.unlink()
+    return RunLock(folder, fd)
+
+
+def is_debris(name: str) -> bool:
+    """Whether a file of this name is what a bwprof run killed mid-write leaves behind (a
+    temporary file: `.system.json.123.tmp`, `.bwprof.lock.123-456.tmp`), never data."""
+    return bool(_DEBRIS.fullmatch(name))
+
+
+_DEBRIS = re.compile(r"\..+\.[0-9]+(-[0-9]+)?\.tmp")
+
+
+def _lock(fd: int) -> None:
+    """flock `fd` for this process; nothing where the file system has no flock (the
+    exclusive link or create still makes the claim); BlockingIOError where another holds it."""
+    try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise
+    except OSError:
+        pass
+
+
+def _say_who(fd: int) -> None:
     with suppress(OSError):  # the claim is the file; what it says is for people
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(errors="replace"))
-    return RunLock(folder, fd)
+
+
+def _create_in_place(folder: Path) -> int:
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC,
+                     0o644)
+    except FileExistsError:
+        return _take_over(folder)
+    try:
+        _lock(fd)
+    except BlockingIOError:  # another run took it over in the instant before the lock
+        os.close(fd)
+        raise _taken(folder, True) from None
+    _say_who(fd)
+    return fd
 
 
 def _taken(folder: Path, alive: bool | None) -> FolderTaken:
@@ -61,23 +123,25 @@ def _taken(folder: Path, alive: bool | None) -> FolderTaken:
 
 
 def _take_over(folder: Path) -> int:
-    """The fd of the lock a dead run left in an otherwise empty `folder`, now locked by
-    this process; FolderTaken where the run lives or left anything else."""
+    """The fd of the lock a dead run left in an otherwise empty `folder` (debris aside), now
+    locked by this process; FolderTaken where the run lives or left anything else."""
     fd = _open_lock(folder, os.O_WRONLY)
     if fd is None:
         raise _taken(folder, running(folder))
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+        _lock(fd)
+    except BlockingIOError:
         os.close(fd)
         raise _taken(folder, True) from None
     try:
-        others = [entry for entry in os.listdir(folder) if entry != LOCK_FILE]
+        others = [entry for entry in os.listdir(folder)
+                  if entry != LOCK_FILE and not is_debris(entry)]
     except OSError:
         others = ["?"]
     if others:
         os.close(fd)
         raise _taken(folder, False)
+    _say_who(fd)
     return fd
 
 

@@ -67,3 +67,61 @@ def test_a_fifo_named_like_the_lock_neither_blocks_nor_counts_as_a_run(tmp_path)
     assert runlock.running(tmp_path) is None
     with pytest.raises(runlock.FolderTaken):
         runlock.claim(tmp_path)
+
+
+# Catches: the lock was created in place and locked an instant later; a second run that
+# looked in that instant took the unheld lock over, and both ran in one folder
+def test_a_lock_is_never_seen_unlocked_while_it_is_being_claimed(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    real_link = os.link
+
+    def slow_link(source, target):
+        if threading.current_thread().name == "first":
+            time.sleep(0.3)  # preempted just before the lock is published
+        real_link(source, target)
+
+    monkeypatch.setattr(os, "link", slow_link)
+    outcomes: dict[str, object] = {}
+
+    def take(name: str) -> None:
+        try:
+            outcomes[name] = runlock.claim(tmp_path)
+        except runlock.FolderTaken as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=take, args=("first",), name="first")
+    first.start()
+    time.sleep(0.1)
+    take("second")
+    first.join()
+    claimed = [v for v in outcomes.values() if isinstance(v, runlock.RunLock)]
+    assert len(claimed) == 1, outcomes
+    assert isinstance(outcomes["first"], runlock.FolderTaken)
+    assert "still running" in str(outcomes["first"])
+    claimed[0].release()
+    assert sorted(os.listdir(tmp_path)) == [runlock.LOCK_FILE]  # no temporary file left
+
+
+def test_debris_of_a_killed_run_does_not_bar_its_folder(tmp_path):
+    runlock.claim(tmp_path).release()
+    (tmp_path / ".system.json.4242.tmp").write_text("{")
+    (tmp_path / f"{runlock.LOCK_FILE}.4242-77.tmp").write_text("")
+    runlock.claim(tmp_path).release()
+    assert runlock.is_debris(".system.json.4242.tmp")
+    assert not runlock.is_debris("system.json") and not runlock.is_debris(".hidden.tmp")
+
+
+def test_a_folder_without_hard_links_is_still_claimed_once(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    lock = runlock.claim(tmp_path)
+    try:
+        with pytest.raises(runlock.FolderTaken, match="still running"):
+            runlock.claim(tmp_path)
+        assert sorted(os.listdir(tmp_path)) == [runlock.LOCK_FILE]
+    finally:
+        lock.release()

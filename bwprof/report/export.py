@@ -14,6 +14,7 @@ an `OutputError` of one line naming the file, why, and for a full disk the space
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -116,9 +117,12 @@ def versioned(frame: Any) -> Any:
     return frame.assign(schema_version=SCHEMA_VERSION)
 
 
-def write_system_json(run_dir: Path, meta: RunMeta) -> Path:
-    """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically."""
-    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True, kept=run_dir)
+def write_system_json(run_dir: Path, meta: RunMeta, rows_kept: bool = True) -> Path:
+    """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically;
+    `rows_kept`: whether a failure may say the folder keeps the rows finished before (not
+    for the first system.json: there are none yet)."""
+    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True,
+                             kept=run_dir if rows_kept else None)
 
 
 # ---- claiming a run folder ---------------------------------------------------------------
@@ -159,6 +163,17 @@ def _new_folder(path: Path) -> Path:
     raise BwprofError(f"{UNIQUE_TRIES} run folders named {path.name} exist; choose an --out")
 
 
+_BAD_PATH_ERRNOS = frozenset({errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG, errno.EEXIST,
+                              errno.EINVAL})
+"""Errors that say the path itself is wrong (through a file, a symlink loop): bad input."""
+
+
+def _folder_error(exc: OSError, message: str) -> BwprofError:
+    """The run folder could not be made or claimed: bad input (exit 2) where the path is
+    wrong, OutputError (exit 3) where the storage refused (read-only, full, no permission)."""
+    return BwprofError(message) if exc.errno in _BAD_PATH_ERRNOS else OutputError(message)
+
+
 def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
     """Create the run folder if needed and claim it for this run: a folder another run
     claimed, or one holding anything, is refused (BwprofError, nothing written); the lock
@@ -179,28 +194,24 @@ def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
                 if not path.is_dir():
                     raise BwprofError(f"output path {path} exists and is not a folder; "
                                       "choose another --out") from None
-            except OSError as exc:
-                raise BwprofError(f"cannot write to output folder {path} "
-                                  f"({exc.strerror or exc}); choose another --out") from None
     except OSError as exc:
-        raise BwprofError(
-            f"cannot create output folder {path} ({exc.strerror or exc}); choose an --out"
-        ) from None
+        raise _folder_error(exc, f"cannot create output folder {path} "
+                                 f"({exc.strerror or exc}); choose another --out") from None
     try:
         lock = runlock.claim(path)
     except OSError as exc:
         if created:
             with suppress(OSError):
                 path.rmdir()
-        raise BwprofError(
-            f"cannot write to output folder {path} ({exc.strerror or exc}); choose another --out"
-        ) from None
+        raise _folder_error(exc, f"cannot write to output folder {path} "
+                                 f"({exc.strerror or exc}); choose another --out") from None
     claim = RunFolderClaim(path, lock, created)
     try:
-        others = [p.name for p in path.iterdir() if p.name != LOCK_FILE]
+        others = [p.name for p in path.iterdir()
+                  if p.name != LOCK_FILE and not runlock.is_debris(p.name)]
     except OSError as exc:
         claim.abandon()
-        raise BwprofError(f"cannot read output folder {path} ({exc.strerror or exc}); "
+        raise _folder_error(exc, f"cannot read output folder {path} ({exc.strerror or exc}); "
                           "choose another --out") from None
     if others:
         claim.abandon()

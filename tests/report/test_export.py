@@ -113,8 +113,9 @@ def test_prepare_run_dir(tmp_path):
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["x"]  # no lock left behind
     with pytest.raises(BwprofError, match="is not a folder"):
         prepare_run_dir(tmp_path / "full" / "x")
-    with pytest.raises(BwprofError, match="cannot write to output folder"):
+    with pytest.raises(BwprofError, match=r"cannot create output folder .*Not a directory") as bad:
         prepare_run_dir(tmp_path / "full" / "x" / "below-a-file")
+    assert bad.value.exit_code == 2  # the path is wrong, not the storage
 
 
 # Catches: two runs started in the same second, with bwprof's default folder name, write
