@@ -27,6 +27,10 @@ from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
 from bwprof.report.export import (
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SYSTEM_FILE,
+    TIMINGS_FILE,
     RunFolderClaim,
     RunWriter,
     prepare_run_dir,
@@ -323,14 +327,23 @@ def run(
         mpi_rank=None if fleet is None else fleet.rank,
     )
     state = _Run(meta)
+    with interrupts.handling():  # Ctrl-C held in the steps below, in a notebook too
+        return _measure_and_finish(state, out_path, unique_out, plan, host, RunContext(
+            run_id, host_name, None if fleet is None else fleet.rank), parquet=parquet,
+            plots=plots, progress=progress, simulate=simulate, telemetry=telemetry,
+            interval_s=sample_interval_ms / 1000, fleet=fleet)
+
+
+def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, plan: Plan,
+                        host: HostInfo, context: RunContext, *, parquet: bool, plots: bool,
+                        **measuring: Any) -> RunResult:
+    """Claim, measure and finish `state`'s run, taking up the end-of-run steps again where
+    a stop signal landed between two of them."""
     try:
         for _ in range(FINISH_TRIES):
             try:
                 if not state.started:
-                    state.start(out_path, unique_out, plan, host, RunContext(
-                        run_id, host_name, None if fleet is None else fleet.rank),
-                        progress=progress, simulate=simulate, telemetry=telemetry,
-                        interval_s=sample_interval_ms / 1000, fleet=fleet)
+                    state.start(out_path, unique_out, plan, host, context, **measuring)
                 return state.finish(parquet=parquet, plots=plots)
             except RunInterrupted:
                 raise
@@ -366,6 +379,13 @@ class _Run:
         self.session: TelemetrySession | None = None
         self.runner: Runner | None = None
         self.interrupted = False
+        """The measurement was cut short by a stop signal."""
+        self.measured = False
+        """The runner went through the whole plan: what goes wrong after it (an interrupt
+        or a full disk while writing the report files) costs only those files."""
+        self.finishing_interrupted = False
+        self.final_written = False
+        self.report_failure: OutputError | None = None
         self.stopped_by: str | None = None
         self.failure: OutputError | None = None
         self.error: BaseException | None = None
@@ -384,8 +404,15 @@ class _Run:
         return self.runner.rows if self.runner is not None else []
 
     def interrupt(self) -> None:
-        self.interrupted = True
-        self.stopped_by = self.stopped_by or interrupts.received() or "KeyboardInterrupt"
+        """A stop signal: it cuts the measurement short, or, once every case was measured,
+        only the report files (the run itself is finished, and system.json says so)."""
+        if not self.measured:
+            self.interrupted = True
+            self.stopped_by = self.stopped_by or interrupts.received() or "KeyboardInterrupt"
+        elif not self.finishing_interrupted:
+            self.finishing_interrupted = True
+            self.notes.append("interrupted while finishing the run: summary.csv and the plots "
+                              "may be missing; `bwprof report RUN_DIR` writes them again")
 
     def fail(self, exc: OutputError) -> None:
         """The run folder could not take a file: the run ends, and says so."""
@@ -418,7 +445,7 @@ class _Run:
         try:
             with interrupts.deferred():
                 self.claim = prepare_run_dir(out, unique=unique)
-                write_system_json(self.claim.folder, self.meta)
+                write_system_json(self.claim.folder, self.meta, rows_kept=False)
                 self.run_dir = self.claim.folder
         except KeyboardInterrupt:
             if self.run_dir is None:
@@ -433,6 +460,30 @@ class _Run:
         if self.claim is not None:
             self.claim.abandon()
             self.claim = None
+
+    def _open_writer(self) -> None:
+        """The row files; where the folder cannot take even their headers (a full disk),
+        the folder is given back as it was found: nothing was measured, and a folder
+        holding only a system.json would be neither a run nor free for the next one."""
+        assert self.run_dir is not None
+        try:
+            self.writer = RunWriter(self.run_dir)
+        except OutputError:
+            self._undo_folder()
+            raise
+
+    def _undo_folder(self) -> None:
+        """Take back everything this run wrote before its first row, and its claim."""
+        if self.writer is not None:
+            with suppress(OSError, OutputError):
+                self.writer.close()
+            self.writer = None
+        if self.run_dir is not None:
+            for name in (RESULTS_FILE, TIMINGS_FILE, SAMPLES_FILE, SYSTEM_FILE):
+                with suppress(OSError):
+                    (self.run_dir / name).unlink()
+        self._abandon()
+        self.run_dir = None
 
     def _measure(self, plan: Plan, host: HostInfo, context: RunContext, *,
                  progress: ProgressListener | None, simulate: bool, telemetry: bool,
@@ -453,15 +504,20 @@ class _Run:
                 if fleet.executor is not None:
                     self.executors["mpi"] = fleet.executor
             if self.run_dir is not None:
-                self.writer = RunWriter(self.run_dir)
+                self._open_writer()
             self.session, sampled = start_telemetry(self.executors.get("gpu"), self.writer,
                                                     telemetry, interval_s)
             self.meta = replace(self.meta, telemetry=sampled)
             if self.run_dir is not None:
-                write_system_json(self.run_dir, self.meta)
+                try:
+                    write_system_json(self.run_dir, self.meta, rows_kept=False)
+                except OutputError:
+                    self._undo_folder()
+                    raise
             self.runner = Runner(plan, self.executors, context, self.writer, progress,
                                  self.session)
             self.runner.run()
+            self.measured = True
         except KeyboardInterrupt:
             self.interrupt()
         except OutputError as exc:
@@ -474,22 +530,24 @@ class _Run:
 
     def _step(self, name: str, step: Callable[[], None]) -> None:
         """One end-of-run step, once, held from stop signals; an interrupt in it (or held
-        until its end) marks the run interrupted and the next step runs."""
-        if name in self._done:
-            return
-        self._done.add(name)
-        try:
-            with interrupts.deferred():
-                step()
-        except KeyboardInterrupt:
-            self.interrupt()
-        except OutputError as exc:
-            self.fail(exc)
-        except Exception as exc:  # a bug: the steps after it still run, then it goes up
-            if self.error is None:
-                self.error = exc
-                self.stopped_by = self.stopped_by or (
-                    f"error: {type(exc).__name__}: {exc}".replace("\n", " "))
+        until its end) marks the run interrupted and the next step runs. A signal that
+        lands just before the hold begins leaves the step undone: it is tried again."""
+        for _attempt in range(FINISH_TRIES):
+            if name in self._done:
+                return
+            try:
+                with interrupts.deferred():
+                    self._done.add(name)  # held: a signal before this line leaves it undone
+                    step()
+            except KeyboardInterrupt:
+                self.interrupt()
+            except OutputError as exc:
+                self.fail(exc)
+            except Exception as exc:  # a bug: the steps after it still run, then it goes up
+                if self.error is None:
+                    self.error = exc
+                    self.stopped_by = self.stopped_by or (
+                        f"error: {type(exc).__name__}: {exc}".replace("\n", " "))
 
     def _stop_telemetry(self) -> None:
         if self.session is None or self.meta.telemetry is None:
@@ -550,7 +608,8 @@ class _Run:
         if "report" in self._done:
             return
         self._done.add("report")
-        if self.run_dir is None or self.result is None or self.stopped:
+        if (self.run_dir is None or self.result is None or self.stopped
+                or self.finishing_interrupted):  # after Ctrl-C, no seconds of plotting
             return
         result = self.result
         try:
@@ -559,10 +618,9 @@ class _Run:
                 self.run_dir, parquet=parquet, plots=plots)
         except KeyboardInterrupt:
             self.interrupt()
-            self.notes.append("interrupted while writing summary.csv and the plots; "
-                              "`bwprof report RUN_DIR` writes them again")
-        except OutputError as exc:
-            self.fail(exc)
+        except OutputError as exc:  # the run is whole; only its report files are not
+            self.report_failure = exc
+            self.notes.append(f"summary.csv and the plots not all written: {exc}")
         except BwprofError as exc:  # a file of the run that cannot be read back
             self.notes.append(f"summary.csv and the plots not written: {exc}")
         else:
@@ -577,9 +635,11 @@ class _Run:
     def _write_final_system_json(self) -> None:
         self.meta = self._final_meta()
         if self.run_dir is None:
+            self.final_written = True  # nothing to write
             return
         try:
             write_system_json(self.run_dir, self.meta)
+            self.final_written = True
         except OutputError as exc:  # the system.json written before stays, whole
             self.fail(exc)
             self.meta = self._final_meta()
@@ -597,20 +657,23 @@ class _Run:
         self._step("result", self._make_result)
         self._report_files(parquet, plots)
         self._step("system.json", self._write_final_system_json)
-        if self.meta.interrupted != self.stopped:  # a signal came while writing it
-            self._done.discard("system.json")
+        if not self.final_written or self.meta.interrupted != self.stopped:
+            self._done.discard("system.json")  # a signal came while writing it
             self._step("system.json", self._write_final_system_json)
         if self.result is None:  # its step was interrupted: make it now
             self._make_result()
         result = self.result
         assert result is not None
-        result.meta, result.interrupted, result.notes = self.meta, self.interrupted, self.notes
+        result.meta, result.notes = self.meta, self.notes
+        result.interrupted = self.interrupted or self.finishing_interrupted
         if self.failure is not None:
             raise self.failure
         if self.error is not None:
             raise self.error
-        if self.interrupted:
+        if result.interrupted:
             raise RunInterrupted(result)
+        if self.report_failure is not None:
+            raise self.report_failure
         return result
 
 

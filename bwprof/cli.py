@@ -34,6 +34,7 @@ from bwprof.errors import (
     EXIT_USAGE,
     BwprofError,
     RunInterrupted,
+    write_failure,
 )
 from bwprof.stdio import abandon_stdout
 
@@ -591,7 +592,7 @@ def monitor_command(
             csv_path.parent.mkdir(parents=True, exist_ok=True)
             csv_path.touch()
         except OSError as exc:
-            _fail(f"cannot write {csv_path} ({exc.strerror or exc}); choose another --csv")
+            _refuse(write_failure(csv_path, exc, option="--csv"))
     reader = CounterReader.every_gpu(nvml.get_nvml())
     if not reader.labels:
         _fail("nothing to monitor: NVML sees no GPU")

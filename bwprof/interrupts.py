@@ -71,3 +71,24 @@ def deferred() -> Iterator[None]:
     if not _deferring and _pending:
         _pending = False
         raise KeyboardInterrupt(received() or "interrupted")
+
+
+@contextmanager
+def handling() -> Iterator[None]:
+    """Within a library call (`bwprof.run` in a notebook or script), Ctrl-C handled as
+    `install()` handles it, so `deferred()` holds it there too; the caller's handler comes
+    back afterwards. A no-op where bwprof's handlers are in already (the CLI installs them
+    for the whole process), outside the main thread, or where SIGINT has a handler of the
+    caller's own (left as it is: then `deferred()` cannot hold a Ctrl-C)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if (threading.current_thread() is not threading.main_thread()
+            or previous is not signal.default_int_handler):
+        yield
+        return
+    reset()
+    signal.signal(signal.SIGINT, _handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+

@@ -64,3 +64,27 @@ def test_without_a_signal_deferred_is_transparent():
     with interrupts.deferred():
         pass
     assert interrupts.received() is None
+
+
+# Catches (the review): under `bwprof.run` in a notebook nobody installed bwprof's handlers,
+# so deferred() held nothing and a Ctrl-C could land between a row's write and its count
+def test_handling_holds_ctrl_c_in_a_library_call_and_gives_the_handler_back():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    steps = []
+    with pytest.raises(KeyboardInterrupt), interrupts.handling(), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+        steps.append("the step ended")
+    assert steps == ["the step ended"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_handling_leaves_a_handler_of_the_callers_own_alone():
+    def own(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, own)
+    with interrupts.handling():
+        assert signal.getsignal(signal.SIGINT) is own
+    assert signal.getsignal(signal.SIGINT) is own

@@ -329,7 +329,8 @@ def test_samples_that_cannot_be_written_are_a_note_and_the_run_measures_on(tmp_p
 
 
 # Catches: SIGTERM during the final table and report files leaves an empty run folder, or a
-# run marked finished without its files
+# run marked finished without its files; and (the review) a run that measured every case
+# marked stopped, so that report and compare call its figures unreached
 @pytest.mark.parametrize("step", list(END_STEPS))
 def test_an_interrupt_at_each_end_of_run_step_leaves_every_row_and_says_so(tmp_path,
                                                                            monkeypatch, step):
@@ -340,11 +341,14 @@ def test_an_interrupt_at_each_end_of_run_step_leaves_every_row_and_says_so(tmp_p
         bwprof.run(cases="ddr_copy,ddr_scale", out=out, **{**SMALL, "plots": True})
     monkeypatch.undo()
     system = whole_folder(out)
-    assert system["interrupted"] is True and system["finished_utc"]
-    assert system["stopped_by"] == "KeyboardInterrupt"
+    assert system["interrupted"] is False and system["finished_utc"]  # every case ran
+    assert "stopped_by" not in system
+    assert bwprof.load(out).meta.state == "finished"
     assert list(bwprof.load(out).results["case"]) == ["ddr_copy", "ddr_scale"]
-    assert [r.case for r in caught.value.result.rows] == ["ddr_copy", "ddr_scale"]
-    assert caught.value.result.meta.interrupted
+    result = caught.value.result
+    assert [r.case for r in result.rows] == ["ddr_copy", "ddr_scale"]
+    assert result.interrupted and not result.meta.interrupted
+    assert any("bwprof report RUN_DIR` writes them again" in note for note in result.notes)
     if step != "writing the final system.json":  # the report files come just before it
         assert not list(out.glob("*.png"))  # an interrupted run draws no plots
 
@@ -374,11 +378,13 @@ def test_a_real_signal_during_an_end_step_is_held_until_the_step_is_done(tmp_pat
 
     monkeypatch.setattr(export.RunWriter, "write_findings", findings_under_a_signal)
     out = tmp_path / "run"
-    with pytest.raises(RunInterrupted):
+    with pytest.raises(RunInterrupted) as caught:
         bwprof.run(cases="ddr_copy", out=out, **SMALL)
     assert seen == {"written": True}
     system = whole_folder(out)
-    assert system["interrupted"] is True and system["stopped_by"] == "SIGTERM"
+    assert system["interrupted"] is False and system["finished_utc"]  # its one case ran
+    assert caught.value.result.interrupted
+    assert interrupts.received() == "SIGTERM"
     assert len(bwprof.load(out).results) == 1
 
 
@@ -485,3 +491,89 @@ def test_a_row_file_that_fails_to_close_is_one_line_and_the_run_is_finalised(tmp
     system = whole_folder(out)
     assert system["interrupted"] is True and system["stopped_by"].startswith("output error")
     assert len(bwprof.load(out).results) == 1
+
+
+# Catches (the review): a stop signal landing just as an end-of-run step began marked the
+# step done before it ran, so every retry skipped it and the folder had no findings.csv
+def test_a_signal_just_before_an_end_step_leaves_it_to_the_retry(tmp_path, monkeypatch):
+    import inspect
+
+    real = interrupts.deferred
+    fired: list[int] = []
+
+    def deferred():
+        caller = inspect.currentframe().f_back
+        if (caller.f_code.co_name == "_step" and caller.f_locals.get("name") == "findings"
+                and not fired):
+            fired.append(1)
+            raise KeyboardInterrupt("SIGTERM")  # between the step's check and its hold
+        return real()
+
+    monkeypatch.setattr(api.interrupts, "deferred", deferred)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        bwprof.run(cases="ddr_copy", out=out, **SMALL)
+    assert fired and (out / "findings.csv").is_file()
+    whole_folder(out)
+
+
+# Catches (the review): a disk full at the row files' headers left a folder holding only a
+# system.json: `report` called it no run, and the next run with the same --out was refused
+# as "another run's"; the message said rows were kept where none had been measured
+def test_a_folder_that_cannot_take_the_row_files_is_given_back(tmp_path, monkeypatch):
+    real = export._RowFile.__init__
+
+    def full(self, path, header):
+        if path.name == "timings.csv":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(self, path, header)
+
+    monkeypatch.setattr(export._RowFile, "__init__", full)
+    out = tmp_path / "run"
+    with pytest.raises(OutputError) as caught:
+        bwprof.run(cases="ddr_copy", out=out, **SMALL)
+    assert "timings.csv: No space left on device" in str(caught.value)
+    assert "kept" not in str(caught.value)
+    assert not out.exists()  # the run made it, and took it back
+    monkeypatch.undo()
+    assert len(bwprof.run(cases="ddr_copy", out=out, **SMALL).rows) == 1  # free again
+
+
+# Catches (the review): a full disk while drawing the plots marked a run that measured every
+# case as stopped ("cases it did not reach are absent")
+def test_report_files_that_cannot_be_written_leave_a_finished_run(tmp_path, monkeypatch):
+    from bwprof.report import outputs
+
+    def full(*args, **kwargs):
+        raise OutputError("cannot write summary.csv: No space left on device")
+
+    monkeypatch.setattr(outputs, "write_table", full)
+    out = tmp_path / "run"
+    with pytest.raises(OutputError, match=r"summary\.csv"):
+        bwprof.run(cases="ddr_copy", out=out, **SMALL)
+    system = whole_folder(out)
+    assert system["interrupted"] is False and system["finished_utc"]
+    assert bwprof.load(out).meta.state == "finished"
+
+
+# The other side: an interrupt while cases remain still marks the run interrupted
+def test_an_interrupt_between_cases_marks_the_run_interrupted(tmp_path, monkeypatch):
+    from bwprof.host import ddr
+
+    real = ddr.HostExecutor.measure
+    calls: list[int] = []
+
+    def second_stops(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ddr.HostExecutor, "measure", second_stops)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        bwprof.run(cases="ddr_copy,ddr_scale", out=out, **SMALL)
+    system = whole_folder(out)
+    assert system["interrupted"] is True and system["stopped_by"] == "KeyboardInterrupt"
+    assert bwprof.load(out).meta.state == "interrupted"
+    assert list(bwprof.load(out).results["case"]) == ["ddr_copy"]

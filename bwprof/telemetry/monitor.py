@@ -97,6 +97,8 @@ class CsvSamples:
             self._write([[*SAMPLE_COLUMNS, "schema_version"]])
         except OutputError:
             self.close()
+            with suppress(OSError):  # no empty file without even its header
+                path.unlink()
             raise
 
     def add(self, batch: Sequence[dict[str, object]]) -> None:
