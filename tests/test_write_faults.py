@@ -577,3 +577,21 @@ def test_an_interrupt_between_cases_marks_the_run_interrupted(tmp_path, monkeypa
     assert system["interrupted"] is True and system["stopped_by"] == "KeyboardInterrupt"
     assert bwprof.load(out).meta.state == "interrupted"
     assert list(bwprof.load(out).results["case"]) == ["ddr_copy"]
+
+
+# Catches (the review): `run --out` on read-only storage exited 2 while `report --out` and
+# `compare --out` there exited 3; the README's table says 3 for storage that refuses output
+def test_storage_that_refuses_the_run_folder_is_exit_3(tmp_path, monkeypatch, capsys):
+    real = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self == tmp_path / "ro":
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    code = cli.main(["run", "--cases", "ddr_copy", *TINY, "--out", str(tmp_path / "ro")])
+    err = capsys.readouterr().err
+    assert code == EXIT_OUTPUT, err
+    assert err == (f"error: cannot create output folder {tmp_path / 'ro'} (Read-only file "
+                   "system); choose another --out\n")
