@@ -572,10 +572,7 @@ class _Run:
         self.meta = replace(self.meta, close_errors=tuple(problems))
 
     def _write_findings(self) -> None:
-        frame = results_frame(self.rows)
-        # No rows (stopped before the first): nothing to find, and pandas warns on the
-        # empty frame's text columns in derive_findings.
-        self.findings = derive_findings(frame, self._final_meta()) if len(frame) else []
+        self.findings = derive_findings(results_frame(self.rows), self._final_meta())
         if self.writer is None:
             return
         try:

@@ -21,9 +21,10 @@ from bwprof.errors import EXIT_INTERRUPTED
 _prepared = False
 
 
-def interrupted_message(detail: str = "") -> str:
-    """'interrupted', naming the signal where it was not Ctrl-C: 'interrupted (SIGHUP)'."""
-    name = interrupts.received()
+def interrupted_message(detail: str = "", name: str | None = None) -> str:
+    """'interrupted', naming the signal (`name`, else the first one received) where it was
+    not Ctrl-C: 'interrupted (SIGHUP)'."""
+    name = name or interrupts.received()
     head = "interrupted" if name in (None, "SIGINT") else f"interrupted ({name})"
     return head + detail
 
@@ -62,8 +63,7 @@ def _stop_after_the_end(signum: int, frame: FrameType | None) -> None:
     (mpi4py's MPI_Finalize) run: say so, unless the interrupt was said already, and leave
     now with 130, leaving no Python code to raise into."""
     if not _explained:
-        name = signal.Signals(signum).name
-        line = "interrupted" if name == "SIGINT" else f"interrupted ({name})"
+        line = interrupted_message(name=signal.Signals(signum).name)
         with contextlib.suppress(OSError):
             os.write(2, (line + "\n").encode())
     os._exit(EXIT_INTERRUPTED)

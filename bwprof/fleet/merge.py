@@ -51,6 +51,8 @@ class RankReport:
     findings: list[dict[str, object]] = field(default_factory=list)
     timelines: list[dict[str, object]] = field(default_factory=list)
     meta: RunMeta | None = None
+    notes: list[str] = field(default_factory=list)
+    """What reading the rank's own files left out (a damaged one), for rank 0 to say."""
     """The rank's own metadata (None where it failed before writing any)."""
     error: str | None = None
 
@@ -101,9 +103,11 @@ class _Merged:
     timelines: list[dict[str, object]] = field(default_factory=list)
     ranks: list[RankMeta] = field(default_factory=list)
     nodes: dict[str, NodeMeta] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def add(self, run_id: str, report: RankReport) -> None:
         host, rank = report.host, report.rank
+        self.notes += [f"rank {rank} on {host}: {note}" for note in report.notes]
         offset = len(self.rows)  # the rank's row n is the merged file's row offset + n
         for row in report.rows:
             self.rows.append({**row, "device": prefixed(row.get("device"), host), "rank": rank,
@@ -169,7 +173,7 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
         findings = pd.DataFrame(merged.findings, columns=list(findings.columns))
     findings = pd.concat([findings, findings_frame(fleet_findings(frame, merged.nodes))],
                          ignore_index=True)
-    notes: list[str] = []
+    notes: list[str] = list(merged.notes)
     failure: OutputError | None = None
     writer = RunWriter(out)
     try:

@@ -26,8 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from bwprof import api
 from bwprof.errors import BwprofError
 from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
@@ -46,9 +44,10 @@ from bwprof.report.export import (
 from bwprof.report.runfolder import read_system
 from bwprof.report.timeline import read_timelines
 from bwprof.runner import ProgressListener
-from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.meta import RunMeta
+from bwprof.schema.reading import MissingFile
 from bwprof.schema.rows import ResultRow
+from bwprof.schema.table import read_run_csv
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -113,14 +112,18 @@ def rank_dir(run_dir: Path, rank: int) -> Path:
     return run_dir / "ranks" / f"rank-{rank:04d}"
 
 
-def _records(path: Path) -> list[dict[str, object]]:
-    if not path.is_file():
+def _records(path: Path, notes: list[str]) -> list[dict[str, object]]:
+    """The records of one of this rank's tables, read as `report` reads a run's (bounded, a
+    torn last line left out, the spreadsheet apostrophes undone: the merged writer escapes
+    them again); none where the file is missing, none and a note where it is damaged."""
+    try:
+        frame = read_run_csv(path, notes)
+    except MissingFile:
         return []
-    try:  # the rank's text cells come back as measured, for the merged writer to escape
-        return [{str(k): v for k, v in record.items()}
-                for record in frame_from_spreadsheet(pd.read_csv(path)).to_dict("records")]
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
+    except BwprofError as exc:
+        notes.append(f"{path.name} is left out of the merge: {exc}")
         return []
+    return [{str(k): v for k, v in record.items()} for record in frame.to_dict("records")]
 
 
 def _gpu_share(local_rank: int, local_size: int, count: int) -> list[int] | None:
@@ -240,10 +243,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         report.meta = _read_meta(folder / SYSTEM_FILE)
         if not isinstance(exc, InjectedFailure):
             traceback.print_exc()
-    report.rows = _records(folder / RESULTS_FILE)
-    report.timings = _records(folder / TIMINGS_FILE)
-    report.samples = _records(folder / SAMPLES_FILE)
-    report.findings = _records(folder / FINDINGS_FILE)
+    report.rows = _records(folder / RESULTS_FILE, report.notes)
+    report.timings = _records(folder / TIMINGS_FILE, report.notes)
+    report.samples = _records(folder / SAMPLES_FILE, report.notes)
+    report.findings = _records(folder / FINDINGS_FILE, report.notes)
     try:
         report.timelines = read_timelines(folder)
     except BwprofError:  # a damaged file: the rank's rows and timings still go in

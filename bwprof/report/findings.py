@@ -268,7 +268,10 @@ def counters_disagree(rows: pd.DataFrame) -> list[Finding]:
 
 
 def derive_findings(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
-    """Every finding of one run, from its rows and its metadata."""
+    """Every finding of one run, from its rows and its metadata (none without rows: pandas
+    warns on the masks of an empty frame's text columns)."""
+    if rows.empty:
+        return []
     measured = _measured(rows)
     return [
         *slower_numa_nodes(rows),

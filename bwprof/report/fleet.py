@@ -24,6 +24,8 @@ METADATA_KEYS = {"driver_version": "driver", "cuda_driver_version": "CUDA driver
 def _headline(results: pd.DataFrame) -> pd.DataFrame:
     """Per device, each headline case at its largest size (DDR: the best row), cache-resident
     rows left out: a node whose arrays fit its cache is not slower than its peers."""
+    if results.empty:  # pandas warns on the masks of an empty frame's text columns
+        return pd.DataFrame()
     resident = cache_resident(results)
     rows = results[results["case"].isin(HEADLINE_CASES) & (results["status"] == "ok")
                    & (results["backend"] != "simulated") & results["value_best"].notna()

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof import runlock
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.report.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
@@ -161,15 +162,11 @@ def system_meta(system: object, path: Path) -> RunMeta:
         raise BwprofError(f"{shown(path)} is not a bwprof system.json (no schema_version)")
     version = system["schema_version"]
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise BwprofError(unreadable_version(shown(path), _short(repr(version))))
+        raise BwprofError(unreadable_version(shown(path), shorten(repr(version))))
     try:
         return RunMeta.from_dict(system)
     except MetaError as exc:
         raise BwprofError(f"{shown(path)} is malformed: {exc}") from None
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
@@ -251,17 +248,6 @@ def _present(path: Path) -> bool:
     return True
 
 
-def _still_running(folder: Path) -> bool | None:
-    """`runlock.running`, asked only of a regular lock file (opening a FIFO named like it
-    would block)."""
-    try:
-        if not stat.S_ISREG(os.stat(folder / runlock.LOCK_FILE).st_mode):
-            return None
-    except OSError:
-        return None
-    return runlock.running(folder)
-
-
 def load_run(path: str | Path) -> RunFolder:
     """Load and check a run folder; BwprofError (one line) when it is not a usable run."""
     folder = Path(path)
@@ -300,7 +286,7 @@ def _load_run(folder: Path) -> RunFolder:
     results = read_results(csv_path, notes) if has_csv else read_parquet_results(parquet_path)
     run = with_extras(folder, results, meta, notes)
     if meta.state == "incomplete":
-        run.running = _still_running(folder)
+        run.running = runlock.running(folder)  # never blocks: a FIFO lock is None
     return run
 
 

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from bwprof.coerce import shorten
 from bwprof.schema.reading import MAX_INT
 
 
@@ -123,20 +124,13 @@ def _convert(value: object, hint: Any, path: str) -> Any:
     elif origin in (dict, Mapping):
         if isinstance(value, Mapping):
             _, item_hint = get_args(hint)
-            return {str(key): _convert(item, item_hint, f"{path}.{_short_key(key)}")
+            return {str(key): _convert(item, item_hint, f"{path}.{shorten(key)}")
                     for key, item in value.items()}
     elif isinstance(hint, type) and issubclass(hint, Record):
         return hint.from_dict(value, path)
     else:
         raise TypeError(f"bwprof.schema.meta cannot check a field of type {hint!r}")
     raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
-
-
-def _short_key(key: object, limit: int = 40) -> str:
-    """A key of an open mapping as an error's path names it: a key a damaged file makes
-    megabytes long is cut."""
-    text = str(key)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _check_min(value: object, minimum: float, path: str) -> None:

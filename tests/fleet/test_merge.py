@@ -320,8 +320,9 @@ def test_a_formula_in_a_ranks_cells_is_escaped_once_in_the_merged_folder(tmp_pat
     writer.add(make_row(run_id="fleet-1", host="=cmd", note="@SUM(A1)", rank=0), [1e-6])
     writer.close()
     report = _report(0, "=cmd", [])
-    report.rows, report.timings = _records(rank / "results.csv"), _records(rank / "timings.csv")
-    assert report.rows[0]["host"] == "=cmd"  # read back as measured
+    report.rows = _records(rank / "results.csv", report.notes)
+    report.timings = _records(rank / "timings.csv", report.notes)
+    assert report.rows[0]["host"] == "=cmd" and not report.notes  # read back as measured
     (tmp_path / "merged").mkdir()
     merge(tmp_path / "merged", "fleet-1", {0: report}, size=1, timeout_s=1.0,
           options={"plots": False})
@@ -331,3 +332,19 @@ def test_a_formula_in_a_ranks_cells_is_escaped_once_in_the_merged_folder(tmp_pat
     back = frame_from_spreadsheet(raw)
     assert (back.loc[0, "host"], back.loc[0, "note"]) == ("=cmd", "@SUM(A1)")
     assert pd.read_csv(tmp_path / "merged" / "timings.csv").loc[0, "host"] == "'=cmd"
+
+
+# Catches (the review): a rank's damaged table was dropped from the merge without a word
+def test_a_ranks_damaged_table_is_left_out_with_a_note(tmp_path):
+    from bwprof.fleet.run import _records
+
+    (tmp_path / "samples.csv").write_bytes(b"t_s,device\n\xff\xfe,gpu0\n")
+    report = _report(0, "node0", [])
+    assert _records(tmp_path / "samples.csv", report.notes) == []
+    assert _records(tmp_path / "findings.csv", report.notes) == []  # missing: no note
+    (note,) = report.notes
+    assert note.startswith("samples.csv is left out of the merge:") and "UTF-8" in note
+    (tmp_path / "merged").mkdir()
+    result = merge(tmp_path / "merged", "fleet-1", {0: report}, size=1, timeout_s=1.0,
+                   options={"plots": False})
+    assert any(n.startswith("rank 0 on node0: samples.csv is left out") for n in result.notes)

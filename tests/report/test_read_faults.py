@@ -565,11 +565,13 @@ BATTERY = {
     "the schema version a list": (
         lambda t: _edit(_copy(t, "host-ddr-v2", "r"), "system.json", '"schema_version": 2',
                         '"schema_version": [' + "1," * 10_000 + "1]"),
-        "has schema version [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ..., this bwprof reads"),
+        "has schema version [1, 1, 1, 1, 1, 1, 1, 1, 1, ... 1, 1] (30003 characters), this "
+        "bwprof reads"),
     "a key a megabyte long": (
         lambda t: _edit(_copy(t, "host-ddr-v2", "r"), "system.json", '"packages": {',
                         '"packages": {"' + "k" * 1_000_000 + '": 5, '),
-        "host.packages.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk... should be a string, not int"),
+        "host.packages.kkkkkkkkkkkkkkkkkkkkkkkkkkkk...kkkkkk (1000000 characters) should be a "
+        "string, not int"),
     "an integer beyond 64 bits": (
         lambda t: _edit(_copy(t, "host-ddr-v2", "r"), "system.json", '"logical_cpus": ',
                         '"logical_cpus": 1' + "0" * 30 + ", \"x\": "),
