@@ -125,11 +125,12 @@ class EmptyTable(BwprofError):
 
 def _without_last_record(text: str, columns: int) -> str | None:
     """`text` up to the end of the record before its last one, or None where there is no
-    such end (the header is all there is) or the last record is not one row cut short: a
-    line of it after its first that holds a whole row's `columns` fields says that a quote
-    opened earlier (a damaged file, not a torn row), and leaving it out would lose rows. A
-    newline ends a record only where the quotes before it are balanced: inside a quoted
-    cell every quote is doubled, so a newline there follows an odd number of them."""
+    such end (the header is all there is) or the last record is not one row cut short: one
+    of more fields than the header's `columns` was not cut, and a line of it after its first
+    that holds a whole row's fields says that a quote opened earlier (a damaged file, not a
+    torn row), so that leaving it out would lose rows. A newline ends a record only where
+    the quotes before it are balanced: inside a quoted cell every quote is doubled, so a
+    newline there follows an odd number of them."""
     end = text.rfind("\n", 0, len(text) - 1)
     quotes = text.count('"', 0, end) if end >= 0 else 0
     while end >= 0 and quotes % 2:
@@ -138,8 +139,10 @@ def _without_last_record(text: str, columns: int) -> str | None:
         end = before
     if end < 0:
         return None
-    later = text[end + 1:].split("\n")[1:]
-    if any(len(next(csv.reader([line]), [])) >= columns for line in later):
+    last = text[end + 1:]
+    if any(len(next(csv.reader([line]), [])) >= columns for line in last.split("\n")[1:]):
+        return None
+    if any(len(record) > columns for record in csv.reader(io.StringIO(last))):
         return None
     return text[:end + 1]
 
