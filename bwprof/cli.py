@@ -128,6 +128,11 @@ def _numba_ready(fleet: bool = False) -> None:
         _refuse(exc)
 
 
+MAX_MPI_TIMEOUT_S = 7 * 24 * 3600
+"""--mpi-timeout's bound: a finite wait of 1e308 s is the hang the timeout is there to end;
+no fleet step waits for its ranks anywhere near a week."""
+
+
 @app.command("run")
 def run_command(
     preset: Annotated[
@@ -175,7 +180,8 @@ def run_command(
     ] = False,
     mpi_timeout: Annotated[
         float, typer.Option("--mpi-timeout", callback=_finite,
-                            help="Seconds a rank waits for the others at a collective step.")
+                            help="Seconds a rank waits for the others at a collective step "
+                                 "(at most 604800, 7 days: a longer wait is a hang).")
     ] = 1800.0,
     fail_rank: Annotated[
         int | None, typer.Option("--fail-rank", hidden=True,
@@ -198,6 +204,9 @@ def run_command(
     fleet = mpi or launched_by_mpi()
     if mpi_timeout <= 0:
         _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
+    if mpi_timeout > MAX_MPI_TIMEOUT_S:
+        _fail(f"--mpi-timeout must be at most {MAX_MPI_TIMEOUT_S} seconds (7 days), got "
+              f"{mpi_timeout:g}: a rank that waits longer for the others is a hang")
     _numba_ready(fleet)
     if threads is None:
         _say_thread_cap()

@@ -1,4 +1,4 @@
-"""Paths the user gives (--out, run folders, --csv, --spec), checked and normalised once.
+"""Paths the user gives (--out, run folders, --csv), checked and normalised once.
 
 `~` at the start of a path is expanded, environment variables are not (the shell expands
 them; a `$` bwprof meets is a character of a name), and the result is absolute: pandas and

@@ -170,6 +170,27 @@ def test_mpi_without_mpi4py_is_one_line_saying_how_to_get_it(monkeypatch, tmp_pa
     assert bad.exit_code == 2 and "--mpi-timeout must be positive" in bad.output
 
 
+# Catches: --mpi-timeout 1e308 is finite, so accepted, and a rank waits for ever: the hang
+# the finite check was meant to prevent
+@pytest.mark.parametrize("value", ["604800.5", "1e7", "1e308"])
+def test_an_mpi_timeout_past_a_week_is_one_line(capsys, tmp_path, value):
+    out = tmp_path / "r"
+    assert main(["run", "--mpi-timeout", value, "--out", str(out), *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --mpi-timeout must be at most 604800 seconds (7 days), got "
+                   f"{float(value):g}: a rank that waits longer for the others is a hang\n")
+    assert not out.exists()
+
+
+def test_an_mpi_timeout_of_exactly_a_week_is_taken(monkeypatch, tmp_path):
+    from bwprof import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_measure", lambda out, options, fleet, quiet: seen.append(1))
+    assert main(["run", "--mpi-timeout", "604800", "--out", str(tmp_path / "r"), *SMALL]) == 0
+    assert seen == [1]
+
+
 def test_help_keeps_the_defaults_it_names():
     text = runner.invoke(app, ["run", "--help"]).output
     assert "(default: all)" in text and "(default: 4x LLC)" in text

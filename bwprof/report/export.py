@@ -222,7 +222,15 @@ def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
 # ---- rows --------------------------------------------------------------------------------
 
 def _cell(value: object) -> object:
-    return "" if value is None else spreadsheet_text(value)
+    """A value as its row file's cell: text on one line, so that every row is one line and a
+    row cut off mid-write can be told from the rows before it (`read_run_csv`); its line
+    breaks (multi-line CUDA error text in a note) become ' | ', before the spreadsheet rule,
+    so a cell that started with a carriage return is judged by what follows it."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        value = " | ".join(part for part in re.split(r"\r\n|\n|\r", value) if part)
+    return spreadsheet_text(value)
 
 
 def _csv_bytes(rows: Iterable[Sequence[object]]) -> bytes:

@@ -3,6 +3,7 @@ rendered again on any machine without touching hardware."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -10,7 +11,9 @@ from typing import cast
 import pandas as pd
 from rich.console import Console
 
+from bwprof.errors import BwprofError
 from bwprof.paths import user_path
+from bwprof.report.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
 from bwprof.report.formats import check_format, json_records, plain
 from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.report.outputs import Written, output_dir, write_report_files
@@ -39,17 +42,51 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     itself cannot be written (read-only storage, a full disk), the report is still made
     and a note says which files were not written and to pass `--out DIR`. An `out` the
     user chose that is not a folder is bad input (BwprofError, exit 2); one that cannot be
-    created or written is an OutputError (exit 3): either before anything is shown."""
+    created or written is an OutputError (exit 3): either before anything is shown, as is
+    an `out` that is another run's folder (BwprofError, exit 2)."""
     spec = parse_model(model) if model is not None else None
     parquet = check_format(file_format)
     chosen = user_path(out, "--out") if out is not None else None
     run = load_run(run_dir)
+    if chosen is not None:
+        _not_another_run(chosen, run.path)
     summary = build_summary(run.results)
     report = model_report(spec, summary, run.meta) if spec is not None else None
     target = output_dir(chosen, run.path)
     written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
                                  default_dir=chosen is None)
     return RunReport(run, summary, written, report)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compare the paths as given
+        return path.absolute()
+
+
+def _not_another_run(out: Path, run_dir: Path) -> None:
+    """BwprofError (exit 2) where `out` is the folder of a run other than `run_dir`: its own
+    summary.csv and plots would be replaced by this run's without a word. A run folder is
+    one that holds system.json, results.csv or the lock of a run still writing it; `run_dir`
+    itself, by whatever path, is where the report goes by default."""
+    if _resolved(out) == _resolved(run_dir):
+        return
+    held = [name for name in (SYSTEM_FILE, RESULTS_FILE, LOCK_FILE)
+            if os.path.lexists(out / name)]
+    if held:
+        raise BwprofError(f"--out {shown(out)} is another run's folder (it holds {held[0]}); "
+                          "its summary.csv and plots would be replaced by this run's: choose "
+                          "another --out")
+
+
+def _say_not_written(notes: list[str]) -> None:
+    """The files that could not be written (or plots not drawn), one line each on stderr,
+    where a person sees them whatever stdout is piped to."""
+    import typer
+
+    for note in notes:
+        typer.echo(one_line(note), err=True)
 
 
 def report_warnings(run: RunFolder) -> list[str]:
@@ -72,8 +109,9 @@ def _state_tag(run: RunFolder) -> str:
 
 def print_run_report(console: Console, report: RunReport, show_rows: bool = False,
                      warn: bool = True) -> None:
-    """The report on `console`; with `warn`, `report_warnings` on stderr too (a person sees
-    them whatever stdout is piped to)."""
+    """The report on `console`, and on stderr the files that could not be written; with
+    `warn`, `report_warnings` on stderr too (a person sees them whatever stdout is piped
+    to)."""
     run = report.run
     meta = run.meta
     console.print(
@@ -87,7 +125,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    for note in [*run.notes, *report.written.notes]:
+    for note in run.notes:
         console.print(one_line(note), style="yellow", markup=False, highlight=False,
                       soft_wrap=True)
     if report.written.files:
@@ -95,6 +133,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         names = ", ".join(one_line(path.name) for path in report.written.files)
         console.print(f"wrote {names} in {shown(folder)}", markup=False, highlight=False,
                       soft_wrap=True)
+    _say_not_written(report.written.notes)
     if warn:
         print_warnings(report_warnings(run))
 
@@ -106,7 +145,8 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     `stopped_by`, `lines` the report's lines by kind, `notes` what reading or writing files
     left out, `warnings` what stderr says, and `rows` (with `show_rows`) every row of
     results.csv. Strict JSON, every string printable (`json_ready`). With `warn`, the
-    warnings also go to stderr, where a person running the command sees them."""
+    warnings and the notes about files not written also go to stderr, where a person
+    running the command sees them."""
     run = report.run
     lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings)
     warnings = report_warnings(run)
@@ -132,5 +172,6 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     if show_rows:
         out["rows"] = json_records(run.results)
     if warn:
+        _say_not_written(report.written.notes)
         print_warnings(warnings)
     return cast(dict[str, object], json_ready(out))

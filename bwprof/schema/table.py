@@ -5,6 +5,7 @@ the data model: the report layer and the fleet merge both read tables through it
 
 from __future__ import annotations
 
+import csv
 import io
 import warnings
 from collections.abc import Sequence
@@ -122,25 +123,62 @@ class EmptyTable(BwprofError):
         self.why = why
 
 
+def _without_last_record(text: str, columns: int) -> str | None:
+    """`text` up to the end of the record before its last one, or None where there is no
+    such end (the header is all there is) or the last record is not one row cut short: one
+    of more fields than the header's `columns` was not cut, and a line of it after its first
+    that holds a whole row's fields says that a quote opened earlier (a damaged file, not a
+    torn row), so that leaving it out would lose rows. A newline ends a record only where
+    the quotes before it are balanced: inside a quoted cell every quote is doubled, so a
+    newline there follows an odd number of them."""
+    end = text.rfind("\n", 0, len(text) - 1)
+    quotes = text.count('"', 0, end) if end >= 0 else 0
+    while end >= 0 and quotes % 2:
+        before = text.rfind("\n", 0, end)
+        quotes -= text.count('"', before + 1, end)
+        end = before
+    if end < 0:
+        return None
+    last = text[end + 1:]
+    if any(len(next(csv.reader([line]), [])) >= columns for line in last.split("\n")[1:]):
+        return None
+    if any(len(record) > columns for record in csv.reader(io.StringIO(last))):
+        return None
+    return text[:end + 1]
+
+
+def _parsed(text: str, path: Path) -> pd.DataFrame:
+    """`text` parsed as CSV; pandas' own errors (ParserError and the like) go on to the
+    caller, which may retry."""
+    try:
+        return pd.read_csv(io.StringIO(text), keep_default_na=True, low_memory=False)
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+
+
+_PANDAS_ERRORS = (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError)
+
+
 def read_run_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """A CSV file bwprof wrote row by row, read with bounded effort (`bwprof.schema.reading`:
     a regular UTF-8 file within MAX_TABLE_BYTES, columns and cells bounded), without a last
-    line it did not finish. Every row ends with a newline, so a last line without one was cut
+    row it did not finish. Every row ends with a newline, so a last line without one was cut
     off (the run was stopped while writing it) and may hold a number cut short: it is left
-    out, and `notes` says so. Text cells that the writer escaped for spreadsheets
-    (`bwprof.schema.cells`) come back exactly as they were. EmptyTable where no header is
-    left; BwprofError naming the file for anything else."""
+    out, and `notes` says so. An older bwprof wrote a note's line breaks as they were, so a
+    row cut off inside such a note leaves a quoted cell open that pandas cannot parse: the
+    table is then read again without its last record, with the same note, rather than
+    refused (one torn row must not cost the rows before it). Text cells that the writer
+    escaped for spreadsheets (`bwprof.schema.cells`) come back exactly as they were.
+    EmptyTable where no header is left; BwprofError naming the file for anything else."""
     text = read_text(path, MAX_TABLE_BYTES)
     if not text.strip():
         raise EmptyTable(path, "is empty (0 bytes)" if not text else "holds only blank lines")
-    if not text.endswith("\n"):
+    cut = not text.endswith("\n")
+    if cut:
         complete, _, _cut = text.rpartition("\n")
         if not complete.strip():
             raise EmptyTable(path, "holds only a header cut off while it was written")
         text = complete + "\n"
-        if notes is not None:
-            notes.append(f"{path.name}: its last line was cut off (the run was stopped "
-                          "while writing it) and is left out")
     header = text[:text.find("\n")]
     columns = header.count(",") + 1  # at least the columns pandas will make of it
     if columns > MAX_TABLE_COLUMNS:
@@ -151,13 +189,20 @@ def read_run_csv(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
         raise BwprofError(f"{shown(path)} has {cells:,} cells, more than bwprof reads "
                           f"({MAX_TABLE_CELLS:,}); it is not a table bwprof wrote")
     try:
-        frame = pd.read_csv(io.StringIO(text), keep_default_na=True, low_memory=False)
-    except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError,
-            OverflowError) as exc:
+        frame = _parsed(text, path)
+    except _PANDAS_ERRORS as exc:
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise BwprofError(f"cannot read {shown(path)}: {why}") from None
+        shorter = _without_last_record(text, columns)
+        if shorter is None:
+            raise BwprofError(f"cannot read {shown(path)}: {why}") from None
+        try:
+            frame = _parsed(shorter, path)
+        except _PANDAS_ERRORS:
+            raise BwprofError(f"cannot read {shown(path)}: {why}") from None
+        cut = True
+    if cut and notes is not None:
+        notes.append(f"{path.name}: its last line was cut off (the run was stopped "
+                     "while writing it) and is left out")
     if not isinstance(frame.index, pd.RangeIndex):  # pandas made the extra fields an index
         raise BwprofError(f"cannot read {shown(path)}: line 2 has more fields than the header "
                           "names")

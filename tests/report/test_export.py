@@ -282,6 +282,30 @@ def test_timings_are_numbers_and_text_cells_follow_the_spreadsheet_rule(tmp_path
     assert set(back["host"]) == {"=1+1"} and back["seconds_per_op"].dtype == float
 
 
+# Catches: a note with line breaks (multi-line CUDA error text) spans several lines of
+# results.csv, so a run stopped inside it leaves a quote open and the folder unreadable
+@pytest.mark.parametrize("brk", ["\r\n", "\n", "\r"])
+def test_every_row_is_one_line_whatever_line_breaks_its_text_holds(tmp_path, brk):
+    writer = RunWriter(tmp_path)
+    note = f"CUDA error: out of memory{brk}cudaMalloc failed{brk}{brk}at line 3{brk}"
+    writer.add(make_row(note=note, host=f"{brk}=1+1", device_name=f"GPU{brk}0"), [1e-6, 2e-6])
+    writer.add(make_row(case="ddr_copy"), [1e-6])
+    writer.add_samples([{"t_s": 0.1, "device": f"gpu{brk}0"}], ("t_s", "device"))
+    writer.close()
+    for name, rows in (("results.csv", 2), ("timings.csv", 3), ("samples.csv", 1)):
+        data = (tmp_path / name).read_bytes()
+        assert data.count(b"\n") == rows + 1 and b"\r" not in data.replace(b"\r\n", b""), name
+    frame = read_results(tmp_path / "results.csv")
+    assert frame.loc[0, "note"] == "CUDA error: out of memory | cudaMalloc failed | at line 3"
+    assert frame.loc[0, "device_name"] == "GPU | 0"
+    # the carriage return that started the host goes first, so the spreadsheet rule sees '='
+    assert frame.loc[0, "host"] == "=1+1"
+    with open(tmp_path / "results.csv", newline="") as f:
+        assert next(csv.DictReader(f))["host"] == "'=1+1"
+    assert (tmp_path / "samples.csv").read_text().splitlines()[1] == (
+        f"0.1,gpu | 0,{SCHEMA_VERSION}")
+
+
 # Catches: a disk full from the start leaves 0-byte CSV files
 @pytest.mark.parametrize("full", ["results.csv", "timings.csv", "samples.csv"])
 def test_a_table_that_cannot_take_its_header_leaves_no_file(tmp_path, monkeypatch, full):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bwprof import cli
-from bwprof.errors import EXIT_OUTPUT
+from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE
 from bwprof.report.outputs import write_table
 from tests.faults import mount_tmpfs, read_only, unmount
 
@@ -32,8 +32,10 @@ def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeyp
     assert code == 0, captured.err
     report = json.loads(captured.out)
     left = "summary.csv, the plots" if plots else "summary.csv"
-    assert f"not written to {run}: {left} (Read-only file system); pass --out DIR to write " \
-           "them elsewhere" in report["notes"]
+    note = (f"not written to {run}: {left} (Read-only file system); pass --out DIR to write "
+            "them elsewhere")
+    assert note in report["notes"]
+    assert captured.err == note + "\n"  # and on stderr, where a person sees it
     assert report["files"] == [] and report["summary"]
     assert _names(run) == before  # nothing half-written, no temporary file
 
@@ -43,10 +45,44 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
     run = run_copy("host-ddr")
     read_only(monkeypatch, run)
     assert cli.main(["report", str(run), "--no-plots"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "ddr" in out and "wrote" not in out
-    assert (f"not written to {run}: summary.csv (Read-only file system); pass --out DIR to "
-            "write them elsewhere") in out
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert "ddr" in out and "wrote" not in out and "not written" not in out
+    # on stderr, as the README says: seen even where stdout goes to a file or a pipe
+    assert captured.err == (f"not written to {run}: summary.csv (Read-only file system); "
+                            "pass --out DIR to write them elsewhere\n")
+
+
+# Catches: `report A --out B` where B is another run's folder silently replaces B's own
+# summary.csv and plots with A's
+@pytest.mark.parametrize("mark", ["system.json", "results.csv", ".bwprof.lock"])
+def test_report_refuses_to_write_into_another_runs_folder(run_copy, tmp_path, capsys, mark):
+    run = run_copy("host-ddr")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / mark).write_text("{}" if mark == "system.json" else "x")
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    code = cli.main(["report", str(run), "--out", str(other), "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == EXIT_USAGE and captured.out == ""
+    assert captured.err == (f"error: --out {other} is another run's folder (it holds {mark}); "
+                            "its summary.csv and plots would be replaced by this run's: "
+                            "choose another --out\n")
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+
+
+def test_report_out_may_name_the_run_folder_itself_by_any_path(run_copy, tmp_path, capsys):
+    run = run_copy("host-ddr")
+    (tmp_path / "link").symlink_to(run)
+    for out in (run, tmp_path / "link", run / "." / ".." / run.name):
+        assert cli.main(["report", str(run), "--out", str(out), "--no-plots"]) == 0, out
+        assert "error" not in capsys.readouterr().err
+    assert (run / "summary.csv").is_file()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")  # a folder of other files is no run's
+    assert cli.main(["report", str(run), "--out", str(plain), "--no-plots"]) == 0
+    assert (plain / "summary.csv").is_file()
 
 
 def test_an_out_folder_that_cannot_be_written_is_one_line_before_anything_is_shown(

@@ -212,6 +212,48 @@ def test_a_last_line_cut_off_by_a_stopped_run_is_left_out_and_said(run_copy, tmp
     assert f"warning: run A: {loaded.notes[0]}" in result.output
 
 
+# Catches: an older writer's row cut off inside a quoted multi-line note (CUDA error text)
+# leaves a quote open; the cut at the last newline did not close it, pandas failed with
+# "EOF inside string" and `report` refused every row of the folder
+@pytest.mark.parametrize("cut", ["after a line break", "mid-word"])
+def test_a_last_row_torn_inside_a_multi_line_note_costs_only_that_row(run_copy, tmp_path, cut):
+    import csv
+    import io
+
+    run = run_copy("host-ddr")
+    with open(run / "results.csv", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    note = header.index("note")
+    rows[-2][note] = 'CUDA error: out of memory\n"cudaMalloc" failed\nat line 3'  # kept whole
+    rows[-1][note] = "CUDA error: an illegal memory access\nsecond line\nthird line"
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([header, *rows])
+    whole = text.getvalue()
+    end = whole.index("second line\n") + (len("second line\n") if cut == "after a line break"
+                                          else len("seco"))
+    (run / "results.csv").write_text(whole[:end])
+    loaded = load_run(run)
+    assert len(loaded.results) == len(rows) - 1
+    assert loaded.results["note"].iloc[-1] == rows[-2][note]
+    assert list(loaded.results["case"]) == [row[header.index("case")] for row in rows[:-1]]
+    assert loaded.notes == ["results.csv: its last line was cut off (the run was stopped while "
+                            "writing it) and is left out"]
+    result = runner.invoke(app, ["report", str(run), "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and loaded.notes[0] in result.output
+
+
+def test_a_table_broken_before_its_last_row_is_still_refused(run_copy):
+    """Leaving out the last record is for a torn last row only: an open quote earlier on
+    still leaves the table unreadable, and says so in one line."""
+    run = run_copy("host-ddr")
+    lines = (run / "results.csv").read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace(",ok,", ',ok,"', 1)
+    (run / "results.csv").write_text("".join(lines))
+    with pytest.raises(BwprofError, match=r"^cannot read .*results\.csv: .*EOF inside string"):
+        load_run(run)
+
+
 def test_a_bad_value_names_its_row_and_its_line_only_in_a_csv(run_copy):
     from bwprof.schema.table import checked_results
 
