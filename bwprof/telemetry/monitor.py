@@ -96,9 +96,7 @@ class CsvSamples:
         try:
             self._write([[*SAMPLE_COLUMNS, "schema_version"]])
         except OutputError:
-            self.close()
-            with suppress(OSError):  # no empty file without even its header
-                path.unlink()
+            self.close()  # never unlinked: the path is the user's (it may be /dev/full)
             raise
 
     def add(self, batch: Sequence[dict[str, object]]) -> None:

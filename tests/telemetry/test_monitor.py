@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+import stat
 import time
 from types import SimpleNamespace
 
@@ -131,6 +133,7 @@ def test_a_full_disk_under_the_csv_is_one_line_with_exit_3(monkeypatch, capsys):
     assert code == 3, err
     assert err.startswith("error: cannot write /dev/full: No space left on device")
     assert err.rstrip().endswith("choose another --csv") and err.count("\n") == 1
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)  # a failed --csv is never unlinked
 
 
 def test_the_csv_cells_follow_the_spreadsheet_rule(tmp_path):
