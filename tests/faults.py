@@ -15,14 +15,15 @@ import pytest
 
 def read_only(monkeypatch, folder: Path) -> None:
     """Every file bwprof opens for writing under `folder` fails as on read-only storage."""
-    from bwprof.report import export
+    from bwprof.report import atomic, export
 
     def refusing_open(path, mode="r", *args, **kwargs):
         if folder in Path(path).parents and any(m in mode for m in "wax+"):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
         return builtins.open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(export, "open", refusing_open, raising=False)
+    for module in (export, atomic):  # the row files, and every whole file
+        monkeypatch.setattr(module, "open", refusing_open, raising=False)
 
 
 def mount_tmpfs(folder: Path, size: str) -> None:

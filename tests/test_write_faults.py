@@ -24,7 +24,7 @@ import pytest
 import bwprof
 from bwprof import api, cli, interrupts
 from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
-from bwprof.report import export
+from bwprof.report import atomic, export
 from bwprof.schema.table import read_results
 from tests.faults import mount_tmpfs, unmount
 
@@ -163,7 +163,9 @@ class _OnDisk:
 def test_a_full_disk_is_one_line_and_keeps_every_finished_row(tmp_path, monkeypatch, capsys,
                                                               everything):
     out = tmp_path / "run"
-    monkeypatch.setattr(export, "open", FullDisk(out, 2, everything).open, raising=False)
+    disk = FullDisk(out, 2, everything)
+    for module in (export, atomic):  # the row files, and every whole file
+        monkeypatch.setattr(module, "open", disk.open, raising=False)
     code = cli.main(["run", "--cases", "ddr_copy,ddr_scale,ddr_add,ddr_triad", "--out",
                      str(out), *TINY])
     monkeypatch.undo()

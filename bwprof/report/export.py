@@ -1,14 +1,13 @@
-"""Writing a run folder: results.csv, timings.csv and samples.csv a row at a time, every
-other file whole.
+"""Writing a run folder: claiming it for one run, results.csv, timings.csv and samples.csv
+a row at a time, and its own whole files (system.json, findings.csv, timelines.json).
 
 A run folder belongs to one run: `prepare_run_dir` claims it (`bwprof.runlock`) before
 anything is written, so a second run given the same --out is refused. Every row is on disk
 as soon as it exists, so Ctrl-C, SIGTERM or a crash leaves a parseable CSV holding every
 finished row; a row that cannot be written whole (a full disk) is taken back, so no file ends
-in half a row. Every other file (system.json, findings.csv, summary.csv, timelines.json,
-Parquet copies, plots) is written to a temporary file in the same folder and renamed over its
-target: a reader sees the old file or the new one, never a torn one. A write that fails is
-an `OutputError` of one line naming the file, why, and for a full disk the space left.
+in half a row. Whole files go through `bwprof.report.atomic` (old or new, never torn). A
+write that fails is an `OutputError` of one line naming the file, why, and for a full disk
+the space left.
 """
 
 from __future__ import annotations
@@ -16,19 +15,19 @@ from __future__ import annotations
 import csv
 import errno
 import io
-import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from bwprof import runlock
 from bwprof.errors import BwprofError, OutputError, write_failure
-from bwprof.schema.cells import spreadsheet_frame, spreadsheet_text
+from bwprof.report.atomic import write_csv_atomic, write_json_atomic
+from bwprof.schema.cells import spreadsheet_text
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
 
@@ -55,56 +54,7 @@ def safe_name(text: str, fallback: str = "host") -> str:
     return name or fallback
 
 
-# ---- whole files -------------------------------------------------------------------------
-
-@contextmanager
-def atomic_file(target: Path, binary: bool = False,
-                kept: Path | None = None) -> Iterator[IO[Any]]:
-    """An open temporary file beside `target` that replaces it when the block ends: the
-    target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
-    the old target, or none, and no temporary file. Writers get the open file, never the
-    path: pandas and matplotlib would expand a leading `~` of a string themselves."""
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        handle: IO[Any]
-        with (open(temp, "wb") if binary
-              else open(temp, "w", newline="", encoding="utf-8")) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)
-        os.replace(temp, target)
-    except BaseException as exc:
-        with suppress(OSError):
-            temp.unlink()
-        if isinstance(exc, OSError):
-            raise write_failure(target, exc, kept) from None
-        raise
-
-
-def write_json_atomic(target: Path, payload: object, strict: bool = False,
-                      kept: Path | None = None) -> Path:
-    """Write JSON through a temp file and a rename, so the file is never half-written.
-    `strict`: the payload is plain JSON already (no NaN, nothing to turn into a string)."""
-    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
-            else json.dumps(payload, indent=2, default=str))
-    with atomic_file(target, kept=kept) as handle:
-        handle.write(text + "\n")
-    return target
-
-
-def write_csv_atomic(frame: Any, target: Path, kept: Path | None = None) -> Path:
-    """A table (DataFrame) as a whole CSV file, its text cells safe in a spreadsheet."""
-    with atomic_file(target, kept=kept) as handle:
-        spreadsheet_frame(frame).to_csv(handle, index=False)
-    return target
-
-
-def save_figure(figure: Any, target: Path, **options: Any) -> Path:
-    """A matplotlib figure as a whole PNG file."""
-    with atomic_file(target, binary=True) as handle:
-        figure.savefig(handle, format="png", **options)
-    return target
-
+# ---- whole files of the run folder ------------------------------------------------------
 
 def write_timelines(run_dir: Path, timelines: Sequence[dict[str, object]]) -> Path:
     return write_json_atomic(run_dir / TIMELINES_FILE, {"schema_version": SCHEMA_VERSION,

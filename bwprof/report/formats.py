@@ -15,7 +15,7 @@ import pandas as pd
 
 from bwprof.coerce import integer, number
 from bwprof.errors import BwprofError
-from bwprof.report.export import atomic_file
+from bwprof.report.atomic import atomic_file
 from bwprof.schema.table import is_missing
 
 __all__ = ["cell_float", "cell_int", "is_missing", "json_records", "plain", "row_at"]

@@ -2,7 +2,7 @@
 of the tables on request, and the PNG plots.
 
 Every input is read and checked before the first file is written, and every file is written
-whole (`bwprof.report.export.atomic_file`), so a failure never leaves part of the output. A
+whole (`bwprof.report.atomic`), so a failure never leaves part of the output. A
 plot that cannot be drawn never costs the measurements: the rows are on disk before this
 runs, and a plotting error becomes a note for the user, not a failed run.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bwprof.errors import BwprofError, OutputError
-from bwprof.report.export import TIMINGS_FILE, write_csv_atomic, write_failure
+from bwprof.errors import BwprofError, OutputError, write_failure
+from bwprof.report.atomic import write_csv_atomic
+from bwprof.report.export import TIMINGS_FILE
 from bwprof.report.formats import write_parquet
 from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder
 from bwprof.report.summary import SUMMARY_FILE

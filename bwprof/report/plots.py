@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.errors import BwprofError
-from bwprof.report.export import save_figure
+from bwprof.report.atomic import save_figure
 from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import PATH_LABELS, build_summary, cache_resident, p2p_matrix_rows

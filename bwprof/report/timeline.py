@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bwprof.errors import BwprofError
-from bwprof.report.export import TIMELINES_FILE, save_figure
+from bwprof.report.atomic import save_figure
+from bwprof.report.export import TIMELINES_FILE
 from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json, shown
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.units import format_bytes

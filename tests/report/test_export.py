@@ -347,7 +347,7 @@ def test_samples_that_cannot_be_written_stop_once_and_the_rows_go_on(tmp_path, m
 @pytest.mark.parametrize("stop", [OSError(28, "No space left on device"), KeyboardInterrupt()])
 def test_a_whole_file_is_the_old_one_or_the_new_one_never_torn(tmp_path, stop):
     from bwprof.errors import OutputError
-    from bwprof.report.export import atomic_file, write_json_atomic
+    from bwprof.report.atomic import atomic_file, write_json_atomic
 
     target = tmp_path / "system.json"
     write_json_atomic(target, {"run": "old"})

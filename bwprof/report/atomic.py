@@ -1,0 +1,68 @@
+"""Whole files written so that a reader sees the old file or the new one, never a torn one:
+a temporary file in the same folder, flushed to the disk, renamed over its target.
+
+Every file bwprof writes whole goes through here (system.json, findings.csv, summary.csv,
+compare.csv, timelines.json, Parquet copies, plots); a write that fails is an OutputError of
+one line (`bwprof.errors.write_failure`) and leaves no temporary file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any
+
+from bwprof.errors import write_failure
+from bwprof.schema.cells import spreadsheet_frame
+
+
+@contextmanager
+def atomic_file(target: Path, binary: bool = False,
+                kept: Path | None = None) -> Iterator[IO[Any]]:
+    """An open temporary file beside `target` that replaces it when the block ends: the
+    target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
+    the old target, or none, and no temporary file. Writers get the open file, never the
+    path: pandas and matplotlib would expand a leading `~` of a string themselves."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        handle: IO[Any]
+        with (open(temp, "wb") if binary
+              else open(temp, "w", newline="", encoding="utf-8")) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)
+        os.replace(temp, target)
+    except BaseException as exc:
+        with suppress(OSError):
+            temp.unlink()
+        if isinstance(exc, OSError):
+            raise write_failure(target, exc, kept) from None
+        raise
+
+
+def write_json_atomic(target: Path, payload: object, strict: bool = False,
+                      kept: Path | None = None) -> Path:
+    """Write JSON through a temp file and a rename, so the file is never half-written.
+    `strict`: the payload is plain JSON already (no NaN, nothing to turn into a string)."""
+    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
+            else json.dumps(payload, indent=2, default=str))
+    with atomic_file(target, kept=kept) as handle:
+        handle.write(text + "\n")
+    return target
+
+
+def write_csv_atomic(frame: Any, target: Path, kept: Path | None = None) -> Path:
+    """A table (DataFrame) as a whole CSV file, its text cells safe in a spreadsheet."""
+    with atomic_file(target, kept=kept) as handle:
+        spreadsheet_frame(frame).to_csv(handle, index=False)
+    return target
+
+
+def save_figure(figure: Any, target: Path, **options: Any) -> Path:
+    """A matplotlib figure as a whole PNG file."""
+    with atomic_file(target, binary=True) as handle:
+        figure.savefig(handle, format="png", **options)
+    return target
