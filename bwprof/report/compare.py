@@ -29,8 +29,8 @@ from bwprof.report.runfolder import RunFolder, state_warning
 from bwprof.report.summary import build_summary
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
-from bwprof.schema.reading import json_ready, one_line, printable
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.text import json_ready, one_line, printable
 
 COMPARE_FILE = "compare.csv"
 NOISE_FLOOR = 0.01

@@ -37,11 +37,8 @@ from bwprof.schema.reading import (
     MAX_TABLE_CELLS,
     MAX_TABLE_COLUMNS,
     MissingFile,
-    one_line,
-    printable,
     read_bytes,
     read_json,
-    shown,
 )
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.schema.table import (
@@ -50,6 +47,7 @@ from bwprof.schema.table import (
     read_results,
     read_run_csv,
 )
+from bwprof.schema.text import one_line, printable, shown
 
 RESULTS_PARQUET = "results.parquet"
 

@@ -20,9 +20,9 @@ from bwprof.report.outputs import Written, output_dir, write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, machine_line, state_warning
 from bwprof.report.summary import build_summary, headline_sentence
 from bwprof.report.terminal import print_report, print_warnings, report_lines
-from bwprof.schema.reading import json_ready, one_line, shown
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.table import rows_from_frame
+from bwprof.schema.text import json_ready, one_line, shown
 
 
 @dataclass

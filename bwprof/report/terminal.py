@@ -14,8 +14,8 @@ from rich.text import Text
 from bwprof.report.formats import cell_float, cell_int, is_missing, lower_is_better_row
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
-from bwprof.schema.reading import one_line
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.schema.text import one_line
 from bwprof.units import format_bytes
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ from pathlib import Path
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
 from bwprof.report.export import TIMELINES_FILE
-from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json, shown
+from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
+from bwprof.schema.text import shown
 from bwprof.units import format_bytes
 
 COLOURS = {"copy": "tab:blue", "kernel": "tab:orange", "pipeline": "tab:green"}

@@ -19,13 +19,7 @@ from bwprof.errors import BwprofError
 from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
-from bwprof.schema.reading import (
-    MAX_TABLE_BYTES,
-    MAX_TABLE_CELLS,
-    MAX_TABLE_COLUMNS,
-    read_text,
-    shown,
-)
+from bwprof.schema.reading import MAX_TABLE_BYTES, MAX_TABLE_CELLS, MAX_TABLE_COLUMNS, read_text
 from bwprof.schema.rows import (
     CSV_COLUMNS,
     READABLE_VERSIONS,
@@ -35,6 +29,7 @@ from bwprof.schema.rows import (
     ResultRow,
     unreadable_version,
 )
+from bwprof.schema.text import shown
 from bwprof.schema.upgrade import V1_RESULT_COLUMNS, upgrade_results_v1
 
 _INTEGER_COLUMNS = (

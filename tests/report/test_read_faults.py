@@ -26,7 +26,8 @@ from bwprof.cli import main
 from bwprof.errors import BwprofError
 from bwprof.report.runfolder import load_run, read_system
 from bwprof.report.timeline import read_timelines
-from bwprof.schema.reading import MAX_JSON_DEPTH, json_depth, one_line, printable
+from bwprof.schema.reading import MAX_JSON_DEPTH, json_depth
+from bwprof.schema.text import one_line, printable
 from tests.report.conftest import DATA
 from tests.report.test_export import set_first_row
 
