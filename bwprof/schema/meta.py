@@ -458,8 +458,12 @@ class RunMeta(Record):
     """None until the run ends; a folder whose run was killed (SIGKILL, a crash, power)
     keeps None: see `state`."""
     interrupted: bool = False
+    """The run stopped before the end of its plan: a stop signal, a folder that could not
+    take a row, or a bug (`stopped_by` says which). Not set when only the report files
+    after the last case were cut short."""
     stopped_by: str | None = field(default=None, metadata=OMIT_NONE)
-    """What ended the run early: a stop signal ('SIGHUP') or 'output error: <what>'."""
+    """What ended the run early: a stop signal ('SIGHUP'), 'output error: <what>' or
+    'error: <exception>'."""
     plan: PlanMeta | None = None
     host: HostInfo | None = None
     gpus: GpusMeta = field(default_factory=GpusMeta)
