@@ -473,7 +473,15 @@ class _Run:
             raise
 
     def _undo_folder(self) -> None:
-        """Take back everything this run wrote before its first row, and its claim."""
+        """Take back everything this run wrote before its first row, and its claim (held
+        from stop signals: half undone, the folder would be neither a run nor free)."""
+        with interrupts.deferred():
+            self._undo_folder_now()
+
+    def _undo_folder_now(self) -> None:
+        if self.session is not None:  # its thread would write samples.csv again
+            self.session.stop()
+            self.session = None
         if self.writer is not None:
             with suppress(OSError, OutputError):
                 self.writer.close()
@@ -646,7 +654,11 @@ class _Run:
         close the executors, findings.csv, close the row files, the report files (only for
         a run that measured everything), then the final system.json, last, so that it
         says whether anything before stopped the run. Raises what stopped the run:
-        OutputError, RunInterrupted (with the result), or the bug."""
+        OutputError, RunInterrupted (with the result), or the bug. A run stopped before its
+        row files existed (a signal while the executors started) gives its folder back: a
+        system.json alone would be neither a run `report` reads nor a folder free again."""
+        if self.run_dir is not None and self.writer is None:
+            self._undo_folder()
         self._step("telemetry", self._stop_telemetry)
         self._step("executors", self._close_executors)
         self._step("findings", self._write_findings)

@@ -14,9 +14,11 @@ option through `_finite`, every rich Console through `bwprof.consoles`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from bwprof.errors import (
     EXIT_OK,
     EXIT_USAGE,
     BwprofError,
+    OutputError,
     RunInterrupted,
     write_failure,
 )
@@ -267,6 +270,9 @@ def _measure(out_dir: Path | None, options: dict[str, Any],
     except BwprofError as exc:
         _refuse(exc)
     except RunInterrupted as exc:
+        if exc.result.run_dir is None and out_dir is not None:  # given back before a row
+            _exit_interrupted(" before the first measurement: nothing was written",
+                              exc.result.notes)
         _exit_interrupted(f": kept {len(exc.result.rows)} finished row(s) in "
                           f"{exc.result.run_dir}", exc.result.notes)
     except KeyboardInterrupt:  # outside the measuring loop: before it, or while finishing
@@ -596,7 +602,11 @@ def monitor_command(
     csv_path = _user_path(csv_file, "--csv") if csv_file is not None else None
     if not nvml.available():
         _fail(f"nothing to monitor: {nvml.reason()}")
+    existed = csv_path is not None and os.path.lexists(csv_path)
     if csv_path is not None:
+        if existed and _in_a_run_folder(csv_path):
+            _fail(f"--csv {csv_path} is a file of a bwprof run folder; monitor would replace "
+                  "it: choose another --csv")
         try:
             csv_path.parent.mkdir(parents=True, exist_ok=True)
             csv_path.touch()
@@ -606,17 +616,35 @@ def monitor_command(
     if not reader.labels:
         _fail("nothing to monitor: NVML sees no GPU")
     peaks = reader.hbm_peaks()
-    with Live(table([], interval, 0), auto_refresh=False, console=console()) as live:
-        done = monitor(reader, interval / 1000, csv_path,
-                       show=lambda latest, n: live.update(table(latest, interval, n, peaks),
-                                                          refresh=True),
-                       count=count)
+    try:
+        with Live(table([], interval, 0), auto_refresh=False, console=console()) as live:
+            done = monitor(reader, interval / 1000, csv_path,
+                           show=lambda latest, n: live.update(table(latest, interval, n,
+                                                                    peaks), refresh=True),
+                           count=count)
+    except OutputError as exc:
+        if csv_path is not None and not existed:
+            _remove_if_empty(csv_path)  # made by this command, and never written
+        _refuse(exc)
     where = f"; every sample in {csv_path}" if csv_path is not None else ""
     typer.echo(f"stopped after {done.taken} sample(s){where}")
     if done.error_count:
         typer.echo(f"{done.error_count} read(s) failed; the first: {done.errors[0]}", err=True)
         if not done.taken:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _in_a_run_folder(path: Path) -> bool:
+    """Whether `path` lies in a folder bwprof run wrote (system.json or its lock beside it)."""
+    return any(os.path.lexists(path.parent / name) for name in ("system.json", ".bwprof.lock"))
+
+
+def _remove_if_empty(path: Path) -> None:
+    """Unlink `path` where it is an empty regular file (never a device, a link or data)."""
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            path.unlink()
 
 
 def _print_version(value: bool) -> None:

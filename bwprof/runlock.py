@@ -11,9 +11,9 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import secrets
 import socket
 import stat
-import threading
 from contextlib import suppress
 from pathlib import Path
 
@@ -50,8 +50,8 @@ def claim(folder: Path) -> RunLock:
     run's debris, is taken over: the flock, which only one process wins, decides between
     two runs taking it at once."""
     path = folder / LOCK_FILE
-    temp = folder / f"{LOCK_FILE}.{os.getpid()}-{threading.get_ident()}.tmp"
-    fd: int | None = os.open(temp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, 0o644)
+    temp = folder / f"{LOCK_FILE}.{temporary_suffix()}"
+    fd: int | None = os.open(temp, _NEW, 0o644)
     try:
         assert fd is not None
         _lock(fd)
@@ -76,13 +76,24 @@ def claim(folder: Path) -> RunLock:
     return RunLock(folder, fd)
 
 
+_NEW = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A file bwprof makes under a name of its own: never one that exists, never through a
+symlink planted at that name (which would write wherever it points, as root anywhere)."""
+
+
+def temporary_suffix() -> str:
+    """`bwprof-<pid>-<random>.tmp`: the end of every temporary file's name, unique across
+    processes and hosts sharing a folder, and what `is_debris` knows them by."""
+    return f"bwprof-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
 def is_debris(name: str) -> bool:
     """Whether a file of this name is what a bwprof run killed mid-write leaves behind (a
-    temporary file: `.system.json.123.tmp`, `.bwprof.lock.123-456.tmp`), never data."""
+    temporary file: `.system.json.bwprof-123-9f0c1a2b.tmp`), never anyone's data."""
     return bool(_DEBRIS.fullmatch(name))
 
 
-_DEBRIS = re.compile(r"\..+\.[0-9]+(-[0-9]+)?\.tmp")
+_DEBRIS = re.compile(r"\..+\.bwprof-[0-9]+-[0-9a-f]+\.tmp")
 
 
 def _lock(fd: int) -> None:
@@ -104,8 +115,7 @@ def _say_who(fd: int) -> None:
 
 def _create_in_place(folder: Path) -> int:
     try:
-        fd = os.open(folder / LOCK_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(folder / LOCK_FILE, _NEW, 0o644)
     except FileExistsError:
         return _take_over(folder)
     try:
@@ -124,21 +134,24 @@ def _taken(folder: Path, alive: bool | None) -> FolderTaken:
 
 def _take_over(folder: Path) -> int:
     """The fd of the lock a dead run left in an otherwise empty `folder` (debris aside), now
-    locked by this process; FolderTaken where the run lives or left anything else."""
+    locked by this process; FolderTaken where the run lives or left anything else, or where
+    that cannot be told (a file system without flock: a live run's lock looks the same)."""
     fd = _open_lock(folder, os.O_WRONLY)
     if fd is None:
         raise _taken(folder, running(folder))
     try:
-        _lock(fd)
-    except BlockingIOError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
         os.close(fd)
-        raise _taken(folder, True) from None
-    try:
+        raise _taken(folder, isinstance(exc, BlockingIOError)) from None
+    try:  # still the folder's lock: not one a run giving the folder back has just unlinked
+        held, named = os.fstat(fd), os.stat(folder / LOCK_FILE, follow_symlinks=False)
+        same = (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
         others = [entry for entry in os.listdir(folder)
                   if entry != LOCK_FILE and not is_debris(entry)]
     except OSError:
-        others = ["?"]
-    if others:
+        same, others = False, []
+    if not same or others:
         os.close(fd)
         raise _taken(folder, False)
     _say_who(fd)
@@ -146,10 +159,11 @@ def _take_over(folder: Path) -> int:
 
 
 def _open_lock(folder: Path, mode: int) -> int | None:
-    """The lock file opened without blocking (a FIFO of that name must not hang bwprof),
-    or None where it is missing or not a regular file."""
+    """The lock file opened without blocking (a FIFO of that name must not hang bwprof) and
+    without following a symlink (bwprof would write where it points), or None where it is
+    missing or not a regular file."""
     try:
-        fd = os.open(folder / LOCK_FILE, mode | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(folder / LOCK_FILE, mode | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:

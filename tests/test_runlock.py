@@ -77,12 +77,12 @@ def test_a_lock_is_never_seen_unlocked_while_it_is_being_claimed(tmp_path, monke
 
     real_link = os.link
 
-    def slow_link(source, target):
-        if threading.current_thread().name == "first":
-            time.sleep(0.3)  # preempted just before the lock is published
+    def slow_after_link(source, target):
         real_link(source, target)
+        if threading.current_thread().name == "first":
+            time.sleep(0.3)  # preempted just after the lock is published
 
-    monkeypatch.setattr(os, "link", slow_link)
+    monkeypatch.setattr(os, "link", slow_after_link)
     outcomes: dict[str, object] = {}
 
     def take(name: str) -> None:
@@ -94,23 +94,92 @@ def test_a_lock_is_never_seen_unlocked_while_it_is_being_claimed(tmp_path, monke
     first = threading.Thread(target=take, args=("first",), name="first")
     first.start()
     time.sleep(0.1)
-    take("second")
+    take("second")  # sees the published lock: it must already be held
     first.join()
-    claimed = [v for v in outcomes.values() if isinstance(v, runlock.RunLock)]
-    assert len(claimed) == 1, outcomes
-    assert isinstance(outcomes["first"], runlock.FolderTaken)
-    assert "still running" in str(outcomes["first"])
-    claimed[0].release()
+    assert isinstance(outcomes["first"], runlock.RunLock), outcomes
+    assert isinstance(outcomes["second"], runlock.FolderTaken)
+    assert "still running" in str(outcomes["second"])
+    outcomes["first"].release()
     assert sorted(os.listdir(tmp_path)) == [runlock.LOCK_FILE]  # no temporary file left
+
+
+# Catches (the second review): giving a folder back let the lock go before unlinking it, so
+# a run taking it over in between held a lock on a deleted file, and a third run claimed
+# the folder too
+def test_a_folder_given_back_cannot_be_taken_over_through_its_vanishing_lock(tmp_path):
+    from bwprof.report.export import prepare_run_dir
+
+    folder = tmp_path / "run"
+    folder.mkdir()  # the user's folder: giving it back leaves it
+    claim = prepare_run_dir(folder)
+    second: list[runlock.RunLock] = []
+    release = claim.lock.release
+
+    def and_another_run_claims_at_once() -> None:
+        release()
+        second.append(runlock.claim(folder))  # the instant the flock is let go
+
+    claim.lock.release = and_another_run_claims_at_once  # type: ignore[method-assign]
+    claim.abandon()
+    (taken,) = second
+    assert (folder / runlock.LOCK_FILE).is_file()  # its lock was not unlinked under it
+    assert runlock.running(folder) is True
+    with pytest.raises(runlock.FolderTaken, match="still running"):
+        runlock.claim(folder)
+    taken.release()
+
+
+def test_a_lock_replaced_under_a_taker_is_not_taken_over(tmp_path, monkeypatch):
+    runlock.claim(tmp_path).release()  # a dead run's lone lock
+    real_flock = runlock.fcntl.flock
+
+    def replaced_meanwhile(fd, operation):
+        real_flock(fd, operation)
+        os.replace(tmp_path / "other", tmp_path / runlock.LOCK_FILE)  # another run's, now
+
+    (tmp_path / "other").write_text("")
+    monkeypatch.setattr(runlock.fcntl, "flock", replaced_meanwhile)
+    with pytest.raises(runlock.FolderTaken):
+        runlock._take_over(tmp_path)
+
+
+# Catches (the second review): without flock (NFS mounted nolock), a live run's lone lock
+# was taken over as a dead one's
+def test_without_flock_a_lock_is_never_taken_over(tmp_path, monkeypatch):
+    import errno
+
+    lock = runlock.claim(tmp_path)
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(runlock.fcntl, "flock", no_locks)
+    with pytest.raises(runlock.FolderTaken):
+        runlock.claim(tmp_path)
+    lock.release()
+
+
+# Catches (the second review): a symlink planted as the lock made bwprof truncate and write
+# the file it points at (as root, any file)
+def test_a_symlink_named_like_the_lock_is_never_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious data\n")
+    (tmp_path / "run").mkdir()
+    os.symlink(victim, tmp_path / "run" / runlock.LOCK_FILE)
+    with pytest.raises(runlock.FolderTaken):
+        runlock.claim(tmp_path / "run")
+    assert victim.read_text() == "precious data\n"
+    assert runlock.running(tmp_path / "run") is None
 
 
 def test_debris_of_a_killed_run_does_not_bar_its_folder(tmp_path):
     runlock.claim(tmp_path).release()
-    (tmp_path / ".system.json.4242.tmp").write_text("{")
-    (tmp_path / f"{runlock.LOCK_FILE}.4242-77.tmp").write_text("")
+    (tmp_path / ".system.json.bwprof-4242-9f0c1a2b.tmp").write_text("{")
+    (tmp_path / f"{runlock.LOCK_FILE}.bwprof-4242-00ff00ff.tmp").write_text("")
     runlock.claim(tmp_path).release()
-    assert runlock.is_debris(".system.json.4242.tmp")
-    assert not runlock.is_debris("system.json") and not runlock.is_debris(".hidden.tmp")
+    assert runlock.is_debris(f".summary.csv.{runlock.temporary_suffix()}")
+    for name in ("system.json", ".hidden.tmp", ".notes.2024.tmp", ".x.4242.tmp"):
+        assert not runlock.is_debris(name)  # a user's file is never debris
 
 
 def test_a_folder_without_hard_links_is_still_claimed_once(tmp_path, monkeypatch):

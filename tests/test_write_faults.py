@@ -125,7 +125,7 @@ class FullDisk:
 
     def open(self, path, mode="r", *args, **kwargs):
         inside = self.folder in Path(path).parents
-        if inside and self.full and self.everything and ("w" in mode or "a" in mode):
+        if inside and self.full and self.everything and any(m in mode for m in "wax"):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         handle = builtins.open(path, mode, *args, **kwargs)  # noqa: SIM115
         if not inside or "r" in mode:
@@ -420,15 +420,14 @@ def test_an_interrupt_while_claiming_leaves_nothing_of_bwprofs(tmp_path, monkeyp
     assert (not out.exists()) if given == "new" else (list(out.iterdir()) == [])
 
 
-def test_an_interrupt_after_the_claim_and_before_measuring_leaves_a_system_json(tmp_path,
-                                                                                monkeypatch):
+def test_an_interrupt_after_the_claim_and_before_measuring_gives_the_folder_back(
+        tmp_path, monkeypatch):
     out = tmp_path / "run"
     monkeypatch.setattr(api, "host_executor", _once(api.host_executor))
     with pytest.raises(RunInterrupted) as caught:
         bwprof.run(cases="ddr_copy", out=out, **SMALL)
-    assert caught.value.result.rows == []
-    system = whole_folder(out)
-    assert system["interrupted"] is True and system["finished_utc"]
+    assert caught.value.result.rows == [] and caught.value.result.run_dir is None
+    assert not out.exists()  # no system.json-only folder, neither a run nor free
 
 
 # ---- paths and host names -----------------------------------------------------------------
@@ -606,3 +605,25 @@ def test_storage_that_refuses_the_run_folder_is_exit_3(tmp_path, monkeypatch, ca
     assert code == EXIT_OUTPUT, err
     assert err == (f"error: cannot create output folder {tmp_path / 'ro'} (Read-only file "
                    "system); choose another --out\n")
+
+
+# Catches (the second review): a stop signal while the executors started (before the row
+# files existed) left a folder holding only system.json: `report` called it no run, and
+# every later run with that --out was refused as another run's
+@pytest.mark.parametrize("given", ["new", "empty"])
+def test_a_signal_before_the_row_files_gives_the_folder_back(tmp_path, monkeypatch, capsys,
+                                                              given):
+    out = tmp_path / "run"
+    if given == "empty":
+        out.mkdir()
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "host_executor", stopped)
+    code = cli.main(["run", "--cases", "ddr_copy", *TINY, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 130 and "nothing was written" in err and "Traceback" not in err
+    assert (not out.exists()) if given == "new" else list(out.iterdir()) == []
+    monkeypatch.undo()
+    assert len(bwprof.run(cases="ddr_copy", out=out, **SMALL).rows) == 1  # free again

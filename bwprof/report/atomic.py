@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from bwprof.errors import write_failure
+from bwprof.runlock import temporary_suffix
 from bwprof.schema.cells import spreadsheet_frame
+
+
+def _no_follow(path: str, flags: int) -> int:
+    """Open a new temporary file without following a symlink planted at its name (it would
+    write wherever the link points; `x` mode already refuses a name that exists)."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
 
 
 @contextmanager
@@ -26,11 +33,11 @@ def atomic_file(target: Path, binary: bool = False,
     target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
     the old target, or none, and no temporary file. Writers get the open file, never the
     path: pandas and matplotlib would expand a leading `~` of a string themselves."""
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temp = target.with_name(f".{target.name}.{temporary_suffix()}")
     try:
         handle: IO[Any]
-        with (open(temp, "wb") if binary
-              else open(temp, "w", newline="", encoding="utf-8")) as handle:
+        with (open(temp, "xb", opener=_no_follow) if binary
+              else open(temp, "x", newline="", encoding="utf-8", opener=_no_follow)) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)

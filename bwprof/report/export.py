@@ -91,12 +91,15 @@ class RunFolderClaim:
         self.lock.release()
 
     def abandon(self) -> None:
-        self.lock.release()
+        """Give the folder back: the lock unlinked (and the folder, if the claim made it,
+        removed) while still held, then let go, so no other run can take over a lock that
+        is about to disappear."""
         with suppress(OSError):
             (self.folder / LOCK_FILE).unlink()
         if self.created:
             with suppress(OSError):  # only while empty: never anything but ours
                 self.folder.rmdir()
+        self.lock.release()
 
 
 def _new_folder(path: Path) -> Path:

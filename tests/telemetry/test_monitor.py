@@ -145,3 +145,34 @@ def test_the_csv_cells_follow_the_spreadsheet_rule(tmp_path):
     with open(tmp_path / "m.csv") as f:
         row = next(csv.DictReader(f))
     assert row["device"] == "'=gpu0" and row["t_s"] == "-1.5"
+
+
+# Catches (the second review): `monitor --csv RUN/results.csv` replaced a run's rows, and a
+# --csv it made but could not write was left empty
+def test_a_csv_inside_a_run_folder_is_refused(monkeypatch, capsys, tmp_path):
+    from bwprof import cli
+
+    (tmp_path / "system.json").write_text("{}")
+    (tmp_path / "results.csv").write_text("case\nddr_copy\n")
+    monkeypatch.setattr(nvml_module, "_default", _nvml())
+    code = cli.main(["monitor", "--count", "1", "--csv", str(tmp_path / "results.csv")])
+    assert code == 2 and "is a file of a bwprof run folder" in capsys.readouterr().err
+    assert (tmp_path / "results.csv").read_text() == "case\nddr_copy\n"
+
+
+def test_a_csv_it_made_and_could_not_write_is_removed(monkeypatch, capsys, tmp_path):
+    from bwprof import cli
+    from bwprof.errors import OutputError
+    from bwprof.telemetry import monitor as monitor_module
+
+    def full(*args, **kwargs):
+        raise OutputError("cannot write m.csv: No space left on device")
+
+    monkeypatch.setattr(nvml_module, "_default", _nvml())
+    monkeypatch.setattr(monitor_module, "CsvSamples", full)
+    assert cli.main(["monitor", "--count", "1", "--csv", str(tmp_path / "m.csv")]) == 3
+    assert not (tmp_path / "m.csv").exists()
+    (tmp_path / "kept.csv").write_text("")  # the user's own file stays, empty or not
+    assert cli.main(["monitor", "--count", "1", "--csv", str(tmp_path / "kept.csv")]) == 3
+    assert (tmp_path / "kept.csv").exists()
+    capsys.readouterr()
