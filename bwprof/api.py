@@ -42,7 +42,7 @@ from bwprof.report.formats import check_format
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, with_extras
 from bwprof.report.summary import build_summary
-from bwprof.runner import ProgressListener, RunContext, Runner
+from bwprof.runner import ProgressListener, RunContext, Runner, close_executors
 from bwprof.schema.meta import (
     NOT_PROBED,
     GpusMeta,
@@ -568,16 +568,8 @@ class _Run:
             errors=tuple(session.sampler.errors), error_count=session.sampler.error_count))
 
     def _close_executors(self) -> None:
-        if self.runner is not None:
-            problems = self.runner.close()
-        else:  # stopped before the runner existed
-            problems = []
-            for target, executor in self.executors.items():
-                try:
-                    executor.close()
-                except Exception as exc:
-                    problems.append(f"{target}: {type(exc).__name__}: {exc}")
-        self.meta = replace(self.meta, close_errors=tuple(problems))
+        """Every executor opened, whether or not the runner got to use them."""
+        self.meta = replace(self.meta, close_errors=tuple(close_executors(self.executors)))
 
     def _write_findings(self) -> None:
         self.findings = derive_findings(results_frame(self.rows), self._final_meta())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -249,15 +249,20 @@ class Runner:
         )
 
     def close(self) -> list[str]:
-        """Close every executor; a failure (a GPU in a sticky error state) is returned as a
-        line, never raised, so the rows already measured still reach their files."""
-        problems = []
-        for target, executor in self.executors.items():
-            try:
-                executor.close()
-            except Exception as exc:
-                problems.append(f"{target}: {_one_line(exc)}")
-        return problems
+        """Close every executor (`close_executors`)."""
+        return close_executors(self.executors)
+
+
+def close_executors(executors: Mapping[str, Executor]) -> list[str]:
+    """Close every executor; a failure (a GPU in a sticky error state) is returned as a line,
+    never raised, so the rows already measured still reach their files."""
+    problems = []
+    for target, executor in executors.items():
+        try:
+            executor.close()
+        except Exception as exc:
+            problems.append(f"{target}: {_one_line(exc)}")
+    return problems
 
 
 def _one_line(exc: BaseException) -> str:

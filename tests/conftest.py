@@ -8,10 +8,13 @@ for a real device (PTX) run in a subprocess without it.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Iterator
 
 import pytest
 
+from bwprof import interrupts
 from bwprof.plan import Plan, make_plan
 from bwprof.units import MiB
 
@@ -21,6 +24,17 @@ def _no_debug_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     """BWPROF_DEBUG=1 in the caller's environment (the GPU check exports it) would add log
     lines and tracebacks to the output tests read: a test that wants it sets it."""
     monkeypatch.delenv("BWPROF_DEBUG", raising=False)
+
+
+@pytest.fixture
+def stop_signals() -> Iterator[None]:
+    """bwprof's handlers for the stop signals, as the CLI installs them; pytest's after."""
+    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    interrupts.install()
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+    interrupts.reset()
 
 
 @pytest.fixture

@@ -9,15 +9,7 @@ import pytest
 
 from bwprof import interrupts
 
-
-@pytest.fixture(autouse=True)
-def _handlers():
-    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
-    interrupts.install()
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-    interrupts.reset()
+pytestmark = pytest.mark.usefixtures("stop_signals")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"])

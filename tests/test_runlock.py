@@ -38,21 +38,22 @@ def test_running_tells_a_live_run_from_one_that_ended(tmp_path):
     assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout == "False\n"
 
 
-def test_a_killed_run_leaves_a_lock_nobody_holds(tmp_path):
+def _killed_right_after_its_claim(folder):
+    """A run (a child process) that claims `folder` and is killed with SIGKILL at once."""
     child = subprocess.run(
         [sys.executable, "-c", "import os, sys; from pathlib import Path; "
          "from bwprof import runlock; runlock.claim(Path(sys.argv[1])); "
-         "os.kill(os.getpid(), 9)", str(tmp_path)])
+         "os.kill(os.getpid(), 9)", str(folder)])
     assert child.returncode == -9
+
+
+def test_a_killed_run_leaves_a_lock_nobody_holds(tmp_path):
+    _killed_right_after_its_claim(tmp_path)
     assert runlock.running(tmp_path) is False
 
 
 def test_the_lock_of_a_run_killed_before_it_wrote_anything_is_taken_over(tmp_path):
-    child = subprocess.run(
-        [sys.executable, "-c", "import os, sys; from pathlib import Path; "
-         "from bwprof import runlock; runlock.claim(Path(sys.argv[1])); "
-         "os.kill(os.getpid(), 9)", str(tmp_path)])
-    assert child.returncode == -9
+    _killed_right_after_its_claim(tmp_path)
     lock = runlock.claim(tmp_path)
     try:
         assert runlock.running(tmp_path) is True

@@ -275,7 +275,7 @@ def _once(real, stop: type[BaseException] = KeyboardInterrupt, at: int = 1):
 
 END_STEPS = {
     "stopping telemetry": ("bwprof.telemetry.session.TelemetrySession.stop", 1),
-    "closing executors": ("bwprof.runner.Runner.close", 1),
+    "closing executors": ("bwprof.api.close_executors", 1),
     "deriving findings": ("bwprof.api.derive_findings", 1),
     "writing findings.csv": ("bwprof.report.export.RunWriter.write_findings", 1),
     "closing the row files": ("bwprof.report.export.RunWriter.close", 1),
@@ -371,17 +371,6 @@ def test_an_interrupt_at_each_end_of_run_step_leaves_every_row_and_says_so(tmp_p
     assert any("bwprof report RUN_DIR` writes them again" in note for note in result.notes)
     if step != "writing the final system.json":  # the report files come just before it
         assert not list(out.glob("*.png"))  # an interrupted run draws no plots
-
-
-@pytest.fixture
-def stop_signals():
-    """bwprof's handlers for the stop signals, as the CLI installs them; pytest's after."""
-    saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
-    interrupts.install()
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-    interrupts.reset()
 
 
 # Catches: a signal in the middle of writing findings.csv or system.json tears it

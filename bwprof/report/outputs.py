@@ -19,7 +19,7 @@ from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.report.atomic import write_csv_atomic
 from bwprof.report.export import TIMINGS_FILE
 from bwprof.report.formats import write_parquet
-from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder
+from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder, numeric_column
 from bwprof.report.summary import SUMMARY_FILE
 from bwprof.schema.table import check_schema_version, read_run_csv
 
@@ -69,14 +69,7 @@ def read_timings(path: Path) -> pd.DataFrame:
     otherwise. A last line a stopped run cut off is left out."""
     frame = read_run_csv(path)
     check_schema_version(frame, path)
-    if "seconds_per_op" not in frame.columns:
-        raise BwprofError(f"{path} is not a bwprof timings file (no seconds_per_op)")
-    seconds = pd.to_numeric(frame["seconds_per_op"], errors="coerce")
-    if seconds.isna().any():
-        raise BwprofError(f"{path} is malformed: column seconds_per_op holds a value that "
-                          "is not a number")
-    frame["seconds_per_op"] = seconds
-    return frame
+    return numeric_column(frame, "seconds_per_op", path, "timings")
 
 
 def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,

@@ -182,17 +182,22 @@ def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     return frame
 
 
+def numeric_column(frame: pd.DataFrame, column: str, path: Path, kind: str) -> pd.DataFrame:
+    """`frame` with `column` (which a bwprof `kind` file must have) made numeric, in place;
+    a one-line BwprofError where it is missing or holds a value that is not a number."""
+    if column not in frame.columns:
+        raise BwprofError(f"{shown(path)} is not a bwprof {kind} file (missing {column})")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if values.isna().any():
+        raise BwprofError(f"{shown(path)} is malformed: column {column} holds a value that is "
+                          "not a number")
+    frame[column] = values
+    return frame
+
+
 def read_samples(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     """samples.csv (telemetry over time): needs `t_s`, numeric; other columns are kept."""
-    frame = _read_table(path, notes)
-    if "t_s" not in frame.columns:
-        raise BwprofError(f"{shown(path)} is not a bwprof samples file (missing t_s)")
-    times = pd.to_numeric(frame["t_s"], errors="coerce")
-    if times.isna().any():
-        raise BwprofError(f"{shown(path)} is malformed: column t_s holds a value that is not "
-                          "a number")
-    frame["t_s"] = times
-    return frame
+    return numeric_column(_read_table(path, notes), "t_s", path, "samples")
 
 
 FINDINGS_NEEDS = ("severity", "what")
