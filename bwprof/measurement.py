@@ -25,7 +25,10 @@ class Job:
     memory: str | None = None
     """Buffer kind of a job whose case measures several (net_p2p: host or hbm)."""
     numa_node: int | None = None
-    """Host NUMA node whose cores and memory alone a host job uses (None: the whole host)."""
+    """Host NUMA node whose cores and memory alone a host job uses (None: the whole host);
+    with `memory_node`, the node whose CPUs run it."""
+    memory_node: int | None = None
+    """Host NUMA node whose memory a job reads from another node's CPUs (lat_host_numa)."""
     note: str = field(default="", compare=False)
     """Why the job's size is what it is, where the case had to choose (a default that did
     not fit and was halved); its rows carry it."""
@@ -35,6 +38,8 @@ class Job:
         """The row's device before anything is measured: gpu0, gpu0->gpu1, rank0->rank1, ''."""
         if self.ranks is not None:
             return f"rank{self.ranks[0]}->rank{self.ranks[1]}"
+        if self.numa_node is not None and self.memory_node is not None:
+            return f"numa{self.numa_node}->numa{self.memory_node}"
         if self.numa_node is not None:
             return f"numa{self.numa_node}"
         if self.device is None:
@@ -47,7 +52,9 @@ class Job:
             parts.append(format_bytes(self.size_bytes))
         if self.threads is not None:
             parts.append(f"{self.threads} threads")
-        if self.numa_node is not None:
+        if self.numa_node is not None and self.memory_node is not None:
+            parts.append(f"NUMA node {self.numa_node} CPUs, node {self.memory_node} memory")
+        elif self.numa_node is not None:
             parts.append(f"NUMA node {self.numa_node}")
         if self.device is not None:
             parts.append(f"gpu{self.device}" if self.peer is None
@@ -93,6 +100,12 @@ class Measurement:
     """time.monotonic() interval in which this row's operations ran (counters join on it)."""
     window_ops: int | None = None
     """Operations of `bytes_per_op` issued in that interval (warm-up included)."""
+    page_bytes: int | None = None
+    """Page size backing the row's host buffer, where the case reads it back."""
+    cache_level: str = ""
+    """Latency rows: the cache level holding the working set, or `DDR`/`HBM` beyond them."""
+    load_gbps: float | None = None
+    """Loaded-latency rows: what the concurrent load achieved while the chase ran."""
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

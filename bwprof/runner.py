@@ -246,6 +246,9 @@ class Runner:
             note=m.note,
             phase=m.phase,
             overlap_efficiency=m.overlap_efficiency,
+            page_bytes=m.page_bytes,
+            cache_level=m.cache_level,
+            load_gbps=m.load_gbps,
         )
 
     def close(self) -> list[str]:

@@ -20,10 +20,11 @@ NUMA_UNVERIFIED = "numa_unverified"
 CACHE_UNKNOWN = "cache_unknown"
 
 FLAGS: dict[str, str] = {
-    IN_CACHE: "host arrays under 4x the last-level cache: partly cache bandwidth, so the row "
-              "has no DDR peak and is not the DDR figure",
-    L2_RESIDENT: "GPU buffers under 4x the L2: the cache is in the figure, so the row has no "
-                 "HBM peak and no 'above peak' finding",
+    IN_CACHE: "host arrays (or a latency chase's working set) under 4x the last-level cache: "
+              "partly a cache's figure, so the row has no DDR peak and is not the DDR figure",
+    L2_RESIDENT: "GPU buffers (or a latency chase's working set) under 4x the L2: the cache is "
+                 "in the figure, so the row has no HBM peak, no 'above peak' finding and is "
+                 "not the HBM figure",
     C2C_LINK: "host memory reached over NVLink-C2C (Grace Hopper): no PCIe peak, no PCIe "
               "counter check, no HBM/PCIe ratio",
     SIMULATED: "measured by the simulated backend on the CPU: not a measurement",

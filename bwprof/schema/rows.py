@@ -78,11 +78,21 @@ class ResultRow:
     (a cache-resident row is not held against the memory's peak)."""
     flags: frozenset[str] = field(default_factory=frozenset)
     phase: str = ""
-    """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; empty elsewhere."""
+    """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; loaded-latency cases:
+    `load_N`, the concurrent load's nominal intensity in percent of full (`load_0`: idle);
+    empty elsewhere."""
     overlap_efficiency: float | None = None
     schema_version: int = SCHEMA_VERSION
     rank: int | None = None
     """MPI rank that measured the row (fleet runs); empty otherwise."""
+    page_bytes: int | None = None
+    """Size of the pages holding the row's host buffer (4096, or 2 MiB where transparent huge
+    pages back it): a 4 KiB-page latency includes TLB misses. Empty where not known."""
+    cache_level: str = ""
+    """Latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`), or the
+    memory beyond every cache (`DDR`, `HBM`); empty elsewhere."""
+    load_gbps: float | None = None
+    """Loaded-latency rows: the bandwidth the concurrent load achieved while the chase ran."""
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
@@ -112,7 +122,7 @@ class ResultRow:
                 "flags"}
         empty = dict.fromkeys(f.name for f in fields(cls) if f.name not in kept)
         text = {"device": "", "device_name": "", "memory": "", "direction": "",
-                "byte_convention": ""}
+                "byte_convention": "", "cache_level": ""}
         return cls(run_id=run_id, host=host, case=case, backend=backend, status=status,
                    note=note, **{**empty, **text, **values})  # type: ignore[arg-type]  # by field name
 
@@ -140,12 +150,16 @@ CORE_COLUMNS: tuple[str, ...] = (
     "bytes_per_op", "byte_convention", "metric", "unit", "higher_is_better", "work_per_op",
     "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median", "gbps_best",
     "cv", "peak_value", "peak_gbps", "pct_of_peak", "status", "flags", "note", "phase",
-    "overlap_efficiency", "schema_version", "rank",
+    "overlap_efficiency", "schema_version", "rank", "page_bytes", "cache_level", "load_gbps",
 )
 """The row's own columns, in file order."""
 
-OPTIONAL_COLUMNS: tuple[str, ...] = ("rank",)
-"""Core columns a reader does not require (files written before fleet runs existed)."""
+ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps")
+"""Columns version 2 gained after its first files (latency): optional on read, and read
+as empty from a file without them."""
+OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
+"""Core columns a reader does not require (files written before fleet runs existed, or
+before the columns were added)."""
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(c for c in CORE_COLUMNS if c not in OPTIONAL_COLUMNS)
 """The columns a results file of this version must have."""

@@ -21,7 +21,9 @@ from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
 from bwprof.schema.reading import MAX_TABLE_BYTES, MAX_TABLE_CELLS, MAX_TABLE_COLUMNS, read_text
 from bwprof.schema.rows import (
+    ADDED_COLUMNS,
     CSV_COLUMNS,
+    OPTIONAL_COLUMNS,
     READABLE_VERSIONS,
     RESULT_COLUMNS,
     STATUSES,
@@ -36,12 +38,14 @@ _INTEGER_COLUMNS = (
     "size_bytes", "threads", "streams", "numa_node", "repeats", "ops_per_sample",
     "bytes_per_op", "schema_version",
 )
-_OPTIONAL_INTEGER_COLUMNS = ("rank",)
+_OPTIONAL_INTEGER_COLUMNS = ("rank", "page_bytes")
 _FLOAT_COLUMNS = (
     "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
     "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
+    "load_gbps",
 )
-_TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags")
+_TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags",
+                 "cache_level")
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -264,7 +268,16 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
         others = [c for c in upgraded.columns if c not in RESULT_COLUMNS]
         typed = _typed(upgraded[[*RESULT_COLUMNS, *others]])
     _check_metrics(typed, path)
-    return _gbps_from_values(typed)
+    return _gbps_from_values(_with_added_columns(typed))
+
+
+def _with_added_columns(typed: pd.DataFrame) -> pd.DataFrame:
+    """The columns version 2 gained later (`ADDED_COLUMNS`), empty where the file predates
+    them, so every reader sees one layout."""
+    for column in ADDED_COLUMNS:
+        if column not in typed.columns:
+            typed[column] = pd.Series([None] * len(typed), index=typed.index, dtype=object)
+    return _typed(typed)
 
 
 def _gbps_from_values(typed: pd.DataFrame) -> pd.DataFrame:
@@ -340,6 +353,7 @@ NONNEGATIVE_COLUMNS = (
     "size_bytes", "threads", "streams", "repeats", "ops_per_sample", "bytes_per_op",
     "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
     "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
+    "page_bytes", "load_gbps",
 )
 """Sizes, counts, times and rates: a negative one was not written by bwprof."""
 
@@ -357,21 +371,22 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     the file has them, become the rows' counters."""
     rows = []
     telemetry = [c for c in TELEMETRY_COLUMNS if c in frame.columns]
-    optional = [c for c in _OPTIONAL_INTEGER_COLUMNS if c in frame.columns]
+    optional = [c for c in OPTIONAL_COLUMNS if c in frame.columns]
     for record in frame[[*RESULT_COLUMNS, *optional, *telemetry]].to_dict("records"):
         values: dict[str, Any] = {str(k): (None if not isinstance(v, str) and is_missing(v)
                                            else v) for k, v in record.items()}
         values["counters"] = {c: values.pop(c) for c in telemetry}
-        for key in optional:
-            values[key] = None if values[key] is None else int(values[key])
-        for key in ("note", "phase", "device", "device_name", "metric", "unit"):
-            values[key] = values[key] or ""
+        for key in ("note", "phase", "device", "device_name", "metric", "unit", "cache_level"):
+            if key in values:
+                values[key] = values[key] or ""
         values["flags"] = split_flags(values["flags"])
         values["higher_is_better"] = (None if values["higher_is_better"] is None
                                       else bool(values["higher_is_better"]))
-        for key in _INTEGER_COLUMNS:
-            values[key] = None if values[key] is None else int(values[key])
+        for key in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS):
+            if key in values:
+                values[key] = None if values[key] is None else int(values[key])
         for key in _FLOAT_COLUMNS:
-            values[key] = None if values[key] is None else float(values[key])
+            if key in values:
+                values[key] = None if values[key] is None else float(values[key])
         rows.append(ResultRow(**values))
     return rows

@@ -7,7 +7,13 @@ import pytest
 
 from bwprof.errors import BwprofError
 from bwprof.report.export import RunWriter, prepare_run_dir, write_system_json
-from bwprof.schema.rows import RESULT_COLUMNS, SCHEMA_VERSION, TELEMETRY_COLUMNS, ResultRow
+from bwprof.schema.rows import (
+    OPTIONAL_COLUMNS,
+    RESULT_COLUMNS,
+    SCHEMA_VERSION,
+    TELEMETRY_COLUMNS,
+    ResultRow,
+)
 from bwprof.schema.table import read_results, results_frame
 
 
@@ -57,7 +63,7 @@ def test_rows_are_on_disk_as_soon_as_they_are_added(tmp_path):
 
 def test_results_frame_has_every_column_in_order():
     frame = results_frame([make_row(), make_row(threads=None, counters={"power_w_max": 650.0})])
-    assert tuple(frame.columns) == (*RESULT_COLUMNS, "rank", *TELEMETRY_COLUMNS)
+    assert tuple(frame.columns) == (*RESULT_COLUMNS, *OPTIONAL_COLUMNS, *TELEMETRY_COLUMNS)
     assert frame["power_w_max"].isna().tolist() == [True, False]
     assert str(frame["threads"].dtype) == "Int64"
 
