@@ -208,14 +208,16 @@ def start_telemetry(
 
 
 def host_executor(host: HostInfo) -> Executor:
-    from bwprof.host.ddr import HostExecutor, measurable_nodes
+    from bwprof.host.ddr import HostExecutor
+    from bwprof.host.facts import measurable_nodes
     from bwprof.system import host_arrays_get_huge_pages
 
     return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes),
                         peak_gbps=host.ddr_peak_gbps, llc_bytes=host.llc_bytes_total,
                         huge_pages_expected=host_arrays_get_huge_pages(
                             host.transparent_hugepages, host.numpy_asks_hugepages),
-                        cache_source=host.cache_source)
+                        cache_source=host.cache_source, caches=host.caches,
+                        memory_available_bytes=host.memory_available_bytes)
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:

@@ -2,8 +2,9 @@
 
 A case has a stable snake_case key (selectable by key or prefix), a one-line description, the
 hardware it needs, its metric and how its bytes are counted (`bwprof.casespec.CaseSpec`). The
-host and fleet cases are declared here; the GPU cases, with how they run, in
-`bwprof.gpu.cases`. Kernels never compute bandwidth: the runner does, from `bytes_factor`.
+DDR and fleet cases are declared here; the host latency cases and the GPU cases, with how
+they run, in `bwprof.host.cases` and `bwprof.gpu.cases`. Kernels never compute figures: the
+runner does, from `bytes_factor` or the work of one operation.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from bwprof.casespec import ByteConvention, CaseSpec, Target
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.gpu.cases import GPU_CASES
+from bwprof.host.cases import HOST_CASES
 
 __all__ = ["CASES", "CASES_BY_KEY", "ByteConvention", "CaseSpec", "Target", "get_case",
            "select_cases"]
@@ -37,6 +39,7 @@ CASES: tuple[CaseSpec, ...] = (
     _ddr("add", "Add c = a + b", 3),
     _ddr("triad", "Triad a = b + s*c", 3),
     _ddr("dot", "Dot sum(a*b)", 2),
+    *HOST_CASES,
     *GPU_CASES,
     CaseSpec("net_p2p", "MPI point-to-point bandwidth from rank 0 to every other rank (fleet)",
              "mpi", "host", "net", "copy", 1),

@@ -29,6 +29,9 @@ class Job:
     with `memory_node`, the node whose CPUs run it."""
     memory_node: int | None = None
     """Host NUMA node whose memory a job reads from another node's CPUs (lat_host_numa)."""
+    load_pct: int | None = None
+    """Nominal intensity, in percent of full, of the load a loaded-latency job runs beside
+    its chase (0: the load idle)."""
     note: str = field(default="", compare=False)
     """Why the job's size is what it is, where the case had to choose (a default that did
     not fit and was halved); its rows carry it."""
@@ -63,6 +66,8 @@ class Job:
             parts.append(f"rank{self.ranks[0]}->rank{self.ranks[1]} {self.memory or ''}".strip())
         if self.streams is not None:
             parts.append(f"{self.streams} streams")
+        if self.load_pct is not None:
+            parts.append(f"load {self.load_pct}%")
         return " ".join(parts)
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 from bwprof.cases import CaseSpec, select_cases
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
+from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
 from bwprof.schema.meta import PlanMeta
 from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
 
@@ -28,7 +29,6 @@ MIN_HOST_ARRAY_BYTES = 1024 * HOST_ELEMENT_BYTES
 DEFAULT_HOST_ARRAY_BYTES = (1 << 25) * HOST_ELEMENT_BYTES  # STREAM's classic 2^25 elements
 MIN_DEFAULT_HOST_ARRAY_BYTES = 32 * MiB
 HOST_ARRAYS = 3  # STREAM keeps a, b and c resident
-HOST_MEMORY_SHARE = 0.6  # never take more than this share of available memory for arrays
 
 
 @dataclass(frozen=True)
@@ -141,10 +141,6 @@ def thread_cap_note(usable_cpus: int, numba_threads: int | None) -> str | None:
         return None
     return (f"host cases use {limit} thread(s), the NUMBA_NUM_THREADS={numba_threads} limit, "
             f"not all {usable_cpus} CPUs this process may use")
-
-
-CACHE_MULTIPLE = 4
-"""STREAM's rule: each array at least 4x the last-level cache for a memory figure."""
 
 
 def default_host_array_bytes(llc_bytes: int | None) -> int:

@@ -11,29 +11,24 @@ DIMM shows there, while the whole-host figure averages it away.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from bwprof.casespec import CaseSpec
-from bwprof.cpulist import format_cpu_list, parse_cpu_list, process_affinity
+from bwprof.cpulist import format_cpu_list, process_affinity
 from bwprof.executor import Executor
 from bwprof.host import placement, stream
+from bwprof.host.cases import HostCase, HostCaseRun
+from bwprof.host.facts import HostFacts, HostNode, allowed_cpus
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.plan import (
-    CACHE_MULTIPLE,
-    HOST_ARRAYS,
-    HOST_ELEMENT_BYTES,
-    HOST_MEMORY_SHARE,
-    Plan,
-)
+from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, Plan
+from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
 from bwprof.schema import flags
-from bwprof.system import NumaNode
+from bwprof.schema.meta import CacheLevel
 from bwprof.units import format_bytes
 
 
@@ -87,32 +82,6 @@ def numba_threads(count: int) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
-@dataclass(frozen=True)
-class HostNode:
-    """A NUMA node measured on its own: its CPUs this process may use, and its memory."""
-
-    node: int
-    cpus: frozenset[int]
-    memory_total_bytes: int | None
-
-
-def measurable_nodes(nodes: Sequence[NumaNode],
-                     allowed: frozenset[int] | None = None) -> tuple[HostNode, ...]:
-    """The nodes with memory and CPUs this process may use (`allowed`, default its affinity),
-    when there are at least two; else none, as the whole-host figure is the one node's. A node
-    whose memory is not told (gVisor's nodes have no meminfo, and CPU lists in the host's
-    numbering) cannot be sized or trusted, so it is not measured."""
-    if allowed is None:
-        allowed = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else frozenset()
-    found = []
-    for node in nodes:
-        cpus = (parse_cpu_list(node.cpus) or frozenset()) & allowed
-        if cpus and node.memory_total_bytes:
-            found.append(HostNode(node.node, cpus, node.memory_total_bytes))
-    return tuple(found) if len(found) > 1 else ()
-
-
 class HostExecutor(Executor):
     """Runs `ddr_*` jobs; keeps the arrays of the current size between cases."""
 
@@ -128,6 +97,9 @@ class HostExecutor(Executor):
         llc_bytes: int | None = None,
         huge_pages_expected: bool = False,
         cache_source: str | None = "sysfs",
+        caches: Sequence[CacheLevel] = (),
+        cpus: frozenset[int] | None = None,
+        memory_available_bytes: int | None = None,
     ) -> None:
         """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
         arrays are at least STREAM's 4x `llc_bytes` (all last-level cache): a smaller array
@@ -135,7 +107,14 @@ class HostExecutor(Executor):
         `huge_pages_expected`: the kernel gives NumPy's arrays 2 MiB pages (THP 'always', or
         'madvise' with NumPy asking), so rows whose arrays mostly did not get them say so.
         `cache_source`: where `llc_bytes` came from (`system.host_caches`); any source but
-        sysfs leaves the 4x rule unsure, and every row says so."""
+        sysfs leaves the 4x rule unsure, and every row says so. `caches`, `cpus` and
+        `memory_available_bytes` are for the cases declared with their own function
+        (`bwprof.host.cases`: latency), which get them as `HostFacts`."""
+        self.facts = HostFacts(cpu_model, tuple(caches), cache_source, llc_bytes, tuple(nodes),
+                               allowed_cpus() if cpus is None else cpus,
+                               memory_available_bytes)
+        self.scratch: dict[object, object] = {}
+        self._scratch_case: str | None = None
         self.cpu_model = cpu_model
         self.cache_source = cache_source
         self.peak_gbps = peak_gbps
@@ -152,18 +131,16 @@ class HostExecutor(Executor):
         self._warm = False
 
     def _cache_caveat(self) -> str | None:
-        """Why the arrays may be partly cache-resident after all, where the cache sizes are
-        not /sys's full account (a sandbox such as gVisor lists none)."""
-        if self.cache_source == "sysfs":
-            return None
-        if self.cache_source == "cpuid" and self.llc_bytes:
-            return (f"last-level cache {format_bytes(self.llc_bytes)} from CPUID, one instance "
-                    "(/sys lists no caches): where the host has more, the arrays may be "
-                    "partly cache-resident")
-        return ("last-level cache size unknown (/sys lists no caches): the arrays may be "
-                "partly cache-resident")
+        return self.facts.cache_caveat()
+
+    def unavailable_reason(self, case: CaseSpec) -> NotRun | None:
+        if isinstance(case, HostCase) and case.unavailable is not None:
+            return case.unavailable(case, self.facts)
+        return None
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
+        if isinstance(case, HostCase):
+            return case.expand(case, self.facts, plan)
         whole = [
             Job(case.key, size_bytes=size, threads=threads)
             for size in plan.host_array_bytes
@@ -177,6 +154,8 @@ class HostExecutor(Executor):
         return whole + per_node
 
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        if isinstance(case, HostCase):
+            return self._measure_declared(case, job, plan)
         assert job.size_bytes is not None and job.threads is not None
         if not self._warm:
             stream.warm_up()
@@ -280,5 +259,15 @@ class HostExecutor(Executor):
                                     "choose a smaller --size")
         return node
 
+    def _measure_declared(self, case: HostCase, job: Job, plan: Plan) -> list[Measurement]:
+        """A case declared with its own function; what it keeps between its jobs (a chain
+        reused at each load level) lives in `scratch`, emptied when the next case starts."""
+        self._bench = None  # the STREAM arrays are not needed by another case
+        if self._scratch_case != case.key:
+            self.scratch.clear()
+            self._scratch_case = case.key
+        return case.run(HostCaseRun(case, job, plan, self.facts, self.scratch))
+
     def close(self) -> None:
         self._bench = None
+        self.scratch.clear()

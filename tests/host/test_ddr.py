@@ -120,7 +120,7 @@ def _two_nodes():
     """This machine's CPUs split into two NUMA nodes (real affinity, made-up topology)."""
     import os
 
-    from bwprof.host.ddr import HostNode
+    from bwprof.host.facts import HostNode
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
@@ -130,7 +130,7 @@ def _two_nodes():
 
 
 def test_measurable_nodes_need_two_nodes_with_memory_and_allowed_cpus():
-    from bwprof.host.ddr import HostNode, measurable_nodes
+    from bwprof.host.facts import HostNode, measurable_nodes
     from bwprof.system import NumaNode
 
     nodes = [NumaNode(0, "0-3", 64 << 30), NumaNode(1, "4-7", 64 << 30),
@@ -269,7 +269,7 @@ def test_a_node_whose_pages_landed_elsewhere_is_skipped(small_plan, monkeypatch)
 def test_a_numa_node_too_small_or_refusing_affinity_is_skipped(small_plan, monkeypatch):
     import os
 
-    from bwprof.host.ddr import HostNode
+    from bwprof.host.facts import HostNode
     from bwprof.measurement import NotRun
 
     cpus = frozenset(os.sched_getaffinity(0))
