@@ -8,11 +8,13 @@
 #   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
-#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots
+#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots (every case, the GPU
+#      latency cases included: about 10-20 s of the step on an H200)
 #   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
 #      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
 #      running out of its 80 s)
-#   7. a table of the headline figures from $OUT/run/results.csv, with the issue's bars
+#   7. a table of the headline figures from $OUT/run/results.csv, with the issue's bars, and
+#      the GPU latency rows (ns per load by working set, under load, host link, peers, memcpy)
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
 # Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
@@ -255,6 +257,23 @@ for device, rows in pipes.groupby("device"):
     best = rows.loc[rows["gbps_median"].idxmax()]
     print(f"pipeline_chunked {device}: best {int(best['streams'])} stream(s) x "
           f"{size(best['size_bytes'])} chunks: {best['gbps_median']:.1f} GB/s in + out")
+# Latency (issue 19): the chase's curve through the caches, under load, over the host link
+# and to peers, and 4-byte copies; ns per load (lower is better), never held against a bar.
+latency = measured[measured["metric"] == "latency"] if "metric" in measured else measured[:0]
+if latency.empty:
+    print("latency: no GPU latency rows in this run")
+else:
+    print(f"\n{'latency':<15} {'dev':<11} {'dir':<7} {'size':>8} {'level':<5} {'phase':<9} "
+          f"{'ns best':>9} {'ns median':>10} {'load GB/s':>10} status")
+for _, row in latency.iterrows():
+    level = "" if pd.isna(row.get("cache_level")) else str(row.get("cache_level"))
+    phase = "" if pd.isna(row.get("phase")) else str(row.get("phase"))
+    load = row.get("load_gbps")
+    load = "" if load is None or pd.isna(load) else f"{load:.0f}"
+    print(f"{row['case']:<15} {row['device']:<11} {row['direction']:<7} "
+          f"{size(row['size_bytes']) if row['size_bytes'] >= 1024 else str(int(row['size_bytes'])) + ' B':>8} "
+          f"{level:<5} {phase:<9} {row['value_best']:>9.1f} {row['value_median']:>10.1f} "
+          f"{load:>10} {row['status']}")
 others = gpu[~gpu["status"].isin(["ok", "waived"])]
 if not others.empty:
     print(f"GPU rows not ok: {len(others)}: "
@@ -312,7 +331,7 @@ step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
 step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
     env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
     --durations=15 -o faulthandler_timeout=100
-step "bwprof run (quick)" 150 "$RESERVE" "$LOG" \
+step "bwprof run (quick)" 170 "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
     --out "$RUN_DIR"
 step "telemetry overhead (benchmark)" 100 "$RESERVE" "$LOG" "${SELF[@]}" --overhead

@@ -9,6 +9,7 @@ GPU_KEYS = [
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
     "p2p_copy", "p2p_bidir", "overlap_h2d_compute", "overlap_d2h_compute",
     "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
+    "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy",
 ]
 FLEET_KEYS = ["net_p2p"]
 
@@ -16,6 +17,12 @@ FLEET_KEYS = ["net_p2p"]
 def test_registry_holds_exactly_the_documented_keys():
     assert [c.key for c in CASES] == DDR_KEYS + GPU_KEYS + FLEET_KEYS
     assert len(CASES_BY_KEY) == len(CASES)
+
+
+def test_gpu_latency_cases_are_latency_figures():
+    for key in ("lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy"):
+        case = get_case(key)
+        assert case.target == "gpu" and case.metric == "latency", key
 
 
 def test_host_cases_count_bytes_the_stream_way():
@@ -32,8 +39,9 @@ def test_gpu_cases_need_a_gpu_and_p2p_needs_two():
         assert get_case(key).target == "gpu"
         assert get_case(key).min_gpus >= 1
     assert get_case("p2p_copy").min_gpus == 2
+    assert get_case("lat_p2p").min_gpus == 2
     assert {c.key for c in CASES if c.whole_node} == {"h2d_all", "d2h_all", "p2p_copy",
-                                                      "p2p_bidir"}
+                                                      "p2p_bidir", "lat_p2p"}
     assert get_case("d2d_copy").byte_convention == "traffic"
     assert get_case("h2d_pinned").byte_convention == "copy"
 
@@ -94,4 +102,4 @@ def test_every_gpu_case_is_declared_once_with_how_it_runs():
                for case in gpu)
     assert {case.window for case in gpu} <= {"none", "largest", "matrix"}
     pairs = [case.key for case in gpu if case.pair_slots]
-    assert pairs == ["p2p_copy", "p2p_bidir"]
+    assert pairs == ["p2p_copy", "p2p_bidir", "lat_p2p"]

@@ -72,8 +72,15 @@ class GpuBackend(Protocol):
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         """Enqueue an asynchronous copy of the first `nbytes` (host, device or peer)."""
 
-    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
-        """Enqueue a kernel of `bwprof.gpu.kernels` over arrays from `kernel_view`."""
+    def chase_view(self, array: Any, device: int) -> Any:
+        """A uint64 view of a chase buffer for kernels on `device`: a device array of that
+        GPU or of a peer (peer access on), or a pinned host array (mapped into every
+        device's address space under unified addressing)."""
+
+    def launch(self, kernel: str, stream: Any, *args: Any, blocks: int | None = None) -> None:
+        """Enqueue a kernel of `bwprof.gpu.kernels` over arrays from `kernel_view` (or
+        `chase_view`); `blocks` overrides the kernel's own grid (the load kernel's
+        intensity)."""
 
     def zero(self, array: Any, nbytes: int) -> None:
         """Blocking: set the first `nbytes` of a device array to zero."""

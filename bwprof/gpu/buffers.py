@@ -34,6 +34,10 @@ def _chunk_pattern(seed: int) -> np.ndarray:
     return np.tile(_period(seed), CHUNK // PATTERN_PERIOD)
 
 
+chunk_pattern = _chunk_pattern
+"""CHUNK bytes of the pattern for a seed (for checks other than a plain count)."""
+
+
 def count_unequal(a: np.ndarray, b: np.ndarray) -> int:
     """Positions where two equally long byte arrays differ, counted on all cores (Numba,
     compiled on first use: the case table imports this module without a compiler)."""
@@ -44,6 +48,10 @@ def count_unequal(a: np.ndarray, b: np.ndarray) -> int:
 
 def _chunks(nbytes: int) -> list[tuple[int, int]]:
     return [(start, min(CHUNK, nbytes - start)) for start in range(0, nbytes, CHUNK)]
+
+
+chunks = _chunks
+"""(offset, length) of the CHUNK-sized pieces a buffer of `nbytes` is checked in."""
 
 
 def fill_pattern(host: np.ndarray, nbytes: int, seed: int = 0) -> None:

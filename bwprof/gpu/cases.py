@@ -17,7 +17,7 @@ from itertools import combinations, permutations
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from bwprof.casespec import ByteConvention, CaseSpec
-from bwprof.gpu import hbm, overlap, transfers
+from bwprof.gpu import hbm, latency, overlap, transfers
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
 from bwprof.gpu.kernel_params import DOT_BLOCKS
@@ -140,6 +140,34 @@ def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]
             for streams in overlap.PIPELINE_STREAMS]
 
 
+def latency_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """Chase working sets from 4 KiB up to at least 4x each device's L2 (L1, L2, HBM): by 4x
+    steps, by 2x with the `full` preset."""
+    factor = 2 if plan.preset == "full" else 4
+    return [Job(case.key, size_bytes=size, device=d.index)
+            for d in planner.devices
+            for size in latency.sweep_sizes(d.properties.l2_bytes, factor)]
+
+
+def latency_beyond_l2(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """One chase per device at a working set beyond its cache (the power of two >= 4x L2)."""
+    return [Job(case.key, size_bytes=latency.hbm_chase_bytes(d.properties.l2_bytes),
+                device=d.index) for d in planner.devices]
+
+
+def latency_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """Every ordered pair, the chain in the second GPU's memory beyond its L2."""
+    devices = {d.index: d for d in planner.devices}
+    return [Job(case.key, size_bytes=latency.hbm_chase_bytes(devices[j].properties.l2_bytes),
+                device=i, peer=j)
+            for i, j in permutations(list(devices), 2)]
+
+
+def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return [Job(case.key, size_bytes=latency.MEMCPY_BYTES, device=d.index)
+            for d in planner.devices]
+
+
 # -- what a job allocates -------------------------------------------------------------------------
 
 
@@ -170,6 +198,15 @@ def stream_arrays(case: GpuCase, job: Job) -> Footprint:
     they are checked."""
     size = job.size_bytes or 0
     return Footprint(3 * size + DOT_BLOCKS * hbm.ELEMENT_BYTES, 3 * size)
+
+
+def chase_buffers(device: int, host: int) -> Needs:
+    """A chase: `device` buffers of its size on each GPU it uses (and its small state), and
+    `host` of them in host memory (the links built there, pinned memory it chases)."""
+    def needs(case: GpuCase, job: Job) -> Footprint:
+        size = job.size_bytes or 0
+        return Footprint(device * size + latency.STATE_BYTES, host * size)
+    return needs
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -246,4 +283,23 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
          "pinned", "h2d+compute+d2h", "copy", run=overlap.pipeline, expand=chunks_and_streams,
          needs=pipeline_buffers, window="none"),
+    _gpu("lat_gpu", "load latency of one GPU thread chasing through device memory, 4 KiB to "
+         ">= 4x L2 (L1, L2, HBM)", "hbm", "within", "copy", run=latency.gpu,
+         expand=latency_sweep, needs=chase_buffers(1, 2), window="none", metric="latency"),
+    _gpu("lat_gpu_loaded", "HBM load latency while a STREAM copy on the other SMs loads HBM "
+         "at several intensities", "hbm", "within", "copy", run=latency.loaded,
+         expand=latency_beyond_l2, needs=chase_buffers(3, 2), window="none",
+         metric="latency"),
+    _gpu("lat_h2d", "load latency of a GPU thread chasing through pinned host memory (PCIe or "
+         "C2C round trip)", "pinned", "h2d", "copy", run=latency.host,
+         expand=latency_beyond_l2, needs=chase_buffers(0, 3), window="none",
+         metric="latency"),
+    _gpu("lat_p2p", "load latency of a GPU thread chasing through a peer GPU's memory, every "
+         "ordered pair", "hbm", "p2p", "copy", run=latency.peer, expand=latency_pairs,
+         needs=chase_buffers(1, 2), min_gpus=2, whole_node=True, window="none",
+         metric="latency", pair_slots=latency.PAIR_SLOTS),
+    _gpu("lat_memcpy", "latency of a 4-byte cudaMemcpyAsync host-to-device, device-to-host "
+         "and device-to-device", "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
+         expand=each_device_small_copy, needs=buffers(4, 2), window="none",
+         metric="latency"),
 )

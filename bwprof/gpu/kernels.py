@@ -16,13 +16,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from numba import cuda, float64, uint32
+from numba import cuda, float64, uint32, uint64
 
 from bwprof.gpu.kernel_params import (
     COMPUTE_MAX_ITERATIONS,
     COMPUTE_SCALE,
     COMPUTE_STEP,
     DOT_BLOCKS,
+    LOAD_BYTES_PER_ELEMENT,
+    LOAD_UNROLL,
+    STATE_GENERATION,
+    STATE_LOAD_BYTES,
+    STATE_POSITION,
     compute_gold,
 )
 from bwprof.gpu.numpy_compat import restore_removed_aliases
@@ -152,12 +157,72 @@ def hold(steps):
             cuda.nanosleep(uint32(HOLD_STEP_NS))
 
 
+def chase(chain, state, steps):
+    """One thread walks `steps` links of a pointer-chasing chain: each step is one global load
+    whose address is the value the previous load returned (uint64 element indices: the index
+    arithmetic is one shift and one add, as `bwprof kernels` shows). It starts where the last
+    launch ended (state[STATE_POSITION]) and leaves its end there; then it bumps the
+    generation, which stops a concurrent `load` kernel."""
+    if cuda.grid(1) == 0:
+        position = state[STATE_POSITION]
+        for _ in range(steps):
+            position = chain[position]
+        state[STATE_POSITION] = position
+        cuda.atomic.add(state, STATE_GENERATION, uint64(1))
+
+
+def load(src, dst, state, generation, max_passes):
+    """The concurrent load of lat_gpu_loaded: a STREAM copy dst = src, pass after pass, until
+    the chase has finished (state[STATE_GENERATION] is no longer `generation`) or
+    `max_passes` passes are done, so it can never spin forever. Each block's thread 0 reads
+    the flag atomically before every pass and shares it through shared memory, so a block
+    leaves its loop as one; the block adds the bytes it moved (read and written) to
+    state[STATE_LOAD_BYTES] once, at the end: what the load achieved is counted, not
+    assumed."""
+    seen = cuda.shared.array(1, uint64)
+    moved = cuda.shared.array(1, uint64)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        moved[0] = 0
+    n = src.size
+    stride = cuda.gridsize(1)
+    elements = uint64(0)
+    for _ in range(max_passes):
+        if tid == 0:
+            seen[0] = cuda.atomic.add(state, STATE_GENERATION, uint64(0))  # an atomic read
+        cuda.syncthreads()
+        stop = seen[0] != generation
+        cuda.syncthreads()  # all have read it before thread 0 writes it again
+        if stop:
+            break
+        i = cuda.grid(1)
+        while i + (LOAD_UNROLL - 1) * stride < n:
+            a0 = src[i]
+            a1 = src[i + stride]
+            a2 = src[i + 2 * stride]
+            a3 = src[i + 3 * stride]
+            dst[i] = a0
+            dst[i + stride] = a1
+            dst[i + 2 * stride] = a2
+            dst[i + 3 * stride] = a3
+            i += LOAD_UNROLL * stride
+            elements += uint64(LOAD_UNROLL)
+        while i < n:
+            dst[i] = src[i]
+            i += stride
+            elements += uint64(1)
+    cuda.atomic.add(moved, 0, elements * uint64(LOAD_BYTES_PER_ELEMENT))
+    cuda.syncthreads()
+    if tid == 0:
+        cuda.atomic.add(state, STATE_LOAD_BYTES, moved[0])
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     name: str
     function: object
     signature: str
-    kind: str  # stream | paired | dot | init | hold
+    kind: str  # stream | paired | dot | init | hold | chase | load
 
 
 ARRAY = "float64[::1]"
@@ -175,13 +240,16 @@ KERNELS: dict[str, KernelSpec] = {
         KernelSpec("compute", compute, f"void({ARRAY}, {ARRAY}, int64, float64, float64)",
                    "stream"),
         KernelSpec("hold", hold, "void(int64)", "hold"),
+        KernelSpec("chase", chase, "void(uint64[::1], uint64[::1], int64)", "chase"),
+        KernelSpec("load", load,
+                   f"void({ARRAY}, {ARRAY}, uint64[::1], uint64, int64)", "load"),
     )
 }
 
 
 def launch_config(kind: str, elements: int) -> tuple[int, int]:
     """(blocks, threads per block) for a kernel over `elements` items."""
-    if kind == "hold":
+    if kind in ("hold", "chase"):
         return 1, 32
     if kind == "dot":
         return DOT_BLOCKS, THREADS_PER_BLOCK

@@ -122,6 +122,80 @@ def global_accesses(ptx: str) -> GlobalAccesses:
     return GlobalAccesses(loads, stores)
 
 
+_REGISTER = re.compile(r"%\w+")
+_LABEL = re.compile(r"^\s*(\$\w+):")
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$\w+)")
+_ARITHMETIC = ("add", "sub", "shl", "mad", "mul", "cvt", "mov", "and", "or")
+DEPENDENCY_DEPTH = 3
+"""Arithmetic steps (a shift and an add: an index times 8 plus the base) allowed between a
+load's value and the address of the load it feeds."""
+
+
+def _code_lines(ptx: str) -> list[str]:
+    return [line.split("//", 1)[0].strip() for line in ptx.splitlines()]
+
+
+def _global_load(line: str) -> tuple[str, str] | None:
+    """(destination, address register) of a scalar global load, else None."""
+    match = _INSTRUCTION.match(line)
+    if not match or match.group(1) == "st" or "global" not in match.group(2).split("."):
+        return None
+    registers = _REGISTER.findall(line.split(None, 1)[1] if " " in line else "")
+    return (registers[0], registers[1]) if len(registers) >= 2 else None
+
+
+def _is_dependent(address: str, definitions: dict[str, list[list[str]]],
+                  loaded: set[str]) -> bool:
+    """Whether `address` is computed from a loaded value in a few arithmetic steps."""
+    frontier, seen = {address}, set()
+    for _ in range(DEPENDENCY_DEPTH + 1):
+        if frontier & loaded:
+            return True
+        seen |= frontier
+        frontier = {source for register in frontier for sources in definitions.get(register, [])
+                    for source in sources} - seen
+    return bool(frontier & loaded)
+
+
+def dependent_loads(ptx: str, lines: range | None = None) -> tuple[int, int]:
+    """(global loads, those whose address is computed from another global load's value), in
+    the whole text or in `lines` of it: a pointer chase's loads each depend on the last."""
+    code = _code_lines(ptx)
+    definitions: dict[str, list[list[str]]] = {}
+    loaded: set[str] = set()
+    for line in code:
+        load = _global_load(line)
+        if load is not None:
+            loaded.add(load[0])
+            continue
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].split(".")[0] in _ARITHMETIC:
+            registers = _REGISTER.findall(parts[1])
+            if registers:
+                definitions.setdefault(registers[0], []).append(registers[1:])
+    loads = dependent = 0
+    for number, line in enumerate(code):
+        if lines is not None and number not in lines:
+            continue
+        load = _global_load(line)
+        if load is not None:
+            loads += 1
+            dependent += _is_dependent(load[1], definitions, loaded)
+    return loads, dependent
+
+
+def loop_bodies(ptx: str) -> list[range]:
+    """Line ranges of the loops in PTX text: from a label to a branch back to it."""
+    code = _code_lines(ptx)
+    labels = {m.group(1): n for n, line in enumerate(code) if (m := _LABEL.match(line))}
+    loops = []
+    for number, line in enumerate(code):
+        match = _BRANCH.search(line)
+        if match and labels.get(match.group(1), number + 1) < number:
+            loops.append(range(labels[match.group(1)], number + 1))
+    return loops
+
+
 def ptx_target(ptx: str) -> str | None:
     """The `.target` of PTX text (e.g. `sm_90`), or None when it has none."""
     match = _TARGET.search(ptx)
@@ -181,6 +255,8 @@ class KernelPtx:
     error: str | None = None  # one line, when not ok
     target: str | None = None  # the PTX .target, e.g. sm_90
     accesses: GlobalAccesses = field(default_factory=GlobalAccesses)
+    dependent_loads: int = 0
+    """Global loads whose address comes from another load's value (a pointer chase)."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -207,7 +283,8 @@ def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
         ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=cc)
     except Exception as exc:
         return KernelPtx(spec.name, ok=False, error=_one_line(exc))
-    return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx))
+    return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx),
+                     dependent_loads=dependent_loads(ptx)[1])
 
 
 def compile_all(
@@ -231,9 +308,11 @@ def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
     lines = []
     for r in results:
         if r.ok:
+            chase = (f"  ({r.dependent_loads} ld dependent on a loaded value)"
+                     if r.dependent_loads else "")
             lines.append(
                 f"{r.name:<{width}}  ok      {r.accesses.describe('ld'):<18}  "
-                f"{r.accesses.describe('st')}"
+                f"{r.accesses.describe('st')}{chase}"
             )
         else:
             lines.append(f"{r.name:<{width}}  FAILED  {r.error}")

@@ -113,6 +113,18 @@ def probe() -> GpuProbe:
     return GpuProbe(count)
 
 
+class _ChaseBuffer:
+    """A chase buffer's memory (device, peer or pinned host) as a CUDA array of uint64 for
+    Numba; it holds the array that owns the memory."""
+
+    def __init__(self, owner: Any, pointer: int, elements: int) -> None:
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (elements,), "strides": None, "typestr": "<u8",
+            "data": (pointer, False), "version": 3, "stream": None,
+        }
+
+
 class CudaBackend:
     """Real GPUs through CuPy (memory, streams, events, copies) and Numba CUDA (kernels)."""
 
@@ -322,21 +334,34 @@ class CudaBackend:
             self._numba_streams[key] = self.nb.external_stream(int(stream.ptr))
         return self._numba_streams[key]
 
-    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
+    def chase_view(self, array: Any, device: int) -> Any:
+        # Under unified addressing a pinned host allocation (cudaHostAlloc, whatever its
+        # flags) and a peer's device allocation are reached from a kernel through the very
+        # pointer the host holds (CUDA runtime API, "Unified Addressing"), so the view is
+        # that pointer described as a CUDA array; Numba's from_cuda_array_interface takes
+        # it as given. The view is made with the kernel's device current, and keeps `array`
+        # alive through its owner.
+        self._prepare(device)
+        pointer, nbytes = self._pointer(array), int(array.nbytes)
+        with self.cp.cuda.Device(device):
+            return self.nb.as_cuda_array(_ChaseBuffer(array, pointer, nbytes // 8), sync=False)
+
+    def launch(self, kernel: str, stream: Any, *args: Any, blocks: int | None = None) -> None:
         spec = KERNELS[kernel]
         elements = args[0].size if spec.kind != "hold" else 1
-        blocks, threads = launch_config(spec.kind, elements)
+        grid, threads = launch_config(spec.kind, elements)
+        grid = blocks or grid
         device = int(stream.device_id)
         self._prepare(device)
         with self.nb.gpus[device]:
             compiled, numba_stream = self._kernel(kernel), self._numba_stream(stream)
-            if spec.kind == "hold":  # one block on purpose: no low-occupancy warning
+            if spec.kind in ("hold", "chase", "load"):  # small grids on purpose: no warning
                 with warnings.catch_warnings():
                     # Numba highlights its message: it starts with an escape code, not "Grid"
                     warnings.filterwarnings("ignore", message=r".*Grid size \d+ will")
-                    configured = compiled[blocks, threads, numba_stream]
+                    configured = compiled[grid, threads, numba_stream]
             else:
-                configured = compiled[blocks, threads, numba_stream]
+                configured = compiled[grid, threads, numba_stream]
             configured(*args)
 
     def zero(self, array: Any, nbytes: int) -> None:

@@ -17,6 +17,12 @@ import numpy as np
 from numba import njit, prange
 
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
+from bwprof.gpu.kernel_params import (
+    LOAD_BYTES_PER_ELEMENT,
+    STATE_GENERATION,
+    STATE_LOAD_BYTES,
+    STATE_POSITION,
+)
 from bwprof.host import stream as host_stream
 
 SIM_DEVICES = 2
@@ -32,6 +38,30 @@ def _compute(x, y, iterations, scale, step):  # pragma: no cover - compiled
         for _ in range(iterations):
             value = value * scale + step
         y[i] = value
+
+
+@njit(cache=True)
+def _chase(chain, state, steps):  # pragma: no cover - compiled
+    """The CPU twin of `kernels.chase`: the same walk, from and back into the state."""
+    position = state[STATE_POSITION]
+    for _ in range(steps):
+        position = chain[position]
+    state[STATE_POSITION] = position
+    state[STATE_GENERATION] += np.uint64(1)
+
+
+def _load(src, dst, state, generation, max_passes):
+    """The CPU twin of `kernels.load`: copy passes until the chase's generation moves on or
+    `max_passes` are done, then count the bytes moved. The simulator runs streams one after
+    another and the chase comes first, so here the load sees the flag at once and moves
+    nothing: it can never wait for a chase that runs after it."""
+    moved = 0
+    for _ in range(int(max_passes)):
+        if int(state[STATE_GENERATION]) != int(generation):
+            break
+        np.copyto(dst, src)
+        moved += src.size * LOAD_BYTES_PER_ELEMENT
+    state[STATE_LOAD_BYTES] += np.uint64(moved)
 
 
 class SimDeviceArray(np.ndarray):
@@ -90,15 +120,23 @@ class SimBackend:
     def kernel_view(self, array: Any) -> Any:
         return array.view(np.float64)
 
+    def chase_view(self, array: Any, device: int) -> Any:
+        return np.asarray(array).view(np.uint64)
+
     def new_stream(self, device: int) -> SimStream:
         return SimStream(device)
 
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         np.copyto(np.asarray(dst)[:nbytes], np.asarray(src)[:nbytes])
 
-    def launch(self, kernel: str, stream: Any, *args: Any) -> None:
+    def launch(self, kernel: str, stream: Any, *args: Any, blocks: int | None = None) -> None:
         arrays = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
-        if kernel == "init":
+        if kernel == "chase":
+            chain, state, steps = arrays
+            _chase(chain, state, int(steps))
+        elif kernel == "load":
+            _load(*arrays)
+        elif kernel == "init":
             host_stream.fill(*arrays)
         elif kernel == "dot":
             a, b, partial = arrays

@@ -20,7 +20,8 @@ from bwprof.runner import RunContext, Runner
 from bwprof.units import MiB
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
-             "h2d_all,d2h_all,p2p_copy,p2p_bidir")
+             "h2d_all,d2h_all,p2p_copy,p2p_bidir,lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,"
+             "lat_memcpy")
 
 
 def _plan(cases, preset="quick", repeats=2):
@@ -48,7 +49,8 @@ def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
     assert set(frame["case"]) == {
         "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
         "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all",
-        "d2h_all", "p2p_copy", "p2p_bidir"}
+        "d2h_all", "p2p_copy", "p2p_bidir", "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p",
+        "lat_memcpy"}
     ok = frame[frame["status"] == "ok"]
     assert (ok["backend"] == "simulated").all()
     assert ok["note"].str.contains(SIMULATED_NOTE, regex=False).all()
@@ -92,6 +94,88 @@ def test_row_shapes_per_case(simulated_run):
     assert "copy figure (bytes copied once)" in d2d["note"]
     assert (rows("h2d_pinned")["ops_per_sample"] >= 1).all()
     assert (rows("h2d_pinned")["repeats"] == 2).all()
+
+
+def test_latency_row_shapes_per_case(simulated_run):
+    frame = simulated_run.results
+    lat = frame[frame["case"].str.startswith("lat_")]
+    assert (lat["status"] == "ok").all(), lat[["case", "note"]]
+    assert (lat["metric"] == "latency").all() and (lat["unit"] == "ns").all()
+    assert lat["gbps_best"].isna().all() and (lat["value_best"] > 0).all()
+    l2 = SimBackend().properties(0).l2_bytes
+    sweep = frame[(frame["case"] == "lat_gpu") & (frame["device"] == "gpu0")]
+    sizes = list(sweep["size_bytes"])
+    assert sizes[0] == 4 << 10 and sizes[-1] >= 4 * l2 and sizes == sorted(sizes)
+    assert list(sweep["cache_level"]) == ["L2" if s <= l2 else "HBM" for s in sizes]
+    assert (sweep["memory"] == "hbm").all() and (sweep["direction"] == "within").all()
+    # The runner's ns per load: one sample's time over its loads.
+    assert (sweep["work_per_op"] == sweep["bytes_per_op"] / 8).all()
+    assert sweep["note"].str.contains("event-timed", regex=False).all()
+    flagged = sweep["flags"].str.contains("l2_resident")
+    assert list(flagged) == [s < 4 * l2 for s in sizes]
+    loaded = frame[(frame["case"] == "lat_gpu_loaded") & (frame["device"] == "gpu0")]
+    assert list(loaded["phase"]) == ["load_0", "load_12", "load_25", "load_50", "load_100"]
+    assert (loaded["cache_level"] == "HBM").all() and (loaded["size_bytes"] >= 4 * l2).all()
+    assert (loaded["load_gbps"] >= 0).all()  # the simulated load runs after the chase: 0
+    host = frame[frame["case"] == "lat_h2d"]
+    assert list(host["device"]) == ["gpu0", "gpu1"]
+    assert set(host["memory"]) == {"pinned"} and set(host["direction"]) == {"h2d"}
+    assert (host["size_bytes"] >= 4 * l2).all()
+    p2p = frame[frame["case"] == "lat_p2p"]
+    assert list(p2p["device"]) == ["gpu0->gpu1", "gpu1->gpu0"]
+    assert set(p2p["memory"]) == {"hbm"} and set(p2p["direction"]) == {"p2p"}
+    copies = frame[frame["case"] == "lat_memcpy"]
+    assert list(zip(copies["device"], copies["direction"], copies["memory"], strict=True)) == [
+        (d, direction, memory) for d in ("gpu0", "gpu1")
+        for direction, memory in (("h2d", "pinned"), ("d2h", "pinned"), ("within", "hbm"))]
+    assert (copies["size_bytes"] == 4).all() and (copies["work_per_op"] == 1).all()
+
+
+def _latency_rows(backend, cases):
+    return [r for r in _run(backend, cases) if r.status != "skipped"]
+
+
+class StepDroppingBackend(SimBackend):
+    """Every chase launch walks one load fewer than asked: the ending index must show it."""
+
+    def launch(self, kernel, stream, *args, blocks=None):
+        if kernel == "chase":
+            chain, state, steps = args
+            args = (chain, state, max(0, int(steps) - 1))
+        super().launch(kernel, stream, *args, blocks=blocks)
+
+
+@pytest.mark.parametrize("case", ["lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p"])
+def test_a_chase_that_lost_loads_is_invalid(case):
+    rows = _latency_rows(StepDroppingBackend(), case)
+    assert rows and all(r.status == "invalid" for r in rows), [(r.status, r.note) for r in rows]
+    assert all("validation failed: the chase ended at element" in r.note for r in rows)
+
+
+class CorruptingMemcpyBackend(SimBackend):
+    def copy(self, dst, src, nbytes, stream):
+        super().copy(dst, src, nbytes - 1, stream)
+
+
+def test_a_wrong_small_copy_is_invalid():
+    rows = _latency_rows(CorruptingMemcpyBackend(devices=1), "lat_memcpy")
+    assert [r.status for r in rows] == ["invalid"] * 3
+    assert all("validation failed: 1 of 4 bytes" in r.note for r in rows)
+
+
+def test_lat_p2p_is_waived_with_one_gpu():
+    (row,) = _run(SimBackend(devices=1), "lat_p2p")
+    assert (row.status, row.note) == ("waived", "needs 2 GPUs; this machine has 1")
+
+
+def test_the_full_preset_sweeps_the_chase_by_twos():
+    backend = SimBackend(devices=1)
+    executor = GpuExecutor(backend, describe(backend))
+    quick = [j.size_bytes for j in executor.jobs(get_case("lat_gpu"), _plan("lat_gpu"))]
+    full = [j.size_bytes for j in executor.jobs(get_case("lat_gpu"),
+                                                _plan("lat_gpu", preset="full"))]
+    assert quick == [4 << 10 << 2 * k for k in range(len(quick))]
+    assert full == [4 << 10 << k for k in range(len(full))] and full[-1] == quick[-1]
 
 
 def test_hbm_rows_use_the_default_array_size(simulated_run):

@@ -196,3 +196,94 @@ def test_each_element_is_written_exactly_once(monkeypatch, name, threads):
         kernels.KERNELS[name].function(*arrays, 0.4)
     written = sum(a.writes for a in arrays)
     assert (written == 1).all(), written
+
+
+# -- latency: the chase and the load beside it ---------------------------------------------
+
+
+def _chain(lines: int) -> tuple[np.ndarray, np.ndarray]:
+    from bwprof.chain import sattolo_order
+    from bwprof.gpu.kernel_params import chain_links
+
+    order = sattolo_order(lines)
+    return order, chain_links(order)
+
+
+@pytest.mark.parametrize("lines", [2, 3, 64, 1000])
+def test_the_chase_ends_where_the_chain_says_and_continues_from_there(cudasim, lines):
+    from bwprof.chain import ending_line
+    from bwprof.gpu.kernel_params import (
+        CHAIN_STRIDE,
+        STATE_GENERATION,
+        STATE_POSITION,
+        STATE_SLOTS,
+    )
+
+    order, links = _chain(lines)
+    chain = cudasim.to_device(links)
+    state = cudasim.to_device(np.zeros(STATE_SLOTS, dtype=np.uint64))
+    kernel = cudasim.jit(KERNELS["chase"].function)
+    blocks, threads = launch_config("chase", links.size)
+    done = 0
+    for steps in (5, 0, 17, 3 * lines + 1):  # one thread walks; the others do nothing
+        kernel[blocks, threads](chain, state, steps)
+        done += steps
+        got = state.copy_to_host()
+        assert int(got[STATE_POSITION]) == ending_line(order, 0, done) * CHAIN_STRIDE
+    assert int(state.copy_to_host()[STATE_GENERATION]) == 4
+
+
+def test_the_simulated_chase_twin_walks_the_same_chain():
+    from bwprof.chain import ending_line
+    from bwprof.gpu.kernel_params import CHAIN_STRIDE, STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.sim import SimBackend
+
+    order, links = _chain(1000)
+    state = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    backend = SimBackend(devices=1)
+    backend.launch("chase", None, links, state, 12345)
+    assert int(state[STATE_POSITION]) == ending_line(order, 0, 12345) * CHAIN_STRIDE
+
+
+@pytest.mark.parametrize("grid", [(1, 32), (2, 32), (3, 7)])
+def test_the_load_copies_until_the_chase_finished_and_counts_its_bytes(cudasim, grid):
+    from bwprof.gpu.kernel_params import (
+        LOAD_BYTES_PER_ELEMENT,
+        STATE_GENERATION,
+        STATE_LOAD_BYTES,
+        STATE_SLOTS,
+    )
+
+    n = 301  # neither a multiple of the grid nor of the unrolled step
+    kernel = cudasim.jit(KERNELS["load"].function)
+    src = cudasim.to_device(np.arange(n, dtype=np.float64) + 1.0)
+    dst = cudasim.to_device(np.zeros(n))
+    state = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    state[STATE_GENERATION] = 3
+    device_state = cudasim.to_device(state)
+    # The chase of generation 3 has not finished: the load runs to its bound of 2 passes.
+    kernel[grid](src, dst, device_state, np.uint64(3), 2)
+    got = device_state.copy_to_host()
+    assert int(got[STATE_LOAD_BYTES]) == 2 * n * LOAD_BYTES_PER_ELEMENT
+    assert np.array_equal(dst.copy_to_host(), np.arange(n) + 1.0)
+    # The chase has finished (generation 3, launched with 2): every block stops at once.
+    fresh = cudasim.to_device(np.zeros(n))
+    kernel[grid](src, fresh, device_state, np.uint64(2), 1000)
+    assert int(device_state.copy_to_host()[STATE_LOAD_BYTES]) == 2 * n * LOAD_BYTES_PER_ELEMENT
+    assert not fresh.copy_to_host().any()
+
+
+def test_the_simulated_load_twin_never_waits_for_the_chase():
+    from bwprof.gpu.kernel_params import STATE_GENERATION, STATE_LOAD_BYTES, STATE_SLOTS
+    from bwprof.gpu.sim import SimBackend
+
+    state = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    state[STATE_GENERATION] = 1  # the chase ran first, as the simulator runs streams
+    src, dst = np.ones(8), np.zeros(8)
+    SimBackend(devices=1).launch("load", None, src, dst, state, np.uint64(0), 10**9, blocks=4)
+    assert int(state[STATE_LOAD_BYTES]) == 0 and not dst.any()
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("chase", (1, 32))])
+def test_the_chase_is_one_warp(kind, expected):
+    assert launch_config(kind, 1 << 20) == expected

@@ -4,7 +4,8 @@ They run only with `pytest -m gpu` (the root conftest keeps Numba's simulator of
 skip themselves without a device. They assert what must hold on any hardware — results
 validate, figures are positive and below the row's theoretical peak, pinned is not slower
 than pageable, CUDA events bracket the work, the gate covers the enqueue — and never a
-hard-coded bandwidth. The whole file takes well under two minutes on an H200.
+hard-coded bandwidth (or latency: only that L2 < HBM < host link, and loaded >= idle). The
+whole file takes well under two minutes on an H200.
 """
 
 from __future__ import annotations
@@ -378,3 +379,90 @@ def test_counters_are_sampled_and_joined(real_gpu, device_run):
     ratio = float(big["counter_ratio"].iloc[0])
     assert 0.5 <= ratio <= 2.0, (ratio, big["note"].iloc[0])
     assert (device_run.run_dir / "findings.csv").is_file()
+
+
+# -- latency (issue 19) ----------------------------------------------------------------------
+
+LATENCY_CASES = "lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,lat_memcpy"
+
+
+@pytest.fixture(scope="module")
+def latency_run(tmp_path_factory):
+    """Every GPU latency case once on the quick preset (a 4 KiB .. >= 4x L2 sweep), 3 samples."""
+    _skip_without_gpu()
+    out = tmp_path_factory.mktemp("latency") / "run"
+    return bwprof.run(cases=LATENCY_CASES, preset="quick", repeats=3, out=out, plots=False)
+
+
+def _latency(frame, case, device="gpu0"):
+    rows = _ok(frame, case)
+    return rows[rows["device"] == device]
+
+
+def test_every_latency_row_validates(real_gpu, latency_run):
+    frame = latency_run.results
+    assert latency_run.failed == [], latency_run.failed
+    for case in ("lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_memcpy"):
+        rows = frame[frame["case"] == case]
+        assert len(rows) > 0 and (rows["status"] == "ok").all(), rows[["size_bytes", "note"]]
+    p2p = frame[frame["case"] == "lat_p2p"]
+    assert set(p2p["status"]) <= {"ok", "waived", "skipped"}, p2p[["status", "note"]]
+    ok = _ok(frame)
+    assert (ok["metric"] == "latency").all() and (ok["value_best"] > 0).all()
+    assert (ok["value_best"] <= ok["value_median"]).all()
+    chases = ok[ok["case"] != "lat_memcpy"]
+    assert chases["note"].str.contains("event-timed", regex=False).all()
+    assert (chases["cache_level"] != "").all()
+
+
+def test_latency_grows_from_l2_to_hbm_to_the_host_link(real_gpu, latency_run, l2_bytes):
+    frame = latency_run.results
+    sweep = _latency(frame, "lat_gpu")
+    in_l2 = sweep[(sweep["size_bytes"] <= l2_bytes // 4) & (sweep["size_bytes"] >= 1 << 20)]
+    beyond = sweep[sweep["size_bytes"] >= 4 * l2_bytes]
+    assert len(in_l2) and len(beyond), sweep[["size_bytes", "cache_level"]]
+    assert (in_l2["cache_level"] == "L2").all() and (beyond["cache_level"] == "HBM").all()
+    l2_ns = in_l2["value_median"].max()
+    hbm_ns = beyond["value_median"].min()
+    host_ns = _latency(frame, "lat_h2d")["value_median"].min()
+    assert l2_ns < hbm_ns < host_ns, (l2_ns, hbm_ns, host_ns)
+
+
+def test_loaded_latency_is_not_below_idle_and_the_load_stops_with_the_chase(real_gpu,
+                                                                           latency_run):
+    rows = _latency(latency_run.results, "lat_gpu_loaded").set_index("phase")
+    assert list(rows.index) == ["load_0", "load_12", "load_25", "load_50", "load_100"]
+    assert rows.loc["load_100", "value_median"] >= rows.loc["load_0", "value_median"], rows[
+        ["value_median", "load_gbps"]]
+    loads = rows.drop(index="load_0")
+    assert (loads["load_gbps"] > 0).all(), loads["load_gbps"]
+    assert rows.loc["load_100", "load_gbps"] > rows.loc["load_12", "load_gbps"]
+    # The load's bound is 4x the chase's time at the HBM peak: reached only if the chase's
+    # stop flag never reached the load.
+    assert not loads["note"].str.contains("reached its bound", regex=False).any(), loads["note"]
+
+
+def test_small_copies_are_timed_each_way(real_gpu, latency_run):
+    rows = _latency(latency_run.results, "lat_memcpy")
+    assert list(rows["direction"]) == ["h2d", "d2h", "within"]
+    assert (rows["size_bytes"] == 4).all() and (rows["value_best"] > 0).all()
+
+
+def test_a_chase_through_pinned_host_memory_reads_what_the_host_wrote(real_gpu, backend):
+    """The kernel reads the pinned buffer through the host's pointer (unified addressing):
+    it ends where the chain says."""
+    from bwprof.chain import ending_line, sattolo_order
+    from bwprof.gpu.kernel_params import CHAIN_STRIDE, STATE_POSITION, chain_links
+    from bwprof.gpu.latency import STATE_BYTES
+
+    order = sattolo_order(4096)
+    links = chain_links(order)
+    host = backend.host_array(links.nbytes, pinned=True)
+    host[:] = links.view(np.uint8)
+    state = backend.device_array(real_gpu, STATE_BYTES)
+    backend.zero(state, STATE_BYTES)
+    stream = backend.new_stream(real_gpu)
+    backend.launch("chase", stream, backend.chase_view(host, real_gpu),
+                   backend.chase_view(state, real_gpu), 10_000)
+    got = backend.download(state, STATE_BYTES).view(np.uint64)
+    assert int(got[STATE_POSITION]) == ending_line(order, 0, 10_000) * CHAIN_STRIDE

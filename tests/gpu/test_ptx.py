@@ -167,6 +167,11 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
     assert rows["init"].split()[2:4] == ["ld", "none"]
     assert "f64(64b)" in rows["init"].split("st ", 1)[1]
     assert rows["hold"].split()[2:] == ["ld", "none", "st", "none"]
+    # The chase: 64-bit index loads, its end stored back, and loads fed by loaded values.
+    assert "u64(64b)" in rows["chase"].split("st ", 1)[0], rows["chase"]
+    assert "ld dependent on a loaded value" in rows["chase"], rows["chase"]
+    for name in ("copy", "load"):
+        assert "dependent" not in rows[name], rows[name]
     summary = done.stdout.splitlines()[-1]
     assert "sm_90" in summary
     assert f"{len(KERNELS)} compiled, 0 failed" in summary
@@ -199,6 +204,60 @@ def test_a_stream_kernels_first_element_costs_no_division():
     for name, (access, division) in json.loads(done.stdout).items():
         assert access is not None, name
         assert division is None or access < division, (name, access, division)
+
+
+CHASE_LOOPS = """
+import json
+from numba import cuda
+from bwprof.gpu.kernels import KERNELS
+from bwprof.gpu.ptx import dependent_loads, global_accesses, loop_bodies
+spec = KERNELS["chase"]
+ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
+lines = ptx.splitlines()
+loops = []
+for body in loop_bodies(ptx):
+    text = "\\n".join(lines[n] for n in body)
+    loops.append([*dependent_loads(ptx, body), global_accesses(text).store_count])
+print(json.dumps({"total": dependent_loads(ptx), "loops": loops}))
+"""
+
+
+def test_the_chase_loop_is_one_dependent_global_load_per_step():
+    """sm_90 PTX of the chase: in every loop (LLVM unrolls it) each global load's address
+    is computed from the value the previous load returned, and nothing else touches global
+    memory; outside the loops only the start position is loaded."""
+    done = subprocess.run([sys.executable, "-c", CHASE_LOOPS], cwd=REPO,
+                          env=env_without_cudasim(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["loops"], done.stdout
+    for loads, dependent, stores in found["loops"]:
+        assert loads >= 1 and dependent == loads and stores == 0, found
+    loads, dependent = found["total"]
+    assert dependent == loads - 1, found  # the one load of the state's start position
+
+
+CHASE_PTX = """\
+\tld.global.u64 \t%rd6, [%rd2];
+$L__BB0_4:
+\tshl.b64 \t%rd34, %rd6, 3;
+\tadd.s64 \t%rd35, %rd1, %rd34;
+\tld.global.u64 \t%rd6, [%rd35];
+\tadd.s64 \t%rd7, %rd1, 8;
+\tld.global.f64 \t%fd1, [%rd7];
+\t@%p6 bra \t$L__BB0_4;
+"""
+
+
+def test_dependent_loads_follow_a_loaded_value_into_an_address():
+    from bwprof.gpu.ptx import dependent_loads, loop_bodies
+
+    assert dependent_loads(CHASE_PTX) == (3, 1)
+    (body,) = loop_bodies(CHASE_PTX)
+    assert (body.start, body.stop) == (1, 8)
+    assert dependent_loads(CHASE_PTX, body) == (2, 1)
+    assert dependent_loads(HAND_WRITTEN_PTX) == (6, 0)
 
 
 @pytest.mark.parametrize("bad", ["9", "sm_90", "x.y"])

@@ -190,6 +190,27 @@ def test_kernels_launch_on_their_streams_device_with_unsynchronised_views():
     assert launch[1:3] == ("stream_triad", 1)
 
 
+def test_a_chase_view_is_the_buffers_own_pointer_as_uint64_for_the_kernels_device():
+    """Pinned host memory and a peer's memory are reached through the pointer the host holds
+    (unified addressing): the view describes exactly that pointer, unsynchronised, and the
+    load kernel takes its grid from the case."""
+    import numpy as np
+
+    backend, fake = _backend(devices=2)
+    host = np.zeros(4096, dtype=np.uint8)
+    view = backend.chase_view(host, 1)
+    interface = view.__cuda_array_interface__
+    assert interface["data"] == (host.ctypes.data, False)
+    assert interface["shape"] == (512,) and interface["typestr"] == "<u8"
+    assert view.owner is host  # the view keeps the buffer alive
+    peer = backend.device_array(0, 8 * 1024)
+    assert backend.chase_view(peer, 1).__cuda_array_interface__["data"][0] == peer.data.ptr
+    arrays = [backend.kernel_view(backend.device_array(1, 8 * 1024)) for _ in range(2)]
+    backend.launch("load", backend.new_stream(1), *arrays, view, np.uint64(0), 3, blocks=7)
+    (launch,) = [e for e in fake.log if e[0] == "launch"]
+    assert launch[1:3] == ("load", 1)
+
+
 def test_peer_access_enabled_twice_is_not_an_error():
     backend, fake = _backend(devices=2)
     assert backend.enable_peer_access(0, 1) and backend.enable_peer_access(0, 1)

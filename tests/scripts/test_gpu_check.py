@@ -17,7 +17,7 @@ from bwprof.units import KiB
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
-         "overlap_h2d_compute,pipeline_chunked")
+         "overlap_h2d_compute,pipeline_chunked,lat_gpu,lat_gpu_loaded,lat_h2d,lat_memcpy")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,13 @@ def test_headline_tabulates_the_rows_against_peaks_and_published_figures(relabel
     assert any("4 samples, link Gen5" in line and "(ratio 0.98)" in line for line in lines)
     assert any(line.startswith("overlap overlap_h2d_compute") for line in lines)
     assert any(line.startswith("pipeline_chunked gpu0: best") for line in lines)
+    assert any(line.split()[:2] == ["latency", "dev"] for line in lines)
+    chase = [line.split() for line in lines if line.startswith("lat_gpu ")]
+    assert chase and chase[0][3:5] == ["4", "KiB"] and chase[0][5] == "L2"
+    loaded = [line.split() for line in lines if line.startswith("lat_gpu_loaded")]
+    assert [row[5:7] for row in loaded[:2]] == [["HBM", "load_0"], ["HBM", "load_12"]]
+    memcpy = [line.split() for line in lines if line.startswith("lat_memcpy")]
+    assert [m[2] for m in memcpy][:3] == ["h2d", "d2h", "within"] and memcpy[0][3:5] == ["4", "B"]
 
 
 def test_headline_fails_on_an_invalid_row_and_without_gpu_rows(relabelled_run, tmp_path):

@@ -1,0 +1,434 @@
+"""GPU latency cases (`lat_*`): one GPU thread chasing a random chain through device memory,
+a peer GPU's memory or pinned host memory, alone or beside a STREAM load; and the latency of
+a 4-byte asynchronous copy.
+
+The chain is one random cycle through the 32-byte sectors of the buffer (`bwprof.chain`),
+built on the host and copied in: sector s's first uint64 holds the element index of the
+sector it links to, so a step is one dependent global load (plus a shift and an add: the
+index times 8). Every sample is one launch of the one-thread `chase` kernel for N loads,
+timed by CUDA events around it, with N chosen so a sample lasts about TARGET_SAMPLE_S
+(launch overhead, a few microseconds, stays far under 1%). Each launch continues where the
+last ended (the position is kept in a small device state array), never from sector 0. After
+the last sample the position must be where the chain walked again on the host ends
+(`bwprof.chain.ending_line`): a chase that skipped or lost loads is invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from bwprof.gpu.backend import GpuBackend, Work
+from bwprof.gpu.buffers import (
+    BufferPool,
+    chunk_pattern,
+    chunks,
+    device_mismatches,
+    upload_pattern,
+)
+from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.job import CaseRun
+from bwprof.gpu.kernel_params import (
+    CHAIN_ELEMENT_BYTES,
+    CHAIN_STRIDE,
+    LOAD_BYTES_PER_ELEMENT,
+    SECTOR_BYTES,
+    STATE_GENERATION,
+    STATE_LOAD_BYTES,
+    STATE_POSITION,
+    STATE_SLOTS,
+    chain_links,
+)
+from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
+from bwprof.gpu.transfers import HostEnd
+from bwprof.measurement import Measurement, NotRun
+from bwprof.units import KiB, format_bytes
+
+TARGET_SAMPLE_S = 0.02
+"""One sample (one chase launch) lasts about this long: launch overhead stays under 0.1%,
+and a load over PCIe (about 1-2 us) still gets some ten thousand loads."""
+MIN_STEPS = 1_000
+MAX_STEPS = 1 << 28
+PROBE_STEPS = 1_024
+"""Loads of the untimed-for-the-figure probe that sets N (its first launch warms the kernel)."""
+WARM_CAP_S = 0.25
+"""Warm-up: one lap of the chain, capped at this long for huge (HBM- or host-sized) sets."""
+SWEEP_FIRST_BYTES = 4 * KiB
+L2_MULTIPLE = 4
+STATE_BYTES = STATE_SLOTS * CHAIN_ELEMENT_BYTES
+CHAIN_SLOT, STATE_SLOT, LOAD_SRC_SLOT, LOAD_DST_SLOT = 0, 1, 2, 3
+PAIR_SLOTS = ((STATE_SLOT,), (CHAIN_SLOT,))
+"""lat_p2p: the chasing GPU holds the state, the peer the chain."""
+
+LOAD_FRACTIONS = (0.0, 1 / 8, 1 / 4, 1 / 2, 1.0)
+"""lat_gpu_loaded's intensities: the share of (all SMs but one) whose worth of blocks the
+load kernel launches; 0 is the chase alone."""
+LOAD_THREADS = 256
+LOAD_BLOCKS_PER_SM = 4
+"""Blocks of LOAD_THREADS per SM's worth: 1024 threads, half an H100/H200 SM's 2048, so even
+the full-intensity grid (all SMs but one) leaves resident room for the chase's block."""
+LOAD_OVERRUN = 4
+"""The load's bound: this many times the chase's expected time, at the HBM peak (a slower
+load runs longer, and still ends)."""
+FALLBACK_PEAK_GBPS = 10_000.0
+"""The load bound's rate where the HBM peak is unknown (faster than any HBM today)."""
+
+MEMCPY_BYTES = 4
+MEMCPY_DIRECTIONS = ("h2d", "d2h", "within")
+
+EVENT_NOTE = ("event-timed: CUDA events around one one-thread kernel of {steps} dependent "
+              "loads per sample ({per}); {warm}")
+INDEX_NOTE = "each load's address is the previous load's value (uint64 index x 8)"
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def hbm_chase_bytes(l2_bytes: int) -> int:
+    """A working set beyond the cache: the power of two at least 4x the L2."""
+    return _next_power_of_two(max(L2_MULTIPLE * l2_bytes, SWEEP_FIRST_BYTES))
+
+
+def sweep_sizes(l2_bytes: int, factor: int) -> list[int]:
+    """Working sets from 4 KiB up by `factor` until one is at least 4x the L2 (L1, L2, HBM)."""
+    sizes, size = [], SWEEP_FIRST_BYTES
+    while True:
+        sizes.append(size)
+        if size >= L2_MULTIPLE * l2_bytes:
+            return sizes
+        size *= factor
+
+
+def cache_level(size: int, device: GpuDevice) -> str:
+    """Where a working set lives: `L2` up to the L2's size, `HBM` beyond. No L1 level: CUDA
+    reports no L1 size (it is carved from each SM's shared memory at run time)."""
+    return "L2" if size <= device.properties.l2_bytes else "HBM"
+
+
+@dataclass
+class Chase:
+    """One chain in a buffer (device, peer or pinned host memory) and the one-thread chase
+    over it, launched on `stream` of the kernel's GPU with its state there."""
+
+    backend: GpuBackend
+    stream: Any
+    chain: Any
+    state: Any
+    state_view: Any
+    order: np.ndarray
+    steps_done: int = 0
+    launches: int = 0
+    estimate_s: float = 0.0
+    """Seconds per load, from the probe."""
+    warm_steps: int = 0
+    lap: bool = False
+    steps: int = MIN_STEPS
+    """Loads per sample."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return int(self.order.size)
+
+    def launch(self, steps: int) -> None:
+        self.backend.launch("chase", self.stream, self.chain, self.state_view, steps)
+        self.steps_done += steps
+        self.launches += 1
+
+    def work(self, steps: int) -> Work:
+        return Work(self.stream, partial(self.launch, steps), 1)
+
+    def timed(self, steps: int) -> float:
+        return self.backend.time_sample([self.work(steps)], False, 0).seconds[0]
+
+    def prepare(self) -> None:
+        """Probe (sets N), warm up (a lap, capped), as the samples will run."""
+        self.timed(PROBE_STEPS)  # first launch: any remaining load of the kernel
+        self.estimate_s = max(self.timed(PROBE_STEPS) / PROBE_STEPS, 1e-10)
+        cap = max(MIN_STEPS, int(WARM_CAP_S / self.estimate_s))
+        self.lap = self.lines <= cap
+        self.warm_steps = min(self.lines, cap)
+        self.timed(self.warm_steps)
+        self.steps = max(MIN_STEPS, min(MAX_STEPS, math.ceil(TARGET_SAMPLE_S / self.estimate_s)))
+
+    def samples(self, count: int) -> list[float]:
+        """Seconds of each of `count` samples of `steps` loads."""
+        return [self.timed(self.steps) for _ in range(count)]
+
+    def read_state(self) -> np.ndarray:
+        return np.asarray(self.backend.download(self.state, STATE_BYTES)).view(np.uint64).copy()
+
+    def problem(self) -> str:
+        """Where the chase must stand after every load issued so far, and how many launches
+        must have finished; '' when it does."""
+        from bwprof.chain import ending_line
+
+        state = self.read_state()
+        expected = ending_line(self.order, 0, self.steps_done) * CHAIN_STRIDE
+        position, generation = int(state[STATE_POSITION]), int(state[STATE_GENERATION])
+        if position != expected:
+            return (f"validation failed: the chase ended at element {position}, expected "
+                    f"{expected} after {self.steps_done} loads")
+        if generation != self.launches:
+            return (f"validation failed: {generation} chase launches finished, expected "
+                    f"{self.launches}")
+        return ""
+
+    def note(self) -> str:
+        warm = (f"warm-up: one lap ({self.warm_steps} loads)" if self.lap else
+                f"warm-up: {self.warm_steps} loads (a lap of {self.lines} capped at "
+                f"{WARM_CAP_S:g} s)")
+        per = "each sample continues where the last ended"
+        return EVENT_NOTE.format(steps=self.steps, per=per, warm=warm)
+
+
+def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
+                stream_slot: int = 0) -> Chase:
+    """Write the chain into `buffer` (a device array of any GPU, or a pinned host array) and
+    set up the chase on `device` over it, from sector 0."""
+    from bwprof.chain import is_one_cycle, sattolo_order
+
+    backend = pool.backend
+    lines = size // SECTOR_BYTES
+    order = sattolo_order(lines)
+    if not is_one_cycle(order):  # Sattolo guarantees it; a broken build must not pass
+        raise RuntimeError(f"the chain of {lines} sectors is not one cycle")
+    links = chain_links(order)
+    if type(buffer) is np.ndarray:  # host memory (a simulated device array is a subclass)
+        buffer[:size] = links.view(np.uint8)
+    else:
+        backend.upload(buffer, links)
+    del links
+    state = pool.device(device.index, STATE_BYTES, STATE_SLOT)
+    backend.zero(state, STATE_BYTES)
+    return Chase(backend, pool.stream(device.index, stream_slot),
+                 backend.chase_view(buffer[:size], device.index), state,
+                 backend.chase_view(state[:STATE_BYTES], device.index), order)
+
+
+def _row(chase: Chase, device: GpuDevice, label: str, name: str, size: int,
+         seconds: list[float], *, memory: str, direction: str, level: str,
+         note: str = "", phase: str = "", load_gbps: float | None = None,
+         numa_node: int | None = None) -> Measurement:
+    problem = chase.problem()
+    return Measurement(
+        seconds_per_op=tuple(seconds),
+        bytes_per_op=chase.steps * CHAIN_ELEMENT_BYTES, work_per_op=float(chase.steps),
+        size_bytes=size, device=label, device_name=name, direction=direction, memory=memory,
+        valid=not problem, note="; ".join(n for n in (problem, note, chase.note(), INDEX_NOTE)
+                                          if n),
+        streams=1, numa_node=numa_node, ops_per_sample=1, phase=phase, cache_level=level,
+        load_gbps=load_gbps,
+    )
+
+
+def gpu(run: CaseRun) -> list[Measurement]:
+    """lat_gpu: the chase through this GPU's own memory at one working-set size."""
+    pool, device, size = run.pool, run.device, run.size
+    chase = build_chase(pool, device, pool.device(device.index, size, CHAIN_SLOT), size)
+    chase.prepare()
+    seconds = chase.samples(run.samples)
+    return [_row(chase, device, device.label, device.name, size, seconds, memory="hbm",
+                 direction="within", level=cache_level(size, device), note=run.job.note)]
+
+
+def host(run: CaseRun) -> list[Measurement]:
+    """lat_h2d: the chase through pinned host memory (on the GPU's NUMA node) that the kernel
+    reads through its device address: every load a PCIe or NVLink-C2C round trip."""
+    pool, device, size = run.pool, run.device, run.size
+    buffer = pool.host(device, size, pinned=True)
+    chase = build_chase(pool, device, buffer, size)
+    chase.prepare()
+    seconds = chase.samples(run.samples)
+    return [_row(chase, device, device.label, device.name, size, seconds, memory="pinned",
+                 direction="h2d", level="DDR", numa_node=device.numa_node,
+                 note=run.job.note)]
+
+
+def peer(run: CaseRun) -> list[Measurement]:
+    """lat_p2p: the chase on GPU i through GPU j's memory, peer access on."""
+    pool, size = run.pool, run.size
+    a, b = run.device, run.peer
+    try:
+        enabled = pool.backend.enable_peer_access(a.index, b.index)
+    except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
+        raise NotRun("skipped", f"peer access from {a.label} to {b.label} failed: "
+                                f"{type(exc).__name__}: {exc}") from None
+    if not enabled:
+        raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
+    chase = build_chase(pool, a, pool.device(b.index, size, CHAIN_SLOT), size)
+    chase.prepare()
+    seconds = chase.samples(run.samples)
+    return [_row(chase, a, f"{a.label}->{b.label}", f"{a.name} -> {b.name}", size, seconds,
+                 memory="hbm", direction="p2p", level="HBM", note=run.job.note)]
+
+
+# -- the chase under load -------------------------------------------------------------------
+
+
+def load_blocks(fraction: float, multiprocessors: int) -> int:
+    """Blocks of the load kernel at `fraction` of (all SMs but one)."""
+    if fraction <= 0:
+        return 0
+    return max(1, round(fraction * (multiprocessors - 1))) * LOAD_BLOCKS_PER_SM
+
+
+@dataclass
+class Load:
+    """The STREAM copy that loads HBM beside the chase, stopped by the chase's generation."""
+
+    backend: GpuBackend
+    stream: Any
+    src: Any
+    dst: Any
+    elements: int
+    max_passes: int = 1
+
+    def work(self, chase: Chase, blocks: int) -> Work:
+        generation = chase.launches  # what the state holds until the coming chase finishes
+
+        def launch() -> None:
+            self.backend.launch("load", self.stream, self.src, self.dst, chase.state_view,
+                                np.uint64(generation), self.max_passes, blocks=blocks)
+        return Work(self.stream, launch, 1)
+
+    @property
+    def pass_bytes(self) -> int:
+        return self.elements * LOAD_BYTES_PER_ELEMENT
+
+
+def loaded(run: CaseRun) -> list[Measurement]:
+    """lat_gpu_loaded: the chase at an HBM-sized working set while a STREAM copy on other
+    SMs loads HBM at several intensities; one row per intensity (phase load_N)."""
+    pool, device, size, backend = run.pool, run.device, run.size, run.pool.backend
+    sms = device.properties.multiprocessors
+    if sms < 2:
+        raise NotRun("waived", f"{device.label} has {sms} SM: no SM is left for a load")
+    chase = build_chase(pool, device, pool.device(device.index, size, CHAIN_SLOT), size)
+    src = pool.device(device.index, size, LOAD_SRC_SLOT)
+    dst = pool.device(device.index, size, LOAD_DST_SLOT)
+    upload_pattern(backend, src, size)
+    backend.zero(dst, size)
+    elements = size // 8
+    load = Load(backend, pool.stream(device.index, 1), backend.kernel_view(src[:size]),
+                backend.kernel_view(dst[:size]), elements)
+    chase.prepare()
+    fastest_pass_s = load.pass_bytes / ((device.peak_hbm_gbps or FALLBACK_PEAK_GBPS) * 1e9)
+    load.max_passes = math.ceil(LOAD_OVERRUN * chase.steps * chase.estimate_s
+                                / fastest_pass_s) + 1
+    rows, hold_us = [], HOLD_US
+    for fraction in LOAD_FRACTIONS:
+        blocks = load_blocks(fraction, sms)
+        phase = f"load_{int(100 * fraction)}"
+        if not blocks:
+            seconds = chase.samples(run.samples)
+            rows.append(_row(chase, device, device.label, device.name, size, seconds,
+                             memory="hbm", direction="within", level="HBM", phase=phase,
+                             note=_join(run.job.note, "no load: the chase alone"),
+                             load_gbps=0.0))
+            continue
+        seconds, rates, bounded, uncovered = [], [], 0, 0
+        for _ in range(run.samples):
+            while True:  # gated: the chase and the load start together
+                before = int(chase.read_state()[STATE_LOAD_BYTES])
+                # The load's generation is read now, before this attempt's chase launches.
+                works = [chase.work(chase.steps), load.work(chase, blocks)]
+                sample = backend.time_sample(works, True, hold_us)
+                if sample.covered or hold_us >= MAX_HOLD_US:
+                    break
+                hold_us *= 2  # enqueue outlasted the gate: again, longer (the chain goes on)
+            uncovered += not sample.covered
+            moved = int(chase.read_state()[STATE_LOAD_BYTES]) - before
+            seconds.append(sample.seconds[0])
+            rates.append(moved / sample.seconds[1] / 1e9 if sample.seconds[1] > 0 else 0.0)
+            bounded += moved >= load.max_passes * load.pass_bytes
+        note = (f"load: STREAM copy of {format_bytes(size)} on {blocks} blocks x "
+                f"{LOAD_THREADS} threads ({fraction:.3g} of {sms - 1} SMs' worth), started "
+                "with the chase behind the gate and stopped by it; load_gbps = bytes it "
+                "counted / its event-timed interval")
+        if uncovered:
+            note += (f"; {uncovered} sample(s) started before all work was enqueued (gate "
+                     f"too short even at {MAX_HOLD_US} us)")
+        if bounded:
+            note += (f"; in {bounded} sample(s) the load reached its bound of "
+                     f"{load.max_passes} passes before the chase ended")
+        rows.append(_row(chase, device, device.label, device.name, size, seconds,
+                         memory="hbm", direction="within", level="HBM", phase=phase,
+                         note=_join(run.job.note, note), load_gbps=statistics.median(rates)))
+    problem = _copy_problem(pool, dst, size, device)
+    if problem:
+        rows = [r if r.phase == "load_0" else _invalid(r, problem) for r in rows]
+    return rows
+
+
+def _copy_problem(pool: BufferPool, dst: Any, size: int, device: GpuDevice) -> str:
+    """Every byte of the load's destination is its source's (the pattern) or still zero:
+    blocks end at whole passes, so a block that saw the stop flag before its first pass
+    leaves its elements zero, and the simulator's load (after the chase) copies nothing."""
+    block, staging, bad = chunk_pattern(0), pool.staging(), 0
+    for start, length in chunks(size):
+        pool.backend.download(dst, length, offset=start, out=staging)
+        got = staging[:length]
+        bad += int(np.count_nonzero((got != block[:length]) & (got != 0)))
+    return (f"validation failed: {bad} of {size} bytes the load copied into "
+            f"{device.label} memory differ from its source") if bad else ""
+
+
+def _invalid(row: Measurement, problem: str) -> Measurement:
+    from dataclasses import replace
+
+    return replace(row, valid=False, note=_join(problem, row.note))
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _one_work(stream: Any, enqueue: Any, ops: int) -> list[Work]:
+    return [Work(stream, enqueue, ops)]
+
+
+# -- small copies -----------------------------------------------------------------------------
+
+
+def memcpy(run: CaseRun) -> list[Measurement]:
+    """lat_memcpy: 4-byte asynchronous copies host->device, device->host and within the GPU,
+    as cuda-samples' p2pBandwidthLatencyTest times them: many back to back behind the gate,
+    between two events, divided by their count."""
+    pool, device, samples = run.pool, run.device, run.samples
+    backend = pool.backend
+    rows = []
+    for direction in MEMCPY_DIRECTIONS:
+        if direction == "within":
+            src = pool.device(device.index, MEMCPY_BYTES, slot=2)
+            dst = pool.device(device.index, MEMCPY_BYTES, slot=3)
+            upload_pattern(backend, src, MEMCPY_BYTES, seed=7)
+            backend.zero(dst, MEMCPY_BYTES)
+            stream = pool.stream(device.index, 2)
+            copy = partial(backend.copy, dst, src, MEMCPY_BYTES, stream)
+            sampled = take_samples(backend, partial(_one_work, stream, copy), samples)
+            bad = device_mismatches(pool, dst, MEMCPY_BYTES, seed=7)
+            problem = (f"validation failed: {bad} of {MEMCPY_BYTES} bytes of "
+                       f"{device.label} memory differ") if bad else ""
+            memory, numa_node = "hbm", None
+        else:
+            path = HostEnd(pool, device, MEMCPY_BYTES, True, to_device=direction == "h2d",
+                           slot=0 if direction == "h2d" else 1)
+            sampled = take_samples(backend, path.work_list, samples)
+            problem, memory, numa_node = path.problem(), "pinned", device.numa_node
+        rows.append(Measurement(
+            seconds_per_op=sampled.per_stream_s[0], bytes_per_op=MEMCPY_BYTES,
+            work_per_op=1.0, size_bytes=MEMCPY_BYTES, device=device.label,
+            device_name=device.name, direction=direction, memory=memory, valid=not problem,
+            note=_join(problem, f"event-timed: {sampled.ops_per_sample} back-to-back "
+                                "cudaMemcpyAsync of 4 bytes behind the gate per sample, "
+                                "per copy", sampled.note()),
+            streams=1, numa_node=numa_node, ops_per_sample=sampled.ops_per_sample,
+        ))
+    return rows
