@@ -1,0 +1,155 @@
+"""The report side of the latency cases (issue 19), on synthetic rows shaped as the cases
+write them (tests/report/latency_rows.py): the summary's latency path and the HBM/DDR
+latency sentence, the loaded-latency lines, the latency plots, findings, compare and
+`bwprof report` on a run folder of such rows."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from bwprof.report.summary import (
+    SLOWEST_GPU,
+    SLOWEST_PAIR,
+    build_summary,
+    latency_sentence,
+)
+from bwprof.report.terminal import loaded_latency_lines, print_report, report_lines
+from bwprof.schema.table import results_frame, rows_from_frame
+from tests.report import latency_rows as lat
+from tests.report.latency_rows import GiB, MiB
+
+
+def _summary(rows) -> pd.DataFrame:
+    return build_summary(results_frame(rows))
+
+
+def _latency(summary: pd.DataFrame, case: str) -> pd.DataFrame:
+    return summary[(summary["path"] == "latency") & (summary["case"] == case)]
+
+
+def _text(rows, width: int = 200) -> str:
+    frame = results_frame(rows)
+    console = Console(width=width, record=True, file=io.StringIO())
+    print_report(console, rows_from_frame(frame), build_summary(frame), meta=lat.run_meta())
+    return console.export_text()
+
+
+# -- the summary ------------------------------------------------------------------------------
+
+
+def test_ddr_latency_is_the_largest_working_set_beyond_the_cache_never_loaded_or_numa():
+    rows = [*lat.lat_host(), *lat.lat_host_numa(remote=300.0),
+            *lat.loaded(idle=60.0)]  # loaded rows: 60 ns idle, all at 1 GiB, phase load_N
+    (ddr,) = _latency(_summary(rows), "lat_host").itertuples()
+    assert (ddr.device, ddr.size_bytes, ddr.value, ddr.unit) == ("cpu", 1 * GiB, 95.0, "ns")
+    assert not ddr.higher_is_better and pd.isna(ddr.pct_of_peak) and pd.isna(ddr.gbps)
+    assert not _latency(_summary(rows), "lat_host_loaded").size  # never a summary figure
+
+
+def test_ddr_latency_of_in_cache_rows_only_is_in_cache_without_a_figure():
+    rows = [r for r in lat.lat_host() if "in_cache" in r.flags]
+    (ddr,) = _latency(_summary(rows), "lat_host").itertuples()
+    assert ddr.status == "in cache" and pd.isna(ddr.value)
+    assert ddr.size_bytes == 16 * MiB and "fits in a cache" in ddr.note
+
+
+def test_two_page_sizes_at_the_largest_working_set_give_the_lower_and_say_so():
+    rows = [*lat.lat_host(page_bytes=4096), *lat.lat_host(page_bytes=2 << 20, scale=0.8)]
+    (ddr,) = _latency(_summary(rows), "lat_host").itertuples()
+    assert ddr.value == pytest.approx(76.0)
+    assert ddr.note == "on 2 MiB pages, the lowest of 2 page sizes (4 KiB pages in results.csv)"
+
+
+def test_hbm_latency_per_gpu_beyond_the_l2_and_its_ratio_to_ddr():
+    rows = [*lat.lat_host(), *lat.lat_gpu(0, 480.0), *lat.lat_gpu(1, 500.0)]
+    gpus = _latency(_summary(rows), "lat_gpu")
+    assert list(gpus["device"]) == ["gpu0", "gpu1"]
+    assert list(gpus["size_bytes"]) == [256 * MiB] * 2  # the L2-resident sizes left out
+    assert list(gpus["value"]) == [480.0, 500.0]
+    assert list(gpus["hbm_over_ddr"]) == pytest.approx([480 / 95, 500 / 95])
+
+
+def test_round_trip_pairs_and_small_copies():
+    rows = [*lat.lat_h2d(0, 1100.0), *lat.lat_h2d(1, 1300.0),
+            *lat.lat_p2p(3, 900.0, slow="gpu2->gpu0"),
+            *lat.lat_memcpy(0), *lat.lat_memcpy(1, scale=1.5)]
+    summary = _summary(rows)
+    assert list(_latency(summary, "lat_h2d")["value"]) == [1100.0, 1300.0]
+    (p2p,) = _latency(summary, "lat_p2p").itertuples()
+    assert (p2p.device, p2p.value) == (SLOWEST_PAIR, 1350.0)
+    assert p2p.note.startswith("gpu2->gpu0 is the slowest of 6 ordered pair(s)")
+    memcpy = _latency(summary, "lat_memcpy")
+    assert list(memcpy["direction"]) == ["h2d", "d2h", "within"]
+    assert set(memcpy["device"]) == {SLOWEST_GPU}
+    assert list(memcpy["value"]) == [3600.0, 3900.0, 2700.0]
+    assert all(note.startswith("gpu1 is the slowest of 2 GPUs") for note in memcpy["note"])
+    one = _latency(_summary(lat.lat_memcpy(0)), "lat_memcpy")
+    assert list(one["device"]) == ["gpu0"] * 3 and set(one["note"]) == {""}
+
+
+def test_numa_pairs_give_the_slowest_pair():
+    (numa,) = _latency(_summary(lat.lat_host_numa(2)), "lat_host_numa").itertuples()
+    assert (numa.device, numa.value) == (SLOWEST_PAIR, 140.0)
+    assert numa.note.startswith("numa0->numa1 is the slowest of 4 ordered pair(s)")
+
+
+def test_the_latency_sentence_sets_bandwidth_and_latency_ratios_side_by_side():
+    one = lat.every_case(gpu_count=1)
+    assert latency_sentence(_summary(one)) == (
+        "HBM/DDR bandwidth 30.1×, latency 5.1×: a dependent load takes 480 ns from HBM "
+        "(lat_gpu, gpu0 NVIDIA H200) against 95.0 ns from DDR (lat_host).")
+    two = [*lat.lat_host(), *lat.lat_gpu(0, 480.0), *lat.lat_gpu(1, 500.0)]
+    assert latency_sentence(_summary(two)) == (
+        "HBM/DDR bandwidth ? (no hbm_triad and ddr_triad figures), latency 5.1–5.3×: a "
+        "dependent load takes 480–500 ns from HBM (lat_gpu, 2 GPUs, NVIDIA H200) against "
+        "95.0 ns from DDR (lat_host).")
+    assert latency_sentence(_summary([lat.ddr_triad()])) is None  # no latency rows
+    host_only = latency_sentence(_summary(lat.lat_host()))
+    assert host_only == "A dependent load takes 95.0 ns from DDR (lat_host); no GPU latency " \
+                        "in this run."
+
+
+def test_simulated_latency_is_never_printed_as_a_figure():
+    rows = [*lat.lat_host(), *lat.lat_gpu(0, 480.0, backend="simulated"),
+            *lat.loaded("lat_gpu_loaded", "gpu0", idle=480.0, backend="simulated")]
+    summary = _summary(rows)
+    assert "simulated, not measurements" in latency_sentence(summary)
+    text = _text(rows)
+    assert "480" not in text and "simulated" in text
+    assert loaded_latency_lines(rows_from_frame(results_frame(rows))) == []
+
+
+def test_the_terminal_shows_the_latency_section_beside_bandwidth():
+    text = _text(lat.every_case(gpu_count=1))
+    lines = text.splitlines()
+    section = lines[lines.index(next(line for line in lines if line.strip() == "latency")):]
+    shown = [" ".join(line.split()) for line in section[1:8]]
+    assert shown == [
+        "lat_host cpu, 1 thr 1 GiB 95.0 ns 1.0%",
+        "lat_host_numa slowest pair, 1 thr 1 GiB 140 ns 1.0%",
+        "lat_gpu gpu0 256 MiB 480 ns 1.0% 5.1×",
+        "lat_h2d gpu0 64 MiB 1100 ns 1.0%",
+        "lat_memcpy h2d gpu0 4 B 2400 ns 1.0%",
+        "lat_memcpy d2h gpu0 4 B 2600 ns 1.0%",
+        "lat_memcpy within gpu0 4 B 1800 ns 1.0%",
+    ]
+    assert "hbm_triad gpu0 1 GiB 4300 10.0% 30.1×" in " ".join(text.split())
+    assert "HBM/DDR bandwidth 30.1×, latency 5.1×" in text
+
+
+def test_loaded_latency_lines_give_idle_and_each_load_with_its_bandwidth():
+    rows = rows_from_frame(results_frame([*lat.loaded(), *lat.lat_host()]))
+    assert loaded_latency_lines(rows) == [
+        "lat_host_loaded cpu (1 GiB): latency idle and under a streaming load on the other "
+        "cores (the GB/s that load achieved): 95.0 ns idle, 142 ns at 25% (10.0 GB/s), 190 ns "
+        "at 50% (20.0 GB/s), 238 ns at 75% (30.0 GB/s), 285 ns at 100% (40.0 GB/s); 3.0× idle "
+        "at the heaviest load"]
+    frame = results_frame(lat.every_case(gpu_count=1))
+    lines = report_lines(rows_from_frame(frame), build_summary(frame))["latency"]
+    assert [line.split(" (")[0] for line in lines] == [
+        "HBM/DDR bandwidth 30.1×, latency 5.1×: a dependent load takes 480 ns from HBM",
+        "lat_host_loaded cpu", "lat_gpu_loaded gpu0"]
