@@ -125,9 +125,10 @@ def every_case(gpu_count: int = 2) -> list[ResultRow]:
 
 
 def run_meta(gpu_count: int = 2, **fields: object):
-    return meta(host=host(hostname="box", cpu_model="AMD EPYC 9654", caches=HOST_CACHES,
-                          llc_bytes_total=LLC),
-                gpus=gpus(*(gpu(i) for i in range(gpu_count))), **fields)
+    """A finished run's system.json: a host with three cache levels, `gpu_count` H200s."""
+    return meta(**{"host": host(hostname="box", cpu_model="AMD EPYC 9654", caches=HOST_CACHES,
+                                llc_bytes_total=LLC),
+                   "gpus": gpus(*(gpu(i) for i in range(gpu_count))), **fields})
 
 
 def write_run(folder: Path, rows: list[ResultRow], gpu_count: int = 2, **fields: object) -> Path:

@@ -6,6 +6,7 @@ latency sentence, the loaded-latency lines, the latency plots, findings, compare
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -153,3 +154,67 @@ def test_loaded_latency_lines_give_idle_and_each_load_with_its_bandwidth():
     assert [line.split(" (")[0] for line in lines] == [
         "HBM/DDR bandwidth 30.1×, latency 5.1×: a dependent load takes 480 ns from HBM",
         "lat_host_loaded cpu", "lat_gpu_loaded gpu0"]
+
+
+# -- findings ---------------------------------------------------------------------------------
+
+
+def _findings(rows, system=None):
+    from bwprof.report.findings import derive_findings
+
+    return derive_findings(results_frame(rows), system or lat.run_meta(4))
+
+
+def test_a_gpu_whose_latency_is_higher_than_its_siblings_is_the_slow_one():
+    rows = [*lat.lat_gpu(0, 480.0), *lat.lat_gpu(1, 480.0), *lat.lat_gpu(2, 490.0),
+            *lat.lat_gpu(3, 700.0)]
+    found = _findings(rows)
+    assert {(f.device, f.what) for f in found} == {
+        ("gpu3", "slower than its identical siblings on lat_gpu")}
+    assert "700.0 ns vs a median of 480.0 ns" in found[0].evidence
+    # The lowest latency is the best: a GPU far below its siblings' latency is not slow.
+    fast = [*lat.lat_gpu(0, 480.0), *lat.lat_gpu(1, 480.0), *lat.lat_gpu(2, 300.0)]
+    assert _findings(fast) == []
+
+
+def test_small_copies_are_compared_across_siblings_at_their_own_4_bytes():
+    rows = [*lat.lat_memcpy(0), *lat.lat_memcpy(1), *lat.lat_memcpy(2, scale=1.6)]
+    found = _findings(rows)
+    assert {f.device for f in found} == {"gpu2"} and len(found) == 3  # each direction
+    assert all("at 4 B" in f.evidence for f in found)
+
+
+def test_loaded_latency_is_compared_phase_by_phase_and_says_which():
+    rows = [lat.loaded("lat_gpu_loaded", f"gpu{i}", idle=480.0, full_gbps=3000.0,
+                       backend="cuda", device_name="NVIDIA H200", memory="hbm", threads=None)
+            for i in range(3)]
+    assert _findings([r for group in rows for r in group]) == []  # load_0 vs load_100: never
+    slow = [r if r.phase != "load_100" or r.device != "gpu1"
+            else replace(r, value_best=r.value_best * 1.5) for group in rows for r in group]
+    (finding,) = _findings(slow)
+    assert finding.device == "gpu1" and finding.evidence.endswith("(load_100)")
+
+
+def test_a_remote_numa_pair_is_no_slow_node_but_a_slow_local_node_is():
+    assert _findings(lat.lat_host_numa(2, local=90.0, remote=140.0)) == []
+    rows = [r if r.device != "numa1->numa1" else replace(r, value_best=130.0)
+            for r in lat.lat_host_numa(2, local=90.0, remote=140.0)]
+    (finding,) = _findings(rows)
+    assert finding.device == "numa1->numa1" and "NUMA node slower" in finding.what
+    assert "130.0 ns vs a median of 90.0 ns" in finding.evidence
+
+
+def test_latency_rows_have_no_peak_link_or_counter_findings():
+    """A chase barely loads a link (which may idle at a lower generation) and moves few bytes
+    against counters that also see a concurrent load: none of those checks apply."""
+    counters = {"telemetry_samples": 20, "pcie_gen_min": 1, "pcie_width_min": 16,
+                "counter_ratio": 40.0, "counter_gbps": 2000.0, "window_gbps": 50.0}
+    rows = [replace(r, counters=counters) for r in
+            [*lat.lat_h2d(0), *lat.lat_memcpy(0),
+             *lat.loaded("lat_gpu_loaded", "gpu0", idle=480.0, backend="cuda",
+                         device_name="NVIDIA H200", memory="hbm", threads=None)]]
+    system = lat.run_meta(1, gpus=lat.gpus(lat.gpu(0, metadata={"pcie_gen_max": 5,
+                                                                 "pcie_width_max": 16})))
+    assert _findings(rows, system) == []
+    above = [lat.lat_row(1.0, peak_value=0.5)]  # a latency "above" a peak means nothing
+    assert _findings(above) == []
