@@ -188,7 +188,8 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     # only where it is local: a remote pair is slower by design, not by a fault.
     nodes = rows[(rows["backend"] == "host") & (rows["status"] == "ok")
                  & rows["value_best"].notna()
-                 & (rows["device"].map(is_numa_device) | rows["device"].map(_local_pair))]
+                 & (rows["device"].map(is_numa_device).astype(bool)
+                    | rows["device"].map(_local_pair).astype(bool))]
     slow: dict[str, list[str]] = {}
     evidence: dict[str, str] = {}
     # Same thread count too: a cpuset may leave one node fewer CPUs, which is no DIMM fault.

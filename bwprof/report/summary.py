@@ -323,7 +323,7 @@ def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) 
     rows = _ok(results, case, direction)
     if rows.empty:
         return rows
-    rows = rows[~rows["phase"].map(is_loaded)]
+    rows = rows[~rows["phase"].map(is_loaded).astype(bool)]
     if rows.empty or rows["size_bytes"].isna().all():
         return rows
     pairs = rows.groupby("size_bytes")["device"].nunique()
@@ -366,7 +366,8 @@ def _latency_rows(results: pd.DataFrame) -> list[dict[str, object]]:
     latency case per device at its largest size. Loaded rows (`load_N`) are never the idle
     figure: they have lines of their own (`terminal.loaded_latency_lines`)."""
     rows = results[(results["metric"] == METRIC_PATHS["latency"]) & (results["status"] == "ok")
-                   & results["value_best"].notna() & ~results["phase"].map(is_loaded)]
+                   & results["value_best"].notna()
+                   & ~results["phase"].map(is_loaded).astype(bool)]
     out = _memory_latency_rows(rows, HOST_LATENCY)
     out += _slowest_pair_row(matrix_rows(rows, NUMA_LATENCY),
                              "CPUs of the first node reading memory of the second")

@@ -460,6 +460,8 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
         parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
         if first["phase"] and scope == "row":
             parts.append(str(first["phase"]))
+        if not is_missing(first["page_bytes"]) and scope == "row":
+            parts.append(f"{format_bytes(int(first['page_bytes']))} pages")
         if first["metric"] == EFFICIENCY.name:
             parts.append("overlap efficiency")
         elif first["metric"] != "bandwidth":

@@ -218,3 +218,71 @@ def test_latency_rows_have_no_peak_link_or_counter_findings():
     assert _findings(rows, system) == []
     above = [lat.lat_row(1.0, peak_value=0.5)]  # a latency "above" a peak means nothing
     assert _findings(above) == []
+
+
+# -- compare ----------------------------------------------------------------------------------
+
+
+def _compare_runs(tmp_path, later_scale: float):
+    """Run A: every latency case; run B: the same with every latency `later_scale` times."""
+    from bwprof.report.compare import compare_runs
+    from bwprof.report.runfolder import load_run
+
+    rows = lat.every_case(gpu_count=1)
+    slower = [replace(r, value_best=r.value_best * later_scale,
+                      value_median=r.value_median * later_scale)
+              if r.metric == "latency" else r for r in rows]
+    a = lat.write_run(tmp_path / "a", rows, gpu_count=1, run_id="box-a")
+    b = lat.write_run(tmp_path / "b", slower, gpu_count=1, run_id="box-b")
+    return a, b, compare_runs([load_run(a), load_run(b)])
+
+
+def test_a_latency_that_rose_20_percent_is_a_regression_in_both_scopes(tmp_path):
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+
+    a, b, comparison = _compare_runs(tmp_path, 1.2)
+    rows = comparison.rows
+    later = rows[~rows["baseline"] & (rows["metric"] == "latency")]
+    for scope in ("summary", "row"):
+        mine = later[later["scope"] == scope]
+        assert len(mine) and mine["change_pct"].tolist() == pytest.approx([20.0] * len(mine))
+        assert mine["regressed_pct"].tolist() == pytest.approx([20.0] * len(mine))
+    bandwidth = rows[~rows["baseline"] & (rows["metric"] == "bandwidth")]
+    assert bandwidth["regressed_pct"].tolist() == pytest.approx([0.0] * len(bandwidth))
+    summary = later[later["scope"] == "summary"]
+    assert set(summary["case"]) == {"lat_host", "lat_gpu", "lat_h2d", "lat_memcpy",
+                                    "lat_host_numa"}  # one GPU: no lat_p2p
+    regressions = comparison.regressions(10)
+    assert len(regressions) == len(summary)
+    assert all(not r.higher_is_better and r.change_pct == pytest.approx(20.0)
+               for r in regressions)
+    result = CliRunner().invoke(app, ["compare", str(a), str(b), "--fail-below", "10"])
+    assert result.exit_code == 1, result.output
+    assert "below --fail-below: run B: lat_host cpu (CPU, with comma) 1 GiB latency rose " \
+           "20.0% (more than 10%)" in result.output
+    better = _compare_runs(tmp_path / "faster", 0.8)[2]
+    assert better.regressions(10) == []
+
+
+def test_loaded_phases_and_page_sizes_are_never_matched_to_each_other(tmp_path):
+    """Run A measured lat_host_loaded at load_0 only, run B at load_100 only (and lat_host on
+    other pages): no figure of one stands against the other's."""
+    from bwprof.report.compare import compare_runs
+    from bwprof.report.runfolder import load_run
+
+    idle, full = lat.loaded()[0], lat.loaded()[-1]
+    a = lat.write_run(tmp_path / "a", [idle, *lat.lat_host(4096)], run_id="a")
+    b = lat.write_run(tmp_path / "b", [full, *lat.lat_host(2 << 20)], run_id="b")
+    rows = compare_runs([load_run(a), load_run(b)]).rows
+    loaded = rows[(rows["scope"] == "row") & (rows["case"] == "lat_host_loaded")]
+    assert loaded.groupby("figure_id")["phase"].first().tolist() == ["load_0", "load_100"]
+    assert loaded["change_pct"].isna().all()
+    assert sorted(loaded["status"]) == ["absent", "absent", "ok", "ok"]
+    host = rows[(rows["scope"] == "row") & (rows["case"] == "lat_host")]
+    assert host["change_pct"].isna().all() and host["figure_id"].nunique() == 2 * 9
+    # The headline DDR latency is the box's, whatever its pages: it aligns.
+    (headline,) = rows[(rows["scope"] == "summary") & (rows["case"] == "lat_host")
+                       & ~rows["baseline"]].itertuples()
+    assert headline.change_pct == pytest.approx(0.0)
