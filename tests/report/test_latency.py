@@ -286,3 +286,107 @@ def test_loaded_phases_and_page_sizes_are_never_matched_to_each_other(tmp_path):
     (headline,) = rows[(rows["scope"] == "summary") & (rows["case"] == "lat_host")
                        & ~rows["baseline"]].itertuples()
     assert headline.change_pct == pytest.approx(0.0)
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+
+def _visible(figure):
+    return [axis for axis in figure.axes if axis.get_visible() and axis.get_label() != "<colorbar>"]
+
+
+def test_latency_against_size_has_a_host_and_a_gpu_panel_with_the_cache_sizes():
+    from bwprof.report import plots
+
+    rows = results_frame([*lat.lat_host(), *lat.lat_host(page_bytes=2 << 20, scale=0.8),
+                          *lat.lat_gpu(0), *lat.lat_gpu(1, 500.0), *lat.lat_memcpy(0),
+                          *lat.loaded(), *lat.lat_host_numa()])
+    figure = plots.latency_figure(rows, lat.run_meta())
+    host, gpu = _visible(figure)
+    assert host.get_title() == "host load latency (lat_host): host DDR"
+    assert gpu.get_title() == "GPU load latency (lat_gpu): device memory"
+    assert host.get_xscale() == "log" and host.get_yscale() == "log"
+    marks = [text.get_text() for text in host.texts]
+    assert marks == ["L1d 48 KiB", "L2 1 MiB", "L3 32 MiB"]  # per instance, as listed
+    assert [text.get_text() for text in gpu.texts] == ["L2 60 MiB"]
+    assert sorted(line.get_xdata()[0] for line in host.lines
+                  if line.get_linestyle() == ":") == [48 << 10, 1 << 20, 32 << 20]
+    legend = [text.get_text() for text in host.get_legend().get_texts()]
+    assert legend == ["lat_host cpu, 4 KiB pages", "lat_host cpu, 2 MiB pages",
+                      plots.RESIDENT_LABEL]
+    # One line per device; loaded, NUMA and 4-byte copy rows are not on it.
+    drawn = [line for line in gpu.lines if line.get_linestyle() == "-"]
+    assert [line.get_label() for line in drawn] == ["lat_gpu gpu0", "lat_gpu gpu1"]
+    assert len(drawn[0].get_xdata()) == 9
+    hollow = [line for line in gpu.lines if line.get_markerfacecolor() == "white"
+              and line.get_linestyle() == "None"]
+    assert [len(line.get_xdata()) for line in hollow] == [8, 8]  # under 4x the L2
+    assert plots.SIMULATED_TITLE not in figure._suptitle.get_text()
+
+
+def test_latency_under_load_is_drawn_against_the_loads_bandwidth():
+    from bwprof.report import plots
+
+    rows = results_frame([*lat.loaded(),
+                          *lat.loaded("lat_gpu_loaded", "gpu0", idle=480.0, full_gbps=3000.0,
+                                      backend="simulated", memory="hbm")])
+    figure = plots.loaded_latency_figure(rows, lat.run_meta())
+    host, gpu = _visible(figure)
+    (line,) = host.lines
+    assert list(line.get_xdata()) == [0.0, 10.0, 20.0, 30.0, 40.0]
+    assert list(line.get_ydata()) == pytest.approx([95.0, 142.5, 190.0, 237.5, 285.0])
+    assert [t.get_text() for t in host.texts] == ["0%", "25%", "50%", "75%", "100%"]
+    assert gpu.lines[0].get_label() == "lat_gpu_loaded gpu0 (simulated)"
+    assert plots.SIMULATED_TITLE in figure._suptitle.get_text()
+    assert plots.loaded_latency_figure(results_frame(lat.lat_host()), lat.run_meta()) is None
+
+
+def test_numa_and_p2p_latency_heatmaps_colour_from_zero_and_need_two_members():
+    from bwprof.report import plots
+
+    rows = results_frame([*lat.lat_host_numa(2), *lat.lat_p2p(3, slow="gpu2->gpu0")])
+    numa = plots.numa_latency_figure(rows, lat.run_meta())
+    (image,) = numa.axes[0].images
+    assert image.norm.vmin == 0 and image.norm.vmax == 140.0
+    assert image.get_array().tolist() == [[90.0, 140.0], [140.0, 90.0]]
+    assert numa.axes[0].get_ylabel() == "CPUs of node"
+    p2p = plots.p2p_latency_figure(rows, lat.run_meta(3))
+    (image,) = p2p.axes[0].images
+    assert image.norm.vmin == 0 and image.norm.vmax == 1350.0
+    assert plots.numa_latency_figure(results_frame(lat.lat_host_numa(1)), lat.run_meta()) is None
+    assert plots.p2p_latency_figure(results_frame(lat.lat_host()), lat.run_meta()) is None
+
+
+# -- bwprof report ----------------------------------------------------------------------------
+
+
+def test_report_of_a_latency_run_shows_the_section_and_writes_the_plots(tmp_path):
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+    from bwprof.report import plots
+
+    run = lat.write_run(tmp_path / "run", lat.every_case(gpu_count=2), gpu_count=2)
+    result = CliRunner().invoke(app, ["report", str(run)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "lat_host cpu, 1 thr 1 GiB 95.0 ns" in text
+    assert "lat_gpu gpu1 256 MiB 480 ns 1.0% 5.1×" in text
+    assert "lat_p2p slowest pair 64 MiB 900 ns" in text
+    assert "lat_memcpy d2h slowest GPU 4 B 2600 ns" in text
+    assert "HBM/DDR bandwidth 30.1×, latency 5.1×: a dependent load takes 480 ns from HBM " \
+           "(lat_gpu, 2 GPUs, NVIDIA H200) against 95.0 ns from DDR (lat_host)." in text
+    assert "lat_host_loaded cpu (1 GiB): latency idle and under a streaming load" in text
+    written = [plots.BANDWIDTH_PNG, plots.SUMMARY_PNG, plots.LATENCY_PNG,
+               plots.LOADED_LATENCY_PNG, plots.NUMA_LATENCY_PNG, plots.P2P_LATENCY_PNG]
+    assert f"wrote summary.csv, {', '.join(written)} in {run}" in text
+    for name in written:
+        assert (run / name).read_bytes().startswith(b"\x89PNG"), name
+    summary = pd.read_csv(run / "summary.csv")
+    latency = summary[summary["path"] == "latency"]
+    assert set(latency["unit"]) == {"ns"} and not latency["higher_is_better"].any()
+    json_run = CliRunner().invoke(app, ["report", str(run), "--json", "--no-plots"])
+    import json
+
+    lines = json.loads(json_run.output)["lines"]["latency"]
+    assert lines[0].startswith("HBM/DDR bandwidth 30.1×, latency 5.1×") and len(lines) == 4
