@@ -1,12 +1,13 @@
 """`bwprof compare`: the same figures across runs and boxes, against the first run.
 
-Rows align by case, size, device, device model and direction (and thread count and overlap
-phase where they apply), in two scopes: `summary` (the headline figures of each run's summary:
-DDR, HBM, host↔device, GPU↔GPU, overlap efficiency) and `row` (every measured row of
-results.csv). Rows of different device models never align: an H100's figure against an
-H200's is not a change of one machine, so each shows in its own line, and the machine warnings
-say why. The first run is the baseline; every other run gets the change in % against it and
-whether the change is beyond noise (`noise_pct`, see `noise_pct`).
+Rows align by case, size, device, device model and direction (and thread count, overlap or
+load phase and page size where they apply), in two scopes: `summary` (the headline figures
+of each run's summary: DDR, HBM, host↔device, GPU↔GPU, overlap efficiency, latency) and
+`row` (every measured row of results.csv). Rows of different device models never align: an
+H100's figure against an H200's is not a change of one machine, so each shows in its own
+line, and the machine warnings say why. The first run is the baseline; every other run gets
+the change in % against it and whether the change is beyond noise (`noise_pct`, see
+`noise_pct`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ varies between runs (boost clocks, page placement, which copy engine is picked).
 
 KEY_COLUMNS: tuple[str, ...] = (
     "scope", "path", "case", "size_bytes", "device", "device_name", "memory", "direction",
-    "threads", "streams", "phase", "metric",
+    "threads", "streams", "phase", "page_bytes", "metric",
 )
+"""What aligns a figure: rows of one case differing only by overlap or load phase
+(`load_0`, `load_100`) or by the page size a latency chase ran on are different figures."""
 COMPARE_COLUMNS: tuple[str, ...] = (
     "figure_id", *KEY_COLUMNS, "unit", "higher_is_better", "run", "run_dir", "run_id",
     "baseline", "backend", "status", "value", "cv", "repeats", "baseline_value", "change_pct",
@@ -125,7 +128,7 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
             "size_bytes": _int(row["size_bytes"]), "device": row["device"],
             "device_name": row["device_name"], "memory": row["memory"],
             "direction": row["direction"], "threads": None, "streams": None,
-            "phase": "concurrent" if row["path"] == "overlap" else "",
+            "phase": "concurrent" if row["path"] == "overlap" else "", "page_bytes": None,
             "metric": row["metric"], "unit": row["unit"],
             "higher_is_better": _higher(row["higher_is_better"]),
             "backend": row["backend"], "status": row["status"], "value": _num(row["value"]),
@@ -146,7 +149,8 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
                 "size_bytes": _int(row["size_bytes"]), "device": row["device"],
                 "device_name": row["device_name"], "memory": row["memory"],
                 "direction": row["direction"], "threads": _int(row["threads"]),
-                "streams": _int(row["streams"]), "phase": row["phase"], "metric": metric,
+                "streams": _int(row["streams"]), "phase": row["phase"],
+                "page_bytes": _int(row.get("page_bytes")), "metric": metric,
                 "unit": unit, "higher_is_better": higher,
                 "backend": row["backend"], "status": row["status"], "value": _num(value),
                 "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),

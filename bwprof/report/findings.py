@@ -15,7 +15,7 @@ import pandas as pd
 
 from bwprof.peaks import FINDING_ABOVE_PEAK
 from bwprof.report.formats import cell_float, lower_is_better_row
-from bwprof.report.summary import cache_resident, is_numa_device, node_of
+from bwprof.report.summary import cache_resident, is_numa_device, node_of, numa_pair
 from bwprof.schema.meta import RunMeta
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
@@ -58,6 +58,13 @@ def _column(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series([None] * len(rows), index=rows.index)
 
 
+def _bandwidth(rows: pd.DataFrame) -> pd.Series:
+    """Which rows move bytes as their figure: a latency chase (or a small copy timed for its
+    latency) barely loads a link, which may then idle at a lower generation, and its bytes
+    are not what a counter of a concurrent load saw."""
+    return rows["metric"].eq("bandwidth")
+
+
 def _known(value: object) -> str:
     """A link generation or width for evidence text: '?' where no sample gave one."""
     number = cell_float(value)
@@ -66,7 +73,7 @@ def _known(value: object) -> str:
 
 def pcie_below_max(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
     found = []
-    transfers = rows[rows["direction"].isin(TRANSFER_DIRECTIONS)
+    transfers = rows[_bandwidth(rows) & rows["direction"].isin(TRANSFER_DIRECTIONS)
                      & (rows["memory"] != "hbm")  # GPU<->GPU both ways: NVLink, not the slot
                      & (_column(rows, "telemetry_samples").fillna(0) > 0)]
     for device, group in transfers.groupby("device"):
@@ -156,8 +163,11 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
     """A GPU whose figure is under 80% of the median of its identical siblings doing the same
     case. Only validated rows of at least SIBLING_MIN_BYTES count: small copies are bound by
     launch latency and noisy, no sign of a sick GPU."""
+    # The size floor is for transfers; a latency row's size is its working set (or a 4-byte
+    # copy timed for its latency), compared at any size.
     single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["value_best"].notna()
-                  & (rows["status"] == "ok") & ~(rows["size_bytes"] < SIBLING_MIN_BYTES)]
+                  & (rows["status"] == "ok")
+                  & (~(rows["size_bytes"] < SIBLING_MIN_BYTES) | ~_bandwidth(rows))]
     # Everything that makes two rows the same measurement, device aside.
     keys = ["case", "metric", "size_bytes", "direction", "phase", "memory", "streams",
             "threads", "device_name"]
@@ -165,7 +175,8 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
         "warning", row["device"], f"slower than its identical siblings on {key[0]}",
         "one GPU (or its slot, link or NUMA placement) under-delivers",
         f"{row['value_best']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
-        f"over {others} other {key[-1]} GPUs at {row['size_bytes']} B",
+        f"over {others} other {key[-1]} GPUs at {row['size_bytes']} B"
+        + (f" ({row['phase']})" if row["phase"] else ""),
     ) for key, group in single.groupby(keys, dropna=False)
         for row, median, others in _below_siblings(group)]
 
@@ -173,13 +184,17 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
 def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     """A host NUMA node whose DDR figure alone is under 80% of the median of its host's other
     nodes (a missing or slower DIMM, or memory channels left empty on one socket)."""
+    # A NUMA pair (lat_host_numa: one node's CPUs reading another's memory) is a sibling
+    # only where it is local: a remote pair is slower by design, not by a fault.
     nodes = rows[(rows["backend"] == "host") & (rows["status"] == "ok")
-                 & rows["value_best"].notna() & rows["device"].map(is_numa_device)]
+                 & rows["value_best"].notna()
+                 & (rows["device"].map(is_numa_device).astype(bool)
+                    | rows["device"].map(_local_pair).astype(bool))]
     slow: dict[str, list[str]] = {}
     evidence: dict[str, str] = {}
     # Same thread count too: a cpuset may leave one node fewer CPUs, which is no DIMM fault.
-    for (case, _metric, _size, _threads, _host), group in nodes.groupby(
-            ["case", "metric", "size_bytes", "threads", nodes["device"].map(node_of)],
+    for (case, _metric, _size, _threads, _phase, _host), group in nodes.groupby(
+            ["case", "metric", "size_bytes", "threads", "phase", nodes["device"].map(node_of)],
             sort=False, dropna=False):
         for row, median, others in _below_siblings(group):
             slow.setdefault(row["device"], []).append(str(case))
@@ -193,6 +208,11 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
         "GPUs and threads on that node see less host bandwidth",
         evidence[device],
     ) for device, cases in slow.items()]
+
+
+def _local_pair(device: object) -> bool:
+    pair = numa_pair(device)
+    return pair is not None and pair[0] == pair[1]
 
 
 def host_cpus_narrowed(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
@@ -255,6 +275,7 @@ def counters_disagree(rows: pd.DataFrame) -> list[Finding]:
     """Counters more than 20% off the bytes the row moved. Link counters (every row but device
     memory within a GPU, which DRAM utilisation checks) may read LINK_PROTOCOL_HEADROOM more:
     the payload they imply is their reading divided by the protocol's overhead."""
+    rows = rows[_bandwidth(rows)]  # a chase's bytes are not what counters of a load saw
     ratio = _column(rows, "counter_ratio")
     link = rows["direction"] != "within"
     high = (1 + COUNTER_TOLERANCE) * link.map({True: LINK_PROTOCOL_HEADROOM, False: 1.0})

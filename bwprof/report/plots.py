@@ -6,6 +6,17 @@
 - `telemetry.png`: the counters of `samples.csv` over time, each case shaded (only when the run
   recorded telemetry).
 - `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix (only with two GPUs or more).
+- `latency_vs_size.png`: load latency against working-set size (log x, log y), a panel for
+  the host chase and one for the GPU chase (and one for any other latency sweep), one line
+  per device, the cache sizes as dotted vertical lines (host: each level's per-instance
+  size from system.json; GPU: its L2), cache-resident points hollow.
+- `latency_under_load.png`: latency against the bandwidth a concurrent streaming load
+  achieved (`load_N` rows), a panel per loaded case, one line per device.
+- `numa_latency_heatmap.png`, `p2p_latency_heatmap.png`: latency from each NUMA node's CPUs
+  to each node's memory, and from each GPU to each other's memory (only with two or more).
+
+Every heatmap's colours run from 0, not from the smallest figure, so a small difference
+does not look like a large one. A plot without rows is not drawn.
 
 Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
 measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
@@ -23,7 +34,21 @@ from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
 from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
-from bwprof.report.summary import PATH_LABELS, build_summary, cache_resident, p2p_matrix_rows
+from bwprof.report.summary import (
+    GPU_LATENCY,
+    HOST_LATENCY,
+    MEMCPY_LATENCY,
+    NUMA_LATENCY,
+    P2P_LATENCY,
+    PATH_LABELS,
+    build_summary,
+    cache_resident,
+    is_loaded,
+    load_percent,
+    matrix_rows,
+    numa_pair,
+    p2p_matrix_rows,
+)
 from bwprof.report.timeline import read_timelines, write_timeline_plots
 from bwprof.schema.meta import RunMeta
 from bwprof.units import format_bytes
@@ -32,6 +57,12 @@ BANDWIDTH_PNG = "bandwidth_vs_size.png"
 SUMMARY_PNG = "summary_vs_peak.png"
 TELEMETRY_PNG = "telemetry.png"
 P2P_PNG = "p2p_heatmap.png"
+LATENCY_PNG = "latency_vs_size.png"
+LOADED_LATENCY_PNG = "latency_under_load.png"
+NUMA_LATENCY_PNG = "numa_latency_heatmap.png"
+P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
+LATENCY_AXIS = "ns per dependent load, best"
+RESIDENT_LABEL = "fits in a cache: not the memory's figure"
 SIMULATED_TITLE = "SIMULATED — not a measurement"
 MAX_COUNTER_PANELS = 8
 _NOT_COUNTERS = {"t_s", "size_bytes", "threads", "sample", "index", "schema_version",
@@ -82,15 +113,16 @@ def _size_formatter(value: float, _position: object) -> str:
 
 def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     """Each figure against size, one panel per metric, memory kind and direction (GB/s for
-    bandwidth; a latency in ns, a throughput in TFLOP/s, each in panels of its own); None
-    when no row has a size. Points whose buffers fit in a cache (`in_cache`,
+    bandwidth; a throughput in TFLOP/s in panels of its own; latency is `latency_figure`'s);
+    None when no row has a size. Points whose buffers fit in a cache (`in_cache`,
     `l2_resident`) are drawn hollow: they are not the memory's figure and may pass its peak
     line."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
     rows = results[(results["status"] == "ok") & results["value_best"].notna()
-                   & results["size_bytes"].notna() & (results["phase"] == "")]
+                   & results["size_bytes"].notna() & (results["phase"] == "")
+                   & (results["metric"] != "latency")]  # latency_vs_size.png has those
     if rows.empty:
         return None
     resident = cache_resident(rows)
@@ -135,7 +167,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         if resident[mine.index].any():
             handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
                                   markeredgecolor="grey",
-                                  label="fits in a cache: not the memory's figure"))
+                                  label=RESIDENT_LABEL))
         axis.legend(handles=handles, fontsize=6,
                     ncol=2 if mine.groupby(["case", "device"]).ngroups > 8 else 1)
     for axis in axes[len(panels):]:
@@ -261,6 +293,43 @@ def telemetry_figure(samples: pd.DataFrame | None, meta: RunMeta, simulated: boo
     return figure
 
 
+def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMeta, what: str,
+                   colour_label: str, cmap: str, axes: tuple[str, str]):
+    """A heatmap of one figure per ordered pair (rows: the first of the pair, columns: the
+    second), each cell's value written in it; colours from 0 to the largest figure, never
+    fitted to the smallest: a 5% difference must not look like black against white. None
+    with fewer than two members."""
+    from matplotlib.colors import Normalize
+
+    names = sorted({name for pair in pairs for name in pair}, key=lambda g: (len(g), g))
+    if len(names) < 2:
+        return None
+    matrix = [[math.nan] * len(names) for _ in names]
+    for (source, target), value in zip(pairs, rows["value_best"], strict=True):
+        matrix[names.index(source)][names.index(target)] = float(value)
+    top = max(v for line in matrix for v in line if not math.isnan(v))
+    norm = Normalize(vmin=0, vmax=top if top > 0 else 1)
+    figure = _figure(1.6 + 0.9 * len(names), 1.9 + 0.8 * len(names))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap=cmap, norm=norm)
+    colours = image.get_cmap()
+    for i, line in enumerate(matrix):
+        for j, value in enumerate(line):
+            if not math.isnan(value):
+                red, green, blue, _alpha = colours(norm(value))
+                light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
+                axis.text(j, i, f"{value:.3g}", ha="center", va="center",
+                          color="black" if light else "white", fontsize=8)
+    axis.set_xticks(range(len(names)), names)
+    axis.set_yticks(range(len(names)), names)
+    axis.set_ylabel(axes[0])
+    axis.set_xlabel(axes[1])
+    figure.colorbar(image, ax=axis, label=colour_label)
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, what, meta, simulated)
+    return figure
+
+
 def p2p_figure(results: pd.DataFrame, meta: RunMeta):
     """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
     two GPUs."""
@@ -268,29 +337,192 @@ def p2p_figure(results: pd.DataFrame, meta: RunMeta):
     rows = rows[rows["value_best"].notna() & rows["device"].str.contains("->")]
     if rows.empty:
         return None
-    pairs = [tuple(d.split("->")) for d in rows["device"]]
-    gpus = sorted({g for pair in pairs for g in pair}, key=lambda g: (len(g), g))
-    if len(gpus) < 2:
-        return None
-    matrix = [[math.nan] * len(gpus) for _ in gpus]
-    for (source, target), value in zip(pairs, rows["value_best"], strict=True):
-        matrix[gpus.index(source)][gpus.index(target)] = float(value)
-    figure = _figure(1.6 + 0.9 * len(gpus), 1.9 + 0.8 * len(gpus))
-    axis = figure.subplots()
-    image = axis.imshow(matrix, cmap="viridis")
-    for i, line in enumerate(matrix):
-        for j, value in enumerate(line):
-            if not math.isnan(value):
-                axis.text(j, i, f"{value:.3g}", ha="center", va="center", color="white",
-                          fontsize=8)
-    axis.set_xticks(range(len(gpus)), gpus)
-    axis.set_yticks(range(len(gpus)), gpus)
-    axis.set_xlabel("to")
-    axis.set_ylabel("from")
-    figure.colorbar(image, ax=axis, label="GB/s (10^9 bytes/s), best")
+    pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
     size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    return _matrix_figure(rows, pairs, meta, f"GPU→GPU copy (p2p_copy, {size})",
+                          "GB/s (10^9 bytes/s), best", "viridis", ("from", "to"))
+
+
+def p2p_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Matrix of lat_p2p ns (a GPU chasing through another GPU's memory); None with fewer
+    than two GPUs."""
+    rows = matrix_rows(results, P2P_LATENCY, "p2p")
+    rows = rows[rows["value_best"].notna() & rows["device"].str.contains("->")]
+    if rows.empty:
+        return None
+    pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    return _matrix_figure(rows, pairs, meta,
+                          f"GPU→GPU load latency (lat_p2p, {size} working set)",
+                          f"{LATENCY_AXIS} (lower is better)", "magma_r",
+                          ("GPU chasing", "GPU whose memory it reads"))
+
+
+def numa_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Matrix of lat_host_numa ns: each node's CPUs (rows) reading each node's memory
+    (columns); None on a host of one node."""
+    rows = matrix_rows(results, NUMA_LATENCY)
+    found = [numa_pair(d) for d in rows["device"]]
+    keep = [pair is not None for pair in found]
+    rows = rows[keep]
+    pairs = [pair for pair in found if pair is not None]
+    if rows.empty:
+        return None
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    return _matrix_figure(rows, pairs, meta,
+                          f"Host load latency across NUMA nodes (lat_host_numa, {size})",
+                          f"{LATENCY_AXIS} (lower is better)", "magma_r",
+                          ("CPUs of node", "memory of node"))
+
+
+def _cache_marks(case: str, rows: pd.DataFrame, meta: RunMeta) -> list[tuple[int, str]]:
+    """(size, label) of the caches a latency sweep crosses: the host's levels (per instance,
+    as system.json lists them) for a host chase, the GPU's L2 for a chase of its memory."""
+    marks: list[tuple[int, str]] = []
+    host_chase = case == HOST_LATENCY or (case != GPU_LATENCY
+                                          and (rows["backend"] == "host").all())
+    gpu_chase = case == GPU_LATENCY or (not host_chase and (rows["memory"] == "hbm").all()
+                                        and (rows["direction"] == "within").all())
+    if host_chase and meta.host is not None:
+        for cache in meta.host.caches:
+            if cache.type == "Instruction":
+                continue
+            name = f"L{cache.level}{'d' if cache.type == 'Data' else ''}"
+            marks.append((cache.size_bytes, f"{name} {format_bytes(cache.size_bytes)}"))
+    elif gpu_chase:
+        sizes = dict.fromkeys(d.properties.l2_bytes for d in meta.gpus.devices
+                              if d.properties.l2_bytes)
+        marks += [(size, f"L2 {format_bytes(size)}") for size in sizes]
+    return marks
+
+
+def _latency_sweeps(results: pd.DataFrame) -> pd.DataFrame:
+    """Latency rows that sweep the working set: ok, idle (no load phase), the pair and
+    small-copy cases left to their own views."""
+    rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
+                   & results["value_best"].notna() & results["size_bytes"].notna()
+                   & ~results["phase"].map(is_loaded).astype(bool)
+                   & ~results["case"].isin((NUMA_LATENCY, MEMCPY_LATENCY))]
+    swept = rows.groupby(["case", "device"])["size_bytes"].transform("nunique") > 1
+    return rows[swept]
+
+
+def _line_label(case: str, device: str, line: pd.DataFrame, several_pages: bool) -> str:
+    label = f"{case} {device}"
+    if several_pages and line["page_bytes"].notna().any():
+        label += f", {format_bytes(int(line['page_bytes'].dropna().iloc[0]))} pages"
+    if (line["backend"] == "simulated").any():
+        label += " (simulated)"
+    return label
+
+
+def latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Load latency against working-set size: a panel per sweeping case (the host chase,
+    the GPU chase, ...), one line per device (and page size, where a device has several),
+    cache sizes as dotted vertical lines, cache-resident points hollow. None without a
+    latency sweep."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    rows = _latency_sweeps(results)
+    if rows.empty:
+        return None
+    order = {HOST_LATENCY: 0, GPU_LATENCY: 1}
+    cases = sorted(dict.fromkeys(rows["case"]), key=lambda c: order.get(c, 2))
+    columns = min(len(cases), 3)
+    lines = math.ceil(len(cases) / columns)
+    figure = _figure(5.6 * columns, 4.2 * lines + 0.8)
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    resident = cache_resident(rows)
+    for axis, case in zip(axes, cases, strict=False):
+        mine = rows[rows["case"] == case]
+        pages = mine.groupby("device")["page_bytes"].nunique()
+        several_pages = bool((pages > 1).any())
+        keys = ["device", "page_bytes"] if several_pages else ["device"]
+        for key, line in mine.groupby(keys, sort=False, dropna=False):
+            device = str(key[0] if isinstance(key, tuple) else key)
+            line = line.sort_values("size_bytes")
+            drawn = axis.plot(line["size_bytes"].astype(float), line["value_best"], marker="o",
+                              markersize=3,
+                              label=_line_label(case, device, line, several_pages))[0]
+            cached = resident[line.index]
+            if cached.any():
+                axis.plot(line.loc[cached, "size_bytes"].astype(float),
+                          line.loc[cached, "value_best"], linestyle="none", marker="o",
+                          markersize=6, markerfacecolor="white",
+                          markeredgecolor=drawn.get_color())
+        for size, label in _cache_marks(case, mine, meta):
+            axis.axvline(size, linestyle=":", linewidth=1, color="grey")
+            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"), fontsize=6,
+                          color="grey", rotation=90, ha="right", va="top")
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+        for ticks in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
+            ticks(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.tick_params(axis="y", which="minor", labelsize=6)
+        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
+        axis.set_xlabel("working-set size (bytes, log scale)")
+        axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
+        where = ("host" if (mine["backend"] == "host").all() else "GPU")
+        memory = _MEMORY_LABELS.get(str(mine["memory"].iloc[0]), str(mine["memory"].iloc[0]))
+        axis.set_title(f"{where} load latency ({case}): {memory}", fontsize=9)
+        axis.grid(True, which="both", alpha=0.3)
+        handles, _labels = axis.get_legend_handles_labels()
+        if resident[mine.index].any():
+            handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
+                                  markeredgecolor="grey", label=RESIDENT_LABEL))
+        axis.legend(handles=handles, fontsize=6, loc="lower right",  # the cache names: top
+                    ncol=2 if len(handles) > 8 else 1)
+    for axis in axes[len(cases):]:
+        axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
-    _title(figure, f"GPU→GPU copy (p2p_copy, {size})", meta, simulated)
+    _title(figure, "Load latency against working-set size (one dependent load at a time)",
+           meta, simulated)
+    return figure
+
+
+def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Latency against the bandwidth a concurrent streaming load achieved (`load_gbps`), a
+    panel per loaded case, one line per device, each point named by the load's nominal
+    intensity; None without loaded rows."""
+    rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
+                   & results["value_best"].notna()
+                   & results["phase"].map(is_loaded).astype(bool)].copy()
+    if rows.empty:
+        return None
+    rows["percent"] = rows["phase"].map(load_percent)
+    idle = rows["percent"].eq(0) & rows["load_gbps"].isna()
+    rows.loc[idle, "load_gbps"] = 0.0  # the idle chase: no load at all
+    rows = rows[rows["load_gbps"].notna()]
+    if rows.empty:
+        return None
+    cases = list(dict.fromkeys(rows["case"]))
+    figure = _figure(5.6 * len(cases), 4.4)
+    axes = figure.subplots(1, len(cases), squeeze=False).ravel()
+    for axis, case in zip(axes, cases, strict=True):
+        mine = rows[rows["case"] == case]
+        for device, line in mine.groupby("device", sort=False):
+            line = line.sort_values(["percent", "load_gbps"])
+            label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
+                                          .any() else "")
+            axis.plot(line["load_gbps"].astype(float), line["value_best"], marker="o",
+                      markersize=4, label=label)
+            for _, point in line.iterrows():
+                axis.annotate(f"{point['percent']}%", (float(point["load_gbps"]),
+                                                       float(point["value_best"])),
+                              xytext=(3, 3), textcoords="offset points", fontsize=6)
+        axis.set_xlim(left=0)
+        axis.set_ylim(bottom=0)
+        axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
+        axis.set_ylabel(LATENCY_AXIS)
+        where = "host" if (mine["backend"] == "host").all() else "GPU"
+        axis.set_title(f"{where} latency under load ({case}); labels: the load's nominal "
+                       "intensity", fontsize=8)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=6, loc="upper left")
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Load latency under a concurrent streaming load", meta, simulated)
     return figure
 
 
@@ -306,6 +538,10 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
         SUMMARY_PNG: summary_figure(summary, run.meta),
         TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated),
         P2P_PNG: p2p_figure(run.results, run.meta),
+        LATENCY_PNG: latency_figure(run.results, run.meta),
+        LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
+        NUMA_LATENCY_PNG: numa_latency_figure(run.results, run.meta),
+        P2P_LATENCY_PNG: p2p_latency_figure(run.results, run.meta),
     }
     written = []
     for name, figure in figures.items():

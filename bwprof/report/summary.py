@@ -6,10 +6,16 @@ per GPU), host→device and device→host (`h2d_pinned` / `d2h_pinned` at the la
 GPU, and `h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest
 size, the slowest ordered pair), network (fleet runs only: `net_p2p` host buffers at the
 largest size per rank pair), overlap efficiency (the `concurrent` rows of the overlap
-cases), and, where a run has rows of those metrics, latency and compute (each latency or
-throughput case per device at its largest size).
+cases), and, where a run has rows of those metrics, latency and compute. Latency: DDR
+(`lat_host`'s largest working set beyond the caches), the slowest NUMA pair
+(`lat_host_numa`), HBM (`lat_gpu`'s largest working set beyond the L2) and the host round
+trip (`lat_h2d`) per GPU, the slowest GPU pair (`lat_p2p`), small copies per direction
+(`lat_memcpy`), any other latency case per device at its largest size; rows under a
+concurrent load (`load_N`) are never among them. Compute: each throughput case per device at
+its largest size.
 A path with no figure keeps one row with an empty figure and the reason, so the table always
-says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU.
+says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU,
+the lat_gpu rows HBM/DDR latency.
 
 Every figure is a row of results.csv (or a ratio of two), chosen here, never recomputed from
 samples, and keeps the row's metric, unit and direction (`value`, `unit`, `higher_is_better`;
@@ -148,8 +154,20 @@ def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.Da
 
 
 def is_numa_device(device: object) -> bool:
-    """A DDR row of one NUMA node alone ('numa1', 'node7:numa1'), not the whole host."""
-    return str(device).rsplit(":", 1)[-1].startswith("numa")
+    """A DDR row of one NUMA node alone ('numa1', 'node7:numa1'), not the whole host, and
+    not a pair of nodes ('numa0->numa1': one node's CPUs reading another's memory)."""
+    own = str(device).rsplit(":", 1)[-1]
+    return own.startswith("numa") and "->" not in own
+
+
+def numa_pair(device: object) -> tuple[str, str] | None:
+    """('numa0', 'numa1') for a NUMA pair device ('numa0->numa1', 'node7:numa0->numa1':
+    CPUs of the first node reading memory of the second); None for anything else."""
+    own = str(device).rsplit(":", 1)[-1]
+    source, arrow, target = own.partition("->")
+    if not arrow or not source.startswith("numa") or not target.startswith("numa"):
+        return None
+    return source, target
 
 
 def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
@@ -232,15 +250,141 @@ def _metric_rows(path: str, results: pd.DataFrame) -> list[dict[str, object]]:
     return out
 
 
-def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
-    """The ok p2p_copy rows at the size the matrix was measured at: the size the most pairs
-    have (only the first pair sweeps every size), the largest of those on a tie."""
-    rows = _ok(results, "p2p_copy", "p2p")
+# The latency cases (issue 19) the summary knows by name; any other latency case is shown
+# per device at its largest size, as `_metric_rows` does.
+HOST_LATENCY = "lat_host"
+NUMA_LATENCY = "lat_host_numa"
+GPU_LATENCY = "lat_gpu"
+H2D_LATENCY = "lat_h2d"
+P2P_LATENCY = "lat_p2p"
+MEMCPY_LATENCY = "lat_memcpy"
+LOADED_LATENCY: tuple[str, ...] = ("lat_host_loaded", "lat_gpu_loaded")
+LATENCY_ORDER: tuple[str, ...] = (HOST_LATENCY, NUMA_LATENCY, GPU_LATENCY, H2D_LATENCY,
+                                  P2P_LATENCY, MEMCPY_LATENCY)
+MEMCPY_DIRECTIONS: tuple[str, ...] = ("h2d", "d2h", "within")
+SLOWEST_GPU = "slowest GPU"
+LOAD_PREFIX = "load_"
+
+
+def is_loaded(phase: object) -> bool:
+    """A loaded-latency row's phase (`load_N`: a concurrent streaming load of nominal
+    intensity N%, `load_0` idle)."""
+    return isinstance(phase, str) and phase.startswith(LOAD_PREFIX)
+
+
+def load_percent(phase: object) -> int | None:
+    """N of a `load_N` phase; None for any other phase."""
+    if not is_loaded(phase):
+        return None
+    digits = str(phase).removeprefix(LOAD_PREFIX)
+    return int(digits) if digits.isdigit() else None
+
+
+def _page_text(value: object) -> str:
+    from bwprof.units import format_bytes
+
+    size = cell_float(value)
+    return "" if size is None else f"{format_bytes(int(size))} pages"
+
+
+def _memory_latency_rows(rows: pd.DataFrame, case: str) -> list[dict[str, object]]:
+    """A memory's own load latency, per device: the largest working set that is not
+    cache-resident (`in_cache`, `l2_resident`); where several page sizes were chased at
+    that size, the lowest. A device whose every working set fits in a cache keeps its
+    largest as 'in cache', without a figure."""
+    mine = rows[rows["case"] == case]
+    out = []
+    for device in dict.fromkeys(mine["device"]):
+        everything = mine[mine["device"] == device]
+        beyond = everything[~cache_resident(everything)]
+        if beyond.empty:
+            largest = row_at(everything, everything["size_bytes"].fillna(0).idxmax())
+            out.append(_without_figure(_figure_row(
+                "latency", largest, status="in cache",
+                note=f"every {case} working set of {device} fits in a cache (under 4x its "
+                     "size): a cache's latency, not the memory's")))
+            continue
+        at_size = beyond[beyond["size_bytes"] == beyond["size_bytes"].max()]
+        best = row_at(at_size, at_size["value_best"].idxmin())
+        notes = []
+        if "page_bytes" in at_size and at_size["page_bytes"].nunique() > 1:
+            others = [_page_text(p) for p in at_size["page_bytes"].dropna().unique()
+                      if p != best["page_bytes"]]
+            notes.append(f"on {_page_text(best['page_bytes'])}, the lowest of "
+                         f"{len(at_size)} page sizes ({', '.join(others)} in results.csv)")
+        out.append(_figure_row("latency", best, note="; ".join(notes)))
+    return out
+
+
+def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:
+    """The ok rows of a pair case (`p2p_copy`, `lat_p2p`, `lat_host_numa`) at the size its
+    matrix was measured at: the size the most pairs have (a first pair may sweep every
+    size), the largest of those on a tie."""
+    rows = _ok(results, case, direction)
     if rows.empty:
+        return rows
+    rows = rows[~rows["phase"].map(is_loaded).astype(bool)]
+    if rows.empty or rows["size_bytes"].isna().all():
         return rows
     pairs = rows.groupby("size_bytes")["device"].nunique()
     size = max(pairs[pairs == pairs.max()].index)
     return rows[rows["size_bytes"] == size]
+
+
+def _slowest_pair_row(rows: pd.DataFrame, what: str) -> list[dict[str, object]]:
+    """The highest latency of a pair matrix, as one row of device SLOWEST_PAIR."""
+    if rows.empty:
+        return []
+    slowest = row_at(rows, rows["value_best"].idxmax())
+    note = f"{slowest['device']} is the slowest of {len(rows)} ordered pair(s) ({what})"
+    return [_figure_row("latency", slowest, device=SLOWEST_PAIR, note=note)]
+
+
+def _memcpy_rows(rows: pd.DataFrame) -> list[dict[str, object]]:
+    """Small-copy latency per direction: the one GPU's, or the slowest GPU's of several."""
+    mine = rows[rows["case"] == MEMCPY_LATENCY]
+    out = []
+    directions = [d for d in MEMCPY_DIRECTIONS if (mine["direction"] == d).any()]
+    directions += [d for d in dict.fromkeys(mine["direction"]) if d not in directions]
+    for direction in directions:
+        chosen = _largest_per_device(mine[mine["direction"] == direction])
+        slowest = max(chosen, key=lambda r: float(r["value_best"]))
+        if len(chosen) == 1:
+            out.append(_figure_row("latency", slowest))
+        else:
+            out.append(_figure_row(
+                "latency", slowest, device=SLOWEST_GPU,
+                note=f"{slowest['device']} is the slowest of {len(chosen)} GPUs "
+                     f"({direction})"))
+    return out
+
+
+def _latency_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    """The latency path: DDR (lat_host) and, where the host has several nodes, the slowest
+    NUMA pair (lat_host_numa); HBM (lat_gpu) and the host round trip (lat_h2d) per GPU; the
+    slowest GPU pair (lat_p2p); small copies per direction (lat_memcpy); then any other
+    latency case per device at its largest size. Loaded rows (`load_N`) are never the idle
+    figure: they have lines of their own (`terminal.loaded_latency_lines`)."""
+    rows = results[(results["metric"] == METRIC_PATHS["latency"]) & (results["status"] == "ok")
+                   & results["value_best"].notna()
+                   & ~results["phase"].map(is_loaded).astype(bool)]
+    out = _memory_latency_rows(rows, HOST_LATENCY)
+    out += _slowest_pair_row(matrix_rows(rows, NUMA_LATENCY),
+                             "CPUs of the first node reading memory of the second")
+    out += _memory_latency_rows(rows, GPU_LATENCY)
+    out += _memory_latency_rows(rows, H2D_LATENCY)
+    out += _slowest_pair_row(matrix_rows(rows, P2P_LATENCY),
+                             "the first GPU reading memory of the second")
+    out += _memcpy_rows(rows)
+    others = rows[~rows["case"].isin(LATENCY_ORDER) & ~rows["case"].isin(LOADED_LATENCY)]
+    out += _metric_rows("latency", others)
+    return out
+
+
+def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """The ok p2p_copy rows at the size the matrix was measured at: the size the most pairs
+    have (only the first pair sweeps every size), the largest of those on a tie."""
+    return matrix_rows(results, "p2p_copy", "p2p")
 
 
 def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
@@ -268,12 +412,21 @@ def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
 
 
 def _add_ratios(rows: list[dict[str, object]]) -> None:
-    """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row."""
+    """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row, and HBM/DDR
+    latency on every lat_gpu row."""
     ddr = {node_of(r["device"]): number(r["gbps"]) for r in rows
            if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
     h2d = {r["device"]: number(r["gbps"]) for r in rows
            if r["case"] == "h2d_pinned" and r["gbps"]
            and not _has_flag(r, f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
+    # HBM latency over DDR latency (per dependent load) on every lat_gpu row, beside the
+    # bandwidth ratio of the hbm_triad rows: the same column, each in its own metric.
+    ddr_ns = {node_of(r["device"]): number(r["value"]) for r in rows
+              if r["case"] == HOST_LATENCY and r["value"] and not is_numa_device(r["device"])}
+    for row in rows:
+        if row["case"] == GPU_LATENCY and row["value"]:
+            node_ns = ddr_ns.get(node_of(row["device"]))
+            row["hbm_over_ddr"] = number(row["value"]) / node_ns if node_ns else None
     for row in rows:
         if row["case"] == "hbm_triad" and row["gbps"]:
             hbm = number(row["gbps"])
@@ -295,7 +448,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
         "p2p": _p2p_rows(results),
         "net": _per_gpu_rows("net", results, PATH_CASES["net"], "net"),
         "overlap": _overlap_rows(results),
-        "latency": _metric_rows("latency", results),
+        "latency": _latency_rows(results),
         "compute": _metric_rows("compute", results),
     }
     rows: list[dict[str, object]] = []
@@ -390,3 +543,57 @@ def headline_sentence(summary: pd.DataFrame) -> str:
 def _span(values: pd.Series) -> str:
     low, high = float(values.min()), float(values.max())
     return f"{low:.1f}" if math.isclose(low, high, rel_tol=0.005) else f"{low:.1f}–{high:.1f}"
+
+
+def _figure_text(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _ns_span(values: pd.Series) -> str:
+    low, high = float(values.min()), float(values.max())
+    if math.isclose(low, high, rel_tol=0.005):
+        return f"{_figure_text(low)} ns"
+    return f"{_figure_text(low)}–{_figure_text(high)} ns"
+
+
+def latency_sentence(summary: pd.DataFrame) -> str | None:
+    """HBM against DDR in bandwidth and in latency, side by side ('HBM/DDR bandwidth 30.0×,
+    latency 4.2×: ...'): HBM moves many times the bytes, yet each dependent load from it
+    waits longer than one from DDR, so "HBM ~10 ns" is no claim to repeat. None where the
+    run has neither a lat_host nor a lat_gpu row."""
+    own = summary[summary["case"].isin((HOST_LATENCY, GPU_LATENCY))]
+    if own.empty:
+        return None
+    gpu = own[(own["case"] == GPU_LATENCY) & own["value"].notna()]
+    ddr = own[(own["case"] == HOST_LATENCY) & own["value"].notna()]
+    if ddr.empty:
+        rows = own[own["case"] == HOST_LATENCY]
+        why = _why_no_figure(rows.iloc[0]) if len(rows) else " in this run"
+        return f"No DDR latency figure (lat_host){why or ' in this run'}, so there is no " \
+               "HBM/DDR latency ratio."
+    ddr_text = f"{_ns_span(ddr['value'])} from DDR (lat_host" + (
+        f", {len(ddr)} nodes)" if len(ddr) > 1 else ")")
+    if gpu.empty:
+        rows = own[own["case"] == GPU_LATENCY]
+        if rows.empty:
+            return f"A dependent load takes {ddr_text}; no GPU latency in this run."
+        return (f"A dependent load takes {ddr_text}; no HBM latency figure (lat_gpu)"
+                f"{_why_no_figure(rows.iloc[0]) or ' in this run'}, so there is no HBM/DDR "
+                "latency ratio.")
+    if (gpu["backend"] == "simulated").any():
+        return ("HBM against DDR latency: the GPU rows of this run are simulated, not "
+                "measurements, so there is no measured latency ratio (summary.csv keeps the "
+                "arithmetic, labelled simulated).")
+    latency = gpu["hbm_over_ddr"].dropna()
+    if latency.empty:
+        return "No node has both an HBM and a DDR latency figure, so there is no HBM/DDR " \
+               "latency ratio."
+    hbm = summary[(summary["case"] == "hbm_triad") & summary["hbm_over_ddr"].notna()
+                  & (summary["backend"] != "simulated")]
+    bandwidth = (f"bandwidth {_span(hbm['hbm_over_ddr'])}×" if len(hbm)
+                 else "bandwidth ? (no hbm_triad and ddr_triad figures)")
+    names = ", ".join(dict.fromkeys(gpu["device_name"]))
+    where = (f"{gpu['device'].iloc[0]} {names}" if len(gpu) == 1
+             else f"{len(gpu)} GPUs, {names}")
+    return (f"HBM/DDR {bandwidth}, latency {_span(latency)}×: a dependent load takes "
+            f"{_ns_span(gpu['value'])} from HBM (lat_gpu, {where}) against {ddr_text}.")

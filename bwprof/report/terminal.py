@@ -148,6 +148,38 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
     return lines
 
 
+def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per loaded-latency case and device: the latency idle (`load_0`) and under
+    each intensity of the concurrent streaming load, with the bandwidth that load achieved
+    (`load_gbps`). Simulated rows are never figures."""
+    from bwprof.report.summary import load_percent
+
+    loaded = [r for r in rows if r.metric == "latency" and load_percent(r.phase) is not None
+              and r.status == "ok" and r.value_best is not None and r.backend != "simulated"]
+    lines = []
+    for case, device in dict.fromkeys((r.case, r.device) for r in loaded):
+        mine = sorted((r for r in loaded if (r.case, r.device) == (case, device)),
+                      key=lambda r: (load_percent(r.phase) or 0, r.size_bytes or 0))
+        parts = []
+        for row in mine:
+            percent = load_percent(row.phase)
+            ns = f"{_gbps(row.value_best or 0.0)} ns"
+            if percent == 0:
+                parts.append(f"{ns} idle")
+                continue
+            load = f" ({_gbps(row.load_gbps)} GB/s)" if row.load_gbps is not None else ""
+            parts.append(f"{ns} at {percent}%{load}")
+        idle = next((r.value_best for r in mine if load_percent(r.phase) == 0), None)
+        heaviest = mine[-1]
+        factor = (f"; {(heaviest.value_best or 0.0) / idle:.1f}× idle at the heaviest load"
+                  if idle and load_percent(heaviest.phase) else "")
+        others = "cores" if mine[0].backend == "host" else "SMs"
+        lines.append(f"{case} {device} ({_size(mine[0])}): latency idle and under a "
+                     f"streaming load on the other {others} (the GB/s that load achieved): "
+                     f"{', '.join(parts)}{factor}")
+    return lines
+
+
 def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
     count = sum(1 for row in rows if row.backend == "simulated" and row.status in ("ok",
                                                                                  "invalid"))
@@ -263,6 +295,10 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         left = column in ("figure", "status")
         table.add_column(column, justify="left" if left else "right", overflow="fold",
                          min_width=width)
+    # A case whose rows on one device differ by direction only (lat_memcpy's h2d, d2h and
+    # within) names the direction, or its rows would read alike.
+    directions = shown.groupby(["path", "case", "device"], sort=False)["direction"].nunique()
+    several = {key for key, count in directions.items() if count > 1}
     path = None
     for _, row in shown.iterrows():
         if row["path"] != path:
@@ -282,8 +318,11 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
               else 100 * float(row["cv"]))
         cells: dict[str, str | Text] = {
-            "figure": " ".join(p for p in (str(row["case"]), _on(row) if row["device"] else "")
-                               if p),
+            "figure": " ".join(p for p in (
+                str(row["case"]),
+                str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
+                else "",
+                _on(row) if row["device"] else "") if p),
             "size": _size_cell(row["size_bytes"]),
             value_column: figure,
             "peak (%)": peak,
@@ -343,10 +382,11 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
                  meta: RunMeta | None = None,
                  findings: Any = None) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
-    summary's notes, the HBM/DDR sentence, the DDR peak, a sandbox, the overlap lines, then
+    summary's notes, the HBM/DDR sentence, the HBM/DDR latency sentence and the latency
+    under load, the DDR peak, a sandbox, the overlap lines, then
     what was simulated, not run, or failed, the state of telemetry and the findings. One
     source for the terminal and for `--json`, so scripts see what people see."""
-    from bwprof.report.summary import headline_sentence
+    from bwprof.report.summary import headline_sentence, latency_sentence
 
     meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
     telemetry = telemetry_line(meta)
@@ -356,6 +396,8 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
+        "latency": [line for line in [latency_sentence(summary)] if line]
+        + loaded_latency_lines(rows),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
         "sandbox": [line for line in [sandbox_line(meta)] if line],
         "overlap": overlap_lines(rows),
@@ -418,6 +460,8 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
         parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
         if first["phase"] and scope == "row":
             parts.append(str(first["phase"]))
+        if not is_missing(first["page_bytes"]) and scope == "row":
+            parts.append(f"{format_bytes(int(first['page_bytes']))} pages")
         if first["metric"] == EFFICIENCY.name:
             parts.append("overlap efficiency")
         elif first["metric"] != "bandwidth":

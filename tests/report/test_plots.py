@@ -150,7 +150,7 @@ def test_cache_resident_points_are_drawn_hollow_and_named_in_the_legend():
     assert len(hollow) == 1 and len(hollow[0].get_xdata()) == 3
 
 
-def test_a_latency_figure_gets_a_panel_of_its_own_in_its_unit():
+def test_latency_rows_leave_the_bandwidth_plot_for_their_own():
     from bwprof.schema.table import results_frame
     from tests.report.test_export import make_row
     from tests.schema.builders import meta
@@ -161,5 +161,6 @@ def test_a_latency_figure_gets_a_panel_of_its_own_in_its_unit():
                        size_bytes=size) for ns, size in ((1.2, 32 << 10), (95.0, 1 << 30)))]
     figure = plots.bandwidth_figure(results_frame(rows), meta())
     labels = {axis.get_title(): axis.get_ylabel() for axis in figure.axes if axis.get_visible()}
-    assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), best",
-                      "latency: host DDR, within one memory": "latency, ns, best"}
+    assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), best"}
+    assert plots.bandwidth_figure(results_frame(rows[1:]), meta()) is None
+    assert plots.latency_figure(results_frame(rows), meta()) is not None
