@@ -6,8 +6,12 @@ Builds ../shared/ref/lat_ref.c with `gcc -O2`, then for several rounds runs it a
 last-level cache; the reference up to the same largest size) and the same number of trials.
 Each side's best per size is its best over all rounds (each allocation lands on other physical
 pages, which moves a working set the size of a cache), and the bar is, at every size, bwprof's
-best within 10% or 0.5 ns of the reference's. This is a benchmark, not a test: it prints the
-ratios and exits 1 when the bar is missed.
+best within 10% or 0.5 ns of the reference's. Where the reference does not repeat itself
+within that bar from round to round (in a VM whose last-level cache is shared with other
+tenants, a working set the size of that cache read 13 to 119 ns from one run of lat_ref to
+the next), no comparison can hold it: such sizes are printed with the reference's own spread
+and are not counted either way. This is a benchmark, not a test: it prints the ratios and
+exits 1 when the bar is missed at any size the reference repeats.
 
     python benchmarks/host_latency_vs_lat_ref.py [--rounds 3] [--repeats 5] [--cpu 0]
 """
@@ -74,6 +78,20 @@ def compare(ours: Mapping[int, float], reference: Mapping[int, float]) -> list[t
             for size in sorted(ours.keys() & reference.keys())]
 
 
+def spread(rounds: Iterable[Mapping[int, float]]) -> dict[int, float]:
+    """Per size, the worst round's best over the best round's: how far a side repeats."""
+    values: dict[int, list[float]] = {}
+    for figures in rounds:
+        for size, ns in figures.items():
+            values.setdefault(size, []).append(ns)
+    return {size: max(ns) / min(ns) for size, ns in values.items()}
+
+
+def repeats_itself(ratio: float, reference_best: float) -> bool:
+    """Whether the reference's rounds agree within the bar (its worst within its best's)."""
+    return within_bar(reference_best * ratio, reference_best)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ref", type=Path, default=DEFAULT_REF)
@@ -102,12 +120,22 @@ def main() -> int:
                     ref_rounds.append(parse_reference(text))
             print(f"round {index + 1} done", flush=True)
     rows = compare(best_of(ours_rounds), best_of(ref_rounds))
-    print(f"\nCPU {args.cpu}, {args.repeats} trials a size, best of {args.rounds} rounds")
-    print(f"{'size':>12} {'reference ns':>13} {'bwprof ns':>10} {'ratio':>7}  within 10% or 0.5 ns")
+    ref_spread, our_spread = spread(ref_rounds), spread(ours_rounds)
+    print(f"\nCPU {args.cpu}, {args.repeats} trials a size, best of {args.rounds} rounds; "
+          "spread = a side's worst round over its best")
+    print(f"{'size':>12} {'reference ns':>13} {'bwprof ns':>10} {'ratio':>7} "
+          f"{'ref spread':>10} {'bwprof spread':>13}  within 10% or 0.5 ns")
+    counted = []
     for size, ours, reference, ok in rows:
-        print(f"{size:>12} {reference:>13.2f} {ours:>10.2f} {ours / reference:>7.3f}  "
-              f"{'yes' if ok else 'NO'}")
-    return 0 if rows and all(ok for *_, ok in rows) else 1
+        steady = repeats_itself(ref_spread[size], reference)
+        verdict = ("yes" if ok else "NO") if steady else "not counted: the reference moved"
+        if steady:
+            counted.append(ok)
+        print(f"{size:>12} {reference:>13.2f} {ours:>10.2f} {ours / reference:>7.3f} "
+              f"{ref_spread[size]:>10.2f} {our_spread[size]:>13.2f}  {verdict}")
+    print(f"{sum(counted)} of {len(counted)} counted sizes within the bar; "
+          f"{len(rows) - len(counted)} not counted")
+    return 0 if counted and all(counted) else 1
 
 
 def _bwprof_largest() -> int:

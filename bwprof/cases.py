@@ -58,7 +58,8 @@ def get_case(key: str) -> CaseSpec:
 
 def select_cases(selection: str | Iterable[str] | None,
                  fleet: bool = False) -> tuple[CaseSpec, ...]:
-    """Cases named by comma-separated keys or key prefixes, in registry order.
+    """Cases named by comma-separated keys or key prefixes, in registry order. A whole key
+    selects that case only, though it is the prefix of others (`lat_gpu`, `lat_gpu_loaded`).
 
     `None` selects every case that applies: the fleet (MPI) cases only in a fleet run, so a
     single box does not list a waived network row. An entry that matches nothing is an error
@@ -72,7 +73,9 @@ def select_cases(selection: str | Iterable[str] | None,
         raise BwprofError(f"--cases is empty; valid cases: {', '.join(CASES_BY_KEY)}")
     chosen: set[str] = set()
     for token in tokens:
-        matches = [key for key in CASES_BY_KEY if key == token or key.startswith(token)]
+        # A whole key means that case alone (`lat_host`, not `lat_host_numa` with it).
+        matches = ([token] if token in CASES_BY_KEY
+                   else [key for key in CASES_BY_KEY if key.startswith(token)])
         if not matches:
             raise BwprofError(
                 f"unknown case or prefix {shorten(token)!r}; valid cases: {', '.join(CASES_BY_KEY)}"

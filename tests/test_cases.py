@@ -4,6 +4,7 @@ from bwprof.cases import CASES, CASES_BY_KEY, get_case, select_cases
 from bwprof.errors import BwprofError
 
 DDR_KEYS = ["ddr_copy", "ddr_scale", "ddr_add", "ddr_triad", "ddr_dot"]
+HOST_LATENCY_KEYS = ["lat_host", "lat_host_numa", "lat_host_loaded"]
 GPU_KEYS = [
     "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
@@ -15,14 +16,25 @@ FLEET_KEYS = ["net_p2p"]
 
 
 def test_registry_holds_exactly_the_documented_keys():
-    assert [c.key for c in CASES] == DDR_KEYS + GPU_KEYS + FLEET_KEYS
+    assert [c.key for c in CASES] == DDR_KEYS + HOST_LATENCY_KEYS + GPU_KEYS + FLEET_KEYS
     assert len(CASES_BY_KEY) == len(CASES)
 
 
-def test_gpu_latency_cases_are_latency_figures():
+def test_latency_cases_are_latency_figures():
     for key in ("lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy"):
         case = get_case(key)
         assert case.target == "gpu" and case.metric == "latency", key
+    for key in HOST_LATENCY_KEYS:
+        case = get_case(key)
+        assert case.target == "host" and case.metric == "latency", key
+
+
+def test_a_whole_key_selects_that_case_alone_and_a_prefix_every_match():
+    assert [c.key for c in select_cases("lat_host")] == ["lat_host"]
+    assert [c.key for c in select_cases("lat_gpu")] == ["lat_gpu"]
+    assert [c.key for c in select_cases("lat_host_")] == ["lat_host_numa", "lat_host_loaded"]
+    assert [c.key for c in select_cases("lat_")] == [
+        *HOST_LATENCY_KEYS, "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy"]
 
 
 def test_host_cases_count_bytes_the_stream_way():

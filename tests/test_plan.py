@@ -74,7 +74,8 @@ def test_make_plan_defaults():
     assert plan.host_array_bytes == (128 * MiB,)
     assert plan.repeats == 10
     assert {c.key for c in plan.host_cases} == {"ddr_copy", "ddr_scale", "ddr_add",
-                                                "ddr_triad", "ddr_dot"}
+                                                "ddr_triad", "ddr_dot", "lat_host",
+                                                "lat_host_numa", "lat_host_loaded"}
     assert plan.as_dict()["cases"][0] == "ddr_copy"
 
 

@@ -6,7 +6,7 @@ load's address the previous load's value, with a monotonic clock around each sam
 is `../shared/ref/lat_ref.c`'s: a buffer from anonymous memory (so its page size is the
 system's default, as the yardstick's is, and is read back onto the row: a 4 KiB-page chase
 pays TLB misses), one link per 64-byte line, a warm-up lap, then samples of at least 4 laps
-or 2^22 loads (at most 2^24), continuing where the last ended. Where the walk ended is checked
+or 2^22 loads (at most 2^23), continuing where the last ended. Where the walk ended is checked
 against the permutation walked apart from the timed buffer: a wrong ending is `invalid`.
 
 `lat_host_numa` runs the DRAM-sized chase with the chain first-touched on each node's CPUs
@@ -47,12 +47,12 @@ UNKNOWN_LLC_END_BYTES = 512 * MiB
 """Where the sweep ends when the last-level cache size is unknown (lat_ref.c's default)."""
 LINE_BYTES = 64
 MIN_LOADS = 1 << 22
-MAX_LOADS = 1 << 24
+MAX_LOADS = 1 << 23
 LAPS = 4
-"""Loads per sample: LAPS laps, at least MIN_LOADS and at most MAX_LOADS (lat_ref.c's rule,
-capped so a multi-GiB working set does not take seconds a sample)."""
-MATRIX_LOADS = 1 << 21
-"""Loads per sample of the NUMA and loaded chases (DRAM only: ~0.2 s a sample)."""
+"""Loads per sample: LAPS laps, at least MIN_LOADS and at most MAX_LOADS (lat_ref.c's rule up
+to 128 MiB, capped so a multi-GiB working set does not take many seconds a sample)."""
+MATRIX_LOADS = 1 << 20
+"""Loads per sample of the NUMA and loaded chases (DRAM only: ~0.1-0.2 s a sample)."""
 MAX_WARM_LOADS = 1 << 23
 """The warm-up lap, capped for working sets of many GiB."""
 CHAIN_OVERHEAD = 1.125

@@ -1,0 +1,151 @@
+"""The host latency cases through the real executor and runner, on small working sets: a host
+whose last-level cache is said to be 16 KiB sweeps 4 KiB to 64 KiB, so every chase here is
+real but short. Tests check shapes, validation and bookkeeping, never a latency's size."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from dataclasses import replace
+
+import pytest
+
+from bwprof.host import latency
+from bwprof.host.cases import HOST_CASES
+from bwprof.host.ddr import HostExecutor
+from bwprof.host.facts import HostFacts, HostNode
+from bwprof.plan import make_plan
+from bwprof.runner import RunContext, Runner
+from bwprof.schema.meta import CacheLevel
+from bwprof.units import KiB, MiB
+
+LLC = 16 * KiB
+CACHES = (CacheLevel(1, "Data", 8 * KiB, 2), CacheLevel(2, "Unified", LLC, 1))
+CPUS = frozenset(os.sched_getaffinity(0))
+
+
+def _run(cases, *, threads=None, nodes=(), cpus=CPUS, preset="quick"):
+    plan = make_plan(preset=preset, cases=cases, repeats=2, threads=threads,
+                     usable_cpus=len(CPUS), llc_bytes=LLC, memory_available_bytes=8 << 30)
+    executor = HostExecutor("test CPU", llc_bytes=LLC, caches=CACHES, nodes=nodes, cpus=cpus,
+                            memory_available_bytes=8 << 30)
+    runner = Runner(plan, {"host": executor}, RunContext("run", "host"))
+    try:
+        return runner.run()
+    finally:
+        runner.close()
+
+
+def test_the_sweep_runs_from_4_kib_to_4x_the_llc():
+    facts = HostFacts("cpu", CACHES, "sysfs", 32 * MiB, memory_available_bytes=8 << 30)
+    standard = make_plan(cases="lat_host", usable_cpus=2, llc_bytes=32 * MiB,
+                         memory_available_bytes=8 << 30)
+    sizes, note = latency.sweep_sizes(facts, standard)
+    assert sizes[0] == 4 * KiB and sizes[-1] == 128 * MiB and note == ""
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+    quick, _ = latency.sweep_sizes(facts, replace(standard, preset="quick"))
+    assert quick[-1] >= 128 * MiB and all(b == 4 * a for a, b in itertools.pairwise(quick))
+    unknown, _ = latency.sweep_sizes(replace(facts, llc_bytes=None), standard)
+    assert unknown[-1] == latency.UNKNOWN_LLC_END_BYTES
+
+
+def test_the_sweep_stops_where_memory_runs_out_and_says_so():
+    facts = HostFacts("cpu", CACHES, "sysfs", 32 * MiB, memory_available_bytes=100 * MiB)
+    plan = make_plan(cases="lat_host", usable_cpus=2, llc_bytes=32 * MiB,
+                     memory_available_bytes=8 << 30)
+    sizes, note = latency.sweep_sizes(facts, plan)
+    assert sizes[-1] == 32 * MiB and "sweep stops at 32 MiB" in note
+
+
+def test_lat_host_rows_are_validated_latencies_with_their_cache_level():
+    rows = _run("lat_host")
+    assert [r.size_bytes for r in rows] == [4 * KiB, 16 * KiB, 64 * KiB]
+    for row in rows:
+        assert (row.status, row.metric, row.unit, row.higher_is_better) == ("ok", "latency",
+                                                                              "ns", False)
+        assert row.value_best is not None and row.value_best <= row.value_median
+        assert row.work_per_op == latency.MIN_LOADS and row.threads == 1
+        assert row.page_bytes == os.sysconf("SC_PAGE_SIZE") and row.peak_value is None
+        assert "TLB misses are part of the figure" in row.note
+    assert [r.cache_level for r in rows] == ["L1", "L2", "DDR"]
+    assert [("in_cache" in r.flags) for r in rows] == [True, True, False]
+
+
+def test_a_chase_that_ends_on_the_wrong_line_is_invalid(monkeypatch):
+    monkeypatch.setattr(latency.Chain, "ended_right", lambda self: False)
+    rows = _run("lat_host")
+    assert {r.status for r in rows} == {"invalid"}
+    assert all(r.note.startswith("validation failed") for r in rows)
+
+
+def test_the_numa_matrix_is_waived_on_one_node():
+    (row,) = _run("lat_host_numa")
+    assert row.status == "waived" and "one NUMA node" in row.note
+
+
+def test_the_numa_matrix_has_a_row_per_cpu_node_and_memory_node():
+    cpus = sorted(CPUS)
+    nodes = (HostNode(0, frozenset(cpus[:1]), 8 << 30), HostNode(1, frozenset(cpus[-1:]),
+                                                                  8 << 30))
+    case = next(c for c in HOST_CASES if c.key == "lat_host_numa")
+    plan = make_plan(cases="lat_host_numa", usable_cpus=2, llc_bytes=LLC,
+                     memory_available_bytes=8 << 30)
+    jobs = latency.numa_jobs(case, HostFacts("cpu", CACHES, "sysfs", LLC, nodes), plan)
+    assert [j.device_label for j in jobs] == ["numa0->numa0", "numa1->numa0", "numa0->numa1",
+                                              "numa1->numa1"]
+    # This machine has one node: memory asked of "node 1" lands on node 0, and the row says
+    # it could not be placed (or, where pages cannot be read back, that it is unverified).
+    rows = _run("lat_host_numa", nodes=nodes)
+    assert [r.device for r in rows if r.status == "ok"][:2] == ["numa0->numa0", "numa1->numa0"]
+    for row in rows:
+        if row.device.endswith("numa1"):
+            assert (row.status == "skipped" and "landed on NUMA node 1" in row.note) or \
+                "numa_unverified" in row.flags
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="the loaded chase needs 2 CPUs")
+def test_the_loaded_chase_records_what_the_load_achieved_at_each_level():
+    before = set(threading.enumerate())
+    rows = _run("lat_host_loaded")
+    assert [r.phase for r in rows] == [f"load_{n}" for n in latency.LOAD_LEVELS]
+    assert all(r.status == "ok" and r.threads == len(CPUS) for r in rows)
+    assert rows[0].load_gbps == 0.0 and "load idle" in rows[0].note
+    assert all(r.load_gbps and r.load_gbps > 0 for r in rows[1:])
+    assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+
+
+def test_the_loaded_chase_needs_a_core_for_the_load():
+    (row,) = _run("lat_host_loaded", cpus=frozenset(sorted(CPUS)[:1]))
+    assert row.status == "waived" and "needs 2 CPUs" in row.note
+    if len(CPUS) >= 2:
+        rows = _run("lat_host_loaded", threads="1")
+        assert {r.status for r in rows} == {"waived"} and "--threads 1" in rows[0].note
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="the loaded chase needs 2 CPUs")
+def test_a_chase_stopped_midway_stops_its_load_threads(monkeypatch):
+    before = set(threading.enumerate())
+    walks: list[int] = []
+    stop_after: list[int] = []
+
+    def walk(self, loads):
+        walks.append(loads)
+        if stop_after and len(walks) == stop_after[0]:  # with the load running
+            raise KeyboardInterrupt
+        return 1e-3
+
+    monkeypatch.setattr(latency.Chain, "walk", walk)
+    plan = make_plan(preset="quick", cases="lat_host_loaded", repeats=2,
+                     usable_cpus=len(CPUS), llc_bytes=LLC, memory_available_bytes=8 << 30)
+    executor = HostExecutor("test CPU", llc_bytes=LLC, caches=CACHES, cpus=CPUS,
+                            memory_available_bytes=8 << 30)
+    case = next(c for c in HOST_CASES if c.key == "lat_host_loaded")
+    jobs = executor.jobs(case, plan)
+    executor.measure(case, jobs[0], plan)  # idle: no load thread
+    walks.clear()
+    stop_after.append(2)  # after the warm-up lap
+    with pytest.raises(KeyboardInterrupt):
+        executor.measure(case, jobs[-1], plan)
+    executor.close()
+    assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
