@@ -2,6 +2,7 @@
 
     python tests/data/make_data.py             # derive the modified copies from sim-a
     python tests/data/make_data.py --measure   # first measure host-ddr and sim-a again
+    python tests/data/make_data.py --h200 OUT/run   # replace h200-quick by a newer GPU check
 
 `--measure` runs bwprof itself: `host-ddr` is a real host-DDR measurement of the machine it
 runs on, `sim-a` a run of the simulated GPU backend (its GPU rows are not measurements). The
@@ -124,11 +125,50 @@ def other_box() -> None:
     (target / "system.json").write_text(json.dumps(system, indent=2) + "\n")
 
 
+H200_FILES = ("results.csv", "timings.csv", "system.json", "samples.csv", "timelines.json")
+"""What h200-quick keeps of a run folder (the counter and timeline plots need the last two);
+scripts/gpu_check.sh copies each of them into $OUT/run."""
+
+
+def replace_h200(source: Path, target: Path | None = None) -> Path:
+    """Replace h200-quick by the run folder a GPU check left ($OUT/run), after checking it is
+    what the folder's README says: a finished run whose GPU rows were measured on an H200."""
+    sys.path.insert(0, str(ROOT))
+    from bwprof.cases import CASES_BY_KEY
+    from bwprof.report.runfolder import load_run
+
+    target = target or HERE / "h200-quick"
+    run = load_run(source)
+    gpu_cases = [key for key, case in CASES_BY_KEY.items() if case.target == "gpu"]
+    gpu = run.results[run.results["case"].isin(gpu_cases)]
+    backends = set(gpu["backend"])
+    names = " ".join(str(n) for n in gpu["device_name"].unique())
+    if backends != {"cuda"} or "H200" not in names:
+        raise SystemExit(f"{source}: not an H200 run (GPU backends {sorted(backends)}, "
+                         f"devices {names or 'none'})")
+    if run.meta.state != "finished":
+        raise SystemExit(f"{source}: the run is {run.meta.state}, not finished")
+    missing = [name for name in H200_FILES if not (source / name).is_file()]
+    if missing:
+        raise SystemExit(f"{source}: missing {', '.join(missing)}")
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in H200_FILES:
+        shutil.copy2(source / name, target / name)
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measure", action="store_true",
                         help="measure host-ddr (real) and sim-a (simulated) again first")
-    if parser.parse_args().measure:
+    parser.add_argument("--h200", type=Path, metavar="RUN_DIR",
+                        help="replace h200-quick by this run folder (a GPU check's OUT/run)")
+    args = parser.parse_args()
+    if args.h200:
+        print(f"replaced {replace_h200(args.h200)}")
+        return
+    if args.measure:
         measure("host-ddr", HOST_RUN)
         measure("sim-a", SIM_RUN)
     slower()

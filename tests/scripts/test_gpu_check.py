@@ -121,3 +121,34 @@ def test_the_overhead_benchmarks_verdict_never_fails_the_check_but_a_crash_does(
     assert done.stdout.startswith("ran ") and "benchmarks/telemetry_overhead.py --rounds 6" in (
         done.stdout)
     assert ("does not fail the check" in done.stdout) == (benchmark in ("exit 3", "sleep 5"))
+
+
+def _make_data():
+    import importlib.util
+
+    path = SCRIPT.parents[1] / "tests" / "data" / "make_data.py"
+    spec = importlib.util.spec_from_file_location("make_data", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_check_leaves_every_file_the_stored_h200_run_keeps():
+    """Its OUT/run can replace tests/data/h200-quick (make_data.py --h200)."""
+    copied = next(line for line in SCRIPT.read_text().splitlines()
+                  if line.startswith("for name in ") and "results.csv" in line)
+    for name in _make_data().H200_FILES:
+        assert name in copied.removesuffix("; do").split()
+    stored = SCRIPT.parents[1] / "tests" / "data" / "h200-quick"
+    assert {p.name for p in stored.iterdir()} == set(_make_data().H200_FILES)
+
+
+def test_only_a_finished_h200_run_replaces_the_stored_one(tmp_path):
+    make_data = _make_data()
+    data = SCRIPT.parents[1] / "tests" / "data"
+    target = make_data.replace_h200(data / "h200-quick", tmp_path / "h200")
+    assert sorted(p.name for p in target.iterdir()) == sorted(make_data.H200_FILES)
+    with pytest.raises(SystemExit, match="not an H200 run"):
+        make_data.replace_h200(data / "sim-a", tmp_path / "sim")
+    assert not (tmp_path / "sim").exists()
