@@ -121,13 +121,17 @@ def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports
 
 def gpu_executor(
     simulate: bool = False, host_memory_bytes: int | None = None,
-    only: Sequence[int] | None = None,
+    only: Sequence[int] | None = None, host: HostInfo | None = None,
 ) -> tuple[Executor, GpusMeta]:
     """The executor for GPU cases — real GPUs, the simulated backend when asked for, or a
     `skipped` stand-in where there is no GPU — and what it found, for system.json. `only`
-    keeps the GPUs of those CUDA indices (a fleet rank's share of its node)."""
+    keeps the GPUs of those CUDA indices (a fleet rank's share of its node); `host` gives
+    the pageable copies the host's last-level cache and THP mode."""
     from bwprof.gpu import devices as gpu_devices
-    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.gpu.executor import GpuExecutor, HostCache
+
+    cache = HostCache() if host is None else HostCache(
+        host.llc_bytes_total, host.cache_source, host.transparent_hugepages)
 
     info: GpusMeta
     executor: Executor
@@ -139,7 +143,7 @@ def gpu_executor(
         found = gpu_devices.describe(backend)
         info = GpusMeta(count=len(found), reason=None, detail="simulated backend",
                         simulated=True)
-        executor = gpus = GpuExecutor(backend, found, host_memory_bytes)
+        executor = gpus = GpuExecutor(backend, found, host_memory_bytes, host_cache=cache)
     else:
         from bwprof.gpu.runtime import CudaBackend, hardware_queues, probe
 
@@ -157,7 +161,8 @@ def gpu_executor(
                 executor, found = UnavailableExecutor("cuda", str(exc)), []
             else:
                 found = gpu_devices.describe(cuda_backend, gpu_devices.nvml_metadata)
-                executor = gpus = GpuExecutor(cuda_backend, found, host_memory_bytes)
+                executor = gpus = GpuExecutor(cuda_backend, found, host_memory_bytes,
+                                              host_cache=cache)
     if only is not None and gpus is not None:
         share = (f"this rank holds {', '.join(f'gpu{i}' for i in only)} of its node's "
                  f"{len(found)} GPUs (several ranks on the node)")
@@ -505,7 +510,8 @@ class _Run:
             self.executors["mpi"] = UnavailableExecutor("mpi", NO_MPI_REASON, "waived")
             if plan.gpu_cases:
                 self.executors["gpu"], gpus = gpu_executor(
-                    simulate, host.memory_available_bytes, None if fleet is None else fleet.gpus)
+                    simulate, host.memory_available_bytes, None if fleet is None else fleet.gpus,
+                    host)
                 self.meta = replace(self.meta, gpus=gpus)
             if fleet is not None:
                 if not fleet.host_cases:

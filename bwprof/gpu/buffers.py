@@ -13,7 +13,7 @@ import numpy as np
 
 from bwprof.gpu.backend import GpuBackend
 from bwprof.gpu.devices import GpuDevice
-from bwprof.host.placement import PLACED_SHARE, node_share
+from bwprof.host.placement import PLACED_SHARE, Pages, backing_pages, node_share
 
 PATTERN_PERIOD = (1 << 20) + 7  # not a power of two: an offset bug of 2^k bytes cannot hide
 CHUNK = 32 * PATTERN_PERIOD  # bytes moved per step when filling or checking large buffers
@@ -99,10 +99,13 @@ class BufferPool:
         """Host buffer keys whose pages could not be located (pinned memory is a driver's
         mapping; move_pages refused by a seccomp filter or a sandbox): placed as asked, as far
         as anyone can tell, but not read back."""
+        self._pages: dict[tuple[object, ...], Pages] = {}
+        """Host buffer key -> the pages backing it, read from smaps once it was touched."""
 
     def _drop(self, key: tuple[object, ...]) -> None:
         self._arrays.pop(key, None)
         self._off_node.pop(key, None)
+        self._pages.pop(key, None)
         self._unread.discard(key)
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
@@ -136,6 +139,25 @@ class BufferPool:
         where one landed mostly elsewhere; None where all are placed (or none is checked)."""
         shares = [share for key, share in self._off_node.items() if key[1] == device]
         return min(shares) if shares else None
+
+    def host_pages(self, device: int, pinned: bool) -> Pages | None:
+        """The pages backing `device`'s pinned (or pageable) host buffers held now, read once
+        per buffer after a case has touched it (read at allocation, pages not yet touched
+        would not exist); None where it holds none. Buffers on different page sizes (a
+        slot's buffer older than another's) give the smallest, the one whose TLB misses
+        show."""
+        keys = [k for k in self._arrays if k[0] == "host" and k[1] == device and k[2] == pinned
+                and isinstance(self._arrays[k], np.ndarray)]
+        for key in keys:
+            if key not in self._pages:
+                self._pages[key] = backing_pages([self._arrays[key]])
+        found = [self._pages[k] for k in keys]
+        if not found:
+            return None
+        known = [p for p in found if p.page_bytes is not None]
+        if len(known) < len(found):
+            return next(p for p in found if p.page_bytes is None)
+        return min(known, key=lambda p: (p.page_bytes or 0, p.huge_share or 0.0))
 
     def placement_unread(self, device: int) -> bool:
         """Whether a host buffer held for `device` lies where nobody could read back."""
@@ -180,4 +202,5 @@ class BufferPool:
         self._arrays.clear()
         self._off_node.clear()
         self._unread.clear()
+        self._pages.clear()
         self.backend.release()

@@ -46,6 +46,14 @@ class Planner(Protocol):
     def hbm_sizes(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
         """The HBM arrays' sizes on `device` (one list for every hbm_ case) and why they shrank."""
 
+    def beyond_host_cache(self, case: GpuCase, job: Job) -> Job:
+        """A one-size pageable job raised to 4x the host's last-level cache where it fits."""
+
+    def pageable_sizes(self, case: GpuCase, device: GpuDevice,
+                       plan: Plan) -> list[tuple[int, str]]:
+        """A pageable copy's sizes on `device` (on to 4x the host's last-level cache where
+        memory allows), each with the note its row carries."""
+
 
 Expand = Callable[["GpuCase", Planner, "Plan"], list[Job]]
 Needs = Callable[["GpuCase", Job], Footprint]
@@ -77,6 +85,14 @@ class GpuCase(CaseSpec):
 def each_device_each_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     return [Job(case.key, size_bytes=size, device=d.index)
             for d in planner.devices for size in plan.transfer_sizes]
+
+
+def pageable_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """The transfer sizes, then on past them until the host buffer is at least 4x the host's
+    last-level cache (a smaller one may be served from the cache), where memory allows; the
+    largest size says why the sweep ends where it does."""
+    return [Job(case.key, size_bytes=size, device=d.index, note=note)
+            for d in planner.devices for size, note in planner.pageable_sizes(case, d, plan)]
 
 
 def every_device_at_once(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -132,6 +148,12 @@ def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
                                           planner.free_bytes(device.index), DEVICE_MEMORY_SHARE)
         jobs.append(Job(case.key, size_bytes=size, device=device.index, note=note))
     return jobs
+
+
+def pageable_overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """overlap_size's job per device, raised to 4x the host's last-level cache where it fits
+    (a pageable buffer under it may be served from the host's cache)."""
+    return [planner.beyond_host_cache(case, job) for job in overlap_size(case, planner, plan)]
 
 
 def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -235,8 +257,9 @@ def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest) -> Gpu
 
 def _overlap(key: str, description: str, memory: str, directions: tuple[str, ...]) -> GpuCase:
     return _gpu(key, description, memory, "+".join((*directions, "compute")), "copy",
-                run=overlap.overlap, expand=overlap_size, needs=overlap_buffers,
-                window="none", directions=directions)
+                run=overlap.overlap,
+                expand=pageable_overlap_size if memory == "pageable" else overlap_size,
+                needs=overlap_buffers, window="none", directions=directions)
 
 
 GPU_CASES: tuple[GpuCase, ...] = (
@@ -245,9 +268,11 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("d2h_pinned", "device-to-host copy-engine copy into pinned host memory",
          "pinned", "d2h", "copy", run=transfers.one_way),
     _gpu("h2d_pageable", "host-to-device copy from ordinary (pageable) host memory",
-         "pageable", "h2d", "copy", run=transfers.one_way),
+         "pageable", "h2d", "copy", run=transfers.one_way,
+         expand=pageable_sweep),
     _gpu("d2h_pageable", "device-to-host copy into ordinary (pageable) host memory",
-         "pageable", "d2h", "copy", run=transfers.one_way),
+         "pageable", "d2h", "copy", run=transfers.one_way,
+         expand=pageable_sweep),
     _gpu("bidir_pinned", "host-to-device and device-to-host at once on two streams (pinned)",
          "pinned", "both", "copy", run=transfers.bidirectional, needs=buffers(2, 2)),
     _gpu("d2d_copy", "device-to-device copy within one GPU by the copy engine",

@@ -10,7 +10,7 @@ measurements.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bwprof.casespec import CaseSpec
 from bwprof.executor import Executor
@@ -23,6 +23,7 @@ from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan
+from bwprof.rules import CACHE_MULTIPLE
 from bwprof.schema import flags
 from bwprof.schema.metrics import get_metric
 from bwprof.system import numa_nodes
@@ -44,10 +45,36 @@ L2_MULTIPLE = 4
 """Device buffers under this many times the L2 are served partly by the cache."""
 
 
+@dataclass(frozen=True)
+class HostCache:
+    """What the GPU cases know of the host's cache and pages (`HostInfo`): the last-level
+    cache across all of its instances, where its size came from (`sysfs`, `cpuid`, None), and
+    the transparent-huge-page mode (`always`, `madvise`, `never`, None where unread)."""
+
+    llc_bytes: int | None = None
+    source: str | None = None
+    transparent_hugepages: str | None = None
+
+    def caveat(self) -> str | None:
+        """Why a pageable buffer beyond 4x the LLC may still be partly in the cache."""
+        if self.llc_bytes and self.source == "sysfs":
+            return None
+        if self.llc_bytes:
+            return (f"host last-level cache {format_bytes(self.llc_bytes)} from "
+                    f"{self.source or 'an unknown source'}, not /sys's full account: the "
+                    "pageable buffer may be partly cache-resident")
+        return ("host last-level cache size unknown: the pageable buffer may be partly "
+                "cache-resident")
+
+
 class GpuExecutor(Executor):
     def __init__(self, backend: GpuBackend, devices: list[GpuDevice],
-                 host_memory_bytes: int | None = None, node_share: str | None = None) -> None:
+                 host_memory_bytes: int | None = None, node_share: str | None = None,
+                 host_cache: HostCache | None = None) -> None:
         self.gpu = backend
+        self.host_cache = host_cache or HostCache()
+        """The host's LLC and THP mode: pageable copies sweep to 4x that cache and rows under
+        it are `in_cache`."""
         self.node_share = node_share
         """Why this executor holds only part of its node's GPUs (a fleet rank among several on
         a node), or None: cases that need the whole node are then waived with it."""
@@ -70,7 +97,8 @@ class GpuExecutor(Executor):
     def sharing(self, devices: list[GpuDevice], why: str) -> GpuExecutor:
         """An executor on the same backend holding only `devices` of the node (a fleet rank
         among several on a node): the cases that need every GPU are waived with `why`."""
-        return GpuExecutor(self.gpu, devices, self.host_memory_bytes, node_share=why)
+        return GpuExecutor(self.gpu, devices, self.host_memory_bytes, node_share=why,
+                           host_cache=self.host_cache)
 
     # -- planning ---------------------------------------------------------------------------------
 
@@ -97,7 +125,8 @@ class GpuExecutor(Executor):
         declared = _declared(case)
         return declared.expand(declared, self, plan)
 
-    def _check_fits(self, case: GpuCase, job: Job) -> None:
+    def fit_problem(self, case: GpuCase, job: Job) -> str | None:
+        """Why `job` would not fit in device or host memory now, or None where it fits."""
         size = job.size_bytes or 0
         devices = ([d for d in (job.device, job.peer) if d is not None]
                    if job.device is not None else [d.index for d in self.devices])
@@ -105,14 +134,81 @@ class GpuExecutor(Executor):
         for index in devices:
             free = self.free_bytes(index)
             if needs.device_bytes > DEVICE_MEMORY_SHARE * free:
-                raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
-                                        f"{format_bytes(needs.device_bytes)} on gpu{index}, "
-                                        f"more than {DEVICE_MEMORY_SHARE:.0%} of the "
-                                        f"{format_bytes(free)} free")
+                return (f"{format_bytes(size)} does not fit: needs "
+                        f"{format_bytes(needs.device_bytes)} on gpu{index}, more than "
+                        f"{DEVICE_MEMORY_SHARE:.0%} of the {format_bytes(free)} free")
         host = needs.host_bytes * len(devices)
         if self.host_memory_bytes and host > HOST_BUFFER_SHARE * self.host_memory_bytes:
-            raise NotRun("skipped", f"{format_bytes(size)} does not fit: needs "
-                                    f"{format_bytes(host)} of host memory")
+            return f"{format_bytes(size)} does not fit: needs {format_bytes(host)} of host memory"
+        return None
+
+    def _check_fits(self, case: GpuCase, job: Job) -> None:
+        problem = self.fit_problem(case, job)
+        if problem:
+            raise NotRun("skipped", problem)
+
+    def beyond_host_cache(self, case: GpuCase, job: Job) -> Job:
+        """A one-size pageable job (overlap_pageable) raised to the first power of two at
+        least CACHE_MULTIPLE x the host's last-level cache, where that fits; else kept, its
+        note saying why (its rows are then `in_cache`)."""
+        llc, size = self.host_cache.llc_bytes, job.size_bytes or 0
+        if not llc or size >= CACHE_MULTIPLE * llc:
+            return job
+        target = CACHE_MULTIPLE * llc
+        larger = replace(job, size_bytes=1 << (target - 1).bit_length())
+        problem = self.fit_problem(case, larger)
+        if problem is None:
+            return replace(larger, note=_join(job.note, f"raised from {format_bytes(size)} to "
+                                                        f"{CACHE_MULTIPLE}x the host's "
+                                                        f"last-level cache "
+                                                        f"({format_bytes(llc)}) or more"))
+        return replace(job, note=_join(job.note, f"under {CACHE_MULTIPLE}x the host's "
+                                                 f"last-level cache ({format_bytes(target)}): "
+                                                 f"{problem}"))
+
+    def pageable_sizes(self, case: GpuCase, device: GpuDevice,
+                       plan: Plan) -> list[tuple[int, str]]:
+        """A pageable copy's sizes on `device`, each with its note: the transfer sizes, then
+        on by the preset's step (the ratio of its two largest) until the host buffer is at
+        least CACHE_MULTIPLE x the host's whole last-level cache, the last step cut to the
+        first power of two there; sizes added past the preset's that would not fit in
+        free device or host memory are not run, and the largest that runs says why the
+        sweep ends under 4x the cache. Without a known LLC: the transfer sizes alone."""
+        sizes = list(plan.transfer_sizes)
+        llc = self.host_cache.llc_bytes
+        if not llc or not sizes:
+            return [(size, "") for size in sizes]
+        target = CACHE_MULTIPLE * llc
+        step = max(2, sizes[-1] // sizes[-2]) if len(sizes) > 1 else 2
+        cut = 1 << (target - 1).bit_length()  # the first power of two >= target
+
+        def problem(size: int) -> str | None:
+            return self.fit_problem(case, Job(case.key, size_bytes=size, device=device.index))
+
+        stopped: str | None = None
+        added: list[int] = []
+        while (added or sizes)[-1] < target:
+            larger = min((added or sizes)[-1] * step, cut)
+            stopped = problem(larger)
+            if stopped:
+                break
+            added.append(larger)
+        sizes += added
+        running = [size for size in sizes if problem(size) is None]
+        if not running:
+            return [(size, "") for size in sizes]  # each skipped with its own reason
+        largest = running[-1]
+        if largest < target:
+            why = stopped if largest == sizes[-1] else problem(
+                next(size for size in sizes if size > largest))
+            note = (f"sweep ends under {CACHE_MULTIPLE}x the host's last-level cache "
+                    f"({format_bytes(target)}): {why}")
+        elif added:
+            note = (f"sweep run on past the preset's sizes to {format_bytes(largest)}: at least "
+                    f"{CACHE_MULTIPLE}x the host's last-level cache ({format_bytes(llc)})")
+        else:
+            note = ""
+        return [(size, note if size == largest else "") for size in sizes]
 
     def _earns_window(self, case: GpuCase, job: Job, plan: Plan) -> bool:
         """Whether this row repeats its work for a counter window (while telemetry samples),
@@ -131,13 +227,9 @@ class GpuExecutor(Executor):
                 return False  # only the first pair sweeps sizes
         sweep = {j.size_bytes or 0 for j in self.jobs(case, plan)
                  if (j.device, j.peer, j.streams) == (job.device, job.peer, job.streams)}
-        for larger in sorted(s for s in sweep if s > size):
-            try:
-                self._check_fits(case, replace(job, size_bytes=larger))
-            except NotRun:
-                continue
-            return False  # a larger size of this sweep will run and take the window
-        return True
+        # True unless a larger size of this sweep will run and take the window.
+        return all(self.fit_problem(case, replace(job, size_bytes=larger))
+                   for larger in sorted(s for s in sweep if s > size))
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -167,6 +259,8 @@ class GpuExecutor(Executor):
             raise NotRun("skipped",
                           f"{format_bytes(job.size_bytes or 0)} does not fit: {out_of_memory}")
         rows = [self._checked(declared, row) for row in rows]
+        if job.note:  # why the job's size is what it is, on rows whose function did not say
+            rows = [row if job.note in row.note else _with_note(row, job.note) for row in rows]
         if self.backend == "simulated":
             rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
         return rows
@@ -185,6 +279,14 @@ class GpuExecutor(Executor):
         if cached:
             row = replace(_flagged(row, flags.L2_RESIDENT, "fits in L2: the figure may exceed "
                                    "the HBM peak, so it is not held against it"), peak=None)
+        # Every row that moves host memory over the link: copies, and the concurrent rows of
+        # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
+        over_link = (row.memory in HOST_MEMORIES
+                     and bool(set(row.direction.split("+")) & set(HOST_LINK_DIRECTIONS)))
+        if over_link and device is not None:
+            row = self._with_pages(row, device)
+        if row.flags & flags.CACHE_RESIDENT:
+            pass  # a cache's figure: never held against the link's peak
         elif row.peak and row.seconds_per_op and metric.higher_is_better:
             best = metric.value(row.work, min(row.seconds_per_op))
             if best > INVALID_ABOVE_PEAK * row.peak:
@@ -196,10 +298,7 @@ class GpuExecutor(Executor):
                                    "enforced (CPU affinity refused)"), numa_node=None)
         over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
                     else any(d.host_link_c2c for d in self.devices))
-        # Every row that moves host memory over the link: copies, and the concurrent rows of
-        # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
-        if (over_c2c and row.memory in HOST_MEMORIES
-                and set(row.direction.split("+")) & set(HOST_LINK_DIRECTIONS)):
+        if over_c2c and over_link:
             row = _flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: no peak known for it "
                                                 "(PCIe's does not apply)")
         share = None if device is None else self.pool.off_node_share(device.index)
@@ -215,6 +314,31 @@ class GpuExecutor(Executor):
                            "landed could not be read back")
         return row
 
+    def _with_pages(self, row: Measurement, device: GpuDevice) -> Measurement:
+        """A host copy's row with the page size of its host buffer (pinned memory: where the
+        kernel tells it) and, for pageable memory, the THP mode and whether the buffer is
+        under 4x the host's last-level cache: then the host side may be served from the
+        cache and the row is `in_cache`, not the pageable figure (`cache_unknown` where the
+        cache size is not /sys's full account)."""
+        pinned = row.memory == "pinned"
+        pages = self.pool.host_pages(device.index, pinned)
+        if pages is not None and row.page_bytes is None:
+            row = replace(row, page_bytes=pages.page_bytes)
+        if pinned:
+            return row
+        mode = self.host_cache.transparent_hugepages
+        row = _with_note(row, f"host buffer in {pages.description if pages else 'pages unread'}"
+                              f" (transparent huge pages: {mode or 'mode unknown'})")
+        llc = self.host_cache.llc_bytes
+        if llc and row.size_bytes < CACHE_MULTIPLE * llc:
+            return replace(_flagged(row, flags.IN_CACHE,
+                                    f"host buffer under {CACHE_MULTIPLE}x the host's last-level "
+                                    f"cache ({format_bytes(llc)}): partly the cache's figure, "
+                                    "not the pageable one (no PCIe peak beside it)"), peak=None)
+        if caveat := self.host_cache.caveat():
+            return _flagged(row, flags.CACHE_UNKNOWN, caveat)
+        return row
+
     def close(self) -> None:
         self.pool.release()
 
@@ -223,6 +347,10 @@ def _declared(case: CaseSpec) -> GpuCase:
     if not isinstance(case, GpuCase):
         raise NotRun("skipped", f"no GPU implementation for case {case.key}")
     return case
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _with_note(row: Measurement, note: str) -> Measurement:

@@ -236,8 +236,11 @@ class CudaBackend:
                 array = np.ndarray((nbytes,), dtype=np.uint8, buffer=pointer)
             else:
                 # Fresh anonymous pages (not recycled heap pages already placed elsewhere),
-                # so the first touch below decides their NUMA node.
-                array = np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+                # so the first touch below decides their NUMA node. Private, as malloc's
+                # are: mmap(-1)'s default is shared (shmem), whose huge pages follow
+                # shmem_enabled rather than the THP mode ordinary memory gets.
+                array = np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE
+                                                | mmap.MAP_ANONYMOUS), dtype=np.uint8)
             # Pageable pages are placed by this first touch, on the chosen CPUs; pinned ones
             # were placed by cudaHostAlloc above, under the same affinity. The pool reads back
             # where they landed.

@@ -8,6 +8,7 @@ and every row it produces says `simulated`.
 
 from __future__ import annotations
 
+import mmap
 import time
 import weakref
 from collections.abc import Sequence
@@ -115,7 +116,13 @@ class SimBackend:
         return array
 
     def host_array(self, nbytes: int, pinned: bool, cpus: frozenset[int] | None = None) -> Any:
-        return np.zeros(nbytes, dtype=np.uint8)
+        if pinned:
+            return np.zeros(nbytes, dtype=np.uint8)
+        # Pageable memory as the CUDA backend takes it: fresh private anonymous pages.
+        array = np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
+                              dtype=np.uint8)
+        array.fill(0)
+        return array
 
     def kernel_view(self, array: Any) -> Any:
         return array.view(np.float64)

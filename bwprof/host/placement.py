@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,94 @@ def huge_page_share(arrays: Sequence[np.ndarray], smaps: Path = SMAPS) -> float 
             if overlap:
                 huge += int(line.split()[1]) * 1024 * overlap / (mapping[1] - mapping[0])
     return min(1.0, huge / total)
+
+
+THP_SIZE_FILE = Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+DEFAULT_THP_BYTES = 2 << 20
+
+
+def thp_bytes(path: Path = THP_SIZE_FILE) -> int:
+    """The size of one transparent huge page (2 MiB on x86_64 and 4 KiB-page arm64)."""
+    try:
+        return int(path.read_text().strip()) or DEFAULT_THP_BYTES
+    except (OSError, ValueError):
+        return DEFAULT_THP_BYTES
+
+
+@dataclass(frozen=True)
+class Pages:
+    """The pages backing a buffer, as smaps tells: the size most of it is in (None where it
+    cannot be read), the share in transparent huge pages, and what a note says of them."""
+
+    page_bytes: int | None
+    huge_share: float | None
+    description: str
+
+
+SHARED_ANONYMOUS = "/dev/zero (deleted)"
+"""How smaps names shared anonymous memory (mmap(-1) without MAP_PRIVATE): shmem, whose
+huge pages follow `shmem_enabled`, not the THP mode."""
+HUGE_FIELDS = ("AnonHugePages:", "ShmemPmdMapped:")
+
+
+def _is_anonymous(path: str) -> bool:
+    """Anonymous memory: no path, a bracketed name ([heap], [anon:...]) or shared anonymous
+    memory; anything else (a file, a driver's device) is not."""
+    return (not path or path == SHARED_ANONYMOUS
+            or (path.startswith("[") and path not in ("[vvar]", "[vdso]")))
+
+
+def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pages:
+    """The pages of the mappings holding `arrays`: a hugetlbfs mapping's own page size,
+    anonymous memory's base pages or transparent huge pages (AnonHugePages, pro rata as
+    `huge_page_share` counts them, and shmem's for shared anonymous memory); a driver's
+    mapping (cudaHostAlloc's pinned memory maps a device file) tells nothing true of its
+    pages, so its size stays unknown."""
+    ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
+    total = sum(end - start for start, end in ranges)
+    try:
+        text = (smaps or SMAPS).read_text() if total else ""
+    except OSError:
+        text = ""
+    if not text:
+        return Pages(None, None, "page size not read back (/proc/self/smaps unreadable)")
+    base = os.sysconf("SC_PAGE_SIZE")
+    huge = 0.0
+    kernel_pages: set[int] = set()
+    driver = False
+    held = 0
+    mapping: tuple[int, int] | None = None
+    overlap = 0
+    for line in text.splitlines():
+        fields = line.split()
+        head = fields[0] if fields else ""
+        if "-" in head and not head.endswith(":"):  # "start-end perms offset dev inode path"
+            start, _, end = head.partition("-")
+            try:
+                mapping = (int(start, 16), int(end, 16))
+            except ValueError:
+                mapping = None
+                continue
+            overlap = sum(max(0, min(e, mapping[1]) - max(s, mapping[0])) for s, e in ranges)
+            held += overlap
+            if overlap and not _is_anonymous(" ".join(fields[5:])):
+                driver = True
+        elif not overlap or mapping is None:
+            continue
+        elif head == "KernelPageSize:":
+            kernel_pages.add(int(fields[1]) * 1024)
+        elif head in HUGE_FIELDS:
+            huge += int(fields[1]) * 1024 * overlap / (mapping[1] - mapping[0])
+    large = max(kernel_pages, default=base)
+    if large > base:  # hugetlbfs (its file is named, as a driver's is): all that size
+        return Pages(large, None, f"{large // 1024} KiB hugetlbfs pages")
+    if not held or driver:
+        return Pages(None, None, "page size not read back (a driver's mapping)")
+    share = min(1.0, huge / total)
+    thp = thp_bytes()
+    if share >= HUGE_SHARE:
+        return Pages(thp, share, f"{thp >> 20} MiB transparent huge pages")
+    if share > 0.05:
+        return Pages(base, share, f"{base // 1024} KiB pages, {share:.0%} in "
+                                  f"{thp >> 20} MiB huge pages")
+    return Pages(base, share, f"{base // 1024} KiB pages")

@@ -578,3 +578,121 @@ def test_a_rank_holding_part_of_its_node_waives_the_whole_node_cases():
     # The whole node: nothing waived for that reason.
     whole, _ = gpu_executor(simulate=True)
     assert whole.unavailable_reason(get_case("h2d_all")) is None
+
+
+# -- pageable copies and the host's cache (issue 24) ----------------------------------------------
+
+def _pageable_executor(llc, source="sysfs", thp="madvise", host_memory=8 << 30, **backend):
+    from bwprof.gpu.executor import HostCache
+
+    sim = SimBackend(devices=1, **backend)
+    return GpuExecutor(sim, describe(sim), host_memory_bytes=host_memory,
+                       host_cache=HostCache(llc, source, thp))
+
+
+def _sizes_and_notes(executor, key, transfer_sizes):
+    plan = replace(_plan(key), transfer_sizes=transfer_sizes)
+    return [(j.size_bytes, j.note) for j in executor.jobs(get_case(key), plan)]
+
+
+@pytest.mark.parametrize("key", ["h2d_pageable", "d2h_pageable"])
+def test_pageable_rows_under_4x_the_host_llc_are_in_cache_with_their_page_size(key, monkeypatch):
+    from bwprof.gpu import buffers
+    from bwprof.host.placement import Pages
+
+    monkeypatch.setattr(buffers, "backing_pages",
+                        lambda arrays: Pages(2 * MiB, 1.0, "2 MiB transparent huge pages"))
+    executor = _pageable_executor(MiB)  # a tiny LLC: 4x is 4 MiB
+    executor._devices = [replace(d, peak_pcie_gbps=1e-6) for d in executor.devices]
+    plan = replace(_plan(f"{key},h2d_pinned"), transfer_sizes=(64 << 10, MiB))
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    try:
+        rows = runner.run()
+    finally:
+        runner.close()
+    pageable = {r.size_bytes: r for r in rows if r.case == key}
+    # The sweep runs on past the transfer sizes, by the preset's step cut at 4x the LLC.
+    assert sorted(pageable) == [64 << 10, MiB, 4 * MiB]
+    for size, row in pageable.items():
+        assert row.page_bytes == 2 * MiB
+        assert "host buffer in 2 MiB transparent huge pages (transparent huge pages: madvise)" \
+            in row.note
+        assert ("in_cache" in row.flags) == (size < 4 * MiB)
+    for size in (64 << 10, MiB):  # a cache's figure: no peak, so not invalid above it
+        assert pageable[size].status == "ok" and pageable[size].peak_value is None
+        assert "under 4x the host's last-level cache (1 MiB)" in pageable[size].note
+    largest = pageable[4 * MiB]
+    assert largest.status == "invalid" and "figure above the theoretical peak" in largest.note
+    assert "sweep run on past the preset's sizes to 4 MiB" in largest.note
+    pinned = [r for r in rows if r.case == "h2d_pinned"]  # the driver's: read where it can be
+    assert pinned and all(r.page_bytes == 2 * MiB and "in_cache" not in r.flags
+                          and "transparent huge pages" not in r.note for r in pinned)
+
+
+def test_the_pageable_sweep_stops_where_memory_ends_and_says_why():
+    # 4x an 8 MiB LLC is 32 MiB: 256 MiB does not fit the simulated GPU, so 16 MiB is last.
+    quick = _sizes_and_notes(_pageable_executor(8 * MiB), "h2d_pageable",
+                             (64 << 10, MiB, 16 * MiB, 256 * MiB))
+    assert [size for size, _ in quick] == [64 << 10, MiB, 16 * MiB, 256 * MiB]
+    notes = dict(quick)
+    assert notes[16 * MiB] == ("sweep ends under 4x the host's last-level cache (32 MiB): "
+                               "256 MiB does not fit: needs 256 MiB on gpu0, more than 90% of "
+                               "the 64 MiB free")
+    assert not notes[64 << 10] and not notes[MiB] and not notes[256 * MiB]
+    # A size past the preset's that does not fit host memory is not run at all.
+    short = _sizes_and_notes(_pageable_executor(8 * MiB, host_memory=40 * MiB), "d2h_pageable",
+                             (64 << 10, MiB, 16 * MiB))
+    assert [size for size, _ in short] == [64 << 10, MiB, 16 * MiB]
+    assert short[-1][1].endswith("32 MiB does not fit: needs 32 MiB of host memory")
+    # Room enough: on by 16x from 1 MiB, the last step cut at 32 MiB.
+    room = _sizes_and_notes(_pageable_executor(8 * MiB, memory_bytes=1 << 30), "h2d_pageable",
+                            (64 << 10, MiB))
+    assert [size for size, _ in room] == [64 << 10, MiB, 16 * MiB, 32 * MiB]
+    assert "to 32 MiB: at least 4x the host's last-level cache (8 MiB)" in room[-1][1]
+    # Standard's step is 4x; an LLC the transfer sizes already pass adds nothing.
+    standard = _sizes_and_notes(_pageable_executor(8 * MiB, memory_bytes=1 << 30),
+                                "h2d_pageable", (MiB, 4 * MiB))
+    assert [size for size, _ in standard] == [MiB, 4 * MiB, 16 * MiB, 32 * MiB]
+    assert _sizes_and_notes(_pageable_executor(MiB), "h2d_pageable",
+                            (MiB, 16 * MiB)) == [(MiB, ""), (16 * MiB, "")]
+
+
+def test_pageable_rows_are_cache_unknown_where_the_llc_is_not_from_sysfs():
+    def flags_by_size(executor):
+        rows = _run_executor(executor, "h2d_pageable")
+        return {r.size_bytes: r.flags for r in rows if r.status == "ok"}
+
+    cpuid = flags_by_size(_pageable_executor(MiB, source="cpuid"))
+    assert {s: ("in_cache" in f, "cache_unknown" in f) for s, f in cpuid.items()} == {
+        64 << 10: (True, False), MiB: (True, False), 16 * MiB: (False, True)}
+    unknown = flags_by_size(_pageable_executor(None, source=None, thp=None))
+    assert sorted(unknown) == [64 << 10, MiB, 16 * MiB]  # no LLC: the transfer sizes alone
+    assert all("cache_unknown" in f and "in_cache" not in f for f in unknown.values())
+
+
+def test_overlap_pageable_is_raised_to_4x_the_host_llc_where_it_fits():
+    def job(llc, memory):
+        (found,) = _pageable_executor(llc, memory_bytes=memory).jobs(
+            get_case("overlap_pageable"), _plan("overlap_pageable"))
+        return found.size_bytes, found.note
+
+    size, note = job(100 * MiB, 4 << 30)  # 256 MiB is under 4x 100 MiB
+    assert size == 512 * MiB and "raised from 256 MiB to 4x" in note
+    size, note = job(100 * MiB, 512 * MiB)
+    assert size < 400 * MiB and "under 4x the host's last-level cache (400 MiB)" in note
+    assert job(MiB, 4 << 30) == (256 * MiB, "")
+    pinned = _pageable_executor(100 * MiB, memory_bytes=4 << 30).jobs(
+        get_case("overlap_h2d_compute"), _plan("overlap_h2d_compute"))
+    assert [j.size_bytes for j in pinned] == [256 * MiB]  # pinned memory: not the host's cache
+
+
+def test_the_run_gives_the_gpu_executor_the_hosts_cache_and_thp_mode():
+    from bwprof.api import gpu_executor
+    from bwprof.system import host_info
+
+    host = host_info()
+    executor, _ = gpu_executor(simulate=True, host=host)
+    cache = executor.host_cache
+    assert (cache.llc_bytes, cache.source, cache.transparent_hugepages) == (
+        host.llc_bytes_total, host.cache_source, host.transparent_hugepages)
+    assert executor.sharing(executor.devices, "x").host_cache == cache

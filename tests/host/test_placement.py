@@ -132,3 +132,53 @@ def test_huge_page_share_on_this_machines_own_memory():
         assert asked > 0 or unasked > 0
     else:
         pytest.skip(f"no transparent huge pages here ({mode})")
+
+
+def _smaps_pages(tmp_path, mappings):
+    """A /proc/self/smaps of (start, end, path, KernelPageSize kB, AnonHugePages bytes)."""
+    lines = []
+    for start, end, path, kernel_kb, huge in mappings:
+        lines += [f"{start:x}-{end:x} rw-p 00000000 00:00 0    {path}".rstrip(),
+                  f"Size: {(end - start) // 1024} kB", f"KernelPageSize: {kernel_kb} kB",
+                  f"AnonHugePages: {huge // 1024} kB", "ShmemPmdMapped: 0 kB",
+                  "VmFlags: rd wr mr mw me ac"]
+    path = tmp_path / "smaps"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_backing_pages_names_the_page_size_of_the_buffer(tmp_path):
+    import os
+
+    base = os.sysconf("SC_PAGE_SIZE")
+    array = np.empty(1 << 20)  # 8 MiB
+    start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+
+    def pages(path, kernel_kb, huge):
+        return placement.backing_pages([array], _smaps_pages(
+            tmp_path, [(start, end, path, kernel_kb, huge), (0x1000, 0x2000, "", 4, 0)]))
+
+    thp = placement.thp_bytes()
+    assert pages("", base // 1024, array.nbytes).page_bytes == thp  # all in THP
+    half = pages("", base // 1024, array.nbytes // 2)
+    assert (half.page_bytes, half.huge_share) == (base, pytest.approx(0.5))
+    assert "50% in" in half.description
+    assert pages("/dev/zero (deleted)", base // 1024, 0).page_bytes == base  # shared anonymous
+    assert pages("/anon_hugepage (deleted)", 2048, 0).page_bytes == 2 << 20  # hugetlbfs
+    driver = pages("/dev/nvidiactl", base // 1024, 0)  # cudaHostAlloc's pinned memory
+    assert driver.page_bytes is None and "driver" in driver.description
+    unread = placement.backing_pages([array], tmp_path / "absent")
+    assert unread.page_bytes is None and "unreadable" in unread.description
+
+
+def test_backing_pages_reads_this_process(tmp_path):
+    import mmap
+    import os
+
+    if not placement.SMAPS.exists():
+        pytest.skip("no /proc/self/smaps here")
+    private = np.frombuffer(mmap.mmap(-1, 8 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
+                            dtype=np.uint8)
+    private.fill(1)
+    assert placement.backing_pages([private]).page_bytes in (os.sysconf("SC_PAGE_SIZE"),
+                                                             placement.thp_bytes())
