@@ -197,6 +197,16 @@ def memory_available_bytes() -> int | None:
     return meminfo().get("MemAvailable")
 
 
+def core_siblings(cpu: int, sys_cpu: Path = SYS_CPU) -> frozenset[int]:
+    """The CPUs sharing `cpu`'s core (its SMT siblings, itself included): they share its L1,
+    L2 and load ports. Just {cpu} where sysfs does not say."""
+    try:
+        text = (sys_cpu / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text()
+    except OSError:
+        return frozenset({cpu})
+    return (parse_cpu_list(text) or frozenset()) | {cpu}
+
+
 def numa_nodes(sys_node: Path = SYS_NODE) -> list[NumaNode]:
     nodes = []
     for node_dir in sorted(sys_node.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):

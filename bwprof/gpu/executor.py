@@ -283,15 +283,18 @@ class GpuExecutor(Executor):
         # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
         over_link = (row.memory in HOST_MEMORIES
                      and bool(set(row.direction.split("+")) & set(HOST_LINK_DIRECTIONS)))
+        link_peak = row.peak
         if over_link and device is not None:
             row = self._with_pages(row, device)
-        if row.flags & flags.CACHE_RESIDENT:
-            pass  # a cache's figure: never held against the link's peak
-        elif row.peak and row.seconds_per_op and metric.higher_is_better:
+        # An L2-resident figure may beat the HBM peak; a pageable buffer in the host's cache
+        # has no pageable peak beside it, yet every byte still crosses the link, which
+        # bounds it: a figure above the link's peak is a measurement error there too.
+        bound = None if flags.L2_RESIDENT in row.flags else link_peak if over_link else row.peak
+        if bound and row.seconds_per_op and metric.higher_is_better:
             best = metric.value(row.work, min(row.seconds_per_op))
-            if best > INVALID_ABOVE_PEAK * row.peak:
+            if best > INVALID_ABOVE_PEAK * bound:
                 row = replace(_with_note(row, f"figure above the theoretical peak ({best:.1f} > "
-                                              f"{row.peak:.1f} {metric.unit}): a measurement "
+                                              f"{bound:.1f} {metric.unit}): a measurement "
                                               "error"), valid=False)
         if row.numa_node is not None and self.gpu.placement_failed:
             row = replace(_flagged(row, flags.NUMA_UNVERIFIED, "host memory placement not "

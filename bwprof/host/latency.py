@@ -36,6 +36,7 @@ from bwprof.host.facts import HostFacts
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
 from bwprof.schema import flags
+from bwprof.system import core_siblings
 from bwprof.units import KiB, MiB, format_bytes
 
 if TYPE_CHECKING:
@@ -116,22 +117,31 @@ def numa_jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
             for memory in host.nodes for cpus in host.nodes]
 
 
-def _loaded_cores(host: HostFacts, plan: Plan) -> list[int]:
-    """The chase's core first, then the load's: as many of this process's CPUs as the
-    largest --threads asks."""
-    return sorted(host.cpus)[:max(plan.threads)]
+def _loaded_cores(host: HostFacts, threads: int) -> tuple[int, list[int]]:
+    """The chase's CPU (the first this process may use) and the load's: other CPUs of the
+    chase's NUMA node (their load falls on its memory controller, as Intel MLC's does), not
+    its core's SMT siblings (they would share its L1, L2 and load ports: core contention,
+    not memory), `threads` - 1 of them at most."""
+    if not host.cpus:
+        return -1, []
+    chase = min(host.cpus)
+    node = next((n for n in host.nodes if chase in n.cpus), None)
+    pool = (node.cpus if node is not None else host.cpus) & host.cpus
+    return chase, sorted(pool - core_siblings(chase))[:max(0, threads - 1)]
 
 
 def loaded_unavailable(case: HostCase, host: HostFacts) -> NotRun | None:
-    if len(host.cpus) < 2:
-        return NotRun("waived", f"needs 2 CPUs (one chases, the others load memory); this "
-                                f"process may use {len(host.cpus)}")
+    _, load = _loaded_cores(host, len(host.cpus))
+    if not load:
+        return NotRun("waived", f"needs a second core beside the chase's, on its NUMA node "
+                                f"and not its SMT sibling; this process may use CPUs "
+                                f"{format_cpu_list(host.cpus) or 'none'}")
     return None
 
 
 def loaded_jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
     size, note = _dram_bytes(host, plan)
-    threads = len(_loaded_cores(host, plan))
+    threads = 1 + len(_loaded_cores(host, max(plan.threads))[1])
     return [Job(case.key, size_bytes=size, threads=threads, load_pct=level, note=note)
             for level in LOAD_LEVELS]
 
@@ -171,6 +181,8 @@ class Chain:
 
     def walk(self, loads: int) -> float:
         """Seconds for `loads` dependent loads from where the last walk ended."""
+        if self.words is None:  # the chase follows raw addresses: never into unmapped memory
+            raise RuntimeError("the chain was closed; its buffer is gone")
         start = time.perf_counter()
         self.address = int(self._chase.chase(self.address, loads))
         seconds = time.perf_counter() - start
@@ -350,17 +362,25 @@ class _Load:
         return max(1, round(self.chunk_s * (100 - level) / level / self.step_s))
 
 
-def _in_threads(cores: list[int], work: Callable[[int], object]) -> list[object]:
-    """Run work(i) on a thread pinned to cores[i] each, at once; their results in order."""
+def _in_threads(cores: list[int], work: Callable[[int], object],
+                on_error: Callable[[], None] | None = None) -> list[object]:
+    """Run work(i) on a thread pinned to cores[i] each, at once; their results in order.
+    `on_error` runs as soon as one fails (so the others stop waiting for it)."""
     results: list[object] = [None] * len(cores)
     errors: list[BaseException] = []
 
     def body(i: int) -> None:
         try:
-            with cpu_affinity(frozenset({cores[i]})):
+            cpu = frozenset({cores[i]})
+            with cpu_affinity(cpu) as pinned:
+                # Unpinned, a load thread would run where the scheduler puts it, perhaps on
+                # the chase's CPU: contention for the core, not for memory.
+                _refuse_unpinned(pinned, cpu, "load")
                 results[i] = work(i)
         except BaseException as exc:  # handed to the caller
             errors.append(exc)
+            if on_error is not None:
+                on_error()
 
     threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(cores))]
     for thread in threads:
@@ -389,8 +409,12 @@ def _load_setup(run: HostCaseRun, cores: list[int]) -> _Load:
     def calibrate(i: int) -> tuple[float, float]:
         data = arrays[0]
         assert isinstance(data, np.ndarray)
-        chase.read_pass(data[:LOAD_CHUNK_WORDS], LOAD_CHUNK_WORDS)  # compiled before timing
+        # Everything the load runs is compiled before it is timed or started: a load thread
+        # compiling after GO would leave the first samples unloaded.
+        chase.read_pass(data[:LOAD_CHUNK_WORDS], LOAD_CHUNK_WORDS)
         chase.spin(1, 0.5)
+        stopped = np.ones(2, dtype=np.int64)  # STOP already set: returns at once
+        chase.stream_load(data[:LOAD_CHUNK_WORDS], stopped, LOAD_CHUNK_WORDS, 1)
         start = time.perf_counter()
         chase.read_pass(data, LOAD_CHUNK_WORDS)
         chunk_s = (time.perf_counter() - start) / (words // LOAD_CHUNK_WORDS)
@@ -411,10 +435,11 @@ def chase_loaded(run: HostCaseRun) -> list[Measurement]:
 
     job = run.job
     assert job.size_bytes is not None and job.load_pct is not None
-    cores = _loaded_cores(run.host, run.plan)
-    if len(cores) < 2:
-        raise NotRun("waived", "--threads 1 leaves no core for the load; ask for 2 or more")
-    chase_cpu, load_cores = frozenset({cores[0]}), cores[1:]
+    chase_core, load_cores = _loaded_cores(run.host, max(run.plan.threads))
+    if not load_cores:
+        raise NotRun("waived", f"--threads {max(run.plan.threads)} leaves no core for the "
+                               "load; ask for 2 or more")
+    chase_cpu = frozenset({chase_core})
     if "load" not in run.scratch:
         with cpu_affinity(chase_cpu) as pinned:
             _refuse_unpinned(pinned, chase_cpu, "chase")
@@ -437,33 +462,42 @@ def chase_loaded(run: HostCaseRun) -> list[Measurement]:
 
     def load_all() -> None:
         try:
-            chunks.extend(_in_threads(load_cores, stream))
+            chunks.extend(_in_threads(load_cores, stream, on_error=ready.abort))
         except BaseException as exc:  # handed to the chase's thread below
             failures.append(exc)
 
+    # Started before the chase's thread pins itself: a thread inherits its creator's CPUs.
     loader = threading.Thread(target=load_all, daemon=True)
-    with cpu_affinity(chase_cpu):
-        try:
-            if job.load_pct:
-                loader.start()
-                ready.wait()
-            start = time.perf_counter()
-            control[chase.GO] = 1
-            _warm_up(chain)
-            chased = _chase(chain, MATRIX_LOADS, run.plan.repeats)
-            window = time.perf_counter() - start
-        finally:
-            control[chase.STOP] = 1  # the load stops with the chase, whatever ended it
-            if job.load_pct:
-                ready.abort()  # a loader not yet at the barrier never waits there
-                loader.join()
+    if job.load_pct:
+        loader.start()
+    try:
+        with cpu_affinity(chase_cpu) as pinned:
+            try:
+                _refuse_unpinned(pinned, chase_cpu, "chase")
+                if job.load_pct:
+                    ready.wait()
+                start = time.perf_counter()
+                control[chase.GO] = 1
+                _warm_up(chain)
+                chased = _chase(chain, MATRIX_LOADS, run.plan.repeats)
+                window = time.perf_counter() - start
+            finally:
+                control[chase.STOP] = 1  # the load stops with the chase, whatever ended it
+                if job.load_pct:
+                    ready.abort()  # a loader not yet at the barrier never waits there
+                    loader.join()
+    except threading.BrokenBarrierError:
+        if failures:  # a load thread failed (its CPU refused): its reason, not the barrier's
+            raise failures[0] from None
+        raise
     if failures:
         raise failures[0]
     moved = sum(int(c) for c in chunks if isinstance(c, (int, np.integer))) \
         * LOAD_CHUNK_WORDS * 8
     load_gbps = moved / window * 1e-9 if window > 0 else None
-    notes = [f"chase on CPU {cores[0]}; "
+    notes = [f"chase on CPU {chase_core}; "
              + (f"load: {len(load_cores)} thread(s) on CPUs {format_cpu_list(load_cores)} "
+                "(the chase's NUMA node, not its core's SMT siblings) "
                 f"reading {format_bytes(8 * load.arrays[0].size)} each in "
                 f"{format_bytes(8 * LOAD_CHUNK_WORDS)} chunks at a nominal {job.load_pct}% "
                 f"duty, {load_gbps or 0:.1f} GB/s achieved over the chase"

@@ -20,8 +20,9 @@ NUMA_UNVERIFIED = "numa_unverified"
 CACHE_UNKNOWN = "cache_unknown"
 
 FLAGS: dict[str, str] = {
-    IN_CACHE: "host arrays (or a latency chase's working set) under 4x the last-level cache: "
-              "partly a cache's figure, so the row has no DDR peak and is not the DDR figure",
+    IN_CACHE: "host arrays (a latency chase's working set, a pageable copy's host buffer) "
+              "under 4x the last-level cache: partly a cache's figure, so the row has no DDR "
+              "(or PCIe) peak beside it and is not the memory's headline figure",
     L2_RESIDENT: "GPU buffers (or a latency chase's working set) under 4x the L2: the cache is "
                  "in the figure, so the row has no HBM peak, no 'above peak' finding and is "
                  "not the HBM figure",

@@ -117,10 +117,44 @@ def test_the_loaded_chase_records_what_the_load_achieved_at_each_level():
 
 def test_the_loaded_chase_needs_a_core_for_the_load():
     (row,) = _run("lat_host_loaded", cpus=frozenset(sorted(CPUS)[:1]))
-    assert row.status == "waived" and "needs 2 CPUs" in row.note
+    assert row.status == "waived" and "needs a second core" in row.note
     if len(CPUS) >= 2:
         rows = _run("lat_host_loaded", threads="1")
         assert {r.status for r in rows} == {"waived"} and "--threads 1" in rows[0].note
+
+
+def test_the_load_avoids_the_chase_core_and_its_smt_siblings(monkeypatch):
+    monkeypatch.setattr(latency, "core_siblings", lambda cpu: frozenset({cpu, cpu + 4}))
+    nodes = (HostNode(0, frozenset({0, 1, 2, 4, 5}), 8 << 30),
+             HostNode(1, frozenset({3, 6, 7}), 8 << 30))
+    host = HostFacts("cpu", CACHES, "sysfs", LLC, nodes, frozenset(range(8)))
+    assert latency._loaded_cores(host, 8) == (0, [1, 2, 5])  # node 0, not CPU 4 (0's sibling)
+    assert latency._loaded_cores(host, 2) == (0, [1])
+    alone = HostFacts("cpu", CACHES, "sysfs", LLC, (), frozenset({0, 4}))
+    assert latency._loaded_cores(alone, 2) == (0, [])
+    case = next(c for c in HOST_CASES if c.key == "lat_host_loaded")
+    assert latency.loaded_unavailable(case, alone) is not None
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="the loaded chase needs 2 CPUs")
+def test_a_load_thread_refused_its_cpu_fails_the_row_without_waiting(monkeypatch):
+    from contextlib import contextmanager
+
+    real = latency.cpu_affinity
+
+    @contextmanager
+    def refuse_load_cores(cpus):
+        if cpus and min(cpus) != min(CPUS) and len(cpus) == 1:
+            yield False
+            return
+        with real(cpus) as pinned:
+            yield pinned
+
+    monkeypatch.setattr(latency, "cpu_affinity", refuse_load_cores)
+    monkeypatch.setattr(latency, "READY_TIMEOUT_S", 60.0)
+    rows = _run("lat_host_loaded")
+    assert {r.status for r in rows} == {"skipped"} and "CPU affinity refused" in rows[0].note
+    assert "keep the load" in rows[0].note
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="the loaded chase needs 2 CPUs")
