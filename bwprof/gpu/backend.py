@@ -20,11 +20,15 @@ class OutOfMemory(Exception):
 
 @dataclass(frozen=True)
 class Work:
-    """One stream's share of a timed sample: `enqueue()` issued `ops` times back to back."""
+    """One stream's share of a timed sample: `enqueue()` issued `ops` times back to back,
+    after `warmup` untimed issues behind the gate (the engine's start-up and the first TLB
+    misses land there, not in the timed operations; nvbandwidth queues its warm-up copies
+    the same way, after the spin kernel and before the start event)."""
 
     stream: Any
     enqueue: Callable[[], None]
     ops: int
+    warmup: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,11 @@ class GpuBackend(Protocol):
         the start of `out` when given (a reused pinned buffer), else a new array."""
 
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
-        """Run one sample: optionally hold the GPU(s) while everything is enqueued, then time
-        each stream from its start event to its end event."""
+        """Run one sample: optionally hold the GPU(s) while everything is enqueued; each
+        stream issues its untimed warm-up operations first, and where there are any, no
+        stream's timed part starts before every stream's warm-up has ended (so the streams'
+        timed parts still start together); then time each stream from its start event to
+        its end event."""
 
     def enable_peer_access(self, device: int, peer: int) -> bool:
         """Turn on access from `device` to `peer`'s memory; False where unsupported."""

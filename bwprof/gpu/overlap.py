@@ -1,8 +1,12 @@
 """Compute/transfer overlap cases: how much copy time a GPU hides behind kernels.
 
-Each overlap case times every part alone (copies, then a compute kernel calibrated to last
-about as long as the longest copy), then all parts together, started by the same gate, with
-the same number of operations per stream. `pipeline_chunked` runs a data-loader loop — chunks
+Each overlap case times every part alone (the copies, then a compute kernel calibrated to
+last about as long as they do), then all parts together, started by the same gate, with the
+same number of operations per stream. Each part's time alone is the best it can do in that
+configuration: the two directions of `overlap_bidir_compute` share the link whatever the
+kernel does, so their part is the pair run at once (as `bidir_pinned` runs it), timed as a
+`paired` phase beside each direction by itself (`alone`), which shows the link's contention
+as data and keeps it out of the efficiency. `pipeline_chunked` runs a data-loader loop — chunks
 copied in, processed and copied out on a pool of streams — and reports its end-to-end
 throughput beside the plain copy and the kernel alone.
 """
@@ -158,6 +162,27 @@ def _row(case: CaseSpec, device: GpuDevice, size: int, seconds: Sequence[float],
     )
 
 
+def copies_part_s(alone_s: Sequence[float], paired_s: float | None) -> float:
+    """The copies' time as one part of the overlap formula: the pair's (both directions at
+    once, behind one gate) where there are two directions, else the one copy's alone. The
+    directions contend for the link with or without a kernel; holding the concurrent time
+    against each direction alone would count that contention as overlap that failed."""
+    if len(alone_s) > 1:
+        if paired_s is None:
+            raise ValueError("two copy directions need their paired time")
+        return paired_s
+    return alone_s[0]
+
+
+def _contention(directions: Sequence[str], size: int, alone: Sequence[Sampled],
+                paired: Sampled) -> str:
+    """Each direction's GB/s alone and in the pair (medians), for the paired rows' note."""
+    parts = [f"{d} {size / _median(a.per_stream_s[0]) / 1e9:.1f} -> "
+             f"{size / _median(paired.per_stream_s[i]) / 1e9:.1f} GB/s"
+             for i, (d, a) in enumerate(zip(directions, alone, strict=True))]
+    return "link contention, each direction alone -> in the pair: " + ", ".join(parts)
+
+
 def _lanes(sampled: Sampled, labels: Sequence[tuple[str, str]]) -> list[dict[str, object]]:
     last = sampled.last
     return [
@@ -191,7 +216,12 @@ def overlap(run: CaseRun) -> list[Measurement]:
         copy_alone = [first] + [
             take_samples(backend, copy.work_list, samples, gate, ops=ops) for copy in copies[1:]
         ]
-        compute.calibrate(max(_median(a.per_stream_s[0]) for a in copy_alone), gate)
+        # Both directions at once, without the kernel: the copies' part of the formula.
+        paired = (take_samples(backend, lambda k: [c.work(k) for c in copies], samples, gate,
+                               ops=ops) if len(copies) > 1 else None)
+        copies_s = copies_part_s([_median(a.per_stream_s[0]) for a in copy_alone],
+                                 _median(paired.span_s) if paired else None)
+        compute.calibrate(copies_s, gate)
         kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate,
                                     ops=ops)
         # Outputs zeroed (untimed): the check after the concurrent phase proves that phase
@@ -206,22 +236,32 @@ def overlap(run: CaseRun) -> list[Measurement]:
             ops=ops,
         )
 
-    alone_s = [_median(a.per_stream_s[0]) for a in copy_alone]
-    alone_s.append(_median(kernel_alone.per_stream_s[0]))
-    efficiency = overlap_efficiency(alone_s, _median(together.span_s))
+    kernel_s = _median(kernel_alone.per_stream_s[0])
+    efficiency = overlap_efficiency([copies_s, kernel_s], _median(together.span_s))
     problems = [c.problem() for c in copies]
     kernel_problem = compute.problem()
     streams = 1 + len(copies)
     peak = device.peak_pcie_gbps
+    against = "the copy pair's (both directions at once)" if paired else "the copy's"
     kernel_note = (f"compute kernel: {compute.iterations} multiply-adds per element on "
-                   f"{format_bytes(nbytes)}, calibrated to the copy (its time alone "
-                   f"{alone_s[-1] / max(alone_s[:-1]):.2f}x the longest copy's); GB/s = bytes "
-                   f"processed")
+                   f"{format_bytes(nbytes)}, calibrated to the copies (its time alone "
+                   f"{kernel_s / copies_s:.2f}x {against}); GB/s = bytes processed")
     rows: list[Measurement] = []
     for i, direction in enumerate(directions):
         rows.append(_row(case, device, size, copy_alone[i].per_stream_s[0], size, copy_alone[i],
                          direction=direction, memory=case.memory, phase="alone", streams=1,
                          peak=peak, problem=problems[i]))
+    if paired is not None:
+        contention = _contention(directions, size, copy_alone, paired)
+        for i, direction in enumerate(directions):
+            rows.append(_row(case, device, size, paired.per_stream_s[i], size, paired,
+                             direction=direction, memory=case.memory, phase="paired",
+                             streams=len(copies), peak=peak, problem=problems[i]))
+        rows.append(_row(case, device, size, paired.span_s, size * len(copies), paired,
+                         direction="both", memory=case.memory, phase="paired",
+                         streams=len(copies), peak=peak * len(copies) if peak else None,
+                         problem="; ".join(p for p in problems if p),
+                         note=f"the copies' part of the efficiency; {contention}"))
     rows.append(_row(case, device, size, kernel_alone.per_stream_s[0], nbytes, kernel_alone,
                      direction="compute", memory="hbm", phase="alone", streams=1, peak=None,
                      problem=kernel_problem, note=kernel_note))
@@ -232,8 +272,9 @@ def overlap(run: CaseRun) -> list[Measurement]:
     rows.append(_row(case, device, size, together.per_stream_s[0], nbytes, together,
                      direction="compute", memory="hbm", phase="overlapped", streams=streams,
                      peak=None, problem=kernel_problem, note=kernel_note))
+    parts = "the copy pair (paired, both) and the kernel" if paired else "the copy and the kernel"
     summary = (f"efficiency {efficiency:.2f} = (sum alone - concurrent) / (sum alone - longest "
-               f"alone), from medians; GB/s = copy bytes over the concurrent time")
+               f"alone) over {parts}, from medians; GB/s = copy bytes over the concurrent time")
     concurrent = _row(
         case, device, size, together.span_s, size * len(directions), together,
         direction=case.direction, memory=case.memory, phase="concurrent", streams=streams,

@@ -422,11 +422,28 @@ class CudaBackend:
             released = self._event(devices[0], timing=False)  # a sync-only event
             with self.cp.cuda.Device(devices[0]):
                 released.record(gate_stream)
-        starts, ends = [], []
+        # Behind the gate, each stream's untimed warm-up first (nvbandwidth's order: spin
+        # kernel, warm-up copies, start event), each ending in a sync-only event.
+        warmed = []
         for work, device in zip(works, devices, strict=True):
             with self.cp.cuda.Device(device):
                 if released is not None:
                     work.stream.wait_event(released)
+                for _ in range(work.warmup):
+                    work.enqueue()
+                if work.warmup and len(works) > 1:
+                    ready = self._event(device, timing=False)
+                    ready.record(work.stream)
+                    warmed.append((work.stream, ready))
+        starts, ends = [], []
+        for work, device in zip(works, devices, strict=True):
+            with self.cp.cuda.Device(device):
+                # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the
+                # link), so every stream waits for the others' to end: the timed parts still
+                # start together, as the gate meant them to (any device's event will do).
+                for stream, ready in warmed:
+                    if stream is not work.stream:
+                        work.stream.wait_event(ready)
                 start, end = self._event(device), self._event(device)
                 start.record(work.stream)
                 for _ in range(work.ops):

@@ -5,6 +5,12 @@ sample lasts about TARGET_SAMPLE_S — far beyond launch and event overhead, eve
 copies — but never more than MAX_OPS, so the queue cannot fill while the gate holds it.
 A sample whose enqueue outlasted the gate is taken again with a longer hold.
 
+Every sample queues untimed warm-up operations on each stream behind the gate, before its
+start event (`Work.warmup`): up to WARMUP_OPS, as nvbandwidth's WARMUP_COUNT, fewer where one
+operation alone lasts WARMUP_S. The first operation after the gate pays the copy engine's
+start-up and the first TLB misses of its buffers; without the warm-up that cost sat inside
+every timed sample, spread over its K operations (all of it, at K = 1).
+
 Timed samples last milliseconds, but the hardware counters are sampled every 50 ms and GPM
 every 100 ms at best, so a row's own window rarely holds the samples a counter check needs
 (`bwprof.telemetry.join`). Where telemetry runs, large rows therefore keep repeating the same
@@ -18,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bwprof.gpu.backend import GpuBackend, Sample, Work
 
@@ -27,6 +33,10 @@ COUNTER_BATCH_S = 0.02
 """Work per batch of the counter window: long enough that the sync between batches is a
 small gap, short enough to end the window close to its length."""
 MAX_OPS = 256
+WARMUP_OPS = 4
+"""Most untimed warm-up operations per stream in a sample (nvbandwidth's WARMUP_COUNT)."""
+WARMUP_S = 0.001
+"""Warm-up operations stop at this much work: one 256 MiB copy (5 ms) is warm-up enough."""
 HOLD_US = 2_000
 MAX_HOLD_US = 128_000
 
@@ -63,6 +73,16 @@ def ops_for(seconds_per_op: float, target_s: float = TARGET_SAMPLE_S) -> int:
     return max(1, min(MAX_OPS, math.ceil(target_s / seconds_per_op)))
 
 
+def warmup_ops(seconds_per_op: float) -> int:
+    """Untimed warm-up operations per stream: WARMUP_OPS, fewer where WARMUP_S is reached
+    sooner, at least 1."""
+    return min(WARMUP_OPS, ops_for(seconds_per_op, WARMUP_S))
+
+
+def _warmed(works: list[Work], warmup: int) -> list[Work]:
+    return [replace(work, warmup=warmup) for work in works]
+
+
 def counter_window(backend: GpuBackend, make_works: Callable[[int], list[Work]],
                    seconds_per_op: float, length_s: float) -> tuple[tuple[float, float], int]:
     """Repeat the work, untimed and ungated, in batches until `length_s` has passed; the
@@ -85,14 +105,17 @@ def take_samples(
     ops: int | None = None,
     counter_window_s: float = 0.0,
 ) -> Sampled:
-    """Warm up with one op per stream, choose K (unless `ops` fixes it, so parts measured
-    alone and together do the same work), take `samples` timed samples, then run the
-    counter window if `counter_window_s` asks for one."""
+    """Warm up with one op per stream (itself behind one untimed op), choose K (unless `ops`
+    fixes it, so parts measured alone and together do the same work) and the warm-up ops,
+    take `samples` timed samples, each behind its untimed warm-up, then run the counter
+    window if `counter_window_s` asks for one. `total_ops` counts the warm-up ops too:
+    they move bytes inside the window the counters are joined on."""
     hold_us = HOLD_US
     began = time.monotonic()
-    warm = backend.time_sample(make_works(1), gate, hold_us)
-    total_ops = 1
+    warm = backend.time_sample(_warmed(make_works(1), 1), gate, hold_us)
+    total_ops = 2
     ops = ops or ops_for(max(warm.seconds))
+    warmup = warmup_ops(max(warm.seconds))
     per_stream: list[list[float]] = [[] for _ in warm.seconds]
     spans: list[float] = []
     uncovered = 0
@@ -100,8 +123,8 @@ def take_samples(
     last = warm
     for _ in range(samples):
         while True:
-            last = backend.time_sample(make_works(ops), gate, hold_us)
-            total_ops += ops
+            last = backend.time_sample(_warmed(make_works(ops), warmup), gate, hold_us)
+            total_ops += warmup + ops
             if last.covered or hold_us >= MAX_HOLD_US:
                 break
             hold_us *= 2  # enqueue outlasted the gate: hold longer and take it again

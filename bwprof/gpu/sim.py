@@ -172,6 +172,9 @@ class SimBackend:
         return out
 
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
+        for work in works:  # the warm-ups, untimed, before any timed part (as on a GPU)
+            for _ in range(work.warmup):
+                work.enqueue()
         seconds, starts, ends, clock = [], [], [], 0.0
         for work in works:  # one stream after another: nothing overlaps in the simulator
             begin = time.perf_counter()

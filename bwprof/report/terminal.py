@@ -126,6 +126,12 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
             continue
         alone = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
                  == (row.case, row.device, row.size_bytes, "alone")]
+        # The efficiency's parts: where the copies ran as a pair (both directions at once),
+        # the pair's `both` row is the copies' part, not each direction alone.
+        pair = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase, r.direction)
+                == (row.case, row.device, row.size_bytes, "paired", "both")]
+        if pair:
+            alone = pair + [r for r in alone if r.direction == "compute"]
         parts = " + ".join(f"{r.direction} {1e3 * (r.time_median_s or 0):.2f}" for r in alone)
         lines.append(
             f"{row.case} {row.device}: overlap efficiency {row.overlap_efficiency:.2f} "

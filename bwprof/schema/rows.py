@@ -78,7 +78,9 @@ class ResultRow:
     (a cache-resident row is not held against the memory's peak)."""
     flags: frozenset[str] = field(default_factory=frozenset)
     phase: str = ""
-    """Overlap cases: `alone`, `overlapped`, `concurrent` or `pipeline`; loaded-latency cases:
+    """Overlap cases: `alone`, `paired` (both copy directions at once without the kernel:
+    the copies' part of `overlap_bidir_compute`'s efficiency), `overlapped`, `concurrent` or
+    `pipeline`; loaded-latency cases:
     `load_N`, the concurrent load's nominal intensity in percent of full (`load_0`: idle);
     empty elsewhere."""
     overlap_efficiency: float | None = None

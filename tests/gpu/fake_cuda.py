@@ -12,6 +12,14 @@ would fail or silently misbehave:
 
 A stream may wait on an event of another device (cudaStreamWaitEvent allows it): that is how
 one gate holds every GPU.
+
+With `copy_ms` set the fake also keeps time as a GPU would, stream by stream: each stream has
+its own clock (streams run side by side), a copy takes `copy_ms` (plus `cold_ms` for the first
+one after the stream was released by a gate: the copy engine's start-up and first TLB misses),
+a kernel `kernel_ms`, the gate's hold kernel its hold; waiting on an event moves a stream's
+clock up to the event's time. Every stream's own queue is logged in `queues` (its waits,
+records, copies and launches, in order). Without `copy_ms`, the clock ticks 1 ms per recorded
+event.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ DEVICE_ATTRIBUTES = {"cudaDevAttrL2CacheSize": 38, "cudaDevAttrMultiProcessorCou
 """The cudaDeviceAttr values CudaBackend reads (the CUDA runtime API's enum)."""
 
 
+_names = itertools.count()
+
+
 class RuleBroken(AssertionError):
     """A call CUDA would refuse, or that would time or run the wrong thing."""
 
@@ -38,7 +49,8 @@ class FakeCuda:
 
     def __init__(self, devices: int = 2, memory_bytes: int = 1 << 30,
                  pinned_limit_bytes: int = 1 << 30, properties: dict[str, Any] | None = None,
-                 attributes: dict[int, int] | None = None) -> None:
+                 attributes: dict[int, int] | None = None, copy_ms: float | None = None,
+                 cold_ms: float = 0.0, kernel_ms: float = 1.0) -> None:
         """`properties`: what getDeviceProperties answers (CUDA 13's CuPy leaves fields out);
         `attributes`: deviceGetAttribute's answers by attribute value (others: an error)."""
         self.properties = properties if properties is not None else {"name": b"fake GPU"}
@@ -52,6 +64,8 @@ class FakeCuda:
         self.clock = itertools.count(1)  # fake GPU time, in ms, one tick per recorded event
         self.gate_done = False  # what Event.done answers for a sync-only event
         self.peers: set[tuple[int, int]] = set()
+        self.copy_ms, self.cold_ms, self.kernel_ms = copy_ms, cold_ms, kernel_ms
+        self.queues: dict[int, list[tuple[Any, ...]]] = {}  # stream pointer: its queue
         self._pointers = itertools.count(0x10000, 0x1000)
         self.cupy = self._cupy()
         self.numba_cuda = self._numba()
@@ -76,11 +90,13 @@ class FakeCuda:
         def memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
             fake.log.append(("memcpyAsync", fake.current, fake.streams[stream].device_id, kind,
                              size))
+            fake.streams[stream].run("copy", fake.copy_ms)
 
         def memcpy_peer_async(dst: int, dst_device: int, src: int, src_device: int, size: int,
                               stream: int) -> None:
             fake.log.append(("memcpyPeerAsync", fake.current, fake.streams[stream].device_id,
                              dst_device, src_device, size))
+            fake.streams[stream].run("copy", fake.copy_ms)
 
         def enable_peer_access(peer: int) -> None:
             if (fake.current, peer) in fake.peers:
@@ -186,22 +202,45 @@ class Stream:
             raise RuleBroken("a blocking stream would wait for the legacy stream")
         self.fake, self.device_id, self.ptr = fake, fake.current, fake.pointer()
         fake.streams[self.ptr] = self
+        fake.queues[self.ptr] = []
+        self.now = 0.0  # this stream's clock (ms), when the fake keeps time
+        self.cold = True  # its next copy pays the start-up (cold_ms)
+        self.holding = False  # a hold kernel was queued: the next event recorded releases
+
+    def run(self, what: str, ms: float | None) -> None:
+        """Queue work of `ms` on this stream (a copy pays `cold_ms` first when cold)."""
+        self.fake.queues[self.ptr].append((what,))
+        if ms is None:
+            return
+        if what == "copy" and self.cold:
+            ms += self.fake.cold_ms
+        self.cold = self.cold and what != "copy"
+        self.now += ms
 
     def wait_event(self, event: Event) -> None:
         self.fake.log.append(("wait", self.device_id, event.device))  # any device's event
+        self.fake.queues[self.ptr].append(("wait", event.name))
+        if event.at is not None and self.fake.copy_ms is not None:
+            self.now = max(self.now, float(event.at))
+        if event.releases:  # released by a gate: the engine starts cold
+            self.cold = True
 
 
 class Event:
     def __init__(self, fake: FakeCuda, block: bool = False, disable_timing: bool = False,
                  interprocess: bool = False) -> None:
         self.fake, self.device, self.timing = fake, fake.current, not disable_timing
-        self.at: int | None = None
+        self.at: float | None = None
+        self.name = f"event{next(_names)}"
+        self.releases = False  # recorded behind a hold kernel: this event opens a gate
 
     def record(self, stream: Stream) -> None:
         if stream.device_id != self.device:
             raise RuleBroken(f"event of device {self.device} recorded on a stream of device "
                              f"{stream.device_id}")
-        self.at = next(self.fake.clock)
+        self.fake.queues[stream.ptr].append(("record", self.name))
+        self.releases, stream.holding = stream.holding, False
+        self.at = (next(self.fake.clock) if self.fake.copy_ms is None else stream.now)
 
     @property
     def done(self) -> bool:
@@ -244,4 +283,9 @@ class Dispatcher:
                 raise RuleBroken(f"kernel {self.name} launched on a stream of device {owner} "
                                  f"with device {self.fake.current} current")
             self.fake.log.append(("launch", self.name, self.fake.current, args))
+            queue = self.fake.streams[stream.pointer]
+            hold = self.name == "hold"
+            queue.run(self.name, None if self.fake.copy_ms is None else
+                      float(args[0]) / 1e3 if hold else self.fake.kernel_ms)
+            queue.holding = hold
         return launch

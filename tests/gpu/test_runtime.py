@@ -337,3 +337,66 @@ def test_the_one_block_gate_launches_quietly_and_other_small_grids_still_warn(re
     backend.launch("triad", stream, *arrays, 0.4)
     (warned,) = recwarn
     assert str(warned.message).startswith("\x1b[1mGrid size ")
+
+
+def _queue(fake, stream):
+    """What one stream's queue holds, in order: waits, records, copies, kernels."""
+    return [entry[0] for entry in fake.queues[stream.ptr]]
+
+
+# Catches: warm-up copies queued ahead of the gate (they would run before the others start) or
+# after the start event (in the figure)
+def test_warm_up_copies_sit_between_the_gate_and_the_start_event():
+    backend, fake = _backend(devices=1, copy_ms=1.0, cold_ms=4.0)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    stream = backend.new_stream(0)
+    sample = backend.time_sample([Work(stream, lambda: backend.copy(a, b, 64, stream), 3,
+                                       warmup=2)], gate=True, hold_us=2000)
+    assert _queue(fake, stream) == ["wait", "copy", "copy", "record", "copy", "copy", "copy",
+                                    "record"]
+    assert sample.seconds == (pytest.approx(3e-3),)  # the cold 4 ms stayed in the warm-up
+
+
+@pytest.mark.filterwarnings("ignore:.*Grid size")  # a small array: a small grid
+def test_behind_the_gate_timed_parts_start_together_after_every_warm_up():
+    """A kernel's warm-up (7 ms) outlasts a copy's (1 + 4 ms cold): each stream
+    waits for the other's warm-up, so both timed parts start at one instant."""
+    backend, fake = _backend(devices=1, copy_ms=1.0, cold_ms=4.0, kernel_ms=7.0)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    copies, kernels = backend.new_stream(0), backend.new_stream(0)
+    view = backend.kernel_view(a)
+    works = [Work(copies, lambda: backend.copy(a, b, 64, copies), 2, warmup=1),
+             Work(kernels, lambda: backend.launch("copy", kernels, view, view, view, 1.0), 1,
+                  warmup=1)]
+    sample = backend.time_sample(works, gate=True, hold_us=2000)
+    assert sample.starts_s == (0.0, 0.0)
+    assert sample.seconds == (pytest.approx(2e-3), pytest.approx(7e-3))
+    assert _queue(fake, copies)[:4] == ["wait", "copy", "record", "wait"]  # its ready, theirs
+
+
+def test_without_warm_up_the_queue_is_as_before():
+    backend, fake = _backend(devices=1)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    first, second = backend.new_stream(0), backend.new_stream(0)
+    backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
+                         Work(second, lambda: backend.copy(b, a, 64, second), 1)],
+                        gate=True, hold_us=10)
+    assert _queue(fake, first) == _queue(fake, second) == ["wait", "record", "copy", "record"]
+
+
+def test_take_samples_on_the_fake_gpu_keeps_the_cold_start_out_of_every_sample(monkeypatch):
+    from bwprof.gpu import sampling
+
+    backend, _fake = _backend(devices=1, copy_ms=1.0, cold_ms=4.0)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    stream = backend.new_stream(0)
+
+    def works(ops):
+        return [Work(stream, lambda: backend.copy(a, b, 64, stream), ops)]
+
+    sampled = sampling.take_samples(backend, works, samples=5)
+    assert sampled.per_stream_s[0] == pytest.approx((1e-3,) * 5)
+    monkeypatch.setattr(sampling, "WARMUP_OPS", 0)  # as before the warm-up
+    before = sampling.take_samples(backend, works, samples=5)
+    # The 4 ms start-up in every sample, spread over its K = 2 copies: 3 ms a copy.
+    assert before.ops_per_sample == 2 and before.per_stream_s[0] == pytest.approx((3e-3,) * 5)

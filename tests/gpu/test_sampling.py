@@ -18,11 +18,13 @@ class ScriptedBackend:
         self.per_op_s = per_op_s
         self.covered = list(covered)
         self.calls = []
+        self.warmups = []
 
     def time_sample(self, works, gate, hold_us):
         self.calls.append((tuple(w.ops for w in works), gate, hold_us))
+        self.warmups.append(tuple(w.warmup for w in works))
         for work in works:
-            for _ in range(work.ops):
+            for _ in range(work.warmup + work.ops):  # the warm-up is issued, untimed
                 work.enqueue()
         seconds = tuple(t * w.ops for t, w in zip(self.per_op_s, works, strict=True))
         covered = self.covered.pop(0) if self.covered else True
@@ -45,10 +47,13 @@ def test_samples_are_per_op_and_every_op_is_counted():
                      Work("s1", lambda: issued.append(1), ops)],
         samples=3,
     )
-    # Warm-up with one op per stream; K from the slower stream: 2 ms / 1 ms = 2.
+    # Warm-up with one op per stream; K from the slower stream: 2 ms / 1 ms = 2. Every
+    # sample is behind one untimed op per stream (1 ms of work is WARMUP_S), the warm-up's
+    # own too; total_ops counts them.
     assert backend.calls[0] == ((1, 1), True, HOLD_US)
+    assert backend.warmups == [(1, 1)] * 4
     assert sampled.ops_per_sample == 2
-    assert sampled.total_ops == 1 + 3 * 2
+    assert sampled.total_ops == 2 + 3 * (1 + 2)
     assert issued.count(0) == issued.count(1) == sampled.total_ops
     assert sampled.per_stream_s[0] == pytest.approx([TARGET_SAMPLE_S / 4] * 3)
     assert sampled.per_stream_s[1] == pytest.approx([TARGET_SAMPLE_S / 2] * 3)
@@ -63,7 +68,7 @@ def test_a_sample_the_gate_did_not_cover_is_taken_again_with_a_longer_hold():
     assert holds == [HOLD_US, HOLD_US, 2 * HOLD_US, 2 * HOLD_US]
     assert len(sampled.per_stream_s[0]) == 2
     assert sampled.uncovered == 0
-    assert sampled.total_ops == 1 + 3 * sampled.ops_per_sample
+    assert sampled.total_ops == 2 + 3 * (1 + sampled.ops_per_sample)  # warm-ups counted
 
 
 def test_a_gate_that_never_covers_is_reported_not_hidden():
@@ -106,7 +111,7 @@ def test_the_counter_window_repeats_the_work_untimed_and_is_what_counters_join_o
     issued = []
     sampled = take_samples(backend, lambda ops: [Work("s0", lambda: issued.append(0), ops)],
                            samples=3, counter_window_s=0.1)
-    timed = 1 + 3 * sampled.ops_per_sample
+    timed = 2 + 3 * (1 + sampled.ops_per_sample)  # each sample behind one warm-up op
     batch = round(COUNTER_BATCH_S / per_op)
     window_calls = backend.calls[4:]
     assert window_calls and all(call == ((batch,), False, 0) for call in window_calls)
@@ -134,3 +139,19 @@ def test_the_counter_window_batch_is_sized_from_the_slowest_stream():
     window_calls = backend.calls[4:]
     assert window_calls and all(ops == (batch, batch) for ops, _, _ in window_calls)
     assert sampled.window_ops == batch * len(window_calls)
+
+
+def test_warm_up_is_four_ops_as_nvbandwidth_fewer_for_long_ones():
+    from bwprof.gpu.sampling import WARMUP_OPS, WARMUP_S, warmup_ops
+
+    assert WARMUP_OPS == 4
+    assert warmup_ops(3.7e-6) == 4  # a 64 KiB copy
+    assert warmup_ops(WARMUP_S / 2) == 2
+    assert warmup_ops(4.8e-3) == 1  # a 256 MiB copy: one is warm-up enough
+    assert warmup_ops(0.0) == 4
+
+
+def test_fixed_ops_still_get_their_warm_up():
+    backend = ScriptedBackend([1e-6])
+    take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2, ops=3)
+    assert backend.warmups == [(1,), (4,), (4,)]

@@ -54,3 +54,65 @@ def test_streams_run_one_after_another():
     assert sample.covered
     assert sample.starts_s[1] == pytest.approx(sample.ends_s[0])
     assert all(s > 0 for s in sample.seconds)
+
+
+class _ColdClock:
+    """A fake perf_counter: every op advances it 1 ms, the first op of each sample on a stream
+    4 ms more (a cold engine, as the first copy behind a gate)."""
+
+    def __init__(self):
+        self.now, self.warm = 0.0, set()
+
+    def __call__(self):
+        return self.now
+
+    def op(self, stream):
+        self.now += 1e-3 if stream in self.warm else 5e-3
+        self.warm.add(stream)
+
+
+# Catches: warm-up ops issued inside the timed part (or not at all)
+def test_warm_up_ops_run_untimed_before_every_timed_part(monkeypatch):
+    from bwprof.gpu import sim
+
+    clock = _ColdClock()
+    monkeypatch.setattr(sim.time, "perf_counter", clock)
+
+    class ColdSim(SimBackend):
+        def time_sample(self, works, gate, hold_us):
+            clock.warm.clear()  # each sample starts cold behind its gate
+            return super().time_sample(works, gate, hold_us)
+
+    backend = ColdSim(devices=1)
+    streams = [backend.new_stream(0), backend.new_stream(0)]
+    works = [Work(s, (lambda s=s: clock.op(s)), 3) for s in streams]
+    cold = backend.time_sample(works, gate=True, hold_us=1)
+    assert cold.seconds == pytest.approx((7e-3, 7e-3))  # 5 + 1 + 1: start-up in the figure
+    warmed = backend.time_sample([Work(w.stream, w.enqueue, 3, warmup=1) for w in works],
+                                 gate=True, hold_us=1)
+    assert warmed.seconds == pytest.approx((3e-3, 3e-3))  # 3 x 1 ms: start-up left out
+    assert warmed.starts_s[1] == pytest.approx(warmed.ends_s[0])  # still one after another
+
+
+def test_through_take_samples_the_first_sample_is_the_rest_and_start_up_is_out(monkeypatch):
+    from bwprof.gpu import sampling, sim
+
+    clock = _ColdClock()
+    monkeypatch.setattr(sim.time, "perf_counter", clock)
+
+    class ColdSim(SimBackend):
+        def time_sample(self, works, gate, hold_us):
+            clock.warm.clear()
+            return super().time_sample(works, gate, hold_us)
+
+    backend = ColdSim(devices=1)
+    stream = backend.new_stream(0)
+
+    def works(ops):
+        return [Work(stream, lambda: clock.op(stream), ops)]
+
+    sampled = sampling.take_samples(backend, works, samples=5, gate=True)
+    assert sampled.per_stream_s[0] == pytest.approx((1e-3,) * 5)  # every sample, the first too
+    monkeypatch.setattr(sampling, "WARMUP_OPS", 0)  # as before: no warm-up behind the gate
+    before = sampling.take_samples(backend, works, samples=5, gate=True)
+    assert before.per_stream_s[0][0] > 1.5e-3  # the start-up sat in every timed sample

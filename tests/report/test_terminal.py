@@ -72,6 +72,26 @@ def test_overlap_rows_get_their_own_lines_not_table_rows():
     assert overlap_lines([replace(r, backend="simulated") for r in rows]) == []
 
 
+def test_a_both_ways_overlap_line_names_the_pair_as_the_copies_part():
+    from bwprof.report.terminal import overlap_lines
+
+    common = dict(case="overlap_bidir_compute", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=256 << 20)
+    rows = [
+        make_row(**common, direction="h2d", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="d2h", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="h2d", phase="paired", time_median_s=0.0051),
+        make_row(**common, direction="d2h", phase="paired", time_median_s=0.0053),
+        make_row(**common, direction="both", phase="paired", time_median_s=0.0053),
+        make_row(**common, direction="compute", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="h2d+d2h+compute", phase="concurrent",
+                 time_median_s=0.0053, overlap_efficiency=1.0),
+    ]
+    assert overlap_lines(rows) == [
+        "overlap_bidir_compute gpu0: overlap efficiency 1.00 (alone both 5.30 + compute 4.80"
+        " ms, together 5.30 ms per op)"]
+
+
 
 def test_telemetry_and_finding_lines():
     import pandas as pd
