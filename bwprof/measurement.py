@@ -119,6 +119,11 @@ class Measurement:
         return self.bytes_per_op if self.work_per_op is None else self.work_per_op
 
 
+def join_notes(*notes: str) -> str:
+    """A row's note from its parts, the empty ones left out."""
+    return "; ".join(n for n in notes if n)
+
+
 class NotRun(Exception):
     """A job (or a whole case) that cannot run here: a row with this status and reason, not a
     failure. Raised by case code mid-job, or returned by `Executor.unavailable` up front."""

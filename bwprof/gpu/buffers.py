@@ -27,14 +27,13 @@ def _period(seed: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def _chunk_pattern(seed: int) -> np.ndarray:
+def chunk_pattern(seed: int) -> np.ndarray:
     """CHUNK bytes of the pattern for `seed`; each copy path has its own seed, so a copy that
     read another path's buffer (cross-wired streams) fails validation too. Only the last few
     are kept (32 MiB each): tiling a kept period again is cheap."""
     return np.tile(_period(seed), CHUNK // PATTERN_PERIOD)
 
 
-chunk_pattern = _chunk_pattern
 """CHUNK bytes of the pattern for a seed (for checks other than a plain count)."""
 
 
@@ -46,41 +45,40 @@ def count_unequal(a: np.ndarray, b: np.ndarray) -> int:
     return int(count_unequal_parallel(a, b))
 
 
-def _chunks(nbytes: int) -> list[tuple[int, int]]:
+def chunks(nbytes: int) -> list[tuple[int, int]]:
     return [(start, min(CHUNK, nbytes - start)) for start in range(0, nbytes, CHUNK)]
 
 
-chunks = _chunks
 """(offset, length) of the CHUNK-sized pieces a buffer of `nbytes` is checked in."""
 
 
 def fill_pattern(host: np.ndarray, nbytes: int, seed: int = 0) -> None:
     """Write the validation pattern into the first `nbytes` of a host buffer."""
-    block = _chunk_pattern(seed)
-    for start, length in _chunks(nbytes):
+    block = chunk_pattern(seed)
+    for start, length in chunks(nbytes):
         host[start : start + length] = block[:length]
 
 
 def upload_pattern(backend: GpuBackend, array: Any, nbytes: int, seed: int = 0) -> None:
     """Write the validation pattern into the first `nbytes` of a device buffer."""
-    block = _chunk_pattern(seed)
-    for start, length in _chunks(nbytes):
+    block = chunk_pattern(seed)
+    for start, length in chunks(nbytes):
         backend.upload(array, block[:length], offset=start)
 
 
 def host_mismatches(host: np.ndarray, nbytes: int, seed: int = 0) -> int:
     """Bytes of a host buffer that differ from the pattern."""
-    block = _chunk_pattern(seed)
+    block = chunk_pattern(seed)
     return sum(int(count_unequal(host[start : start + length], block[:length]))
-               for start, length in _chunks(nbytes))
+               for start, length in chunks(nbytes))
 
 
 def device_mismatches(pool: BufferPool, array: Any, nbytes: int, seed: int = 0) -> int:
     """Bytes of a device buffer that differ from the pattern, checked chunk by chunk through
     one reused (pinned) staging buffer."""
-    block, staging = _chunk_pattern(seed), pool.staging()
+    block, staging = chunk_pattern(seed), pool.staging()
     bad = 0
-    for start, length in _chunks(nbytes):
+    for start, length in chunks(nbytes):
         pool.backend.download(array, length, offset=start, out=staging)
         bad += int(count_unequal(staging[:length], block[:length]))
     return bad

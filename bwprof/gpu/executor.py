@@ -20,10 +20,10 @@ from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.hbm import array_sizes
 from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun
-from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan
-from bwprof.rules import CACHE_MULTIPLE
+from bwprof.rules import CACHE_MULTIPLE, next_power_of_two
 from bwprof.schema import flags
 from bwprof.schema.metrics import get_metric
 from bwprof.system import numa_nodes
@@ -41,8 +41,6 @@ HOST_LINK_DIRECTIONS = ("h2d", "d2h", "both")
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little."""
 HOST_BUFFER_SHARE = 0.5  # pinned/pageable buffers of a job: at most this share of host memory
-L2_MULTIPLE = 4
-"""Device buffers under this many times the L2 are served partly by the cache."""
 
 
 @dataclass(frozen=True)
@@ -155,14 +153,14 @@ class GpuExecutor(Executor):
         if not llc or size >= CACHE_MULTIPLE * llc:
             return job
         target = CACHE_MULTIPLE * llc
-        larger = replace(job, size_bytes=1 << (target - 1).bit_length())
+        larger = replace(job, size_bytes=next_power_of_two(target))
         problem = self.fit_problem(case, larger)
         if problem is None:
-            return replace(larger, note=_join(job.note, f"raised from {format_bytes(size)} to "
+            return replace(larger, note=join_notes(job.note, f"raised from {format_bytes(size)} to "
                                                         f"{CACHE_MULTIPLE}x the host's "
                                                         f"last-level cache "
                                                         f"({format_bytes(llc)}) or more"))
-        return replace(job, note=_join(job.note, f"under {CACHE_MULTIPLE}x the host's "
+        return replace(job, note=join_notes(job.note, f"under {CACHE_MULTIPLE}x the host's "
                                                  f"last-level cache ({format_bytes(target)}): "
                                                  f"{problem}"))
 
@@ -180,7 +178,7 @@ class GpuExecutor(Executor):
             return [(size, "") for size in sizes]
         target = CACHE_MULTIPLE * llc
         step = max(2, sizes[-1] // sizes[-2]) if len(sizes) > 1 else 2
-        cut = 1 << (target - 1).bit_length()  # the first power of two >= target
+        cut = next_power_of_two(target)
 
         def problem(size: int) -> str | None:
             return self.fit_problem(case, Job(case.key, size_bytes=size, device=device.index))
@@ -275,7 +273,7 @@ class GpuExecutor(Executor):
         # under 4x the L2 it is served partly by the cache.
         cached = (device is not None and row.memory == "hbm"
                   and row.direction in ("within", "compute")
-                  and row.size_bytes < L2_MULTIPLE * device.properties.l2_bytes)
+                  and row.size_bytes < CACHE_MULTIPLE * device.properties.l2_bytes)
         if cached:
             row = replace(_flagged(row, flags.L2_RESIDENT, "fits in L2: the figure may exceed "
                                    "the HBM peak, so it is not held against it"), peak=None)
@@ -350,10 +348,6 @@ def _declared(case: CaseSpec) -> GpuCase:
     if not isinstance(case, GpuCase):
         raise NotRun("skipped", f"no GPU implementation for case {case.key}")
     return case
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
 
 
 def _with_note(row: Measurement, note: str) -> Measurement:

@@ -17,6 +17,7 @@ from bwprof.gpu.job import CaseRun
 from bwprof.gpu.kernel_params import DOT_BLOCKS
 from bwprof.gpu.sampling import take_samples
 from bwprof.measurement import Measurement
+from bwprof.rules import CACHE_MULTIPLE, next_power_of_two
 from bwprof.units import format_bytes
 
 ELEMENT_BYTES = 8
@@ -25,12 +26,8 @@ MIN_SWEEP_BYTES = 256 << 10
 MEMORY_SHARE = 0.8
 
 
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def default_array_bytes(l2_bytes: int) -> int:
-    return max(DEFAULT_ARRAY_BYTES, _next_power_of_two(4 * l2_bytes))
+    return max(DEFAULT_ARRAY_BYTES, next_power_of_two(CACHE_MULTIPLE * l2_bytes))
 
 
 def array_sizes(device: GpuDevice, free_bytes: int, sweep: bool) -> tuple[list[int], str]:

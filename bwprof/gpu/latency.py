@@ -46,8 +46,9 @@ from bwprof.gpu.kernel_params import (
 )
 from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
 from bwprof.gpu.transfers import HostEnd
-from bwprof.measurement import Measurement, NotRun
-from bwprof.units import KiB, format_bytes
+from bwprof.measurement import Measurement, NotRun, join_notes
+from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
+from bwprof.units import format_bytes
 
 TARGET_SAMPLE_S = 0.02
 """One sample (one chase launch) lasts about this long: launch overhead stays under 0.1%,
@@ -58,8 +59,6 @@ PROBE_STEPS = 1_024
 """Loads of the untimed-for-the-figure probe that sets N (its first launch warms the kernel)."""
 WARM_CAP_S = 0.25
 """Warm-up: one lap of the chain, capped at this long for huge (HBM- or host-sized) sets."""
-SWEEP_FIRST_BYTES = 4 * KiB
-L2_MULTIPLE = 4
 STATE_BYTES = STATE_SLOTS * CHAIN_ELEMENT_BYTES
 CHAIN_SLOT, STATE_SLOT, LOAD_SRC_SLOT, LOAD_DST_SLOT = 0, 1, 2, 3
 PAIR_SLOTS = ((STATE_SLOT,), (CHAIN_SLOT,))
@@ -86,23 +85,14 @@ EVENT_NOTE = ("event-timed: CUDA events around one one-thread kernel of {steps} 
 INDEX_NOTE = "each load's address is the previous load's value (uint64 index x 8)"
 
 
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def hbm_chase_bytes(l2_bytes: int) -> int:
     """A working set beyond the cache: the power of two at least 4x the L2."""
-    return _next_power_of_two(max(L2_MULTIPLE * l2_bytes, SWEEP_FIRST_BYTES))
+    return next_power_of_two(max(CACHE_MULTIPLE * l2_bytes, FIRST_WORKING_SET_BYTES))
 
 
 def sweep_sizes(l2_bytes: int, factor: int) -> list[int]:
     """Working sets from 4 KiB up by `factor` until one is at least 4x the L2 (L1, L2, HBM)."""
-    sizes, size = [], SWEEP_FIRST_BYTES
-    while True:
-        sizes.append(size)
-        if size >= L2_MULTIPLE * l2_bytes:
-            return sizes
-        size *= factor
+    return working_sets(CACHE_MULTIPLE * l2_bytes, factor)
 
 
 def cache_level(size: int, device: GpuDevice) -> str:
@@ -330,7 +320,7 @@ def loaded(run: CaseRun) -> list[Measurement]:
             seconds = chase.samples(run.samples)
             rows.append(_row(chase, device, device.label, device.name, size, seconds,
                              memory="hbm", direction="within", level="HBM", phase=phase,
-                             note=_join(run.job.note, "no load: the chase alone"),
+                             note=join_notes(run.job.note, "no load: the chase alone"),
                              load_gbps=0.0))
             continue
         seconds, rates, bounded, uncovered = [], [], 0, 0
@@ -360,7 +350,7 @@ def loaded(run: CaseRun) -> list[Measurement]:
                      f"{load.max_passes} passes before the chase ended")
         rows.append(_row(chase, device, device.label, device.name, size, seconds,
                          memory="hbm", direction="within", level="HBM", phase=phase,
-                         note=_join(run.job.note, note), load_gbps=statistics.median(rates)))
+                         note=join_notes(run.job.note, note), load_gbps=statistics.median(rates)))
     problem = _copy_problem(pool, dst, size, device)
     if problem:
         rows = [r if r.phase == "load_0" else _invalid(r, problem) for r in rows]
@@ -383,11 +373,7 @@ def _copy_problem(pool: BufferPool, dst: Any, size: int, device: GpuDevice) -> s
 def _invalid(row: Measurement, problem: str) -> Measurement:
     from dataclasses import replace
 
-    return replace(row, valid=False, note=_join(problem, row.note))
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
+    return replace(row, valid=False, note=join_notes(problem, row.note))
 
 
 def _one_work(stream: Any, enqueue: Any, ops: int) -> list[Work]:
@@ -426,7 +412,7 @@ def memcpy(run: CaseRun) -> list[Measurement]:
             seconds_per_op=sampled.per_stream_s[0], bytes_per_op=MEMCPY_BYTES,
             work_per_op=1.0, size_bytes=MEMCPY_BYTES, device=device.label,
             device_name=device.name, direction=direction, memory=memory, valid=not problem,
-            note=_join(problem, f"event-timed: {sampled.ops_per_sample} back-to-back "
+            note=join_notes(problem, f"event-timed: {sampled.ops_per_sample} back-to-back "
                                 "cudaMemcpyAsync of 4 bytes behind the gate per sample, "
                                 "per copy", sampled.note()),
             streams=1, numa_node=numa_node, ops_per_sample=sampled.ops_per_sample,

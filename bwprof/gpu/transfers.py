@@ -25,17 +25,13 @@ from bwprof.gpu.buffers import (
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import CaseRun
 from bwprof.gpu.sampling import Sampled, take_samples
-from bwprof.measurement import Measurement, NotRun
+from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.pci import same_device
 
 
 def _problem(mismatches: int, nbytes: int, what: str) -> str:
     return f"validation failed: {mismatches} of {nbytes} bytes of {what} differ" if mismatches \
         else ""
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
 
 
 def _gated_max_per_sample(sampled: Sampled) -> tuple[float, ...]:
@@ -113,7 +109,7 @@ def _row(case: CaseSpec, device: GpuDevice | None, label: str, name: str, size: 
     return Measurement(
         seconds_per_op=tuple(seconds), bytes_per_op=nbytes, size_bytes=size, device=label,
         device_name=name, direction=direction or case.direction, memory=case.memory,
-        valid=valid, note=_join(note, sampled.note()), streams=streams,
+        valid=valid, note=join_notes(note, sampled.note()), streams=streams,
         numa_node=numa_node,
         ops_per_sample=sampled.ops_per_sample, peak=peak,
         window_s=sampled.window_s, window_ops=sampled.window_ops,
@@ -134,7 +130,7 @@ def one_way(run: CaseRun) -> list[Measurement]:
     problem = path.problem()
     note = "" if pinned else PAGEABLE_NOTE
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
-                 sampled, peak=device.peak_pcie_gbps, valid=not problem, note=_join(problem,
+                 sampled, peak=device.peak_pcie_gbps, valid=not problem, note=join_notes(problem,
                                                                                      note))]
 
 
@@ -157,7 +153,7 @@ def bidirectional(run: CaseRun) -> list[Measurement]:
              note=down_problem),
         _row(case, device, device.label, device.name, size, sampled.span_s, 2 * size, sampled,
              direction="both", streams=2, peak=2 * peak if peak else None,
-             valid=not (up_problem or down_problem), note=_join(up_problem, down_problem,
+             valid=not (up_problem or down_problem), note=join_notes(up_problem, down_problem,
                                                                 "sum of both directions")),
     ]
 
@@ -180,7 +176,7 @@ def within_device(run: CaseRun) -> list[Measurement]:
     copy_note = f"copy figure (bytes copied once): {size / best / 1e9:.2f} GB/s best"
     return [_row(case, device, device.label, device.name, size, sampled.per_stream_s[0],
                  case.bytes_per_op(size), sampled, peak=device.peak_hbm_gbps,
-                 valid=not problem, note=_join(problem, copy_note), host_memory=False)]
+                 valid=not problem, note=join_notes(problem, copy_note), host_memory=False)]
 
 
 def all_devices(run: CaseRun) -> list[Measurement]:
@@ -201,13 +197,13 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     names = sorted({d.name for d in devices})
     slowest = _gated_max_per_sample(sampled)
     if not slowest:
-        return [replace(row, note=_join(row.note, UNGATED_AGGREGATE)) for row in rows]
+        return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
         case, None, "all", " + ".join(names), size, slowest,
         size * len(devices), sampled, streams=len(devices),
         peak=sum(p for p in peaks if p) if all(peaks) else None,
         valid=not any(problems),
-        note=_join(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
+        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
     ))
     return rows
 
@@ -294,12 +290,12 @@ def peer(run: CaseRun) -> list[Measurement]:
     ]
     slowest = _gated_max_per_sample(sampled)
     if len(paths) == 2 and not slowest:
-        rows = [replace(row, note=_join(row.note, UNGATED_AGGREGATE)) for row in rows]
+        rows = [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     elif len(paths) == 2:
         rows.append(_row(
             case, None, f"{a.label}<->{b.label}", names, size,
             slowest, 2 * size, sampled, direction="both",
             streams=2, peak=2 * peak if peak else None, valid=not any(problems),
-            note=_join(*problems, "sum of both directions"),
+            note=join_notes(*problems, "sum of both directions"),
         ))
     return rows

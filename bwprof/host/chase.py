@@ -20,8 +20,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-LINE_BYTES = 64
-"""One link per cache line: the host's line size (x86 and the Arm servers bwprof meets)."""
+from bwprof.host.latency import LINE_BYTES
+
 LINE_WORDS = LINE_BYTES // 8
 
 

@@ -34,7 +34,7 @@ from bwprof.cpulist import cpu_affinity, format_cpu_list
 from bwprof.host import placement
 from bwprof.host.facts import HostFacts
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
+from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, working_sets
 from bwprof.schema import flags
 from bwprof.system import core_siblings
 from bwprof.units import KiB, MiB, format_bytes
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     from bwprof.host.cases import HostCase, HostCaseRun
     from bwprof.plan import Plan
 
-FIRST_BYTES = 4 * KiB
 UNKNOWN_LLC_END_BYTES = 512 * MiB
 """Where the sweep ends when the last-level cache size is unknown (lat_ref.c's default)."""
 LINE_BYTES = 64
+"""One link per cache line: the host's line size (x86 and the Arm servers bwprof meets)."""
 MIN_LOADS = 1 << 22
 MAX_LOADS = 1 << 23
 LAPS = 4
@@ -74,14 +74,11 @@ def sweep_sizes(host: HostFacts, plan: Plan) -> tuple[list[int], str]:
     """Working sets from 4 KiB by 2x (4x in the quick preset) to the first at least 4x the
     last-level cache, within the memory the host cases may take; and why it stopped short."""
     end = CACHE_MULTIPLE * host.llc_bytes if host.llc_bytes else UNKNOWN_LLC_END_BYTES
-    factor = 4 if plan.preset == "quick" else 2
-    sizes = [FIRST_BYTES]
-    while sizes[-1] < end:
-        sizes.append(sizes[-1] * factor)
+    sizes = working_sets(end, 4 if plan.preset == "quick" else 2)
     note = ""
     if host.memory_available_bytes:
         budget = HOST_MEMORY_SHARE * host.memory_available_bytes
-        fitting = [s for s in sizes if CHAIN_OVERHEAD * s <= budget] or [FIRST_BYTES]
+        fitting = [s for s in sizes if CHAIN_OVERHEAD * s <= budget] or sizes[:1]
         if len(fitting) < len(sizes):
             note = (f"sweep stops at {format_bytes(fitting[-1])}: "
                     f"{format_bytes(sizes[-1])} would take more than "

@@ -24,7 +24,7 @@ def test_pattern_is_non_trivial_and_not_periodic_in_powers_of_two():
 
 def test_device_pattern_round_trip_in_chunks(monkeypatch):
     monkeypatch.setattr(buffers, "CHUNK", 3 * buffers.PATTERN_PERIOD)
-    buffers._chunk_pattern.cache_clear()
+    buffers.chunk_pattern.cache_clear()
     try:
         backend = SimBackend(memory_bytes=16 << 20)
         pool = BufferPool(backend)
@@ -35,7 +35,7 @@ def test_device_pattern_round_trip_in_chunks(monkeypatch):
         backend.upload(array, np.zeros(3, dtype=np.uint8), offset=5 << 20)
         assert device_mismatches(pool, array, 7 << 20, seed=1) > 0
     finally:
-        buffers._chunk_pattern.cache_clear()
+        buffers.chunk_pattern.cache_clear()
 
 
 def test_pool_reuses_and_grows_buffers():
