@@ -21,7 +21,7 @@ __all__ = ["CASES", "CASES_BY_KEY", "ByteConvention", "CaseSpec", "Target", "get
            "select_cases"]
 
 
-def _ddr(name: str, what: str, arrays: int) -> CaseSpec:
+def _ddr(name: str, what: str, arrays: int, copied: int | None = None) -> CaseSpec:
     return CaseSpec(
         key=f"ddr_{name}",
         description=f"host DDR STREAM {what}, float64, Numba parallel threads",
@@ -30,11 +30,12 @@ def _ddr(name: str, what: str, arrays: int) -> CaseSpec:
         direction="within",
         byte_convention="traffic",
         bytes_factor=arrays,
+        copied_factor=copied,
     )
 
 
 CASES: tuple[CaseSpec, ...] = (
-    _ddr("copy", "Copy c = a", 2),
+    _ddr("copy", "Copy c = a", 2, copied=1),
     _ddr("scale", "Scale b = s*c", 2),
     _ddr("add", "Add c = a + b", 3),
     _ddr("triad", "Triad a = b + s*c", 3),
@@ -42,10 +43,16 @@ CASES: tuple[CaseSpec, ...] = (
     *HOST_CASES,
     *GPU_CASES,
     CaseSpec("net_p2p", "MPI point-to-point bandwidth from rank 0 to every other rank (fleet)",
-             "mpi", "host", "net", "copy", 1),
+             "mpi", "host", "net", "copy", 1, copied_factor=1),
 )
 
 CASES_BY_KEY: dict[str, CaseSpec] = {case.key: case for case in CASES}
+
+
+def copy_shares() -> dict[str, float]:
+    """Bytes copied over bytes counted (`CaseSpec.copy_share`) of every case that copies:
+    what turns a row's GB/s into its copy-convention GB/s."""
+    return {case.key: share for case in CASES if (share := case.copy_share) is not None}
 
 
 def get_case(key: str) -> CaseSpec:

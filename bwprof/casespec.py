@@ -29,6 +29,14 @@ class CaseSpec:
     holds one GPU of its node (several ranks a node) cannot run it."""
     metric: str = "bandwidth"
     """What its rows' figure measures (`bwprof.schema.metrics`): bandwidth, latency, ..."""
+    copied_factor: int | None = None
+    """Where the operation is a copy: bytes copied per operation = copied_factor × bytes of
+    one buffer, each byte counted once (nvbandwidth's, bandwidthTest's and OSU's convention).
+    A `copy`-convention transfer copies what it counts (copied_factor = bytes_factor); a
+    `traffic`-convention copy (`d2d_copy`, STREAM Copy) counts the buffer read and the
+    buffer written, so it copies half. None where the operation is not a copy (a STREAM
+    Scale, Add, Triad or Dot, a latency chase, an overlap case whose rows mix copies and a
+    kernel): its rows have no copy-convention figure."""
 
     def __post_init__(self) -> None:
         """A case's figure is derived from timed operations: its metric must be one that a
@@ -40,3 +48,13 @@ class CaseSpec:
 
     def bytes_per_op(self, buffer_bytes: int) -> int:
         return self.bytes_factor * buffer_bytes
+
+    @property
+    def copy_share(self) -> float | None:
+        """Bytes copied over bytes counted (1 for a copy-convention copy, 1/2 for a
+        traffic-convention one); None where the operation is not a copy. A row's
+        copy-convention GB/s is its GB/s times this, whatever its bytes per operation (a
+        both-ways row counts both directions, and copies both)."""
+        if self.copied_factor is None or not self.bytes_factor:
+            return None
+        return self.copied_factor / self.bytes_factor

@@ -201,6 +201,8 @@ class Runner:
         median = metric.value(m.work, summary.median_s)
         best = metric.value(m.work, summary.min_s)
         bandwidth = metric == BANDWIDTH
+        # The copy-convention figure of a copy, beside the case's own convention.
+        share = case.copy_share if bandwidth else None
         row_flags = set(m.flags)
         if backend == "simulated":
             row_flags.add(flags.SIMULATED)
@@ -249,6 +251,8 @@ class Runner:
             page_bytes=m.page_bytes,
             cache_level=m.cache_level,
             load_gbps=m.load_gbps,
+            copy_gbps_median=None if share is None else share * median,
+            copy_gbps_best=None if share is None else share * best,
         )
 
     def close(self) -> list[str]:

@@ -350,3 +350,30 @@ def test_a_stop_signal_while_a_row_is_written_waits_until_the_run_counts_it():
             signal.signal(signum, handler)
         interrupts.reset()
     assert len(sink.rows) == 2 and runner.rows == sink.rows
+
+
+def test_a_copy_carries_its_copy_convention_figure_beside_its_own():
+    """ddr_copy counts the array read and the array written (STREAM), so the bytes it copied,
+    counted once as nvbandwidth counts them, give half its GB/s; a Triad copies nothing."""
+    rows = Runner(_plan("ddr_copy,ddr_triad"), {"host": ScriptedExecutor()}, CONTEXT).run()
+    copy = next(r for r in rows if r.case == "ddr_copy")
+    triad = next(r for r in rows if r.case == "ddr_triad")
+    assert copy.copy_gbps_best == pytest.approx(copy.gbps_best / 2)
+    assert copy.copy_gbps_median == pytest.approx(copy.gbps_median / 2)
+    assert triad.copy_gbps_best is None and triad.copy_gbps_median is None
+
+
+def test_every_case_declares_what_it_copies():
+    """A copy-convention copy copies what it counts, d2d_copy and the STREAM Copy kernels
+    half of it; kernels that are no copy, latency chases and the overlap cases (their rows
+    mix copies and a kernel) have no copy figure."""
+    shares = {key: get_case(key).copy_share for key in (
+        "h2d_pinned", "d2h_pageable", "bidir_pinned", "h2d_all", "p2p_copy", "p2p_bidir",
+        "net_p2p", "d2d_copy", "hbm_copy", "ddr_copy", "hbm_triad", "hbm_scale", "ddr_dot",
+        "lat_gpu", "lat_memcpy", "overlap_bidir_compute", "pipeline_chunked")}
+    assert shares == {
+        "h2d_pinned": 1.0, "d2h_pageable": 1.0, "bidir_pinned": 1.0, "h2d_all": 1.0,
+        "p2p_copy": 1.0, "p2p_bidir": 1.0, "net_p2p": 1.0, "d2d_copy": 0.5, "hbm_copy": 0.5,
+        "ddr_copy": 0.5, "hbm_triad": None, "hbm_scale": None, "ddr_dot": None,
+        "lat_gpu": None, "lat_memcpy": None, "overlap_bidir_compute": None,
+        "pipeline_chunked": None}

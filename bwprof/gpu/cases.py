@@ -240,19 +240,21 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          window: Window = "largest", metric: str = "bandwidth",
          pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
          directions: tuple[str, ...] = (), both_ways: bool = False,
-         kernel: str = "") -> GpuCase:
+         kernel: str = "", copied: int | None = None) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
-                   min_gpus=min_gpus, whole_node=whole_node, metric=metric, expand=expand,
+                   copied_factor=copied, min_gpus=min_gpus, whole_node=whole_node,
+                   metric=metric, expand=expand,
                    needs=needs or buffers(device=1, host=1), run=run, window=window,
                    pair_slots=pair_slots, directions=directions, both_ways=both_ways,
                    kernel=kernel)
 
 
-def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest) -> GpuCase:
+def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest,
+         copied: int | None = None) -> GpuCase:
     return _gpu(f"hbm_{name}", f"device HBM STREAM {what}, float64, Numba CUDA kernel", "hbm",
                 "within", "traffic", factor=arrays, run=hbm.stream_kernel, expand=expand,
-                needs=stream_arrays, kernel=name)
+                needs=stream_arrays, kernel=name, copied=copied)
 
 
 def _overlap(key: str, description: str, memory: str, directions: tuple[str, ...]) -> GpuCase:
@@ -264,39 +266,40 @@ def _overlap(key: str, description: str, memory: str, directions: tuple[str, ...
 
 GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("h2d_pinned", "host-to-device copy-engine copy from pinned host memory",
-         "pinned", "h2d", "copy", run=transfers.one_way),
+         "pinned", "h2d", "copy", run=transfers.one_way, copied=1),
     _gpu("d2h_pinned", "device-to-host copy-engine copy into pinned host memory",
-         "pinned", "d2h", "copy", run=transfers.one_way),
+         "pinned", "d2h", "copy", run=transfers.one_way, copied=1),
     _gpu("h2d_pageable", "host-to-device copy from ordinary (pageable) host memory",
          "pageable", "h2d", "copy", run=transfers.one_way,
-         expand=pageable_sweep),
+         expand=pageable_sweep, copied=1),
     _gpu("d2h_pageable", "device-to-host copy into ordinary (pageable) host memory",
          "pageable", "d2h", "copy", run=transfers.one_way,
-         expand=pageable_sweep),
+         expand=pageable_sweep, copied=1),
     _gpu("bidir_pinned", "host-to-device and device-to-host at once on two streams (pinned)",
-         "pinned", "both", "copy", run=transfers.bidirectional, needs=buffers(2, 2)),
+         "pinned", "both", "copy", run=transfers.bidirectional, needs=buffers(2, 2),
+         copied=1),
     _gpu("d2d_copy", "device-to-device copy within one GPU by the copy engine",
          "hbm", "within", "traffic", factor=2, run=transfers.within_device,
-         needs=buffers(2, 0)),
-    _hbm("copy", "Copy c = a", 2, expand=hbm_sweep),
+         needs=buffers(2, 0), copied=1),
+    _hbm("copy", "Copy c = a", 2, expand=hbm_sweep, copied=1),
     _hbm("scale", "Scale b = s*c", 2),
     _hbm("add", "Add c = a + b", 3),
     _hbm("triad", "Triad a = b + s*c", 3),
     _hbm("dot", "Dot sum(a*b)", 2),
     _gpu("h2d_all", "host-to-device on every GPU at once, each from its own NUMA node",
          "pinned", "h2d", "copy", run=transfers.all_devices, expand=every_device_at_once,
-         whole_node=True),
+         whole_node=True, copied=1),
     _gpu("d2h_all", "device-to-host on every GPU at once, each to its own NUMA node",
          "pinned", "d2h", "copy", run=transfers.all_devices, expand=every_device_at_once,
-         whole_node=True),
+         whole_node=True, copied=1),
     _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
          "hbm", "p2p", "copy", run=transfers.peer, expand=ordered_pairs,
          needs=buffers(1, 0), min_gpus=2, whole_node=True, window="matrix",
-         pair_slots=transfers.ONE_WAY_PAIR_SLOTS),
+         pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
          "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
          needs=buffers(2, 0), min_gpus=2, whole_node=True, both_ways=True,
-         pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS),
+         pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS, copied=1),
     _overlap("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
              "pinned", ("h2d",)),
     _overlap("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",

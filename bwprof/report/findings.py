@@ -1,12 +1,15 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
-a GPU slower than its identical siblings, a NUMA node slower than the host's others, host
-cases run on fewer CPUs than the machine has, too few CUDA hardware queues for concurrent
+a GPU slower than its identical siblings, a GPU pair slower than the other pairs, one
+direction of a link slower than its opposite, the GPUs of one NUMA node slower on host copies
+than those of the others, a NUMA node slower than the host's others, host cases run on fewer
+CPUs than the machine has, too few CUDA hardware queues for concurrent
 streams, a figure above its peak, counters that disagree with the measurement. Pure
 functions over frames, run at the end of `bwprof run`."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -141,44 +144,218 @@ def busy_before_run(meta: RunMeta) -> list[Finding]:
     return found
 
 
-def _below_siblings(group: pd.DataFrame) -> Iterator[tuple[pd.Series, float, int]]:
+def _below_siblings(group: pd.DataFrame, column: str = "value_median",
+                    by: str = "device") -> Iterator[tuple[pd.Series, float, int]]:
     """Each row worse than SIBLING_SHARE of the median of the other devices' rows in its
-    group (of one metric), with that median and how many devices it spans: under 80% of it
-    where higher is better, above 1/0.8 of it where lower is. The device itself stays out of
-    the median: with two siblings it would be their mean, and one would pass at 67% of the
-    other."""
+    group (of one metric), on `column`, with that median and how many devices (or values of
+    `by`) it spans: under 80% of it where higher is better, above 1/0.8 of it where lower is.
+    The device itself stays out of the median: with two siblings it would be their mean,
+    and one would pass at 67% of the other."""
     for _, row in group.iterrows():
-        others = group[group["device"] != row["device"]]
-        if others.empty:
+        others = group[group[by] != row[by]]
+        if others.empty or pd.isna(row[column]) or others[column].isna().all():
             continue
-        median = statistics.median(others["value_best"])
-        lower_is_better = lower_is_better_row(row)
-        worse = (row["value_best"] > median / SIBLING_SHARE if lower_is_better
-                 else row["value_best"] < SIBLING_SHARE * median)
-        if worse:
-            yield row, median, others["device"].nunique()
+        median = statistics.median(others[column].dropna())
+        if _worse(row, row[column], median):
+            yield row, median, others[by].nunique()
+
+
+def _worse(row: pd.Series, value: float, reference: float) -> bool:
+    """Whether `value` is worse than SIBLING_SHARE of `reference` in the row's direction:
+    under 80% of it where higher is better, above 1/0.8 of it where lower is (latency)."""
+    if lower_is_better_row(row):
+        return bool(value > reference / SIBLING_SHARE)
+    return bool(value < SIBLING_SHARE * reference)
+
+
+def _comparable(rows: pd.DataFrame) -> pd.DataFrame:
+    """Validated rows with a median figure, bandwidth rows of at least SIBLING_MIN_BYTES (a
+    latency row's size is its working set, or a 4-byte copy timed for its latency: any
+    size)."""
+    return rows[rows["value_median"].notna() & (rows["status"] == "ok")
+                & (~(rows["size_bytes"] < SIBLING_MIN_BYTES) | ~_bandwidth(rows))]
+
+
+SAME_MEASUREMENT = ["case", "metric", "size_bytes", "direction", "phase", "memory", "streams",
+                    "threads", "device_name"]
+"""Everything that makes two rows the same measurement, device aside."""
 
 
 def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
-    """A GPU whose figure is under 80% of the median of its identical siblings doing the same
-    case. Only validated rows of at least SIBLING_MIN_BYTES count: small copies are bound by
-    launch latency and noisy, no sign of a sick GPU."""
-    # The size floor is for transfers; a latency row's size is its working set (or a 4-byte
-    # copy timed for its latency), compared at any size.
-    single = rows[rows["device"].str.fullmatch(r"gpu\d+") & rows["value_best"].notna()
-                  & (rows["status"] == "ok")
-                  & (~(rows["size_bytes"] < SIBLING_MIN_BYTES) | ~_bandwidth(rows))]
-    # Everything that makes two rows the same measurement, device aside.
-    keys = ["case", "metric", "size_bytes", "direction", "phase", "memory", "streams",
-            "threads", "device_name"]
+    """A GPU whose median figure is under 80% of the median of its identical siblings doing
+    the same case. Only validated rows of at least SIBLING_MIN_BYTES count: small copies are
+    bound by launch latency and noisy, no sign of a sick GPU. Medians, not the best sample:
+    one lucky sample must not hide a GPU that is usually slow."""
+    single = _comparable(rows[rows["device"].str.fullmatch(GPU_LABEL)])
+    keys = SAME_MEASUREMENT
     return [Finding(
         "warning", row["device"], f"slower than its identical siblings on {key[0]}",
         "one GPU (or its slot, link or NUMA placement) under-delivers",
-        f"{row['value_best']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
+        f"{row['value_median']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
         f"over {others} other {key[-1]} GPUs at {row['size_bytes']} B"
         + (f" ({row['phase']})" if row["phase"] else ""),
     ) for key, group in single.groupby(keys, dropna=False)
         for row, median, others in _below_siblings(group)]
+
+
+GPU_LABEL = r"gpu\d+"
+PAIR_LABEL = re.compile(r"(gpu\d+)(->|<->)(gpu\d+)")
+"""A GPU pair's device: `gpu0->gpu1` (the first GPU's engine or thread copies to, or reads
+from, the second's memory) or `gpu0<->gpu1` (both ways at once, the sum)."""
+
+
+def _pair(device: object) -> tuple[str, str, str] | None:
+    match = PAIR_LABEL.fullmatch(str(device))
+    return None if match is None else (match[1], match[2], match[3])
+
+
+def _pair_route(device: object, meta: RunMeta) -> str:
+    """Whether a pair's GPUs sit on one NUMA node ('local'), on two ('across'), or where
+    system.json does not say ('?'): a pair crossing the sockets' link is slower by design,
+    so it is held only against pairs that cross too."""
+    pair = _pair(device)
+    if pair is None:
+        return "?"
+    nodes = [gpu.numa_node if (gpu := meta.gpus.device(label)) is not None else None
+             for label in (pair[0], pair[2])]
+    if None in nodes:
+        return "?"
+    return "local" if nodes[0] == nodes[1] else "across"
+
+
+def _slow_pair_rows(rows: pd.DataFrame, meta: RunMeta) -> list[tuple[pd.Series, float, int]]:
+    """The pair rows `slower_pairs` names, each with the other pairs' median and count."""
+    pairs = _comparable(rows[rows["device"].map(_pair).notna()])
+    if pairs.empty:
+        return []
+    pairs = pairs.assign(_route=pairs["device"].map(lambda d: _pair_route(d, meta)),
+                         _peak=pairs["peak_value"].round(3))
+    keys = [*SAME_MEASUREMENT, "_peak", "_route"]
+    return [slow for _, group in pairs.groupby(keys, dropna=False)
+            for slow in _below_siblings(group)]
+
+
+def slower_pairs(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
+    """A GPU pair (`p2p_copy`, `p2p_bidir`, `lat_p2p` rows) whose median figure is under 80%
+    of the median of the other pairs doing the same measurement (case, size, direction,
+    streams, the same device models), worse latency where lower is better. Pairs are held
+    only against pairs of the same theoretical peak (as many NVLinks joining them, or the
+    same PCIe link) and the same route (both GPUs on one NUMA node, or across two)."""
+    return [Finding(
+        "warning", str(row["device"]), f"GPU pair slower than the other pairs on {row['case']}",
+        "one GPU-to-GPU path (an NVLink, an NVSwitch port, or the PCIe switch or host "
+        "bridge between the two) under-delivers",
+        f"{row['value_median']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
+        f"over {others} other pair(s) of {row['device_name']} at {row['size_bytes']} B",
+    ) for row, median, others in _slow_pair_rows(rows, meta)]
+
+
+OPPOSITE_DIRECTIONS = {"h2d": "d2h", "d2h": "h2d"}
+
+
+def _link(row: pd.Series) -> tuple[str, str] | None:
+    """The link a row's copy runs on and which way: ('gpu0', 'h2d') for a host copy,
+    ('gpu0|gpu1', 'gpu1->gpu0') for one direction of a pair; None for anything else (a
+    sum of both directions, a copy within one memory)."""
+    pair = _pair(row["device"])
+    if pair is not None:
+        if pair[1] != "->":
+            return None
+        return "|".join(sorted((pair[0], pair[2]))), str(row["device"])
+    if row["direction"] in OPPOSITE_DIRECTIONS and re.fullmatch(GPU_LABEL, str(row["device"])):
+        return str(row["device"]), str(row["direction"])
+    return None
+
+
+def slow_directions(rows: pd.DataFrame,
+                    named: Iterable[tuple[str, str]] = ()) -> list[Finding]:
+    """One direction of a link under 80% of its opposite (worse latency where lower is
+    better): `bidir_pinned`'s h2d against its d2h on one GPU, `p2p_bidir`'s (or `p2p_copy`'s,
+    `lat_p2p`'s) gpu1->gpu0 against gpu0->gpu1. Like with like: the same case, size, memory,
+    streams and device models; a healthy link carries both ways alike. Rows of a phase
+    (overlap parts, loaded latency) are left to their own cases' lines. A (device, case)
+    in `named` is left out: a pair already named slower than the other pairs (on a two-GPU
+    box the other pair is its opposite direction) is not named twice."""
+    skip = set(named)
+    candidates = _comparable(rows[rows["phase"].fillna("") == ""])
+    if candidates.empty:
+        return []
+    links = pd.Series([_link(row) for _, row in candidates.iterrows()], index=candidates.index,
+                      dtype=object)
+    candidates = candidates[links.notna()]
+    if candidates.empty:
+        return []
+    links = links[links.notna()]
+    candidates = candidates.assign(_link=[link[0] for link in links],
+                                   _way=[link[1] for link in links])
+    keys = ["case", "metric", "size_bytes", "memory", "streams", "threads", "_link"]
+    found = []
+    for _, group in candidates.groupby(keys, dropna=False):
+        if group["_way"].nunique() != 2:
+            continue
+        if group["device_name"].map(_models).nunique() != 1:
+            continue  # a pair of two GPU models: its two ways need not match
+        for _, row in group.iterrows():
+            opposite = group[group["_way"] != row["_way"]]
+            reference = statistics.median(opposite["value_median"])
+            if (not _worse(row, row["value_median"], reference)
+                    or (str(row["device"]), str(row["case"])) in skip):
+                continue
+            way, other = str(row["_way"]), str(opposite["_way"].iloc[0])
+            device = str(row["device"])
+            found.append(Finding(
+                "warning", device, f"{way} slower than the opposite direction on {row['case']}",
+                "a link carries both ways alike when healthy: one direction (its lanes, a "
+                "retimer, the host bridge or memory on that side) under-delivers",
+                f"{row['value_median']:.1f} {row['unit']} vs {reference:.1f} {row['unit']} "
+                f"{other} (medians) at {row['size_bytes']} B",
+            ))
+    return found
+
+
+def _models(name: object) -> frozenset[str]:
+    """The device models of a row ('NVIDIA H200 -> NVIDIA H200' for a pair: one model)."""
+    return frozenset(part.strip() for part in str(name).split("->"))
+
+
+def slower_gpu_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
+    """The GPUs of one NUMA node slower on host copies (rows with their host memory's
+    `numa_node`: pinned and pageable copies each way, `h2d_all`'s and `d2h_all`'s per-GPU
+    rows) than the GPUs of the other nodes: the median of the node's GPUs under 80% of the
+    median of the other nodes' GPUs, on the same measurement. A node's memory, or its
+    socket's PCIe root, under-delivers to every GPU placed there."""
+    copies = _comparable(rows[rows["device"].str.fullmatch(GPU_LABEL)
+                              & rows["direction"].isin(OPPOSITE_DIRECTIONS)
+                              & _bandwidth(rows) & rows["numa_node"].notna()
+                              & (rows["phase"].fillna("") == "")])
+    slow: dict[int, list[str]] = {}
+    evidence: dict[int, str] = {}
+    for _, group in copies.groupby(SAME_MEASUREMENT, dropna=False, sort=False):
+        if group["numa_node"].nunique() < 2:
+            continue
+        for node, mine in group.groupby("numa_node"):
+            others = group[group["numa_node"] != node]
+            value = statistics.median(mine["value_median"])
+            reference = statistics.median(others["value_median"])
+            first = mine.iloc[0]
+            if not _worse(first, value, reference):
+                continue
+            number = int(str(node))
+            if str(first["case"]) not in slow.setdefault(number, []):
+                slow[number].append(str(first["case"]))
+            unit = first["unit"]
+            evidence.setdefault(number, (
+                f"{first['case']}: {value:.1f} {unit} on {', '.join(mine['device'])} vs a "
+                f"median of {reference:.1f} {unit} over {others['device'].nunique()} GPU(s) "
+                f"on {others['numa_node'].nunique()} other node(s) at {first['size_bytes']} B"))
+    return [Finding(
+        "warning", f"numa{node}",
+        f"host copies of the GPUs on NUMA node {node} slower than on the other nodes on "
+        f"{', '.join(cases)}",
+        "that node's memory or its socket's PCIe root under-delivers to every GPU placed "
+        "there (or its one GPU does)",
+        evidence[node],
+    ) for node, cases in slow.items()]
 
 
 def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
@@ -196,7 +373,8 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     for (case, _metric, _size, _threads, _phase, _host), group in nodes.groupby(
             ["case", "metric", "size_bytes", "threads", "phase", nodes["device"].map(node_of)],
             sort=False, dropna=False):
-        for row, median, others in _below_siblings(group):
+        # Best, as STREAM reports host figures (the first repetition dropped).
+        for row, median, others in _below_siblings(group, "value_best"):
             slow.setdefault(row["device"], []).append(str(case))
             unit = row["unit"]
             evidence.setdefault(row["device"], f"{case}: {row['value_best']:.1f} {unit} vs a "
@@ -302,6 +480,10 @@ def derive_findings(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
         *few_hardware_queues(measured, meta),
         *clock_events(measured),
         *slower_than_siblings(measured),
+        *slower_pairs(measured, meta),
+        *slow_directions(measured, named=[(str(row["device"]), str(row["case"]))
+                                          for row, _, _ in _slow_pair_rows(measured, meta)]),
+        *slower_gpu_numa_nodes(measured),
         *above_peak(pd.concat([measured, rows[(rows["backend"] == "host")
                                               & (rows["status"] == "ok")]])),
         *counters_disagree(measured),

@@ -287,6 +287,7 @@ def _load_run(folder: Path) -> RunFolder:
     meta = read_system(folder / SYSTEM_FILE)
     notes: list[str] = []
     results = read_results(csv_path, notes) if has_csv else read_parquet_results(parquet_path)
+    results = with_copy_figures(results)
     run = with_extras(folder, results, meta, notes)
     if meta.state == "incomplete":
         run.running = runlock.running(folder)  # never blocks: a FIFO lock is None
@@ -305,6 +306,27 @@ def read_auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
     except BwprofError as exc:
         notes.append(f"{path.name} is left out ({lost}): {one_line(str(exc))}")
         return None
+
+
+COPY_FIGURES = ("copy_gbps_median", "copy_gbps_best")
+
+
+def with_copy_figures(results: pd.DataFrame) -> pd.DataFrame:
+    """The copy-convention figures (`copy_gbps_*`) of a file written before they were
+    columns, derived again from each row's case (`bwprof.cases.copy_shares`) where the case
+    copies: a bandwidth row's GB/s times the case's share. Rows that carry them, and rows of
+    cases this bwprof does not know, stay as they are."""
+    from bwprof.cases import copy_shares
+
+    shares = results["case"].map(copy_shares())
+    if not len(results) or shares.isna().all():
+        return results
+    derived = results.copy()
+    bandwidth = derived["metric"].eq("bandwidth")
+    for column, source in zip(COPY_FIGURES, ("gbps_median", "gbps_best"), strict=True):
+        empty = derived[column].isna() & bandwidth & shares.notna()
+        derived.loc[empty, column] = derived.loc[empty, source] * shares[empty]
+    return derived
 
 
 def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,

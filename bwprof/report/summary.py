@@ -19,7 +19,9 @@ the lat_gpu rows HBM/DDR latency.
 
 Every figure is a row of results.csv (or a ratio of two), chosen here, never recomputed from
 samples, and keeps the row's metric, unit and direction (`value`, `unit`, `higher_is_better`;
-bandwidth figures also as `gbps`). A cache-resident row (`in_cache`, `l2_resident`) is never a
+bandwidth figures also as `gbps`; a copy's also as `copy_gbps`, each byte copied counted
+once as nvbandwidth counts it: half of `gbps` for `d2d_copy`, whose own convention counts
+the buffer read and the buffer written). A cache-resident row (`in_cache`, `l2_resident`) is never a
 memory's headline figure. A summary of simulated rows keeps `backend` = `simulated`.
 """
 
@@ -41,9 +43,9 @@ SUMMARY_FILE = "summary.csv"
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "run_id", "host", "path", "case", "backend", "device", "device_name", "memory", "direction",
     "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
-    "value_median", "gbps", "gbps_median", "cv", "peak_value", "peak_gbps", "pct_of_peak",
-    "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status", "flags", "note",
-    "schema_version",
+    "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median", "cv", "peak_value",
+    "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status",
+    "flags", "note", "schema_version",
 )
 
 PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "net", "overlap", "latency",
@@ -84,7 +86,9 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
         "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
         "higher_is_better": higher, "value": value,
         "value_median": plain(row["value_median"]), "gbps": plain(row["gbps_best"]),
-        "gbps_median": plain(row["gbps_median"]), "cv": plain(row["cv"]),
+        "gbps_median": plain(row["gbps_median"]),
+        "copy_gbps": plain(row.get("copy_gbps_best")),
+        "copy_gbps_median": plain(row.get("copy_gbps_median")), "cv": plain(row["cv"]),
         "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
         "pct_of_peak": (100.0 * value / peak
                         if value is not None and peak and higher else None),
@@ -93,13 +97,26 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
         "schema_version": SCHEMA_VERSION,
     }
     values.update(extra)
+    if _counts_more_than_copied(values):
+        values["note"] = "; ".join(n for n in (str(values["note"] or ""), TRAFFIC_COPY_NOTE) if n)
     return values
+
+
+TRAFFIC_COPY_NOTE = ("counts bytes read + written (STREAM's convention); `copied` (copy_gbps) "
+                     "counts each byte copied once, as nvbandwidth does")
+
+
+def _counts_more_than_copied(row: dict[str, object]) -> bool:
+    """A copy whose figure counts more than the bytes it copied (`d2d_copy`: the buffer read
+    and the buffer written), so its copy-convention figure differs from it."""
+    copied, counted = cell_float(row.get("copy_gbps")), cell_float(row.get("gbps"))
+    return copied is not None and counted is not None and copied < counted * (1 - 1e-9)
 
 
 def _without_figure(row: dict[str, object]) -> dict[str, object]:
     """A figure row emptied of its figures (a path whose rows cannot give one)."""
-    return {**row, **dict.fromkeys(("value", "value_median", "gbps", "gbps_median", "cv",
-                                    "pct_of_peak"))}
+    return {**row, **dict.fromkeys(("value", "value_median", "gbps", "gbps_median", "copy_gbps",
+                                    "copy_gbps_median", "cv", "pct_of_peak"))}
 
 
 def cache_resident(rows: pd.DataFrame) -> pd.Series:
@@ -460,7 +477,8 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     for column in ("size_bytes", "threads", "repeats", "schema_version"):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
-    for column in ("value", "value_median", "gbps", "gbps_median", "cv", "peak_value",
+    for column in ("value", "value_median", "gbps", "gbps_median", "copy_gbps",
+                   "copy_gbps_median", "cv", "peak_value",
                    "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr",
                    "hbm_over_pcie"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")

@@ -273,8 +273,9 @@ def _size_cell(value: object) -> str:
 
 def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     """The summary (one group of rows per memory path) with peaks, % of peak and the HBM
-    ratios. Columns empty for every row are left out and every cell may wrap, so the table
-    fits an 80-column terminal."""
+    ratios; a copy counted as traffic (`d2d_copy`) also in `copied`, its bytes copied once
+    (`copy_gbps`), the figure to hold against nvbandwidth's. Columns empty for every row
+    are left out and every cell may wrap, so the table fits an 80-column terminal."""
     from bwprof.report.summary import PATH_LABELS
 
     shown = summary[[not is_missing(r["value"]) or r["status"] != "absent"
@@ -284,7 +285,11 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     # `value`, each figure of another unit saying its unit.
     units = set(shown.loc[shown["value"].notna(), "unit"]) - {"GB/s", EFFICIENCY.unit}
     value_column = "value" if units else "GB/s"
+    # A copy counted as traffic (d2d_copy) also as bytes copied once, nvbandwidth's figure.
+    copied = (shown["copy_gbps"].notna() & shown["gbps"].notna()
+              & (shown["copy_gbps"] < shown["gbps"] * (1 - 1e-9)))
     optional = {
+        "copied": bool((copied & (shown["backend"] != "simulated")).any()),
         "peak (%)": shown["peak_value"].notna().any(),
         "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
@@ -294,7 +299,8 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     # At least as wide as its title (within the console), so the title does not wrap.
     table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True, min_width=len(heading))
-    columns = [("figure", 12), ("size", 7), (value_column, 9), ("peak (%)", 6), ("CV", 5),
+    columns = [("figure", 12), ("size", 7), (value_column, 9), ("copied", 6), ("peak (%)", 6),
+               ("CV", 5),
                ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
     columns = [(c, width) for c, width in columns if optional.get(c, True)]
     for column, width in columns:
@@ -306,7 +312,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     directions = shown.groupby(["path", "case", "device"], sort=False)["direction"].nunique()
     several = {key for key, count in directions.items() if count > 1}
     path = None
-    for _, row in shown.iterrows():
+    for index, row in shown.iterrows():
         if row["path"] != path:
             path = row["path"]
             table.add_row(Text(PATH_LABELS.get(str(path), str(path)), style="bold"))
@@ -331,6 +337,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
                 _on(row) if row["device"] else "") if p),
             "size": _size_cell(row["size_bytes"]),
             value_column: figure,
+            "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
             "peak (%)": peak,
             "CV": derived(cv, ".1f", "%"),
             "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),

@@ -95,6 +95,12 @@ class ResultRow:
     memory beyond every cache (`DDR`, `HBM`); empty elsewhere."""
     load_gbps: float | None = None
     """Loaded-latency rows: the bandwidth the concurrent load achieved while the chase ran."""
+    copy_gbps_median: float | None = None
+    copy_gbps_best: float | None = None
+    """Rows of a copy (`CaseSpec.copied_factor`): `gbps_median`/`gbps_best` counting the
+    bytes copied once, as nvbandwidth does: equal to them for a `copy`-convention row, half
+    for a `traffic`-convention copy (`d2d_copy`, STREAM Copy: the buffer read and the
+    buffer written); empty where the operation is not a copy."""
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
@@ -153,12 +159,15 @@ CORE_COLUMNS: tuple[str, ...] = (
     "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median", "gbps_best",
     "cv", "peak_value", "peak_gbps", "pct_of_peak", "status", "flags", "note", "phase",
     "overlap_efficiency", "schema_version", "rank", "page_bytes", "cache_level", "load_gbps",
+    "copy_gbps_median", "copy_gbps_best",
 )
 """The row's own columns, in file order."""
 
-ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps")
-"""Columns version 2 gained after its first files (latency): optional on read, and read
-as empty from a file without them."""
+ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps",
+                                  "copy_gbps_median", "copy_gbps_best")
+"""Columns version 2 gained after its first files (latency; the copy-convention figures):
+optional on read, and read as empty from a file without them (the report derives the copy
+figures of a known case again: `bwprof.report.runfolder`)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
 """Core columns a reader does not require (files written before fleet runs existed, or
 before the columns were added)."""

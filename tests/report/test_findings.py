@@ -28,10 +28,13 @@ def _frame(*rows):
 
 
 def _gpu(**fields):
+    """A GPU row; its median is its best unless given (the sibling rules read medians)."""
     base = dict(backend="cuda", case="h2d_pinned", device="gpu0", device_name="NVIDIA H200",
                 direction="h2d", memory="pinned", threads=None, size_bytes=256 << 20,
                 gbps_best=55.0, peak_gbps=63.0, note="")
-    return make_row(**{**base, **fields})
+    merged = {**base, **fields}
+    merged.setdefault("gbps_median", merged["gbps_best"])
+    return make_row(**merged)
 
 
 SYSTEM = meta(gpus=gpus(*(gpu(i, metadata={"pcie_gen_max": 5, "pcie_width_max": 16})
@@ -332,3 +335,139 @@ def test_the_run_warns_of_few_hardware_queues():
     rows = _frame(_gpu(case="bidir_pinned", streams=2))
     found = derive_findings(rows, meta(gpus=gpus(cuda_device_max_connections=1)))
     assert any("hardware queue" in f.what for f in found)
+
+
+# -- pairs, directions and the GPUs of a NUMA node ------------------------------------------------
+
+
+def _pair(src, dst, gbps, case="p2p_copy", **fields):
+    base = dict(case=case, device=f"gpu{src}->gpu{dst}", device_name="NVIDIA H200 -> NVIDIA H200",
+                direction="p2p", memory="hbm", gbps_best=gbps * 1.01, gbps_median=gbps,
+                peak_gbps=450.0)
+    return _gpu(**{**base, **fields})
+
+
+def _numa_system(nodes):
+    return meta(gpus=gpus(*(gpu(i, numa_node=n) for i, n in enumerate(nodes))))
+
+
+def test_a_slow_gpu_pair_is_named_among_the_other_pairs_on_medians():
+    from bwprof.report.findings import slower_pairs
+
+    system = _numa_system([0, 0, 0, 0])
+    pairs = [_pair(i, j, 300.0 if (i, j) == (2, 1) else 390.0)
+             for i in range(4) for j in range(4) if i != j]
+    (finding,) = slower_pairs(_frame(*pairs), system)
+    assert finding.device == "gpu2->gpu1"
+    assert finding.what == "GPU pair slower than the other pairs on p2p_copy"
+    assert "300.0 GB/s vs a median of 390.0 GB/s over 11 other pair(s)" in finding.evidence
+    # Medians, not the best sample: a slow pair whose best sample was lucky is still named,
+    # and one slow sample of a healthy pair (its median as the others') is not.
+    lucky = [replace(r, gbps_best=400.0, value_best=400.0) if r.device == "gpu2->gpu1" else r
+             for r in pairs]
+    assert [f.device for f in slower_pairs(_frame(*lucky), system)] == ["gpu2->gpu1"]
+    unlucky = [_pair(i, j, 390.0, gbps_best=100.0 if (i, j) == (2, 1) else 394.0)
+               for i in range(4) for j in range(4) if i != j]
+    assert slower_pairs(_frame(*unlucky), system) == []
+    # The whole chain says it too, and a one-GPU-pair sweep (other sizes) raises nothing.
+    sweep = [_pair(0, 1, 390.0 / k, size_bytes=(256 << 20) // k) for k in (2, 4)]
+    found = derive_findings(_frame(*pairs, *sweep), system)
+    assert [(f.device, f.what) for f in found] == [(finding.device, finding.what)]
+
+
+def test_pairs_are_held_only_against_pairs_of_the_same_links_and_route():
+    from bwprof.report.findings import slower_pairs
+
+    # gpu0-gpu1 and gpu2-gpu3 share a socket; pairs crossing to the other socket are slower
+    # by design, and a pair of fewer NVLinks has a lower peak: neither is a finding.
+    system = _numa_system([0, 0, 1, 1])
+    pairs = [_pair(i, j, 390.0 if (i < 2) == (j < 2) else 250.0)
+             for i in range(4) for j in range(4) if i != j]
+    fewer_links = _pair(0, 1, 190.0, case="p2p_copy", peak_gbps=225.0,
+                        device="gpu0->gpu1", size_bytes=512 << 20)
+    assert slower_pairs(_frame(*pairs), system) == []
+    assert slower_pairs(_frame(fewer_links, _pair(1, 0, 390.0, size_bytes=512 << 20),
+                               _pair(0, 2, 390.0, size_bytes=512 << 20)), system) == []
+
+
+def test_a_slow_pair_latency_is_the_higher_one_and_both_ways_pairs_compare_too():
+    from bwprof.report.findings import slower_pairs
+
+    system = _numa_system([0, 0, 0])
+    latency = [_pair(i, j, 0.0, case="lat_p2p", metric="latency", unit="ns",
+                     higher_is_better=False, gbps_best=None, gbps_median=None, peak_gbps=None,
+                     value_best=ns, value_median=ns)
+               for i in range(3) for j in range(3) if i != j
+               for ns in [1400.0 if (i, j) == (0, 2) else 900.0]]
+    (finding,) = slower_pairs(_frame(*latency), system)
+    assert finding.device == "gpu0->gpu2" and "1400.0 ns vs a median of 900.0 ns" in (
+        finding.evidence)
+    both = [_pair(i, j, 500.0 if (i, j) == (1, 2) else 770.0, case="p2p_bidir",
+                  device=f"gpu{i}<->gpu{j}", direction="both", streams=2, peak_gbps=900.0)
+            for i in range(3) for j in range(3) if i < j]
+    (finding,) = slower_pairs(_frame(*both), system)
+    assert finding.device == "gpu1<->gpu2" and "p2p_bidir" in finding.what
+
+
+def test_a_slow_d2h_direction_of_a_bidirectional_copy_is_named():
+    from bwprof.report.findings import slow_directions
+
+    def bidir(direction, gbps, device="gpu0"):
+        return _gpu(case="bidir_pinned", device=device, direction=direction, streams=2,
+                    gbps_best=gbps + 0.5, gbps_median=gbps)
+
+    rows = [bidir("h2d", 52.0), bidir("d2h", 30.0), bidir("both", 82.0),
+            bidir("h2d", 52.0, "gpu1"), bidir("d2h", 51.0, "gpu1"), bidir("both", 103.0, "gpu1")]
+    (finding,) = slow_directions(_frame(*rows))
+    assert finding.device == "gpu0"
+    assert finding.what == "d2h slower than the opposite direction on bidir_pinned"
+    assert "30.0 GB/s vs 52.0 GB/s h2d (medians)" in finding.evidence
+    found = derive_findings(_frame(*rows), SYSTEM)
+    assert ("gpu0", finding.what) in {(f.device, f.what) for f in found}
+    # The H200's own both-ways copy (h2d 51.9, d2h 50.8 GB/s) is no finding, nor is a size
+    # bound by launch latency.
+    healthy = [bidir("h2d", 51.9), bidir("d2h", 50.8),
+               _gpu(case="bidir_pinned", direction="d2h", streams=2, size_bytes=64 << 10,
+                    gbps_best=5.0), _gpu(case="bidir_pinned", streams=2,
+                                         size_bytes=64 << 10, gbps_best=15.0)]
+    assert slow_directions(_frame(*healthy)) == []
+
+
+def test_one_slow_direction_of_a_gpu_pair_is_named():
+    from bwprof.report.findings import slow_directions
+
+    rows = [_pair(0, 1, 380.0, case="p2p_bidir", streams=2),
+            _pair(1, 0, 250.0, case="p2p_bidir", streams=2),
+            _pair(0, 1, 630.0, case="p2p_bidir", streams=2, device="gpu0<->gpu1",
+                  direction="both")]
+    (finding,) = slow_directions(_frame(*rows))
+    assert finding.device == "gpu1->gpu0"
+    assert finding.what == "gpu1->gpu0 slower than the opposite direction on p2p_bidir"
+    assert "250.0 GB/s vs 380.0 GB/s gpu0->gpu1 (medians)" in finding.evidence
+
+
+def test_the_gpus_of_a_slow_numa_node_are_named_by_their_node():
+    from bwprof.report.findings import slower_gpu_numa_nodes
+
+    def h2d(index, node, gbps, case="h2d_all"):
+        return _gpu(case=case, device=f"gpu{index}", numa_node=node, gbps_median=gbps,
+                    gbps_best=gbps, streams=4 if case == "h2d_all" else 1)
+
+    rows = [h2d(0, 0, 55.0), h2d(1, 0, 54.0), h2d(2, 1, 38.0), h2d(3, 1, 39.0),
+            h2d(0, 0, 55.0, "h2d_pinned"), h2d(1, 0, 55.0, "h2d_pinned"),
+            h2d(2, 1, 40.0, "h2d_pinned"), h2d(3, 1, 41.0, "h2d_pinned")]
+    (finding,) = slower_gpu_numa_nodes(_frame(*rows))
+    assert finding.device == "numa1"
+    assert finding.what == ("host copies of the GPUs on NUMA node 1 slower than on the other "
+                            "nodes on h2d_all, h2d_pinned")
+    assert "38.5 GB/s on gpu2, gpu3 vs a median of 54.5 GB/s over 2 GPU(s)" in finding.evidence
+    balanced = [h2d(0, 0, 55.0), h2d(1, 1, 54.0)]
+    assert slower_gpu_numa_nodes(_frame(*balanced)) == []
+
+
+def test_a_slow_pair_of_a_two_gpu_box_is_named_once():
+    """Two GPUs: the other pair is the opposite direction; one finding, not two."""
+    rows = _frame(_pair(0, 1, 390.0), _pair(1, 0, 250.0))
+    found = derive_findings(rows, _numa_system([0, 0]))
+    assert [(f.device, f.what) for f in found] == [
+        ("gpu1->gpu0", "GPU pair slower than the other pairs on p2p_copy")]

@@ -171,7 +171,8 @@ def test_a_gpu_whose_latency_is_higher_than_its_siblings_is_the_slow_one():
     found = _findings(rows)
     assert {(f.device, f.what) for f in found} == {
         ("gpu3", "slower than its identical siblings on lat_gpu")}
-    assert "700.0 ns vs a median of 480.0 ns" in found[0].evidence
+    # Medians (value_median, 1.02x the best in these rows): 700 and 480 ns best.
+    assert "714.0 ns vs a median of 489.6 ns" in found[0].evidence
     # The lowest latency is the best: a GPU far below its siblings' latency is not slow.
     fast = [*lat.lat_gpu(0, 480.0), *lat.lat_gpu(1, 480.0), *lat.lat_gpu(2, 300.0)]
     assert _findings(fast) == []
@@ -190,7 +191,8 @@ def test_loaded_latency_is_compared_phase_by_phase_and_says_which():
             for i in range(3)]
     assert _findings([r for group in rows for r in group]) == []  # load_0 vs load_100: never
     slow = [r if r.phase != "load_100" or r.device != "gpu1"
-            else replace(r, value_best=r.value_best * 1.5) for group in rows for r in group]
+            else replace(r, value_best=r.value_best * 1.5, value_median=r.value_median * 1.5)
+            for group in rows for r in group]
     (finding,) = _findings(slow)
     assert finding.device == "gpu1" and finding.evidence.endswith("(load_100)")
 

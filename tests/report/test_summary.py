@@ -309,3 +309,53 @@ def test_an_hbm_figure_that_fits_in_l2_is_no_headline():
                       device_name="small GPU", gbps_best=800.0, size_bytes=256 << 20)
     hbm = _one(build_summary(results_frame([l2, larger])), "hbm_triad", "gpu0")
     assert hbm["value"] == 800.0 and hbm["status"] == "ok"
+
+
+def test_d2d_copy_is_also_shown_as_nvbandwidth_counts_it():
+    """d2d_copy counts the buffer read and the buffer written (STREAM), nvbandwidth the bytes
+    copied once: the summary keeps the convention as `gbps` and gives `copy_gbps` beside it,
+    half; a copy-convention copy's is its own figure, a Triad has none."""
+    rows = [make_row(case="d2d_copy", backend="cuda", device="gpu0", device_name="NVIDIA H200",
+                     memory="hbm", size_bytes=256 << 20, threads=None, gbps_best=4196.0,
+                     gbps_median=4188.0, copy_gbps_best=2098.0, copy_gbps_median=2094.0,
+                     peak_gbps=4814.0),
+            make_row(case="h2d_pinned", backend="cuda", device="gpu0", memory="pinned",
+                     direction="h2d", size_bytes=256 << 20, threads=None, gbps_best=55.5,
+                     gbps_median=55.4, copy_gbps_best=55.5, copy_gbps_median=55.4,
+                     byte_convention="copy"),
+            make_row(case="hbm_triad", backend="cuda", device="gpu0", memory="hbm",
+                     size_bytes=256 << 20, threads=None, gbps_best=4308.0, gbps_median=4301.0)]
+    summary = build_summary(results_frame(rows))
+    d2d = _one(summary, "d2d_copy", "gpu0")
+    assert (d2d["gbps"], d2d["copy_gbps"], d2d["copy_gbps_median"]) == (4196.0, 2098.0, 2094.0)
+    assert "as nvbandwidth does" in d2d["note"]
+    h2d = _one(summary, "h2d_pinned", "gpu0")
+    assert h2d["copy_gbps"] == h2d["gbps"] == 55.5 and "nvbandwidth" not in h2d["note"]
+    assert pd.isna(_one(summary, "hbm_triad", "gpu0")["copy_gbps"])
+    console = Console(width=80, record=True)
+    print_report(console, [], summary)
+    text = console.export_text()
+    assert "d2d_copy gpu0 256 MiB 4196 2098" in " ".join(text.split())
+    assert "copied" in text.splitlines()[2]  # the column's heading
+    # Only a copy counted as traffic needs the column: without one it is left out.
+    plain = build_summary(results_frame(rows[1:]))
+    console = Console(width=80, record=True)
+    print_report(console, [], plain)
+    assert "copied" not in console.export_text()
+
+
+def test_a_stored_run_from_before_the_copy_column_gets_it_from_its_cases():
+    """h200-quick predates copy_gbps_*: read, they are empty; loaded as a run folder, they
+    are derived from each row's case (d2d_copy half its GB/s, pinned copies their own)."""
+    from bwprof.report.runfolder import load_run
+
+    raw = read_results(DATA / "h200-quick" / "results.csv")
+    assert raw["copy_gbps_best"].isna().all()
+    results = load_run(DATA / "h200-quick").results
+    d2d = results[(results["case"] == "d2d_copy") & (results["status"] == "ok")]
+    assert (d2d["copy_gbps_best"] == d2d["gbps_best"] / 2).all()
+    assert (d2d["copy_gbps_median"] == d2d["gbps_median"] / 2).all()
+    pinned = results[results["case"] == "h2d_pinned"]
+    assert (pinned["copy_gbps_best"] == pinned["gbps_best"]).all()
+    assert results.loc[results["case"] == "hbm_triad", "copy_gbps_best"].isna().all()
+    assert results.loc[results["metric"] != "bandwidth", "copy_gbps_best"].isna().all()

@@ -23,6 +23,11 @@ def test_it_reads_with_the_columns_added_since_empty():
     results = load_run(STORED).results
     assert set(ADDED_COLUMNS) <= set(results.columns)
     assert results["page_bytes"].isna().all() and results["load_gbps"].isna().all()
+    # ddr_copy derives its copy-convention figure from its case: half its GB/s (STREAM
+    # counts the array read and the array written); ddr_triad copies nothing.
+    copy = results[(results["case"] == "ddr_copy") & (results["status"] == "ok")]
+    assert (copy["copy_gbps_best"] == copy["gbps_best"] / 2).all() and len(copy)
+    assert results.loc[results["case"] == "ddr_triad", "copy_gbps_best"].isna().all()
     assert (results["cache_level"] == "").all()
 
 
