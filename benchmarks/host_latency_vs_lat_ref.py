@@ -6,12 +6,12 @@ Builds ../shared/ref/lat_ref.c with `gcc -O2`, then for several rounds runs it a
 last-level cache; the reference up to the same largest size) and the same number of trials.
 Each side's best per size is its best over all rounds (each allocation lands on other physical
 pages, which moves a working set the size of a cache), and the bar is, at every size, bwprof's
-best within 10% or 0.5 ns of the reference's. Where the reference does not repeat itself
-within that bar from round to round (in a VM whose last-level cache is shared with other
-tenants, a working set the size of that cache read 13 to 119 ns from one run of lat_ref to
-the next), no comparison can hold it: such sizes are printed with the reference's own spread
-and are not counted either way. This is a benchmark, not a test: it prints the ratios and
-exits 1 when the bar is missed at any size the reference repeats.
+best within 10% or 0.5 ns of the reference's. Each side's spread (its worst round's best over
+its best round's) is printed beside it: in a VM whose last-level cache is shared with other
+tenants, a working set the size of that cache read 13 to 119 ns from one run of lat_ref to the
+next, and a miss there says more of the neighbours than of the method. Every size counts all
+the same. This is a benchmark, not a test: it prints the ratios and exits 1 when the bar is
+missed at any size.
 
     python benchmarks/host_latency_vs_lat_ref.py [--rounds 3] [--repeats 5] [--cpu 0]
 """
@@ -27,20 +27,19 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+try:
+    from benchmarks import refs
+except ImportError:  # run as a script (python benchmarks/...): its own folder is on the path
+    import refs  # type: ignore[no-redef]
+
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_REF = REPO.parent / "shared" / "ref" / "lat_ref.c"
+DEFAULT_REF = refs.REFS / "lat_ref.c"
 RELATIVE_BAR = 0.10
 ABSOLUTE_BAR_NS = 0.5
 
 
 def build_reference(source: Path, workdir: Path) -> Path:
-    if not source.is_file():
-        sys.exit(f"error: reference source {source} not found; pass --ref PATH")
-    if shutil.which("gcc") is None:
-        sys.exit("error: gcc not found; install gcc to build the reference")
-    binary = workdir / "lat_ref"
-    subprocess.run(["gcc", "-O2", str(source), "-o", str(binary)], check=True)
-    return binary
+    return refs.build(source, workdir, ["-O2"])
 
 
 def parse_reference(text: str) -> dict[int, float]:
@@ -87,9 +86,7 @@ def spread(rounds: Iterable[Mapping[int, float]]) -> dict[int, float]:
     return {size: max(ns) / min(ns) for size, ns in values.items()}
 
 
-def repeats_itself(ratio: float, reference_best: float) -> bool:
-    """Whether the reference's rounds agree within the bar (its worst within its best's)."""
-    return within_bar(reference_best * ratio, reference_best)
+
 
 
 def main() -> int:
@@ -125,17 +122,11 @@ def main() -> int:
           "spread = a side's worst round over its best")
     print(f"{'size':>12} {'reference ns':>13} {'bwprof ns':>10} {'ratio':>7} "
           f"{'ref spread':>10} {'bwprof spread':>13}  within 10% or 0.5 ns")
-    counted = []
     for size, ours, reference, ok in rows:
-        steady = repeats_itself(ref_spread[size], reference)
-        verdict = ("yes" if ok else "NO") if steady else "not counted: the reference moved"
-        if steady:
-            counted.append(ok)
         print(f"{size:>12} {reference:>13.2f} {ours:>10.2f} {ours / reference:>7.3f} "
-              f"{ref_spread[size]:>10.2f} {our_spread[size]:>13.2f}  {verdict}")
-    print(f"{sum(counted)} of {len(counted)} counted sizes within the bar; "
-          f"{len(rows) - len(counted)} not counted")
-    return 0 if counted and all(counted) else 1
+              f"{ref_spread[size]:>10.2f} {our_spread[size]:>13.2f}  {'yes' if ok else 'NO'}")
+    print(f"{sum(ok for *_, ok in rows)} of {len(rows)} sizes within the bar")
+    return 0 if rows and all(ok for *_, ok in rows) else 1
 
 
 def _bwprof_largest() -> int:

@@ -17,27 +17,24 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+try:
+    from benchmarks import refs
+except ImportError:  # run as a script (python benchmarks/...): its own folder is on the path
+    import refs  # type: ignore[no-redef]
+
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_REF = REPO.parent / "shared" / "ref" / "stream_ref.c"
+DEFAULT_REF = refs.REFS / "stream_ref.c"
 KERNELS = ("copy", "triad")
 BAR = 0.95
 
 
 def build_reference(source: Path, workdir: Path) -> Path:
-    if not source.is_file():
-        sys.exit(f"error: reference source {source} not found; pass --ref PATH")
-    if shutil.which("gcc") is None:
-        sys.exit("error: gcc not found; install gcc to build the reference")
-    binary = workdir / "stream_ref"
-    subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", str(source), "-o", str(binary)],
-                   check=True)
-    return binary
+    return refs.build(source, workdir, ["-O3", "-march=native", "-fopenmp"])
 
 
 def run_reference(binary: Path, elements: int, repeats: int, threads: int) -> dict[str, float]:

@@ -275,8 +275,10 @@ class GpuExecutor(Executor):
                   and row.direction in ("within", "compute")
                   and row.size_bytes < CACHE_MULTIPLE * device.properties.l2_bytes)
         if cached:
-            row = replace(_flagged(row, flags.L2_RESIDENT, "fits in L2: the figure may exceed "
-                                   "the HBM peak, so it is not held against it"), peak=None)
+            why = ("fits in L2: the figure may exceed the HBM peak, so it is not held against "
+                   "it" if metric.higher_is_better else
+                   "under 4x the L2: a cache's latency, not HBM's")
+            row = replace(_flagged(row, flags.L2_RESIDENT, why), peak=None)
         # Every row that moves host memory over the link: copies, and the concurrent rows of
         # overlap and pipeline cases ('h2d+compute', 'h2d+compute+d2h').
         over_link = (row.memory in HOST_MEMORIES

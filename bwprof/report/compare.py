@@ -29,7 +29,7 @@ from bwprof.report.formats import cell_float, cell_int, is_missing
 from bwprof.report.runfolder import RunFolder, state_warning
 from bwprof.report.summary import build_summary
 from bwprof.schema.meta import RunMeta
-from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.text import json_ready, one_line, printable
 
@@ -112,8 +112,15 @@ def parse_fail_below(text: str) -> float:
 _num, _int = cell_float, cell_int
 
 
-def _higher(value: object) -> bool:
-    return True if is_missing(value) else bool(value)
+def _higher(value: object, metric: object) -> bool:
+    """Which way the figure is better: as the row says, else as its metric is (a latency
+    row that lost its direction must still count a rise as a regression)."""
+    if not is_missing(value):
+        return bool(value)
+    try:
+        return get_metric(str(metric)).higher_is_better
+    except ValueError:
+        return True
 
 
 def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
@@ -130,14 +137,14 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
             "direction": row["direction"], "threads": None, "streams": None,
             "phase": "concurrent" if row["path"] == "overlap" else "", "page_bytes": None,
             "metric": row["metric"], "unit": row["unit"],
-            "higher_is_better": _higher(row["higher_is_better"]),
+            "higher_is_better": _higher(row["higher_is_better"], row["metric"]),
             "backend": row["backend"], "status": row["status"], "value": _num(row["value"]),
             "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
         })
     measured = run.results[run.results["status"].isin(["ok", "invalid"])]
     for _, row in measured.iterrows():
-        metrics = [(row["metric"], row["unit"], _higher(row["higher_is_better"]),
-                    row["value_best"])]
+        metrics = [(row["metric"], row["unit"],
+                    _higher(row["higher_is_better"], row["metric"]), row["value_best"])]
         if _num(row["overlap_efficiency"]) is not None:
             metrics.append((EFFICIENCY.name, EFFICIENCY.unit, EFFICIENCY.higher_is_better,
                             row["overlap_efficiency"]))
@@ -216,7 +223,7 @@ class Comparison:
                 str(row["run"]), describe(row), change,
                 row["backend"] == "simulated" or self._baseline_simulated(row),
                 why_missing(*runs[str(row["run"])], row) if change is None else "",
-                _higher(row["higher_is_better"]),
+                _higher(row["higher_is_better"], row["metric"]),
             ))
         return found
 

@@ -94,7 +94,9 @@ class ResultRow:
     """Latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`), or the
     memory beyond every cache (`DDR`, `HBM`); empty elsewhere."""
     load_gbps: float | None = None
-    """Loaded-latency rows: the bandwidth the concurrent load achieved while the chase ran."""
+    """Loaded-latency rows: the bandwidth the concurrent load achieved while the chase ran,
+    in the load's own convention (the host's reads: bytes read; the GPU's STREAM copy: bytes
+    read plus written)."""
     copy_gbps_median: float | None = None
     copy_gbps_best: float | None = None
     """Rows of a copy (`CaseSpec.copied_factor`): `gbps_median`/`gbps_best` counting the

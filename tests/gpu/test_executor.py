@@ -5,6 +5,7 @@ import itertools
 import json
 from dataclasses import replace
 
+import numpy
 import pytest
 
 import bwprof
@@ -12,6 +13,7 @@ from bwprof.cases import get_case
 from bwprof.gpu import hbm
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import SIMULATED_NOTE, GpuExecutor
+from bwprof.gpu.kernel_params import STATE_LOAD_BYTES
 from bwprof.gpu.sim import SimBackend, SimDeviceArray
 from bwprof.host import stream
 from bwprof.measurement import Job
@@ -106,7 +108,8 @@ def test_latency_row_shapes_per_case(simulated_run):
     sweep = frame[(frame["case"] == "lat_gpu") & (frame["device"] == "gpu0")]
     sizes = list(sweep["size_bytes"])
     assert sizes[0] == 4 << 10 and sizes[-1] >= 4 * l2 and sizes == sorted(sizes)
-    assert list(sweep["cache_level"]) == ["L2" if s <= l2 else "HBM" for s in sizes]
+    assert list(sweep["cache_level"]) == ["L1" if s <= 64 << 10 else "L2" if s <= l2 else "HBM"
+                                          for s in sizes]
     assert (sweep["memory"] == "hbm").all() and (sweep["direction"] == "within").all()
     # The runner's ns per load: one sample's time over its loads.
     assert (sweep["work_per_op"] == sweep["bytes_per_op"] / 8).all()
@@ -161,6 +164,32 @@ def test_a_wrong_small_copy_is_invalid():
     rows = _latency_rows(CorruptingMemcpyBackend(devices=1), "lat_memcpy")
     assert [r.status for r in rows] == ["invalid"] * 3
     assert all("validation failed: 1 of 4 bytes" in r.note for r in rows)
+
+
+class CountingOnlyLoadBackend(SimBackend):
+    """The load counts the bytes of its passes but stores none of them."""
+
+    def launch(self, kernel, stream, *args, blocks=None):
+        if kernel == "load":
+            src, state = args[0], args[2]
+            numpy.asarray(state)[STATE_LOAD_BYTES] += numpy.uint64(numpy.asarray(src).nbytes * 2)
+            return
+        super().launch(kernel, stream, *args, blocks=blocks)
+
+
+def test_a_load_that_stores_nothing_is_invalid():
+    """Zeros pass the check after the chase (a stopped block leaves them); the one pass of
+    the load alone must copy every byte."""
+    rows = _latency_rows(CountingOnlyLoadBackend(devices=1), "lat_gpu_loaded")
+    loaded = [r for r in rows if r.phase != "load_0"]
+    assert loaded and all(r.status == "invalid" for r in loaded)
+    assert all("after one pass of it alone" in r.note for r in loaded)
+    assert [r.status for r in rows if r.phase == "load_0"] == ["ok"]
+
+
+def test_the_real_load_passes_its_one_pass_check():
+    rows = _latency_rows(SimBackend(devices=1), "lat_gpu_loaded")
+    assert rows and all(r.status == "ok" for r in rows), [(r.status, r.note) for r in rows]
 
 
 def test_lat_p2p_is_waived_with_one_gpu():
