@@ -59,7 +59,7 @@ def test_headline_tabulates_the_rows_against_peaks_and_published_figures(relabel
     assert any(line.startswith("pipeline_chunked gpu0: best") for line in lines)
     assert any(line.split()[:2] == ["latency", "dev"] for line in lines)
     chase = [line.split() for line in lines if line.startswith("lat_gpu ")]
-    assert chase and chase[0][3:5] == ["4", "KiB"] and chase[0][5] == "L2"
+    assert chase and chase[0][3:5] == ["4", "KiB"] and chase[0][5] == "L1"
     loaded = [line.split() for line in lines if line.startswith("lat_gpu_loaded")]
     assert [row[5:7] for row in loaded[:2]] == [["HBM", "load_0"], ["HBM", "load_12"]]
     memcpy = [line.split() for line in lines if line.startswith("lat_memcpy")]
