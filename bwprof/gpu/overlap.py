@@ -46,6 +46,8 @@ PIPELINE_TOTAL_BYTES = 256 * MiB
 PIPELINE_MAX_CHUNKS = 64
 PIPELINE_STREAMS = (1, 2, 4)
 COMPUTE_STREAM_SLOT = 5
+PIPELINE_OUT_STREAM_SLOT = 6
+"""The pipeline's paired reference: the copy out runs on this stream beside the copy in."""
 COMPUTE_SLOTS = (8, 9)
 
 
@@ -348,8 +350,10 @@ def _output_problem(host_out: Any, inputs: np.ndarray, iterations: int, chunk: i
 
 
 def pipeline(run: CaseRun) -> list[Measurement]:
-    """pipeline_chunked at one chunk size and stream count; the references (the H2D copy and
-    the kernel alone) once per chunk size, with the first stream count of the sweep."""
+    """pipeline_chunked at one chunk size and stream count; the references (the H2D copy
+    alone, the copy in and the copy out at once, and the kernel alone) once per chunk size,
+    with the first stream count of the sweep. A pipeline moves chunks in and out: what the
+    link can do for it is the pair's rate, both directions at once, not one direction's."""
     pool, case, device, chunk, samples = run.pool, run.case, run.device, run.size, run.samples
     streams, first_streams = run.job.streams or 1, PIPELINE_STREAMS[0]
     backend = pool.backend
@@ -372,6 +376,15 @@ def pipeline(run: CaseRun) -> list[Measurement]:
                                                        lead.stream), ops)]
 
     copy_alone = take_samples(backend, copy_in, samples)
+    out_stream = pool.stream(device.index, PIPELINE_OUT_STREAM_SLOT)
+
+    def in_and_out(ops: int) -> list[Work]:
+        return [*copy_in(ops),
+                Work(out_stream, lambda: backend.copy(host_out[:chunk], lead.dev_out, chunk,
+                                                      out_stream), ops)]
+
+    paired = take_samples(backend, in_and_out, samples, ops=copy_alone.ops_per_sample)
+    host_out[:chunk] = 0  # the pair's copies out wrote there: the passes start from zero
     # After the copies into its buffer: the kernel alone runs on inputs of 1.0.
     compute = ComputePart(backend, lead.dev_in, lead.dev_out, lead.stream, chunk)
     compute.calibrate(_median(copy_alone.per_stream_s[0]), gate=True)
@@ -392,10 +405,11 @@ def pipeline(run: CaseRun) -> list[Measurement]:
         problem = _output_problem(host_out, inputs, compute.iterations, chunk,
                                   "in a pass into zeroed outputs")
     end_to_end = 2 * total / _median(seconds)
-    copy_rate = chunk / _median(copy_alone.per_stream_s[0])
+    pair_rate = 2 * chunk / _median(paired.span_s)
     kernel_rate = chunk / _median(kernel_alone.per_stream_s[0])
     note = (f"{count} chunks on {streams} stream(s), {compute.iterations} multiply-adds per "
-            f"element; end-to-end (in + out) / H2D alone = {end_to_end / copy_rate:.2f}x, "
+            f"element; end-to-end (in + out) / the copies in and out at once = "
+            f"{end_to_end / pair_rate:.2f} (1: as fast as the link moves both ways), "
             f"/ kernel alone = {end_to_end / kernel_rate:.2f}x")
     row = Measurement(
         seconds_per_op=tuple(seconds), bytes_per_op=2 * total, size_bytes=chunk,
@@ -419,6 +433,12 @@ def pipeline(run: CaseRun) -> list[Measurement]:
             _row(case, device, chunk, copy_alone.per_stream_s[0], chunk, copy_alone,
                  direction="h2d", memory="pinned", phase="alone", streams=1,
                  peak=device.peak_pcie_gbps, problem=""),
+            _row(case, device, chunk, paired.span_s, 2 * chunk, paired, direction="both",
+                 memory="pinned", phase="paired", streams=2,
+                 peak=2 * device.peak_pcie_gbps if device.peak_pcie_gbps else None,
+                 problem="", note="the copy in and the copy out at once, one gate (in + out "
+                                  "bytes over their span): the link's both-ways rate, the "
+                                  "pipeline's reference"),
             _row(case, device, chunk, kernel_alone.per_stream_s[0], chunk, kernel_alone,
                  direction="compute", memory="hbm", phase="alone", streams=1, peak=None,
                  problem=kernel_problem, note="compute kernel alone; GB/s = bytes processed"),

@@ -116,12 +116,18 @@ def test_parts_that_do_nothing_when_run_together_are_invalid(monkeypatch, part):
 def test_pipeline_rows_per_stream_count_with_references_once():
     rows, timelines = _run("pipeline_chunked", pcie_gbps=63.0)
     assert [(r.phase, r.direction, r.streams) for r in rows] == [
-        ("alone", "h2d", 1), ("alone", "compute", 1), ("pipeline", "h2d+compute+d2h", 1),
+        ("alone", "h2d", 1), ("paired", "both", 2), ("alone", "compute", 1),
+        ("pipeline", "h2d+compute+d2h", 1),
         ("pipeline", "h2d+compute+d2h", 2), ("pipeline", "h2d+compute+d2h", 4)]
     pipelines = [r for r in rows if r.phase == "pipeline"]
     assert all(r.status == "ok" and r.bytes_per_op == 2 * 64 * MiB for r in pipelines)
     assert "64 chunks on 4 stream(s)" in pipelines[-1].note
-    assert "/ H2D alone =" in pipelines[0].note and "/ kernel alone =" in pipelines[0].note
+    assert "/ the copies in and out at once =" in pipelines[0].note
+    assert "/ kernel alone =" in pipelines[0].note
+    # The reference a pipeline is held against: both directions at once (in + out bytes).
+    pair = rows[1]
+    assert pair.status == "ok" and pair.bytes_per_op == 2 * pair.size_bytes
+    assert pair.peak_gbps == 126.0
     assert [len(t["lanes"]) for t in timelines] == [1, 2, 4]
     # In and out at once: the peak is the link's in each direction, summed as for bidir.
     assert rows[0].peak_gbps == 63.0 and all(r.peak_gbps == 126.0 for r in pipelines)
@@ -130,7 +136,7 @@ def test_pipeline_rows_per_stream_count_with_references_once():
 def test_pipeline_with_fewer_chunks_than_streams_is_waived(monkeypatch):
     monkeypatch.setattr(overlap, "PIPELINE_TOTAL_BYTES", 2 * MiB)
     rows, _ = _run("pipeline_chunked")
-    assert [r.status for r in rows] == ["ok", "ok", "ok", "ok", "waived"]
+    assert [r.status for r in rows] == ["ok", "ok", "ok", "ok", "ok", "waived"]
     assert rows[-1].note == "2 chunk(s) of 1 MiB cannot keep 4 streams busy"
 
 

@@ -72,6 +72,20 @@ def test_overlap_rows_get_their_own_lines_not_table_rows():
     assert overlap_lines([replace(r, backend="simulated") for r in rows]) == []
 
 
+def test_a_pipeline_is_held_against_the_copies_in_and_out_at_once_where_measured():
+    from bwprof.report.terminal import overlap_lines
+
+    common = dict(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=64 << 20)
+    rows = [make_row(**common, direction="h2d", phase="alone", gbps_median=50.0),
+            make_row(**common, direction="both", phase="paired", gbps_median=100.0),
+            make_row(**common, direction="h2d+compute+d2h", phase="pipeline", streams=2,
+                     gbps_median=80.0)]
+    assert overlap_lines(rows) == [
+        "pipeline_chunked gpu0: best 2 stream(s) x 64 MiB chunks, 80.00 GB/s in + out, "
+        "0.80 of the copies in and out at once"]
+
+
 def test_a_both_ways_overlap_line_names_the_pair_as_the_copies_part():
     from bwprof.report.terminal import overlap_lines
 
