@@ -294,3 +294,14 @@ def test_trend_skips_a_writer_still_at_work_and_notes_a_damaged_file(tmp_path):
     done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p")])
     assert done.exit_code == 0, done.output
     assert "note: left out: cannot read " in done.output and "run-broken" in done.output
+
+
+def test_the_readme_names_trend_among_the_commands_that_exit_1():
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", readme, re.M))
+    assert "`trend` where a GPU's latest figure fell" in table["1"]
+    assert "## History and trend" in readme
+    for column in history.COLUMN_NAMES:  # the store's columns, each in its table
+        assert f"`{column}`" in readme, column
