@@ -708,11 +708,12 @@ def trend_command(
               "(pandas.read_parquet reads every file); choose another --out")
     notes: list[str] = []
     try:
-        rows = trend.figures(read_store(store_dir, notes), gpu=gpu, case=case)
-        if rows.empty:
+        fleet = trend.figures(read_store(store_dir, notes))
+        if fleet.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
+        rows = trend.select(fleet, gpu=gpu, case=case)
         found = trend.falls(rows, threshold)
-        written = trend.write_trend_plots(rows, out_dir, found)
+        written = trend.write_trend_plots(rows, fleet, out_dir, found)
     except BwprofError as exc:
         _refuse(exc)
     for note in notes:

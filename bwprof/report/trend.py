@@ -48,19 +48,24 @@ def subject_of(frame: pd.DataFrame) -> pd.Series:
     return uuid.where(uuid.notna() & (uuid.astype(str) != ""), fallback).astype(str)
 
 
-def figures(store_rows: pd.DataFrame, gpu: str | None = None,
-            case: str | None = None) -> pd.DataFrame:
-    """The rows a trend uses (ok, with a figure), with `subject`, `figure` and a lower-is-
-    better flag, narrowed to a GPU (its UUID, serial or 'host:device') and a case key;
-    BwprofError (one line) where the store has no such GPU or case."""
+def figures(store_rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows a trend uses (ok, with a figure), with `subject`, `figure` and a
+    lower-is-better flag, in time order."""
     rows = store_rows[(store_rows["status"] == "ok")
                       & (store_rows["value_median"].notna() | store_rows["value"].notna())].copy()
     rows["subject"] = subject_of(rows)
     rows["figure"] = rows["value_median"].where(rows["value_median"].notna(), rows["value"])
     rows["lower_is_better"] = rows["higher_is_better"].eq(False)
     rows["device_name"] = rows["device_name"].fillna("?")
+    return rows.sort_values(["started_utc", "run_id"], kind="stable")
+
+
+def select(rows: pd.DataFrame, gpu: str | None = None, case: str | None = None) -> pd.DataFrame:
+    """`figures` narrowed to a GPU (its UUID, serial or 'host:device') and a case key;
+    BwprofError (one line) where the store has no such GPU or case."""
     if gpu is not None:
-        match = (rows["subject"] == gpu) | (rows["gpu_serial"].astype(str) == gpu)
+        serial = rows["gpu_serial"]
+        match = (rows["subject"] == gpu) | (serial.notna() & (serial.astype(str) == gpu))
         if not match.any():
             known = sorted(set(rows["subject"]))
             shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
@@ -74,7 +79,7 @@ def figures(store_rows: pd.DataFrame, gpu: str | None = None,
                               f"{' of that GPU' if gpu else ''}; cases there: "
                               f"{', '.join(known) or 'none'}")
         rows = rows[rows["case"] == case]
-    return rows.sort_values(["started_utc", "run_id"], kind="stable")
+    return rows
 
 
 SERIES_KEYS = ["subject", "case", "path", "metric", "device"]
@@ -155,20 +160,29 @@ def _label(subject: str, group: pd.DataFrame) -> str:
         f"{subject} ({first['host']} {first['device']})")
 
 
-def case_figure(case: str, rows: pd.DataFrame, fallen: set[tuple[str, str]]):  # -> Figure
-    """The trend plot of one case: a panel per (GPU model, path)."""
+PANEL_KEYS = ["device_name", "path", "metric"]
+
+
+def case_figure(case: str, rows: pd.DataFrame, fleet: pd.DataFrame,
+                fallen: set[tuple[str, str]]):  # -> matplotlib.figure.Figure
+    """The trend plot of one case: a panel per (GPU model, path) of the subjects in `rows`,
+    the range drawn from every figure of that model in `fleet` (the whole store's rows of
+    the case, whatever --gpu chose)."""
     from matplotlib.figure import Figure
 
-    panels = list(rows.groupby(["device_name", "path", "metric"], sort=True, dropna=False))
+    panels = list(rows.groupby(PANEL_KEYS, sort=True, dropna=False))
     figure = Figure(figsize=(10, 3.6 * len(panels) + 0.8), dpi=100, layout="constrained")
     axes = figure.subplots(len(panels), 1, squeeze=False)[:, 0]
     for axis, ((model, path, metric), panel) in zip(axes, panels, strict=True):
         unit = str(panel["unit"].iloc[0])
-        low, middle, high = fleet_band(panel["figure"])
+        same = fleet[(fleet["device_name"] == model) & (fleet["path"] == path)
+                     & (fleet["metric"] == metric)]
+        same = same if len(same) else panel
+        low, middle, high = fleet_band(same["figure"])
         lower = bool(panel["lower_is_better"].iloc[0])
-        band = ("min–max" if len(panel) < MIN_FOR_PERCENTILES else "10–90%")
+        band = ("min–max" if len(same) < MIN_FOR_PERCENTILES else "10–90%")
         axis.axhspan(low, high, color="tab:blue", alpha=0.15,
-                     label=f"fleet {band} of {len(panel)} figure(s)")
+                     label=f"fleet {band} of {len(same)} figure(s)")
         axis.axhline(middle, color="tab:blue", linestyle="--", linewidth=1,
                      label="fleet median")
         subjects = list(dict.fromkeys(panel["subject"]))
@@ -194,9 +208,10 @@ def case_figure(case: str, rows: pd.DataFrame, fallen: set[tuple[str, str]]):  #
     return figure
 
 
-def write_trend_plots(rows: pd.DataFrame, out: Path, found: Sequence[Fall]) -> list[Path]:
-    """One PNG per case into `out` (made where missing; OutputError, exit 3, where it
-    cannot be written)."""
+def write_trend_plots(rows: pd.DataFrame, fleet: pd.DataFrame, out: Path,
+                      found: Sequence[Fall]) -> list[Path]:
+    """One PNG per case of `rows` into `out` (made where missing; OutputError, exit 3,
+    where it cannot be written), each range from `fleet` (every figure of the store)."""
     from bwprof.errors import write_failure
 
     try:
@@ -206,6 +221,7 @@ def write_trend_plots(rows: pd.DataFrame, out: Path, found: Sequence[Fall]) -> l
     fallen = {(fall.subject, fall.case) for fall in found}
     written = []
     for case, group in rows.groupby("case", sort=True):
-        written.append(save_figure(case_figure(str(case), group, fallen),
+        written.append(save_figure(case_figure(str(case), group,
+                                               fleet[fleet["case"] == case], fallen),
                                    out / f"{PNG_PREFIX}{_file_part(str(case))}.png"))
     return written

@@ -265,6 +265,7 @@ def _series(values: list[float], higher_is_better: bool) -> pd.DataFrame:
 
 def test_a_latency_that_rose_is_its_fall():
     rows = trend.figures(_series([500.0, 510.0, 600.0], higher_is_better=False))
+    assert trend.select(rows, gpu="GPU-1", case="lat_gpu").equals(rows)
     (fall,) = trend.falls(rows, 5.0)
     assert fall.lower_is_better and fall.fell_pct == pytest.approx(600 / 505 * 100 - 100)
     assert "above its median of 505 ns" in fall.line(5.0)
@@ -305,3 +306,13 @@ def test_the_readme_names_trend_among_the_commands_that_exit_1():
     assert "## History and trend" in readme
     for column in history.COLUMN_NAMES:  # the store's columns, each in its table
         assert f"`{column}`" in readme, column
+
+
+def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):
+    fleet = trend.figures(history.read_store(fleet_store(tmp_path)))
+    rows = trend.select(fleet, gpu="GPU-box1", case="hbm_triad")
+    assert set(rows["subject"]) == {"GPU-box1"} and len(rows) == 3
+    figure = trend.case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], set())
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert "fleet min–max of 9 figure(s)" in labels  # three boxes' three runs, not box1's
+    assert any(label.startswith("GPU-box1") for label in labels)
