@@ -82,7 +82,9 @@ def select(rows: pd.DataFrame, gpu: str | None = None, case: str | None = None) 
     return rows
 
 
-SERIES_KEYS = ["subject", "case", "path", "metric", "device"]
+SERIES_KEYS = ["subject", "case", "path", "metric", "device", "device_name"]
+"""What makes one series: the model is part of it, so a host name two machines share (a
+generic `vm`, `localhost`) never holds one machine's DDR against another's CPU."""
 
 
 @dataclass(frozen=True)

@@ -316,3 +316,14 @@ def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):
     labels = figure.axes[0].get_legend_handles_labels()[1]
     assert "fleet min–max of 9 figure(s)" in labels  # three boxes' three runs, not box1's
     assert any(label.startswith("GPU-box1") for label in labels)
+
+
+def test_two_machines_of_one_host_name_but_other_models_are_separate_series(tmp_path):
+    """h200-quick (Xeon) and host-ddr-v2 (EPYC) were both measured on hosts named `vm`: the
+    EPYC's DDR is not a fall of the Xeon's."""
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(H200), str(DATA / "host-ddr-v2"),
+                               "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p")])
+    assert done.exit_code == 0 and "FELL" not in done.output, done.output
