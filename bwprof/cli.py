@@ -647,6 +647,90 @@ def _remove_if_empty(path: Path) -> None:
             path.unlink()
 
 
+# -- history and trend: `bwprof history add`, `bwprof trend` (bwprof.report.history, .trend) --
+
+history_app = typer.Typer(
+    name="history", no_args_is_help=True, add_completion=False,
+    help="The history store: every run's headline figures, one Parquet file per run.",
+)
+app.add_typer(history_app, name="history")
+
+
+@history_app.command("add")
+def history_add_command(
+    run_dirs: Annotated[list[str], typer.Argument(help="Run folders written by bwprof run.")],
+    store: Annotated[str, typer.Option("--store", help="The history store's folder (made "
+                                                       "where missing).")],
+) -> None:
+    """Add each run's headline figures to the store, once per run (a run added again is
+    said and left as it is). Needs pyarrow."""
+    from bwprof.report.history import add_runs, added_lines
+
+    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
+    store_dir = _user_path(store, "--store")
+    try:
+        done = add_runs(folders, store_dir)
+    except BwprofError as exc:
+        _refuse(exc)
+    for line in added_lines(done):
+        typer.echo(line)
+
+
+@app.command("trend")
+def trend_command(
+    store: Annotated[str, typer.Option("--store", help="The history store's folder.")],
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Only this GPU: its UUID, serial, or "
+                                               "HOST:DEVICE for a figure without one.")
+    ] = None,
+    case: Annotated[str | None, typer.Option("--case", help="Only this case key.")] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Folder for the trend-<case>.png plots (default: "
+                                      "reports/trend).")
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option("--threshold", metavar="PCT", callback=_finite,
+                            help="Flag a figure whose latest run fell more than PCT% below "
+                                 "the median of its earlier runs (a latency: rose above).")
+    ] = 5.0,
+) -> None:
+    """Each GPU's figures over time against the fleet's range (PNG per case), and the GPUs
+    that fell below their own history: exit 1 when any did."""
+    from bwprof.report import trend
+    from bwprof.report.history import read_store
+
+    if not 0 < threshold <= 1000:
+        _fail(f"--threshold must be a percentage above 0 and at most 1000, got {threshold:g}")
+    store_dir = _user_path(store, "--store")
+    out_dir = _user_path(out, "--out") if out is not None else Path("reports", "trend").absolute()
+    if out_dir == store_dir:
+        _fail("--out is the store's folder: plots there would break readers of the store "
+              "(pandas.read_parquet reads every file); choose another --out")
+    notes: list[str] = []
+    try:
+        fleet = trend.figures(read_store(store_dir, notes))
+        if fleet.empty:
+            raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
+        rows = trend.select(fleet, gpu=gpu, case=case)
+        found = trend.falls(rows, threshold)
+        written = trend.write_trend_plots(rows, fleet, out_dir, found)
+    except BwprofError as exc:
+        _refuse(exc)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    gpus = rows.loc[rows["gpu_uuid"].notna(), "gpu_uuid"].nunique()
+    typer.echo(f"{gpus} GPU(s) on {rows['host'].nunique()} host(s), {rows['case'].nunique()} "
+               f"case(s), {rows['run_key'].nunique()} run(s); wrote "
+               f"{', '.join(str(path) for path in written)}")
+    for fall in found:
+        typer.echo(fall.line(threshold))
+    if found:
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(f"no figure fell more than {threshold:g}% below its own history")
+
+# -- end of history and trend ------------------------------------------------------------------
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"bwprof {__version__}")

@@ -8,6 +8,7 @@ one line (`bwprof.errors.write_failure`) and leaves no temporary file.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -73,3 +74,42 @@ def save_figure(figure: Any, target: Path, **options: Any) -> Path:
     with atomic_file(target, binary=True) as handle:
         figure.savefig(handle, format="png", **options)
     return target
+
+
+def publish_new(target: Path, write: Any, kept: Path | None = None,
+                option: str = "--out") -> bool:
+    """Write a whole new binary file at `target` unless one is there already: `write(handle)`
+    fills a temporary file beside it, flushed to the disk, then hard-linked into place, which
+    never replaces a file (two writers of one name: the first wins, the second's file is
+    dropped). True where this call made the file, False where `target` was there. A file
+    system without hard links gets a rename where the name is free (a writer racing
+    another there can then replace the other's file). A write that fails is an OutputError
+    of one line naming `option`, and leaves no temporary file."""
+    temp = target.with_name(f".{target.name}.{temporary_suffix()}")
+    try:
+        with open(temp, "xb", opener=_no_follow) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, target, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            if os.path.lexists(target):
+                return False
+            os.replace(temp, target)
+        return True
+    except OSError as exc:
+        raise write_failure(target, exc, kept, option=option) from None
+    finally:
+        with suppress(OSError):
+            temp.unlink()
+
+
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK,
+             errno.ENOSYS}
+"""What link(2) answers on a file system that has no hard links (FAT, some FUSE and SMB
+mounts), as against a real failure (ENOSPC, EACCES, EIO)."""

@@ -329,6 +329,10 @@ class Nvml:
         return {
             "name": q("nvmlDeviceGetName", handle),
             "uuid": q("nvmlDeviceGetUUID", handle),
+            # The board's serial, as on its label (boards with an inforom: data-centre
+            # parts; a GeForce answers NotSupported): what `bwprof history` keys a board by
+            # beside the UUID. An empty answer is none.
+            "serial": q("nvmlDeviceGetSerial", handle) or None,
             "pci_bus_id": pci_bus_id,
             "memory_total_bytes": getattr(memory, "total", None),
             "memory_bus_width_bits": bus_width,

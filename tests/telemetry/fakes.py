@@ -84,6 +84,7 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetHandleByPciBusId": handle_by_bus,
         "nvmlDeviceGetName": lambda h: "NVIDIA H200",
         "nvmlDeviceGetUUID": lambda h: "GPU-12345678-1234-1234-1234-123456789abc",
+        "nvmlDeviceGetSerial": lambda h: b"1654123456789",  # pynvml returns bytes
         "nvmlDeviceGetPciInfo": lambda h: SimpleNamespace(busId=H200_BUS_ID.encode()),
         "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(total=150754820096, free=0, used=0),
         "nvmlDeviceGetMemoryBusWidth": lambda h: 6016,  # as the H200 in tests/data reports

@@ -193,6 +193,7 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
     assert meta == {
         "name": "NVIDIA H200",
         "uuid": "GPU-12345678-1234-1234-1234-123456789abc",
+        "serial": "1654123456789",
         "pci_bus_id": "0000:1B:00.0",
         "memory_total_bytes": 150754820096,
         "memory_bus_width_bits": 6016,
@@ -237,6 +238,7 @@ def test_pcie_gpu_without_newer_functions_uses_fallbacks(tmp_path: Path) -> None
     functions["nvmlDeviceGetNvLinkState"] = raises(pynvml.NVMLError_NotSupported)
     functions["nvmlDeviceGetMemoryBusWidth"] = raises(pynvml.NVMLError_NotSupported)
     functions["nvmlDeviceGetEccMode"] = lambda h: [0, 0]
+    functions["nvmlDeviceGetSerial"] = raises(pynvml.NVMLError_NotSupported)  # no inforom
     device = tmp_path / "0000:1b:00.0"
     device.mkdir()
     (device / "numa_node").write_text("0\n")
@@ -251,6 +253,7 @@ def test_pcie_gpu_without_newer_functions_uses_fallbacks(tmp_path: Path) -> None
     assert meta["memory_bus_width_bits"] is None
     assert meta["peak_hbm_gbps"] is None
     assert meta["ecc_mode_current"] is False
+    assert meta["serial"] is None
     assert meta["power_limit_w"] == 700.0  # the configured limit, where the enforced is unknown
     assert meta["c2c_enabled"] is None
     assert meta["nvlink_links_up"] == 0
