@@ -134,6 +134,14 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+def _cut_middle(text: str, width: int) -> str:
+    """A long box name with its middle cut out: fleets number their boxes at the end."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> list[str]:
     """The table as lines of at most TABLE_WIDTH characters, then the outliers and a key."""
     paths = [p for p in PATHS if any(row[f"{p}_cell"] for row in rows)]
@@ -143,7 +151,7 @@ def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> l
     for row in rows:
         model = str(row["part"] or row["gpu_model"] or "")
         verdict = str(row["verdict"])
-        line = (f"{_cut(str(row['box']), BOX_WIDTH):<{BOX_WIDTH}} "
+        line = (f"{_cut_middle(str(row['box']), BOX_WIDTH):<{BOX_WIDTH}} "
                 f"{_cut(str(row['device']), GPU_WIDTH):<{GPU_WIDTH}} "
                 f"{_cut(model, MODEL_WIDTH):<{MODEL_WIDTH}} "
                 f"{verdict if verdict != CANNOT_JUDGE else '-':<5} "

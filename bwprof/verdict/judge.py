@@ -416,6 +416,18 @@ def box_verdicts(checks: list[Check]) -> dict[tuple[str, str], str]:
     return {key: worst(verdicts) for key, verdicts in out.items()}
 
 
+LINE_WIDTH = 160
+"""A verdict line fits the fleet table's terminal; the table and --json say the rest."""
+
+
+def _short(check: Check) -> str:
+    """'73% of band' or the reason's first words, for a verdict line."""
+    if check.pct_of_band is not None and check.value is not None:
+        peak = f", {check.pct_of_peak:.0f}% of peak" if check.pct_of_peak is not None else ""
+        return f"{check.pct_of_band:.0f}% of band{peak}"
+    return check.reason if len(check.reason) <= 60 else check.reason[:59] + "…"
+
+
 def verdict_line(box: str, checks: list[Check]) -> str:
     """'vm: PASS — 11 checks: 9 pass, 2 cannot judge (ddr, p2p)' and, where some fail or
     warn, which and why."""
@@ -426,9 +438,11 @@ def verdict_line(box: str, checks: list[Check]) -> str:
     line = f"{box}: {overall.replace('_', ' ')} — {len(checks)} checks: {counts}"
     bad = [c for c in checks if c.verdict in (FAIL, WARN)]
     if bad:
-        shown = "; ".join(f"{c.verdict} {bands.PATH_LABELS[c.path]} {c.device}: {c.reason}"
+        shown = "; ".join(f"{c.verdict} {bands.PATH_LABELS[c.path]} {c.device} {_short(c)}"
                           for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
-        line += f". {shown}"
+        line += f": {shown}"
+        if len(line) > LINE_WIDTH:
+            line = line[:LINE_WIDTH - 12] + "… (--json)"
     else:
         order = list(bands.PATH_LABELS.values())
         unjudged = sorted({bands.PATH_LABELS[c.path] for c in checks
