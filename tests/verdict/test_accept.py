@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +81,13 @@ def test_the_h200_run_passes_with_a_verdict_for_every_measured_path():
     lines = [line for line in result.stdout.splitlines() if line.startswith("vm: ")]
     assert len(lines) == 1 and lines[0].startswith("vm: PASS")
     assert max(map(len, result.stdout.splitlines())) <= TABLE_WIDTH
+
+
+def test_the_installed_command_passes_the_h200_run():
+    process = subprocess.run([sys.executable, "-m", "bwprof", "accept", str(H200)],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.splitlines()[-1].startswith("vm: PASS")
 
 
 def test_the_bands_are_the_full_parts_arithmetic():
