@@ -424,6 +424,66 @@ def compare_command(
         raise typer.Exit(EXIT_FAILED)
 
 
+# -- verdicts: `bwprof accept` (issue 20) --------------------------------------------------
+# Kept in one block of its own: `history` and `trend` (the same issue) live in another.
+
+
+@app.command("accept")
+def accept_command(
+    run_dirs: Annotated[
+        list[str], typer.Argument(help="Run folders (or fleet runs) to hold against their bands.")
+    ],
+    spec: Annotated[
+        str | None,
+        typer.Option(help="A TOML spec file that overrides bands and thresholds per GPU model "
+                          "(the README shows the format)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for pipelines.")] = False,
+    out: Annotated[
+        str | None,
+        typer.Option(help="Folder to write accept.csv and accept_fleet.csv into."),
+    ] = None,
+    file_format: Annotated[
+        str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV, "
+                                           "with --out).")
+    ] = "csv",
+) -> None:
+    """PASS, WARN or FAIL per GPU and path against the part's achievable band: exit 0 when
+    nothing fails, 1 when anything does, 2 for bad input."""
+    from bwprof.report.formats import check_format
+    from bwprof.report.runfolder import load_run
+    from bwprof.verdict.report import accept_json, accept_runs, text_lines, write_files
+    from bwprof.verdict.spec import Spec, load_spec
+
+    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
+    spec_path = _user_path(spec, "--spec") if spec is not None else None
+    out_dir = _user_path(out, "--out") if out is not None else None
+    try:
+        parquet = check_format(file_format)
+        if parquet and out_dir is None:
+            raise BwprofError("--format parquet writes accept.parquet: give it a folder with "
+                              "--out DIR")
+        the_spec = load_spec(spec_path) if spec_path is not None else Spec()
+        result = accept_runs([load_run(path) for path in folders], the_spec)
+        written = write_files(result, out_dir, parquet) if out_dir is not None else []
+    except BwprofError as exc:
+        _refuse(exc)
+    if as_json:
+        typer.echo(json.dumps(accept_json(result), indent=2))
+    else:
+        for line in text_lines(result):
+            typer.echo(line)
+        for note in result.notes:
+            typer.echo(f"note: {note}", err=True)
+        if written:
+            typer.echo(f"wrote {', '.join(str(path) for path in written)}")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+# -- end of the verdicts block ------------------------------------------------------------
+
+
 @app.command("list")
 def list_command() -> None:
     """Every case key with a one-line description and whether it can run here."""

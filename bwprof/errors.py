@@ -14,8 +14,9 @@ from bwprof.units import format_bytes
 EXIT_OK = 0
 EXIT_FAILED = 1
 """Something measured or checked failed: a figure failed validation or raised (a fleet rank
-that failed or hung included), `compare --fail-below` found a regression, `kernels` could
-not compile a kernel, `monitor` could read nothing. The README's table lists each."""
+that failed or hung included), `compare --fail-below` found a regression, `accept` found a
+check that fails, `kernels` could not compile a kernel, `monitor` could read nothing. The
+README's table lists each."""
 EXIT_USAGE = 2
 """Bad input: an option, a path or a file that is not what bwprof needs; nothing measured."""
 EXIT_OUTPUT = 3

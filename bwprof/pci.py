@@ -59,3 +59,47 @@ def same_device(x: str | None, y: str | None) -> bool:
         return parse_pci_bus_id(x) == parse_pci_bus_id(y)
     except ValueError:
         return False
+
+
+PAYLOAD_KEY = "pcie_max_payload_bytes"
+"""The GPU metadata key (system.json) of the negotiated PCIe max payload size, in bytes; None
+where config space could not be read."""
+
+PCIE_CAPABILITY_ID = 0x10
+"""The PCI Express capability's id in the capability list (PCIe base spec, 7.5.3)."""
+_DEVICE_CONTROL = 0x08
+"""Offset of the Device Control register inside the PCI Express capability."""
+
+
+def max_payload_from_config(config: bytes) -> int | None:
+    """The negotiated max payload size, in bytes, from a device's PCI config space: the
+    PCI Express capability's Device Control bits 7:5 (128 << value). None where the bytes
+    stop short of it: without root, sysfs hands out only the 64-byte header, and the
+    capability list lives beyond it."""
+    if len(config) < 0x40 or not config[0x06] & 0x10:  # Status bit 4: a capability list
+        return None
+    pointer, seen = config[0x34] & 0xFC, set()
+    while pointer and pointer not in seen and pointer + 2 <= len(config):
+        seen.add(pointer)
+        if config[pointer] == PCIE_CAPABILITY_ID:
+            at = pointer + _DEVICE_CONTROL
+            if at + 2 > len(config):
+                return None
+            control = int.from_bytes(config[at:at + 2], "little")
+            encoded = (control >> 5) & 0x7
+            return 128 << encoded if encoded <= 5 else None  # 6 and 7 are reserved
+        pointer = config[pointer + 1] & 0xFC
+    return None
+
+
+def max_payload_bytes(bus_id: str | None, root: Path = SYS_PCI_DEVICES) -> int | None:
+    """The max payload size the OS negotiated for the device at `bus_id` (what every TLP
+    of its copies carries at most), read from sysfs's `config`; None where unreadable."""
+    if not bus_id:
+        return None
+    try:
+        path = root / parse_pci_bus_id(bus_id).sysfs() / "config"
+        with open(path, "rb") as handle:
+            return max_payload_from_config(handle.read(256))
+    except (OSError, ValueError):
+        return None

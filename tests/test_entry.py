@@ -201,7 +201,7 @@ def test_the_readme_exit_code_table_is_the_one_in_errors():
     # every place a command returns 1 (cli.py's EXIT_FAILED, bwprof/fleet/run.py's
     # SystemExit(1) and abort(1)) is named, so a script knows what 1 means
     for where in ("`invalid`", "`error`", "fleet rank", "`--mpi-timeout`", "--fail-below",
-                  "`kernels`", "`monitor`"):
+                  "`kernels`", "`monitor`", "`accept`"):
         assert where in table[str(errors.EXIT_FAILED)], where
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from bwprof.coerce import optional_number
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
 from bwprof.gpu.backend import DeviceProperties, GpuBackend
+from bwprof.pci import PAYLOAD_KEY, max_payload_bytes, parse_pci_bus_id
 from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
-from bwprof.pci import parse_pci_bus_id
 from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
 from bwprof.schema.meta import GpuMeta, json_object
 
@@ -138,7 +138,9 @@ def describe(
         devices.append(GpuDevice(
             index=index,
             properties=props,
-            metadata=meta,
+            # The negotiated max payload size sets how close to its line rate the link can
+            # get (the verdicts' PCIe band); None where config space is root's only.
+            metadata={**meta, PAYLOAD_KEY: max_payload_bytes(props.pci_bus_id, sysfs_root)},
             numa_node=node if isinstance(node, int) else None,
             cpus=parse_cpu_list(affinity) if isinstance(affinity := pick("cpu_affinity"), str)
             else None,

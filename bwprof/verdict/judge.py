@@ -1,0 +1,452 @@
+"""Holding a run's figures against their bands: one Check per GPU (or host) and path.
+
+Every figure judged is a row of results.csv at its largest size that no cache holds, and
+its **median** (`value_median`): best-of-N hides the intermittent drop a sick box shows. A
+figure whose CV is above the spec's `cv_max` is marked noisy. What the data cannot judge
+says so instead of passing: a cache-resident, simulated, skipped or waived figure, a path
+the run did not measure, a path without a band (host DDR without SMBIOS modules, latency
+without a spec). A figure that failed validation or raised fails: the box did not give it.
+
+A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import pandas as pd
+
+from bwprof.report.formats import cell_float, cell_int, row_at
+from bwprof.report.runfolder import RunFolder
+from bwprof.report.summary import is_loaded, matrix_rows
+from bwprof.schema import flags
+from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
+from bwprof.schema.text import one_line
+from bwprof.verdict import bands
+from bwprof.verdict.bands import Band, Part
+from bwprof.verdict.spec import Spec
+
+PASS, WARN, FAIL, CANNOT_JUDGE = "PASS", "WARN", "FAIL", "CANNOT_JUDGE"
+VERDICTS: tuple[str, ...] = (FAIL, WARN, PASS, CANNOT_JUDGE)
+"""Worst first: a path's or a box's verdict is the worst of its checks (CANNOT_JUDGE only
+where nothing could be judged)."""
+
+HOST_DEVICE = "cpu"
+
+# (path, case, direction): the rows each GPU path reads.
+GPU_PATHS: tuple[tuple[str, str, str | None], ...] = (
+    ("h2d", "h2d_pinned", "h2d"),
+    ("d2h", "d2h_pinned", "d2h"),
+    ("bidir", "bidir_pinned", "both"),
+    ("hbm", "hbm_triad", None),
+    ("d2d", "d2d_copy", None),
+)
+OVERLAP_CASES: tuple[str, ...] = ("overlap_h2d_compute", "overlap_d2h_compute",
+                                  "overlap_bidir_compute", "overlap_pageable")
+LINK_PATHS = ("h2d", "d2h", "bidir")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: a GPU's (or the host's) path, the figure behind it and its band."""
+
+    box: str
+    run_dir: str
+    device: str
+    gpu_model: str
+    part: str
+    path: str
+    case: str
+    verdict: str
+    reason: str
+    size_bytes: int | None = None
+    value: float | None = None
+    unit: str = ""
+    cv: float | None = None
+    noisy: bool = False
+    reference: float | None = None
+    expected: float | None = None
+    warn: float | None = None
+    fail: float | None = None
+    pct_of_peak: float | None = None
+    pct_of_band: float | None = None
+    higher_is_better: bool = True
+    source: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+CHECK_COLUMNS: tuple[str, ...] = tuple(Check.__dataclass_fields__)
+
+
+def worst(verdicts: list[str]) -> str:
+    """The verdict of several checks: the worst judged one; CANNOT_JUDGE where none was."""
+    for verdict in VERDICTS:
+        if verdict in verdicts:
+            return verdict
+    return CANNOT_JUDGE
+
+
+@dataclass(frozen=True)
+class _Box:
+    name: str
+    prefix: str
+    """'node7:' in a fleet run, '' in a run of one box."""
+    host: HostInfo | None
+    gpus: GpusMeta
+
+
+def _boxes(run: RunFolder) -> list[_Box]:
+    meta = run.meta
+    if meta.nodes:
+        return [_Box(name, f"{name}:", node.host, node.gpus) for name, node in meta.nodes.items()]
+    name = one_line(meta.hostname) or run.label
+    return [_Box(name, "", meta.host, meta.gpus)]
+
+
+class _Judge:
+    def __init__(self, run: RunFolder, box: _Box, spec: Spec) -> None:
+        self.run, self.box, self.spec = run, box, spec
+        rows = run.results
+        if box.prefix:
+            rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
+        self.rows = rows
+
+    def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
+              reason: str, **figures: object) -> Check:
+        part = bands.find_part(gpu.name) if gpu is not None else None
+        return Check(self.box.name, self.run.label, device, gpu.name if gpu is not None else "",
+                     part.key if part is not None else "", path, case, verdict, reason,
+                     **figures)  # type: ignore[arg-type]
+
+    # -- choosing the figure -------------------------------------------------------------
+
+    def _device_rows(self, case: str, device: str, direction: str | None) -> pd.DataFrame:
+        rows = self.rows[(self.rows["case"] == case)
+                         & (self.rows["device"].astype(str) == self.box.prefix + device)]
+        if direction is not None:
+            rows = rows[rows["direction"] == direction]
+        return rows
+
+    def _unusable(self, rows: pd.DataFrame, what: str) -> tuple[str, str] | None:
+        """(verdict, reason) where `rows` (one case of one device) give no figure to judge."""
+        if rows.empty:
+            return CANNOT_JUDGE, f"not measured: no {what} row in this run"
+        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()]
+        if ok.empty:
+            broken = rows[rows["status"].isin(("invalid", "error"))]
+            if len(broken):
+                first = broken.iloc[0]
+                return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
+            first = rows.iloc[0]
+            return CANNOT_JUDGE, f"{what} {first['status']}: {one_line(str(first['note']))}"
+        if ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).all() or (
+                ok["backend"] == "simulated").all():
+            return CANNOT_JUDGE, f"{what} is simulated: not a measurement"
+        if ok["flags"].map(flags.is_cache_resident).all():
+            return CANNOT_JUDGE, f"every {what} row is cache-resident: a cache's figure"
+        return None
+
+    @staticmethod
+    def _figure_rows(rows: pd.DataFrame) -> pd.DataFrame:
+        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()
+                  & (rows["backend"] != "simulated")]
+        return ok[~ok["flags"].map(flags.is_cache_resident).astype(bool)
+                  & ~ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).astype(bool)]
+
+    @staticmethod
+    def _largest(rows: pd.DataFrame) -> pd.Series:
+        at = rows[rows["size_bytes"].fillna(0) == rows["size_bytes"].fillna(0).max()]
+        return row_at(at, at["value_median"].idxmax())
+
+    # -- holding it against the band -----------------------------------------------------
+
+    def _judged(self, device: str, gpu: GpuMeta | None, path: str, row: pd.Series,
+                band: Band | None, why_no_band: str, value: float | None = None,
+                fault: str | None = None) -> Check:
+        value = cell_float(row["value_median"]) if value is None else value
+        cv = cell_float(row["cv"])
+        part = bands.find_part(gpu.name) if gpu is not None else None
+        noisy = cv is not None and cv > self.spec.cv_limit(part.key if part else None)
+        figures: dict[str, object] = {
+            "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
+            "noisy": noisy, "unit": "ratio" if path == "overlap" else str(row["unit"]),
+            "higher_is_better": band.higher_is_better if band else path != "latency"}
+        case = str(row["case"])
+        if band is None or value is None:
+            return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
+        pct_peak = 100 * value / band.reference if band.reference else None
+        figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
+                       fail=band.fail, pct_of_peak=pct_peak, pct_of_band=band.pct_of_band(value),
+                       source=band.source)
+        verdict = band.verdict(value)
+        reason = _band_reason(value, band, figures["unit"], pct_peak, verdict)
+        if fault is not None:
+            verdict, reason = FAIL, f"{fault}; {reason}"
+        if noisy:
+            reason += f"; noisy (CV {cv:.1%})"
+        return self.check(device, gpu, path, case, verdict, reason, **figures)
+
+    def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
+                  row: pd.Series) -> tuple[Band | None, str]:
+        model = part.key if part else None
+        override = self.spec.override(model, path)
+        c2c = gpu.host_link_c2c or flags.has_flag(row["flags"], flags.C2C_LINK)
+        default: Band | None
+        why = ""
+        if path in LINK_PATHS:
+            if c2c:
+                default = bands.c2c_band(path, part) if part else None
+                why = ("no band: NVLink-C2C both ways has no published figure" if path == "bidir"
+                       else "no band: NVLink-C2C of an unknown model")
+            else:
+                link = bands.pcie_link(part, dict(gpu.metadata))
+                default = bands.pcie_band(path, link) if link else None
+                why = "no band: the PCIe link's maximum is unknown"
+        else:
+            default = bands.hbm_band(path, part, gpu.peak_hbm_gbps)
+            why = "no band: unknown GPU model without an HBM peak"
+        banded = override.apply(default, path, "GB/s")
+        return banded, why + " (give one in a spec)"
+
+    def _link_fault(self, device: str, gpu: GpuMeta, part: Part | None) -> str | None:
+        """A PCIe link that trained below the part's maximum under load (the telemetry of
+        the device's transfer rows), or None."""
+        if gpu.host_link_c2c:
+            return None
+        link = bands.pcie_link(part, dict(gpu.metadata))
+        if link is None:
+            return None
+        rows = self.rows[(self.rows["device"].astype(str) == self.box.prefix + device)
+                         & self.rows["case"].isin(("h2d_pinned", "d2h_pinned", "bidir_pinned"))
+                         & (self.rows["status"] == "ok")]
+        if "telemetry_samples" in rows:
+            rows = rows[rows["telemetry_samples"].fillna(0) > 0]
+        gen = pd.to_numeric(rows.get("pcie_gen_min"), errors="coerce").min() if len(rows) \
+            else None
+        width = pd.to_numeric(rows.get("pcie_width_min"), errors="coerce").min() if len(rows) \
+            else None
+        low_gen = gen is not None and pd.notna(gen) and gen < link.generation
+        low_width = width is not None and pd.notna(width) and width < link.width
+        if not (low_gen or low_width):
+            return None
+        shown_gen = int(gen) if gen is not None and pd.notna(gen) else "?"
+        shown_width = int(width) if width is not None and pd.notna(width) else "?"
+        return (f"link trained at Gen{shown_gen} x{shown_width} under load, below its "
+                f"Gen{link.generation} x{link.width} maximum")
+
+    # -- the paths -----------------------------------------------------------------------
+
+    def gpu_checks(self, gpu: GpuMeta) -> list[Check]:
+        device, part = gpu.label, bands.find_part(gpu.name)
+        out = []
+        fault = self._link_fault(device, gpu, part)
+        for path, case, direction in GPU_PATHS:
+            rows = self._device_rows(case, device, direction)
+            unusable = self._unusable(rows, case)
+            if unusable is not None:
+                out.append(self.check(device, gpu, path, case, *unusable))
+                continue
+            row = self._largest(self._figure_rows(rows))
+            band, why = self._gpu_band(path, gpu, part, row)
+            out.append(self._judged(device, gpu, path, row, band, why,
+                                    fault=fault if path in LINK_PATHS else None))
+        out.append(self._p2p(gpu, part))
+        out += self._overlap(gpu, part)
+        out += self._latency(gpu, part)
+        return out
+
+    def _p2p(self, gpu: GpuMeta, part: Part | None) -> Check:
+        device = gpu.label
+        fault = bands.nvlink_fault(part, gpu.metadata.get("nvlink_links_up"),
+                                   len(self.box.gpus.devices))
+        pairs = matrix_rows(self.rows, "p2p_copy", "p2p")
+        source = f"{self.box.prefix}{device}->"
+        mine = self._figure_rows(pairs[pairs["device"].astype(str).str.startswith(source)]) \
+            if len(pairs) else pairs
+        if mine.empty:
+            if fault is not None:
+                return self.check(device, gpu, "p2p", "p2p_copy", FAIL, fault)
+            rows = self.rows[self.rows["case"] == "p2p_copy"]
+            unusable = self._unusable(rows, "p2p_copy") or (
+                CANNOT_JUDGE, f"no p2p_copy figure from {device}")
+            return self.check(device, gpu, "p2p", "p2p_copy", *unusable)
+        row = row_at(mine, mine["value_median"].idxmin())
+        links_up = gpu.metadata.get("nvlink_links_up")
+        nvlinked = part is not None and part.nvlink_links and (
+            part.nvlink_baseboard or (isinstance(links_up, int) and links_up > 0))
+        if nvlinked and part is not None:
+            default = bands.nvlink_band(part)
+        else:
+            link = bands.pcie_link(part, dict(gpu.metadata))
+            default = bands.pcie_p2p_band(link) if link else None
+        band = self.spec.override(part.key if part else None, "p2p").apply(default, "p2p",
+                                                                          "GB/s")
+        check = self._judged(device, gpu, "p2p", row, band,
+                             "no band: neither NVLink nor the PCIe link is known (give one "
+                             "in a spec)", fault=fault)
+        slowest = str(row["device"]).removeprefix(self.box.prefix)
+        return replace(check, reason=f"{slowest} (slowest pair): {check.reason}")
+
+    def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
+        out = []
+        band = self.spec.override(part.key if part else None, "overlap").apply(
+            bands.overlap_band(), "overlap", "ratio")
+        for case in OVERLAP_CASES:
+            rows = self._device_rows(case, gpu.label, None)
+            if rows.empty:
+                continue
+            concurrent = rows[(rows["phase"] == "concurrent")
+                              & rows["overlap_efficiency"].notna()]
+            unusable = self._unusable(concurrent if len(concurrent) else rows, case)
+            if unusable is not None:
+                out.append(self.check(gpu.label, gpu, "overlap", case, *unusable))
+                continue
+            row = self._largest(self._figure_rows(concurrent))
+            out.append(self._judged(gpu.label, gpu, "overlap", row, band, "",
+                                    value=cell_float(row["overlap_efficiency"])))
+        if not out:
+            out.append(self.check(gpu.label, gpu, "overlap", "overlap_*", CANNOT_JUDGE,
+                                  "not measured: no overlap_* row in this run"))
+        return out
+
+    def _latency_rows(self) -> pd.DataFrame:
+        rows = self.rows[(self.rows["metric"] == "latency")
+                         & ~self.rows["phase"].map(is_loaded).astype(bool)]
+        return rows
+
+    def _latency(self, gpu: GpuMeta | None, part: Part | None) -> list[Check]:
+        """Each latency case of the GPU (`gpu`), or of the host (None), per direction and
+        device; judged only against a spec's band."""
+        rows = self._latency_rows()
+        label = gpu.label if gpu is not None else None
+        out = []
+        for (case, device, direction), group in rows.groupby(
+                ["case", "device", "direction"], sort=False, dropna=False):
+            own = str(device).removeprefix(self.box.prefix)
+            is_gpu = own.split("->", 1)[0] == label if label else False
+            if label is not None and not is_gpu:
+                continue
+            if label is None and own.split("->", 1)[0].startswith("gpu"):
+                continue
+            what = f"{case} ({direction})" if case == "lat_memcpy" else str(case)
+            unusable = self._unusable(group, what)
+            if unusable is not None:
+                out.append(self.check(own, gpu, "latency", str(case), *unusable))
+                continue
+            row = self._largest_latency(self._figure_rows(group))
+            override = self.spec.latency_override(part.key if part else None, str(case),
+                                                  host=gpu is None)
+            band = override.apply(None, "latency", "ns", higher_is_better=False)
+            out.append(self._judged(own, gpu, "latency", row, band,
+                                    f"no band: give {case} one in a spec "
+                                    f"(warn_ns, fail_ns)"))
+        return out
+
+    @staticmethod
+    def _largest_latency(rows: pd.DataFrame) -> pd.Series:
+        at = rows[rows["size_bytes"].fillna(0) == rows["size_bytes"].fillna(0).max()]
+        return row_at(at, at["value_median"].idxmin())
+
+    def host_checks(self) -> list[Check]:
+        rows = self._device_rows("ddr_triad", HOST_DEVICE, None)
+        out = []
+        unusable = self._unusable(rows, "ddr_triad")
+        if unusable is not None:
+            out.append(self.check(HOST_DEVICE, None, "ddr", "ddr_triad", *unusable))
+        else:
+            figures = self._figure_rows(rows)
+            at = figures[figures["size_bytes"] == figures["size_bytes"].max()]
+            row = row_at(at, at["value_median"].idxmax())  # the best thread count
+            host = self.box.host
+            default = bands.ddr_band(host.ddr_peak_gbps if host else None)
+            band = self.spec.ddr.apply(default, "ddr", "GB/s")
+            note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
+                "no SMBIOS memory modules listed"
+            out.append(self._judged(HOST_DEVICE, None, "ddr", row, band,
+                                    f"no band: no DDR peak ({one_line(note)}); give "
+                                    "[host.ddr] peak_gbps in a spec"))
+        return out + self._latency(None, None)
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value:.3f}"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+
+
+def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
+                 verdict: str) -> str:
+    unit = str(unit)
+    text = f"{_figure(value, unit)} (median)"
+    if pct_peak is not None and band.reference:
+        text += (f", {pct_peak:.1f}% of ideal overlap" if unit == "ratio" else
+                 f", {pct_peak:.1f}% of the part's {_figure(band.reference, unit)} peak")
+    better = ">=" if band.higher_is_better else "<="
+    if verdict == PASS:
+        return f"{text}; passes at {better} {_figure(band.warn, unit)}"
+    threshold = band.fail if verdict == FAIL else band.warn
+    word = "below" if band.higher_is_better else "above"
+    limit = (f" ({100 * threshold / band.reference:.0f}% of peak)"
+             if band.reference and band.higher_is_better else "")
+    return f"{text}; {word} {_figure(threshold, unit)}{limit}"
+
+
+def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
+    """Every check of one run folder: per box, the host's then each GPU's."""
+    out = []
+    for box in _boxes(run):
+        judge = _Judge(run, box, spec)
+        out += judge.host_checks()
+        for gpu in box.gpus.devices:
+            out += judge.gpu_checks(gpu)
+    return out
+
+
+def checks_frame(checks: list[Check]) -> pd.DataFrame:
+    return pd.DataFrame([c.as_dict() for c in checks], columns=list(CHECK_COLUMNS))
+
+
+def box_verdicts(checks: list[Check]) -> dict[tuple[str, str], str]:
+    """(run folder, box) -> the box's verdict, in the order the checks came."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for check in checks:
+        out.setdefault((check.run_dir, check.box), []).append(check.verdict)
+    return {key: worst(verdicts) for key, verdicts in out.items()}
+
+
+LINE_WIDTH = 160
+"""A verdict line fits the fleet table's terminal; the table and --json say the rest."""
+
+
+def _short(check: Check) -> str:
+    """'73% of band' or the reason's first words, for a verdict line."""
+    if check.pct_of_band is not None and check.value is not None:
+        peak = f", {check.pct_of_peak:.0f}% of peak" if check.pct_of_peak is not None else ""
+        return f"{check.pct_of_band:.0f}% of band{peak}"
+    return check.reason if len(check.reason) <= 60 else check.reason[:59] + "…"
+
+
+def verdict_line(box: str, checks: list[Check]) -> str:
+    """'vm: PASS — 11 checks: 9 pass, 2 cannot judge (ddr, p2p)' and, where some fail or
+    warn, which and why."""
+    verdicts = [c.verdict for c in checks]
+    overall = worst(verdicts)
+    counts = ", ".join(f"{verdicts.count(v)} {v.lower().replace('_', ' ')}"
+                       for v in (PASS, WARN, FAIL, CANNOT_JUDGE) if v in verdicts)
+    line = f"{box}: {overall.replace('_', ' ')} — {len(checks)} checks: {counts}"
+    bad = [c for c in checks if c.verdict in (FAIL, WARN)]
+    if bad:
+        shown = "; ".join(f"{c.verdict} {bands.PATH_LABELS[c.path]} {c.device} {_short(c)}"
+                          for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
+        line += f": {shown}"
+        if len(line) > LINE_WIDTH:
+            line = line[:LINE_WIDTH - 12] + "… (--json)"
+    else:
+        order = list(bands.PATH_LABELS.values())
+        unjudged = sorted({bands.PATH_LABELS[c.path] for c in checks
+                           if c.verdict == CANNOT_JUDGE}, key=order.index)
+        if unjudged:
+            line += f" ({', '.join(unjudged)})"
+    return line
