@@ -221,12 +221,18 @@ def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     cannot say where its links go (a guess would make a healthy pair look sick)."""
     remotes = _remotes(a.metadata.get("nvlink_remotes"))
     links_up = a.metadata.get("nvlink_links_up")
-    if a.peak_nvlink_gbps and isinstance(links_up, int) and links_up:
+    # The peak counts every link the GPU has (`nvlink_links`; older runs: the links up).
+    links = a.metadata.get("nvlink_links")
+    links = links if isinstance(links, int) and links else links_up
+    if a.peak_nvlink_gbps and isinstance(links_up, int) and links_up and isinstance(links, int):
+        per_link = a.peak_nvlink_gbps / links
         direct = sum(1 for r in remotes if same_device(r, b.properties.pci_bus_id))
-        switched = sum(1 for r in remotes if r == "switch")
-        joining = direct or switched
-        if joining:
-            return a.peak_nvlink_gbps * joining / links_up
+        if direct:
+            return per_link * direct
+        if any(r == "switch" for r in remotes):
+            # Through NVSwitch every link of the GPU reaches every peer: the whole part's,
+            # so links down lower the figure, not the peak it is held against.
+            return per_link * links
         if any(r is None for r in remotes):
             return None
     if a.peak_pcie_gbps and b.peak_pcie_gbps:

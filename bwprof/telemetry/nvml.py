@@ -323,7 +323,7 @@ class Nvml:
         power_mw = q("nvmlDeviceGetEnforcedPowerLimit", handle)  # what is in force
         if power_mw is None:
             power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
-        links_up, nvlink_version, nvlink_remotes = self._nvlink(handle)
+        links_up, links, nvlink_version, nvlink_remotes = self._nvlink(handle)
         c2c = self.c2c_enabled(handle)
 
         return {
@@ -356,6 +356,7 @@ class Nvml:
             ),
             "power_limit_w": None if power_mw is None else power_mw / 1000,
             "nvlink_links_up": links_up,
+            "nvlink_links": links,
             "nvlink_version": nvlink_version,
             "nvlink_remotes": nvlink_remotes,
             "c2c_enabled": c2c,
@@ -364,27 +365,33 @@ class Nvml:
             # Host copies over NVLink-C2C do not use PCIe, so its peak would not apply.
             "peak_pcie_gbps": None if c2c else pcie_peak_gbps(gen_max_system or gen_max,
                                                               width_max),
-            "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links_up),
+            # Every link the GPU has, up or not: a link down is a fault the figure must show
+            # against the whole part, never a smaller peak that hides it.
+            "peak_nvlink_gbps": nvlink_peak_gbps(nvlink_version, links),
         }
 
-    def _nvlink(self, handle: Any) -> tuple[int, int | None, list[str | None]]:
-        """Active links, the major NVLink version of the first one (None without NVLink), and
-        what each active link reaches: a GPU's bus id, "switch" (NVSwitch) or None."""
+    def _nvlink(self, handle: Any) -> tuple[int, int, int | None, list[str | None]]:
+        """Active links, the links the GPU has (up or down: every one whose state NVML
+        reports), the major NVLink version of the first active one (None without NVLink),
+        and what each active link reaches: a GPU's bus id, "switch" (NVSwitch) or None."""
         enabled = self.constant("NVML_FEATURE_ENABLED")
         count_field = self.constant("NVML_FI_DEV_NVLINK_LINK_COUNT")
         count = self.field_values(handle, [count_field]).get(count_field)
         # The links this GPU has; else every link pynvml knows of (36 now: an H200 has 18).
         bound = int(count) if count is not None else self.constant("NVML_NVLINK_MAX_LINKS")
-        active = []
+        active, present = [], 0
         for link in range(bound):
             # NotSupported or InvalidArgument: no such link here; later ones may still be up.
-            if self.query("nvmlDeviceGetNvLinkState", handle, link) == enabled:
+            state = self.query("nvmlDeviceGetNvLinkState", handle, link)
+            present += state is not None
+            if state == enabled:
                 active.append(link)
         if not active:
-            return 0, None, []
+            return 0, present, None, []
         raw = self.query("nvmlDeviceGetNvLinkVersion", handle, active[0])
         version = NVLINK_VERSION_FROM_ENUM.get(raw) if raw is not None else None
-        return len(active), version, [self._nvlink_remote(handle, link) for link in active]
+        return (len(active), present, version,
+                [self._nvlink_remote(handle, link) for link in active])
 
     def _nvlink_remote(self, handle: Any, link: int) -> str | None:
         """Which device a link reaches, so a GPU pair's P2P peak counts only its own links."""

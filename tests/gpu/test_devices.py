@@ -120,3 +120,23 @@ def test_p2p_peak_counts_only_the_links_joining_the_pair():
     assert p2p_peak(device(0, ["switch"] * 18, nvlink=450.0), device(1, [])) == 450.0
     assert p2p_peak(device(0, [None, None]), device(1, [])) is None
     assert p2p_peak(device(0, []), device(1, [])) == 63.0
+
+
+def test_links_down_lower_the_figure_never_the_pair_peak():
+    """An 18-link GPU behind NVSwitch with 6 links down keeps the whole part's peak (its
+    12 links up would have made a sick GPU look healthy)."""
+    from bwprof.gpu.transfers import p2p_peak
+
+    backend = H200Like(devices=2)
+    props = [backend.properties(i) for i in range(2)]
+    devices = describe(backend)
+    sick = type(devices[0])(0, props[0], {"nvlink_links_up": 12, "nvlink_links": 18,
+                                          "nvlink_remotes": ["switch"] * 12},
+                            peak_nvlink_gbps=450.0, peak_pcie_gbps=63.0)
+    peer = type(devices[0])(1, props[1], {}, peak_pcie_gbps=63.0)
+    assert p2p_peak(sick, peer) == pytest.approx(450.0)
+    # A direct bridge: the links joining the pair, at the part's per-link rate.
+    bridged = type(devices[0])(0, props[0], {"nvlink_links_up": 2, "nvlink_links": 4,
+                                             "nvlink_remotes": [props[1].pci_bus_id] * 2},
+                               peak_nvlink_gbps=100.0, peak_pcie_gbps=63.0)
+    assert p2p_peak(bridged, peer) == pytest.approx(50.0)

@@ -213,6 +213,7 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "ecc_mode_current": True,
         "power_limit_w": 690.0,  # the enforced limit, not the configured one
         "nvlink_links_up": 18,
+        "nvlink_links": 18,
         "nvlink_version": 4,
         "nvlink_remotes": ["switch"] * 18,
         "c2c_enabled": None,  # the driver answers NotSupported: a PCIe board
@@ -286,9 +287,10 @@ def test_nvlink_counts_only_enabled_links(h200) -> None:
         pynvml.NVML_NVLINK_VERSION_3_1 if link == 1 else pynvml.NVML_NVLINK_VERSION_INVALID
     )
     meta = nvml.device_metadata("h200")
-    assert meta["nvlink_links_up"] == 10
+    assert meta["nvlink_links_up"] == 10 and meta["nvlink_links"] == 12
     assert meta["nvlink_version"] == 3  # read from link 1, the first active one
-    assert meta["peak_nvlink_gbps"] == pytest.approx(250.0)
+    # Held against all 12 links the GPU has: two down lower the figure, not the peak.
+    assert meta["peak_nvlink_gbps"] == pytest.approx(300.0)
 
 
 def test_nvlink_states_are_asked_only_for_the_links_the_gpu_has(h200) -> None:
