@@ -295,10 +295,10 @@ def run(
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
-    With a run folder, a finished run also gets `summary.csv`, the PNG plots (unless `plots`
-    is False) and, with `file_format="parquet"`, Parquet copies of its tables. `out` may
-    start with `~`; every file goes under that one folder, which this run claims: a folder
-    another run has, or one holding anything, is refused.
+    With a run folder, a finished run also gets `summary.csv`, the PNG plots and
+    `report.html` (unless `plots` is False) and, with `file_format="parquet"`, Parquet copies
+    of its tables. `out` may start with `~`; every file goes under that one folder, which
+    this run claims: a folder another run has, or one holding anything, is refused.
     Raises BwprofError for bad options (before anything is written), OutputError when the
     run folder cannot take a row or a file (the rows before are kept, system.json says what
     stopped the run) and RunInterrupted, carrying the partial RunResult, when interrupted.
@@ -620,7 +620,7 @@ class _Run:
         try:
             written = write_report_files(
                 with_extras(self.run_dir, result.results, self.meta), result.summary,
-                self.run_dir, parquet=parquet, plots=plots)
+                self.run_dir, parquet=parquet, plots=plots, html=plots)
         except KeyboardInterrupt:
             self.interrupt()
         except OutputError as exc:  # the run is whole; only its report files are not

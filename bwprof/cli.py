@@ -164,7 +164,8 @@ def run_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
     no_plots: Annotated[
-        bool, typer.Option("--no-plots", help="Do not draw the PNG plots.")
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots nor write "
+                                              "report.html.")
     ] = False,
     no_telemetry: Annotated[
         bool, typer.Option("--no-telemetry", help="Do not sample the GPUs' counters (NVML).")
@@ -341,8 +342,13 @@ def report_command(
     ] = "csv",
     out: Annotated[
         str | None,
-        typer.Option(help="Folder for summary.csv and plots (default: RUN_DIR itself)."),
+        typer.Option(help="Folder for summary.csv, plots and report.html (default: "
+                          "RUN_DIR/report)."),
     ] = None,
+    html: Annotated[
+        bool, typer.Option("--html", help="Also write report.html: one self-contained page "
+                                          "(figures, plots, tables) to attach to a ticket.")
+    ] = False,
     rows: Annotated[
         bool, typer.Option("--rows", help="Also show every measured row (largest GPU sizes).")
     ] = False,
@@ -354,7 +360,7 @@ def report_command(
     report_dir = _user_path(out, "--out") if out is not None else None
     try:
         report = make_run_report(folder, model=model, plots=not no_plots,
-                                 file_format=file_format, out=report_dir)
+                                 file_format=file_format, out=report_dir, html=html)
     except BwprofError as exc:
         _refuse(exc)
     if as_json:

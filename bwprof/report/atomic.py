@@ -9,10 +9,13 @@ one line (`bwprof.errors.write_failure`) and leaves no temporary file.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -69,10 +72,59 @@ def write_csv_atomic(frame: Any, target: Path, kept: Path | None = None) -> Path
     return target
 
 
+MAX_SVG_BYTES = 1 << 20
+"""A figure whose SVG would be larger than this (thousands of points) is kept as PNG."""
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A figure rendered in memory, for a page to embed: SVG where it is small enough."""
+
+    name: str
+    """The name of the PNG file written beside it (bandwidth_vs_size.png)."""
+    mime: str
+    """image/svg+xml or image/png."""
+    data: bytes
+
+
+_pictures: ContextVar[list[Picture] | None] = ContextVar("bwprof_pictures", default=None)
+
+
+@contextmanager
+def captured_figures() -> Iterator[list[Picture]]:
+    """Within the block, every figure `save_figure` writes is also rendered in memory and
+    appended to the list this yields (the HTML report embeds them), whoever draws it."""
+    pictures: list[Picture] = []
+    token = _pictures.set(pictures)
+    try:
+        yield pictures
+    finally:
+        _pictures.reset(token)
+
+
+def _picture(figure: Any, name: str, png: bytes, options: dict[str, Any]) -> Picture:
+    import matplotlib
+
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "bwprof"}):  # the same ids every time
+        figure.savefig(buffer, format="svg", metadata={"Date": None},
+                       **{k: v for k, v in options.items() if k != "dpi"})
+    svg = buffer.getvalue()
+    if len(svg) <= MAX_SVG_BYTES:
+        return Picture(name, "image/svg+xml", svg)
+    return Picture(name, "image/png", png)
+
+
 def save_figure(figure: Any, target: Path, **options: Any) -> Path:
-    """A matplotlib figure as a whole PNG file."""
+    """A matplotlib figure as a whole PNG file (and, inside `captured_figures`, in memory)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", **options)
+    png = buffer.getvalue()
     with atomic_file(target, binary=True) as handle:
-        figure.savefig(handle, format="png", **options)
+        handle.write(png)
+    pictures = _pictures.get()
+    if pictures is not None:
+        pictures.append(_picture(figure, target.name, png, options))
     return target
 
 

@@ -1,5 +1,5 @@
 """What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, Parquet copies
-of the tables on request, and the PNG plots.
+of the tables on request, the PNG plots and `report.html`.
 
 Every input is read and checked before the first file is written, and every file is written
 whole (`bwprof.report.atomic`), so a failure never leaves part of the output. A
@@ -10,20 +10,24 @@ runs, and a plotting error becomes a note for the user, not a failed run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bwprof.errors import BwprofError, OutputError, write_failure
-from bwprof.report.atomic import write_csv_atomic
+from bwprof.report.atomic import Picture, captured_figures, write_csv_atomic
 from bwprof.report.export import TIMINGS_FILE
 from bwprof.report.formats import write_parquet
 from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder, numeric_column
 from bwprof.report.summary import SUMMARY_FILE
 from bwprof.schema.table import check_schema_version, read_run_csv
 
+HTML_FILE = "report.html"
 TIMINGS_PARQUET = "timings.parquet"
+REPORT_DIR = "report"
+"""`bwprof report RUN_DIR` without --out writes into RUN_DIR/report/, never beside the rows."""
 
 
 @dataclass
@@ -74,13 +78,15 @@ def read_timings(path: Path) -> pd.DataFrame:
 
 def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
                        parquet: bool = False, plots: bool = True,
-                       default_dir: bool = False) -> Written:
-    """summary.csv (and Parquet copies of the results and timings), then the plots.
+                       default_dir: bool = False, html: bool = False) -> Written:
+    """summary.csv (and Parquet copies of the results and timings), then the plots, then
+    report.html (with the plots inline) where `html`.
 
     Inputs are read first: a timings.csv that cannot be read costs only timings.parquet (a
     note). A file that cannot be written raises OutputError; with `default_dir` (`report`
-    writing into the run folder the user did not choose) it is a note instead, naming what
-    was not written and saying to pass --out, and the report is still shown."""
+    writing to the folder the user did not choose, RUN_DIR/report/, created here) it is a
+    note instead, naming what was not written and saying to pass --out, and the report is
+    still shown; a default folder left empty is removed again."""
     written = Written()
     timings: pd.DataFrame | None = None
     timings_path = run.path / TIMINGS_FILE
@@ -90,6 +96,8 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
         except BwprofError as exc:
             written.notes.append(f"{TIMINGS_PARQUET} not written: {exc}")
 
+    pictures: list[Picture] = []
+    plot_notes: list[str] = []
     steps: list[tuple[str, Callable[[], list[Path]]]] = [
         (SUMMARY_FILE, lambda: write_table(summary, out_dir / SUMMARY_FILE, parquet))]
     if parquet:
@@ -100,26 +108,57 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
             steps.append((TIMINGS_PARQUET,
                           lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
     if plots:
-        steps.append(("the plots", lambda: _plots(run, out_dir, written.notes)))
+        steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes, pictures)))
+    if html:
+        steps.append((HTML_FILE, lambda: [_html(run, summary, out_dir, pictures, plot_notes,
+                                                plots)]))
+    created = default_dir and not out_dir.exists()
+    try:
+        if default_dir:
+            output_dir(out_dir, out_dir)
+    except (OutputError, BwprofError) as exc:
+        written.notes.append(_not_written(out_dir, [name for name, _ in steps], exc))
+        return written
     for number, (_name, step) in enumerate(steps):
         try:
             written.files += step()
         except OutputError as exc:
             if not default_dir:
                 raise
-            left = ", ".join(name for name, _ in steps[number:])
-            why = getattr(exc, "reason", str(exc))
-            written.notes.append(f"not written to {out_dir}: {left} ({why}); pass --out DIR "
-                                 "to write them elsewhere")
+            written.notes.append(_not_written(out_dir, [name for name, _ in steps[number:]],
+                                              exc))
             break
+    written.notes += plot_notes
+    if created and not written.files:
+        with suppress(OSError):
+            out_dir.rmdir()
     return written
 
 
-def _plots(run: RunFolder, out_dir: Path, notes: list[str]) -> list[Path]:
+def _not_written(out_dir: Path, names: list[str], exc: BwprofError) -> str:
+    why = getattr(exc, "reason", None) or str(exc)
+    return (f"not written to {out_dir}: {', '.join(names)} ({why}); pass --out DIR to write "
+            "them elsewhere")
+
+
+def _html(run: RunFolder, summary: pd.DataFrame, out_dir: Path, pictures: list[Picture],
+          plot_notes: list[str], plots: bool) -> Path:
+    from bwprof.report.html import write_html
+
+    notes = list(plot_notes) if plots else ["plots not drawn (--no-plots)"]
+    return write_html(run, summary, out_dir / HTML_FILE, pictures, notes)
+
+
+def _plots(run: RunFolder, out_dir: Path, notes: list[str],
+           pictures: list[Picture]) -> list[Path]:
     from bwprof.report.plots import write_plots
 
     try:
-        return write_plots(run, out_dir, notes)
+        with captured_figures() as drawn:
+            try:
+                return write_plots(run, out_dir, notes)
+            finally:
+                pictures += drawn
     except OutputError:
         raise
     except Exception as exc:  # the rows are safe on disk; say why the plots are missing

@@ -16,7 +16,7 @@ from bwprof.paths import user_path
 from bwprof.report.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
 from bwprof.report.formats import check_format, json_records, plain
 from bwprof.report.model import ModelReport, model_lines, model_report, parse_model
-from bwprof.report.outputs import Written, output_dir, write_report_files
+from bwprof.report.outputs import REPORT_DIR, Written, output_dir, write_report_files
 from bwprof.report.runfolder import RunFolder, load_run, machine_line, state_warning
 from bwprof.report.summary import build_summary, headline_sentence
 from bwprof.report.terminal import print_report, print_warnings, report_lines
@@ -34,12 +34,14 @@ class RunReport:
 
 
 def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: bool = True,
-                    file_format: str = "csv", out: str | Path | None = None) -> RunReport:
-    """Check every option, load the run folder, write summary.csv (and plots) to `out`
-    (default: the run folder). Raises BwprofError with one line for anything wrong.
+                    file_format: str = "csv", out: str | Path | None = None,
+                    html: bool = False) -> RunReport:
+    """Check every option, load the run folder, write summary.csv, the plots and with `html`
+    report.html to `out` (default: RUN_DIR/report/, so the archived rows' folder gets no new
+    file beside them). Raises BwprofError with one line for anything wrong.
 
-    Everything is read and checked before the first file is written. Where the run folder
-    itself cannot be written (read-only storage, a full disk), the report is still made
+    Everything is read and checked before the first file is written. Where the default
+    folder cannot be written (read-only storage, a full disk), the report is still made
     and a note says which files were not written and to pass `--out DIR`. An `out` the
     user chose that is not a folder is bad input (BwprofError, exit 2); one that cannot be
     created or written is an OutputError (exit 3): either before anything is shown, as is
@@ -52,9 +54,9 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
         _not_another_run(chosen, run.path)
     summary = build_summary(run.results)
     report = model_report(spec, summary, run.meta) if spec is not None else None
-    target = output_dir(chosen, run.path)
+    target = run.path / REPORT_DIR if chosen is None else output_dir(chosen, chosen)
     written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
-                                 default_dir=chosen is None)
+                                 default_dir=chosen is None, html=html)
     return RunReport(run, summary, written, report)
 
 

@@ -277,11 +277,17 @@ def _size_cell(value: object) -> str:
     return "" if size is None else format_bytes(size)
 
 
-def path_table(summary: pd.DataFrame, title: str = "") -> Table:
-    """The summary (one group of rows per memory path) with peaks, % of peak and the HBM
-    ratios; a copy counted as traffic (`d2d_copy`) also in `copied`, its bytes copied once
-    (`copy_gbps`), the figure to hold against nvbandwidth's. Columns empty for every row
-    are left out and every cell may wrap, so the table fits an 80-column terminal."""
+SummaryGrid = tuple[list[tuple[str, int]], list[tuple[str, dict[str, str]]]]
+"""The summary as text cells: the columns shown (heading, least width) and per row its path's
+label and a cell per column."""
+
+
+def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
+    """The cells of the summary table (the terminal's and the HTML report's): one row per
+    figure with peaks, % of peak and the HBM ratios; a copy counted as traffic (`d2d_copy`)
+    also in `copied`, its bytes copied once (`copy_gbps`), the figure to hold against
+    nvbandwidth's. Columns empty for every row are left out. Simulated figures are never
+    shown as numbers."""
     from bwprof.report.summary import PATH_LABELS
 
     shown = summary[[not is_missing(r["value"]) or r["status"] != "absent"
@@ -301,27 +307,16 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
         "status": (shown["status"] != "ok").any(),
     }
-    heading = f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)"
-    # At least as wide as its title (within the console), so the title does not wrap.
-    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True, min_width=len(heading))
     columns = [("figure", 12), ("size", 7), (value_column, 9), ("copied", 6), ("peak (%)", 6),
                ("CV", 5),
                ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
     columns = [(c, width) for c, width in columns if optional.get(c, True)]
-    for column, width in columns:
-        left = column in ("figure", "status")
-        table.add_column(column, justify="left" if left else "right", overflow="fold",
-                         min_width=width)
     # A case whose rows on one device differ by direction only (lat_memcpy's h2d, d2h and
     # within) names the direction, or its rows would read alike.
     directions = shown.groupby(["path", "case", "device"], sort=False)["direction"].nunique()
     several = {key for key, count in directions.items() if count > 1}
-    path = None
+    rows: list[tuple[str, dict[str, str]]] = []
     for index, row in shown.iterrows():
-        if row["path"] != path:
-            path = row["path"]
-            table.add_row(Text(PATH_LABELS.get(str(path), str(path)), style="bold"))
         simulated = row["backend"] == "simulated"
 
         def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
@@ -335,7 +330,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
             peak += f" ({row['pct_of_peak']:.0f}%)"
         cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
               else 100 * float(row["cv"]))
-        cells: dict[str, str | Text] = {
+        cells = {
             "figure": " ".join(p for p in (
                 str(row["case"]),
                 str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
@@ -348,10 +343,36 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
             "CV": derived(cv, ".1f", "%"),
             "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
             "HBM÷PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
-            "status": Text(str(row["status"]), style="" if row["status"] == "ok"
-                           else "bold red" if row["status"] in FAILED_STATUSES else "yellow"),
+            "status": str(row["status"]),
         }
-        table.add_row(*(cells[c] for c, _ in columns))
+        rows.append((PATH_LABELS.get(str(row["path"]), str(row["path"])),
+                     {c: cells[c] for c, _ in columns}))
+    return columns, rows
+
+
+def path_table(summary: pd.DataFrame, title: str = "") -> Table:
+    """The summary (`summary_grid`: one group of rows per memory path) as a rich table whose
+    every cell may wrap, so the table fits an 80-column terminal."""
+    columns, rows = summary_grid(summary)
+    heading = f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)"
+    # At least as wide as its title (within the console), so the title does not wrap.
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True, min_width=len(heading))
+    for column, width in columns:
+        left = column in ("figure", "status")
+        table.add_column(column, justify="left" if left else "right", overflow="fold",
+                         min_width=width)
+    path = None
+    for label, cells in rows:
+        if label != path:
+            path = label
+            table.add_row(Text(label, style="bold"))
+        status = cells.get("status")
+        shown: list[str | Text] = list(cells.values())
+        if status is not None:
+            shown[-1] = Text(status, style="" if status == "ok"
+                             else "bold red" if status in FAILED_STATUSES else "yellow")
+        table.add_row(*shown)
     return table
 
 

@@ -20,7 +20,7 @@ def _names(folder):
 
 
 # Catches: `bwprof report RUN` on read-only storage refuses to show anything, even with
-# --json --no-plots
+# --json --no-plots, or leaves an empty report/ folder behind
 @pytest.mark.parametrize("plots", [False, True])
 def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeypatch, capsys,
                                                                plots):
@@ -32,8 +32,8 @@ def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeyp
     assert code == 0, captured.err
     report = json.loads(captured.out)
     left = "summary.csv, the plots" if plots else "summary.csv"
-    note = (f"not written to {run}: {left} (Read-only file system); pass --out DIR to write "
-            "them elsewhere")
+    note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
+            "to write them elsewhere")
     assert note in report["notes"]
     assert captured.err == note + "\n"  # and on stderr, where a person sees it
     assert report["files"] == [] and report["summary"]
@@ -49,8 +49,8 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
     out = " ".join(captured.out.split())
     assert "ddr" in out and "wrote" not in out and "not written" not in out
     # on stderr, as the README says: seen even where stdout goes to a file or a pipe
-    assert captured.err == (f"not written to {run}: summary.csv (Read-only file system); "
-                            "pass --out DIR to write them elsewhere\n")
+    assert captured.err == (f"not written to {run / 'report'}: summary.csv (Read-only file "
+                            "system); pass --out DIR to write them elsewhere\n")
 
 
 # Catches: `report A --out B` where B is another run's folder silently replaces B's own
@@ -119,8 +119,8 @@ def test_a_malformed_timings_csv_costs_only_timings_parquet(run_copy, capsys, da
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    assert {"summary.csv", "summary.parquet", "results.parquet"} <= set(_names(run))
-    assert "timings.parquet" not in _names(run)
+    assert {"summary.csv", "summary.parquet", "results.parquet"} <= set(_names(run / "report"))
+    assert "timings.parquet" not in _names(run / "report")
     (note,) = [n for n in report["notes"] if "timings.parquet" in n]
     assert note.startswith("timings.parquet not written: ") and str(timings) in note
 
@@ -172,5 +172,5 @@ def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, caps
     captured = capsys.readouterr()
     assert code == 0, captured.err
     notes = json.loads(captured.out)["notes"]
-    assert (f"not written to {read_only_mount}: summary.csv, the plots (Read-only file "
-            "system); pass --out DIR to write them elsewhere") in notes
+    assert (f"not written to {read_only_mount / 'report'}: summary.csv, the plots "
+            "(Read-only file system); pass --out DIR to write them elsewhere") in notes

@@ -59,15 +59,16 @@ def test_api_run_plots_only_when_asked_and_only_with_a_folder(tmp_path):
     assert [p.name for p in result.files] == ["summary.csv"] and result.notes == []
 
 
-def test_report_rerenders_a_saved_run_in_its_folder(run_copy):
+def test_report_rerenders_a_saved_run_into_its_report_subfolder(run_copy):
     run = run_copy("sim-a")
     result = runner.invoke(app, ["report", str(run)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"run {run}: ")
     assert "simulated 44 GPU row(s)" in result.output
     assert f"wrote summary.csv, bandwidth_vs_size.png, summary_vs_peak.png, p2p_heatmap.png " \
-           f"in {run}" in result.output
-    assert (run / "summary.csv").is_file()
+           f"in {run / 'report'}\n" in result.output
+    assert (run / "report" / "summary.csv").is_file()  # not beside the archived rows
+    assert not (run / "summary.csv").exists()
 
 
 def test_report_json(tmp_path):

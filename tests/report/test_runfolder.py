@@ -172,7 +172,8 @@ def test_samples_and_findings_are_read_when_present(run_copy):
 
 def test_a_parquet_only_run_folder_loads(run_copy, tmp_path):
     run = run_copy("host-ddr")
-    result = runner.invoke(app, ["report", str(run), "--format", "parquet", "--no-plots"])
+    result = runner.invoke(app, ["report", str(run), "--format", "parquet", "--no-plots",
+                                 "--out", str(run)])  # asked: into the run folder itself
     assert result.exit_code == 0, result.output
     assert {"results.parquet", "timings.parquet", "summary.parquet"} <= {
         p.name for p in run.iterdir()}
