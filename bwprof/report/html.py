@@ -131,8 +131,9 @@ def _picture(picture: Picture) -> dict[str, str]:
 def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Picture] = (),
                 verdicts: Sequence[Mapping[str, object]] = (),
                 notes: Sequence[str] = ()) -> str:
-    """The page. `verdicts`: rows of `VERDICT_COLUMNS` (none yet: the page says there is no
-    verdict in this run); `notes`: what reading the run or drawing the plots left out."""
+    """The page. `verdicts`: rows of `VERDICT_COLUMNS` (`verdict_rows`; none: the page says
+    there is no verdict in this run); `notes`: what reading the run or drawing the plots
+    left out."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     environment = Environment(loader=PackageLoader("bwprof.report", "templates"),
@@ -161,10 +162,34 @@ def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Pictur
     )
 
 
+def verdict_rows(run: RunFolder) -> list[dict[str, object]]:
+    """The run judged against the built-in bands (`bwprof accept` without a spec), as rows
+    of VERDICT_COLUMNS; none for a simulated run (nothing there is a measurement)."""
+    if run.simulated:
+        return []
+    from bwprof.verdict.judge import judge_run
+    from bwprof.verdict.spec import Spec
+
+    rows: list[dict[str, object]] = []
+    for check in judge_run(run, Spec()):
+        value = ("" if check.value is None
+                 else f"{check.value:.4g} {check.unit} (median)".replace("  ", " "))
+        at_least, below = (">=", "<") if check.higher_is_better else ("<=", ">")
+        band = ("" if check.warn is None or check.fail is None
+                else f"PASS {at_least} {check.warn:.4g}, FAIL {below} {check.fail:.4g}")
+        rows.append({"figure": f"{check.path} ({check.case})", "device": check.device,
+                     "value": value, "band": band,
+                     "verdict": check.verdict.replace("_", " ")
+                                + (" (noisy)" if check.noisy else ""),
+                     "why": check.reason})
+    return rows
+
+
 def write_html(run: RunFolder, summary: pd.DataFrame, target: Path,
                pictures: Sequence[Picture] = (), notes: Sequence[str] = ()) -> Path:
-    """report.html, written whole (OutputError where it cannot be)."""
-    page = render_html(run, summary, pictures, notes=notes)
+    """report.html, written whole (OutputError where it cannot be), with the run's verdict
+    against the built-in bands."""
+    page = render_html(run, summary, pictures, notes=notes, verdicts=verdict_rows(run))
     with atomic_file(target) as handle:
         handle.write(page)
     return target

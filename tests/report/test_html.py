@@ -46,7 +46,7 @@ def test_the_h200_page_holds_identity_summary_results_and_dictionary(h200_page):
     page = (h200_page / "report.html").read_text(encoding="utf-8")
     for text in ("NVIDIA H200", "GPU-ee79134a-9732-1adc-01eb-364e22de051a", "580.159.04",
                  "vm-20261130T235257Z", "2026-11-30T23:52:57", "0.1.0",
-                 "No verdict in this run.", "hbm_triad gpu0", ">4309<", "4814 (89%)",
+                 "hbm_triad gpu0", ">4309<", "4814 (89%)",
                  ">55.5<", "HBM moves 51.6× the bandwidth of DDR", "No findings"):
         assert text in page, text
     assert all(f'id="col-{column}"' in page for column in CSV_COLUMNS)
@@ -94,3 +94,21 @@ def test_html_without_plots_says_so(run_copy, tmp_path):
                      "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["report.html", "summary.csv"]
     assert "plots not drawn (--no-plots)" in (out / "report.html").read_text()
+
+
+def test_the_page_carries_the_runs_verdict_against_the_built_in_bands(h200_page, run_copy):
+    """The H200 run is judged as `bwprof accept` judges it without a spec: every path it
+    measured, beside its band; a simulated run gets none (nothing there is measured)."""
+    from bwprof.report.html import verdict_rows
+    from bwprof.verdict.judge import judge_run
+    from bwprof.verdict.spec import Spec
+
+    folder = load_run(DATA / "h200-quick")
+    rows = verdict_rows(folder)
+    checks = judge_run(folder, Spec())
+    assert len(rows) == len(checks) and {r["verdict"] for r in rows} >= {"PASS"}
+    section = (h200_page / "report.html").read_text().split('id="verdict"')[1]
+    section = section.split("</section>")[0]
+    assert "No verdict in this run" not in section
+    assert "hbm (hbm_triad)" in section and "PASS" in section
+    assert verdict_rows(load_run(run_copy("sim-a"))) == []

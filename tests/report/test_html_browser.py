@@ -65,7 +65,7 @@ def test_chromium_renders_the_h200_page_with_its_headline_figures(h200_html, tmp
     dom = done.stdout
     # The figures as the page prints them: the GPU, hbm_triad and its peak, the PCIe links.
     for text in ("NVIDIA H200", "hbm_triad gpu0", ">4309<", "4814 (89%)", ">55.5<",
-                 "No verdict in this run.", "GPU-ee79134a-9732-1adc-01eb-364e22de051a"):
+                 "hbm (hbm_triad)", "GPU-ee79134a-9732-1adc-01eb-364e22de051a"):
         assert text in dom, text
     assert _console_messages(done.stderr) == []
 
