@@ -38,9 +38,22 @@ def check_format(name: str) -> bool:
 
 
 def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
-    """A table as a whole Parquet file (a temporary file renamed over the target)."""
+    """A table as a whole Parquet file (a temporary file renamed over the target), carrying
+    in its metadata what each of its columns means (`bwprof.schema.columns`), so the file
+    explains itself wherever it is copied."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bwprof.schema.columns import PARQUET_METADATA_KEY, meanings_of
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meanings = json.dumps(meanings_of(str(c) for c in frame.columns)).encode()
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           PARQUET_METADATA_KEY: meanings})
     with atomic_file(target, binary=True) as handle:
-        frame.to_parquet(handle, index=False)
+        pq.write_table(table, handle)
     return target
 
 

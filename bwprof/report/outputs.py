@@ -1,5 +1,6 @@
-"""What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, Parquet copies
-of the tables on request, the PNG plots and `report.html`.
+"""What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, the column
+dictionary (`columns.csv`), Parquet copies of the tables on request (each with the
+dictionary in its metadata), the PNG plots and `report.html`.
 
 Every input is read and checked before the first file is written, and every file is written
 whole (`bwprof.report.atomic`), so a failure never leaves part of the output. A
@@ -22,6 +23,7 @@ from bwprof.report.export import TIMINGS_FILE
 from bwprof.report.formats import write_parquet
 from bwprof.report.runfolder import RESULTS_PARQUET, RunFolder, numeric_column
 from bwprof.report.summary import SUMMARY_FILE
+from bwprof.schema.columns import COLUMNS_FILE, dictionary_frame
 from bwprof.schema.table import check_schema_version, read_run_csv
 
 HTML_FILE = "report.html"
@@ -112,6 +114,9 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
     if html:
         steps.append((HTML_FILE, lambda: [_html(run, summary, out_dir, pictures, plot_notes,
                                                 plots)]))
+    # What every column of results.csv means, with the files it explains.
+    steps.append((COLUMNS_FILE,
+                  lambda: [write_csv_atomic(dictionary_frame(), out_dir / COLUMNS_FILE)]))
     created = default_dir and not out_dir.exists()
     try:
         if default_dir:

@@ -10,6 +10,10 @@ Markdown: `code` in backticks.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _CORE: dict[str, str] = {
     'run_id':
@@ -166,6 +170,24 @@ TELEMETRY_COLUMN_DOCS: dict[str, str] = _each(_TELEMETRY)
 """The columns joined from the GPU's counters (`TELEMETRY_COLUMNS`) -> meaning."""
 RESULT_COLUMNS: dict[str, str] = {**CORE_COLUMN_DOCS, **TELEMETRY_COLUMN_DOCS}
 """Every column of results.csv -> what it means."""
+
+
+COLUMNS_FILE = "columns.csv"
+"""The dictionary as a file beside the rows of every run folder (and every report)."""
+PARQUET_METADATA_KEY = b"bwprof.columns"
+"""Key of the dictionary (JSON: column -> meaning) in the metadata of bwprof's Parquet files."""
+
+
+def dictionary_frame() -> pd.DataFrame:
+    """The dictionary as a table: `column`, `meaning` (Markdown), in results.csv's order."""
+    import pandas as pd
+
+    return pd.DataFrame({"column": list(RESULT_COLUMNS), "meaning": list(RESULT_COLUMNS.values())})
+
+
+def meanings_of(columns: Iterable[str]) -> dict[str, str]:
+    """What each of `columns` means, for those the dictionary knows."""
+    return {c: RESULT_COLUMNS[c] for c in columns if c in RESULT_COLUMNS}
 
 
 def groups(columns: Iterable[str], docs: dict[str, str] = RESULT_COLUMNS

@@ -31,7 +31,7 @@ def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeyp
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    left = "summary.csv, the plots" if plots else "summary.csv"
+    left = "summary.csv, the plots, columns.csv" if plots else "summary.csv, columns.csv"
     note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
             "to write them elsewhere")
     assert note in report["notes"]
@@ -49,7 +49,8 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
     out = " ".join(captured.out.split())
     assert "ddr" in out and "wrote" not in out and "not written" not in out
     # on stderr, as the README says: seen even where stdout goes to a file or a pipe
-    assert captured.err == (f"not written to {run / 'report'}: summary.csv (Read-only file "
+    assert captured.err == (f"not written to {run / 'report'}: summary.csv, columns.csv "
+                            "(Read-only file "
                             "system); pass --out DIR to write them elsewhere\n")
 
 
@@ -172,5 +173,29 @@ def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, caps
     captured = capsys.readouterr()
     assert code == 0, captured.err
     notes = json.loads(captured.out)["notes"]
-    assert (f"not written to {read_only_mount / 'report'}: summary.csv, the plots "
-            "(Read-only file system); pass --out DIR to write them elsewhere") in notes
+    assert (f"not written to {read_only_mount / 'report'}: summary.csv, the plots, "
+            "columns.csv (Read-only file system); pass --out DIR to write them elsewhere") in notes
+
+
+def test_every_report_carries_its_column_dictionary_and_parquet_its_meanings(tmp_path):
+    """columns.csv beside the rows (every results.csv column, with its meaning), and the
+    same meanings in each Parquet copy's metadata, so a file copied alone explains itself."""
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from bwprof import cli
+    from bwprof.schema.columns import PARQUET_METADATA_KEY, RESULT_COLUMNS
+    from bwprof.schema.rows import CSV_COLUMNS
+    from tests.report.conftest import DATA
+
+    assert cli.main(["report", str(DATA / "host-ddr-v2"), "--out", str(tmp_path), "--no-plots",
+                     "--format", "parquet"]) == 0
+    dictionary = pd.read_csv(tmp_path / "columns.csv")
+    assert list(dictionary["column"]) == list(CSV_COLUMNS)
+    assert dict(zip(dictionary["column"], dictionary["meaning"], strict=True)) == RESULT_COLUMNS
+    meanings = json.loads(pq.read_schema(tmp_path / "results.parquet").metadata[
+        PARQUET_METADATA_KEY])
+    assert meanings["value_best"] == RESULT_COLUMNS["value_best"]
+    assert set(meanings) <= set(RESULT_COLUMNS)

@@ -92,7 +92,7 @@ def test_no_plots_writes_no_png(tmp_path):
     result = runner.invoke(app, ["report", str(DATA / "sim-a"), "--out", str(tmp_path),
                                  "--no-plots"])
     assert result.exit_code == 0, result.output
-    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["columns.csv", "summary.csv"]
 
 
 def test_a_long_title_fits_even_a_small_p2p_matrix():
