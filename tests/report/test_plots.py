@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
@@ -20,12 +21,16 @@ def _title(figure) -> str:
 
 
 def _samples(path):
+    """samples.csv of two GPUs running h2d_pinned then hbm_triad: PCIe and DRAM counters
+    that move, a flat SM clock, power that moves, no throttling."""
     t = np.arange(0, 2, 0.05)
     frame = pd.DataFrame({
         "t_s": np.concatenate([t, t]), "device": ["gpu0"] * len(t) + ["gpu1"] * len(t),
         "case": (["h2d_pinned"] * 20 + ["hbm_triad"] * 20) * 2,
-        "pcie_rx_mibps_mean": np.linspace(0, 1000, 2 * len(t)),
-        "power_w": 300.0, "throttle_reasons": 0,
+        "pcie_rx_mibps": np.linspace(0, 1000, 2 * len(t)),
+        "dram_bw_util_pct": np.linspace(0, 90, 2 * len(t)),
+        "sm_clock_mhz": 1980.0, "power_w": np.linspace(100, 500, 2 * len(t)),
+        "throttle_reasons": 0,
     })
     frame.to_csv(path, index=False)
 
@@ -49,8 +54,10 @@ def test_titles_name_the_machine_and_label_simulated_figures():
     assert plots.SIMULATED_TITLE in _title(plots.p2p_figure(sim.results, sim.meta))
     summary = plots.summary_figure(build_summary(sim.results), sim.meta)
     assert plots.SIMULATED_TITLE in _title(summary)
-    labels = [t.get_text() for t in summary.axes[0].get_yticklabels()]
-    assert "HBM  hbm_triad gpu0 (simulated)" in labels and "DDR  ddr_triad cpu" in labels
+    labels = {axis.get_title(loc="left"): [t.get_text() for t in axis.get_yticklabels()]
+              for axis in summary.axes}
+    assert "hbm_triad gpu0 (simulated)" in labels["HBM: device memory"]
+    assert labels["DDR: host memory"] == ["ddr_triad cpu"]
     measured = plots.summary_figure(build_summary(host.results), host.meta)
     assert plots.SIMULATED_TITLE not in _title(measured)
     assert "no GPU" in _title(measured)
@@ -71,13 +78,36 @@ def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
     assert "GB/s" in h2d.get_ylabel()
 
 
-def test_telemetry_shades_each_case_and_skips_non_counters(tmp_path):
+def test_telemetry_shades_each_case_and_draws_only_counters_that_moved(tmp_path):
     _samples(tmp_path / "samples.csv")
     samples = pd.read_csv(tmp_path / "samples.csv")
     figure = plots.telemetry_figure(samples, meta(host=host(hostname="h")))
-    assert [axis.get_ylabel() for axis in figure.axes] == ["pcie_rx_mibps_mean", "power_w"]
+    assert [axis.get_ylabel().replace("\n", " ") for axis in figure.axes] == [
+        "DRAM bandwidth used, % of peak (GPM)", "PCIe throughput, GB/s (10^9 B/s)",
+        "board power, W"]  # words with units; the flat SM clock is not a panel
+    assert "SM clock 1980 MHz" in figure.axes[-1].get_xlabel()
     assert len(figure.axes[0].patches) == 2  # one shaded span per case
+    pcie = [y for line in figure.axes[1].get_lines() for y in line.get_ydata()]
+    assert max(pcie) == pytest.approx(1000 * 1048576 / 1e9)  # MiB/s drawn as GB/s
     assert plots.telemetry_figure(None, meta()) is None
+
+
+def test_telemetry_panels_follow_the_rows_the_run_measured():
+    """The H200 run: DRAM utilisation for its HBM rows, PCIe for its copies, power (it
+    moved 120-660 W); its clocks were flat and are named, not drawn. A run of transfers
+    only has no DRAM panel."""
+    run = load_run(DATA / "h200-quick")
+    figure = plots.telemetry_figure(run.samples, run.meta, results=run.results)
+    labels = [axis.get_ylabel().replace("\n", " ") for axis in figure.axes]
+    assert labels == ["DRAM bandwidth used, % of peak (GPM)",
+                      "PCIe throughput, GB/s (10^9 B/s)", "board power, W"]
+    assert "SM clock 1980 MHz" in figure.axes[-1].get_xlabel()
+    dram = figure.axes[0].get_lines()[0]
+    assert 85 < max(dram.get_ydata()) < 91 and not np.isnan(dram.get_ydata()).any()
+    copies = run.results[run.results["case"].str.startswith("h2d_")]
+    figure = plots.telemetry_figure(run.samples, run.meta, results=copies)
+    assert [a.get_ylabel().split(",")[0] for a in figure.axes] == ["PCIe throughput",
+                                                                   "board power"]
 
 
 def test_a_host_only_run_has_no_p2p_or_telemetry_plot(tmp_path):
