@@ -181,7 +181,8 @@ def _value_text(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float) -> None:
+def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
+                swept: set[tuple[str, str]]) -> None:
     metric = str(mine["metric"].iloc[0])
     unit = str(mine["unit"].iloc[0])
     peaks = sorted(mine["peak_value"].dropna().unique())
@@ -198,7 +199,7 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float) -
             x = x * 2 ** ((k - (len(singles) - 1) / 2) * step)
         threads = ""
         if line["threads"].notna().any() and (mine["threads"].nunique() > 1
-                                               or _threads_swept(mine).any()):
+                                               or (case, device) in swept):
             threads = f" ({int(line['threads'].dropna().iloc[0])} threads)"
         _draw_series(axis, line, x, resident, _series_label(str(case), str(device), line,
                                                             threads),
@@ -303,7 +304,9 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
                  f"{_DIRECTION_LABELS.get(direction, direction)}")
         if kind == "size":
             low, high = limits[_family(memory, direction)]
-            _size_panel(axis, mine, resident, math.log2(high / low) + 2)
+            _size_panel(axis, mine, resident, math.log2(high / low) + 2,
+                        set(zip(rows.loc[swept, "case"], rows.loc[swept, "device"],
+                                strict=True)))
             axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
             axis.tick_params(axis="x", labelrotation=45)
             axis.set_title(where, fontsize=PANEL_TITLE_POINTS)
@@ -864,15 +867,16 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
 
 
 def write_plots(run: RunFolder, out_dir: Path | None = None,
-                notes: list[str] | None = None) -> list[Path]:
+                notes: list[str] | None = None, band: Band | None = None) -> list[Path]:
     """Write every plot that has data into `out_dir` (default: the run folder); why the
-    timeline plots could not be drawn goes to `notes`."""
+    timeline plots could not be drawn goes to `notes`; `band` (each path's achievable band,
+    % of peak) is shaded in the summary plot."""
     target = out_dir or run.path
     summary = build_summary(run.results)
     simulated = run.simulated
     figures = {
         BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
-        SUMMARY_PNG: summary_figure(summary, run.meta),
+        SUMMARY_PNG: summary_figure(summary, run.meta, band),
         TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated, run.results),
         P2P_PNG: p2p_figure(run.results, run.meta),
         LATENCY_PNG: latency_figure(run.results, run.meta),
