@@ -1,11 +1,15 @@
 """PNG plots of a run folder (matplotlib, Agg, no display needed).
 
 - `bandwidth_vs_size.png`: GB/s against transfer size (log x), one panel per memory kind and
-  direction, one line per case and device, the theoretical peak as a dashed line.
-- `summary_vs_peak.png`: the summary's figures (DDR, HBM, PCIe, P2P) as bars beside their peaks.
-- `telemetry.png`: the counters of `samples.csv` over time, each case shaded (only when the run
-  recorded telemetry).
-- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix (only with two GPUs or more).
+  direction (and one per `--threads` sweep), one line per case and device (a single size: a
+  marker, side by side with the others), the theoretical peak as a dashed line, cache points
+  hollow and named.
+- `summary_vs_peak.png`: the summary's figures, a panel per path, in % of peak on a linear
+  0-100% axis (the achievable band shaded where given), GB/s from 0 without a peak.
+- `telemetry.png`: the counters that explain the figures (DRAM utilisation, PCIe, what moved)
+  over time, each case shaded (only when the run recorded telemetry).
+- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix, coloured 0 to the peak (only with two
+  GPUs or more).
 - `latency_vs_size.png`: load latency against working-set size (log x, log y), a panel for
   the host chase and one for the GPU chase (and one for any other latency sweep), one line
   per device, the cache sizes as dotted vertical lines (host: each level's per-instance
@@ -15,8 +19,9 @@
 - `numa_latency_heatmap.png`, `p2p_latency_heatmap.png`: latency from each NUMA node's CPUs
   to each node's memory, and from each GPU to each other's memory (only with two or more).
 
-Every heatmap's colours run from 0, not from the smallest figure, so a small difference
-does not look like a large one. A plot without rows is not drawn.
+Every heatmap's colours run from 0 (to the peak where the figure has one), not from the
+smallest figure, so a small difference does not look like a large one. Text is 8 pt or more
+(`figstyle.readable`). A plot without rows is not drawn.
 
 Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
 measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
@@ -793,15 +798,15 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
                           markeredgecolor=drawn.get_color())
         for size, label in _cache_marks(case, mine, meta):
             axis.axvline(size, linestyle=":", linewidth=1, color="grey")
-            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"), fontsize=6,
-                          color="grey", rotation=90, ha="right", va="top")
+            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"),
+                          fontsize=TEXT_POINTS, color="grey", rotation=90, ha="right", va="top")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
         for ticks in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
             ticks(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.tick_params(axis="y", which="minor", labelsize=6)
-        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
+        axis.tick_params(axis="y", which="minor", labelsize=TEXT_POINTS)
+        axis.tick_params(axis="x", labelrotation=45, labelsize=TEXT_POINTS)
         axis.set_xlabel("working-set size (bytes, log scale)")
         axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
         where = ("host" if (mine["backend"] == "host").all() else "GPU")
@@ -812,14 +817,15 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
         if resident[mine.index].any():
             handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
                                   markeredgecolor="grey", label=RESIDENT_LABEL))
-        axis.legend(handles=handles, fontsize=6, loc="lower right",  # the cache names: top
+        axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                    loc="lower right",  # the cache names are at the top
                     ncol=2 if len(handles) > 8 else 1)
     for axis in axes[len(cases):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency against working-set size (one dependent load at a time)",
            meta, simulated)
-    return figure
+    return readable(figure)
 
 
 def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
@@ -851,7 +857,7 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
             for _, point in line.iterrows():
                 axis.annotate(f"{point['percent']}%", (float(point["load_gbps"]),
                                                        float(point["value_best"])),
-                              xytext=(3, 3), textcoords="offset points", fontsize=6)
+                              xytext=(3, 3), textcoords="offset points", fontsize=TEXT_POINTS)
         axis.set_xlim(left=0)
         axis.set_ylim(bottom=0)
         axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
@@ -860,10 +866,10 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
         axis.set_title(f"{where} latency under load ({case}); labels: the load's nominal "
                        "intensity", fontsize=8)
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=6, loc="upper left")
+        axis.legend(fontsize=TEXT_POINTS, loc="upper left")
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency under a concurrent streaming load", meta, simulated)
-    return figure
+    return readable(figure)
 
 
 def write_plots(run: RunFolder, out_dir: Path | None = None,
