@@ -1,11 +1,15 @@
 """PNG plots of a run folder (matplotlib, Agg, no display needed).
 
 - `bandwidth_vs_size.png`: GB/s against transfer size (log x), one panel per memory kind and
-  direction, one line per case and device, the theoretical peak as a dashed line.
-- `summary_vs_peak.png`: the summary's figures (DDR, HBM, PCIe, P2P) as bars beside their peaks.
-- `telemetry.png`: the counters of `samples.csv` over time, each case shaded (only when the run
-  recorded telemetry).
-- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix (only with two GPUs or more).
+  direction (and one per `--threads` sweep), one line per case and device (a single size: a
+  marker, side by side with the others), the theoretical peak as a dashed line, cache points
+  hollow and named.
+- `summary_vs_peak.png`: the summary's figures, a panel per path, in % of peak on a linear
+  0-100% axis (the achievable band shaded where given), GB/s from 0 without a peak.
+- `telemetry.png`: the counters that explain the figures (DRAM utilisation, PCIe, what moved)
+  over time, each case shaded (only when the run recorded telemetry).
+- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix, coloured 0 to the peak (only with two
+  GPUs or more).
 - `latency_vs_size.png`: load latency against working-set size (log x, log y), a panel for
   the host chase and one for the GPU chase (and one for any other latency sweep), one line
   per device, the cache sizes as dotted vertical lines (host: each level's per-instance
@@ -15,8 +19,9 @@
 - `numa_latency_heatmap.png`, `p2p_latency_heatmap.png`: latency from each NUMA node's CPUs
   to each node's memory, and from each GPU to each other's memory (only with two or more).
 
-Every heatmap's colours run from 0, not from the smallest figure, so a small difference
-does not look like a large one. A plot without rows is not drawn.
+Every heatmap's colours run from 0 (to the peak where the figure has one), not from the
+smallest figure, so a small difference does not look like a large one. Text is 8 pt or more
+(`figstyle.readable`). A plot without rows is not drawn.
 
 Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
 measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
@@ -26,12 +31,22 @@ so plotting is safe to call from a library. Nothing here touches hardware.
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
+from bwprof.report.figstyle import (
+    LABEL_POINTS,
+    MIN_POINTS,
+    PANEL_TITLE_POINTS,
+    TEXT_POINTS,
+    new_figure,
+    readable,
+)
 from bwprof.report.formats import cell_float
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import (
@@ -50,6 +65,7 @@ from bwprof.report.summary import (
     p2p_matrix_rows,
 )
 from bwprof.report.timeline import read_timelines, write_timeline_plots
+from bwprof.schema import flags as f
 from bwprof.schema.meta import RunMeta
 from bwprof.units import format_bytes
 
@@ -64,9 +80,6 @@ P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
 LATENCY_AXIS = "ns per dependent load, best"
 RESIDENT_LABEL = "fits in a cache: not the memory's figure"
 SIMULATED_TITLE = "SIMULATED — not a measurement"
-MAX_COUNTER_PANELS = 8
-_NOT_COUNTERS = {"t_s", "size_bytes", "threads", "sample", "index", "schema_version",
-                 "numa_node", "streams"}
 
 _MEMORY_LABELS = {"ddr": "host DDR", "hbm": "device memory", "pinned": "pinned host memory",
                   "pageable": "pageable host memory", "host": "host buffers"}
@@ -76,9 +89,7 @@ _DIRECTION_LABELS = {"within": "within one memory", "h2d": "host→device",
 
 
 def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    return new_figure(width, height)
 
 
 TITLE_POINTS = 11
@@ -111,12 +122,153 @@ def _size_formatter(value: float, _position: object) -> str:
     return format_bytes(int(value)) if value >= 1 else ""
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+SINGLE_SPREAD_OCTAVES = 0.22
+"""How far apart (in octaves of size, at least; 3.5% of a wide panel's range) the single-size
+series of one panel are drawn, so five kernels measured at one size are five markers side by
+side, not one spot."""
+
+
+def _family(memory: str, direction: str) -> str:
+    """Panels compared with each other share an x scale: the host's memory, the host↔device
+    transfers (pinned, pageable, either direction), device memory, GPU↔GPU."""
+    if direction in ("h2d", "d2h", "both"):
+        return "transfer"
+    return f"{memory}:{direction}"
+
+
+def _threads_swept(rows: pd.DataFrame) -> pd.Series:
+    """Which rows belong to a case and device measured at more than one thread count."""
+    threads = rows["threads"].astype("Float64")
+    counts = threads.groupby([rows["case"], rows["device"]]).transform("nunique")
+    return (counts > 1).fillna(False).astype(bool)
+
+
+def _series_label(case: str, device: str, line: pd.DataFrame, threads: str = "") -> str:
+    label = f"{case} {device}{threads}"
+    return label + (" (simulated)" if (line["backend"] == "simulated").any() else "")
+
+
+def _resident_word(line: pd.DataFrame) -> pd.Series:
+    return line["flags"].map(lambda text: "in L2" if f.has_flag(text, f.L2_RESIDENT)
+                             else "in cache")
+
+
+def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, label: str,
+                 marker: str, peak: float | None, single: bool) -> None:
+    """One case and device: a line through its sizes (a marker with its value written
+    beside it where it has one size); the points that fit in a cache hollow, joined by a
+    dotted line and named (`in L2`, `in cache`), so they never read as the memory's."""
+    cached = resident[line.index]
+    values = line["value_best"].astype(float)
+    if single:  # its value in the legend: side-by-side markers leave no room for text
+        drawn = axis.plot(x, values, linestyle="none", marker=marker, markersize=7,
+                          label=f"{label}: {_value_text(float(values.iloc[0]))}")[0]
+    else:
+        drawn = axis.plot(x, values, linestyle=":", linewidth=1, marker=None)[0]
+        kept = ~cached
+        axis.plot(x[kept], values[kept], linestyle="-", linewidth=1.4, marker=marker,
+                  markersize=4, color=drawn.get_color(), label=label)
+        if not kept.any():  # every point in a cache: the dotted line carries the name
+            drawn.set_label(label)
+    if cached.any():
+        axis.plot(x[cached], values[cached], linestyle="none", marker=marker, markersize=7,
+                  markerfacecolor="white", markeredgecolor=drawn.get_color())
+        for xv, yv, word in zip(x[cached], values[cached], _resident_word(line[cached]),
+                                strict=True):
+            above = peak is not None and yv > peak
+            axis.annotate(word + (", above the peak" if above else ""), (xv, yv),
+                          xytext=(6, 6 if above else -10), textcoords="offset points",
+                          fontsize=TEXT_POINTS, color=drawn.get_color(), style="italic")
+
+
+def _value_text(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
+                swept: set[tuple[str, str]]) -> None:
+    metric = str(mine["metric"].iloc[0])
+    unit = str(mine["unit"].iloc[0])
+    peaks = sorted(mine["peak_value"].dropna().unique())
+    peak = float(max(peaks)) if peaks else None
+    groups = list(mine.groupby(["case", "device"], sort=False))
+    singles = [key for key, line in groups if line["size_bytes"].nunique() == 1]
+    for index, ((case, device), line) in enumerate(groups):
+        line = line.sort_values("size_bytes")
+        x = line["size_bytes"].astype(float)
+        single = (case, device) in singles
+        if single and len(singles) > 1:  # side by side around their size
+            k = singles.index((case, device))
+            step = max(SINGLE_SPREAD_OCTAVES, 0.035 * octaves)  # a share of the panel
+            x = x * 2 ** ((k - (len(singles) - 1) / 2) * step)
+        threads = ""
+        if line["threads"].notna().any() and (mine["threads"].nunique() > 1
+                                               or (case, device) in swept):
+            threads = f" ({int(line['threads'].dropna().iloc[0])} threads)"
+        _draw_series(axis, line, x, resident, _series_label(str(case), str(device), line,
+                                                            threads),
+                     MARKERS[index % len(MARKERS)], peak, single)
+    for value in peaks:
+        axis.axhline(value, linestyle="--", linewidth=1, color="grey")
+        axis.annotate(f"theoretical peak {value:.0f} {unit}", (0.01, value),
+                      xycoords=("axes fraction", "data"), fontsize=TEXT_POINTS, color="dimgrey",
+                      va="bottom")
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("transfer or array size (bytes, log scale)", fontsize=LABEL_POINTS)
+    axis.set_ylabel("GB/s (10^9 bytes/s), best" if metric == "bandwidth"
+                    else f"{metric}, {unit}, best", fontsize=LABEL_POINTS)
+
+
+def _threads_panel(axis, mine: pd.DataFrame) -> None:
+    """A thread-count sweep: the figure against threads, a line per case, device and size."""
+    peak = mine["peak_value"].dropna()
+    for index, ((case, device, _size), line) in enumerate(
+            mine.groupby(["case", "device", "size_bytes"], sort=False)):
+        line = line.sort_values("threads")
+        axis.plot(line["threads"].astype(float), line["value_best"].astype(float),
+                  marker=MARKERS[index % len(MARKERS)], markersize=5,
+                  label=_series_label(str(case), str(device), line,
+                                      f", {format_bytes(int(line['size_bytes'].iloc[0]))}"))
+    if len(peak):
+        axis.axhline(float(peak.max()), linestyle="--", linewidth=1, color="grey")
+    threads = sorted(int(t) for t in mine["threads"].dropna().unique())
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(threads, [str(t) for t in threads])
+    axis.minorticks_off()
+    axis.set_xlabel("threads (log scale)", fontsize=LABEL_POINTS)
+    axis.set_ylabel("GB/s (10^9 bytes/s), best", fontsize=LABEL_POINTS)
+
+
+def _share_size_axes(panels: list[tuple[object, str]]) -> None:
+    """One x range for the panels of each family, spanning every point drawn in them (the
+    side-by-side markers included) with half an octave or more to spare."""
+    extents: dict[str, tuple[float, float]] = {}
+    for axis, family in panels:
+        xs = [float(x) for line in axis.get_lines()  # type: ignore[attr-defined]
+              if line.get_transform() == axis.transData  # type: ignore[attr-defined]
+              for x in line.get_xdata() if float(x) > 0]  # not the peak's axhline
+        if xs:
+            low, high = extents.get(family, (math.inf, 0.0))
+            extents[family] = (min(low, min(xs)), max(high, max(xs)))
+    for axis, family in panels:
+        if family in extents:
+            low, high = extents[family]
+            axis.set_xlim(low / 1.6, high * 1.6)  # type: ignore[attr-defined]
+
+
 def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     """Each figure against size, one panel per metric, memory kind and direction (GB/s for
     bandwidth; a throughput in TFLOP/s in panels of its own; latency is `latency_figure`'s);
-    None when no row has a size. Points whose buffers fit in a cache (`in_cache`,
-    `l2_resident`) are drawn hollow: they are not the memory's figure and may pass its peak
-    line."""
+    None when no row has a size.
+
+    A case measured at one size is a marker with its value beside it (several such cases
+    side by side around their size, each its own marker shape); a `--threads` sweep gets a
+    panel against thread count of its own (the size panel keeps each case's largest thread
+    count, named in its legend). Points whose buffers fit in a cache (`in_cache`,
+    `l2_resident`) are hollow, joined by a dotted line and named (`in L2`, `in cache`; `,
+    above the peak` where they pass its line). Panels compared with each other (the
+    host↔device transfers) share one x scale."""
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
@@ -126,117 +278,177 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     if rows.empty:
         return None
     resident = cache_resident(rows)
-    panels = list(dict.fromkeys(zip(rows["metric"], rows["memory"], rows["direction"],
-                                    strict=True)))
-    columns = min(len(panels), 3)
-    lines = math.ceil(len(panels) / columns)
-    figure = _figure(5.2 * columns, 3.9 * lines + 0.8)
-    axes = figure.subplots(lines, columns, squeeze=False).ravel()
-    for axis, (metric, memory, direction) in zip(axes, panels, strict=False):
+    swept = _threads_swept(rows)
+    keys = list(dict.fromkeys(zip(rows["metric"], rows["memory"], rows["direction"],
+                                  strict=True)))
+    panels: list[tuple[str, tuple[str, str, str], pd.DataFrame]] = []
+    for metric, memory, direction in keys:
         mine = rows[(rows["metric"] == metric) & (rows["memory"] == memory)
                     & (rows["direction"] == direction)]
-        unit = str(mine["unit"].iloc[0])
-        bandwidth = metric == "bandwidth"
-        for (case, device), line in mine.groupby(["case", "device"], sort=False):
-            line = line.sort_values("size_bytes")
-            label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
-                                          .any() else "")
-            drawn = axis.plot(line["size_bytes"].astype(float), line["value_best"], marker="o",
-                              markersize=3, label=label)[0]
-            cached = resident[line.index]
-            if cached.any():  # hollow markers over the cache-resident points
-                axis.plot(line.loc[cached, "size_bytes"].astype(float),
-                          line.loc[cached, "value_best"], linestyle="none", marker="o",
-                          markersize=6, markerfacecolor="white",
-                          markeredgecolor=drawn.get_color())
-        for peak in sorted(mine["peak_value"].dropna().unique()):
-            axis.axhline(peak, linestyle="--", linewidth=1, color="grey")
-            axis.annotate(f"peak {peak:.0f} {unit}", (0.01, peak), xycoords=("axes fraction",
-                          "data"), fontsize=7, color="grey", va="bottom")
-        axis.set_xscale("log", base=2)
-        axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
-        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
-        axis.set_xlabel("transfer or array size (bytes, log scale)")
-        axis.set_ylabel("GB/s (10^9 bytes/s), best" if bandwidth else f"{metric}, {unit}, best")
-        axis.set_ylim(bottom=0)
-        axis.set_title(("" if bandwidth else f"{metric}: ")
-                       + f"{_MEMORY_LABELS.get(memory, memory)}, "
-                       f"{_DIRECTION_LABELS.get(direction, direction)}", fontsize=9)
+        sweep = mine[swept[mine.index]]
+        if len(sweep):  # the size panel keeps each swept case's largest thread count
+            most = sweep.groupby(["case", "device"])["threads"].transform("max")
+            mine = mine.drop(sweep.index[sweep["threads"] != most])
+        panels.append(("size", (metric, memory, direction), mine))
+        if len(sweep):
+            panels.append(("threads", (metric, memory, direction), sweep))
+    columns = min(len(panels), 3)
+    lines = math.ceil(len(panels) / columns)
+    figure = new_figure(5.4 * columns, 4.1 * lines + 0.9)
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    limits: dict[str, tuple[float, float]] = {}
+    for kind, (_metric, memory, direction), mine in panels:
+        if kind == "size":
+            family = _family(memory, direction)
+            low, high = limits.get(family, (math.inf, 0.0))
+            limits[family] = (min(low, float(mine["size_bytes"].min())),
+                              max(high, float(mine["size_bytes"].max())))
+    for axis, (kind, (metric, memory, direction), mine) in zip(axes, panels, strict=False):
+        where = (("" if metric == "bandwidth" else f"{metric}: ")
+                 + f"{_MEMORY_LABELS.get(memory, memory)}, "
+                 f"{_DIRECTION_LABELS.get(direction, direction)}")
+        if kind == "size":
+            low, high = limits[_family(memory, direction)]
+            _size_panel(axis, mine, resident, math.log2(high / low) + 2,
+                        set(zip(rows.loc[swept, "case"], rows.loc[swept, "device"],
+                                strict=True)))
+            axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+            axis.tick_params(axis="x", labelrotation=45)
+            axis.set_title(where, fontsize=PANEL_TITLE_POINTS)
+        else:
+            _threads_panel(axis, mine)
+            axis.set_title(f"{where}: against thread count (--threads)",
+                           fontsize=PANEL_TITLE_POINTS)
+        axis.tick_params(labelsize=TEXT_POINTS)
+        ys = [float(y) for line in axis.get_lines() for y in line.get_ydata()
+              if line.get_transform() == axis.transData] + [
+              float(v) for v in mine["peak_value"].dropna()]
+        axis.set_ylim(0, 1.1 * max(ys) if ys and max(ys) > 0 else None)  # markers kept whole
         axis.grid(True, alpha=0.3)
         handles, _labels = axis.get_legend_handles_labels()
-        if resident[mine.index].any():
-            handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
-                                  markeredgecolor="grey",
-                                  label=RESIDENT_LABEL))
-        axis.legend(handles=handles, fontsize=6,
-                    ncol=2 if mine.groupby(["case", "device"]).ngroups > 8 else 1)
+        if kind == "size" and resident[mine.index].any():
+            handles.append(Line2D([], [], linestyle=":", marker="o", markerfacecolor="white",
+                                  markeredgecolor="grey", color="grey", label=RESIDENT_LABEL))
+        # Lower right: bandwidth rises with size, so that corner is the one left empty.
+        axis.legend(handles=handles, fontsize=TEXT_POINTS, loc="lower right",
+                    ncol=2 if len(handles) > 8 else 1)
+    _share_size_axes([(axis, _family(memory, direction)) for axis, (kind, (_m, memory,
+                      direction), _rows) in zip(axes, panels, strict=False) if kind == "size"])
     for axis in axes[len(panels):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
     what = ("Bandwidth against transfer size" if set(rows["metric"]) == {"bandwidth"}
             else "Figures against transfer or working-set size")
     _title(figure, what, meta, simulated)
-    return figure
+    return readable(figure)
 
 
-def summary_figure(summary: pd.DataFrame, meta: RunMeta):
-    """Horizontal bars: each summary figure in GB/s beside its peak; None without figures."""
+PATH_TITLES: dict[str, str] = {
+    "ddr": "DDR: host memory", "hbm": "HBM: device memory",
+    "h2d": "host→device (PCIe or C2C)", "d2h": "device→host (PCIe or C2C)",
+    "p2p": "GPU↔GPU (NVLink or PCIe)", "net": "network: rank→rank",
+}
+PATH_COLOURS: dict[str, str] = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green",
+                                "d2h": "tab:olive", "p2p": "tab:purple", "net": "tab:cyan"}
+BAND_LABEL = "achievable band (% of peak)"
+CACHE_BAR_LABEL = "fits in a cache: not the memory's figure"
+Band = Mapping[str, tuple[float, float]]
+"""The achievable band of each summary path (`ddr`, `hbm`, `h2d`, ...): (low, high) in % of
+the theoretical peak."""
+
+
+def _summary_entries(summary: pd.DataFrame) -> pd.DataFrame:
+    """The bandwidth rows the summary plot draws: those with a figure, and those that have
+    none because every row of theirs fits in a cache (drawn as a note, never as a bar)."""
+    bandwidth = summary["metric"] == "bandwidth"
+    cached = summary["status"] == "in cache"
+    return summary[(bandwidth & summary["gbps"].notna()) | (cached & summary["path"].isin(
+        list(PATH_TITLES)))]
+
+
+def summary_figure(summary: pd.DataFrame, meta: RunMeta, band: Band | None = None):
+    """The summary's bandwidth figures, a panel per path (DDR, HBM, host→device, ...), one
+    horizontal bar per figure. A path whose rows have a theoretical peak is drawn in % of
+    it on a linear 0–100% axis (the peak is the right edge; `band`, where given, shades the
+    path's achievable band); a path without a peak in GB/s from 0. A figure of a cache
+    (`in cache`: no DRAM figure) is a note in its panel, never a bar. None without figures."""
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
 
-    rows = summary[summary["gbps"].notna() & (summary["metric"] == "bandwidth")]
+    rows = _summary_entries(summary)
     if rows.empty:
         return None
-    labels = [
-        f"{PATH_LABELS[str(r['path'])]}  {r['case']} {r['device']}"
-        + (" (simulated)" if r["backend"] == "simulated" else "")
-        for _, r in rows.iterrows()
-    ]
-    figure = _figure(10, 1.2 + 0.42 * len(rows))
-    axis = figure.subplots()
-    positions = list(range(len(rows)))[::-1]
-    colours = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green", "d2h": "tab:olive",
-               "p2p": "tab:purple"}
-    axis.barh(positions, rows["gbps"], color=[colours.get(p, "grey") for p in rows["path"]])
-    # The legend names each path's colour (the bars are coloured by path) and the peak box.
-    handles = [Patch(color=colours.get(path, "grey"), label=f"{PATH_LABELS[path]}, best")
-               for path in dict.fromkeys(rows["path"])]
-    peaks = rows["peak_gbps"]
-    if peaks.notna().any():
-        axis.barh(positions, peaks.fillna(0), fill=False, edgecolor="black", linewidth=0.8)
-        handles.append(Patch(fill=False, edgecolor="black", label="theoretical peak"))
-    for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
-        gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
-        text = f"{gbps:.1f} GB/s"
-        if pct is not None:
-            text += f" ({pct:.0f}% of peak)"
-        end = max(gbps or 0.0, peak or 0.0)
-        axis.annotate(text, (end, position), xytext=(3, 0), textcoords="offset points",
-                      va="center", fontsize=7)  # right of the bar and its peak box
-    axis.set_yticks(positions, labels, fontsize=8)
-    axis.set_xscale("log")
-    # Room right of the longest bar or peak for its label (log scale: a factor, not a sum).
-    longest = float(max(rows["gbps"].max(), peaks.max(skipna=True) if peaks.notna().any() else 0))
-    axis.set_xlim(float(rows["gbps"].min()) / 2, 4 * longest)
-    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-    axis.set_xlabel("GB/s (10^9 bytes/s), log scale")
-    axis.grid(True, axis="x", alpha=0.3)
-    axis.legend(handles=handles, fontsize=7, loc="lower right")
+    paths = list(dict.fromkeys(rows["path"]))
+    counts = [int((rows["path"] == path).sum()) for path in paths]
+    figure = new_figure(9.5, max(3.2, 1.5 + sum(0.45 * n + 0.75 for n in counts)))
+    axes = figure.subplots(len(paths), 1, squeeze=False,
+                           gridspec_kw={"height_ratios": [n + 1.2 for n in counts]}).ravel()
+    for axis, path in zip(axes, paths, strict=True):
+        _summary_panel(axis, rows[rows["path"] == path], path,
+                       None if band is None else band.get(path))
+    if band:  # the panels name their paths; the legend says what the shading is
+        figure.legend(handles=[Patch(color="tab:green", alpha=0.18, label=BAND_LABEL)],
+                      loc="outside lower center", fontsize=TEXT_POINTS)
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Summary: measured bandwidth against theoretical peak", meta, simulated)
-    return figure
+    return readable(figure)
 
 
-def _counters(samples: pd.DataFrame) -> list[str]:
-    names = []
-    for column in samples.columns:
-        if column in _NOT_COUNTERS or "reason" in column or column in ("device", "case"):
+def _bar_label(row: pd.Series) -> str:
+    return f"{row['case']} {row['device']}" + (" (simulated)" if row["backend"] == "simulated"
+                                              else "")
+
+
+def _summary_panel(axis, rows: pd.DataFrame, path: str,
+                   band: tuple[float, float] | None) -> None:
+    """One path's bars: in % of peak where its rows have a peak, else in GB/s."""
+    colour = PATH_COLOURS.get(path, "grey")
+    figures = rows[rows["gbps"].notna()]
+    in_percent = bool(figures["pct_of_peak"].notna().any())
+    positions = list(range(len(rows)))[::-1]
+    if in_percent:  # past 100 a little, so the dashed peak line shows
+        top = max(105.0, 10 * math.ceil(float(figures["pct_of_peak"].max()) / 10) + 5)
+    else:
+        top = 1.15 * float(figures["gbps"].max()) if len(figures) else 1.0
+    for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
+        gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
+        cached = row["status"] == "in cache" or bool(f.is_cache_resident(row["flags"]))
+        if gbps is None or cached:  # a cache's figure: never a bar of the memory's
+            axis.text(0.01 * top, position, f"in a cache: no {PATH_LABELS[path]} figure (its "
+                      "arrays or buffers are under 4× the cache; see summary.csv)",
+                      va="center", fontsize=TEXT_POINTS, color="dimgrey", style="italic")
             continue
-        values = pd.to_numeric(samples[column], errors="coerce")
-        if values.notna().any():
-            names.append(column)
-    return names
+        if in_percent and pct is None:  # a row without a peak among rows with one
+            axis.text(0.01 * top, position, f"{gbps:.1f} GB/s: no theoretical peak known",
+                      va="center", fontsize=TEXT_POINTS)
+            continue
+        length = pct if in_percent and pct is not None else gbps
+        axis.barh(position, length, color=colour, height=0.6)
+        text = (f"{gbps:.1f} GB/s = {pct:.0f}% of {peak:.0f} GB/s" if in_percent
+                else f"{gbps:.1f} GB/s")
+        inside = length > 0.55 * top
+        axis.annotate(text, (length, position), xytext=(-4 if inside else 4, 0),
+                      textcoords="offset points", va="center", fontsize=TEXT_POINTS,
+                      ha="right" if inside else "left", color="white" if inside else "black")
+    if in_percent and band is not None:
+        low, high = band
+        axis.axvspan(low, high, color="tab:green", alpha=0.18, linewidth=0, zorder=0)
+    if in_percent:
+        axis.axvline(100, color="black", linewidth=1, linestyle="--")
+        axis.set_xlim(0, top)
+        axis.set_xticks(range(0, int(top) + 1, 10))
+        axis.set_xlabel("% of the theoretical peak (linear; dashed line: the peak)",
+                        fontsize=LABEL_POINTS)
+    else:
+        axis.set_xlim(0, top)
+        axis.set_xlabel("GB/s (10^9 bytes/s), best (no theoretical peak known for this path)",
+                        fontsize=LABEL_POINTS)
+    axis.set_ylim(-0.6, len(rows) - 0.4)
+    axis.set_yticks(positions, [_bar_label(r) for _, r in rows.iterrows()],
+                    fontsize=TEXT_POINTS + 1)
+    axis.tick_params(axis="x", labelsize=TEXT_POINTS)
+    axis.set_title(PATH_TITLES.get(path, PATH_LABELS[path]), fontsize=PANEL_TITLE_POINTS,
+                   loc="left")
+    axis.grid(True, axis="x", alpha=0.3)
 
 
 def _case_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
@@ -254,51 +466,173 @@ def _case_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
     return [span for span in spans if span[0]]
 
 
-def telemetry_figure(samples: pd.DataFrame | None, meta: RunMeta, simulated: bool = False):
-    """One panel per counter over time, a line per device, each case shaded."""
-    if samples is None or samples.empty:
+MIB_TO_GB = 1048576 / 1e9
+MOVED = {"sm_clock_mhz": 30.0, "mem_clock_mhz": 30.0, "power_w": 25.0, "temperature_c": 10.0,
+         "pcie_gen": 0.5, "pcie_width": 0.5}
+"""How far (max - min) a counter of state must move to be drawn: a flat clock explains
+nothing, a clock that dropped during a case does."""
+COUNTER_WORDS = {
+    "dram_bw_util_pct": "DRAM bandwidth used, % of peak (GPM)",
+    "mem_util_pct": "memory busy time, % (NVML; not bandwidth)",
+    "pcie": "PCIe throughput, GB/s (10^9 B/s)",
+    "nvlink": "NVLink throughput, GB/s (10^9 B/s)",
+    "sm_clock_mhz": "SM clock, MHz", "mem_clock_mhz": "memory clock, MHz",
+    "power_w": "board power, W", "temperature_c": "GPU temperature, °C",
+    "pcie_gen": "PCIe link generation", "pcie_width": "PCIe link width, lanes",
+    "throttle_reasons": "throttle reasons (NVML bitmask)",
+}
+
+
+def _numbers(samples: pd.DataFrame, column: str) -> pd.Series | None:
+    """A counter's values as numbers; None where the column is absent or empty."""
+    if column not in samples:
         return None
-    counters = _counters(samples)
-    if not counters:
+    values = pd.to_numeric(samples[column], errors="coerce")
+    return values if values.notna().any() else None
+
+
+def _row_kinds(results: pd.DataFrame | None, samples: pd.DataFrame) -> set[str]:
+    """What the run measured, as the telemetry panels need it: 'hbm' (device memory),
+    'pcie' (host↔device transfers), 'p2p'. Without results, every kind the counters can
+    speak of."""
+    if results is None:
+        return {"hbm", "pcie", "p2p"}
+    ok = results[results["status"] == "ok"]
+    direction = ok["direction"].fillna("").astype(str)
+    kinds = set()
+    if ((ok["memory"] == "hbm") & (direction == "within")).any():
+        kinds.add("hbm")
+    if direction.str.contains("h2d|d2h|both").any() & (ok["memory"] != "hbm").any():
+        kinds.add("pcie")
+    if (direction == "p2p").any():
+        kinds.add("p2p")
+    return kinds
+
+
+def _telemetry_panels(samples: pd.DataFrame, results: pd.DataFrame | None
+                      ) -> tuple[list[tuple[str, list[tuple[str, pd.Series, str]]]], list[str]]:
+    """The panels that explain the run's figures, each (y label, [(series label suffix,
+    values, line style)]), and a note per counter left out and why."""
+    kinds = _row_kinds(results, samples)
+    panels: list[tuple[str, list[tuple[str, pd.Series, str]]]] = []
+    left: list[str] = []
+    if "hbm" in kinds:  # DRAM utilisation validates the HBM figures; busy time where no GPM
+        for column in ("dram_bw_util_pct", "mem_util_pct"):
+            values = _numbers(samples, column)
+            if values is not None:
+                panels.append((COUNTER_WORDS[column], [("", values, "-")]))
+                break
+    for kind, prefix, pairs in (
+            ("pcie", "pcie", (("rx", "host→device (rx)"), ("tx", "device→host (tx)"))),
+            ("p2p", "nvlink", (("tx", "sent (tx)"), ("rx", "received (rx)")))):
+        series = []
+        for suffix, words in pairs:
+            names = ([f"gpm_pcie_{suffix}_mibps", f"pcie_{suffix}_mibps"] if prefix == "pcie"
+                     else [f"nvlink_{suffix}_mibps"])
+            for column in names:
+                values = _numbers(samples, column)
+                if values is not None:
+                    series.append((f" {words}", values * MIB_TO_GB,
+                                   "-" if suffix == pairs[0][0] else "--"))
+                    break
+        moved = any(float(v.max()) > 0.1 for _, v, _ in series)
+        if series and (kind in kinds and (kind == "pcie" or moved)):
+            panels.append((COUNTER_WORDS[prefix], series))
+    for column, threshold in MOVED.items():
+        values = _numbers(samples, column)
+        if values is None:
+            continue
+        low, high = float(values.min()), float(values.max())
+        if high - low >= threshold:
+            panels.append((COUNTER_WORDS[column], [("", values, "-")]))
+        else:
+            span = f"{low:g}" if high == low else f"{low:g}–{high:g}"
+            name, _comma, unit = COUNTER_WORDS[column].partition(", ")
+            left.append(f"{name} {span}{' ' + unit if unit and unit != 'lanes' else ''}")
+    throttle = _numbers(samples, "throttle_reasons")
+    if throttle is not None and (throttle.fillna(0) != 0).any():
+        panels.append((COUNTER_WORDS["throttle_reasons"], [("", throttle, "-")]))
+    elif throttle is not None:
+        left.append("throttle reasons none")
+    return panels, left
+
+
+def _name_spans(axis, spans: list[tuple[str, float, float]]) -> None:
+    """Each case's name above the top panel, upright, pushed apart where short cases would
+    overlap, with a thin line to the middle of its span."""
+    if not spans:
+        return
+    low, high = axis.get_xlim()
+    width = axis.get_figure().get_figwidth() * 0.9
+    gap = (MIN_POINTS + 3) / 72 / width  # one upright line of text, in axes fraction
+    wanted = [((start + end) / 2 - low) / (high - low) for _, start, end in spans]
+    placed: list[float] = []
+    for x in wanted:
+        placed.append(max(x, placed[-1] + gap) if placed else x)
+    for index in range(len(placed) - 1, -1, -1):  # pulled back within the axis
+        ceiling = 1.0 if index == len(placed) - 1 else placed[index + 1] - gap
+        placed[index] = min(placed[index], ceiling)
+    for (case, _start, _end), x, at in zip(spans, placed, wanted, strict=True):
+        axis.annotate(case, xy=(at, 1.0), xytext=(x, 1.04), xycoords="axes fraction",
+                      textcoords="axes fraction", rotation=90, ha="center", va="bottom",
+                      fontsize=TEXT_POINTS,
+                      arrowprops={"arrowstyle": "-", "color": "grey", "linewidth": 0.6})
+
+
+def telemetry_figure(samples: pd.DataFrame | None, meta: RunMeta, simulated: bool = False,
+                     results: pd.DataFrame | None = None):
+    """The counters that explain the run's figures over time, a line per device, each case
+    shaded and named: DRAM utilisation where the run measured device memory (GPM; NVML's
+    busy time where the GPU has no GPM), PCIe throughput where it measured host↔device
+    copies, NVLink where GPUs copied to each other and it moved, clocks, power, temperature
+    and the PCIe link only where they moved beyond a small threshold (MOVED), throttle
+    reasons where any was set. The counters left out are named with their range under the
+    time axis; samples.csv holds them all. None without samples."""
+    if samples is None or samples.empty or "t_s" not in samples:
         return None
-    shown = counters[:MAX_COUNTER_PANELS]
-    figure = _figure(11, 1.0 + 1.9 * len(shown))
-    axes = figure.subplots(len(shown), 1, sharex=True, squeeze=False).ravel()
+    panels, left = _telemetry_panels(samples, results)
+    if not panels:
+        return None
+    figure = new_figure(11, 2.2 + 1.9 * len(panels))
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False).ravel()
     spans = _case_spans(samples)
     devices = samples["device"].fillna("").astype(str) if "device" in samples else None
-    for axis, counter in zip(axes, shown, strict=True):
-        values = pd.to_numeric(samples[counter], errors="coerce")
-        groups = [("", slice(None))] if devices is None else [
-            (d, devices == d) for d in dict.fromkeys(devices)
-        ]
+    groups = [("", pd.Series(True, index=samples.index))] if devices is None else [
+        (d, devices == d) for d in dict.fromkeys(devices)]
+    time = pd.to_numeric(samples["t_s"], errors="coerce")
+    for axis, (label, series) in zip(axes, panels, strict=True):
         for device, mask in groups:
-            axis.plot(samples["t_s"][mask], values[mask], linewidth=1, label=device or None)
-        for index, (case, start, end) in enumerate(spans):
+            for suffix, values, style in series:
+                kept = mask & values.notna()  # GPM's samples come between NVML's
+                axis.plot(time[kept], values[kept], linewidth=1, linestyle=style,
+                          label=(device + suffix).strip() or None)
+        for index, (_case, start, end) in enumerate(spans):
             axis.axvspan(start, end, color="tab:blue" if index % 2 else "tab:orange",
                          alpha=0.12, linewidth=0)
-            if axis is axes[0]:
-                # Upright names: a short case's span is narrower than its name laid flat.
-                axis.annotate(case, ((start + end) / 2, 0.97), xycoords=("data", "axes fraction"),
-                              fontsize=6, ha="center", va="top", rotation=90,
-                              bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0})
-        axis.set_ylabel(counter, fontsize=7)
+        axis.set_ylabel(textwrap.fill(label, 24), fontsize=LABEL_POINTS)
+        axis.tick_params(labelsize=TEXT_POINTS)
         axis.grid(True, alpha=0.3)
-        if devices is not None and axis is axes[0]:
-            axis.legend(fontsize=6, loc="upper right")
-    axes[-1].set_xlabel("time since the run started (s); shaded: the case running")
-    what = "Hardware counters over time"
-    if len(counters) > len(shown):
-        what += f" (first {len(shown)} of {len(counters)} counters; all in samples.csv)"
-    _title(figure, what, meta, simulated)
-    return figure
+        if axis.get_legend_handles_labels()[1]:
+            axis.legend(fontsize=TEXT_POINTS, loc="upper right")
+    axes[0].set_xlim(float(time.min()), float(time.max()))
+    _name_spans(axes[0], spans)
+    xlabel = "time since the run started (s); shaded: the case running"
+    if left:
+        xlabel += "\n" + textwrap.fill("Not drawn (flat; all counters are in samples.csv): "
+                                       + ", ".join(left), 150)
+    axes[-1].set_xlabel(xlabel, fontsize=LABEL_POINTS)
+    _title(figure, "Hardware counters that explain the figures", meta, simulated)
+    return readable(figure)
 
 
 def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMeta, what: str,
-                   colour_label: str, cmap: str, axes: tuple[str, str]):
+                   colour_label: str, cmap: str, axes: tuple[str, str],
+                   top: float | None = None):
     """A heatmap of one figure per ordered pair (rows: the first of the pair, columns: the
-    second), each cell's value written in it; colours from 0 to the largest figure, never
-    fitted to the smallest: a 5% difference must not look like black against white. None
-    with fewer than two members."""
+    second), each cell's value written in it; colours from 0 to `top` (a bandwidth's
+    theoretical peak) or, without one, to the largest figure, never fitted to the data's
+    range: a 5% difference must not look like black against white. None with fewer than
+    two members."""
     from matplotlib.colors import Normalize
 
     names = sorted({name for pair in pairs for name in pair}, key=lambda g: (len(g), g))
@@ -307,9 +641,10 @@ def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMe
     matrix = [[math.nan] * len(names) for _ in names]
     for (source, target), value in zip(pairs, rows["value_best"], strict=True):
         matrix[names.index(source)][names.index(target)] = float(value)
-    top = max(v for line in matrix for v in line if not math.isnan(v))
+    largest = max(v for line in matrix for v in line if not math.isnan(v))
+    top = max(top or 0.0, largest)  # a figure above its peak still gets a colour
     norm = Normalize(vmin=0, vmax=top if top > 0 else 1)
-    figure = _figure(1.6 + 0.9 * len(names), 1.9 + 0.8 * len(names))
+    figure = _figure(2.4 + 0.9 * len(names), 2.2 + 0.8 * len(names))
     axis = figure.subplots()
     image = axis.imshow(matrix, cmap=cmap, norm=norm)
     colours = image.get_cmap()
@@ -319,15 +654,18 @@ def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMe
                 red, green, blue, _alpha = colours(norm(value))
                 light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
                 axis.text(j, i, f"{value:.3g}", ha="center", va="center",
-                          color="black" if light else "white", fontsize=8)
+                          color="black" if light else "white", fontsize=TEXT_POINTS + 1)
     axis.set_xticks(range(len(names)), names)
     axis.set_yticks(range(len(names)), names)
     axis.set_ylabel(axes[0])
     axis.set_xlabel(axes[1])
-    figure.colorbar(image, ax=axis, label=colour_label)
+    bar = figure.colorbar(image, ax=axis)
+    bar.set_label(colour_label, fontsize=LABEL_POINTS)
+    bar.ax.tick_params(labelsize=TEXT_POINTS)
+    axis.tick_params(labelsize=TEXT_POINTS + 1)
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, what, meta, simulated)
-    return figure
+    return readable(figure)
 
 
 def p2p_figure(results: pd.DataFrame, meta: RunMeta):
@@ -339,8 +677,13 @@ def p2p_figure(results: pd.DataFrame, meta: RunMeta):
         return None
     pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
     size = format_bytes(int(rows["size_bytes"].iloc[0]))
-    return _matrix_figure(rows, pairs, meta, f"GPU→GPU copy (p2p_copy, {size})",
-                          "GB/s (10^9 bytes/s), best", "viridis", ("from", "to"))
+    peaks = pd.to_numeric(rows["peak_value"], errors="coerce").dropna()
+    peak = float(peaks.max()) if len(peaks) else None
+    scale = (f"0 to the peak, {peak:.0f} GB/s" if peak is not None
+             else "0 to the largest: no peak known")
+    return _matrix_figure(rows, pairs, meta,
+                          f"GPU→GPU copy (p2p_copy, {size})\ncolours: {scale}",
+                          "GB/s (10^9 bytes/s), best", "viridis", ("from", "to"), top=peak)
 
 
 def p2p_latency_figure(results: pd.DataFrame, meta: RunMeta):
@@ -353,9 +696,10 @@ def p2p_latency_figure(results: pd.DataFrame, meta: RunMeta):
     pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
     size = format_bytes(int(rows["size_bytes"].iloc[0]))
     return _matrix_figure(rows, pairs, meta,
-                          f"GPU→GPU load latency (lat_p2p, {size} working set)",
-                          f"{LATENCY_AXIS} (lower is better)", "magma_r",
-                          ("GPU chasing", "GPU whose memory it reads"))
+                          f"GPU→GPU load latency (lat_p2p, {size} working set)\n"
+                          "colours: 0 to the largest",
+                          f"{LATENCY_AXIS} (lower is better)",
+                          "magma_r", ("GPU chasing", "GPU whose memory it reads"))
 
 
 def numa_latency_figure(results: pd.DataFrame, meta: RunMeta):
@@ -370,9 +714,10 @@ def numa_latency_figure(results: pd.DataFrame, meta: RunMeta):
         return None
     size = format_bytes(int(rows["size_bytes"].iloc[0]))
     return _matrix_figure(rows, pairs, meta,
-                          f"Host load latency across NUMA nodes (lat_host_numa, {size})",
-                          f"{LATENCY_AXIS} (lower is better)", "magma_r",
-                          ("CPUs of node", "memory of node"))
+                          f"Host load latency across NUMA nodes (lat_host_numa, {size})\n"
+                          "colours: 0 to the largest",
+                          f"{LATENCY_AXIS} (lower is better)",
+                          "magma_r", ("CPUs of node", "memory of node"))
 
 
 def _cache_marks(case: str, rows: pd.DataFrame, meta: RunMeta) -> list[tuple[int, str]]:
@@ -453,15 +798,15 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
                           markeredgecolor=drawn.get_color())
         for size, label in _cache_marks(case, mine, meta):
             axis.axvline(size, linestyle=":", linewidth=1, color="grey")
-            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"), fontsize=6,
-                          color="grey", rotation=90, ha="right", va="top")
+            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"),
+                          fontsize=TEXT_POINTS, color="grey", rotation=90, ha="right", va="top")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
         for ticks in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
             ticks(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.tick_params(axis="y", which="minor", labelsize=6)
-        axis.tick_params(axis="x", labelrotation=45, labelsize=7)
+        axis.tick_params(axis="y", which="minor", labelsize=TEXT_POINTS)
+        axis.tick_params(axis="x", labelrotation=45, labelsize=TEXT_POINTS)
         axis.set_xlabel("working-set size (bytes, log scale)")
         axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
         where = ("host" if (mine["backend"] == "host").all() else "GPU")
@@ -472,14 +817,15 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
         if resident[mine.index].any():
             handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
                                   markeredgecolor="grey", label=RESIDENT_LABEL))
-        axis.legend(handles=handles, fontsize=6, loc="lower right",  # the cache names: top
+        axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                    loc="lower right",  # the cache names are at the top
                     ncol=2 if len(handles) > 8 else 1)
     for axis in axes[len(cases):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency against working-set size (one dependent load at a time)",
            meta, simulated)
-    return figure
+    return readable(figure)
 
 
 def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
@@ -511,7 +857,7 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
             for _, point in line.iterrows():
                 axis.annotate(f"{point['percent']}%", (float(point["load_gbps"]),
                                                        float(point["value_best"])),
-                              xytext=(3, 3), textcoords="offset points", fontsize=6)
+                              xytext=(3, 3), textcoords="offset points", fontsize=TEXT_POINTS)
         axis.set_xlim(left=0)
         axis.set_ylim(bottom=0)
         axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
@@ -520,23 +866,24 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
         axis.set_title(f"{where} latency under load ({case}); labels: the load's nominal "
                        "intensity", fontsize=8)
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=6, loc="upper left")
+        axis.legend(fontsize=TEXT_POINTS, loc="upper left")
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency under a concurrent streaming load", meta, simulated)
-    return figure
+    return readable(figure)
 
 
 def write_plots(run: RunFolder, out_dir: Path | None = None,
-                notes: list[str] | None = None) -> list[Path]:
+                notes: list[str] | None = None, band: Band | None = None) -> list[Path]:
     """Write every plot that has data into `out_dir` (default: the run folder); why the
-    timeline plots could not be drawn goes to `notes`."""
+    timeline plots could not be drawn goes to `notes`; `band` (each path's achievable band,
+    % of peak) is shaded in the summary plot."""
     target = out_dir or run.path
     summary = build_summary(run.results)
     simulated = run.simulated
     figures = {
         BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
-        SUMMARY_PNG: summary_figure(summary, run.meta),
-        TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated),
+        SUMMARY_PNG: summary_figure(summary, run.meta, band),
+        TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated, run.results),
         P2P_PNG: p2p_figure(run.results, run.meta),
         LATENCY_PNG: latency_figure(run.results, run.meta),
         LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
@@ -550,7 +897,8 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     # The overlap timelines, from the event times the run recorded in timelines.json.
     names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:
-        written += write_timeline_plots(target, read_timelines(run.path), run.host, names)
+        written += write_timeline_plots(target, read_timelines(run.path), run.host, names,
+                                        run.results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand
             notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")

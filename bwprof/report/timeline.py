@@ -1,6 +1,8 @@
 """PNG timelines of the overlap cases: one lane per stream, a bar from its first operation's
 start to its last operation's end, drawn from the CUDA event times recorded in
-timelines.json. Never touches a GPU, so `bwprof report` can redraw them anywhere."""
+timelines.json; every panel of a file on one time scale, and an overlap case's panel with a
+reference bar of its parts run one after another (their alone times from results.csv).
+Never touches a GPU, so `bwprof report` can redraw them anywhere."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
 from bwprof.report.export import TIMELINES_FILE
+from bwprof.report.figstyle import LABEL_POINTS, TEXT_POINTS, new_figure, readable
 from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.schema.text import shown
@@ -106,48 +110,88 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
-def write_timeline_plots(run_dir: Path, timelines: Sequence[dict], host: str = "",
-                         gpu_name: str = "") -> list[Path]:
-    """One PNG per case and device, a panel per recorded sample (per chunk size and stream
-    count for pipeline_chunked); returns the files written."""
-    if not timelines:
+SEQUENTIAL_LABEL = "one after another\n(the parts' alone times summed)"
+PIPELINE_CASE = "pipeline_chunked"
+
+
+def alone_parts(results: Any, entry: dict) -> list[tuple[str, float]]:
+    """(part, median seconds alone) of each part of an overlap case at the entry's size, from
+    the `alone` rows of results.csv: what running them one after another costs. [] without
+    results, for the pipeline (its parts are chunked) or where a part has no time."""
+    if results is None or entry["case"] == PIPELINE_CASE or "phase" not in results:
         return []
-    import matplotlib
+    rows = results[(results["case"] == entry["case"]) & (results["device"] == entry["device"])
+                   & (results["phase"] == "alone") & (results["status"] == "ok")
+                   & (results["size_bytes"] == entry["size_bytes"])]
+    parts = [(str(r["direction"]), float(r["time_median_s"])) for _, r in rows.iterrows()]
+    return [] if not parts or any(not math.isfinite(t) or t <= 0 for _, t in parts) else parts
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def timeline_figure(case: str, device: str, entries: Sequence[dict], host: str = "",
+                    gpu_name: str = "", results: Any = None) -> Any:
+    """One case on one device: a panel per recorded sample (per chunk size and stream count
+    for pipeline_chunked), all on one x scale so the panels compare; an overlap case's panel
+    ends with a hatched reference lane, its parts' alone times laid end to end ("one after
+    another"), against which the lanes above show what running them together saved."""
+    heights = [max(1, len(e["lanes"])) + (1 if alone_parts(results, e) else 0) for e in entries]
+    figure = new_figure(10, 1.3 + 0.55 * sum(heights) + 0.75 * len(entries))
+    axes = figure.subplots(len(entries), 1, squeeze=False, sharex=True,
+                           gridspec_kw={"height_ratios": heights})[:, 0]
+    simulated = any(e.get("backend") == "simulated" for e in entries)
+    heading = f"{case} on {device}{f' ({gpu_name})' if gpu_name else ''}"
+    heading += f" - {host}" if host else ""
+    if simulated:
+        heading += "\nSIMULATED on the CPU - not a measurement"
+    figure.suptitle(heading, fontsize=11)
+    for axis, entry in zip(axes, entries, strict=True):
+        lanes = entry["lanes"]
+        labels = [lane["label"] for lane in lanes]
+        for row, lane in enumerate(lanes):
+            start_ms, end_ms = 1e3 * lane["start_s"], 1e3 * lane["end_s"]
+            axis.broken_barh([(start_ms, max(end_ms - start_ms, 1e-6))], (row - 0.35, 0.7),
+                             color=COLOURS.get(lane["kind"], "tab:gray"))
+            axis.text(start_ms, row, f" {lane['ops']} op(s)", va="center",
+                      fontsize=TEXT_POINTS)
+        parts = alone_parts(results, entry)
+        if parts:
+            row, at = len(lanes), 0.0
+            for part, seconds in parts:
+                kind = "kernel" if part == "compute" else "copy"
+                axis.broken_barh([(at, 1e3 * seconds)], (row - 0.35, 0.7), facecolor="white",
+                                 edgecolor=COLOURS[kind], hatch="//", linewidth=1)
+                axis.text(at + 500 * seconds, row, part, ha="center", va="center",
+                          fontsize=TEXT_POINTS,
+                          bbox={"facecolor": "white", "linewidth": 0, "pad": 1})
+                at += 1e3 * seconds
+            together = 1e3 * max(lane["end_s"] for lane in lanes) if lanes else 0.0
+            axis.text(at, row, f" {at:.2f} ms (together: {together:.2f} ms)", va="center",
+                      fontsize=TEXT_POINTS)
+            labels.append(SEQUENTIAL_LABEL)
+        axis.set_yticks(range(len(labels)), labels, fontsize=TEXT_POINTS)
+        axis.set_ylim(len(labels) - 0.5, -0.5)  # the first lane on top
+        axis.tick_params(axis="x", labelsize=TEXT_POINTS, labelbottom=True)
+        axis.set_title(_title(entry), fontsize=LABEL_POINTS)
+        axis.grid(axis="x", alpha=0.3)
+    axes[-1].set_xlabel("time since the first stream started (ms; one scale for every panel)",
+                        fontsize=LABEL_POINTS)
+    right = max(axis.get_xlim()[1] for axis in axes)
+    axes[-1].set_xlim(0, right * 1.12)  # room for the sums written after the reference bars
+    return readable(figure)
+
+
+def timeline_figures(timelines: Sequence[dict], host: str = "", gpu_name: str = "",
+                     results: Any = None) -> dict[str, Any]:
+    """{file name: figure} of every recorded case and device (`timeline-<case>-<gpu>.png`)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for entry in timelines:
         groups.setdefault((entry["case"], entry["device"]), []).append(entry)
-    written = []
-    for (case, device), entries in groups.items():
-        heights = [max(1, len(e["lanes"])) for e in entries]
-        figure, axes = plt.subplots(len(entries), 1, squeeze=False,
-                                    figsize=(10, 1.2 + 0.55 * sum(heights) + 0.5 * len(entries)),
-                                    gridspec_kw={"height_ratios": heights})
-        simulated = any(e.get("backend") == "simulated" for e in entries)
-        heading = f"{case} on {device}{f' ({gpu_name})' if gpu_name else ''}"
-        heading += f" - {host}" if host else ""
-        if simulated:
-            heading += "\nSIMULATED on the CPU - not a measurement"
-        figure.suptitle(heading, fontsize=11)
-        for axis, entry in zip(axes[:, 0], entries, strict=True):
-            lanes = entry["lanes"]
-            for row, lane in enumerate(lanes):
-                start_ms, end_ms = 1e3 * lane["start_s"], 1e3 * lane["end_s"]
-                axis.broken_barh([(start_ms, max(end_ms - start_ms, 1e-6))], (row - 0.35, 0.7),
-                                 color=COLOURS.get(lane["kind"], "tab:gray"))
-                axis.text(start_ms, row, f" {lane['ops']} op(s)", va="center", fontsize=8)
-            axis.set_yticks(range(len(lanes)), [lane["label"] for lane in lanes], fontsize=8)
-            axis.invert_yaxis()
-            axis.set_xlabel("time since the first stream started (ms)", fontsize=8)
-            axis.set_title(_title(entry), fontsize=9)
-            axis.grid(axis="x", alpha=0.3)
-        figure.tight_layout()
-        path = run_dir / f"timeline-{_slug(case)}-{_slug(device)}.png"
-        try:
-            written.append(save_figure(figure, path, dpi=100))
-        finally:
-            plt.close(figure)
-    return written
+    return {f"timeline-{_slug(case)}-{_slug(device)}.png":
+            timeline_figure(case, device, entries, host, gpu_name, results)
+            for (case, device), entries in groups.items()}
+
+
+def write_timeline_plots(run_dir: Path, timelines: Sequence[dict], host: str = "",
+                         gpu_name: str = "", results: Any = None) -> list[Path]:
+    """One PNG per case and device (`timeline_figure`); returns the files written."""
+    return [save_figure(figure, run_dir / name)
+            for name, figure in timeline_figures(timelines, host, gpu_name, results).items()]

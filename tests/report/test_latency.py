@@ -392,3 +392,18 @@ def test_report_of_a_latency_run_shows_the_section_and_writes_the_plots(tmp_path
 
     lines = json.loads(json_run.output)["lines"]["latency"]
     assert lines[0].startswith("HBM/DDR bandwidth 30.1×, latency 5.1×") and len(lines) == 4
+
+
+def test_latency_plots_keep_their_text_at_8_points_or_more():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from bwprof.report import figstyle, plots
+
+    rows = results_frame(lat.every_case())
+    for figure in (plots.latency_figure(rows, lat.run_meta()),
+                   plots.loaded_latency_figure(rows, lat.run_meta()),
+                   plots.numa_latency_figure(rows, lat.run_meta()),
+                   plots.p2p_latency_figure(rows, lat.run_meta())):
+        assert figure is not None
+        FigureCanvasAgg(figure).draw()
+        assert figstyle.smallest_text(figure) >= figstyle.MIN_POINTS

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
@@ -20,12 +21,16 @@ def _title(figure) -> str:
 
 
 def _samples(path):
+    """samples.csv of two GPUs running h2d_pinned then hbm_triad: PCIe and DRAM counters
+    that move, a flat SM clock, power that moves, no throttling."""
     t = np.arange(0, 2, 0.05)
     frame = pd.DataFrame({
         "t_s": np.concatenate([t, t]), "device": ["gpu0"] * len(t) + ["gpu1"] * len(t),
         "case": (["h2d_pinned"] * 20 + ["hbm_triad"] * 20) * 2,
-        "pcie_rx_mibps_mean": np.linspace(0, 1000, 2 * len(t)),
-        "power_w": 300.0, "throttle_reasons": 0,
+        "pcie_rx_mibps": np.linspace(0, 1000, 2 * len(t)),
+        "dram_bw_util_pct": np.linspace(0, 90, 2 * len(t)),
+        "sm_clock_mhz": 1980.0, "power_w": np.linspace(100, 500, 2 * len(t)),
+        "throttle_reasons": 0,
     })
     frame.to_csv(path, index=False)
 
@@ -49,8 +54,10 @@ def test_titles_name_the_machine_and_label_simulated_figures():
     assert plots.SIMULATED_TITLE in _title(plots.p2p_figure(sim.results, sim.meta))
     summary = plots.summary_figure(build_summary(sim.results), sim.meta)
     assert plots.SIMULATED_TITLE in _title(summary)
-    labels = [t.get_text() for t in summary.axes[0].get_yticklabels()]
-    assert "HBM  hbm_triad gpu0 (simulated)" in labels and "DDR  ddr_triad cpu" in labels
+    labels = {axis.get_title(loc="left"): [t.get_text() for t in axis.get_yticklabels()]
+              for axis in summary.axes}
+    assert "hbm_triad gpu0 (simulated)" in labels["HBM: device memory"]
+    assert labels["DDR: host memory"] == ["ddr_triad cpu"]
     measured = plots.summary_figure(build_summary(host.results), host.meta)
     assert plots.SIMULATED_TITLE not in _title(measured)
     assert "no GPU" in _title(measured)
@@ -71,13 +78,36 @@ def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
     assert "GB/s" in h2d.get_ylabel()
 
 
-def test_telemetry_shades_each_case_and_skips_non_counters(tmp_path):
+def test_telemetry_shades_each_case_and_draws_only_counters_that_moved(tmp_path):
     _samples(tmp_path / "samples.csv")
     samples = pd.read_csv(tmp_path / "samples.csv")
     figure = plots.telemetry_figure(samples, meta(host=host(hostname="h")))
-    assert [axis.get_ylabel() for axis in figure.axes] == ["pcie_rx_mibps_mean", "power_w"]
+    assert [axis.get_ylabel().replace("\n", " ") for axis in figure.axes] == [
+        "DRAM bandwidth used, % of peak (GPM)", "PCIe throughput, GB/s (10^9 B/s)",
+        "board power, W"]  # words with units; the flat SM clock is not a panel
+    assert "SM clock 1980 MHz" in figure.axes[-1].get_xlabel()
     assert len(figure.axes[0].patches) == 2  # one shaded span per case
+    pcie = [y for line in figure.axes[1].get_lines() for y in line.get_ydata()]
+    assert max(pcie) == pytest.approx(1000 * 1048576 / 1e9)  # MiB/s drawn as GB/s
     assert plots.telemetry_figure(None, meta()) is None
+
+
+def test_telemetry_panels_follow_the_rows_the_run_measured():
+    """The H200 run: DRAM utilisation for its HBM rows, PCIe for its copies, power (it
+    moved 120-660 W); its clocks were flat and are named, not drawn. A run of transfers
+    only has no DRAM panel."""
+    run = load_run(DATA / "h200-quick")
+    figure = plots.telemetry_figure(run.samples, run.meta, results=run.results)
+    labels = [axis.get_ylabel().replace("\n", " ") for axis in figure.axes]
+    assert labels == ["DRAM bandwidth used, % of peak (GPM)",
+                      "PCIe throughput, GB/s (10^9 B/s)", "board power, W"]
+    assert "SM clock 1980 MHz" in figure.axes[-1].get_xlabel()
+    dram = figure.axes[0].get_lines()[0]
+    assert 85 < max(dram.get_ydata()) < 91 and not np.isnan(dram.get_ydata()).any()
+    copies = run.results[run.results["case"].str.startswith("h2d_")]
+    figure = plots.telemetry_figure(run.samples, run.meta, results=copies)
+    assert [a.get_ylabel().split(",")[0] for a in figure.axes] == ["PCIe throughput",
+                                                                   "board power"]
 
 
 def test_a_host_only_run_has_no_p2p_or_telemetry_plot(tmp_path):
@@ -164,3 +194,158 @@ def test_latency_rows_leave_the_bandwidth_plot_for_their_own():
     assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), best"}
     assert plots.bandwidth_figure(results_frame(rows[1:]), meta()) is None
     assert plots.latency_figure(results_frame(rows), meta()) is not None
+
+
+# -- what each plot shows (issue 21): figure objects, not pixels -------------------------
+
+
+def _drawn(figure):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    return figure
+
+
+def _panel(figure, title):
+    return next(a for a in figure.axes if title in (a.get_title(), a.get_title(loc="left")))
+
+
+def test_summary_is_percent_of_peak_on_a_linear_axis_with_the_band_shaded():
+    run = load_run(DATA / "h200-quick")
+    summary = build_summary(run.results)
+    figure = plots.summary_figure(summary, run.meta, band={"hbm": (80.0, 92.0)})
+    hbm = _panel(figure, "HBM: device memory")
+    assert hbm.get_xscale() == "linear" and hbm.get_xlim()[0] == 0 and hbm.get_xlim()[1] >= 100
+    bars = [p for p in hbm.patches if p.get_height() == pytest.approx(0.6)]
+    widths = sorted(round(bar.get_width(), 1) for bar in bars)
+    assert widths == [87.2, 89.5]  # d2d_copy and hbm_triad, % of the 4814 GB/s peak
+    shaded = [p for p in hbm.patches if p.get_alpha() == pytest.approx(0.18)]
+    assert len(shaded) == 1
+    band = shaded[0].get_bbox()  # in data units: x from the band's low to its high
+    assert (band.x0, band.x1) == (80.0, 92.0)
+    assert plots.BAND_LABEL in [t.get_text() for t in figure.legends[0].get_texts()]
+    h2d = _panel(figure, "host→device (PCIe or C2C)")
+    assert not [p for p in h2d.patches if p.get_alpha() == pytest.approx(0.18)]  # no band
+    # Without a band nothing is shaded and there is no legend to explain it.
+    plain_figure = plots.summary_figure(summary, run.meta)
+    assert not plain_figure.legends
+    assert [p.get_alpha() for a in plain_figure.axes for p in a.patches] == [None] * 7
+    width, height = _drawn(plain_figure).canvas.get_width_height()
+    assert width >= 900 and height >= 400
+
+
+def test_summary_of_a_host_only_run_has_readable_gbps_ticks_and_a_sensible_size():
+    run = load_run(DATA / "host-ddr-v2")
+    figure = _drawn(plots.summary_figure(build_summary(run.results), run.meta))
+    (axis,) = figure.axes
+    assert axis.get_xscale() == "linear" and axis.get_xlim()[0] == 0
+    ticks = [t.get_text() for t in axis.get_xticklabels() if t.get_text()]
+    assert len(ticks) >= 4 and "GB/s" in axis.get_xlabel()
+    width, height = figure.canvas.get_width_height()
+    assert width >= 900 and height >= 300, (width, height)
+
+
+def test_summary_draws_a_cache_only_path_as_a_note_never_a_bar():
+    """host-ddr-v2 without its 256 MiB rows: every ddr_triad row is in_cache, so there is
+    no DDR figure, and the panel says so instead of drawing the cache's GB/s."""
+    run = load_run(DATA / "host-ddr-v2")
+    small = run.results[run.results["size_bytes"] < (64 << 20)]
+    figure = plots.summary_figure(build_summary(small), run.meta)
+    (axis,) = figure.axes
+    assert not axis.patches
+    assert any("in a cache: no DDR figure" in t.get_text() for t in axis.texts)
+
+
+def test_single_size_kernels_are_labelled_markers_side_by_side():
+    """The H200's five HBM kernels at 256 MiB: five markers at five x positions around it,
+    each a marker shape of its own with its value in the legend."""
+    run = load_run(DATA / "h200-quick")
+    axis = _panel(plots.bandwidth_figure(run.results, run.meta),
+                  "device memory, within one memory")
+    kernels = [line for line in axis.get_lines() if str(line.get_label()).startswith("hbm_")]
+    assert [line.get_label() for line in kernels] == [
+        "hbm_copy gpu0: 3823", "hbm_scale gpu0: 3830", "hbm_add gpu0: 4295",
+        "hbm_triad gpu0: 4309", "hbm_dot gpu0: 4367"]
+    assert len({float(line.get_xdata()[0]) for line in kernels}) == 5
+    assert len({line.get_marker() for line in kernels}) == 5
+    assert all(line.get_linestyle() == "None" for line in kernels)
+    named = [t.get_text() for t in axis.texts]
+    assert "in L2, above the peak" in named and named.count("in L2") == 2  # 16 MiB: 4897
+
+
+def test_a_threads_sweep_gets_a_panel_of_its_own():
+    from bwprof.schema.table import results_frame
+    from tests.report.test_export import make_row
+
+    rows = [make_row(threads=t, gbps_best=10.0 * t, size_bytes=1 << 30) for t in (1, 2, 4, 8)]
+    figure = plots.bandwidth_figure(results_frame(rows), meta())
+    titles = [a.get_title() for a in figure.axes if a.get_visible()]
+    assert titles == ["host DDR, within one memory",
+                      "host DDR, within one memory: against thread count (--threads)"]
+    sizes, threads = (a for a in figure.axes if a.get_visible())
+    (point,) = [line for line in sizes.get_lines() if line.get_label()[0] != "_"]
+    assert point.get_label() == "ddr_triad cpu (8 threads): 80"  # the largest count only
+    (sweep,) = threads.get_lines()
+    assert list(sweep.get_xdata()) == [1, 2, 4, 8] and "1 GiB" in sweep.get_label()
+
+
+def test_compared_panels_share_one_x_scale_and_legends_are_readable():
+    run = load_run(DATA / "h200-quick")
+    figure = _drawn(plots.bandwidth_figure(run.results, run.meta))
+    transfers = [a.get_xlim() for a in figure.axes if a.get_visible()
+                 and "host memory," in a.get_title()]
+    assert len(transfers) == 5 and len(set(transfers)) == 1
+    for axis in figure.axes:
+        if axis.get_legend():
+            assert min(t.get_fontsize() for t in axis.get_legend().get_texts()) >= 8
+
+
+def test_every_figure_keeps_its_text_at_8_points_or_more(run_copy):
+    from bwprof.report import figstyle
+    from bwprof.report.timeline import read_timelines, timeline_figures
+
+    for name in ("h200-quick", "sim-a", "host-ddr-v2"):
+        run = load_run(DATA / name)
+        summary = build_summary(run.results)
+        figures = [plots.bandwidth_figure(run.results, run.meta),
+                   plots.summary_figure(summary, run.meta, band={"hbm": (80, 90)}),
+                   plots.telemetry_figure(run.samples, run.meta, results=run.results),
+                   plots.p2p_figure(run.results, run.meta),
+                   *timeline_figures(read_timelines(run.path), "vm", "H200",
+                                     run.results).values()]
+        for figure in filter(None, figures):
+            assert figstyle.smallest_text(_drawn(figure)) >= figstyle.MIN_POINTS, name
+
+
+def test_timeline_panels_share_one_x_scale_and_overlaps_get_a_sequential_bar():
+    from bwprof.report.timeline import SEQUENTIAL_LABEL, read_timelines, timeline_figures
+
+    run = load_run(DATA / "h200-quick")
+    figures = timeline_figures(read_timelines(run.path), "vm", "H200", run.results)
+    pipeline = figures["timeline-pipeline_chunked-gpu0.png"]
+    assert len(pipeline.axes) == 6 and len({a.get_xlim() for a in pipeline.axes}) == 1
+    assert all(SEQUENTIAL_LABEL not in [t.get_text() for t in a.get_yticklabels()]
+               for a in pipeline.axes)  # a pipeline's parts are chunked: no such bar
+    (axis,) = figures["timeline-overlap_bidir_compute-gpu0.png"].axes
+    assert [t.get_text() for t in axis.get_yticklabels()][-1] == SEQUENTIAL_LABEL
+    alone = run.results[(run.results["case"] == "overlap_bidir_compute")
+                        & (run.results["phase"] == "alone")]["time_median_s"].sum()
+    reference = [c for c in axis.collections if c.get_hatch() == "//"]
+    ends = [path.vertices[:, 0].max() for c in reference for path in c.get_paths()]
+    assert len(reference) == 3 and max(ends) == pytest.approx(1e3 * alone)
+    # Without results (an older caller) the timelines are drawn as before, no reference.
+    (bare,) = timeline_figures(read_timelines(run.path))[
+        "timeline-overlap_bidir_compute-gpu0.png"].axes
+    assert SEQUENTIAL_LABEL not in [t.get_text() for t in bare.get_yticklabels()]
+
+
+def test_the_p2p_heatmap_runs_from_zero_to_the_peak_not_to_the_data():
+    sim = load_run(DATA / "sim-a")
+    results = sim.results.copy()
+    results.loc[results["case"] == "p2p_copy", "peak_value"] = 50.0
+    (image,) = plots.p2p_figure(results, sim.meta).axes[0].get_images()
+    assert (image.norm.vmin, image.norm.vmax) == (0, 50.0)
+    figure = plots.p2p_figure(sim.results, sim.meta)  # no peak: 0 to the largest figure
+    (image,) = figure.axes[0].get_images()
+    assert image.norm.vmin == 0 and image.norm.vmax == pytest.approx(10.954589, rel=1e-3)
+    assert "no peak known" in _title(figure)
