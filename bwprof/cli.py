@@ -1,8 +1,8 @@
 """The `bwprof` command line: thin typer commands over `bwprof.api`.
 
-Exit codes (bwprof.errors; the README's table): 0 success; 1 a figure failed validation or
-raised, or `compare --fail-below` found a regression; 2 bad input (`error: <one line>` on
-stderr, nothing measured or written); 3 output that could not be written (disk full, I/O
+Exit codes (bwprof.errors; the table in docs/command-line.md): 0 success; 1 a figure failed
+validation or raised, or `compare --fail-below` found a regression; 2 bad input (`error: <one
+line>` on stderr, nothing measured or written); 3 output that could not be written (disk full, I/O
 error); 130 a stop signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) at any moment, after one line
 saying what was kept (`monitor` runs until Ctrl-C: that is its normal end, 0). A closed,
 broken or full stdout changes none of them: the process entry (`bwprof.entry`) guards the
@@ -144,7 +144,8 @@ def run_command(
     ] = "standard",
     cases: Annotated[
         str | None,
-        typer.Option(help="Comma-separated case keys or prefixes, e.g. 'ddr_' or 'ddr_triad'."),
+        typer.Option(help="Comma-separated case keys or prefixes, e.g. 'ddr_' or 'ddr_triad' "
+                          "(bwprof list shows every key)."),
     ] = None,
     repeats: Annotated[
         int | None, typer.Option(help="Timed samples per figure, >= 2 (host: the first is "
@@ -442,7 +443,7 @@ def accept_command(
     spec: Annotated[
         str | None,
         typer.Option(help="A TOML spec file that overrides bands and thresholds per GPU model "
-                          "(the README shows the format)."),
+                          "(docs/verdicts.md shows the format)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for pipelines.")] = False,
     out: Annotated[

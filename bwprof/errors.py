@@ -1,5 +1,5 @@
 """The project's own exceptions and the exit codes they stand for; the CLI turns them into
-one-line messages and those codes (the README's table lists them)."""
+one-line messages and those codes (docs/command-line.md's table lists them)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ EXIT_FAILED = 1
 """Something measured or checked failed: a figure failed validation or raised (a fleet rank
 that failed or hung included), `compare --fail-below` found a regression, `accept` found a
 check that fails, `kernels` could not compile a kernel, `monitor` could read nothing. The
-README's table lists each."""
+table in docs/command-line.md lists each."""
 EXIT_USAGE = 2
 """Bad input: an option, a path or a file that is not what bwprof needs; nothing measured."""
 EXIT_OUTPUT = 3

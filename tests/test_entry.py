@@ -1,7 +1,7 @@
 """The process entry point: each stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) at each
 moment of a real `bwprof run` process — while typer, rich and pandas import, during the
 measurement, while the final table prints — is one line and exit 130, never a traceback;
-and the README's exit-code table is bwprof.errors'."""
+and the exit-code table in docs/command-line.md is bwprof.errors'."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from bwprof import errors, interrupts
 from bwprof.schema.table import read_results
 
 STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"]
-README = Path(__file__).resolve().parents[1] / "README.md"
+COMMAND_LINE_DOC = Path(__file__).resolve().parents[1] / "docs" / "command-line.md"
 
 
 def _message(name: str) -> str:
@@ -190,8 +190,8 @@ def test_a_signal_while_the_final_table_prints_is_one_line(tmp_path, name, use_w
     assert (read_results(out / "results.csv")["status"] == "ok").all()
 
 
-def test_the_readme_exit_code_table_is_the_one_in_errors():
-    text = README.read_text()
+def test_the_documented_exit_code_table_is_the_one_in_errors():
+    text = COMMAND_LINE_DOC.read_text()
     table = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", text, re.M))
     codes = {value for key, value in vars(errors).items()
              if key.startswith("EXIT_") and isinstance(value, int)}

@@ -579,7 +579,8 @@ def test_an_interrupt_between_cases_marks_the_run_interrupted(tmp_path, monkeypa
 
 
 # Catches (the review): `run --out` on read-only storage exited 2 while `report --out` and
-# `compare --out` there exited 3; the README's table says 3 for storage that refuses output
+# `compare --out` there exited 3; docs/command-line.md's exit-code table says 3 for storage
+# that refuses output
 def test_storage_that_refuses_the_run_folder_is_exit_3(tmp_path, monkeypatch, capsys):
     real = Path.mkdir
 

@@ -1,6 +1,6 @@
 """The column dictionary of results.csv: what every column means, as data.
 
-One source for the README's table of columns (`markdown_table`, checked by
+One source for docs/columns.md's table of columns (`markdown_table`, checked by
 tests/schema/test_columns.py), the HTML report's dictionary and anyone reading a file. Columns
 that share one meaning are declared together (`"gbps_median gbps_best"`); `RESULT_COLUMNS`
 holds one entry per column, in file order (`bwprof.schema.rows.CSV_COLUMNS`). Meanings are
@@ -204,7 +204,7 @@ def groups(columns: Iterable[str], docs: dict[str, str] = RESULT_COLUMNS
 
 
 def markdown_table(columns: Iterable[str] | None = None) -> str:
-    """The README's table of results.csv's own columns (`| column | meaning |`)."""
+    """docs/columns.md's table of results.csv's own columns (`| column | meaning |`)."""
     rows = ["| column | meaning |", "|---|---|"]
     for names, meaning in groups(CORE_COLUMN_DOCS if columns is None else columns):
         cell = ", ".join(f"`{name}`" for name in names)

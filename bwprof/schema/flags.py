@@ -35,7 +35,7 @@ FLAGS: dict[str, str] = {
     CACHE_UNKNOWN: "the last-level cache size is not /sys's full account: whether the arrays "
                    "are cache-resident is unsure",
 }
-"""The vocabulary: flag -> what it means (the README's column dictionary shows these)."""
+"""The vocabulary: flag -> what it means (docs/columns.md's flags table shows these)."""
 
 NOISY_CV = 0.05
 """A figure whose samples spread more than this (CV, standard deviation over mean) is noisy."""

@@ -24,7 +24,7 @@ class Metric:
     `scale`); `ratio`: a number the case computes itself (no timing behind it)."""
     scale: float = 1.0
     work: str = ""
-    """What `work_per_op` counts for this metric (for people and the README)."""
+    """What `work_per_op` counts for this metric (for people and the docs)."""
 
     def value(self, work_per_op: float, seconds_per_op: float) -> float:
         """The figure of one operation that did `work_per_op` in `seconds_per_op`."""

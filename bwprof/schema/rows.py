@@ -1,7 +1,7 @@
 """The row every measurement becomes, and the columns of results.csv (schema version 2).
 
 One dataclass defines a row; `CSV_COLUMNS` fixes the order of the file, so the writer, the
-DataFrame and the README cannot drift. Units live in column names (`_s`, `_gbps`, `_bytes`)
+DataFrame and docs/columns.md cannot drift. Units live in column names (`_s`, `_gbps`, `_bytes`)
 or, for a row's figure, in its `unit` column: `value_median` and `value_best` are in the
 row's `unit`, for any metric (`bwprof.schema.metrics`); bandwidth rows also carry them as
 `gbps_median` and `gbps_best`, as version 1 did. Facts code acts on are `flags`

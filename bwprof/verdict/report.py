@@ -105,7 +105,7 @@ def text_lines(result: Acceptance) -> list[str]:
 
 
 def accept_json(result: Acceptance) -> dict[str, object]:
-    """The JSON of `accept --json` (the README lists its fields)."""
+    """The JSON of `accept --json` (docs/verdicts.md lists its fields)."""
     boxes = []
     for (run_dir, box), checks in result.boxes.items():
         verdicts = [c.verdict for c in checks]

@@ -1,4 +1,4 @@
-"""A spec file: TOML that moves any band or threshold, per GPU model (the README's example).
+"""A spec file: TOML that moves any band or threshold, per GPU model (docs/verdicts.md's example).
 
     cv_max = 0.05          # a figure whose CV is above this is marked noisy
     outlier_pct = 10       # fleet: this far below its model's fleet median is an outlier

@@ -297,15 +297,17 @@ def test_trend_skips_a_writer_still_at_work_and_notes_a_damaged_file(tmp_path):
     assert "note: left out: cannot read " in done.output and "run-broken" in done.output
 
 
-def test_the_readme_names_trend_among_the_commands_that_exit_1():
+def test_the_docs_name_trend_among_the_commands_that_exit_1_and_the_stores_columns():
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", readme, re.M))
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    command_line = (docs / "command-line.md").read_text()
+    table = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$", command_line, re.M))
     assert "`trend` where a GPU's latest figure fell" in table["1"]
-    assert "## History and trend" in readme
+    store_doc = (docs / "history.md").read_text()
+    assert "## History and trend" in store_doc
     for column in history.COLUMN_NAMES:  # the store's columns, each in its table
-        assert f"`{column}`" in readme, column
+        assert f"`{column}`" in store_doc, column
 
 
 def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):

@@ -48,7 +48,7 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
     captured = capsys.readouterr()
     out = " ".join(captured.out.split())
     assert "ddr" in out and "wrote" not in out and "not written" not in out
-    # on stderr, as the README says: seen even where stdout goes to a file or a pipe
+    # on stderr, as docs/reports.md says: seen even where stdout goes to a file or a pipe
     assert captured.err == (f"not written to {run / 'report'}: summary.csv, columns.csv "
                             "(Read-only file "
                             "system); pass --out DIR to write them elsewhere\n")

@@ -1,0 +1,49 @@
+"""The README is the front door (issue 21): the quick start near the top, the whole of it
+short, and every link from it and from docs/ landing on a file and heading that exist, so a
+section moved between files cannot leave a dead anchor behind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped,
+    spaces as `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {slug(title) for title in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_the_quick_start_is_in_the_first_40_lines_and_the_readme_under_300():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 300
+    for name in ("run", "test"):  # what .ci/run extracts with awk
+        marker = lines.index(f"<!-- quickstart:{name} -->")
+        assert lines[marker + 1].startswith("```") and lines[marker + 3] == "```"
+        assert marker + 3 < 40, name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_every_relative_link_lands_on_a_file_and_heading(page):
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target}"
+        if anchor:
+            assert anchor in anchors(linked), f"{page.name}: {target}"
