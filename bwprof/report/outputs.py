@@ -154,6 +154,21 @@ def _html(run: RunFolder, summary: pd.DataFrame, out_dir: Path, pictures: list[P
     return write_html(run, summary, out_dir / HTML_FILE, pictures, notes)
 
 
+def _bands(run: RunFolder, notes: list[str]) -> dict[str, tuple[float, float]] | None:
+    """The built-in achievable bands of the run's paths (`bwprof accept`'s), for the summary
+    plot to shade; none for a simulated run, or where judging fails (a note says why)."""
+    if run.simulated:
+        return None
+    from bwprof.verdict.judge import judge_run, summary_bands
+    from bwprof.verdict.spec import Spec
+
+    try:
+        return summary_bands(judge_run(run, Spec())) or None
+    except Exception as exc:  # the plots still come, without the bands
+        notes.append(f"achievable bands not shaded: {type(exc).__name__}: {exc}")
+        return None
+
+
 def _plots(run: RunFolder, out_dir: Path, notes: list[str],
            pictures: list[Picture]) -> list[Path]:
     from bwprof.report.plots import write_plots
@@ -161,7 +176,7 @@ def _plots(run: RunFolder, out_dir: Path, notes: list[str],
     try:
         with captured_figures() as drawn:
             try:
-                return write_plots(run, out_dir, notes)
+                return write_plots(run, out_dir, notes, band=_bands(run, notes))
             finally:
                 pictures += drawn
     except OutputError:

@@ -404,6 +404,20 @@ def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     return out
 
 
+def summary_bands(checks: list[Check]) -> dict[str, tuple[float, float]]:
+    """Each summary path's achievable band in % of the part's peak, for the summary plot to
+    shade: from where a figure passes (`warn`) to what a healthy part reaches (`expected`);
+    the first judged device's where several GPUs of one model share a path."""
+    bands: dict[str, tuple[float, float]] = {}
+    for check in checks:
+        if (check.path in bands or not check.higher_is_better or not check.reference
+                or check.warn is None or check.expected is None):
+            continue
+        bands[check.path] = (100 * check.warn / check.reference,
+                             100 * check.expected / check.reference)
+    return bands
+
+
 def checks_frame(checks: list[Check]) -> pd.DataFrame:
     return pd.DataFrame([c.as_dict() for c in checks], columns=list(CHECK_COLUMNS))
 

@@ -199,3 +199,16 @@ def test_every_report_carries_its_column_dictionary_and_parquet_its_meanings(tmp
         PARQUET_METADATA_KEY])
     assert meanings["value_best"] == RESULT_COLUMNS["value_best"]
     assert set(meanings) <= set(RESULT_COLUMNS)
+
+
+def test_the_summary_plot_shades_the_built_in_bands_of_a_measured_run():
+    from bwprof.report.outputs import _bands
+    from bwprof.report.runfolder import load_run
+    from tests.report.conftest import DATA
+
+    notes: list[str] = []
+    bands = _bands(load_run(DATA / "h200-quick"), notes)
+    assert bands is not None and notes == []
+    low, high = bands["hbm"]
+    assert 0 < low < high <= 100  # % of the part's peak: from where it passes to the expected
+    assert _bands(load_run(DATA / "sim-a"), notes) is None  # simulated: nothing to judge
