@@ -17,7 +17,7 @@ from itertools import combinations, permutations
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from bwprof.casespec import ByteConvention, CaseSpec
-from bwprof.gpu import hbm, latency, overlap, transfers
+from bwprof.gpu import hbm, latency, overlap, smcopy, transfers
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
 from bwprof.gpu.kernel_params import DOT_BLOCKS
@@ -300,6 +300,31 @@ GPU_CASES: tuple[GpuCase, ...] = (
          "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
          needs=buffers(2, 0), min_gpus=2, whole_node=True, both_ways=True,
          pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS, copied=1),
+    # SM-driven copies beside the copy engine's (bwprof.gpu.smcopy), and the peer read.
+    _gpu("h2d_sm", "host-to-device copy by an SM kernel reading pinned host memory mapped "
+         "into the device", "pinned", "h2d", "copy", run=smcopy.host_sm, copied=1),
+    _gpu("d2h_sm", "device-to-host copy by an SM kernel writing pinned host memory mapped "
+         "into the device", "pinned", "d2h", "copy", run=smcopy.host_sm, copied=1),
+    _gpu("d2d_sm", "device-to-device copy within one GPU by an SM kernel",
+         "hbm", "within", "traffic", factor=2, run=smcopy.within_device_sm,
+         needs=buffers(2, 0), copied=1),
+    _gpu("p2p_read", "GPU i to GPU j for every ordered pair, the copy engine pulling: the "
+         "copy issued on GPU j", "hbm", "p2p", "copy", run=smcopy.peer_read,
+         expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
+         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+    _gpu("p2p_read_sm", "GPU i to GPU j for every ordered pair by an SM kernel on GPU j "
+         "reading GPU i's memory", "hbm", "p2p", "copy", run=smcopy.peer_read_sm,
+         expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
+         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+    _gpu("p2p_write_sm", "GPU i to GPU j for every ordered pair by an SM kernel on GPU i "
+         "writing GPU j's memory", "hbm", "p2p", "copy", run=smcopy.peer_write_sm,
+         expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
+         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+    _gpu("p2p_bidir_sm", "GPU i to GPU j and j to i at once for every pair, each by an SM "
+         "kernel on its source writing the peer", "hbm", "both", "copy",
+         run=smcopy.peer_write_sm, expand=unordered_pairs, needs=buffers(2, 0), min_gpus=2,
+         whole_node=True, both_ways=True, pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS,
+         copied=1),
     _overlap("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
              "pinned", ("h2d",)),
     _overlap("overlap_d2h_compute", "pinned device-to-host copy and a compute kernel at once",

@@ -25,6 +25,8 @@ from bwprof.gpu.kernel_params import (
     DOT_BLOCKS,
     LOAD_BYTES_PER_ELEMENT,
     LOAD_UNROLL,
+    SM_COPY_THREADS,
+    SM_COPY_UNROLL,
     STATE_GENERATION,
     STATE_LOAD_BYTES,
     STATE_POSITION,
@@ -217,12 +219,37 @@ def load(src, dst, state, generation, max_passes):
         cuda.atomic.add(state, STATE_LOAD_BYTES, moved[0])
 
 
+def sm_copy(src, dst):
+    """The SM-driven copy (h2d_sm, d2h_sm, d2d_sm, the p2p _sm cases): dst = src over uint64
+    elements, which may lie in this GPU's memory, a peer's or pinned host memory mapped into
+    the device. Each thread issues SM_COPY_UNROLL (four) 8-byte loads, a grid stride apart
+    (every load of a warp is 256 contiguous bytes), before it stores any of them, so a link's
+    round trip is covered by the loads in flight; the loop tests a comparison, no division.
+    Written for four: `bwprof kernels` counts them."""
+    i = cuda.grid(1)
+    n = src.size
+    stride = cuda.gridsize(1)
+    while i + 3 * stride < n:
+        a0 = src[i]
+        a1 = src[i + stride]
+        a2 = src[i + 2 * stride]
+        a3 = src[i + 3 * stride]
+        dst[i] = a0
+        dst[i + stride] = a1
+        dst[i + 2 * stride] = a2
+        dst[i + 3 * stride] = a3
+        i += 4 * stride
+    while i < n:
+        dst[i] = src[i]
+        i += stride
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     name: str
     function: object
     signature: str
-    kind: str  # stream | paired | dot | init | hold | chase | load
+    kind: str  # stream | paired | dot | init | hold | chase | load | smcopy
 
 
 ARRAY = "float64[::1]"
@@ -243,6 +270,7 @@ KERNELS: dict[str, KernelSpec] = {
         KernelSpec("chase", chase, "void(uint64[::1], uint64[::1], int64)", "chase"),
         KernelSpec("load", load,
                    f"void({ARRAY}, {ARRAY}, uint64[::1], uint64, int64)", "load"),
+        KernelSpec("sm_copy", sm_copy, "void(uint64[::1], uint64[::1])", "smcopy"),
     )
 }
 
@@ -253,6 +281,9 @@ def launch_config(kind: str, elements: int) -> tuple[int, int]:
         return 1, 32
     if kind == "dot":
         return DOT_BLOCKS, THREADS_PER_BLOCK
+    if kind == "smcopy":  # the case sets the grid from the SMs (kernel_params.sm_copy_blocks)
+        return max(1, min(MAX_BLOCKS, math.ceil(elements / SM_COPY_THREADS / SM_COPY_UNROLL))), \
+            SM_COPY_THREADS
     blocks = math.ceil(elements / THREADS_PER_BLOCK)
     if kind == "paired":
         blocks = max(math.ceil(elements / PAIRED / THREADS_PER_BLOCK),

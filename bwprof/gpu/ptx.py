@@ -196,6 +196,26 @@ def loop_bodies(ptx: str) -> list[range]:
     return loops
 
 
+def loads_in_flight(ptx: str) -> int:
+    """The most global loads a loop issues before its first global store (over every loop
+    of the text): how many loads a thread of a copy kernel keeps in flight, e.g. 4 for
+    `ld ld ld ld st st st st`. A store can wait for a load's value while later loads run
+    only where they came first, so this is what covers a link's or HBM's latency."""
+    code = _code_lines(ptx)
+    most = 0
+    for body in loop_bodies(ptx):
+        leading = 0
+        for number in body:
+            match = _INSTRUCTION.match(code[number])
+            if match is None or _access_type(match.group(2).split(".")[1:]) is None:
+                continue
+            if match.group(1) == "st":
+                break
+            leading += 1
+        most = max(most, leading)
+    return most
+
+
 def ptx_target(ptx: str) -> str | None:
     """The `.target` of PTX text (e.g. `sm_90`), or None when it has none."""
     match = _TARGET.search(ptx)
@@ -257,6 +277,8 @@ class KernelPtx:
     accesses: GlobalAccesses = field(default_factory=GlobalAccesses)
     dependent_loads: int = 0
     """Global loads whose address comes from another load's value (a pointer chase)."""
+    loads_in_flight: int = 0
+    """The most global loads a loop issues before its first store (`loads_in_flight`)."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -284,7 +306,8 @@ def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
     except Exception as exc:
         return KernelPtx(spec.name, ok=False, error=_one_line(exc))
     return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx),
-                     dependent_loads=dependent_loads(ptx)[1])
+                     dependent_loads=dependent_loads(ptx)[1],
+                     loads_in_flight=loads_in_flight(ptx))
 
 
 def compile_all(
@@ -309,7 +332,9 @@ def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
     for r in results:
         if r.ok:
             chase = (f"  ({r.dependent_loads} ld dependent on a loaded value)"
-                     if r.dependent_loads else "")
+                     if r.dependent_loads else
+                     f"  ({r.loads_in_flight} ld in flight before a st)"
+                     if r.loads_in_flight > 1 else "")
             lines.append(
                 f"{r.name:<{width}}  ok      {r.accesses.describe('ld'):<18}  "
                 f"{r.accesses.describe('st')}{chase}"

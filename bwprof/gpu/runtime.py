@@ -358,7 +358,8 @@ class CudaBackend:
         self._prepare(device)
         with self.nb.gpus[device]:
             compiled, numba_stream = self._kernel(kernel), self._numba_stream(stream)
-            if spec.kind in ("hold", "chase", "load"):  # small grids on purpose: no warning
+            # Small grids on purpose (an SM copy of a small transfer: one block): no warning.
+            if spec.kind in ("hold", "chase", "load", "smcopy"):
                 with warnings.catch_warnings():
                     # Numba highlights its message: it starts with an escape code, not "Grid"
                     warnings.filterwarnings("ignore", message=r".*Grid size \d+ will")

@@ -65,6 +65,11 @@ def _load(src, dst, state, generation, max_passes):
     state[STATE_LOAD_BYTES] += np.uint64(moved)
 
 
+def _sm_copy(src, dst):
+    """The CPU twin of `kernels.sm_copy`: dst = src, element for element."""
+    np.copyto(dst, src)
+
+
 class SimDeviceArray(np.ndarray):
     """A NumPy array that remembers which simulated device it lives on."""
 
@@ -143,6 +148,8 @@ class SimBackend:
             _chase(chain, state, int(steps))
         elif kernel == "load":
             _load(*arrays)
+        elif kernel == "sm_copy":
+            _sm_copy(*arrays)
         elif kernel == "init":
             host_stream.fill(*arrays)
         elif kernel == "dot":
