@@ -8,11 +8,13 @@ HOST_LATENCY_KEYS = ["lat_host", "lat_host_numa", "lat_host_loaded"]
 GPU_KEYS = [
     "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
-    "p2p_copy", "p2p_bidir", "overlap_h2d_compute", "overlap_d2h_compute",
+    "p2p_copy", "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read", "p2p_read_sm",
+    "p2p_write_sm", "p2p_bidir_sm", "overlap_h2d_compute", "overlap_d2h_compute",
     "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
     "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy",
 ]
 FLEET_KEYS = ["net_p2p"]
+PEER_SM_KEYS = ["p2p_read", "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm"]
 
 
 def test_registry_holds_exactly_the_documented_keys():
@@ -53,7 +55,9 @@ def test_gpu_cases_need_a_gpu_and_p2p_needs_two():
     assert get_case("p2p_copy").min_gpus == 2
     assert get_case("lat_p2p").min_gpus == 2
     assert {c.key for c in CASES if c.whole_node} == {"h2d_all", "d2h_all", "p2p_copy",
-                                                      "p2p_bidir", "lat_p2p"}
+                                                      "p2p_bidir", "lat_p2p", *PEER_SM_KEYS}
+    for key in PEER_SM_KEYS:
+        assert get_case(key).min_gpus == 2, key
     assert get_case("d2d_copy").byte_convention == "traffic"
     assert get_case("h2d_pinned").byte_convention == "copy"
 
@@ -114,4 +118,18 @@ def test_every_gpu_case_is_declared_once_with_how_it_runs():
                for case in gpu)
     assert {case.window for case in gpu} <= {"none", "largest", "matrix"}
     pairs = [case.key for case in gpu if case.pair_slots]
-    assert pairs == ["p2p_copy", "p2p_bidir", "lat_p2p"]
+    assert pairs == ["p2p_copy", "p2p_bidir", *PEER_SM_KEYS, "lat_p2p"]
+
+
+def test_sm_copies_count_bytes_as_their_copy_engine_rows_do():
+    """Each SM copy sits beside its copy engine's row: the same convention, factor and bytes
+    copied once (so both carry the copy figure)."""
+    beside = {"h2d_sm": "h2d_pinned", "d2h_sm": "d2h_pinned", "d2d_sm": "d2d_copy",
+              "p2p_read": "p2p_copy", "p2p_read_sm": "p2p_copy", "p2p_write_sm": "p2p_copy",
+              "p2p_bidir_sm": "p2p_bidir"}
+    for key, engine in beside.items():
+        sm, ce = get_case(key), get_case(engine)
+        assert (sm.byte_convention, sm.bytes_factor, sm.copied_factor) == (
+            ce.byte_convention, ce.bytes_factor, ce.copied_factor) == (
+            ce.byte_convention, ce.bytes_factor, 1), key
+        assert (sm.memory, sm.direction) == (ce.memory, ce.direction), key

@@ -22,8 +22,8 @@ from bwprof.runner import RunContext, Runner
 from bwprof.units import MiB
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
-             "h2d_all,d2h_all,p2p_copy,p2p_bidir,lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,"
-             "lat_memcpy")
+             "h2d_all,d2h_all,p2p_copy,p2p_bidir,h2d_sm,d2h_sm,d2d_sm,p2p_read,p2p_read_sm,"
+             "p2p_write_sm,p2p_bidir_sm,lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,lat_memcpy")
 
 
 def _plan(cases, preset="quick", repeats=2):
@@ -51,8 +51,9 @@ def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
     assert set(frame["case"]) == {
         "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
         "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all",
-        "d2h_all", "p2p_copy", "p2p_bidir", "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p",
-        "lat_memcpy"}
+        "d2h_all", "p2p_copy", "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read",
+        "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm", "lat_gpu", "lat_gpu_loaded", "lat_h2d",
+        "lat_p2p", "lat_memcpy"}
     ok = frame[frame["status"] == "ok"]
     assert (ok["backend"] == "simulated").all()
     assert ok["note"].str.contains(SIMULATED_NOTE, regex=False).all()
@@ -96,6 +97,26 @@ def test_row_shapes_per_case(simulated_run):
     assert "copy figure (bytes copied once)" in d2d["note"]
     assert (rows("h2d_pinned")["ops_per_sample"] >= 1).all()
     assert (rows("h2d_pinned")["repeats"] == 2).all()
+    for key, engine in (("h2d_sm", "h2d_pinned"), ("d2h_sm", "d2h_pinned")):
+        sm = rows(key)
+        assert list(sm["device"]) == ["gpu0", "gpu1"], key
+        assert list(sm["direction"]) == list(rows(engine)["direction"]), key
+        assert (sm["bytes_per_op"] == MiB).all() and (sm["streams"] == 1).all(), key
+        assert sm["note"].str.contains("SM copy kernel, 32 blocks").all(), key
+    d2d_sm = rows("d2d_sm").iloc[0]
+    assert d2d_sm["bytes_per_op"] == 2 * MiB and d2d_sm["byte_convention"] == "traffic"
+    assert "copy figure (bytes copied once)" in d2d_sm["note"]
+    for key in ("p2p_read", "p2p_read_sm", "p2p_write_sm"):
+        assert list(rows(key)["device"]) == ["gpu0->gpu1"], key
+        assert list(rows(key)["direction"]) == ["p2p"], key
+        whole = simulated_run.results[simulated_run.results["case"] == key]
+        assert set(whole[whole["device"] == "gpu1->gpu0"]["size_bytes"]) == {256 * MiB}, key
+    assert "copy engine on the destination GPU" in rows("p2p_read").iloc[0]["note"]
+    assert "SM kernel on the destination GPU" in rows("p2p_read_sm").iloc[0]["note"]
+    assert "SM kernel on the source GPU" in rows("p2p_write_sm").iloc[0]["note"]
+    bidir_sm = rows("p2p_bidir_sm")
+    assert list(bidir_sm["device"]) == ["gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1"]
+    assert list(bidir_sm["bytes_per_op"]) == [MiB, MiB, 2 * MiB]
 
 
 def test_latency_row_shapes_per_case(simulated_run):
@@ -219,7 +240,9 @@ def test_hbm_rows_use_the_default_array_size(simulated_run):
 def test_p2p_is_waived_with_one_gpu():
     rows = _run(SimBackend(devices=1), "p2p_,h2d_all")
     p2p = [r for r in rows if r.case.startswith("p2p")]
-    assert [(r.status, r.note) for r in p2p] == [("waived", "needs 2 GPUs; this machine has 1")] * 2
+    assert [r.case for r in p2p] == ["p2p_copy", "p2p_bidir", "p2p_read", "p2p_read_sm",
+                                     "p2p_write_sm", "p2p_bidir_sm"]
+    assert [(r.status, r.note) for r in p2p] == [("waived", "needs 2 GPUs; this machine has 1")] * 6
     assert {r.device for r in rows if r.case == "h2d_all" and r.status == "ok"} == {"gpu0", "all"}
 
 
@@ -230,11 +253,49 @@ class CorruptingBackend(SimBackend):
         super().copy(dst, src, nbytes - 1, stream)
 
 
-@pytest.mark.parametrize("case", ["h2d_pinned", "d2h_pageable", "d2d_copy", "p2p_copy"])
+@pytest.mark.parametrize("case", ["h2d_pinned", "d2h_pageable", "d2d_copy", "p2p_copy",
+                                  "p2p_read"])
 def test_a_corrupted_copy_is_invalid(case):
     rows = [r for r in _run(CorruptingBackend(), case) if r.size_bytes == MiB]
     assert rows and all(r.status == "invalid" for r in rows)
     assert all("validation failed: 1 of 1048576 bytes" in r.note for r in rows)
+
+
+class CorruptingSmBackend(SimBackend):
+    """Every SM copy leaves its last 8-byte element unwritten: validation must notice."""
+
+    def launch(self, kernel, stream, *args, blocks=None):
+        if kernel != "sm_copy":
+            return super().launch(kernel, stream, *args, blocks=blocks)
+        src, dst = args
+        return super().launch(kernel, stream, src[:-1], dst[:-1], blocks=blocks)
+
+
+@pytest.mark.parametrize("case", ["h2d_sm", "d2h_sm", "d2d_sm", "p2p_read_sm", "p2p_write_sm",
+                                  "p2p_bidir_sm"])
+def test_a_corrupted_sm_copy_is_invalid(case):
+    rows = [r for r in _run(CorruptingSmBackend(), case) if r.size_bytes == MiB]
+    assert rows and all(r.status == "invalid" for r in rows)
+    assert all("validation failed: " in r.note for r in rows)
+
+
+def test_sm_copies_launch_a_grid_that_fills_the_gpu(monkeypatch):
+    """The simulated GPU has 4 SMs: a 16 MiB copy gets 8 blocks on each, a 64 KiB one the
+    blocks that give each thread its four elements."""
+    from bwprof.gpu.kernel_params import SM_COPY_BLOCKS_PER_SM
+
+    grids = []
+
+    class Recording(SimBackend):
+        def launch(self, kernel, stream, *args, blocks=None):
+            if kernel == "sm_copy":
+                grids.append((args[0].size * 8, blocks))
+            return super().launch(kernel, stream, *args, blocks=blocks)
+
+    rows = _run(Recording(devices=1), "d2d_sm")
+    assert {r.status for r in rows} == {"ok", "skipped"}
+    assert dict(grids) == {64 << 10: 8, MiB: 4 * SM_COPY_BLOCKS_PER_SM,
+                           16 * MiB: 4 * SM_COPY_BLOCKS_PER_SM}
 
 
 class CrossWiredBackend(SimBackend):

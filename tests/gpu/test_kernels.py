@@ -198,6 +198,20 @@ def test_each_element_is_written_exactly_once(monkeypatch, name, threads):
     assert (written == 1).all(), written
 
 
+@pytest.mark.parametrize("n", [10, 17, 3])
+@pytest.mark.parametrize("threads", [10, 4, 1])
+def test_the_sm_copy_writes_each_element_exactly_once(monkeypatch, n, threads):
+    from bwprof.gpu import kernels
+    src, dst = Recording(n), Recording(n)
+    src.data = np.arange(n) + 1.0
+    for t in range(threads):
+        grid = SimpleNamespace(grid=lambda d, t=t: t, gridsize=lambda d: threads)
+        monkeypatch.setattr(kernels, "cuda", grid)
+        kernels.KERNELS["sm_copy"].function(src, dst)
+    assert (dst.writes == 1).all() and not src.writes.any(), dst.writes
+    assert np.array_equal(dst.data, src.data)
+
+
 # -- latency: the chase and the load beside it ---------------------------------------------
 
 
@@ -287,3 +301,33 @@ def test_the_simulated_load_twin_never_waits_for_the_chase():
 @pytest.mark.parametrize(("kind", "expected"), [("chase", (1, 32))])
 def test_the_chase_is_one_warp(kind, expected):
     assert launch_config(kind, 1 << 20) == expected
+
+
+@pytest.mark.parametrize("grid", [(1, 1), (1, 3), (3, 7), (2, 32), (4, 256)])
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 63, 64, 65, 255, 256, 257, 1000, 1025])
+def test_the_sm_copy_puts_every_element_in_its_own_place(cudasim, n, grid):
+    """Distinct uint64 values (all 64 bits used), so an element copied to another's place or
+    left out shows: lengths with and without four elements a thread, and threads past the
+    end; the source is untouched."""
+    kernel = cudasim.jit(KERNELS["sm_copy"].function)
+    source = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+    src, dst = cudasim.to_device(source), cudasim.to_device(np.zeros(n, dtype=np.uint64))
+    kernel[grid](src, dst)
+    assert np.array_equal(dst.copy_to_host(), source)
+    assert np.array_equal(src.copy_to_host(), source)
+
+
+def test_the_sm_copy_grid_fills_every_sm_and_no_more_than_the_copy_needs():
+    from bwprof.gpu.kernel_params import (
+        SM_COPY_BLOCKS_PER_SM,
+        SM_COPY_THREADS,
+        SM_COPY_UNROLL,
+        sm_copy_blocks,
+    )
+
+    assert SM_COPY_BLOCKS_PER_SM * SM_COPY_THREADS == 2048  # every thread a Hopper SM holds
+    assert sm_copy_blocks(256 << 20 >> 3, 132) == 132 * SM_COPY_BLOCKS_PER_SM
+    assert sm_copy_blocks(SM_COPY_THREADS * SM_COPY_UNROLL * 5, 132) == 5
+    assert sm_copy_blocks(SM_COPY_THREADS * SM_COPY_UNROLL * 5 + 1, 132) == 6
+    assert sm_copy_blocks(1, 132) == 1
+    assert sm_copy_blocks(0, 0) == 1

@@ -172,6 +172,11 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
     assert "ld dependent on a loaded value" in rows["chase"], rows["chase"]
     for name in ("copy", "load"):
         assert "dependent" not in rows[name], rows[name]
+    # The SM copy: 64-bit loads and stores, four loads in flight before its loop's stores.
+    assert "u64(64b)" in rows["sm_copy"].split("st ", 1)[0], rows["sm_copy"]
+    assert "u64(64b)" in rows["sm_copy"].split("st ", 1)[1], rows["sm_copy"]
+    assert rows["sm_copy"].endswith("(4 ld in flight before a st)"), rows["sm_copy"]
+    assert rows["copy"].endswith("(2 ld in flight before a st)"), rows["copy"]
     summary = done.stdout.splitlines()[-1]
     assert "sm_90" in summary
     assert f"{len(KERNELS)} compiled, 0 failed" in summary
@@ -297,3 +302,16 @@ def test_kernels_command_refuses_the_simulator():
     assert len(lines) == 1
     assert lines[0].startswith("error:")
     assert "unset NUMBA_ENABLE_CUDASIM" in lines[0]
+
+
+def test_loads_in_flight_are_the_loads_a_loop_issues_before_its_first_store():
+    from bwprof.gpu.ptx import loads_in_flight
+
+    body = [f"\tld.global.u64 \t%rd{n}, [%rd9];" for n in range(4)]
+    stores = [f"\tst.global.u64 \t[%rd8], %rd{n};" for n in range(4)]
+    loop = "\n".join(["$L__BB0_2:", *body, "\tld.shared.f64 \t%fd1, [%r1];", *stores,
+                      "\t@%p1 bra \t$L__BB0_2;"])
+    tail = "\n".join(["$L__BB0_5:", body[0], stores[0], "\t@%p2 bra \t$L__BB0_5;"])
+    assert loads_in_flight(loop + "\n" + tail) == 4
+    assert loads_in_flight(tail) == 1
+    assert loads_in_flight("\n".join(body)) == 0  # no loop
