@@ -20,12 +20,21 @@ from bwprof.units import MiB
 pytestmark = pytest.mark.gpu
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
-             "h2d_all,d2h_all,p2p_copy,p2p_bidir")
+             "h2d_all,d2h_all,p2p_copy,p2p_bidir,h2d_sm,d2h_sm,d2d_sm,p2p_read,p2p_read_sm,"
+             "p2p_write_sm,p2p_bidir_sm")
 SINGLE_GPU_CASES = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
                     "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot",
-                    "h2d_all", "d2h_all"}
+                    "h2d_all", "d2h_all", "h2d_sm", "d2h_sm", "d2d_sm"}
 PCIE_CASES = {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
-              "h2d_all", "d2h_all"}
+              "h2d_all", "d2h_all", "h2d_sm", "d2h_sm"}
+PAIR_CASES = ["p2p_copy", "p2p_bidir", "p2p_read", "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm"]
+SM_BESIDE_ENGINE = {"h2d_sm": "h2d_pinned", "d2h_sm": "d2h_pinned", "d2d_sm": "d2d_copy",
+                    "p2p_read": "p2p_copy", "p2p_read_sm": "p2p_copy",
+                    "p2p_write_sm": "p2p_copy", "p2p_bidir_sm": "p2p_bidir"}
+"""Each SM-driven (or destination-driven) copy and the copy engine's row it is held against."""
+SM_SHARE = 0.8
+"""An SM copy must reach at least this share of its copy engine's figure (or beat it): with
+four loads in flight per thread on a full grid it should saturate the same link."""
 GATED_CASES = SINGLE_GPU_CASES - {"h2d_pageable", "d2h_pageable"}
 GATE_TOO_SHORT = "gate too short"
 BIG = 256 * MiB
@@ -220,7 +229,7 @@ def test_every_case_validates(real_gpu, device_run):
         rows = frame[frame["case"] == case]
         assert len(rows) > 0, f"no row for {case}"
         assert (rows["status"] == "ok").all(), rows[["size_bytes", "status", "note"]]
-    p2p = frame[frame["case"].isin(["p2p_copy", "p2p_bidir"])]
+    p2p = frame[frame["case"].isin(PAIR_CASES)]
     assert set(p2p["status"]) <= {"ok", "waived", "skipped"}
     sizes = set(_ok(frame, "h2d_pinned")["size_bytes"])
     assert sizes == {64 << 10, MiB, 16 * MiB, BIG}
@@ -253,6 +262,28 @@ def test_pinned_is_not_slower_than_pageable_at_256_mib(real_gpu, device_run):
         pageable = _best(frame, f"{direction}_pageable", BIG)["gbps_best"]
         # "Not slower", within a few percent of run-to-run noise.
         assert pinned >= 0.95 * pageable, (direction, pinned, pageable)
+
+
+def test_sm_copies_keep_up_with_the_copy_engine(real_gpu, device_run):
+    """Beyond the cache (256 MiB; a pair at the matrix size), each SM copy's figure, counted
+    once per byte copied, is within 20% of its copy engine's row or better, per path;
+    pairs only where the box has two GPUs (else both are waived)."""
+    frame = _ok(device_run.results)
+    compared = 0
+    for sm_case, engine in SM_BESIDE_ENGINE.items():
+        sm_rows = frame[frame["case"] == sm_case]
+        for _, row in sm_rows.iterrows():
+            same = frame[(frame["case"] == engine) & (frame["size_bytes"] == row["size_bytes"])
+                         & (frame["device"] == row["device"])
+                         & (frame["direction"] == row["direction"])]
+            if row["size_bytes"] < BIG and row["direction"] not in ("p2p", "both"):
+                continue
+            if len(same) != 1:
+                continue
+            ce, sm = same.iloc[0]["copy_gbps_best"], row["copy_gbps_best"]
+            assert sm >= SM_SHARE * ce, (sm_case, row["device"], row["size_bytes"], sm, ce)
+            compared += 1
+    assert compared >= 3, "h2d_sm, d2h_sm and d2d_sm at 256 MiB were not all compared"
 
 
 def test_events_bracket_the_work(real_gpu, device_run):
