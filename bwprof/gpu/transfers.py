@@ -34,13 +34,14 @@ def _problem(mismatches: int, nbytes: int, what: str) -> str:
         else ""
 
 
-def _gated_max_per_sample(sampled: Sampled) -> tuple[float, ...]:
-    """Per sample, the slowest stream: the time for all of them to finish when they started
-    together (used where events on different devices cannot be subtracted). Only samples
-    whose gate held count: otherwise some GPUs may have finished before others started, and
-    N x size over the slowest time would overstate what they do at once."""
-    return tuple(max(values) for values, held in zip(zip(*sampled.per_stream_s, strict=True),
-                                                     sampled.covered, strict=True) if held)
+def _gated_total_per_sample(sampled: Sampled) -> tuple[float, ...]:
+    """Per sample, the time of all its streams on one clock (`Sample.total_s`: from the
+    first stream's start to a final event behind every stream's end), per operation. A
+    stream that started late lengthens it, so start skew cannot inflate a sum. Only samples
+    whose gate held count: otherwise some streams may have run before the others were
+    enqueued, and the streams did not all run at once."""
+    return tuple(total for total, held in zip(sampled.span_s, sampled.covered, strict=True)
+                 if held)
 
 
 PAGEABLE_NOTE = ("pageable: each copy is synchronous for the host, so the time includes the "
@@ -195,15 +196,15 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     ]
     peaks = [d.peak_pcie_gbps for d in devices]
     names = sorted({d.name for d in devices})
-    slowest = _gated_max_per_sample(sampled)
-    if not slowest:
+    together = _gated_total_per_sample(sampled)
+    if not together:
         return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
-        case, None, "all", " + ".join(names), size, slowest,
+        case, None, "all", " + ".join(names), size, together,
         size * len(devices), sampled, streams=len(devices),
         peak=sum(p for p in peaks if p) if all(peaks) else None,
         valid=not any(problems),
-        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
+        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s) on one clock"),
     ))
     return rows
 
@@ -294,13 +295,13 @@ def peer(run: CaseRun) -> list[Measurement]:
              numa_node=None, peak=peak, valid=not problems[i], note=problems[i])
         for i, (src, dst, _) in enumerate(paths)
     ]
-    slowest = _gated_max_per_sample(sampled)
-    if len(paths) == 2 and not slowest:
+    together = _gated_total_per_sample(sampled)
+    if len(paths) == 2 and not together:
         rows = [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     elif len(paths) == 2:
         rows.append(_row(
             case, None, f"{a.label}<->{b.label}", names, size,
-            slowest, 2 * size, sampled, direction="both",
+            together, 2 * size, sampled, direction="both",
             streams=2, peak=2 * peak if peak else None, valid=not any(problems),
             note=join_notes(*problems, "sum of both directions"),
         ))
