@@ -435,7 +435,8 @@ class CudaBackend:
                     ready = self._event(device, timing=False)
                     ready.record(work.stream)
                     warmed.append((work.stream, ready))
-        starts, ends = [], []
+        starts: list[Any] = []
+        ends: list[Any] = []
         for index, (work, device) in enumerate(zip(works, devices, strict=True)):
             with self.cp.cuda.Device(device):
                 # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the
