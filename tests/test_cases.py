@@ -8,7 +8,8 @@ HOST_LATENCY_KEYS = ["lat_host", "lat_host_numa", "lat_host_loaded"]
 GPU_KEYS = [
     "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
-    "p2p_copy", "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read", "p2p_read_sm",
+    "h2d_all_bidir", "one_to_all", "all_to_one", "p2p_all_pairs", "p2p_copy",
+    "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read", "p2p_read_sm",
     "p2p_write_sm", "p2p_bidir_sm", "overlap_h2d_compute", "overlap_d2h_compute",
     "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
     "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy",
@@ -54,9 +55,10 @@ def test_gpu_cases_need_a_gpu_and_p2p_needs_two():
         assert get_case(key).min_gpus >= 1
     assert get_case("p2p_copy").min_gpus == 2
     assert get_case("lat_p2p").min_gpus == 2
-    assert {c.key for c in CASES if c.whole_node} == {"h2d_all", "d2h_all", "p2p_copy",
-                                                      "p2p_bidir", "lat_p2p", *PEER_SM_KEYS}
-    for key in PEER_SM_KEYS:
+    assert {c.key for c in CASES if c.whole_node} == {
+        "h2d_all", "d2h_all", "h2d_all_bidir", "one_to_all", "all_to_one", "p2p_all_pairs",
+        "p2p_copy", "p2p_bidir", "lat_p2p", *PEER_SM_KEYS}
+    for key in (*PEER_SM_KEYS, "one_to_all", "all_to_one", "p2p_all_pairs"):
         assert get_case(key).min_gpus == 2, key
     assert get_case("d2d_copy").byte_convention == "traffic"
     assert get_case("h2d_pinned").byte_convention == "copy"

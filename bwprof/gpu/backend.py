@@ -39,15 +39,24 @@ class Sample:
     across devices only durations are comparable, and starts are reported as 0.
     `covered` says the gate was still closed when the last operation had been enqueued, i.e.
     enqueue time is not in the figure.
+    `total_s` is the whole sample on one clock: from the first stream's start event (every
+    other stream's timed part waits for it) to one final event on that stream that waits for
+    every stream's end event (nvbandwidth's total-bandwidth timing), so it holds across
+    devices and a stream that started late lengthens it instead of hiding from it.
     """
 
     seconds: tuple[float, ...]
     starts_s: tuple[float, ...]
     ends_s: tuple[float, ...]
     covered: bool
+    total_s: float | None = None
 
     @property
     def span_s(self) -> float:
+        """The sample's time on one clock (`total_s`; a backend without it: first start to
+        last end, which only events of one device can give)."""
+        if self.total_s is not None:
+            return self.total_s
         return max(self.ends_s) - min(self.starts_s)
 
 

@@ -75,6 +75,9 @@ class GpuCase(CaseSpec):
     """Overlap cases: the copies beside the kernel (`h2d`, `d2h`)."""
     both_ways: bool = False
     """Pair cases: each pair copies both ways at once (else one way)."""
+    reads: bool = False
+    """Pattern cases: the job's GPU reads from its peers (the copies on its streams pull),
+    else it writes to them."""
     kernel: str = ""
     """STREAM cases: the kernel of `bwprof.gpu.kernels` they time, and its gold replay."""
 
@@ -119,6 +122,23 @@ def ordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 def unordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     return _pair_jobs(case, plan, list(combinations([d.index for d in planner.devices], 2)))
+
+
+def each_gpu_to_all(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """A pattern per GPU (one GPU and every other at once): the size sweep on the first GPU,
+    the P2P matrix size on the others, as the pair matrix does. `streams`: the copies the
+    GPU issues at once (one per peer)."""
+    peers = len(planner.devices) - 1
+    return [Job(case.key, size_bytes=size, device=d.index, streams=peers)
+            for n, d in enumerate(planner.devices)
+            for size in (plan.transfer_sizes if n == 0 else (p2p_matrix_bytes(plan),))]
+
+
+def every_pair_at_once(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """Every ordered pair at once, one job per transfer size; `streams`: the copies each GPU
+    issues (one per peer)."""
+    return [Job(case.key, size_bytes=size, streams=len(planner.devices) - 1)
+            for size in plan.transfer_sizes]
 
 
 def hbm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -202,6 +222,14 @@ def buffers(device: int = 1, host: int = 1) -> Needs:
     return needs
 
 
+def peer_buffers(per_peer: int) -> Needs:
+    """A pattern job: `per_peer` device buffers of its size for each peer (`Job.streams`) on
+    the GPU that holds the most (the one GPU of one_to_all, every GPU of all pairs)."""
+    def needs(case: GpuCase, job: Job) -> Footprint:
+        return Footprint(per_peer * (job.streams or 1) * (job.size_bytes or 0), 0)
+    return needs
+
+
 def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
     size = job.size_bytes or 0
     return Footprint(overlap.device_bytes_needed(len(case.directions), size),
@@ -240,14 +268,14 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          window: Window = "largest", metric: str = "bandwidth",
          pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
          directions: tuple[str, ...] = (), both_ways: bool = False,
-         kernel: str = "", copied: int | None = None) -> GpuCase:
+         kernel: str = "", copied: int | None = None, reads: bool = False) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
                    copied_factor=copied, min_gpus=min_gpus, whole_node=whole_node,
                    metric=metric, expand=expand,
                    needs=needs or buffers(device=1, host=1), run=run, window=window,
                    pair_slots=pair_slots, directions=directions, both_ways=both_ways,
-                   kernel=kernel)
+                   kernel=kernel, reads=reads)
 
 
 def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest,
@@ -292,6 +320,22 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("d2h_all", "device-to-host on every GPU at once, each to its own NUMA node",
          "pinned", "d2h", "copy", run=transfers.all_devices, expand=every_device_at_once,
          whole_node=True, copied=1),
+    # Traffic patterns: many copies at once, each case one aggregate on one clock.
+    _gpu("h2d_all_bidir", "host-to-device and device-to-host on every GPU at once (2 streams "
+         "a GPU), each from and to its own NUMA node", "pinned", "both", "copy",
+         run=transfers.host_all_bidir, expand=every_device_at_once, needs=buffers(2, 2),
+         whole_node=True, copied=1),
+    _gpu("one_to_all", "one GPU writing to every other GPU at once by the copy engine, per "
+         "source GPU", "hbm", "p2p", "copy", run=transfers.one_to_all, expand=each_gpu_to_all,
+         needs=peer_buffers(2), min_gpus=2, whole_node=True, copied=1),
+    _gpu("all_to_one", "one GPU reading from every other GPU at once by the copy engine, per "
+         "reading GPU", "hbm", "p2p", "copy", run=transfers.one_to_all,
+         expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
+         copied=1, reads=True),
+    _gpu("p2p_all_pairs", "every ordered GPU pair copying at once by the copy engine: the "
+         "box's total GPU-to-GPU bandwidth", "hbm", "p2p", "copy", run=transfers.all_pairs,
+         expand=every_pair_at_once, needs=peer_buffers(2), min_gpus=2, whole_node=True,
+         copied=1),
     _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
          "hbm", "p2p", "copy", run=transfers.peer, expand=ordered_pairs,
          needs=buffers(1, 0), min_gpus=2, whole_node=True, window="matrix",

@@ -436,8 +436,9 @@ class CudaBackend:
                     ready = self._event(device, timing=False)
                     ready.record(work.stream)
                     warmed.append((work.stream, ready))
-        starts, ends = [], []
-        for work, device in zip(works, devices, strict=True):
+        starts: list[Any] = []
+        ends: list[Any] = []
+        for index, (work, device) in enumerate(zip(works, devices, strict=True)):
             with self.cp.cuda.Device(device):
                 # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the
                 # link), so every stream waits for the others' to end: the timed parts still
@@ -445,6 +446,8 @@ class CudaBackend:
                 for stream, ready in warmed:
                     if stream is not work.stream:
                         work.stream.wait_event(ready)
+                if index:  # no timed part starts before the first stream's start event
+                    work.stream.wait_event(starts[0])
                 start, end = self._event(device), self._event(device)
                 start.record(work.stream)
                 for _ in range(work.ops):
@@ -452,12 +455,23 @@ class CudaBackend:
                 end.record(work.stream)
             starts.append(start)
             ends.append(end)
+        final = ends[0]
+        if len(works) > 1:
+            # One clock for the whole sample: the first stream waits for every other
+            # stream's end event, then records the final event (on its own device).
+            with self.cp.cuda.Device(devices[0]):
+                for end in ends[1:]:
+                    works[0].stream.wait_event(end)
+                final = self._event(devices[0])
+                final.record(works[0].stream)
         # Still pending now = nothing behind the gate has started: enqueue is out of the figure.
         covered = released is None or not released.done
         for end in ends:
             end.synchronize()
+        final.synchronize()
         seconds = tuple(self._elapsed_s(device, s, e)
                         for device, s, e in zip(devices, starts, ends, strict=True))
+        total_s = self._elapsed_s(devices[0], starts[0], final)
         if len(set(devices)) == 1:
             first = starts[0]
             offsets = [self._elapsed_s(devices[0], first, s) for s in starts]
@@ -466,7 +480,7 @@ class CudaBackend:
             end_s = tuple(o + d for o, d in zip(start_s, seconds, strict=True))
         else:  # events of different devices cannot be subtracted
             start_s, end_s = tuple(0.0 for _ in works), seconds
-        return Sample(seconds, start_s, end_s, covered)
+        return Sample(seconds, start_s, end_s, covered, total_s=total_s)
 
     def _elapsed_s(self, device: int, start: Any, end: Any) -> float:
         with self.cp.cuda.Device(device):

@@ -34,13 +34,14 @@ def _problem(mismatches: int, nbytes: int, what: str) -> str:
         else ""
 
 
-def _gated_max_per_sample(sampled: Sampled) -> tuple[float, ...]:
-    """Per sample, the slowest stream: the time for all of them to finish when they started
-    together (used where events on different devices cannot be subtracted). Only samples
-    whose gate held count: otherwise some GPUs may have finished before others started, and
-    N x size over the slowest time would overstate what they do at once."""
-    return tuple(max(values) for values, held in zip(zip(*sampled.per_stream_s, strict=True),
-                                                     sampled.covered, strict=True) if held)
+def _gated_total_per_sample(sampled: Sampled) -> tuple[float, ...]:
+    """Per sample, the time of all its streams on one clock (`Sample.total_s`: from the
+    first stream's start to a final event behind every stream's end), per operation. A
+    stream that started late lengthens it, so start skew cannot inflate a sum. Only samples
+    whose gate held count: otherwise some streams may have run before the others were
+    enqueued, and the streams did not all run at once."""
+    return tuple(total for total, held in zip(sampled.span_s, sampled.covered, strict=True)
+                 if held)
 
 
 PAGEABLE_NOTE = ("pageable: each copy is synchronous for the host, so the time includes the "
@@ -195,15 +196,15 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     ]
     peaks = [d.peak_pcie_gbps for d in devices]
     names = sorted({d.name for d in devices})
-    slowest = _gated_max_per_sample(sampled)
-    if not slowest:
+    together = _gated_total_per_sample(sampled)
+    if not together:
         return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
-        case, None, "all", " + ".join(names), size, slowest,
+        case, None, "all", " + ".join(names), size, together,
         size * len(devices), sampled, streams=len(devices),
         peak=sum(p for p in peaks if p) if all(peaks) else None,
         valid=not any(problems),
-        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s); time of the slowest"),
+        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s) on one clock"),
     ))
     return rows
 
@@ -294,14 +295,119 @@ def peer(run: CaseRun) -> list[Measurement]:
              numa_node=None, peak=peak, valid=not problems[i], note=problems[i])
         for i, (src, dst, _) in enumerate(paths)
     ]
-    slowest = _gated_max_per_sample(sampled)
-    if len(paths) == 2 and not slowest:
+    together = _gated_total_per_sample(sampled)
+    if len(paths) == 2 and not together:
         rows = [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     elif len(paths) == 2:
         rows.append(_row(
             case, None, f"{a.label}<->{b.label}", names, size,
-            slowest, 2 * size, sampled, direction="both",
+            together, 2 * size, sampled, direction="both",
             streams=2, peak=2 * peak if peak else None, valid=not any(problems),
             note=join_notes(*problems, "sum of both directions"),
         ))
     return rows
+
+
+# -- traffic patterns: many copies at once, one aggregate on one clock ---------------------------
+
+
+class PeerCopy:
+    """One GPU-to-GPU copy of a pattern: its buffers (own slots, own seed) and the stream
+    that issues it (the writer's for a write, the reader's for a read)."""
+
+    def __init__(self, pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int, *,
+                 src_slot: int, dst_slot: int, issuer: GpuDevice, seed: int) -> None:
+        backend = pool.backend
+        for a, b in ((src, dst), (dst, src)):
+            try:
+                enabled = backend.enable_peer_access(a.index, b.index)
+            except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
+                raise NotRun("skipped", f"peer access from {a.label} to {b.label} failed: "
+                                        f"{type(exc).__name__}: {exc}") from None
+            if not enabled:
+                raise NotRun("skipped",
+                              f"peer access is not supported from {a.label} to {b.label}")
+        self.pool, self.dst, self.size, self.seed = pool, dst, size, seed
+        self.source = pool.device(src.index, size, slot=src_slot)
+        self.target = pool.device(dst.index, size, slot=dst_slot)
+        upload_pattern(backend, self.source, size, seed=seed)
+        backend.zero(self.target, size)
+        self.stream = pool.stream(issuer.index, dst_slot if issuer is dst else src_slot)
+
+    def work(self, ops: int) -> Work:
+        copy = partial(self.pool.backend.copy, self.target, self.source, self.size, self.stream)
+        return Work(self.stream, copy, ops)
+
+    def problem(self) -> str:
+        bad = device_mismatches(self.pool, self.target, self.size, seed=self.seed)
+        return _problem(bad, self.size, f"{self.dst.label} memory")
+
+
+def _link_peak(device: GpuDevice) -> float | None:
+    """What one GPU can move to (or from) all its peers at once, per direction: every NVLink
+    it has, else its PCIe link."""
+    return device.peak_nvlink_gbps or device.peak_pcie_gbps
+
+
+def _aggregate(run: CaseRun, works: Sequence[Any], label: str, name: str, direction: str,
+               peak: float | None, note: str, host_memory: bool = False) -> list[Measurement]:
+    """Time every copy of `works` at once behind the gate and give one row: all their bytes
+    over the sample on one clock (first start to the final event behind every end)."""
+    sampled = take_samples(run.pool.backend, lambda ops: [w.work(ops) for w in works],
+                           run.samples, counter_window_s=run.counter_window_s)
+    problems = [w.problem() for w in works]
+    together = _gated_total_per_sample(sampled)
+    if not together:
+        raise NotRun("skipped", UNGATED_AGGREGATE)
+    return [_row(run.case, None, label, name, run.size, together, run.size * len(works),
+                 sampled, direction=direction, streams=len(works), peak=peak,
+                 valid=not any(problems), host_memory=host_memory,
+                 note=join_notes(*problems, note))]
+
+
+def _names(devices: Sequence[GpuDevice]) -> str:
+    return " + ".join(sorted({d.name for d in devices}))
+
+
+def host_all_bidir(run: CaseRun) -> list[Measurement]:
+    """h2d_all_bidir: every GPU copying to and from host memory at once (2 streams a GPU, the
+    host buffers on each GPU's NUMA node); one aggregate of all of it on one clock."""
+    paths = [HostEnd(run.pool, d, run.size, True, to_device=to_device, slot=slot)
+             for d in run.devices for slot, to_device in ((0, True), (1, False))]
+    peaks = [d.peak_pcie_gbps for d in run.devices]
+    peak = 2 * sum(p for p in peaks if p) if all(peaks) else None
+    rows = _aggregate(run, paths, "all", _names(run.devices), "both", peak,
+                      f"aggregate of {len(run.devices)} GPU(s), both directions, on one clock",
+                      host_memory=True)
+    return [replace(row, numa_node=None) for row in rows]
+
+
+def one_to_all(run: CaseRun) -> list[Measurement]:
+    """one_to_all / all_to_one (copy engine): the job's GPU writes to every other GPU at once,
+    or, for a case declared `reads`, reads from every other at once; one stream per peer on
+    the job's GPU (the writer, or the reader). One aggregate row per GPU, on one clock."""
+    one = run.device
+    others = [d for d in run.devices if d.index != one.index]
+    reads = run.case.reads
+    copies = [PeerCopy(run.pool, peer if reads else one, one if reads else peer, run.size,
+                       src_slot=2 * k, dst_slot=2 * k + 1, issuer=one, seed=k)
+              for k, peer in enumerate(others)]
+    label = f"all->{one.label}" if reads else f"{one.label}->all"
+    what = f"{one.label} reading from" if reads else f"{one.label} writing to"
+    return _aggregate(run, copies, label, _names(run.devices), "p2p", _link_peak(one),
+                      f"{what} {len(others)} GPU(s) at once, on one clock")
+
+
+def all_pairs(run: CaseRun) -> list[Measurement]:
+    """p2p_all_pairs: every ordered pair copying at once (each writer's stream per peer): the
+    box's total GPU-to-GPU bandwidth, on one clock. Pair (i, j) reads slot 2j on i and writes
+    slot 2i + 1 on j, so no two copies share a buffer."""
+    devices = list(run.devices)
+    copies = [PeerCopy(run.pool, a, b, run.size, src_slot=2 * b.index,
+                       dst_slot=2 * a.index + 1, issuer=a, seed=len(devices) * i + j)
+              for i, a in enumerate(devices) for j, b in enumerate(devices) if a is not b]
+    peaks = [_link_peak(d) for d in devices]
+    peak = sum(p for p in peaks if p) if all(peaks) else None
+    return _aggregate(run, copies, "all", _names(devices), "p2p", peak,
+                      f"{len(copies)} ordered pairs of {len(devices)} GPUs at once, "
+                      "on one clock")

@@ -22,8 +22,9 @@ from bwprof.runner import RunContext, Runner
 from bwprof.units import MiB
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
-             "h2d_all,d2h_all,p2p_copy,p2p_bidir,h2d_sm,d2h_sm,d2d_sm,p2p_read,p2p_read_sm,"
-             "p2p_write_sm,p2p_bidir_sm,lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,lat_memcpy")
+             "h2d_all,d2h_all,h2d_all_bidir,one_to_all,all_to_one,p2p_all_pairs,p2p_copy,"
+             "p2p_bidir,h2d_sm,d2h_sm,d2d_sm,p2p_read,p2p_read_sm,p2p_write_sm,p2p_bidir_sm,"
+             "lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,lat_memcpy")
 
 
 def _plan(cases, preset="quick", repeats=2):
@@ -51,9 +52,9 @@ def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
     assert set(frame["case"]) == {
         "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned",
         "d2d_copy", "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all",
-        "d2h_all", "p2p_copy", "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read",
-        "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm", "lat_gpu", "lat_gpu_loaded", "lat_h2d",
-        "lat_p2p", "lat_memcpy"}
+        "d2h_all", "h2d_all_bidir", "one_to_all", "all_to_one", "p2p_all_pairs", "p2p_copy",
+        "p2p_bidir", "h2d_sm", "d2h_sm", "d2d_sm", "p2p_read", "p2p_read_sm", "p2p_write_sm",
+        "p2p_bidir_sm", "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy"}
     ok = frame[frame["status"] == "ok"]
     assert (ok["backend"] == "simulated").all()
     assert ok["note"].str.contains(SIMULATED_NOTE, regex=False).all()
@@ -88,6 +89,12 @@ def test_row_shapes_per_case(simulated_run):
     every = rows("h2d_all")
     assert list(every["device"]) == ["gpu0", "gpu1", "all"]
     assert every.iloc[-1]["bytes_per_op"] == 2 * MiB
+    assert list(rows("h2d_all_bidir")["device"]) == ["all"]
+    assert rows("h2d_all_bidir").iloc[0]["bytes_per_op"] == 4 * MiB  # 2 GPUs x 2 ways
+    assert list(rows("one_to_all")["device"]) == ["gpu0->all"]  # gpu1: the matrix size only
+    assert list(rows("all_to_one")["device"]) == ["all->gpu0"]
+    assert list(rows("p2p_all_pairs")["device"]) == ["all"]
+    assert rows("p2p_all_pairs").iloc[0]["bytes_per_op"] == 2 * MiB  # 2 ordered pairs
     assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1"]  # others: the matrix size only
     p2p = simulated_run.results[simulated_run.results["case"] == "p2p_copy"]
     assert set(p2p[p2p["device"] == "gpu1->gpu0"]["size_bytes"]) == {256 * MiB}
@@ -240,9 +247,9 @@ def test_hbm_rows_use_the_default_array_size(simulated_run):
 def test_p2p_is_waived_with_one_gpu():
     rows = _run(SimBackend(devices=1), "p2p_,h2d_all")
     p2p = [r for r in rows if r.case.startswith("p2p")]
-    assert [r.case for r in p2p] == ["p2p_copy", "p2p_bidir", "p2p_read", "p2p_read_sm",
-                                     "p2p_write_sm", "p2p_bidir_sm"]
-    assert [(r.status, r.note) for r in p2p] == [("waived", "needs 2 GPUs; this machine has 1")] * 6
+    assert [r.case for r in p2p] == ["p2p_all_pairs", "p2p_copy", "p2p_bidir", "p2p_read",
+                                     "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm"]
+    assert [(r.status, r.note) for r in p2p] == [("waived", "needs 2 GPUs; this machine has 1")] * 7
     assert {r.device for r in rows if r.case == "h2d_all" and r.status == "ok"} == {"gpu0", "all"}
 
 

@@ -529,3 +529,15 @@ def test_a_chase_through_pinned_host_memory_reads_what_the_host_wrote(real_gpu, 
                    backend.chase_view(state, real_gpu), 10_000)
     got = backend.download(state, STATE_BYTES).view(np.uint64)
     assert int(got[STATE_POSITION]) == ending_line(order, 0, 10_000) * CHAIN_STRIDE
+
+
+def test_on_one_gpu_h2d_alls_aggregate_is_gpu0s_row_within_1_percent(device_run):
+    """The one-clock aggregate with one stream is that stream's own start and end events: on
+    a one-GPU box h2d_all's `all` row must equal gpu0's within 1% at every size."""
+    frame = device_run.results
+    rows = frame[(frame["case"] == "h2d_all") & (frame["status"] == "ok")]
+    if set(rows["device"]) - {"gpu0", "all"}:
+        pytest.skip("more than one GPU: the aggregate is not one GPU's row")
+    for size, at in rows.groupby("size_bytes"):
+        gpu0, everything = (at[at["device"] == d].iloc[0] for d in ("gpu0", "all"))
+        assert everything["value_median"] == pytest.approx(gpu0["value_median"], rel=0.01), size

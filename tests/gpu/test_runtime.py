@@ -144,7 +144,9 @@ def test_a_gated_sample_across_gpus_keeps_each_event_on_its_own_device():
     assert isinstance(host, np.ndarray) and host.nbytes == 4096
     hold = [entry for entry in fake.log if entry[0] == "launch"]
     assert [(name, device, args) for _, name, device, args in hold] == [("hold", 0, (2000,))]
-    assert [e for e in fake.log if e[0] == "wait"] == [("wait", 0, 0), ("wait", 1, 0)]
+    # The gate (gpu0) on both; gpu1's start behind gpu0's; gpu0's final event behind gpu1's end.
+    assert [e for e in fake.log if e[0] == "wait"] == [("wait", 0, 0), ("wait", 1, 0),
+                                                       ("wait", 1, 0), ("wait", 0, 1)]
     copies = [e for e in fake.log if e[0].startswith("memcpy")]
     assert [e[:3] for e in copies] == [("memcpyAsync", 0, 0)] * 3 + [
         ("memcpyPeerAsync", 1, 1)] * 2
@@ -163,10 +165,14 @@ def test_streams_of_one_gpu_get_start_times_from_a_common_origin():
     sample = backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
                                   Work(second, lambda: backend.copy(b, a, 64, second), 1)],
                                  gate=False, hold_us=0)
-    # The fake clock ticks 1 ms per recorded event: start, end, start, end.
+    # The fake clock ticks 1 ms per recorded event: start, end, start, end, final.
     assert sample.starts_s == (0.0, 0.002) and sample.seconds == (0.001, 0.001)
     assert sample.ends_s == (0.001, 0.003) and sample.covered
-    assert not [e for e in fake.log if e[0] in ("launch", "wait")]  # no gate asked for
+    assert sample.total_s == pytest.approx(0.004)  # first start (1 ms) to the final (5 ms)
+    assert not [e for e in fake.log if e[0] == "launch"]  # no gate asked for
+    # No gate, but still one clock: the second start behind the first, the final behind both.
+    assert _queue(fake, second) == ["wait", "record", "copy", "record"]
+    assert _queue(fake, first) == ["record", "copy", "record", "wait", "record"]
 
 
 def test_a_gate_that_opened_before_the_enqueue_ended_is_reported():
@@ -275,8 +281,8 @@ def test_start_times_are_relative_to_the_earliest_start_not_the_first_stream():
 
     backend, fake = _backend(devices=1)
     # The second stream starts first: events are recorded at 5 and 6 ms (first stream),
-    # then at 2 and 4 ms (second stream) on the fake GPU clock.
-    fake.clock = iter([5, 6, 2, 4])
+    # then at 2 and 4 ms (second stream) on the fake GPU clock; the final event at 9 ms.
+    fake.clock = iter([5, 6, 2, 4, 9])
     a, b = backend.device_array(0, 64), backend.device_array(0, 64)
     first, second = backend.new_stream(0), backend.new_stream(0)
     sample = backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
@@ -381,7 +387,28 @@ def test_without_warm_up_the_queue_is_as_before():
     backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
                          Work(second, lambda: backend.copy(b, a, 64, second), 1)],
                         gate=True, hold_us=10)
-    assert _queue(fake, first) == _queue(fake, second) == ["wait", "record", "copy", "record"]
+    assert _queue(fake, first) == ["wait", "record", "copy", "record", "wait", "record"]
+    assert _queue(fake, second) == ["wait", "wait", "record", "copy", "record"]
+
+
+# Catches: an aggregate taken as total bytes over the longest stream's own time (a stream that
+# started late would hide its skew), or a final event that does not wait for every stream
+def test_a_sample_of_several_gpus_is_timed_on_one_clock_by_a_final_event():
+    """Three GPUs, copies of 1 ms on each; gpu2's stream starts 5 ms late (its start waits on
+    an event at 5 ms): every stream's own time is 1-2 ms, the sample on one clock 6 ms."""
+    backend, fake = _backend(devices=3, copy_ms=1.0)
+    host = backend.host_array(64, pinned=True)
+    arrays = [backend.device_array(d, 64) for d in range(3)]
+    streams = [backend.new_stream(d) for d in range(3)]
+    streams[2].now = 5.0  # a late start: busy with earlier work when the gate opened
+    works = [Work(s, lambda s=s, a=a: backend.copy(a, host, 64, s), 1)
+             for s, a in zip(streams, arrays, strict=True)]
+    sample = backend.time_sample(works, gate=False, hold_us=0)
+    assert max(sample.seconds) == pytest.approx(1e-3)
+    assert sample.total_s == sample.span_s == pytest.approx(6e-3)
+    # The final event is gpu0's, behind the end events of gpu1 and gpu2.
+    assert _queue(fake, streams[0])[-3:] == ["wait", "wait", "record"]
+    assert [e for e in fake.log if e[0] == "wait"][-2:] == [("wait", 0, 1), ("wait", 0, 2)]
 
 
 def test_take_samples_on_the_fake_gpu_keeps_the_cold_start_out_of_every_sample(monkeypatch):

@@ -1,0 +1,103 @@
+"""The traffic-pattern cases (h2d_all_bidir, one_to_all, all_to_one, p2p_all_pairs) and the
+one-clock aggregate on the simulated backend with eight GPUs and an injected start skew.
+Simulated times are CPU stand-ins: only the bookkeeping and the clock's rule are checked."""
+
+import pytest
+
+from bwprof.gpu.devices import describe
+from bwprof.gpu.executor import GpuExecutor
+from bwprof.gpu.sim import SimBackend
+from bwprof.plan import make_plan
+from bwprof.runner import RunContext, Runner
+from bwprof.schema.table import results_frame
+from bwprof.units import MiB
+
+PATTERNS = "h2d_all,h2d_all_bidir,one_to_all,all_to_one,p2p_all_pairs"
+SKEW_S = 0.05
+
+
+def _run(backend, cases, size="1MiB"):
+    plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=8 << 30, size=size)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    try:
+        return results_frame(runner.run())
+    finally:
+        runner.close()
+
+
+@pytest.fixture(scope="module")
+def eight():
+    return _run(SimBackend(devices=8, memory_bytes=64 << 20), PATTERNS, size="64KiB")
+
+
+@pytest.fixture(scope="module")
+def eight_skewed():
+    return _run(SimBackend(devices=8, memory_bytes=64 << 20, start_skew_s=SKEW_S), PATTERNS,
+                size="64KiB")
+
+
+def _ok(frame, case):
+    return frame[(frame["case"] == case) & (frame["status"] == "ok")]
+
+
+def test_eight_gpus_give_every_patterns_rows(eight):
+    assert set(eight["case"]) == set(PATTERNS.split(","))
+    skipped = eight[eight["status"] != "ok"]
+    assert set(skipped["status"]) <= {"skipped"}
+    assert skipped["note"].str.contains("does not fit").all()  # 64 MiB simulated GPUs
+    # One job per GPU: the sweep on gpu0, the P2P matrix size (here too big: skipped) on
+    # the other seven.
+    for case in ("one_to_all", "all_to_one"):
+        assert len(eight[(eight["case"] == case) & (eight["size_bytes"] == 256 * MiB)]) == 8
+    size = 64 << 10
+    eight = eight[eight["size_bytes"] == size]
+    assert list(_ok(eight, "one_to_all")["device"]) == ["gpu0->all"]
+    assert list(_ok(eight, "all_to_one")["device"]) == ["all->gpu0"]
+    for case in ("one_to_all", "all_to_one"):
+        rows = _ok(eight, case)
+        assert (rows["bytes_per_op"] == 7 * rows["size_bytes"]).all()
+        assert (rows["streams"] == 7).all()
+    pairs = _ok(eight, "p2p_all_pairs")
+    assert list(pairs["device"]) == ["all"]
+    assert pairs.iloc[0]["bytes_per_op"] == 56 * size and pairs.iloc[0]["streams"] == 56
+    bidir = _ok(eight, "h2d_all_bidir")
+    assert list(bidir["device"]) == ["all"] and bidir.iloc[0]["bytes_per_op"] == 16 * size
+    assert bidir.iloc[0]["streams"] == 16
+    assert list(_ok(eight, "h2d_all")["device"]) == [f"gpu{i}" for i in range(8)] + ["all"]
+
+
+def test_a_skewed_start_cannot_inflate_an_aggregate(eight_skewed):
+    """Each stream of a sample starts SKEW_S after the one before: on one clock the sample
+    lasts at least (streams - 1) x SKEW_S, so the aggregate can never exceed its bytes over
+    that, however fast each stream's own time says it was (the old rule, bytes over the
+    longest stream's own time, would have ignored the skew entirely)."""
+    for case in ("h2d_all", "h2d_all_bidir", "one_to_all", "all_to_one", "p2p_all_pairs"):
+        rows = _ok(eight_skewed, case)
+        aggregate = rows[rows["device"].str.contains("all")]
+        assert len(aggregate), case
+        for _, row in aggregate.iterrows():
+            per_op_floor = (row["streams"] - 1) * SKEW_S / row["ops_per_sample"]
+            assert row["value_best"] * 1e9 <= row["bytes_per_op"] / per_op_floor * 1.0001, case
+    each = _ok(eight_skewed, "h2d_all")
+    each = each[each["size_bytes"] == 64 << 10]
+    per_gpu, everything = each[each["device"] != "all"], each[each["device"] == "all"].iloc[0]
+    # Each GPU's own time ignores the skew: the old rule (8 x size over the longest of them,
+    # 8 x the slowest GPU's figure) would stand far above the one clock's aggregate.
+    old_rule = 8 * per_gpu["value_best"].min()
+    assert everything["value_best"] < old_rule / 10
+
+
+def test_on_one_gpu_the_aggregate_is_the_gpus_own_row():
+    """One clock with one stream is that stream's own start and end: h2d_all's `all` row
+    equals gpu0's (within 1%), and GPU-to-GPU patterns are waived with the reason."""
+    frame = _run(SimBackend(devices=1), "h2d_all,one_to_all,all_to_one,p2p_all_pairs")
+    rows = _ok(frame, "h2d_all")
+    rows = rows[rows["size_bytes"] == MiB]
+    gpu0, everything = (rows[rows["device"] == d].iloc[0] for d in ("gpu0", "all"))
+    assert everything["value_median"] == pytest.approx(gpu0["value_median"], rel=0.01)
+    assert everything["bytes_per_op"] == gpu0["bytes_per_op"] == MiB
+    waived = frame[frame["case"] != "h2d_all"]
+    assert set(waived["status"]) == {"waived"} and len(waived) == 3
+    assert waived["note"].str.contains("needs 2 GPUs").all()
