@@ -305,7 +305,11 @@ class GpuExecutor(Executor):
             row = _flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: no peak known for it "
                                                 "(PCIe's does not apply)")
         share = None if device is None else self.pool.off_node_share(device.index)
-        if row.numa_node is not None and share is not None:
+        override = None if device is None else self.pool.placement_override(device.index)
+        if row.numa_node is not None and override is not None:
+            row = replace(_flagged(row, flags.NUMA_UNVERIFIED, f"host memory not asked of NUMA "
+                                   f"node {row.numa_node}: {override}"), numa_node=None)
+        elif row.numa_node is not None and share is not None:
             row = replace(_flagged(row, flags.NUMA_UNVERIFIED,
                                    f"host memory not on NUMA node {row.numa_node}: {share:.0%} "
                                    "of its sampled pages there (the node is short of free "
