@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from bwprof.api import RunResult
     from bwprof.progress import LineProgress, RichProgress
-    from bwprof.schema.meta import GpuMeta
+    from bwprof.schema.meta import GpuMeta, HostInfo
 
 _interrupt_said = False  # set where an interrupt was already explained, so main stays quiet
 
@@ -550,6 +550,7 @@ def info_command(
         f" total, {format_bytes(host.memory_available_bytes or 0)} available",
         f"numa        {numa}",
         f"huge pages  {_hugepage_text(host.transparent_hugepages, host.numpy_asks_hugepages)}",
+        f"placement   {_placement_text(host)}",
         f"ddr peak    {host.ddr_peak_gbps:.1f} GB/s ({host.ddr_peak_note})"
         if host.ddr_peak_gbps else f"ddr peak    unknown: {host.ddr_peak_note}",
         f"os          {host.os}" + (f" ({host.sandbox} sandbox)" if host.sandbox else ""),
@@ -572,6 +573,25 @@ def _numba_threads_text() -> str:
 
     return (f"; numba runs at most {thread_limit()} thread(s) ({NUM_THREADS})"
             if num_threads_setting() is not None else "")
+
+
+def _placement_text(host: HostInfo) -> str:
+    """The process's NUMA memory policy, memory nodes and CPUs, and whether an inherited
+    numactl or a scheduler's cpuset binds it narrower than the machine."""
+    from bwprof.cpulist import parse_cpu_list
+    from bwprof.host.mempolicy import NUMA_MAPS_MODES, Policy, describe_binding
+
+    policy = None
+    if host.memory_policy:
+        mode, _, nodes = host.memory_policy.partition(":")
+        if mode in NUMA_MAPS_MODES.values():
+            policy = Policy(mode, parse_cpu_list(nodes) or frozenset())
+    machine = frozenset(n.node for n in host.numa_nodes)
+    # Mems_allowed is the kernel's account of the cpuset's nodes; the cgroup's own file where
+    # /proc does not say.
+    mems = parse_cpu_list(host.mems_allowed) or parse_cpu_list(host.cpuset_mems)
+    return describe_binding(policy, host.memory_policy_source, mems, machine,
+                            parse_cpu_list(host.cpus_allowed), host.logical_cpus)
 
 
 def _hugepage_text(mode: str | None, numpy_asks: bool | None) -> str:

@@ -57,6 +57,22 @@ def cpuset_cpus(proc_cgroup: Path = PROC_CGROUP, root: Path = CGROUP_ROOT) -> in
     """CPUs the process's cgroup allows (a container's --cpuset-cpus, a Slurm job's cores);
     None where no cpuset can be read. Binding within them is the launcher's choice; the
     cpuset is the allocation's, so findings tell the two apart."""
+    cpus = _cpuset_list("cpus", proc_cgroup, root)
+    return len(cpus) if cpus else None
+
+
+def cpuset_mems(proc_cgroup: Path = PROC_CGROUP, root: Path = CGROUP_ROOT) -> str | None:
+    """Memory nodes the process's cgroup cpuset allows (a container's --cpuset-mems, a
+    scheduler's binding), as a list such as '0-1'; None where no cpuset can be read."""
+    from bwprof.cpulist import format_cpu_list
+
+    nodes = _cpuset_list("mems", proc_cgroup, root)
+    return format_cpu_list(nodes) if nodes else None
+
+
+def _cpuset_list(kind: str, proc_cgroup: Path, root: Path) -> frozenset[int] | None:
+    """The effective `cpus` or `mems` of the nearest cgroup level that says (v2's
+    cpuset.<kind>.effective, v1's cpuset.effective_<kind>)."""
     candidates: list[Path] = []
     for line in (_read(proc_cgroup) or "").splitlines():
         hierarchy, _, rest = line.partition(":")
@@ -64,14 +80,14 @@ def cpuset_cpus(proc_cgroup: Path = PROC_CGROUP, root: Path = CGROUP_ROOT) -> in
         relative = Path(path.lstrip("/"))
         if hierarchy == "0" and not controllers:  # cgroup v2: the nearest level that says
             for level in (relative, *relative.parents):
-                candidates.append(root / level / "cpuset.cpus.effective")
+                candidates.append(root / level / f"cpuset.{kind}.effective")
         elif "cpuset" in controllers.split(","):  # cgroup v1
             for level in (relative, *relative.parents):
-                candidates.append(root / "cpuset" / level / "cpuset.effective_cpus")
+                candidates.append(root / "cpuset" / level / f"cpuset.effective_{kind}")
     for candidate in candidates:
-        cpus = parse_cpu_list(_read(candidate))
-        if cpus:
-            return len(cpus)
+        found = parse_cpu_list(_read(candidate))
+        if found:
+            return found
     return None
 
 
@@ -272,7 +288,12 @@ def host_arrays_get_huge_pages(mode: str | None, numpy_asks: bool | None) -> boo
 
 
 def host_info() -> HostInfo:
+    from bwprof.cpulist import format_cpu_list
+    from bwprof.host import mempolicy
     from bwprof.host.smbios import ddr_peak, read_memory_devices
+
+    policy, policy_source = mempolicy.process_policy()
+    mems, cpus = mempolicy.mems_allowed(), mempolicy.cpus_allowed()
 
     levels, cache_source = host_caches()
     cores, sockets = _topology()
@@ -303,4 +324,9 @@ def host_info() -> HostInfo:
         numpy_asks_hugepages=numpy_asks_hugepages(),
         cache_source=cache_source,
         sandbox=sandbox(),
+        memory_policy=policy.text() if policy is not None else None,
+        memory_policy_source=policy_source,
+        mems_allowed=format_cpu_list(mems) if mems else None,
+        cpus_allowed=format_cpu_list(cpus) if cpus else None,
+        cpuset_mems=cpuset_mems(),
     )

@@ -13,6 +13,7 @@ import numpy as np
 
 from bwprof.gpu.backend import GpuBackend
 from bwprof.gpu.devices import GpuDevice
+from bwprof.host import mempolicy
 from bwprof.host.placement import PLACED_SHARE, Pages, backing_pages, node_share
 
 PATTERN_PERIOD = (1 << 20) + 7  # not a power of two: an offset bug of 2^k bytes cannot hide
@@ -99,11 +100,15 @@ class BufferPool:
         as anyone can tell, but not read back."""
         self._pages: dict[tuple[object, ...], Pages] = {}
         """Host buffer key -> the pages backing it, read from smaps once it was touched."""
+        self._overridden: dict[tuple[object, ...], str] = {}
+        """Host buffer key -> why its GPU's NUMA node could not be asked for: an inherited
+        memory policy (numactl --membind/--interleave) or a cpuset without that node."""
 
     def _drop(self, key: tuple[object, ...]) -> None:
         self._arrays.pop(key, None)
         self._off_node.pop(key, None)
         self._pages.pop(key, None)
+        self._overridden.pop(key, None)
         self._unread.discard(key)
 
     def _get(self, key: tuple[object, ...], nbytes: int, allocate: Any) -> Any:
@@ -116,12 +121,17 @@ class BufferPool:
         return self._arrays[key]
 
     def host(self, device: GpuDevice, nbytes: int, pinned: bool, slot: int = 0) -> Any:
-        """Host memory for `device`, first-touched on the CPUs of its NUMA node; where its
-        pages really landed is read back (`off_node_share`)."""
+        """Host memory for `device`, allocated under the memory policy MPOL_PREFERRED on its
+        NUMA node and first-touched on that node's CPUs; where its pages really landed is
+        read back (`off_node_share`). An inherited policy or cpuset that overrides the node
+        is left as it is and recorded (`placement_override`)."""
         key = ("host", device.index, pinned, slot)
 
         def allocate() -> Any:
-            array = self.backend.host_array(nbytes, pinned, device.cpus)
+            with mempolicy.preferred_node(device.numa_node) as placement:
+                array = self.backend.host_array(nbytes, pinned, device.cpus)
+            if placement.override is not None:
+                self._overridden[key] = placement.override
             if device.cpus and device.numa_node is not None and isinstance(array, np.ndarray):
                 share = node_share([array], device.numa_node)
                 if share is None:
@@ -156,6 +166,11 @@ class BufferPool:
         if len(known) < len(found):
             return next(p for p in found if p.page_bytes is None)
         return min(known, key=lambda p: (p.page_bytes or 0, p.huge_share or 0.0))
+
+    def placement_override(self, device: int) -> str | None:
+        """Why a host buffer held for `device` could not be asked of its NUMA node (an
+        inherited memory policy, a cpuset without the node); None where nothing overrode."""
+        return next((why for key, why in self._overridden.items() if key[1] == device), None)
 
     def placement_unread(self, device: int) -> bool:
         """Whether a host buffer held for `device` lies where nobody could read back."""
@@ -201,4 +216,5 @@ class BufferPool:
         self._off_node.clear()
         self._unread.clear()
         self._pages.clear()
+        self._overridden.clear()
         self.backend.release()

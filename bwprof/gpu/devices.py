@@ -45,6 +45,24 @@ class GpuDevice:
         return f"gpu{self.index}"
 
     @property
+    def mig_slice(self) -> bool:
+        """A MIG slice of a GPU in MIG mode: its figures are the slice's (its share of the
+        memory and SMs), not the whole GPU's."""
+        return bool(self.metadata.get("mig_mode"))
+
+    @property
+    def cc_mode(self) -> bool:
+        """Confidential computing on: host-device copies go through encrypted bounce
+        buffers, so a host-link figure is that path's, not the link's."""
+        return bool(self.metadata.get("cc_mode"))
+
+    @property
+    def peak_c2c_gbps(self) -> float | None:
+        """NVLink-C2C's peak one direction (NVML's link count x per-link maximum), where the
+        driver gives it."""
+        return optional_number(self.metadata.get("peak_c2c_gbps")) if self.host_link_c2c else None
+
+    @property
     def host_link_c2c(self) -> bool:
         """Host memory over NVLink-C2C (Grace Hopper): PCIe's peak and counters do not
         describe its host copies."""
@@ -129,6 +147,12 @@ def describe(
             props.memory_clock_khz / 1000 if props.memory_clock_khz else None,
             props.memory_bus_width_bits,
         )
+        if meta.get("mig_mode"):
+            # CUDA sees the slice (its memory and SMs, as cudaGetDeviceProperties reports
+            # them); the whole GPU's HBM peak is not the slice's.
+            hbm = None
+            meta = {**meta, "mig_slice_multiprocessors": props.multiprocessors,
+                    "mig_slice_memory_bytes": props.total_memory_bytes}
         gen, width = pick("pcie_gen_max"), pick("pcie_width_max")
         pcie = optional_number(meta.get("peak_pcie_gbps")) or pcie_peak_gbps(
             gen if isinstance(gen, int) else None, width if isinstance(width, int) else None)

@@ -10,6 +10,7 @@ measurements.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from bwprof.casespec import CaseSpec
@@ -302,10 +303,38 @@ class GpuExecutor(Executor):
         over_c2c = (device.host_link_c2c if device is not None  # 'all': any GPU's link
                     else any(d.host_link_c2c for d in self.devices))
         if over_c2c and over_link:
-            row = _flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: no peak known for it "
-                                                "(PCIe's does not apply)")
+            c2c_peak = self._c2c_peak(row, device) if metric.unit == "GB/s" else None
+            if c2c_peak is None:
+                row = _flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: no peak known for "
+                                                    "it (PCIe's does not apply)")
+            else:
+                row = replace(_flagged(row, flags.C2C_LINK, "host link is NVLink-C2C: peak from "
+                                       "NVML's C2C links x their maximum (PCIe's does not "
+                                       "apply)"), peak=c2c_peak)
+                if row.seconds_per_op and metric.higher_is_better:
+                    best = metric.value(row.work, min(row.seconds_per_op))
+                    if best > INVALID_ABOVE_PEAK * c2c_peak:
+                        row = replace(_with_note(row, f"figure above the NVLink-C2C peak "
+                                                      f"({best:.1f} > {c2c_peak:.1f} GB/s): a "
+                                                      "measurement error, or NVML's C2C "
+                                                      "fields under-report"), valid=False)
+        involved = self._row_devices(row)
+        if any(d.mig_slice for d in involved):
+            row = replace(_flagged(row, flags.MIG_SLICE, "measured on a MIG slice: its share "
+                                   "of the GPU's memory and SMs, not the whole GPU (no "
+                                   "whole-GPU HBM peak)"),
+                          peak=None if row.memory == "hbm" else row.peak)
+        if over_link and any(d.cc_mode for d in involved):
+            row = _flagged(row, flags.CONFIDENTIAL_COMPUTING,
+                           "confidential computing on: host-device copies go through "
+                           "encrypted bounce buffers, so the figure is that path's, not the "
+                           "link's")
         share = None if device is None else self.pool.off_node_share(device.index)
-        if row.numa_node is not None and share is not None:
+        override = None if device is None else self.pool.placement_override(device.index)
+        if row.numa_node is not None and override is not None:
+            row = replace(_flagged(row, flags.NUMA_UNVERIFIED, f"host memory not asked of NUMA "
+                                   f"node {row.numa_node}: {override}"), numa_node=None)
+        elif row.numa_node is not None and share is not None:
             row = replace(_flagged(row, flags.NUMA_UNVERIFIED,
                                    f"host memory not on NUMA node {row.numa_node}: {share:.0%} "
                                    "of its sampled pages there (the node is short of free "
@@ -316,6 +345,25 @@ class GpuExecutor(Executor):
                            f"host memory asked of NUMA node {row.numa_node}; where its pages "
                            "landed could not be read back")
         return row
+
+    def _row_devices(self, row: Measurement) -> list[GpuDevice]:
+        """The GPUs a row measured: its own, both of a pair ('gpu0->gpu1', 'gpu0<->gpu1'),
+        every one for 'all'."""
+        if row.device == "all":
+            return list(self.devices)
+        labels = set(re.split(r"<->|->|\+|,", row.device or ""))
+        return [d for d in self.devices if d.label in labels]
+
+    def _c2c_peak(self, row: Measurement, device: GpuDevice | None) -> float | None:
+        """A host-link row's NVLink-C2C peak, counted as its PCIe peak would be: per
+        direction, twice for both at once ('both', 'h2d+compute+d2h'), summed over the GPUs
+        of an 'all' row; None where any GPU's driver does not give it."""
+        parts = row.direction.split("+")
+        directions = sum(2 if part == "both" else part in ("h2d", "d2h") for part in parts)
+        peaks = [d.peak_c2c_gbps for d in ([device] if device is not None else self.devices)]
+        if not directions or not peaks or not all(peaks):
+            return None
+        return directions * sum(p for p in peaks if p)
 
     def _with_pages(self, row: Measurement, device: GpuDevice) -> Measurement:
         """A host copy's row with the page size of its host buffer (pinned memory: where the

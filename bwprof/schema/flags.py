@@ -1,9 +1,9 @@
 """Facts about a row that code acts on, as data: the `flags` column.
 
 A closed vocabulary: every flag is declared here with what it means and, where bwprof acts
-on it, what it changes (`noisy`, `numa_unverified` and `cache_unknown` only inform today:
-they are there for the verdicts to judge by), and a results file holding any other is
-malformed. In a file the flags are joined by `|`
+on it, what it changes (`noisy`, `numa_unverified`, `cache_unknown`, `mig_slice` and
+`confidential_computing` only inform today: they are there for the verdicts to judge by),
+and a results file holding any other is malformed. In a file the flags are joined by `|`
 (`in_cache|noisy`), empty for none. Notes stay for people; no code reads them.
 """
 
@@ -18,6 +18,8 @@ SIMULATED = "simulated"
 NOISY = "noisy"
 NUMA_UNVERIFIED = "numa_unverified"
 CACHE_UNKNOWN = "cache_unknown"
+MIG_SLICE = "mig_slice"
+CONFIDENTIAL_COMPUTING = "confidential_computing"
 
 FLAGS: dict[str, str] = {
     IN_CACHE: "host arrays (a latency chase's working set, a pageable copy's host buffer) "
@@ -34,6 +36,12 @@ FLAGS: dict[str, str] = {
                      "for",
     CACHE_UNKNOWN: "the last-level cache size is not /sys's full account: whether the arrays "
                    "are cache-resident is unsure",
+    MIG_SLICE: "measured on a MIG slice (a GPU in MIG mode): the figure is the slice's, with "
+               "its share of the memory and SMs, so no whole-GPU HBM peak is held against it "
+               "and it compares only with the same slice profile",
+    CONFIDENTIAL_COMPUTING: "confidential computing on: host-device copies go through "
+                            "encrypted bounce buffers, so a host-link figure is that path's, "
+                            "not the link's",
 }
 """The vocabulary: flag -> what it means (docs/columns.md's flags table shows these)."""
 

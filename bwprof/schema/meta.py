@@ -271,6 +271,19 @@ class HostInfo(Record):
     """Where `caches` came from: 'sysfs', 'cpuid' (one instance a level) or None (unknown)."""
     sandbox: str | None = None
     """'gVisor' where the kernel is gVisor's (`sandbox()`); None on a plain kernel."""
+    memory_policy: str | None = None
+    """The process's NUMA memory policy as numa_maps spells it ('default', 'bind:0',
+    'interleave:0-1'): an inherited `numactl --membind/--interleave` shows here; None where
+    unread."""
+    memory_policy_source: str | None = None
+    """Where `memory_policy` was read: 'get_mempolicy' or 'numa_maps' (weaker: recent
+    kernels print 'default' there for a mapping without its own policy)."""
+    mems_allowed: str | None = None
+    """The memory nodes the process may allocate on (/proc/self/status Mems_allowed_list)."""
+    cpus_allowed: str | None = None
+    """The CPUs the process may run on (/proc/self/status Cpus_allowed_list)."""
+    cpuset_mems: str | None = None
+    """The memory nodes the process's cgroup cpuset allows (cpuset.mems.effective)."""
 
 
 # -- the GPUs ---------------------------------------------------------------------------------

@@ -45,6 +45,10 @@ _CONSTANT_DEFAULTS: dict[str, int] = {
     "NVML_PCIE_UTIL_TX_BYTES": 0,
     "NVML_PCIE_UTIL_RX_BYTES": 1,
     "NVML_TEMPERATURE_GPU": 0,
+    "NVML_DEVICE_MIG_ENABLE": 1,
+    "NVML_CC_SYSTEM_FEATURE_ENABLED": 1,
+    "NVML_FI_DEV_C2C_LINK_COUNT": 170,
+    "NVML_FI_DEV_C2C_LINK_GET_MAX_BW": 172,
 }
 
 # c_nvmlValue_t's member for each nvmlValueType_t (NVML_VALUE_TYPE_DOUBLE = 0, ...).
@@ -296,6 +300,55 @@ class Nvml:
         info = self.query("nvmlDeviceGetC2cModeInfoV1", handle)
         return None if info is None else bool(getattr(info, "isC2cEnabled", 0))
 
+    def c2c_peak(self, handle: Any) -> tuple[int | None, float | None]:
+        """NVLink-C2C's links and each one's maximum (GB/s, from NVML's MB/s: one direction,
+        as `nvidia-smi c2c -s` lists them), from the C2C field values; None for each the
+        driver does not give."""
+        count_field = self.constant("NVML_FI_DEV_C2C_LINK_COUNT")
+        speed_field = self.constant("NVML_FI_DEV_C2C_LINK_GET_MAX_BW")
+        values = self.field_values(handle, [count_field, speed_field])
+        count, speed = values.get(count_field), values.get(speed_field)
+        return (int(count) if count and count > 0 else None,
+                speed / 1000 if speed and speed > 0 else None)
+
+    def mig(self, handle: Any) -> tuple[bool | None, list[dict[str, object]] | None]:
+        """Whether the GPU is in MIG mode (None where NVML cannot say) and, in MIG mode, its
+        slices (MIG devices): each one's uuid, GPU and compute instance ids, SMs and
+        memory; None where they cannot be listed."""
+        modes = self.query("nvmlDeviceGetMigMode", handle)
+        if not modes:
+            return None, None
+        enabled = int(modes[0]) == self.constant("NVML_DEVICE_MIG_ENABLE")
+        if not enabled:
+            return False, None
+        count = self.query("nvmlDeviceGetMaxMigDeviceCount", handle)
+        if not count:
+            return True, None
+        slices: list[dict[str, object]] = []
+        for index in range(int(count)):
+            # NotFound for an index no slice holds: later ones may still be there.
+            mig = self.query("nvmlDeviceGetMigDeviceHandleByIndex", handle, index)
+            if mig is None:
+                continue
+            attributes = self.query("nvmlDeviceGetAttributes", mig)
+            memory = self.query("nvmlDeviceGetMemoryInfo", mig)
+            slices.append({
+                "uuid": self.query("nvmlDeviceGetUUID", mig),
+                "gpu_instance_id": self.query("nvmlDeviceGetGpuInstanceId", mig),
+                "compute_instance_id": self.query("nvmlDeviceGetComputeInstanceId", mig),
+                "multiprocessors": getattr(attributes, "multiprocessorCount", None),
+                "memory_total_bytes": getattr(memory, "total", None),
+            })
+        return True, slices
+
+    def cc_mode(self) -> bool | None:
+        """Whether confidential computing is on for the system (host-device copies then go
+        through encrypted bounce buffers); None where NVML cannot say."""
+        state = self.query("nvmlSystemGetConfComputeState")
+        feature = getattr(state, "ccFeature", None)
+        return None if feature is None else (
+            int(feature) == self.constant("NVML_CC_SYSTEM_FEATURE_ENABLED"))
+
     def device_metadata(self, handle: Any) -> dict[str, object]:
         """Static facts about one GPU, units in the key names; None where NVML cannot say."""
         q = self.query
@@ -325,6 +378,10 @@ class Nvml:
             power_mw = q("nvmlDeviceGetPowerManagementLimit", handle)
         links_up, links, nvlink_version, nvlink_remotes = self._nvlink(handle)
         c2c = self.c2c_enabled(handle)
+        c2c_links, c2c_link_gbps = self.c2c_peak(handle) if c2c else (None, None)
+        mig_mode, mig_slices = self.mig(handle)
+        cc_mode = self.cc_mode()
+        cc_memory = q("nvmlDeviceGetConfComputeMemSizeInfo", handle) if cc_mode else None
 
         return {
             "name": q("nvmlDeviceGetName", handle),
@@ -360,7 +417,21 @@ class Nvml:
             "nvlink_version": nvlink_version,
             "nvlink_remotes": nvlink_remotes,
             "c2c_enabled": c2c,
-            "peak_hbm_gbps": hbm_peak_gbps(mem_clock, bus_width),
+            "c2c_links": c2c_links,
+            "c2c_link_max_gbps": c2c_link_gbps,
+            # Host copies over NVLink-C2C: its links' maxima summed (one direction), where
+            # the driver gives both fields; nothing claimed otherwise.
+            "peak_c2c_gbps": (c2c_links * c2c_link_gbps if c2c_links and c2c_link_gbps
+                              else None),
+            "mig_mode": mig_mode,
+            "mig_slices": mig_slices,
+            "cc_mode": cc_mode,
+            "cc_protected_memory_bytes": (
+                None if cc_memory is None
+                else getattr(cc_memory, "protectedMemSizeKib", 0) * 1024 or None),
+            # A MIG slice has a share of the memory bandwidth, not the whole GPU's: no
+            # whole-GPU peak is held against it.
+            "peak_hbm_gbps": None if mig_mode else hbm_peak_gbps(mem_clock, bus_width),
             # The link's maximum: the GPU's and the slot's generation, whichever is lower.
             # Host copies over NVLink-C2C do not use PCIe, so its peak would not apply.
             "peak_pcie_gbps": None if c2c else pcie_peak_gbps(gen_max_system or gen_max,

@@ -140,3 +140,58 @@ def test_links_down_lower_the_figure_never_the_pair_peak():
                                              "nvlink_remotes": [props[1].pci_bus_id] * 2},
                                peak_nvlink_gbps=100.0, peak_pcie_gbps=63.0)
     assert p2p_peak(bridged, peer) == pytest.approx(50.0)
+
+
+def _rows_on(device, cases, backend=None):
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.plan import make_plan
+    from bwprof.runner import RunContext, Runner
+
+    plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=1, llc_bytes=None,
+                     memory_available_bytes=8 << 30)
+    runner = Runner(plan, {"gpu": GpuExecutor(backend or H200Like(devices=1), [device],
+                                              8 << 30)}, RunContext("r", "h"))
+    try:
+        return [r for r in runner.run() if r.status == "ok"]
+    finally:
+        runner.close()
+
+
+def test_a_c2c_host_link_gets_nvmls_c2c_peak_where_the_driver_gives_it(tmp_path):
+    (device,) = describe(H200Like(devices=1), lambda props: {
+        "c2c_enabled": True, "c2c_links": 10, "c2c_link_max_gbps": 45.0,
+        "peak_c2c_gbps": 450.0}, tmp_path)
+    assert device.peak_c2c_gbps == 450.0 and device.peak_pcie_gbps is None
+    rows = _rows_on(device, "h2d_pinned,bidir_pinned,h2d_all,overlap_h2d_compute,d2d_copy")
+    host = [r for r in rows if r.memory != "hbm"]
+    assert host and all("c2c_link" in r.flags for r in host)
+    peaks = {(r.case, r.direction, r.device): r.peak_gbps for r in host}
+    assert peaks[("h2d_pinned", "h2d", "gpu0")] == 450.0
+    assert peaks[("bidir_pinned", "both", "gpu0")] == 900.0  # both directions at once
+    assert peaks[("h2d_all", "h2d", "all")] == 450.0  # summed over the (one) GPU
+    assert peaks[("overlap_h2d_compute", "h2d+compute", "gpu0")] == 450.0
+    assert all("peak from NVML's C2C links" in r.note for r in host)
+    assert not any("c2c_link" in r.flags for r in rows if r.memory == "hbm")
+
+
+def test_a_mig_slice_is_labelled_and_held_against_no_whole_gpu_hbm_peak(tmp_path):
+    (device,) = describe(H200Like(devices=1), lambda props: {
+        "mig_mode": True, "peak_hbm_gbps": 4800.0}, tmp_path)
+    assert device.mig_slice and device.peak_hbm_gbps is None
+    assert device.metadata["mig_slice_multiprocessors"] == device.properties.multiprocessors
+    assert device.metadata["mig_slice_memory_bytes"] == device.properties.total_memory_bytes
+    rows = _rows_on(device, "h2d_pinned,d2d_copy,hbm_copy")
+    assert rows and all("mig_slice" in r.flags for r in rows)
+    assert all(r.peak_gbps is None for r in rows if r.memory == "hbm")
+    assert all("measured on a MIG slice" in r.note for r in rows)
+    (whole,) = describe(H200Like(devices=1), lambda props: {"mig_mode": False}, tmp_path)
+    assert not any("mig_slice" in r.flags for r in _rows_on(whole, "d2d_copy"))
+
+
+def test_confidential_computing_flags_the_host_link_rows(tmp_path):
+    (device,) = describe(H200Like(devices=1), lambda props: {"cc_mode": True}, tmp_path)
+    rows = _rows_on(device, "h2d_pinned,h2d_pageable,d2d_copy")
+    host = [r for r in rows if r.memory != "hbm"]
+    assert host and all("confidential_computing" in r.flags for r in host)
+    assert all("encrypted bounce buffers" in r.note for r in host)
+    assert not any("confidential_computing" in r.flags for r in rows if r.memory == "hbm")

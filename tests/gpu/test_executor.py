@@ -805,3 +805,44 @@ def test_the_run_gives_the_gpu_executor_the_hosts_cache_and_thp_mode():
     assert (cache.llc_bytes, cache.source, cache.transparent_hugepages) == (
         host.llc_bytes_total, host.cache_source, host.transparent_hugepages)
     assert executor.sharing(executor.devices, "x").host_cache == cache
+
+
+def test_rows_name_an_inherited_memory_policy_that_overrides_their_node(monkeypatch):
+    """numactl --membind=0 around a GPU of node 1: host buffers follow the operator's policy,
+    so the rows claim no node and say what overrode it."""
+    from contextlib import contextmanager
+
+    from bwprof.gpu import buffers
+    from bwprof.host.mempolicy import Placement
+
+    @contextmanager
+    def bound(node):
+        yield Placement(False, f"the process's memory policy bind:0 overrides NUMA node {node}")
+
+    monkeypatch.setattr(buffers.mempolicy, "preferred_node", bound)
+    monkeypatch.setattr(buffers, "node_share", lambda arrays, node: 1.0)
+    rows = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1), "h2d_pinned,d2d_copy")
+    h2d = [r for r in rows if r.status == "ok" and r.case == "h2d_pinned"]
+    assert h2d and all(r.numa_node is None and "numa_unverified" in r.flags for r in h2d)
+    assert all("host memory not asked of NUMA node 1: the process's memory policy bind:0"
+               in r.note for r in h2d)
+    assert not any("numa_unverified" in r.flags for r in rows if r.case == "d2d_copy")
+
+
+def test_host_buffers_are_allocated_under_their_nodes_memory_policy(monkeypatch):
+    from contextlib import contextmanager
+
+    from bwprof.gpu import buffers
+    from bwprof.host.mempolicy import Placement
+
+    asked: list[int | None] = []
+
+    @contextmanager
+    def preferred(node):
+        asked.append(node)
+        yield Placement(True)
+
+    monkeypatch.setattr(buffers.mempolicy, "preferred_node", preferred)
+    rows = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1), "h2d_pinned")
+    assert asked and set(asked) == {1}
+    assert {r.numa_node for r in rows if r.status == "ok"} == {1}

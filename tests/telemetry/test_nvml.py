@@ -217,6 +217,13 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "nvlink_version": 4,
         "nvlink_remotes": ["switch"] * 18,
         "c2c_enabled": None,  # the driver answers NotSupported: a PCIe board
+        "c2c_links": None,
+        "c2c_link_max_gbps": None,
+        "peak_c2c_gbps": None,
+        "mig_mode": None,  # the fake has no MIG call: nothing claimed
+        "mig_slices": None,
+        "cc_mode": None,
+        "cc_protected_memory_bytes": None,
         "peak_hbm_gbps": peaks.hbm_peak_gbps(3201, 6016),
         "peak_pcie_gbps": peaks.pcie_peak_gbps(5, 16),
         "peak_nvlink_gbps": peaks.nvlink_peak_gbps(4, 18),
@@ -384,3 +391,69 @@ def test_a_grace_hopper_host_link_is_c2c_and_gets_no_pcie_peak():
     functions["nvmlDeviceGetC2cModeInfoV1"] = lambda h: SimpleNamespace(isC2cEnabled=0)
     meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
     assert meta["c2c_enabled"] is False and meta["peak_pcie_gbps"] == pytest.approx(63.0, 0.01)
+
+
+def test_a_grace_hopper_host_link_gets_its_peak_from_nvmls_c2c_fields():
+    """GH200: 10 links at 44.7 GB/s each (NVML gives MB/s): 447 GB/s a direction."""
+    functions = h200_functions()
+    functions["nvmlDeviceGetC2cModeInfoV1"] = lambda h: SimpleNamespace(isC2cEnabled=1)
+    functions["nvmlDeviceGetFieldValues"] = field_values({
+        pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT: 18, pynvml.NVML_FI_DEV_C2C_LINK_COUNT: 10,
+        pynvml.NVML_FI_DEV_C2C_LINK_GET_MAX_BW: 44712})
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert (meta["c2c_links"], meta["c2c_link_max_gbps"]) == (10, pytest.approx(44.712))
+    assert meta["peak_c2c_gbps"] == pytest.approx(447.12)
+    # A driver that gives the count but not the speed: no peak claimed.
+    functions["nvmlDeviceGetFieldValues"] = field_values({pynvml.NVML_FI_DEV_C2C_LINK_COUNT: 10})
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["c2c_links"] == 10 and meta["peak_c2c_gbps"] is None
+
+
+def test_a_gpu_in_mig_mode_records_its_slices_and_no_whole_gpu_hbm_peak():
+    functions = h200_functions()
+    slices = {0: "mig0", 2: "mig2"}  # index 1 holds no slice
+
+    def slice_by_index(handle, index):
+        if index not in slices:
+            raise pynvml.NVMLError_NotFound()
+        return slices[index]
+
+    functions.update({
+        "nvmlDeviceGetMigMode": lambda h: [pynvml.NVML_DEVICE_MIG_ENABLE, 1],
+        "nvmlDeviceGetMaxMigDeviceCount": lambda h: 7,
+        "nvmlDeviceGetMigDeviceHandleByIndex": slice_by_index,
+        "nvmlDeviceGetAttributes": lambda h: SimpleNamespace(multiprocessorCount=16,
+                                                             memorySizeMB=17920),
+        "nvmlDeviceGetGpuInstanceId": lambda h: {"mig0": 7, "mig2": 9}[h],
+        "nvmlDeviceGetComputeInstanceId": lambda h: 0,
+        "nvmlDeviceGetUUID": lambda h: f"MIG-{h}" if h != "h200" else "GPU-1",
+        "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(
+            total=18 << 30 if h != "h200" else 150754820096),
+    })
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["mig_mode"] is True and meta["peak_hbm_gbps"] is None
+    assert meta["mig_slices"] == [
+        {"uuid": "MIG-mig0", "gpu_instance_id": 7, "compute_instance_id": 0,
+         "multiprocessors": 16, "memory_total_bytes": 18 << 30},
+        {"uuid": "MIG-mig2", "gpu_instance_id": 9, "compute_instance_id": 0,
+         "multiprocessors": 16, "memory_total_bytes": 18 << 30}]
+    functions["nvmlDeviceGetMigMode"] = lambda h: [0, 0]
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["mig_mode"] is False and meta["mig_slices"] is None
+    assert meta["peak_hbm_gbps"] == pytest.approx(4814, rel=1e-3)
+
+
+def test_confidential_computing_is_read_from_the_system_state():
+    functions = h200_functions()
+    functions["nvmlSystemGetConfComputeState"] = lambda: SimpleNamespace(
+        environment=2, ccFeature=pynvml.NVML_CC_SYSTEM_FEATURE_ENABLED, devToolsMode=0)
+    functions["nvmlDeviceGetConfComputeMemSizeInfo"] = lambda h: SimpleNamespace(
+        protectedMemSizeKib=140 << 20, unprotectedMemSizeKib=1 << 20)
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["cc_mode"] is True and meta["cc_protected_memory_bytes"] == 140 << 30
+    functions["nvmlSystemGetConfComputeState"] = lambda: SimpleNamespace(
+        environment=0, ccFeature=pynvml.NVML_CC_SYSTEM_FEATURE_DISABLED, devToolsMode=0)
+    meta = Nvml(fake_pynvml(**functions)).device_metadata("h200")
+    assert meta["cc_mode"] is False and meta["cc_protected_memory_bytes"] is None
+    functions["nvmlSystemGetConfComputeState"] = raises(pynvml.NVMLError_NotSupported)
+    assert Nvml(fake_pynvml(**functions)).device_metadata("h200")["cc_mode"] is None
