@@ -28,7 +28,7 @@ from bwprof.gpu.sampling import take_samples
 from bwprof.gpu.transfers import (
     UNGATED_AGGREGATE,
     HostEnd,
-    _gated_max_per_sample,
+    _gated_total_per_sample,
     _peer_path,
     _problem,
     _row,
@@ -137,7 +137,7 @@ def _peer_rows(run: CaseRun, *, engine: str, driver: str) -> list[Measurement]:
         for i, (src, dst, _, _) in enumerate(paths)
     ]
     if len(paths) == 2:
-        slowest = _gated_max_per_sample(sampled)
+        slowest = _gated_total_per_sample(sampled)  # one clock: start skew cannot inflate it
         if not slowest:
             return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
         peak = p2p_peak(a, b)
