@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,28 @@ def _sm_copy(src, dst):
     np.copyto(dst, src)
 
 
+def _shared(starts: Sequence[float], alone: Sequence[float],
+             contention: float) -> list[float]:
+    """When each stream ends if it starts at `starts[i]` and needs `alone[i]` seconds on its
+    own, every running stream going at 1 / (1 + contention x (n - 1)) of its speed while n
+    run (the simulator's test-only contention model)."""
+    left = list(alone)
+    ends: list[float | None] = [None] * len(alone)
+    clock = min(starts)
+    while any(end is None for end in ends):
+        running = [i for i, end in enumerate(ends) if end is None and starts[i] <= clock]
+        rate = 1.0 / (1.0 + contention * (len(running) - 1)) if running else 0.0
+        pending = [starts[i] for i, end in enumerate(ends) if end is None and starts[i] > clock]
+        step = min([left[i] / rate for i in running] + [p - clock for p in pending])
+        for i in running:
+            if left[i] / rate <= step * (1 + 1e-12):
+                left[i], ends[i] = 0.0, clock + step
+            else:
+                left[i] -= step * rate
+        clock += step
+    return [end for end in ends if end is not None]
+
+
 class SimDeviceArray(np.ndarray):
     """A NumPy array that remembers which simulated device it lives on."""
 
@@ -89,13 +111,23 @@ class SimBackend:
     placement_failed = False  # the simulator places host memory wherever NumPy does
 
     def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = SIM_MEMORY_BYTES,
-                 start_skew_s: float = 0.0) -> None:
+                 start_skew_s: float = 0.0, contention: float | None = None,
+                 op_seconds: Callable[[Work], float] | None = None) -> None:
         """`devices` simulated GPUs (four or eight prove the pattern cases' expansion);
         `start_skew_s`: each stream of a sample starts this much later than the one before
         it on the simulated clock (a gate that did not release every stream at once), so
-        tests prove an aggregate on one clock is never inflated by it."""
+        tests prove an aggregate on one clock is never inflated by it.
+
+        Test-only timing models (simulated rows are never figures, so none of this reaches
+        one): `contention`, where given, runs a sample's streams at once on the simulated
+        clock, each at 1 / (1 + contention x (n - 1)) of its own speed while n of them run
+        (streams sharing a link), instead of one after another; `op_seconds` gives one
+        operation's time alone on a stream for a work (default: the CPU time it took), so a
+        test can make one stream slower than another."""
         self.devices = devices
         self.start_skew_s = start_skew_s
+        self.contention = contention
+        self.op_seconds = op_seconds
         self.memory_bytes = memory_bytes
         self._used = [0] * devices
 
@@ -188,17 +220,24 @@ class SimBackend:
         for work in works:  # the warm-ups, untimed, before any timed part (as on a GPU)
             for _ in range(work.warmup):
                 work.enqueue()
-        seconds, starts, ends, clock = [], [], [], 0.0
-        for index, work in enumerate(works):  # one stream after another: nothing overlaps
+        alone = []  # each stream's timed part, run alone
+        for work in works:
             begin = time.perf_counter()
             for _ in range(work.ops):
                 work.enqueue()
             took = max(time.perf_counter() - begin, 1e-9)
-            seconds.append(took)
-            clock += self.start_skew_s if index else 0.0
-            starts.append(clock)
-            clock += took
-            ends.append(clock)
+            alone.append(took if self.op_seconds is None else work.ops * self.op_seconds(work))
+        if self.contention is None:
+            starts, ends, clock = [], [], 0.0
+            for index, took in enumerate(alone):  # one stream after another: no overlap
+                clock += self.start_skew_s if index else 0.0
+                starts.append(clock)
+                clock += took
+                ends.append(clock)
+        else:
+            starts = [index * self.start_skew_s for index in range(len(alone))]
+            ends = _shared(starts, alone, self.contention)
+        seconds = [end - start for start, end in zip(starts, ends, strict=True)]
         # One clock, as the CUDA backend's final event gives: first start to last end.
         return Sample(tuple(seconds), tuple(starts), tuple(ends), covered=True,
                       total_s=max(ends) - min(starts))

@@ -26,12 +26,14 @@ from bwprof.gpu.job import CaseRun
 from bwprof.gpu.kernel_params import SM_COPY_ELEMENT_BYTES, sm_copy_blocks
 from bwprof.gpu.sampling import take_samples
 from bwprof.gpu.transfers import (
+    CONTENDED_NOTE,
     UNGATED_AGGREGATE,
     HostEnd,
     _gated_total_per_sample,
     _peer_path,
     _problem,
     _row,
+    contended,
     p2p_peak,
 )
 from bwprof.measurement import Measurement, NotRun, join_notes
@@ -124,6 +126,9 @@ def _peer_rows(run: CaseRun, *, engine: str, driver: str) -> list[Measurement]:
 
     sampled = take_samples(backend, lambda ops: [make(ops) for *_, make in paths], run.samples,
                            counter_window_s=run.counter_window_s)
+    # Both ways: each direction's row from its own pass, the other doing twice the work.
+    alone = contended(backend, [make for *_, make in paths], sampled, run.samples)
+    doubled = CONTENDED_NOTE if len(paths) > 1 else ""
     problems = [_problem(device_mismatches(pool, target, size, seed=slot), size,
                          f"{dst.label} memory")
                 for (_, dst, target, _), (_, _, slot) in zip(paths, ends, strict=True)]
@@ -131,9 +136,9 @@ def _peer_rows(run: CaseRun, *, engine: str, driver: str) -> list[Measurement]:
            f"{'source' if driver == 'source' else 'destination'} GPU")
     rows = [
         _row(case, None, f"{src.label}->{dst.label}", f"{src.name} -> {dst.name}", size,
-             sampled.per_stream_s[i], size, sampled, direction="p2p", streams=len(paths),
+             alone[i].per_stream_s[i], size, alone[i], direction="p2p", streams=len(paths),
              numa_node=None, peak=p2p_peak(src, dst), valid=not problems[i],
-             note=join_notes(problems[i], how))
+             note=join_notes(problems[i], how, doubled))
         for i, (src, dst, _, _) in enumerate(paths)
     ]
     if len(paths) == 2:

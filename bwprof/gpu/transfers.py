@@ -7,7 +7,7 @@ destination, zeroed first, must hold exactly that pattern afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -42,6 +42,34 @@ def _gated_total_per_sample(sampled: Sampled) -> tuple[float, ...]:
     enqueued, and the streams did not all run at once."""
     return tuple(total for total, held in zip(sampled.span_s, sampled.covered, strict=True)
                  if held)
+
+
+INTERFERING_FACTOR = 2
+"""Operations an interfering stream issues per measured one (nvbandwidth doubles the
+interfering copies' sizes): it runs past the measured copy's end, so no part of the measured
+copy runs alone."""
+CONTENDED_NOTE = "interfering copies doubled"
+
+
+def contended(backend: Any, makers: Sequence[Callable[[int], Work]], sampled: Sampled,
+              samples: int) -> list[Sampled]:
+    """Per stream of `sampled` (the equal-work pass, which the aggregate keeps): a pass of
+    its own where it does the same ops per sample while every other stream does
+    INTERFERING_FACTOR x as many, so its whole time is under contention; the stream's row
+    takes its times (`per_stream_s[i]`) from its pass. One extra pass per measured stream,
+    no counter window: each keeps the equal-work pass's window, in which every stream moved
+    the same bytes. A single stream has no interferer and keeps `sampled`."""
+    if len(makers) < 2:
+        return [sampled] * len(makers)
+    ops = sampled.ops_per_sample
+
+    def works(measured: int, k: int) -> list[Work]:
+        return [make(k if i == measured else INTERFERING_FACTOR * k)
+                for i, make in enumerate(makers)]
+
+    return [replace(take_samples(backend, partial(works, i), samples, ops=ops),
+                    window_s=sampled.window_s, window_ops=sampled.window_ops)
+            for i in range(len(makers))]
 
 
 PAGEABLE_NOTE = ("pageable: each copy is synchronous for the host, so the time includes the "
@@ -143,15 +171,17 @@ def bidirectional(run: CaseRun) -> list[Measurement]:
     down = HostEnd(pool, device, size, True, to_device=False, slot=1)
     sampled = take_samples(pool.backend, lambda ops: [up.work(ops), down.work(ops)], samples,
                            counter_window_s=counter_window_s)
+    # Each direction's row from its own pass, the other direction doing twice the work.
+    alone = contended(pool.backend, [up.work, down.work], sampled, samples)
     up_problem, down_problem = up.problem(), down.problem()
     peak = device.peak_pcie_gbps
     return [
-        _row(case, device, device.label, device.name, size, sampled.per_stream_s[0], size,
-             sampled, direction="h2d", streams=2, peak=peak, valid=not up_problem,
-             note=up_problem),
-        _row(case, device, device.label, device.name, size, sampled.per_stream_s[1], size,
-             sampled, direction="d2h", streams=2, peak=peak, valid=not down_problem,
-             note=down_problem),
+        _row(case, device, device.label, device.name, size, alone[0].per_stream_s[0], size,
+             alone[0], direction="h2d", streams=2, peak=peak, valid=not up_problem,
+             note=join_notes(up_problem, CONTENDED_NOTE)),
+        _row(case, device, device.label, device.name, size, alone[1].per_stream_s[1], size,
+             alone[1], direction="d2h", streams=2, peak=peak, valid=not down_problem,
+             note=join_notes(down_problem, CONTENDED_NOTE)),
         _row(case, device, device.label, device.name, size, sampled.span_s, 2 * size, sampled,
              direction="both", streams=2, peak=2 * peak if peak else None,
              valid=not (up_problem or down_problem), note=join_notes(up_problem, down_problem,
@@ -187,11 +217,14 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     paths = [HostEnd(pool, d, size, True, to_device=case.direction == "h2d") for d in devices]
     sampled = take_samples(pool.backend, lambda ops: [p.work(ops) for p in paths], samples,
                            counter_window_s=counter_window_s)
+    # Each GPU's row from its own pass, every other GPU doing twice the work (one GPU: none).
+    alone = contended(pool.backend, [p.work for p in paths], sampled, samples)
+    doubled = CONTENDED_NOTE if len(paths) > 1 else ""
     problems = [p.problem() for p in paths]
     rows = [
-        _row(case, d, d.label, d.name, size, sampled.per_stream_s[i], size, sampled,
+        _row(case, d, d.label, d.name, size, alone[i].per_stream_s[i], size, alone[i],
              streams=len(devices), peak=d.peak_pcie_gbps, valid=not problems[i],
-             note=problems[i])
+             note=join_notes(problems[i], doubled))
         for i, d in enumerate(devices)
     ]
     peaks = [d.peak_pcie_gbps for d in devices]
@@ -281,18 +314,24 @@ def peer(run: CaseRun) -> list[Measurement]:
     if case.both_ways:
         paths.append((b, a, _peer_path(pool, b, a, size, slot=2)))
 
-    def works(ops: int) -> list[Work]:
-        return [Work(stream, partial(backend.copy, target, source, size, stream), ops)
-                for _, _, (source, target, stream) in paths]
+    def maker(source: Any, target: Any, stream: Any) -> Callable[[int], Work]:
+        return lambda ops: Work(stream, partial(backend.copy, target, source, size, stream),
+                                ops)
 
-    sampled = take_samples(backend, works, samples, counter_window_s=counter_window_s)
+    makers = [maker(*path) for _, _, path in paths]
+    sampled = take_samples(backend, lambda ops: [make(ops) for make in makers], samples,
+                           counter_window_s=counter_window_s)
+    # Both ways: each direction's row from its own pass, the other doing twice the work.
+    alone = contended(backend, makers, sampled, samples)
+    doubled = CONTENDED_NOTE if len(paths) > 1 else ""
     problems = [_problem(device_mismatches(pool, target, size, seed=2 * i), size,
                          f"{dst.label} memory")
                 for i, (_, dst, (_, target, _)) in enumerate(paths)]
     rows = [
         _row(case, None, f"{src.label}->{dst.label}", f"{src.name} -> {dst.name}", size,
-             sampled.per_stream_s[i], size, sampled, direction="p2p", streams=len(paths),
-             numa_node=None, peak=peak, valid=not problems[i], note=problems[i])
+             alone[i].per_stream_s[i], size, alone[i], direction="p2p", streams=len(paths),
+             numa_node=None, peak=peak, valid=not problems[i],
+             note=join_notes(problems[i], doubled))
         for i, (src, dst, _) in enumerate(paths)
     ]
     together = _gated_total_per_sample(sampled)

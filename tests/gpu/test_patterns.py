@@ -2,11 +2,12 @@
 one-clock aggregate on the simulated backend with eight GPUs and an injected start skew.
 Simulated times are CPU stand-ins: only the bookkeeping and the clock's rule are checked."""
 
+import numpy as np
 import pytest
 
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
-from bwprof.gpu.sim import SimBackend
+from bwprof.gpu.sim import SimBackend, SimDeviceArray
 from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
 from bwprof.schema.table import results_frame
@@ -101,3 +102,45 @@ def test_on_one_gpu_the_aggregate_is_the_gpus_own_row():
     waived = frame[frame["case"] != "h2d_all"]
     assert set(waived["status"]) == {"waived"} and len(waived) == 3
     assert waived["note"].str.contains("needs 2 GPUs").all()
+
+
+FAST_S, SLOW_S = 1e-3, 1.5e-3
+"""One operation's simulated time alone on a stream: gpu1's streams and copies into host
+memory are the slow ones."""
+
+
+def _op_seconds(work):
+    args = work.enqueue.args
+    to_host = isinstance(args[0], np.ndarray) and not isinstance(args[0], SimDeviceArray)
+    return SLOW_S if work.stream.device_id == 1 or to_host else FAST_S
+
+
+def test_a_measured_stream_never_runs_its_tail_alone():
+    """Two streams at once share their link (each at half speed while both run), one 1.5x
+    slower alone than the other. With equal work the fast one ends at 2 units, and the slow
+    one runs its last third alone: it would read 2.5 units per op, faster than it is under
+    contention (3). Each direction's (GPU's) row comes from a pass where the other stream
+    does twice the work, so both read their fully contended time; the aggregate keeps the
+    equal-work pass on one clock (2 x size over 2.5 units)."""
+    backend = SimBackend(devices=2, contention=1.0, op_seconds=_op_seconds)
+    frame = _run(backend, "bidir_pinned,h2d_all,p2p_bidir,p2p_bidir_sm", size="64KiB")
+    size = 64 << 10
+    frame = frame[frame["size_bytes"] == size]
+    fast, slow = size / (2 * FAST_S) / 1e9, size / (2 * SLOW_S) / 1e9
+    equal = 2 * size / (FAST_S + SLOW_S) / 1e9  # the slow stream's tail alone
+    for case, fast_row, slow_row, sum_row in (
+            ("bidir_pinned", "h2d", "d2h", "both"),
+            ("h2d_all", "gpu0", "gpu1", "all"),
+            ("p2p_bidir", "gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1"),
+            ("p2p_bidir_sm", "gpu0->gpu1", "gpu1->gpu0", "gpu0<->gpu1")):
+        rows = _ok(frame, case)
+        if case == "bidir_pinned":  # gpu0's: h2d into the device fast, d2h into host slow
+            rows = rows[rows["device"] == "gpu0"]
+        key = "direction" if case == "bidir_pinned" else "device"
+        row = {r[key]: r for _, r in rows.iterrows()}
+        assert row[fast_row]["value_median"] == pytest.approx(fast, rel=1e-6), case
+        assert row[slow_row]["value_median"] == pytest.approx(slow, rel=1e-6), case
+        assert row[sum_row]["value_median"] == pytest.approx(equal, rel=1e-6), case
+        for name in (fast_row, slow_row):
+            assert "interfering copies doubled" in row[name]["note"], case
+        assert "interfering copies doubled" not in row[sum_row]["note"], case
