@@ -325,11 +325,13 @@ GPU_CASES: tuple[GpuCase, ...] = (
          "a GPU), each from and to its own NUMA node", "pinned", "both", "copy",
          run=transfers.host_all_bidir, expand=every_device_at_once, needs=buffers(2, 2),
          whole_node=True, copied=1),
-    _gpu("one_to_all", "one GPU writing to every other GPU at once by the copy engine, per "
-         "source GPU", "hbm", "p2p", "copy", run=transfers.one_to_all, expand=each_gpu_to_all,
-         needs=peer_buffers(2), min_gpus=2, whole_node=True, copied=1),
-    _gpu("all_to_one", "one GPU reading from every other GPU at once by the copy engine, per "
-         "reading GPU", "hbm", "p2p", "copy", run=transfers.one_to_all,
+    _gpu("one_to_all", "one GPU writing to every other GPU at once, per source GPU: by the "
+         "copy engine and by SM kernels (phase)", "hbm", "p2p", "copy", run=smcopy.one_to_all,
+         expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
+         copied=1),
+    _gpu("all_to_one", "one GPU reading from every other GPU at once, per reading GPU: by "
+         "the copy engine and by SM kernels (phase)", "hbm", "p2p", "copy",
+         run=smcopy.one_to_all,
          expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
          copied=1, reads=True),
     _gpu("p2p_all_pairs", "every ordered GPU pair copying at once by the copy engine: the "

@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from bwprof.gpu import transfers
 from bwprof.gpu.backend import GpuBackend, Work
 from bwprof.gpu.buffers import device_mismatches, upload_pattern
 from bwprof.gpu.devices import GpuDevice
@@ -29,6 +30,7 @@ from bwprof.gpu.transfers import (
     CONTENDED_NOTE,
     UNGATED_AGGREGATE,
     HostEnd,
+    PeerCopy,
     _gated_total_per_sample,
     _peer_path,
     _problem,
@@ -169,3 +171,42 @@ def peer_write_sm(run: CaseRun) -> list[Measurement]:
     """p2p_write_sm (and p2p_bidir_sm, both ways at once): a kernel on the source writes the
     peer's memory."""
     return _peer_rows(run, engine="sm", driver="source")
+
+
+class SmPeerCopy:
+    """A pattern's peer copy (`transfers.PeerCopy`: its buffers, stream and check) done by an
+    SM kernel on the pattern's GPU: the writer's kernel stores into the peer (one_to_all),
+    the reader's loads from it (all_to_one)."""
+
+    def __init__(self, backend: GpuBackend, device: GpuDevice, copy: PeerCopy) -> None:
+        self.copy = copy
+        self.sm = SmCopy(backend, device, copy.target, copy.source, copy.size, copy.stream)
+
+    def work(self, ops: int) -> Work:
+        return self.sm.work(ops)
+
+    def problem(self) -> str:
+        return self.copy.problem()
+
+
+def one_to_all(run: CaseRun) -> list[Measurement]:
+    """one_to_all / all_to_one, both variants per GPU: the copy engine's row (phase
+    `copy_engine`, `transfers.one_to_all`), then the same copies on the same buffers and
+    streams by SM kernels on the job's GPU (phase `sm`), the targets zeroed between them so
+    each variant's check proves its own copies. Each row is its pass's aggregate on one
+    clock. Where the SM variant cannot run, the copy engine's row says why."""
+    copies, label, what = transfers.pattern_copies(run)
+    names, peak = transfers._names(run.devices), transfers._link_peak(run.device)
+    engine = [replace(row, phase="copy_engine") for row in transfers._aggregate(
+        run, copies, label, names, "p2p", peak, f"copy engine; {what}")]
+    for copy in copies:
+        copy.clear()
+    try:
+        kernels = [SmPeerCopy(run.pool.backend, run.device, copy) for copy in copies]
+        sm = transfers._aggregate(
+            run, kernels, label, names, "p2p", peak,
+            f"SM kernels on {run.device.label}, {kernels[0].sm.blocks} blocks each; {what}")
+    except NotRun as exc:
+        return [replace(row, note=join_notes(row.note, f"SM variant not run: {exc.reason}"))
+                for row in engine]
+    return engine + [replace(row, phase="sm") for row in sm]

@@ -377,6 +377,10 @@ class PeerCopy:
         copy = partial(self.pool.backend.copy, self.target, self.source, self.size, self.stream)
         return Work(self.stream, copy, ops)
 
+    def clear(self) -> None:
+        """Zero the target, so a later check proves the copies made since wrote it."""
+        self.pool.backend.zero(self.target, self.size)
+
     def problem(self) -> str:
         bad = device_mismatches(self.pool, self.target, self.size, seed=self.seed)
         return _problem(bad, self.size, f"{self.dst.label} memory")
@@ -421,10 +425,10 @@ def host_all_bidir(run: CaseRun) -> list[Measurement]:
     return [replace(row, numa_node=None) for row in rows]
 
 
-def one_to_all(run: CaseRun) -> list[Measurement]:
-    """one_to_all / all_to_one (copy engine): the job's GPU writes to every other GPU at once,
-    or, for a case declared `reads`, reads from every other at once; one stream per peer on
-    the job's GPU (the writer, or the reader). One aggregate row per GPU, on one clock."""
+def pattern_copies(run: CaseRun) -> tuple[list[PeerCopy], str, str]:
+    """one_to_all / all_to_one's copies: the job's GPU writing to every other GPU, or, for a
+    case declared `reads`, reading from every other; one stream per peer on the job's GPU
+    (the writer, or the reader). With the row's label and what it does, for its note."""
     one = run.device
     others = [d for d in run.devices if d.index != one.index]
     reads = run.case.reads
@@ -433,8 +437,16 @@ def one_to_all(run: CaseRun) -> list[Measurement]:
               for k, peer in enumerate(others)]
     label = f"all->{one.label}" if reads else f"{one.label}->all"
     what = f"{one.label} reading from" if reads else f"{one.label} writing to"
-    return _aggregate(run, copies, label, _names(run.devices), "p2p", _link_peak(one),
-                      f"{what} {len(others)} GPU(s) at once, on one clock")
+    return copies, label, f"{what} {len(others)} GPU(s) at once, on one clock"
+
+
+def one_to_all(run: CaseRun) -> list[Measurement]:
+    """one_to_all / all_to_one by the copy engine (`pattern_copies`): one aggregate row per
+    GPU, on one clock, phase `copy_engine` (`smcopy.one_to_all` adds the SM variant's)."""
+    copies, label, what = pattern_copies(run)
+    rows = _aggregate(run, copies, label, _names(run.devices), "p2p", _link_peak(run.device),
+                      f"copy engine; {what}")
+    return [replace(row, phase="copy_engine") for row in rows]
 
 
 def all_pairs(run: CaseRun) -> list[Measurement]:

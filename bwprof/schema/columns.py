@@ -87,7 +87,8 @@ _CORE: dict[str, str] = {
         "without the kernel, the copies' part of the efficiency; a row per direction and their "
         'span, `both`), `overlapped`, `concurrent` or `pipeline`; loaded-latency cases '
         '(`lat_host_loaded`, `lat_gpu_loaded`): `load_N`, the nominal intensity in % of a '
-        'concurrent streaming load on the other cores or SMs (`load_0`: idle); empty elsewhere',
+        'concurrent streaming load on the other cores or SMs (`load_0`: idle); `one_to_all`, '
+        '`all_to_one`: `copy_engine` or `sm` (SM copy kernels), the variant; empty elsewhere',
     'overlap_efficiency':
         'overlap cases only, on the `concurrent` row (see Method)',
     'schema_version':

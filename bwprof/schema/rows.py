@@ -82,6 +82,7 @@ class ResultRow:
     the copies' part of `overlap_bidir_compute`'s efficiency), `overlapped`, `concurrent` or
     `pipeline`; loaded-latency cases:
     `load_N`, the concurrent load's nominal intensity in percent of full (`load_0`: idle);
+    `one_to_all`, `all_to_one`: `copy_engine` or `sm` (SM copy kernels), the variant;
     empty elsewhere."""
     overlap_efficiency: float | None = None
     schema_version: int = SCHEMA_VERSION

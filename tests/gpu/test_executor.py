@@ -91,8 +91,16 @@ def test_row_shapes_per_case(simulated_run):
     assert every.iloc[-1]["bytes_per_op"] == 2 * MiB
     assert list(rows("h2d_all_bidir")["device"]) == ["all"]
     assert rows("h2d_all_bidir").iloc[0]["bytes_per_op"] == 4 * MiB  # 2 GPUs x 2 ways
-    assert list(rows("one_to_all")["device"]) == ["gpu0->all"]  # gpu1: the matrix size only
-    assert list(rows("all_to_one")["device"]) == ["all->gpu0"]
+    # gpu1: the matrix size only; per GPU the copy engine's row and the SM kernels'.
+    assert list(rows("one_to_all")["device"]) == ["gpu0->all"] * 2
+    assert list(rows("all_to_one")["device"]) == ["all->gpu0"] * 2
+    for key in ("one_to_all", "all_to_one"):
+        assert list(rows(key)["phase"]) == ["copy_engine", "sm"], key
+        assert (rows(key)["bytes_per_op"] == MiB).all(), key  # 1 peer
+    for key, rows_of in (("bidir_pinned", 2), ("p2p_bidir", 2), ("p2p_bidir_sm", 2),
+                         ("h2d_all", 2)):
+        each = rows(key).iloc[:rows_of]  # the measured rows; the sum comes last
+        assert each["note"].str.contains("interfering copies doubled").all(), key
     assert list(rows("p2p_all_pairs")["device"]) == ["all"]
     assert rows("p2p_all_pairs").iloc[0]["bytes_per_op"] == 2 * MiB  # 2 ordered pairs
     assert list(rows("p2p_copy")["device"]) == ["gpu0->gpu1"]  # others: the matrix size only

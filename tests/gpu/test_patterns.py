@@ -54,12 +54,16 @@ def test_eight_gpus_give_every_patterns_rows(eight):
         assert len(eight[(eight["case"] == case) & (eight["size_bytes"] == 256 * MiB)]) == 8
     size = 64 << 10
     eight = eight[eight["size_bytes"] == size]
-    assert list(_ok(eight, "one_to_all")["device"]) == ["gpu0->all"]
-    assert list(_ok(eight, "all_to_one")["device"]) == ["all->gpu0"]
+    # Per source (reading) GPU, both variants: the copy engine's row and the SM kernels'.
+    assert list(_ok(eight, "one_to_all")["device"]) == ["gpu0->all"] * 2
+    assert list(_ok(eight, "all_to_one")["device"]) == ["all->gpu0"] * 2
     for case in ("one_to_all", "all_to_one"):
         rows = _ok(eight, case)
+        assert list(rows["phase"]) == ["copy_engine", "sm"], case
         assert (rows["bytes_per_op"] == 7 * rows["size_bytes"]).all()
         assert (rows["streams"] == 7).all()
+        assert "copy engine;" in rows.iloc[0]["note"]
+        assert "SM kernels on gpu0" in rows.iloc[1]["note"]
     pairs = _ok(eight, "p2p_all_pairs")
     assert list(pairs["device"]) == ["all"]
     assert pairs.iloc[0]["bytes_per_op"] == 56 * size and pairs.iloc[0]["streams"] == 56
@@ -144,3 +148,17 @@ def test_a_measured_stream_never_runs_its_tail_alone():
         for name in (fast_row, slow_row):
             assert "interfering copies doubled" in row[name]["note"], case
         assert "interfering copies doubled" not in row[sum_row]["note"], case
+
+
+def test_each_one_to_all_variant_is_validated_on_its_own(monkeypatch):
+    """The targets are zeroed between the copy engine's pass and the SM kernels', so an SM
+    kernel that copies nothing fails its own row's check while the copy engine's holds."""
+    from bwprof.gpu import sim
+    monkeypatch.setattr(sim, "_sm_copy", lambda src, dst: None)
+    frame = _run(SimBackend(devices=4), "one_to_all,all_to_one", size="64KiB")
+    for case in ("one_to_all", "all_to_one"):
+        rows = frame[(frame["case"] == case) & (frame["size_bytes"] == 64 << 10)]
+        engine, sm = (rows[rows["phase"] == p].iloc[0] for p in ("copy_engine", "sm"))
+        assert engine["status"] == "ok" and "validation failed" not in engine["note"], case
+        assert "validation failed" in sm["note"], case
+        assert sm["status"] != "ok" or "invalid" in sm["flags"], case
