@@ -71,7 +71,8 @@ def test_gpu_cases_without_a_gpu_are_skipped_once_with_the_reason():
         pytest.skip("this machine has a GPU")
     result = bwprof.run(cases="ddr_copy,h2d_,hbm_triad", **SMALL)
     gpu = result.results[result.results["case"] != "ddr_copy"]
-    assert list(gpu["case"]) == ["h2d_pinned", "h2d_pageable", "hbm_triad", "h2d_all"]
+    assert list(gpu["case"]) == ["h2d_pinned", "h2d_pageable", "hbm_triad", "h2d_all",
+                                 "h2d_all_bidir", "h2d_sm"]
     assert (gpu["status"] == "skipped").all()
     assert gpu["note"].str.startswith("no NVIDIA driver / no CUDA device found").all()
     assert result.failed == []

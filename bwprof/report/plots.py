@@ -273,7 +273,10 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     from matplotlib.ticker import FuncFormatter
 
     rows = results[(results["status"] == "ok") & results["value_best"].notna()
-                   & results["size_bytes"].notna() & (results["phase"] == "")
+                   & results["size_bytes"].notna()
+                   # Overlap parts and loaded latency have plots of their own; a pattern's
+                   # copy-engine rows are its sweep (its SM twin would zigzag one line).
+                   & results["phase"].isin(["", "copy_engine"])
                    & (results["metric"] != "latency")]  # latency_vs_size.png has those
     if rows.empty:
         return None
