@@ -117,7 +117,7 @@ class BlasInfo:
 def _numpy_blas() -> tuple[str, str, str]:
     """NumPy's build record of its BLAS: name, version, configuration line."""
     try:
-        config = np.show_config(mode="dicts")  # type: ignore[func-returns-value]
+        config = np.show_config(mode="dicts")
         blas = config["Build Dependencies"]["blas"]
         return (str(blas.get("name", "")), str(blas.get("version", "")),
                 str(blas.get("openblas configuration", "")))
@@ -127,12 +127,16 @@ def _numpy_blas() -> tuple[str, str, str]:
 
 def _openblas_library() -> ctypes.CDLL | None:
     """The loaded OpenBLAS (NumPy's wheel bundles scipy-openblas), from /proc/self/maps."""
-    with contextlib.suppress(OSError):
-        for line in open("/proc/self/maps", encoding="ascii", errors="replace"):
-            path = line.split()[-1] if line.strip() else ""
-            if "openblas" in path.lower() and ".so" in path:
-                with contextlib.suppress(OSError):
-                    return ctypes.CDLL(path)
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        path = line.split()[-1] if line.strip() else ""
+        if "openblas" in path.lower() and ".so" in path:
+            with contextlib.suppress(OSError):
+                return ctypes.CDLL(path)
     return None
 
 
@@ -223,7 +227,7 @@ def jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
 def order(job: Job) -> int:
     """The matrix order n of a job (its size is one matrix's bytes)."""
     assert job.size_bytes is not None and job.dtype is not None
-    return int(round((job.size_bytes / np.dtype(DTYPES[job.dtype]).itemsize) ** 0.5))
+    return round((job.size_bytes / np.dtype(DTYPES[job.dtype]).itemsize) ** 0.5)
 
 
 def time_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, repeats: int,

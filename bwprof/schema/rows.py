@@ -170,9 +170,9 @@ CORE_COLUMNS: tuple[str, ...] = (
 
 ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps",
                                   "copy_gbps_median", "copy_gbps_best", "dtype")
-"""Columns version 2 gained after its first files (latency; the copy-convention figures; the compute rows' dtype):
-optional on read, and read as empty from a file without them (the report derives the copy
-figures of a known case again: `bwprof.report.runfolder`)."""
+"""Columns version 2 gained after its first files (latency; the copy-convention figures; the
+compute rows' dtype): optional on read, and read as empty from a file without them (the
+report derives the copy figures of a known case again: `bwprof.report.runfolder`)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
 """Core columns a reader does not require (files written before fleet runs existed, or
 before the columns were added)."""
