@@ -135,8 +135,8 @@ def _device_order(device: str) -> tuple[int, str]:
 def _ratio(numerator: Ceiling | None, denominator: Ceiling | None) -> str:
     if numerator is None or denominator is None:
         return "?"
-    return f"{numerator.value / denominator.value:,.0f}×" if numerator.value / \
-        denominator.value >= 10 else f"{numerator.value / denominator.value:.1f}×"
+    ratio = numerator.value / denominator.value
+    return f"{ratio:,.0f}×" if ratio >= 100 else f"{ratio:.1f}×"
 
 
 def roofline_lines(results: pd.DataFrame) -> list[str]:
@@ -243,5 +243,4 @@ def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
     if simulated:
         heading += f"\n{simulated_title}"
     figure.suptitle(heading, fontsize=10, color="firebrick" if simulated else "black")
-    figure.tight_layout(rect=(0, 0, 1, 0.9))
     return figure

@@ -105,10 +105,6 @@ _CORE: dict[str, str] = {
         'loaded-latency rows: the bandwidth (GB/s) the concurrent load achieved while the chase '
         "ran, each in its load's own convention: `lat_host_loaded`'s load only reads, so bytes "
         "read; `lat_gpu_loaded`'s is a STREAM copy, so bytes read plus written (traffic)",
-    'dtype':
-        'compute rows (`gemm_host`, `gemm_gpu`, `fma_gpu`): the arithmetic their FLOP were done '
-        'in: `fp64`, `fp32`, `tf32` (fp32 inputs, tensor cores allowed to round them to tf32), '
-        '`fp16`, `bf16`; empty elsewhere',
     'copy_gbps_median copy_gbps_best':
         "rows of a copy: `gbps_median`/`gbps_best` counting each byte copied once, nvbandwidth's "
         "(and bandwidthTest's, OSU's) convention. Equal to them for a `copy`-convention row "
@@ -122,6 +118,10 @@ _CORE: dict[str, str] = {
         'case declares what it copies (`copied_factor`, bytes copied per operation as a factor of'
         ' the buffer); a file written before these columns reads them empty, and `bwprof '
         "report`/`compare` derive them again from each row's case",
+    'dtype':
+        'compute rows (`gemm_host`, `gemm_gpu`, `fma_gpu`): the arithmetic their FLOP were done '
+        'in: `fp64`, `fp32`, `tf32` (fp32 inputs, tensor cores allowed to round them to tf32), '
+        '`fp16`, `bf16`; empty elsewhere',
 }
 
 _COUNTERS = "over the row's counter samples"
