@@ -74,15 +74,16 @@ def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     rows = _ok(results)
     rows = rows[(rows["metric"] == "bandwidth") & rows["gbps_best"].notna()]
     found = []
-    ddr = rows[(rows["case"] == "ddr_triad") & ~rows["device"].map(is_numa_device)
-               & ~rows["flags"].map(is_cache_resident)]
+    numa = rows["device"].map(is_numa_device).astype(bool)
+    cached = rows["flags"].map(is_cache_resident).astype(bool)
+    ddr = rows[(rows["case"] == "ddr_triad") & ~numa & ~cached]
     if (row := _best(ddr)) is not None:
         found.append(Ceiling("cpu", "DDR", float(row["gbps_best"]), "ddr_triad",
                              row["backend"] == "simulated"))
     gpu = rows[rows["device"].astype(str).str.fullmatch(r"gpu\d+")]
     for device, mine in gpu.groupby("device", sort=True):
         kernels = mine[mine["case"].isin(HBM_CASES)]
-        l2 = kernels["flags"].map(lambda text: has_flag(text, L2_RESIDENT))
+        l2 = kernels["flags"].map(lambda text: has_flag(text, L2_RESIDENT)).astype(bool)
         for label, part in (("HBM", kernels[~l2]), ("L2", kernels[l2])):
             if (row := _best(part)) is not None:
                 found.append(Ceiling(str(device), label, float(row["gbps_best"]),
