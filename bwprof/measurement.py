@@ -29,6 +29,8 @@ class Job:
     with `memory_node`, the node whose CPUs run it."""
     memory_node: int | None = None
     """Host NUMA node whose memory a job reads from another node's CPUs (lat_host_numa)."""
+    dtype: str | None = None
+    """Arithmetic of a compute job (`gemm_*`, `fma_gpu`): fp64, fp32, tf32, fp16, bf16."""
     load_pct: int | None = None
     """Nominal intensity, in percent of full, of the load a loaded-latency job runs beside
     its chase (0: the load idle)."""
@@ -68,6 +70,8 @@ class Job:
             parts.append(f"{self.streams} streams")
         if self.load_pct is not None:
             parts.append(f"load {self.load_pct}%")
+        if self.dtype is not None:
+            parts.append(self.dtype)
         return " ".join(parts)
 
 
@@ -111,6 +115,8 @@ class Measurement:
     """Latency rows: the cache level holding the working set, or `DDR`/`HBM` beyond them."""
     load_gbps: float | None = None
     """Loaded-latency rows: what the concurrent load achieved while the chase ran."""
+    dtype: str = ""
+    """Compute rows: the arithmetic of their FLOP (fp64, fp32, tf32, fp16, bf16)."""
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

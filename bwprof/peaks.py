@@ -85,3 +85,53 @@ INVALID_ABOVE_PEAK = 1.05
 noise (cache-resident sizes excepted)."""
 FINDING_ABOVE_PEAK = 1.0
 """Any figure above its theoretical peak gets a finding, so a near miss is seen too."""
+
+
+# -- compute ceilings -------------------------------------------------------------------------
+
+# Dense FLOP per clock per SM (an FMA counts 2), by compute capability major.minor and the unit a
+# dtype's multiply runs on. Sources: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020),
+# table 1 (A100: 108 SMs; FP64 9.7 / FP64 tensor 19.5 / FP32 19.5 / TF32 156 / FP16 and BF16
+# 312 TFLOP/s dense at 1410 MHz); NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022),
+# table 2 (H100 SXM5: 132 SMs; FP64 67 (CUDA cores 128 FLOP/clk/SM, tensor 256), FP32 67,
+# TF32 495, FP16/BF16 989 dense), whose tensor figures divide out at 1830 MHz and CUDA-core
+# figures at 1980 MHz. H200 is the same GH100 die (sm_90, 132 SMs) with HBM3e: the datasheet's
+# dense figures are H100 SXM's (fp64 tensor 67, tf32 495, bf16/fp16 989). Keys: "fp64"
+# (CUDA-core FMA), "fp64_tensor" (DMMA, what cuBLAS uses for DGEMM from sm_80), "fp32"
+# (CUDA-core FMA, what SGEMM uses without TF32), "tf32", "fp16", "bf16" (tensor cores).
+_FLOP_PER_CLOCK_PER_SM: dict[tuple[int, int], dict[str, int]] = {
+    (8, 0): {"fp64": 64, "fp64_tensor": 128, "fp32": 128, "tf32": 1024, "fp16": 2048,
+             "bf16": 2048},
+    (9, 0): {"fp64": 128, "fp64_tensor": 256, "fp32": 256, "tf32": 2048, "fp16": 4096,
+             "bf16": 4096},
+}
+COMPUTE_PEAK_SOURCES = (
+    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), table 1",
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), table 2; H200 datasheet "
+    "(dense, without sparsity)",
+)
+
+GEMM_UNIT: dict[str, str] = {"fp64": "fp64_tensor", "fp32": "fp32", "tf32": "tf32",
+                             "fp16": "fp16", "bf16": "bf16"}
+"""The unit cuBLAS runs a square GEMM of each dtype on from sm_80 (DGEMM on the DMMA tensor
+cores; SGEMM on CUDA cores unless TF32 is allowed)."""
+
+
+def flop_per_clock_per_sm(compute_capability: tuple[int, int] | None, unit: str) -> int | None:
+    """Dense FLOP per clock per SM of `unit` on that architecture; None where not tabled."""
+    if compute_capability is None:
+        return None
+    return _FLOP_PER_CLOCK_PER_SM.get(tuple(compute_capability), {}).get(unit)  # type: ignore[arg-type]
+
+
+def compute_peak_tflops(compute_capability: tuple[int, int] | None, multiprocessors: int | None,
+                        sm_clock_mhz: float | None, unit: str) -> float | None:
+    """SM count x clock x dense FLOP per clock per SM, in TFLOP/s; None where any is unknown.
+
+    With the part's maximum SM clock (NVML) this is an upper bound: the whitepapers' tensor
+    figures assume a lower sustained clock (H100 SXM: 1830 of 1980 MHz), so a healthy tensor
+    GEMM reads about 8% further below this peak than below the datasheet's."""
+    per_sm = flop_per_clock_per_sm(compute_capability, unit)
+    if not per_sm or not multiprocessors or not sm_clock_mhz or sm_clock_mhz <= 0:
+        return None
+    return multiprocessors * sm_clock_mhz * 1e6 * per_sm / 1e12

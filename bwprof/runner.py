@@ -184,7 +184,7 @@ class Runner:
             device=job.device_label, memory=job.memory or case.memory, direction=case.direction,
             size_bytes=job.size_bytes, threads=job.threads, streams=job.streams,
             byte_convention=case.byte_convention, metric=metric.name, unit=metric.unit,
-            higher_is_better=metric.higher_is_better,
+            higher_is_better=metric.higher_is_better, dtype=job.dtype or "",
             flags=frozenset({flags.SIMULATED}) if backend == "simulated" else frozenset(),
         )
 
@@ -251,6 +251,7 @@ class Runner:
             page_bytes=m.page_bytes,
             cache_level=m.cache_level,
             load_gbps=m.load_gbps,
+            dtype=m.dtype,
             copy_gbps_median=None if share is None else share * median,
             copy_gbps_best=None if share is None else share * best,
         )

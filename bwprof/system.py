@@ -23,7 +23,8 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
-PACKAGES = ("numpy", "numba", "numba-cuda", "nvidia-ml-py", "pandas", "typer", "rich", "llvmlite")
+PACKAGES = ("numpy", "numba", "numba-cuda", "nvidia-ml-py", "pandas", "typer", "rich", "llvmlite",
+            "threadpoolctl")
 
 
 def parse_size_suffix(text: str) -> int:
@@ -248,7 +249,21 @@ def package_versions() -> dict[str, str | None]:
         if (dist.metadata["Name"] or "").lower().startswith("cupy")
     )
     versions["cupy"] = ", ".join(cupy) or None
+    versions["numpy-blas"] = numpy_blas()
     return versions
+
+
+def numpy_blas() -> str | None:
+    """The BLAS NumPy was built with, as it records it (gemm_host's library): name, version
+    and OpenBLAS's configuration line (its threading and kernel target)."""
+    try:
+        import numpy as np
+
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    except Exception:  # an older NumPy without mode="dicts", or no record
+        return None
+    parts = [str(blas.get(key) or "") for key in ("name", "version", "openblas configuration")]
+    return " ".join(p for p in parts if p) or None
 
 
 def transparent_hugepages(path: Path = SYS_THP) -> str | None:

@@ -16,6 +16,8 @@
 #   7. a table of the headline figures from $OUT/run/results.csv (h2d_sm, d2h_sm, d2d_sm beside
 #      their copy-engine rows, with the SM/copy-engine ratio), with the issue's bars, and
 #      the GPU latency rows (ns per load by working set, under load, host link, peers, memcpy)
+#      and the compute rows (gemm_gpu per dtype at n = 256, 1024, 4096, and fma_gpu, in
+#      TFLOP/s beside the H200 datasheet's dense figures)
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
 # Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
@@ -293,6 +295,24 @@ for _, row in latency.iterrows():
           f"{size(row['size_bytes']) if row['size_bytes'] >= 1024 else str(int(row['size_bytes'])) + ' B':>8} "
           f"{level:<5} {phase:<9} {row['value_best']:>9.1f} {row['value_median']:>10.1f} "
           f"{load:>10} {row['status']}")
+# Compute ceilings (issue 23): gemm_gpu per dtype and size (the quick run's modest sizes:
+# 256, 1024, 4096) and fma_gpu, beside the H200 datasheet's dense figures (TFLOP/s).
+DATASHEET = {"fp64": 67, "tf32": 495, "fp16": 989, "bf16": 989}
+compute = measured[measured["case"].isin(["gemm_gpu", "fma_gpu"])] if "dtype" in measured \
+    else measured[:0]
+if compute.empty:
+    print("compute: no gemm_gpu/fma_gpu rows in this run")
+else:
+    print(f"\n{'compute':<9} {'dev':<5} {'dtype':<5} {'n':>6} {'TFLOP/s best':>13} "
+          f"{'median':>8} {'% peak':>7} {'datasheet':>9} status")
+for _, row in compute.iterrows():
+    item = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}[row["dtype"]]
+    n = int(round((row["size_bytes"] / item) ** 0.5)) if row["case"] == "gemm_gpu" else 0
+    pct = "" if pd.isna(row.get("pct_of_peak")) else f"{row['pct_of_peak']:.0f}%"
+    sheet = DATASHEET.get(row["dtype"], "") if row["case"] == "gemm_gpu" else ""
+    print(f"{row['case']:<9} {row['device']:<5} {row['dtype']:<5} {n or '':>6} "
+          f"{row['value_best']:>13.1f} {row['value_median']:>8.1f} {pct:>7} {sheet!s:>9} "
+          f"{row['status']}")
 others = gpu[~gpu["status"].isin(["ok", "waived"])]
 if not others.empty:
     print(f"GPU rows not ok: {len(others)}: "

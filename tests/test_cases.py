@@ -5,6 +5,7 @@ from bwprof.errors import BwprofError
 
 DDR_KEYS = ["ddr_copy", "ddr_scale", "ddr_add", "ddr_triad", "ddr_dot"]
 HOST_LATENCY_KEYS = ["lat_host", "lat_host_numa", "lat_host_loaded"]
+HOST_COMPUTE_KEYS = ["gemm_host"]
 GPU_KEYS = [
     "h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "bidir_pinned", "d2d_copy",
     "hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "h2d_all", "d2h_all",
@@ -13,14 +14,24 @@ GPU_KEYS = [
     "p2p_write_sm", "p2p_bidir_sm", "overlap_h2d_compute", "overlap_d2h_compute",
     "overlap_bidir_compute", "overlap_pageable", "pipeline_chunked",
     "lat_gpu", "lat_gpu_loaded", "lat_h2d", "lat_p2p", "lat_memcpy",
+    "gemm_gpu", "fma_gpu",
 ]
 FLEET_KEYS = ["net_p2p"]
 PEER_SM_KEYS = ["p2p_read", "p2p_read_sm", "p2p_write_sm", "p2p_bidir_sm"]
 
 
 def test_registry_holds_exactly_the_documented_keys():
-    assert [c.key for c in CASES] == DDR_KEYS + HOST_LATENCY_KEYS + GPU_KEYS + FLEET_KEYS
+    assert [c.key for c in CASES] == (DDR_KEYS + HOST_LATENCY_KEYS + HOST_COMPUTE_KEYS
+                                      + GPU_KEYS + FLEET_KEYS)
     assert len(CASES_BY_KEY) == len(CASES)
+
+
+def test_compute_cases_are_throughput_figures():
+    for key in ("gemm_host", "gemm_gpu", "fma_gpu"):
+        case = get_case(key)
+        assert case.metric == "throughput", key
+    assert get_case("gemm_host").target == "host"
+    assert get_case("gemm_gpu").target == "gpu" and get_case("fma_gpu").target == "gpu"
 
 
 def test_latency_cases_are_latency_figures():

@@ -95,6 +95,14 @@ class GpuBackend(Protocol):
         `chase_view`); `blocks` overrides the kernel's own grid (the load kernel's
         intensity)."""
 
+    def gemm(self, stream: Any, dtype: str, n: int, a: Any, b: Any, c: Any) -> None:
+        """Enqueue c = a @ b on `stream`: n x n row-major matrices in the raw device arrays
+        `a`, `b`, `c`, stored as `bwprof.gpu.matrices.STORAGE[dtype]` (tf32: fp32 storage,
+        tensor cores allowed)."""
+
+    def gemm_library(self, device: int) -> str:
+        """What runs `gemm` on `device`, with its version (cuBLAS and CuPy's versions)."""
+
     def zero(self, array: Any, nbytes: int) -> None:
         """Blocking: set the first `nbytes` of a device array to zero."""
 

@@ -17,7 +17,7 @@ from itertools import combinations, permutations
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from bwprof.casespec import ByteConvention, CaseSpec
-from bwprof.gpu import hbm, latency, overlap, smcopy, transfers
+from bwprof.gpu import compute, hbm, latency, matrices, overlap, smcopy, transfers
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
 from bwprof.gpu.kernel_params import DOT_BLOCKS
@@ -208,6 +208,28 @@ def latency_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     return [Job(case.key, size_bytes=latency.MEMCPY_BYTES, device=d.index)
             for d in planner.devices]
+
+
+def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """Each device, each dtype, the preset's matrix orders whose three matrices fit in the
+    device's memory share; the largest that runs says where the sweep stopped short."""
+    jobs = []
+    for device in planner.devices:
+        budget = DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
+        for dtype in matrices.GEMM_DTYPES:
+            orders = compute.GEMM_SIZES.get(plan.preset, compute.GEMM_SIZES["standard"])
+            item = matrices.itemsize(dtype)
+            fitting = [n for n in orders if 3 * n * n * item <= budget] or [orders[0]]
+            note = (f"sweep stops at n = {fitting[-1]}: three {orders[-1]}^2 {dtype} "
+                    "matrices do not fit" if len(fitting) < len(orders) else "")
+            jobs += [Job(case.key, size_bytes=n * n * item, device=device.index, dtype=dtype,
+                         note=note if n == fitting[-1] else "") for n in fitting]
+    return jobs
+
+
+def each_device_each_fma_dtype(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    return [Job(case.key, size_bytes=8 * compute.fma_threads(d), device=d.index, dtype=dtype)
+            for d in planner.devices for dtype in compute.FMA_DTYPES]
 
 
 # -- what a job allocates -------------------------------------------------------------------------
@@ -401,4 +423,13 @@ GPU_CASES: tuple[GpuCase, ...] = (
          "and device-to-device", "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
          expand=each_device_small_copy, needs=buffers(4, 2), window="none",
          metric="latency"),
+    # compute ceilings (the roofline's flat side)
+    _gpu("gemm_gpu", "square matrix multiply per GPU through cuBLAS (cublasGemmEx via CuPy): "
+         "fp64, fp32, tf32, fp16, bf16, a size sweep (TFLOP/s)", "hbm", "within", "traffic",
+         factor=3, run=compute.gemm, expand=gemm_sweep, needs=buffers(3, 2),
+         metric="throughput"),
+    _gpu("fma_gpu", "CUDA-core fp32/fp64 ceiling: a Numba CUDA kernel of independent fused "
+         "multiply-adds per thread, no memory traffic (TFLOP/s)", "hbm", "within", "traffic",
+         run=compute.fma, expand=each_device_each_fma_dtype, needs=buffers(1, 1),
+         window="none", metric="throughput"),
 )

@@ -225,7 +225,8 @@ class GpuExecutor(Executor):
             if (job.device, job.peer) != (self.devices[0].index, self.devices[1].index):
                 return False  # only the first pair sweeps sizes
         sweep = {j.size_bytes or 0 for j in self.jobs(case, plan)
-                 if (j.device, j.peer, j.streams) == (job.device, job.peer, job.streams)}
+                 if (j.device, j.peer, j.streams, j.dtype)
+                 == (job.device, job.peer, job.streams, job.dtype)}
         # True unless a larger size of this sweep will run and take the window.
         return all(self.fit_problem(case, replace(job, size_bytes=larger))
                    for larger in sorted(s for s in sweep if s > size))
@@ -271,8 +272,9 @@ class GpuExecutor(Executor):
         metric = get_metric(case.metric)
         device = next((d for d in self.devices if d.label == row.device), None)
         # Device memory alone (a copy or kernel within one GPU, an overlap case's kernel):
-        # under 4x the L2 it is served partly by the cache.
-        cached = (device is not None and row.memory == "hbm"
+        # under 4x the L2 it is served partly by the cache. A compute ceiling's peak is the
+        # SMs' arithmetic, which no cache raises: it keeps its peak at every size.
+        cached = (device is not None and row.memory == "hbm" and metric.name != "throughput"
                   and row.direction in ("within", "compute")
                   and row.size_bytes < CACHE_MULTIPLE * device.properties.l2_bytes)
         if cached:

@@ -72,3 +72,28 @@ def sm_copy_blocks(elements: int, multiprocessors: int) -> int:
     per_block = SM_COPY_THREADS * SM_COPY_UNROLL
     needed = -(-elements // per_block)
     return max(1, min(needed, SM_COPY_BLOCKS_PER_SM * max(1, multiprocessors)))
+
+
+FMA_CHAINS = 8
+"""Independent FMA chains a thread of `fma_fp32`/`fma_fp64` keeps: enough instruction-level
+parallelism to hide the FMA pipeline's latency (about 4 cycles) at any occupancy."""
+FMA_ITERATIONS = 4096
+"""FMA steps of each chain per launch: 2 x 8 x 4096 FLOP a thread, ~0.3 ms a launch on an
+H200 in fp32 with every SM full, so launch overhead is under 1%."""
+FMA_START_STEP = 2.0**-4
+"""Chain j starts at 1 + j x FMA_START_STEP (distinct starts: the compiler cannot merge the
+chains); with scale 1 and step 2^-20 every value stays an exact binary fraction below 2."""
+FMA_BLOCKS_PER_SM = 8
+"""Blocks of 256 threads per SM in fma_gpu's grid: 2048 threads, a full Hopper SM."""
+
+
+def fma_gold(iterations: int) -> float:
+    """What each thread of the FMA kernels stores: the sum of its chains' final values, each
+    exact (start + iterations x COMPUTE_STEP, below 2), the sum exact in float64."""
+    return float(sum(1.0 + j * FMA_START_STEP + iterations * COMPUTE_STEP
+                     for j in range(FMA_CHAINS)))
+
+
+def fma_flop(threads: int, iterations: int) -> float:
+    """FLOP of one FMA launch: two per fused multiply-add."""
+    return 2.0 * FMA_CHAINS * threads * iterations

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from numba import cuda, float64, uint32, uint64
+from numba import cuda, float32, float64, uint32, uint64
 
 from bwprof.gpu.kernel_params import (
     COMPUTE_MAX_ITERATIONS,
@@ -152,6 +152,58 @@ def compute(x, y, iterations, scale, step):
         y[i] = value
 
 
+def fma_fp32(out, iterations, scale, step):
+    """fma_gpu: FMA_CHAINS independent float32 fused multiply-add chains per thread, in
+    registers (no memory traffic but one store a thread at the end, so the chains are live).
+    Chain j starts at 1 + j/16; with scale 1 (a kernel argument: the compiler cannot fold it
+    into an add) and step 2^-20 every step is exact, so the stored sum checks every FMA."""
+    i = cuda.grid(1)
+    x0 = float32(1.0)
+    x1 = float32(1.0625)
+    x2 = float32(1.125)
+    x3 = float32(1.1875)
+    x4 = float32(1.25)
+    x5 = float32(1.3125)
+    x6 = float32(1.375)
+    x7 = float32(1.4375)
+    for _ in range(iterations):
+        x0 = cuda.fma(x0, scale, step)
+        x1 = cuda.fma(x1, scale, step)
+        x2 = cuda.fma(x2, scale, step)
+        x3 = cuda.fma(x3, scale, step)
+        x4 = cuda.fma(x4, scale, step)
+        x5 = cuda.fma(x5, scale, step)
+        x6 = cuda.fma(x6, scale, step)
+        x7 = cuda.fma(x7, scale, step)
+    if i < out.size:
+        out[i] = (float64(x0) + float64(x1) + float64(x2) + float64(x3) + float64(x4)
+                  + float64(x5) + float64(x6) + float64(x7))
+
+
+def fma_fp64(out, iterations, scale, step):
+    """fma_gpu in float64: as `fma_fp32`, on the FP64 units."""
+    i = cuda.grid(1)
+    x0 = float64(1.0)
+    x1 = float64(1.0625)
+    x2 = float64(1.125)
+    x3 = float64(1.1875)
+    x4 = float64(1.25)
+    x5 = float64(1.3125)
+    x6 = float64(1.375)
+    x7 = float64(1.4375)
+    for _ in range(iterations):
+        x0 = cuda.fma(x0, scale, step)
+        x1 = cuda.fma(x1, scale, step)
+        x2 = cuda.fma(x2, scale, step)
+        x3 = cuda.fma(x3, scale, step)
+        x4 = cuda.fma(x4, scale, step)
+        x5 = cuda.fma(x5, scale, step)
+        x6 = cuda.fma(x6, scale, step)
+        x7 = cuda.fma(x7, scale, step)
+    if i < out.size:
+        out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
 def hold(steps):
     """Keep the GPU busy for about `steps` microseconds so work queued behind it starts together."""
     if cuda.grid(1) == 0:
@@ -249,7 +301,7 @@ class KernelSpec:
     name: str
     function: object
     signature: str
-    kind: str  # stream | paired | dot | init | hold | chase | load | smcopy
+    kind: str  # stream | paired | dot | init | hold | chase | load | smcopy | fma
 
 
 ARRAY = "float64[::1]"
@@ -266,6 +318,8 @@ KERNELS: dict[str, KernelSpec] = {
         KernelSpec("dot", stream_dot, f"void({ARRAY}, {ARRAY}, {ARRAY})", "dot"),
         KernelSpec("compute", compute, f"void({ARRAY}, {ARRAY}, int64, float64, float64)",
                    "stream"),
+        KernelSpec("fma_fp32", fma_fp32, f"void({ARRAY}, int64, float32, float32)", "fma"),
+        KernelSpec("fma_fp64", fma_fp64, f"void({ARRAY}, int64, float64, float64)", "fma"),
         KernelSpec("hold", hold, "void(int64)", "hold"),
         KernelSpec("chase", chase, "void(uint64[::1], uint64[::1], int64)", "chase"),
         KernelSpec("load", load,

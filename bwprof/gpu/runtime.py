@@ -44,6 +44,22 @@ from bwprof.gpu.kernels import KERNELS, launch_config
 NO_GPU_REASON = "no NVIDIA driver / no CUDA device found"
 _log = logging.getLogger("bwprof.cuda")
 
+# cudaDataType_t (library_types.h), cublasComputeType_t (cublas_api.h) and the cuBLAS
+# constants gemmEx takes: stable since CUDA 11.0; read from CuPy's modules where it exports
+# them, these numbers otherwise.
+_CUDA_DATA_TYPES = {"fp64": ("CUDA_R_64F", 1), "fp32": ("CUDA_R_32F", 0),
+                    "tf32": ("CUDA_R_32F", 0), "fp16": ("CUDA_R_16F", 2),
+                    "bf16": ("CUDA_R_16BF", 14)}
+_CUBLAS_COMPUTE = {"fp64": ("CUBLAS_COMPUTE_64F", 70), "fp32": ("CUBLAS_COMPUTE_32F", 68),
+                   "tf32": ("CUBLAS_COMPUTE_32F_FAST_TF32", 77),
+                   "fp16": ("CUBLAS_COMPUTE_32F", 68), "bf16": ("CUBLAS_COMPUTE_32F", 68)}
+"""fp16 and bf16 accumulate in fp32 (as frameworks run them); fp32 is plain SGEMM, tf32 the
+same storage with tensor cores allowed to round the inputs to TF32."""
+CUBLAS_OP_N = 0
+CUBLAS_GEMM_DEFAULT = -1
+CUBLAS_DEFAULT_MATH = 0
+"""No TF32 unless the compute type asks for it (CUPY_TF32 or cupy's own setting aside)."""
+
 # cudaError_t values (stable across CUDA 11-13; CuPy 14 no longer exports the `error*` aliases).
 CUDA_ERROR_MEMORY_ALLOCATION = 2
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
@@ -367,6 +383,39 @@ class CudaBackend:
             else:
                 configured = compiled[grid, threads, numba_stream]
             configured(*args)
+
+    def _cublas(self) -> Any:
+        return self.cp.cuda.cublas
+
+    def gemm(self, stream: Any, dtype: str, n: int, a: Any, b: Any, c: Any) -> None:
+        """cublasGemmEx on raw buffers, with the handle CuPy keeps for the device: cuBLAS is
+        column-major, so b is passed first: column-major C = B'A' is row-major C = A B."""
+        cublas, rt = self._cublas(), self.cp.cuda.runtime
+        data_name, data_value = _CUDA_DATA_TYPES[dtype]
+        compute_name, compute_value = _CUBLAS_COMPUTE[dtype]
+        data = int(getattr(rt, data_name, data_value))
+        compute = int(getattr(cublas, compute_name, compute_value))
+        scale = np.float64 if dtype == "fp64" else np.float32
+        alpha, beta = np.ones(1, dtype=scale), np.zeros(1, dtype=scale)
+        device = int(stream.device_id)
+        with self.cp.cuda.Device(device):
+            handle = self.cp.cuda.device.get_cublas_handle()
+            cublas.setStream(handle, stream.ptr)
+            cublas.setMathMode(handle, CUBLAS_DEFAULT_MATH)
+            # gemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb,
+            #        beta, C, Ctype, ldc, computeType, algo); alpha and beta on the host.
+            cublas.gemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, int(alpha.ctypes.data),
+                          self._pointer(b), data, n, self._pointer(a), data, n,
+                          int(beta.ctypes.data), self._pointer(c), data, n, compute,
+                          CUBLAS_GEMM_DEFAULT)
+
+    def gemm_library(self, device: int) -> str:
+        cublas = self._cublas()
+        with self.cp.cuda.Device(device):
+            version = int(cublas.getVersion(self.cp.cuda.device.get_cublas_handle()))
+        # cublasGetVersion: major * 10000 + minor * 100 + patch from cuBLAS 11
+        return (f"cuBLAS {version // 10000}.{version // 100 % 100}.{version % 100} "
+                f"(cublasGemmEx through CuPy {self.cp.__version__})")
 
     def zero(self, array: Any, nbytes: int) -> None:
         rt = self.cp.cuda.runtime

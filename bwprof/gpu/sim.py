@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from bwprof.gpu import matrices
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 from bwprof.gpu.kernel_params import (
+    FMA_CHAINS,
+    FMA_START_STEP,
     LOAD_BYTES_PER_ELEMENT,
     STATE_GENERATION,
     STATE_LOAD_BYTES,
@@ -49,6 +52,18 @@ def _chase(chain, state, steps):  # pragma: no cover - compiled
         position = chain[position]
     state[STATE_POSITION] = position
     state[STATE_GENERATION] += np.uint64(1)
+
+
+def _fma(out, iterations, scale, step, single):
+    """The CPU twin of `kernels.fma_fp32`/`fma_fp64`: one thread's chains, whose stored sum
+    every thread of the kernel shares (the chains do not depend on the thread), copied to
+    every element."""
+    kind = np.float32 if single else np.float64
+    chains = (1.0 + FMA_START_STEP * np.arange(FMA_CHAINS)).astype(kind)
+    scale, step = kind(scale), kind(step)
+    for _ in range(int(iterations)):
+        chains = chains * scale + step  # exact here: no rounding for an FMA to skip
+    out[:] = float(np.sum(chains.astype(np.float64)))
 
 
 def _load(src, dst, state, generation, max_passes):
@@ -198,9 +213,24 @@ class SimBackend:
             return
         elif kernel == "compute":
             _compute(*arrays)
+        elif kernel in ("fma_fp32", "fma_fp64"):
+            out, iterations, scale, step = arrays
+            _fma(out, iterations, scale, step, single=kernel == "fma_fp32")
         else:
             a, b, c, scalar = arrays
             host_stream.KERNELS[kernel].run(a, b, c, float(scalar))
+
+    def gemm(self, stream: Any, dtype: str, n: int, a: Any, b: Any, c: Any) -> None:
+        """The product through NumPy's BLAS (fp16 and bf16 computed in fp32, as cuBLAS
+        accumulates them, and rounded to their storage)."""
+        size = n * n * matrices.itemsize(dtype)
+        left = matrices.decode(np.asarray(a)[:size], dtype).reshape(n, n)
+        right = matrices.decode(np.asarray(b)[:size], dtype).reshape(n, n)
+        product = matrices.encode(left @ right, dtype)
+        np.asarray(c)[:size] = product.view(np.uint8).reshape(-1)
+
+    def gemm_library(self, device: int) -> str:
+        return f"NumPy {np.__version__} matmul (simulated cuBLAS)"
 
     def zero(self, array: Any, nbytes: int) -> None:
         np.asarray(array)[:nbytes] = 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bwprof.casespec import CaseSpec
-from bwprof.host import latency
+from bwprof.host import gemm, latency
 from bwprof.host.facts import HostFacts
 from bwprof.measurement import Job, Measurement, NotRun
 
@@ -70,4 +70,8 @@ HOST_CASES: tuple[HostCase, ...] = (
              "memory, from idle to full load (latency against achieved bandwidth)",
              expand=latency.loaded_jobs, run=latency.chase_loaded,
              unavailable=latency.loaded_unavailable),
+    HostCase(key="gemm_host", description="host square matrix multiply through NumPy's BLAS "
+             "(numpy.matmul), fp64 and fp32, every selected thread and one thread (TFLOP/s)",
+             target="host", memory="ddr", direction="within", byte_convention="traffic",
+             bytes_factor=3, metric="throughput", expand=gemm.jobs, run=gemm.matmul),
 )

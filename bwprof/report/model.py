@@ -8,6 +8,14 @@ over the GPUs they need (the floor of a memory-bound decode step); and, for a ho
 the same pass in host DDR. Each time is given at the measured figure and at the theoretical
 peak. Weights only: activations, KV cache and framework overhead need memory on top.
 
+The compute side, where the run measured a matrix multiply (`gemm_gpu`, else `gemm_host`):
+the time of one training step's forward and backward matrix multiplies per token, at 6 x
+PARAMETERS FLOP a token (2N forward, 4N backward: Kaplan et al. 2020, "Scaling Laws for
+Neural Language Models", section 2.1, C = 6N per token; attention's context-dependent FLOP
+left out), at the measured ceiling of the model's dtype (the slowest GPU's best size; fp32
+also as tf32) and at its peak, beside the time to stream the weights from HBM: a step is
+compute-bound when its tokens x 6N FLOP take longer than that pass.
+
 Which figures: the summary's rows. Where several GPUs give one, the slowest GPU's figure is
 used (a sharded model waits for its slowest shard); `h2d_all` (device `all`) for all GPUs at
 once; `hbm_triad` for HBM; the best `ddr_triad` for DDR. Arithmetic only, no hardware.
@@ -83,6 +91,33 @@ class Timing:
     peak_seconds: float | None
 
 
+TRAINING_FLOP_PER_PARAMETER = 6.0
+"""FLOP per parameter per token of one forward and backward pass (Kaplan et al. 2020)."""
+GEMM_DTYPES_FOR: dict[str, tuple[str, ...]] = {
+    "fp32": ("fp32", "tf32"), "fp16": ("fp16",), "bf16": ("bf16",),
+}
+"""The gemm dtypes a model dtype's matrix multiplies run in (fp8, int8, int4: none measured)."""
+
+
+@dataclass(frozen=True)
+class ComputeTiming:
+    """One token's forward and backward matrix multiplies at a measured ceiling."""
+
+    what: str
+    case: str
+    device: str
+    backend: str
+    dtype: str
+    flop: float
+    tflops: float
+    seconds: float
+    peak_tflops: float | None
+    peak_seconds: float | None
+    tokens_to_match_weights: float | None
+    """Tokens a step must hold for its matrix multiplies to take as long as one pass over the
+    weights in HBM: the batch where training turns from memory- to compute-bound."""
+
+
 @dataclass(frozen=True)
 class ModelReport:
     parameters: float
@@ -96,6 +131,8 @@ class ModelReport:
     fits_one_gpu: bool | None
     gpus_needed: int | None
     timings: list[Timing] = field(default_factory=list)
+    compute: list[ComputeTiming] = field(default_factory=list)
+    """Forward and backward matrix multiplies per token at the measured compute ceiling."""
     missing: list[str] = field(default_factory=list)
     """'what: why' for each time this run has no figure for (a GPU time only with GPUs)."""
 
@@ -135,8 +172,47 @@ def _why_none(summary: pd.DataFrame, case: str) -> str:
     return f"{row['status']}: {row['note']}" if row["note"] else str(row["status"])
 
 
-def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta) -> ModelReport:
-    """The model's arithmetic against one run's summary and metadata."""
+def _compute_timings(spec: ModelSpec, results: pd.DataFrame | None,
+                     hbm_seconds: float | None) -> tuple[list[ComputeTiming], list[str]]:
+    """Per token at each measured ceiling of the model's dtype: the slowest device's best
+    gemm_gpu size (a sharded step waits for its slowest GPU), else gemm_host's best."""
+    flop = TRAINING_FLOP_PER_PARAMETER * spec.parameters
+    dtypes = GEMM_DTYPES_FOR.get(spec.dtype, ())
+    if results is None or "dtype" not in results.columns:
+        return [], []
+    ok = results[(results["status"] == "ok") & results["value_best"].notna()
+                 & (results["metric"] == "throughput")]
+    found, missing = [], []
+    for case in ("gemm_gpu", "gemm_host"):
+        mine = ok[ok["case"] == case]
+        if mine.empty:
+            continue
+        if not dtypes or not mine["dtype"].isin(dtypes).any():
+            have = ", ".join(sorted(set(mine["dtype"].dropna())))
+            missing.append(f"{spec.dtype} matrix multiplies: {case} measured {have} only")
+            continue
+        for dtype in dtypes:
+            rows = mine[mine["dtype"] == dtype]
+            if rows.empty:
+                continue
+            best = rows.loc[rows.groupby("device")["value_best"].idxmax()]
+            row = best.loc[best["value_best"].astype(float).idxmin()]
+            tflops = float(row["value_best"])
+            peak = _num(row["peak_value"])
+            seconds = flop / (tflops * 1e12)
+            found.append(ComputeTiming(
+                f"forward + backward matmuls, one token ({dtype})", case, str(row["device"]),
+                str(row["backend"]), dtype, flop, tflops, seconds, peak,
+                flop / (peak * 1e12) if peak else None,
+                hbm_seconds / seconds if hbm_seconds and case == "gemm_gpu" else None))
+        break  # the GPU's figure where there is one; the host's only without
+    return found, missing
+
+
+def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta,
+                 results: pd.DataFrame | None = None) -> ModelReport:
+    """The model's arithmetic against one run's summary and metadata (and its results, for
+    the compute side)."""
     weights = spec.weight_bytes
     gpus = meta.gpus.devices
     memories = [d.properties.total_memory_bytes for d in gpus
@@ -157,12 +233,16 @@ def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta) -> Model
     timings = [_timing(what, row, nbytes) for what, _case, row, nbytes, _ in wanted]
     missing = [f"{what}: {_why_none(summary, case)}"
                for what, case, row, _, expected in wanted if row is None and expected]
+    hbm = timings[2]
+    compute, why = _compute_timings(spec, results, hbm.seconds if hbm is not None else None)
+    missing += why
     return ModelReport(
         parameters=spec.parameters, dtype=spec.dtype,
         bytes_per_parameter=spec.bytes_per_parameter, weight_bytes=weights,
         gpus_in_run=len(gpus), gpu_name=", ".join(names) if names else None,
         gpu_memory_bytes=memory, fits_one_gpu=None if memory is None else weights <= memory,
-        gpus_needed=needed, timings=[t for t in timings if t is not None], missing=missing,
+        gpus_needed=needed, timings=[t for t in timings if t is not None], compute=compute,
+        missing=missing,
     )
 
 
@@ -211,5 +291,16 @@ def model_lines(report: ModelReport) -> list[str]:
         peak = f"{_duration(t.peak_seconds)} ({t.peak_gbps:.1f} GB/s)" if t.peak_gbps else "?"
         where = f"{t.case} {t.device}"
         lines.append(f"{t.what:<{width}}  {measured:>30}  {peak:>24}  [{where}]")
+    for c in report.compute:
+        measured = ("simulated (not a measurement)" if c.backend == "simulated"
+                    else f"{_duration(c.seconds)} ({c.tflops:.1f} TFLOP/s)")
+        peak = (f"{_duration(c.peak_seconds)} ({c.peak_tflops:.0f} TFLOP/s)"
+                if c.peak_tflops else "?")
+        lines.append(f"{c.what} = 6 x {_params(report.parameters)} = {c.flop / 1e12:.3g} "
+                     f"TFLOP: {measured:>30}  {peak:>24}  [{c.case} {c.device}]")
+        if c.tokens_to_match_weights and c.backend != "simulated":
+            lines.append(f"  a step is compute-bound from ~{c.tokens_to_match_weights:,.0f} "
+                         f"tokens ({c.dtype}): their matmuls outlast one pass over the weights "
+                         "in HBM (6N FLOP/token, Kaplan et al. 2020)")
     lines += [f"no time for {line}" for line in report.missing]
     return lines

@@ -16,6 +16,9 @@
   size from system.json; GPU: its L2), cache-resident points hollow.
 - `latency_under_load.png`: latency against the bandwidth a concurrent streaming load
   achieved (`load_N` rows), a panel per loaded case, one line per device.
+- `roofline.png`: the roofline of each device with a compute ceiling, from measured ceilings
+  (`bwprof.report.roofline`): TFLOP/s per dtype flat, HBM, L2, host link and DDR GB/s as
+  slopes, ridge points marked
 - `numa_latency_heatmap.png`, `p2p_latency_heatmap.png`: latency from each NUMA node's CPUs
   to each node's memory, and from each GPU to each other's memory (only with two or more).
 
@@ -48,6 +51,7 @@ from bwprof.report.figstyle import (
     readable,
 )
 from bwprof.report.formats import cell_float
+from bwprof.report.roofline import ROOFLINE_PNG, roofline_figure
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import (
     GPU_LATENCY,
@@ -277,7 +281,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
                    # Overlap parts and loaded latency have plots of their own; a pattern's
                    # copy-engine rows are its sweep (its SM twin would zigzag one line).
                    & results["phase"].isin(["", "copy_engine"])
-                   & (results["metric"] != "latency")]  # latency_vs_size.png has those
+                   & ~results["metric"].isin(["latency", "throughput"])]  # their own plots
     if rows.empty:
         return None
     resident = cache_resident(rows)
@@ -892,6 +896,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
         LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
         NUMA_LATENCY_PNG: numa_latency_figure(run.results, run.meta),
         P2P_LATENCY_PNG: p2p_latency_figure(run.results, run.meta),
+        ROOFLINE_PNG: roofline_figure(run.results, machine_line(run.meta), SIMULATED_TITLE),
     }
     written = []
     for name, figure in figures.items():

@@ -53,7 +53,8 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     if chosen is not None:
         _not_another_run(chosen, run.path)
     summary = build_summary(run.results)
-    report = model_report(spec, summary, run.meta) if spec is not None else None
+    report = (model_report(spec, summary, run.meta, run.results) if spec is not None
+              else None)
     target = run.path / REPORT_DIR if chosen is None else output_dir(chosen, chosen)
     written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
                                  default_dir=chosen is None, html=html)

@@ -426,7 +426,9 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     under load, the DDR peak, a sandbox, the overlap lines, then
     what was simulated, not run, or failed, the state of telemetry and the findings. One
     source for the terminal and for `--json`, so scripts see what people see."""
+    from bwprof.report.roofline import roofline_lines
     from bwprof.report.summary import headline_sentence, latency_sentence
+    from bwprof.schema.table import results_frame
 
     meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
     telemetry = telemetry_line(meta)
@@ -436,6 +438,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
+        "roofline": roofline_lines(results_frame(rows)) if rows else [],
         "latency": [line for line in [latency_sentence(summary)] if line]
         + loaded_latency_lines(rows),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],

@@ -119,6 +119,10 @@ _CORE: dict[str, str] = {
         'case declares what it copies (`copied_factor`, bytes copied per operation as a factor of'
         ' the buffer); a file written before these columns reads them empty, and `bwprof '
         "report`/`compare` derive them again from each row's case",
+    'dtype':
+        'compute rows (`gemm_host`, `gemm_gpu`, `fma_gpu`): the arithmetic their FLOP were done '
+        'in: `fp64`, `fp32`, `tf32` (fp32 inputs, tensor cores allowed to round them to tf32), '
+        '`fp16`, `bf16`; empty elsewhere',
 }
 
 _COUNTERS = "over the row's counter samples"

@@ -104,6 +104,9 @@ class ResultRow:
     bytes copied once, as nvbandwidth does: equal to them for a `copy`-convention row, half
     for a `traffic`-convention copy (`d2d_copy`, STREAM Copy: the buffer read and the
     buffer written); empty where the operation is not a copy."""
+    dtype: str = ""
+    """Matrix-multiply and FMA rows (`gemm_*`, `fma_gpu`): the arithmetic the row's
+    FLOP were done in (`fp64`, `fp32`, `tf32`, `fp16`, `bf16`); empty elsewhere."""
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
@@ -133,7 +136,7 @@ class ResultRow:
                 "flags"}
         empty = dict.fromkeys(f.name for f in fields(cls) if f.name not in kept)
         text = {"device": "", "device_name": "", "memory": "", "direction": "",
-                "byte_convention": "", "cache_level": ""}
+                "byte_convention": "", "cache_level": "", "dtype": ""}
         return cls(run_id=run_id, host=host, case=case, backend=backend, status=status,
                    note=note, **{**empty, **text, **values})  # type: ignore[arg-type]  # by field name
 
@@ -162,15 +165,15 @@ CORE_COLUMNS: tuple[str, ...] = (
     "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median", "gbps_best",
     "cv", "peak_value", "peak_gbps", "pct_of_peak", "status", "flags", "note", "phase",
     "overlap_efficiency", "schema_version", "rank", "page_bytes", "cache_level", "load_gbps",
-    "copy_gbps_median", "copy_gbps_best",
+    "copy_gbps_median", "copy_gbps_best", "dtype",
 )
 """The row's own columns, in file order."""
 
 ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps",
-                                  "copy_gbps_median", "copy_gbps_best")
-"""Columns version 2 gained after its first files (latency; the copy-convention figures):
-optional on read, and read as empty from a file without them (the report derives the copy
-figures of a known case again: `bwprof.report.runfolder`)."""
+                                  "copy_gbps_median", "copy_gbps_best", "dtype")
+"""Columns version 2 gained after its first files (latency; the copy-convention figures; the
+compute rows' dtype): optional on read, and read as empty from a file without them (the
+report derives the copy figures of a known case again: `bwprof.report.runfolder`)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
 """Core columns a reader does not require (files written before fleet runs existed, or
 before the columns were added)."""

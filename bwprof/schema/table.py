@@ -45,7 +45,7 @@ _FLOAT_COLUMNS = (
     "load_gbps", "copy_gbps_median", "copy_gbps_best",
 )
 _TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags",
-                 "cache_level")
+                 "cache_level", "dtype")
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

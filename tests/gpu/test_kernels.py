@@ -170,6 +170,16 @@ def test_compute_does_exactly_the_iterations_asked(cudasim):
     assert compute_gold(1.0, 7) != compute_gold(1.0, 6)
 
 
+@pytest.mark.parametrize("name,kind", [("fma_fp32", np.float32), ("fma_fp64", np.float64)])
+def test_fma_kernels_store_the_exact_sum_of_their_chains(cudasim, name, kind):
+    from bwprof.gpu.kernel_params import COMPUTE_SCALE, COMPUTE_STEP, fma_gold
+
+    out = np.zeros(64)
+    cudasim.jit(KERNELS[name].function)[2, 32](out, 9, kind(COMPUTE_SCALE), kind(COMPUTE_STEP))
+    assert (out == fma_gold(9)).all()
+    assert fma_gold(9) != fma_gold(8)
+
+
 class Recording:
     """An array that counts the writes to each element."""
 
