@@ -541,3 +541,31 @@ def test_on_one_gpu_h2d_alls_aggregate_is_gpu0s_row_within_1_percent(device_run)
     for size, at in rows.groupby("size_bytes"):
         gpu0, everything = (at[at["device"] == d].iloc[0] for d in ("gpu0", "all"))
         assert everything["value_median"] == pytest.approx(gpu0["value_median"], rel=0.01), size
+
+
+@pytest.fixture(scope="module")
+def compute_run(tmp_path_factory):
+    """The compute ceilings once (issue: roofline), on the quick preset's sizes."""
+    _skip_without_gpu()
+    out = tmp_path_factory.mktemp("gpu-compute") / "run"
+    return bwprof.run(cases="gemm_gpu,fma_gpu", preset="quick", repeats=3, out=out,
+                      plots=False)
+
+
+def test_compute_ceilings_validate_and_stay_under_their_peaks(compute_run):
+    """Every multiply and every FMA launch checked against its reference, every TFLOP/s
+    figure positive and (where the part's peak is known) not above it; tensor-core dtypes no
+    slower than fp32 on CUDA cores at the largest size (they exist to be faster)."""
+    frame = compute_run.results
+    measured = frame[frame["case"].isin(["gemm_gpu", "fma_gpu"])
+                     & frame["status"].isin(["ok", "invalid"])]
+    assert not measured.empty
+    assert (measured["status"] == "ok").all(), measured[["case", "dtype", "note"]].to_string()
+    assert (measured["unit"] == "TFLOP/s").all() and (measured["value_best"] > 0).all()
+    peaked = measured[measured["peak_value"].notna()]
+    assert (peaked["value_best"] <= 1.05 * peaked["peak_value"]).all()
+    gemm = measured[measured["case"] == "gemm_gpu"]
+    largest = gemm[gemm["size_bytes"] == gemm["size_bytes"].max()].set_index("dtype")
+    for fast in ("tf32", "fp16", "bf16"):
+        if fast in largest.index and "fp32" in largest.index:
+            assert largest.loc[fast, "value_median"] >= largest.loc["fp32", "value_median"], fast
