@@ -501,12 +501,14 @@ def list_command() -> None:
     availability = case_availability(CASES)
     reasons = list(dict.fromkeys(why for why in availability.values() if why is not None))
     width = max(len(case.key) for case in CASES)
-    typer.echo(f"{'key':<{width}}  target  bytes    here  description")
+    typer.echo(f"{'key':<{width}}  target  figure      here  description")
     for case in CASES:
         why = availability[case.key]
         here = "yes" if why is None else f"no{reasons.index(why) + 1}"
+        # Bandwidth cases say how they count bytes; the others what they measure instead.
+        figure = case.byte_convention if case.metric == "bandwidth" else case.metric
         typer.echo(
-            f"{case.key:<{width}}  {case.target:<6}  {case.byte_convention:<7}  {here:<4}  "
+            f"{case.key:<{width}}  {case.target:<6}  {figure:<10}  {here:<4}  "
             f"{case.description}"
         )
     for number, why in enumerate(reasons, start=1):

@@ -107,7 +107,9 @@ def test_list_shows_every_case_and_whether_it_runs_here():
     for case in CASES:
         assert any(line.split()[:1] == [case.key] for line in lines), case.key
     ddr = next(line for line in lines if line.startswith("ddr_triad "))
-    assert " yes " in ddr
+    assert " yes " in ddr and " traffic " in ddr
+    # A case of another metric says what it measures instead of a byte convention.
+    assert " latency " in next(line for line in lines if line.startswith("lat_host "))
     # A case that cannot run names a footnote, and the footnote says why.
     mpi = next(line for line in lines if line.startswith("net_p2p "))
     mark = next(word for word in mpi.split() if word.startswith("no"))
