@@ -45,7 +45,7 @@ from bwprof.gpu.kernel_params import (
     chain_links,
 )
 from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
-from bwprof.gpu.transfers import HostEnd
+from bwprof.gpu.transfers import HostEnd, enable_peers
 from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
 from bwprof.units import KiB, format_bytes
@@ -254,13 +254,7 @@ def peer(run: CaseRun) -> list[Measurement]:
     """lat_p2p: the chase on GPU i through GPU j's memory, peer access on."""
     pool, size = run.pool, run.size
     a, b = run.device, run.peer
-    try:
-        enabled = pool.backend.enable_peer_access(a.index, b.index)
-    except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
-        raise NotRun("skipped", f"peer access from {a.label} to {b.label} failed: "
-                                f"{type(exc).__name__}: {exc}") from None
-    if not enabled:
-        raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
+    enable_peers(pool.backend, (a, b))
     chase = build_chase(pool, a, pool.device(b.index, size, CHAIN_SLOT), size)
     chase.prepare()
     seconds = chase.samples(run.samples)

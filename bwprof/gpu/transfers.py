@@ -282,10 +282,10 @@ starts at slot 2. A GPU is source in one pair and target in the next, so the exe
 slots of its other role before each pair: it never holds more than the job needs."""
 
 
-def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
-               slot: int) -> tuple[Any, Any, Any]:
-    backend = pool.backend
-    for a, b in ((src, dst), (dst, src)):
+def enable_peers(backend: Any, *pairs: tuple[GpuDevice, GpuDevice]) -> None:
+    """Peer access on for each (from, to) pair, or NotRun("skipped") saying which pair
+    refused and why: a GPU-to-GPU job cannot run without it."""
+    for a, b in pairs:
         try:
             enabled = backend.enable_peer_access(a.index, b.index)
         except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
@@ -293,6 +293,12 @@ def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
                                     f"{type(exc).__name__}: {exc}") from None
         if not enabled:
             raise NotRun("skipped", f"peer access is not supported from {a.label} to {b.label}")
+
+
+def _peer_path(pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int,
+               slot: int) -> tuple[Any, Any, Any]:
+    backend = pool.backend
+    enable_peers(backend, (src, dst), (dst, src))
     source = pool.device(src.index, size, slot=slot)
     target = pool.device(dst.index, size, slot=slot + 1)
     upload_pattern(backend, source, size, seed=slot)
@@ -357,15 +363,7 @@ class PeerCopy:
     def __init__(self, pool: BufferPool, src: GpuDevice, dst: GpuDevice, size: int, *,
                  src_slot: int, dst_slot: int, issuer: GpuDevice, seed: int) -> None:
         backend = pool.backend
-        for a, b in ((src, dst), (dst, src)):
-            try:
-                enabled = backend.enable_peer_access(a.index, b.index)
-            except Exception as exc:  # e.g. cudaErrorTooManyPeers beyond 8 peers
-                raise NotRun("skipped", f"peer access from {a.label} to {b.label} failed: "
-                                        f"{type(exc).__name__}: {exc}") from None
-            if not enabled:
-                raise NotRun("skipped",
-                              f"peer access is not supported from {a.label} to {b.label}")
+        enable_peers(backend, (src, dst), (dst, src))
         self.pool, self.dst, self.size, self.seed = pool, dst, size, seed
         self.source = pool.device(src.index, size, slot=src_slot)
         self.target = pool.device(dst.index, size, slot=dst_slot)
