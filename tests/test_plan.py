@@ -75,7 +75,8 @@ def test_make_plan_defaults():
     assert plan.repeats == 10
     assert {c.key for c in plan.host_cases} == {"ddr_copy", "ddr_scale", "ddr_add",
                                                 "ddr_triad", "ddr_dot", "lat_host",
-                                                "lat_host_numa", "lat_host_loaded"}
+                                                "lat_host_numa", "lat_host_loaded",
+                                                "gemm_host"}
     assert plan.as_dict()["cases"][0] == "ddr_copy"
 
 
