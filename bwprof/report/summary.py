@@ -35,7 +35,7 @@ import pandas as pd
 from bwprof.coerce import number
 from bwprof.report.formats import cell_float, plain, row_at
 from bwprof.schema import flags as f
-from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
 
 SUMMARY_FILE = "summary.csv"
@@ -348,13 +348,17 @@ def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) 
     return rows[rows["size_bytes"] == size]
 
 
-def _slowest_pair_row(rows: pd.DataFrame, what: str) -> list[dict[str, object]]:
-    """The highest latency of a pair matrix, as one row of device SLOWEST_PAIR."""
+def _slowest_pair_row(path: str, rows: pd.DataFrame, what: str = "") -> list[dict[str, object]]:
+    """The worst figure of a pair matrix (the lowest bandwidth, the highest latency), as one
+    row of device SLOWEST_PAIR; `what` says what a pair's order means."""
     if rows.empty:
         return []
-    slowest = row_at(rows, rows["value_best"].idxmax())
-    note = f"{slowest['device']} is the slowest of {len(rows)} ordered pair(s) ({what})"
-    return [_figure_row("latency", slowest, device=SLOWEST_PAIR, note=note)]
+    higher_is_better = get_metric(str(rows["metric"].iloc[0])).higher_is_better
+    values = rows["value_best"]
+    slowest = row_at(rows, values.idxmin() if higher_is_better else values.idxmax())
+    note = f"{slowest['device']} is the slowest of {len(rows)} ordered pair(s)"
+    return [_figure_row(path, slowest, device=SLOWEST_PAIR,
+                        note=f"{note} ({what})" if what else note)]
 
 
 def _memcpy_rows(rows: pd.DataFrame) -> list[dict[str, object]]:
@@ -386,11 +390,11 @@ def _latency_rows(results: pd.DataFrame) -> list[dict[str, object]]:
                    & results["value_best"].notna()
                    & ~results["phase"].map(is_loaded).astype(bool)]
     out = _memory_latency_rows(rows, HOST_LATENCY)
-    out += _slowest_pair_row(matrix_rows(rows, NUMA_LATENCY),
+    out += _slowest_pair_row("latency", matrix_rows(rows, NUMA_LATENCY),
                              "CPUs of the first node reading memory of the second")
     out += _memory_latency_rows(rows, GPU_LATENCY)
     out += _memory_latency_rows(rows, H2D_LATENCY)
-    out += _slowest_pair_row(matrix_rows(rows, P2P_LATENCY),
+    out += _slowest_pair_row("latency", matrix_rows(rows, P2P_LATENCY),
                              "the first GPU reading memory of the second")
     out += _memcpy_rows(rows)
     others = rows[~rows["case"].isin(LATENCY_ORDER) & ~rows["case"].isin(LOADED_LATENCY)]
@@ -405,12 +409,7 @@ def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
-    at_largest = p2p_matrix_rows(results)
-    if at_largest.empty:
-        return []
-    slowest = row_at(at_largest, at_largest["value_best"].idxmin())
-    note = f"{slowest['device']} is the slowest of {len(at_largest)} ordered pair(s)"
-    return [_figure_row("p2p", slowest, device=SLOWEST_PAIR, note=note)]
+    return _slowest_pair_row("p2p", p2p_matrix_rows(results))
 
 
 def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
