@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, working_sets
 from bwprof.schema import flags
 from bwprof.system import core_siblings
-from bwprof.units import KiB, MiB, format_bytes
+from bwprof.units import MiB, format_bytes
 
 if TYPE_CHECKING:
     from bwprof.host.cases import HostCase, HostCaseRun
@@ -194,18 +193,14 @@ class Chain:
         return offset // LINE_BYTES == self._ending_line(self.order, 0, self.steps)
 
     def pages(self) -> tuple[int | None, str]:
-        """The page size backing the chain, and what the note says of it."""
-        words = self.words
-        share = placement.huge_page_share([words]) if words is not None else None
-        base = os.sysconf("SC_PAGE_SIZE")
-        if share is None:
-            return None, "page size not read back (/proc/self/smaps unreadable)"
-        if share >= placement.HUGE_SHARE:
-            return 2 * MiB, "2 MiB transparent huge pages"
-        if share > 0.05:
-            return base, (f"{base // KiB} KiB pages, {share:.0%} in 2 MiB huge pages: TLB "
-                          "misses are part of the figure")
-        return base, f"{base // KiB} KiB pages: TLB misses are part of the figure"
+        """The page size backing the chain (`placement.backing_pages`), and what the note
+        says of it: a chase on base pages pays TLB misses, and the note says so."""
+        if self.words is None:
+            return None, "page size not read back (the chain was closed)"
+        pages = placement.backing_pages([self.words])
+        base_pages = pages.page_bytes is not None and pages.page_bytes < placement.thp_bytes()
+        return pages.page_bytes, (f"{pages.description}: TLB misses are part of the figure"
+                                  if base_pages else pages.description)
 
     def node_share(self, node: int) -> float | None:
         return placement.node_share([self.words], node) if self.words is not None else None

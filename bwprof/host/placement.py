@@ -81,31 +81,8 @@ so a smaller array's unaligned ends alone could bring its share under HUGE_SHARE
 def huge_page_share(arrays: Sequence[np.ndarray], smaps: Path = SMAPS) -> float | None:
     """The share (0 to 1) of the arrays' bytes in transparent huge pages, from the
     AnonHugePages of the mappings that hold them (pro rata where a mapping holds more than
-    the arrays); None where smaps cannot be read."""
-    ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
-    total = sum(end - start for start, end in ranges)
-    if not total:
-        return None
-    try:
-        text = smaps.read_text()
-    except OSError:
-        return None
-    huge = 0.0
-    mapping: tuple[int, int] | None = None
-    for line in text.splitlines():
-        head = line.split(None, 1)[0] if line else ""
-        if "-" in head and not head.endswith(":"):  # "start-end perms offset dev inode path"
-            start, _, end = head.partition("-")
-            try:
-                mapping = (int(start, 16), int(end, 16))
-            except ValueError:
-                mapping = None
-        elif head == "AnonHugePages:" and mapping is not None:
-            overlap = sum(max(0, min(end, mapping[1]) - max(start, mapping[0]))
-                          for start, end in ranges)
-            if overlap:
-                huge += int(line.split()[1]) * 1024 * overlap / (mapping[1] - mapping[0])
-    return min(1.0, huge / total)
+    the arrays); None where smaps cannot be read (`backing_pages` reads it)."""
+    return backing_pages(arrays, smaps).huge_share
 
 
 THP_SIZE_FILE = Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
