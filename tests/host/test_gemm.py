@@ -3,30 +3,16 @@ check every GEMM case shares. Tests check shapes, validation and bookkeeping, ne
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from bwprof.host import gemm
-from bwprof.host.ddr import HostExecutor
-from bwprof.plan import make_plan
-from bwprof.runner import RunContext, Runner
 from bwprof.units import KiB
-
-CPUS = frozenset(os.sched_getaffinity(0))
+from tests.host.runs import CPUS, run_host_cases
 
 
 def _run(threads=None):
-    plan = make_plan(preset="quick", cases="gemm_host", repeats=2, threads=threads,
-                     usable_cpus=len(CPUS), llc_bytes=64 * KiB, memory_available_bytes=8 << 30)
-    executor = HostExecutor("test CPU", llc_bytes=64 * KiB, cpus=CPUS,
-                            memory_available_bytes=8 << 30)
-    runner = Runner(plan, {"host": executor}, RunContext("run", "host"))
-    try:
-        return runner.run()
-    finally:
-        runner.close()
+    return run_host_cases("gemm_host", llc_bytes=64 * KiB, threads=threads)
 
 
 def test_gemm_host_gives_validated_tflops_rows_per_dtype_and_thread_count():

@@ -16,25 +16,17 @@ from bwprof.host.cases import HOST_CASES
 from bwprof.host.ddr import HostExecutor
 from bwprof.host.facts import HostFacts, HostNode
 from bwprof.plan import make_plan
-from bwprof.runner import RunContext, Runner
 from bwprof.schema.meta import CacheLevel
 from bwprof.units import KiB, MiB
+from tests.host.runs import CPUS, run_host_cases
 
 LLC = 16 * KiB
 CACHES = (CacheLevel(1, "Data", 8 * KiB, 2), CacheLevel(2, "Unified", LLC, 1))
-CPUS = frozenset(os.sched_getaffinity(0))
 
 
 def _run(cases, *, threads=None, nodes=(), cpus=CPUS, preset="quick"):
-    plan = make_plan(preset=preset, cases=cases, repeats=2, threads=threads,
-                     usable_cpus=len(CPUS), llc_bytes=LLC, memory_available_bytes=8 << 30)
-    executor = HostExecutor("test CPU", llc_bytes=LLC, caches=CACHES, nodes=nodes, cpus=cpus,
-                            memory_available_bytes=8 << 30)
-    runner = Runner(plan, {"host": executor}, RunContext("run", "host"))
-    try:
-        return runner.run()
-    finally:
-        runner.close()
+    return run_host_cases(cases, llc_bytes=LLC, threads=threads, preset=preset, caches=CACHES,
+                          nodes=nodes, cpus=cpus)
 
 
 def test_the_sweep_runs_from_4_kib_to_4x_the_llc():
