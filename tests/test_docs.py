@@ -47,3 +47,19 @@ def test_every_relative_link_lands_on_a_file_and_heading(page):
         assert linked.exists(), f"{page.name}: {target}"
         if anchor:
             assert anchor in anchors(linked), f"{page.name}: {target}"
+
+
+def exit_code_table(page: Path) -> set[int]:
+    """The codes in the first column of a page's exit-code table (rows like "| `2` | ...")."""
+    return {int(code) for code in re.findall(r"^\| `(\d+)` \|", page.read_text(encoding="utf-8"),
+                                             re.M)}
+
+
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "command-line.md"],
+                         ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_the_exit_code_tables_list_exactly_the_codes_bwprof_uses(page):
+    from bwprof import errors
+
+    defined = {value for name, value in vars(errors).items()
+               if name.startswith("EXIT_") and isinstance(value, int)}
+    assert exit_code_table(page) == defined
