@@ -8,8 +8,11 @@
 #   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
-#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots (every case, the GPU
-#      latency cases included: about 10-20 s of the step on an H200)
+#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots over every GPU case (the
+#      GPU latency cases included: about 10-20 s of the step on an H200) and the host's DDR
+#      and GEMM cases (the roofline's other side). Not the host latency cases: any CPU box
+#      measures those, and on this host (300 MiB of L3: a 4 GiB chain, built, walked and
+#      checked once per case) they take minutes, which would leave the run unfinished
 #   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
 #      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
 #      running out of its 80 s)
@@ -107,6 +110,13 @@ smi_excerpt() {
     nvidia-smi -q -d CLOCK,PERFORMANCE | sed -e '/^[[:space:]]*$/d' | sed -n '1,120p' &&
         nvidia-smi --format=csv --query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,\
 pcie.link.width.current,pcie.link.width.max
+}
+
+# The quick run's cases (step 5): every GPU case, and the host's DDR and GEMM cases.
+run_cases() {
+    "$PYTHON" -c 'from bwprof.cases import CASES_BY_KEY
+print(",".join(["ddr_", "gemm_host"]
+               + [key for key, case in CASES_BY_KEY.items() if case.target == "gpu"]))'
 }
 
 cuda_paths() {
@@ -347,6 +357,7 @@ case "${1:-}" in
     --overhead) overhead; exit $? ;;
     --headline) headline; exit $? ;;
     --cuda-paths) cuda_paths; exit $? ;;
+    --run-cases) run_cases; exit $? ;;
     "") ;;
     *) echo "usage: OUT=folder bash scripts/gpu_check.sh" >&2; exit 2 ;;
 esac
@@ -370,9 +381,10 @@ step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
 step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
     env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
     --durations=15 -o faulthandler_timeout=100
+RUN_CASES=$(run_cases) || RUN_CASES=""  # where it fails, the run step fails the same way
 step "bwprof run (quick)" 170 "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
-    --out "$RUN_DIR"
+    ${RUN_CASES:+--cases "$RUN_CASES"} --out "$RUN_DIR"
 step "telemetry overhead (benchmark)" 100 "$RESERVE" "$LOG" "${SELF[@]}" --overhead
 mkdir -p "$OUT/run"
 # 8 files come back in all: summary.csv is left here (`bwprof report` rebuilds it anywhere).

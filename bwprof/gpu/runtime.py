@@ -398,9 +398,12 @@ class CudaBackend:
         scale = np.float64 if dtype == "fp64" else np.float32
         alpha, beta = np.ones(1, dtype=scale), np.zeros(1, dtype=scale)
         device = int(stream.device_id)
-        with self.cp.cuda.Device(device):
+        # `stream` current: CuPy's gemmEx sets the handle's stream to CuPy's current stream
+        # before it calls cuBLAS (cublas.pyx: `_setStream(handle)`), undoing any setStream
+        # made before it; with the legacy stream current the multiply would run outside the
+        # events on `stream` (a non-blocking stream does not wait for it) and time nothing.
+        with self.cp.cuda.Device(device), stream:
             handle = self.cp.cuda.device.get_cublas_handle()
-            cublas.setStream(handle, stream.ptr)
             cublas.setMathMode(handle, CUBLAS_DEFAULT_MATH)
             # gemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb,
             #        beta, C, Ctype, ldc, computeType, algo); alpha and beta on the host.

@@ -8,7 +8,10 @@ would fail or silently misbehave:
 - elapsed time is taken between two recorded, timing-enabled events of one device
   (cudaEventElapsedTime);
 - a kernel is launched on a stream of the current device, on arrays wrapped without a sync;
-- peer access is enabled from the current device, once (a second time is CUDA error 704).
+- peer access is enabled from the current device, once (a second time is CUDA error 704);
+- a cuBLAS call runs on CuPy's current stream, whatever `cublas.setStream` said before it
+  (CuPy 14's cublas.pyx: every BLAS wrapper, gemmEx too, first calls
+  `_setStream(handle)`, i.e. setStream(handle, get_current_stream_ptr())).
 
 A stream may wait on an event of another device (cudaStreamWaitEvent allows it): that is how
 one gate holds every GPU.
@@ -59,6 +62,7 @@ class FakeCuda:
         self.memory_bytes = memory_bytes
         self.pinned_limit_bytes = pinned_limit_bytes
         self.current = 0
+        self.current_streams: list[int] = []  # CuPy's stream stack (`with stream:`); 0 = legacy
         self.log: list[tuple[Any, ...]] = []
         self.streams: dict[int, Stream] = {}
         self.clock = itertools.count(1)  # fake GPU time, in ms, one tick per recorded event
@@ -132,8 +136,24 @@ class FakeCuda:
             memcpy=lambda dst, src, size, kind: None,
         )
         pool = SimpleNamespace(free_all_blocks=lambda: None)
+
+        def gemm_ex(handle: int, *args: Any) -> None:
+            # CuPy's wrapper sets the handle's stream to the current stream, then calls cuBLAS.
+            stream = fake.current_streams[-1] if fake.current_streams else 0
+            fake.log.append(("gemmEx", fake.current, stream, handle, args))
+            if stream:
+                fake.streams[stream].run("gemm", fake.kernel_ms)
+
+        cublas = SimpleNamespace(
+            gemmEx=gemm_ex, getVersion=lambda handle: 130100,
+            setStream=lambda handle, stream: fake.log.append(("cublasSetStream", stream)),
+            setMathMode=lambda handle, mode: fake.log.append(("cublasSetMathMode", mode)),
+        )
         return SimpleNamespace(
+            __version__="14.2.0",
             cuda=SimpleNamespace(
+                cublas=cublas,
+                device=SimpleNamespace(get_cublas_handle=lambda: 0xB1A5 + fake.current),
                 Device=lambda device: Device(fake, device), Stream=lambda **kw: Stream(fake, **kw),
                 Event=lambda **kw: Event(fake, **kw), get_elapsed_time=fake._elapsed_ms,
                 runtime=runtime, PinnedMemory=pinned_memory,
@@ -206,6 +226,16 @@ class Stream:
         self.now = 0.0  # this stream's clock (ms), when the fake keeps time
         self.cold = True  # its next copy pays the start-up (cold_ms)
         self.holding = False  # a hold kernel was queued: the next event recorded releases
+
+    def __enter__(self) -> Stream:
+        if self.device_id != self.fake.current:  # CuPy's check_stream_device_match
+            raise RuleBroken(f"stream of device {self.device_id} made current with device "
+                             f"{self.fake.current} current")
+        self.fake.current_streams.append(self.ptr)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.fake.current_streams.pop()
 
     def run(self, what: str, ms: float | None) -> None:
         """Queue work of `ms` on this stream (a copy pays `cold_ms` first when cold)."""

@@ -427,3 +427,29 @@ def test_take_samples_on_the_fake_gpu_keeps_the_cold_start_out_of_every_sample(m
     before = sampling.take_samples(backend, works, samples=5)
     # The 4 ms start-up in every sample, spread over its K = 2 copies: 3 ms a copy.
     assert before.ops_per_sample == 2 and before.per_stream_s[0] == pytest.approx((3e-3,) * 5)
+
+
+GEMM_TYPES = {"fp64": (1, 70), "fp32": (0, 68), "tf32": (0, 77), "fp16": (2, 68),
+              "bf16": (14, 68)}
+"""(cudaDataType_t, cublasComputeType_t) per dtype: library_types.h and cublas_api.h."""
+
+
+@pytest.mark.parametrize("dtype", sorted(GEMM_TYPES))
+def test_a_gemm_runs_on_the_stream_its_events_time(dtype):
+    """CuPy's gemmEx sets the cuBLAS handle's stream to CuPy's current stream before calling
+    cuBLAS, so only the timed stream made current puts the multiply between its events; the
+    operands go in column-major order (b first: C' = B'A'), with the dtype's types."""
+    backend, fake = _backend(devices=2, copy_ms=1.0, kernel_ms=3.0)
+    a, b, c = (backend.device_array(1, 64 * 64 * 8) for _ in range(3))
+    stream = backend.new_stream(1)
+    work = Work(stream, lambda: backend.gemm(stream, dtype, 64, a, b, c), 2)
+    sample = backend.time_sample([work], gate=False, hold_us=0)
+
+    calls = [entry for entry in fake.log if entry[0] == "gemmEx"]
+    assert [(device, on) for _, device, on, _, _ in calls] == [(1, stream.ptr)] * 2
+    assert sample.seconds == (pytest.approx(0.006),)  # both multiplies inside the events
+    data, compute = GEMM_TYPES[dtype]
+    args = calls[0][4]
+    assert args[:5] == (0, 0, 64, 64, 64)  # no transposes, m = n = k
+    assert args[6:9] == (b.data.ptr, data, 64) and args[9:12] == (a.data.ptr, data, 64)
+    assert args[13:] == (c.data.ptr, data, 64, compute, -1)

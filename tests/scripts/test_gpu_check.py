@@ -152,3 +152,23 @@ def test_only_a_finished_h200_run_replaces_the_stored_one(tmp_path):
     with pytest.raises(SystemExit, match="not an H200 run"):
         make_data.replace_h200(data / "sim-a", tmp_path / "sim")
     assert not (tmp_path / "sim").exists()
+
+
+def test_the_quick_run_takes_every_gpu_case_and_no_host_chase():
+    """The host latency cases build, walk and check a 4 GiB chain on the H200's host (300 MiB
+    of L3): minutes, past the run step's share of the 290 s budget, which would leave the
+    run unfinished (and unable to replace h200-quick). Every GPU case and the roofline's
+    host side (DDR, GEMM) stay in."""
+    from bwprof.cases import CASES_BY_KEY
+    from bwprof.plan import list_items
+
+    done = subprocess.run(["bash", str(SCRIPT), "--run-cases"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    asked = list_items(done.stdout.strip())
+    picked = {key for key in CASES_BY_KEY if any(key.startswith(item) for item in asked)}
+    gpu = {key for key, case in CASES_BY_KEY.items() if case.target == "gpu"}
+    assert gpu <= picked and {"ddr_triad", "gemm_host"} <= picked
+    assert not {key for key in picked if key.startswith("lat_host")}
+    run_step = SCRIPT.read_text().split('step "bwprof run (quick)"')[1].split("\nstep ")[0]
+    assert '--cases "$RUN_CASES"' in run_step
