@@ -335,7 +335,8 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
                 str(row["case"]),
                 str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
                 else "",
-                _on(row) if row["device"] else "") if p),
+                _on(row) if row["device"] else "",
+                "" if is_missing(row.get("dtype")) else str(row.get("dtype"))) if p),
             "size": _size_cell(row["size_bytes"]),
             value_column: figure,
             "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
