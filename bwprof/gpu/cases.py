@@ -80,6 +80,10 @@ class GpuCase(CaseSpec):
     else it writes to them."""
     kernel: str = ""
     """STREAM cases: the kernel of `bwprof.gpu.kernels` they time, and its gold replay."""
+    sweep_done: Callable[[Job, dict[object, object]], bool] | None = None
+    """Size sweeps that stop once their figure has plateaued (gemm_gpu): whether a job's
+    sweep is done, from what earlier jobs left in the case's scratch; such a job runs not
+    at all and leaves no row (the last row run says why the sweep stopped)."""
 
 
 # -- how cases expand into jobs -------------------------------------------------------------------
@@ -212,7 +216,8 @@ def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[
 
 def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Each device, each dtype, the preset's matrix orders whose three matrices fit in the
-    device's memory share; the largest that runs says where the sweep stopped short."""
+    device's memory share; the largest that fits says where memory cut the sweep short, and
+    the run stops each sweep earlier where its figure plateaus (`compute.sweep_done`)."""
     jobs = []
     for device in planner.devices:
         budget = DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
@@ -290,14 +295,15 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          window: Window = "largest", metric: str = "bandwidth",
          pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
          directions: tuple[str, ...] = (), both_ways: bool = False,
-         kernel: str = "", copied: int | None = None, reads: bool = False) -> GpuCase:
+         kernel: str = "", copied: int | None = None, reads: bool = False,
+         sweep_done: Callable[[Job, dict[object, object]], bool] | None = None) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
                    copied_factor=copied, min_gpus=min_gpus, whole_node=whole_node,
                    metric=metric, expand=expand,
                    needs=needs or buffers(device=1, host=1), run=run, window=window,
                    pair_slots=pair_slots, directions=directions, both_ways=both_ways,
-                   kernel=kernel, reads=reads)
+                   kernel=kernel, reads=reads, sweep_done=sweep_done)
 
 
 def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest,
@@ -427,7 +433,7 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("gemm_gpu", "square matrix multiply per GPU through cuBLAS (cublasGemmEx via CuPy): "
          "fp64, fp32, tf32, fp16, bf16, a size sweep (TFLOP/s)", "hbm", "within", "traffic",
          factor=3, run=compute.gemm, expand=gemm_sweep, needs=buffers(3, 2),
-         metric="throughput"),
+         metric="throughput", sweep_done=compute.sweep_done),
     _gpu("fma_gpu", "CUDA-core fp32/fp64 ceiling: a Numba CUDA kernel of independent fused "
          "multiply-adds per thread, no memory traffic (TFLOP/s)", "hbm", "within", "traffic",
          run=compute.fma, expand=each_device_each_fma_dtype, needs=buffers(1, 1),

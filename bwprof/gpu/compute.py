@@ -36,7 +36,7 @@ from bwprof.gpu.kernel_params import (
 )
 from bwprof.gpu.sampling import take_samples
 from bwprof.host.gemm import check_product, corners, flop
-from bwprof.measurement import Measurement, NotRun, join_notes
+from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import GEMM_UNIT, compute_peak_tflops
 
 GEMM_SIZES: dict[str, tuple[int, ...]] = {
@@ -44,8 +44,13 @@ GEMM_SIZES: dict[str, tuple[int, ...]] = {
     "standard": (1024, 2048, 4096, 8192, 16384),
     "full": (512, 1024, 2048, 4096, 8192, 16384, 32768),
 }
-"""Matrix orders by preset. cuBLAS on an H100/H200 reaches its plateau by 8192 for every dtype
-(16384 confirms it); sizes that do not fit in the device's memory share are left out."""
+"""Matrix orders by preset, the most a sweep tries: sizes that do not fit in the device's
+memory share are left out, and a sweep stops earlier where its figure plateaus
+(PLATEAU_RISE). cuBLAS on an H100/H200 plateaus by 8192 for every dtype."""
+PLATEAU_RISE = 0.03
+"""A dtype's sweep on a GPU stops once its median TFLOP/s rises less than this from one
+size to the next (a fall too: the figure has plateaued, and a larger multiply only costs
+time): the issue's "a size sweep up to where the figure plateaus"."""
 FMA_THREADS_PER_BLOCK = 256
 FMA_DTYPES: tuple[str, ...] = ("fp32", "fp64")
 FMA_UNIT = {"fp32": "fp32", "fp64": "fp64"}
@@ -69,6 +74,39 @@ def _peak_note(device: GpuDevice, unit: str, peak: float | None) -> str:
     return ("no peak: " + ("SM clock unknown (no NVML)" if sm_clock_mhz(device) is None
                            else f"{unit} FLOP/clock/SM not tabled for compute capability "
                                 f"{'.'.join(map(str, device.properties.compute_capability))}"))
+
+
+def _medians(scratch: dict[object, object], device: int | None,
+             dtype: str | None) -> list[tuple[int, float]]:
+    """The (order, median TFLOP/s) of a sweep's valid rows so far, in the order run."""
+    medians = scratch.setdefault(("gemm_medians", device, dtype), [])
+    assert isinstance(medians, list)
+    return medians
+
+
+def plateau(medians: list[tuple[int, float]]) -> float | None:
+    """The last size's rise in median over the size before it, or None with fewer than two."""
+    if len(medians) < 2 or medians[-2][1] <= 0:
+        return None
+    return medians[-1][1] / medians[-2][1] - 1
+
+
+def sweep_done(job: Job, scratch: dict[object, object]) -> bool:
+    """Whether the job's sweep (its GPU and dtype) has plateaued: its last two valid sizes'
+    medians differ by less than PLATEAU_RISE."""
+    rise = plateau(_medians(scratch, job.device, job.dtype))
+    return rise is not None and rise < PLATEAU_RISE
+
+
+def _plateau_note(medians: list[tuple[int, float]]) -> str:
+    rise = plateau(medians)
+    if rise is None:
+        return ""
+    previous = medians[-2][0]
+    if rise < PLATEAU_RISE:
+        return (f"median {rise:+.1%} over n = {previous}, under {PLATEAU_RISE:.0%}: the "
+                "figure has plateaued, so the sweep stops here")
+    return f"median {rise:+.1%} over n = {previous}: not plateaued yet"
 
 
 def gemm(run: CaseRun) -> list[Measurement]:
@@ -106,10 +144,15 @@ def gemm(run: CaseRun) -> list[Measurement]:
     unit = GEMM_UNIT[dtype]
     peak = peak_tflops(device, unit)
     library = backend.gemm_library(device.index)
+    swept = ""
+    if not problem:  # a wrong multiply's time is no figure to judge a plateau by
+        medians = _medians(run.scratch, job.device, dtype)
+        medians.append((n, flop(n) / float(np.median(sampled.per_stream_s[0])) / 1e12))
+        swept = _plateau_note(medians)
     note = join_notes(f"validation failed: {problem}" if problem else "",
                       f"{n}x{n} {dtype} c = a @ b, {library}, CUDA events, "
                       f"{sampled.ops_per_sample} multiplies a sample",
-                      _peak_note(device, unit, peak), job.note, sampled.note())
+                      _peak_note(device, unit, peak), swept, job.note, sampled.note())
     return [Measurement(
         seconds_per_op=sampled.per_stream_s[0], bytes_per_op=3 * size, size_bytes=size,
         device=device.label, device_name=device.name, direction=run.case.direction,

@@ -85,6 +85,8 @@ class GpuExecutor(Executor):
         """With one node host memory cannot land on the wrong one; with none listed (a sandbox
         such as gVisor, whose CPU affinity is a stub) a GPU's node cannot be checked."""
         self._case: str | None = None
+        self._scratch: dict[object, object] = {}
+        """The current case's scratch (`CaseRun.scratch`), cleared when the case changes."""
         self._hbm_sizes: dict[int, tuple[list[int], str]] = {}
         self.counter_window_s = 0.0
         """Set to COUNTER_WINDOW_S while hardware counters are sampled (`api.run`)."""
@@ -238,6 +240,9 @@ class GpuExecutor(Executor):
         if self._case != case.key:
             self.pool.release()  # buffers of the previous case are not needed any more
             self._case = case.key
+            self._scratch = {}
+        if declared.sweep_done is not None and declared.sweep_done(job, self._scratch):
+            return []  # its sweep's figure has plateaued: a larger size would add nothing
         if job.device is not None and job.peer is None:
             self.pool.drop_host_except(job.device)
         elif job.device is not None and job.peer is not None and declared.pair_slots:
@@ -246,7 +251,8 @@ class GpuExecutor(Executor):
             self.pool.keep_device_slots(job.peer, second)
         self._check_fits(declared, job)
         window = self.counter_window_s if self._earns_window(declared, job, plan) else 0.0
-        run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window)
+        run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window,
+                      self._scratch)
         out_of_memory: str | None = None
         try:
             rows = declared.run(run)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bwprof.gpu.buffers import BufferPool
@@ -35,6 +35,9 @@ class CaseRun:
     samples: int
     counter_window_s: float = 0.0
     """How long to repeat the work after timing so counters sample it (0: no window)."""
+    scratch: dict[object, object] = field(default_factory=dict)
+    """What the jobs of one case hand on to the next (the executor clears it between cases):
+    gemm_gpu's medians so far per device and dtype, for its plateau stop."""
 
     @property
     def size(self) -> int:

@@ -279,6 +279,9 @@ class KernelPtx:
     """Global loads whose address comes from another load's value (a pointer chase)."""
     loads_in_flight: int = 0
     """The most global loads a loop issues before its first store (`loads_in_flight`)."""
+    loop_loads: tuple[tuple[int, int], ...] = ()
+    """Per loop: (global loads, those fed by a loaded value). A chase whose every loop load
+    is dependent takes one dependent load per step (an unrolled loop holds several steps)."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -307,7 +310,8 @@ def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
         return KernelPtx(spec.name, ok=False, error=_one_line(exc))
     return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx),
                      dependent_loads=dependent_loads(ptx)[1],
-                     loads_in_flight=loads_in_flight(ptx))
+                     loads_in_flight=loads_in_flight(ptx),
+                     loop_loads=tuple(dependent_loads(ptx, body) for body in loop_bodies(ptx)))
 
 
 def compile_all(
@@ -325,13 +329,25 @@ def compile_all(
     return [compile_kernel(spec, cc) for spec in kernels.values()]
 
 
+def _steps(result: KernelPtx) -> str:
+    """'; loops 1/1, 4/4: one dependent ld a step' where every global load of the kernel's
+    loops waits for the one before (what a pointer chase must be), else what is not."""
+    loops = [(loads, dependent) for loads, dependent in result.loop_loads if loads]
+    if not loops:
+        return ""
+    shown = ", ".join(f"{dependent}/{loads}" for loads, dependent in loops)
+    if all(dependent == loads for loads, dependent in loops):
+        return f"; in its loops {shown}: one dependent ld a step"
+    return f"; in its loops {shown} ld dependent: some loads do not wait for the last"
+
+
 def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
     """One line per kernel (name, ok/FAILED, loads, stores) and a summary line."""
     width = max((len(r.name) for r in results), default=4)
     lines = []
     for r in results:
         if r.ok:
-            chase = (f"  ({r.dependent_loads} ld dependent on a loaded value)"
+            chase = (f"  ({r.dependent_loads} ld dependent on a loaded value{_steps(r)})"
                      if r.dependent_loads else
                      f"  ({r.loads_in_flight} ld in flight before a st)"
                      if r.loads_in_flight > 1 else "")

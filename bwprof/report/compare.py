@@ -40,10 +40,12 @@ varies between runs (boost clocks, page placement, which copy engine is picked).
 
 KEY_COLUMNS: tuple[str, ...] = (
     "scope", "path", "case", "size_bytes", "device", "device_name", "memory", "direction",
-    "threads", "streams", "phase", "page_bytes", "metric",
+    "threads", "streams", "phase", "dtype", "page_bytes", "metric",
 )
 """What aligns a figure: rows of one case differing only by overlap or load phase
-(`load_0`, `load_100`) or by the page size a latency chase ran on are different figures."""
+(`load_0`, `load_100`), by the arithmetic of a compute row (gemm_gpu's fp32 and tf32 share a
+size, fma_gpu's fp32 and fp64 too) or by the page size a latency chase ran on are different
+figures."""
 COMPARE_COLUMNS: tuple[str, ...] = (
     "figure_id", *KEY_COLUMNS, "unit", "higher_is_better", "run", "run_dir", "run_id",
     "baseline", "backend", "status", "value", "cv", "repeats", "baseline_value", "change_pct",
@@ -135,7 +137,8 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
             "size_bytes": _int(row["size_bytes"]), "device": row["device"],
             "device_name": row["device_name"], "memory": row["memory"],
             "direction": row["direction"], "threads": None, "streams": None,
-            "phase": "concurrent" if row["path"] == "overlap" else "", "page_bytes": None,
+            "phase": "concurrent" if row["path"] == "overlap" else "", "dtype": "",
+            "page_bytes": None,
             "metric": row["metric"], "unit": row["unit"],
             "higher_is_better": _higher(row["higher_is_better"], row["metric"]),
             "backend": row["backend"], "status": row["status"], "value": _num(row["value"]),
@@ -157,6 +160,7 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
                 "device_name": row["device_name"], "memory": row["memory"],
                 "direction": row["direction"], "threads": _int(row["threads"]),
                 "streams": _int(row["streams"]), "phase": row["phase"],
+                "dtype": "" if is_missing(row.get("dtype")) else str(row.get("dtype")),
                 "page_bytes": _int(row.get("page_bytes")), "metric": metric,
                 "unit": unit, "higher_is_better": higher,
                 "backend": row["backend"], "status": row["status"], "value": _num(value),

@@ -14,7 +14,8 @@ PARAMETERS FLOP a token (2N forward, 4N backward: Kaplan et al. 2020, "Scaling L
 Neural Language Models", section 2.1, C = 6N per token; attention's context-dependent FLOP
 left out), at the measured ceiling of the model's dtype (the slowest GPU's best size; fp32
 also as tf32) and at its peak, beside the time to stream the weights from HBM: a step is
-compute-bound when its tokens x 6N FLOP take longer than that pass.
+compute-bound when its tokens x 6N FLOP, spread over the GPUs the weights need, take longer
+than that pass.
 
 Which figures: the summary's rows. Where several GPUs give one, the slowest GPU's figure is
 used (a sharded model waits for its slowest shard); `h2d_all` (device `all`) for all GPUs at
@@ -173,9 +174,13 @@ def _why_none(summary: pd.DataFrame, case: str) -> str:
 
 
 def _compute_timings(spec: ModelSpec, results: pd.DataFrame | None,
-                     hbm_seconds: float | None) -> tuple[list[ComputeTiming], list[str]]:
+                     hbm_seconds: float | None,
+                     gpus: int = 1) -> tuple[list[ComputeTiming], list[str]]:
     """Per token at each measured ceiling of the model's dtype: the slowest device's best
-    gemm_gpu size (a sharded step waits for its slowest GPU), else gemm_host's best."""
+    gemm_gpu size (a sharded step waits for its slowest GPU), else gemm_host's best. The
+    weights' pass (`hbm_seconds`) is each of the `gpus` GPUs streaming its share; a token's
+    matrix multiplies spread over the same GPUs, so it takes `gpus` x as many tokens for
+    them to outlast that pass as on one GPU."""
     flop = TRAINING_FLOP_PER_PARAMETER * spec.parameters
     dtypes = GEMM_DTYPES_FOR.get(spec.dtype, ())
     if results is None or "dtype" not in results.columns:
@@ -204,7 +209,7 @@ def _compute_timings(spec: ModelSpec, results: pd.DataFrame | None,
                 f"forward + backward matmuls, one token ({dtype})", case, str(row["device"]),
                 str(row["backend"]), dtype, flop, tflops, seconds, peak,
                 flop / (peak * 1e12) if peak else None,
-                hbm_seconds / seconds if hbm_seconds and case == "gemm_gpu" else None))
+                gpus * hbm_seconds / seconds if hbm_seconds and case == "gemm_gpu" else None))
         break  # the GPU's figure where there is one; the host's only without
     return found, missing
 
@@ -234,7 +239,8 @@ def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta,
     missing = [f"{what}: {_why_none(summary, case)}"
                for what, case, row, _, expected in wanted if row is None and expected]
     hbm = timings[2]
-    compute, why = _compute_timings(spec, results, hbm.seconds if hbm is not None else None)
+    compute, why = _compute_timings(spec, results, hbm.seconds if hbm is not None else None,
+                                    needed or 1)
     missing += why
     return ModelReport(
         parameters=spec.parameters, dtype=spec.dtype,
@@ -293,14 +299,17 @@ def model_lines(report: ModelReport) -> list[str]:
         lines.append(f"{t.what:<{width}}  {measured:>30}  {peak:>24}  [{where}]")
     for c in report.compute:
         measured = ("simulated (not a measurement)" if c.backend == "simulated"
-                    else f"{_duration(c.seconds)} ({c.tflops:.1f} TFLOP/s)")
+                    else f"{_duration(c.seconds)} ({c.tflops:.3g} TFLOP/s)")
         peak = (f"{_duration(c.peak_seconds)} ({c.peak_tflops:.0f} TFLOP/s)"
                 if c.peak_tflops else "?")
         lines.append(f"{c.what} = 6 x {_params(report.parameters)} = {c.flop / 1e12:.3g} "
                      f"TFLOP: {measured:>30}  {peak:>24}  [{c.case} {c.device}]")
         if c.tokens_to_match_weights and c.backend != "simulated":
-            lines.append(f"  a step is compute-bound from ~{c.tokens_to_match_weights:,.0f} "
-                         f"tokens ({c.dtype}): their matmuls outlast one pass over the weights "
-                         "in HBM (6N FLOP/token, Kaplan et al. 2020)")
+            tokens = c.tokens_to_match_weights
+            start = (f"from ~{tokens:,.0f} tokens" if tokens >= 1.5 else "from its first token")
+            lines.append(f"  a step is compute-bound {start} ({c.dtype}, spread over the "
+                         f"{report.gpus_needed or 1} GPU(s) the weights need): their matmuls "
+                         "outlast one pass over the weights in HBM (6N FLOP/token, Kaplan et "
+                         "al. 2020)")
     lines += [f"no time for {line}" for line in report.missing]
     return lines

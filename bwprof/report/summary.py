@@ -11,8 +11,8 @@ cases), and, where a run has rows of those metrics, latency and compute. Latency
 (`lat_host_numa`), HBM (`lat_gpu`'s largest working set beyond the L2) and the host round
 trip (`lat_h2d`) per GPU, the slowest GPU pair (`lat_p2p`), small copies per direction
 (`lat_memcpy`), any other latency case per device at its largest size; rows under a
-concurrent load (`load_N`) are never among them. Compute: each throughput case per device at
-its largest size.
+concurrent load (`load_N`) are never among them. Compute: each throughput case's ceiling per
+device (its fastest dtype and size, with every selected thread on a host; `dtype` names it).
 A path with no figure keeps one row with an empty figure and the reason, so the table always
 says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU,
 the lat_gpu rows HBM/DDR latency.
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from bwprof.coerce import number
-from bwprof.report.formats import cell_float, plain, row_at
+from bwprof.report.formats import cell_float, is_missing, plain, row_at
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
@@ -42,7 +42,7 @@ SUMMARY_FILE = "summary.csv"
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "run_id", "host", "path", "case", "backend", "device", "device_name", "memory", "direction",
-    "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
+    "dtype", "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
     "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median", "cv", "peak_value",
     "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status",
     "flags", "note", "schema_version",
@@ -82,6 +82,7 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
         "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
         "memory": row["memory"], "direction": row["direction"],
+        "dtype": "" if is_missing(row.get("dtype")) else str(row.get("dtype")),
         "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
         "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
         "higher_is_better": higher, "value": value,
@@ -264,6 +265,26 @@ def _metric_rows(path: str, results: pd.DataFrame) -> list[dict[str, object]]:
     out = []
     for case in dict.fromkeys(rows["case"]):
         out += [_figure_row(path, row) for row in _largest_per_device(rows[rows["case"] == case])]
+    return out
+
+
+def _ceiling_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+    """The compute path: each throughput case's ceiling per device, its fastest row over
+    every dtype and size (with the most threads on a host: one thread is the GPU/CPU
+    sentence's). Not the largest size: that is fp64's (8 bytes an element), its slowest
+    arithmetic, so an H200 would read 60 TFLOP/s where bf16 reaches ten times that."""
+    rows = results[(results["metric"] == METRIC_PATHS["compute"]) & (results["status"] == "ok")
+                   & results["value_best"].notna()]
+    out = []
+    for case in dict.fromkeys(rows["case"]):
+        mine = rows[rows["case"] == case]
+        for device in dict.fromkeys(mine["device"]):
+            theirs = mine[mine["device"] == device]
+            threads = pd.to_numeric(theirs["threads"], errors="coerce")
+            if threads.notna().any():
+                theirs = theirs[threads == threads.max()]
+            out.append(_figure_row("compute", row_at(
+                theirs, theirs["value_best"].astype(float).idxmax())))
     return out
 
 
@@ -465,7 +486,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
         "net": _per_gpu_rows("net", results, PATH_CASES["net"], "net"),
         "overlap": _overlap_rows(results),
         "latency": _latency_rows(results),
-        "compute": _metric_rows("compute", results),
+        "compute": _ceiling_rows(results),
     }
     rows: list[dict[str, object]] = []
     for path in PATHS:

@@ -335,7 +335,8 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
                 str(row["case"]),
                 str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
                 else "",
-                _on(row) if row["device"] else "") if p),
+                _on(row) if row["device"] else "",
+                "" if is_missing(row.get("dtype")) else str(row.get("dtype"))) if p),
             "size": _size_cell(row["size_bytes"]),
             value_column: figure,
             "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
@@ -494,6 +495,11 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
         table.add_column(label, justify="right", overflow="fold", ratio=2)
         if index:
             table.add_column(f"{label} vs {labels[0]}", justify="right", overflow="fold", ratio=3)
+    # Figures of one case, device and size that differ by direction only (lat_memcpy's h2d,
+    # d2h and within; bidir_pinned's h2d, d2h and both) name it, or their rows read alike.
+    directions = frame.groupby(["case", "device", "size_bytes"], sort=False,
+                               dropna=False)["direction"].nunique()
+    several = {key for key, count in directions.items() if count > 1}
     model = None
     for _, group in frame.groupby("figure_id", sort=False):
         first = group.iloc[0]
@@ -501,6 +507,10 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
             model = first["device_name"]
             table.add_row(Text(str(model) or "(no device model)", style="bold"))
         parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
+        if (first["case"], first["device"], first["size_bytes"]) in several:
+            parts.insert(1, str(first["direction"]))
+        if not is_missing(first.get("dtype")) and first.get("dtype"):
+            parts.append(str(first["dtype"]))
         if first["phase"] and scope == "row":
             parts.append(str(first["phase"]))
         if not is_missing(first["page_bytes"]) and scope == "row":

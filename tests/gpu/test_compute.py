@@ -63,6 +63,70 @@ def test_a_skipped_multiply_is_invalid(monkeypatch):
     assert all("validation failed" in r.note for r in rows)
 
 
+class Knee(SimBackend):
+    """A simulated GPU whose multiply runs at 1 TFLOP/s x min(n, knee) / knee: its figure
+    rises with the order until `knee`, then holds (the timing model of the plateau tests)."""
+
+    def __init__(self, knee: int, **kwargs) -> None:
+        super().__init__(devices=1, op_seconds=self._seconds, **kwargs)
+        self.knee, self.n = knee, 0
+
+    def gemm(self, stream, dtype, n, a, b, c) -> None:
+        self.n = n
+        super().gemm(stream, dtype, n, a, b, c)
+
+    def _seconds(self, work) -> float:
+        return 2 * self.n ** 3 / (1e12 * min(self.n, self.knee) / self.knee)
+
+
+def _swept(monkeypatch, backend):
+    from bwprof.gpu import compute
+
+    monkeypatch.setitem(compute.GEMM_SIZES, "quick", (32, 64, 128, 256))
+    plan = make_plan(cases="gemm_gpu", preset="quick", repeats=2, usable_cpus=2,
+                     llc_bytes=None, memory_available_bytes=8 << 30)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    try:
+        rows = runner.run()
+    finally:
+        runner.close()
+    orders: dict[str, list[int]] = {}
+    for r in rows:
+        orders.setdefault(r.dtype, []).append(round((r.size_bytes / matrices.itemsize(r.dtype))
+                                                    ** 0.5))
+    return rows, orders
+
+
+def test_the_gemm_sweep_stops_where_the_figure_plateaus(monkeypatch):
+    """Rising to n = 64 and flat after: 128 reads as 64 did, so 256 is never run, and the
+    128 row says why the sweep stopped there."""
+    rows, orders = _swept(monkeypatch, Knee(64))
+    assert orders == {dtype: [32, 64, 128] for dtype in matrices.GEMM_DTYPES}
+    assert all(r.status == "ok" for r in rows)
+    by_order = {(r.dtype, round((r.size_bytes / matrices.itemsize(r.dtype)) ** 0.5)): r
+                for r in rows}
+    assert "median +100.0% over n = 32: not plateaued yet" in by_order[("fp32", 64)].note
+    assert ("median +0.0% over n = 64, under 3%: the figure has plateaued, so the sweep "
+            "stops here") in by_order[("fp32", 128)].note
+    assert "median" not in by_order[("fp32", 32)].note  # nothing to hold it against
+
+
+def test_a_gemm_sweep_that_keeps_rising_runs_every_size_and_says_so(monkeypatch):
+    rows, orders = _swept(monkeypatch, Knee(1 << 20))
+    assert orders == {dtype: [32, 64, 128, 256] for dtype in matrices.GEMM_DTYPES}
+    last = [r for r in rows if r.size_bytes == 256 * 256 * matrices.itemsize(r.dtype)]
+    assert all("median +100.0% over n = 128: not plateaued yet" in r.note for r in last)
+
+
+def test_invalid_multiplies_never_make_a_plateau(monkeypatch):
+    """Wrong products time alike at every size; they are no figure, so they stop nothing."""
+    monkeypatch.setattr(Knee, "gemm", lambda self, *args: setattr(self, "n", args[2]))
+    rows, orders = _swept(monkeypatch, Knee(1))
+    assert orders == {dtype: [32, 64, 128, 256] for dtype in matrices.GEMM_DTYPES}
+    assert all(r.status == "invalid" and "median" not in r.note for r in rows)
+
+
 def test_bf16_rounds_to_nearest_even():
     values = np.array([1.0, -2.5, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-9], dtype=np.float32)
     back = matrices.from_bf16(matrices.to_bf16(values))

@@ -170,6 +170,7 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
     # The chase: 64-bit index loads, its end stored back, and loads fed by loaded values.
     assert "u64(64b)" in rows["chase"].split("st ", 1)[0], rows["chase"]
     assert "ld dependent on a loaded value" in rows["chase"], rows["chase"]
+    assert rows["chase"].endswith(": one dependent ld a step)"), rows["chase"]
     for name in ("copy", "load"):
         assert "dependent" not in rows[name], rows[name]
     # The SM copy: 64-bit loads and stores, four loads in flight before its loop's stores.
@@ -315,3 +316,20 @@ def test_loads_in_flight_are_the_loads_a_loop_issues_before_its_first_store():
     assert loads_in_flight(loop + "\n" + tail) == 4
     assert loads_in_flight(tail) == 1
     assert loads_in_flight("\n".join(body)) == 0  # no loop
+
+
+def test_the_report_says_whether_every_loop_load_of_a_chase_waits_for_the_last():
+    from bwprof.gpu.ptx import KernelPtx
+
+    def line(loops):
+        result = KernelPtx("chase", ok=True, target="sm_90", dependent_loads=5,
+                           loop_loads=loops)
+        return report_lines([result], (9, 0))[0]
+
+    assert line(((1, 1), (4, 4))).endswith(
+        "(5 ld dependent on a loaded value; in its loops 1/1, 4/4: one dependent ld a step)")
+    mixed = line(((1, 1), (4, 3)))  # one load of the unrolled loop does not wait: prefetchable
+    assert "one dependent ld a step" not in mixed
+    assert mixed.endswith("in its loops 1/1, 3/4 ld dependent: some loads do not wait for the "
+                          "last)")
+    assert line(()).endswith("(5 ld dependent on a loaded value)")

@@ -358,3 +358,40 @@ def test_a_latency_that_rose_fails_fail_below_and_one_that_fell_passes(tmp_path)
     assert later["change_pct"] == later["regressed_pct"] == pytest.approx(10.0)
     assert later["unit"] == "ns" and not later["higher_is_better"]
     assert comparison.summaries[0].loc[lambda s: s["path"] == "latency", "value"].item() == 100.0
+
+
+def _gemm_run(path, tf32):
+    rows = [make_row(case="gemm_gpu", backend="cuda", device="gpu0", device_name="H200",
+                     memory="hbm", threads=None, size_bytes=4 << 20, metric="throughput",
+                     unit="TFLOP/s", gbps_best=None, gbps_median=None, value_best=value,
+                     value_median=value, dtype=dtype, cv=0.001, repeats=9)
+            for dtype, value in (("fp32", 50.0), ("tf32", tf32))]
+    rows += [make_row(case="bidir_pinned", backend="cuda", device="gpu0", memory="pinned",
+                      direction=direction, threads=None, size_bytes=1 << 28, gbps_best=gbps,
+                      gbps_median=gbps, cv=0.001, repeats=9)
+             for direction, gbps in (("h2d", 52.0), ("d2h", 50.0), ("both", 102.0))]
+    return RunFolder(path, results_frame(rows), meta())
+
+
+def test_rows_of_one_size_that_differ_by_dtype_or_direction_are_figures_of_their_own(tmp_path):
+    """gemm_gpu's fp32 and tf32 share a size (as fma_gpu's fp32 and fp64 do): aligned on
+    size alone, one of them was dropped from the comparison; and rows differing by direction
+    only are named by it in the table."""
+    from rich.console import Console
+
+    from bwprof.report.terminal import compare_table
+
+    comparison = compare_runs([_gemm_run(tmp_path / "a", 400.0),
+                               _gemm_run(tmp_path / "b", 320.0)])
+    rows = comparison.rows[(comparison.rows["scope"] == "row")
+                           & (comparison.rows["case"] == "gemm_gpu")]
+    later = rows[~rows["baseline"]].set_index("dtype")
+    assert sorted(later.index) == ["fp32", "tf32"]
+    assert later.loc["fp32", "change_pct"] == pytest.approx(0.0)
+    assert later.loc["tf32", "change_pct"] == pytest.approx(-20.0)
+    console = Console(width=200, record=True)
+    console.print(compare_table(comparison, "row"))
+    text = console.export_text()
+    assert "gemm_gpu gpu0 4 MiB tf32 throughput" in text
+    for direction in ("h2d", "d2h", "both"):
+        assert f"bidir_pinned {direction} gpu0 256 MiB" in text

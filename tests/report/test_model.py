@@ -83,6 +83,49 @@ def test_model_arithmetic_matches_a_hand_calculation():
     assert "3.50 s (40.0 GB/s)" in text and "20.0 ms (3500.0 GB/s)" in text
 
 
+def _gemm(device, dtype, tflops, peak=None):
+    return make_row(case="gemm_gpu", backend="cuda", device=device, device_name="H200",
+                    memory="hbm", threads=None, size_bytes=1 << 27, metric="throughput",
+                    unit="TFLOP/s", gbps_best=None, gbps_median=None, value_best=tflops,
+                    value_median=tflops, peak_value=peak, dtype=dtype)
+
+
+def test_the_compute_side_holds_a_tokens_matmuls_against_the_weights_pass():
+    """70B bf16 on two 80 GB GPUs: each streams its 70 GB half at the slower GPU's 3500 GB/s
+    (20 ms); a token's 6 x 70e9 FLOP at the slower GPU's best bf16 (600 TFLOP/s) take
+    0.7 ms on one GPU, 0.35 ms spread over both, so ~57 tokens outlast the pass (not 29)."""
+    rows = [_gpu("hbm_triad", "gpu0", 4000.0, 4800.0, "within", "hbm"),
+            _gpu("hbm_triad", "gpu1", 3500.0, 4800.0, "within", "hbm"),
+            _gemm("gpu0", "bf16", 700.0, 989.0), _gemm("gpu1", "bf16", 600.0, 989.0),
+            _gemm("gpu1", "bf16", 500.0, 989.0), _gemm("gpu0", "fp64", 60.0)]
+    frame = results_frame(rows)
+    report = model_report(parse_model("70e9:bf16"), build_summary(frame),
+                          _system(80_000_000_000, 2), frame)
+    (bf16,) = report.compute
+    assert (bf16.device, bf16.tflops, bf16.flop) == ("gpu1", 600.0, 6 * 70e9)
+    assert bf16.seconds == pytest.approx(4.2e11 / 600e12)
+    assert bf16.peak_seconds == pytest.approx(4.2e11 / 989e12)
+    assert bf16.tokens_to_match_weights == pytest.approx(2 * (70e9 / 3500e9) / (4.2e11 / 600e12))
+    text = "\n".join(model_lines(report))
+    assert "0.042 TFLOP" not in text and "= 0.42 TFLOP:" in text and "(600 TFLOP/s)" in text
+    assert "compute-bound from ~57 tokens (bf16, spread over the 2 GPU(s)" in text
+    # fp8 weights: no fp8 multiply measured, and the report says so.
+    fp8 = model_report(parse_model("70e9:fp8"), build_summary(frame),
+                       _system(80_000_000_000, 2), frame)
+    assert fp8.compute == []
+    assert "fp8 matrix multiplies: gemm_gpu measured bf16, fp64 only" in fp8.missing
+
+
+def test_a_host_only_compute_figure_keeps_its_digits():
+    rows = [make_row(gbps_best=20.0),
+            make_row(case="gemm_host", metric="throughput", unit="TFLOP/s", gbps_best=None,
+                     gbps_median=None, value_best=0.0152, value_median=0.0150, dtype="fp32")]
+    frame = results_frame(rows)
+    report = model_report(parse_model("1e9:fp32"), build_summary(frame), meta(), frame)
+    text = "\n".join(model_lines(report))
+    assert "(0.0152 TFLOP/s)" in text and "compute-bound" not in text  # no HBM on a host
+
+
 # Catches: a fleet run's every-GPU rows ('node7:all') are not found, nor said missing
 def test_a_fleet_runs_every_gpu_rows_are_found_per_node():
     rows = [_gpu("h2d_pinned", "n1:gpu0", 50.0, 63.0), _gpu("h2d_pinned", "n1:gpu1", 50.0, 63.0),

@@ -359,3 +359,32 @@ def test_a_stored_run_from_before_the_copy_column_gets_it_from_its_cases():
     assert (pinned["copy_gbps_best"] == pinned["gbps_best"]).all()
     assert results.loc[results["case"] == "hbm_triad", "copy_gbps_best"].isna().all()
     assert results.loc[results["metric"] != "bandwidth", "copy_gbps_best"].isna().all()
+
+
+def test_the_compute_path_gives_each_devices_ceiling_and_names_its_dtype():
+    """The fastest dtype and size per device, with every selected thread on a host: the
+    largest size is fp64's (8 bytes an element), which would stand for the GPU's ceiling at
+    a tenth of bf16's."""
+    def gemm(case, device, dtype, size, tflops, threads=None):
+        return make_row(case=case, backend="cuda" if case == "gemm_gpu" else "host",
+                        device=device, memory="hbm", threads=threads, size_bytes=size,
+                        metric="throughput", unit="TFLOP/s", gbps_best=None,
+                        gbps_median=None, value_best=tflops, value_median=tflops, dtype=dtype)
+
+    rows = [gemm("gemm_gpu", "gpu0", "fp64", 2 << 30, 60.0),
+            gemm("gemm_gpu", "gpu0", "bf16", 512 << 20, 720.0),
+            gemm("gemm_gpu", "gpu0", "bf16", 128 << 20, 650.0),
+            gemm("gemm_gpu", "gpu1", "fp32", 1 << 30, 50.0),
+            gemm("gemm_host", "cpu", "fp64", 8 << 20, 0.9, threads=16),
+            gemm("gemm_host", "cpu", "fp32", 4 << 20, 1.8, threads=16),
+            gemm("gemm_host", "cpu", "fp32", 4 << 20, 2.5, threads=1)]  # no: one thread
+    compute = build_summary(results_frame(rows))
+    compute = compute[compute["path"] == "compute"]
+    got = [(r["case"], r["device"], r["dtype"], r["value"]) for _, r in compute.iterrows()]
+    assert got == [("gemm_gpu", "gpu0", "bf16", 720.0), ("gemm_gpu", "gpu1", "fp32", 50.0),
+                   ("gemm_host", "cpu", "fp32", 1.8)]
+    console = Console(width=120, record=True)
+    print_report(console, [], build_summary(results_frame(rows)))
+    text = " ".join(console.export_text().split())
+    assert "gemm_gpu gpu0 bf16 512 MiB 720 TFLOP/s" in text
+    assert "gemm_host cpu, 16 thr fp32 4 MiB 1.80 TFLOP/s" in text
