@@ -63,3 +63,38 @@ def test_the_exit_code_tables_list_exactly_the_codes_bwprof_uses(page):
     defined = {value for name, value in vars(errors).items()
                if name.startswith("EXIT_") and isinstance(value, int)}
     assert exit_code_table(page) == defined
+
+
+ADDING_A_CASE = ROOT / "docs" / "adding-a-case.md"
+
+
+def test_adding_a_case_names_only_files_and_names_that_exist():
+    """The next issues add cases by following docs/adding-a-case.md: a path or a name it
+    points at that moved would send them looking."""
+    text = ADDING_A_CASE.read_text(encoding="utf-8")
+    for path, name in re.findall(r"`((?:bwprof|tests)/[\w/]+\.py)(?:::(\w+))?", text):
+        assert (ROOT / path).is_file(), path
+        if name:
+            assert re.search(rf"^(?:def |class )?{name}\b", (ROOT / path).read_text(), re.M), \
+                f"{path}::{name}"
+    for test in re.findall(r"`(test_\w+)`", text):
+        assert any(re.search(rf"^def {test}\(", p.read_text(), re.M)
+                   for p in (ROOT / "tests").rglob("test_*.py")), test
+
+
+def test_adding_a_case_example_is_the_real_entry():
+    """The doc's example entry is d2d_sm as the table declares it: its function and buffers."""
+    from bwprof.gpu import cases
+
+    example = FENCE.findall(ADDING_A_CASE.read_text(encoding="utf-8"))[0]
+    assert '_gpu("d2d_sm"' in example
+    (entry,) = [c for c in cases.GPU_CASES if c.key == "d2d_sm"]
+    module, function = re.search(r"run=(\w+)\.(\w+)", example).groups()
+    assert f"{entry.run.__module__}.{entry.run.__name__}" == f"bwprof.gpu.{module}.{function}"
+    for expansion in re.findall(r"`(\w+)`", text_between("Reuse one of", "or add one")):
+        assert callable(getattr(cases, expansion, None)), expansion
+
+
+def text_between(start: str, end: str) -> str:
+    text = ADDING_A_CASE.read_text(encoding="utf-8")
+    return text[text.index(start):text.index(end)]

@@ -198,8 +198,9 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
     result = api.RunResult(frame, meta, rows, out, False, timelines=merged.timelines,
                            findings=findings, samples=pd.DataFrame(merged.samples),
                            summary=build_summary(frame))
+    plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
     written = write_report_files(with_extras(out, frame, meta), result.summary, out,
                                  parquet=options.get("file_format") == "parquet",
-                                 plots=bool(options.get("plots", True)))
+                                 plots=plots, html=plots)
     result.files, result.notes = written.files, [*notes, *written.notes]
     return result

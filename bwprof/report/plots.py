@@ -336,8 +336,13 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         if kind == "size" and resident[mine.index].any():
             handles.append(Line2D([], [], linestyle=":", marker="o", markerfacecolor="white",
                                   markeredgecolor="grey", color="grey", label=RESIDENT_LABEL))
-        # Lower right: bandwidth rises with size, so that corner is the one left empty.
-        axis.legend(handles=handles, fontsize=TEXT_POINTS, loc="lower right",
+        # Lower right: bandwidth rises with size, so that corner is the one left empty; a
+        # panel of single-size markers has no such rise (a slow kernel drawn last sat under
+        # the legend), so matplotlib finds the corner its few points leave free.
+        singles_only = kind == "size" and bool(
+            (mine.groupby(["case", "device"])["size_bytes"].nunique() == 1).all())
+        axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                    loc="best" if singles_only else "lower right",
                     ncol=2 if len(handles) > 8 else 1)
     _share_size_axes([(axis, _family(memory, direction)) for axis, (kind, (_m, memory,
                       direction), _rows) in zip(axes, panels, strict=False) if kind == "size"])

@@ -152,6 +152,7 @@ PARTS: tuple[Part, ...] = (
     Part("L40S", r"L40S", 864.0, "NVIDIA L40S datasheet: GDDR6 864 GB/s", 4, 16),
 )
 PART_KEYS: tuple[str, ...] = tuple(part.key for part in PARTS)
+PARTS_BY_KEY: dict[str, Part] = {part.key: part for part in PARTS}
 
 
 def find_part(name: str | None) -> Part | None:

@@ -434,8 +434,19 @@ LINE_WIDTH = 160
 """A verdict line fits the fleet table's terminal; the table and --json say the rest."""
 
 
+def _what(check: Check) -> str:
+    """'HBM gpu0'; the case where a path has several (each overlap and latency case)."""
+    name = check.case if check.path in ("overlap", "latency") else bands.PATH_LABELS[check.path]
+    return f"{name} {check.device}".rstrip()
+
+
 def _short(check: Check) -> str:
-    """'73% of band' or the reason's first words, for a verdict line."""
+    """'73% of band', or the reason's first words where the figure is not why (a link fault
+    fails a figure that would pass), for a verdict line."""
+    figure_passes = check.warn is not None and check.value is not None and (
+        check.value >= check.warn if check.higher_is_better else check.value <= check.warn)
+    if check.verdict == FAIL and figure_passes:
+        return check.reason.split("; ")[0]
     if check.pct_of_band is not None and check.value is not None:
         peak = f", {check.pct_of_peak:.0f}% of peak" if check.pct_of_peak is not None else ""
         return f"{check.pct_of_band:.0f}% of band{peak}"
@@ -452,7 +463,7 @@ def verdict_line(box: str, checks: list[Check]) -> str:
     line = f"{box}: {overall.replace('_', ' ')} — {len(checks)} checks: {counts}"
     bad = [c for c in checks if c.verdict in (FAIL, WARN)]
     if bad:
-        shown = "; ".join(f"{c.verdict} {bands.PATH_LABELS[c.path]} {c.device} {_short(c)}"
+        shown = "; ".join(f"{c.verdict} {_what(c)} {_short(c)}"
                           for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
         line += f": {shown}"
         if len(line) > LINE_WIDTH:

@@ -3,6 +3,7 @@ fleet table, JSON for pipelines and the CSV/Parquet files (`--out`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,17 @@ DETAIL_HEADER = (f"{'device':<12} {'path':<8} {'case':<22} {'median':>8} {'unit'
                  f"{'cv':>6} {'%peak':>6} {'%band':>6} {'verdict':<12} why")
 
 
+FIGURE_CLAUSE = re.compile(r"(?:^|(?<=; ))[^;]* \(median\)[^;]*(?:; |$)")
+"""The reason's "55.5 GB/s (median), 88.0% of the part's 63.0 GB/s peak; " clause, which the
+table's median and %peak columns already show."""
+
+
+def table_reason(reason: str) -> str:
+    """The reason as the table's why column shows it: without the clause the columns repeat,
+    so what is left (the threshold, a fault, noise) fits before the line is cut."""
+    return FIGURE_CLAUSE.sub("", reason, count=1).removesuffix("; ") or reason
+
+
 def detail_lines(checks: list[Check]) -> list[str]:
     """The per-path table of one box, each line cut to the fleet table's width."""
     lines = [DETAIL_HEADER]
@@ -83,7 +95,7 @@ def detail_lines(checks: list[Check]) -> list[str]:
         line = (f"{c.device[:12]:<12} {PATH_LABELS[c.path]:<8} {c.case[:22]:<22} "
                 f"{_number(c.value, c.unit):>8} {c.unit[:5]:<5} {cv:>6} "
                 f"{_number(c.pct_of_peak):>6} {_number(c.pct_of_band):>6} "
-                f"{c.verdict.replace('_', ' '):<12} {c.reason}")
+                f"{c.verdict.replace('_', ' '):<12} {table_reason(c.reason)}")
         lines.append(line if len(line) <= fleet.TABLE_WIDTH
                      else line[:fleet.TABLE_WIDTH - 1] + "…")
     return lines

@@ -30,7 +30,8 @@ from typing import Any
 
 from bwprof.errors import BwprofError
 from bwprof.schema import flags
-from bwprof.verdict.bands import PART_KEYS, Band
+from bwprof.verdict import bands
+from bwprof.verdict.bands import FAIL_SHARE, PART_KEYS, WARN_SHARE, Band, Part
 
 ALL_MODELS = "all"
 BANDWIDTH_PATHS: tuple[str, ...] = ("h2d", "d2h", "bidir", "hbm", "d2d", "p2p")
@@ -66,12 +67,21 @@ class Override:
     def _rate(self, default: Band | None, path: str, unit: str) -> Band | None:
         reference = self.peak if self.peak is not None else (
             default.reference if default is not None else None)
+        if default is None and self.expected is not None:
+            # An expected figure alone is a band (thresholds at the default shares of it),
+            # with or without a peak to give % of.
+            default = Band(path, unit, self.expected, self.expected * WARN_SHARE,
+                           self.expected * FAIL_SHARE, "spec file", reference)
         if reference is None or (default is None and self.warn is None and self.fail is None):
             return default
         if default is not None and self.peak is not None and default.reference:
             scale = self.peak / default.reference  # a new peak moves the default band with it
             default = replace(default, reference=self.peak, expected=default.expected * scale,
                               warn=default.warn * scale, fail=default.fail * scale)
+        if default is not None and self.expected is not None:
+            # So does a new expected figure: the default thresholds are shares of it.
+            default = replace(default, expected=self.expected,
+                              warn=self.expected * WARN_SHARE, fail=self.expected * FAIL_SHARE)
         warn = reference * self.warn / 100 if self.warn is not None else None
         fail = reference * self.fail / 100 if self.fail is not None else None
         if default is None:
@@ -84,7 +94,8 @@ class Override:
         warn = warn if warn is not None else max(default.warn, fail or 0.0)
         fail = fail if fail is not None else min(default.fail, warn)
         expected = self.expected if self.expected is not None else default.expected
-        source = default.source if self == Override(peak=self.peak) else (
+        source = default.source if (self == Override(peak=self.peak)
+                                    or default.source == "spec file") else (
             f"spec file over: {default.source}")
         return replace(default, expected=expected, warn=warn, fail=fail, source=source)
 
@@ -191,12 +202,15 @@ class _Reader:
             raise self.error(where, f"has expected_gbps {expected:g} above peak_gbps {peak:g}")
         return Override(peak, expected, warn, fail)
 
-    def latency(self, value: object, where: str) -> dict[str, Override]:
+    def latency(self, value: object, where: str, target: str) -> dict[str, Override]:
+        """`target`'s latency cases only: a key no case of it has would judge nothing."""
+        keys = latency_cases(target)
         out = {}
         for case, body in self.table(value, where).items():
             here = f"{where}.{case}"
-            if not case.startswith("lat_"):
-                raise self.error(here, "is not a latency case key (lat_host, lat_gpu, ...)")
+            if case not in keys:
+                raise self.error(here, f"is not a {target} latency case key; {where} takes: "
+                                 f"{', '.join(keys)}")
             table = self.table(body, here)
             self.keys(table, here, LATENCY_KEYS)
             warn, fail = (self.number(table, k, here) for k in LATENCY_KEYS)
@@ -206,16 +220,23 @@ class _Reader:
             out[case] = Override(None, None, warn, fail)
         return out
 
-    def model(self, value: object, where: str) -> ModelSpec:
+    def model(self, value: object, where: str, part: Part | None = None) -> ModelSpec:
         table = self.table(value, where)
         allowed = ("cv_max", *BANDWIDTH_PATHS, "overlap", "latency")
         self.keys(table, where, allowed)
         paths = {path: self.rate(table[path], f"{where}.{path}", BANDWIDTH_KEYS)
                  for path in BANDWIDTH_PATHS if path in table}
+        for path in ("hbm", "d2d"):  # their reference is the part's datasheet, known here
+            given = paths.get(path)
+            if (part is not None and given is not None and given.peak is None
+                    and given.expected is not None and given.expected > part.hbm_gbps):
+                raise self.error(f"{where}.{path}", f"has expected_gbps {given.expected:g} "
+                                 f"above the {part.key}'s {part.hbm_gbps:g} GB/s peak; give "
+                                 "peak_gbps too if the part's is wrong")
         if "overlap" in table:
             paths["overlap"] = self.rate(table["overlap"], f"{where}.overlap", OVERLAP_KEYS)
-        latency = self.latency(table["latency"], f"{where}.latency") if "latency" in table \
-            else {}
+        latency = self.latency(table["latency"], f"{where}.latency", "gpu") \
+            if "latency" in table else {}
         return ModelSpec(self.cv(table, where), paths, latency)
 
     def cv(self, table: Mapping[str, object], where: str) -> float | None:
@@ -225,6 +246,14 @@ class _Reader:
                              f"is {cv:g}: a coefficient of variation limit is a share "
                              "(0.05 for 5 %), below 1")
         return cv
+
+
+def latency_cases(target: str) -> tuple[str, ...]:
+    """The latency case keys of `target` (host or gpu), as the case catalogue declares them."""
+    from bwprof.cases import CASES  # the catalogue, imported when a spec is read
+
+    return tuple(case.key for case in CASES
+                 if case.metric == "latency" and case.target == target)
 
 
 def _kind(value: object) -> str:
@@ -253,14 +282,14 @@ def parse_spec(data: Mapping[str, object], path: Path) -> Spec:
         if "ddr" in host:
             ddr = read.rate(host["ddr"], "host.ddr", BANDWIDTH_KEYS)
         if "latency" in host:
-            host_latency = read.latency(host["latency"], "host.latency")
+            host_latency = read.latency(host["latency"], "host.latency", "host")
     models = {}
     if "gpu" in data:
         for key, body in read.table(data["gpu"], "gpu").items():
             if key not in (ALL_MODELS, *PART_KEYS):
                 raise read.error(f"gpu.{key}", f"is not a GPU model; choose {ALL_MODELS} or "
                                  f"one of: {', '.join(PART_KEYS)}")
-            models[key] = read.model(body, f"gpu.{key}")
+            models[key] = read.model(body, f"gpu.{key}", bands.PARTS_BY_KEY.get(key))
     cv = read.cv(data, "")
     return Spec(path, cv if cv is not None else flags.NOISY_CV,
                 outlier if outlier is not None else DEFAULT_OUTLIER_PCT, ddr, host_latency,

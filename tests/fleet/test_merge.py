@@ -70,6 +70,8 @@ def test_merge_names_every_node_keeps_every_row_and_says_who_failed(tmp_path):
     ddr = summary[summary["path"] == "ddr"]
     assert list(ddr["device"]) == ["node0:cpu", "node1:cpu", "node2:cpu"]  # one per node
     assert len(result.failed) == 2
+    # The fleet folder gets the one shareable page a single run gets (issue 21).
+    assert (tmp_path / "report.html").is_file()
 
 
 def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):

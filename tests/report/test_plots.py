@@ -349,3 +349,35 @@ def test_the_p2p_heatmap_runs_from_zero_to_the_peak_not_to_the_data():
     (image,) = figure.axes[0].get_images()
     assert image.norm.vmin == 0 and image.norm.vmax == pytest.approx(10.954589, rel=1e-3)
     assert "no peak known" in _title(figure)
+
+
+def _markers_under_legends(figure) -> list[str]:
+    """The labels of drawn data points that a legend's box covers, in display space."""
+    covered = []
+    for axis in _drawn(figure).axes:
+        legend = axis.get_legend()
+        if not axis.get_visible() or legend is None:
+            continue
+        box = legend.get_window_extent()
+        for line in axis.get_lines():
+            if line.get_transform() != axis.transData or line.get_marker() in (None, "None"):
+                continue
+            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True):
+                px, py = axis.transData.transform((float(x), float(y)))
+                if box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1:
+                    covered.append(str(line.get_label()))
+    return covered
+
+
+def test_no_legend_covers_a_point_of_single_size_kernels():
+    """A host run's five DDR kernels at one size, the slow ones drawn last (on the right,
+    low): the lower-right legend hid ddr_dot and ddr_triad."""
+    from bwprof.schema.table import results_frame
+    from tests.report.test_export import make_row
+
+    rows = [make_row(case=case, gbps_best=gbps, size_bytes=128 << 20)
+            for case, gbps in (("ddr_copy", 15.6), ("ddr_scale", 77.7), ("ddr_add", 30.3),
+                               ("ddr_triad", 14.7), ("ddr_dot", 13.7))]
+    assert _markers_under_legends(plots.bandwidth_figure(results_frame(rows), meta())) == []
+    run = load_run(DATA / "h200-quick")
+    assert _markers_under_legends(plots.bandwidth_figure(run.results, run.meta)) == []
