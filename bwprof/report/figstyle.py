@@ -40,3 +40,91 @@ def smallest_text(figure: Any) -> float:
     sizes = [float(t.get_fontsize()) for t in figure.findobj(Text)
              if t.get_visible() and t.get_text()]
     return min(sizes) if sizes else MIN_POINTS
+
+
+Candidate = tuple[tuple[float, float], tuple[float, float], str, str]
+"""Where a label may go: (anchor xy, offset in points, ha, va)."""
+WHITE_BOX = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+             "alpha": 0.9}
+"""Behind a label no clear place was found for, so the lines under it do not cross it."""
+RING_POINTS = (5.0, 11.0, 18.0, 28.0)
+"""How far from its point a point label is tried, in points, nearest first."""
+
+
+def around(xy: tuple[float, float]) -> list[Candidate]:
+    """The places around a point a label is tried at: the four diagonals, nearest first."""
+    places: list[Candidate] = []
+    for step in RING_POINTS:
+        for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+            places.append((xy, (dx * step, dy * step), "left" if dx > 0 else "right",
+                           "bottom" if dy > 0 else "top"))
+    return places
+
+
+def _renderer(figure: Any) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) \
+        else FigureCanvasAgg(figure)
+    canvas.draw()  # the final layout: where every axis and legend is
+    return canvas.get_renderer()
+
+
+def _obstacles(axis: Any) -> tuple[list[Any], list[tuple[float, float, float]]]:
+    """The data an axis draws, in display space: each line's path and each marker as a
+    circle (x, y, radius)."""
+    paths, marks = [], []
+    for line in axis.get_lines():
+        if not line.get_visible():
+            continue
+        path = line.get_transform().transform_path(line.get_path())
+        if line.get_linestyle() not in ("None", "none", " ", ""):
+            paths.append(path)
+        if line.get_marker() not in (None, "None", "none", "", " "):
+            radius = line.get_markersize() / 2 * axis.figure.dpi / 72 + 1
+            marks += [(float(x), float(y), radius) for x, y in path.vertices]
+    return paths, marks
+
+
+def collides(box: Any, paths: list[Any], marks: list[tuple[float, float, float]],
+             boxes: list[Any]) -> bool:
+    """Whether a text's display box meets a line, a marker or another box."""
+    if any(box.overlaps(other) for other in boxes):
+        return True
+    for x, y, radius in marks:
+        nearest_x, nearest_y = min(max(x, box.x0), box.x1), min(max(y, box.y0), box.y1)
+        if (nearest_x - x) ** 2 + (nearest_y - y) ** 2 < radius ** 2:
+            return True
+    return any(path.intersects_bbox(box, filled=False) for path in paths)
+
+
+def place_clear(figure: Any, axis: Any, labels: list[tuple[str, list[Candidate], dict]]) -> list:
+    """Annotate `axis` with each (text, candidate places, text options), each at the first
+    place clear of the axis's lines, markers, legend and the labels placed before it and
+    inside its frame, so no label is overprinted; where no place is clear, the first place,
+    on a white box. Call it last: it draws the figure to learn the final layout."""
+    renderer = _renderer(figure)
+    frame = axis.get_window_extent(renderer)
+    paths, marks = _obstacles(axis)
+    legend = axis.get_legend()
+    boxes = [legend.get_window_extent(renderer)] if legend is not None else []
+    placed = []
+    for text, candidates, options in labels:
+        chosen = None
+        for xy, offset, ha, va in candidates:
+            note = axis.annotate(text, xy, xytext=offset, textcoords="offset points",
+                                 ha=ha, va=va, **options)
+            box = note.get_window_extent(renderer).padded(1)
+            inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1
+                      and frame.y0 <= box.y0 and box.y1 <= frame.y1)
+            if inside and not collides(box, paths, marks, boxes):
+                chosen = note
+                break
+            note.remove()
+        if chosen is None:
+            xy, offset, ha, va = candidates[0]
+            chosen = axis.annotate(text, xy, xytext=offset, textcoords="offset points",
+                                   ha=ha, va=va, **{"bbox": WHITE_BOX, **options})
+        boxes.append(chosen.get_window_extent(renderer).padded(1))
+        placed.append(chosen)
+    return placed
