@@ -47,7 +47,10 @@ from bwprof.report.figstyle import (
     MIN_POINTS,
     PANEL_TITLE_POINTS,
     TEXT_POINTS,
+    Candidate,
+    around,
     new_figure,
+    place_clear,
     readable,
 )
 from bwprof.report.formats import cell_float
@@ -84,6 +87,8 @@ P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
 LATENCY_AXIS = "ns per dependent load, best"
 RESIDENT_LABEL = "fits in a cache: not the memory's figure"
 SIMULATED_TITLE = "SIMULATED — not a measurement"
+LABEL_ROOM = 1.15
+"""Axis limits this far beyond the largest value, so a point's name fits inside the frame."""
 
 _MEMORY_LABELS = {"ddr": "host DDR", "hbm": "device memory", "pinned": "pinned host memory",
                   "pageable": "pageable host memory", "host": "host buffers"}
@@ -773,6 +778,37 @@ def _line_label(case: str, device: str, line: pd.DataFrame, several_pages: bool)
     return label
 
 
+def _beside_line(size: int) -> list[Candidate]:
+    """Where a cache's rotated name may go: beside its dotted line, at the top of the
+    frame, at the bottom or between, left or right, whichever the data leaves clear."""
+    places: list[Candidate] = []
+    for gap in (2.0, 6.0):
+        for y, va in ((0.98, "top"), (0.02, "bottom"), (0.5, "center"), (0.75, "center"),
+                      (0.25, "center")):
+            for dx, ha in ((-gap, "right"), (gap, "left")):
+                places.append(((size, y), (dx, 0.0), ha, va))
+    return places
+
+
+LOG_TICK_DECADES = 3.0
+"""Up to this many decades a log latency axis labels 1, 2 and 5 of each; beyond, only the
+powers of ten (labelling every minor tick crowded 0.8, 0.9, 1 and 8, 9, 10 together)."""
+
+
+def _latency_ticks(axis, values: pd.Series) -> None:
+    """Labelled ticks at 1-2-5 of each decade (powers of ten only across a wide range), the
+    other minor ticks unlabelled, plain numbers rather than 10^n."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    values = values[values > 0]
+    decades = math.log10(values.max() / values.min()) if len(values) else 0.0
+    subs = (1.0, 2.0, 5.0) if decades <= LOG_TICK_DECADES else (1.0,)
+    axis.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    axis.yaxis.set_minor_formatter(NullFormatter())
+
+
 def latency_figure(results: pd.DataFrame, meta: RunMeta):
     """Load latency against working-set size: a panel per sweeping case (the host chase,
     the GPU chase, ...), one line per device (and page size, where a device has several),
@@ -791,6 +827,7 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
     figure = _figure(5.6 * columns, 4.2 * lines + 0.8)
     axes = figure.subplots(lines, columns, squeeze=False).ravel()
     resident = cache_resident(rows)
+    marks: list[tuple[object, tuple[str, list[Candidate], dict]]] = []
     for axis, case in zip(axes, cases, strict=False):
         mine = rows[rows["case"] == case]
         pages = mine.groupby("device")["page_bytes"].nunique()
@@ -810,14 +847,13 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
                           markeredgecolor=drawn.get_color())
         for size, label in _cache_marks(case, mine, meta):
             axis.axvline(size, linestyle=":", linewidth=1, color="grey")
-            axis.annotate(label, (size, 0.98), xycoords=("data", "axes fraction"),
-                          fontsize=TEXT_POINTS, color="grey", rotation=90, ha="right", va="top")
+            marks.append((axis, (label, _beside_line(size), {
+                "xycoords": ("data", "axes fraction"), "fontsize": TEXT_POINTS,
+                "color": "grey", "rotation": 90})))
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
-        for ticks in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
-            ticks(FuncFormatter(lambda value, _: f"{value:g}"))
-        axis.tick_params(axis="y", which="minor", labelsize=TEXT_POINTS)
+        _latency_ticks(axis, mine["value_best"].astype(float))
         axis.tick_params(axis="x", labelrotation=45, labelsize=TEXT_POINTS)
         axis.set_xlabel("working-set size (bytes, log scale)")
         axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
@@ -837,7 +873,10 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency against working-set size (one dependent load at a time)",
            meta, simulated)
-    return readable(figure)
+    readable(figure)
+    for axis in axes[:len(cases)]:  # last: where the data and legend are is known
+        place_clear(figure, axis, [label for owner, label in marks if owner is axis])
+    return figure
 
 
 def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
@@ -858,6 +897,7 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
     cases = list(dict.fromkeys(rows["case"]))
     figure = _figure(5.6 * len(cases), 4.4)
     axes = figure.subplots(1, len(cases), squeeze=False).ravel()
+    names: list[tuple[object, tuple[str, list[Candidate], dict]]] = []
     for axis, case in zip(axes, cases, strict=True):
         mine = rows[rows["case"] == case]
         for device, line in mine.groupby("device", sort=False):
@@ -867,11 +907,12 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
             axis.plot(line["load_gbps"].astype(float), line["value_best"], marker="o",
                       markersize=4, label=label)
             for _, point in line.iterrows():
-                axis.annotate(f"{point['percent']}%", (float(point["load_gbps"]),
-                                                       float(point["value_best"])),
-                              xytext=(3, 3), textcoords="offset points", fontsize=TEXT_POINTS)
-        axis.set_xlim(left=0)
-        axis.set_ylim(bottom=0)
+                xy = (float(point["load_gbps"]), float(point["value_best"]))
+                names.append((axis, (f"{point['percent']}%", around(xy),
+                                     {"fontsize": TEXT_POINTS})))
+        # Room above and right of the highest and widest points for their names.
+        axis.set_xlim(0, max(float(mine["load_gbps"].max()), 1e-9) * LABEL_ROOM)
+        axis.set_ylim(0, float(mine["value_best"].max()) * LABEL_ROOM)
         axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
         axis.set_ylabel(LATENCY_AXIS)
         where = "host" if (mine["backend"] == "host").all() else "GPU"
@@ -881,7 +922,10 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
         axis.legend(fontsize=TEXT_POINTS, loc="upper left")
     simulated = bool((rows["backend"] == "simulated").any())
     _title(figure, "Load latency under a concurrent streaming load", meta, simulated)
-    return readable(figure)
+    readable(figure)
+    for axis in axes:  # last: where the data and legend are is known
+        place_clear(figure, axis, [name for owner, name in names if owner is axis])
+    return figure
 
 
 def write_plots(run: RunFolder, out_dir: Path | None = None,

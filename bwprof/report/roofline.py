@@ -203,10 +203,18 @@ def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
     drawn = panels(results)
     if not drawn:
         return None
-    from bwprof.report.figstyle import new_figure
+    from bwprof.report.figstyle import (
+        TEXT_POINTS,
+        WHITE_BOX,
+        around,
+        new_figure,
+        place_clear,
+        readable,
+    )
 
     figure = new_figure(6.5 * len(drawn), 5.2)
     simulated = False
+    names: list[tuple[object, list]] = []
     for index, (device, compute, memories) in enumerate(drawn):
         axis = figure.add_subplot(1, len(drawn), index + 1)
         top = max(c.value for c in compute)
@@ -221,14 +229,18 @@ def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
                       color=color, linestyle=style, linewidth=1.6,
                       label=f"{memory.label} {memory.value:,.0f} GB/s ({memory.case})")
         primary = _primary(memories)
+        mine: list = []
+        names.append((axis, mine))
         for number, ceiling in enumerate(compute):
             color = f"C{number % 10}"
             axis.plot(xs, [ceiling.value] * 2, color=color, linewidth=1.2, alpha=0.85,
                       label=f"{ceiling.label} {ceiling.value:,.3g} TFLOP/s")
             point = ridge(ceiling, primary)
             axis.plot([point], [ceiling.value], marker="o", color=color, markersize=6)
-            axis.annotate(f"{_number(point)}", (point, ceiling.value), textcoords="offset points",
-                          xytext=(4, 4), fontsize=7, color=color)
+            mine.append((_number(point), around((point, ceiling.value)),
+                         {"fontsize": TEXT_POINTS, "color": color,
+                          # on white: the ceilings it sits among stay behind it
+                          "bbox": WHITE_BOX}))
             simulated |= ceiling.simulated
         simulated |= any(m.simulated for m in memories)
         axis.set_xscale("log")
@@ -239,9 +251,12 @@ def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
         axis.set_ylabel("TFLOP/s (log)")
         axis.set_title(f"{device}: ridge points (o) against {primary.label}", fontsize=9)
         axis.grid(True, which="both", alpha=0.25)
-        axis.legend(fontsize=6.5, loc="lower right")
+        axis.legend(fontsize=TEXT_POINTS, loc="lower right")
     heading = f"Roofline from measured ceilings\n{title}"
     if simulated:
         heading += f"\n{simulated_title}"
     figure.suptitle(heading, fontsize=10, color="firebrick" if simulated else "black")
+    readable(figure)
+    for axis, labels in names:  # last: where the lines, markers and legend are is known
+        place_clear(figure, axis, labels)
     return figure

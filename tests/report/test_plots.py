@@ -381,3 +381,109 @@ def test_no_legend_covers_a_point_of_single_size_kernels():
     assert _markers_under_legends(plots.bandwidth_figure(results_frame(rows), meta())) == []
     run = load_run(DATA / "h200-quick")
     assert _markers_under_legends(plots.bandwidth_figure(run.results, run.meta)) == []
+
+
+def _texts(figure):
+    """Every visible, non-empty text a reader sees: titles, axis and tick labels in view,
+    annotations and legend entries."""
+    texts = [t for t in (figure._suptitle,) if t is not None]
+    for axis in figure.axes:
+        if not axis.get_visible():
+            continue
+        texts += [axis.title, axis._left_title, axis._right_title, axis.xaxis.label,
+                  axis.yaxis.label, *axis.texts]
+        for ticks in (axis.xaxis, axis.yaxis):  # the ticks in view, as drawn
+            texts += [label for tick in ticks._update_ticks()
+                      for label in (tick.label1, tick.label2) if label.get_visible()]
+        if axis.get_legend() is not None:
+            texts += axis.get_legend().get_texts()
+    return [t for t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def overprinted(figure) -> list[str]:
+    """What a reader would find overprinted: two texts whose boxes overlap, a text outside
+    the figure or (an annotation) outside its frame, an annotation on a marker, and an
+    annotation without a box of its own crossed by a line."""
+    from bwprof.report.figstyle import _obstacles, collides
+
+    renderer = _drawn(figure).canvas.get_renderer()
+    page = figure.bbox
+    found = []
+    texts = _texts(figure)
+    boxes = [t.get_window_extent(renderer).padded(-1) for t in texts]
+    for index, (text, box) in enumerate(zip(texts, boxes, strict=True)):
+        if not (page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0
+                and box.y1 <= page.y1):
+            found.append(f"{text.get_text()!r} outside the figure")
+        for other, other_box in zip(texts[index + 1:], boxes[index + 1:], strict=True):
+            if box.overlaps(other_box):
+                found.append(f"{text.get_text()!r} over {other.get_text()!r}")
+    for axis in figure.axes:
+        if not axis.get_visible():
+            continue
+        frame = axis.get_window_extent(renderer)
+        paths, marks = _obstacles(axis)
+        for note in axis.texts:
+            box = note.get_window_extent(renderer).padded(-1)
+            if not (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+                    and box.y1 <= frame.y1):
+                found.append(f"{note.get_text()!r} leaves its frame")
+            if collides(box, [] if note.get_bbox_patch() else paths, marks, []):
+                found.append(f"{note.get_text()!r} on the data")
+    return found
+
+
+def _roofline_rows():
+    """The simulated run the reviewer saw: five GPU dtypes within 3% of each other (ridge
+    points 8.3-8.6 on one spot), two host ceilings equal to three figures."""
+    from bwprof.schema.table import results_frame
+    from tests.report.test_export import make_row
+
+    def gemm(case, device, dtype, tflops, threads=None, backend="simulated"):
+        return make_row(case=case, device=device, backend=backend, dtype=dtype,
+                        metric="throughput", unit="TFLOP/s", value_best=tflops,
+                        value_median=tflops, threads=threads, gbps_best=None,
+                        gbps_median=None)
+
+    rows = [make_row(case="ddr_triad", gbps_best=15.0, size_bytes=1 << 30),
+            make_row(case="hbm_triad", device="gpu0", backend="simulated", memory="hbm",
+                     gbps_best=4.3, size_bytes=1 << 30)]
+    rows += [gemm("gemm_gpu", "gpu0", dtype, tflops) for dtype, tflops in
+             (("fp32", 0.0369), ("tf32", 0.0358), ("fp16", 0.0358), ("bf16", 0.0357),
+              ("fp64", 0.0269))]
+    rows += [gemm("gemm_host", "cpu", dtype, tflops, threads, "host") for dtype, tflops, threads
+             in (("fp32", 0.0423, 1), ("fp64", 0.031, 1), ("fp32", 0.00959, 2),
+                 ("fp64", 0.00959, 2))]
+    return results_frame(rows)
+
+
+def test_latency_and_roofline_figures_overprint_nothing():
+    """Issue 21's review: minor tick labels 0.8/0.9/1 and 8/9/10 crowded on the log latency
+    axis, the GPU chase's line crossed its "L2 60 MiB" label, a host run's "25%" sat under
+    the legend on the frame's top edge, and the roofline's near-equal ridge labels lay
+    under one another's markers."""
+    from bwprof.report.roofline import roofline_figure
+    from bwprof.schema.table import results_frame
+    from tests.report import latency_rows as lat
+
+    sweeps = results_frame([*lat.lat_host(), *lat.lat_host(page_bytes=2 << 20, scale=0.8),
+                            *lat.lat_gpu(0), *lat.lat_gpu(1, 500.0)])
+    figure = plots.latency_figure(sweeps, lat.run_meta())
+    assert overprinted(figure) == []
+    host_axis = figure.axes[0]
+    labelled = [t.label1.get_text() for t in host_axis.yaxis._update_ticks()
+                if t.label1.get_text()]
+    assert labelled == ["1", "2", "5", "10", "20", "50", "100"]  # 1-2-5, no 0.8 or 0.9
+    measured = [lat.lat_row(ns, phase=f"load_{n}", case="lat_host_loaded", load_gbps=gbps)
+                for n, gbps, ns in ((0, 0.0, 275.5), (25, 1.31, 1366.4), (50, 3.64, 936.9),
+                                    (75, 8.01, 857.9), (100, 12.83, 840.1))]
+    loaded = results_frame([*measured, *lat.loaded(
+        "lat_gpu_loaded", "gpu0", idle=480.0, full_gbps=3000.0, backend="simulated",
+        memory="hbm")])
+    assert overprinted(plots.loaded_latency_figure(loaded, lat.run_meta())) == []
+    roofline = roofline_figure(_roofline_rows(), "vm", plots.SIMULATED_TITLE)
+    assert overprinted(roofline) == []
+    ridges = sorted(t.get_text() for a in roofline.axes for t in a.texts)
+    assert ridges == ["0.64", "0.64", "2.1", "2.8", "6.3", "8.3", "8.3", "8.3", "8.6"]
+    from bwprof.report import figstyle
+    assert figstyle.smallest_text(roofline) >= figstyle.MIN_POINTS
