@@ -911,7 +911,8 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
                 names.append((axis, (f"{point['percent']}%", around(xy),
                                      {"fontsize": TEXT_POINTS})))
         # Room above and right of the highest and widest points for their names.
-        axis.set_xlim(0, max(float(mine["load_gbps"].max()), 1e-9) * LABEL_ROOM)
+        widest = float(mine["load_gbps"].max())  # 0 where no load ran (a simulated GPU)
+        axis.set_xlim(0, widest * LABEL_ROOM if widest > 0 else 1.0)
         axis.set_ylim(0, float(mine["value_best"].max()) * LABEL_ROOM)
         axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
         axis.set_ylabel(LATENCY_AXIS)

@@ -391,7 +391,8 @@ def _texts(figure):
         if not axis.get_visible():
             continue
         texts += [axis.title, axis._left_title, axis._right_title, axis.xaxis.label,
-                  axis.yaxis.label, *axis.texts]
+                  axis.yaxis.label, axis.xaxis.get_offset_text(),
+                  axis.yaxis.get_offset_text(), *axis.texts]
         for ticks in (axis.xaxis, axis.yaxis):  # the ticks in view, as drawn
             texts += [label for tick in ticks._update_ticks()
                       for label in (tick.label1, tick.label2) if label.get_visible()]
@@ -481,6 +482,9 @@ def test_latency_and_roofline_figures_overprint_nothing():
         "lat_gpu_loaded", "gpu0", idle=480.0, full_gbps=3000.0, backend="simulated",
         memory="hbm")])
     assert overprinted(plots.loaded_latency_figure(loaded, lat.run_meta())) == []
+    unloaded = results_frame(lat.loaded("lat_gpu_loaded", "gpu0", idle=20.0, full_gbps=0.0,
+                                        backend="simulated", memory="hbm"))
+    assert overprinted(plots.loaded_latency_figure(unloaded, lat.run_meta())) == []  # no 1e-9
     roofline = roofline_figure(_roofline_rows(), "vm", plots.SIMULATED_TITLE)
     assert overprinted(roofline) == []
     ridges = sorted(t.get_text() for a in roofline.axes for t in a.texts)
