@@ -71,7 +71,7 @@ def _stop_after_the_end(signum: int, frame: FrameType | None) -> None:
 
 def _set_stop_handlers(handler: signal.Handlers | Callable[[int, FrameType | None], None]
                        ) -> None:
-    for signum in interrupts.STOP_SIGNALS:
+    for signum in interrupts.handled():  # one the caller ignored stays ignored
         with contextlib.suppress(OSError, ValueError):
             signal.signal(signum, handler)
 

@@ -20,18 +20,31 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
 )
 
 _received: list[str] = []  # names of the stop signals seen since install(), first first
+_left_ignored: set[signal.Signals] = set()  # ignored by whoever started us: left so
 _deferring = 0
 _pending = False
 
 
 def install() -> None:
-    """Make every stop signal raise KeyboardInterrupt (main thread only; elsewhere a no-op)."""
+    """Make every stop signal raise KeyboardInterrupt (main thread only; elsewhere a no-op).
+
+    A signal the process was started with ignored stays ignored: `nohup bwprof run` (SIGHUP)
+    and a shell script's background job (SIGINT, SIGQUIT) asked for the run to survive it."""
     reset()
     if threading.current_thread() is not threading.main_thread():
         return
+    _left_ignored.clear()
     for signum in STOP_SIGNALS:
         with suppress(OSError, ValueError):  # a signal this platform will not let us catch
+            if signal.getsignal(signum) == signal.SIG_IGN:
+                _left_ignored.add(signum)
+                continue
             signal.signal(signum, _handle)
+
+
+def handled() -> tuple[signal.Signals, ...]:
+    """The stop signals bwprof handles: STOP_SIGNALS less those the caller ignored."""
+    return tuple(signum for signum in STOP_SIGNALS if signum not in _left_ignored)
 
 
 def reset() -> None:

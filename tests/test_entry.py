@@ -104,6 +104,29 @@ def test_a_signal_mid_run_keeps_finished_rows(tmp_path, name):
     assert json.loads((out / "system.json").read_text())["interrupted"] is True
 
 
+
+def test_nohup_keeps_the_run_going_through_a_hangup(tmp_path):
+    """Started with SIGHUP ignored (`nohup bwprof run`), a hang-up is not an interrupt: the
+    run finishes, with exit 0 and every row, as nohup promised."""
+    out = tmp_path / "run"
+    results = out / "results.csv"
+
+    def ignore_hangups() -> None:
+        _default_sigint()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_copy", "--size", "8MiB",
+         "--repeats", "200", "--threads", "1", "--quiet", "--no-plots", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_hangups,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    _wait(results.exists, process, "its row file")
+    process.send_signal(signal.SIGHUP)
+    _, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (0, "")
+    assert json.loads((out / "system.json").read_text())["interrupted"] is False
+    assert len(read_results(results)) == 1
+
 _TTY_WRITE = ("wait_woken", "n_tty_write", "tty_write", "file_tty_write")
 
 

@@ -80,3 +80,19 @@ def test_handling_leaves_a_handler_of_the_callers_own_alone():
     with interrupts.handling():
         assert signal.getsignal(signal.SIGINT) is own
     assert signal.getsignal(signal.SIGINT) is own
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGHUP", "SIGQUIT"])
+def test_a_signal_the_caller_ignored_stays_ignored(name):
+    """`nohup bwprof run` ignores SIGHUP, a script's `bwprof run &` SIGINT and SIGQUIT: the
+    caller asked the run to survive them, so install() must not turn them back on."""
+    signum = getattr(signal, name)
+    signal.signal(signum, signal.SIG_IGN)
+    interrupts.install()
+    assert signal.getsignal(signum) == signal.SIG_IGN
+    assert signum not in interrupts.handled()
+    os.kill(os.getpid(), signum)
+    for _ in range(1000):
+        pass
+    assert interrupts.received() is None
+    assert set(interrupts.handled()) == set(interrupts.STOP_SIGNALS) - {signum}
