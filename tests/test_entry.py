@@ -242,3 +242,33 @@ def test_a_signal_as_the_process_ends_keeps_the_code_the_command_chose(tmp_path,
     _, err = process.communicate(timeout=120)
     assert "Traceback" not in err
     assert (process.returncode, err) in ((0, ""), (130, _message(name) + "\n")), err
+
+
+_INTERRUPTED_IN_EXEC = '''
+import sys
+
+import bwprof.cli
+from bwprof.entry import main
+
+
+def interrupted_in_exec(argv):
+    exec("import os, signal\\nos.kill(os.getpid(), signal.{name})\\nfor _ in range(10 ** 6): pass")
+    return 0
+
+
+bwprof.cli.main = interrupted_in_exec
+sys.exit(main())
+'''
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_an_interrupt_inside_exec_code_still_exits_130_under_python_m(tmp_path, name):
+    """A signal that lands in code run by exec() (dataclasses and typer build methods that
+    way while bwprof imports; numba compiles so): under `python -m`, CPython would end the
+    process by killing itself with SIGINT after the one line, returncode -2, not 130."""
+    (tmp_path / "interrupted_in_exec.py").write_text(_INTERRUPTED_IN_EXEC.format(name=name))
+    done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=tmp_path,
+                          capture_output=True, text=True, preexec_fn=_default_sigint,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), *sys.path])})
+    assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
