@@ -418,8 +418,9 @@ class _Run:
             self.stopped_by = self.stopped_by or interrupts.received() or "KeyboardInterrupt"
         elif not self.finishing_interrupted:
             self.finishing_interrupted = True
-            self.notes.append("interrupted while finishing the run: summary.csv and the plots "
-                              "may be missing; `bwprof report RUN_DIR` writes them again")
+            self.notes.append("note: the signal came while the report files were written: "
+                              "summary.csv and the plots may be missing; `bwprof report "
+                              "RUN_DIR` writes them again")
 
     def fail(self, exc: OutputError) -> None:
         """The run folder could not take a file: the run ends, and says so."""

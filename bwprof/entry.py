@@ -19,6 +19,7 @@ from bwprof import interrupts
 from bwprof.errors import EXIT_INTERRUPTED
 
 _prepared = False
+_final_code: int | None = None  # the code the command chose, once it is known
 
 
 def interrupted_message(detail: str = "", name: str | None = None) -> str:
@@ -71,7 +72,7 @@ def _stop_after_the_end(signum: int, frame: FrameType | None) -> None:
 
 def _set_stop_handlers(handler: signal.Handlers | Callable[[int, FrameType | None], None]
                        ) -> None:
-    for signum in interrupts.STOP_SIGNALS:
+    for signum in interrupts.handled():  # one the caller ignored stays ignored
         with contextlib.suppress(OSError, ValueError):
             signal.signal(signum, handler)
 
@@ -79,8 +80,19 @@ def _set_stop_handlers(handler: signal.Handlers | Callable[[int, FrameType | Non
 def _ignore_stop_signals() -> None:
     """The last exit function: Python is about to put every signal it handled back to the
     default action (killed by the signal, SIGQUIT dumping core) for its final teardown,
-    which would replace the exit code the command chose; a signal now changes nothing."""
+    which would replace the exit code the command chose; a signal now changes nothing.
+
+    A process that was interrupted leaves here with its code: under `python -m bwprof`,
+    CPython ends a process in which a KeyboardInterrupt ever came out of code run by
+    exec() (dataclasses, typer, numba's compiler make code that way) by killing itself with
+    SIGINT after its teardown, whatever code it chose (130 turned into -2, for SIGTERM too).
+    Every other exit function has run by now; only the interpreter's teardown is skipped."""
     _set_stop_handlers(signal.SIG_IGN)
+    if _final_code is not None and (_final_code == EXIT_INTERRUPTED or interrupts.received()):
+        from bwprof import stdio
+
+        stdio.flush()
+        os._exit(_final_code)
 
 
 def _after_the_command(code: int) -> int:
@@ -117,10 +129,13 @@ def _run() -> int:
 
 def main() -> int:
     """Run `bwprof` with the arguments of this process; the exit code."""
+    global _final_code
     try:
         try:
-            return _run()
+            code = _run()
         except KeyboardInterrupt:
-            return _interrupted()
+            code = _interrupted()
     except KeyboardInterrupt:  # a second signal while the first was being handled
-        return _interrupted()
+        code = _interrupted()
+    _final_code = code
+    return code

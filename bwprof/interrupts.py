@@ -8,11 +8,14 @@ Steps that must not be torn (finalising system.json, claiming a run folder) run 
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
@@ -20,18 +23,65 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
 )
 
 _received: list[str] = []  # names of the stop signals seen since install(), first first
+_left_ignored: set[signal.Signals] = set()  # ignored by whoever started us: left so
 _deferring = 0
 _pending = False
 
 
 def install() -> None:
-    """Make every stop signal raise KeyboardInterrupt (main thread only; elsewhere a no-op)."""
+    """Make every stop signal raise KeyboardInterrupt (main thread only; elsewhere a no-op).
+
+    A signal the process was started with ignored stays ignored: `nohup bwprof run` (SIGHUP)
+    and a shell script's background job (SIGINT, SIGQUIT) asked for the run to survive it."""
+    global _previous_hook
     reset()
     if threading.current_thread() is not threading.main_thread():
         return
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+    _left_ignored.clear()
     for signum in STOP_SIGNALS:
         with suppress(OSError, ValueError):  # a signal this platform will not let us catch
+            if signal.getsignal(signum) == signal.SIG_IGN:
+                _left_ignored.add(signum)
+                continue
             signal.signal(signum, _handle)
+
+
+_previous_hook: Callable[[Any], object] = sys.__unraisablehook__
+
+
+def _unraisable(info: Any) -> None:
+    """sys.unraisablehook. A stop signal whose KeyboardInterrupt was raised inside a
+    destructor (llvmlite frees numba's compiler objects in __del__) would be lost there,
+    Python only printing it, and the run would go on to exit 0: it is raised again in the
+    main thread's code. After a stop signal, what the objects it tore fail to clean up
+    ('Exception ignored in ... __del__') is not printed, unless BWPROF_DEBUG=1."""
+    if _received and isinstance(info.exc_value, KeyboardInterrupt):
+        _raise_again_soon(getattr(signal, _received[-1]))
+        return
+    if _received and os.environ.get("BWPROF_DEBUG") != "1":
+        return
+    _previous_hook(info)
+
+
+def _raise_again_soon(signum: signal.Signals) -> None:
+    """The signal again in the main thread, from a helper thread a moment later: raised
+    from here it would land in this hook, which Python also only prints."""
+    timer = threading.Timer(REARM_DELAY_S, signal.pthread_kill,  # wakes a sleep, too
+                            args=(threading.main_thread().ident, signum))
+    timer.daemon = True
+    with suppress(RuntimeError):  # no new thread at interpreter shutdown: nothing to stop
+        timer.start()
+
+
+REARM_DELAY_S = 0.01
+
+
+def handled() -> tuple[signal.Signals, ...]:
+    """The stop signals bwprof handles: STOP_SIGNALS less those the caller ignored."""
+    return tuple(signum for signum in STOP_SIGNALS if signum not in _left_ignored)
 
 
 def reset() -> None:

@@ -30,6 +30,8 @@ def _no_debug_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
 def stop_signals() -> Iterator[None]:
     """bwprof's handlers for the stop signals, as the CLI installs them; pytest's after."""
     saved = {s: signal.getsignal(s) for s in interrupts.STOP_SIGNALS}
+    for signum in interrupts.STOP_SIGNALS:  # as for a user at a terminal, though pytest
+        signal.signal(signum, signal.SIG_DFL)  # runs as a background job (SIGINT ignored)
     interrupts.install()
     yield
     for signum, handler in saved.items():

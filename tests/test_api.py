@@ -123,6 +123,25 @@ def test_interrupt_keeps_finished_rows_and_marks_the_metadata(monkeypatch, tmp_p
                                       "schema_version"]
 
 
+
+def test_an_interrupt_while_the_report_files_are_written_keeps_the_run_finished(
+        monkeypatch, tmp_path):
+    """Every case was measured: the signal costs only summary.csv and the plots, said in a
+    note, never a second 'interrupted' line beside the CLI's one."""
+    from bwprof import api
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "write_report_files", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted) as info:
+        bwprof.run(cases="ddr_copy", out=out, **SMALL)
+    assert json.loads((out / "system.json").read_text())["interrupted"] is False
+    (note,) = info.value.result.notes
+    assert note.startswith("note: ") and "bwprof report RUN_DIR" in note
+    assert "interrupted" not in note
+
 def test_case_availability_names_why_a_case_cannot_run():
     availability = case_availability(CASES)
     assert availability["ddr_triad"] is None

@@ -104,6 +104,29 @@ def test_a_signal_mid_run_keeps_finished_rows(tmp_path, name):
     assert json.loads((out / "system.json").read_text())["interrupted"] is True
 
 
+
+def test_nohup_keeps_the_run_going_through_a_hangup(tmp_path):
+    """Started with SIGHUP ignored (`nohup bwprof run`), a hang-up is not an interrupt: the
+    run finishes, with exit 0 and every row, as nohup promised."""
+    out = tmp_path / "run"
+    results = out / "results.csv"
+
+    def ignore_hangups() -> None:
+        _default_sigint()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bwprof", "run", "--cases", "ddr_copy", "--size", "8MiB",
+         "--repeats", "200", "--threads", "1", "--quiet", "--no-plots", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_hangups,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    _wait(results.exists, process, "its row file")
+    process.send_signal(signal.SIGHUP)
+    _, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (0, "")
+    assert json.loads((out / "system.json").read_text())["interrupted"] is False
+    assert len(read_results(results)) == 1
+
 _TTY_WRITE = ("wait_woken", "n_tty_write", "tty_write", "file_tty_write")
 
 
@@ -219,3 +242,33 @@ def test_a_signal_as_the_process_ends_keeps_the_code_the_command_chose(tmp_path,
     _, err = process.communicate(timeout=120)
     assert "Traceback" not in err
     assert (process.returncode, err) in ((0, ""), (130, _message(name) + "\n")), err
+
+
+_INTERRUPTED_IN_EXEC = '''
+import sys
+
+import bwprof.cli
+from bwprof.entry import main
+
+
+def interrupted_in_exec(argv):
+    exec("import os, signal\\nos.kill(os.getpid(), signal.{name})\\nfor _ in range(10 ** 6): pass")
+    return 0
+
+
+bwprof.cli.main = interrupted_in_exec
+sys.exit(main())
+'''
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_an_interrupt_inside_exec_code_still_exits_130_under_python_m(tmp_path, name):
+    """A signal that lands in code run by exec() (dataclasses and typer build methods that
+    way while bwprof imports; numba compiles so): under `python -m`, CPython would end the
+    process by killing itself with SIGINT after the one line, returncode -2, not 130."""
+    (tmp_path / "interrupted_in_exec.py").write_text(_INTERRUPTED_IN_EXEC.format(name=name))
+    done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=tmp_path,
+                          capture_output=True, text=True, preexec_fn=_default_sigint,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), *sys.path])})
+    assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")

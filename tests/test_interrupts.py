@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -80,3 +81,59 @@ def test_handling_leaves_a_handler_of_the_callers_own_alone():
     with interrupts.handling():
         assert signal.getsignal(signal.SIGINT) is own
     assert signal.getsignal(signal.SIGINT) is own
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGHUP", "SIGQUIT"])
+def test_a_signal_the_caller_ignored_stays_ignored(name):
+    """`nohup bwprof run` ignores SIGHUP, a script's `bwprof run &` SIGINT and SIGQUIT: the
+    caller asked the run to survive them, so install() must not turn them back on."""
+    signum = getattr(signal, name)
+    signal.signal(signum, signal.SIG_IGN)
+    interrupts.install()
+    assert signal.getsignal(signum) == signal.SIG_IGN
+    assert signum not in interrupts.handled()
+    os.kill(os.getpid(), signum)
+    for _ in range(1000):
+        pass
+    assert interrupts.received() is None
+    assert set(interrupts.handled()) == set(interrupts.STOP_SIGNALS) - {signum}
+
+
+class _FreedWithASignal:
+    """An object whose destructor is running when the signal lands (llvmlite's ObjectRef
+    under numba: the compiler frees its objects in __del__)."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+
+
+def test_a_signal_inside_a_destructor_is_not_lost():
+    """Python prints an exception raised in __del__ and drops it: the run would go on and
+    exit 0 although it was told to stop."""
+    with pytest.raises(KeyboardInterrupt):
+        _FreedWithASignal()  # freed at once, its __del__ signalled
+        time.sleep(5)  # the signal comes back within interrupts.REARM_DELAY_S
+    assert interrupts.received() == "SIGTERM"
+
+
+class _TornByTheSignal:
+    def __del__(self):
+        raise AttributeError("'Half' object has no attribute '_as_parameter_'")
+
+
+def test_after_a_signal_a_torn_object_s_cleanup_is_not_printed(monkeypatch):
+    seen = []
+    monkeypatch.setattr(interrupts, "_previous_hook", seen.append)
+    _TornByTheSignal()
+    assert len(seen) == 1  # before any signal: Python's own report, as ever
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(1000):
+            pass
+    _TornByTheSignal()
+    assert len(seen) == 1
+    monkeypatch.setenv("BWPROF_DEBUG", "1")
+    _TornByTheSignal()
+    assert len(seen) == 2

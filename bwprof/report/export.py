@@ -127,6 +127,26 @@ def _folder_error(exc: OSError, message: str) -> BwprofError:
     return BwprofError(message) if exc.errno in _BAD_PATH_ERRNOS else OutputError(message)
 
 
+def _others(path: Path) -> list[str]:
+    """What `path` holds besides a run's lock and debris (OSError where it cannot be read)."""
+    return [p.name for p in path.iterdir()
+            if p.name != LOCK_FILE and not runlock.is_debris(p.name)]
+
+
+def _refuse_someone_elses(path: Path, created: bool) -> None:
+    """A folder that held files and no run's lock is refused untouched: claiming it first
+    would make and take back a lock file among the user's files (left there by a kill)."""
+    if created or os.path.lexists(path / LOCK_FILE):
+        return  # a run's folder: its claim says whose, and whether it still runs
+    try:
+        others = _others(path)
+    except OSError as exc:
+        raise _folder_error(exc, f"cannot read output folder {path} "
+                                 f"({exc.strerror or exc}); choose another --out") from None
+    if others:
+        raise BwprofError(f"output folder {path} exists and is not empty; choose another --out")
+
+
 def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
     """Create the run folder if needed and claim it for this run: a folder another run
     claimed, or one holding anything, is refused (BwprofError, nothing written); the lock
@@ -150,6 +170,7 @@ def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
     except OSError as exc:
         raise _folder_error(exc, f"cannot create output folder {path} "
                                  f"({exc.strerror or exc}); choose another --out") from None
+    _refuse_someone_elses(path, created)
     try:
         lock = runlock.claim(path)
     except OSError as exc:
@@ -160,8 +181,7 @@ def prepare_run_dir(path: Path, unique: bool = False) -> RunFolderClaim:
                                  f"({exc.strerror or exc}); choose another --out") from None
     claim = RunFolderClaim(path, lock, created)
     try:
-        others = [p.name for p in path.iterdir()
-                  if p.name != LOCK_FILE and not runlock.is_debris(p.name)]
+        others = _others(path)
     except OSError as exc:
         claim.abandon()
         raise _folder_error(exc, f"cannot read output folder {path} ({exc.strerror or exc}); "

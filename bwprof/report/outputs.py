@@ -10,6 +10,8 @@ runs, and a plotting error becomes a note for the user, not a failed run.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -60,11 +62,14 @@ def output_dir(out: Path | None, default: Path) -> Path:
     """The folder report files go to, created where needed. A path that is not a folder is
     bad input (BwprofError, exit 2); one that cannot be created is an OutputError (exit 3)."""
     target = out or default
-    if target.exists() and not target.is_dir():
+    if os.path.lexists(target) and not target.is_dir():  # a file, or a link to nothing
         raise BwprofError(f"{target} exists and is not a folder; choose another --out")
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR, errno.ELOOP):  # the path is wrong
+            raise BwprofError(f"cannot create {target} ({exc.strerror}); choose another "
+                              "--out") from None
         raise write_failure(target, exc) from None
     return target
 

@@ -1,5 +1,6 @@
 import csv
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -397,3 +398,22 @@ def test_a_host_name_becomes_a_safe_folder_name(raw, safe):
     assert safe_name(raw) == safe
     started = datetime(2026, 12, 1, 3, 2, 12, tzinfo=timezone.utc)
     assert default_run_dir(raw, started) == Path("reports") / f"{safe}-20261201T030212Z"
+
+
+def test_a_folder_of_someone_else_s_files_is_refused_untouched(monkeypatch, tmp_path):
+    """Not a lock made and taken back among the user's files: a kill in that instant would
+    leave it there, and the folder's time would change for a run that never ran."""
+    from bwprof import runlock
+
+    def claim(folder):
+        raise AssertionError(f"claimed {folder}")
+
+    monkeypatch.setattr(runlock, "claim", claim)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep")
+    os.utime(folder, (1_000_000, 1_000_000))
+    with pytest.raises(BwprofError, match="exists and is not empty"):
+        prepare_run_dir(folder)
+    assert os.stat(folder).st_mtime == 1_000_000
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]

@@ -212,3 +212,25 @@ def test_the_summary_plot_shades_the_built_in_bands_of_a_measured_run():
     low, high = bands["hbm"]
     assert 0 < low < high <= 100  # % of the part's peak: from where it passes to the expected
     assert _bands(load_run(DATA / "sim-a"), notes) is None  # simulated: nothing to judge
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "link to a file", "below a file"])
+def test_an_out_that_cannot_be_a_folder_is_bad_input(tmp_path, kind):
+    """A symlink to nothing (mkdir says 'File exists') or a path through a file is the
+    user's path, not the storage: exit 2, as `run --out` gives, not 3."""
+    from bwprof.errors import BwprofError, OutputError
+    from bwprof.report.outputs import output_dir
+
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "out"
+    if kind == "dangling link":
+        out.symlink_to(tmp_path / "nowhere")
+    elif kind == "link to a file":
+        out.symlink_to(tmp_path / "file")
+    else:
+        out = tmp_path / "file" / "out"
+    with pytest.raises(BwprofError) as info:
+        output_dir(out, tmp_path / "default")
+    assert not isinstance(info.value, OutputError)
+    assert info.value.exit_code == EXIT_USAGE
+    assert not (tmp_path / "nowhere").exists()
