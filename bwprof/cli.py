@@ -344,7 +344,7 @@ def report_command(
     out: Annotated[
         str | None,
         typer.Option(help="Folder for summary.csv, plots and report.html (default: "
-                          "RUN_DIR/report)."),
+                          "RUN_DIR/report; with --json alone nothing is written)."),
     ] = None,
     html: Annotated[
         bool, typer.Option("--html", help="Also write report.html: one self-contained page "
@@ -361,7 +361,8 @@ def report_command(
     report_dir = _user_path(out, "--out") if out is not None else None
     try:
         report = make_run_report(folder, model=model, plots=not no_plots,
-                                 file_format=file_format, out=report_dir, html=html)
+                                 file_format=file_format, out=report_dir, html=html,
+                                 write=not as_json)
     except BwprofError as exc:
         _refuse(exc)
     if as_json:

@@ -35,10 +35,12 @@ class RunReport:
 
 def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: bool = True,
                     file_format: str = "csv", out: str | Path | None = None,
-                    html: bool = False) -> RunReport:
+                    html: bool = False, write: bool = True) -> RunReport:
     """Check every option, load the run folder, write summary.csv, the plots and with `html`
     report.html to `out` (default: RUN_DIR/report/, so the archived rows' folder gets no new
-    file beside them). Raises BwprofError with one line for anything wrong.
+    file beside them). Raises BwprofError with one line for anything wrong. Without `write`
+    (`report --json` with no `--out`, `--html` or `--format parquet`: stdout only) no
+    file is written.
 
     Everything is read and checked before the first file is written. Where the default
     folder cannot be written (read-only storage, a full disk), the report is still made
@@ -55,6 +57,8 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     summary = build_summary(run.results)
     report = (model_report(spec, summary, run.meta, run.results) if spec is not None
               else None)
+    if not write and chosen is None and not html and not parquet:
+        return RunReport(run, summary, Written(), report)
     target = run.path / REPORT_DIR if chosen is None else output_dir(chosen, chosen)
     written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
                                  default_dir=chosen is None, html=html)

@@ -27,17 +27,31 @@ def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeyp
     run = run_copy("host-ddr")
     before = _names(run)
     read_only(monkeypatch, run)
+    code = cli.main(["report", str(run), "--html", *([] if plots else ["--no-plots"])])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    left = ("summary.csv, the plots, report.html, columns.csv" if plots
+            else "summary.csv, report.html, columns.csv")
+    note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
+            "to write them elsewhere")
+    assert captured.err == note + "\n"  # on stderr, where a person sees it
+    assert "ddr" in captured.out
+    assert _names(run) == before  # nothing half-written, no temporary file
+
+
+# Catches: `report RUN --json` writing RUN_DIR/report/ although issue 21 says "stdout only
+# (--json)": a script reading the JSON of an archived run changes the archive
+@pytest.mark.parametrize("plots", [False, True])
+def test_report_json_without_out_is_stdout_only(run_copy, capsys, plots):
+    run = run_copy("host-ddr")
+    before = _names(run)
     code = cli.main(["report", str(run), "--json", *([] if plots else ["--no-plots"])])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    left = "summary.csv, the plots, columns.csv" if plots else "summary.csv, columns.csv"
-    note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
-            "to write them elsewhere")
-    assert note in report["notes"]
-    assert captured.err == note + "\n"  # and on stderr, where a person sees it
-    assert report["files"] == [] and report["summary"]
-    assert _names(run) == before  # nothing half-written, no temporary file
+    assert report["files"] == [] and report["notes"] == [] and report["summary"]
+    assert captured.err == ""
+    assert _names(run) == before  # no report/ folder, no file
 
 
 def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_written(
@@ -169,12 +183,15 @@ def read_only_mount(tmp_path):
 
 
 def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, capsys):
-    code = cli.main(["report", str(read_only_mount), "--json"])
+    code = cli.main(["report", str(read_only_mount)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    notes = json.loads(captured.out)["notes"]
-    assert (f"not written to {read_only_mount / 'report'}: summary.csv, the plots, "
-            "columns.csv (Read-only file system); pass --out DIR to write them elsewhere") in notes
+    assert captured.err == (f"not written to {read_only_mount / 'report'}: summary.csv, the "
+                            "plots, columns.csv (Read-only file system); pass --out DIR to "
+                            "write them elsewhere\n")
+    assert cli.main(["report", str(read_only_mount), "--json"]) == 0  # stdout only: no note
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["notes"] == [] and captured.err == ""
 
 
 def test_every_report_carries_its_column_dictionary_and_parquet_its_meanings(tmp_path):
