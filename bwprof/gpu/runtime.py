@@ -39,7 +39,9 @@ import numpy as np
 
 from bwprof.cpulist import cpu_affinity
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
-from bwprof.gpu.kernels import KERNELS, launch_config
+
+# bwprof.gpu.kernels (numba.cuda, about a second of imports) loads where a kernel is compiled
+# or launched, not with this module: `list`, `info` and a run without a GPU only probe.
 
 NO_GPU_REASON = "no NVIDIA driver / no CUDA device found"
 _log = logging.getLogger("bwprof.cuda")
@@ -301,6 +303,8 @@ class CudaBackend:
     def _kernel(self, name: str) -> Any:
         """The kernel compiled eagerly for its one signature (call with a device current)."""
         if name not in self._kernels:
+            from bwprof.gpu.kernels import KERNELS
+
             spec = KERNELS[name]
             self._kernels[name] = self.nb.jit(spec.signature, cache=True)(spec.function)
         return self._kernels[name]
@@ -309,6 +313,8 @@ class CudaBackend:
         """Compile every kernel and load it on `device` before anything is timed, so neither
         JIT compilation nor module loading lands inside a warm-up sample (which would make
         the ops-per-sample estimate collapse to 1)."""
+        from bwprof.gpu.kernels import KERNELS
+
         self._used.add(device)
         if device in self._ready:
             return
@@ -366,6 +372,8 @@ class CudaBackend:
             return self.nb.as_cuda_array(_ChaseBuffer(array, pointer, nbytes // 8), sync=False)
 
     def launch(self, kernel: str, stream: Any, *args: Any, blocks: int | None = None) -> None:
+        from bwprof.gpu.kernels import KERNELS, launch_config
+
         spec = KERNELS[kernel]
         elements = args[0].size if spec.kind != "hold" else 1
         grid, threads = launch_config(spec.kind, elements)
