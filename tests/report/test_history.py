@@ -206,8 +206,29 @@ def test_two_history_adds_started_at_once_both_land(tmp_path):
 # -- trend ---------------------------------------------------------------------------------
 
 
+_built_stores: dict[float | str, Path] = {}
+"""Each fleet store built once a module (nine copies of h200-quick and a `history add`: seconds
+each); every test gets its own copy, so one that changes its store changes no other's."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _store_cache(tmp_path_factory):
+    _built_stores["root"] = tmp_path_factory.mktemp("fleet-stores")
+    yield
+    _built_stores.clear()
+
+
 def fleet_store(tmp_path: Path, last_hbm: float = 1.0) -> Path:
     """Three H200 boxes measured on three days; box2's last HBM figure times `last_hbm`."""
+    if last_hbm not in _built_stores:
+        _built_stores[last_hbm] = _build_fleet_store(
+            _built_stores["root"] / f"hbm-{last_hbm}", last_hbm)
+    store = tmp_path / "store"
+    shutil.copytree(_built_stores[last_hbm], store)
+    return store
+
+
+def _build_fleet_store(tmp_path: Path, last_hbm: float) -> Path:
     store = tmp_path / "store"
     folders = []
     for day in (1, 2, 3):
