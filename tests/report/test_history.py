@@ -18,7 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
+from bwprof.errors import BwprofError
 from bwprof.report import history, trend
+from tests.faults import read_only_folder, writable_again
 from tests.report.conftest import DATA
 
 pytest.importorskip("pyarrow")
@@ -159,15 +161,16 @@ def test_a_full_disk_under_the_store_is_exit_3_and_leaves_no_temporary_file(tmp_
     assert store_names(store) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
 def test_a_read_only_store_is_exit_3(tmp_path):
+    """chmod 555 where not root; as root (whom permission bits do not stop) a real
+    read-only bind mount."""
     store = tmp_path / "store"
     store.mkdir()
-    store.chmod(0o555)
+    read_only_folder(store)
     try:
         done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
     finally:
-        store.chmod(0o755)
+        writable_again(store)
     assert done.exit_code == 3 and "choose another --store" in done.output
     assert store_names(store) == []  # no temporary file left
 
@@ -270,6 +273,15 @@ def test_a_latency_that_rose_is_its_fall():
     assert fall.lower_is_better and fall.fell_pct == pytest.approx(600 / 505 * 100 - 100)
     assert "above its median of 505 ns" in fall.line(5.0)
     assert trend.falls(trend.figures(_series([500.0, 510.0, 450.0], False)), 5.0) == []
+
+
+@pytest.mark.parametrize("option", ["gpu", "case"])
+def test_a_gpu_or_case_of_thousands_of_characters_is_a_short_line(option):
+    """The refusal shows the head and tail of what was given, not 5000 characters."""
+    rows = trend.figures(_series([500.0, 510.0], higher_is_better=False))
+    with pytest.raises(BwprofError) as refused:
+        trend.select(rows, **{option: "9" * 5000})
+    assert "(5000 characters)" in str(refused.value) and len(str(refused.value)) < 200
 
 
 def test_trend_refuses_what_it_cannot_follow(tmp_path):
