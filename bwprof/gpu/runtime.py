@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -80,10 +81,16 @@ def ask_for_hardware_queues() -> None:
         return
     cupy_before = "cupy" in sys.modules
     os.environ.setdefault(MAX_CONNECTIONS_VARIABLE, MAX_CONNECTIONS)
-    try:
-        _queues.append(None if cupy_before else int(os.environ[MAX_CONNECTIONS_VARIABLE]))
-    except ValueError:  # not a number: CUDA ignores it and keeps its default
-        _queues.append(None)
+    _queues.append(None if cupy_before else queues_setting(os.environ[MAX_CONNECTIONS_VARIABLE]))
+
+
+def queues_setting(value: str) -> int | None:
+    """The queue count a CUDA_DEVICE_MAX_CONNECTIONS value sets: CUDA documents 1 to 32 in
+    ASCII digits; what it does with anything else (abc, 0, -5, 64, '３２') is not known, so
+    it is recorded as unknown rather than as a count a finding would judge."""
+    match = re.fullmatch(r"\s*([0-9]{1,2})\s*", value)
+    count = int(match.group(1)) if match else None
+    return count if count is not None and 1 <= count <= 32 else None
 
 
 def hardware_queues() -> int | None:

@@ -51,6 +51,15 @@ def test_cuda_gets_32_hardware_queues_unless_the_environment_chose(monkeypatch):
     assert runtime.hardware_queues() == 1
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "64", "３２", "9" * 5000, ""])
+def test_a_queue_setting_outside_cudas_1_to_32_is_unknown_not_a_count(monkeypatch, value):
+    """-5 recorded as the queue count would reach the hardware-queue finding as a fact."""
+    runtime = _fresh_queue_request(monkeypatch, value)
+    runtime.ask_for_hardware_queues()
+    assert os.environ[runtime.MAX_CONNECTIONS_VARIABLE] == value  # the user's, untouched
+    assert runtime.hardware_queues() is None
+
+
 def test_hardware_queues_are_unknown_when_cupy_came_first(monkeypatch):
     """A notebook that used CuPy before bwprof may already run CUDA with other queues."""
     runtime = _fresh_queue_request(monkeypatch, cupy_imported=True)
