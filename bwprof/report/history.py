@@ -252,7 +252,7 @@ def _store_folder(store: Path) -> None:
         try:
             store.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise write_failure(store / FILE_PREFIX, exc, option=STORE_OPTION) from None
+            raise write_failure(store, exc, option=STORE_OPTION) from None  # no file begun
         return
     except OSError as exc:
         raise BwprofError(f"cannot use {STORE_OPTION} {shown(store)}: "

@@ -220,7 +220,7 @@ def write_trend_plots(rows: pd.DataFrame, fleet: pd.DataFrame, out: Path,
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise write_failure(out / PNG_PREFIX, exc) from None
+        raise write_failure(out, exc) from None  # the folder: no file was begun
     fallen = {(fall.subject, fall.case) for fall in found}
     written = []
     for case, group in rows.groupby("case", sort=True):

@@ -175,6 +175,25 @@ def test_a_read_only_store_is_exit_3(tmp_path):
     assert store_names(store) == []  # no temporary file left
 
 
+def test_a_store_or_trend_folder_that_cannot_be_made_is_named_in_its_line(tmp_path):
+    """The line names the folder that could not be made, not a file name's prefix
+    ('cannot write .../store/run-')."""
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    read_only_folder(parent)
+    try:
+        added = runner.invoke(app, ["history", "add", str(H200), "--store",
+                                    str(parent / "store")])
+        drawn = runner.invoke(app, ["trend", "--store", str(fleet_store(tmp_path)),
+                                    "--out", str(parent / "plots")])
+    finally:
+        writable_again(parent)
+    assert added.exit_code == 3, added.output
+    assert added.output.startswith(f"error: cannot write {parent / 'store'}: ")
+    assert drawn.exit_code == 3, drawn.output
+    assert drawn.output.startswith(f"error: cannot write {parent / 'plots'}: ")
+
+
 def test_without_pyarrow_history_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
     for args in (["history", "add", str(H200), "--store", str(tmp_path / "s")],
