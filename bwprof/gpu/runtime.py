@@ -127,6 +127,11 @@ def probe() -> GpuProbe:
         cupy = import_cupy()
     except ImportError as exc:
         return GpuProbe(0, f"{NO_GPU_REASON} (CuPy is not installed)", str(exc))
+    except OSError as exc:  # CuPy makes its kernel cache (~/.cupy) at import: HOME unwritable
+        where = f" {exc.filename}" if exc.filename else ""
+        return GpuProbe(0, f"CuPy could not start: it cannot create{where} "
+                           f"({exc.strerror or exc}); set CUPY_CACHE_DIR (or HOME) to a "
+                           "writable folder", f"{type(exc).__name__}: {exc}")
     try:
         count = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:  # CUDARuntimeError without a driver; anything else alike
