@@ -126,6 +126,25 @@ def test_a_simulated_run_or_a_folder_that_is_no_run_is_refused(tmp_path, name, w
     assert not store.exists()  # every folder is checked before anything is written
 
 
+@pytest.mark.parametrize("started", ["9999-12-31T23:59:59+00:00", "0001-01-01T00:00:00+00:00",
+                                     "2201-01-01T00:00:00+00:00"])
+def test_a_run_started_in_a_year_no_run_was_at_is_refused(tmp_path, started):
+    """Year 9999 (a forged file or a wrong clock) was stored, and then every trend plot of
+    the store failed with matplotlib's date-range ValueError, a traceback."""
+    folder = make_run(tmp_path, "r1", started=started)
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(folder), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert "is not a time a run was at (years 1970 to 2200)" in done.output
+    assert len(done.output.splitlines()) == 1 and not store.exists()  # checked first
+
+
+def test_a_run_of_a_box_whose_clock_starts_at_1970_is_stored(tmp_path):
+    folder = make_run(tmp_path, "r1", started="1970-01-01T00:05:00+00:00")
+    done = runner.invoke(app, ["history", "add", str(folder), "--store", str(tmp_path / "s")])
+    assert done.exit_code == 0, done.output
+
+
 def test_an_interrupted_run_is_refused(tmp_path):
     run = make_run(tmp_path, "cut", started="2026-12-01T00:00:00+00:00")
     system = json.loads((run / "system.json").read_text())
