@@ -217,8 +217,9 @@ def run_command(
         _say_thread_cap()
     prefix = "simulated-" if simulate else ""
     out_dir = (_user_path(out, "--out") if out is not None
-               else None if fleet else api.default_run_dir(prefix + api.hostname(),
-                                                           api.utc_now()))
+               else None if fleet else _user_path(
+                   str(api.default_run_dir(prefix + api.hostname(), api.utc_now())),
+                   "the default --out"))
     options = dict(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
@@ -792,7 +793,7 @@ def trend_command(
     if not 0 < threshold <= 1000:
         _fail(f"--threshold must be a percentage above 0 and at most 1000, got {threshold:g}")
     store_dir = _user_path(store, "--store")
-    out_dir = _user_path(out, "--out") if out is not None else Path("reports", "trend").absolute()
+    out_dir = _user_path(out if out is not None else os.path.join("reports", "trend"), "--out")
     if out_dir == store_dir:
         _fail("--out is the store's folder: plots there would break readers of the store "
               "(pandas.read_parquet reads every file); choose another --out")

@@ -69,6 +69,7 @@ def import_numba() -> None:
             raise BwprofError(
                 f"numba failed to load ({type(exc).__name__}: {shorten(str(exc), 120)}) with "
                 f"{', '.join(variables)} set; fix or unset them") from None
+    _check_threading_layer()
     for warning in caught:
         text = str(warning.message)
         unparsed = re.match(r"Environment variable '(NUMBA_\w+)' is defined but its "
@@ -78,3 +79,27 @@ def import_numba() -> None:
                               f"value numba can read; fix or unset it")
         warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                warning.lineno)
+
+
+THREADING_VARIABLES = ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")
+
+
+def _check_threading_layer() -> None:
+    """Where the user chose numba's threading layer, start it now: an unknown name
+    ('nosuch') or one this install lacks ('tbb' without TBB) is one line here, rather than
+    a ValueError in every host case's row (exit 1) once the run is under way."""
+    chosen = [f"{name}={shorten(os.environ[name])!r}" for name in THREADING_VARIABLES
+              if name in os.environ]
+    if not chosen:
+        return
+    try:
+        from numba.np.ufunc.parallel import _launch_threads
+    except ImportError:  # another numba's layout: its first parallel kernel will tell
+        return
+    try:
+        _launch_threads()
+    except (ValueError, ImportError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"numba cannot start its threads with {', '.join(chosen)} set "
+                          f"({shorten(first, 120)}); fix or unset it (the default picks the "
+                          "layer this install has)") from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 
 DEFAULT_NAME_MAX = 255
@@ -40,7 +41,12 @@ def user_path(raw: str | os.PathLike[str], option: str) -> Path:
         raise BwprofError(f"{option} holds a NUL character, which no path can; give another")
     if text.startswith("~"):
         text = os.path.expanduser(text)
-    path = Path(text).absolute()
+    try:
+        path = Path(text).absolute()
+    except FileNotFoundError:  # os.getcwd() of a folder that was deleted under the shell
+        raise BwprofError(f"{option} {shorten(text)!r} is relative to the current folder, "
+                          "which no longer exists (deleted since the shell entered it); "
+                          "give an absolute path, or cd to a folder that exists") from None
     encoded = os.fsencode(str(path))
     if len(encoded) >= PATH_MAX:
         raise BwprofError(f"{option} is {len(encoded)} bytes long once absolute; the file "

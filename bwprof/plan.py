@@ -89,7 +89,10 @@ def parse_size(text: str) -> int:
         raise BwprofError(f"size {shorten(text)!r} is too large; a host array is at most "
                           f"{format_bytes(MAX_HOST_ARRAY_BYTES)}")
     if value < 1:
-        raise BwprofError(f"size {text!r} is not a positive number of bytes")
+        raise BwprofError(f"size {shorten(text)!r} is not a positive number of bytes")
+    if not value.is_integer():  # int() would quietly drop the fraction: 8192.5 as 8192
+        raise BwprofError(f"--size {shorten(text)!r} is {value:.6g} bytes, not a whole number; "
+                          f"give whole bytes, e.g. {math.floor(value / 8) * 8 or 8}")
     return int(value)
 
 

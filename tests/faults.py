@@ -35,5 +35,29 @@ def mount_tmpfs(folder: Path, size: str) -> None:
                     f"{mounted.stderr.strip() or mounted.returncode}")
 
 
+def read_only_folder(folder: Path) -> None:
+    """Make `folder` refuse writes for this process: a read-only bind mount of itself where
+    running as root (root ignores the permission bits), else chmod 555. Undo with
+    `writable_again`; skips the test where root cannot mount."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return
+    for command in (["mount", "--bind", str(folder), str(folder)],
+                    ["mount", "-o", "remount,bind,ro", str(folder)]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            unmount(folder)
+            pytest.skip(f"cannot bind-mount a folder read-only here: "
+                        f"{done.stderr.strip() or done.returncode}")
+
+
+def writable_again(folder: Path) -> None:
+    """Undo `read_only_folder`."""
+    if os.geteuid() == 0:
+        unmount(folder)
+    else:
+        folder.chmod(0o755)
+
+
 def unmount(folder: Path) -> None:
     subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -551,3 +551,22 @@ def test_an_error_no_command_caught_is_still_one_line_and_its_code(monkeypatch, 
     monkeypatch.setattr(api, "case_availability", full)
     assert main(["list"]) == 3
     assert capsys.readouterr().err == "error: cannot write x.csv: No space left on device\n"
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "--cases", "ddr_triad", "--size", "8MiB", "--threads", "1", "--quiet"),
+    ("trend", "--store", "/nonexistent-store"),
+    ("report", "run"),
+])
+def test_a_deleted_current_folder_is_one_line_and_exit_2(tmp_path, args):
+    """A shell whose folder was deleted: run's default reports/<host>-<time>, trend's
+    default reports/trend and a relative RUN_DIR were a FileNotFoundError traceback."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (f"cd {gone} && rmdir {gone} && exec {sys.executable} -m bwprof "
+              + " ".join(f"'{a}'" for a in args))
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ") and "no longer exists" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not gone.exists()

@@ -57,3 +57,16 @@ def test_a_non_utf8_name_is_kept_byte_for_byte(tmp_path):
     name = os.fsdecode(b"run-\xff")
     path = user_path(tmp_path / name, "RUN_DIR")
     assert os.fsencode(path.name) == b"run-\xff"
+
+
+def test_a_relative_path_in_a_deleted_current_folder_is_one_line(monkeypatch, tmp_path):
+    """os.getcwd() of a folder deleted under the shell raises FileNotFoundError: it was a
+    traceback from every command given a relative path (or run's default reports/...)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(BwprofError, match=r"^--out 'x' is relative to the current folder, "
+                                          r"which no longer exists .*; give an absolute path"):
+        user_path("x", "--out")
+    assert user_path(str(tmp_path / "y"), "--out") == tmp_path / "y"  # absolute: unaffected

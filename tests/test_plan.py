@@ -32,6 +32,15 @@ def test_parse_size_rejects_malformed(text):
         parse_size(text)
 
 
+@pytest.mark.parametrize(("text", "whole"), [("8192.5", 8192), ("1.0000001MiB", 1048576),
+                                             ("0.1MiB", 104856)])
+def test_a_size_of_fractional_bytes_is_refused_not_truncated(text, whole):
+    """int() would run 8192.5 as 8192 bytes, a size the user never asked for."""
+    with pytest.raises(BwprofError, match=rf"--size '{text}' is .* bytes, not a whole number; "
+                                          rf"give whole bytes, e\.g\. {whole}$"):
+        parse_size(text)
+
+
 def test_parse_int_list():
     assert parse_int_list("1,2, 4,2", "--threads") == (1, 2, 4)
     assert parse_int_list("2,", "--threads") == (2,)  # a trailing comma, as --cases allows

@@ -10,8 +10,9 @@ mpi4py is optional (`pip install 'bwprof[mpi]'`) and imported only here, only wh
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,22 +29,30 @@ LAUNCH_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM
                          "MPI_LOCALNRANKS")
 
 
-def launched_by_mpi(environ: dict[str, str] | None = None) -> bool:
+def _count(value: str | None) -> int | None:
+    """A launcher's count or rank: ASCII digits only, as launchers write them. str.isdigit
+    also takes '²' (which int() refuses, a traceback at start-up) and 5000 digits (which
+    int() refuses past 4300); such a value is no launcher's, so it is not a count."""
+    return int(value) if value is not None and re.fullmatch(r"[0-9]{1,9}", value) else None
+
+
+def launched_by_mpi(environ: Mapping[str, str] | None = None) -> bool:
     """True when mpirun/srun started this process as one of several ranks."""
     env = os.environ if environ is None else environ
     for name in LAUNCH_SIZE_VARIABLES:
-        value = env.get(name, "")
-        if value.isdigit() and int(value) > 1:
+        size = _count(env.get(name))
+        if size is not None and size > 1:
             return name != "SLURM_NTASKS" or "SLURM_PROCID" in env
     return False
 
 
-def rank_from_environment(environ: dict[str, str] | None = None) -> int | None:
+def rank_from_environment(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's rank as the launcher set it (before MPI is initialised), if any."""
     env = os.environ if environ is None else environ
     for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        if env.get(name, "").isdigit():
-            return int(env[name])
+        rank = _count(env.get(name))
+        if rank is not None:
+            return rank
     return None
 
 

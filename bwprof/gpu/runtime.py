@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -82,10 +83,16 @@ def ask_for_hardware_queues() -> None:
         return
     cupy_before = "cupy" in sys.modules
     os.environ.setdefault(MAX_CONNECTIONS_VARIABLE, MAX_CONNECTIONS)
-    try:
-        _queues.append(None if cupy_before else int(os.environ[MAX_CONNECTIONS_VARIABLE]))
-    except ValueError:  # not a number: CUDA ignores it and keeps its default
-        _queues.append(None)
+    _queues.append(None if cupy_before else queues_setting(os.environ[MAX_CONNECTIONS_VARIABLE]))
+
+
+def queues_setting(value: str) -> int | None:
+    """The queue count a CUDA_DEVICE_MAX_CONNECTIONS value sets: CUDA documents 1 to 32 in
+    ASCII digits; what it does with anything else (abc, 0, -5, 64, '３２') is not known, so
+    it is recorded as unknown rather than as a count a finding would judge."""
+    match = re.fullmatch(r"\s*([0-9]{1,2})\s*", value)
+    count = int(match.group(1)) if match else None
+    return count if count is not None and 1 <= count <= 32 else None
 
 
 def hardware_queues() -> int | None:
@@ -122,6 +129,11 @@ def probe() -> GpuProbe:
         cupy = import_cupy()
     except ImportError as exc:
         return GpuProbe(0, f"{NO_GPU_REASON} (CuPy is not installed)", str(exc))
+    except OSError as exc:  # CuPy makes its kernel cache (~/.cupy) at import: HOME unwritable
+        where = f" {exc.filename}" if exc.filename else ""
+        return GpuProbe(0, f"CuPy could not start: it cannot create{where} "
+                           f"({exc.strerror or exc}); set CUPY_CACHE_DIR (or HOME) to a "
+                           "writable folder", f"{type(exc).__name__}: {exc}")
     try:
         count = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:  # CUDARuntimeError without a driver; anything else alike

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from bwprof.coerce import integer, number
+from bwprof.coerce import integer, number, shorten
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import atomic_file
 from bwprof.schema.table import is_missing
@@ -26,7 +26,8 @@ FORMATS: tuple[str, ...] = ("csv", "parquet")
 def check_format(name: str) -> bool:
     """True when Parquet copies are wanted; BwprofError for an unknown format or no pyarrow."""
     if name not in FORMATS:
-        raise BwprofError(f"unknown --format {name!r}; choose one of: {', '.join(FORMATS)}")
+        raise BwprofError(f"unknown --format {shorten(name)!r}; choose one of: "
+                          f"{', '.join(FORMATS)}")
     if name == "parquet":
         try:
             import pyarrow  # noqa: F401

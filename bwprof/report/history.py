@@ -139,7 +139,17 @@ def _utc(text: str | None, folder: Path, what: str) -> pd.Timestamp | None:
     except (TypeError, ValueError):
         raise BwprofError(f"{shown(folder)}: system.json's {what} {one_line(text)!r} is not a "
                           "time") from None
+    if not FIRST_YEAR <= stamp.year <= LAST_YEAR:
+        raise BwprofError(f"{shown(folder)}: system.json's {what} {one_line(text)!r} is not a "
+                          f"time a run was at (years {FIRST_YEAR} to {LAST_YEAR}): its clock "
+                          "or the file is wrong")
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+FIRST_YEAR, LAST_YEAR = 1970, 2200
+"""The years a stored run may carry. A box without a battery-backed clock starts at 1970; a
+year such as 9999 is a wrong clock or a forged file, and beyond matplotlib's dates (year
+9999 at most, the axis padded past it): it broke every `trend` plot of the store."""
 
 
 def _gpu(meta: RunMeta, device: object) -> GpuMeta | None:
@@ -252,7 +262,7 @@ def _store_folder(store: Path) -> None:
         try:
             store.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise write_failure(store / FILE_PREFIX, exc, option=STORE_OPTION) from None
+            raise write_failure(store, exc, option=STORE_OPTION) from None  # no file begun
         return
     except OSError as exc:
         raise BwprofError(f"cannot use {STORE_OPTION} {shown(store)}: "

@@ -106,8 +106,14 @@ def _title(entry: dict) -> str:
     return ", ".join(parts)
 
 
+SLUG_CHARS = 80
+"""A case or device name's share of a timeline file name: timelines.json is read from a
+folder that may come from anywhere, and a name over the file system's 255 bytes would lose
+every timeline plot."""
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:SLUG_CHARS]
 
 
 SEQUENTIAL_LABEL = "one after another\n(the parts' alone times summed)"

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
 from bwprof.schema.text import one_line
@@ -69,13 +70,13 @@ def select(rows: pd.DataFrame, gpu: str | None = None, case: str | None = None) 
         if not match.any():
             known = sorted(set(rows["subject"]))
             shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
-            raise BwprofError(f"--gpu {one_line(gpu)!r} is in no stored figure; the store "
+            raise BwprofError(f"--gpu {one_line(shorten(gpu))!r} is in no stored figure; the store "
                               f"holds: {shown or 'nothing'}")
         rows = rows[match]
     if case is not None:
         if not (rows["case"] == case).any():
             known = sorted(set(rows["case"]))
-            raise BwprofError(f"--case {one_line(case)!r} has no stored figure"
+            raise BwprofError(f"--case {one_line(shorten(case))!r} has no stored figure"
                               f"{' of that GPU' if gpu else ''}; cases there: "
                               f"{', '.join(known) or 'none'}")
         rows = rows[rows["case"] == case]
@@ -219,7 +220,7 @@ def write_trend_plots(rows: pd.DataFrame, fleet: pd.DataFrame, out: Path,
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise write_failure(out / PNG_PREFIX, exc) from None
+        raise write_failure(out, exc) from None  # the folder: no file was begun
     fallen = {(fall.subject, fall.case) for fall in found}
     written = []
     for case, group in rows.groupby("case", sort=True):

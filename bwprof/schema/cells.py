@@ -2,10 +2,11 @@
 
 A CSV cell whose text starts with `=`, `+`, `-`, `@`, a tab or a carriage return is a
 formula to Excel, LibreOffice and Google Sheets (a host name or a note taken from the
-machine could be one). bwprof writes such text with a leading apostrophe, which spreadsheets
-show as text; numbers (`-1.5`, `+3e9`) are left alone. Text that already starts with
-apostrophes before such a character gets one more, so `from_spreadsheet` gives back exactly
-what was written: every CSV reader of bwprof's own files undoes it.
+machine could be one); a line feed, which some readers skip, is taken as one too. bwprof
+writes such text with a leading apostrophe, which spreadsheets show as text; numbers
+(`-1.5`, `+3e9`) are left alone. Text that already starts with apostrophes before such a
+character gets one more, so `from_spreadsheet` gives back exactly what was written: every
+CSV reader of bwprof's own files undoes it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 
 import pandas as pd
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -43,14 +44,28 @@ def _text_columns(frame: pd.DataFrame) -> list[str]:
             if frame[c].dtype == object or isinstance(frame[c].dtype, pd.StringDtype)]
 
 
+_CARRIAGE_RETURN = re.compile(r"\r\n?")
+
+
+def _frame_cell(value: object) -> object:
+    """A whole-file table's text cell: its carriage returns as line feeds, then the
+    apostrophe rule. pandas quotes a cell holding a line feed but not one holding a bare
+    carriage return, which Excel and csv readers take as the end of the row: the rest of the
+    cell (`=cmd...` after a host name's CR) would start a row of its own, unescaped."""
+    if isinstance(value, str) and "\r" in value:
+        value = _CARRIAGE_RETURN.sub("\n", value)
+    return spreadsheet_text(value)
+
+
 def spreadsheet_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of `frame` whose text cells are safe to open in a spreadsheet."""
+    """A copy of `frame` whose text cells are safe to open in a spreadsheet (as a CSV
+    written with pandas' default line feed: carriage returns become line feeds)."""
     columns = _text_columns(frame)
     if not columns:
         return frame
     safe = frame.copy()
     for column in columns:
-        safe[column] = safe[column].map(spreadsheet_text)
+        safe[column] = safe[column].map(_frame_cell)
     return safe
 
 

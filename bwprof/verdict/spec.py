@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema import flags
+from bwprof.schema.reading import read_bytes
+from bwprof.schema.text import shown
 from bwprof.verdict import bands
 from bwprof.verdict.bands import FAIL_SHARE, PART_KEYS, WARN_SHARE, Band, Part
 
@@ -180,10 +185,13 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(f"{where}.{key}" if where else key,
                              f"should be a number, not {_kind(value)}")
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            number = math.inf
         if not math.isfinite(number) or number <= 0:
             raise self.error(f"{where}.{key}" if where else key,
-                             f"should be a number above 0, not {value!r}")
+                             f"should be a number above 0, not {shorten(value)}")
         return number
 
     def rate(self, value: object, where: str, allowed: tuple[str, ...]) -> Override:
@@ -300,19 +308,26 @@ def load_spec(path: Path) -> Spec:
     """The spec file at `path`; BwprofError (one line) for a file that cannot be read, is not
     TOML or is not a valid spec."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SPEC_BYTES + 1)
+        info = os.stat(path)
     except OSError as exc:
-        raise BwprofError(f"cannot read spec {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise BwprofError(f"spec {path} is larger than {MAX_SPEC_BYTES >> 20} MiB: not a spec")
+        raise BwprofError(f"cannot read spec {shown(path)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open, a device stream
+        raise BwprofError(f"cannot read spec {shown(path)}: "
+                          f"{'Is a directory' if stat.S_ISDIR(info.st_mode) else 'not a file'}")
+    if info.st_size > MAX_SPEC_BYTES:
+        raise BwprofError(f"spec {shown(path)} is larger than {MAX_SPEC_BYTES >> 20} MiB: "
+                          "not a spec")
+    raw = read_bytes(path, MAX_SPEC_BYTES)  # never blocks; its errors name the file
     toml = _toml()
     try:
         data = toml.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise BwprofError(f"spec {path} is not UTF-8 text") from None
+        raise BwprofError(f"spec {shown(path)} is not UTF-8 text") from None
     except toml.TOMLDecodeError as exc:
-        raise BwprofError(f"spec {path} is not valid TOML: {exc}") from None
+        raise BwprofError(f"spec {shown(path)} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise BwprofError(f"spec {shown(path)} nests arrays or tables too deeply to be a "
+                          "spec") from None
     return parse_spec(data, path)
 
 

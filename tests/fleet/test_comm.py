@@ -33,6 +33,17 @@ def test_launch_detection():
     assert rank_from_environment({}) is None
 
 
+@pytest.mark.parametrize("value", ["²", "9" * 5000, "abc", "-2", " 2", ""])
+def test_a_launcher_variable_that_is_no_count_is_no_launch_and_no_rank(value):
+    """'²' passes str.isdigit but not int(), 5000 digits pass neither int(): either was a
+    traceback before the first line of a run."""
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):
+        assert not launched_by_mpi({name: value})
+    assert not launched_by_mpi({"SLURM_NTASKS": value, "SLURM_PROCID": "0"})
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        assert rank_from_environment({name: value}) is None
+
+
 def test_without_mpi4py_the_error_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)
     with pytest.raises(BwprofError, match=r"srun\) needs mpi4py .*pip install 'bwprof\[mpi\]'"):

@@ -18,6 +18,21 @@ def test_probe_without_a_driver_says_why_in_one_line():
     assert found.reason.startswith(NO_GPU_REASON) and "\n" not in found.reason
 
 
+def test_cupy_that_cannot_make_its_cache_folder_is_no_gpu_with_the_reason(monkeypatch):
+    """CuPy creates ~/.cupy at import: with HOME unwritable (/dev/null, a read-only home)
+    the import raised OSError, a traceback in `info` and in any run of a GPU case."""
+    from bwprof.gpu import runtime
+
+    def refuse():
+        raise NotADirectoryError(20, "Not a directory", "/dev/null/.cupy")
+
+    monkeypatch.setattr(runtime, "import_cupy", refuse)
+    found = runtime.probe()
+    assert found.count == 0 and "\n" not in found.reason
+    assert found.reason == ("CuPy could not start: it cannot create /dev/null/.cupy (Not a "
+                            "directory); set CUPY_CACHE_DIR (or HOME) to a writable folder")
+
+
 def _fresh_queue_request(monkeypatch, value=None, cupy_imported=False):
     """A process in which bwprof has not asked for hardware queues yet; the variable unset
     (or `value`), and restored after the test."""
@@ -49,6 +64,15 @@ def test_cuda_gets_32_hardware_queues_unless_the_environment_chose(monkeypatch):
     os.environ[runtime.MAX_CONNECTIONS_VARIABLE] = "16"  # after CUDA started: too late
     runtime.ask_for_hardware_queues()
     assert runtime.hardware_queues() == 1
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "64", "３２", "9" * 5000, ""])
+def test_a_queue_setting_outside_cudas_1_to_32_is_unknown_not_a_count(monkeypatch, value):
+    """-5 recorded as the queue count would reach the hardware-queue finding as a fact."""
+    runtime = _fresh_queue_request(monkeypatch, value)
+    runtime.ask_for_hardware_queues()
+    assert os.environ[runtime.MAX_CONNECTIONS_VARIABLE] == value  # the user's, untouched
+    assert runtime.hardware_queues() is None
 
 
 def test_hardware_queues_are_unknown_when_cupy_came_first(monkeypatch):

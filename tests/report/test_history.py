@@ -18,7 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
+from bwprof.errors import BwprofError
 from bwprof.report import history, trend
+from tests.faults import read_only_folder, writable_again
 from tests.report.conftest import DATA
 
 pytest.importorskip("pyarrow")
@@ -124,6 +126,25 @@ def test_a_simulated_run_or_a_folder_that_is_no_run_is_refused(tmp_path, name, w
     assert not store.exists()  # every folder is checked before anything is written
 
 
+@pytest.mark.parametrize("started", ["9999-12-31T23:59:59+00:00", "0001-01-01T00:00:00+00:00",
+                                     "2201-01-01T00:00:00+00:00"])
+def test_a_run_started_in_a_year_no_run_was_at_is_refused(tmp_path, started):
+    """Year 9999 (a forged file or a wrong clock) was stored, and then every trend plot of
+    the store failed with matplotlib's date-range ValueError, a traceback."""
+    folder = make_run(tmp_path, "r1", started=started)
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(folder), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert "is not a time a run was at (years 1970 to 2200)" in done.output
+    assert len(done.output.splitlines()) == 1 and not store.exists()  # checked first
+
+
+def test_a_run_of_a_box_whose_clock_starts_at_1970_is_stored(tmp_path):
+    folder = make_run(tmp_path, "r1", started="1970-01-01T00:05:00+00:00")
+    done = runner.invoke(app, ["history", "add", str(folder), "--store", str(tmp_path / "s")])
+    assert done.exit_code == 0, done.output
+
+
 def test_an_interrupted_run_is_refused(tmp_path):
     run = make_run(tmp_path, "cut", started="2026-12-01T00:00:00+00:00")
     system = json.loads((run / "system.json").read_text())
@@ -159,17 +180,37 @@ def test_a_full_disk_under_the_store_is_exit_3_and_leaves_no_temporary_file(tmp_
     assert store_names(store) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
 def test_a_read_only_store_is_exit_3(tmp_path):
+    """chmod 555 where not root; as root (whom permission bits do not stop) a real
+    read-only bind mount."""
     store = tmp_path / "store"
     store.mkdir()
-    store.chmod(0o555)
+    read_only_folder(store)
     try:
         done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
     finally:
-        store.chmod(0o755)
+        writable_again(store)
     assert done.exit_code == 3 and "choose another --store" in done.output
     assert store_names(store) == []  # no temporary file left
+
+
+def test_a_store_or_trend_folder_that_cannot_be_made_is_named_in_its_line(tmp_path):
+    """The line names the folder that could not be made, not a file name's prefix
+    ('cannot write .../store/run-')."""
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    read_only_folder(parent)
+    try:
+        added = runner.invoke(app, ["history", "add", str(H200), "--store",
+                                    str(parent / "store")])
+        drawn = runner.invoke(app, ["trend", "--store", str(fleet_store(tmp_path)),
+                                    "--out", str(parent / "plots")])
+    finally:
+        writable_again(parent)
+    assert added.exit_code == 3, added.output
+    assert added.output.startswith(f"error: cannot write {parent / 'store'}: ")
+    assert drawn.exit_code == 3, drawn.output
+    assert drawn.output.startswith(f"error: cannot write {parent / 'plots'}: ")
 
 
 def test_without_pyarrow_history_is_one_line(monkeypatch, tmp_path):
@@ -291,6 +332,15 @@ def test_a_latency_that_rose_is_its_fall():
     assert fall.lower_is_better and fall.fell_pct == pytest.approx(600 / 505 * 100 - 100)
     assert "above its median of 505 ns" in fall.line(5.0)
     assert trend.falls(trend.figures(_series([500.0, 510.0, 450.0], False)), 5.0) == []
+
+
+@pytest.mark.parametrize("option", ["gpu", "case"])
+def test_a_gpu_or_case_of_thousands_of_characters_is_a_short_line(option):
+    """The refusal shows the head and tail of what was given, not 5000 characters."""
+    rows = trend.figures(_series([500.0, 510.0], higher_is_better=False))
+    with pytest.raises(BwprofError) as refused:
+        trend.select(rows, **{option: "9" * 5000})
+    assert "(5000 characters)" in str(refused.value) and len(str(refused.value)) < 200
 
 
 def test_trend_refuses_what_it_cannot_follow(tmp_path):

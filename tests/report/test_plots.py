@@ -339,6 +339,17 @@ def test_timeline_panels_share_one_x_scale_and_overlaps_get_a_sequential_bar():
     assert SEQUENTIAL_LABEL not in [t.get_text() for t in bare.get_yticklabels()]
 
 
+def test_a_timeline_of_a_case_named_at_length_still_gets_a_file_name(tmp_path):
+    """A case or device of 300 characters in timelines.json (a folder from anywhere) is cut
+    to a name the file system holds: its plot is drawn, not lost to ENAMETOOLONG."""
+    from bwprof.report.timeline import read_timelines, write_timeline_plots
+
+    timelines = [dict(entry, case="c" * 300, device="d" * 300)
+                 for entry in read_timelines(DATA / "h200-quick")[:1]]
+    (written,) = write_timeline_plots(tmp_path, timelines)
+    assert len(written.name.encode()) <= 255 and written.is_file()
+
+
 def test_the_p2p_heatmap_runs_from_zero_to_the_peak_not_to_the_data():
     sim = load_run(DATA / "sim-a")
     results = sim.results.copy()

@@ -13,8 +13,8 @@ from bwprof.schema.cells import (
     spreadsheet_text,
 )
 
-TEXTS = ["=1+1", "+x", "-", "@SUM(A1)", "\t=x", "\r=x", "=cmd|' /C calc'!A0", "'=x", "''+y",
-         "'abc", "abc", "", "-inf", "host-1"]
+TEXTS = ["=1+1", "+x", "-", "@SUM(A1)", "\t=x", "\r=x", "\n=x", "=cmd|' /C calc'!A0", "'=x",
+         "''+y", "'abc", "abc", "", "-inf", "host-1"]
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -43,3 +43,21 @@ def test_a_frame_round_trips_through_csv(tmp_path):
     assert "'=evil" in text and "'+1 is fine" in text and "-1.5" in text
     back = frame_from_spreadsheet(pd.read_csv(path))
     pd.testing.assert_frame_equal(back, frame)
+
+
+@pytest.mark.parametrize("host", ["\r=cmd|' /C calc'!A0", "box\r=1+1", "a\r\n@x", "\n+y"])
+def test_a_carriage_return_in_a_cell_does_not_end_the_row(tmp_path, host):
+    """pandas quotes a line feed but not a bare carriage return, where Excel and csv
+    readers end the row: the text after it would open a row of its own, unescaped."""
+    import csv
+
+    frame = pd.DataFrame({"host": [host], "value": [-1.5]})
+    path = tmp_path / "t.csv"
+    spreadsheet_frame(frame).to_csv(path, index=False)
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert len(rows) == 2 and rows[1][1] == "-1.5"
+    assert not rows[1][0].startswith(("=", "+", "-", "@", "\t", "\r", "\n"))
+    back = frame_from_spreadsheet(pd.read_csv(path))
+    assert back["host"][0] == host.replace("\r\n", "\n").replace("\r", "\n")
+    assert back["value"][0] == -1.5
