@@ -77,6 +77,18 @@ class Override:
             # with or without a peak to give % of.
             default = Band(path, unit, self.expected, self.expected * WARN_SHARE,
                            self.expected * FAIL_SHARE, "spec file", reference)
+        if reference is None and (self.warn is not None or self.fail is not None):
+            # % of a peak this box does not report: of the spec's expected figure where it
+            # gives one (the band says so), else no band (the path says it cannot judge).
+            if self.expected is None:
+                return None
+            return Band(path, unit, self.expected,
+                        self.expected * (self.warn if self.warn is not None else
+                                         max(WARN_SHARE * 100, self.fail or 0.0)) / 100,
+                        self.expected * (self.fail if self.fail is not None else
+                                         min(FAIL_SHARE * 100, self.warn or 100.0)) / 100,
+                        "spec file (warn_pct and fail_pct of expected_gbps: no peak here)",
+                        None)
         if reference is None or (default is None and self.warn is None and self.fail is None):
             return default
         if default is not None and self.peak is not None and default.reference:

@@ -39,6 +39,19 @@ def test_an_expected_figure_is_a_band_where_there_is_no_default_nor_peak():
     assert Override(warn=60.0).apply(None, "ddr", "GB/s") is None  # % of no peak: no band
 
 
+def test_thresholds_without_a_peak_are_shares_of_the_expected_figure():
+    """Host DDR in a VM has no peak: a spec's warn_pct and fail_pct beside its expected_gbps
+    must judge (they were dropped for the default 95 and 85 %), and the band says of what."""
+    band = Override(expected=100.0, warn=60.0, fail=40.0).apply(None, "ddr", "GB/s")
+    assert band is not None and band.reference is None
+    assert (band.warn, band.fail) == pytest.approx((60, 40))
+    assert "of expected_gbps" in band.source
+    assert band.verdict(70) == "PASS" and band.verdict(50) == "WARN"
+    assert band.verdict(30) == "FAIL"
+    one = Override(expected=100.0, fail=90.0).apply(None, "ddr", "GB/s")
+    assert one is not None and (one.warn, one.fail) == pytest.approx((95, 90))
+
+
 def test_an_expected_figure_above_the_parts_datasheet_is_refused():
     with pytest.raises(BwprofError, match=r"gpu\.H200\.hbm has expected_gbps 6000 above the "
                                           r"H200's 4800 GB/s peak"):
