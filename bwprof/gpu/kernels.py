@@ -152,56 +152,45 @@ def compute(x, y, iterations, scale, step):
         y[i] = value
 
 
-def fma_fp32(out, iterations, scale, step):
-    """fma_gpu: FMA_CHAINS independent float32 fused multiply-add chains per thread, in
-    registers (no memory traffic but one store a thread at the end, so the chains are live).
-    Chain j starts at 1 + j/16; with scale 1 (a kernel argument: the compiler cannot fold it
-    into an add) and step 2^-20 every step is exact, so the stored sum checks every FMA."""
-    i = cuda.grid(1)
-    x0 = float32(1.0)
-    x1 = float32(1.0625)
-    x2 = float32(1.125)
-    x3 = float32(1.1875)
-    x4 = float32(1.25)
-    x5 = float32(1.3125)
-    x6 = float32(1.375)
-    x7 = float32(1.4375)
-    for _ in range(iterations):
-        x0 = cuda.fma(x0, scale, step)
-        x1 = cuda.fma(x1, scale, step)
-        x2 = cuda.fma(x2, scale, step)
-        x3 = cuda.fma(x3, scale, step)
-        x4 = cuda.fma(x4, scale, step)
-        x5 = cuda.fma(x5, scale, step)
-        x6 = cuda.fma(x6, scale, step)
-        x7 = cuda.fma(x7, scale, step)
-    if i < out.size:
-        out[i] = (float64(x0) + float64(x1) + float64(x2) + float64(x3) + float64(x4)
-                  + float64(x5) + float64(x6) + float64(x7))
+def _fma_chains(real, name, doc):
+    """The fma_gpu kernel for one float type (`real`: numba's float32 or float64, a constant
+    of the kernel's closure): the same chains and check, on that type's units."""
+
+    def kernel(out, iterations, scale, step):
+        i = cuda.grid(1)
+        x0 = real(1.0)
+        x1 = real(1.0625)
+        x2 = real(1.125)
+        x3 = real(1.1875)
+        x4 = real(1.25)
+        x5 = real(1.3125)
+        x6 = real(1.375)
+        x7 = real(1.4375)
+        for _ in range(iterations):
+            x0 = cuda.fma(x0, scale, step)
+            x1 = cuda.fma(x1, scale, step)
+            x2 = cuda.fma(x2, scale, step)
+            x3 = cuda.fma(x3, scale, step)
+            x4 = cuda.fma(x4, scale, step)
+            x5 = cuda.fma(x5, scale, step)
+            x6 = cuda.fma(x6, scale, step)
+            x7 = cuda.fma(x7, scale, step)
+        if i < out.size:
+            out[i] = (float64(x0) + float64(x1) + float64(x2) + float64(x3) + float64(x4)
+                      + float64(x5) + float64(x6) + float64(x7))
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = doc
+    return kernel
 
 
-def fma_fp64(out, iterations, scale, step):
-    """fma_gpu in float64: as `fma_fp32`, on the FP64 units."""
-    i = cuda.grid(1)
-    x0 = float64(1.0)
-    x1 = float64(1.0625)
-    x2 = float64(1.125)
-    x3 = float64(1.1875)
-    x4 = float64(1.25)
-    x5 = float64(1.3125)
-    x6 = float64(1.375)
-    x7 = float64(1.4375)
-    for _ in range(iterations):
-        x0 = cuda.fma(x0, scale, step)
-        x1 = cuda.fma(x1, scale, step)
-        x2 = cuda.fma(x2, scale, step)
-        x3 = cuda.fma(x3, scale, step)
-        x4 = cuda.fma(x4, scale, step)
-        x5 = cuda.fma(x5, scale, step)
-        x6 = cuda.fma(x6, scale, step)
-        x7 = cuda.fma(x7, scale, step)
-    if i < out.size:
-        out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+fma_fp32 = _fma_chains(float32, "fma_fp32", """fma_gpu: FMA_CHAINS independent float32 fused
+    multiply-add chains per thread, in registers (no memory traffic but one store a thread at
+    the end, so the chains are live). Chain j starts at 1 + j/16; with scale 1 (a kernel
+    argument: the compiler cannot fold it into an add) and step 2^-20 every step is exact, so
+    the stored sum (in float64) checks every FMA.""")
+fma_fp64 = _fma_chains(float64, "fma_fp64", "fma_gpu in float64: as `fma_fp32`, on the FP64 "
+                                            "units.")
 
 
 def hold(steps):

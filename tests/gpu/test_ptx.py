@@ -333,3 +333,29 @@ def test_the_report_says_whether_every_loop_load_of_a_chase_waits_for_the_last()
     assert mixed.endswith("in its loops 1/1, 3/4 ld dependent: some loads do not wait for the "
                           "last)")
     assert line(()).endswith("(5 ld dependent on a loaded value)")
+
+
+FMA_UNITS = """
+import json, re
+from numba import cuda
+from bwprof.gpu.kernels import KERNELS
+out = {}
+for name in ("fma_fp32", "fma_fp64"):
+    spec = KERNELS[name]
+    ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
+    out[name] = {kind: len(re.findall(rf"\\bfma\\.rn\\.{kind}\\b", ptx))
+                 for kind in ("f32", "f64")}
+print(json.dumps(out))
+"""
+
+
+def test_each_fma_kernel_runs_its_chains_on_its_own_types_units():
+    """fma_fp32 and fma_fp64 come from one factory: fp32's chains must stay fma.rn.f32 (the
+    CUDA-core fp32 ceiling), fp64's fma.rn.f64, every chain of them."""
+    done = subprocess.run([sys.executable, "-c", FMA_UNITS], cwd=REPO,
+                          env=env_without_cudasim(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["fma_fp32"]["f64"] == 0 and found["fma_fp32"]["f32"] >= 8, found
+    assert found["fma_fp64"]["f32"] == 0 and found["fma_fp64"]["f64"] >= 8, found
