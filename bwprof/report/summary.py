@@ -120,6 +120,15 @@ def _without_figure(row: dict[str, object]) -> dict[str, object]:
                                     "copy_gbps_median", "cv", "pct_of_peak"))}
 
 
+def _in_cache_row(path: str, row: pd.Series, note: str) -> dict[str, object]:
+    """The row of a path whose every figure is a cache's: its status says so, no figure."""
+    return _without_figure(_figure_row(path, row, status="in cache", note=note))
+
+
+def _largest(rows: pd.DataFrame) -> pd.Series:
+    return row_at(rows, rows["size_bytes"].fillna(0).idxmax())
+
+
 def cache_resident(rows: pd.DataFrame) -> pd.Series:
     """Which rows are a cache's figure (`in_cache`, `l2_resident`), as a boolean mask."""
     return rows["flags"].map(f.is_cache_resident).astype(bool)
@@ -201,12 +210,11 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
         # a smaller array is partly served by the cache and reads several times faster.
         mine = everything[~cache_resident(everything)]
         if mine.empty:
-            largest = row_at(everything, everything["size_bytes"].fillna(0).idxmax())
-            out.append(_without_figure(_figure_row(
-                "ddr", largest, status="in cache",
+            out.append(_in_cache_row(
+                "ddr", _largest(everything),
                 note="every ddr_triad row's arrays are under 4x the last-level cache: cache "
                      "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
-                     "had to shrink them)")))
+                     "had to shrink them)"))
             continue
         best = row_at(mine, _best_index(mine))
         notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
@@ -250,10 +258,10 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
                                    if _has_flag(row, f.C2C_LINK) else ""))
         only_cached = rows[resident & ~rows["device"].isin(rows.loc[~resident, "device"])]
         for row in _largest_per_device(only_cached) if len(only_cached) else []:
-            out.append(_without_figure(_figure_row(
-                path, row, status="in cache",
+            out.append(_in_cache_row(
+                path, row,
                 note=f"every {case} row of {row['device']} fits in its cache: cache bandwidth, "
-                     "not the memory's")))
+                     "not the memory's"))
     return out
 
 
@@ -336,11 +344,10 @@ def _memory_latency_rows(rows: pd.DataFrame, case: str) -> list[dict[str, object
         everything = mine[mine["device"] == device]
         beyond = everything[~cache_resident(everything)]
         if beyond.empty:
-            largest = row_at(everything, everything["size_bytes"].fillna(0).idxmax())
-            out.append(_without_figure(_figure_row(
-                "latency", largest, status="in cache",
+            out.append(_in_cache_row(
+                "latency", _largest(everything),
                 note=f"every {case} working set of {device} fits in a cache (under 4x its "
-                     "size): a cache's latency, not the memory's")))
+                     "size): a cache's latency, not the memory's"))
             continue
         at_size = beyond[beyond["size_bytes"] == beyond["size_bytes"].max()]
         best = row_at(at_size, at_size["value_best"].idxmin())
