@@ -243,7 +243,8 @@ def order(job: Job) -> int:
 def time_matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, repeats: int,
                 warmup: int = 1) -> list[float]:
     """Seconds of each of `repeats` `matmul(a, b, out=c)`, after `warmup` untimed ones: the
-    timing `gemm_host` uses, shared with its yardstick (benchmarks/gemm_host_vs_numpy.py)."""
+    timing `gemm_host` uses. Its yardstick (benchmarks/gemm_host_vs_numpy.py) repeats these
+    lines in a bare child that never imports bwprof, so the reference cannot share a fault."""
     for _ in range(warmup):
         np.matmul(a, b, out=c)
     samples = []
