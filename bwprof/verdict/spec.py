@@ -77,19 +77,15 @@ class Override:
             # with or without a peak to give % of.
             default = Band(path, unit, self.expected, self.expected * WARN_SHARE,
                            self.expected * FAIL_SHARE, "spec file", reference)
-        if reference is None and (self.warn is not None or self.fail is not None):
-            # % of a peak this box does not report: of the spec's expected figure where it
-            # gives one (the band says so), else no band (the path says it cannot judge).
-            if self.expected is None:
-                return None
-            return Band(path, unit, self.expected,
-                        self.expected * (self.warn if self.warn is not None else
-                                         max(WARN_SHARE * 100, self.fail or 0.0)) / 100,
-                        self.expected * (self.fail if self.fail is not None else
-                                         min(FAIL_SHARE * 100, self.warn or 100.0)) / 100,
-                        "spec file (warn_pct and fail_pct of expected_gbps: no peak here)",
-                        None)
-        if reference is None or (default is None and self.warn is None and self.fail is None):
+        thresholds = self.warn is not None or self.fail is not None
+        # warn_pct and fail_pct are % of the peak; where this box reports none, of the spec's
+        # expected figure (the band says so), and without one no band (it cannot judge).
+        if reference is None and not thresholds:
+            return default
+        base = reference if reference is not None else self.expected
+        if base is None:
+            return None
+        if default is None and not thresholds:
             return default
         if default is not None and self.peak is not None and default.reference:
             scale = self.peak / default.reference  # a new peak moves the default band with it
@@ -99,8 +95,8 @@ class Override:
             # So does a new expected figure: the default thresholds are shares of it.
             default = replace(default, expected=self.expected,
                               warn=self.expected * WARN_SHARE, fail=self.expected * FAIL_SHARE)
-        warn = reference * self.warn / 100 if self.warn is not None else None
-        fail = reference * self.fail / 100 if self.fail is not None else None
+        warn = base * self.warn / 100 if self.warn is not None else None
+        fail = base * self.fail / 100 if self.fail is not None else None
         if default is None:
             warn = warn if warn is not None else fail
             fail = fail if fail is not None else warn
@@ -114,6 +110,8 @@ class Override:
         source = default.source if (self == Override(peak=self.peak)
                                     or default.source == "spec file") else (
             f"spec file over: {default.source}")
+        if reference is None:
+            source = "spec file (warn_pct and fail_pct of expected_gbps: no peak here)"
         return replace(default, expected=expected, warn=warn, fail=fail, source=source)
 
 
