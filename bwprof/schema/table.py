@@ -49,25 +49,29 @@ _TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "fl
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Every known column present, as its type (a version-1 table lacks some)."""
-    for column in TELEMETRY_COLUMNS:
-        if column in frame.columns and column != "throttle_reasons":
-            frame[column] = _numeric(frame[column], column, "float64")
-    if "throttle_reasons" in frame.columns:
-        frame["throttle_reasons"] = frame["throttle_reasons"].astype("string").fillna("").astype(
-            str)
-    for column in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS, "bytes_per_rep"):
-        if column in frame.columns:
-            frame[column] = _numeric(frame[column], column, "Int64")
-    for column in _FLOAT_COLUMNS:
-        if column in frame.columns:
-            frame[column] = _numeric(frame[column], column, "float64")
-    for column in _TEXT_COLUMNS:
-        if column in frame.columns:
+    """Every known column present, as its type (a version-1 table lacks some). A column
+    already of its type is left as it is: a table is typed up to three times on its way in,
+    and each conversion costs pandas' per-column overhead however few its rows."""
+    numeric: list[tuple[str, Literal["Int64", "float64"]]] = [
+        *((c, "float64") for c in TELEMETRY_COLUMNS if c != "throttle_reasons"),
+        *((c, "Int64") for c in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS,
+                                 "bytes_per_rep")),
+        *((c, "float64") for c in _FLOAT_COLUMNS)]
+    for column, dtype in numeric:
+        if column in frame.columns and frame[column].dtype != dtype:
+            frame[column] = _numeric(frame[column], column, dtype)
+    for column in ("throttle_reasons", *_TEXT_COLUMNS):
+        if column in frame.columns and not _all_text(frame[column]):
             frame[column] = frame[column].astype("string").fillna("").astype(str)
-    if "higher_is_better" in frame.columns:
+    if "higher_is_better" in frame.columns and frame["higher_is_better"].dtype != "boolean":
         frame["higher_is_better"] = _boolean(frame["higher_is_better"])
     return frame
+
+
+def _all_text(values: pd.Series) -> bool:
+    """Python strings only, no missing cell: what a text column becomes once typed."""
+    return values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) in (
+        "string", "empty")
 
 
 def _boolean(values: pd.Series) -> pd.Series:
