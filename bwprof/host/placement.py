@@ -111,6 +111,9 @@ SHARED_ANONYMOUS = "/dev/zero (deleted)"
 """How smaps names shared anonymous memory (mmap(-1) without MAP_PRIVATE): shmem, whose
 huge pages follow `shmem_enabled`, not the THP mode."""
 HUGE_FIELDS = ("AnonHugePages:", "ShmemPmdMapped:")
+_HEX_DIGITS = frozenset("0123456789abcdef")
+"""A mapping's line starts with its start address in lower-case hex; its field lines start
+with a capitalised name (Size:, KernelPageSize:, ...)."""
 
 
 def _is_anonymous(path: str) -> bool:
@@ -142,6 +145,8 @@ def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pa
     mapping: tuple[int, int] | None = None
     overlap = 0
     for line in text.splitlines():
+        if not overlap and line[:1] not in _HEX_DIGITS:
+            continue  # a field line of a mapping that holds none of the arrays (most lines)
         fields = line.split()
         head = fields[0] if fields else ""
         if "-" in head and not head.endswith(":"):  # "start-end perms offset dev inode path"
