@@ -26,9 +26,9 @@ import numpy as np
 from bwprof.gpu.backend import GpuBackend, Work
 from bwprof.gpu.buffers import (
     BufferPool,
-    chunk_pattern,
     chunks,
     device_mismatches,
+    pattern,
     upload_pattern,
 )
 from bwprof.gpu.devices import GpuDevice
@@ -383,11 +383,11 @@ def _copy_problem(pool: BufferPool, dst: Any, size: int, device: GpuDevice,
     `exact`, still zero: blocks end at whole passes, so under the chase a block that saw the
     stop flag before its first pass leaves its elements zero (and the simulator's load,
     which runs after the chase, copies nothing)."""
-    block, staging, bad = chunk_pattern(0), pool.staging(), 0
+    staging, bad = pool.staging(), 0
     for start, length in chunks(size):
         pool.backend.download(dst, length, offset=start, out=staging)
         got = staging[:length]
-        wrong = got != block[:length]
+        wrong = got != pattern(0, length)
         bad += int(np.count_nonzero(wrong if exact else wrong & (got != 0)))
     return (f"validation failed: {bad} of {size} bytes the load copied into "
             f"{device.label} memory differ from its source"
