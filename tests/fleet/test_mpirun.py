@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -36,8 +37,12 @@ def _mpi_or_skip() -> None:
 
 
 def _mpirun_args(out, *extra, cases="ddr_triad,net_p2p", quiet=True) -> dict:
+    # Each job's session folder under its own test folder: jobs started at the same moment
+    # (the hang tests') raced to make the shared /tmp/ompi.HOST.UID, and the loser failed
+    # at once ("A call to mkdir was unable to create the desired directory: File exists").
     env = {**env_without_cudasim(), "OMPI_ALLOW_RUN_AS_ROOT": "1",
-           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
+           "OMPI_MCA_orte_tmpdir_base": str(Path(out).parent)}
     return dict(
         args=["mpirun", "-n", "2", "--oversubscribe", sys.executable, "-m", "bwprof", "run",
               "--cases", cases, "--preset", "quick", "--size", "4MiB",
