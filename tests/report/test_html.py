@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from bwprof import cli
 from bwprof.report.html import render_html
 from bwprof.report.runfolder import load_run
@@ -24,13 +22,6 @@ def assert_self_contained(page: str, quotes_urls: bool = False) -> None:
     assert all(src.startswith("data:image/") for src in re.findall(r'src="([^"]*)"', page))
     assert all(href.startswith("#") for href in re.findall(r'href="([^"]*)"', page))
     assert "<link" not in page and "<iframe" not in page and "<object" not in page
-
-
-@pytest.fixture(scope="module")
-def h200_page(tmp_path_factory):
-    out = tmp_path_factory.mktemp("h200-html")
-    assert cli.main(["report", str(DATA / "h200-quick"), "--html", "--out", str(out)]) == 0
-    return out
 
 
 # Catches: a page that fetches a script, font or image, or leaves a plot out

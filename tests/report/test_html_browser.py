@@ -15,8 +15,6 @@ import subprocess
 
 import pytest
 
-from bwprof import cli
-from tests.report.conftest import DATA
 from tests.report.test_html import assert_self_contained
 
 pytestmark = pytest.mark.browser
@@ -50,11 +48,9 @@ def _console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
-@pytest.fixture(scope="module")
-def h200_html(tmp_path_factory):
-    out = tmp_path_factory.mktemp("browser")
-    assert cli.main(["report", str(DATA / "h200-quick"), "--html", "--out", str(out)]) == 0
-    return out / "report.html"
+@pytest.fixture
+def h200_html(h200_page):
+    return h200_page / "report.html"
 
 
 def test_chromium_renders_the_h200_page_with_its_headline_figures(h200_html, tmp_path):
