@@ -43,8 +43,10 @@ def _run(backend, cases, preset="quick"):
 
 @pytest.fixture(scope="module")
 def simulated_run(tmp_path_factory):
+    # No plots: drawing them took half this fixture's 11 s; test_plots draws a simulated run's.
     out = tmp_path_factory.mktemp("sim") / "run"
-    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=2, out=out, simulate=True)
+    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=2, out=out, simulate=True,
+                      plots=False)
 
 
 def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
@@ -63,6 +65,19 @@ def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
     system = json.loads((simulated_run.run_dir / "system.json").read_text())
     assert system["simulated"] is True
     assert system["gpus"]["simulated"] is True and len(system["gpus"]["devices"]) == 2
+
+
+def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
+    """The run above writes no plots (the fixture's time): the rows of every GPU case still
+    draw, each figure whose rows it has (host, telemetry and timeline figures it has none of)."""
+    from bwprof.report import plots
+    from bwprof.report.runfolder import load_run
+
+    written = plots.write_plots(load_run(simulated_run.run_dir))
+    assert [p.name for p in written] == [
+        plots.BANDWIDTH_PNG, plots.SUMMARY_PNG, plots.P2P_PNG, plots.LATENCY_PNG,
+        plots.LOADED_LATENCY_PNG, plots.P2P_LATENCY_PNG]
+    assert all(p.stat().st_size > 10_000 for p in written)
 
 
 def test_sizes_that_do_not_fit_are_skipped_with_the_reason(simulated_run):

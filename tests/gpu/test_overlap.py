@@ -21,8 +21,14 @@ from bwprof.units import KiB, MiB
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 
+SMALL_GPU_BYTES = 8 * MiB
+"""The simulated GPU the overlap runs use: its overlap size halves to 1 MiB to fit (64 MiB
+took 16 MiB copies and a compute kernel calibrated to them, about 1 s a run). The pipeline's
+64 MiB passes need the default 64 MiB GPU."""
+
+
 def _run(cases, backend=None, chunks=(1 * MiB,), pcie_gbps=None):
-    backend = backend or SimBackend(devices=1)
+    backend = backend or SimBackend(devices=1, memory_bytes=SMALL_GPU_BYTES)
     devices = [replace(d, peak_pcie_gbps=pcie_gbps) for d in describe(backend)]
     plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=2, llc_bytes=None,
                      memory_available_bytes=8 << 30)
@@ -114,7 +120,7 @@ def test_parts_that_do_nothing_when_run_together_are_invalid(monkeypatch, part):
 
 
 def test_pipeline_rows_per_stream_count_with_references_once():
-    rows, timelines = _run("pipeline_chunked", pcie_gbps=63.0)
+    rows, timelines = _run("pipeline_chunked", SimBackend(devices=1), pcie_gbps=63.0)
     assert [(r.phase, r.direction, r.streams) for r in rows] == [
         ("alone", "h2d", 1), ("paired", "both", 2), ("alone", "compute", 1),
         ("pipeline", "h2d+compute+d2h", 1),
@@ -135,7 +141,7 @@ def test_pipeline_rows_per_stream_count_with_references_once():
 
 def test_pipeline_with_fewer_chunks_than_streams_is_waived(monkeypatch):
     monkeypatch.setattr(overlap, "PIPELINE_TOTAL_BYTES", 2 * MiB)
-    rows, _ = _run("pipeline_chunked")
+    rows, _ = _run("pipeline_chunked", SimBackend(devices=1))
     assert [r.status for r in rows] == ["ok", "ok", "ok", "ok", "ok", "waived"]
     assert rows[-1].note == "2 chunk(s) of 1 MiB cannot keep 4 streams busy"
 

@@ -1,7 +1,8 @@
 """PTX compilation of the CUDA kernels and the parser of global loads and stores.
 
 The parser and --cc parsing are pure; compiling needs the real numba.cuda (not the simulator),
-so that test runs `python -m bwprof kernels` in a subprocess without NUMBA_ENABLE_CUDASIM.
+so it runs in subprocesses without NUMBA_ENABLE_CUDASIM: `python -m bwprof kernels`, and one
+that compiles every kernel for the tests that read its PTX (`sm90_ptx`).
 NVVM from numba-cuda's cu12 extra is enough: no GPU or driver is needed.
 """
 
@@ -183,65 +184,55 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
     assert f"{len(KERNELS)} compiled, 0 failed" in summary
 
 
-FIRST_ACCESS_BEFORE_DIVISION = """
-import json, re
+SM90_PTX = """
+import json
 from numba import cuda
 from bwprof.gpu.kernels import KERNELS
-out = {}
-for name in ("copy", "scale", "add", "triad"):  # timed; init is not
-    spec = KERNELS[name]
-    ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
-    lines = ptx.splitlines()
-    first = lambda pattern: next((n for n, line in enumerate(lines) if re.search(pattern, line)),
-                                 None)
-    out[name] = [first(r"\\b(ld|st)\\.global\\."), first(r"\\bdiv\\.")]
-print(json.dumps(out))
+print(json.dumps({name: cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))[0]
+                  for name, spec in KERNELS.items()}))
 """
 
 
-def test_a_stream_kernels_first_element_costs_no_division():
+@pytest.fixture(scope="module")
+def sm90_ptx() -> dict[str, str]:
+    """{kernel: its sm_90 PTX}, compiled once for the tests that read the code itself (one
+    process: each compile in its own took about 1.3 s, most of it numba.cuda's start)."""
+    done = subprocess.run([sys.executable, "-c", SM90_PTX], cwd=REPO, env=env_without_cudasim(),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_stream_kernels_first_element_costs_no_division(sm90_ptx):
     """With the default grid each thread owns one element (copy and scale, two); its first
     load or store must come before any trip-count division (a `range` loop puts a `div`
     ahead of it)."""
-    done = subprocess.run([sys.executable, "-c", FIRST_ACCESS_BEFORE_DIVISION], cwd=REPO,
-                          env=env_without_cudasim(), capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    for name, (access, division) in json.loads(done.stdout).items():
+    import re
+
+    for name in ("copy", "scale", "add", "triad"):  # timed; init is not
+        lines = sm90_ptx[name].splitlines()
+        access, division = (next((n for n, line in enumerate(lines) if re.search(pattern, line)),
+                                 None) for pattern in (r"\b(ld|st)\.global\.", r"\bdiv\."))
         assert access is not None, name
         assert division is None or access < division, (name, access, division)
 
 
-CHASE_LOOPS = """
-import json
-from numba import cuda
-from bwprof.gpu.kernels import KERNELS
-from bwprof.gpu.ptx import dependent_loads, global_accesses, loop_bodies
-spec = KERNELS["chase"]
-ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
-lines = ptx.splitlines()
-loops = []
-for body in loop_bodies(ptx):
-    text = "\\n".join(lines[n] for n in body)
-    loops.append([*dependent_loads(ptx, body), global_accesses(text).store_count])
-print(json.dumps({"total": dependent_loads(ptx), "loops": loops}))
-"""
-
-
-def test_the_chase_loop_is_one_dependent_global_load_per_step():
+def test_the_chase_loop_is_one_dependent_global_load_per_step(sm90_ptx):
     """sm_90 PTX of the chase: in every loop (LLVM unrolls it) each global load's address
     is computed from the value the previous load returned, and nothing else touches global
     memory; outside the loops only the start position is loaded."""
-    done = subprocess.run([sys.executable, "-c", CHASE_LOOPS], cwd=REPO,
-                          env=env_without_cudasim(), capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
-    assert found["loops"], done.stdout
-    for loads, dependent, stores in found["loops"]:
-        assert loads >= 1 and dependent == loads and stores == 0, found
-    loads, dependent = found["total"]
-    assert dependent == loads - 1, found  # the one load of the state's start position
+    from bwprof.gpu.ptx import dependent_loads, loop_bodies
+
+    ptx = sm90_ptx["chase"]
+    lines = ptx.splitlines()
+    loops = [(*dependent_loads(ptx, body),
+              global_accesses("\n".join(lines[n] for n in body)).store_count)
+             for body in loop_bodies(ptx)]
+    assert loops, ptx
+    for loads, dependent, stores in loops:
+        assert loads >= 1 and dependent == loads and stores == 0, loops
+    loads, dependent = dependent_loads(ptx)
+    assert dependent == loads - 1, (loads, dependent)  # the one load of the state's start
 
 
 CHASE_PTX = """\
@@ -335,27 +326,12 @@ def test_the_report_says_whether_every_loop_load_of_a_chase_waits_for_the_last()
     assert line(()).endswith("(5 ld dependent on a loaded value)")
 
 
-FMA_UNITS = """
-import json, re
-from numba import cuda
-from bwprof.gpu.kernels import KERNELS
-out = {}
-for name in ("fma_fp32", "fma_fp64"):
-    spec = KERNELS[name]
-    ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))
-    out[name] = {kind: len(re.findall(rf"\\bfma\\.rn\\.{kind}\\b", ptx))
-                 for kind in ("f32", "f64")}
-print(json.dumps(out))
-"""
-
-
-def test_each_fma_kernel_runs_its_chains_on_its_own_types_units():
+def test_each_fma_kernel_runs_its_chains_on_its_own_types_units(sm90_ptx):
     """fma_fp32 and fma_fp64 come from one factory: fp32's chains must stay fma.rn.f32 (the
     CUDA-core fp32 ceiling), fp64's fma.rn.f64, every chain of them."""
-    done = subprocess.run([sys.executable, "-c", FMA_UNITS], cwd=REPO,
-                          env=env_without_cudasim(), capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
+    import re
+
+    found = {name: {kind: len(re.findall(rf"\bfma\.rn\.{kind}\b", sm90_ptx[name]))
+                    for kind in ("f32", "f64")} for name in ("fma_fp32", "fma_fp64")}
     assert found["fma_fp32"]["f64"] == 0 and found["fma_fp32"]["f32"] >= 8, found
     assert found["fma_fp64"]["f32"] == 0 and found["fma_fp64"]["f64"] >= 8, found

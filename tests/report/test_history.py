@@ -309,7 +309,7 @@ def test_a_gpu_whose_latest_figure_dropped_is_flagged_with_exit_1(tmp_path):
     assert fell[0].startswith("FELL hbm_triad GPU-box2 (box2 gpu0), NVIDIA H200: ")
     assert "% below its median of " in fell[0] and "over 2 earlier run(s)" in fell[0]
     loose = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p"),
-                                "--threshold", "15"])
+                                "--threshold", "15", "--case", "hbm_triad"])  # one plot
     assert loose.exit_code == 0, loose.output
 
 
@@ -363,7 +363,8 @@ def test_trend_skips_a_writer_still_at_work_and_notes_a_damaged_file(tmp_path):
     store = fleet_store(tmp_path)
     (store / ".run-x.parquet.bwprof-1-0a0b0c0d.tmp").write_bytes(b"half")
     (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
-    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p")])
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p"),
+                               "--case", "hbm_triad"])  # the store is read whole; one plot
     assert done.exit_code == 0, done.output
     assert "note: left out: cannot read " in done.output and "run-broken" in done.output
 
