@@ -7,12 +7,10 @@ for a real device (PTX) run in a subprocess without it.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -111,26 +109,3 @@ def pytest_configure(config: pytest.Config) -> None:
 def env_without_cudasim() -> dict[str, str]:
     """Environment for a subprocess that must see the real numba.cuda (PTX, real runs)."""
     return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-
-
-def built_once(factory: pytest.TempPathFactory, name: str,
-               build: Callable[[Path], None]) -> Path:
-    """A folder that `build` fills once per test session, shared by every xdist worker (the
-    first to ask builds it under a lock, the others wait and reuse it): for costly inputs that
-    several test files only read. A build that fails leaves no folder for the next to reuse."""
-    root = factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # this session's folder, above each worker's own
-    target = root / f"built-{name}"
-    with open(root / f".built-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".built").exists():
-            shutil.rmtree(target, ignore_errors=True)
-            target.mkdir()
-            try:
-                build(target)
-            except BaseException:
-                shutil.rmtree(target, ignore_errors=True)
-                raise
-            (target / ".built").touch()
-    return target

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from bwprof import cli
-from tests.conftest import built_once
-
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -24,13 +21,3 @@ def run_copy(tmp_path):
 
     return copy
 
-
-@pytest.fixture(scope="session")
-def h200_page(tmp_path_factory) -> Path:
-    """`report --html` of tests/data/h200-quick, written once a session (about 5 s of plots)
-    into a folder the page tests and the browser tests only read."""
-
-    def build(out: Path) -> None:
-        assert cli.main(["report", str(DATA / "h200-quick"), "--html", "--out", str(out)]) == 0
-
-    return built_once(tmp_path_factory, "h200-page", build)
