@@ -21,7 +21,7 @@ from bwprof.units import KiB, MiB
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 SMALL_GPU_BYTES = 8 * MiB
-"""The simulated GPU the overlap runs use: its overlap size halves to 1 MiB to fit (64 MiB
+"""The simulated GPU the overlap runs use: its overlap size halves to 2 MiB to fit (64 MiB
 took 16 MiB copies and a compute kernel calibrated to them, about 1 s a run). The pipeline's
 64 MiB passes need the default 64 MiB GPU."""
 

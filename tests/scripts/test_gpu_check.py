@@ -6,14 +6,16 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import bwprof
+from bwprof.gpu import sim
 from bwprof.plan import PRESETS
-from bwprof.units import KiB
+from bwprof.units import KiB, MiB
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
@@ -23,10 +25,12 @@ CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,
 @pytest.fixture(scope="module")
 def relabelled_run(tmp_path_factory):
     # The pipeline on 64 KiB chunks (4 MiB passes), not the quick preset's 16 MiB (256 MiB
-    # passes, 3-4 s on the simulated backend): the headline only needs pipeline rows.
+    # passes, 3-4 s on the simulated backend), and 16 MiB simulated GPUs (copies up to 1 MiB,
+    # overlap on 4 MiB): the headline only needs rows of every kind.
     quick = replace(PRESETS["quick"], pipeline_chunks=(64 * KiB,))
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(PRESETS, "quick", quick)
+        patch.setattr(sim, "SimBackend", partial(sim.SimBackend, memory_bytes=16 * MiB))
         run = bwprof.run(cases=CASES, preset="quick", repeats=2, simulate=True, plots=False,
                          out=tmp_path_factory.mktemp("sim") / "run")
     assert set(run.results.loc[run.results["phase"] == "pipeline", "size_bytes"]) == {64 * KiB}
