@@ -27,6 +27,11 @@ from bwprof.host.stream import INIT_A, INIT_B, INIT_C, SCALAR, gold
 
 N = 1000  # odd, and not a multiple of any grid below
 SMALL_GRID = (2, 32)  # 64 threads for 1000 elements: each thread loops ~16 times
+ELEMENT_GRIDS = [(1, 1), (1, 3), (3, 7), (2, 32), (4, 64)]
+"""Grids for the element-placement tests: one thread, odd blocks, several blocks, and 256
+threads, which loop (with pairs, or four loads a thread) over the longer lengths and pass
+the end of the shorter ones. The simulator runs a Python thread for each CUDA thread, so
+(4, 256) took about 0.5 s a launch and, at 1024 threads, never entered those loops."""
 
 
 def _host_arrays(n: int = N) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,7 +64,7 @@ def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
         )
 
 
-@pytest.mark.parametrize("grid", [(1, 1), (1, 3), (3, 7), (2, 32), (4, 256)])
+@pytest.mark.parametrize("grid", ELEMENT_GRIDS)
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 63, 64, 65, 255, 256, 257, 1000, 1025])
 @pytest.mark.parametrize("name", ["copy", "scale"])
 def test_paired_kernels_put_every_element_in_its_own_place(cudasim, name, n, grid):
@@ -313,7 +318,7 @@ def test_the_chase_is_one_warp(kind, expected):
     assert launch_config(kind, 1 << 20) == expected
 
 
-@pytest.mark.parametrize("grid", [(1, 1), (1, 3), (3, 7), (2, 32), (4, 256)])
+@pytest.mark.parametrize("grid", ELEMENT_GRIDS)
 @pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 63, 64, 65, 255, 256, 257, 1000, 1025])
 def test_the_sm_copy_puts_every_element_in_its_own_place(cudasim, n, grid):
     """Distinct uint64 values (all 64 bits used), so an element copied to another's place or
