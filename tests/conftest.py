@@ -109,3 +109,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def env_without_cudasim() -> dict[str, str]:
     """Environment for a subprocess that must see the real numba.cuda (PTX, real runs)."""
     return {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+
+
+def small_simulated_gpus(patch: pytest.MonkeyPatch, memory_bytes: int) -> None:
+    """`bwprof.run(simulate=True)` on simulated GPUs of `memory_bytes`: the sizes that do not
+    fit are skipped and the overlap cases halve theirs to fit, so a test that reads the rows'
+    shape, not their sizes, copies a few MiB instead of the default 64 MiB GPU's 16 MiB."""
+    from functools import partial
+
+    from bwprof.gpu import sim
+
+    patch.setattr(sim, "SimBackend", partial(sim.SimBackend, memory_bytes=memory_bytes))

@@ -3,7 +3,7 @@ from dataclasses import replace
 import pytest
 
 from bwprof.gpu.devices import describe, sysfs_dir, sysfs_metadata
-from bwprof.gpu.sim import SimBackend
+from bwprof.gpu.sim import SIM_DEVICES, SimBackend
 
 
 def _pci(root, bus_id, **files):
@@ -32,7 +32,12 @@ def test_sysfs_without_numa_or_device(tmp_path):
 
 
 class H200Like(SimBackend):
-    """Simulated devices that report an H200's CUDA properties and a PCI address."""
+    """Simulated devices that report an H200's CUDA properties and a PCI address, of 8 MiB
+    (the rows' flags and peaks are checked, not their sizes: the overlap case copies 2 MiB,
+    not 16 MiB, and the plans copy 1 MiB)."""
+
+    def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = 8 << 20) -> None:
+        super().__init__(devices=devices, memory_bytes=memory_bytes)
 
     def properties(self, device):
         return replace(super().properties(device), name="NVIDIA H200",
@@ -73,7 +78,8 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
     assert device.host_link_c2c and device.peak_pcie_gbps is None
     assert device.peak_hbm_gbps is not None
     plan = make_plan(cases="h2d_pinned,d2d_copy,h2d_all,overlap_h2d_compute", preset="quick",
-                     repeats=2, usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30)
+                     repeats=2, usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30,
+                     size="1MiB")
     runner = Runner(plan, {"gpu": GpuExecutor(H200Like(devices=1), [device], 8 << 30)},
                     RunContext("r", "h"))
     try:
@@ -148,7 +154,7 @@ def _rows_on(device, cases, backend=None):
     from bwprof.runner import RunContext, Runner
 
     plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=1, llc_bytes=None,
-                     memory_available_bytes=8 << 30)
+                     memory_available_bytes=8 << 30, size="1MiB")
     runner = Runner(plan, {"gpu": GpuExecutor(backend or H200Like(devices=1), [device],
                                               8 << 30)}, RunContext("r", "h"))
     try:

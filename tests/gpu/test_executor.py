@@ -412,7 +412,7 @@ def test_simulated_runs_never_show_figures_in_the_terminal(tmp_path):
     from bwprof.cli import app
 
     result = CliRunner().invoke(app, ["run", "--simulate", "--preset", "quick", "--repeats", "2",
-                                      "--cases", "h2d_pinned,hbm_triad", "--out",
+                                      "--cases", "h2d_pinned,hbm_triad", "--no-plots", "--out",
                                       str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     assert "simulated 8 GPU row(s)" in result.output

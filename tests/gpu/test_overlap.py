@@ -18,6 +18,7 @@ from bwprof.gpu.sim import SimBackend
 from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
 from bwprof.units import KiB, MiB
+from tests.conftest import small_simulated_gpus
 from tests.gpu.test_transfers import ClockedBackend, _run_rows
 
 SMALL_GPU_BYTES = 8 * MiB
@@ -217,7 +218,8 @@ def test_a_kernel_that_skips_work_is_invalid(case):
                for r in concerned)
 
 
-def test_timeline_png_is_drawn_from_recorded_events(tmp_path):
+def test_timeline_png_is_drawn_from_recorded_events(tmp_path, monkeypatch):
+    small_simulated_gpus(monkeypatch, SMALL_GPU_BYTES)
     result = bwprof.run(cases="overlap_h2d_compute", preset="quick", repeats=2,
                         out=tmp_path / "r", simulate=True)
     pngs = sorted(p.name for p in (tmp_path / "r").glob("timeline-*.png"))
@@ -420,7 +422,6 @@ def test_the_pipelines_host_need_counts_its_inputs_and_their_gold():
 
 
 def test_the_calibration_ratio_of_two_directions_is_against_the_pair():
-    from tests.gpu.test_transfers import ClockedBackend, _run_rows
     class PerStream(ClockedBackend):
         def time_sample(self, works, gate, hold_us):
             for work in works:

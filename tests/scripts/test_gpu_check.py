@@ -6,16 +6,15 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import bwprof
-from bwprof.gpu import sim
 from bwprof.plan import PRESETS
 from bwprof.units import KiB, MiB
+from tests.conftest import small_simulated_gpus
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.sh"
 CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
@@ -30,7 +29,7 @@ def relabelled_run(tmp_path_factory):
     quick = replace(PRESETS["quick"], pipeline_chunks=(64 * KiB,))
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(PRESETS, "quick", quick)
-        patch.setattr(sim, "SimBackend", partial(sim.SimBackend, memory_bytes=16 * MiB))
+        small_simulated_gpus(patch, 16 * MiB)
         run = bwprof.run(cases=CASES, preset="quick", repeats=2, simulate=True, plots=False,
                          out=tmp_path_factory.mktemp("sim") / "run")
     assert set(run.results.loc[run.results["phase"] == "pipeline", "size_bytes"]) == {64 * KiB}
