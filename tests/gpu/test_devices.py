@@ -3,7 +3,7 @@ from dataclasses import replace
 import pytest
 
 from bwprof.gpu.devices import describe, sysfs_dir, sysfs_metadata
-from bwprof.gpu.sim import SIM_DEVICES, SimBackend
+from bwprof.gpu.sim import SimBackend
 
 
 def _pci(root, bus_id, **files):
@@ -32,17 +32,21 @@ def test_sysfs_without_numa_or_device(tmp_path):
 
 
 class H200Like(SimBackend):
-    """Simulated devices that report an H200's CUDA properties and a PCI address, of 8 MiB
-    (the rows' flags and peaks are checked, not their sizes: the overlap case copies 2 MiB,
-    not 16 MiB, and the plans copy 1 MiB)."""
-
-    def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = 8 << 20) -> None:
-        super().__init__(devices=devices, memory_bytes=memory_bytes)
+    """Simulated devices that report an H200's CUDA properties and a PCI address."""
 
     def properties(self, device):
         return replace(super().properties(device), name="NVIDIA H200",
                        pci_bus_id=f"0000:{0x1b + device:02X}:00.0", memory_bus_width_bits=6144,
                        memory_clock_khz=3_201_000)
+
+
+SMALL_GPU_BYTES = 8 << 20
+"""The runs below check their rows' flags and peaks, not sizes: on 8 MiB simulated GPUs the
+overlap case copies 2 MiB, not 16 MiB (the plans copy 1 MiB)."""
+
+
+def _small() -> H200Like:
+    return H200Like(devices=1, memory_bytes=SMALL_GPU_BYTES)
 
 
 def test_peaks_come_from_nvml_then_cuda_then_sysfs(tmp_path):
@@ -74,14 +78,14 @@ def test_a_c2c_host_link_has_no_pcie_peak_and_its_host_rows_say_why(tmp_path):
 
     _pci(tmp_path, "0000:1b:00.0", numa_node=0, local_cpulist="0-3",
          max_link_speed="32.0 GT/s PCIe", max_link_width=16)
-    (device,) = describe(H200Like(devices=1), lambda props: {"c2c_enabled": True}, tmp_path)
+    small = _small()
+    (device,) = describe(small, lambda props: {"c2c_enabled": True}, tmp_path)
     assert device.host_link_c2c and device.peak_pcie_gbps is None
     assert device.peak_hbm_gbps is not None
     plan = make_plan(cases="h2d_pinned,d2d_copy,h2d_all,overlap_h2d_compute", preset="quick",
                      repeats=2, usable_cpus=1, llc_bytes=None, memory_available_bytes=8 << 30,
                      size="1MiB")
-    runner = Runner(plan, {"gpu": GpuExecutor(H200Like(devices=1), [device], 8 << 30)},
-                    RunContext("r", "h"))
+    runner = Runner(plan, {"gpu": GpuExecutor(small, [device], 8 << 30)}, RunContext("r", "h"))
     try:
         rows = [r for r in runner.run() if r.status == "ok"]
     finally:
@@ -155,8 +159,8 @@ def _rows_on(device, cases, backend=None):
 
     plan = make_plan(cases=cases, preset="quick", repeats=2, usable_cpus=1, llc_bytes=None,
                      memory_available_bytes=8 << 30, size="1MiB")
-    runner = Runner(plan, {"gpu": GpuExecutor(backend or H200Like(devices=1), [device],
-                                              8 << 30)}, RunContext("r", "h"))
+    backend = backend or _small()
+    runner = Runner(plan, {"gpu": GpuExecutor(backend, [device], 8 << 30)}, RunContext("r", "h"))
     try:
         return [r for r in runner.run() if r.status == "ok"]
     finally:
@@ -164,7 +168,7 @@ def _rows_on(device, cases, backend=None):
 
 
 def test_a_c2c_host_link_gets_nvmls_c2c_peak_where_the_driver_gives_it(tmp_path):
-    (device,) = describe(H200Like(devices=1), lambda props: {
+    (device,) = describe(_small(), lambda props: {
         "c2c_enabled": True, "c2c_links": 10, "c2c_link_max_gbps": 45.0,
         "peak_c2c_gbps": 450.0}, tmp_path)
     assert device.peak_c2c_gbps == 450.0 and device.peak_pcie_gbps is None
@@ -181,7 +185,7 @@ def test_a_c2c_host_link_gets_nvmls_c2c_peak_where_the_driver_gives_it(tmp_path)
 
 
 def test_a_mig_slice_is_labelled_and_held_against_no_whole_gpu_hbm_peak(tmp_path):
-    (device,) = describe(H200Like(devices=1), lambda props: {
+    (device,) = describe(_small(), lambda props: {
         "mig_mode": True, "peak_hbm_gbps": 4800.0}, tmp_path)
     assert device.mig_slice and device.peak_hbm_gbps is None
     assert device.metadata["mig_slice_multiprocessors"] == device.properties.multiprocessors
@@ -190,12 +194,12 @@ def test_a_mig_slice_is_labelled_and_held_against_no_whole_gpu_hbm_peak(tmp_path
     assert rows and all("mig_slice" in r.flags for r in rows)
     assert all(r.peak_gbps is None for r in rows if r.memory == "hbm")
     assert all("measured on a MIG slice" in r.note for r in rows)
-    (whole,) = describe(H200Like(devices=1), lambda props: {"mig_mode": False}, tmp_path)
+    (whole,) = describe(_small(), lambda props: {"mig_mode": False}, tmp_path)
     assert not any("mig_slice" in r.flags for r in _rows_on(whole, "d2d_copy"))
 
 
 def test_confidential_computing_flags_the_host_link_rows(tmp_path):
-    (device,) = describe(H200Like(devices=1), lambda props: {"cc_mode": True}, tmp_path)
+    (device,) = describe(_small(), lambda props: {"cc_mode": True}, tmp_path)
     rows = _rows_on(device, "h2d_pinned,h2d_pageable,d2d_copy")
     host = [r for r in rows if r.memory != "hbm"]
     assert host and all("confidential_computing" in r.flags for r in host)
