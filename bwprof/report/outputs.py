@@ -115,7 +115,8 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
             steps.append((TIMINGS_PARQUET,
                           lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
     if plots:
-        steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes, pictures)))
+        steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes,
+                                                  pictures if html else None)))
     if html:
         steps.append((HTML_FILE, lambda: [_html(run, summary, out_dir, pictures, plot_notes,
                                                 plots)]))
@@ -175,10 +176,15 @@ def _bands(run: RunFolder, notes: list[str]) -> dict[str, tuple[float, float]] |
 
 
 def _plots(run: RunFolder, out_dir: Path, notes: list[str],
-           pictures: list[Picture]) -> list[Path]:
+           pictures: list[Picture] | None) -> list[Path]:
+    """The PNG plots; each figure is also rendered for the page into `pictures` where one
+    is given (the page's SVG costs about as much again as the PNG: not for `report` without
+    --html)."""
     from bwprof.report.plots import write_plots
 
     try:
+        if pictures is None:
+            return write_plots(run, out_dir, notes, band=_bands(run, notes))
         with captured_figures() as drawn:
             try:
                 return write_plots(run, out_dir, notes, band=_bands(run, notes))

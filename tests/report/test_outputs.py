@@ -251,3 +251,24 @@ def test_an_out_that_cannot_be_a_folder_is_bad_input(tmp_path, kind):
     assert not isinstance(info.value, OutputError)
     assert info.value.exit_code == EXIT_USAGE
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_figures_are_rendered_for_the_page_only_where_a_page_is_written(run_copy, monkeypatch,
+                                                                         html):
+    """The page's SVG of each figure costs about as much as its PNG: `report` without
+    --html renders none."""
+    from bwprof.report import atomic
+
+    rendered: list[str] = []
+    real = atomic._picture
+    monkeypatch.setattr(atomic, "_picture",
+                        lambda figure, name, *rest: rendered.append(name) or real(figure, name,
+                                                                                  *rest))
+    run = run_copy("host-ddr")
+    assert cli.main(["report", str(run), *(["--html"] if html else [])]) == 0
+    assert (run / "report" / "report.html").exists() == html
+    if html:
+        assert "bandwidth_vs_size.png" in rendered
+    else:
+        assert rendered == []
