@@ -43,7 +43,7 @@ def test_a_host_with_two_numa_nodes_gets_a_row_per_node(monkeypatch, tmp_path):
         system.NumaNode(1, format_cpu_list(cpus[half:]), 8 << 30)])
     # The topology is made up: every page lies on this machine's one node whatever we ask.
     monkeypatch.setattr(placement, "node_share", lambda arrays, node: 1.0)
-    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", **SMALL)
+    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", plots=False, **SMALL)
     frame = read_results(tmp_path / "r" / "results.csv")
     assert list(frame["device"]) == ["cpu", "numa0", "numa1"]
     assert list(frame["threads"]) == [1, half, len(cpus) - half]
@@ -54,7 +54,8 @@ def test_a_host_with_two_numa_nodes_gets_a_row_per_node(monkeypatch, tmp_path):
 
 def test_run_writes_the_run_folder(tmp_path):
     out = tmp_path / "run"
-    result = bwprof.run(cases="ddr_dot,h2d_pinned", out=out, command_line=["x"], **SMALL)
+    result = bwprof.run(cases="ddr_dot,h2d_pinned", out=out, command_line=["x"], plots=False,
+                        **SMALL)
     frame = read_results(out / "results.csv")
     assert list(frame["case"]) == ["ddr_dot", "h2d_pinned"]
     system = json.loads((out / "system.json").read_text())
@@ -93,7 +94,8 @@ def test_a_kernel_made_to_fail_marks_the_row_invalid(monkeypatch, tmp_path):
 
     monkeypatch.setitem(stream.KERNELS, "triad",
                         stream.StreamKernel("triad", broken, stream.KERNELS["triad"].replay))
-    result = bwprof.run(cases="ddr_triad,ddr_copy", out=tmp_path / "r", **SMALL)
+    result = bwprof.run(cases="ddr_triad,ddr_copy", out=tmp_path / "r", plots=False,
+                        **SMALL)
     statuses = dict(zip(result.results["case"], result.results["status"], strict=True))
     assert statuses == {"ddr_copy": "ok", "ddr_triad": "invalid"}
     assert [r.case for r in result.failed] == ["ddr_triad"]
@@ -173,7 +175,7 @@ def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
 
     from bwprof.schema.rows import TELEMETRY_COLUMNS
 
-    bwprof.run(cases="ddr_copy", out=tmp_path / "r", **SMALL)
+    bwprof.run(cases="ddr_copy", out=tmp_path / "r", plots=False, **SMALL)
     assert list(pd.read_csv(tmp_path / "r" / "findings.csv").columns) == [
         "severity", "device", "what", "why", "evidence", "schema_version"]
     header = (tmp_path / "r" / "results.csv").read_text().splitlines()[0].split(",")
@@ -260,7 +262,7 @@ def test_a_fresh_run_writes_schema_2_with_metric_unit_values_and_flags(tmp_path)
     are smaller than 4x the last-level cache carries `in_cache` and no DDR peak."""
     import csv
 
-    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", **SMALL)
+    result = bwprof.run(cases="ddr_triad", out=tmp_path / "r", plots=False, **SMALL)
     with open(tmp_path / "r" / "results.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
     assert row["schema_version"] == "2"

@@ -82,7 +82,8 @@ def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
         received = {r: _report(r, f"node{r}", _rows(f"node{r}", slow if r == 1 else 30.0, r))
                     for r in range(3)}
         (tmp_path / name).mkdir()
-        merge(tmp_path / name, "fleet-1", received, size=3, timeout_s=60.0, options={})
+        merge(tmp_path / name, "fleet-1", received, size=3, timeout_s=60.0,
+              options={"plots": False})
     runs = [load_run(tmp_path / "a"), load_run(tmp_path / "b")]
     per_node = compare_runs(runs).rows
     node1 = per_node[(per_node["device"] == "node1:cpu") & (per_node["scope"] == "summary")
