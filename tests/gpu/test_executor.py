@@ -20,6 +20,7 @@ from bwprof.measurement import Job
 from bwprof.plan import make_plan
 from bwprof.runner import RunContext, Runner
 from bwprof.units import MiB
+from tests.conftest import small_simulated_gpus
 
 GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_copy,hbm_,"
              "h2d_all,d2h_all,h2d_all_bidir,one_to_all,all_to_one,p2p_all_pairs,p2p_copy,"
@@ -43,10 +44,13 @@ def _run(backend, cases, preset="quick"):
 
 @pytest.fixture(scope="module")
 def simulated_run(tmp_path_factory):
-    # No plots: drawing them took half this fixture's 11 s; test_plots draws a simulated run's.
+    # No plots (drawing them took half this fixture's 11 s: one test below draws them), and
+    # 16 MiB simulated GPUs, so the sweep stops at 1 MiB (5 s to 3 s).
     out = tmp_path_factory.mktemp("sim") / "run"
-    return bwprof.run(cases=GPU_CASES, preset="quick", repeats=2, out=out, simulate=True,
-                      plots=False)
+    with pytest.MonkeyPatch.context() as patch:
+        small_simulated_gpus(patch, 16 * MiB)
+        return bwprof.run(cases=GPU_CASES, preset="quick", repeats=2, out=out, simulate=True,
+                          plots=False)
 
 
 def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
@@ -83,10 +87,11 @@ def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
 def test_sizes_that_do_not_fit_are_skipped_with_the_reason(simulated_run):
     frame = simulated_run.results
     skipped = frame[frame["status"] == "skipped"]
-    assert (skipped["size_bytes"] == 256 * MiB).all()
-    assert skipped["note"].str.contains("256 MiB does not fit").all()
+    assert set(skipped["size_bytes"]) == {16 * MiB, 256 * MiB}  # on 16 MiB simulated GPUs
+    assert all(f"{size >> 20} MiB does not fit" in note
+               for size, note in zip(skipped["size_bytes"], skipped["note"], strict=True))
     ok = frame[(frame["case"] == "h2d_pinned") & (frame["status"] == "ok")]
-    assert sorted(set(ok["size_bytes"])) == [64 << 10, MiB, 16 * MiB]
+    assert sorted(set(ok["size_bytes"])) == [64 << 10, MiB]
     assert set(ok["device"]) == {"gpu0", "gpu1"}
 
 
@@ -261,9 +266,9 @@ def test_the_full_preset_sweeps_the_chase_by_twos():
 def test_hbm_rows_use_the_default_array_size(simulated_run):
     frame = simulated_run.results
     rows = frame[frame["case"].str.startswith("hbm_")]
-    # 64 MiB of simulated memory: 2^25 float64 does not fit, so it halves to 16 MiB.
-    assert set(rows["size_bytes"]) == {16 * MiB}
-    assert (rows[rows["case"] == "hbm_triad"]["bytes_per_op"] == 3 * 16 * MiB).all()
+    # 16 MiB of simulated memory: 2^25 float64 does not fit, so it halves to 4 MiB.
+    assert set(rows["size_bytes"]) == {4 * MiB}
+    assert (rows[rows["case"] == "hbm_triad"]["bytes_per_op"] == 3 * 4 * MiB).all()
     assert (rows["status"] == "ok").all()
 
 
