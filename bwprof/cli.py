@@ -314,7 +314,7 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
     if not quiet:
         print_report(_stdout_console(plain=fleet), result.rows, result.summary,
                      machine_line(result.meta),
-                     meta=result.meta, findings=result.findings)
+                     meta=result.meta, findings=result.findings, results=result.results)
     for note in result.notes:
         typer.echo(note, err=True)
     typer.echo(f"wrote {result.run_dir}")

@@ -140,7 +140,8 @@ def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Pictur
                               autoescape=True, undefined=StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True)
     columns, rows = summary_grid(summary)
-    lines = report_lines(rows_from_frame(run.results), summary, run.meta, run.findings)
+    lines = report_lines(rows_from_frame(run.results), summary, run.meta, run.findings,
+                         run.results)
     shown = [c for c in RESULT_TABLE_COLUMNS if c in run.results.columns]
     dictionary = [(names, _markdown(meaning)) for names, meaning in groups(CSV_COLUMNS)]
     return environment.get_template(TEMPLATE).render(

@@ -128,7 +128,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         markup=False, highlight=False, soft_wrap=True,
     )
     print_report(console, rows_from_frame(run.results), report.summary, show_rows=show_rows,
-                 meta=meta, findings=run.findings)
+                 meta=meta, findings=run.findings, results=run.results)
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -155,7 +155,8 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     warnings and the notes about files not written also go to stderr, where a person
     running the command sees them."""
     run = report.run
-    lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings)
+    lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings,
+                         run.results)
     warnings = report_warnings(run)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,

@@ -420,13 +420,15 @@ LINE_STYLES = {"failed": "bold red", "findings": "yellow"}
 
 
 def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
-                 meta: RunMeta | None = None,
-                 findings: Any = None) -> dict[str, list[str]]:
+                 meta: RunMeta | None = None, findings: Any = None,
+                 results: pd.DataFrame | None = None) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
     summary's notes, the HBM/DDR sentence, the HBM/DDR latency sentence and the latency
     under load, the DDR peak, a sandbox, the overlap lines, then
     what was simulated, not run, or failed, the state of telemetry and the findings. One
-    source for the terminal and for `--json`, so scripts see what people see."""
+    source for the terminal and for `--json`, so scripts see what people see. `results` is
+    `rows` as a frame, where the caller has it (building it again cost a report of a
+    hundred rows a tenth of its time)."""
     from bwprof.report.roofline import roofline_lines
     from bwprof.report.summary import headline_sentence, latency_sentence
     from bwprof.schema.table import results_frame
@@ -439,7 +441,8 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
-        "roofline": roofline_lines(results_frame(rows)) if rows else [],
+        "roofline": (roofline_lines(results if results is not None else results_frame(rows))
+                     if rows else []),
         "latency": [line for line in [latency_sentence(summary)] if line]
         + loaded_latency_lines(rows),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
@@ -455,13 +458,14 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
 
 def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
                  title: str = "", show_rows: bool = False,
-                 meta: RunMeta | None = None, findings: Any = None) -> None:
+                 meta: RunMeta | None = None, findings: Any = None,
+                 results: pd.DataFrame | None = None) -> None:
     """The end of `bwprof run` and the body of `bwprof report`: the summary table, then
-    `report_lines`."""
+    `report_lines` (`results`: `rows` as a frame, where the caller has it)."""
     if show_rows and headline_rows(rows):
         console.print(results_table(rows))
     console.print(path_table(summary, title))
-    for kind, lines in report_lines(rows, summary, meta, findings).items():
+    for kind, lines in report_lines(rows, summary, meta, findings, results).items():
         _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 
