@@ -34,8 +34,9 @@ V1_NUMA_NOTES = ("host memory placement not enforced", "host memory not on NUMA 
 V1_CACHE_UNKNOWN_NOTES = ("from CPUID, one instance", "last-level cache size unknown")
 
 
-def _v1_flags(row: pd.Series) -> str:
-    note = "" if pd.isna(row.get("note")) else str(row.get("note"))
+def _v1_flags(note_cell: object, backend: object, cv: float) -> str:
+    """A version-1 row's flags, from its note, its backend and its cv (a number or NaN)."""
+    note = note_cell if isinstance(note_cell, str) else ""  # NaN where a row had none
     found: set[str] = set()
     if V1_IN_CACHE_NOTE in note:
         found.add(f.IN_CACHE)
@@ -47,12 +48,16 @@ def _v1_flags(row: pd.Series) -> str:
         found.add(f.NUMA_UNVERIFIED)
     if any(text in note for text in V1_CACHE_UNKNOWN_NOTES):
         found.add(f.CACHE_UNKNOWN)
-    if row.get("backend") == "simulated":
+    if backend == "simulated":
         found.add(f.SIMULATED)
-    cv = pd.to_numeric(pd.Series([row.get("cv")]), errors="coerce").iloc[0]
-    if pd.notna(cv) and cv > f.NOISY_CV:
+    if cv == cv and cv > f.NOISY_CV:  # NaN is no cv
         found.add(f.NOISY)
     return f.join_flags(found)
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column of the table, or a column of NA where the table has none."""
+    return frame[name] if name in frame.columns else pd.Series(pd.NA, index=frame.index)
 
 
 def upgrade_results_v1(frame: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +70,9 @@ def upgrade_results_v1(frame: pd.DataFrame) -> pd.DataFrame:
     out["work_per_op"] = out["bytes_per_op"].where(measured)
     out["value_median"] = out["gbps_median"]
     out["value_best"] = out["gbps_best"]
-    out["flags"] = [_v1_flags(row) for _, row in out.iterrows()] if len(out) else []
+    cvs = pd.to_numeric(_column(out, "cv"), errors="coerce").astype("float64")
+    out["flags"] = [_v1_flags(note, backend, cv) for note, backend, cv in
+                    zip(_column(out, "note"), _column(out, "backend"), cvs, strict=True)]
     cached = out["flags"].map(f.is_cache_resident).astype(bool)
     # A cache-resident figure is not held against the memory's peak (version 1 kept the
     # HBM peak beside L2-resident rows).
