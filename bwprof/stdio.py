@@ -31,6 +31,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO
 
+from bwprof import interrupts
+
 ERRORS = "bwprof.terminal"
 """Name of the codec error handler every guarded stream encodes with."""
 
@@ -204,10 +206,13 @@ def _guard(stream: IO[str] | None, fd: int,
 
 def install() -> None:
     """Reopen closed standard descriptors on /dev/null and guard sys.stdout and sys.stderr
-    (idempotent)."""
-    reopen_closed_descriptors()
-    sys.stderr = _guard(sys.stderr, 2, None)
-    sys.stdout = _guard(sys.stdout, 1, _stdout_failed)
+    (idempotent). A stop signal meanwhile is held until both are done: raised inside
+    TextIOWrapper.reconfigure (its new encoder's __init__ is Python code), it left stderr
+    unable to write, and the interrupted run exited 130 without its line."""
+    with interrupts.deferred():
+        reopen_closed_descriptors()
+        sys.stderr = _guard(sys.stderr, 2, None)
+        sys.stdout = _guard(sys.stdout, 1, _stdout_failed)
 
 
 def flush() -> None:

@@ -217,3 +217,28 @@ def test_a_closed_stdin_and_stderr_are_reopened_quietly(tmp_path):
     assert lines[0].startswith("bwprof summary: ")  # the progress line went nowhere
     assert lines[-1] == f"wrote {tmp_path / 'run'}"
     assert not any(line.startswith("[1/1") for line in lines)
+
+
+def test_a_stop_signal_while_the_streams_are_swapped_waits_until_they_are(stop_signals,
+                                                                           monkeypatch):
+    """Found under load (about 1 run in 70 of an interrupt right after the handlers went
+    in): a signal whose KeyboardInterrupt was raised inside stderr's reconfigure (Python
+    code: the new encoder's __init__) left stderr unable to write, and the run exited 130
+    without its line. The signal now waits for both streams to be guarded."""
+
+    class Torn(io.TextIOWrapper):
+        finished = False
+
+        def reconfigure(self, **options):
+            signal.raise_signal(signal.SIGTERM)  # its handler runs at the next bytecode
+            super().reconfigure(**options)
+            self.finished = True
+
+    stderr = Torn(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    with pytest.raises(KeyboardInterrupt):
+        stdio.install()
+    assert stderr.finished
+    assert isinstance(sys.stderr, stdio.GuardedStream)
+    assert isinstance(sys.stdout, stdio.GuardedStream)
