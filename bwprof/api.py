@@ -401,6 +401,7 @@ class _Run:
         self.result: RunResult | None = None
         self._samples: list[dict[str, object]] = []
         self._done: set[str] = set()
+        self._frame: tuple[int, pd.DataFrame] | None = None
 
     @property
     def stopped(self) -> bool:
@@ -580,8 +581,15 @@ class _Run:
         """Every executor opened, whether or not the runner got to use them."""
         self.meta = replace(self.meta, close_errors=tuple(close_executors(self.executors)))
 
+    def _rows_frame(self) -> pd.DataFrame:
+        """The rows as a frame, built once for the findings and the result (rows are only
+        ever appended: a count that moved on builds it again)."""
+        if self._frame is None or self._frame[0] != len(self.rows):
+            self._frame = (len(self.rows), results_frame(self.rows))
+        return self._frame[1]
+
     def _write_findings(self) -> None:
-        self.findings = derive_findings(results_frame(self.rows), self._final_meta())
+        self.findings = derive_findings(self._rows_frame(), self._final_meta())
         if self.writer is None:
             return
         try:
@@ -598,7 +606,7 @@ class _Run:
                                   "counters")
 
     def _make_result(self) -> None:
-        frame = results_frame(self.rows)
+        frame = self._rows_frame()
         self.result = RunResult(
             frame, self.meta, list(self.rows), self.run_dir, False,
             timelines=list(self.runner.timelines) if self.runner is not None else [],
