@@ -203,7 +203,6 @@ def run_command(
 ) -> None:
     """Measure this machine and write a run folder (results.csv, timings.csv, system.json,
     summary.csv, plots)."""
-    from bwprof import api
     from bwprof.fleet.comm import launched_by_mpi
 
     fleet = mpi or launched_by_mpi()
@@ -215,6 +214,8 @@ def run_command(
     _numba_ready(fleet)
     if threads is None:
         _say_thread_cap()
+    from bwprof import api  # after the checks above: pandas alone takes 0.3 s to load
+
     prefix = "simulated-" if simulate else ""
     out_dir = (_user_path(out, "--out") if out is not None
                else None if fleet else _user_path(
