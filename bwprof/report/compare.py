@@ -25,7 +25,7 @@ import pandas as pd
 
 from bwprof.coerce import integer, number, optional_integer, optional_number, shorten
 from bwprof.errors import BwprofError
-from bwprof.report.formats import cell_float, cell_int, is_missing
+from bwprof.report.formats import cell_float, cell_int, cell_text, is_missing
 from bwprof.report.runfolder import RunFolder, state_warning
 from bwprof.report.summary import build_summary
 from bwprof.schema.meta import RunMeta
@@ -160,7 +160,7 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
                 "device_name": row["device_name"], "memory": row["memory"],
                 "direction": row["direction"], "threads": _int(row["threads"]),
                 "streams": _int(row["streams"]), "phase": row["phase"],
-                "dtype": "" if is_missing(row.get("dtype")) else str(row.get("dtype")),
+                "dtype": cell_text(row.get("dtype")),
                 "page_bytes": _int(row.get("page_bytes")), "metric": metric,
                 "unit": unit, "higher_is_better": higher,
                 "backend": row["backend"], "status": row["status"], "value": _num(value),

@@ -68,6 +68,12 @@ def cell_int(value: object) -> int | None:
     return None if is_missing(value) else integer(value)
 
 
+def cell_text(value: object) -> str:
+    """A table cell as text, '' where it holds no value (a column an older file lacks, read
+    with `.get`, too)."""
+    return "" if is_missing(value) else str(value)
+
+
 def row_at(rows: pd.DataFrame, label: object) -> pd.Series:
     """The row of a frame at an index label (idxmin/idxmax give one)."""
     return rows.loc[cast(Any, label)]

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from bwprof.coerce import number
-from bwprof.report.formats import cell_float, is_missing, plain, row_at
+from bwprof.report.formats import cell_float, cell_text, plain, row_at
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
@@ -82,7 +82,7 @@ def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
         "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
         "memory": row["memory"], "direction": row["direction"],
-        "dtype": "" if is_missing(row.get("dtype")) else str(row.get("dtype")),
+        "dtype": cell_text(row.get("dtype")),
         "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
         "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
         "higher_is_better": higher, "value": value,

@@ -11,7 +11,13 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from bwprof.report.formats import cell_float, cell_int, is_missing, lower_is_better_row
+from bwprof.report.formats import (
+    cell_float,
+    cell_int,
+    cell_text,
+    is_missing,
+    lower_is_better_row,
+)
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
@@ -336,7 +342,7 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
                 str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
                 else "",
                 _on(row) if row["device"] else "",
-                "" if is_missing(row.get("dtype")) else str(row.get("dtype"))) if p),
+                cell_text(row.get("dtype"))) if p),
             "size": _size_cell(row["size_bytes"]),
             value_column: figure,
             "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
@@ -513,7 +519,7 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
         parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
         if (first["case"], first["device"], first["size_bytes"]) in several:
             parts.insert(1, str(first["direction"]))
-        if not is_missing(first.get("dtype")) and first.get("dtype"):
+        if cell_text(first.get("dtype")):
             parts.append(str(first["dtype"]))
         if first["phase"] and scope == "row":
             parts.append(str(first["phase"]))
