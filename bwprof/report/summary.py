@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import cast
 
+import numpy as np
 import pandas as pd
 
 from bwprof.coerce import number
-from bwprof.report.formats import cell_float, cell_text, plain, row_at
+from bwprof.report.formats import cell_float, cell_text, plain
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.table import is_missing
 
 SUMMARY_FILE = "summary.csv"
 
@@ -74,7 +77,30 @@ PATH_CASES: dict[str, tuple[str, ...]] = {
 SLOWEST_PAIR = "slowest pair"
 
 
-def _figure_row(path: str, row: pd.Series, **extra: object) -> dict[str, object]:
+Record = dict[str, object]
+"""One results row as a dict (`_records`). The summary makes some forty selections among a
+few hundred rows at most: on dicts each costs microseconds, where a pandas selection costs
+its per-operation overhead (a summary took 20-40 ms, whatever the run's size, and a run's
+end, report and compare each build one or more)."""
+
+_READ_COLUMNS = (
+    "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
+    "dtype", "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better",
+    "value_best", "value_median", "gbps_best", "gbps_median", "copy_gbps_best",
+    "copy_gbps_median", "cv", "peak_value", "peak_gbps", "status", "flags", "note", "phase",
+    "overlap_efficiency", "page_bytes",
+)
+"""The columns of results.csv the summary reads."""
+
+
+def _records(results: pd.DataFrame) -> list[Record]:
+    """The rows of `results` in order, as dicts of the columns the summary reads (a column
+    the frame lacks is absent; a missing value is None or NaN)."""
+    present = [c for c in _READ_COLUMNS if c in results.columns]
+    return cast(list[Record], results[present].to_dict("records"))
+
+
+def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
     value = cell_float(row["value_best"])
     peak = cell_float(row["peak_value"])
     higher = plain(row["higher_is_better"])
@@ -120,13 +146,23 @@ def _without_figure(row: dict[str, object]) -> dict[str, object]:
                                     "copy_gbps_median", "cv", "pct_of_peak"))}
 
 
-def _in_cache_row(path: str, row: pd.Series, note: str) -> dict[str, object]:
+def _in_cache_row(path: str, row: Record, note: str) -> dict[str, object]:
     """The row of a path whose every figure is a cache's: its status says so, no figure."""
     return _without_figure(_figure_row(path, row, status="in cache", note=note))
 
 
-def _largest(rows: pd.DataFrame) -> pd.Series:
-    return row_at(rows, rows["size_bytes"].fillna(0).idxmax())
+def _size(row: Record) -> float:
+    """A row's size in bytes, 0 where it has none (so it is never the largest)."""
+    return cell_float(row["size_bytes"]) or 0.0
+
+
+def _value(row: Record) -> float:
+    return number(row["value_best"])
+
+
+def _largest(rows: list[Record]) -> Record:
+    """The row of the largest size; the first of them on a tie, as pandas' idxmax is."""
+    return max(rows, key=_size)
 
 
 def cache_resident(rows: pd.DataFrame) -> pd.Series:
@@ -134,22 +170,35 @@ def cache_resident(rows: pd.DataFrame) -> pd.Series:
     return rows["flags"].map(f.is_cache_resident).astype(bool)
 
 
-def _has_flag(row: pd.Series | dict[str, object], flag: str) -> bool:
+def _resident(row: Record) -> bool:
+    return f.is_cache_resident(row["flags"])
+
+
+def _has_flag(row: Record, flag: str) -> bool:
     return f.has_flag(row["flags"], flag)
 
 
-def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> dict[str, object]:
+def _grouped(rows: list[Record], column: str) -> dict[object, list[Record]]:
+    """The rows of each value of `column`, values in the order they first appear."""
+    groups: dict[object, list[Record]] = {}
+    for row in rows:
+        groups.setdefault(row[column], []).append(row)
+    return groups
+
+
+def _missing_row(path: str, records: list[Record], run_id: str,
+                 host: str) -> dict[str, object]:
     """The row of a path with no figure: why its headline case (the first of PATH_CASES
     that ran) did not give one."""
     cases = PATH_CASES.get(path) or tuple(dict.fromkeys(
-        results.loc[results["metric"] == METRIC_PATHS.get(path, ""), "case"]))
-    others = results[results["case"].isin(cases) & (results["status"] != "ok")]
+        str(r["case"]) for r in records if r["metric"] == METRIC_PATHS.get(path, "")))
+    others = [r for r in records if r["case"] in cases and r["status"] != "ok"]
     case = cases[0] if len(cases) == 1 else ""
-    if len(others):
+    if others:
         rank = {name: index for index, name in enumerate(cases)}
-        first = others.sort_values("case", key=lambda c: c.map(rank), kind="stable").iloc[0]
+        first = min(others, key=lambda r: rank[str(r["case"])])  # earliest case, then row
         status, note, case = str(first["status"]), str(first["note"]), str(first["case"])
-    elif path == "overlap" and results["case"].isin(cases).any():
+    elif path == "overlap" and any(r["case"] in cases for r in records):
         status, note = "absent", "no concurrent row carries an overlap efficiency"
     else:
         shown = "overlap_*" if path == "overlap" else " or ".join(cases)
@@ -163,21 +212,19 @@ def _missing_row(path: str, results: pd.DataFrame, run_id: str, host: str) -> di
     }
 
 
-def _largest_per_device(rows: pd.DataFrame) -> list[pd.Series]:
+def _largest_per_device(rows: list[Record]) -> list[Record]:
     """For each device (in run order) the row at its largest size."""
-    chosen = []
-    for device in dict.fromkeys(rows["device"]):
-        mine = rows[rows["device"] == device]
-        chosen.append(row_at(mine, mine["size_bytes"].fillna(0).astype("int64").idxmax()))
-    return chosen
+    return [_largest(mine) for mine in _grouped(rows, "device").values()]
 
 
-def _ok(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:
-    rows = results[(results["case"] == case) & (results["status"] == "ok")
-                   & results["value_best"].notna()]
-    if direction is not None:
-        rows = rows[rows["direction"] == direction]
-    return rows
+def _measured(row: Record) -> bool:
+    """An ok row with its figure."""
+    return row["status"] == "ok" and not is_missing(row["value_best"])
+
+
+def _ok(records: list[Record], case: str, direction: str | None = None) -> list[Record]:
+    return [r for r in records if r["case"] == case and _measured(r)
+            and (direction is None or r["direction"] == direction)]
 
 
 def is_numa_device(device: object) -> bool:
@@ -197,26 +244,25 @@ def numa_pair(device: object) -> tuple[str, str] | None:
     return source, target
 
 
-def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
     """The best ddr_triad row of each host (one in a single run, one per node in a fleet),
     then each NUMA node's on its own where the host has several."""
-    rows = _ok(results, "ddr_triad")
-    devices = list(dict.fromkeys(rows["device"]))
-    hosts = list(dict.fromkeys(node_of(d) for d in devices))
+    by_device = _grouped(_ok(records, "ddr_triad"), "device")
+    hosts = list(dict.fromkeys(node_of(d) for d in by_device))
     out = []
-    for device in sorted(devices, key=lambda d: (hosts.index(node_of(d)), is_numa_device(d))):
-        everything = rows[rows["device"] == device]
+    for device in sorted(by_device, key=lambda d: (hosts.index(node_of(d)), is_numa_device(d))):
+        everything = by_device[device]
         # DDR's figure uses arrays of at least 4x the last-level cache, as STREAM's rule says:
         # a smaller array is partly served by the cache and reads several times faster.
-        mine = everything[~cache_resident(everything)]
-        if mine.empty:
+        mine = [r for r in everything if not _resident(r)]
+        if not mine:
             out.append(_in_cache_row(
                 "ddr", _largest(everything),
                 note="every ddr_triad row's arrays are under 4x the last-level cache: cache "
                      "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
                      "had to shrink them)"))
             continue
-        best = row_at(mine, _best_index(mine))
+        best = _best(mine)
         notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
         if len(mine) < len(everything):
             notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
@@ -225,11 +271,12 @@ def _ddr_rows(results: pd.DataFrame) -> list[dict[str, object]]:
     return out
 
 
-def _best_index(rows: pd.DataFrame) -> object:
-    """The index of the best figure among rows of one metric (highest, or lowest where lower
-    is better)."""
-    lower = rows["higher_is_better"].eq(False).any()
-    return rows["value_best"].idxmin() if lower else rows["value_best"].idxmax()
+def _best(rows: list[Record]) -> Record:
+    """The row of the best figure among rows of one metric (highest, or lowest where lower
+    is better); the first of them on a tie."""
+    lower = any(r["higher_is_better"] is False or r["higher_is_better"] is np.False_
+                for r in rows)
+    return min(rows, key=_value) if lower else max(rows, key=_value)
 
 
 def node_of(device: object) -> str:
@@ -241,23 +288,22 @@ def node_of(device: object) -> str:
 C2C_SUMMARY_NOTE = "host link is NVLink-C2C: no peak known for it (PCIe's does not apply)"
 
 
-def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
+def _per_gpu_rows(path: str, records: list[Record], cases: Iterable[str],
                   direction: str | None) -> list[dict[str, object]]:
     """Each case per device at its largest size, cache-resident sizes left out (a device with
     nothing else keeps its largest as 'in cache', without a figure)."""
     out = []
     for case in cases:
-        rows = _ok(results, case, direction)
+        rows = _ok(records, case, direction)
         if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
-            rows = rows[rows["device"].map(lambda d: str(d).rsplit(":", 1)[-1] == "all")]
-        if rows.empty:
-            continue
-        resident = cache_resident(rows)
-        for row in _largest_per_device(rows[~resident]):
+            rows = [r for r in rows if str(r["device"]).rsplit(":", 1)[-1] == "all"]
+        measured = [r for r in rows if not _resident(r)]
+        for row in _largest_per_device(measured):
             out.append(_figure_row(path, row, note=C2C_SUMMARY_NOTE
                                    if _has_flag(row, f.C2C_LINK) else ""))
-        only_cached = rows[resident & ~rows["device"].isin(rows.loc[~resident, "device"])]
-        for row in _largest_per_device(only_cached) if len(only_cached) else []:
+        figured = {r["device"] for r in measured}
+        only_cached = [r for r in rows if _resident(r) and r["device"] not in figured]
+        for row in _largest_per_device(only_cached):
             out.append(_in_cache_row(
                 path, row,
                 note=f"every {case} row of {row['device']} fits in its cache: cache bandwidth, "
@@ -265,34 +311,36 @@ def _per_gpu_rows(path: str, results: pd.DataFrame, cases: Iterable[str],
     return out
 
 
-def _metric_rows(path: str, results: pd.DataFrame) -> list[dict[str, object]]:
+def _metric_rows(path: str, records: list[Record]) -> list[dict[str, object]]:
     """Every case of the path's metric (latency, throughput), per device at its largest size."""
-    rows = results[(results["metric"] == METRIC_PATHS[path]) & (results["status"] == "ok")
-                   & results["value_best"].notna()]
-    rows = rows[~cache_resident(rows)]  # a cache's latency is not the memory's
+    rows = [r for r in records if r["metric"] == METRIC_PATHS[path] and _measured(r)
+            and not _resident(r)]  # a cache's latency is not the memory's
     out = []
-    for case in dict.fromkeys(rows["case"]):
-        out += [_figure_row(path, row) for row in _largest_per_device(rows[rows["case"] == case])]
+    for mine in _grouped(rows, "case").values():
+        out += [_figure_row(path, row) for row in _largest_per_device(mine)]
     return out
 
 
-def _ceiling_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+def _threads(row: Record) -> float | None:
+    try:
+        return cell_float(row["threads"])
+    except (TypeError, ValueError):  # not a count: as pandas' to_numeric(errors="coerce")
+        return None
+
+
+def _ceiling_rows(records: list[Record]) -> list[dict[str, object]]:
     """The compute path: each throughput case's ceiling per device, its fastest row over
     every dtype and size (with the most threads on a host: one thread is the GPU/CPU
     sentence's). Not the largest size: that is fp64's (8 bytes an element), its slowest
     arithmetic, so an H200 would read 60 TFLOP/s where bf16 reaches ten times that."""
-    rows = results[(results["metric"] == METRIC_PATHS["compute"]) & (results["status"] == "ok")
-                   & results["value_best"].notna()]
+    rows = [r for r in records if r["metric"] == METRIC_PATHS["compute"] and _measured(r)]
     out = []
-    for case in dict.fromkeys(rows["case"]):
-        mine = rows[rows["case"] == case]
-        for device in dict.fromkeys(mine["device"]):
-            theirs = mine[mine["device"] == device]
-            threads = pd.to_numeric(theirs["threads"], errors="coerce")
-            if threads.notna().any():
-                theirs = theirs[threads == threads.max()]
-            out.append(_figure_row("compute", row_at(
-                theirs, theirs["value_best"].astype(float).idxmax())))
+    for mine in _grouped(rows, "case").values():
+        for theirs in _grouped(mine, "device").values():
+            counts = [t for t in map(_threads, theirs) if t is not None]
+            if counts:
+                theirs = [r for r in theirs if _threads(r) == max(counts)]
+            out.append(_figure_row("compute", max(theirs, key=_value)))
     return out
 
 
@@ -333,71 +381,80 @@ def _page_text(value: object) -> str:
     return "" if size is None else f"{format_bytes(int(size))} pages"
 
 
-def _memory_latency_rows(rows: pd.DataFrame, case: str) -> list[dict[str, object]]:
+def _memory_latency_rows(rows: list[Record], case: str) -> list[dict[str, object]]:
     """A memory's own load latency, per device: the largest working set that is not
     cache-resident (`in_cache`, `l2_resident`); where several page sizes were chased at
     that size, the lowest. A device whose every working set fits in a cache keeps its
     largest as 'in cache', without a figure."""
-    mine = rows[rows["case"] == case]
     out = []
-    for device in dict.fromkeys(mine["device"]):
-        everything = mine[mine["device"] == device]
-        beyond = everything[~cache_resident(everything)]
-        if beyond.empty:
+    for device, everything in _grouped([r for r in rows if r["case"] == case],
+                                       "device").items():
+        beyond = [r for r in everything if not _resident(r)]
+        if not beyond:
             out.append(_in_cache_row(
                 "latency", _largest(everything),
                 note=f"every {case} working set of {device} fits in a cache (under 4x its "
                      "size): a cache's latency, not the memory's"))
             continue
-        at_size = beyond[beyond["size_bytes"] == beyond["size_bytes"].max()]
-        best = row_at(at_size, at_size["value_best"].idxmin())
+        top = max(_size(r) for r in beyond)
+        at_size = [r for r in beyond if _size(r) == top]
+        best = min(at_size, key=_value)
         notes = []
-        if "page_bytes" in at_size and at_size["page_bytes"].nunique() > 1:
-            others = [_page_text(p) for p in at_size["page_bytes"].dropna().unique()
-                      if p != best["page_bytes"]]
-            notes.append(f"on {_page_text(best['page_bytes'])}, the lowest of "
+        pages = [p for p in dict.fromkeys(cell_float(r.get("page_bytes")) for r in at_size)
+                 if p is not None]
+        if len(pages) > 1:
+            own = cell_float(best.get("page_bytes"))
+            others = [_page_text(p) for p in pages if p != own]
+            notes.append(f"on {_page_text(own)}, the lowest of "
                          f"{len(at_size)} page sizes ({', '.join(others)} in results.csv)")
         out.append(_figure_row("latency", best, note="; ".join(notes)))
     return out
+
+
+def _matrix(records: list[Record], case: str, direction: str | None = None) -> list[Record]:
+    """`matrix_rows` of records."""
+    rows = [r for r in _ok(records, case, direction) if not is_loaded(r["phase"])]
+    sized = [r for r in rows if not is_missing(r["size_bytes"])]
+    if not sized:
+        return rows
+    pairs: dict[object, set[object]] = {}
+    for row in sized:
+        pairs.setdefault(row["size_bytes"], set()).add(row["device"])
+    most = max(len(devices) for devices in pairs.values())
+    size = max(number(s) for s, devices in pairs.items() if len(devices) == most)
+    return [r for r in sized if number(r["size_bytes"]) == size]
 
 
 def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:
     """The ok rows of a pair case (`p2p_copy`, `lat_p2p`, `lat_host_numa`) at the size its
     matrix was measured at: the size the most pairs have (a first pair may sweep every
     size), the largest of those on a tie."""
-    rows = _ok(results, case, direction)
-    if rows.empty:
-        return rows
-    rows = rows[~rows["phase"].map(is_loaded).astype(bool)]
-    if rows.empty or rows["size_bytes"].isna().all():
-        return rows
-    pairs = rows.groupby("size_bytes")["device"].nunique()
-    size = max(pairs[pairs == pairs.max()].index)
-    return rows[rows["size_bytes"] == size]
+    records = _records(results)
+    chosen = {id(row) for row in _matrix(records, case, direction)}
+    return results.iloc[[i for i, row in enumerate(records) if id(row) in chosen]]
 
 
-def _slowest_pair_row(path: str, rows: pd.DataFrame, what: str = "") -> list[dict[str, object]]:
+def _slowest_pair_row(path: str, rows: list[Record], what: str = "") -> list[dict[str, object]]:
     """The worst figure of a pair matrix (the lowest bandwidth, the highest latency), as one
     row of device SLOWEST_PAIR; `what` says what a pair's order means."""
-    if rows.empty:
+    if not rows:
         return []
-    higher_is_better = get_metric(str(rows["metric"].iloc[0])).higher_is_better
-    values = rows["value_best"]
-    slowest = row_at(rows, values.idxmin() if higher_is_better else values.idxmax())
+    higher_is_better = get_metric(str(rows[0]["metric"])).higher_is_better
+    slowest = min(rows, key=_value) if higher_is_better else max(rows, key=_value)
     note = f"{slowest['device']} is the slowest of {len(rows)} ordered pair(s)"
     return [_figure_row(path, slowest, device=SLOWEST_PAIR,
                         note=f"{note} ({what})" if what else note)]
 
 
-def _memcpy_rows(rows: pd.DataFrame) -> list[dict[str, object]]:
+def _memcpy_rows(rows: list[Record]) -> list[dict[str, object]]:
     """Small-copy latency per direction: the one GPU's, or the slowest GPU's of several."""
-    mine = rows[rows["case"] == MEMCPY_LATENCY]
+    by_direction = _grouped([r for r in rows if r["case"] == MEMCPY_LATENCY], "direction")
+    directions: list[object] = [d for d in MEMCPY_DIRECTIONS if d in by_direction]
+    directions += [d for d in by_direction if d not in directions]
     out = []
-    directions = [d for d in MEMCPY_DIRECTIONS if (mine["direction"] == d).any()]
-    directions += [d for d in dict.fromkeys(mine["direction"]) if d not in directions]
     for direction in directions:
-        chosen = _largest_per_device(mine[mine["direction"] == direction])
-        slowest = max(chosen, key=lambda r: float(r["value_best"]))
+        chosen = _largest_per_device(by_direction[direction])
+        slowest = max(chosen, key=_value)
         if len(chosen) == 1:
             out.append(_figure_row("latency", slowest))
         else:
@@ -408,25 +465,24 @@ def _memcpy_rows(rows: pd.DataFrame) -> list[dict[str, object]]:
     return out
 
 
-def _latency_rows(results: pd.DataFrame) -> list[dict[str, object]]:
+def _latency_rows(records: list[Record]) -> list[dict[str, object]]:
     """The latency path: DDR (lat_host) and, where the host has several nodes, the slowest
     NUMA pair (lat_host_numa); HBM (lat_gpu) and the host round trip (lat_h2d) per GPU; the
     slowest GPU pair (lat_p2p); small copies per direction (lat_memcpy); then any other
     latency case per device at its largest size. Loaded rows (`load_N`) are never the idle
     figure: they have lines of their own (`terminal.loaded_latency_lines`)."""
-    rows = results[(results["metric"] == METRIC_PATHS["latency"]) & (results["status"] == "ok")
-                   & results["value_best"].notna()
-                   & ~results["phase"].map(is_loaded).astype(bool)]
+    rows = [r for r in records if r["metric"] == METRIC_PATHS["latency"] and _measured(r)
+            and not is_loaded(r["phase"])]
     out = _memory_latency_rows(rows, HOST_LATENCY)
-    out += _slowest_pair_row("latency", matrix_rows(rows, NUMA_LATENCY),
+    out += _slowest_pair_row("latency", _matrix(rows, NUMA_LATENCY),
                              "CPUs of the first node reading memory of the second")
     out += _memory_latency_rows(rows, GPU_LATENCY)
     out += _memory_latency_rows(rows, H2D_LATENCY)
-    out += _slowest_pair_row("latency", matrix_rows(rows, P2P_LATENCY),
+    out += _slowest_pair_row("latency", _matrix(rows, P2P_LATENCY),
                              "the first GPU reading memory of the second")
     out += _memcpy_rows(rows)
-    others = rows[~rows["case"].isin(LATENCY_ORDER) & ~rows["case"].isin(LOADED_LATENCY)]
-    out += _metric_rows("latency", others)
+    out += _metric_rows("latency", [r for r in rows if r["case"] not in LATENCY_ORDER
+                                    and r["case"] not in LOADED_LATENCY])
     return out
 
 
@@ -436,17 +492,17 @@ def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
     return matrix_rows(results, "p2p_copy", "p2p")
 
 
-def _p2p_rows(results: pd.DataFrame) -> list[dict[str, object]]:
-    return _slowest_pair_row("p2p", p2p_matrix_rows(results))
+def _p2p_rows(records: list[Record]) -> list[dict[str, object]]:
+    return _slowest_pair_row("p2p", _matrix(records, "p2p_copy", "p2p"))
 
 
-def _overlap_rows(results: pd.DataFrame) -> list[dict[str, object]]:
-    concurrent = results[(results["phase"] == "concurrent") & (results["status"] == "ok")
-                         & results["overlap_efficiency"].notna()]
+def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
+    concurrent = [r for r in records if r["phase"] == "concurrent" and r["status"] == "ok"
+                  and not is_missing(r["overlap_efficiency"])]
     out = []
-    for case in dict.fromkeys(concurrent["case"]):
-        for row in _largest_per_device(concurrent[concurrent["case"] == case]):
-            efficiency = float(row["overlap_efficiency"])
+    for mine in _grouped(concurrent, "case").values():
+        for row in _largest_per_device(mine):
+            efficiency = number(row["overlap_efficiency"])
             out.append(_figure_row(
                 "overlap", row, metric=EFFICIENCY.name, unit=EFFICIENCY.unit,
                 higher_is_better=EFFICIENCY.higher_is_better, value=efficiency,
@@ -482,24 +538,25 @@ def _add_ratios(rows: list[dict[str, object]]) -> None:
 
 def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     """The summary frame (columns SUMMARY_COLUMNS) of one run's results."""
-    run_id = str(results["run_id"].iloc[0]) if len(results) else ""
-    host = str(results["host"].iloc[0]) if len(results) else ""
+    records = _records(results)
+    run_id = str(records[0]["run_id"]) if records else ""
+    host = str(records[0]["host"]) if records else ""
     by_path = {
-        "ddr": _ddr_rows(results),
-        "hbm": _per_gpu_rows("hbm", results, PATH_CASES["hbm"], None),
-        "h2d": _per_gpu_rows("h2d", results, PATH_CASES["h2d"], "h2d"),
-        "d2h": _per_gpu_rows("d2h", results, PATH_CASES["d2h"], "d2h"),
-        "p2p": _p2p_rows(results),
-        "net": _per_gpu_rows("net", results, PATH_CASES["net"], "net"),
-        "overlap": _overlap_rows(results),
-        "latency": _latency_rows(results),
-        "compute": _ceiling_rows(results),
+        "ddr": _ddr_rows(records),
+        "hbm": _per_gpu_rows("hbm", records, PATH_CASES["hbm"], None),
+        "h2d": _per_gpu_rows("h2d", records, PATH_CASES["h2d"], "h2d"),
+        "d2h": _per_gpu_rows("d2h", records, PATH_CASES["d2h"], "d2h"),
+        "p2p": _p2p_rows(records),
+        "net": _per_gpu_rows("net", records, PATH_CASES["net"], "net"),
+        "overlap": _overlap_rows(records),
+        "latency": _latency_rows(records),
+        "compute": _ceiling_rows(records),
     }
     rows: list[dict[str, object]] = []
     for path in PATHS:
-        if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, results):
+        if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, records):
             continue
-        rows += by_path[path] or [_missing_row(path, results, run_id, host)]
+        rows += by_path[path] or [_missing_row(path, records, run_id, host)]
     _add_ratios(rows)
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     for column in ("size_bytes", "threads", "repeats", "schema_version"):
@@ -515,10 +572,10 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _has_rows_of(path: str, results: pd.DataFrame) -> bool:
+def _has_rows_of(path: str, records: list[Record]) -> bool:
     if path in METRIC_PATHS:
-        return bool((results["metric"] == METRIC_PATHS[path]).any())
-    return bool(results["case"].isin(PATH_CASES[path]).any())
+        return any(r["metric"] == METRIC_PATHS[path] for r in records)
+    return any(r["case"] in PATH_CASES[path] for r in records)
 
 
 def has_figure(row: pd.Series) -> bool:

@@ -40,8 +40,8 @@ def from_spreadsheet(value: object) -> object:
 
 
 def _text_columns(frame: pd.DataFrame) -> list[str]:
-    return [str(c) for c in frame.columns
-            if frame[c].dtype == object or isinstance(frame[c].dtype, pd.StringDtype)]
+    return [str(c) for c, dtype in frame.dtypes.items()
+            if pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype)]
 
 
 _CARRIAGE_RETURN = re.compile(r"\r\n?")

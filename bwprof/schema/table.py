@@ -52,26 +52,33 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every known column present, as its type (a version-1 table lacks some). A column
     already of its type is left as it is: a table is typed up to three times on its way in,
     and each conversion costs pandas' per-column overhead however few its rows."""
+    dtypes = frame.dtypes.to_dict()  # one look: each frame[column] builds a Series
     numeric: list[tuple[str, Literal["Int64", "float64"]]] = [
         *((c, "float64") for c in TELEMETRY_COLUMNS if c != "throttle_reasons"),
         *((c, "Int64") for c in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS,
                                  "bytes_per_rep")),
         *((c, "float64") for c in _FLOAT_COLUMNS)]
     for column, dtype in numeric:
-        if column in frame.columns and frame[column].dtype != dtype:
+        if column in dtypes and dtypes[column] != dtype:
             frame[column] = _numeric(frame[column], column, dtype)
     for column in ("throttle_reasons", *_TEXT_COLUMNS):
-        if column in frame.columns and not _all_text(frame[column]):
+        if column in dtypes and not (dtypes[column] == _TEXT and _all_text(frame[column])):
             frame[column] = frame[column].astype("string").fillna("").astype(str)
-    if "higher_is_better" in frame.columns and frame["higher_is_better"].dtype != "boolean":
+    if "higher_is_better" in dtypes and dtypes["higher_is_better"] != "boolean":
         frame["higher_is_better"] = _boolean(frame["higher_is_better"])
     return frame
 
 
+_TEXT = pd.Series([""]).astype("string").fillna("").astype(str).dtype
+"""What a text column becomes once typed: Python strings (object) before pandas 3, its
+`str` dtype from pandas 3 on."""
+
+
 def _all_text(values: pd.Series) -> bool:
-    """Python strings only, no missing cell: what a text column becomes once typed."""
-    return values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) in (
-        "string", "empty")
+    """Text only, no missing cell: what a text column of the _TEXT dtype holds once typed."""
+    if values.dtype == object:
+        return pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty")
+    return not values.isna().any()
 
 
 def _boolean(values: pd.Series) -> pd.Series:
