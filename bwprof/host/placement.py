@@ -15,9 +15,10 @@ import errno
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -123,28 +124,34 @@ def _is_anonymous(path: str) -> bool:
             or (path.startswith("[") and path not in ("[vvar]", "[vdso]")))
 
 
-def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pages:
-    """The pages of the mappings holding `arrays`: a hugetlbfs mapping's own page size,
-    anonymous memory's base pages or transparent huge pages (AnonHugePages, pro rata as
-    `huge_page_share` counts them, and shmem's for shared anonymous memory); a driver's
-    mapping (cudaHostAlloc's pinned memory maps a device file) tells nothing true of its
-    pages, so its size stays unknown."""
-    ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
-    total = sum(end - start for start, end in ranges)
-    try:
-        text = (smaps or SMAPS).read_text() if total else ""
-    except OSError:
-        text = ""
-    if not text:
-        return Pages(None, None, "page size not read back (/proc/self/smaps unreadable)")
-    base = os.sysconf("SC_PAGE_SIZE")
-    huge = 0.0
-    kernel_pages: set[int] = set()
-    driver = False
-    held = 0
+SMAPS_CHUNK = 1 << 16
+"""Bytes of smaps asked for at a time: the kernel makes the text as it is read."""
+
+
+def _lines(handle: BinaryIO) -> Iterator[str]:
+    """The lines of a file read in chunks, as text (a mapped file's name that is not UTF-8
+    keeps its bytes as surrogates)."""
+    pending = b""
+    while chunk := handle.read(SMAPS_CHUNK):
+        *whole, pending = (pending + chunk).split(b"\n")
+        yield from (line.decode(errors="surrogateescape") for line in whole)
+    if pending:
+        yield pending.decode(errors="surrogateescape")
+
+
+def _scan(lines: Iterator[str], ranges: list[tuple[int, int]]
+          ) -> tuple[int, float, set[int], bool] | None:
+    """From smaps' lines, for the mappings that hold any of `ranges`: the bytes of the
+    ranges they hold, their huge-page bytes (pro rata), their kernel page sizes and whether
+    any is a driver's; None where there are no lines. Stops at the first mapping above the
+    ranges."""
+    until = max(end for _, end in ranges)
+    held, huge, kernel_pages, driver = 0, 0.0, set(), False
     mapping: tuple[int, int] | None = None
     overlap = 0
-    for line in text.splitlines():
+    read_any = False
+    for line in lines:
+        read_any = True
         if not overlap and line[:1] not in _HEX_DIGITS:
             continue  # a field line of a mapping that holds none of the arrays (most lines)
         fields = line.split()
@@ -156,6 +163,8 @@ def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pa
             except ValueError:
                 mapping = None
                 continue
+            if mapping[0] >= until:
+                break  # this mapping and every later one lie above the arrays
             overlap = sum(max(0, min(e, mapping[1]) - max(s, mapping[0])) for s, e in ranges)
             held += overlap
             if overlap and not _is_anonymous(" ".join(fields[5:])):
@@ -166,6 +175,33 @@ def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pa
             kernel_pages.add(int(fields[1]) * 1024)
         elif head in HUGE_FIELDS:
             huge += int(fields[1]) * 1024 * overlap / (mapping[1] - mapping[0])
+    return (held, huge, kernel_pages, driver) if read_any else None
+
+
+def backing_pages(arrays: Sequence[np.ndarray], smaps: Path | None = None) -> Pages:
+    """The pages of the mappings holding `arrays`: a hugetlbfs mapping's own page size,
+    anonymous memory's base pages or transparent huge pages (AnonHugePages, pro rata as
+    `huge_page_share` counts them, and shmem's for shared anonymous memory); a driver's
+    mapping (cudaHostAlloc's pinned memory maps a device file) tells nothing true of its
+    pages, so its size stays unknown.
+
+    smaps lists mappings by address, and the kernel walks each one's page tables as it is
+    read, so it is read only up to the end of the arrays: a process's large arrays lie below
+    its libraries and thread stacks, and the rest (some 20,000 lines once pandas, numba and
+    matplotlib are loaded) would cost ten times the part read."""
+    ranges = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes]
+    total = sum(end - start for start, end in ranges)
+    scanned = None
+    if total:
+        try:
+            with open(smaps or SMAPS, "rb", buffering=0) as handle:
+                scanned = _scan(_lines(handle), ranges)
+        except OSError:
+            pass
+    if scanned is None:
+        return Pages(None, None, "page size not read back (/proc/self/smaps unreadable)")
+    held, huge, kernel_pages, driver = scanned
+    base = os.sysconf("SC_PAGE_SIZE")
     large = max(kernel_pages, default=base)
     if large > base:  # hugetlbfs (its file is named, as a driver's is): all that size
         return Pages(large, None, f"{large // 1024} KiB hugetlbfs pages")

@@ -171,6 +171,49 @@ def test_backing_pages_names_the_page_size_of_the_buffer(tmp_path):
     assert unread.page_bytes is None and "unreadable" in unread.description
 
 
+def test_backing_pages_reads_smaps_only_up_to_the_first_mapping_above_the_arrays(tmp_path):
+    """The kernel walks each mapping's page tables as smaps is read; the mappings above the
+    arrays (libraries, thread stacks: most of a large process's file) are never asked for.
+    Here the writer holds the file open after them: reading on would wait for it."""
+    import os
+    import threading
+
+    array = np.empty(1 << 20)
+    start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+    text = _smaps_pages(tmp_path, [(0x1000, 0x2000, "", 4, 0), (start, end, "", 4, array.nbytes),
+                                   (end + (1 << 30), end + (2 << 30), "/usr/lib/libc.so", 4, 0)]
+                        ).read_bytes()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done, closed = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with open(fifo, "wb") as handle:
+            handle.write(text)
+            handle.flush()
+            done.wait(30)
+        closed.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        pages = placement.backing_pages([array], fifo)
+        assert not closed.is_set()  # answered before the file ended
+    finally:
+        done.set()
+        writer.join()
+    assert pages.page_bytes == placement.thp_bytes()
+
+
+def test_a_mapped_file_whose_name_is_not_utf8_is_read_past(tmp_path):
+    array = np.empty(1 << 20)
+    start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+    path = _smaps_pages(tmp_path, [(0x1000, 0x2000, "/tmp/NAME", 4, 0),
+                                   (start, end, "", 4, array.nbytes)])
+    path.write_bytes(path.read_bytes().replace(b"NAME", b"caf\xe9"))  # Latin-1, as made
+    assert placement.backing_pages([array], path).page_bytes == placement.thp_bytes()
+
+
 def test_backing_pages_reads_this_process(tmp_path):
     import mmap
     import os
