@@ -62,11 +62,13 @@ def around(xy: tuple[float, float]) -> list[Candidate]:
 
 
 def _renderer(figure: Any) -> Any:
+    """A renderer of `figure` laid out as it will be drawn (where every axis and legend
+    is), without drawing its pixels: saving it draws them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) \
         else FigureCanvasAgg(figure)
-    canvas.draw()  # the final layout: where every axis and legend is
+    figure.draw_without_rendering()
     return canvas.get_renderer()
 
 
