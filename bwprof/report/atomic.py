@@ -106,9 +106,14 @@ def _picture(figure: Any, name: str, png: bytes, options: dict[str, Any]) -> Pic
     import matplotlib
 
     buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "bwprof"}):  # the same ids every time
-        figure.savefig(buffer, format="svg", metadata={"Date": None},
-                       **{k: v for k, v in options.items() if k != "dpi"})
+    engine = figure.get_layout_engine()
+    figure.set_layout_engine("none")  # the PNG just drawn laid it out: the page's is the same
+    try:
+        with matplotlib.rc_context({"svg.hashsalt": "bwprof"}):  # the same ids every time
+            figure.savefig(buffer, format="svg", metadata={"Date": None},
+                           **{k: v for k, v in options.items() if k != "dpi"})
+    finally:
+        figure.set_layout_engine(engine)
     svg = buffer.getvalue()
     if len(svg) <= MAX_SVG_BYTES:
         return Picture(name, "image/svg+xml", svg)
