@@ -63,12 +63,17 @@ def around(xy: tuple[float, float]) -> list[Candidate]:
 
 def _renderer(figure: Any) -> Any:
     """A renderer of `figure` laid out as it will be drawn (where every axis and legend
-    is), without drawing its pixels: saving it draws them."""
+    is), without drawing its pixels. The layout is then kept as it is (the engine set to
+    none): labels placed against it must not move with a later solve, and saving the figure
+    need not solve it again."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) \
         else FigureCanvasAgg(figure)
-    figure.draw_without_rendering()
+    if not isinstance(figure.get_layout_engine(), PlaceHolderLayoutEngine):
+        figure.draw_without_rendering()
+        figure.set_layout_engine("none")
     return canvas.get_renderer()
 
 
@@ -104,7 +109,7 @@ def place_clear(figure: Any, axis: Any, labels: list[tuple[str, list[Candidate],
     """Annotate `axis` with each (text, candidate places, text options), each at the first
     place clear of the axis's lines, markers, legend and the labels placed before it and
     inside its frame, so no label is overprinted; where no place is clear, the first place,
-    on a white box. Call it last: it draws the figure to learn the final layout."""
+    on a white box. Call it last: it solves the figure's final layout and keeps it."""
     renderer = _renderer(figure)
     frame = axis.get_window_extent(renderer)
     paths, marks = _obstacles(axis)

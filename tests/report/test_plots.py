@@ -502,3 +502,28 @@ def test_latency_and_roofline_figures_overprint_nothing():
     assert ridges == ["0.64", "0.64", "2.1", "2.8", "6.3", "8.3", "8.3", "8.3", "8.6"]
     from bwprof.report import figstyle
     assert figstyle.smallest_text(roofline) >= figstyle.MIN_POINTS
+
+
+def test_labels_are_placed_on_the_layout_the_figure_is_saved_with(tmp_path, monkeypatch):
+    """place_clear solves the layout once and keeps it: every label stays where it was
+    checked clear, and saving the figure solves nothing again."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    from bwprof.report.atomic import save_figure
+    from bwprof.report.figstyle import around, new_figure, place_clear
+
+    solved: list[str] = []
+    real = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute",
+                        lambda engine, figure: solved.append("layout") or real(engine, figure))
+    figure = new_figure(6, 3)
+    axes = figure.subplots(1, 2)
+    for axis in axes:
+        axis.plot([1, 2, 3], [1, 4, 9], marker="o")
+        axis.set_ylabel("a label long enough to matter")
+    placed = [place_clear(figure, axis, [("point", around((2.0, 4.0)), {})])[0]
+              for axis in axes]
+    before = [label.get_window_extent().bounds for label in placed]
+    save_figure(figure, tmp_path / "figure.png")
+    assert solved == ["layout"]
+    assert [label.get_window_extent().bounds for label in placed] == before
