@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,8 +62,10 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     for column, dtype in numeric:
         if column in dtypes and dtypes[column] != dtype:
             frame[column] = _numeric(frame[column], column, dtype)
-    for column in ("throttle_reasons", *_TEXT_COLUMNS):
-        if column in dtypes and not (dtypes[column] == _TEXT and _all_text(frame[column])):
+    text = [c for c in ("throttle_reasons", *_TEXT_COLUMNS) if c in dtypes]
+    complete = _complete_text(frame, [c for c in text if dtypes[c] == _TEXT])
+    for column in text:
+        if column not in complete:
             frame[column] = frame[column].astype("string").fillna("").astype(str)
     if "higher_is_better" in dtypes and dtypes["higher_is_better"] != "boolean":
         frame["higher_is_better"] = _boolean(frame["higher_is_better"])
@@ -74,11 +77,16 @@ _TEXT = pd.Series([""]).astype("string").fillna("").astype(str).dtype
 `str` dtype from pandas 3 on."""
 
 
-def _all_text(values: pd.Series) -> bool:
-    """Text only, no missing cell: what a text column of the _TEXT dtype holds once typed."""
-    if values.dtype == object:
-        return pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty")
-    return not values.isna().any()
+def _complete_text(frame: pd.DataFrame, columns: list[str]) -> set[str]:
+    """Those of `columns` (each of the _TEXT dtype) that hold text in every cell: what a
+    text column holds once typed."""
+    if not columns:
+        return set()
+    if pd.api.types.is_object_dtype(_TEXT):
+        return {c for c in columns
+                if pd.api.types.infer_dtype(frame[c], skipna=False) in ("string", "empty")}
+    missing = frame[columns].isna().any()  # one operation for every column
+    return {c for c in columns if not missing[c]}
 
 
 def _boolean(values: pd.Series) -> pd.Series:
@@ -243,7 +251,10 @@ def schema_versions(frame: pd.DataFrame, path: Path) -> set[int]:
     cannot read, or for a table that mixes versions."""
     if "schema_version" not in frame.columns:
         return set()
-    versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype(int))
+    numbers = pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype("float64")
+    # Not a whole number of 64 bits ('inf', '1.5', '1e300'): no version; typing the column
+    # names the cell (int() of such numbers raised, or wrapped around to -2**63).
+    versions = {int(n) for n in numbers if math.isfinite(n) and n.is_integer() and abs(n) < 2**63}
     unreadable = versions - set(READABLE_VERSIONS)
     if unreadable:
         raise BwprofError(unreadable_version(path, ", ".join(map(str, sorted(unreadable)))))
@@ -287,10 +298,12 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 def _with_added_columns(typed: pd.DataFrame) -> pd.DataFrame:
     """The columns version 2 gained later (`ADDED_COLUMNS`), empty where the file predates
     them, so every reader sees one layout."""
-    for column in ADDED_COLUMNS:
-        if column not in typed.columns:
-            typed[column] = pd.Series([None] * len(typed), index=typed.index, dtype=object)
-    return _typed(typed)
+    missing = [c for c in ADDED_COLUMNS if c not in typed.columns]
+    if missing:  # typed on their own: the rest of the table is typed already
+        empty = _typed(pd.DataFrame(dict.fromkeys(missing), index=typed.index, dtype=object))
+        for column in missing:
+            typed[column] = empty[column]
+    return typed
 
 
 def _gbps_from_values(typed: pd.DataFrame) -> pd.DataFrame:
