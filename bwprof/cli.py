@@ -785,6 +785,10 @@ def trend_command(
                             help="Flag a figure whose latest run fell more than PCT% below "
                                  "the median of its earlier runs (a latency: rose above).")
     ] = 5.0,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="Do not draw the PNG plots: only say which "
+                                              "figures fell.")
+    ] = False,
 ) -> None:
     """Each GPU's figures over time against the fleet's range (PNG per case), and the GPUs
     that fell below their own history: exit 1 when any did."""
@@ -805,15 +809,16 @@ def trend_command(
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
         rows = trend.select(fleet, gpu=gpu, case=case)
         found = trend.falls(rows, threshold)
-        written = trend.write_trend_plots(rows, fleet, out_dir, found)
+        written = [] if no_plots else trend.write_trend_plots(rows, fleet, out_dir, found)
     except BwprofError as exc:
         _refuse(exc)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     gpus = rows.loc[rows["gpu_uuid"].notna(), "gpu_uuid"].nunique()
+    plots = ("no plots (--no-plots)" if no_plots
+             else f"wrote {', '.join(str(path) for path in written)}")
     typer.echo(f"{gpus} GPU(s) on {rows['host'].nunique()} host(s), {rows['case'].nunique()} "
-               f"case(s), {rows['run_key'].nunique()} run(s); wrote "
-               f"{', '.join(str(path) for path in written)}")
+               f"case(s), {rows['run_key'].nunique()} run(s); {plots}")
     for fall in found:
         typer.echo(fall.line(threshold))
     if found:

@@ -302,14 +302,22 @@ def test_trend_draws_a_png_per_case_from_a_store_of_several_runs(tmp_path):
 
 def test_a_gpu_whose_latest_figure_dropped_is_flagged_with_exit_1(tmp_path):
     store = fleet_store(tmp_path, last_hbm=0.90)  # box2's HBM 10% below its own history
-    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p")])
+    plots = tmp_path / "p"
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(plots),
+                               "--no-plots"])
     assert done.exit_code == 1, done.output
+    assert "11 case(s), 9 run(s); no plots (--no-plots)" in done.output
+    assert not plots.exists()
     fell = [line for line in done.output.splitlines() if line.startswith("FELL")]
     assert len(fell) == 1
     assert fell[0].startswith("FELL hbm_triad GPU-box2 (box2 gpu0), NVIDIA H200: ")
     assert "% below its median of " in fell[0] and "over 2 earlier run(s)" in fell[0]
-    loose = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p"),
-                                "--threshold", "15", "--case", "hbm_triad"])  # one plot
+    drawn = runner.invoke(app, ["trend", "--store", str(store), "--out", str(plots),
+                                "--case", "hbm_triad"])  # the fallen GPU among the lines
+    assert drawn.exit_code == 1, drawn.output
+    assert [p.name for p in plots.iterdir()] == ["trend-hbm_triad.png"]
+    loose = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
+                                "--threshold", "15", "--case", "hbm_triad"])
     assert loose.exit_code == 0, loose.output
 
 
@@ -399,5 +407,5 @@ def test_two_machines_of_one_host_name_but_other_models_are_separate_series(tmp_
     done = runner.invoke(app, ["history", "add", str(H200), str(DATA / "host-ddr-v2"),
                                "--store", str(store)])
     assert done.exit_code == 0, done.output
-    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p")])
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert done.exit_code == 0 and "FELL" not in done.output, done.output
