@@ -64,6 +64,9 @@ class GpuBackend(Protocol):
     name: str  # "cuda" or "simulated"
     placement_failed: bool
     """CPU affinity was refused while placing host memory: it may lie on any NUMA node."""
+    sample_scale: float
+    """The share of bwprof's sample lengths (`sampling.TARGET_SAMPLE_S`, the chase's
+    `latency.TARGET_SAMPLE_S`) this backend's timings are taken over: 1 on a GPU."""
 
     def device_count(self) -> int: ...
 

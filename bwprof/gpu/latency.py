@@ -154,7 +154,8 @@ class Chase:
         self.lap = self.lines <= cap
         self.warm_steps = min(self.lines, cap)
         self.timed(self.warm_steps)
-        self.steps = max(MIN_STEPS, min(MAX_STEPS, math.ceil(TARGET_SAMPLE_S / self.estimate_s)))
+        target_s = TARGET_SAMPLE_S * self.backend.sample_scale
+        self.steps = max(MIN_STEPS, min(MAX_STEPS, math.ceil(target_s / self.estimate_s)))
 
     def samples(self, count: int) -> list[float]:
         """Seconds of each of `count` samples of `steps` loads."""

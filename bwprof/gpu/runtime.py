@@ -159,6 +159,7 @@ class CudaBackend:
     """Real GPUs through CuPy (memory, streams, events, copies) and Numba CUDA (kernels)."""
 
     name = "cuda"
+    sample_scale = 1.0
 
     def __init__(self, cupy: Any = None, numba_cuda: Any = None) -> None:
         """`cupy` and `numba_cuda` stand in for the real modules in tests (a fake that

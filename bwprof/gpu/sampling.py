@@ -1,8 +1,9 @@
 """Timed samples of GPU work: warm-up, ops per sample, the gate, and per-op times.
 
 Each sample issues K operations back to back per stream, with K chosen from a warm-up so a
-sample lasts about TARGET_SAMPLE_S — far beyond launch and event overhead, even for 4 KiB
-copies — but never more than MAX_OPS, so the queue cannot fill while the gate holds it.
+sample lasts about TARGET_SAMPLE_S (times the backend's `sample_scale`: 1 on a GPU) — far
+beyond launch and event overhead, even for 4 KiB copies — but never more than MAX_OPS, so
+the queue cannot fill while the gate holds it.
 A sample whose enqueue outlasted the gate is taken again with a longer hold.
 
 Every sample queues untimed warm-up operations on each stream behind the gate, before its
@@ -114,7 +115,7 @@ def take_samples(
     began = time.monotonic()
     warm = backend.time_sample(_warmed(make_works(1), 1), gate, hold_us)
     total_ops = 2
-    ops = ops or ops_for(max(warm.seconds))
+    ops = ops or ops_for(max(warm.seconds), TARGET_SAMPLE_S * backend.sample_scale)
     warmup = warmup_ops(max(warm.seconds))
     per_stream: list[list[float]] = [[] for _ in warm.seconds]
     spans: list[float] = []

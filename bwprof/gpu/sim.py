@@ -32,6 +32,10 @@ from bwprof.host import stream as host_stream
 SIM_DEVICES = 2
 SIM_MEMORY_BYTES = 64 << 20
 SIM_L2_BYTES = 1 << 20
+SIM_SAMPLE_SCALE = 0.1
+"""Simulated samples last a tenth of a GPU's: their timings are CPU stand-ins that no figure
+is made of, so a longer sample buys nothing, and a tenth runs the same sampling paths (the
+operations per sample, the warm-up, the chase's steps) in a tenth of the time."""
 
 
 @njit(parallel=True, cache=True)
@@ -124,6 +128,7 @@ class SimStream:
 class SimBackend:
     name = "simulated"
     placement_failed = False  # the simulator places host memory wherever NumPy does
+    sample_scale = SIM_SAMPLE_SCALE
 
     def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = SIM_MEMORY_BYTES,
                  start_skew_s: float = 0.0, contention: float | None = None,

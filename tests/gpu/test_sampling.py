@@ -14,6 +14,8 @@ from bwprof.gpu.sampling import (
 class ScriptedBackend:
     """time_sample answers from a script: seconds per op per stream, and whether covered."""
 
+    sample_scale = 1.0
+
     def __init__(self, per_op_s, covered=()):
         self.per_op_s = per_op_s
         self.covered = list(covered)
@@ -155,3 +157,16 @@ def test_fixed_ops_still_get_their_warm_up():
     backend = ScriptedBackend([1e-6])
     take_samples(backend, lambda ops: [Work("s", lambda: None, ops)], samples=2, ops=3)
     assert backend.warmups == [(1,), (4,), (4,)]
+
+
+def test_a_backend_whose_timings_need_shorter_samples_gets_fewer_ops():
+    """The simulator's sample_scale (a tenth): its samples aim at a tenth of a GPU's."""
+    from bwprof.gpu.sim import SimBackend
+
+    per_op = TARGET_SAMPLE_S / 100
+    full = take_samples(ScriptedBackend([per_op]), lambda ops: [Work("s", lambda: None, ops)],
+                        samples=1)
+    tenth = ScriptedBackend([per_op])
+    tenth.sample_scale = SimBackend.sample_scale
+    short = take_samples(tenth, lambda ops: [Work("s", lambda: None, ops)], samples=1)
+    assert (full.ops_per_sample, short.ops_per_sample) == (100, 10)
