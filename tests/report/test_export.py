@@ -192,9 +192,11 @@ def test_a_value_of_the_wrong_kind_is_a_one_line_error(tmp_path, column, value):
         read_results(path)
 
 
-def test_every_file_of_a_run_carries_the_schema_version(tmp_path):
+def test_every_file_of_a_run_carries_the_schema_version(tmp_path, monkeypatch):
     import bwprof
+    from tests.conftest import small_simulated_gpus
 
+    small_simulated_gpus(monkeypatch, 8 << 20)  # the files' columns, not the copies' sizes
     run = bwprof.run(cases="ddr_copy,overlap_h2d_compute", preset="quick", repeats=2,
                      size="1MiB", threads="1", simulate=True, plots=False, out=tmp_path / "r")
     for name in ("results.csv", "timings.csv", "findings.csv", "summary.csv"):
