@@ -49,20 +49,24 @@ _TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "fl
                  "cache_level", "dtype")
 
 
+_NUMERIC: dict[str, Literal["Int64", "float64"]] = {
+    **{c: "float64" for c in TELEMETRY_COLUMNS if c != "throttle_reasons"},
+    **{c: "Int64" for c in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS, "bytes_per_rep")},
+    **{c: "float64" for c in _FLOAT_COLUMNS},
+}
+"""Each numeric column's dtype once typed (the rest: text, and higher_is_better boolean)."""
+_TEXT_TYPED = ("throttle_reasons", *_TEXT_COLUMNS)
+
+
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every known column present, as its type (a version-1 table lacks some). A column
     already of its type is left as it is: a table is typed up to three times on its way in,
     and each conversion costs pandas' per-column overhead however few its rows."""
     dtypes = frame.dtypes.to_dict()  # one look: each frame[column] builds a Series
-    numeric: list[tuple[str, Literal["Int64", "float64"]]] = [
-        *((c, "float64") for c in TELEMETRY_COLUMNS if c != "throttle_reasons"),
-        *((c, "Int64") for c in (*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS,
-                                 "bytes_per_rep")),
-        *((c, "float64") for c in _FLOAT_COLUMNS)]
-    for column, dtype in numeric:
+    for column, dtype in _NUMERIC.items():
         if column in dtypes and dtypes[column] != dtype:
             frame[column] = _numeric(frame[column], column, dtype)
-    text = [c for c in ("throttle_reasons", *_TEXT_COLUMNS) if c in dtypes]
+    text = [c for c in _TEXT_TYPED if c in dtypes]
     complete = _complete_text(frame, [c for c in text if dtypes[c] == _TEXT])
     for column in text:
         if column not in complete:
@@ -130,8 +134,23 @@ class _Malformed(ValueError):
 
 
 def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
-    frame = pd.DataFrame([row.as_dict() for row in rows], columns=list(CSV_COLUMNS))
-    return _typed(frame)
+    """The rows as a typed frame, each column made as its dtype from the start (typing a
+    frame of Python objects afterwards cost two pandas operations a column)."""
+    records = [row.as_dict() for row in rows]
+    columns = {c: _column([record[c] for record in records], c) for c in CSV_COLUMNS}
+    return _typed(pd.DataFrame(columns, columns=list(CSV_COLUMNS)))
+
+
+def _column(values: list[object], column: str) -> Any:
+    """One column of ResultRow values (None where missing) as its typed array."""
+    array = cast(Any, pd.array)  # the stubs know no extension dtype given by its name
+    if column in _NUMERIC:
+        return array(values, dtype=_NUMERIC[column])
+    if column in _TEXT_TYPED:
+        return array(["" if value is None else str(value) for value in values], dtype=_TEXT)
+    if column == "higher_is_better":
+        return array(values, dtype="boolean")
+    return values if values else np.array([], dtype=object)  # inferred, as from records
 
 
 class EmptyTable(BwprofError):
