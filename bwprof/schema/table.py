@@ -317,11 +317,9 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 def _with_added_columns(typed: pd.DataFrame) -> pd.DataFrame:
     """The columns version 2 gained later (`ADDED_COLUMNS`), empty where the file predates
     them, so every reader sees one layout."""
-    missing = [c for c in ADDED_COLUMNS if c not in typed.columns]
-    if missing:  # typed on their own: the rest of the table is typed already
-        empty = _typed(pd.DataFrame(dict.fromkeys(missing), index=typed.index, dtype=object))
-        for column in missing:
-            typed[column] = empty[column]
+    for column in ADDED_COLUMNS:
+        if column not in typed.columns:  # made as its dtype: the rest is typed already
+            typed[column] = _column([None] * len(typed), column)
     return typed
 
 
