@@ -360,35 +360,28 @@ def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> N
 
 def _check_metrics(typed: pd.DataFrame, path: Path) -> None:
     """Every measured row names a known metric with its own unit and direction; every flag
-    is one of the vocabulary."""
-    measured = typed["status"].isin(["ok", "invalid"])
-    metric = typed["metric"]
-    unknown = measured & ~metric.isin(list(METRICS))
-    if unknown.any():
-        raise BwprofError(f"{path} is malformed: unknown metric "
-                          f"{metric[unknown].iloc[0] or '(empty)'!r} {_where(unknown, path)}; "
-                          f"known: {', '.join(METRICS)}")
-    known = metric.isin(list(METRICS))
-    units = metric[known].map(lambda m: METRICS[m].unit)
-    wrong_unit = pd.Series(False, index=typed.index)
-    wrong_unit[known] = typed.loc[known, "unit"] != units
-    if wrong_unit.any():
-        first = typed[wrong_unit].iloc[0]
-        raise BwprofError(f"{path} is malformed: unit {first['unit']!r} for metric "
-                          f"{first['metric']!r} (it is {METRICS[first['metric']].unit!r}) "
-                          f"{_where(wrong_unit, path)}")
-    direction = metric[known].map(lambda m: METRICS[m].higher_is_better)
-    wrong_way = pd.Series(False, index=typed.index)
-    wrong_way[known] = (typed.loc[known, "higher_is_better"].astype("boolean")
-                        != direction.astype("boolean")).fillna(True)
-    if wrong_way.any():
-        raise BwprofError(f"{path} is malformed: higher_is_better contradicts the metric "
-                          f"{_where(wrong_way, path)}")
-    odd = typed["flags"].map(unknown_flags)
-    bad_flags = odd.map(bool)
-    if bad_flags.any():
-        raise BwprofError(f"{path} is malformed: unknown flag(s) "
-                          f"{', '.join(odd[bad_flags].iloc[0])} {_where(bad_flags, path)}")
+    is one of the vocabulary. Checked on the columns as lists: four checks of each row cost
+    less than the twenty pandas operations they took."""
+    statuses, metrics, units, directions, flag_cells = (
+        typed[c].tolist() for c in ("status", "metric", "unit", "higher_is_better", "flags"))
+    for row, (status, metric) in enumerate(zip(statuses, metrics, strict=True)):
+        if status in ("ok", "invalid") and metric not in METRICS:
+            raise BwprofError(f"{path} is malformed: unknown metric {metric or '(empty)'!r} "
+                              f"{_at(row, path)}; known: {', '.join(METRICS)}")
+    for row, (metric, unit) in enumerate(zip(metrics, units, strict=True)):
+        if metric in METRICS and unit != METRICS[metric].unit:
+            raise BwprofError(f"{path} is malformed: unit {unit!r} for metric {metric!r} (it "
+                              f"is {METRICS[metric].unit!r}) {_at(row, path)}")
+    for row, (metric, higher) in enumerate(zip(metrics, directions, strict=True)):
+        if metric in METRICS and (is_missing(higher)
+                                  or bool(higher) != METRICS[metric].higher_is_better):
+            raise BwprofError(f"{path} is malformed: higher_is_better contradicts the metric "
+                              f"{_at(row, path)}")
+    for row, cell in enumerate(flag_cells):
+        odd = unknown_flags(cell)
+        if odd:
+            raise BwprofError(f"{path} is malformed: unknown flag(s) {', '.join(odd)} "
+                              f"{_at(row, path)}")
 
 
 NONNEGATIVE_COLUMNS = (
@@ -403,9 +396,13 @@ NONNEGATIVE_COLUMNS = (
 def _where(mask: pd.Series, path: Path) -> str:
     """'in row 3' for the first row `mask` marks, with its line where the file is a CSV
     (the header is line 1)."""
-    first = int(mask.to_numpy().nonzero()[0][0])
-    line = f" (line {first + 2})" if path.suffix == ".csv" else ""
-    return f"in row {first + 1}{line}"
+    return _at(int(mask.to_numpy().nonzero()[0][0]), path)
+
+
+def _at(row: int, path: Path) -> str:
+    """'in row 3' for the row at position `row` (from 0), with its line in a CSV."""
+    line = f" (line {row + 2})" if path.suffix == ".csv" else ""
+    return f"in row {row + 1}{line}"
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
