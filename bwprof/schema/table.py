@@ -60,8 +60,9 @@ _TEXT_TYPED = ("throttle_reasons", *_TEXT_COLUMNS)
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every known column present, as its type (a version-1 table lacks some). A column
-    already of its type is left as it is: a table is typed up to three times on its way in,
-    and each conversion costs pandas' per-column overhead however few its rows."""
+    already of its type is left as it is: a version-1 table is typed twice on its way in
+    (as read, and upgraded), and each conversion costs pandas' per-column overhead however
+    few its rows."""
     dtypes = frame.dtypes.to_dict()  # one look: each frame[column] builds a Series
     for column, dtype in _NUMERIC.items():
         if column in dtypes and dtypes[column] != dtype:
@@ -349,8 +350,9 @@ def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> N
     for what, bad_cells in (("a negative", values < 0), ("an infinite", np.isposinf(values))):
         if bad_cells.any():
             first = int(bad_cells.any(axis=0).nonzero()[0][0])
+            row = int(bad_cells[:, first].nonzero()[0][0])
             raise BwprofError(f"{path} is malformed: column {present[first]} holds {what} value "
-                              f"{_where(pd.Series(bad_cells[:, first]), path)}")
+                              f"{_at(row, path)}")
     best, median = figure
     figureless = (status == "ok") & (typed[best].isna() | typed[median].isna())
     if figureless.any():
