@@ -56,6 +56,9 @@ _NUMERIC: dict[str, Literal["Int64", "float64"]] = {
 }
 """Each numeric column's dtype once typed (the rest: text, and higher_is_better boolean)."""
 _TEXT_TYPED = ("throttle_reasons", *_TEXT_COLUMNS)
+_TEXT = pd.Series([""]).astype("string").fillna("").astype(str).dtype
+"""What a text column becomes once typed: Python strings (object) before pandas 3, its
+`str` dtype from pandas 3 on."""
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -75,11 +78,6 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     if "higher_is_better" in dtypes and dtypes["higher_is_better"] != "boolean":
         frame["higher_is_better"] = _boolean(frame["higher_is_better"])
     return frame
-
-
-_TEXT = pd.Series([""]).astype("string").fillna("").astype(str).dtype
-"""What a text column becomes once typed: Python strings (object) before pandas 3, its
-`str` dtype from pandas 3 on."""
 
 
 def _complete_text(frame: pd.DataFrame, columns: list[str]) -> set[str]:

@@ -1,4 +1,5 @@
-"""Run folders under tests/data/ (see its README): copies for tests that write or break them."""
+"""Run folders under tests/data/ (see its README): copies for tests that write or break them;
+and a count of the figures' layout solves."""
 
 from __future__ import annotations
 
@@ -21,3 +22,16 @@ def run_copy(tmp_path):
 
     return copy
 
+
+
+@pytest.fixture
+def layout_solves(monkeypatch) -> list[str]:
+    """A list that gets one entry for each constrained-layout solve of any figure from here
+    on (the costly part of drawing one)."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    solves: list[str] = []
+    real = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute",
+                        lambda engine, figure: solves.append("layout") or real(engine, figure))
+    return solves

@@ -274,7 +274,7 @@ def test_figures_are_rendered_for_the_page_only_where_a_page_is_written(run_copy
         assert rendered == []
 
 
-def test_the_pages_svg_of_a_figure_is_drawn_on_the_layout_of_its_png(tmp_path, monkeypatch):
+def test_the_pages_svg_of_a_figure_is_drawn_on_the_layout_of_its_png(tmp_path, layout_solves):
     """Constrained layout is most of a figure's drawing time: the SVG reuses the PNG's
     (solved a moment before, on the same figure), so both show one layout, and the figure
     keeps its layout engine for whatever draws it next."""
@@ -283,14 +283,10 @@ def test_the_pages_svg_of_a_figure_is_drawn_on_the_layout_of_its_png(tmp_path, m
     from bwprof.report.atomic import captured_figures, save_figure
     from bwprof.report.figstyle import new_figure
 
-    solved: list[str] = []
-    real = ConstrainedLayoutEngine.execute
-    monkeypatch.setattr(ConstrainedLayoutEngine, "execute",
-                        lambda engine, figure: solved.append("layout") or real(engine, figure))
     figure = new_figure(4, 3)
     figure.add_subplot().set_title("title")
     with captured_figures() as pictures:
         save_figure(figure, tmp_path / "figure.png")
     assert [p.mime for p in pictures] == ["image/svg+xml"]
-    assert solved == ["layout"]
+    assert layout_solves == ["layout"]
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)

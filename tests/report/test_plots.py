@@ -504,18 +504,12 @@ def test_latency_and_roofline_figures_overprint_nothing():
     assert figstyle.smallest_text(roofline) >= figstyle.MIN_POINTS
 
 
-def test_labels_are_placed_on_the_layout_the_figure_is_saved_with(tmp_path, monkeypatch):
+def test_labels_are_placed_on_the_layout_the_figure_is_saved_with(tmp_path, layout_solves):
     """place_clear solves the layout once and keeps it: every label stays where it was
     checked clear, and saving the figure solves nothing again."""
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
-
     from bwprof.report.atomic import save_figure
     from bwprof.report.figstyle import around, new_figure, place_clear
 
-    solved: list[str] = []
-    real = ConstrainedLayoutEngine.execute
-    monkeypatch.setattr(ConstrainedLayoutEngine, "execute",
-                        lambda engine, figure: solved.append("layout") or real(engine, figure))
     figure = new_figure(6, 3)
     axes = figure.subplots(1, 2)
     for axis in axes:
@@ -525,5 +519,5 @@ def test_labels_are_placed_on_the_layout_the_figure_is_saved_with(tmp_path, monk
               for axis in axes]
     before = [label.get_window_extent().bounds for label in placed]
     save_figure(figure, tmp_path / "figure.png")
-    assert solved == ["layout"]
+    assert layout_solves == ["layout"]
     assert [label.get_window_extent().bounds for label in placed] == before
