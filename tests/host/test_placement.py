@@ -110,17 +110,34 @@ def _filled(nbytes: int, ask_huge_pages: bool) -> np.ndarray:
     return array
 
 
+_SHARES = """
+import json
+from tests.host.test_placement import _filled
+from bwprof.host import placement
+print(json.dumps([placement.huge_page_share([_filled(64 << 20, ask_huge_pages=asked)])
+                  for asked in (True, False)]))
+"""
+
+
 def test_huge_page_share_on_this_machines_own_memory():
     """What the kernel's THP mode promises, read back from smaps: with 'madvise' NumPy's
-    request makes the difference; 'never' gives none; 'always' gives them unasked."""
+    request makes the difference; 'never' gives none; 'always' gives them unasked. Read in a
+    fresh process: in a test worker that had run many other tests, the array NumPy was not
+    told to madvise read 82% huge pages, in about one full run in fifteen and never alone
+    (the cause was not found; the worker's earlier allocations are the likely one)."""
+    import json
+    import subprocess
+    import sys
+
     from bwprof.system import transparent_hugepages
 
     if not Path("/proc/self/smaps").is_file():
         pytest.skip("no /proc/self/smaps here")
     mode = transparent_hugepages()
     defrag = transparent_hugepages(Path("/sys/kernel/mm/transparent_hugepage/defrag"))
-    asked = placement.huge_page_share([_filled(64 << 20, ask_huge_pages=True)])
-    unasked = placement.huge_page_share([_filled(64 << 20, ask_huge_pages=False)])
+    done = subprocess.run([sys.executable, "-c", _SHARES], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2], check=True)
+    asked, unasked = json.loads(done.stdout)
     if mode == "never":
         assert asked < 0.1 and unasked < 0.1
     elif mode == "madvise":
