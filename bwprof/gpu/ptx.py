@@ -2,8 +2,10 @@
 
 `bwprof kernels` uses this to show, on any machine with NVVM (numba-cuda's cu12/cu13 extra),
 that every kernel compiles for a compute capability and how wide its global memory accesses are:
-a bandwidth kernel that issues 32-bit or byte loads will not reach the HBM peak. The parser is a
-pure function over PTX text; numba is imported lazily, only to compile.
+a bandwidth kernel that issues 32-bit or byte loads will not reach the HBM peak. A kernel whose
+global addresses come from an index computed in 32 bits (which wraps past 2^31 elements: an H200
+holds 2^34 float64) fails (`narrow_index_arithmetic`). The parser is a pure function over PTX
+text; numba is imported lazily, only to compile.
 """
 
 from __future__ import annotations
@@ -216,6 +218,90 @@ def loads_in_flight(ptx: str) -> int:
     return most
 
 
+_GUARD = re.compile(r"^@!?%\w+\s+")
+_BRACKETS = re.compile(r"\[([^\]]*)\]")
+_DECLARED = re.compile(r"\.reg\s+\.[bsuf](\d+)\s+%(\w+?)<\d+>")
+_NARROW = ("s32", "u32", "b32")
+_INDEX_ARITHMETIC = ("add", "sub", "mul", "mad", "mul24", "mad24", "shl", "shr", "and", "or",
+                     "xor", "not", "neg", "div", "rem", "min", "max", "abs", "sad")
+_LOW_HALF_MASKS = ("4294967295", "0xFFFFFFFF", "0xffffffff", "0x00000000FFFFFFFF",
+                   "0x00000000ffffffff")
+
+
+def _address_slice(ptx: str) -> list[tuple[str, list[str], str]]:
+    """(opcode, registers, text) of every instruction whose result reaches the address of a
+    global load, store or atomic, through any chain of instructions (every definition of a
+    register counts: PTX registers are redefined around loops). A loaded value is where a
+    chain stops (a pointer chase's address is a value, not an index computed here)."""
+    instructions = []
+    for line in _code_lines(ptx):
+        parts = _GUARD.sub("", line).rstrip(";").split(None, 1)
+        if len(parts) == 2 and not parts[0].startswith((".", "$")):
+            instructions.append((parts[0], parts[1], line))
+    definitions: dict[str, list[int]] = {}
+    addresses: list[str] = []
+    sources: list[list[str]] = []
+    for number, (opcode, operands, _) in enumerate(instructions):
+        qualifiers = opcode.split(".")
+        registers = _REGISTER.findall(operands)
+        loads = qualifiers[0] in ("ld", "ldu", "atom")
+        if "global" in qualifiers and (loads or qualifiers[0] in ("st", "red")):
+            addresses += [r for inside in _BRACKETS.findall(operands)
+                          for r in _REGISTER.findall(inside)]
+        sources.append([] if loads else [r for r in registers[1:] if not r.startswith("%p")])
+        if qualifiers[0] in ("st", "red", "bra", "ret", "bar", "setp") or not registers:
+            continue
+        for destination in (_REGISTER.findall(operands.split("[", 1)[0]) if loads
+                            else registers[:1]):
+            definitions.setdefault(destination, []).append(number)
+    reached: set[int] = set()
+    frontier, seen = list(addresses), set()
+    while frontier:
+        register = frontier.pop()
+        if register in seen:
+            continue
+        seen.add(register)
+        for number in definitions.get(register, []):
+            reached.add(number)
+            frontier += sources[number]
+    return [(instructions[n][0], _REGISTER.findall(instructions[n][1]), instructions[n][2])
+            for n in sorted(reached)]
+
+
+def narrow_index_arithmetic(ptx: str) -> list[str]:
+    """The instructions that make a global address from an index held in 32 bits: 32-bit
+    integer arithmetic (`mad.lo.s32 %r4, %ctaid, %ntid, %tid`, `add.s32` of a grid stride)
+    and a 64-bit value cut to its low 32 bits (`cvt.u32.u64`, `cvt.s64.s32` of a 64-bit
+    register, `and.b64` with 0xFFFFFFFF), anywhere on a chain that reaches the address of a
+    global load, store or atomic. Such an index wraps at 2^31 or 2^32 elements. Reading the
+    thread and block registers (`mov.u32 %r1, %tid.x`, values CUDA keeps below 2^31) and
+    widening them (`cvt.s64.s32 %rd, %r`, `mul.wide.s32`, exact in 64 bits) is fine, and
+    32-bit arithmetic whose result feeds only shared memory, a comparison or a trip count is
+    not on such a chain. Empty where every index is 64-bit."""
+    widths = {prefix: int(bits) for bits, prefix in _DECLARED.findall(ptx)}
+
+    def bits(register: str) -> int | None:
+        name = register.lstrip("%").rstrip("0123456789")
+        return widths.get(name)
+
+    narrow = []
+    for opcode, registers, text in _address_slice(ptx):
+        qualifiers = opcode.split(".")
+        kind = qualifiers[0]
+        if kind in _INDEX_ARITHMETIC and qualifiers[-1] in _NARROW and "wide" not in qualifiers:
+            narrow.append(text)  # arithmetic in 32 bits
+        elif kind == "cvt" and len(qualifiers) >= 3 and qualifiers[-2] in _NARROW \
+                and qualifiers[-1] in ("s64", "u64", "b64"):
+            narrow.append(text)  # a 64-bit value cut to 32 bits
+        elif kind == "cvt" and len(qualifiers) >= 3 and qualifiers[-1] in _NARROW \
+                and len(registers) > 1 and bits(registers[1]) == 64:
+            narrow.append(text)  # sign- or zero-extends the low half of a 64-bit register
+        elif opcode in ("and.b64", "and.u64", "and.s64") \
+                and text.rstrip(";").rsplit(",", 1)[-1].strip() in _LOW_HALF_MASKS:
+            narrow.append(text)  # keeps the low half only
+    return narrow
+
+
 def ptx_target(ptx: str) -> str | None:
     """The `.target` of PTX text (e.g. `sm_90`), or None when it has none."""
     match = _TARGET.search(ptx)
@@ -282,6 +368,9 @@ class KernelPtx:
     loop_loads: tuple[tuple[int, int], ...] = ()
     """Per loop: (global loads, those fed by a loaded value). A chase whose every loop load
     is dependent takes one dependent load per step (an unrolled loop holds several steps)."""
+    narrow_index: tuple[str, ...] = ()
+    """Instructions that make a global address from a 32-bit index (`narrow_index_arithmetic`):
+    the kernel is wrong past 2^31 elements, so it does not pass."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -308,10 +397,22 @@ def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
         ptx, _ = cuda.compile_ptx(spec.function, spec.signature, cc=cc)
     except Exception as exc:
         return KernelPtx(spec.name, ok=False, error=_one_line(exc))
-    return KernelPtx(spec.name, ok=True, target=ptx_target(ptx), accesses=global_accesses(ptx),
+    narrow = tuple(narrow_index_arithmetic(ptx))
+    return KernelPtx(spec.name, ok=not narrow, error=narrow_index_error(narrow),
+                     target=ptx_target(ptx), accesses=global_accesses(ptx),
                      dependent_loads=dependent_loads(ptx)[1],
                      loads_in_flight=loads_in_flight(ptx),
-                     loop_loads=tuple(dependent_loads(ptx, body) for body in loop_bodies(ptx)))
+                     loop_loads=tuple(dependent_loads(ptx, body) for body in loop_bodies(ptx)),
+                     narrow_index=narrow)
+
+
+def narrow_index_error(narrow: tuple[str, ...] | list[str]) -> str | None:
+    """The one line a kernel fails with where a 32-bit index reaches a global address."""
+    if not narrow:
+        return None
+    first = " ".join(narrow[0].rstrip(";").split())
+    return (f"32-bit index arithmetic reaches a global address ({len(narrow)} instruction(s), "
+            f"first `{first}`): it wraps past 2^31 elements")
 
 
 def compile_all(

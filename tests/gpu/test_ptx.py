@@ -9,6 +9,7 @@ NVVM from numba-cuda's cu12 extra is enough: no GPU or driver is needed.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -186,17 +187,44 @@ def test_kernels_command_compiles_every_kernel_to_ptx():
 
 SM90_PTX = """
 import json
-from numba import cuda
+from numba import cuda, int32, uint32
 from bwprof.gpu.kernels import KERNELS
-print(json.dumps({name: cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))[0]
-                  for name, spec in KERNELS.items()}))
+
+# Controls, never launched: how numba writes an index held in 32 bits, which the 64-bit
+# check must catch (each wraps past 2^31 or 2^32 elements).
+def u32_index(a, b):
+    i = uint32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+    if i < a.size:
+        b[i] = a[i]
+
+def i32_grid_stride(a, b):
+    i = int32(cuda.grid(1))
+    stride = int32(cuda.gridsize(1))
+    while i < a.size:
+        b[i] = a[i]
+        i = int32(i + stride)
+
+def truncated_index(a, b):
+    i = cuda.grid(1)
+    if i < a.size:
+        b[i] = a[int32(i)]
+
+ARRAYS = "void(float64[::1], float64[::1])"
+ptx = {name: cuda.compile_ptx(spec.function, spec.signature, cc=(9, 0))[0]
+       for name, spec in KERNELS.items()}
+for control in (u32_index, i32_grid_stride, truncated_index):
+    ptx["control_" + control.__name__] = cuda.compile_ptx(control, ARRAYS, cc=(9, 0))[0]
+print(json.dumps(ptx))
 """
+CONTROLS = ("control_u32_index", "control_i32_grid_stride", "control_truncated_index")
+"""Kernels of SM90_PTX that are not bwprof's: 32-bit indices, as numba compiles them."""
 
 
 @pytest.fixture(scope="module")
 def sm90_ptx() -> dict[str, str]:
     """{kernel: its sm_90 PTX}, compiled once for the tests that read the code itself (one
-    process: each compile in its own took about 1.3 s, most of it numba.cuda's start)."""
+    process: each compile in its own took about 1.3 s, most of it numba.cuda's start), and
+    the CONTROLS beside them."""
     done = subprocess.run([sys.executable, "-c", SM90_PTX], cwd=REPO, env=env_without_cudasim(),
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -335,3 +363,101 @@ def test_each_fma_kernel_runs_its_chains_on_its_own_types_units(sm90_ptx):
                     for kind in ("f32", "f64")} for name in ("fma_fp32", "fma_fp64")}
     assert found["fma_fp32"]["f64"] == 0 and found["fma_fp32"]["f32"] >= 8, found
     assert found["fma_fp64"]["f32"] == 0 and found["fma_fp64"]["f64"] >= 8, found
+
+
+# -- every index is 64-bit ---------------------------------------------------------------------
+
+
+def test_no_kernel_makes_a_global_address_from_a_32_bit_index(sm90_ptx):
+    """sm_90 PTX of every kernel: the index arithmetic that reaches a global load's, store's
+    or atomic's address is 64-bit (cuda.grid(1) is `mul.wide.s32` of the block registers plus
+    the thread's, the grid stride 64-bit, `i * stride` 64-bit), so no kernel wraps at 2^31 or
+    2^32 elements (an H200's 141 GB is 2^34 float64)."""
+    from bwprof.gpu.kernels import KERNELS
+    from bwprof.gpu.ptx import narrow_index_arithmetic
+
+    for name in KERNELS:
+        assert narrow_index_arithmetic(sm90_ptx[name]) == [], name
+
+
+def test_the_bandwidth_kernels_index_with_the_wide_grid(sm90_ptx):
+    """The index every bandwidth kernel starts from is cuda.grid(1) made in 64 bits: the block
+    offset a widening multiply (`mul.wide`) of the block registers, never a 32-bit `mad.lo`."""
+    import re
+
+    for name in ("init", "copy", "scale", "add", "triad", "dot", "compute", "load", "sm_copy"):
+        ptx = sm90_ptx[name]
+        assert re.search(r"mul\.wide\.[su]32\s+%rd\d+, %r\d+, %r\d+;", ptx), name
+        assert not re.search(r"\bmad\.lo\.[su]32\b", ptx), name
+
+
+@pytest.mark.parametrize("control", CONTROLS)
+def test_the_64_bit_check_catches_a_32_bit_index_as_numba_compiles_it(sm90_ptx, control):
+    """The controls hold their index in 32 bits (the classic `blockIdx.x * blockDim.x +
+    threadIdx.x` in uint32, an int32 grid-stride loop, an index cut to int32): the check
+    names the instructions, and compiling such a kernel fails `bwprof kernels`."""
+    from bwprof.gpu.ptx import narrow_index_arithmetic, narrow_index_error
+
+    found = narrow_index_arithmetic(sm90_ptx[control])
+    assert found, control
+    assert all(re.search(r"\.[su]32\b|\.b64", line) for line in found), found
+    error = narrow_index_error(found)
+    assert error is not None and error.startswith("32-bit index arithmetic reaches a global "
+                                                  "address (")
+    assert error.endswith("it wraps past 2^31 elements")
+
+
+NARROW_PTX = """\
+.reg .pred \t%p<3>;
+.reg .b32 \t%r<12>;
+.reg .b64 \t%rd<20>;
+\tmov.u32 \t%r1, %ctaid.x;
+\tmov.u32 \t%r2, %ntid.x;
+\tmov.u32 \t%r3, %tid.x;
+\tmad.lo.s32 \t%r4, %r1, %r2, %r3;
+\tmul.wide.s32 \t%rd1, %r2, %r1;
+\tcvt.s64.s32 \t%rd2, %r3;
+\tadd.s64 \t%rd3, %rd1, %rd2;
+\tshl.b64 \t%rd4, %rd3, 3;
+\tadd.s64 \t%rd5, %rd9, %rd4;
+\tld.global.f64 \t%fd1, [%rd5];
+\tcvt.u64.u32 \t%rd6, %r4;
+\tshl.b64 \t%rd7, %rd6, 3;
+\tadd.s64 \t%rd8, %rd9, %rd7;
+\tst.global.f64 \t[%rd8], %fd1;
+\tadd.s32 \t%r5, %r3, 1;
+\tsetp.lt.s32 \t%p1, %r5, 7;
+\tshl.b32 \t%r6, %r3, 3;
+\tst.shared.f64 \t[%r6], %fd1;
+\tld.global.u64 \t%rd10, [%rd5+8];
+\tshl.b64 \t%rd11, %rd10, 3;
+\tadd.s64 \t%rd12, %rd9, %rd11;
+\tld.global.u64 \t%rd13, [%rd12];
+\tcvt.s64.s32 \t%rd14, %rd3;
+\tand.b64 \t%rd15, %rd3, 4294967295;
+\tadd.s64 \t%rd16, %rd14, %rd15;
+\t@%p1 atom.global.add.u64 \t%rd17, [%rd16], 1;
+"""
+
+
+def test_the_64_bit_check_follows_only_what_reaches_a_global_address():
+    """The load's index is the wide grid (fine); the store's comes from a 32-bit `mad.lo`
+    (caught); a 32-bit counter that feeds a comparison and a shared-memory address is not an
+    index into global memory; a loaded value used as an address (a chase) is no arithmetic;
+    the atomic's address holds a 64-bit register cut to 32 bits twice (both caught)."""
+    from bwprof.gpu.ptx import narrow_index_arithmetic
+
+    found = [" ".join(line.split()) for line in narrow_index_arithmetic(NARROW_PTX)]
+    assert found == ["mad.lo.s32 %r4, %r1, %r2, %r3;", "cvt.s64.s32 %rd14, %rd3;",
+                     "and.b64 %rd15, %rd3, 4294967295;"]
+
+
+def test_a_kernel_with_a_32_bit_index_fails_the_report():
+    from bwprof.gpu.ptx import narrow_index_error
+
+    error = narrow_index_error(["mad.lo.s32 \t%r4, %r1, %r2, %r3;"])
+    lines = report_lines([KernelPtx("copy", ok=False, error=error, target="sm_90")], (9, 0))
+    assert lines[0].split()[:2] == ["copy", "FAILED"]
+    assert "first `mad.lo.s32 %r4, %r1, %r2, %r3`" in lines[0]
+    assert lines[-1].endswith("0 compiled, 1 failed")
+    assert narrow_index_error([]) is None
