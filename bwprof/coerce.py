@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import SupportsFloat
 
 from bwprof.errors import BwprofError
@@ -74,11 +75,19 @@ def optional_integer(value: object) -> int | None:
     return integer(value)
 
 
+_WHOLE_TEXT = re.compile(r"\s*[-+]?\d{1,30}\s*")
+"""Text of a whole number (a CSV cell), read as an int as written: through a float it would
+come back rounded past 2^53 (2^62 + 8 bytes as 2^62)."""
+
+
 def integer(value: object) -> int:
-    """A whole number (an int, or a float or text holding one); TypeError or ValueError
-    otherwise."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    """A whole number (an int, NumPy's integers, or a float or text holding one); TypeError
+    or ValueError otherwise. Integers and whole-number text stay exact at any size (a
+    pandas Int64 cell is a NumPy int64, not an int)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and _WHOLE_TEXT.fullmatch(value):
+        return int(value)
     result = number(value)
     if not result.is_integer():
         raise ValueError(f"expected a whole number, got {value!r}")
