@@ -117,6 +117,10 @@ class Measurement:
     """Loaded-latency rows: what the concurrent load achieved while the chase ran."""
     dtype: str = ""
     """Compute rows: the arithmetic of their FLOP (fp64, fp32, tf32, fp16, bf16)."""
+    host_others_pct: float | None = None
+    host_steal_pct: float | None = None
+    """Host rows: the share (%) of the measuring cores' time other processes took, and the
+    share a hypervisor stole, over the row's job (`bwprof.host.busy`); None where unknown."""
     extra: dict[str, object] = field(default_factory=dict)
 
     @property

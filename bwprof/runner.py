@@ -252,6 +252,8 @@ class Runner:
             cache_level=m.cache_level,
             load_gbps=m.load_gbps,
             dtype=m.dtype,
+            host_others_pct=m.host_others_pct,
+            host_steal_pct=m.host_steal_pct,
             copy_gbps_median=None if share is None else share * median,
             copy_gbps_best=None if share is None else share * best,
         )

@@ -7,6 +7,10 @@ validate every element against gold values. Statistics and bandwidth are the run
 On a host with several NUMA nodes each case also runs once per node, on that node's cores
 with arrays first-touched into its memory (device `numaN`): a node with a missing or slow
 DIMM shows there, while the whole-host figure averages it away.
+
+Every host job that passes `HostExecutor.measure` (these and the declared host cases:
+latency, gemm) is watched for other work on its cores (`bwprof.host.busy`): its rows carry
+the shares other processes and the hypervisor took, and a busy job's rows `busy_host`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 
 import numba
 import numpy as np
@@ -21,10 +26,10 @@ import numpy as np
 from bwprof.casespec import CaseSpec
 from bwprof.cpulist import format_cpu_list, process_affinity
 from bwprof.executor import Executor
-from bwprof.host import placement, stream
+from bwprof.host import busy, placement, stream
 from bwprof.host.cases import HostCase, HostCaseRun
 from bwprof.host.facts import HostFacts, HostNode, allowed_cpus
-from bwprof.measurement import Job, Measurement, NotRun
+from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, Plan
 from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
 from bwprof.schema import flags
@@ -82,8 +87,22 @@ def numba_threads(count: int) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
+def with_busy(measurement: Measurement, reading: busy.HostBusy | None) -> Measurement:
+    """A host row with what other processes and the hypervisor took of its cores over its
+    job (None: unknown, left empty); a busy job's rows flagged `busy_host`, with a note."""
+    if reading is None:
+        return measurement
+    changed = replace(measurement, host_others_pct=reading.others_pct,
+                      host_steal_pct=reading.steal_pct)
+    if not reading.busy:
+        return changed
+    return replace(changed, flags=measurement.flags | {flags.BUSY_HOST},
+                   note=join_notes(measurement.note, reading.note()))
+
+
 class HostExecutor(Executor):
-    """Runs `ddr_*` jobs; keeps the arrays of the current size between cases."""
+    """Runs the host jobs (`ddr_*`, and the declared cases through their own function);
+    keeps the STREAM arrays of the current size between cases."""
 
     backend = "host"
 
@@ -100,6 +119,7 @@ class HostExecutor(Executor):
         caches: Sequence[CacheLevel] = (),
         cpus: frozenset[int] | None = None,
         memory_available_bytes: int | None = None,
+        busy_window: Callable[[frozenset[int]], busy.BusyWindow] = busy.BusyWindow,
     ) -> None:
         """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
         arrays are at least STREAM's 4x `llc_bytes` (all last-level cache): a smaller array
@@ -109,7 +129,9 @@ class HostExecutor(Executor):
         `cache_source`: where `llc_bytes` came from (`system.host_caches`); any source but
         sysfs leaves the 4x rule unsure, and every row says so. `caches`, `cpus` and
         `memory_available_bytes` are for the cases declared with their own function
-        (`bwprof.host.cases`: latency), which get them as `HostFacts`."""
+        (`bwprof.host.cases`: latency), which get them as `HostFacts`.
+        `busy_window` opens the window in which a job's cores are watched for other work
+        (`bwprof.host.busy`; tests give a fake)."""
         self.facts = HostFacts(cpu_model, tuple(caches), cache_source, llc_bytes, tuple(nodes),
                                allowed_cpus() if cpus is None else cpus,
                                memory_available_bytes)
@@ -129,6 +151,7 @@ class HostExecutor(Executor):
         self._huge_share: float | None = None  # of the current arrays' bytes, once touched
         self._huge_share_read = False
         self._warm = False
+        self.busy_window = busy_window
 
     def _cache_caveat(self) -> str | None:
         return self.facts.cache_caveat()
@@ -154,8 +177,22 @@ class HostExecutor(Executor):
         return whole + per_node
 
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
-        if isinstance(case, HostCase):
-            return self._measure_declared(case, job, plan)
+        """Every host job (DDR and the declared cases: latency, gemm), with what other
+        processes and the hypervisor took of its cores over its window (`bwprof.host.busy`):
+        each row carries the shares, and a busy job's rows the `busy_host` flag."""
+        window = self.busy_window(self._measuring_cpus(job))
+        measurements = (self._measure_declared(case, job, plan) if isinstance(case, HostCase)
+                        else self._measure_stream(case, job, plan))
+        reading = window.stop()
+        return [with_busy(m, reading) for m in measurements]
+
+    def _measuring_cpus(self, job: Job) -> frozenset[int]:
+        """The cores a job may run on: its NUMA node's (the node whose CPUs run it), else
+        every CPU this process may use (empty: every CPU /proc/stat lists)."""
+        node = self.nodes.get(job.numa_node) if job.numa_node is not None else None
+        return node.cpus if node is not None else self.facts.cpus
+
+    def _measure_stream(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         assert job.size_bytes is not None and job.threads is not None
         if not self._warm:
             stream.warm_up()

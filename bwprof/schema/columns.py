@@ -123,6 +123,13 @@ _CORE: dict[str, str] = {
         'compute rows (`gemm_host`, `gemm_gpu`, `fma_gpu`): the arithmetic their FLOP were done '
         'in: `fp64`, `fp32`, `tf32` (fp32 inputs, tensor cores allowed to round them to tf32), '
         '`fp16`, `bf16`; empty elsewhere',
+    'host_others_pct host_steal_pct':
+        "host rows: over the row's job, the share (%) of the measuring cores' time (the job's "
+        "NUMA node's CPUs, else every CPU bwprof may use) that other processes and interrupts "
+        "took — what `/proc/stat` counts as run there, less bwprof's own CPU time — and the "
+        'share a hypervisor stole (`steal`, 0 on bare metal). Counted in 10 ms ticks per core. '
+        'Above 5% (beyond one tick per core at each end of the window) the row is flagged '
+        '`busy_host`; empty for GPU rows, and where `/proc/stat` cannot be read',
 }
 
 _COUNTERS = "over the row's counter samples"

@@ -1,8 +1,9 @@
 """Facts about a row that code acts on, as data: the `flags` column.
 
 A closed vocabulary: every flag is declared here with what it means and, where bwprof acts
-on it, what it changes (`noisy`, `numa_unverified`, `cache_unknown`, `mig_slice` and
-`confidential_computing` only inform today: they are there for the verdicts to judge by),
+on it, what it changes (`busy_host` keeps a figure from a verdict; `noisy`,
+`numa_unverified`, `cache_unknown`, `mig_slice` and `confidential_computing` only inform
+today: they are there for the verdicts to judge by),
 and a results file holding any other is malformed. In a file the flags are joined by `|`
 (`in_cache|noisy`), empty for none. Notes stay for people; no code reads them.
 """
@@ -16,6 +17,7 @@ L2_RESIDENT = "l2_resident"
 C2C_LINK = "c2c_link"
 SIMULATED = "simulated"
 NOISY = "noisy"
+BUSY_HOST = "busy_host"
 NUMA_UNVERIFIED = "numa_unverified"
 CACHE_UNKNOWN = "cache_unknown"
 MIG_SLICE = "mig_slice"
@@ -32,6 +34,9 @@ FLAGS: dict[str, str] = {
               "counter check, no HBM/PCIe ratio",
     SIMULATED: "measured by the simulated backend on the CPU: not a measurement",
     NOISY: "coefficient of variation above NOISY_CV: the figure moves between samples",
+    BUSY_HOST: "a host job during which other processes took more than 5% of the measuring "
+               "cores' time, or the hypervisor stole more than 5% (`host_others_pct`, "
+               "`host_steal_pct`): the figure is partly theirs, so `accept` cannot judge it",
     NUMA_UNVERIFIED: "host memory could not be kept on, or confirmed on, the NUMA node asked "
                      "for",
     CACHE_UNKNOWN: "the last-level cache size is not /sys's full account: whether the arrays "

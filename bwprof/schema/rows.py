@@ -107,6 +107,11 @@ class ResultRow:
     dtype: str = ""
     """Matrix-multiply and FMA rows (`gemm_*`, `fma_gpu`): the arithmetic the row's
     FLOP were done in (`fp64`, `fp32`, `tf32`, `fp16`, `bf16`); empty elsewhere."""
+    host_others_pct: float | None = None
+    host_steal_pct: float | None = None
+    """Host rows: the share (%) of the measuring cores' time that other processes took, and
+    that a hypervisor stole, over the row's job; empty for GPU rows and where /proc/stat
+    cannot tell. Beyond 5% the row is flagged `busy_host`."""
     counters: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
     """What the GPU's counters saw during the row (TELEMETRY_COLUMNS); empty without them."""
 
@@ -166,15 +171,17 @@ CORE_COLUMNS: tuple[str, ...] = (
     "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median", "gbps_best",
     "cv", "peak_value", "peak_gbps", "pct_of_peak", "status", "flags", "note", "phase",
     "overlap_efficiency", "schema_version", "rank", "page_bytes", "cache_level", "load_gbps",
-    "copy_gbps_median", "copy_gbps_best", "dtype",
+    "copy_gbps_median", "copy_gbps_best", "dtype", "host_others_pct", "host_steal_pct",
 )
 """The row's own columns, in file order."""
 
 ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps",
-                                  "copy_gbps_median", "copy_gbps_best", "dtype")
+                                  "copy_gbps_median", "copy_gbps_best", "dtype",
+                                  "host_others_pct", "host_steal_pct")
 """Columns version 2 gained after its first files (latency; the copy-convention figures; the
-compute rows' dtype): optional on read, and read as empty from a file without them (the
-report derives the copy figures of a known case again: `bwprof.report.runfolder`)."""
+compute rows' dtype; how busy the host was): optional on read, and read as empty from a file
+without them (the report derives the copy figures of a known case again:
+`bwprof.report.runfolder`)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
 """Core columns a reader does not require (files written before fleet runs existed, or
 before the columns were added)."""

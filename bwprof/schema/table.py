@@ -43,7 +43,7 @@ _OPTIONAL_INTEGER_COLUMNS = ("rank", "page_bytes")
 _FLOAT_COLUMNS = (
     "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
     "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
-    "load_gbps", "copy_gbps_median", "copy_gbps_best",
+    "load_gbps", "copy_gbps_median", "copy_gbps_best", "host_others_pct", "host_steal_pct",
 )
 _TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags",
                  "cache_level", "dtype")
@@ -388,9 +388,10 @@ NONNEGATIVE_COLUMNS = (
     "size_bytes", "threads", "streams", "repeats", "ops_per_sample", "bytes_per_op",
     "work_per_op", "time_median_s", "time_min_s", "value_median", "value_best", "gbps_median",
     "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
-    "page_bytes", "load_gbps", "copy_gbps_median", "copy_gbps_best",
+    "page_bytes", "load_gbps", "copy_gbps_median", "copy_gbps_best", "host_others_pct",
+    "host_steal_pct",
 )
-"""Sizes, counts, times and rates: a negative one was not written by bwprof."""
+"""Sizes, counts, times, rates and shares: a negative one was not written by bwprof."""
 
 
 def _where(mask: pd.Series, path: Path) -> str:
