@@ -242,3 +242,18 @@ def test_pipeline_inputs_tell_elements_apart_up_to_2_32_and_the_presets_stay_far
     assert largest // 8 <= 2**25
     values = pipeline_inputs(3)
     assert len(set(values.tolist())) == 3
+
+
+def test_gpu_chains_are_built_whichever_side_of_2_63_their_seed_falls():
+    """The GPU chases' chains (`chain.sattolo_order`) mix the sector count into a 64-bit seed:
+    up to 2^23 sectors it is 2^63 or more, at 2^23 (an H200's 256 MiB HBM working set, the
+    end of its lat_gpu sweep) it is below. Numba, once it held the int64 specialisation that
+    seed made, refused the next GPU's 4 KiB chain ("OverflowError: int too big to convert")
+    instead of compiling for uint64. Seeds of every size, in any order, must build."""
+    from bwprof.chain import is_one_cycle, sattolo_order
+
+    for lines in (128, 2**23, 128):  # one H200's sweep's end, then the next GPU's start
+        assert sattolo_order(lines).size == lines
+    for seed in (0, 2**64 - 1, 5, 2**63, 2**63 - 1, 0x9E3779B8CC4A7C15):
+        order = sattolo_order(1000, seed)
+        assert order.dtype == np.uint64 and is_one_cycle(order), seed
