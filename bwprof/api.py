@@ -222,7 +222,8 @@ def host_executor(host: HostInfo) -> Executor:
                         huge_pages_expected=host_arrays_get_huge_pages(
                             host.transparent_hugepages, host.numpy_asks_hugepages),
                         cache_source=host.cache_source, caches=host.caches,
-                        memory_available_bytes=host.memory_available_bytes)
+                        memory_available_bytes=host.memory_available_bytes,
+                        memory_total_bytes=host.memory_total_bytes)
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
@@ -271,6 +272,7 @@ def check_options(
         memory_available_bytes=host.memory_available_bytes,
         fleet=fleet,
         numba_threads=thread_limit(),
+        memory_total_bytes=host.memory_total_bytes,
     )
     return plan, parquet
 

@@ -17,7 +17,7 @@ from typing import Literal
 from bwprof.cases import CaseSpec, select_cases
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
-from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
+from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, default_memory_budget
 from bwprof.schema.meta import PlanMeta
 from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
 
@@ -167,6 +167,9 @@ class Plan:
     host_array_bytes: tuple[int, ...]
     transfer_sizes: tuple[int, ...]
     pipeline_chunks: tuple[int, ...] = ()
+    size_given: bool = False
+    """`host_array_bytes` is the user's --size: the latency cases chase those working sets
+    too, instead of sweeping to 4x the last-level cache."""
 
     @property
     def host_cases(self) -> tuple[CaseSpec, ...]:
@@ -201,6 +204,7 @@ def make_plan(
     memory_available_bytes: int | None,
     fleet: bool = False,
     numba_threads: int | None = None,
+    memory_total_bytes: int | None = None,
 ) -> Plan:
     """Check every user option against this machine and return the Plan, or raise
     BwprofError. `numba_threads`: numba's thread limit (NUMBA_NUM_THREADS), which caps the
@@ -258,18 +262,25 @@ def make_plan(
                 f"--size {nbytes} B is not a whole number of float64 elements "
                 f"({HOST_ELEMENT_BYTES} bytes each); use {below} or {below + HOST_ELEMENT_BYTES}"
             )
-    if selected and any(c.target == "host" for c in selected) and memory_available_bytes:
+    # The DDR cases hold three arrays of --size, a latency chase one working set of it.
+    arrays = HOST_ARRAYS if any(c.key.startswith("ddr_") for c in selected) else 1
+    if size is not None and memory_available_bytes and any(c.target == "host"
+                                                            for c in selected):
         largest = max(array_bytes)
         budget = HOST_MEMORY_SHARE * memory_available_bytes
-        if HOST_ARRAYS * largest > budget:
-            fitted = int(budget // HOST_ARRAYS) // MiB * MiB  # whole MiB: a size one can type
-            if size is not None:
-                raise BwprofError(
-                    f"--size {format_bytes(largest)} needs {format_bytes(HOST_ARRAYS * largest)} "
-                    f"for 3 arrays, more than {HOST_MEMORY_SHARE:.0%} of the "
-                    f"{format_bytes(memory_available_bytes)} available (the rest is left to the "
-                    f"system); choose --size {fitted // MiB}MiB or less"
-                )
+        if arrays * largest > budget:
+            fitted = int(budget // arrays) // MiB * MiB  # whole MiB: a size one can type
+            what = "3 arrays" if arrays == HOST_ARRAYS else "its working set"
+            raise BwprofError(
+                f"--size {format_bytes(largest)} needs {format_bytes(arrays * largest)} "
+                f"for {what}, more than {HOST_MEMORY_SHARE:.0%} of the "
+                f"{format_bytes(memory_available_bytes)} available (the rest is left to the "
+                f"system); choose --size {fitted // MiB}MiB or less"
+            )
+    if size is None:
+        budget_bytes, _ = default_memory_budget(memory_available_bytes, memory_total_bytes)
+        if budget_bytes is not None and HOST_ARRAYS * array_bytes[0] > budget_bytes:
+            fitted = budget_bytes // HOST_ARRAYS // MiB * MiB  # whole MiB: a size one can type
             array_bytes = (max(fitted, MIN_HOST_ARRAY_BYTES),)
 
     return Plan(
@@ -280,4 +291,5 @@ def make_plan(
         host_array_bytes=array_bytes,
         transfer_sizes=chosen.transfer_sizes,
         pipeline_chunks=chosen.pipeline_chunks,
+        size_given=size is not None,
     )

@@ -8,8 +8,29 @@ CACHE_MULTIPLE = 4
 a memory figure."""
 HOST_MEMORY_SHARE = 0.6
 """Never take more than this share of available memory for host buffers."""
+DEFAULT_MEMORY_SHARE = 0.25
+"""Sizes bwprof chooses itself (the STREAM arrays, the latency sweep's end) take at most this
+share of the machine's RAM, so a default run leaves a box in service room for its work; a
+size the user gives may take up to HOST_MEMORY_SHARE of the available memory."""
 FIRST_WORKING_SET_BYTES = 4 << 10
 """A latency sweep's first working set: one page."""
+
+
+def default_memory_budget(available_bytes: int | None,
+                          total_bytes: int | None) -> tuple[int | None, str]:
+    """Bytes the buffers of a size bwprof chooses may take (None where memory is not told),
+    and how to say that limit: the smaller of DEFAULT_MEMORY_SHARE of the RAM and
+    HOST_MEMORY_SHARE of what is available."""
+    limits = []
+    if total_bytes:
+        limits.append((int(DEFAULT_MEMORY_SHARE * total_bytes),
+                       f"{DEFAULT_MEMORY_SHARE:.0%} of the RAM"))
+    if available_bytes:
+        limits.append((int(HOST_MEMORY_SHARE * available_bytes),
+                       f"{HOST_MEMORY_SHARE:.0%} of the available memory"))
+    if not limits:
+        return None, ""
+    return min(limits)
 
 
 def next_power_of_two(n: int) -> int:

@@ -20,6 +20,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from bwprof.chain import P_LINES, next_line
 from bwprof.host.latency import LINE_BYTES
 
 LINE_WORDS = LINE_BYTES // 8
@@ -56,10 +57,11 @@ def load_acquire(typingctx, array, index):
 
 
 @njit(cache=True)
-def link(chain, order, base):  # pragma: no cover - compiled
-    """Line i's first word holds the address of line order[i]: the chain as addresses."""
-    for i in range(order.size):
-        chain[i * LINE_WORDS] = np.uint64(base) + order[i] * np.uint64(LINE_BYTES)
+def link(chain, params, base):  # pragma: no cover - compiled
+    """Line i's first word holds the address of the line it links to in the cycle of
+    `params` (`bwprof.chain.Cycle`): written in address order, one pass, no table."""
+    for i in range(params[P_LINES]):
+        chain[i * LINE_WORDS] = base + next_line(np.uint64(i), params) * np.uint64(LINE_BYTES)
 
 
 @njit(nogil=True, cache=True)

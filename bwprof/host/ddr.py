@@ -119,6 +119,7 @@ class HostExecutor(Executor):
         caches: Sequence[CacheLevel] = (),
         cpus: frozenset[int] | None = None,
         memory_available_bytes: int | None = None,
+        memory_total_bytes: int | None = None,
         busy_window: Callable[[frozenset[int]], busy.BusyWindow] = busy.BusyWindow,
     ) -> None:
         """`peak_gbps`: the whole host's DDR peak (SMBIOS), given to whole-host rows whose
@@ -127,14 +128,14 @@ class HostExecutor(Executor):
         `huge_pages_expected`: the kernel gives NumPy's arrays 2 MiB pages (THP 'always', or
         'madvise' with NumPy asking), so rows whose arrays mostly did not get them say so.
         `cache_source`: where `llc_bytes` came from (`system.host_caches`); any source but
-        sysfs leaves the 4x rule unsure, and every row says so. `caches`, `cpus` and
-        `memory_available_bytes` are for the cases declared with their own function
-        (`bwprof.host.cases`: latency), which get them as `HostFacts`.
+        sysfs leaves the 4x rule unsure, and every row says so. `caches`, `cpus`,
+        `memory_available_bytes` and `memory_total_bytes` are for the cases declared with
+        their own function (`bwprof.host.cases`: latency), which get them as `HostFacts`.
         `busy_window` opens the window in which a job's cores are watched for other work
         (`bwprof.host.busy`; tests give a fake)."""
         self.facts = HostFacts(cpu_model, tuple(caches), cache_source, llc_bytes, tuple(nodes),
                                allowed_cpus() if cpus is None else cpus,
-                               memory_available_bytes)
+                               memory_available_bytes, memory_total_bytes)
         self.scratch: dict[object, object] = {}
         self._scratch_case: str | None = None
         self.cpu_model = cpu_model

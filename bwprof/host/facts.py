@@ -61,6 +61,8 @@ class HostFacts:
     cpus: frozenset[int] = frozenset()
     """CPUs this process may use."""
     memory_available_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    """The RAM: sizes bwprof chooses take at most `rules.DEFAULT_MEMORY_SHARE` of it."""
 
     def cache_caveat(self) -> str | None:
         """Why a working set may be partly cache-resident after all, where the cache sizes

@@ -1,13 +1,21 @@
 """Host load latency (`lat_host`, `lat_host_numa`, `lat_host_loaded`): how long one load waits.
 
-One thread walks a random cycle through the cache lines of a buffer (`bwprof.chain`), each
-load's address the previous load's value, with a monotonic clock around each sample's walk
-(a compiled loop of millions of loads: the clock and the call cost under 0.01%). The method
-is `../shared/ref/lat_ref.c`'s: a buffer from anonymous memory (so its page size is the
-system's default, as the yardstick's is, and is read back onto the row: a 4 KiB-page chase
-pays TLB misses), one link per 64-byte line, a warm-up lap, then samples of at least 4 laps
-or 2^22 loads (at most 2^23), continuing where the last ended. Where the walk ended is checked
-against the permutation walked apart from the timed buffer: a wrong ending is `invalid`.
+One thread walks a random cycle through the cache lines of a buffer (`bwprof.chain.Cycle`),
+each load's address the previous load's value, with a monotonic clock around each sample's
+walk. The method is `../shared/ref/lat_ref.c`'s: a buffer from anonymous memory (so its page
+size is the system's default, as the yardstick's is, and is read back onto the row: a 4
+KiB-page chase pays TLB misses), one link per 64-byte line, a warm-up, then timed samples
+continuing where the last ended.
+
+The work is bounded whatever the working set, so a DRAM point costs seconds on a host with
+hundreds of MiB of cache or a chain of many GiB: the buffer is faulted in by the kernel at
+once (MAP_POPULATE) and linked in one pass in address order (the cycle is computed, not
+stored or shuffled); a sample lasts about TARGET_SAMPLE_S (MATRIX_SAMPLE_S in the NUMA and
+loaded cases), its loads set from a probe within [MIN_LOADS, MAX_LOADS]; the warm-up of a
+new chain walks one lap, or where the chain is larger than the thread's last-level cache,
+as many loads as that cache has lines (the links were written last into the cache: the walk
+evicts them before the samples, which would otherwise hit them); and where the walk ended
+is computed, not walked again (`Cycle.ending_line`): a wrong ending is `invalid`.
 
 `lat_host_numa` runs the DRAM-sized chase with the chain first-touched on each node's CPUs
 and walked from each node's CPUs (a matrix); `lat_host_loaded` runs it while the other
@@ -33,7 +41,7 @@ from bwprof.cpulist import cpu_affinity, format_cpu_list
 from bwprof.host import placement
 from bwprof.host.facts import HostFacts
 from bwprof.measurement import Job, Measurement, NotRun
-from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, working_sets
+from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, default_memory_budget, working_sets
 from bwprof.schema import flags
 from bwprof.system import core_siblings
 from bwprof.units import MiB, format_bytes
@@ -46,17 +54,23 @@ UNKNOWN_LLC_END_BYTES = 512 * MiB
 """Where the sweep ends when the last-level cache size is unknown (lat_ref.c's default)."""
 LINE_BYTES = 64
 """One link per cache line: the host's line size (x86 and the Arm servers bwprof meets)."""
-MIN_LOADS = 1 << 22
-MAX_LOADS = 1 << 23
-LAPS = 4
-"""Loads per sample: LAPS laps, at least MIN_LOADS and at most MAX_LOADS (lat_ref.c's rule up
-to 128 MiB, capped so a multi-GiB working set does not take many seconds a sample)."""
-MATRIX_LOADS = 1 << 20
-"""Loads per sample of the NUMA and loaded chases (DRAM only: ~0.1-0.2 s a sample)."""
+TARGET_SAMPLE_S = 0.05
+"""How long one timed sample of the sweep lasts: far above the clock's resolution and its
+call, short enough that ten samples of a DRAM point take half a second."""
+MATRIX_SAMPLE_S = 0.02
+"""A sample of the NUMA matrix and of the loaded chase: 64 node pairs on an 8-node host."""
+MIN_LOADS = 1 << 14
+MAX_LOADS = 1 << 22
+"""Loads per sample: what lasts the target by the probe, within these bounds."""
+PROBE_LOADS = 1 << 12
+PROBE_S = 0.002
+"""The probe that sets the loads per sample: PROBE_LOADS doubled until it lasts PROBE_S."""
+CONTINUE_WARM_LOADS = 1 << 16
+"""The warm-up of a chain walked before (another load level, another NUMA node's CPUs): the
+samples go on where the last walk ended, far from the lines it left in the caches."""
 MAX_WARM_LOADS = 1 << 23
-"""The warm-up lap, capped for working sets of many GiB."""
-CHAIN_OVERHEAD = 1.125
-"""A chain of N bytes also holds its permutation (8 bytes a line): N/8 more."""
+"""The warm-up of a new chain larger than the cache, capped for caches of many hundreds of
+MiB (8 Mi loads: about a second at 120 ns)."""
 LOAD_LEVELS: tuple[int, ...] = (0, 25, 50, 75, 100)
 """Nominal load intensities, percent of full (0: the load threads idle)."""
 LOAD_CHUNK_WORDS = 8192
@@ -72,16 +86,17 @@ READY_TIMEOUT_S = 30.0
 def sweep_sizes(host: HostFacts, plan: Plan) -> tuple[list[int], str]:
     """Working sets from 4 KiB by 2x (4x in the quick preset) to the first at least 4x the
     last-level cache, within the memory the host cases may take; and why it stopped short."""
+    if plan.size_given:  # --size: the working sets asked for, as for the DDR arrays
+        return sorted(plan.host_array_bytes), ""
     end = CACHE_MULTIPLE * host.llc_bytes if host.llc_bytes else UNKNOWN_LLC_END_BYTES
     sizes = working_sets(end, 4 if plan.preset == "quick" else 2)
     note = ""
-    if host.memory_available_bytes:
-        budget = HOST_MEMORY_SHARE * host.memory_available_bytes
-        fitting = [s for s in sizes if CHAIN_OVERHEAD * s <= budget] or sizes[:1]
+    budget, what = default_memory_budget(host.memory_available_bytes, host.memory_total_bytes)
+    if budget is not None:
+        fitting = [s for s in sizes if s <= budget] or sizes[:1]
         if len(fitting) < len(sizes):
             note = (f"sweep stops at {format_bytes(fitting[-1])}: "
-                    f"{format_bytes(sizes[-1])} would take more than "
-                    f"{HOST_MEMORY_SHARE:.0%} of the available memory")
+                    f"{format_bytes(sizes[-1])} would take more than {what}")
         sizes = fitting
     return sizes, note
 
@@ -145,35 +160,42 @@ def loaded_jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
 # -- the chain --------------------------------------------------------------------------------
 
 
-def loads_per_sample(lines: int) -> int:
-    return max(MIN_LOADS, min(LAPS * lines, MAX_LOADS))
+MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+"""Linux: the kernel faults the whole mapping in at mmap, several times faster than a first
+touch page by page (seconds per GiB in a VM), on the calling thread's NUMA node."""
 
 
 class Chain:
     """A buffer of anonymous memory linked into one random cycle of its cache lines, and
-    where a walk of it stands."""
+    where a walk of it stands. Its pages are placed when it is made: make it on a thread
+    running on the node whose memory it should use."""
 
     def __init__(self, size_bytes: int) -> None:
         from bwprof import chain
         from bwprof.host import chase
 
         self._chase = chase
-        self.size_bytes = size_bytes
         self.lines = size_bytes // LINE_BYTES
+        if self.lines < 2:
+            raise NotRun("skipped", f"a working set of {size_bytes} B holds fewer than two "
+                                    f"{LINE_BYTES}-byte lines: nothing to chase")
+        self.size_bytes = self.lines * LINE_BYTES
         # Private anonymous memory, as lat_ref.c's mmap: no NumPy huge-page advice.
-        self._map = mmap.mmap(-1, size_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._map = mmap.mmap(-1, self.size_bytes,
+                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_POPULATE)
         self.words: np.ndarray | None = np.frombuffer(self._map, dtype=np.uint64)
         self.base = int(self.words.ctypes.data)
-        self.order = chain.sattolo_order(self.lines)
-        if not chain.is_one_cycle(self.order):
-            raise RuntimeError(f"the chain of {self.lines} lines is not one cycle")
-        self._ending_line = chain.ending_line
-        self.address = self.base
+        self.cycle = chain.Cycle.of(self.lines)
+        self.address = self.base + LINE_BYTES * self.cycle.line_at(0)
         self.steps = 0
+        self.fresh = True
+        """No walk yet since the links were written: the last of them are in the cache."""
 
     def link(self) -> None:
-        """Write the links: the first touch of every page (on the calling thread's node)."""
-        self._chase.link(self.words, self.order, self.base)
+        """Write the links, in address order (on the calling thread's node where the map
+        was not populated at once)."""
+        self._chase.link(self.words, self.cycle.params, np.uint64(self.base))
+        self.fresh = True
 
     def walk(self, loads: int) -> float:
         """Seconds for `loads` dependent loads from where the last walk ended."""
@@ -185,12 +207,36 @@ class Chain:
         self.steps += loads
         return seconds
 
+    def warm_up(self, cache_bytes: int | None) -> int:
+        """Walk before the samples; the loads walked. A new chain: one lap, or where it is
+        larger than the thread's last-level cache (`cache_bytes`; unknown: as large as the
+        sweep's end), as many loads as the cache has lines, so the links written last are
+        out of it (capped at MAX_WARM_LOADS). A chain walked before: CONTINUE_WARM_LOADS."""
+        cache_lines = (cache_bytes or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
+        loads = (min(self.lines, cache_lines + CONTINUE_WARM_LOADS, MAX_WARM_LOADS)
+                 if self.fresh else min(self.lines, CONTINUE_WARM_LOADS))
+        self.walk(loads)
+        self.fresh = False
+        return loads
+
+    def loads_for(self, target_s: float) -> int:
+        """Loads a sample of about `target_s` takes, from a probe (PROBE_LOADS doubled until
+        it lasts PROBE_S), within [MIN_LOADS, MAX_LOADS]."""
+        loads = PROBE_LOADS
+        while True:
+            seconds = self.walk(loads)
+            if seconds >= PROBE_S or loads >= MAX_LOADS:
+                break
+            loads *= 2
+        wanted = target_s * loads / seconds if seconds > 0 else MAX_LOADS
+        return int(max(MIN_LOADS, min(MAX_LOADS, wanted)))
+
     def ended_right(self) -> bool:
-        """Whether the walk ended on the line the permutation says `steps` loads reach."""
+        """Whether the walk ended on the line the cycle says `steps` loads reach."""
         offset = self.address - self.base
         if not 0 <= offset < self.size_bytes or offset % LINE_BYTES:
             return False
-        return offset // LINE_BYTES == self._ending_line(self.order, 0, self.steps)
+        return offset // LINE_BYTES == self.cycle.ending_line(self.steps)
 
     def pages(self) -> tuple[int | None, str]:
         """The page size backing the chain (`placement.backing_pages`), and what the note
@@ -211,8 +257,12 @@ class Chain:
             self._map.close()
 
 
-def _warm_up(chain: Chain) -> None:
-    chain.walk(min(chain.lines, MAX_WARM_LOADS))
+def thread_cache_bytes(host: HostFacts) -> int | None:
+    """The last-level cache one thread fills: one instance of the highest level (a socket's
+    or a CCX's L3), the whole where only the total is known."""
+    top = max((c for c in host.caches if c.type in ("Data", "Unified")),
+              key=lambda c: c.level, default=None)
+    return top.size_bytes if top is not None else host.llc_bytes
 
 
 def _first_cpu(cpus: frozenset[int] | list[int]) -> frozenset[int]:
@@ -224,11 +274,15 @@ class _Chased:
     samples: tuple[float, ...]
     loads: int
     valid: bool
+    warm_loads: int = 0
 
 
-def _chase(chain: Chain, loads: int, repeats: int) -> _Chased:
+def _chase(chain: Chain, host: HostFacts, target_s: float, repeats: int) -> _Chased:
+    """Warm up, set the loads per sample, take `repeats` samples, check the ending."""
+    warm = chain.warm_up(thread_cache_bytes(host))
+    loads = chain.loads_for(target_s)
     samples = tuple(chain.walk(loads) for _ in range(repeats))
-    return _Chased(samples, loads, chain.ended_right())
+    return _Chased(samples, loads, chain.ended_right(), warm)
 
 
 def _refuse_unpinned(pinned: bool, cpus: frozenset[int], what: str) -> None:
@@ -249,11 +303,12 @@ def _row(run: HostCaseRun, chain: Chain, chased: _Chased, notes: list[str],
         row_flags.add(flags.CACHE_UNKNOWN)
         notes.append(caveat)
     if not chased.valid:
-        notes.insert(0, "validation failed: the chase did not end on the line the permutation "
+        notes.insert(0, "validation failed: the chase did not end on the line the cycle "
                         "predicts")
     notes.append(page_note)
-    notes.append(f"{chased.loads} dependent loads a sample after a warm-up lap, monotonic "
-                 "clock")
+    notes.append(f"{chased.loads} dependent loads a sample (median "
+                 f"{sorted(chased.samples)[len(chased.samples) // 2] * 1e3:.0f} ms) after "
+                 f"{chased.warm_loads} warm-up loads, monotonic clock")
     if run.job.note:
         notes.append(run.job.note)
     return Measurement(
@@ -278,8 +333,7 @@ def chase_sweep(run: HostCaseRun) -> list[Measurement]:
         chain = Chain(size)
         try:
             chain.link()
-            _warm_up(chain)
-            chased = _chase(chain, loads_per_sample(chain.lines), run.plan.repeats)
+            chased = _chase(chain, run.host, TARGET_SAMPLE_S, run.plan.repeats)
             where = f"one thread on CPU {format_cpu_list(cpu)}" if pinned else "one thread"
             level = run.host.cache_level(size)
             notes = [where + (f"; {level} holds the working set" if level.startswith("L")
@@ -306,12 +360,12 @@ def chase_numa(run: HostCaseRun) -> list[Measurement]:
             old_chain = run.scratch.pop(old)
             assert isinstance(old_chain, tuple)
             old_chain[0].close()
-        if memory.memory_total_bytes and (CHAIN_OVERHEAD * job.size_bytes
+        if memory.memory_total_bytes and (job.size_bytes
                                           > HOST_MEMORY_SHARE * memory.memory_total_bytes):
             raise NotRun("skipped", f"a chain of {format_bytes(job.size_bytes)} does not fit "
                                     f"in NUMA node {memory.node}'s memory")
-        chain = Chain(job.size_bytes)
-        with cpu_affinity(memory.cpus) as placed:
+        with cpu_affinity(memory.cpus) as placed:  # its pages are placed as it is made
+            chain = Chain(job.size_bytes)
             chain.link()
         share = chain.node_share(memory.node) if placed else None
         if share is not None and share < placement.PLACED_SHARE:
@@ -324,8 +378,7 @@ def chase_numa(run: HostCaseRun) -> list[Measurement]:
     cpu = _first_cpu(cpus.cpus)
     with cpu_affinity(cpu) as pinned:
         _refuse_unpinned(pinned, cpu, "chase")
-        _warm_up(chain)
-        chased = _chase(chain, MATRIX_LOADS, run.plan.repeats)
+        chased = _chase(chain, run.host, MATRIX_SAMPLE_S, run.plan.repeats)
     row_flags = set() if share is not None else {flags.NUMA_UNVERIFIED}
     notes = [f"CPU {format_cpu_list(cpu)} (node {cpus.node}) reading memory first-touched on "
              f"node {memory.node}: "
@@ -391,7 +444,7 @@ def _load_setup(run: HostCaseRun, cores: list[int]) -> _Load:
     total = CACHE_MULTIPLE * llc if llc else UNKNOWN_LLC_END_BYTES
     per_core = max(MIN_LOAD_BYTES, -(-total // len(cores)))
     words = -(-per_core // 8 // LOAD_CHUNK_WORDS) * LOAD_CHUNK_WORDS
-    needed = int(CHAIN_OVERHEAD * (run.job.size_bytes or 0)) + 8 * words * len(cores)
+    needed = (run.job.size_bytes or 0) + 8 * words * len(cores)
     available = run.host.memory_available_bytes
     if available and needed > HOST_MEMORY_SHARE * available:
         raise NotRun("skipped", f"the chain and the load's arrays need {format_bytes(needed)}, "
@@ -470,8 +523,7 @@ def chase_loaded(run: HostCaseRun) -> list[Measurement]:
                     ready.wait()
                 start = time.perf_counter()
                 control[chase.GO] = 1
-                _warm_up(chain)
-                chased = _chase(chain, MATRIX_LOADS, run.plan.repeats)
+                chased = _chase(chain, run.host, MATRIX_SAMPLE_S, run.plan.repeats)
                 window = time.perf_counter() - start
             finally:
                 control[chase.STOP] = 1  # the load stops with the chase, whatever ended it

@@ -5,32 +5,44 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
-from bwprof.chain import ending_line, sattolo_order
+from bwprof.chain import Cycle
 from bwprof.host import chase
 
 
 def _linked(lines):
     words = np.zeros(lines * chase.LINE_WORDS, dtype=np.uint64)
-    order = sattolo_order(lines)
+    cycle = Cycle.of(lines)
     base = words.ctypes.data
-    chase.link(words, order, base)
-    return words, order, base
+    chase.link(words, cycle.params, np.uint64(base))
+    return words, cycle, base
 
 
-def test_the_chase_ends_where_the_permutation_says():
-    words, order, base = _linked(1000)
-    for steps in (1, 999, 1000, 4321):
-        end = int(chase.chase(base, steps))
+@pytest.mark.parametrize("lines", [2, 3, 1000, 1024])
+def test_the_chase_ends_where_the_cycle_says(lines):
+    _words, cycle, base = _linked(lines)  # _words: the buffer stays alive
+    start = base + cycle.line_at(0) * chase.LINE_BYTES
+    for steps in (1, lines - 1, lines, 4321):
+        end = int(chase.chase(start, steps))
         assert (end - base) % chase.LINE_BYTES == 0
-        assert (end - base) // chase.LINE_BYTES == ending_line(order, 0, steps)
-    assert words[0] == base + int(order[0]) * chase.LINE_BYTES
+        assert (end - base) // chase.LINE_BYTES == cycle.ending_line(steps)
+    assert int(chase.chase(start, lines)) == start  # one lap comes back
+
+
+def test_every_line_links_to_the_next_position_of_the_cycle():
+    words, cycle, base = _linked(4096)
+    links = (words[::chase.LINE_WORDS] - np.uint64(base)) // np.uint64(chase.LINE_BYTES)
+    lines = cycle.lines_at(np.arange(4096))
+    assert np.array_equal(links[lines], np.roll(lines, -1))
 
 
 def test_a_broken_link_ends_elsewhere():
-    words, order, base = _linked(64)
-    words[0] = base  # line 0 now links to itself: the walk never leaves it
-    assert int(chase.chase(base, 100)) == base != base + ending_line(order, 0, 100) * 64
+    words, cycle, base = _linked(64)
+    first = cycle.line_at(0)
+    start = base + first * chase.LINE_BYTES
+    words[first * chase.LINE_WORDS] = start  # the first line now links to itself
+    assert int(chase.chase(start, 100)) == start != base + cycle.ending_line(100) * 64
 
 
 def _started(target):

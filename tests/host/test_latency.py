@@ -57,7 +57,8 @@ def test_lat_host_rows_are_validated_latencies_with_their_cache_level():
         assert (row.status, row.metric, row.unit, row.higher_is_better) == ("ok", "latency",
                                                                               "ns", False)
         assert row.value_best is not None and row.value_best <= row.value_median
-        assert row.work_per_op == latency.MIN_LOADS and row.threads == 1
+        assert latency.MIN_LOADS <= row.work_per_op <= latency.MAX_LOADS
+        assert row.threads == 1
         assert row.page_bytes == os.sysconf("SC_PAGE_SIZE") and row.peak_value is None
         assert "TLB misses are part of the figure" in row.note
     assert [r.cache_level for r in rows] == ["L1", "L2", "DDR"]
