@@ -12,6 +12,7 @@ import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from bwprof.cases import CaseSpec, select_cases
@@ -68,7 +69,8 @@ MAX_DIGITS = 30
 """Digits a number the user types may have: more is a typo, and Python refuses to turn
 text of over 4300 digits into an int."""
 MAX_HOST_ARRAY_BYTES = 1 << 60
-"""An exbibyte per array: beyond any machine, far below where float arithmetic loses bytes."""
+"""An exbibyte per array: beyond any machine, and three of them still count in an int64
+(`bytes_per_op`). Sizes are parsed exactly (as fractions), never through a float."""
 
 MAX_REPEATS = 1000
 """More samples than this narrow nothing a capacity review reads; a typo (10000000) would run
@@ -84,15 +86,18 @@ def parse_size(text: str) -> int:
             f"malformed size {shorten(text)!r}; use bytes or a number with a unit, e.g. "
             f"256MiB, 1GiB, 64M"
         )
-    value = float(match.group(1)) * _UNITS[unit] if len(match.group(1)) <= MAX_DIGITS else math.inf
-    if not math.isfinite(value) or value > MAX_HOST_ARRAY_BYTES:
+    if len(match.group(1)) > MAX_DIGITS:
+        raise BwprofError(f"size {shorten(text)!r} is too large; a host array is at most "
+                          f"{format_bytes(MAX_HOST_ARRAY_BYTES)}")
+    value = Fraction(match.group(1)) * _UNITS[unit]  # exact: a float rounds above 2^53
+    if value > MAX_HOST_ARRAY_BYTES:
         raise BwprofError(f"size {shorten(text)!r} is too large; a host array is at most "
                           f"{format_bytes(MAX_HOST_ARRAY_BYTES)}")
     if value < 1:
         raise BwprofError(f"size {shorten(text)!r} is not a positive number of bytes")
-    if not value.is_integer():  # int() would quietly drop the fraction: 8192.5 as 8192
-        raise BwprofError(f"--size {shorten(text)!r} is {value:.6g} bytes, not a whole number; "
-                          f"give whole bytes, e.g. {math.floor(value / 8) * 8 or 8}")
+    if value.denominator != 1:  # int() would quietly drop the fraction: 8192.5 as 8192
+        raise BwprofError(f"--size {shorten(text)!r} is {float(value):.6g} bytes, not a whole "
+                          f"number; give whole bytes, e.g. {math.floor(value / 8) * 8 or 8}")
     return int(value)
 
 
@@ -251,6 +256,9 @@ def make_plan(
     else:
         array_bytes = int_tuple(size, "--size")
     for nbytes in array_bytes:
+        if nbytes > MAX_HOST_ARRAY_BYTES:  # an int from Python skips parse_size's check
+            raise BwprofError(f"--size {shorten(nbytes)} B is too large; a host array is at "
+                              f"most {format_bytes(MAX_HOST_ARRAY_BYTES)}")
         if nbytes < MIN_HOST_ARRAY_BYTES:
             raise BwprofError(
                 f"--size {nbytes} B is too small; host arrays need at least "

@@ -157,6 +157,49 @@ def test_a_size_too_large_for_memory_names_the_largest_that_fits(available):
               memory_available_bytes=available)  # the size it names is taken
 
 
+def test_default_arrays_take_at_most_a_quarter_of_the_ram():
+    """A box in service keeps three quarters of its RAM while bwprof chooses its sizes: a
+    300 MiB L3 with 4 GiB of RAM gets arrays under 4x the cache (flagged in_cache), not 3.6
+    GiB of arrays."""
+    plan = make_plan(usable_cpus=2, llc_bytes=300 * MiB, memory_available_bytes=4 * GiB,
+                     memory_total_bytes=4 * GiB)
+    (size,) = plan.host_array_bytes
+    assert 3 * size <= GiB and size % MiB == 0 and not plan.size_given
+    roomy = make_plan(usable_cpus=2, llc_bytes=300 * MiB, memory_available_bytes=20 * GiB,
+                      memory_total_bytes=24 * GiB)
+    assert roomy.host_array_bytes == (1200 * MiB,)
+
+
+def test_a_given_size_may_take_more_than_the_default_share():
+    plan = make_plan(size="1GiB", usable_cpus=2, llc_bytes=None, memory_available_bytes=6 * GiB,
+                     memory_total_bytes=8 * GiB)
+    assert plan.host_array_bytes == (GiB,) and plan.size_given
+
+
+def test_a_latency_chase_alone_needs_one_working_set_not_three_arrays():
+    plan = make_plan(cases="lat_host", size="3GiB", usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=8 * GiB)
+    assert plan.host_array_bytes == (3 * GiB,)
+    with pytest.raises(BwprofError, match="needs 6 GiB for its working set"):
+        make_plan(cases="lat_host", size="6GiB", usable_cpus=2, llc_bytes=None,
+                  memory_available_bytes=8 * GiB)
+    with pytest.raises(BwprofError, match="needs 9 GiB for 3 arrays"):
+        make_plan(cases="lat_host,ddr_triad", size="3GiB", usable_cpus=2, llc_bytes=None,
+                  memory_available_bytes=8 * GiB)
+
+
+def test_sizes_are_parsed_exactly_above_2_to_the_53():
+    """A float holds whole numbers exactly only up to 2^53: 2^53 + 1 would become 2^53."""
+    assert parse_size(str(2**53 + 8)) == 2**53 + 8
+    assert parse_size("1099511627777KiB") == 1099511627777 * KiB
+    assert parse_size("0.5GB") == 500_000_000
+
+
+def test_a_size_from_python_is_held_to_the_same_limit_as_typed_text():
+    with pytest.raises(BwprofError, match="is too large; a host array is at most"):
+        make_plan(size=[1 << 62], usable_cpus=2, llc_bytes=None, memory_available_bytes=None)
+
+
 def test_numba_s_thread_limit_caps_the_default_and_refuses_more():
     """NUMBA_NUM_THREADS=2 on a 4-CPU machine: numba cannot run 4 threads (set_num_threads
     raises), so the default is 2, and --threads 3 is refused naming both numbers."""

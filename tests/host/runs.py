@@ -15,11 +15,12 @@ MEMORY = 8 << 30
 
 
 def run_host_cases(cases: str, *, llc_bytes: int, threads: str | None = None,
-                   preset: str = "quick", **executor: object) -> list[ResultRow]:
+                   preset: str = "quick", size: str | None = None,
+                   **executor: object) -> list[ResultRow]:
     """The rows of `cases`, 2 samples each, on a host with `llc_bytes` of last-level cache;
     `executor` adds what the HostExecutor is told (caches, nodes, cpus: this process's
     CPUs unless given)."""
-    plan = make_plan(preset=preset, cases=cases, repeats=2, threads=threads,
+    plan = make_plan(preset=preset, cases=cases, repeats=2, threads=threads, size=size,
                      usable_cpus=len(CPUS), llc_bytes=llc_bytes, memory_available_bytes=MEMORY)
     options: dict[str, object] = {"cpus": CPUS, **executor}
     host = HostExecutor("test CPU", llc_bytes=llc_bytes, memory_available_bytes=MEMORY,

@@ -50,6 +50,30 @@ def test_the_sweep_stops_where_memory_runs_out_and_says_so():
     assert sizes[-1] == 32 * MiB and "sweep stops at 32 MiB" in note
 
 
+def test_a_300_mib_cache_gets_a_dram_point_within_a_quarter_of_the_ram():
+    """The H200 box's host shape: 300 MiB of L3 puts 4x the cache at 1.2 GiB, so the sweep
+    runs to 2 GiB (a DDR point, not in_cache), which a 24 GiB VM holds in its quarter."""
+    caches = (CacheLevel(1, "Data", 48 * KiB, 2), CacheLevel(3, "Unified", 300 * MiB, 1))
+    facts = HostFacts("cpu", caches, "sysfs", 300 * MiB, memory_available_bytes=22 << 30,
+                      memory_total_bytes=24 << 30)
+    plan = make_plan(cases="lat_host", usable_cpus=2, llc_bytes=300 * MiB,
+                     memory_available_bytes=22 << 30)
+    sizes, note = latency.sweep_sizes(facts, plan)
+    assert sizes[-1] == 2 << 30 and note == ""
+    small = replace(facts, memory_total_bytes=6 << 30)  # a quarter is 1.5 GiB
+    sizes, note = latency.sweep_sizes(small, plan)
+    assert sizes[-1] == 1 << 30 and "more than 25% of the RAM" in note
+
+
+def test_size_sets_the_working_sets_as_it_sets_the_ddr_arrays():
+    facts = HostFacts("cpu", CACHES, "sysfs", 32 * MiB, memory_available_bytes=8 << 30)
+    plan = make_plan(cases="lat_host", size="1GiB,64KiB", usable_cpus=2, llc_bytes=32 * MiB,
+                     memory_available_bytes=8 << 30)
+    assert latency.sweep_sizes(facts, plan) == ([64 * KiB, 1 << 30], "")
+    rows = run_host_cases("lat_host", llc_bytes=LLC, size="8KiB,32KiB", caches=CACHES)
+    assert [(r.size_bytes, r.status) for r in rows] == [(8 * KiB, "ok"), (32 * KiB, "ok")]
+
+
 def test_lat_host_rows_are_validated_latencies_with_their_cache_level():
     rows = _run("lat_host")
     assert [r.size_bytes for r in rows] == [4 * KiB, 16 * KiB, 64 * KiB]
