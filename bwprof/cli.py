@@ -458,8 +458,9 @@ def accept_command(
                                            "with --out).")
     ] = "csv",
 ) -> None:
-    """PASS, WARN or FAIL per GPU and path against the part's achievable band: exit 0 when
-    nothing fails, 1 when anything does, 2 for bad input."""
+    """PASS, WARN or FAIL per GPU and path against the part's achievable band (ERROR where
+    bwprof's own error left a path unjudged): exit 0 when nothing fails (ERROR included: it
+    is not the box's), 1 when anything does, 2 for bad input."""
     from bwprof.report.formats import check_format
     from bwprof.report.runfolder import load_run
     from bwprof.verdict.report import accept_json, accept_runs, text_lines, write_files

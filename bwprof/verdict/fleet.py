@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bwprof.verdict.bands import PATH_LABELS, PATHS
-from bwprof.verdict.judge import CANNOT_JUDGE, PASS, Check, worst
+from bwprof.verdict.judge import CANNOT_JUDGE, ERROR, PASS, Check, worst
 
 TABLE_WIDTH = 160
 BOX_WIDTH = 20
@@ -72,12 +72,13 @@ def outliers(checks: list[Check], outlier_pct: float) -> list[Outlier]:
 
 
 def _cell(checks: list[Check], flagged: bool) -> str:
-    """'PASS 99%', 'FAIL 52%~!' (noisy, outlier), '-' where nothing could be judged."""
+    """'PASS 99%', 'FAIL 52%~!' (noisy, outlier), '-' where nothing could be judged,
+    'ERROR' where nothing was judged because bwprof itself raised."""
     if not checks:
         return ""
     verdict = worst([c.verdict for c in checks])
     if verdict == CANNOT_JUDGE:
-        return "-"
+        return ERROR if any(c.verdict == ERROR for c in checks) else "-"
     judged = [c for c in checks if c.verdict == verdict and c.pct_of_band is not None]
     pct = min(c.pct_of_band for c in judged) if judged else None  # type: ignore[type-var]
     text = verdict if pct is None else f"{verdict} {min(pct, 999):.0f}%"
@@ -163,5 +164,6 @@ def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> l
                           + (f"; and {len(outlier_list) - 3} more (--json)"
                              if len(outlier_list) > 3 else ""), TABLE_WIDTH))
     lines.append(f"cells: verdict and % of the band's expected figure; {NOISY_MARK} noisy, "
-                 f"{OUTLIER_MARK} outlier, - cannot judge ({PASS} needs a band and a figure)")
+                 f"{OUTLIER_MARK} outlier, - cannot judge ({PASS} needs a band and a figure), "
+                 f"{ERROR} bwprof's own error (not the box's)")
     return [_cut(line, TABLE_WIDTH) for line in lines]

@@ -3,9 +3,13 @@
 Every figure judged is a row of results.csv at its largest size that no cache holds, and
 its **median** (`value_median`): best-of-N hides the intermittent drop a sick box shows. A
 figure whose CV is above the spec's `cv_max` is marked noisy. What the data cannot judge
-says so instead of passing: a cache-resident, simulated, skipped or waived figure, a path
-the run did not measure, a path without a band (host DDR without SMBIOS modules, latency
-without a spec). A figure that failed validation or raised fails: the box did not give it.
+says so instead of passing: a cache-resident, simulated, skipped or waived figure, a figure
+measured while other processes took the host's cores (`busy_host`), a path the run did not
+measure, a path without a band (host DDR without SMBIOS modules, latency without a spec). A
+figure that failed validation fails: the box gave a wrong result. A path whose figure
+bwprof itself could not give (an `error` row: an exception inside bwprof, at the size the
+path is judged at or above it) is ERROR: a verdict of its own, never the box's, so the box's
+verdict is the worst of the others.
 
 A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
 """
@@ -22,14 +26,20 @@ from bwprof.report.summary import is_loaded, matrix_rows
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
 from bwprof.schema.text import one_line
+from bwprof.units import format_bytes
 from bwprof.verdict import bands
 from bwprof.verdict.bands import Band, Part
 from bwprof.verdict.spec import Spec
 
 PASS, WARN, FAIL, CANNOT_JUDGE = "PASS", "WARN", "FAIL", "CANNOT_JUDGE"
+ERROR = "ERROR"
 VERDICTS: tuple[str, ...] = (FAIL, WARN, PASS, CANNOT_JUDGE)
-"""Worst first: a path's or a box's verdict is the worst of its checks (CANNOT_JUDGE only
-where nothing could be judged)."""
+"""The box's verdicts, worst first: a path's or a box's verdict is the worst of its checks
+(CANNOT_JUDGE only where nothing could be judged). ERROR is not among them: bwprof's own
+error says nothing of the box."""
+CHECK_VERDICTS: tuple[str, ...] = (*VERDICTS, ERROR)
+"""Every verdict a check can have, in the order counts are told."""
+NOT_JUDGED_SUFFIX = "the box was not judged on it"
 
 HOST_DEVICE = "cpu"
 
@@ -64,6 +74,8 @@ class Check:
     unit: str = ""
     cv: float | None = None
     noisy: bool = False
+    busy: bool = False
+    """The figure's row is `busy_host`: measured while other processes took its cores."""
     reference: float | None = None
     expected: float | None = None
     warn: float | None = None
@@ -81,7 +93,8 @@ CHECK_COLUMNS: tuple[str, ...] = tuple(Check.__dataclass_fields__)
 
 
 def worst(verdicts: list[str]) -> str:
-    """The verdict of several checks: the worst judged one; CANNOT_JUDGE where none was."""
+    """The verdict of several checks: the worst judged one; CANNOT_JUDGE where none was
+    (ERROR, bwprof's own, never decides it)."""
     for verdict in VERDICTS:
         if verdict in verdicts:
             return verdict
@@ -111,6 +124,12 @@ class _Judge:
         rows = run.results
         if box.prefix:
             rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
+        # A host job that raised has no device (its row is made before anything measured):
+        # a whole-host job's, so its error belongs to the host's figure.
+        unplaced = (rows["device"].astype(str) == box.prefix) & (rows["backend"] == "host")
+        if unplaced.any():
+            rows = rows.copy()
+            rows.loc[unplaced, "device"] = box.prefix + HOST_DEVICE
         self.rows = rows
 
     def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
@@ -129,16 +148,27 @@ class _Judge:
             rows = rows[rows["direction"] == direction]
         return rows
 
-    def _unusable(self, rows: pd.DataFrame, what: str) -> tuple[str, str] | None:
-        """(verdict, reason) where `rows` (one case of one device) give no figure to judge."""
-        if rows.empty:
+    def _unusable(self, rows: pd.DataFrame, what: str,
+                  errors: pd.DataFrame | None = None) -> tuple[str, str] | None:
+        """(verdict, reason) where `rows` (one case of one device) give no figure to judge.
+        `errors`: the rows that raised, where they are not among `rows` (an overlap job's
+        error row has no phase). A failed validation fails; bwprof's own error is ERROR
+        where it took the figure the path is judged on: no figure left, or the error at
+        the largest size (a working set beyond the caches that raised leaves only the
+        cache-resident ones)."""
+        if rows.empty and (errors is None or errors.empty):
             return CANNOT_JUDGE, f"not measured: no {what} row in this run"
         ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()]
+        broken = rows[rows["status"] == "invalid"]
+        if ok.empty and len(broken):
+            first = broken.iloc[0]
+            return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
+        errors = rows[rows["status"] == "error"] if errors is None else errors
+        if len(errors):
+            figures = self._figure_rows(rows)
+            if figures.empty or _largest_size(errors) >= _largest_size(figures):
+                return ERROR, error_reason(what, errors)
         if ok.empty:
-            broken = rows[rows["status"].isin(("invalid", "error"))]
-            if len(broken):
-                first = broken.iloc[0]
-                return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
             first = rows.iloc[0]
             return CANNOT_JUDGE, f"{what} {first['status']}: {one_line(str(first['note']))}"
         if ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).all() or (
@@ -169,11 +199,16 @@ class _Judge:
         cv = cell_float(row["cv"])
         part = bands.find_part(gpu.name) if gpu is not None else None
         noisy = cv is not None and cv > self.spec.cv_limit(part.key if part else None)
+        busy = flags.has_flag(row["flags"], flags.BUSY_HOST)
         figures: dict[str, object] = {
             "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
-            "noisy": noisy, "unit": "ratio" if path == "overlap" else str(row["unit"]),
+            "noisy": noisy, "busy": busy,
+            "unit": "ratio" if path == "overlap" else str(row["unit"]),
             "higher_is_better": band.higher_is_better if band else path != "latency"}
         case = str(row["case"])
+        if busy:  # the figure is partly other processes': neither PASS nor FAIL
+            return self.check(device, gpu, path, case, CANNOT_JUDGE, busy_reason(row),
+                              **figures)
         if band is None or value is None:
             return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
         pct_peak = 100 * value / band.reference if band.reference else None
@@ -299,7 +334,8 @@ class _Judge:
                 continue
             concurrent = rows[(rows["phase"] == "concurrent")
                               & rows["overlap_efficiency"].notna()]
-            unusable = self._unusable(concurrent if len(concurrent) else rows, case)
+            unusable = self._unusable(concurrent if len(concurrent) else rows, case,
+                                      errors=rows[rows["status"] == "error"])
             if unusable is not None:
                 out.append(self.check(gpu.label, gpu, "overlap", case, *unusable))
                 continue
@@ -368,6 +404,37 @@ class _Judge:
                                     f"no band: no DDR peak ({one_line(note)}); give "
                                     "[host.ddr] peak_gbps in a spec"))
         return out + self._latency(None, None)
+
+
+def _largest_size(rows: pd.DataFrame) -> float:
+    """The largest size among `rows`; infinite where one has none (a job that raised before
+    its size was known could have been the largest)."""
+    sizes = pd.to_numeric(rows["size_bytes"], errors="coerce").astype("float64")
+    return float(sizes.fillna(float("inf")).max())
+
+
+def error_reason(what: str, errors: pd.DataFrame) -> str:
+    """'bwprof error in lat_host (1 GiB): OverflowError: ...; the box was not judged on it':
+    the largest size that raised and its one-line message."""
+    sizes = pd.to_numeric(errors["size_bytes"], errors="coerce").astype("float64")
+    first = row_at(errors, sizes.fillna(float("inf")).idxmax())
+    size = cell_int(first["size_bytes"])
+    at = f" ({format_bytes(size)})" if size else ""
+    more = f", and {len(errors) - 1} more row(s)" if len(errors) > 1 else ""
+    return (f"bwprof error in {what}{at}{more}: {one_line(str(first['note']))}; "
+            f"{NOT_JUDGED_SUFFIX}")
+
+
+def busy_reason(row: pd.Series) -> str:
+    """'busy: other processes took 63% of the measuring cores' time ...' from the row's
+    shares (`host_others_pct`, `host_steal_pct`), where it has them."""
+    others = cell_float(row.get("host_others_pct"))
+    steal = cell_float(row.get("host_steal_pct"))
+    took = (f"other processes took {others:.0f}% of the measuring cores' time"
+            if others is not None else "other work ran on the measuring cores")
+    if steal is not None and steal >= 0.5:
+        took += f", the hypervisor stole {steal:.0f}%"
+    return f"busy: host busy while it ran ({took}); measure again on a quiet host"
 
 
 def _figure(value: float, unit: str) -> str:
@@ -454,24 +521,54 @@ def _short(check: Check) -> str:
 
 
 def verdict_line(box: str, checks: list[Check]) -> str:
-    """'vm: PASS — 11 checks: 9 pass, 2 cannot judge (ddr, p2p)' and, where some fail or
-    warn, which and why."""
+    """'vm: PASS — 11 checks: 9 pass, 2 cannot judge (DDR, P2P)' and, where some fail or
+    warn, which and why; where bwprof itself raised, each such error after it, said to be
+    bwprof's and not the box's. A path not judged because the host was busy says so
+    ('DDR busy')."""
     verdicts = [c.verdict for c in checks]
     overall = worst(verdicts)
     counts = ", ".join(f"{verdicts.count(v)} {v.lower().replace('_', ' ')}"
-                       for v in (PASS, WARN, FAIL, CANNOT_JUDGE) if v in verdicts)
+                       for v in (PASS, WARN, FAIL, CANNOT_JUDGE, ERROR) if v in verdicts)
     line = f"{box}: {overall.replace('_', ' ')} — {len(checks)} checks: {counts}"
     bad = [c for c in checks if c.verdict in (FAIL, WARN)]
     if bad:
-        shown = "; ".join(f"{c.verdict} {_what(c)} {_short(c)}"
-                          for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
-        line += f": {shown}"
-        if len(line) > LINE_WIDTH:
-            line = line[:LINE_WIDTH - 12] + "… (--json)"
+        line += ": " + "; ".join(f"{c.verdict} {_what(c)} {_short(c)}"
+                                 for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
     else:
         order = list(bands.PATH_LABELS.values())
-        unjudged = sorted({bands.PATH_LABELS[c.path] for c in checks
-                           if c.verdict == CANNOT_JUDGE}, key=order.index)
-        if unjudged:
-            line += f" ({', '.join(unjudged)})"
-    return line
+        unjudged = [c for c in checks if c.verdict == CANNOT_JUDGE]
+        labels = sorted({bands.PATH_LABELS[c.path] for c in unjudged}, key=order.index)
+        busy = {bands.PATH_LABELS[c.path] for c in unjudged if c.busy}
+        if labels:
+            shown = (label + (" busy" if label in busy else "") for label in labels)
+            line += f" ({', '.join(shown)})"
+    tail = error_clause(checks)
+    if len(line) + len(tail) > LINE_WIDTH:  # what failed is cut first: --json has it all
+        line = line[:max(0, LINE_WIDTH - len(tail) - 12)] + "… (--json)"
+    line += tail
+    return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 12] + "… (--json)"
+
+
+ERROR_DETAIL_WIDTH = 60
+"""The exception's words in a verdict line, at most (the check's reason has them whole)."""
+
+
+def error_detail(reason: str) -> str:
+    """The exception's one line inside an ERROR check's reason (`error_reason`)."""
+    detail = reason.split(": ", 1)[-1]
+    return detail.removesuffix(f"; {NOT_JUDGED_SUFFIX}")
+
+
+def error_clause(checks: list[Check]) -> str:
+    """'; bwprof error in lat_host: OverflowError: ...; the box was not judged on it' for
+    the ERROR checks among `checks` ('' where none): the cases, and the first one's
+    exception."""
+    errors = [c for c in checks if c.verdict == ERROR]
+    if not errors:
+        return ""
+    cases = list(dict.fromkeys(c.case for c in errors))
+    detail = error_detail(errors[0].reason)
+    if len(detail) > ERROR_DETAIL_WIDTH:
+        detail = detail[:ERROR_DETAIL_WIDTH - 1] + "…"
+    suffix = NOT_JUDGED_SUFFIX if len(cases) == 1 else NOT_JUDGED_SUFFIX.replace(" it", " them")
+    return f"; bwprof error in {', '.join(cases)}: {detail}; {suffix}"

@@ -12,10 +12,12 @@ import pandas as pd
 from bwprof.errors import EXIT_FAILED, EXIT_OK
 from bwprof.report.formats import json_records, plain
 from bwprof.report.runfolder import RunFolder
+from bwprof.schema.text import one_line
 from bwprof.verdict import fleet
 from bwprof.verdict.bands import PATH_LABELS
 from bwprof.verdict.judge import (
-    CANNOT_JUDGE,
+    CHECK_VERDICTS,
+    ERROR,
     FAIL,
     Check,
     checks_frame,
@@ -52,13 +54,31 @@ class Acceptance:
 
     @property
     def exit_code(self) -> int:
+        """1 where a check fails; 0 otherwise, bwprof's own errors (ERROR) included: they
+        are not the box failing, and the verdict line names them."""
         return EXIT_FAILED if any(c.verdict == FAIL for c in self.checks) else EXIT_OK
+
+
+def unjudged_errors(run: RunFolder, checks: list[Check]) -> list[str]:
+    """A note per case whose rows raised but that no check reads (`ddr_copy`, `gemm_host`):
+    bwprof's own error, said, though it decides nothing."""
+    rows = run.results
+    judged = {c.case for c in checks if c.run_dir == run.label}
+    errors = rows[(rows["status"] == "error") & ~rows["case"].isin(list(judged))]
+    notes = []
+    for case, group in errors.groupby("case", sort=False):
+        first = group.iloc[0]
+        notes.append(f"{run.label}: bwprof error in {case} ({len(group)} row(s)): "
+                     f"{one_line(str(first['note']))}; not a path accept judges, and the box "
+                     "was not judged on it")
+    return notes
 
 
 def accept_runs(runs: list[RunFolder], spec: Spec) -> Acceptance:
     checks = [check for run in runs for check in judge_run(run, spec)]
-    outliers = fleet.outliers(checks, spec.outlier_pct)
+    outliers = fleet.outliers([c for c in checks if not c.busy], spec.outlier_pct)
     notes = [f"{run.label}: {note}" for run in runs for note in run.notes]
+    notes += [note for run in runs for note in unjudged_errors(run, checks)]
     notes += [f"{run.label}: the run {run.stop_phrase}; its verdicts cover what it measured"
               for run in runs if run.state != "finished"]
     return Acceptance(checks, spec, outliers, fleet.fleet_rows(checks, outliers), notes)
@@ -123,8 +143,9 @@ def accept_json(result: Acceptance) -> dict[str, object]:
         verdicts = [c.verdict for c in checks]
         boxes.append({
             "box": box, "run_dir": run_dir, "verdict": worst(verdicts),
-            "counts": {v: verdicts.count(v) for v in ("PASS", "WARN", "FAIL", CANNOT_JUDGE)},
+            "counts": {v: verdicts.count(v) for v in CHECK_VERDICTS},
             "failed": [f"{c.path} {c.device}" for c in checks if c.verdict == FAIL],
+            "errors": [f"{c.path} {c.device}" for c in checks if c.verdict == ERROR],
             "line": verdict_line(box, checks)})
     return {
         "verdict": result.verdict, "exit_code": result.exit_code,

@@ -282,3 +282,146 @@ def test_parquet_without_pyarrow_is_one_line(monkeypatch, tmp_path):
     assert result.exit_code == 2
     assert result.output.strip() == ("error: --format parquet needs pyarrow: "
                                      "python3 -m pip install pyarrow")
+
+
+# -- bwprof's own errors are not the box's (issue 32) -----------------------------------------
+
+OVERFLOW = "OverflowError: int too big to convert"
+
+
+def _raised(rows: pd.DataFrame, case: str, device: str = "") -> None:
+    """`case`'s rows as the runner writes a job that raised: status error, the exception as
+    the note, no figure (and, where the job had no device yet, none)."""
+    mine = rows["case"] == case
+    for column in ("time_median_s", "time_min_s", "gbps_median", "gbps_best", "cv",
+                   "peak_gbps", "pct_of_peak", "repeats"):
+        rows.loc[mine, column] = ""
+    rows.loc[mine, "status"] = "error"
+    rows.loc[mine, "note"] = OVERFLOW
+    if device:
+        rows.loc[mine, "device"] = device
+
+
+def test_a_gpu_case_that_raised_is_error_and_the_box_is_not_failed_for_it(tmp_path):
+    """Every hbm_triad row raised: the HBM path is ERROR (it was FAIL, and the box with it),
+    the box passes on what it was judged on, and the exit code is 0."""
+    run = fake(tmp_path, edit_rows=lambda rows: _raised(rows, "hbm_triad"))
+    data = accept_json(str(run))
+    hbm, = checks_of(data, "hbm")
+    assert hbm["verdict"] == "ERROR" and hbm["value"] is None
+    assert hbm["reason"] == (f"bwprof error in hbm_triad (256 MiB): {OVERFLOW}; the box was not "
+                             "judged on it")
+    box, = data["boxes"]
+    assert data["verdict"] == box["verdict"] == "PASS" and data["exit_code"] == 0
+    assert box["counts"]["ERROR"] == 1 and box["counts"]["FAIL"] == 0
+    assert box["errors"] == ["hbm gpu0"] and box["failed"] == []
+    result = accept(str(run))
+    assert result.exit_code == 0, result.output
+    line, = [line for line in result.stdout.splitlines() if line.startswith("vm: ")]
+    assert line.startswith("vm: PASS") and " 1 error" in line
+    assert line.endswith(f"; bwprof error in hbm_triad: {OVERFLOW}; the box was not judged on it")
+    table_row, = [line for line in result.stdout.splitlines() if " HBM " in line]
+    assert " ERROR " in table_row
+
+
+def test_a_failed_validation_still_fails_the_box(tmp_path):
+    """The box's own wrong result is not bwprof's error: `invalid` stays FAIL, exit 1."""
+    def invalid(rows: pd.DataFrame) -> None:
+        rows.loc[rows["case"] == "hbm_triad", "status"] = "invalid"
+        rows.loc[rows["case"] == "hbm_triad", "note"] = "validation failed: 3 of 2^25 elements"
+
+    run = fake(tmp_path, edit_rows=invalid)
+    data = accept_json(str(run))
+    hbm, = checks_of(data, "hbm")
+    assert hbm["verdict"] == "FAIL" and hbm["reason"].startswith("hbm_triad invalid: validation")
+    assert data["verdict"] == "FAIL" and data["exit_code"] == 1
+    assert accept(str(run)).exit_code == 1
+
+
+def test_a_run_whose_cases_raised_is_error_in_accept_not_fail(tmp_path, monkeypatch):
+    """A real run in which lat_host raised at every size and ddr_triad at its largest (as
+    at 1 GiB and 2 GiB in the issue): the rows that raised have no device, yet each path is
+    ERROR with its exception, never FAIL; DDR is not judged on the cache-resident size left."""
+    import bwprof
+    from bwprof.host import ddr
+    from bwprof.units import MiB
+
+    real = ddr.HostExecutor._measure_stream
+
+    def overflow_at_256(self, case, job, plan):
+        if job.size_bytes >= 256 * MiB:
+            raise OverflowError("int too big to convert")
+        return real(self, case, job, plan)
+
+    def overflow(self, case, job, plan):
+        raise OverflowError("int too big to convert")
+
+    monkeypatch.setattr(ddr.HostExecutor, "_measure_stream", overflow_at_256)
+    monkeypatch.setattr(ddr.HostExecutor, "_measure_declared", overflow)
+    out = tmp_path / "run"
+    result = bwprof.run(cases="ddr_triad,lat_host", size="4MiB,256MiB", threads="1",
+                        repeats=3, out=out, plots=False)
+    assert {row.status for row in result.rows if row.case == "lat_host"} == {"error"}
+    monkeypatch.undo()
+    data = accept_json(str(out))
+    verdicts = {c["case"]: (c["verdict"], c["reason"]) for c in data["checks"]}
+    assert verdicts["ddr_triad"] == (
+        "ERROR", f"bwprof error in ddr_triad (256 MiB): {OVERFLOW}; the box was not judged on it")
+    assert verdicts["lat_host"][0] == "ERROR"
+    assert verdicts["lat_host"][1].startswith("bwprof error in lat_host (")
+    assert "FAIL" not in {c["verdict"] for c in data["checks"]}
+    assert data["verdict"] == "CANNOT_JUDGE" and data["exit_code"] == 0
+    line = data["boxes"][0]["line"]
+    assert line.endswith(f"; bwprof error in ddr_triad, lat_host: {OVERFLOW}; the box was not "
+                         "judged on them")
+    assert accept(str(out)).exit_code == 0
+
+
+def test_an_error_in_a_case_accept_does_not_judge_is_a_note(tmp_path):
+    run = fake(tmp_path, edit_rows=lambda rows: _raised(rows, "hbm_copy"))
+    result = accept(str(run))
+    assert result.exit_code == 0, result.output
+    assert (f"note: {run}: bwprof error in hbm_copy (1 row(s)): {OVERFLOW}; not a path "
+            "accept judges, and the box was not judged on it") in result.stderr
+
+
+# -- a busy host (issue 32) -------------------------------------------------------------------
+
+V2 = DATA / "host-ddr-v2"
+
+
+def _ddr_spec(tmp_path: Path, run: Path) -> Path:
+    """A DDR band the run's own ddr_triad figure passes (the VM has no SMBIOS peak)."""
+    rows = pd.read_csv(run / "results.csv")
+    triad = rows[(rows["case"] == "ddr_triad") & (rows["size_bytes"] == rows["size_bytes"].max())]
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"[host.ddr]\nexpected_gbps = {float(triad['value_median'].iloc[0]):.3f}\n")
+    return spec
+
+
+def test_a_figure_from_a_busy_host_cannot_be_judged_and_says_why(tmp_path):
+    """The run's DDR figure passes its band; flagged busy_host (other processes took 63% of
+    the measuring cores), it is CANNOT JUDGE (busy), neither PASS nor FAIL."""
+    quiet = tmp_path / "quiet"
+    shutil.copytree(V2, quiet)
+    spec = _ddr_spec(tmp_path, quiet)
+    ddr, = checks_of(accept_json(str(quiet), "--spec", str(spec)), "ddr")
+    assert ddr["verdict"] == "PASS" and not ddr["busy"]
+
+    busy = tmp_path / "busy"
+    shutil.copytree(V2, busy)
+    rows = pd.read_csv(busy / "results.csv", keep_default_na=False, dtype=str)
+    sizes = pd.to_numeric(rows["size_bytes"])
+    judged = (rows["case"] == "ddr_triad") & (sizes == sizes.max())
+    assert rows.loc[judged, "flags"].tolist() == [""]
+    rows["host_others_pct"] = rows["host_steal_pct"] = ""
+    rows.loc[judged, ["host_others_pct", "host_steal_pct", "flags"]] = ["63.2", "0.4",
+                                                                        "busy_host"]
+    rows.to_csv(busy / "results.csv", index=False)
+    data = accept_json(str(busy), "--spec", str(spec))
+    ddr, = checks_of(data, "ddr")
+    assert ddr["verdict"] == "CANNOT_JUDGE" and ddr["busy"]
+    assert ddr["reason"] == ("busy: host busy while it ran (other processes took 63% of the "
+                             "measuring cores' time); measure again on a quiet host")
+    assert ddr["value"] is not None  # the figure is shown, not judged
+    assert data["exit_code"] == 0 and data["boxes"][0]["line"].endswith("(DDR busy)")
