@@ -165,7 +165,9 @@ def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Pictur
 
 def verdict_rows(run: RunFolder) -> list[dict[str, object]]:
     """The run judged against the built-in bands (`bwprof accept` without a spec), as rows
-    of VERDICT_COLUMNS; none for a simulated run (nothing there is a measurement)."""
+    of VERDICT_COLUMNS; none for a simulated run (nothing there is a measurement). A check
+    bwprof's own error left unjudged is ERROR, a figure from a busy host CANNOT JUDGE
+    (busy), as `accept` says them."""
     if run.simulated:
         return []
     from bwprof.verdict.judge import judge_run
@@ -178,10 +180,12 @@ def verdict_rows(run: RunFolder) -> list[dict[str, object]]:
         at_least, below = (">=", "<") if check.higher_is_better else ("<=", ">")
         band = ("" if check.warn is None or check.fail is None
                 else f"PASS {at_least} {check.warn:.4g}, FAIL {below} {check.fail:.4g}")
+        marks = [word for word, marked in (("noisy", check.noisy), ("busy", check.busy))
+                 if marked]
         rows.append({"figure": f"{check.path} ({check.case})", "device": check.device,
                      "value": value, "band": band,
                      "verdict": check.verdict.replace("_", " ")
-                                + (" (noisy)" if check.noisy else ""),
+                                + (f" ({', '.join(marks)})" if marks else ""),
                      "why": check.reason})
     return rows
 

@@ -18,6 +18,7 @@ from bwprof.report.formats import (
     is_missing,
     lower_is_better_row,
 )
+from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
@@ -111,14 +112,51 @@ def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
     return lines
 
 
+NOT_JUDGED = "the box was not judged on it"
+
+
 def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
-    return [
-        # A failed fleet rank's row (case `rank`) says all in its note.
-        f"{row.status}: {row.note}" if row.case == "rank"
-        else f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}"
-        for row in rows
-        if row.status in FAILED_STATUSES
-    ]
+    """A line per row that failed: a figure that failed validation (`invalid: ...`, the
+    box's), or bwprof's own exception (`bwprof error in lat_host 1 GiB: ...`), which says
+    nothing of the box."""
+    lines = []
+    for row in rows:
+        if row.status not in FAILED_STATUSES:
+            continue
+        if row.case == "rank":  # a failed fleet rank's row says all in its note
+            lines.append(f"{row.status}: {row.note}")
+        elif row.status == "error":
+            where = " ".join(p for p in (row.case, _where(row), _size(row)) if p)
+            lines.append(f"bwprof error in {where}: {one_line(row.note)}; {NOT_JUDGED}")
+        else:
+            lines.append(f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}")
+    return lines
+
+
+SHOWN_FLAGS: tuple[str, ...] = (flags.NOISY, flags.BUSY_HOST)
+"""The flags the summary shows beside a figure: the figure is doubtful (it moved between
+samples; other processes took its cores)."""
+
+
+def busy_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line naming the host rows measured while other processes (or a hypervisor) took
+    their cores (`busy_host`), with the largest shares seen."""
+    busy = [r for r in rows if flags.BUSY_HOST in r.flags and r.status in ("ok", "invalid")]
+    if not busy:
+        return []
+    cases = list(dict.fromkeys(r.case for r in busy))
+    shown = ", ".join(cases) if len(cases) <= 6 else f"{', '.join(cases[:5])}, ..."
+    others = max((r.host_others_pct for r in busy if r.host_others_pct is not None),
+                 default=None)
+    steal = max((r.host_steal_pct for r in busy if r.host_steal_pct is not None),
+                default=None)
+    took = (f"other processes took up to {others:.0f}% of the measuring cores' time"
+            if others is not None else "other work ran on the measuring cores")
+    if steal is not None and steal >= 0.5:
+        took += f", the hypervisor stole up to {steal:.0f}%"
+    return [f"busy host: {len(busy)} host row(s) measured while {took} ({shown}): their "
+            "figures are partly the others', and `bwprof accept` does not judge them; "
+            "measure again on a quiet host"]
 
 
 def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
@@ -311,10 +349,11 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
         "peak (%)": shown["peak_value"].notna().any(),
         "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
+        "flags": any(_shown_flags(row) for _, row in measured.iterrows()),
         "status": (shown["status"] != "ok").any(),
     }
     columns = [("figure", 12), ("size", 7), (value_column, 9), ("copied", 6), ("peak (%)", 6),
-               ("CV", 5),
+               ("CV", 5), ("flags", 5),
                ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
     columns = [(c, width) for c, width in columns if optional.get(c, True)]
     # A case whose rows on one device differ by direction only (lat_memcpy's h2d, d2h and
@@ -348,6 +387,7 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
             "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
             "peak (%)": peak,
             "CV": derived(cv, ".1f", "%"),
+            "flags": "" if simulated else _shown_flags(row),
             "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
             "HBM÷PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
             "status": str(row["status"]),
@@ -355,6 +395,13 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
         rows.append((PATH_LABELS.get(str(row["path"]), str(row["path"])),
                      {c: cells[c] for c, _ in columns}))
     return columns, rows
+
+
+def _shown_flags(row: pd.Series) -> str:
+    """The summary row's flags that make its figure doubtful (`SHOWN_FLAGS`), as the file
+    spells them."""
+    present = flags.split_flags(row.get("flags"))
+    return " ".join(flag for flag in SHOWN_FLAGS if flag in present)
 
 
 def path_table(summary: pd.DataFrame, title: str = "") -> Table:
@@ -366,7 +413,7 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True, min_width=len(heading))
     for column, width in columns:
-        left = column in ("figure", "status")
+        left = column in ("figure", "flags", "status")
         table.add_column(column, justify="left" if left else "right", overflow="fold",
                          min_width=width)
     path = None
@@ -422,7 +469,7 @@ def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> Non
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
-LINE_STYLES = {"failed": "bold red", "findings": "yellow"}
+LINE_STYLES = {"failed": "bold red", "findings": "yellow", "busy": "yellow"}
 
 
 def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
@@ -431,7 +478,8 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     """Every line the report says under the summary table, by kind and in order: the
     summary's notes, the HBM/DDR sentence, the HBM/DDR latency sentence and the latency
     under load, the DDR peak, a sandbox, the overlap lines, then
-    what was simulated, not run, or failed, the state of telemetry and the findings. One
+    what was simulated, measured on a busy host, not run, or failed (a figure that failed
+    validation, or bwprof's own error), the state of telemetry and the findings. One
     source for the terminal and for `--json`, so scripts see what people see. `results` is
     `rows` as a frame, where the caller has it (building it again cost a report of a
     hundred rows a tenth of its time)."""
@@ -455,6 +503,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
         "sandbox": [line for line in [sandbox_line(meta)] if line],
         "overlap": overlap_lines(rows),
         "simulated": simulated_lines(rows),
+        "busy": busy_lines(rows),
         "not_run": not_run_lines(rows),
         "failed": failure_lines(rows),
         "telemetry": [telemetry] if telemetry and show_telemetry else [],

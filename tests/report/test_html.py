@@ -203,3 +203,47 @@ def test_console_errors_are_seen(tmp_path):
     done = _chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri())
     messages = _console_messages(done.stderr)
     assert any("boom" in m for m in messages) and any("Uncaught" in m for m in messages)
+
+
+# -- issue 32: bwprof's own errors and a busy host on the page ---------------------------------
+
+def _page(folder) -> str:
+    from bwprof.report.html import verdict_rows
+
+    run = load_run(folder)
+    return render_html(run, run.summary, verdicts=verdict_rows(run))
+
+
+def test_a_case_that_raised_is_error_on_the_page_never_fail(run_copy):
+    """Every hbm_triad row of the H200 run raised: its verdict is ERROR (bwprof's, styled
+    apart from FAIL), and the lines under the summary say the box was not judged on it."""
+    import pandas as pd
+
+    folder = run_copy("h200-quick")
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    mine = rows["case"] == "hbm_triad"
+    rows.loc[mine, ["gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak"]] = ""
+    rows.loc[mine, ["status", "note"]] = ["error", "OverflowError: int too big to convert"]
+    rows.to_csv(folder / "results.csv", index=False)
+    page = _page(folder)
+    verdict = page.split('id="verdict"')[1].split("</section>")[0]
+    hbm, = [row for row in verdict.split("<tr>") if "hbm (hbm_triad)" in row]
+    assert 'class="own"' in hbm and ">ERROR<" in hbm and "FAIL" not in hbm
+    assert "bwprof error in hbm_triad (256 MiB): OverflowError" in hbm
+    assert ("<li>bwprof error in hbm_triad gpu0 256 MiB: OverflowError: int too big to convert; "
+            "the box was not judged on it</li>") in page
+
+
+def test_a_busy_hosts_figures_are_flagged_on_the_page(run_copy):
+    import pandas as pd
+
+    folder = run_copy("host-ddr-v2")
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    rows["host_others_pct"], rows["host_steal_pct"], rows["flags"] = "41.0", "0.0", "busy_host"
+    rows.to_csv(folder / "results.csv", index=False)
+    page = _page(folder)
+    summary = page.split('id="summary"')[1].split("</section>")[0]
+    assert "<th>flags</th>" in summary and ">busy_host</td>" in summary
+    assert "<li>busy host: 4 host row(s) measured while other processes took up to 41%" in summary
+    verdict = page.split('id="verdict"')[1].split("</section>")[0]
+    assert "CANNOT JUDGE (busy)" in verdict and "took 41% of the measuring cores" in verdict

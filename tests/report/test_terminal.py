@@ -186,3 +186,32 @@ def test_a_summary_title_longer_than_the_table_stays_on_one_line():
     print_report(console, rows, build_summary(results_frame(rows)), title)
     first = console.export_text().splitlines()[0]
     assert first.startswith("bwprof summary: gpu-node-rack07") and "bytes/s)" in first, first
+
+
+# -- issue 32: bwprof's own errors, noisy and busy figures -------------------------------------
+
+
+def test_bwprofs_own_error_is_said_to_be_bwprofs_not_the_boxs():
+    rows = [make_row(case="lat_host", status="error", device="", threads=None,
+                     size_bytes=1 << 30, note="OverflowError: int too big\nto convert"),
+            make_row(status="invalid", note="validation failed: 1 of 2")]
+    assert failure_lines(rows) == [
+        "bwprof error in lat_host 1 GiB: OverflowError: int too big\\x0ato convert; the box "
+        "was not judged on it",
+        "invalid: ddr_triad 2 thr 1 KiB - validation failed: 1 of 2"]
+
+
+def test_noisy_and_busy_figures_are_named_in_the_summary_not_only_in_the_file():
+    """The summary table shows a headline figure's noisy and busy_host flags, and a line
+    says how busy the host was; a quiet, steady run shows neither."""
+    busy = make_row(size_bytes=256 << 20, cv=0.13, flags=frozenset({"noisy", "busy_host"}),
+                    host_others_pct=63.4, host_steal_pct=2.0)
+    text = _render([busy])
+    table_row, = [line for line in text.splitlines() if line.startswith(" ddr_triad cpu")]
+    assert "noisy busy_host" in table_row
+    assert ("busy host: 1 host row(s) measured while other processes took up to 63% of the "
+            "measuring cores' time, the hypervisor stole up to 2% (ddr_triad): their figures "
+            "are partly the others', and `bwprof accept` does not judge them") in text
+    quiet = _render([make_row(size_bytes=256 << 20, cv=0.01, host_others_pct=0.4,
+                              host_steal_pct=0.0)])
+    assert "busy" not in quiet and "noisy" not in quiet and "flags" not in quiet
