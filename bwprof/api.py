@@ -618,13 +618,16 @@ class _Run:
         )
 
     def _report_files(self, parquet: bool, plots: bool) -> None:
-        """summary.csv, the plots and the Parquet copies of a run that measured everything.
+        """summary.csv, the plots, report.html and the Parquet copies of a run that measured
+        everything and whose final system.json is written, from that final metadata: the
+        page says the run finished, and when, as `bwprof report --html` on the folder does.
         Not held from signals (plots take seconds): an interrupt costs only these files,
         which `bwprof report` writes again."""
         if "report" in self._done:
             return
         self._done.add("report")
         if (self.run_dir is None or self.result is None or self.stopped
+                or not self.final_written
                 or self.finishing_interrupted):  # after Ctrl-C, no seconds of plotting
             return
         result = self.result
@@ -662,9 +665,12 @@ class _Run:
 
     def finish(self, parquet: bool, plots: bool) -> RunResult:
         """The end-of-run steps, in this order whatever stopped the run: stop telemetry,
-        close the executors, findings.csv, close the row files, the report files (only for
-        a run that measured everything), then the final system.json, last, so that it
-        says whether anything before stopped the run. Raises what stopped the run:
+        close the executors, findings.csv, close the row files, then the final system.json,
+        after every step that can stop the run, so that it says whether anything before
+        stopped it; last the report files (only for a run that measured everything and whose
+        final system.json is written), drawn from that final metadata, so the run's own
+        report.html says it finished; they never stop the run: an interrupt or a full disk
+        while writing them costs only them. Raises what stopped the run:
         OutputError, RunInterrupted (with the result), or the bug. A run stopped before its
         row files existed (a signal while the executors started) gives its folder back: a
         system.json alone would be neither a run `report` reads nor a folder free again."""
@@ -675,11 +681,11 @@ class _Run:
         self._step("findings", self._write_findings)
         self._step("writer", self._close_writer)
         self._step("result", self._make_result)
-        self._report_files(parquet, plots)
         self._step("system.json", self._write_final_system_json)
         if not self.final_written or self.meta.interrupted != self.stopped:
             self._done.discard("system.json")  # a signal came while writing it
             self._step("system.json", self._write_final_system_json)
+        self._report_files(parquet, plots)
         if self.result is None:  # its step was interrupted: make it now
             self._make_result()
         result = self.result

@@ -144,6 +144,34 @@ def test_an_interrupt_while_the_report_files_are_written_keeps_the_run_finished(
     assert note.startswith("note: ") and "bwprof report RUN_DIR" in note
     assert "interrupted" not in note
 
+
+def _section(page: str, name: str) -> str:
+    return page.split(f'id="{name}"', 1)[1].split("</section>", 1)[0]
+
+
+# Catches (issue 32): the run's own report.html said "finished: never finalised": it was
+# written before the final system.json, from the metadata of the run's start
+def test_the_runs_own_page_is_written_from_its_final_metadata(tmp_path):
+    from bwprof import cli
+
+    out = tmp_path / "run"
+    bwprof.run(cases="ddr_copy", out=out, **{**SMALL, "plots": True})
+    page = (out / "report.html").read_text(encoding="utf-8")
+    system = json.loads((out / "system.json").read_text())
+    assert system["finished_utc"] and system["interrupted"] is False
+    assert "never finalised" not in page
+    identity = _section(page, "identity")
+    assert f"<dt>finished</dt><dd>{system['finished_utc']}</dd>" in identity
+    assert page.split("<header>", 1)[1].split("</p>", 1)[0].endswith(" · finished")
+    # The same page as `bwprof report --html` gives on the folder, plots aside.
+    again = tmp_path / "again"
+    assert cli.main(["report", str(out), "--html", "--out", str(again)]) == 0
+    other = (again / "report.html").read_text(encoding="utf-8")
+    assert page.split("<header>", 1)[1].split("</header>", 1)[0] == \
+        other.split("<header>", 1)[1].split("</header>", 1)[0]
+    for name in ("identity", "verdict", "summary", "findings", "results"):
+        assert _section(page, name) == _section(other, name), name
+
 def test_case_availability_names_why_a_case_cannot_run():
     availability = case_availability(CASES)
     assert availability["ddr_triad"] is None
