@@ -18,9 +18,10 @@ Two ways to make the cycle:
   to build and n random steps to check: seconds per GiB). The bijection is three rounds of
   an odd multiply and an xor-shift on the smallest power of two >= n (each round
   invertible), cycle-walked down to n where n is not a power of two.
-- `sattolo_order` (the GPU chases): Sattolo's shuffle into a stored cyclic permutation,
-  `order[i]` the line that line i points to, with `../shared/ref/lat_ref.c`'s random numbers
-  (xorshift64*).
+  The GPU chases take their links from it too (`next_lines`), as a table they upload.
+- `sattolo_order`: Sattolo's shuffle into a stored cyclic permutation, `order[i]` the line
+  that line i points to, with `../shared/ref/lat_ref.c`'s random numbers (xorshift64*): the
+  yardstick's own chain, which tests use to hold the kernels to a chain made another way.
 
 Numba is imported with this module: import it lazily.
 """
@@ -117,6 +118,14 @@ def _lines_at(positions, params):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _positions_of(lines, params):  # pragma: no cover - compiled
+    out = np.empty(lines.size, dtype=np.uint64)
+    for i in range(lines.size):
+        out[i] = position_of(lines[i], params)
+    return out
+
+
+@njit(cache=True)
 def _next_lines(lines, params):  # pragma: no cover - compiled
     out = np.empty(lines.size, dtype=np.uint64)
     for i in range(lines.size):
@@ -161,12 +170,16 @@ class Cycle:
         """The line each of `lines` links to, as uint64."""
         return _next_lines(np.asarray(lines, dtype=np.uint64), self.params)
 
+    def position_of(self, line: int) -> int:
+        """Where `line` stands in the cycle (`line_at`'s inverse)."""
+        return int(_positions_of(np.array([line], dtype=np.uint64), self.params)[0])
+
     def ending_line(self, steps: int, start_position: int = 0) -> int:
         """The line a walk of `steps` loads from `start_position` ends on: O(1)."""
         return self.line_at((start_position + steps) % self.lines)
 
 
-# -- the stored permutation (GPU) ---------------------------------------------------------------
+# -- the stored permutation (lat_ref.c's) ------------------------------------------------------
 
 
 @njit(cache=True)

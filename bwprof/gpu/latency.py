@@ -2,15 +2,17 @@
 a peer GPU's memory or pinned host memory, alone or beside a STREAM load; and the latency of
 a 4-byte asynchronous copy.
 
-The chain is one random cycle through the 32-byte sectors of the buffer (`bwprof.chain`),
-built on the host and copied in: sector s's first uint64 holds the element index of the
-sector it links to, so a step is one dependent global load (plus a shift and an add: the
-index times 8). Every sample is one launch of the one-thread `chase` kernel for N loads,
-timed by CUDA events around it, with N chosen so a sample lasts about TARGET_SAMPLE_S
-(launch overhead, a few microseconds, stays far under 1%). Each launch continues where the
-last ended (the position is kept in a small device state array), never from sector 0. After
-the last sample the position must be where the chain walked again on the host ends
-(`bwprof.chain.ending_line`): a chase that skipped or lost loads is invalid.
+The chain is one random cycle through the 32-byte sectors of the buffer
+(`bwprof.chain.Cycle`: computed, so hundreds of MiB of chain are linked in a fraction of a
+second and checked without a second walk), built on the host and copied in: sector s's first
+uint64 holds the element index of the sector it links to, so a step is one dependent global
+load (plus a shift and an add: the index times 8). Every sample is one launch of the one-
+thread `chase` kernel for N loads, timed by CUDA events around it, with N chosen so a sample
+lasts about TARGET_SAMPLE_S (launch overhead, a few microseconds, stays far under 1%). Each
+launch continues where the last ended (the position is kept in a small device state array),
+never from sector 0. After the last sample the position must be where the cycle says that
+many loads from sector 0 end (`Cycle.ending_line`): a chase that skipped or lost loads is
+invalid.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +51,9 @@ from bwprof.gpu.transfers import HostEnd, enable_peers
 from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
 from bwprof.units import KiB, format_bytes
+
+if TYPE_CHECKING:
+    from bwprof.chain import Cycle  # imports Numba: loaded where a chase is built
 
 TARGET_SAMPLE_S = 0.02
 """One sample (one chase launch) lasts about this long: launch overhead stays under 0.1%,
@@ -120,7 +125,7 @@ class Chase:
     chain: Any
     state: Any
     state_view: Any
-    order: np.ndarray
+    cycle: Cycle
     steps_done: int = 0
     launches: int = 0
     estimate_s: float = 0.0
@@ -133,7 +138,7 @@ class Chase:
 
     @property
     def lines(self) -> int:
-        return int(self.order.size)
+        return self.cycle.lines
 
     def launch(self, steps: int) -> None:
         self.backend.launch("chase", self.stream, self.chain, self.state_view, steps)
@@ -167,10 +172,9 @@ class Chase:
     def problem(self) -> str:
         """Where the chase must stand after every load issued so far, and how many launches
         must have finished; '' when it does."""
-        from bwprof.chain import ending_line
-
         state = self.read_state()
-        expected = ending_line(self.order, 0, self.steps_done) * CHAIN_STRIDE
+        start = self.cycle.position_of(0)  # the state starts at sector 0
+        expected = self.cycle.ending_line(self.steps_done, start) * CHAIN_STRIDE
         position, generation = int(state[STATE_POSITION]), int(state[STATE_GENERATION])
         if position != expected:
             return (f"validation failed: the chase ended at element {position}, expected "
@@ -192,14 +196,12 @@ def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
                 stream_slot: int = 0) -> Chase:
     """Write the chain into `buffer` (a device array of any GPU, or a pinned host array) and
     set up the chase on `device` over it, from sector 0."""
-    from bwprof.chain import is_one_cycle, sattolo_order
+    from bwprof.chain import Cycle
 
     backend = pool.backend
     lines = size // SECTOR_BYTES
-    order = sattolo_order(lines)
-    if not is_one_cycle(order):  # Sattolo guarantees it; a broken build must not pass
-        raise RuntimeError(f"the chain of {lines} sectors is not one cycle")
-    links = chain_links(order)
+    cycle = Cycle.of(lines)
+    links = chain_links(cycle.next_lines(np.arange(lines, dtype=np.uint64)))
     if type(buffer) is np.ndarray:  # host memory (a simulated device array is a subclass)
         buffer[:size] = links.view(np.uint8)
     else:
@@ -209,7 +211,7 @@ def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
     backend.zero(state, STATE_BYTES)
     return Chase(backend, pool.stream(device.index, stream_slot),
                  backend.chase_view(buffer[:size], device.index), state,
-                 backend.chase_view(state[:STATE_BYTES], device.index), order)
+                 backend.chase_view(state[:STATE_BYTES], device.index), cycle)
 
 
 def _row(chase: Chase, device: GpuDevice, label: str, name: str, size: int,
