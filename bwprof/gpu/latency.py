@@ -6,13 +6,13 @@ The chain is one random cycle through the 32-byte sectors of the buffer
 (`bwprof.chain.Cycle`: computed, so hundreds of MiB of chain are linked in a fraction of a
 second and checked without a second walk), built on the host and copied in: sector s's first
 uint64 holds the element index of the sector it links to, so a step is one dependent global
-load (plus a shift and an add: the index times 8). Every sample is one launch of the one-
-thread `chase` kernel for N loads, timed by CUDA events around it, with N chosen so a sample
-lasts about TARGET_SAMPLE_S (launch overhead, a few microseconds, stays far under 1%). Each
-launch continues where the last ended (the position is kept in a small device state array),
-never from sector 0. After the last sample the position must be where the cycle says that
-many loads from sector 0 end (`Cycle.ending_line`): a chase that skipped or lost loads is
-invalid.
+load (plus a shift and an add: the index times 8). Every sample is one launch of the
+one-thread `chase` kernel for N loads, timed by CUDA events around it, with N chosen so a
+sample lasts about TARGET_SAMPLE_S (launch overhead, a few microseconds, stays far under
+1%). Each launch continues where the last ended (the position is kept in a small device
+state array), never from sector 0. After the last sample the position must be where the
+cycle says that many loads from sector 0 end (`Cycle.ending_line`): a chase that skipped or
+lost loads is invalid.
 """
 
 from __future__ import annotations
