@@ -426,15 +426,16 @@ def error_reason(what: str, errors: pd.DataFrame) -> str:
 
 
 def busy_reason(row: pd.Series) -> str:
-    """'busy: other processes took 63% of the measuring cores' time ...' from the row's
-    shares (`host_others_pct`, `host_steal_pct`), where it has them."""
+    """'busy: other processes took 63% of the measuring cores' time while it ran; ...'
+    from the row's shares (`host_others_pct`, `host_steal_pct`), where it has them: the
+    number first, so the table's why column keeps it."""
     others = cell_float(row.get("host_others_pct"))
     steal = cell_float(row.get("host_steal_pct"))
     took = (f"other processes took {others:.0f}% of the measuring cores' time"
             if others is not None else "other work ran on the measuring cores")
     if steal is not None and steal >= 0.5:
         took += f", the hypervisor stole {steal:.0f}%"
-    return f"busy: host busy while it ran ({took}); measure again on a quiet host"
+    return f"busy: {took} while it ran; measure again on a quiet host"
 
 
 def _figure(value: float, unit: str) -> str:

@@ -421,7 +421,7 @@ def test_a_figure_from_a_busy_host_cannot_be_judged_and_says_why(tmp_path):
     data = accept_json(str(busy), "--spec", str(spec))
     ddr, = checks_of(data, "ddr")
     assert ddr["verdict"] == "CANNOT_JUDGE" and ddr["busy"]
-    assert ddr["reason"] == ("busy: host busy while it ran (other processes took 63% of the "
-                             "measuring cores' time); measure again on a quiet host")
+    assert ddr["reason"] == ("busy: other processes took 63% of the measuring cores' time "
+                             "while it ran; measure again on a quiet host")
     assert ddr["value"] is not None  # the figure is shown, not judged
     assert data["exit_code"] == 0 and data["boxes"][0]["line"].endswith("(DDR busy)")

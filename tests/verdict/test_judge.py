@@ -71,6 +71,6 @@ def test_the_error_clause_survives_a_long_line_whose_failures_are_cut():
 def test_a_path_not_judged_because_the_host_was_busy_says_so():
     busy = Check(box="vm", run_dir="r", device="cpu", gpu_model="", part="", path="ddr",
                  case="ddr_triad", verdict="CANNOT_JUDGE", busy=True,
-                 reason="busy: host busy while it ran (other processes took 63% ...)")
+                 reason="busy: other processes took 63% of the measuring cores' time ...")
     line = verdict_line("vm", [check("hbm", "hbm_triad", "PASS", 4300, 3942, "ok"), busy])
     assert line == "vm: PASS — 2 checks: 1 pass, 1 cannot judge (DDR busy)"
