@@ -27,6 +27,16 @@ def _no_debug_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BWPROF_DEBUG", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _host_busy_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host jobs measured in a test read no /proc/stat: their `busy_host` flag, note and
+    shares would follow the load of the machine the suite runs on (other tests, other
+    work), which no expectation may depend on. tests/host/test_busy.py reads it on purpose."""
+    from bwprof.host import busy
+
+    monkeypatch.setattr(busy, "PROC_STAT", Path("/nonexistent/bwprof-tests/proc/stat"))
+
+
 @pytest.fixture
 def stop_signals() -> Iterator[None]:
     """bwprof's handlers for the stop signals, as the CLI installs them; pytest's after."""

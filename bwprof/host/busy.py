@@ -31,6 +31,7 @@ from pathlib import Path
 from bwprof.cpulist import format_cpu_list
 
 PROC_STAT = Path("/proc/stat")
+"""Where the counters are read (looked up at each read: the tests point it elsewhere)."""
 
 OTHERS_LIMIT = 0.05
 """Share of the measuring cores' time other processes may take before a job is busy."""
@@ -50,9 +51,12 @@ class CpuTicks:
     steal: int
 
 
-def read_stat(path: Path = PROC_STAT) -> dict[int, CpuTicks] | None:
-    """Each CPU's counters (`cpuN` lines), or None where the file cannot be read or holds no
-    CPU line. Guest time is already inside user time, so it is not added again."""
+def read_stat(path: Path | None = None) -> dict[int, CpuTicks] | None:
+    """Each CPU's counters (`cpuN` lines) in `path` (default `PROC_STAT`), or None where the
+    file cannot be read or holds no CPU line. Guest time is already inside user time, so it
+    is not added again."""
+    if path is None:
+        path = PROC_STAT
     try:
         text = path.read_text(encoding="ascii", errors="replace")
     except (OSError, ValueError):
@@ -147,7 +151,7 @@ class BusyWindow:
     """One job's window: started when made, read by `stop`. Never raises: a counter that
     cannot be read makes the reading None (unknown)."""
 
-    def __init__(self, cpus: frozenset[int], stat: Path = PROC_STAT,
+    def __init__(self, cpus: frozenset[int], stat: Path | None = None,
                  own_time: Callable[[], float] = time.process_time,
                  hz: int | None = None) -> None:
         self.cpus, self.stat, self.own_time = cpus, stat, own_time

@@ -68,6 +68,7 @@ def test_the_counters_of_each_cpu_are_read_without_the_total_line(tmp_path):
 
 @pytest.mark.parametrize("text", [None, "", "intr 1 2 3\n", "cpu0 a b c d\n"])
 def test_a_missing_or_unreadable_proc_stat_is_unknown_not_an_error(tmp_path, text):
+    """(So it is in every other test: tests/conftest.py points PROC_STAT at nothing.)"""
     stat = tmp_path / "stat"
     if text is not None:
         stat.write_text(text)
@@ -135,7 +136,10 @@ def test_the_threshold_is_stated_as_the_verdicts_margin():
 LOOP = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end: pass\n"
 
 
-@pytest.mark.skipif(busy.read_stat() is None, reason="no /proc/stat here")
+REAL_STAT = Path("/proc/stat")
+
+
+@pytest.mark.skipif(busy.read_stat(REAL_STAT) is None, reason="no /proc/stat here")
 def test_busy_loops_on_every_core_make_a_real_window_busy():
     """Other processes that spin on every core while bwprof waits: whatever else the
     machine runs, they take most of its cores (load only adds to that)."""
@@ -143,7 +147,7 @@ def test_busy_loops_on_every_core_make_a_real_window_busy():
     loops = [subprocess.Popen([sys.executable, "-c", LOOP]) for _ in cpus]
     try:
         time.sleep(0.3)  # the loops start
-        watch = busy.BusyWindow(cpus)
+        watch = busy.BusyWindow(cpus, stat=REAL_STAT)
         time.sleep(0.5)
         reading = watch.stop()
     finally:
