@@ -22,8 +22,11 @@ import pandas as pd
 from bwprof import interrupts
 from bwprof._version import __version__, git_commit
 from bwprof.casespec import CaseSpec
+from bwprof.described import DescribedMachine
 from bwprof.errors import BwprofError, OutputError, RunInterrupted
+from bwprof.estimate import PlanEstimate
 from bwprof.executor import Executor, UnavailableExecutor
+from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
 from bwprof.report.export import (
@@ -122,6 +125,7 @@ def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports
 def gpu_executor(
     simulate: bool = False, host_memory_bytes: int | None = None,
     only: Sequence[int] | None = None, host: HostInfo | None = None,
+    machine: DescribedMachine | None = None,
 ) -> tuple[Executor, GpusMeta]:
     """The executor for GPU cases — real GPUs, the simulated backend when asked for, or a
     `skipped` stand-in where there is no GPU — and what it found, for system.json. `only`
@@ -136,7 +140,16 @@ def gpu_executor(
     info: GpusMeta
     executor: Executor
     gpus: GpuExecutor | None = None
-    if simulate:
+    if machine is not None:  # planning for a machine described in a file
+        from bwprof.gpu.described import DescribedBackend
+
+        described = DescribedBackend(machine.gpus)
+        found = gpu_devices.describe(described, described.metadata)
+        info = GpusMeta(count=len(found), reason=None if found else "none described",
+                        detail=f"described in {machine.name}")
+        executor = (GpuExecutor(described, found, host_memory_bytes, host_cache=cache)
+                    if found else UnavailableExecutor("cuda", "no GPU described"))
+    elif simulate:
         from bwprof.gpu.sim import SimBackend
 
         backend = SimBackend()
@@ -212,12 +225,15 @@ def start_telemetry(
                             counter_window_min_bytes=COUNTER_WINDOW_MIN_BYTES)
 
 
-def host_executor(host: HostInfo) -> Executor:
+def host_executor(host: HostInfo, cpus: frozenset[int] | None = None) -> Executor:
+    """The host cases' executor; `cpus`: the CPUs the process may use (default: this
+    process's, read by the executor; a described machine's)."""
     from bwprof.host.ddr import HostExecutor
     from bwprof.host.facts import measurable_nodes
     from bwprof.system import host_arrays_get_huge_pages
 
-    return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes),
+    return HostExecutor(host.cpu_model, nodes=measurable_nodes(host.numa_nodes, cpus),
+                        cpus=cpus,
                         peak_gbps=host.ddr_peak_gbps, llc_bytes=host.llc_bytes_total,
                         huge_pages_expected=host_arrays_get_huge_pages(
                             host.transparent_hugepages, host.numpy_asks_hugepages),
@@ -248,13 +264,21 @@ def check_options(
     host: HostInfo, *, cases: str | Sequence[str] | None, preset: str, repeats: int | None,
     threads: str | tuple[int, ...] | None, size: str | tuple[int, ...] | None,
     sample_interval_ms: float, file_format: str, fleet: bool = False,
+    budget_s: float | None = None, described: bool = False,
 ) -> tuple[Plan, bool]:
     """Every option checked against this machine: the Plan and whether Parquet was asked
     for, or BwprofError with one line. Nothing is measured or written (numba is not even
-    imported: its NUMBA_NUM_THREADS is checked from the environment where it is not)."""
+    imported: its NUMBA_NUM_THREADS is checked from the environment where it is not).
+    `described`: `host` is a machine described in a file, where this process's numba
+    thread limit does not apply."""
     from bwprof.coerce import finite_number
     from bwprof.numbaenv import thread_limit
 
+    if budget_s is not None:
+        budget = finite_number(budget_s, "--budget")
+        if not MIN_BUDGET_S <= budget <= MAX_BUDGET_S:
+            raise BwprofError(f"--budget must be from {MIN_BUDGET_S} to {MAX_BUDGET_S} "
+                              f"seconds (a week), got {budget:g}")
     interval = finite_number(sample_interval_ms, "--sample-interval")
     if not 1 <= interval <= 60_000:
         raise BwprofError(
@@ -271,10 +295,120 @@ def check_options(
         llc_bytes=host.llc_bytes_total,
         memory_available_bytes=host.memory_available_bytes,
         fleet=fleet,
-        numba_threads=thread_limit(),
+        numba_threads=None if described else thread_limit(),
         memory_total_bytes=host.memory_total_bytes,
     )
     return plan, parquet
+
+
+MIN_BUDGET_S = 1
+MAX_BUDGET_S = 7 * 24 * 3600
+
+
+@dataclass
+class PlannedRun:
+    """What `bwprof run` would do, measuring nothing (`--dry-run`): the plan fitted to its
+    budget, its jobs and their estimated cost, and the machine it is for."""
+
+    plan: Plan
+    estimate: PlanEstimate
+    host: HostInfo
+    gpus: GpusMeta
+    described: str | None = None
+    """The name of the machine's description, where it is not this machine."""
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> list[dict[str, object]]:
+        """One record per case, in the order they would run: its jobs, the sizes and the
+        devices or nodes they cover, the estimated seconds and memory; or, for a case that
+        cannot run here, its status and reason."""
+        records: list[dict[str, object]] = []
+        for planned in self.estimate.work:
+            jobs = planned.jobs
+            sizes = sorted({j.size_bytes for j in jobs if j.size_bytes is not None})
+            records.append({
+                "case": planned.case.key,
+                "jobs": 0 if planned.unavailable else len(jobs),
+                "sizes": tuple(sizes),
+                "over": _over(jobs),
+                "seconds": planned.seconds,
+                "host_bytes": max((c.host_bytes for c in planned.costs), default=0),
+                "device_bytes": max((c.device_bytes for c in planned.costs), default=0),
+                "status": planned.unavailable.status if planned.unavailable else "planned",
+                "reason": planned.unavailable.reason if planned.unavailable else "",
+            })
+        return records
+
+
+def _over(jobs: Sequence[Job]) -> str:
+    """What a case's jobs run on: '8 GPUs', '56 pairs', '8x8 NUMA nodes', '' (the host)."""
+    pairs = {(j.device, j.peer) for j in jobs if j.peer is not None}
+    devices = {j.device for j in jobs if j.device is not None}
+    numa = {(j.numa_node, j.memory_node) for j in jobs if j.numa_node is not None}
+    if pairs:
+        return f"{len(pairs)} pair(s)"
+    if devices:
+        return f"{len(devices)} GPU(s)"
+    if any(j.memory_node is not None for j in jobs):
+        return f"{len({n for n, _ in numa})}x{len({m for _, m in numa})} NUMA nodes"
+    if numa:
+        return f"host, {len(numa)} NUMA node(s)"
+    return ""
+
+
+def plan_run(
+    *,
+    cases: str | Sequence[str] | None = None,
+    preset: str = "standard",
+    repeats: int | None = None,
+    threads: str | tuple[int, ...] | None = None,
+    size: str | tuple[int, ...] | None = None,
+    budget_s: float | None = None,
+    simulate: bool = False,
+    telemetry: bool = True,
+    machine: str | Path | DescribedMachine | None = None,
+    plots: bool = True,
+) -> PlannedRun:
+    """The run `run` would measure with these options, on this machine or on one described
+    in a file (`bwprof.described`: a shape, or an earlier run's system.json), and what it
+    would cost; nothing is measured or written. GPUs are opened to read their properties
+    and free memory (a described machine's are its file's); counter windows are planned
+    where NVML could sample (on a described machine: always)."""
+    from bwprof.budget import fit
+    from bwprof.described import load_machine
+    from bwprof.gpu.executor import COUNTER_WINDOW_S, GpuExecutor
+
+    described = (load_machine(user_path(machine, "--machine"))
+                 if isinstance(machine, (str, Path)) else machine)
+    host = described.host if described is not None else host_info()
+    plan, _ = check_options(host, cases=cases, preset=preset, repeats=repeats,
+                            threads=threads, size=size,
+                            sample_interval_ms=DEFAULT_SAMPLE_INTERVAL_MS, file_format="csv",
+                            budget_s=budget_s, described=described is not None)
+    executors: dict[str, Executor] = {
+        "host": host_executor(host, described.cpus if described else None),
+        "mpi": UnavailableExecutor("mpi", NO_MPI_REASON, "waived"),
+    }
+    try:
+        gpus = GpusMeta(reason=NOT_PROBED)
+        if plan.gpu_cases:
+            executors["gpu"], gpus = gpu_executor(simulate, host.memory_available_bytes,
+                                                  host=host, machine=described)
+        gpu = executors.get("gpu")
+        if telemetry and isinstance(gpu, GpuExecutor) and (
+                described is not None or _nvml_present()) and gpu.backend != "simulated":
+            gpu.counter_window_s = COUNTER_WINDOW_S
+        fitted = fit(plan, executors, budget_s, plots)
+    finally:
+        close_executors(executors)
+    return PlannedRun(fitted.plan, fitted.estimate, host, gpus,
+                      described.name if described is not None else None, list(fitted.notes))
+
+
+def _nvml_present() -> bool:
+    from bwprof.telemetry import nvml
+
+    return nvml.available()
 
 
 def run(
@@ -294,6 +428,8 @@ def run(
     sample_interval_ms: float = DEFAULT_SAMPLE_INTERVAL_MS,
     file_format: str = "csv",
     fleet: FleetShare | None = None,
+    budget_s: float | None = None,
+    on_plan: Callable[[list[str]], None] | None = None,
 ) -> RunResult:
     """Measure this machine. Writes a run folder when `out` is given; returns the rows either way.
 
@@ -309,14 +445,16 @@ def run(
     samples the GPUs' counters through NVML every `sample_interval_ms` while GPU cases run
     and joins them to the rows. `unique_out` says `out` is a default name, not the user's:
     where it is taken (two runs in one second), it gets a suffix. `fleet` is one MPI rank's
-    share of a fleet run (see bwprof.fleet.run).
+    share of a fleet run (see bwprof.fleet.run). `budget_s` scales the plan down until the
+    planner's estimate fits (`bwprof.budget`); `on_plan` is told the plan's cost, and what
+    the budget dropped, in lines, before the first measurement.
     """
     out_path = user_path(out, "out") if out is not None else None
     host = host_info()
     plan, parquet = check_options(
         host, cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         sample_interval_ms=sample_interval_ms, file_format=file_format,
-        fleet=fleet is not None,
+        fleet=fleet is not None, budget_s=budget_s,
     )
     started = utc_now()
     host_name = hostname()
@@ -340,7 +478,25 @@ def run(
         return _measure_and_finish(state, out_path, unique_out, plan, host, RunContext(
             run_id, host_name, None if fleet is None else fleet.rank), parquet=parquet,
             plots=plots, progress=progress, simulate=simulate, telemetry=telemetry,
-            interval_s=sample_interval_ms / 1000, fleet=fleet)
+            interval_s=sample_interval_ms / 1000, fleet=fleet, budget_s=budget_s,
+            on_plan=on_plan)
+
+
+def plan_words(estimate: PlanEstimate, plan: Plan, memory_total_bytes: int | None) -> list[str]:
+    """The plan's cost in a line or two, said before a run measures: its jobs, its estimated
+    time, its peak memory, and what --budget dropped."""
+    from bwprof.units import clock, format_bytes
+
+    share = (f" ({estimate.peak_host_bytes / memory_total_bytes:.0%} of RAM)"
+             if memory_total_bytes else "")
+    device = (f", GPU {format_bytes(estimate.peak_device_bytes)}"
+              if estimate.peak_device_bytes else "")
+    lines = [f"plan: {estimate.jobs} job(s), about {clock(estimate.seconds)} by the planner's "
+             f"estimate; peak memory host {format_bytes(estimate.peak_host_bytes)}{share}"
+             f"{device} (bwprof run --dry-run shows each case)"]
+    if plan.budget_s is not None and plan.dropped:
+        lines.append(f"--budget {plan.budget_s:g} s: dropped " + "; ".join(plan.dropped))
+    return lines
 
 
 def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, plan: Plan,
@@ -352,7 +508,8 @@ def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, pl
         for _ in range(FINISH_TRIES):
             try:
                 if not state.started:
-                    state.start(out_path, unique_out, plan, host, context, **measuring)
+                    state.start(out_path, unique_out, plan, host, context, plots=plots,
+                                **measuring)
                 return state.finish(parquet=parquet, plots=plots)
             except RunInterrupted:
                 raise
@@ -506,9 +663,12 @@ class _Run:
 
     def _measure(self, plan: Plan, host: HostInfo, context: RunContext, *,
                  progress: ProgressListener | None, simulate: bool, telemetry: bool,
-                 interval_s: float, fleet: FleetShare | None) -> None:
-        """Open the executors, the writer and the telemetry, and run the plan; what stops it
-        (an interrupt, a full disk, a bug) is kept for `finish`."""
+                 interval_s: float, fleet: FleetShare | None, budget_s: float | None,
+                 on_plan: Callable[[list[str]], None] | None, plots: bool) -> None:
+        """Open the executors, the writer and the telemetry, fit the plan to its budget and
+        run it; what stops it (an interrupt, a full disk, a bug) is kept for `finish`."""
+        from bwprof.budget import fit
+
         try:
             self.executors["host"] = host_executor(host)
             self.executors["mpi"] = UnavailableExecutor("mpi", NO_MPI_REASON, "waived")
@@ -528,6 +688,15 @@ class _Run:
             self.session, sampled = start_telemetry(self.executors.get("gpu"), self.writer,
                                                     telemetry, interval_s)
             self.meta = replace(self.meta, telemetry=sampled)
+            # The counter windows are known now.
+            fitted = fit(plan, self.executors, budget_s, bool(self.run_dir) and plots)
+            plan = fitted.plan
+            self.meta = replace(self.meta, plan=replace(
+                plan.as_meta(), estimate_s=round(fitted.estimate.seconds, 1)))
+            self.notes += fitted.notes
+            if on_plan is not None:
+                on_plan(plan_words(fitted.estimate, plan, host.memory_total_bytes)
+                        + list(fitted.notes))
             if self.run_dir is not None:
                 try:
                     write_system_json(self.run_dir, self.meta, rows_kept=False)
@@ -536,7 +705,7 @@ class _Run:
                     raise
             self.runner = Runner(plan, self.executors, context, self.writer, progress,
                                  self.session)
-            self.runner.run()
+            self.runner.run(fitted.estimate)
             self.measured = True
         except KeyboardInterrupt:
             self.interrupt()

@@ -21,7 +21,8 @@ __all__ = ["CASES", "CASES_BY_KEY", "ByteConvention", "CaseSpec", "Target", "get
            "select_cases"]
 
 
-def _ddr(name: str, what: str, arrays: int, copied: int | None = None) -> CaseSpec:
+def _ddr(name: str, what: str, arrays: int, copied: int | None = None,
+         headline: bool = False) -> CaseSpec:
     return CaseSpec(
         key=f"ddr_{name}",
         description=f"host DDR STREAM {what}, float64, Numba parallel threads",
@@ -31,6 +32,7 @@ def _ddr(name: str, what: str, arrays: int, copied: int | None = None) -> CaseSp
         byte_convention="traffic",
         bytes_factor=arrays,
         copied_factor=copied,
+        headline=headline,
     )
 
 
@@ -38,12 +40,12 @@ CASES: tuple[CaseSpec, ...] = (
     _ddr("copy", "Copy c = a", 2, copied=1),
     _ddr("scale", "Scale b = s*c", 2),
     _ddr("add", "Add c = a + b", 3),
-    _ddr("triad", "Triad a = b + s*c", 3),
+    _ddr("triad", "Triad a = b + s*c", 3, headline=True),
     _ddr("dot", "Dot sum(a*b)", 2),
     *HOST_CASES,
     *GPU_CASES,
     CaseSpec("net_p2p", "MPI point-to-point bandwidth from rank 0 to every other rank (fleet)",
-             "mpi", "host", "net", "copy", 1, copied_factor=1),
+             "mpi", "host", "net", "copy", 1, copied_factor=1, headline=True),
 )
 
 CASES_BY_KEY: dict[str, CaseSpec] = {case.key: case for case in CASES}

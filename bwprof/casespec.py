@@ -29,6 +29,9 @@ class CaseSpec:
     holds one GPU of its node (several ranks a node) cannot run it."""
     metric: str = "bandwidth"
     """What its rows' figure measures (`bwprof.schema.metrics`): bandwidth, latency, ..."""
+    headline: bool = False
+    """Its rows give a memory path's headline figure (the summary's and the verdicts'): in
+    the quick preset only these repeat their work for a counter window."""
     copied_factor: int | None = None
     """Where the operation is a copy: bytes copied per operation = copied_factor × bytes of
     one buffer, each byte counted once (nvbandwidth's, bandwidthTest's and OSU's convention).

@@ -157,7 +157,25 @@ def run_command(
     ] = None,
     size: Annotated[
         str | None,
-        typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G (default: 4x LLC)."),
+        typer.Option(help="Bytes per host array, e.g. 512MiB or 256M,1G (default: 4x LLC); "
+                          "the host latency cases chase working sets of these sizes instead "
+                          "of their sweep (default: 4 KiB to 4x the LLC)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan (jobs, sizes, estimated time, "
+                                             "peak host and GPU memory) and measure nothing.")
+    ] = False,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="Seconds the run should take: the sweeps are scaled down until "
+                          "the planner's estimate fits, and what was dropped is said.",
+                     callback=_finite, metavar="SECONDS"),
+    ] = None,
+    machine: Annotated[
+        str | None,
+        typer.Option(help="With --dry-run: plan for the machine a file describes (an earlier "
+                          "run's system.json, or a shape file) instead of this one.",
+                     metavar="FILE"),
     ] = None,
     out: Annotated[
         str | None,
@@ -206,6 +224,14 @@ def run_command(
     from bwprof.fleet.comm import launched_by_mpi
 
     fleet = mpi or launched_by_mpi()
+    if machine is not None and not dry_run:
+        _fail("--machine plans for a machine described in a file: it needs --dry-run "
+              "(nothing can be measured on a described machine)")
+    if dry_run:
+        _dry_run(dict(cases=cases, preset=preset, repeats=repeats, threads=threads,
+                      size=size, budget_s=budget, simulate=simulate,
+                      telemetry=not no_telemetry, plots=not no_plots), machine)
+        return
     if mpi_timeout <= 0:
         _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
     if mpi_timeout > MAX_MPI_TIMEOUT_S:
@@ -225,13 +251,48 @@ def run_command(
         cases=cases, preset=preset, repeats=repeats, threads=threads, size=size,
         command_line=["bwprof", *sys.argv[1:]], simulate=simulate, plots=not no_plots,
         telemetry=not no_telemetry, sample_interval_ms=sample_interval,
-        file_format=file_format, unique_out=out is None,
+        file_format=file_format, unique_out=out is None, budget_s=budget,
     )
+    on_plan = None if fleet or quiet else _say_plan
     fleet_options = (dict(timeout_s=mpi_timeout, fail_rank=fail_rank, hang_rank=hang_rank)
                      if fleet else None)
-    result = _measure(out_dir, options, fleet_options, quiet)
+    result = _measure(out_dir, {**options, "on_plan": on_plan} if on_plan else options,
+                      fleet_options, quiet)
     if result is not None:  # None: a fleet rank other than 0, for which rank 0 reports
         _report_run(result, quiet, fleet)
+
+
+def _say_plan(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(line, err=True)
+
+
+def _dry_run(options: dict[str, Any], machine: str | None) -> None:
+    """`run --dry-run`: the plan and its cost on stdout; nothing measured or written."""
+    from bwprof import api
+    from bwprof.report.planview import plan_lines
+
+    _numba_ready()
+    try:
+        planned = api.plan_run(machine=None if machine is None
+                               else _user_path(machine, "--machine"), **options)
+    except BwprofError as exc:
+        _refuse(exc)
+    plan, estimate = planned.plan, planned.estimate
+    gpus = planned.gpus.model_counts()
+    title = (f"{planned.described + ': ' if planned.described else ''}"
+             f"{planned.host.hostname} ({planned.host.cpu_model}, {planned.host.usable_cpus} "
+             f"CPUs) · " + (", ".join(f"{n}× {m}" for m, n in gpus.items()) or "no GPU"))
+    settings = (f"preset {plan.preset}, {plan.repeats} repeats, threads "
+                f"{','.join(map(str, plan.threads))}" + (", simulated GPUs" if
+                                                         options.get("simulate") else ""))
+    for line in plan_lines(title, settings, planned.table(), seconds=estimate.seconds,
+                           once_s=estimate.once.seconds,
+                           peak_host_bytes=estimate.peak_host_bytes,
+                           peak_device_bytes=estimate.peak_device_bytes,
+                           memory_total_bytes=planned.host.memory_total_bytes,
+                           dropped=plan.dropped, budget_s=plan.budget_s, notes=planned.notes):
+        typer.echo(line)
 
 
 def _progress(fleet: bool, quiet: bool) -> RichProgress | LineProgress | None:

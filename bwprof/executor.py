@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from bwprof import costs
 from bwprof.casespec import CaseSpec
+from bwprof.costs import Cost
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import Plan
 
@@ -34,6 +36,16 @@ class Executor(ABC):
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         """Raw times of one job's rows; raises NotRun for a job that cannot run here."""
 
+    def cost(self, case: CaseSpec, job: Job, plan: Plan, previous: Job | None) -> Cost:
+        """What `job` is expected to take (`bwprof.costs`), `previous` the job this executor
+        runs just before it (None for its first): for --dry-run, the ETA and --budget."""
+        return Cost(costs.HOST_JOB_S)
+
+    def opening_cost(self, plan: Plan) -> Cost:
+        """What starting to measure costs once, beside the jobs: compiling kernels, opening
+        GPUs."""
+        return Cost(0.0)
+
     def close(self) -> None:  # noqa: B027 - most executors hold nothing to release
         """Release what the executor holds (buffers, devices); called once, at the end."""
 
@@ -52,6 +64,9 @@ class UnavailableExecutor(Executor):
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
         return []
+
+    def cost(self, case: CaseSpec, job: Job, plan: Plan, previous: Job | None) -> Cost:
+        return Cost(0.0)
 
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         raise NotRun(self.status, self.reason)

@@ -175,6 +175,29 @@ class Plan:
     size_given: bool = False
     """`host_array_bytes` is the user's --size: the latency cases chase those working sets
     too, instead of sweeping to 4x the last-level cache."""
+    latency_step: int | None = None
+    """The factor between a latency sweep's working sets; None: the preset's (host 2x, 4x
+    in quick; GPU 4x, 2x in full). `--budget` sets 4 to thin the sweeps."""
+    sweep_gpus: Literal["all", "first"] = "all"
+    """GPUs whose cases sweep every size: all, or (the quick preset, `--budget`) the first
+    only, the others measured at each case's largest size (its headline point)."""
+    pairs: Literal["all", "ring"] = "all"
+    """GPU pairs measured at the matrix size: every ordered pair, or (`--budget`) a ring,
+    each GPU to the next, both ways."""
+    counter_windows: bool = True
+    """Large rows repeat their work for a counter window while telemetry samples;
+    `--budget` may drop the windows (the rows keep their counters, fewer of them)."""
+    past_host_cache: bool = True
+    """Pageable copies sweep on past the transfer sizes to 4x the host's last-level cache
+    (a smaller buffer may be served from the cache); the quick preset and `--budget` keep
+    them at the transfer sizes, where such rows are flagged `in_cache`."""
+    budget_s: float | None = None
+    """The --budget the plan was fitted to, seconds; None: none asked for."""
+    dropped: tuple[str, ...] = ()
+    """What fitting the budget took out of the plan, in words."""
+
+    def sweep_factor(self, default: int) -> int:
+        return self.latency_step or default
 
     @property
     def host_cases(self) -> tuple[CaseSpec, ...]:
@@ -191,6 +214,10 @@ class Plan:
             threads=tuple(self.threads), host_array_bytes=tuple(self.host_array_bytes),
             transfer_sizes=tuple(self.transfer_sizes),
             pipeline_chunks=tuple(self.pipeline_chunks),
+            latency_step=self.latency_step, pairs=self.pairs, sweep_gpus=self.sweep_gpus,
+            counter_windows=self.counter_windows, past_host_cache=self.past_host_cache,
+            budget_s=self.budget_s,
+            dropped=tuple(self.dropped),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -300,4 +327,7 @@ def make_plan(
         transfer_sizes=chosen.transfer_sizes,
         pipeline_chunks=chosen.pipeline_chunks,
         size_given=size is not None,
+        past_host_cache=preset != "quick",
+        sweep_gpus="first" if preset == "quick" else "all",
+        pairs="ring" if preset == "quick" else "all",
     )

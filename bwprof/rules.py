@@ -41,8 +41,10 @@ def next_power_of_two(n: int) -> int:
 def working_sets(end_bytes: int, factor: int,
                  first_bytes: int = FIRST_WORKING_SET_BYTES) -> list[int]:
     """A latency sweep through the caches: from `first_bytes` by `factor` up to the first
-    size at least `end_bytes` (CACHE_MULTIPLE x the last cache), host and GPU alike."""
+    size at least `end_bytes` (CACHE_MULTIPLE x the last cache), host and GPU alike; the
+    last step is cut to the first power of two there, so a 4x sweep does not overshoot a
+    1.2 GiB end to 4 GiB (2 GiB is the DRAM point)."""
     sizes = [first_bytes]
     while sizes[-1] < end_bytes:
-        sizes.append(sizes[-1] * factor)
+        sizes.append(min(sizes[-1] * factor, max(next_power_of_two(end_bytes), first_bytes)))
     return sizes

@@ -10,15 +10,14 @@ becomes an `error` row and the run goes on.
 
 from __future__ import annotations
 
-import os
-import sys
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from bwprof import interrupts
+from bwprof import costs, interrupts
 from bwprof.casespec import CaseSpec
+from bwprof.estimate import PlanEstimate, estimate
+from bwprof.estimate import one_line as _one_line
 from bwprof.executor import Executor
 from bwprof.measurement import Job, Measurement, NotRun
 from bwprof.plan import Plan
@@ -47,18 +46,20 @@ class TelemetryHook(Protocol):
 
 
 class ProgressListener(Protocol):
-    def start(self, total: int) -> None: ...
+    def start(self, total: int, estimate_s: float | None = None) -> None:
+        """`total` jobs are planned, estimated to take `estimate_s` in all."""
 
-    def job_started(self, job: Job) -> None: ...
+    def job_started(self, job: Job, left_s: float | None = None) -> None:
+        """`job` starts; the estimate of it and the jobs after it is `left_s`."""
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None: ...
 
 
 class _NoProgress:
-    def start(self, total: int) -> None:
+    def start(self, total: int, estimate_s: float | None = None) -> None:
         pass
 
-    def job_started(self, job: Job) -> None:
+    def job_started(self, job: Job, left_s: float | None = None) -> None:
         pass
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
@@ -91,28 +92,20 @@ class Runner:
         self.rows: list[ResultRow] = []
         self.timelines: list[dict[str, object]] = []
 
-    def run(self) -> list[ResultRow]:
-        """Measure every case of the plan; KeyboardInterrupt propagates after the last full
+    def run(self, planned: PlanEstimate | None = None) -> list[ResultRow]:
+        """Measure every job of the plan as `bwprof.estimate` expands it (`planned`, where
+        the caller estimated it already); KeyboardInterrupt propagates after the last full
         row, and so does an error of the sink (bwprof.errors.OutputError: the run folder
         cannot take a row), at once: measuring on would only lose the figures."""
-        work: list[tuple[CaseSpec, Executor, NotRun | None, list[Job]]] = []
-        # Collective cases (every MPI rank in step) go first, so a rank failing later in
-        # its own measurements cannot leave its peers waiting for it.
-        ordered = sorted(self.plan.cases, key=lambda c: not self.executors[c.target].collective)
-        for case in ordered:
-            executor = self.executors[case.target]
-            try:
-                unavailable = executor.unavailable_reason(case)
-                jobs = [Job(case.key)] if unavailable else executor.jobs(case, self.plan)
-            except Exception as exc:  # e.g. a GPU that cannot be opened: one error row
-                unavailable = NotRun("error", _one_line(exc))
-                jobs = [Job(case.key)]
-            work.append((case, executor, unavailable, jobs))
-        self.progress.start(sum(len(jobs) for *_, jobs in work))
+        planned = planned or estimate(self.plan, self.executors)
+        left = planned.seconds - costs.START_S  # started: what is left is jobs and the end
+        self.progress.start(planned.jobs, left)
 
-        for case, executor, unavailable, jobs in work:
-            for job in jobs:
-                self.progress.job_started(job)
+        for work in planned.work:
+            case, executor, unavailable = work.case, work.executor, work.unavailable
+            for job, cost in zip(work.jobs, work.costs, strict=True):
+                self.progress.job_started(job, left)
+                left = max(costs.FINISH_S, left - cost.seconds)
                 if unavailable:
                     rows = [self._not_run_row(case, job, executor, unavailable)]
                     timings: list[Sequence[float]] = [()]
@@ -273,13 +266,3 @@ def close_executors(executors: Mapping[str, Executor]) -> list[str]:
         except Exception as exc:
             problems.append(f"{target}: {_one_line(exc)}")
     return problems
-
-
-def _one_line(exc: BaseException) -> str:
-    """The exception as a row's note; with BWPROF_DEBUG=1 also its traceback on stderr, so an
-    API difference met on a GPU machine shows its file and line, not only its message."""
-    if os.environ.get("BWPROF_DEBUG") == "1":
-        traceback.print_exception(exc, file=sys.stderr)
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")
-
-

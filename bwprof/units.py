@@ -16,3 +16,11 @@ def format_bytes(n: int) -> str:
             value = n / scale
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
     return f"{n} B"
+
+
+def clock(seconds: float) -> str:
+    """'1:05', '12:00', '1:02:03': a duration as a clock shows it (whole seconds)."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    return (f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours
+            else f"{rest // 60}:{rest % 60:02d}")

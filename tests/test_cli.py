@@ -376,7 +376,7 @@ def test_a_terminal_width_typer_cannot_read_is_ignored():
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999"])
 @pytest.mark.parametrize("option", [["run", "--sample-interval"], ["run", "--mpi-timeout"],
-                                    ["monitor", "--interval"]])
+                                    ["run", "--budget"], ["monitor", "--interval"]])
 def test_every_float_option_refuses_nan_and_infinity(monkeypatch, capsys, tmp_path, option,
                                                      value):
     monkeypatch.chdir(tmp_path)
@@ -570,3 +570,50 @@ def test_a_deleted_current_folder_is_one_line_and_exit_2(tmp_path, args):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ") and "no longer exists" in done.stderr
     assert len(done.stderr.splitlines()) == 1 and not gone.exists()
+
+
+def test_a_dry_run_prints_the_plan_and_its_cost_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default run folder would be reports/ here
+    result = runner.invoke(app, ["run", "--dry-run", "--cases", "ddr_triad,lat_host,h2d_"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("bwprof run --dry-run (nothing is measured): ")
+    assert any(re.match(r" ddr_triad +1 +\d+ MiB .* s +\d+ MiB$", line) for line in lines)
+    assert any(line.startswith("skipped 5 case(s) (h2d_pinned, h2d_pageable, h2d_all, ...)")
+               for line in lines)
+    estimate = next(line for line in lines if line.startswith("estimated time: "))
+    assert re.match(r"estimated time: \d+ s \(\d+:\d\d\) for \d+ job\(s\)", estimate)
+    assert any(line.startswith("peak memory: host ") for line in lines)
+    assert list(tmp_path.iterdir()) == []  # no run folder, no reports/
+
+
+def test_a_dry_run_plans_for_a_described_machine_with_its_budget():
+    result = runner.invoke(app, ["run", "--dry-run", "--preset", "quick", "--budget", "90",
+                                 "--machine", "tests/shapes/hgx-8xh200.json"])
+    assert result.exit_code == 0, result.output
+    assert "hgx-8xh200: " in result.output and "8× NVIDIA H200" in result.output
+    assert " p2p_copy " in result.output and "--budget 90 s: dropped " in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--machine", "tests/shapes/hgx-8xh200.json"], "--machine plans for a machine described "
+                                                     "in a file: it needs --dry-run"),
+    (["--dry-run", "--machine", "no-such-file.json"], "cannot read the machine description"),
+    (["--dry-run", "--budget", "0"], "--budget must be from 1 to 604800 seconds"),
+])
+def test_a_dry_run_s_bad_input_is_one_line_and_exit_2(args, message):
+    result = runner.invoke(app, ["run", *args])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and message in result.output
+
+
+def test_a_run_says_its_plan_and_budget_before_it_measures(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--cases", "ddr_triad,ddr_copy", "--out", str(out),
+                                 "--budget", "1", *SMALL])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^plan: 2 job\(s\), about \d+:\d\d by the planner's estimate",
+                     result.output, re.MULTILINE)
+    assert "--budget 1 s: the smallest plan is estimated at" in result.output
+    system = json.loads((out / "system.json").read_text())
+    assert system["plan"]["budget_s"] == 1 and system["plan"]["estimate_s"] > 0

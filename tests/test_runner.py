@@ -135,14 +135,16 @@ def test_interrupt_keeps_finished_rows_in_the_sink():
 
 
 def test_progress_sees_every_job():
-    events = []
+    events, lefts = [], []
 
     class Recorder:
-        def start(self, total):
+        def start(self, total, estimate_s=None):
             events.append(("start", total))
+            assert estimate_s is not None and estimate_s > 0
 
-        def job_started(self, job):
+        def job_started(self, job, left_s=None):
             events.append(("job", job.case))
+            lefts.append(left_s)
 
         def job_finished(self, job, rows):
             events.append(("done", len(rows)))
@@ -150,6 +152,7 @@ def test_progress_sees_every_job():
     Runner(_plan("ddr_copy"), {"host": ScriptedExecutor()}, CONTEXT, progress=Recorder()).run()
     assert events == [("start", 2), ("job", "ddr_copy"), ("done", 1), ("job", "ddr_copy"),
                       ("done", 1)]
+    assert lefts[0] > lefts[1] > 0  # what is left of the estimate shrinks job by job
 
 
 def test_close_closes_every_executor():

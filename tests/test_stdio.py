@@ -96,7 +96,8 @@ def test_a_closed_stdout_is_a_quiet_normal_run(tmp_path):
     done = _bwprof(*TINY, "--out", str(out), preexec_fn=_close_stdout)
     assert b"Traceback" not in done.stderr
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count(b"\n") == 1  # the progress line only: nothing to complain about
+    # The plan's line and the progress line only: nothing to complain about.
+    assert done.stderr.count(b"\n") == 2 and done.stderr.startswith(b"plan: 1 job(s)")
     assert (read_results(out / "results.csv")["status"] == "ok").all()
 
 

@@ -69,17 +69,17 @@ class FailAtFirstLocalJob:
     def __init__(self, inner: ProgressListener | None, hang: bool = False) -> None:
         self.inner, self.hang = inner, hang
 
-    def start(self, total: int) -> None:
+    def start(self, total: int, estimate_s: float | None = None) -> None:
         if self.inner is not None:
-            self.inner.start(total)
+            self.inner.start(total, estimate_s)
 
-    def job_started(self, job: Job) -> None:
+    def job_started(self, job: Job, left_s: float | None = None) -> None:
         while job.case != "net_p2p" and self.hang:
             time.sleep(1)  # silent from now on: no heartbeat, no result
         if job.case != "net_p2p":
             raise InjectedFailure("failure injected by --fail-rank (a test of fleet errors)")
         if self.inner is not None:
-            self.inner.job_started(job)
+            self.inner.job_started(job, left_s)
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
         if self.inner is not None:
@@ -93,14 +93,14 @@ class Heartbeat:
     def __init__(self, fleet: Fleet, inner: ProgressListener | None) -> None:
         self.fleet, self.inner = fleet, inner
 
-    def start(self, total: int) -> None:
+    def start(self, total: int, estimate_s: float | None = None) -> None:
         if self.inner is not None:
-            self.inner.start(total)
+            self.inner.start(total, estimate_s)
 
-    def job_started(self, job: Job) -> None:
+    def job_started(self, job: Job, left_s: float | None = None) -> None:
         self.fleet.heartbeat()
         if self.inner is not None:
-            self.inner.job_started(job)
+            self.inner.job_started(job, left_s)
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
         self.fleet.heartbeat()

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, permutations
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from bwprof.casespec import ByteConvention, CaseSpec
-from bwprof.gpu import compute, hbm, latency, matrices, overlap, smcopy, transfers
+from bwprof.costs import Cost
+from bwprof.gpu import compute, cost, hbm, latency, matrices, overlap, smcopy, transfers
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
 from bwprof.gpu.kernel_params import DOT_BLOCKS
@@ -25,6 +26,8 @@ from bwprof.measurement import Job, Measurement
 
 if TYPE_CHECKING:
     from bwprof.plan import Plan
+
+_T = TypeVar("_T")
 
 P2P_MATRIX_BYTES = 256 << 20
 """The size every pair of the P2P matrix is measured at (the largest transfer size up to it)."""
@@ -46,8 +49,11 @@ class Planner(Protocol):
     def hbm_sizes(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
         """The HBM arrays' sizes on `device` (one list for every hbm_ case) and why they shrank."""
 
-    def beyond_host_cache(self, case: GpuCase, job: Job) -> Job:
+    def beyond_host_cache(self, case: GpuCase, job: Job, plan: Plan) -> Job:
         """A one-size pageable job raised to 4x the host's last-level cache where it fits."""
+
+    def fit_problem(self, case: GpuCase, job: Job) -> str | None:
+        """Why `job` would not fit in device or host memory, or None where it fits."""
 
     def pageable_sizes(self, case: GpuCase, device: GpuDevice,
                        plan: Plan) -> list[tuple[int, str]]:
@@ -58,6 +64,7 @@ class Planner(Protocol):
 Expand = Callable[["GpuCase", Planner, "Plan"], list[Job]]
 Needs = Callable[["GpuCase", Job], Footprint]
 Run = Callable[[CaseRun], list[Measurement]]
+Costs = Callable[["GpuCase", Job, Planner, "Plan"], Cost]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,22 +91,57 @@ class GpuCase(CaseSpec):
     """Size sweeps that stop once their figure has plateaued (gemm_gpu): whether a job's
     sweep is done, from what earlier jobs left in the case's scratch; such a job runs not
     at all and leaves no row (the last row run says why the sweep stopped)."""
+    cost: Costs = cost.sampled
+    """What one job costs before it runs (`bwprof.gpu.cost`): timed samplings of copies or
+    kernels, unless the case says otherwise (a chase, a matrix multiply)."""
+    phases: int = 1
+    """Timed samplings one job takes (the parts of an overlap case alone and together, the
+    copy engine's and the SMs' phases of a pattern, a chase's load levels)."""
 
 
 # -- how cases expand into jobs -------------------------------------------------------------------
 
 
+def swept(plan: Plan, n: int, sizes: Sequence[_T],
+          fits: Callable[[_T], bool] = lambda _: True) -> Sequence[_T]:
+    """The sizes the `n`th GPU of a case sweeps: all of them, or where the plan sweeps the
+    first GPU only (`Plan.sweep_gpus`), on the others the largest that `fits` (the largest
+    of all where none does: its row says why it was skipped)."""
+    if n == 0 or plan.sweep_gpus == "all":
+        return sizes
+    return [s for s in sizes if fits(s)][-1:] or sizes[-1:]
+
+
+def _fits(case: GpuCase, planner: Planner, device: GpuDevice) -> Callable[[int], bool]:
+    return lambda size: planner.fit_problem(
+        case, Job(case.key, size_bytes=size, device=device.index)) is None
+
+
+def model_devices(plan: Plan, planner: Planner) -> Sequence[GpuDevice]:
+    """The GPUs a case that measures the GPU model's behaviour rather than one GPU's health
+    (overlap, the pipeline, latency under load) runs on: every one, or where the plan sweeps
+    the first GPU only (`Plan.sweep_gpus`), the first alone."""
+    return planner.devices if plan.sweep_gpus == "all" else planner.devices[:1]
+
+
 def each_device_each_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     return [Job(case.key, size_bytes=size, device=d.index)
-            for d in planner.devices for size in plan.transfer_sizes]
+            for n, d in enumerate(planner.devices)
+            for size in swept(plan, n, plan.transfer_sizes, _fits(case, planner, d))]
 
 
 def pageable_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """The transfer sizes, then on past them until the host buffer is at least 4x the host's
     last-level cache (a smaller one may be served from the cache), where memory allows; the
     largest size says why the sweep ends where it does."""
-    return [Job(case.key, size_bytes=size, device=d.index, note=note)
-            for d in planner.devices for size, note in planner.pageable_sizes(case, d, plan)]
+    jobs = []
+    for n, device in enumerate(planner.devices):
+        fits = _fits(case, planner, device)
+        sizes = swept(plan, n, planner.pageable_sizes(case, device, plan),
+                      lambda pair, fits=fits: fits(pair[0]))  # type: ignore[misc]
+        jobs += [Job(case.key, size_bytes=size, device=device.index, note=note)
+                 for size, note in sizes]
+    return jobs
 
 
 def every_device_at_once(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -120,12 +162,28 @@ def _pair_jobs(case: GpuCase, plan: Plan, pairs: list[tuple[int, int]]) -> list[
             for size in (plan.transfer_sizes if n == 0 else (matrix,))]
 
 
+def ring(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """Each GPU to the next and back (`Plan.pairs` 'ring'): 2n ordered pairs, not n(n-1)."""
+    if len(indices) < 3:
+        return list(permutations(indices, 2))
+    forward = [(a, indices[(n + 1) % len(indices)]) for n, a in enumerate(indices)]
+    return forward + [(b, a) for a, b in forward]
+
+
+def plan_pairs(plan: Plan, indices: Sequence[int]) -> list[tuple[int, int]]:
+    """The ordered pairs a pair case measures: every one, or the plan's ring."""
+    return ring(indices) if plan.pairs == "ring" else list(permutations(indices, 2))
+
+
 def ordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    return _pair_jobs(case, plan, list(permutations([d.index for d in planner.devices], 2)))
+    return _pair_jobs(case, plan, plan_pairs(plan, [d.index for d in planner.devices]))
 
 
 def unordered_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    return _pair_jobs(case, plan, list(combinations([d.index for d in planner.devices], 2)))
+    indices = [d.index for d in planner.devices]
+    pairs = ([p for p in ring(indices) if p[0] < p[1]] if plan.pairs == "ring"
+             else list(combinations(indices, 2)))
+    return _pair_jobs(case, plan, pairs)
 
 
 def each_gpu_to_all(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -148,10 +206,10 @@ def every_pair_at_once(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]
 def hbm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Every HBM array size of each device (`full` sweeps up from 256 KiB; else one size)."""
     jobs = []
-    for device in planner.devices:
+    for n, device in enumerate(planner.devices):
         sizes, note = planner.hbm_sizes(device, plan)
         jobs += [Job(case.key, size_bytes=size, device=device.index,
-                     note=note if size == sizes[-1] else "") for size in sizes]
+                     note=note if size == sizes[-1] else "") for size in swept(plan, n, sizes)]
     return jobs
 
 
@@ -167,7 +225,7 @@ def hbm_largest(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """One job per device at the overlap size: 256 MiB, halved until its buffers fit."""
     jobs = []
-    for device in planner.devices:
+    for device in model_devices(plan, planner):
         size, note = overlap.overlap_size(len(case.directions),
                                           planner.free_bytes(device.index), DEVICE_MEMORY_SHARE)
         jobs.append(Job(case.key, size_bytes=size, device=device.index, note=note))
@@ -177,22 +235,23 @@ def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 def pageable_overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """overlap_size's job per device, raised to 4x the host's last-level cache where it fits
     (a pageable buffer under it may be served from the host's cache)."""
-    return [planner.beyond_host_cache(case, job) for job in overlap_size(case, planner, plan)]
+    return [planner.beyond_host_cache(case, job, plan)
+            for job in overlap_size(case, planner, plan)]
 
 
 def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     return [Job(case.key, size_bytes=chunk, device=d.index, streams=streams)
-            for d in planner.devices for chunk in plan.pipeline_chunks
+            for d in model_devices(plan, planner) for chunk in plan.pipeline_chunks
             for streams in overlap.PIPELINE_STREAMS]
 
 
 def latency_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Chase working sets from 4 KiB up to at least 4x each device's L2 (L1, L2, HBM): by 4x
     steps, by 2x with the `full` preset."""
-    factor = 2 if plan.preset == "full" else 4
+    factor = plan.sweep_factor(2 if plan.preset == "full" else 4)
     return [Job(case.key, size_bytes=size, device=d.index)
-            for d in planner.devices
-            for size in latency.sweep_sizes(d.properties.l2_bytes, factor)]
+            for n, d in enumerate(planner.devices)
+            for size in swept(plan, n, latency.sweep_sizes(d.properties.l2_bytes, factor))]
 
 
 def latency_beyond_l2(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -201,12 +260,18 @@ def latency_beyond_l2(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
                 device=d.index) for d in planner.devices]
 
 
+def latency_under_load(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    """`latency_beyond_l2` on the GPUs that measure the model's behaviour (`model_devices`)."""
+    return [Job(case.key, size_bytes=latency.hbm_chase_bytes(d.properties.l2_bytes),
+                device=d.index) for d in model_devices(plan, planner)]
+
+
 def latency_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Every ordered pair, the chain in the second GPU's memory beyond its L2."""
     devices = {d.index: d for d in planner.devices}
     return [Job(case.key, size_bytes=latency.hbm_chase_bytes(devices[j].properties.l2_bytes),
                 device=i, peer=j)
-            for i, j in permutations(list(devices), 2)]
+            for i, j in plan_pairs(plan, list(devices))]
 
 
 def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -219,7 +284,7 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     device's memory share; the largest that fits says where memory cut the sweep short, and
     the run stops each sweep earlier where its figure plateaus (`compute.sweep_done`)."""
     jobs = []
-    for device in planner.devices:
+    for index, device in enumerate(planner.devices):
         budget = DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
         for dtype in matrices.GEMM_DTYPES:
             orders = compute.GEMM_SIZES.get(plan.preset, compute.GEMM_SIZES["standard"])
@@ -228,7 +293,8 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
             note = (f"sweep stops at n = {fitting[-1]}: three {orders[-1]}^2 {dtype} "
                     "matrices do not fit" if len(fitting) < len(orders) else "")
             jobs += [Job(case.key, size_bytes=n * n * item, device=device.index, dtype=dtype,
-                         note=note if n == fitting[-1] else "") for n in fitting]
+                         note=note if n == fitting[-1] else "")
+                     for n in swept(plan, index, fitting)]
     return jobs
 
 
@@ -296,35 +362,38 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          pair_slots: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
          directions: tuple[str, ...] = (), both_ways: bool = False,
          kernel: str = "", copied: int | None = None, reads: bool = False,
-         sweep_done: Callable[[Job, dict[object, object]], bool] | None = None) -> GpuCase:
+         sweep_done: Callable[[Job, dict[object, object]], bool] | None = None,
+         costs: Costs = cost.sampled, phases: int = 1, headline: bool = False) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
                    copied_factor=copied, min_gpus=min_gpus, whole_node=whole_node,
                    metric=metric, expand=expand,
                    needs=needs or buffers(device=1, host=1), run=run, window=window,
                    pair_slots=pair_slots, directions=directions, both_ways=both_ways,
-                   kernel=kernel, reads=reads, sweep_done=sweep_done)
+                   kernel=kernel, reads=reads, sweep_done=sweep_done, cost=costs,
+                   phases=phases, headline=headline)
 
 
 def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest,
-         copied: int | None = None) -> GpuCase:
+         copied: int | None = None, headline: bool = False) -> GpuCase:
     return _gpu(f"hbm_{name}", f"device HBM STREAM {what}, float64, Numba CUDA kernel", "hbm",
                 "within", "traffic", factor=arrays, run=hbm.stream_kernel, expand=expand,
-                needs=stream_arrays, kernel=name, copied=copied)
+                needs=stream_arrays, kernel=name, copied=copied, headline=headline)
 
 
 def _overlap(key: str, description: str, memory: str, directions: tuple[str, ...]) -> GpuCase:
     return _gpu(key, description, memory, "+".join((*directions, "compute")), "copy",
                 run=overlap.overlap,
                 expand=pageable_overlap_size if memory == "pageable" else overlap_size,
-                needs=overlap_buffers, window="none", directions=directions)
+                needs=overlap_buffers, window="none", directions=directions,
+                phases=len(directions) + (len(directions) > 1) + 3)
 
 
 GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("h2d_pinned", "host-to-device copy-engine copy from pinned host memory",
-         "pinned", "h2d", "copy", run=transfers.one_way, copied=1),
+         "pinned", "h2d", "copy", run=transfers.one_way, copied=1, headline=True),
     _gpu("d2h_pinned", "device-to-host copy-engine copy into pinned host memory",
-         "pinned", "d2h", "copy", run=transfers.one_way, copied=1),
+         "pinned", "d2h", "copy", run=transfers.one_way, copied=1, headline=True),
     _gpu("h2d_pageable", "host-to-device copy from ordinary (pageable) host memory",
          "pageable", "h2d", "copy", run=transfers.one_way,
          expand=pageable_sweep, copied=1),
@@ -336,18 +405,18 @@ GPU_CASES: tuple[GpuCase, ...] = (
          copied=1),
     _gpu("d2d_copy", "device-to-device copy within one GPU by the copy engine",
          "hbm", "within", "traffic", factor=2, run=transfers.within_device,
-         needs=buffers(2, 0), copied=1),
+         needs=buffers(2, 0), copied=1, headline=True),
     _hbm("copy", "Copy c = a", 2, expand=hbm_sweep, copied=1),
     _hbm("scale", "Scale b = s*c", 2),
     _hbm("add", "Add c = a + b", 3),
-    _hbm("triad", "Triad a = b + s*c", 3),
+    _hbm("triad", "Triad a = b + s*c", 3, headline=True),
     _hbm("dot", "Dot sum(a*b)", 2),
     _gpu("h2d_all", "host-to-device on every GPU at once, each from its own NUMA node",
          "pinned", "h2d", "copy", run=transfers.all_devices, expand=every_device_at_once,
-         whole_node=True, copied=1),
+         whole_node=True, copied=1, headline=True),
     _gpu("d2h_all", "device-to-host on every GPU at once, each to its own NUMA node",
          "pinned", "d2h", "copy", run=transfers.all_devices, expand=every_device_at_once,
-         whole_node=True, copied=1),
+         whole_node=True, copied=1, headline=True),
     # Traffic patterns: many copies at once, each case one aggregate on one clock.
     _gpu("h2d_all_bidir", "host-to-device and device-to-host on every GPU at once (2 streams "
          "a GPU), each from and to its own NUMA node", "pinned", "both", "copy",
@@ -356,12 +425,12 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("one_to_all", "one GPU writing to every other GPU at once, per source GPU: by the "
          "copy engine and by SM kernels (phase)", "hbm", "p2p", "copy", run=smcopy.one_to_all,
          expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
-         copied=1),
+         copied=1, phases=2),
     _gpu("all_to_one", "one GPU reading from every other GPU at once, per reading GPU: by "
          "the copy engine and by SM kernels (phase)", "hbm", "p2p", "copy",
          run=smcopy.one_to_all,
          expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
-         copied=1, reads=True),
+         copied=1, reads=True, phases=2),
     _gpu("p2p_all_pairs", "every ordered GPU pair copying at once by the copy engine: the "
          "box's total GPU-to-GPU bandwidth", "hbm", "p2p", "copy", run=transfers.all_pairs,
          expand=every_pair_at_once, needs=peer_buffers(2), min_gpus=2, whole_node=True,
@@ -369,7 +438,7 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
          "hbm", "p2p", "copy", run=transfers.peer, expand=ordered_pairs,
          needs=buffers(1, 0), min_gpus=2, whole_node=True, window="matrix",
-         pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+         pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1, headline=True),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
          "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
          needs=buffers(2, 0), min_gpus=2, whole_node=True, both_ways=True,
@@ -409,31 +478,32 @@ GPU_CASES: tuple[GpuCase, ...] = (
              "pageable", ("h2d",)),
     _gpu("pipeline_chunked", "data-loader loop: chunks in, compute, out on 1, 2, 4 streams",
          "pinned", "h2d+compute+d2h", "copy", run=overlap.pipeline, expand=chunks_and_streams,
-         needs=pipeline_buffers, window="none"),
+         needs=pipeline_buffers, window="none", phases=4),
     _gpu("lat_gpu", "load latency of one GPU thread chasing through device memory, 4 KiB to "
          ">= 4x L2 (L1, L2, HBM)", "hbm", "within", "copy", run=latency.gpu,
-         expand=latency_sweep, needs=chase_buffers(1, 2), window="none", metric="latency"),
+         expand=latency_sweep, needs=chase_buffers(1, 2), window="none", metric="latency",
+         costs=cost.chase),
     _gpu("lat_gpu_loaded", "HBM load latency while a STREAM copy on the other SMs loads HBM "
          "at several intensities", "hbm", "within", "copy", run=latency.loaded,
-         expand=latency_beyond_l2, needs=chase_buffers(3, 2), window="none",
-         metric="latency"),
+         expand=latency_under_load, needs=chase_buffers(3, 2), window="none",
+         metric="latency", costs=cost.chase, phases=len(latency.LOAD_FRACTIONS)),
     _gpu("lat_h2d", "load latency of a GPU thread chasing through pinned host memory (PCIe or "
          "C2C round trip)", "pinned", "h2d", "copy", run=latency.host,
          expand=latency_beyond_l2, needs=chase_buffers(0, 3), window="none",
-         metric="latency"),
+         metric="latency", costs=cost.chase),
     _gpu("lat_p2p", "load latency of a GPU thread chasing through a peer GPU's memory, every "
          "ordered pair", "hbm", "p2p", "copy", run=latency.peer, expand=latency_pairs,
          needs=chase_buffers(1, 2), min_gpus=2, whole_node=True, window="none",
-         metric="latency", pair_slots=latency.PAIR_SLOTS),
+         metric="latency", pair_slots=latency.PAIR_SLOTS, costs=cost.chase),
     _gpu("lat_memcpy", "latency of a 4-byte cudaMemcpyAsync host-to-device, device-to-host "
          "and device-to-device", "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
          expand=each_device_small_copy, needs=buffers(4, 2), window="none",
-         metric="latency"),
+         metric="latency", phases=len(latency.MEMCPY_DIRECTIONS)),
     # compute ceilings (the roofline's flat side)
     _gpu("gemm_gpu", "square matrix multiply per GPU through cuBLAS (cublasGemmEx via CuPy): "
          "fp64, fp32, tf32, fp16, bf16, a size sweep (TFLOP/s)", "hbm", "within", "traffic",
          factor=3, run=compute.gemm, expand=gemm_sweep, needs=buffers(3, 2),
-         metric="throughput", sweep_done=compute.sweep_done),
+         metric="throughput", sweep_done=compute.sweep_done, costs=cost.gemm),
     _gpu("fma_gpu", "CUDA-core fp32/fp64 ceiling: a Numba CUDA kernel of independent fused "
          "multiply-adds per thread, no memory traffic (TFLOP/s)", "hbm", "within", "traffic",
          run=compute.fma, expand=each_device_each_fma_dtype, needs=buffers(1, 1),

@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from bwprof import costs
 from bwprof.casespec import CaseSpec
+from bwprof.costs import Cost
 from bwprof.executor import Executor
+from bwprof.gpu import sampling
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
@@ -42,6 +45,9 @@ HOST_LINK_DIRECTIONS = ("h2d", "d2h", "both")
 COUNTER_WINDOW_MIN_BYTES = 64 << 20
 """Rows below this size get no counter window: their counters say little."""
 HOST_BUFFER_SHARE = 0.5  # pinned/pageable buffers of a job: at most this share of host memory
+QUICK_PAGEABLE_NOTE = ("pageable buffers kept at the transfer sizes (the quick preset, or "
+                       "--budget): under 4x the host's last-level cache, partly its figure; "
+                       "the standard preset sweeps on past it")
 
 
 @dataclass(frozen=True)
@@ -148,13 +154,16 @@ class GpuExecutor(Executor):
         if problem:
             raise NotRun("skipped", problem)
 
-    def beyond_host_cache(self, case: GpuCase, job: Job) -> Job:
+    def beyond_host_cache(self, case: GpuCase, job: Job, plan: Plan) -> Job:
         """A one-size pageable job (overlap_pageable) raised to the first power of two at
-        least CACHE_MULTIPLE x the host's last-level cache, where that fits; else kept, its
-        note saying why (its rows are then `in_cache`)."""
+        least CACHE_MULTIPLE x the host's last-level cache, where that fits and the plan
+        goes past the cache; else kept, its note saying why (its rows are then
+        `in_cache`)."""
         llc, size = self.host_cache.llc_bytes, job.size_bytes or 0
         if not llc or size >= CACHE_MULTIPLE * llc:
             return job
+        if not plan.past_host_cache:
+            return replace(job, note=join_notes(job.note, QUICK_PAGEABLE_NOTE))
         target = CACHE_MULTIPLE * llc
         larger = replace(job, size_bytes=next_power_of_two(target))
         problem = self.fit_problem(case, larger)
@@ -179,6 +188,9 @@ class GpuExecutor(Executor):
         llc = self.host_cache.llc_bytes
         if not llc or not sizes:
             return [(size, "") for size in sizes]
+        if not plan.past_host_cache:
+            return [(size, QUICK_PAGEABLE_NOTE if size == sizes[-1]
+                     and size < CACHE_MULTIPLE * llc else "") for size in sizes]
         target = CACHE_MULTIPLE * llc
         step = max(2, sizes[-1] // sizes[-2]) if len(sizes) > 1 else 2
         cut = next_power_of_two(target)
@@ -213,25 +225,44 @@ class GpuExecutor(Executor):
 
     def _earns_window(self, case: GpuCase, job: Job, plan: Plan) -> bool:
         """Whether this row repeats its work for a counter window (while telemetry samples),
-        from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, and with
-        the `matrix` rule every pair's row at the matrix size (the GPU-to-GPU summary and
-        heatmap). A window on every size and pair would add 0.9 s each: minutes on an 8-GPU
-        box."""
+        from COUNTER_WINDOW_MIN_BYTES up: the largest size of its sweep that fits, on the
+        first GPU (or the first pair) of each case; with the `full` preset on every GPU,
+        and with the `matrix` rule every pair's row at the matrix size (the GPU-to-GPU
+        heatmap of counters); with the `quick` preset only for the paths' headline cases.
+        A window is 0.9 s: on every GPU and pair of an 8-GPU box they took about 340 s of
+        a quick run."""
         size = job.size_bytes or 0
-        if (case.window == "none" or not self.counter_window_s
-                or size < COUNTER_WINDOW_MIN_BYTES):
+        if (case.window == "none" or not self.counter_window_s or not plan.counter_windows
+                or size < COUNTER_WINDOW_MIN_BYTES
+                or (plan.preset == "quick" and not case.headline)):
             return False
+        every = plan.preset == "full"
         if job.peer is not None:
-            if case.window == "matrix" and size == p2p_matrix_bytes(plan):
+            if every and case.window == "matrix" and size == p2p_matrix_bytes(plan):
                 return True
             if (job.device, job.peer) != (self.devices[0].index, self.devices[1].index):
                 return False  # only the first pair sweeps sizes
+        elif job.device is not None and job.device != self.devices[0].index and not every:
+            return False
         sweep = {j.size_bytes or 0 for j in self.jobs(case, plan)
                  if (j.device, j.peer, j.streams, j.dtype)
                  == (job.device, job.peer, job.streams, job.dtype)}
         # True unless a larger size of this sweep will run and take the window.
         return all(self.fit_problem(case, replace(job, size_bytes=larger))
                    for larger in sorted(s for s in sweep if s > size))
+
+    def cost(self, case: CaseSpec, job: Job, plan: Plan, previous: Job | None) -> Cost:
+        """The case's own cost (`bwprof.gpu.cost`), and its counter window where it earns
+        one."""
+        declared = _declared(case)
+        base = declared.cost(declared, job, self, plan)
+        if self._earns_window(declared, job, plan):
+            base = base + Cost(self.counter_window_s + sampling.COUNTER_BATCH_S)
+        return base
+
+    def opening_cost(self, plan: Plan) -> Cost:
+        """CUDA contexts, CuPy's and Numba's first kernels on every GPU this run uses."""
+        return Cost(costs.GPU_OPEN_S + costs.GPU_OPEN_PER_DEVICE_S * len(self.devices))
 
     # -- running ----------------------------------------------------------------------------------
 

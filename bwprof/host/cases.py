@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bwprof.casespec import CaseSpec
+from bwprof.costs import Cost
 from bwprof.host import gemm, latency
 from bwprof.host.facts import HostFacts
 from bwprof.measurement import Job, Measurement, NotRun
@@ -39,6 +40,8 @@ class HostCaseRun:
 Expand = Callable[["HostCase", HostFacts, "Plan"], list[Job]]
 Unavailable = Callable[["HostCase", HostFacts], NotRun | None]
 Run = Callable[[HostCaseRun], list[Measurement]]
+Costs = Callable[[Job, "Plan", HostFacts, "Job | None"], Cost]
+"""What one job costs (`bwprof.costs`), given the job run just before it on the host."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,31 +50,34 @@ class HostCase(CaseSpec):
 
     expand: Expand
     run: Run
+    cost: Costs
     unavailable: Unavailable | None = None
     """Why the case cannot run on this host at all (one NUMA node, one CPU), or None."""
 
 
-def _latency(key: str, description: str, *, expand: Expand, run: Run,
+def _latency(key: str, description: str, *, expand: Expand, run: Run, cost: Costs,
              unavailable: Unavailable | None = None) -> HostCase:
     return HostCase(key=key, description=description, target="host", memory="ddr",
                     direction="within", byte_convention="copy", bytes_factor=1,
-                    metric="latency", expand=expand, run=run, unavailable=unavailable)
+                    metric="latency", expand=expand, run=run, cost=cost,
+                    unavailable=unavailable)
 
 
 HOST_CASES: tuple[HostCase, ...] = (
     _latency("lat_host", "host load latency: one thread chasing a random cycle of cache lines, "
              "4 KiB to 4x the last-level cache (L1, L2, L3, DDR)",
-             expand=latency.sweep_jobs, run=latency.chase_sweep),
+             expand=latency.sweep_jobs, run=latency.chase_sweep, cost=latency.sweep_cost),
     _latency("lat_host_numa", "host DDR load latency from the CPUs of each NUMA node to the "
              "memory of each node (a matrix)",
-             expand=latency.numa_jobs, run=latency.chase_numa,
+             expand=latency.numa_jobs, run=latency.chase_numa, cost=latency.numa_cost,
              unavailable=latency.numa_unavailable),
     _latency("lat_host_loaded", "host DDR load latency while the other selected cores stream "
              "memory, from idle to full load (latency against achieved bandwidth)",
-             expand=latency.loaded_jobs, run=latency.chase_loaded,
+             expand=latency.loaded_jobs, run=latency.chase_loaded, cost=latency.loaded_cost,
              unavailable=latency.loaded_unavailable),
     HostCase(key="gemm_host", description="host square matrix multiply through NumPy's BLAS "
              "(numpy.matmul), fp64 and fp32, every selected thread and one thread (TFLOP/s)",
              target="host", memory="ddr", direction="within", byte_convention="traffic",
-             bytes_factor=3, metric="throughput", expand=gemm.jobs, run=gemm.matmul),
+             bytes_factor=3, metric="throughput", expand=gemm.jobs, run=gemm.matmul,
+             cost=gemm.cost),
 )

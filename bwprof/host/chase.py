@@ -20,7 +20,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from bwprof.chain import P_LINES, next_line
+from bwprof.chain import P_LINES, line_at, position_of
 from bwprof.host.latency import LINE_BYTES
 
 LINE_WORDS = LINE_BYTES // 8
@@ -57,11 +57,31 @@ def load_acquire(typingctx, array, index):
 
 
 @njit(cache=True)
-def link(chain, params, base):  # pragma: no cover - compiled
-    """Line i's first word holds the address of the line it links to in the cycle of
-    `params` (`bwprof.chain.Cycle`): written in address order, one pass, no table."""
-    for i in range(params[P_LINES]):
-        chain[i * LINE_WORDS] = base + next_line(np.uint64(i), params) * np.uint64(LINE_BYTES)
+def link(chain, params, base, first):  # pragma: no cover - compiled
+    """Each line's first word holds the address of the line it links to in the cycle of
+    `params` (`bwprof.chain.Cycle`), computed, no table. The lines of the first `first`
+    positions (where the walk starts) are written first, in walk order; then every other
+    line, in address order. The lines written last are the ones left in the cache: a walk
+    from position 0 meets none of them for its first `first` loads, by when (`first` at
+    least the cache's lines) it has pushed them out itself."""
+    lines = params[P_LINES]
+    stride = np.uint64(LINE_BYTES)
+    current = line_at(np.uint64(0), params)
+    for p in range(first):
+        following = np.uint64(p + 1)
+        if following == lines:
+            following = np.uint64(0)
+        target = line_at(following, params)
+        chain[current * np.uint64(LINE_WORDS)] = base + target * stride
+        current = target
+    for i in range(lines):
+        position = position_of(np.uint64(i), params)
+        if position < first:
+            continue
+        position += np.uint64(1)
+        if position == lines:
+            position = np.uint64(0)
+        chain[i * LINE_WORDS] = base + line_at(position, params) * stride
 
 
 @njit(nogil=True, cache=True)

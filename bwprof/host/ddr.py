@@ -23,14 +23,16 @@ from dataclasses import replace
 import numba
 import numpy as np
 
+from bwprof import costs
 from bwprof.casespec import CaseSpec
+from bwprof.costs import Cost
 from bwprof.cpulist import format_cpu_list, process_affinity
 from bwprof.executor import Executor
 from bwprof.host import busy, placement, stream
 from bwprof.host.cases import HostCase, HostCaseRun
 from bwprof.host.facts import HostFacts, HostNode, allowed_cpus
 from bwprof.measurement import Job, Measurement, NotRun, join_notes
-from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, Plan
+from bwprof.plan import HOST_ARRAYS, HOST_ELEMENT_BYTES, Plan, default_host_array_bytes
 from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE
 from bwprof.schema import flags
 from bwprof.schema.meta import CacheLevel
@@ -172,8 +174,9 @@ class HostExecutor(Executor):
         ]
         per_node = [
             Job(case.key, size_bytes=size, threads=len(node.cpus), numa_node=node.node)
-            for size in plan.host_array_bytes
             for node in self.nodes.values()
+            for size in (plan.host_array_bytes if plan.size_given
+                         else (default_host_array_bytes(self._cache_of(node)),))
         ]
         return whole + per_node
 
@@ -240,12 +243,13 @@ class HostExecutor(Executor):
         if self._huge_share is not None and self._huge_share < placement.HUGE_SHARE:
             notes.append(f"only {self._huge_share:.0%} of the arrays in 2 MiB pages (the "
                          "kernel had too few free; 4 KiB pages read several percent slower)")
-        in_cache = self.llc_bytes is not None and array_bytes < CACHE_MULTIPLE * self.llc_bytes
+        cache = self._cache_of(node)
+        in_cache = cache is not None and array_bytes < CACHE_MULTIPLE * cache
         if in_cache:
             row_flags.add(flags.IN_CACHE)
-            notes.append(f"arrays under {CACHE_MULTIPLE}x the last-level cache "
-                         f"({format_bytes(self.llc_bytes or 0)}): partly cache bandwidth, not "
-                         "DDR alone (no DDR peak beside it)")
+            whose = "the node's share of the last-level cache" if node else "the last-level cache"
+            notes.append(f"arrays under {CACHE_MULTIPLE}x {whose} ({format_bytes(cache or 0)}): "
+                         "partly cache bandwidth, not DDR alone (no DDR peak beside it)")
         elif caveat := self._cache_caveat():
             row_flags.add(flags.CACHE_UNKNOWN)
             notes.append(caveat)
@@ -266,6 +270,15 @@ class HostExecutor(Executor):
                 flags=frozenset(row_flags),
             )
         ]
+
+    def _cache_of(self, node: HostNode | None) -> int | None:
+        """The last-level cache a job's threads fill: all of it for the whole host; for one
+        NUMA node's cores, its share by CPUs (an NPS4 node's two CCXs of 32 MiB, not both
+        sockets' 512 MiB), so its arrays are 4x what those cores can cache, not 4x all."""
+        if node is None or self.llc_bytes is None:
+            return self.llc_bytes
+        cpus = sum(len(n.cpus) for n in self.nodes.values()) or len(node.cpus)
+        return -(-self.llc_bytes * len(node.cpus) // cpus)
 
     def _check_placement(self, node: HostNode, array_bytes: int) -> float | None:
         """First-touch the new arrays on the node's CPUs and read back where their pages lie;
@@ -305,6 +318,32 @@ class HostExecutor(Executor):
             self.scratch.clear()
             self._scratch_case = case.key
         return case.run(HostCaseRun(case, job, plan, self.facts, self.scratch))
+
+    def cost(self, case: CaseSpec, job: Job, plan: Plan, previous: Job | None) -> Cost:
+        """A declared case's own cost; a STREAM job: new arrays faulted in where the size,
+        threads or node changed since `previous`, the fill, the timed launches (the first
+        dropped) and the check, at the assumed DDR bandwidth of its threads and nodes."""
+        if isinstance(case, HostCase):
+            return case.cost(job, plan, self.facts, previous)
+        array = job.size_bytes or 0
+        threads = job.threads or 1
+        nodes = 1 if job.numa_node is not None else max(1, len(self.nodes))
+        rate = costs.ddr_bandwidth_gbps(threads, nodes) * 1e9
+        streams = {c.key for c in plan.host_cases if not isinstance(c, HostCase)}
+        same_arrays = (previous is not None and previous.case in streams
+                       and (previous.size_bytes, previous.threads, previous.numa_node)
+                       == (job.size_bytes, job.threads, job.numa_node))
+        touch = 0.0 if same_arrays else (
+            HOST_ARRAYS * array / (min(threads * costs.FILL_GBPS, rate / 1e9) * 1e9))
+        moved = array * (2 * HOST_ARRAYS + plan.repeats * case.bytes_factor)
+        return Cost(costs.HOST_JOB_S + touch + moved / rate, host_bytes=HOST_ARRAYS * array)
+
+    def opening_cost(self, plan: Plan) -> Cost:
+        """Numba compiling (or loading from its cache) each family of host kernels the plan
+        runs: STREAM, the chase and its load."""
+        families = {"chase" if case.metric == "latency" else "none"
+                    if isinstance(case, HostCase) else "stream" for case in plan.host_cases}
+        return Cost(costs.COMPILE_S * len(families - {"none"}))
 
     def close(self) -> None:
         self._bench = None

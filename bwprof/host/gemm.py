@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bwprof import costs
+from bwprof.costs import Cost
 from bwprof.measurement import Job, Measurement, NotRun
 
 if TYPE_CHECKING:
@@ -232,6 +234,16 @@ def jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
     return [Job(case.key, size_bytes=n * n * np.dtype(DTYPES[dtype]).itemsize, threads=t,
                 dtype=dtype)
             for n in sizes(plan) for dtype in DTYPES for t in counts]
+
+
+def cost(job: Job, plan: Plan, host: HostFacts, previous: Job | None) -> Cost:
+    """A warm-up and `repeats` multiplies at the assumed FLOP rate (fp32 twice fp64's), the
+    inputs drawn and the corners checked; three matrices held."""
+    n, threads = order(job), job.threads or 1
+    rate = costs.HOST_GFLOPS_PER_THREAD * 1e9 * threads * (2 if job.dtype == "fp32" else 1)
+    inputs_s = 2 * n * n * 1e-8  # NumPy's random draw and the cast, about 10 ns an element
+    return Cost(costs.HOST_JOB_S + inputs_s + (plan.repeats + 1) * flop(n) / rate,
+                host_bytes=3 * (job.size_bytes or 0))
 
 
 def order(job: Job) -> int:

@@ -10,12 +10,13 @@ continuing where the last ended.
 The work is bounded whatever the working set, so a DRAM point costs seconds on a host with
 hundreds of MiB of cache or a chain of many GiB: the buffer is faulted in by the kernel at
 once (MAP_POPULATE) and linked in one pass in address order (the cycle is computed, not
-stored or shuffled); a sample lasts about TARGET_SAMPLE_S (MATRIX_SAMPLE_S in the NUMA and
-loaded cases), its loads set from a probe within [MIN_LOADS, MAX_LOADS]; the warm-up of a
-new chain walks one lap, or where the chain is larger than the thread's last-level cache,
-as many loads as that cache has lines (the links were written last into the cache: the walk
-evicts them before the samples, which would otherwise hit them); and where the walk ended
-is computed, not walked again (`Cycle.ending_line`): a wrong ending is `invalid`.
+stored or shuffled), the lines the walk starts on first (as many as the thread's cache
+holds: the lines written last, left in the cache, are ones the samples do not reach before
+the walk has pushed them out, so no lap of warm-up is needed to evict them); a sample lasts
+about TARGET_SAMPLE_S (MATRIX_SAMPLE_S in the NUMA and loaded cases), its loads set from a
+probe within [MIN_LOADS, MAX_LOADS], after a short warm-up (WARM_LOADS: the page walks and
+the code); and where the walk ended is computed, not walked again (`Cycle.ending_line`): a
+wrong ending is `invalid`.
 
 `lat_host_numa` runs the DRAM-sized chase with the chain first-touched on each node's CPUs
 and walked from each node's CPUs (a matrix); `lat_host_loaded` runs it while the other
@@ -37,6 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bwprof import costs
+from bwprof.costs import Cost
 from bwprof.cpulist import cpu_affinity, format_cpu_list
 from bwprof.host import placement
 from bwprof.host.facts import HostFacts
@@ -65,14 +68,19 @@ MAX_LOADS = 1 << 22
 PROBE_LOADS = 1 << 12
 PROBE_S = 0.002
 """The probe that sets the loads per sample: PROBE_LOADS doubled until it lasts PROBE_S."""
-CONTINUE_WARM_LOADS = 1 << 16
-"""The warm-up of a chain walked before (another load level, another NUMA node's CPUs): the
-samples go on where the last walk ended, far from the lines it left in the caches."""
-MAX_WARM_LOADS = 1 << 23
-"""The warm-up of a new chain larger than the cache, capped for caches of many hundreds of
-MiB (8 Mi loads: about a second at 120 ns)."""
+WARM_LOADS = 1 << 16
+"""Loads walked before the samples: the page walks and the compiled loop warm (a chain
+walked before, at another load level or from another node's CPUs, goes on where it ended)."""
+MAX_FIRST_LINES = 1 << 23
+"""The lines linked first in walk order (`chase.link`), capped for caches of many hundreds
+of MiB (8 Mi random writes: about a quarter of a second)."""
+RANDOM_WRITE_NS = 30.0
+"""A link written out of address order (independent stores overlap: a tenth of a load's
+latency)."""
 LOAD_LEVELS: tuple[int, ...] = (0, 25, 50, 75, 100)
 """Nominal load intensities, percent of full (0: the load threads idle)."""
+QUICK_LOAD_LEVELS: tuple[int, ...] = (0, 50, 100)
+"""The quick preset's: idle, half and full."""
 LOAD_CHUNK_WORDS = 8192
 """The load reads 64 KiB between pauses."""
 MIN_LOAD_BYTES = 16 * MiB
@@ -85,11 +93,14 @@ READY_TIMEOUT_S = 30.0
 
 def sweep_sizes(host: HostFacts, plan: Plan) -> tuple[list[int], str]:
     """Working sets from 4 KiB by 2x (4x in the quick preset) to the first at least 4x the
-    last-level cache, within the memory the host cases may take; and why it stopped short."""
+    last-level cache the chasing thread fills (`thread_cache_bytes`: one socket's or one
+    CCX's L3, not every instance's: a thread's loads go through its own), within the memory
+    sizes bwprof chooses may take; and why it stopped short."""
     if plan.size_given:  # --size: the working sets asked for, as for the DDR arrays
         return sorted(plan.host_array_bytes), ""
-    end = CACHE_MULTIPLE * host.llc_bytes if host.llc_bytes else UNKNOWN_LLC_END_BYTES
-    sizes = working_sets(end, 4 if plan.preset == "quick" else 2)
+    cache = thread_cache_bytes(host)
+    end = CACHE_MULTIPLE * cache if cache else UNKNOWN_LLC_END_BYTES
+    sizes = working_sets(end, plan.sweep_factor(4 if plan.preset == "quick" else 2))
     note = ""
     budget, what = default_memory_budget(host.memory_available_bytes, host.memory_total_bytes)
     if budget is not None:
@@ -154,7 +165,62 @@ def loaded_jobs(case: HostCase, host: HostFacts, plan: Plan) -> list[Job]:
     size, note = _dram_bytes(host, plan)
     threads = 1 + len(_loaded_cores(host, max(plan.threads))[1])
     return [Job(case.key, size_bytes=size, threads=threads, load_pct=level, note=note)
-            for level in LOAD_LEVELS]
+            for level in (QUICK_LOAD_LEVELS if plan.preset == "quick" else LOAD_LEVELS)]
+
+
+# -- what it costs -----------------------------------------------------------------------------
+
+
+def _chain_s(host: HostFacts, size: int) -> float:
+    """Making a chain: the kernel faulting its pages in, the first lines in walk order, then
+    one link a line."""
+    lines = size // LINE_BYTES
+    return (size / (costs.POPULATE_GBPS * 1e9) + lines * costs.LINK_NS * 1e-9
+            + _first_lines(host, lines) * RANDOM_WRITE_NS * 1e-9)
+
+
+def _first_lines(host: HostFacts, lines: int) -> int:
+    """Lines linked first, in walk order: as many as the thread's cache holds, and some."""
+    cache_lines = (thread_cache_bytes(host) or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
+    return min(lines, cache_lines + WARM_LOADS, MAX_FIRST_LINES)
+
+
+def _chase_s(host: HostFacts, size: int, target_s: float, repeats: int) -> float:
+    """Walking a chain: the warm-up, the probe, the samples."""
+    warm = min(size // LINE_BYTES, WARM_LOADS)
+    ns = costs.chase_ns(host.cache_level(size))
+    return warm * ns * 1e-9 + 2 * PROBE_S + repeats * target_s
+
+
+def sweep_cost(job: Job, plan: Plan, host: HostFacts, previous: Job | None) -> Cost:
+    """One working set: a new chain, walked fresh."""
+    size = job.size_bytes or 0
+    return Cost(costs.HOST_JOB_S + _chain_s(host, size)
+                + _chase_s(host, size, TARGET_SAMPLE_S, plan.repeats), host_bytes=size)
+
+
+def numa_cost(job: Job, plan: Plan, host: HostFacts, previous: Job | None) -> Cost:
+    """One CPU node against one memory node: a new chain for each memory node, walked on
+    from where the last node's CPUs left it."""
+    size = job.size_bytes or 0
+    new = (previous is None or previous.case != job.case
+           or previous.memory_node != job.memory_node)
+    return Cost(costs.HOST_JOB_S + (_chain_s(host, size) if new else 0.0)
+                + _chase_s(host, size, MATRIX_SAMPLE_S, plan.repeats), host_bytes=size)
+
+
+def loaded_cost(job: Job, plan: Plan, host: HostFacts, previous: Job | None) -> Cost:
+    """One load level: the first makes the chain and the load's arrays, each walks on."""
+    size = job.size_bytes or 0
+    cache = host.llc_bytes or UNKNOWN_LLC_END_BYTES
+    load_bytes = CACHE_MULTIPLE * cache
+    new = previous is None or previous.case != job.case
+    loaders = max(1, (job.threads or 2) - 1)  # each load thread touches its own array
+    setup = (_chain_s(host, size) + 2 * load_bytes / (loaders * costs.FILL_GBPS * 1e9)
+             if new else 0.0)
+    return Cost(costs.HOST_JOB_S + setup
+                + _chase_s(host, size, MATRIX_SAMPLE_S, plan.repeats),
+                host_bytes=size + load_bytes)
 
 
 # -- the chain --------------------------------------------------------------------------------
@@ -188,14 +254,15 @@ class Chain:
         self.cycle = chain.Cycle.of(self.lines)
         self.address = self.base + LINE_BYTES * self.cycle.line_at(0)
         self.steps = 0
-        self.fresh = True
-        """No walk yet since the links were written: the last of them are in the cache."""
 
-    def link(self) -> None:
-        """Write the links, in address order (on the calling thread's node where the map
-        was not populated at once)."""
-        self._chase.link(self.words, self.cycle.params, np.uint64(self.base))
-        self.fresh = True
+    def link(self, cache_bytes: int | None) -> None:
+        """Write the links (`chase.link`): the lines of the walk's first positions first, as
+        many as a cache of `cache_bytes` holds (unknown: as the sweep's end), then the rest
+        in address order (on the calling thread's node where the map was not populated at
+        once)."""
+        cache_lines = (cache_bytes or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
+        first = min(self.lines, cache_lines + WARM_LOADS, MAX_FIRST_LINES)
+        self._chase.link(self.words, self.cycle.params, np.uint64(self.base), np.uint64(first))
 
     def walk(self, loads: int) -> float:
         """Seconds for `loads` dependent loads from where the last walk ended."""
@@ -207,16 +274,10 @@ class Chain:
         self.steps += loads
         return seconds
 
-    def warm_up(self, cache_bytes: int | None) -> int:
-        """Walk before the samples; the loads walked. A new chain: one lap, or where it is
-        larger than the thread's last-level cache (`cache_bytes`; unknown: as large as the
-        sweep's end), as many loads as the cache has lines, so the links written last are
-        out of it (capped at MAX_WARM_LOADS). A chain walked before: CONTINUE_WARM_LOADS."""
-        cache_lines = (cache_bytes or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
-        loads = (min(self.lines, cache_lines + CONTINUE_WARM_LOADS, MAX_WARM_LOADS)
-                 if self.fresh else min(self.lines, CONTINUE_WARM_LOADS))
+    def warm_up(self) -> int:
+        """Walk WARM_LOADS (a lap of a smaller chain) before the samples; the loads walked."""
+        loads = min(self.lines, WARM_LOADS)
         self.walk(loads)
-        self.fresh = False
         return loads
 
     def loads_for(self, target_s: float) -> int:
@@ -277,9 +338,9 @@ class _Chased:
     warm_loads: int = 0
 
 
-def _chase(chain: Chain, host: HostFacts, target_s: float, repeats: int) -> _Chased:
+def _chase(chain: Chain, target_s: float, repeats: int) -> _Chased:
     """Warm up, set the loads per sample, take `repeats` samples, check the ending."""
-    warm = chain.warm_up(thread_cache_bytes(host))
+    warm = chain.warm_up()
     loads = chain.loads_for(target_s)
     samples = tuple(chain.walk(loads) for _ in range(repeats))
     return _Chased(samples, loads, chain.ended_right(), warm)
@@ -296,8 +357,8 @@ def _row(run: HostCaseRun, chain: Chain, chased: _Chased, notes: list[str],
          load_gbps: float | None = None) -> Measurement:
     """The row of one chase: its level, page size, flags and notes."""
     page_bytes, page_note = chain.pages()
-    llc = run.host.llc_bytes
-    if llc and chain.size_bytes < CACHE_MULTIPLE * llc:
+    cache = thread_cache_bytes(run.host)
+    if cache and chain.size_bytes < CACHE_MULTIPLE * cache:
         row_flags.add(flags.IN_CACHE)
     elif caveat := run.host.cache_caveat():
         row_flags.add(flags.CACHE_UNKNOWN)
@@ -332,8 +393,8 @@ def chase_sweep(run: HostCaseRun) -> list[Measurement]:
     with cpu_affinity(cpu) as pinned:
         chain = Chain(size)
         try:
-            chain.link()
-            chased = _chase(chain, run.host, TARGET_SAMPLE_S, run.plan.repeats)
+            chain.link(thread_cache_bytes(run.host))
+            chased = _chase(chain, TARGET_SAMPLE_S, run.plan.repeats)
             where = f"one thread on CPU {format_cpu_list(cpu)}" if pinned else "one thread"
             level = run.host.cache_level(size)
             notes = [where + (f"; {level} holds the working set" if level.startswith("L")
@@ -366,7 +427,7 @@ def chase_numa(run: HostCaseRun) -> list[Measurement]:
                                     f"in NUMA node {memory.node}'s memory")
         with cpu_affinity(memory.cpus) as placed:  # its pages are placed as it is made
             chain = Chain(job.size_bytes)
-            chain.link()
+            chain.link(thread_cache_bytes(run.host))
         share = chain.node_share(memory.node) if placed else None
         if share is not None and share < placement.PLACED_SHARE:
             chain.close()
@@ -378,7 +439,7 @@ def chase_numa(run: HostCaseRun) -> list[Measurement]:
     cpu = _first_cpu(cpus.cpus)
     with cpu_affinity(cpu) as pinned:
         _refuse_unpinned(pinned, cpu, "chase")
-        chased = _chase(chain, run.host, MATRIX_SAMPLE_S, run.plan.repeats)
+        chased = _chase(chain, MATRIX_SAMPLE_S, run.plan.repeats)
     row_flags = set() if share is not None else {flags.NUMA_UNVERIFIED}
     notes = [f"CPU {format_cpu_list(cpu)} (node {cpus.node}) reading memory first-touched on "
              f"node {memory.node}: "
@@ -489,7 +550,7 @@ def chase_loaded(run: HostCaseRun) -> list[Measurement]:
         with cpu_affinity(chase_cpu) as pinned:
             _refuse_unpinned(pinned, chase_cpu, "chase")
             new = Chain(job.size_bytes)
-            new.link()
+            new.link(thread_cache_bytes(run.host))
         run.scratch["chain"] = new
         run.scratch["load"] = _load_setup(run, load_cores)
     chain, load = run.scratch["chain"], run.scratch["load"]
@@ -523,7 +584,7 @@ def chase_loaded(run: HostCaseRun) -> list[Measurement]:
                     ready.wait()
                 start = time.perf_counter()
                 control[chase.GO] = 1
-                chased = _chase(chain, run.host, MATRIX_SAMPLE_S, run.plan.repeats)
+                chased = _chase(chain, MATRIX_SAMPLE_S, run.plan.repeats)
                 window = time.perf_counter() - start
             finally:
                 control[chase.STOP] = 1  # the load stops with the chase, whatever ended it

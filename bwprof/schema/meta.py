@@ -415,6 +415,21 @@ class PlanMeta(Record):
     host_array_bytes: tuple[int, ...] = field(default=(), metadata=COUNT)
     transfer_sizes: tuple[int, ...] = field(default=(), metadata=COUNT)
     pipeline_chunks: tuple[int, ...] = field(default=(), metadata=COUNT)
+    latency_step: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    """The factor between a latency sweep's working sets, where --budget set one."""
+    pairs: str = "all"
+    """GPU pairs measured at the matrix size: 'all' ordered pairs, or a 'ring'."""
+    sweep_gpus: str = "all"
+    """GPUs that sweep every size: 'all', or the 'first' (the others at the largest)."""
+    counter_windows: bool = True
+    past_host_cache: bool = True
+    """Pageable copies swept on to 4x the host's last-level cache (not in quick)."""
+    budget_s: float | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    """The --budget the plan was fitted to, seconds."""
+    dropped: tuple[str, ...] = ()
+    """What fitting the budget took out of the plan."""
+    estimate_s: float | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    """The planner's estimate of the whole run, seconds (`bwprof.estimate`)."""
 
 
 @dataclass(frozen=True)

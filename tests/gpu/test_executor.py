@@ -29,8 +29,11 @@ GPU_CASES = ("h2d_pinned,d2h_pinned,h2d_pageable,d2h_pageable,bidir_pinned,d2d_c
 
 
 def _plan(cases, preset="quick", repeats=2):
-    return make_plan(cases=cases, preset=preset, repeats=repeats, usable_cpus=2, llc_bytes=None,
-                     memory_available_bytes=8 << 30, size="1MiB")
+    """The preset's sizes, with every GPU and pair swept and pageable copies run on past the
+    host's cache, as `standard` does (the quick preset's own thinning has its tests)."""
+    return replace(make_plan(cases=cases, preset=preset, repeats=repeats, usable_cpus=2,
+                             llc_bytes=None, memory_available_bytes=8 << 30, size="1MiB"),
+                   sweep_gpus="all", pairs="all", past_host_cache=True)
 
 
 def _run(backend, cases, preset="quick"):
@@ -420,7 +423,9 @@ def test_simulated_runs_never_show_figures_in_the_terminal(tmp_path):
                                       "--cases", "h2d_pinned,hbm_triad", "--no-plots", "--out",
                                       str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
-    assert "simulated 8 GPU row(s)" in result.output
+    # h2d_pinned: the 3 sizes that fit on gpu0 (256 MiB is skipped), the largest that fits
+    # (16 MiB) on gpu1; hbm_triad on each.
+    assert "simulated 6 GPU row(s)" in result.output
     assert "GB/s best" not in result.output  # no measured rows, so no figures table
     assert "--simulate" not in CliRunner().invoke(app, ["run", "--help"]).output
     import pandas as pd
@@ -661,12 +666,22 @@ def test_counter_windows_go_to_each_sweeps_largest_size_and_the_p2p_matrix(monke
     windowed = {k for k, v in earns.items() if v}
     hbm_largest = executor.hbm_sizes(executor.devices[0], plan)[0][-1]
     pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
-    assert windowed == (
-        {("h2d_pinned", d, None, 16 * MiB) for d in range(3)}  # 16 MiB: the largest that fits
+    assert windowed == (  # standard: the first GPU's and the first pair's largest size
+        {("h2d_pinned", 0, None, 16 * MiB)}  # 16 MiB: the largest that fits
         | {("p2p_copy", 0, 1, 16 * MiB)}  # the first pair's sweep
-        | {("p2p_copy", i, j, 4 * MiB) for i, j in pairs}  # every pair at the matrix size
         | {("p2p_bidir", 0, 1, 16 * MiB)}  # both ways: the first pair's sweep only
+        | {("hbm_copy", 0, None, hbm_largest)})
+    full = replace(plan, preset="full")  # full: every GPU, and every pair at the matrix size
+    assert {k for k in earns if executor._earns_window(get_case(k[0]), Job(
+        k[0], size_bytes=k[3], device=k[1], peer=k[2]), full)} == (
+        {("h2d_pinned", d, None, 16 * MiB) for d in range(3)}
+        | {("p2p_copy", 0, 1, 16 * MiB)}
+        | {("p2p_copy", i, j, 4 * MiB) for i, j in pairs}
+        | {("p2p_bidir", 0, 1, 16 * MiB)}
         | {("hbm_copy", d, None, hbm_largest) for d in range(3)})
+    quick = replace(plan, preset="quick")  # quick: the paths' headline cases alone
+    assert {k[0] for k in earns if executor._earns_window(get_case(k[0]), Job(
+        k[0], size_bytes=k[3], device=k[1], peer=k[2]), quick)} == {"h2d_pinned", "p2p_copy"}
     executor.counter_window_s = 0.0  # telemetry off: no windows at all
     assert not executor._earns_window(get_case("h2d_pinned"),
                                       executor.jobs(get_case("h2d_pinned"), plan)[2], plan)

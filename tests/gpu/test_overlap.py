@@ -220,7 +220,8 @@ def test_a_kernel_that_skips_work_is_invalid(case):
 
 def test_timeline_png_is_drawn_from_recorded_events(tmp_path, monkeypatch):
     small_simulated_gpus(monkeypatch, SMALL_GPU_BYTES)
-    result = bwprof.run(cases="overlap_h2d_compute", preset="quick", repeats=2,
+    # Standard: overlap on every GPU (quick measures it on the first only).
+    result = bwprof.run(cases="overlap_h2d_compute", preset="standard", repeats=2,
                         out=tmp_path / "r", simulate=True)
     pngs = sorted(p.name for p in (tmp_path / "r").glob("timeline-*.png"))
     assert pngs == ["timeline-overlap_h2d_compute-gpu0.png",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bwprof.cases import get_case
+from bwprof.costs import Cost
 from bwprof.host import busy
 from bwprof.host.cases import HostCase
 from bwprof.host.ddr import HostExecutor
@@ -219,7 +220,7 @@ def test_a_declared_host_case_is_watched_too(small_plan):
     case = HostCase(key="lat_test", description="", target="host", memory="ddr",
                     direction="within", byte_convention="copy", bytes_factor=1,
                     metric="latency", expand=lambda case, facts, plan: [Job(case.key)],
-                    run=two_rows)
+                    run=two_rows, cost=lambda job, plan, facts, previous: Cost(0.0))
     fake = FakeWindow(reading(others_ticks=0, steal_ticks=30))
     executor = HostExecutor("test cpu", busy_window=fake)
     rows = executor.measure(case, Job("lat_test", numa_node=None), small_plan)

@@ -11,11 +11,11 @@ from bwprof.chain import Cycle
 from bwprof.host import chase
 
 
-def _linked(lines):
+def _linked(lines, first=0):
     words = np.zeros(lines * chase.LINE_WORDS, dtype=np.uint64)
     cycle = Cycle.of(lines)
     base = words.ctypes.data
-    chase.link(words, cycle.params, np.uint64(base))
+    chase.link(words, cycle.params, np.uint64(base), np.uint64(first))
     return words, cycle, base
 
 
@@ -30,11 +30,15 @@ def test_the_chase_ends_where_the_cycle_says(lines):
     assert int(chase.chase(start, lines)) == start  # one lap comes back
 
 
-def test_every_line_links_to_the_next_position_of_the_cycle():
-    words, cycle, base = _linked(4096)
+@pytest.mark.parametrize("first", [0, 1, 1000, 4095, 4096])
+def test_every_line_links_to_the_next_position_of_the_cycle(first):
+    """Whichever lines are written first (the walk's first positions, in walk order), every
+    line ends up linked to the next position's: one chain, whatever the order of writing."""
+    words, cycle, base = _linked(4096, first)
     links = (words[::chase.LINE_WORDS] - np.uint64(base)) // np.uint64(chase.LINE_BYTES)
     lines = cycle.lines_at(np.arange(4096))
     assert np.array_equal(links[lines], np.roll(lines, -1))
+    assert not np.any(words.reshape(-1, chase.LINE_WORDS)[:, 1:])  # one word a line
 
 
 def test_a_broken_link_ends_elsewhere():

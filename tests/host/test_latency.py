@@ -29,21 +29,35 @@ def _run(cases, *, threads=None, nodes=(), cpus=CPUS, preset="quick"):
                           nodes=nodes, cpus=cpus)
 
 
+L3_32_MIB = (*CACHES, CacheLevel(3, "Unified", 32 * MiB, 1))
+
+
 def test_the_sweep_runs_from_4_kib_to_4x_the_llc():
-    facts = HostFacts("cpu", CACHES, "sysfs", 32 * MiB, memory_available_bytes=8 << 30)
+    facts = HostFacts("cpu", L3_32_MIB, "sysfs", 32 * MiB, memory_available_bytes=8 << 30)
     standard = make_plan(cases="lat_host", usable_cpus=2, llc_bytes=32 * MiB,
                          memory_available_bytes=8 << 30)
     sizes, note = latency.sweep_sizes(facts, standard)
     assert sizes[0] == 4 * KiB and sizes[-1] == 128 * MiB and note == ""
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
     quick, _ = latency.sweep_sizes(facts, replace(standard, preset="quick"))
-    assert quick[-1] >= 128 * MiB and all(b == 4 * a for a, b in itertools.pairwise(quick))
-    unknown, _ = latency.sweep_sizes(replace(facts, llc_bytes=None), standard)
+    assert quick[-1] == 128 * MiB  # the last 4x step cut to 4x the cache: no overshoot
+    assert all(b == 4 * a for a, b in itertools.pairwise(quick[:-1])) and quick[-2] < quick[-1]
+    unknown, _ = latency.sweep_sizes(replace(facts, caches=(), llc_bytes=None), standard)
     assert unknown[-1] == latency.UNKNOWN_LLC_END_BYTES
 
 
+def test_the_sweep_ends_at_4x_the_cache_one_thread_fills():
+    """Two sockets of 256 MiB of L3 in 32 MiB CCXs: a thread's loads go through its CCX's
+    32 MiB, so 128 MiB is its DRAM point, not 2 GiB (4x every instance together)."""
+    ccxs = (CacheLevel(1, "Data", 32 * KiB, 128), CacheLevel(3, "Unified", 32 * MiB, 16))
+    facts = HostFacts("cpu", ccxs, "sysfs", 512 * MiB, memory_available_bytes=1 << 40)
+    plan = make_plan(cases="lat_host", usable_cpus=128, llc_bytes=512 * MiB,
+                     memory_available_bytes=1 << 40)
+    assert latency.sweep_sizes(facts, plan)[0][-1] == 128 * MiB
+
+
 def test_the_sweep_stops_where_memory_runs_out_and_says_so():
-    facts = HostFacts("cpu", CACHES, "sysfs", 32 * MiB, memory_available_bytes=100 * MiB)
+    facts = HostFacts("cpu", L3_32_MIB, "sysfs", 32 * MiB, memory_available_bytes=100 * MiB)
     plan = make_plan(cases="lat_host", usable_cpus=2, llc_bytes=32 * MiB,
                      memory_available_bytes=8 << 30)
     sizes, note = latency.sweep_sizes(facts, plan)
@@ -124,12 +138,20 @@ def test_the_numa_matrix_has_a_row_per_cpu_node_and_memory_node():
 @pytest.mark.skipif(len(CPUS) < 2, reason="the loaded chase needs 2 CPUs")
 def test_the_loaded_chase_records_what_the_load_achieved_at_each_level():
     before = set(threading.enumerate())
-    rows = _run("lat_host_loaded")
+    rows = _run("lat_host_loaded", preset="standard")
     assert [r.phase for r in rows] == [f"load_{n}" for n in latency.LOAD_LEVELS]
     assert all(r.status == "ok" and r.threads == len(CPUS) for r in rows)
     assert rows[0].load_gbps == 0.0 and "load idle" in rows[0].note
     assert all(r.load_gbps and r.load_gbps > 0 for r in rows[1:])
     assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+
+
+def test_the_quick_preset_loads_at_three_levels():
+    facts = HostFacts("cpu", CACHES, "sysfs", LLC, cpus=CPUS, memory_available_bytes=8 << 30)
+    plan = make_plan(cases="lat_host_loaded", preset="quick", usable_cpus=len(CPUS),
+                     llc_bytes=LLC, memory_available_bytes=8 << 30)
+    (case,) = [c for c in HOST_CASES if c.key == "lat_host_loaded"]
+    assert [j.load_pct for j in latency.loaded_jobs(case, facts, plan)] == [0, 50, 100]
 
 
 def test_the_loaded_chase_needs_a_core_for_the_load():
