@@ -8,15 +8,14 @@
 #   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
 #   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
-#   5. python3 -m bwprof run --preset quick --repeats 5 --no-plots over every GPU case (the
-#      GPU latency cases included: about 10-20 s of the step on an H200) and the host's DDR
-#      and GEMM cases (the roofline's other side). Not the host latency cases: any CPU box
-#      measures those, and on this host (300 MiB of L3: a 4 GiB chain, built, walked and
-#      checked once per case) they take minutes, which would leave the run unfinished
-#   6. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
+#   5. python3 -m bwprof run --dry-run: the quick run's plan and its estimate, in the log
+#   6. python3 -m bwprof run --preset quick --repeats 5 --no-plots, every case (a user's quick
+#      run), fitted by --budget into two thirds of what is left of the step's time: sized
+#      from the plan, so no row is lost to this step's own timeout, on one GPU or eight
+#   7. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
 #      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
 #      running out of its 80 s)
-#   7. a table of the headline figures from $OUT/run/results.csv (h2d_sm, d2h_sm, d2d_sm beside
+#   8. a table of the headline figures from $OUT/run/results.csv (h2d_sm, d2h_sm, d2d_sm beside
 #      their copy-engine rows, with the SM/copy-engine ratio), with the issue's bars, and
 #      the GPU latency rows (ns per load by working set, under load, host link, peers, memcpy)
 #      and the compute rows (gemm_gpu per dtype at n = 256, 1024, 4096, and fma_gpu, in
@@ -57,6 +56,7 @@ export RUN_DIR
 
 BUDGET_S=290            # the whole script, summary included, stays under 5 minutes
 SUMMARY_RESERVE_S=20    # kept back for the last step
+OVERHEAD_STEP_S=100     # the telemetry overhead benchmark's step, kept back from the run's
 START=$SECONDS
 FAILED=()
 
@@ -110,13 +110,6 @@ smi_excerpt() {
     nvidia-smi -q -d CLOCK,PERFORMANCE | sed -e '/^[[:space:]]*$/d' | sed -n '1,120p' &&
         nvidia-smi --format=csv --query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,\
 pcie.link.width.current,pcie.link.width.max
-}
-
-# The quick run's cases (step 5): every GPU case, and the host's DDR and GEMM cases.
-run_cases() {
-    "$PYTHON" -c 'from bwprof.cases import CASES_BY_KEY
-print(",".join(["ddr_", "gemm_host"]
-               + [key for key, case in CASES_BY_KEY.items() if case.target == "gpu"]))'
 }
 
 cuda_paths() {
@@ -357,7 +350,6 @@ case "${1:-}" in
     --overhead) overhead; exit $? ;;
     --headline) headline; exit $? ;;
     --cuda-paths) cuda_paths; exit $? ;;
-    --run-cases) run_cases; exit $? ;;
     "") ;;
     *) echo "usage: OUT=folder bash scripts/gpu_check.sh" >&2; exit 2 ;;
 esac
@@ -381,11 +373,19 @@ step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
 step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
     env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
     --durations=15 -o faulthandler_timeout=100
-RUN_CASES=$(run_cases) || RUN_CASES=""  # where it fails, the run step fails the same way
-step "bwprof run (quick)" 170 "$RESERVE" "$LOG" \
-    env COLUMNS=200 "$PYTHON" -m bwprof run --preset quick --repeats 5 --no-plots \
-    ${RUN_CASES:+--cases "$RUN_CASES"} --out "$RUN_DIR"
-step "telemetry overhead (benchmark)" 100 "$RESERVE" "$LOG" "${SELF[@]}" --overhead
+QUICK=(--preset quick --repeats 5 --no-plots)
+step "bwprof run --dry-run (quick)" 60 "$RESERVE" "$LOG" \
+    env COLUMNS=200 "$PYTHON" -m bwprof run "${QUICK[@]}" --dry-run
+# The run's share: what is left but the overhead benchmark's and the summary's; the plan is
+# fitted into two thirds of it by the planner's estimate (of a slow machine: a box as it
+# should be takes less), so the step's timeout never cuts the run short.
+RUN_LIMIT=$(allowance 240 $(( RESERVE + OVERHEAD_STEP_S )))
+RUN_BUDGET=$(( RUN_LIMIT * 2 / 3 ))
+step "bwprof run (quick)" "$RUN_LIMIT" "$RESERVE" "$LOG" \
+    env COLUMNS=200 "$PYTHON" -m bwprof run "${QUICK[@]}" --budget "$RUN_BUDGET" \
+    --out "$RUN_DIR"
+step "telemetry overhead (benchmark)" "$OVERHEAD_STEP_S" "$RESERVE" "$LOG" \
+    "${SELF[@]}" --overhead
 mkdir -p "$OUT/run"
 # 8 files come back in all: summary.csv is left here (`bwprof report` rebuilds it anywhere).
 for name in results.csv system.json findings.csv samples.csv timings.csv timelines.json; do

@@ -157,21 +157,21 @@ def test_only_a_finished_h200_run_replaces_the_stored_one(tmp_path):
     assert not (tmp_path / "sim").exists()
 
 
-def test_the_quick_run_takes_every_gpu_case_and_no_host_chase():
-    """The host latency cases build, walk and check a 4 GiB chain on the H200's host (300 MiB
-    of L3): minutes, past the run step's share of the 290 s budget, which would leave the
-    run unfinished (and unable to replace h200-quick). Every GPU case and the roofline's
-    host side (DDR, GEMM) stay in."""
-    from bwprof.cases import CASES_BY_KEY
-    from bwprof.plan import list_items
+@pytest.mark.parametrize("shape", ["h200-box", "hgx-8xh200"])
+def test_the_quick_run_is_every_case_fitted_to_its_step_by_the_plan(shape):
+    """The run step is a user's quick run, every case, fitted by --budget into two thirds
+    of the step's own timeout: on one H200 and on eight, the plan's estimate fits that
+    budget, so the timeout never cuts a row off."""
+    from bwprof import api
+    from tests.shapes import shape as load_shape
 
-    done = subprocess.run(["bash", str(SCRIPT), "--run-cases"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    asked = list_items(done.stdout.strip())
-    picked = {key for key in CASES_BY_KEY if any(key.startswith(item) for item in asked)}
-    gpu = {key for key, case in CASES_BY_KEY.items() if case.target == "gpu"}
-    assert gpu <= picked and {"ddr_triad", "gemm_host"} <= picked
-    assert not {key for key in picked if key.startswith("lat_host")}
-    run_step = SCRIPT.read_text().split('step "bwprof run (quick)"')[1].split("\nstep ")[0]
-    assert '--cases "$RUN_CASES"' in run_step
+    text = SCRIPT.read_text()
+    run_step = text.split('step "bwprof run (quick)"')[1].split("\nstep ")[0]
+    assert '--budget "$RUN_BUDGET"' in run_step and "--cases" not in run_step
+    assert run_step.split()[0] == '"$RUN_LIMIT"'
+    assert "RUN_LIMIT=$(allowance 240 " in text
+    assert "RUN_BUDGET=$(( RUN_LIMIT * 2 / 3 ))" in text
+    budget = 240 * 2 // 3
+    planned = api.plan_run(machine=load_shape(shape), preset="quick", repeats=5,
+                           budget_s=budget, plots=False)
+    assert planned.estimate.seconds <= budget and not planned.notes
