@@ -152,8 +152,8 @@ def gpu_executor(
     elif simulate:
         from bwprof.gpu.sim import SimBackend
 
-        backend = SimBackend()
-        found = gpu_devices.describe(backend)
+        backend = SimBackend()  # tests may give it a machine shape's GPUs
+        found = gpu_devices.describe(backend, backend.metadata)
         info = GpusMeta(count=len(found), reason=None, detail="simulated backend",
                         simulated=True)
         executor = gpus = GpuExecutor(backend, found, host_memory_bytes, host_cache=cache)
@@ -491,9 +491,12 @@ def plan_words(estimate: PlanEstimate, plan: Plan, memory_total_bytes: int | Non
              if memory_total_bytes else "")
     device = (f", GPU {format_bytes(estimate.peak_device_bytes)}"
               if estimate.peak_device_bytes else "")
-    lines = [f"plan: {estimate.jobs} job(s), about {clock(estimate.seconds)} by the planner's "
-             f"estimate; peak memory host {format_bytes(estimate.peak_host_bytes)}{share}"
-             f"{device} (bwprof run --dry-run shows each case)"]
+    not_run = (f" ({estimate.cases_not_run} case(s) cannot run here)"
+               if estimate.cases_not_run else "")
+    lines = [f"plan: {estimate.measured_jobs} job(s){not_run}, about "
+             f"{clock(round(estimate.seconds))} by the planner's estimate; peak memory host "
+             f"{format_bytes(estimate.peak_host_bytes)}{share}{device} (bwprof run --dry-run "
+             "shows each case)"]
     if plan.budget_s is not None and plan.dropped:
         lines.append(f"--budget {plan.budget_s:g} s: dropped " + "; ".join(plan.dropped))
     return lines

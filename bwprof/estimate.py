@@ -52,7 +52,17 @@ class PlanEstimate:
 
     @property
     def jobs(self) -> int:
+        """Every job the runner goes through: one a case that cannot run here (its row)."""
         return sum(len(planned.jobs) for planned in self.work)
+
+    @property
+    def measured_jobs(self) -> int:
+        """The jobs that measure something."""
+        return sum(len(planned.jobs) for planned in self.work if not planned.unavailable)
+
+    @property
+    def cases_not_run(self) -> int:
+        return sum(1 for planned in self.work if planned.unavailable)
 
     @property
     def job_costs(self) -> list[Cost]:

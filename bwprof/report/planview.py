@@ -54,8 +54,8 @@ def plan_lines(title: str, settings: str, records: Sequence[Mapping[str, object]
     share = (f" ({peak_host_bytes / memory_total_bytes:.0%} of the "
              f"{format_bytes(memory_total_bytes)} of RAM)" if memory_total_bytes else "")
     measured = sum(int(r["jobs"]) for r in records if r["status"] == "planned")  # type: ignore[call-overload]
-    lines.append(f"{ESTIMATE_PREFIX}{seconds:.0f} s ({clock(seconds)}) for {measured} job(s), "
-                 "by the speeds of a slow machine (bwprof/costs.py)")
+    lines.append(f"{ESTIMATE_PREFIX}{seconds:.0f} s ({clock(round(seconds))}) for {measured} "
+                 "job(s), by the speeds of a slow machine (bwprof/costs.py)")
     lines.append(f"peak memory: host {format_bytes(peak_host_bytes)}{share}"
                  + (f", GPU {format_bytes(peak_device_bytes)} on the GPU holding most"
                     if peak_device_bytes else ""))
