@@ -9,10 +9,11 @@ continuing where the last ended.
 
 The work is bounded whatever the working set, so a DRAM point costs seconds on a host with
 hundreds of MiB of cache or a chain of many GiB: the buffer is faulted in by the kernel at
-once (MAP_POPULATE) and linked in one pass in address order (the cycle is computed, not
-stored or shuffled), the lines the walk starts on first (as many as the thread's cache
-holds: the lines written last, left in the cache, are ones the samples do not reach before
-the walk has pushed them out, so no lap of warm-up is needed to evict them); a sample lasts
+once (MAP_POPULATE) and linked without a table (the cycle is computed, not stored or
+shuffled): first the lines of the walk's first positions (as many as the thread's cache
+holds), in walk order, then every other line in address order, so the lines written last,
+the ones left in the cache, are not reached before the walk has pushed them out itself and
+no lap of warm-up is needed to evict them; a sample lasts
 about TARGET_SAMPLE_S (MATRIX_SAMPLE_S in the NUMA and loaded cases), its loads set from a
 probe within [MIN_LOADS, MAX_LOADS], after a short warm-up (WARM_LOADS: the page walks and
 the code); and where the walk ended is computed, not walked again (`Cycle.ending_line`): a
@@ -176,13 +177,7 @@ def _chain_s(host: HostFacts, size: int) -> float:
     one link a line."""
     lines = size // LINE_BYTES
     return (size / (costs.POPULATE_GBPS * 1e9) + lines * costs.LINK_NS * 1e-9
-            + _first_lines(host, lines) * RANDOM_WRITE_NS * 1e-9)
-
-
-def _first_lines(host: HostFacts, lines: int) -> int:
-    """Lines linked first, in walk order: as many as the thread's cache holds, and some."""
-    cache_lines = (thread_cache_bytes(host) or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
-    return min(lines, cache_lines + WARM_LOADS, MAX_FIRST_LINES)
+            + first_lines(thread_cache_bytes(host), lines) * RANDOM_WRITE_NS * 1e-9)
 
 
 def _chase_s(host: HostFacts, size: int, target_s: float, repeats: int) -> float:
@@ -226,6 +221,13 @@ def loaded_cost(job: Job, plan: Plan, host: HostFacts, previous: Job | None) -> 
 # -- the chain --------------------------------------------------------------------------------
 
 
+def first_lines(cache_bytes: int | None, lines: int) -> int:
+    """Lines linked first, in walk order: as many as a cache of `cache_bytes` holds (unknown:
+    as the sweep's end) and the warm-up's, within MAX_FIRST_LINES."""
+    cache_lines = (cache_bytes or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
+    return min(lines, cache_lines + WARM_LOADS, MAX_FIRST_LINES)
+
+
 MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 """Linux: the kernel faults the whole mapping in at mmap, several times faster than a first
 touch page by page (seconds per GiB in a VM), on the calling thread's NUMA node."""
@@ -260,8 +262,7 @@ class Chain:
         many as a cache of `cache_bytes` holds (unknown: as the sweep's end), then the rest
         in address order (on the calling thread's node where the map was not populated at
         once)."""
-        cache_lines = (cache_bytes or UNKNOWN_LLC_END_BYTES) // LINE_BYTES
-        first = min(self.lines, cache_lines + WARM_LOADS, MAX_FIRST_LINES)
+        first = first_lines(cache_bytes, self.lines)
         self._chase.link(self.words, self.cycle.params, np.uint64(self.base), np.uint64(first))
 
     def walk(self, loads: int) -> float:
