@@ -12,11 +12,13 @@ import mmap
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numba import njit, prange
 
+from bwprof.described import DescribedGpu
 from bwprof.gpu import matrices
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 from bwprof.gpu.kernel_params import (
@@ -36,6 +38,13 @@ SIM_SAMPLE_SCALE = 0.1
 """Simulated samples last a tenth of a GPU's: their timings are CPU stand-ins that no figure
 is made of, so a longer sample buys nothing, and a tenth runs the same sampling paths (the
 operations per sample, the warm-up, the chase's steps) in a tenth of the time."""
+UNSIMULATED_METADATA = frozenset({
+    "cpu_affinity", "pcie_gen_max", "pcie_width_max", "peak_hbm_gbps", "peak_pcie_gbps",
+    "peak_nvlink_gbps", "peak_c2c_gbps"})
+"""What a described GPU's metadata says that a simulated GPU does not keep: its CPUs are the
+described machine's, not this one's (host buffers are neither pinned to them nor checked on
+them), and a theoretical peak would judge CPU copies against a GPU's link (a figure above its
+peak is marked invalid)."""
 
 
 @njit(parallel=True, cache=True)
@@ -130,13 +139,19 @@ class SimBackend:
     placement_failed = False  # the simulator places host memory wherever NumPy does
     sample_scale = SIM_SAMPLE_SCALE
 
-    def __init__(self, devices: int = SIM_DEVICES, memory_bytes: int = SIM_MEMORY_BYTES,
+    def __init__(self, devices: int | None = None, memory_bytes: int = SIM_MEMORY_BYTES,
                  start_skew_s: float = 0.0, contention: float | None = None,
-                 op_seconds: Callable[[Work], float] | None = None) -> None:
-        """`devices` simulated GPUs (four or eight prove the pattern cases' expansion);
-        `start_skew_s`: each stream of a sample starts this much later than the one before
-        it on the simulated clock (a gate that did not release every stream at once), so
-        tests prove an aggregate on one clock is never inflated by it.
+                 op_seconds: Callable[[Work], float] | None = None,
+                 gpus: Sequence[DescribedGpu] | None = None) -> None:
+        """`devices` simulated GPUs (default 2; four or eight prove the pattern cases'
+        expansion), or one for each of `gpus`: GPUs described in a file (a machine shape,
+        `bwprof.described`), simulated with their name, SM count, compute capability, copy
+        engines and NVML metadata (`metadata`: MIG mode, NVLink-C2C, peer access, NUMA node)
+        but `memory_bytes` of memory, a simulated L2 and no theoretical peak, so sizes stay
+        small (see `UNSIMULATED_METADATA`); `start_skew_s`: each stream of a sample starts
+        this much later than the one before it on the simulated clock (a gate that did not
+        release every stream at once), so tests prove an aggregate on one clock is never
+        inflated by it.
 
         Test-only timing models (simulated rows are never figures, so none of this reaches
         one): `contention`, where given, runs a sample's streams at once on the simulated
@@ -144,23 +159,45 @@ class SimBackend:
         (streams sharing a link), instead of one after another; `op_seconds` gives one
         operation's time alone on a stream for a work (default: the CPU time it took), so a
         test can make one stream slower than another."""
-        self.devices = devices
+        self.gpus = tuple(gpus) if gpus is not None else None
+        if self.gpus is not None and devices is not None and devices != len(self.gpus):
+            raise ValueError(f"{devices} simulated devices asked for {len(self.gpus)} "
+                             "described GPUs")
+        self.devices = (len(self.gpus) if self.gpus is not None
+                        else SIM_DEVICES if devices is None else devices)
         self.start_skew_s = start_skew_s
         self.contention = contention
         self.op_seconds = op_seconds
         self.memory_bytes = memory_bytes
-        self._used = [0] * devices
+        self._used = [0] * self.devices
 
     def device_count(self) -> int:
         return self.devices
 
     def properties(self, device: int) -> DeviceProperties:
-        return DeviceProperties(
+        generic = DeviceProperties(
             index=device, name="simulated GPU", pci_bus_id=None,
             total_memory_bytes=self.memory_bytes, l2_bytes=SIM_L2_BYTES, multiprocessors=4,
             compute_capability=(9, 0), async_engines=2, memory_bus_width_bits=None,
             memory_clock_khz=None,
         )
+        if self.gpus is None:
+            return generic
+        # The described GPU's identity and shape; this process's memory, L2 and no PCI
+        # address (this machine's sysfs says nothing of it) nor memory clock (no HBM peak).
+        described = self.gpus[device].properties
+        return replace(generic, name=described.name,
+                       multiprocessors=described.multiprocessors,
+                       compute_capability=described.compute_capability,
+                       async_engines=described.async_engines)
+
+    def metadata(self, properties: DeviceProperties) -> dict[str, object]:
+        """NVML's view of a simulated device (`devices.describe`'s metadata): a described
+        GPU's, less what `UNSIMULATED_METADATA` names; nothing for a generic one."""
+        if self.gpus is None:
+            return {}
+        return {key: value for key, value in self.gpus[properties.index].metadata.items()
+                if key not in UNSIMULATED_METADATA}
 
     def free_memory(self, device: int) -> int:
         return self.memory_bytes - self._used[device]
@@ -278,7 +315,12 @@ class SimBackend:
                       total_s=max(ends) - min(starts))
 
     def enable_peer_access(self, device: int, peer: int) -> bool:
-        return True
+        """True, except between described GPUs whose metadata says `p2p_supported: false`
+        (PCIe GPUs without P2P, a MIG slice), as the driver refuses it there."""
+        if self.gpus is None:
+            return True
+        return all(bool(self.gpus[index].metadata.get("p2p_supported", True))
+                   for index in (device, peer))
 
     def release(self) -> None:
         pass
