@@ -75,10 +75,20 @@ def test_each_shape_describes_what_planning_needs(path):
 
 
 def test_an_earlier_run_s_system_json_is_a_machine():
+    """The stored H200 run's system.json plans as its box would: its GPU, its PCIe link (the
+    peak the estimate's copies run at) and its NUMA node come from the file."""
+    from bwprof import api
+
     machine = load_machine(H200_RUN)
     assert machine.host.cpu_model.startswith("Intel") and machine.name == "system"
     assert [g.properties.name for g in machine.gpus] == ["NVIDIA H200"]
-    assert machine.gpus[0].metadata.get("numa_node") is not None or True
+    metadata = machine.gpus[0].metadata
+    assert (metadata["pcie_gen_max"], metadata["pcie_width_max"], metadata["numa_node"]) == (
+        5, 16, 0)
+    planned = api.plan_run(machine=machine, preset="quick", cases="h2d_pinned")
+    (device,) = planned.gpus.devices
+    assert device.peak_pcie_gbps and round(device.peak_pcie_gbps) == 63
+    assert planned.estimate.measured_jobs == len(planned.plan.transfer_sizes)
 
 
 @pytest.mark.parametrize(("text", "message"), [
