@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from bwprof.cases import get_case
+from bwprof.fleet import comm as comm_module
 from bwprof.fleet import netp2p
-from bwprof.fleet.comm import Fleet
+from bwprof.fleet.comm import HEARTBEAT_TAG, Fleet, FleetTimeout
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi, window_for
 from bwprof.gpu.sim import SimBackend
 from bwprof.measurement import NotRun
@@ -152,11 +153,59 @@ class BrokenGpu(SimBackend):
         raise RuntimeError("cudaErrorLaunchFailure")
 
 
+EXCHANGE_TIMEOUT_S = 120.0
+"""The loopback ranks' MPI timeout: a guard only. A rank is silent to its peer while it
+computes (the receiver's first validation loads or compiles Numba's byte compare: seconds on
+a loaded machine), and no test here passes by a wait running out: one that should not wait
+shows it in what each end returned (a FleetTimeout, or the sender's 'did not take part')."""
+
+
+class SteppedClock:
+    """The clock of bwprof.fleet.comm in a test: real time plus the steps the test takes, so
+    a wait can last several timeouts at no cost, and only where the test says. `naps`
+    counts comm's sleeps, one a poll of a waiting rank."""
+
+    def __init__(self):
+        self.offset = 0.0
+        self.naps = 0
+
+    def monotonic(self):
+        return time.monotonic() + self.offset
+
+    def sleep(self, seconds):
+        self.naps += 1
+        time.sleep(seconds)
+
+
+def _busy_elsewhere(fleet, loop, clock, timeouts, receiver_done):
+    """Rank 0 busy with earlier pairs for `timeouts` of rank 1's timeouts on `clock`, beating
+    at every job as a run does: each beat is taken by the waiting receiver before the clock
+    moves on, by half a timeout, so no stretch the receiver sees between two beats is a
+    timeout long, however late either thread runs; the last beat leaves it a whole one.
+    A receiver that polled twice without taking a beat does not listen for them: the clock
+    moves on all the same (and it gives up, as it would in a run)."""
+    for step in range(2 * timeouts + 1):
+        if step:
+            clock.offset += fleet.timeout_s / 2
+        fleet.heartbeat()
+        naps, guard = clock.naps, time.monotonic() + EXCHANGE_TIMEOUT_S
+        while not receiver_done() and clock.naps < naps + 2:
+            with loop.lock:
+                if not loop.queues[(0, 1, HEARTBEAT_TAG)]:
+                    break
+            assert time.monotonic() < guard, "rank 1 neither waited for rank 0 nor ended"
+            time.sleep(0.001)
+        if receiver_done():  # it gave up on rank 0: the outcomes say so
+            return
+
+
 def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
-                         hosts=("node0", "node1"), timeout_s=10.0, sender_late_s=0.0):
+                         hosts=("node0", "node1"), timeout_s=EXCHANGE_TIMEOUT_S,
+                         busy_clock=None, busy_timeouts=0):
     """Rank 0 sends to rank 1 from GPU buffers of the simulated backend, over a loopback:
     what each rank's measure returned or raised. `memory`: each rank's simulated GPU;
-    `broken`: the rank whose GPU fails every allocation."""
+    `broken`: the rank whose GPU fails every allocation; `busy_clock`, `busy_timeouts`:
+    rank 0 starts that many of rank 1's timeouts late on that clock (see _busy_elsewhere)."""
     plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))  # GPU buffers: the largest
     loop, case = Loopback(damage), get_case("net_p2p")
     executors = [NetP2PExecutor(Fleet(loop.comm(rank), rank, 2, 0, 1, f"node{rank}",
@@ -170,22 +219,28 @@ def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
     outcomes: list = [None, None]
 
     def measure(rank):
-        if rank == 0:  # busy elsewhere a while (earlier jobs), beating as a run does
-            late = time.monotonic() + sender_late_s
-            while time.monotonic() < late:
-                executors[0].fleet.heartbeat()
-                time.sleep(0.02)
+        if rank == 0 and busy_timeouts:  # busy elsewhere (earlier jobs), beating as a run does
+            _busy_elsewhere(executors[0].fleet, loop, busy_clock, busy_timeouts,
+                            lambda: outcomes[1] is not None)
+            if outcomes[1] is not None:
+                return  # rank 1 gave up on it: nothing left to send to
         try:
             outcomes[rank] = executors[rank].measure(case, job, plan)
-        except (NotRun, RuntimeError) as exc:
+        except (NotRun, RuntimeError, FleetTimeout) as exc:
             outcomes[rank] = exc
 
     receiver = threading.Thread(target=measure, args=(1,))
     receiver.start()
     measure(0)
-    receiver.join(timeout=30)
+    receiver.join(timeout=3 * timeout_s)
     assert not receiver.is_alive()
     return outcomes
+
+
+def _waited_for_nothing(outcome) -> bool:
+    """Whether an end's outcome is that of a wait that ran out: the receiver's FleetTimeout,
+    the sender's error naming the peer that did not take part."""
+    return isinstance(outcome, FleetTimeout) or "did not take part" in str(outcome)
 
 
 def _gpu_buffer_rows(damage=False):
@@ -207,9 +262,14 @@ def test_gpu_buffers_travel_and_are_validated_on_the_receivers_gpu():
 
 # Catches: a rank waiting for its pair's turn gives up on rank 0, busy with earlier pairs
 # and beating all along, after --mpi-timeout (the later ranks of a big fleet all did)
-def test_a_pair_waits_past_its_timeout_while_its_peer_beats():
-    (row,), received = _gpu_buffer_exchange(timeout_s=0.3, sender_late_s=1.0)
-    assert row.valid and received == []
+def test_a_pair_waits_past_its_timeout_while_its_peer_beats(monkeypatch):
+    clock = SteppedClock()
+    monkeypatch.setattr(comm_module, "time", clock)
+    sent, received = _gpu_buffer_exchange(busy_clock=clock, busy_timeouts=3)
+    assert received == [], received  # not a FleetTimeout: it waited as long as rank 0 beat
+    assert clock.offset == 3 * EXCHANGE_TIMEOUT_S  # for three of its timeouts
+    (row,) = sent
+    assert row.valid
 
 
 # Catches: two ranks of one node measured over shared memory, shown as the network's figure
@@ -223,21 +283,19 @@ def test_a_pair_on_one_node_says_it_is_not_the_network():
 @pytest.mark.parametrize("short", [0, 1])
 def test_a_rank_out_of_gpu_memory_skips_the_job_at_once_on_both_ends(short):
     """The window (16 x 1 MiB) does not fit on one rank: neither end waits for the other's
-    messages (the loopback's timeout is 10 s; the job must not get there)."""
+    messages (a wait for them would end only in its timeout, which neither end reached)."""
     memory = [1 << 30, 1 << 30]
     memory[short] = 4 * MiB
-    started = time.monotonic()
     sent, received = _gpu_buffer_exchange(memory=tuple(memory))
-    assert time.monotonic() - started < 5
+    assert not _waited_for_nothing(sent) and not _waited_for_nothing(received)
     assert isinstance(sent, NotRun) and sent.status == "skipped"
     assert f"do not fit: rank {short}: gpu0:" in str(sent)
     assert received == []
 
 
 def test_a_rank_whose_gpu_fails_tells_its_peer_and_both_report_at_once():
-    started = time.monotonic()
     sent, received = _gpu_buffer_exchange(broken=1)
-    assert time.monotonic() - started < 5
+    assert not _waited_for_nothing(sent) and not _waited_for_nothing(received)
     assert isinstance(received, RuntimeError) and "cudaErrorLaunchFailure" in str(received)
     assert isinstance(sent, RuntimeError) and not isinstance(sent, NotRun)
     assert str(sent) == ("the receiver could not set up its buffers: rank 1: RuntimeError: "
