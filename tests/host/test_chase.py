@@ -56,17 +56,27 @@ def _started(target):
     return thread, result
 
 
+def _ran_after(thread: threading.Thread, cpu_s: float) -> None:
+    """Return once `thread` has spent `cpu_s` of CPU time from now: however loaded the
+    machine, it then ran that long after whatever this thread did before the call."""
+    clock = time.pthread_getcpuclockid(thread.ident)
+    start, guard = time.clock_gettime(clock), time.monotonic() + 120
+    while time.clock_gettime(clock) - start < cpu_s:
+        assert thread.is_alive() and time.monotonic() < guard, "the load thread stopped running"
+        time.sleep(0.001)
+
+
 def test_the_load_runs_from_go_until_stop_set_by_another_thread():
     data = np.ones(1 << 16, dtype=np.int64)
     chase.stream_load(data, np.ones(2, dtype=np.int64), 1024, 0)  # compiled before timing
     control = np.zeros(2, dtype=np.int64)
     thread, result = _started(lambda: chase.stream_load(data, control, 1024, 0))
-    time.sleep(0.05)
+    _ran_after(thread, 0.02)
     assert thread.is_alive()  # waiting for GO
     control[chase.GO] = 1
-    time.sleep(0.05)
+    _ran_after(thread, 0.02)  # loads since GO, however late the thread was scheduled
     control[chase.STOP] = 1
-    thread.join(10)
+    thread.join(120)
     assert not thread.is_alive() and result[0] > 0
 
 
@@ -75,7 +85,7 @@ def test_the_load_gives_up_waiting_when_the_chase_stops_first():
     thread, result = _started(
         lambda: chase.stream_load(np.ones(4096, dtype=np.int64), control, 1024, 10))
     control[chase.STOP] = 1
-    thread.join(10)
+    thread.join(120)  # a guard: it ends at once (a Numba cache miss compiles first)
     assert not thread.is_alive() and result == [0]
 
 
