@@ -134,7 +134,9 @@ def test_the_threshold_is_stated_as_the_verdicts_margin():
 
 # -- real processes -----------------------------------------------------------------------
 
-LOOP = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end: pass\n"
+LOOP = ("import time\nend = time.monotonic() + 120\nprint('spinning', flush=True)\n"
+        "while time.monotonic() < end: pass\n")
+"""A busy loop that says when it spins (it stops by itself, should the test not kill it)."""
 
 
 REAL_STAT = Path("/proc/stat")
@@ -145,16 +147,18 @@ def test_busy_loops_on_every_core_make_a_real_window_busy():
     """Other processes that spin on every core while bwprof waits: whatever else the
     machine runs, they take most of its cores (load only adds to that)."""
     cpus = frozenset(os.sched_getaffinity(0))
-    loops = [subprocess.Popen([sys.executable, "-c", LOOP]) for _ in cpus]
+    loops = [subprocess.Popen([sys.executable, "-c", LOOP], stdout=subprocess.PIPE, text=True)
+             for _ in cpus]
     try:
-        time.sleep(0.3)  # the loops start
+        for loop in loops:  # however long Python takes to start on a loaded machine
+            assert loop.stdout is not None and loop.stdout.readline() == "spinning\n"
         watch = busy.BusyWindow(cpus, stat=REAL_STAT)
         time.sleep(0.5)
         reading = watch.stop()
     finally:
         for loop in loops:
             loop.kill()
-            loop.wait()
+            loop.communicate()  # waits, and closes its pipe
     assert reading is not None and reading.busy and reading.others_pct > 40
 
 
