@@ -74,14 +74,15 @@ def test_a_fifo_named_like_the_lock_neither_blocks_nor_counts_as_a_run(tmp_path)
 # looked in that instant took the unheld lock over, and both ran in one folder
 def test_a_lock_is_never_seen_unlocked_while_it_is_being_claimed(tmp_path, monkeypatch):
     import threading
-    import time
 
     real_link = os.link
+    published, looked = threading.Event(), threading.Event()
 
     def slow_after_link(source, target):
         real_link(source, target)
         if threading.current_thread().name == "first":
-            time.sleep(0.3)  # preempted just after the lock is published
+            published.set()  # preempted just after the lock is published,
+            looked.wait(120)  # until the second run has looked (a guard, should it hang)
 
     monkeypatch.setattr(os, "link", slow_after_link)
     outcomes: dict[str, object] = {}
@@ -94,9 +95,12 @@ def test_a_lock_is_never_seen_unlocked_while_it_is_being_claimed(tmp_path, monke
 
     first = threading.Thread(target=take, args=("first",), name="first")
     first.start()
-    time.sleep(0.1)
-    take("second")  # sees the published lock: it must already be held
-    first.join()
+    try:
+        assert published.wait(120), "the first claim never published its lock"
+        take("second")  # sees the published lock: it must already be held
+    finally:
+        looked.set()
+        first.join()
     assert isinstance(outcomes["first"], runlock.RunLock), outcomes
     assert isinstance(outcomes["second"], runlock.FolderTaken)
     assert "still running" in str(outcomes["second"])
