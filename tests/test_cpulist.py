@@ -69,7 +69,7 @@ def test_process_affinity_moves_every_thread_and_restores_each():
             assert placed
             assert set(_masks()[worker.native_id]) == one  # not only the calling thread
             late.start()
-            assert started.wait(5), "the thread born inside the block did not start"
+            assert started.wait(120), "the thread born inside the block did not start"
         assert _masks()[worker.native_id] == original[worker.native_id]
         assert os.sched_getaffinity(0) == before
         assert _masks()[born_inside[0]] == before  # born inside the block, restored as well

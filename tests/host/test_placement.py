@@ -208,7 +208,7 @@ def test_backing_pages_reads_smaps_only_up_to_the_first_mapping_above_the_arrays
         with open(fifo, "wb") as handle:
             handle.write(text)
             handle.flush()
-            done.wait(30)
+            done.wait(300)  # a guard: the test says when it is done
         closed.set()
 
     writer = threading.Thread(target=write)

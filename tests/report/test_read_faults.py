@@ -42,7 +42,7 @@ def deadline():
         raise TimeoutError("a read blocked")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(30)
+    signal.alarm(300)  # against a blocked read, never a time limit on a slow (loaded) one
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)

@@ -106,7 +106,7 @@ def test_a_fifo_as_the_spec_is_refused_without_waiting_for_a_writer(tmp_path):
     outcome: list[BaseException] = []
     reader = threading.Thread(target=lambda: _capture(outcome, fifo), daemon=True)
     reader.start()
-    reader.join(10)
+    reader.join(120)  # a guard: it is refused at once
     if reader.is_alive():  # free the blocked open before failing
         with open(fifo, "wb"):
             pass
