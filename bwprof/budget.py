@@ -2,9 +2,11 @@
 
 The steps are tried in order, what costs the figures least first, each kept only where it
 shortens the estimate: the counter windows (the rows keep their counters, fewer samples of
-them), the latency sweeps by 4x instead of 2x, the GPU pairs as a ring instead of every
-ordered pair, every other transfer size (the largest kept: the headline figures are
-measured there), the pipeline's smaller chunks, and fewer repeats (down to MIN_REPEATS).
+them), the size sweeps on every GPU but the first (the others measured at the largest
+size), the latency sweeps by 4x instead of 2x, the GPU pairs as a ring instead of every
+ordered pair, the pageable sizes past the transfer sizes, every other transfer size (the
+largest kept: the headline figures are measured there; twice), the pipeline's smaller
+chunks, and fewer repeats (halved, twice, down to MIN_REPEATS).
 Every case still runs. Where even all of them leave the plan over the budget, the smallest
 plan runs and the note says by how much it is over.
 """

@@ -182,8 +182,8 @@ class Plan:
     """GPUs whose cases sweep every size: all, or (the quick preset, `--budget`) the first
     only, the others measured at each case's largest size (its headline point)."""
     pairs: Literal["all", "ring"] = "all"
-    """GPU pairs measured at the matrix size: every ordered pair, or (`--budget`) a ring,
-    each GPU to the next, both ways."""
+    """GPU pairs measured at the matrix size: every ordered pair, or (the quick preset,
+    `--budget`) a ring, each GPU to the next, both ways."""
     counter_windows: bool = True
     """Large rows repeat their work for a counter window while telemetry samples;
     `--budget` may drop the windows (the rows keep their counters, fewer of them)."""
