@@ -35,6 +35,12 @@ SM_BESIDE_ENGINE = {"h2d_sm": "h2d_pinned", "d2h_sm": "d2h_pinned", "d2d_sm": "d
 SM_SHARE = 0.8
 """An SM copy must reach at least this share of its copy engine's figure (or beat it): with
 four loads in flight per thread on a full grid it should saturate the same link."""
+SM_SHARE_OF_PATH = {"h2d_sm": 0.55}
+"""Paths where published figures put the SM copy well under the copy engine, so `SM_SHARE`
+would fail a healthy box. h2d_sm: the SMs' loads from host memory cross PCIe as reads, whose
+completions cap them; nvbandwidth's own H100 runs give host_to_device_memcpy_sm 35.2 GB/s
+against device_to_host_memcpy_sm 52.8 and a copy engine's ~55 (NVIDIA/nvbandwidth issue 24,
+also seen on H20 and H800): 0.64 of the copy engine, held here with a margin at 0.55."""
 GATED_CASES = SINGLE_GPU_CASES - {"h2d_pageable", "d2h_pageable"}
 GATE_TOO_SHORT = "gate too short"
 BIG = 256 * MiB
@@ -266,7 +272,8 @@ def test_pinned_is_not_slower_than_pageable_at_256_mib(real_gpu, device_run):
 
 def test_sm_copies_keep_up_with_the_copy_engine(real_gpu, device_run):
     """Beyond the cache (256 MiB; a pair at the matrix size), each SM copy's figure, counted
-    once per byte copied, is within 20% of its copy engine's row or better, per path;
+    once per byte copied, is within 20% of its copy engine's row or better, per path (h2d_sm:
+    within its published share, `SM_SHARE_OF_PATH`);
     pairs only where the box has two GPUs (else both are waived)."""
     frame = _ok(device_run.results)
     compared = 0
@@ -281,7 +288,8 @@ def test_sm_copies_keep_up_with_the_copy_engine(real_gpu, device_run):
             if len(same) != 1:
                 continue
             ce, sm = same.iloc[0]["copy_gbps_best"], row["copy_gbps_best"]
-            assert sm >= SM_SHARE * ce, (sm_case, row["device"], row["size_bytes"], sm, ce)
+            share = SM_SHARE_OF_PATH.get(sm_case, SM_SHARE)
+            assert sm >= share * ce, (sm_case, row["device"], row["size_bytes"], sm, ce, share)
             compared += 1
     assert compared >= 3, "h2d_sm, d2h_sm and d2d_sm at 256 MiB were not all compared"
 
