@@ -66,12 +66,21 @@ on Hopper), so a copy over a link fills the GPU as nvbandwidth's SM copies do.""
 SM_COPY_ELEMENT_BYTES = 8
 
 
-def sm_copy_blocks(elements: int, multiprocessors: int) -> int:
-    """The SM copy's grid: SM_COPY_BLOCKS_PER_SM blocks on every SM, fewer where the copy
-    is too small to give each thread its SM_COPY_UNROLL elements (at least one block)."""
+def sm_copy_resident(multiprocessors: int) -> int:
+    """SM copy blocks the GPU holds at once: SM_COPY_BLOCKS_PER_SM on every SM."""
+    return SM_COPY_BLOCKS_PER_SM * max(1, multiprocessors)
+
+
+def sm_copy_blocks(elements: int, multiprocessors: int, grids: int = 1) -> int:
+    """The SM copy's grid: its share of the resident blocks (`sm_copy_resident`) when
+    `grids` SM copies run at once on the GPU (one_to_all's, one a peer), so every grid's
+    blocks are resident together and the copies run at once (a full grid each would take
+    every slot, the next grid starting as the first retires); fewer where the copy is too
+    small to give each thread its SM_COPY_UNROLL elements (at least one block)."""
     per_block = SM_COPY_THREADS * SM_COPY_UNROLL
     needed = -(-elements // per_block)
-    return max(1, min(needed, SM_COPY_BLOCKS_PER_SM * max(1, multiprocessors)))
+    share = sm_copy_resident(multiprocessors) // max(1, grids)
+    return max(1, min(needed, share))
 
 
 FMA_CHAINS = 8

@@ -12,7 +12,7 @@ import mmap
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,28 @@ def _shared(starts: Sequence[float], alone: Sequence[float],
     return [end for end in ends if end is not None]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """A kernel launch inside a sample: the kernel, its device and stream (`id`), and its
+    grid (`blocks`; None: the kernel's own)."""
+
+    kernel: str
+    device: int
+    stream: int
+    blocks: int | None
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One `time_sample` as the case issued it, kept where a test asks
+    (`SimBackend(record=True)`): each stream's operations, warm-up included (what the host
+    enqueues while the gate holds), and the kernels launched on them, which a GPU runs at
+    once."""
+
+    ops: tuple[int, ...]
+    launches: tuple[Launch, ...]
+
+
 class SimDeviceArray(np.ndarray):
     """A NumPy array that remembers which simulated device it lives on."""
 
@@ -142,7 +164,7 @@ class SimBackend:
     def __init__(self, devices: int | None = None, memory_bytes: int = SIM_MEMORY_BYTES,
                  start_skew_s: float = 0.0, contention: float | None = None,
                  op_seconds: Callable[[Work], float] | None = None,
-                 gpus: Sequence[DescribedGpu] | None = None) -> None:
+                 gpus: Sequence[DescribedGpu] | None = None, record: bool = False) -> None:
         """`devices` simulated GPUs (default 2; four or eight prove the pattern cases'
         expansion), or one for each of `gpus`: GPUs described in a file (a machine shape,
         `bwprof.described`), simulated with their name, SM count, compute capability, copy
@@ -158,7 +180,10 @@ class SimBackend:
         clock, each at 1 / (1 + contention x (n - 1)) of its own speed while n of them run
         (streams sharing a link), instead of one after another; `op_seconds` gives one
         operation's time alone on a stream for a work (default: the CPU time it took), so a
-        test can make one stream slower than another."""
+        test can make one stream slower than another. `record`: keep every sample's
+        `SampleRecord` in `recorded`, so a test sees what one sample enqueues and launches."""
+        self.recorded: list[SampleRecord] | None = [] if record else None
+        self._launches: list[Launch] | None = None
         self.gpus = tuple(gpus) if gpus is not None else None
         if self.gpus is not None and devices is not None and devices != len(self.gpus):
             raise ValueError(f"{devices} simulated devices asked for {len(self.gpus)} "
@@ -237,6 +262,8 @@ class SimBackend:
         np.copyto(np.asarray(dst)[:nbytes], np.asarray(src)[:nbytes])
 
     def launch(self, kernel: str, stream: Any, *args: Any, blocks: int | None = None) -> None:
+        if self._launches is not None:
+            self._launches.append(Launch(kernel, int(stream.device_id), id(stream), blocks))
         arrays = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
         if kernel == "chase":
             chain, state, steps = arrays
@@ -289,6 +316,17 @@ class SimBackend:
         return out
 
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
+        if self.recorded is None:
+            return self._time_sample(works)
+        self._launches = []
+        try:
+            return self._time_sample(works)
+        finally:
+            self.recorded.append(SampleRecord(tuple(w.warmup + w.ops for w in works),
+                                              tuple(self._launches)))
+            self._launches = None
+
+    def _time_sample(self, works: Sequence[Work]) -> Sample:
         for work in works:  # the warm-ups, untimed, before any timed part (as on a GPU)
             for _ in range(work.warmup):
                 work.enqueue()

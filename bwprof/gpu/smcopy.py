@@ -6,7 +6,9 @@ p2p_write_sm, p2p_bidir_sm); and the copy engine's peer copy driven by the desti
 NCCL and most applications move data with SM kernels, not copy engines, and the two can
 differ by a lot on the same link, so each path is measured both ways (nvbandwidth's _sm
 cases). The kernel is `kernels.sm_copy`: four 8-byte loads in flight per thread before its
-stores, on a grid of every thread the GPU holds (`kernel_params.sm_copy_blocks`). Its arrays
+stores, on a grid of every thread the GPU holds (`kernel_params.sm_copy_blocks`), or, where
+several copies run at once on one GPU (one_to_all, all_to_one), on each copy's share of it, so
+all their blocks are resident together and they do run at once. Its arrays
 are the very pointers the host holds, viewed for the kernel's GPU (`backend.chase_view`:
 a device array, a peer's with peer access on, or pinned host memory under unified
 addressing), so no CuPy call is needed here. Every copy is validated against its source's
@@ -24,7 +26,7 @@ from bwprof.gpu.backend import GpuBackend, Work
 from bwprof.gpu.buffers import device_mismatches, upload_pattern
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import CaseRun
-from bwprof.gpu.kernel_params import SM_COPY_ELEMENT_BYTES, sm_copy_blocks
+from bwprof.gpu.kernel_params import SM_COPY_ELEMENT_BYTES, sm_copy_blocks, sm_copy_resident
 from bwprof.gpu.sampling import take_samples
 from bwprof.gpu.transfers import (
     CONTENDED_NOTE,
@@ -50,15 +52,17 @@ def _elements(size: int) -> int:
 
 class SmCopy:
     """One SM copy dst = src by a kernel on `device` (src and dst anywhere that GPU reaches:
-    its memory, a peer's, pinned host memory), launched on `stream` over a full grid."""
+    its memory, a peer's, pinned host memory), launched on `stream` over a full grid, or
+    over its share of one where `grids` SM copies run at once on that GPU."""
 
     def __init__(self, backend: GpuBackend, device: GpuDevice, dst: Any, src: Any, size: int,
-                 stream: Any) -> None:
+                 stream: Any, grids: int = 1) -> None:
         elements = _elements(size)
         self.backend, self.stream = backend, stream
         self.src = backend.chase_view(src[:size], device.index)
         self.dst = backend.chase_view(dst[:size], device.index)
-        self.blocks = sm_copy_blocks(elements, device.properties.multiprocessors)
+        self.resident = sm_copy_resident(device.properties.multiprocessors)
+        self.blocks = sm_copy_blocks(elements, device.properties.multiprocessors, grids)
 
     def work(self, ops: int) -> Work:
         launch = partial(self.backend.launch, "sm_copy", self.stream, self.src, self.dst,
@@ -176,11 +180,14 @@ def peer_write_sm(run: CaseRun) -> list[Measurement]:
 class SmPeerCopy:
     """A pattern's peer copy (`transfers.PeerCopy`: its buffers, stream and check) done by an
     SM kernel on the pattern's GPU: the writer's kernel stores into the peer (one_to_all),
-    the reader's loads from it (all_to_one)."""
+    the reader's loads from it (all_to_one). `grids`: the pattern's copies, all on that GPU
+    at once, each kernel on its share of the resident blocks."""
 
-    def __init__(self, backend: GpuBackend, device: GpuDevice, copy: PeerCopy) -> None:
+    def __init__(self, backend: GpuBackend, device: GpuDevice, copy: PeerCopy,
+                 grids: int) -> None:
         self.copy = copy
-        self.sm = SmCopy(backend, device, copy.target, copy.source, copy.size, copy.stream)
+        self.sm = SmCopy(backend, device, copy.target, copy.source, copy.size, copy.stream,
+                         grids=grids)
 
     def work(self, ops: int) -> Work:
         return self.sm.work(ops)
@@ -194,7 +201,9 @@ def one_to_all(run: CaseRun) -> list[Measurement]:
     `copy_engine`, `transfers.one_to_all`), then the same copies on the same buffers and
     streams by SM kernels on the job's GPU (phase `sm`), the targets zeroed between them so
     each variant's check proves its own copies. Each row is its pass's aggregate on one
-    clock. Where the SM variant cannot run, the copy engine's row says why."""
+    clock. The SM kernels share the GPU's resident blocks (`kernel_params.sm_copy_blocks`
+    with one grid a peer): a full grid each would hold every slot and run the peers one
+    after another. Where the SM variant cannot run, the copy engine's row says why."""
     copies, label, what = transfers.pattern_copies(run)
     names, peak = transfers._names(run.devices), transfers._link_peak(run.device)
     engine = [replace(row, phase="copy_engine") for row in transfers._aggregate(
@@ -202,10 +211,13 @@ def one_to_all(run: CaseRun) -> list[Measurement]:
     for copy in copies:
         copy.clear()
     try:
-        kernels = [SmPeerCopy(run.pool.backend, run.device, copy) for copy in copies]
+        kernels = [SmPeerCopy(run.pool.backend, run.device, copy, grids=len(copies))
+                   for copy in copies]
+        first = kernels[0].sm
         sm = transfers._aggregate(
             run, kernels, label, names, "p2p", peak,
-            f"SM kernels on {run.device.label}, {kernels[0].sm.blocks} blocks each; {what}")
+            f"SM kernels on {run.device.label}, {first.blocks} blocks each of "
+            f"{first.resident} resident; {what}")
     except NotRun as exc:
         return [replace(row, note=join_notes(row.note, f"SM variant not run: {exc.reason}"))
                 for row in engine]

@@ -162,3 +162,45 @@ def test_each_one_to_all_variant_is_validated_on_its_own(monkeypatch):
         assert engine["status"] == "ok" and "validation failed" not in engine["note"], case
         assert "validation failed" in sm["note"], case
         assert sm["status"] != "ok" or "invalid" in sm["flags"], case
+
+
+H200_BOX = "hgx-8xh200"
+
+
+def _concurrent_sm_blocks(record):
+    """Per GPU, the SM copy blocks one sample keeps in flight at once: each stream's grid
+    (its kernels run one after another on it), summed over the streams (they run at once)."""
+    per_stream = {}
+    for launch in record.launches:
+        if launch.kernel == "sm_copy":
+            key = (launch.device, launch.stream)
+            per_stream[key] = max(per_stream.get(key, 0), launch.blocks)
+    per_device = {}
+    for (device, _), blocks in per_stream.items():
+        per_device.setdefault(device, []).append(blocks)
+    return per_device
+
+
+# Catches: one_to_all / all_to_one's SM kernels each launched over a full grid (every
+# resident block of the GPU), so the first grid holds every slot and the peers run one
+# after another
+def test_sm_patterns_grids_fit_on_the_gpu_together():
+    """On an HGX box's eight H200 (132 SMs each), a 16 MiB copy fills a full grid (8 x 132
+    blocks, every one the GPU holds), so seven of them would hold the GPU seven times over:
+    each kernel gets its share, and every sample's grids on a GPU fit there together."""
+    from bwprof.gpu.kernel_params import sm_copy_resident
+    from tests.shapes import shape
+
+    gpus = shape(H200_BOX).gpus
+    backend = SimBackend(gpus=gpus, memory_bytes=256 << 20, record=True)
+    frame = _run(backend, "one_to_all,all_to_one")
+    for case in ("one_to_all", "all_to_one"):
+        rows = _ok(frame, case)
+        assert list(rows[rows["size_bytes"] == 16 * MiB]["phase"]) == ["copy_engine", "sm"]
+    resident = sm_copy_resident(gpus[0].properties.multiprocessors)
+    seven = 0
+    for record in backend.recorded:
+        for device, grids in _concurrent_sm_blocks(record).items():
+            assert sum(grids) <= resident, (device, grids)
+            seven += len(grids) == 7
+    assert seven  # the samples with all seven peers' kernels at once were seen
