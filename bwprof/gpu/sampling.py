@@ -3,8 +3,9 @@
 Each sample issues K operations back to back per stream, with K chosen from a warm-up so a
 sample lasts about TARGET_SAMPLE_S (times the backend's `sample_scale`: 1 on a GPU) — far
 beyond launch and event overhead, even for 4 KiB copies — but never more than MAX_OPS, so
-the queue cannot fill while the gate holds it.
-A sample whose enqueue outlasted the gate is taken again with a longer hold.
+the queue cannot fill while the gate holds it, and never so many across a sample's streams
+that issuing them could outlast the gate (`stream_ops_ceiling`: p2p_all_pairs on eight GPUs
+has 56 streams). A sample whose enqueue outlasted the gate is taken again with a longer hold.
 
 Every sample queues untimed warm-up operations on each stream behind the gate, before its
 start event (`Work.warmup`): up to WARMUP_OPS, as nvbandwidth's WARMUP_COUNT, fewer where one
@@ -40,6 +41,18 @@ WARMUP_S = 0.001
 """Warm-up operations stop at this much work: one 256 MiB copy (5 ms) is warm-up enough."""
 HOLD_US = 2_000
 MAX_HOLD_US = 128_000
+ENQUEUE_CALL_S = 10e-6
+"""What one call that enqueues GPU work (a copy, a kernel launch, an event made, recorded or
+waited on) costs the host, from Python through CuPy or Numba, taken high: p2p_all_pairs on
+eight GPUs issued 56 streams x 260 copies and 3,080 event waits (17,640 calls) in 40-110 ms,
+2.3-6.2 us a call."""
+STREAM_CALLS = 8
+"""Calls a sample makes per stream besides its operations: the wait on the gate, the warm-up's
+end event (made, recorded), the wait before the timed part, the start and end events (made,
+recorded); a constant, with the runtime's start barrier, not one wait per other stream."""
+MAX_SAMPLE_CALLS = int(MAX_HOLD_US / 2 / 1e6 / ENQUEUE_CALL_S)
+"""Calls one sample may make behind the gate (6,400): at ENQUEUE_CALL_S each, issuing them
+takes at most half the gate's longest hold, so every sample can be covered with room left."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +72,20 @@ class Sampled:
     where one ran, else from the warm-up to the last sample."""
     window_ops: int = 0
     """Operations per stream issued in `window_s` (`total_ops` also counts the rest)."""
+    ops_ceiling: int | None = None
+    """`stream_ops_ceiling` where it cut the operations per sample below what the sample's
+    length asked for (None: it did not): the samples are shorter than TARGET_SAMPLE_S."""
 
     def note(self) -> str:
-        if not self.uncovered:
-            return ""
-        return (f"{self.uncovered} sample(s) started before all work was enqueued "
-                f"(gate too short even at {MAX_HOLD_US} us)")
+        notes = []
+        if self.ops_ceiling is not None:
+            streams = len(self.per_stream_s)
+            notes.append(f"{self.ops_ceiling} operations per stream per sample at most, so "
+                         f"{streams} streams' enqueue stays inside the gate")
+        if self.uncovered:
+            notes.append(f"{self.uncovered} sample(s) started before all work was enqueued "
+                         f"(gate too short even at {MAX_HOLD_US} us)")
+        return "; ".join(notes)
 
 
 def ops_for(seconds_per_op: float, target_s: float = TARGET_SAMPLE_S) -> int:
@@ -72,6 +93,15 @@ def ops_for(seconds_per_op: float, target_s: float = TARGET_SAMPLE_S) -> int:
     if seconds_per_op <= 0:
         return MAX_OPS
     return max(1, min(MAX_OPS, math.ceil(target_s / seconds_per_op)))
+
+
+def stream_ops_ceiling(streams: int) -> int:
+    """Most timed operations per stream in a sample of `streams` streams: with its WARMUP_OPS
+    warm-up operations and STREAM_CALLS other calls a stream, the sample's calls stay within
+    MAX_SAMPLE_CALLS (MAX_OPS at most, 1 at least). Each operation keeps its size, so the
+    bytes counted are the bytes copied; only the sample gets shorter."""
+    per_stream = MAX_SAMPLE_CALLS // max(1, streams) - WARMUP_OPS - STREAM_CALLS
+    return max(1, min(MAX_OPS, per_stream))
 
 
 def warmup_ops(seconds_per_op: float) -> int:
@@ -107,7 +137,8 @@ def take_samples(
     counter_window_s: float = 0.0,
 ) -> Sampled:
     """Warm up with one op per stream (itself behind one untimed op), choose K (unless `ops`
-    fixes it, so parts measured alone and together do the same work) and the warm-up ops,
+    fixes it, so parts measured alone and together do the same work; else no more than
+    `stream_ops_ceiling` of the sample's streams allows) and the warm-up ops,
     take `samples` timed samples, each behind its untimed warm-up, then run the counter
     window if `counter_window_s` asks for one. `total_ops` counts the warm-up ops too:
     they move bytes inside the window the counters are joined on."""
@@ -115,7 +146,11 @@ def take_samples(
     began = time.monotonic()
     warm = backend.time_sample(_warmed(make_works(1), 1), gate, hold_us)
     total_ops = 2
-    ops = ops or ops_for(max(warm.seconds), TARGET_SAMPLE_S * backend.sample_scale)
+    ceiling = None
+    if not ops:
+        wanted = ops_for(max(warm.seconds), TARGET_SAMPLE_S * backend.sample_scale)
+        ops = min(wanted, stream_ops_ceiling(len(warm.seconds)))
+        ceiling = ops if ops < wanted else None
     warmup = warmup_ops(max(warm.seconds))
     per_stream: list[list[float]] = [[] for _ in warm.seconds]
     spans: list[float] = []
@@ -149,4 +184,5 @@ def take_samples(
         covered=tuple(covered),
         window_s=window,
         window_ops=window_ops,
+        ops_ceiling=ceiling,
     )

@@ -204,3 +204,26 @@ def test_sm_patterns_grids_fit_on_the_gpu_together():
             assert sum(grids) <= resident, (device, grids)
             seven += len(grids) == 7
     assert seven  # the samples with all seven peers' kernels at once were seen
+
+
+def _fast_op(work):
+    """Every simulated operation 0.1 us alone: the sample length alone would ask for
+    thousands of operations a stream (MAX_OPS of them, before the ceiling)."""
+    return 1e-7
+
+
+# Catches: p2p_all_pairs on eight GPUs enqueuing 56 streams x (4 + 256) copies in one sample,
+# 40-110 ms of host issue time against the gate's 128 ms: samples lost as uncovered
+def test_all_pairs_enqueue_per_sample_stays_inside_the_gate():
+    from bwprof.gpu.sampling import MAX_SAMPLE_CALLS, STREAM_CALLS
+
+    backend = SimBackend(devices=8, memory_bytes=64 << 20, op_seconds=_fast_op, record=True)
+    frame = _run(backend, "p2p_all_pairs")
+    rows = _ok(frame, "p2p_all_pairs")
+    assert len(rows) and (rows["streams"] == 56).all()
+    assert (rows["ops_per_sample"] < 256).all()  # the ceiling cut them, and says so:
+    assert rows["note"].str.contains("operations per stream per sample at most").all()
+    wide = [r for r in backend.recorded if len(r.ops) == 56]
+    assert wide
+    for record in wide:
+        assert sum(record.ops) + STREAM_CALLS * len(record.ops) <= MAX_SAMPLE_CALLS
