@@ -22,7 +22,7 @@ from bwprof.gpu.buffers import (
     host_mismatches,
     upload_pattern,
 )
-from bwprof.gpu.devices import GpuDevice
+from bwprof.gpu.devices import GpuDevice, host_ceiling
 from bwprof.gpu.job import CaseRun
 from bwprof.gpu.sampling import Sampled, take_samples
 from bwprof.measurement import Measurement, NotRun, join_notes
@@ -164,7 +164,9 @@ def one_way(run: CaseRun) -> list[Measurement]:
 
 
 def bidirectional(run: CaseRun) -> list[Measurement]:
-    """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum."""
+    """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum,
+    the sum from the samples whose gate held (as every aggregate: `_gated_total_per_sample`),
+    none where no gate held."""
     pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
     counter_window_s = run.counter_window_s
     up = HostEnd(pool, device, size, True, to_device=True, slot=0)
@@ -175,18 +177,22 @@ def bidirectional(run: CaseRun) -> list[Measurement]:
     alone = contended(pool.backend, [up.work, down.work], sampled, samples)
     up_problem, down_problem = up.problem(), down.problem()
     peak = device.peak_pcie_gbps
-    return [
+    rows = [
         _row(case, device, device.label, device.name, size, alone[0].per_stream_s[0], size,
              alone[0], direction="h2d", streams=2, peak=peak, valid=not up_problem,
              note=join_notes(up_problem, CONTENDED_NOTE)),
         _row(case, device, device.label, device.name, size, alone[1].per_stream_s[1], size,
              alone[1], direction="d2h", streams=2, peak=peak, valid=not down_problem,
              note=join_notes(down_problem, CONTENDED_NOTE)),
-        _row(case, device, device.label, device.name, size, sampled.span_s, 2 * size, sampled,
-             direction="both", streams=2, peak=2 * peak if peak else None,
-             valid=not (up_problem or down_problem), note=join_notes(up_problem, down_problem,
-                                                                "sum of both directions")),
     ]
+    together = _gated_total_per_sample(sampled)
+    if not together:
+        return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
+    return [*rows, _row(
+        case, device, device.label, device.name, size, together, 2 * size, sampled,
+        direction="both", streams=2, peak=2 * peak if peak else None,
+        valid=not (up_problem or down_problem),
+        note=join_notes(up_problem, down_problem, "sum of both directions"))]
 
 
 def within_device(run: CaseRun) -> list[Measurement]:
@@ -227,17 +233,17 @@ def all_devices(run: CaseRun) -> list[Measurement]:
              note=join_notes(problems[i], doubled))
         for i, d in enumerate(devices)
     ]
-    peaks = [d.peak_pcie_gbps for d in devices]
+    ceiling = host_ceiling(devices)  # GPUs behind one uplink share it
     names = sorted({d.name for d in devices})
     together = _gated_total_per_sample(sampled)
     if not together:
         return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
         case, None, "all", " + ".join(names), size, together,
-        size * len(devices), sampled, streams=len(devices),
-        peak=sum(p for p in peaks if p) if all(peaks) else None,
+        size * len(devices), sampled, streams=len(devices), peak=ceiling.gbps,
         valid=not any(problems),
-        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s) on one clock"),
+        note=join_notes(*problems, f"aggregate of {len(devices)} GPU(s) on one clock",
+                        ceiling.note),
     ))
     return rows
 
@@ -415,10 +421,11 @@ def host_all_bidir(run: CaseRun) -> list[Measurement]:
     host buffers on each GPU's NUMA node); one aggregate of all of it on one clock."""
     paths = [HostEnd(run.pool, d, run.size, True, to_device=to_device, slot=slot)
              for d in run.devices for slot, to_device in ((0, True), (1, False))]
-    peaks = [d.peak_pcie_gbps for d in run.devices]
-    peak = 2 * sum(p for p in peaks if p) if all(peaks) else None
+    ceiling = host_ceiling(run.devices)  # one direction; GPUs behind one uplink share it
+    peak = 2 * ceiling.gbps if ceiling.gbps else None
     rows = _aggregate(run, paths, "all", _names(run.devices), "both", peak,
-                      f"aggregate of {len(run.devices)} GPU(s), both directions, on one clock",
+                      join_notes(f"aggregate of {len(run.devices)} GPU(s), both directions, "
+                                 "on one clock", ceiling.note),
                       host_memory=True)
     return [replace(row, numa_node=None) for row in rows]
 

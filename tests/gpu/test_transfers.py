@@ -123,3 +123,39 @@ def test_an_allocation_that_fails_is_a_skipped_row_not_an_error():
     assert [r.status for r in big] == ["skipped"]
     assert big[0].note.startswith("16 MiB does not fit: gpu0: 16777216 bytes requested")
     assert {r.status for r in rows if r.size_bytes == MiB} == {"ok"}
+
+
+class HalfGated(SimBackend):
+    """Every second sample's gate did not hold (`covered` False): its streams may have run
+    apart, shown here as a sample lasting UNGATED_S on one clock."""
+
+    UNGATED_S = 10.0
+
+    def __init__(self, every=2, **kwargs):
+        super().__init__(**kwargs)
+        self.every, self.calls = every, 0
+
+    def time_sample(self, works, gate, hold_us):
+        sample = super().time_sample(works, gate, hold_us)
+        self.calls += 1
+        if self.calls % self.every:
+            return sample
+        return replace(sample, covered=False, total_s=self.UNGATED_S)
+
+
+# Catches: bidir_pinned's `both` row taking every sample's time on one clock, the samples
+# its gate did not cover among them (the other aggregates keep only covered ones)
+def test_the_bidirectional_sum_keeps_only_samples_its_gate_covered(monkeypatch):
+    from bwprof.gpu import sampling
+
+    monkeypatch.setattr(sampling, "MAX_HOLD_US", sampling.HOLD_US)  # no retake: kept as is
+    rows = [r for r in _run_rows(HalfGated(devices=1), "bidir_pinned")
+            if r.status == "ok" and r.size_bytes == MiB]
+    both = [r for r in rows if r.direction == "both"]
+    assert len(both) == 1
+    assert both[0].time_median_s < HalfGated.UNGATED_S / 1000 / both[0].ops_per_sample
+    assert "started before all work was enqueued" in both[0].note
+    never = [r for r in _run_rows(HalfGated(devices=1, every=1), "bidir_pinned")
+             if r.status == "ok" and r.size_bytes == MiB]
+    assert {r.direction for r in never} == {"h2d", "d2h"}
+    assert all("aggregate not reported" in r.note for r in never)
