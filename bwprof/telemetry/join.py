@@ -85,9 +85,21 @@ _SPEC: tuple[tuple[str, str, str], ...] = (
 
 
 
+INTO_ONE = "all->"
+"""How a row of every other GPU's bytes into one GPU is labelled (all_to_one: 'all->gpu0')."""
+
+
 def source_device(device: str) -> str:
-    """The GPU whose counters describe a row: 'gpu0->gpu1' and 'gpu0<->gpu1' by gpu0."""
+    """The GPU whose counters describe a row: 'gpu0->gpu1' and 'gpu0<->gpu1' by gpu0, the
+    sender; 'all->gpu0' by gpu0, the receiver, whose link carries every byte of the row."""
+    if device.startswith(INTO_ONE):
+        return device[len(INTO_ONE):]
     return device.split("<->")[0].split("->")[0]
+
+
+def received(device: str) -> bool:
+    """Whether a row's counters are its GPU's bytes in, not out ('all->gpu0')."""
+    return device.startswith(INTO_ONE)
 
 
 def _number(sample: dict[str, object], name: str) -> float | None:
@@ -149,11 +161,13 @@ def _mibps_to_gbps(value: object) -> float | None:
 
 
 def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
-                 peak_gbps: float | None, host_over_pcie: bool = True) -> float | None:
+                 peak_gbps: float | None, host_over_pcie: bool = True,
+                 into: bool = False) -> float | None:
     """The bandwidth the counters imply for a row of this kind, in GB/s (None where they
     cannot say): DRAM utilisation x peak for device memory, PCIe RX for host-to-device, TX
-    for device-to-host, both for the sum, NVLink TX for GPU-to-GPU. Host copies of a GPU
-    whose host link is not PCIe (NVLink-C2C) pass no PCIe counter: None."""
+    for device-to-host, both for the sum, NVLink TX for GPU-to-GPU (RX where the row's GPU
+    is the one receiving, `into`: 'all->gpu0'). Host copies of a GPU whose host link is not
+    PCIe (NVLink-C2C) pass no PCIe counter: None."""
     if not host_over_pcie and direction in ("h2d", "d2h", "both") and memory != "hbm":
         return None
     def prefer(gpm: str, plain: str) -> float | None:
@@ -172,7 +186,9 @@ def counter_gbps(counters: dict[str, object], *, direction: str, memory: str,
         tx = prefer("gpm_pcie_tx_mibps_mean", "pcie_tx_mibps_mean")
         return None if rx is None or tx is None else rx + tx
     if direction == "p2p":  # over NVLink or, without it, over PCIe: the sender's bytes out
-        sent = [counters.get(name) for name in ("nvlink_tx_mibps_mean", "gpm_pcie_tx_mibps_mean")]
+        names = (("nvlink_rx_mibps_mean", "gpm_pcie_rx_mibps_mean") if into
+                 else ("nvlink_tx_mibps_mean", "gpm_pcie_tx_mibps_mean"))
+        sent = [counters.get(name) for name in names]
         known = [number(value) for value in sent if value is not None]
         return _mibps_to_gbps(sum(known)) if known else None
     return None
@@ -238,7 +254,8 @@ def join_row(samples: Sequence[dict[str, object]], *, device: str, direction: st
     length = window[1] - window[0]
     window_gbps = window_bytes / length / 1e9 if window_bytes and length > 0 else None
     derived = counter_gbps({**counters, **_gpm_medians(gpm)}, direction=direction,
-                           memory=memory, peak_gbps=peak_gbps, host_over_pcie=host_over_pcie)
+                           memory=memory, peak_gbps=peak_gbps, host_over_pcie=host_over_pcie,
+                           into=received(device))
     if from_gpm(counters, direction=direction):
         enough = len(gpm) >= MIN_GPM_VALUES_FOR_RATIO
     else:

@@ -78,7 +78,8 @@ class TelemetrySession:
                  job_window: tuple[float, float]) -> ResultRow:
         """The row with the counters of its GPU during its operations (or its job); an
         every-GPU row (`all`) gets the sum of its GPUs' counter figures against its bytes."""
-        if not row.device.startswith("gpu") and row.device != "all":
+        row = self._flag_degraded(row)
+        if not source_device(row.device).startswith("gpu") and row.device != "all":
             return row
         window = job_window
         if measurement.window_s is not None:

@@ -255,3 +255,24 @@ def test_the_every_gpu_row_sums_its_gpus_counter_figures_against_all_bytes_moved
     c2c = join_every_gpu(samples, devices=["gpu0", "gpu1"], direction="h2d", memory="pinned",
                          window=window, window_bytes=2 * each, c2c=["gpu1"])
     assert c2c["counter_gbps"] is None and c2c["counter_ratio"] is None
+
+
+# Catches: an all_to_one row ('all->gpu1') read by the counters of a GPU named 'all' (none),
+# or by its GPU's bytes out, when every byte of the row comes in over gpu1's links
+def test_a_row_into_one_gpu_reads_that_gpus_bytes_in():
+    from bwprof.telemetry.join import source_device
+
+    assert source_device("all->gpu1") == "gpu1"
+    samples = [{"t_s": 0.1 * k, "device": "gpu1", "gpm_interval_s": 0.1,
+                "nvlink_rx_mibps": 100_000.0, "nvlink_tx_mibps": 500.0} for k in range(3, 11)]
+    samples += [{**s, "device": "gpu0", "nvlink_rx_mibps": 0.0} for s in samples]
+    window = (0.0, 1.05)
+    moved = int(100_000 * MIB * 1.05)
+    joined = join_row(samples, device="all->gpu1", direction="p2p", memory="hbm",
+                      peak_gbps=None, window=window, window_bytes=moved)
+    assert joined["telemetry_samples"] == 8
+    assert joined["counter_gbps"] == pytest.approx(100_000 * MIB / 1e9)
+    assert joined["counter_ratio"] == pytest.approx(1.0)
+    sender = join_row(samples, device="gpu1->all", direction="p2p", memory="hbm",
+                      peak_gbps=None, window=window, window_bytes=moved)
+    assert sender["counter_gbps"] == pytest.approx(500 * MIB / 1e9)  # gpu1's bytes out
