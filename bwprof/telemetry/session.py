@@ -78,7 +78,6 @@ class TelemetrySession:
                  job_window: tuple[float, float]) -> ResultRow:
         """The row with the counters of its GPU during its operations (or its job); an
         every-GPU row (`all`) gets the sum of its GPUs' counter figures against its bytes."""
-        row = self._flag_degraded(row)
         if not source_device(row.device).startswith("gpu") and row.device != "all":
             return row
         window = job_window
