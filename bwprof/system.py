@@ -294,6 +294,15 @@ GVISOR_KERNEL_VERSION = "#1 SMP Sun Jan 10 15:06:54 PST 2016"
 """The build string gVisor's kernel gives (`uname -v`), fixed in its syscall table."""
 
 
+def under_hypervisor(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU says it runs under a hypervisor (x86's `hypervisor` flag, CPUID
+    leaf 1 ECX bit 31): then the PCIe tree in sysfs is the one the hypervisor shows, not the
+    host's. False where the flag is not given (bare metal; Arm, which has no such flag)."""
+    text = _read(cpuinfo) or ""
+    match = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+    return match is not None and "hypervisor" in match.group(1).split()
+
+
 def sandbox(version: str | None = None, release: str | None = None) -> str | None:
     """'gVisor' under gVisor's user-space kernel, where CPU affinity is a stub, /sys lists no
     caches and host memory and GPU calls pass through the sandbox: figures from it compare

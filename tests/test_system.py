@@ -169,3 +169,16 @@ def test_gvisor_is_told_by_its_fixed_kernel_build_string():
     assert system.sandbox("#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024",
                           "6.8.0-45-generic") is None
     assert system.host_info().sandbox == system.sandbox()
+
+
+def test_under_hypervisor_reads_the_cpus_flag(tmp_path):
+    from bwprof.system import under_hypervisor
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor avx512f\n")
+    assert under_hypervisor(cpuinfo) is True
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu vme sse2 avx512f\n")  # bare metal
+    assert under_hypervisor(cpuinfo) is False
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd\n")  # Arm: no such flag
+    assert under_hypervisor(cpuinfo) is False
+    assert under_hypervisor(tmp_path / "absent") is False

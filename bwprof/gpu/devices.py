@@ -8,14 +8,22 @@ PCIe link; where both are missing the fields stay None and `% of peak` stays emp
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bwprof.coerce import optional_number
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
 from bwprof.gpu.backend import DeviceProperties, GpuBackend
-from bwprof.pci import PAYLOAD_KEY, max_payload_bytes, parse_pci_bus_id
+from bwprof.pci import (
+    PAYLOAD_KEY,
+    HostLinkCeiling,
+    PciePath,
+    host_link_ceiling,
+    max_payload_bytes,
+    parse_pci_bus_id,
+    read_pcie_path,
+)
 from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
 from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
 from bwprof.schema.meta import GpuMeta, json_object
@@ -23,6 +31,10 @@ from bwprof.schema.meta import GpuMeta, json_object
 _GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 Metadata = Callable[[DeviceProperties], dict[str, object]]
+
+PCIE_PATH_KEY = "pcie_path"
+"""The GPU metadata key (system.json) of its PCIe ports from the root bus down
+(`bwprof.pci.PciePath.as_json`): what the host-link ceiling of all GPUs at once comes from."""
 
 
 @dataclass(frozen=True)
@@ -129,9 +141,15 @@ def nvml_metadata(properties: DeviceProperties) -> dict[str, object]:
 
 
 def describe(
-    backend: GpuBackend, metadata: Metadata | None = None, sysfs_root: Path = SYS_PCI
+    backend: GpuBackend, metadata: Metadata | None = None, sysfs_root: Path = SYS_PCI,
+    in_vm: bool | None = None,
 ) -> list[GpuDevice]:
-    """Every device the backend sees, with metadata, NUMA placement and theoretical peaks."""
+    """Every device the backend sees, with metadata, NUMA placement and theoretical peaks.
+    `in_vm` (default: the CPU's hypervisor flag) marks a PCIe tree read here as a VM's."""
+    if in_vm is None:
+        from bwprof.system import under_hypervisor
+
+        in_vm = under_hypervisor()
     devices = []
     for index in range(backend.device_count()):
         props = backend.properties(index)
@@ -159,6 +177,13 @@ def describe(
         if meta.get("c2c_enabled"):  # host copies go over NVLink-C2C, not PCIe
             pcie = None
         node = pick("numa_node")
+        # The ports above the GPU, read here unless the metadata brings them (a described
+        # machine): which GPUs share an uplink sets the ceiling of host copies by all at once.
+        path = meta.get(PCIE_PATH_KEY)
+        if path is None and props.pci_bus_id:
+            path = read_pcie_path(props.pci_bus_id, sysfs_root, in_vm).as_json()
+        if path is not None:
+            meta = {**meta, PCIE_PATH_KEY: path}
         devices.append(GpuDevice(
             index=index,
             properties=props,
@@ -173,3 +198,20 @@ def describe(
             peak_nvlink_gbps=optional_number(meta.get("peak_nvlink_gbps")),
         ))
     return devices
+
+
+def host_ceiling(devices: Sequence[GpuDevice]) -> HostLinkCeiling:
+    """The peak, one direction, of host copies by all of `devices` at once (h2d_all,
+    d2h_all, h2d_all_bidir), from the PCIe tree their metadata records: GPUs behind one
+    switch uplink share it. None without every GPU's own PCIe peak (NVLink-C2C: the executor
+    gives its own peak and says so; none known at all: nothing to say), or, for several
+    GPUs, where the tree was not read or is a VM's (the note says why)."""
+    if not devices or any(d.host_link_c2c for d in devices):
+        return HostLinkCeiling(None)
+    unknown = [d.label for d in devices if not d.peak_pcie_gbps]
+    if unknown:
+        return HostLinkCeiling(None, "" if len(unknown) == len(devices) else
+                               f"no % of peak: the PCIe link of {', '.join(unknown)} is unknown")
+    return host_link_ceiling([(d.label, d.peak_pcie_gbps or 0.0,
+                               PciePath.from_json(d.metadata.get(PCIE_PATH_KEY)))
+                              for d in devices])
