@@ -749,7 +749,8 @@ class _Run:
         self._samples = session.samples
         self.meta = replace(self.meta, telemetry=replace(
             self.meta.telemetry, samples=len(session.samples),
-            errors=tuple(session.sampler.errors), error_count=session.sampler.error_count))
+            errors=tuple(session.sampler.errors), error_count=session.sampler.error_count,
+            health=session.health_report()))
 
     def _close_executors(self) -> None:
         """Every executor opened, whether or not the runner got to use them."""

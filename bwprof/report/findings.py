@@ -1,5 +1,7 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
-metadata: a PCIe link trained below its maximum, clocks held down, a GPU busy before the run,
+metadata: a PCIe link trained below its maximum, clocks held down (application clocks set
+below the maximum among them), a GPU that got worse during the run (new ECC errors, rows
+remapped, a critical Xid), a GPU busy before the run,
 a GPU slower than its identical siblings, a GPU pair slower than the other pairs, one
 direction of a link slower than its opposite, the GPUs of one NUMA node slower on host copies
 than those of the others, a NUMA node slower than the host's others, host cases run on fewer
@@ -19,7 +21,7 @@ import pandas as pd
 from bwprof.peaks import FINDING_ABOVE_PEAK
 from bwprof.report.formats import cell_float, lower_is_better_row
 from bwprof.report.summary import cache_resident, is_numa_device, node_of, numa_pair
-from bwprof.schema.meta import RunMeta
+from bwprof.schema.meta import HEALTH_COUNTS, GpuHealth, RunMeta
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
@@ -117,18 +119,167 @@ def few_hardware_queues(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
     )]
 
 
-def clock_events(rows: pd.DataFrame) -> list[Finding]:
+APPLICATIONS_CLOCKS = "applications_clocks"
+"""The clock-event reason of clocks held at the application clocks (nvml.h's 0x2)."""
+
+
+def _applications_clocks(info: object) -> list[tuple[str, float, float]]:
+    """Each clock (SM, memory) whose application clock is below its maximum, in a GPU's NVML
+    metadata: (which, set, maximum) in MHz; empty where they are at the maximum or unknown."""
+    if not isinstance(info, dict) and not hasattr(info, "get"):
+        return []
+    lowered = []
+    for which, applied, most in (("SM", "applications_clock_sm_mhz", "sm_clock_max_mhz"),
+                                 ("memory", "applications_clock_mem_mhz",
+                                  "memory_clock_max_mhz")):
+        value, maximum = cell_float(info.get(applied)), cell_float(info.get(most))
+        if value is not None and maximum is not None and 0 < value < maximum:
+            lowered.append((which, value, maximum))
+    return lowered
+
+
+def _at_maximum(meta: RunMeta | None, device: str) -> bool:
+    """Whether a GPU's application clocks are known to be at their maximum, so clocks held
+    at them hold nothing down."""
+    gpu = meta.gpus.device(device) if meta is not None else None
+    if gpu is None:
+        return False
+    info = gpu.metadata
+    known = all(cell_float(info.get(key)) is not None for key in (
+        "applications_clock_sm_mhz", "sm_clock_max_mhz", "applications_clock_mem_mhz",
+        "memory_clock_max_mhz"))
+    return known and not _applications_clocks(info)
+
+
+def clock_events(rows: pd.DataFrame, meta: RunMeta | None = None) -> list[Finding]:
+    """Rows measured while clocks were held down: power, thermal and hardware slowdowns, and
+    application clocks (`nvidia-smi -ac`) unless system.json shows them at the maximum."""
     found = []
     reasons = _column(rows, "throttle_reasons").fillna("").astype(str)
     events = rows[reasons != ""]
     for device, group in events.groupby("device"):
-        names = sorted({n for text in group["throttle_reasons"] for n in str(text).split("|")})
+        names = sorted({n for text in group["throttle_reasons"] for n in str(text).split("|")
+                        if n})
+        if _at_maximum(meta, str(device)):
+            names = [n for n in names if n != APPLICATIONS_CLOCKS]
+        if not names:
+            continue
+        why = ("power, thermal or hardware slowdown lowers clocks, so figures understate the "
+               "GPU")
+        if APPLICATIONS_CLOCKS in names:
+            why = ("clocks held at the application clocks (set with nvidia-smi -ac, reset "
+                   "with nvidia-smi -rac)" + ("" if names == [APPLICATIONS_CLOCKS] else
+                                               ", or " + why.split(", so")[0])
+                   + ", so figures understate the GPU")
         found.append(Finding(
             "warning", str(device), f"clocks held down during measurement ({', '.join(names)})",
-            "power, thermal or hardware slowdown lowers clocks, so figures understate the GPU",
-            f"{len(group)} row(s): {', '.join(sorted(set(group['case'])))}",
+            why, f"{len(group)} row(s): {', '.join(sorted(set(group['case'])))}",
         ))
     return found
+
+
+def applications_clocks_lowered(meta: RunMeta) -> list[Finding]:
+    """A GPU whose application clocks are set below their maximum (`nvidia-smi -ac`): under
+    load it runs no faster than them, so every figure of it understates the part. Said from
+    system.json whether or not a row saw the clock event."""
+    found = []
+    for gpu in meta.gpus.devices or ():
+        lowered = _applications_clocks(gpu.metadata)
+        if lowered:
+            found.append(Finding(
+                "warning", gpu.label, "application clocks set below the maximum",
+                "the GPU runs no faster than its application clocks under load, so its "
+                "figures understate the part (nvidia-smi -rac resets them)",
+                "; ".join(f"{which} {value:.0f} MHz of {maximum:.0f} MHz"
+                          for which, value, maximum in lowered),
+            ))
+    return found
+
+
+_HEALTH_WORDS: dict[str, tuple[str, str, str]] = {
+    # count: (severity, what one is, what several are)
+    "ecc_uncorrected_volatile": ("error", "new uncorrected ECC error", "new uncorrected ECC "
+                                                                       "errors"),
+    "ecc_uncorrected_aggregate": ("error", "new uncorrected ECC error", "new uncorrected ECC "
+                                                                        "errors"),
+    "ecc_corrected_volatile": ("warning", "new corrected ECC error", "new corrected ECC errors"),
+    "ecc_corrected_aggregate": ("warning", "new corrected ECC error", "new corrected ECC "
+                                                                      "errors"),
+    "remapped_rows_uncorrected": ("error", "row newly remapped for uncorrected errors",
+                                  "rows newly remapped for uncorrected errors"),
+    "remapped_rows_corrected": ("warning", "row newly remapped for corrected errors",
+                                "rows newly remapped for corrected errors"),
+    "retired_pages_double_bit": ("error", "page newly retired for double-bit errors",
+                                 "pages newly retired for double-bit errors"),
+    "retired_pages_single_bit": ("warning", "page newly retired for single-bit errors",
+                                 "pages newly retired for single-bit errors"),
+}
+
+
+def _health_counts(changes: dict[str, int]) -> list[tuple[str, str]]:
+    """(severity, 'N words') for each kind of error that rose: the volatile ECC count where
+    it rose, else the aggregate one (the two count the same errors)."""
+    names = []
+    for volatile, aggregate in (("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"),
+                                ("ecc_corrected_volatile", "ecc_corrected_aggregate")):
+        names.append(volatile if volatile in changes else aggregate)
+    names += ["remapped_rows_uncorrected", "remapped_rows_corrected",
+              "retired_pages_double_bit", "retired_pages_single_bit"]
+    said = []
+    for name in names:
+        if name in changes:
+            severity, one, several = _HEALTH_WORDS[name]
+            said.append((severity, f"{changes[name]} {one if changes[name] == 1 else several}"))
+    return said
+
+
+def gpu_health(meta: RunMeta) -> list[Finding]:
+    """A GPU that got worse during the run (new ECC errors, rows remapped or pages retired,
+    a critical Xid), or that ends it with a row remap or page retirement pending or failed:
+    the finding names the GPU and the count, and how many rows are flagged `gpu_degraded`."""
+    found = []
+    for health in (meta.telemetry.health or ()) if meta.telemetry is not None else ():
+        said = _health_counts(health.changes())
+        xids = health.xid_events or ()
+        if xids:
+            listed = ", ".join(f"Xid {xid}" for xid in sorted(set(xids)))
+            said.append(("error", f"{len(xids)} critical Xid event(s) ({listed})"))
+        after = health.after
+        if after is not None and after.remap_failure:
+            said.append(("error", "row remapping failed (the GPU needs service)"))
+        if after is not None and after.remap_pending:
+            said.append(("warning", "a row remap pending (applied at the next GPU reset)"))
+        if after is not None and after.retired_pages_pending:
+            said.append(("warning", "a page retirement pending (applied at the next GPU "
+                                    "reset)"))
+        if not said:
+            continue
+        severity = "error" if any(s == "error" for s, _ in said) else "warning"
+        rows = (f"; {health.flagged_rows} row(s) measured meanwhile flagged gpu_degraded"
+                if health.flagged_rows else "")
+        found.append(Finding(
+            severity, health.device,
+            f"{health.device}: " + ", ".join(text for _, text in said) + " during the run",
+            "a GPU raising memory errors, repairing its memory or failing is not the part: "
+            "its figures may be a failing GPU's (check nvidia-smi -q -d ECC,ROW_REMAPPER "
+            "and the kernel log for Xids)",
+            _health_evidence(health) + rows,
+        ))
+    return found
+
+
+def _health_evidence(health: GpuHealth) -> str:
+    """The counts before and after the run that rose, or those in force at its end."""
+    before, after = health.before, health.after
+    parts = []
+    for name, change in health.changes().items():
+        if name in HEALTH_COUNTS and before is not None and after is not None:
+            parts.append(f"{name} {getattr(before, name)} -> {getattr(after, name)}"
+                         f" (+{change})")
+    if after is not None:
+        parts += [f"{name} true" for name in ("remap_pending", "remap_failure",
+                                              "retired_pages_pending") if getattr(after, name)]
+    return ", ".join(parts) or "counts recorded in system.json (telemetry.health)"
 
 
 def busy_before_run(meta: RunMeta) -> list[Finding]:
@@ -478,7 +629,9 @@ def derive_findings(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
         *busy_before_run(meta),
         *pcie_below_max(measured, meta),
         *few_hardware_queues(measured, meta),
-        *clock_events(measured),
+        *clock_events(measured, meta),
+        *applications_clocks_lowered(meta),
+        *gpu_health(meta),
         *slower_than_siblings(measured),
         *slower_pairs(measured, meta),
         *slow_directions(measured, named=[(str(row["device"]), str(row["case"]))

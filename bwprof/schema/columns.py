@@ -159,7 +159,8 @@ _TELEMETRY: dict[str, str] = {
     "nvlink_tx_mibps_mean nvlink_tx_mibps_max nvlink_rx_mibps_mean nvlink_rx_mibps_max":
         "GPM NVLink TX and RX (MiB/s), mean and highest over the row's GPM values",
     "throttle_reasons":
-        "clock-event reasons seen during the row, idle and other benign ones left out",
+        "clock-event reasons seen during the row; idle, sync boost and display clocks left "
+        "out (`applications_clocks` is kept: clocks held at an application clock)",
     "window_gbps":
         "bytes the row's code moved in its window divided by the window's length (warm-up and "
         "gaps included)",

@@ -2,8 +2,8 @@
 
 A closed vocabulary: every flag is declared here with what it means and, where bwprof acts
 on it, what it changes (`busy_host` keeps a figure from a verdict; `noisy`,
-`numa_unverified`, `cache_unknown`, `mig_slice` and `confidential_computing` only inform
-today: they are there for the verdicts to judge by),
+`numa_unverified`, `cache_unknown`, `mig_slice`, `confidential_computing` and
+`gpu_degraded` only inform today: they are there for the verdicts to judge by),
 and a results file holding any other is malformed. In a file the flags are joined by `|`
 (`in_cache|noisy`), empty for none. Notes stay for people; no code reads them.
 """
@@ -22,6 +22,7 @@ NUMA_UNVERIFIED = "numa_unverified"
 CACHE_UNKNOWN = "cache_unknown"
 MIG_SLICE = "mig_slice"
 CONFIDENTIAL_COMPUTING = "confidential_computing"
+GPU_DEGRADED = "gpu_degraded"
 
 FLAGS: dict[str, str] = {
     IN_CACHE: "host arrays (a latency chase's working set, a pageable copy's host buffer) "
@@ -47,6 +48,10 @@ FLAGS: dict[str, str] = {
     CONFIDENTIAL_COMPUTING: "confidential computing on: host-device copies go through "
                             "encrypted bounce buffers, so a host-link figure is that path's, "
                             "not the link's",
+    GPU_DEGRADED: "a GPU the row measured got worse while its job ran: new ECC errors, rows "
+                  "remapped or pages retired (or one pending), or a critical Xid event "
+                  "(system.json's telemetry.health has the counts): the figure may be a "
+                  "failing GPU's",
 }
 """The vocabulary: flag -> what it means (docs/columns.md's flags table shows these)."""
 

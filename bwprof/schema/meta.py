@@ -383,6 +383,68 @@ class IdleCheck(Record):
 
 
 @dataclass(frozen=True)
+class MemoryHealth(Record):
+    """One GPU's memory error and repair counts at one moment, as NVML gave them (None: not
+    given; ECC off or a part without that mechanism). Volatile ECC counts start at the
+    driver's load, aggregate ones span the board's life; rows are remapped on Ampere and
+    newer, pages retired before it; a pending remap or retirement waits for a GPU reset."""
+
+    ecc_corrected_volatile: int | None = field(default=None, metadata=COUNT)
+    ecc_uncorrected_volatile: int | None = field(default=None, metadata=COUNT)
+    ecc_corrected_aggregate: int | None = field(default=None, metadata=COUNT)
+    ecc_uncorrected_aggregate: int | None = field(default=None, metadata=COUNT)
+    remapped_rows_corrected: int | None = field(default=None, metadata=COUNT)
+    remapped_rows_uncorrected: int | None = field(default=None, metadata=COUNT)
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    retired_pages_single_bit: int | None = field(default=None, metadata=COUNT)
+    retired_pages_double_bit: int | None = field(default=None, metadata=COUNT)
+    retired_pages_pending: bool | None = None
+
+
+HEALTH_COUNTS: tuple[str, ...] = (
+    "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate", "remapped_rows_corrected", "remapped_rows_uncorrected",
+    "retired_pages_single_bit", "retired_pages_double_bit",
+)
+"""The counts of `MemoryHealth` (the rest are states: pending, failure)."""
+HEALTH_STATES: tuple[str, ...] = ("remap_pending", "remap_failure", "retired_pages_pending")
+
+
+def health_changes(before: MemoryHealth | None, after: MemoryHealth | None) -> dict[str, int]:
+    """What got worse between two readings: each count that rose, by how much, and each
+    state that turned on (as 1). Counts either reading lacks are left out."""
+    if before is None or after is None:
+        return {}
+    changes: dict[str, int] = {}
+    for name in HEALTH_COUNTS:
+        old, new = getattr(before, name), getattr(after, name)
+        if old is not None and new is not None and new > old:
+            changes[name] = new - old
+    for name in HEALTH_STATES:
+        if getattr(after, name) and getattr(before, name) is False:
+            changes[name] = 1
+    return changes
+
+
+@dataclass(frozen=True)
+class GpuHealth(Record):
+    """One GPU across a run: its memory health before and after, and the critical Xid
+    events it raised meanwhile (None: no event set could be registered)."""
+
+    device: str
+    before: MemoryHealth | None = None
+    after: MemoryHealth | None = None
+    xid_events: tuple[int, ...] | None = None
+    flagged_rows: int = field(default=0, metadata=COUNT)
+    """The rows flagged `gpu_degraded` because this GPU got worse while their job ran."""
+
+    def changes(self) -> dict[str, int]:
+        """What got worse during the run (see `health_changes`)."""
+        return health_changes(self.before, self.after)
+
+
+@dataclass(frozen=True)
 class TelemetryMeta(Record):
     """Whether the counters were sampled, or why not; the idle check; what the sampler took."""
 
@@ -399,6 +461,9 @@ class TelemetryMeta(Record):
     errors: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)
     """The sampler's first failed reads (at most 20); `error_count` counts them all."""
     error_count: int | None = field(default=None, metadata={**OMIT_NONE, **COUNT})
+    health: tuple[GpuHealth, ...] | None = field(default=None, metadata=OMIT_NONE)
+    """Each sampled GPU's memory errors and repairs before and after the run, and its
+    critical Xid events during it."""
 
 
 # -- a run ------------------------------------------------------------------------------------

@@ -49,7 +49,18 @@ _CONSTANT_DEFAULTS: dict[str, int] = {
     "NVML_CC_SYSTEM_FEATURE_ENABLED": 1,
     "NVML_FI_DEV_C2C_LINK_COUNT": 170,
     "NVML_FI_DEV_C2C_LINK_GET_MAX_BW": 172,
+    "NVML_MEMORY_ERROR_TYPE_CORRECTED": 0,
+    "NVML_MEMORY_ERROR_TYPE_UNCORRECTED": 1,
+    "NVML_VOLATILE_ECC": 0,
+    "NVML_AGGREGATE_ECC": 1,
+    "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS": 0,
+    "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR": 1,
+    "nvmlEventTypeXidCriticalError": 0x8,
 }
+
+MAX_EVENTS_PER_DRAIN = 64
+"""Events read from one event set per drain: a GPU raising Xids in a storm must not keep the
+run in NVML; the ones left stay queued for the next drain."""
 
 # c_nvmlValue_t's member for each nvmlValueType_t (NVML_VALUE_TYPE_DOUBLE = 0, ...).
 _FIELD_VALUE_MEMBERS: dict[int, str] = {
@@ -94,6 +105,11 @@ def cuda_version_string(version: int | None) -> str | None:
 
 def _text(value: object) -> object:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def _count(value: object) -> int | None:
+    """A counter NVML gave (an int, never negative), else None."""
+    return int(value) if isinstance(value, int) and value >= 0 else None
 
 
 def _nonnegative(value: object) -> int | None:
@@ -197,7 +213,8 @@ class Nvml:
             kind = type(err).__name__
             if kind == "NVMLError_GpuIsLost" and args:
                 self._lost.add(id(args[0]))
-            self._report(function_name, str(err) or kind, kind, default)
+            if kind != "NVMLError_Timeout":  # an event wait that found no event: no failure
+                self._report(function_name, str(err) or kind, kind, default)
             return default
         return _text(result)
 
@@ -294,6 +311,88 @@ class Nvml:
                 values[field] = float(getattr(answer[index].value, member))
         return values
 
+    # -- health: memory errors and critical events ----------------------------------------------
+
+    def memory_health(self, handle: Any) -> dict[str, int | bool | None]:
+        """The GPU memory's error and repair counts now: ECC errors (corrected and
+        uncorrected, volatile since the driver loaded and aggregate over the board's life),
+        rows remapped (Ampere and newer) or, where the GPU has no row remapper, pages retired
+        (Volta and older) and whether a remap or retirement waits for a reset. None for each
+        count NVML does not give (ECC off, a GeForce: NotSupported is normal)."""
+        q = self.query
+        counts: dict[str, int | bool | None] = {}
+        for kind, error_type in (("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+                                 ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED")):
+            for span, counter in (("volatile", "NVML_VOLATILE_ECC"),
+                                  ("aggregate", "NVML_AGGREGATE_ECC")):
+                counts[f"ecc_{kind}_{span}"] = _count(q(
+                    "nvmlDeviceGetTotalEccErrors", handle, self.constant(error_type),
+                    self.constant(counter)))
+        remapped = q("nvmlDeviceGetRemappedRows", handle)  # (corr, unc, pending, failure)
+        rows = tuple(remapped) if isinstance(remapped, (tuple, list)) else ()
+        counts.update({
+            "remapped_rows_corrected": _count(rows[0]) if len(rows) == 4 else None,
+            "remapped_rows_uncorrected": _count(rows[1]) if len(rows) == 4 else None,
+            "remap_pending": bool(rows[2]) if len(rows) == 4 else None,
+            "remap_failure": bool(rows[3]) if len(rows) == 4 else None,
+        })
+        retired: dict[str, int | bool | None] = dict.fromkeys(
+            ("retired_pages_single_bit", "retired_pages_double_bit", "retired_pages_pending"))
+        if len(rows) != 4:  # page retirement: the parts before the row remapper
+            for key, cause in (
+                    ("retired_pages_single_bit",
+                     "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS"),
+                    ("retired_pages_double_bit",
+                     "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR")):
+                pages = q("nvmlDeviceGetRetiredPages", handle, self.constant(cause))
+                retired[key] = None if pages is None else len(pages)
+            pending = q("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+            retired["retired_pages_pending"] = None if pending is None else (
+                int(pending) == self.constant("NVML_FEATURE_ENABLED"))
+        counts.update(retired)
+        return counts
+
+    def xid_event_set(self, handle: Any) -> Any:
+        """An event set that queues this GPU's critical Xid events from now on (drain it
+        with `xid_events`, free it with `free_event_set`); None where the GPU or the driver
+        cannot (MIG, a vGPU, no permission)."""
+        wanted = self.constant("nvmlEventTypeXidCriticalError")
+        supported = self.query("nvmlDeviceGetSupportedEventTypes", handle)
+        if supported is not None and not int(supported) & wanted:
+            return None
+        event_set = self.query("nvmlEventSetCreate")
+        if event_set is None:
+            return None
+        if self.query("nvmlDeviceRegisterEvents", handle, wanted, event_set,
+                      default=False) is False:
+            self.free_event_set(event_set)
+            return None
+        return event_set
+
+    def xid_events(self, event_set: Any) -> list[int]:
+        """The Xid numbers queued in an event set since the last drain (a 0 ms wait each:
+        NVML's Timeout means none is left); at most MAX_EVENTS_PER_DRAIN per call."""
+        wanted = self.constant("nvmlEventTypeXidCriticalError")
+        xids: list[int] = []
+        for _ in range(MAX_EVENTS_PER_DRAIN):
+            event = self.query("nvmlEventSetWait", event_set, 0)
+            if event is None:
+                break
+            if int(getattr(event, "eventType", 0)) & wanted:
+                xids.append(int(getattr(event, "eventData", 0)))
+        return xids
+
+    def free_event_set(self, event_set: Any) -> None:
+        self.query("nvmlEventSetFree", event_set)
+
+    def applications_clocks(self, handle: Any) -> tuple[int | None, int | None]:
+        """The SM and memory application clocks in force (MHz; the clocks the GPU runs at
+        under load, capped by `nvidia-smi -ac`); None where NVML does not say."""
+        return (self.query("nvmlDeviceGetApplicationsClock", handle,
+                           self.constant("NVML_CLOCK_SM")),
+                self.query("nvmlDeviceGetApplicationsClock", handle,
+                           self.constant("NVML_CLOCK_MEM")))
+
     def c2c_enabled(self, handle: Any) -> bool | None:
         """Whether the GPU reaches host memory over NVLink-C2C (Grace Hopper and later)
         rather than PCIe; None where NVML cannot say (older drivers: PCIe boards)."""
@@ -382,6 +481,7 @@ class Nvml:
         mig_mode, mig_slices = self.mig(handle)
         cc_mode = self.cc_mode()
         cc_memory = q("nvmlDeviceGetConfComputeMemSizeInfo", handle) if cc_mode else None
+        app_sm_mhz, app_mem_mhz = self.applications_clocks(handle)
 
         return {
             "name": q("nvmlDeviceGetName", handle),
@@ -397,6 +497,10 @@ class Nvml:
             "sm_clock_max_mhz": q(
                 "nvmlDeviceGetMaxClockInfo", handle, self.constant("NVML_CLOCK_SM")
             ),
+            # The clocks in force under load: below the maximum (`nvidia-smi -ac`) they
+            # hold every figure down, and the findings say so.
+            "applications_clock_sm_mhz": app_sm_mhz,
+            "applications_clock_mem_mhz": app_mem_mhz,
             "pcie_gen_current": q("nvmlDeviceGetCurrPcieLinkGeneration", handle),
             "pcie_gen_max": gen_max,
             "pcie_gen_max_system": gen_max_system,

@@ -1,5 +1,7 @@
-"""Telemetry for one run: the idle check before it, the sampler thread during it, and the
-join of the counters onto every GPU row as it finishes."""
+"""Telemetry for one run: the idle check before it, the sampler thread during it, the join
+of the counters onto every GPU row as it finishes, and the GPUs' health (memory errors,
+repairs, critical Xids) around each GPU job, so a row measured on a GPU that got worse is
+flagged."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from dataclasses import replace
 
 from bwprof.casespec import CaseSpec
 from bwprof.measurement import Job, Measurement
-from bwprof.schema.meta import IdleCheck
+from bwprof.schema import flags
+from bwprof.schema.meta import GpuHealth, IdleCheck
 from bwprof.schema.rows import ResultRow
 from bwprof.telemetry.counters import COUNTER_FIELDS, CounterReader
+from bwprof.telemetry.health import HealthWatch, gpus_of
 from bwprof.telemetry.join import join_every_gpu, join_row, source_device
 from bwprof.telemetry.sampler import Sampler
 
@@ -54,30 +58,58 @@ class TelemetrySession:
                                on_samples=on_samples)
         self._job_start = 0.0
         self._c2c = set(reader.c2c_devices())
+        self.health: HealthWatch | None = None
+        self._gpu_job = False
+        self._worse: frozenset[str] = frozenset()  # GPUs that got worse during the last job
 
     @property
     def samples(self) -> list[dict[str, object]]:
         return self.sampler.samples
 
     def start(self) -> None:
+        """Read the GPUs' health (and open their Xid event sets), then start sampling."""
+        self.health = HealthWatch(self.reader.nvml, self.reader.handles())
         self.sampler.start()
 
     def stop(self) -> None:
         if self.sampler.stop():  # a thread still reading keeps its GPM buffers
             self.reader.close()
 
+    def health_report(self) -> tuple[GpuHealth, ...] | None:
+        """Each GPU's health before and after the run (read now, once), for system.json."""
+        return None if self.health is None else self.health.finish()
+
     def job_started(self, job: Job, case: CaseSpec) -> None:
         follow_job(self.sampler, job, case.target)
+        # A GPU job's health is read before and after it (a few NVML calls per GPU); a
+        # host job's is not, to keep NVML off the CPUs its threads measure.
+        self._gpu_job = case.target == "gpu" and self.health is not None
+        self._worse = frozenset()
+        if self._gpu_job and self.health is not None:
+            self.health.poll()  # what changed between jobs is the run's, not this job's
         self._job_start = self.sampler.now()
 
     def job_finished(self, job: Job) -> tuple[float, float]:
         self.sampler.untag()
-        return self._job_start, self.sampler.now()
+        window = self._job_start, self.sampler.now()
+        if self._gpu_job and self.health is not None:
+            self._worse = self.health.poll()
+        return window
+
+    def _flag_degraded(self, row: ResultRow) -> ResultRow:
+        """The row flagged `gpu_degraded` where a GPU it measured got worse during its job."""
+        worse = gpus_of(row.device, self.reader.labels) & self._worse
+        if not worse or self.health is None:
+            return row
+        for label in sorted(worse):
+            self.health.flagged(label)
+        return replace(row, flags=frozenset({*row.flags, flags.GPU_DEGRADED}))
 
     def annotate(self, row: ResultRow, measurement: Measurement,
                  job_window: tuple[float, float]) -> ResultRow:
         """The row with the counters of its GPU during its operations (or its job); an
         every-GPU row (`all`) gets the sum of its GPUs' counter figures against its bytes."""
+        row = self._flag_degraded(row)
         if not source_device(row.device).startswith("gpu") and row.device != "all":
             return row
         window = job_window

@@ -471,3 +471,142 @@ def test_a_slow_pair_of_a_two_gpu_box_is_named_once():
     found = derive_findings(rows, _numa_system([0, 0]))
     assert [(f.device, f.what) for f in found] == [
         ("gpu1->gpu0", "GPU pair slower than the other pairs on p2p_copy")]
+
+
+# -- a degraded GPU, and clocks held at lowered application clocks -------------------------------
+
+
+def _clocked(index, sm=1980, mem=3201):
+    return gpu(index, metadata={"sm_clock_max_mhz": 1980, "memory_clock_max_mhz": 3201,
+                                "applications_clock_sm_mhz": sm,
+                                "applications_clock_mem_mhz": mem})
+
+
+def test_application_clocks_set_below_the_maximum_are_a_finding():
+    from bwprof.report.findings import applications_clocks_lowered
+
+    system = meta(gpus=gpus(_clocked(0), _clocked(1, sm=1410), _clocked(2, mem=2619),
+                            gpu(3, metadata={})))  # gpu3: NVML did not say
+    found = applications_clocks_lowered(system)
+    assert [(f.device, f.evidence) for f in found] == [
+        ("gpu1", "SM 1410 MHz of 1980 MHz"), ("gpu2", "memory 2619 MHz of 3201 MHz")]
+    assert found[0].what == "application clocks set below the maximum"
+    assert {f.what for f in derive_findings(_frame(_gpu()), system)} >= {found[0].what}
+
+
+def test_clocks_held_at_application_clocks_are_not_hidden_as_benign():
+    rows = _frame(_gpu(counters={"throttle_reasons": "applications_clocks"}),
+                  _gpu(device="gpu1", counters={"throttle_reasons": "applications_clocks"}),
+                  _gpu(device="gpu2", counters={"throttle_reasons": "applications_clocks"}))
+    system = meta(gpus=gpus(_clocked(0, sm=1410), _clocked(1), gpu(2, metadata={})))
+    found = {f.device: f for f in clock_events(rows, system)}
+    # Lowered (gpu0) or unknown (gpu2): said; at the maximum (gpu1) they hold nothing down.
+    assert sorted(found) == ["gpu0", "gpu2"]
+    assert found["gpu0"].what == "clocks held down during measurement (applications_clocks)"
+    assert "nvidia-smi -ac" in found["gpu0"].why
+
+
+def test_the_join_keeps_the_application_clocks_reason_on_the_row():
+    from bwprof.telemetry.join import join_row
+
+    samples = [{"t_s": t, "device": "gpu0", "throttle_reasons": 0x1 | 0x2} for t in (0.1, 0.2)]
+    counters = join_row(samples, device="gpu0", direction="within", memory="hbm",
+                        peak_gbps=None, window=(0.0, 0.3), window_bytes=None,
+                        host_over_pcie=True)
+    assert counters["throttle_reasons"] == "applications_clocks"
+
+
+def _health(device, before, after, xids=(), flagged=0):
+    from bwprof.schema.meta import GpuHealth, MemoryHealth
+
+    return GpuHealth(device=device, before=MemoryHealth(**before), after=MemoryHealth(**after),
+                     xid_events=tuple(xids), flagged_rows=flagged)
+
+
+def test_a_gpu_that_got_worse_during_the_run_is_named_with_its_count():
+    from bwprof.report.findings import gpu_health
+
+    clean = {"ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 2,
+             "remap_pending": False, "remap_failure": False}
+    system = meta(telemetry=TelemetryMeta(enabled=True, health=(
+        _health("gpu0", clean, clean),
+        _health("gpu1", clean, {**clean, "ecc_uncorrected_volatile": 3}, flagged=4),
+        _health("gpu2", clean, {**clean, "ecc_corrected_volatile": 3, "remap_pending": True}),
+        _health("gpu3", clean, clean, xids=[79]),
+    )))
+    found = {f.device: f for f in gpu_health(system)}
+    assert sorted(found) == ["gpu1", "gpu2", "gpu3"]
+    assert found["gpu1"].what == "gpu1: 3 new uncorrected ECC errors during the run"
+    assert found["gpu1"].severity == "error"
+    assert "ecc_uncorrected_volatile 0 -> 3 (+3)" in found["gpu1"].evidence
+    assert "4 row(s) measured meanwhile flagged gpu_degraded" in found["gpu1"].evidence
+    assert found["gpu2"].what == ("gpu2: 1 new corrected ECC error, a row remap pending "
+                                  "(applied at the next GPU reset) during the run")
+    assert found["gpu2"].severity == "warning"
+    assert found["gpu3"].what == "gpu3: 1 critical Xid event(s) (Xid 79) during the run"
+    assert {f.what for f in derive_findings(_frame(_gpu()), system)} >= {
+        f.what for f in found.values()}
+
+
+def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
+    """Copies on the simulated backend, NVML from a fake whose uncorrected ECC count on gpu1
+    rises by 3 during one job: that job's rows (and only they) are flagged `gpu_degraded`,
+    system.json records the counts, and the finding names the GPU and the count."""
+    from bwprof.gpu.devices import describe
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.plan import make_plan
+    from bwprof.runner import RunContext, Runner
+    from bwprof.schema.flags import GPU_DEGRADED
+    from bwprof.telemetry.counters import CounterReader
+    from bwprof.telemetry.nvml import Nvml
+    from bwprof.telemetry.session import TelemetrySession
+    from tests.gpu.test_devices import H200Like
+    from tests.telemetry.fakes import counter_pynvml
+
+    backend = H200Like(devices=2)
+    devices = describe(backend)
+    ecc = {"corrected_volatile": 0, "uncorrected_volatile": 0, "corrected_aggregate": 0,
+           "uncorrected_aggregate": 0}
+    fake = counter_pynvml({"00000000:1B:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]},
+                           "00000000:1C:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]}})
+    gpu1 = fake.gpu_config["00000000:1C:00.0"]
+    reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
+    session = TelemetrySession(reader, interval_s=0.001)
+    plan = make_plan(cases="h2d_pinned,d2h_pinned", preset="quick", repeats=3, usable_cpus=1,
+                     llc_bytes=None, memory_available_bytes=8 << 30)
+    executor = GpuExecutor(backend, devices, 8 << 30)
+    measure, sick = executor.measure, []
+
+    def measure_and_fail(case, job, plan):
+        measured = measure(case, job, plan)
+        if job.device == 1 and not sick:  # gpu1's first job raises 3 uncorrected errors
+            gpu1["ecc"]["uncorrected_volatile"] += 3
+            gpu1["ecc"]["uncorrected_aggregate"] += 3
+            sick.append(job.label())
+        return measured
+
+    executor.measure = measure_and_fail
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"), telemetry=session)
+    session.start()
+    try:
+        rows = runner.run()
+    finally:
+        session.stop()
+        runner.close()
+    health = session.health_report()
+    flagged = [r for r in rows if GPU_DEGRADED in r.flags]
+    assert sick and flagged, "the job that raised the errors should have flagged rows"
+    assert {r.device for r in flagged} == {"gpu1"}
+    assert len(flagged) < len([r for r in rows if r.device == "gpu1"])  # that job's only
+    assert health is not None
+    assert [h.changes() for h in health] == [
+        {}, {"ecc_uncorrected_volatile": 3, "ecc_uncorrected_aggregate": 3}]
+    assert health[1].flagged_rows == len(flagged)
+    frame = results_frame([replace(r, backend="cuda") for r in rows])
+    assert frame.loc[frame["flags"].str.contains(GPU_DEGRADED), "device"].eq("gpu1").all()
+    system = meta(gpus=gpus(*(d.as_meta() for d in devices)),
+                  telemetry=TelemetryMeta(enabled=True, health=health))
+    (finding,) = [f for f in derive_findings(frame, system) if "ECC" in f.what]
+    assert finding.device == "gpu1" and finding.severity == "error"
+    assert finding.what == "gpu1: 3 new uncorrected ECC errors during the run"
+    assert f"{len(flagged)} row(s) measured meanwhile flagged gpu_degraded" in finding.evidence

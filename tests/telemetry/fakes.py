@@ -89,6 +89,7 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(total=150754820096, free=0, used=0),
         "nvmlDeviceGetMemoryBusWidth": lambda h: 6016,  # as the H200 in tests/data reports
         "nvmlDeviceGetMaxClockInfo": lambda h, kind: {mem: 3201, sm: 1980}[kind],
+        "nvmlDeviceGetApplicationsClock": lambda h, kind: {mem: 3201, sm: 1980}[kind],
         "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 5,
         "nvmlDeviceGetGpuMaxPcieLinkGeneration": lambda h: 5,
         "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: 5,
@@ -116,9 +117,79 @@ def h200_functions() -> dict[str, Any]:
     }
 
 
+ECC_KEYS = {  # nvmlDeviceGetTotalEccErrors's (error type, counter type): the fake's key
+    (pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_VOLATILE_ECC): "corrected_volatile",
+    (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC): "uncorrected_volatile",
+    (pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC): "corrected_aggregate",
+    (pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC):
+        "uncorrected_aggregate",
+}
+
+
+def health_functions(config: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """NVML's health calls over `config` (handle: that GPU's dict), read live so a test can
+    raise a count mid-run. A GPU's dict may hold `ecc` (a dict by ECC_KEYS' names),
+    `remapped` ([corrected, uncorrected, pending, failure]), `retired` ({cause: [pages]}),
+    `retired_pending` (0 or 1), `xids` (Xid numbers queued for its event set: given, it
+    supports critical Xid events), `app_clocks` ({clock type: MHz}); what it lacks answers
+    NotSupported, as a GPU with ECC off or without that mechanism does."""
+    def supported(gpu: dict[str, Any], key: str) -> Any:
+        if key not in gpu:
+            raise pynvml.NVMLError_NotSupported()
+        return gpu[key]
+
+    def ecc(handle: str, error_type: int, counter_type: int) -> int:
+        return int(supported(config[handle], "ecc")[ECC_KEYS[(error_type, counter_type)]])
+
+    def event_types(handle: str) -> int:
+        supported(config[handle], "xids")
+        return pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeClock
+
+    def register(handle: str, types: int, event_set: dict[str, Any]) -> None:
+        supported(config[handle], "xids")
+        event_set["handles"].append(handle)
+        event_set["types"] = types
+
+    def wait(event_set: dict[str, Any], timeout_ms: int) -> SimpleNamespace:
+        assert timeout_ms == 0, "bwprof never waits for an event"
+        for handle in event_set["handles"]:
+            if config[handle]["xids"]:
+                return SimpleNamespace(device=handle, eventData=config[handle]["xids"].pop(0),
+                                       eventType=pynvml.nvmlEventTypeXidCriticalError)
+        raise pynvml.NVMLError_Timeout()
+
+    event_sets: list[dict[str, Any]] = []
+
+    def create() -> dict[str, Any]:
+        event_sets.append({"handles": [], "freed": False})
+        return event_sets[-1]
+
+    def free(event_set: dict[str, Any]) -> None:
+        event_set["freed"] = True
+
+    return {
+        "nvmlDeviceGetTotalEccErrors": ecc,
+        "nvmlDeviceGetRemappedRows": lambda h: tuple(supported(config[h], "remapped")),
+        "nvmlDeviceGetRetiredPages": lambda h, cause: list(
+            supported(config[h], "retired").get(cause, [])),
+        "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: supported(
+            config[h], "retired_pending"),
+        "nvmlDeviceGetSupportedEventTypes": event_types,
+        "nvmlEventSetCreate": create,
+        "nvmlDeviceRegisterEvents": register,
+        "nvmlEventSetWait": wait,
+        "nvmlEventSetFree": free,
+        "nvmlDeviceGetApplicationsClock": lambda h, kind: supported(
+            config[h], "app_clocks")[kind],
+        "event_sets": event_sets,
+    }
+
+
 def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Live counters for several GPUs, keyed by NVML bus id; each GPU's dict may override
-    `curr_gen`, `curr_width`, `reasons`, `gpm`, `lost_after` (reads before it falls off)."""
+    `curr_gen`, `curr_width`, `reasons`, `gpm`, `lost_after` (reads before it falls off),
+    and hold the health of `health_functions`; `gpu_config` gives each GPU's live dict by
+    bus id (a test may change one mid-run to raise a count)."""
     handles = {bus: f"h{i}" for i, bus in enumerate(gpus)}
     config = {handles[bus]: {"reads": 0, **values} for bus, values in gpus.items()}
     clock = {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 3201}
@@ -185,6 +256,8 @@ def counter_functions(gpus: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlGpmSampleFree": free,
         "nvmlGpmMetricsGet": gpm_metrics,
         "gpm_buffers": buffers,
+        **health_functions(config),
+        "gpu_config": {bus: config[handle] for bus, handle in handles.items()},
     }
 
 
@@ -192,7 +265,11 @@ def counter_pynvml(gpus: dict[str, dict[str, Any]], **overrides: Any) -> SimpleN
     """A fake pynvml serving `counter_functions(gpus)`, with the GPM request struct."""
     functions = counter_functions(gpus)
     buffers = functions.pop("gpm_buffers")
+    event_sets = functions.pop("event_sets")
+    gpu_config = functions.pop("gpu_config")
     fake = fake_pynvml(**{**functions, **overrides})
     fake.gpm_buffers = buffers
+    fake.event_sets = event_sets
+    fake.gpu_config = gpu_config
     fake.c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
     return fake

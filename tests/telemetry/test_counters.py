@@ -121,10 +121,13 @@ def test_throttle_names():
     assert throttle_names(0x1 | 0x4, include_benign=True) == "gpu_idle|sw_power_cap"
     assert throttle_names(0) == "" and throttle_names(None) == ""
     assert throttle_names(0x200 | 0x400) == "board_limit|reliability"
-    # Every reason that lowers clocks is named; idle, app clocks, sync boost, display are not.
+    # Every reason that lowers clocks is named; idle, sync boost, display are not.
     assert throttle_names(0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400) == (
         "sw_power_cap|hw_slowdown|sw_thermal|hw_thermal|hw_power_brake|board_limit|reliability")
-    assert throttle_names(0x1 | 0x2 | 0x10 | 0x100) == ""
+    assert throttle_names(0x1 | 0x10 | 0x100) == ""
+    # Clocks held at application clocks are kept: set below the maximum they hold every
+    # figure down (the findings judge them against system.json's application clocks).
+    assert throttle_names(0x1 | 0x2 | 0x10 | 0x100) == "applications_clocks"
     # A reason newer than the table is shown, not dropped (so it still makes a finding).
     assert throttle_names(0x1 | 0x800 | 0x4000) == "0x800|0x4000"
 

@@ -199,6 +199,8 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "memory_bus_width_bits": 6016,
         "memory_clock_max_mhz": 3201,
         "sm_clock_max_mhz": 1980,
+        "applications_clock_sm_mhz": 1980,  # at the maximum: nothing held down
+        "applications_clock_mem_mhz": 3201,
         "pcie_gen_current": 5,
         "pcie_gen_max": 5,
         "pcie_gen_max_system": 5,
@@ -457,3 +459,92 @@ def test_confidential_computing_is_read_from_the_system_state():
     assert meta["cc_mode"] is False and meta["cc_protected_memory_bytes"] is None
     functions["nvmlSystemGetConfComputeState"] = raises(pynvml.NVMLError_NotSupported)
     assert Nvml(fake_pynvml(**functions)).device_metadata("h200")["cc_mode"] is None
+
+
+# -- health: memory errors, repairs, critical Xids ----------------------------------------------
+
+BUS = "00000000:1B:00.0"
+
+
+def _health_nvml(**gpu: object) -> tuple[Nvml, SimpleNamespace, str]:
+    from tests.telemetry.fakes import counter_pynvml
+
+    fake = counter_pynvml({BUS: dict(gpu)})
+    nvml = Nvml(fake)
+    return nvml, fake, nvml.handle_by_pci_bus_id(BUS)
+
+
+def test_memory_health_reads_ecc_both_kinds_and_spans_and_the_row_remapper() -> None:
+    nvml, fake, handle = _health_nvml(
+        ecc={"corrected_volatile": 5, "uncorrected_volatile": 1, "corrected_aggregate": 40,
+             "uncorrected_aggregate": 2},
+        remapped=[3, 1, 1, 0])
+    assert nvml.memory_health(handle) == {
+        "ecc_corrected_volatile": 5, "ecc_uncorrected_volatile": 1,
+        "ecc_corrected_aggregate": 40, "ecc_uncorrected_aggregate": 2,
+        "remapped_rows_corrected": 3, "remapped_rows_uncorrected": 1,
+        "remap_pending": True, "remap_failure": False,
+        "retired_pages_single_bit": None, "retired_pages_double_bit": None,
+        "retired_pages_pending": None,
+    }
+    # The real calls' arguments: (error type, counter type) from pynvml's constants.
+    asked = {args[1:] for name, args in fake.calls if name == "nvmlDeviceGetTotalEccErrors"}
+    assert asked == {(t, c) for t in (pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                      pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+                     for c in (pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC)}
+    # A part with a row remapper is not asked for retired pages.
+    assert not [name for name, _ in fake.calls if "RetiredPages" in name]
+
+
+def test_memory_health_of_a_gpu_that_supports_none_of_it_is_none_everywhere() -> None:
+    nvml, _, handle = _health_nvml()  # ECC off, no remapper, no retirement: NotSupported
+    assert set(nvml.memory_health(handle).values()) == {None}
+
+
+def test_memory_health_falls_back_to_retired_pages_without_a_row_remapper() -> None:
+    single = pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+    double = pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    nvml, _, handle = _health_nvml(retired={single: [0x1000, 0x2000], double: [0x3000]},
+                                   retired_pending=1)
+    health = nvml.memory_health(handle)
+    assert (health["retired_pages_single_bit"], health["retired_pages_double_bit"],
+            health["retired_pages_pending"]) == (2, 1, True)
+    assert health["remap_pending"] is None
+
+
+def test_xid_events_are_drained_with_a_zero_timeout_and_no_event_is_no_failure(caplog) -> None:
+    caplog.set_level(logging.INFO, logger="bwprof.nvml")
+    nvml, fake, handle = _health_nvml(xids=[79, 48])
+    event_set = nvml.xid_event_set(handle)
+    assert event_set is not None
+    assert ("nvmlDeviceRegisterEvents", (handle, pynvml.nvmlEventTypeXidCriticalError,
+                                         event_set)) in fake.calls
+    assert nvml.xid_events(event_set) == [79, 48]
+    assert nvml.xid_events(event_set) == []  # NVML's Timeout: none left
+    assert "nvmlEventSetWait" not in caplog.text  # a 0 ms wait that found nothing is normal
+    nvml.free_event_set(event_set)
+    assert fake.event_sets[0]["freed"]
+
+
+def test_a_gpu_without_xid_events_gets_no_event_set_and_none_is_left_allocated() -> None:
+    nvml, fake, handle = _health_nvml(xids=[])
+    fake.nvmlDeviceGetSupportedEventTypes = lambda h: pynvml.nvmlEventTypeClock
+    assert nvml.xid_event_set(handle) is None
+    assert not fake.event_sets  # not even created: the supported types said no
+    # A driver that lists the type but refuses the registration: the set is freed again.
+    nvml, fake, handle = _health_nvml(xids=[])
+    fake.nvmlDeviceRegisterEvents = raises(pynvml.NVMLError_NoPermission)
+    assert nvml.xid_event_set(handle) is None
+    assert [s["freed"] for s in fake.event_sets] == [True]
+    # One that cannot list its types (NotSupported) is tried, and refused: freed too.
+    nvml, fake, handle = _health_nvml()
+    assert nvml.xid_event_set(handle) is None
+    assert [s["freed"] for s in fake.event_sets] == [True]
+
+
+def test_applications_clocks_are_read_per_clock_type() -> None:
+    clocks = {pynvml.NVML_CLOCK_SM: 1410, pynvml.NVML_CLOCK_MEM: 3201}
+    nvml, _, handle = _health_nvml(app_clocks=clocks)
+    assert nvml.applications_clocks(handle) == (1410, 3201)
+    nvml, _, handle = _health_nvml()
+    assert nvml.applications_clocks(handle) == (None, None)
