@@ -578,3 +578,87 @@ def test_compute_ceilings_validate_and_stay_under_their_peaks(compute_run):
     for fast in ("tf32", "fp16", "bf16"):
         if fast in largest.index and "fp32" in largest.index:
             assert largest.loc[fast, "value_median"] >= largest.loc["fp32", "value_median"], fast
+
+
+def _covered_sample(backend, works):
+    """One sample of `works` behind the gate, the hold doubled until it covers the enqueue
+    (as take_samples does), after one untimed sample that loads what the works launch."""
+    from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US
+
+    backend.time_sample(works, gate=True, hold_us=HOLD_US)
+    hold_us = HOLD_US
+    sample = backend.time_sample(works, gate=True, hold_us=hold_us)
+    while not sample.covered and hold_us < MAX_HOLD_US:
+        hold_us *= 2
+        sample = backend.time_sample(works, gate=True, hold_us=hold_us)
+    assert sample.covered, f"the gate released before the enqueue ended, even at {hold_us} us"
+    return sample
+
+
+def test_sm_copies_sharing_one_gpu_run_at_once(real_gpu, backend):
+    """Issue 33: one_to_all's and all_to_one's SM pass runs one kernel a peer on one GPU,
+    each on its share of the resident blocks (`kernel_params.sm_copy_blocks`), so that all
+    run at once. Seven such copies within the GPU (64 MiB each, a stream each, released by
+    one gate) must end together: every stream's time, from the release to its kernel's end,
+    within 1.5x of the shortest. With a full grid each (the old sizing) the first kernel
+    holds every slot and the rest follow in turn, about 1:7 (in the message, not held)."""
+    from types import SimpleNamespace
+
+    from bwprof.gpu.kernel_params import sm_copy_resident
+    from bwprof.gpu.smcopy import SmCopy
+
+    peers, size = 7, 64 * MiB
+    device = SimpleNamespace(index=real_gpu, properties=backend.properties(real_gpu))
+    resident = sm_copy_resident(device.properties.multiprocessors)
+    pairs = [(backend.device_array(real_gpu, size), backend.device_array(real_gpu, size))
+             for _ in range(peers)]
+    streams = [backend.new_stream(real_gpu) for _ in range(peers)]
+
+    def spread(grids):
+        copies = [SmCopy(backend, device, dst, src, size, stream, grids=grids)
+                  for (dst, src), stream in zip(pairs, streams, strict=True)]
+        sample = _covered_sample(backend, [copy.work(1) for copy in copies])
+        return max(sample.seconds) / min(sample.seconds), copies[0].blocks
+
+    shared, blocks = spread(peers)
+    full, full_blocks = spread(1)
+    assert blocks * peers <= resident < full_blocks * peers
+    assert shared < 1.5, (f"shared grids of {blocks} blocks: longest/shortest {shared:.2f}; "
+                          f"full grids of {full_blocks}: {full:.2f}")
+
+
+def test_a_sample_at_the_operation_ceiling_is_covered(real_gpu, backend):
+    """Issue 33: p2p_all_pairs on 8 GPUs has 56 streams; `sampling.stream_ops_ceiling` caps
+    their operations so the sample's enqueue (taken at ENQUEUE_CALL_S a call) fits in half the
+    gate's longest hold. On this host, 56 streams of 64 KiB copies at that ceiling must be
+    covered in every sample, the enqueue measured well under that budget."""
+    import time
+    from functools import partial
+
+    from bwprof.gpu.backend import Work
+    from bwprof.gpu.sampling import (
+        ENQUEUE_CALL_S,
+        MAX_SAMPLE_CALLS,
+        STREAM_CALLS,
+        WARMUP_OPS,
+        stream_ops_ceiling,
+    )
+
+    streams, size = 56, 64 << 10
+    ops = stream_ops_ceiling(streams)
+    bufs = [(backend.device_array(real_gpu, size), backend.device_array(real_gpu, size))
+            for _ in range(streams)]
+    lanes = [backend.new_stream(real_gpu) for _ in range(streams)]
+    works = [Work(stream, partial(backend.copy, dst, src, size, stream), ops, WARMUP_OPS)
+             for (dst, src), stream in zip(bufs, lanes, strict=True)]
+    for _ in range(5):
+        _covered_sample(backend, works)
+    begin = time.perf_counter()
+    for work in works:  # the enqueue alone, as a sample issues it (no gate: it just runs)
+        for _ in range(work.warmup + work.ops):
+            work.enqueue()
+    issued = time.perf_counter() - begin
+    backend.release()
+    calls = streams * (ops + WARMUP_OPS)
+    assert calls + streams * STREAM_CALLS <= MAX_SAMPLE_CALLS
+    assert issued / calls < ENQUEUE_CALL_S, f"{issued / calls * 1e6:.1f} us a call"
