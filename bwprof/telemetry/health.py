@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bwprof.schema.meta import GpuHealth, MemoryHealth, health_changes
 from bwprof.telemetry.nvml import Nvml
 
 GPU_IN_LABEL = re.compile(r"gpu\d+")
+AGGREGATE = ("ecc_corrected_aggregate", "ecc_uncorrected_aggregate")
 
 
 def gpus_of(device: str, every_gpu: Sequence[str]) -> set[str]:
@@ -58,17 +59,21 @@ class HealthWatch:
     def labels(self) -> list[str]:
         return [gpu.label for gpu in self._gpus]
 
-    def _read(self, handle: Any) -> MemoryHealth:
-        return MemoryHealth.from_dict(self.nvml.memory_health(handle), "health")
+    def _read(self, handle: Any, aggregate: bool = True) -> MemoryHealth:
+        return MemoryHealth.from_dict(self.nvml.memory_health(handle, aggregate), "health")
 
-    def poll(self) -> frozenset[str]:
+    def poll(self, aggregate: bool = False) -> frozenset[str]:
         """The GPUs whose counts rose, whose remap or retirement turned pending, or that
-        raised a critical Xid since the previous poll (or the start)."""
+        raised a critical Xid since the previous poll (or the start). Around a job the
+        aggregate ECC counts are not read (they count the errors the volatile ones do, and
+        each is one more NVML call per GPU per job): the last reading of each is kept."""
         worse = set()
         for gpu in self._gpus:
             if self._finished is not None:
                 break
-            now = self._read(gpu.handle)
+            now = self._read(gpu.handle, aggregate)
+            if not aggregate:
+                now = replace(now, **{name: getattr(gpu.last, name) for name in AGGREGATE})
             xids = self.nvml.xid_events(gpu.event_set) if gpu.event_set is not None else []
             if health_changes(gpu.last, now) or xids:
                 worse.add(gpu.label)
@@ -86,7 +91,7 @@ class HealthWatch:
         """Read every GPU a last time, free the event sets, and say what each went through;
         the same answer on every later call."""
         if self._finished is None:
-            self.poll()
+            self.poll(aggregate=True)
             for gpu in self._gpus:
                 if gpu.event_set is not None:
                     self.nvml.free_event_set(gpu.event_set)

@@ -313,12 +313,13 @@ class Nvml:
 
     # -- health: memory errors and critical events ----------------------------------------------
 
-    def memory_health(self, handle: Any) -> dict[str, int | bool | None]:
+    def memory_health(self, handle: Any, aggregate: bool = True) -> dict[str, int | bool | None]:
         """The GPU memory's error and repair counts now: ECC errors (corrected and
-        uncorrected, volatile since the driver loaded and aggregate over the board's life),
-        rows remapped (Ampere and newer) or, where the GPU has no row remapper, pages retired
-        (Volta and older) and whether a remap or retirement waits for a reset. None for each
-        count NVML does not give (ECC off, a GeForce: NotSupported is normal)."""
+        uncorrected, volatile since the driver loaded and, with `aggregate`, over the
+        board's life), rows remapped (Ampere and newer) or, where the GPU has no row
+        remapper, pages retired (Volta and older) and whether a remap or retirement waits
+        for a reset. None for each count NVML does not give (ECC off, a GeForce:
+        NotSupported is normal) or was not asked for."""
         q = self.query
         counts: dict[str, int | bool | None] = {}
         for kind, error_type in (("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
@@ -327,7 +328,7 @@ class Nvml:
                                   ("aggregate", "NVML_AGGREGATE_ECC")):
                 counts[f"ecc_{kind}_{span}"] = _count(q(
                     "nvmlDeviceGetTotalEccErrors", handle, self.constant(error_type),
-                    self.constant(counter)))
+                    self.constant(counter))) if aggregate or span == "volatile" else None
         remapped = q("nvmlDeviceGetRemappedRows", handle)  # (corr, unc, pending, failure)
         rows = tuple(remapped) if isinstance(remapped, (tuple, list)) else ()
         counts.update({

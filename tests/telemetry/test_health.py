@@ -83,3 +83,14 @@ def test_a_rows_gpus_are_read_from_its_device_label():
     assert gpus_of("all", every) == set(every)
     assert gpus_of("all->gpu1", every) == set(every)
     assert gpus_of("cpu", every) == set() and gpus_of("numa0", every) == set()
+
+
+def test_a_poll_around_a_job_reads_the_volatile_counts_only_and_keeps_the_aggregate_ones():
+    watch, fake = _watch()
+    asked = len(fake.calls)
+    fake.gpu_config[BUSES[0]]["ecc"]["corrected_aggregate"] = 9  # read at the end only
+    assert watch.poll() == frozenset()
+    ecc = [args for name, args in fake.calls[asked:] if name == "nvmlDeviceGetTotalEccErrors"]
+    assert len(ecc) == 2 * 2  # corrected and uncorrected volatile, on each of two GPUs
+    gpu0, _ = watch.finish()
+    assert gpu0.changes() == {"ecc_corrected_aggregate": 2}
