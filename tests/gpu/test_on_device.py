@@ -452,6 +452,56 @@ def test_counters_are_sampled_and_joined(real_gpu, device_run):
     assert (device_run.run_dir / "findings.csv").is_file()
 
 
+HEALTH_POLL_S = 0.005
+"""Most one GPU's health poll around a job may take (volatile ECC counts, remapped rows,
+an Xid drain): bwprof polls every GPU twice per GPU job."""
+
+
+def test_gpu_health_answers_or_says_not_supported_and_is_recorded(real_gpu, device_run):
+    """NVML's health calls on a real GPU answer a count or NotSupported, never raise; the
+    run records each GPU's counts before and after (system.json); a row is flagged
+    `gpu_degraded` only where a GPU's counts rose or it raised an Xid; a poll is cheap."""
+    import time
+
+    from bwprof.schema import flags
+    from bwprof.telemetry import nvml
+
+    health = device_run.meta.telemetry.health
+    assert health, device_run.meta.telemetry
+    gpus = {gpu.label: gpu for gpu in device_run.meta.gpus.devices}
+    for gpu in health:
+        assert gpu.before is not None and gpu.after is not None, gpu
+        print(gpu.device, gpu.after, "xids", gpu.xid_events, "changes", gpu.changes())
+        if gpus[gpu.device].metadata.get("ecc_mode_current"):  # ECC on: counts are given
+            assert gpu.after.ecc_uncorrected_volatile is not None, gpu
+            assert gpu.after.ecc_corrected_aggregate is not None, gpu
+            if gpus[gpu.device].properties.compute_capability >= (8, 0):  # row remapper
+                assert gpu.after.remap_pending is not None, gpu
+    degraded = device_run.results["flags"].fillna("").str.contains(flags.GPU_DEGRADED)
+    if degraded.any():
+        assert any(gpu.changes() or gpu.xid_events for gpu in health), health
+    session = nvml.get_nvml()
+    handle = session.handle_by_pci_bus_id(gpus["gpu0"].properties.pci_bus_id)
+    begin = time.perf_counter()
+    counts = session.memory_health(handle, aggregate=False)
+    events = session.xid_event_set(handle)
+    xids = session.xid_events(events) if events is not None else []
+    spent = time.perf_counter() - begin
+    if events is not None:
+        session.free_event_set(events)
+    print("health poll", f"{spent * 1e3:.2f} ms", counts, "xid set", events is not None, xids)
+    assert isinstance(xids, list)
+    assert spent < HEALTH_POLL_S + 0.005  # the poll plus creating and registering the set
+    sm, mem = session.applications_clocks(handle)
+    info = gpus["gpu0"].metadata
+    print("applications clocks", sm, mem, "max", info.get("sm_clock_max_mhz"),
+          info.get("memory_clock_max_mhz"))
+    assert (sm, mem) == (info.get("applications_clock_sm_mhz"),
+                         info.get("applications_clock_mem_mhz"))
+    if sm is not None and info.get("sm_clock_max_mhz"):
+        assert 0 < sm <= info["sm_clock_max_mhz"]
+
+
 # -- latency (issue 19) ----------------------------------------------------------------------
 
 LATENCY_CASES = "lat_gpu,lat_gpu_loaded,lat_h2d,lat_p2p,lat_memcpy"
