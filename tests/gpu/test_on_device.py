@@ -601,6 +601,37 @@ def test_on_one_gpu_h2d_alls_aggregate_is_gpu0s_row_within_1_percent(device_run)
         assert everything["value_median"] == pytest.approx(gpu0["value_median"], rel=0.01), size
 
 
+def test_the_host_aggregates_ceiling_comes_from_the_pcie_tree_sysfs_shows(device_run):
+    """system.json records each GPU's ports from its root bus down to it (`pcie_path`, its
+    own bus id last); h2d_all's `all` row is held against what that tree lets all GPUs move
+    at once: one GPU its own link (an H200: Gen5 x16, 63.0 GB/s), several GPUs at most their
+    links' sum, or none with the reason where the tree is a VM's."""
+    from bwprof.gpu.devices import host_ceiling
+    from bwprof.pci import PciePath, parse_pci_bus_id
+
+    gpus = device_run.meta.gpus.devices
+    if _host_link_is_c2c(device_run):
+        pytest.skip("host link is NVLink-C2C: no PCIe tree bounds its host copies")
+    for gpu in gpus:
+        path = PciePath.from_json(gpu.metadata.get("pcie_path"))
+        assert path is not None and path.root_bus, gpu.label
+        own = parse_pci_bus_id(gpu.properties.pci_bus_id or "").sysfs()
+        assert path.ports and path.ports[-1].bdf == own, (gpu.label, path)
+    frame = device_run.results
+    rows = frame[(frame["case"] == "h2d_all") & (frame["device"] == "all")
+                 & (frame["status"].isin(["ok", "invalid"]))]
+    assert len(rows), "no h2d_all aggregate row"
+    peaks = [g.peak_pcie_gbps for g in gpus]
+    ceiling = host_ceiling(gpus)  # GpuMeta answers what GpuDevice does here
+    for _, row in rows.iterrows():
+        if len(gpus) == 1:
+            assert row["peak_gbps"] == pytest.approx(peaks[0])
+        elif ceiling.gbps is None:
+            assert pd.isna(row["peak_gbps"]) and "no % of peak" in row["note"]
+        else:
+            assert row["peak_gbps"] <= sum(peaks) * (1 + 1e-9)
+
+
 @pytest.fixture(scope="module")
 def compute_run(tmp_path_factory):
     """The compute ceilings once (issue: roofline), on the quick preset's sizes."""
