@@ -1,6 +1,18 @@
+import os
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
-from bwprof.pci import parse_pci_bus_id, same_device
+from bwprof.pci import (
+    PciePath,
+    PciePort,
+    host_link_ceiling,
+    link_generation,
+    parse_pci_bus_id,
+    read_pcie_path,
+    same_device,
+)
 
 
 def test_parse_pci_bus_id_spellings() -> None:
@@ -30,17 +42,6 @@ def test_same_device_whatever_the_spelling(x, y, same) -> None:
 
 # -- the PCIe tree above the GPUs and the ceiling of host copies by all at once ----------------
 
-from dataclasses import replace  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from bwprof.pci import (  # noqa: E402
-    PciePath,
-    PciePort,
-    host_link_ceiling,
-    link_generation,
-    read_pcie_path,
-)
-
 GEN5_X16 = 16 * 32.0 * 128 / 130 / 8  # 63.0 GB/s one direction
 GEN4_X16 = GEN5_X16 / 2
 
@@ -64,7 +65,7 @@ class FakeSysfs:
             for kind in ("max", "current"):
                 (folder / f"{kind}_link_speed").write_text(speed + "\n")
                 (folder / f"{kind}_link_width").write_text(f"{width}\n")
-        (self.bus / chain[-1]).symlink_to(folder)
+        (self.bus / chain[-1]).symlink_to(os.path.relpath(folder, self.bus))  # as sysfs
         return chain[-1]
 
 
