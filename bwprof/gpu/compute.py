@@ -10,9 +10,11 @@ inputs, with a tolerance set by the dtype (`bwprof.host.gemm.TOLERANCE`): a wron
 multiply is `invalid`. c is zeroed before timing, so a multiply that never ran fails too.
 
 fma_gpu: every thread of a full grid (2048 threads an SM) runs FMA_CHAINS independent FMA
-chains of FMA_ITERATIONS steps each in registers and stores one sum: 2 x chains x iterations
-FLOP a thread. With scale 1 and step 2^-20 (kernel arguments, so nothing is folded) each step
-is exact, and every stored sum is checked against `kernel_params.fma_gold`.
+chains in registers, FMA_ITERATIONS trips of an unrolled block of FMA_UNROLL steps each
+(4096 steps a chain), and stores one sum: 2 x chains x steps FLOP a thread, the FMAs it
+executes. With scale 1 and step 2^-20 (kernel arguments, so nothing is folded) each step is
+exact, and every stored sum is checked against `kernel_params.fma_gold`, so a skipped FMA
+fails validation.
 
 Peaks: SM count x maximum SM clock (NVML) x dense FLOP per clock per SM of the unit the dtype
 runs on (`bwprof.peaks`); none where the clock or the architecture is unknown.
@@ -31,8 +33,10 @@ from bwprof.gpu.kernel_params import (
     COMPUTE_STEP,
     FMA_BLOCKS_PER_SM,
     FMA_ITERATIONS,
+    FMA_UNROLL,
     fma_flop,
     fma_gold,
+    fma_steps,
 )
 from bwprof.gpu.sampling import take_samples
 from bwprof.host.gemm import check_product, corners, flop
@@ -168,7 +172,8 @@ def fma_threads(device: GpuDevice) -> int:
 
 
 def fma(run: CaseRun) -> list[Measurement]:
-    """FMA_CHAINS x FMA_ITERATIONS FMAs a thread over a full grid, every sum checked."""
+    """FMA_CHAINS x fma_steps(FMA_ITERATIONS) FMAs a thread over a full grid, every sum
+    checked."""
     job, device, pool = run.job, run.device, run.pool
     dtype = job.dtype
     assert dtype is not None
@@ -194,7 +199,8 @@ def fma(run: CaseRun) -> list[Measurement]:
     note = join_notes(
         f"validation failed: {wrong} of {threads} threads stored a wrong sum" if wrong else "",
         f"{threads} threads ({FMA_BLOCKS_PER_SM} blocks of {FMA_THREADS_PER_BLOCK} an SM), "
-        f"8 independent {dtype} FMA chains x {FMA_ITERATIONS} a thread, CUDA events",
+        f"8 independent {dtype} FMA chains x {fma_steps(FMA_ITERATIONS)} a thread "
+        f"({FMA_ITERATIONS} trips of {FMA_UNROLL} unrolled), CUDA events",
         _peak_note(device, unit, peak), job.note, sampled.note())
     return [Measurement(
         seconds_per_op=sampled.per_stream_s[0], bytes_per_op=8 * threads,

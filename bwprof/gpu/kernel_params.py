@@ -86,9 +86,16 @@ def sm_copy_blocks(elements: int, multiprocessors: int, grids: int = 1) -> int:
 FMA_CHAINS = 8
 """Independent FMA chains a thread of `fma_fp32`/`fma_fp64` keeps: enough instruction-level
 parallelism to hide the FMA pipeline's latency (about 4 cycles) at any occupancy."""
-FMA_ITERATIONS = 4096
-"""FMA steps of each chain per launch: 2 x 8 x 4096 FLOP a thread, ~0.3 ms a launch on an
-H200 in fp32 with every SM full, so launch overhead is under 1%."""
+FMA_UNROLL = 32
+"""FMA steps of each chain in one trip of the FMA kernels' loop, written as a fixed-count
+inner loop that the compiler unrolls: 8 chains x 32 = 256 FMA a trip against the trip's
+counter, test and branch (3 PTX instructions, about 5 SASS with the 64-bit counter), so the
+loop is over 98% FMA. Re-testing the counter every 8 FMA left at most 60% of issue slots to
+FFMA (fp32 read ~40% under its peak). The kernels' `iterations` counts trips."""
+FMA_ITERATIONS = 128
+"""Trips of the unrolled block per launch (the kernels' `iterations`): 128 x FMA_UNROLL = 4096
+FMA steps of each chain, 2 x 8 x 4096 FLOP a thread, ~0.3 ms a launch on an H200 in fp32 with
+every SM full, so launch overhead is under 1%."""
 FMA_START_STEP = 2.0**-4
 """Chain j starts at 1 + j x FMA_START_STEP (distinct starts: the compiler cannot merge the
 chains); with scale 1 and step 2^-20 every value stays an exact binary fraction below 2."""
@@ -96,13 +103,20 @@ FMA_BLOCKS_PER_SM = 8
 """Blocks of 256 threads per SM in fma_gpu's grid: 2048 threads, a full Hopper SM."""
 
 
+def fma_steps(iterations: int) -> int:
+    """FMA steps each chain of a thread does in a launch of `iterations` trips."""
+    return iterations * FMA_UNROLL
+
+
 def fma_gold(iterations: int) -> float:
-    """What each thread of the FMA kernels stores: the sum of its chains' final values, each
-    exact (start + iterations x COMPUTE_STEP, below 2), the sum exact in float64."""
-    return float(sum(1.0 + j * FMA_START_STEP + iterations * COMPUTE_STEP
+    """What each thread of the FMA kernels stores after `iterations` trips: the sum of its
+    chains' final values, each exact (start + steps x COMPUTE_STEP, below 2), the sum exact
+    in float64."""
+    return float(sum(1.0 + j * FMA_START_STEP + fma_steps(iterations) * COMPUTE_STEP
                      for j in range(FMA_CHAINS)))
 
 
 def fma_flop(threads: int, iterations: int) -> float:
-    """FLOP of one FMA launch: two per fused multiply-add."""
-    return 2.0 * FMA_CHAINS * threads * iterations
+    """FLOP of one FMA launch of `iterations` trips: two per fused multiply-add executed
+    (chains x steps a thread), the FMAs the kernel's loop runs, no more."""
+    return 2.0 * FMA_CHAINS * threads * fma_steps(iterations)

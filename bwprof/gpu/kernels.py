@@ -8,7 +8,8 @@ correct. The STREAM kernels do their first element before the loop, as BabelStre
 per thread: the default grid gives each thread one element, and a plain `range` loop would make
 every thread first divide to count its trips (LLVM unrolls it: `div` in the PTX), tens of
 instructions ahead of the one load that matters. Copy and scale, which read one array, take
-two elements a thread instead (`PAIRED`), in a loop whose test is a comparison, no division.
+four elements a thread instead (`STREAM_UNROLL`, all four loads before any store), in loops
+whose tests are comparisons, no division.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bwprof.gpu.kernel_params import (
     COMPUTE_SCALE,
     COMPUTE_STEP,
     DOT_BLOCKS,
+    FMA_UNROLL,
     LOAD_BYTES_PER_ELEMENT,
     LOAD_UNROLL,
     SM_COPY_THREADS,
@@ -40,15 +42,17 @@ __all__ = ["COMPUTE_MAX_ITERATIONS", "COMPUTE_SCALE", "COMPUTE_STEP", "DOT_BLOCK
 restore_removed_aliases()  # before numba-cuda's first compile loads its NumPy overloads
 
 THREADS_PER_BLOCK = 256
-PAIRED = 2
-"""Elements a thread of copy and scale takes, both loads in flight before either store. With
-one 8-byte load a thread (2048 threads an SM) an H200 SM keeps 16 KiB of reads in flight,
-short of what HBM3e's latency needs: copy and scale reached 78% of peak where add and triad,
-two loads a thread, reached 89%. Paired, they reached 87%, as the copy engine's d2d_copy.
-Only the launch grid reads this: the two kernels are written for two."""
-PAIRED_MIN_BLOCKS = 512
-"""Halving the grid must not leave SMs idle on small (L2-resident) arrays: a paired grid keeps
-the one-element grid up to this many blocks (four an SM on an H200's 132)."""
+STREAM_UNROLL = 4
+"""Elements a thread of copy and scale takes per trip, all four loads issued before any store
+(`sm_copy`'s depth; `bwprof kernels` shows `4 ld in flight before a st`). With one 8-byte load
+a thread (2048 threads an SM) an H200 SM keeps 16 KiB of reads in flight, short of what
+HBM3e's latency needs: copy and scale reached 78-79% of peak (tests/data/h200-quick) where
+add and triad, two loads a thread, reached 89%; two a thread reached 87%. Four give each
+thread 32 B in flight. Only the launch grid reads this: the two kernels are written for four."""
+UNROLLED_MIN_BLOCKS = 512
+"""Quartering the grid must not leave SMs idle on small (L2-resident) arrays: an unrolled grid
+keeps the one-element grid up to this many blocks (four an SM on an H200's 132); there each
+thread has one to four elements, taken by the tail loop."""
 MAX_BLOCKS = 65535 * 32
 HOLD_STEP_NS = 1000
 
@@ -67,33 +71,56 @@ def stream_init(a, b, c, va, vb, vc):
 
 
 def stream_copy(a, b, c, scalar):
-    """Two elements a thread, both loads issued before either store (see `PAIRED`)."""
+    """Four elements a thread per trip, a grid stride apart (a warp's loads are 256 contiguous
+    bytes), all four loads issued before any store (see `STREAM_UNROLL`); the rest, fewer
+    than four a thread, one at a time. With the grid of a small array (one element a thread)
+    a thread's first load follows one comparison, as in add and triad."""
     i = cuda.grid(1)
     n = a.size
     stride = cuda.gridsize(1)
-    while i + stride < n:
-        first = a[i]
-        second = a[i + stride]
-        c[i] = first
-        c[i + stride] = second
-        i += 2 * stride
-    if i < n:
+    while i + 3 * stride < n:
+        a0 = a[i]
+        a1 = a[i + stride]
+        a2 = a[i + 2 * stride]
+        a3 = a[i + 3 * stride]
+        c[i] = a0
+        c[i + stride] = a1
+        c[i + 2 * stride] = a2
+        c[i + 3 * stride] = a3
+        i += 4 * stride
+    if i < n:  # at most three left (i + 3 x stride >= n): no loop, whose count LLVM divides
         c[i] = a[i]
+        i += stride
+        if i < n:
+            c[i] = a[i]
+            i += stride
+            if i < n:
+                c[i] = a[i]
 
 
 def stream_scale(a, b, c, scalar):
-    """Two elements a thread, both loads issued before either store (see `PAIRED`)."""
+    """As `stream_copy`: four loads of c in flight before the four stores of b."""
     i = cuda.grid(1)
     n = a.size
     stride = cuda.gridsize(1)
-    while i + stride < n:
-        first = c[i]
-        second = c[i + stride]
-        b[i] = scalar * first
-        b[i + stride] = scalar * second
-        i += 2 * stride
-    if i < n:
+    while i + 3 * stride < n:
+        c0 = c[i]
+        c1 = c[i + stride]
+        c2 = c[i + 2 * stride]
+        c3 = c[i + 3 * stride]
+        b[i] = scalar * c0
+        b[i + stride] = scalar * c1
+        b[i + 2 * stride] = scalar * c2
+        b[i + 3 * stride] = scalar * c3
+        i += 4 * stride
+    if i < n:  # at most three left (i + 3 x stride >= n): no loop, whose count LLVM divides
         b[i] = scalar * c[i]
+        i += stride
+        if i < n:
+            b[i] = scalar * c[i]
+            i += stride
+            if i < n:
+                b[i] = scalar * c[i]
 
 
 def stream_add(a, b, c, scalar):
@@ -154,7 +181,12 @@ def compute(x, y, iterations, scale, step):
 
 def _fma_chains(real, name, doc):
     """The fma_gpu kernel for one float type (`real`: numba's float32 or float64, a constant
-    of the kernel's closure): the same chains and check, on that type's units."""
+    of the kernel's closure): the same chains and check, on that type's units.
+
+    `iterations` counts trips of a block of FMA_UNROLL steps of every chain: the inner loop
+    has a constant count, so the compiler unrolls it into 8 x FMA_UNROLL FMAs, and the trip
+    counter is a plain comparison (a `range(iterations)` also selects and clamps the count
+    each trip). `bwprof kernels` shows the loop's FMA share."""
 
     def kernel(out, iterations, scale, step):
         i = cuda.grid(1)
@@ -166,15 +198,18 @@ def _fma_chains(real, name, doc):
         x5 = real(1.3125)
         x6 = real(1.375)
         x7 = real(1.4375)
-        for _ in range(iterations):
-            x0 = cuda.fma(x0, scale, step)
-            x1 = cuda.fma(x1, scale, step)
-            x2 = cuda.fma(x2, scale, step)
-            x3 = cuda.fma(x3, scale, step)
-            x4 = cuda.fma(x4, scale, step)
-            x5 = cuda.fma(x5, scale, step)
-            x6 = cuda.fma(x6, scale, step)
-            x7 = cuda.fma(x7, scale, step)
+        trip = 0
+        while trip < iterations:
+            for _ in range(FMA_UNROLL):
+                x0 = cuda.fma(x0, scale, step)
+                x1 = cuda.fma(x1, scale, step)
+                x2 = cuda.fma(x2, scale, step)
+                x3 = cuda.fma(x3, scale, step)
+                x4 = cuda.fma(x4, scale, step)
+                x5 = cuda.fma(x5, scale, step)
+                x6 = cuda.fma(x6, scale, step)
+                x7 = cuda.fma(x7, scale, step)
+            trip += 1
         if i < out.size:
             out[i] = (float64(x0) + float64(x1) + float64(x2) + float64(x3) + float64(x4)
                       + float64(x5) + float64(x6) + float64(x7))
@@ -185,10 +220,10 @@ def _fma_chains(real, name, doc):
 
 
 fma_fp32 = _fma_chains(float32, "fma_fp32", """fma_gpu: FMA_CHAINS independent float32 fused
-    multiply-add chains per thread, in registers (no memory traffic but one store a thread at
-    the end, so the chains are live). Chain j starts at 1 + j/16; with scale 1 (a kernel
-    argument: the compiler cannot fold it into an add) and step 2^-20 every step is exact, so
-    the stored sum (in float64) checks every FMA.""")
+    multiply-add chains per thread, `iterations` x FMA_UNROLL steps each, in registers (no
+    memory traffic but one store a thread at the end, so the chains are live). Chain j starts
+    at 1 + j/16; with scale 1 (a kernel argument: the compiler cannot fold it into an add)
+    and step 2^-20 every step is exact, so the stored sum (in float64) checks every FMA.""")
 fma_fp64 = _fma_chains(float64, "fma_fp64", "fma_gpu in float64: as `fma_fp32`, on the FP64 "
                                             "units.")
 
@@ -290,7 +325,7 @@ class KernelSpec:
     name: str
     function: object
     signature: str
-    kind: str  # stream | paired | dot | init | hold | chase | load | smcopy | fma
+    kind: str  # stream | unrolled | dot | init | hold | chase | load | smcopy | fma
 
 
 ARRAY = "float64[::1]"
@@ -299,9 +334,10 @@ KERNELS: dict[str, KernelSpec] = {
     for spec in (
         KernelSpec("init", stream_init,
                    f"void({ARRAY}, {ARRAY}, {ARRAY}, float64, float64, float64)", "init"),
-        KernelSpec("copy", stream_copy, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "paired"),
+        KernelSpec("copy", stream_copy, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)",
+                   "unrolled"),
         KernelSpec("scale", stream_scale, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)",
-                   "paired"),
+                   "unrolled"),
         KernelSpec("add", stream_add, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("triad", stream_triad, f"void({ARRAY}, {ARRAY}, {ARRAY}, float64)", "stream"),
         KernelSpec("dot", stream_dot, f"void({ARRAY}, {ARRAY}, {ARRAY})", "dot"),
@@ -328,7 +364,7 @@ def launch_config(kind: str, elements: int) -> tuple[int, int]:
         return max(1, min(MAX_BLOCKS, math.ceil(elements / SM_COPY_THREADS / SM_COPY_UNROLL))), \
             SM_COPY_THREADS
     blocks = math.ceil(elements / THREADS_PER_BLOCK)
-    if kind == "paired":
-        blocks = max(math.ceil(elements / PAIRED / THREADS_PER_BLOCK),
-                     min(blocks, PAIRED_MIN_BLOCKS))
+    if kind == "unrolled":
+        blocks = max(math.ceil(elements / STREAM_UNROLL / THREADS_PER_BLOCK),
+                     min(blocks, UNROLLED_MIN_BLOCKS))
     return max(1, min(MAX_BLOCKS, blocks)), THREADS_PER_BLOCK

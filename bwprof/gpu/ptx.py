@@ -4,8 +4,9 @@
 that every kernel compiles for a compute capability and how wide its global memory accesses are:
 a bandwidth kernel that issues 32-bit or byte loads will not reach the HBM peak. A kernel whose
 global addresses come from an index computed in 32 bits (which wraps past 2^31 elements: an H200
-holds 2^34 float64) fails (`narrow_index_arithmetic`). The parser is a pure function over PTX
-text; numba is imported lazily, only to compile.
+holds 2^34 float64) fails (`narrow_index_arithmetic`). An FMA kernel's hottest loop shows its
+share of FMA instructions (`fma_share`): loop overhead there is issue slots the ceiling loses.
+The parser is a pure function over PTX text; numba is imported lazily, only to compile.
 """
 
 from __future__ import annotations
@@ -218,6 +219,64 @@ def loads_in_flight(ptx: str) -> int:
     return most
 
 
+_FMA = re.compile(r"^(?:@!?%\w+\s+)?fma\.rn\.(f32|f64)\b")
+
+
+@dataclass(frozen=True)
+class LoopFma:
+    """FMA instructions (`fma.rn.f32` / `fma.rn.f64`) among a loop body's instructions."""
+
+    fma: int
+    instructions: int
+    dtype: str  # f32, f64, or both joined (`f32+f64`) in a loop that mixes them
+
+    @property
+    def share(self) -> float:
+        return self.fma / self.instructions if self.instructions else 0.0
+
+
+def _instructions(code: list[str], body: range) -> list[str]:
+    """The instructions among `code`'s lines in `body`: no labels, directives (`.pragma`,
+    `.reg`), braces or blank lines."""
+    found = []
+    for number in body:
+        line = code[number]
+        if not line or _LABEL.match(line) or line.startswith((".", "{", "}")):
+            continue
+        found.append(line)
+    return found
+
+
+def innermost_loops(ptx: str) -> list[range]:
+    """The loop bodies (`loop_bodies`) that hold no other loop: where a kernel spends its
+    trips."""
+    loops = loop_bodies(ptx)
+    return [body for body in loops
+            if not any(other != body and body.start <= other.start and other.stop <= body.stop
+                       for other in loops)]
+
+
+def fma_share(ptx: str) -> LoopFma | None:
+    """FMA instructions against all instructions of the hottest loop of PTX text: of the
+    innermost loops, the one with the most FMAs (an unrolled main loop beside its remainder
+    loop); labels, directives and braces are not instructions, a predicated one is. None when
+    no loop holds an FMA. These are PTX counts: they approximate the SASS that runs (ptxas
+    turns each `fma.rn` into one FFMA or DFMA; a 64-bit loop counter's add and compare become
+    a few more SASS instructions than in PTX), so a share near 1 is what an FMA ceiling needs
+    and a share of 0.6 caps it at 60% of peak."""
+    code = _code_lines(ptx)
+    best: LoopFma | None = None
+    for body in innermost_loops(ptx):
+        instructions = _instructions(code, body)
+        kinds = [m.group(1) for line in instructions if (m := _FMA.match(line))]
+        if not kinds:
+            continue
+        found = LoopFma(len(kinds), len(instructions), "+".join(sorted(set(kinds))))
+        if best is None or found.fma > best.fma:
+            best = found
+    return best
+
+
 _GUARD = re.compile(r"^@!?%\w+\s+")
 _BRACKETS = re.compile(r"\[([^\]]*)\]")
 _DECLARED = re.compile(r"\.reg\s+\.[bsuf](\d+)\s+%(\w+?)<\d+>")
@@ -371,6 +430,10 @@ class KernelPtx:
     narrow_index: tuple[str, ...] = ()
     """Instructions that make a global address from a 32-bit index (`narrow_index_arithmetic`):
     the kernel is wrong past 2^31 elements, so it does not pass."""
+    loop_fma: LoopFma | None = None
+    """An FMA kernel's (kind `fma`) FMA instructions among its hottest loop's (`fma_share`);
+    None for the others (triad's `b + scalar * c` is an fma too, but not a ceiling) and
+    without an FMA loop."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -403,7 +466,8 @@ def compile_kernel(spec: KernelSpec, cc: tuple[int, int]) -> KernelPtx:
                      dependent_loads=dependent_loads(ptx)[1],
                      loads_in_flight=loads_in_flight(ptx),
                      loop_loads=tuple(dependent_loads(ptx, body) for body in loop_bodies(ptx)),
-                     narrow_index=narrow)
+                     narrow_index=narrow,
+                     loop_fma=fma_share(ptx) if spec.kind == "fma" else None)
 
 
 def narrow_index_error(narrow: tuple[str, ...] | list[str]) -> str | None:
@@ -442,8 +506,17 @@ def _steps(result: KernelPtx) -> str:
     return f"; in its loops {shown} ld dependent: some loads do not wait for the last"
 
 
+def _fma_note(loop: LoopFma | None) -> str:
+    """'  (loop 98.8% fma.rn.f32: 256 of 259 instructions)', or '' without an FMA loop."""
+    if loop is None:
+        return ""
+    return (f"  (loop {loop.share:.1%} fma.rn.{loop.dtype}: {loop.fma} of {loop.instructions} "
+            "instructions)")
+
+
 def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
-    """One line per kernel (name, ok/FAILED, loads, stores) and a summary line."""
+    """One line per kernel (name, ok/FAILED, loads, stores, and where they apply the loads
+    in flight or dependent, and its loop's FMA share) and a summary line."""
     width = max((len(r.name) for r in results), default=4)
     lines = []
     for r in results:
@@ -454,7 +527,7 @@ def report_lines(results: list[KernelPtx], cc: tuple[int, int]) -> list[str]:
                      if r.loads_in_flight > 1 else "")
             lines.append(
                 f"{r.name:<{width}}  ok      {r.accesses.describe('ld'):<18}  "
-                f"{r.accesses.describe('st')}{chase}"
+                f"{r.accesses.describe('st')}{chase}{_fma_note(r.loop_fma)}"
             )
         else:
             lines.append(f"{r.name:<{width}}  FAILED  {r.error}")

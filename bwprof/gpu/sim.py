@@ -28,6 +28,7 @@ from bwprof.gpu.kernel_params import (
     STATE_GENERATION,
     STATE_LOAD_BYTES,
     STATE_POSITION,
+    fma_steps,
 )
 from bwprof.host import stream as host_stream
 
@@ -70,11 +71,11 @@ def _chase(chain, state, steps):  # pragma: no cover - compiled
 def _fma(out, iterations, scale, step, single):
     """The CPU twin of `kernels.fma_fp32`/`fma_fp64`: one thread's chains, whose stored sum
     every thread of the kernel shares (the chains do not depend on the thread), copied to
-    every element."""
+    every element. `iterations` counts trips of FMA_UNROLL steps, as the kernels'."""
     kind = np.float32 if single else np.float64
     chains = (1.0 + FMA_START_STEP * np.arange(FMA_CHAINS)).astype(kind)
     scale, step = kind(scale), kind(step)
-    for _ in range(int(iterations)):
+    for _ in range(fma_steps(int(iterations))):
         chains = chains * scale + step  # exact here: no rounding for an FMA to skip
     out[:] = float(np.sum(chains.astype(np.float64)))
 

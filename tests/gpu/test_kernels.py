@@ -18,8 +18,9 @@ from bwprof.gpu.kernels import (
     DOT_BLOCKS,
     KERNELS,
     MAX_BLOCKS,
-    PAIRED_MIN_BLOCKS,
+    STREAM_UNROLL,
     THREADS_PER_BLOCK,
+    UNROLLED_MIN_BLOCKS,
     launch_config,
 )
 from bwprof.host import stream
@@ -29,7 +30,7 @@ N = 1000  # odd, and not a multiple of any grid below
 SMALL_GRID = (2, 32)  # 64 threads for 1000 elements: each thread loops ~16 times
 ELEMENT_GRIDS = [(1, 1), (1, 3), (3, 7), (2, 32), (4, 64)]
 """Grids for the element-placement tests: one thread, odd blocks, several blocks, and 256
-threads, which loop (with pairs, or four loads a thread) over the longer lengths and pass
+threads, which loop (four loads a thread) over the longer lengths and pass
 the end of the shorter ones. The simulator runs a Python thread for each CUDA thread, so
 (4, 256) took about 0.5 s a launch and, at 1024 threads, never entered those loops."""
 
@@ -47,8 +48,8 @@ def _mismatches(x: np.ndarray, expected: float) -> int:
 @pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
 def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
     """On a grid smaller than the array (each thread loops) and on the run's own grid (one
-    element a thread, two for copy and scale, with threads past the end and, for the paired
-    kernels, threads whose second element is past the end)."""
+    element a thread; for copy and scale one to four, with threads past the end and threads
+    whose later elements are past the end)."""
     grid = grid or launch_config(KERNELS[name].kind, N)
     kernel = cudasim.jit(KERNELS[name].function)
     a, b, c = (cudasim.to_device(x) for x in _host_arrays())
@@ -65,12 +66,15 @@ def test_stream_kernel_matches_gold_on_every_element(cudasim, name, runs, grid):
 
 
 @pytest.mark.parametrize("grid", ELEMENT_GRIDS)
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 63, 64, 65, 255, 256, 257, 1000, 1025])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 7, 11, 12, 13, 63, 64, 65, 255, 256, 257, 1000,
+                               1025])
 @pytest.mark.parametrize("name", ["copy", "scale"])
-def test_paired_kernels_put_every_element_in_its_own_place(cudasim, name, n, grid):
+def test_unrolled_kernels_put_every_element_in_its_own_place(cudasim, name, n, grid):
     """Distinct values, so an element written to its neighbour's place shows (the constant
-    STREAM arrays would hide it): every length against grids with and without pairs, a
-    second element past the end, and threads past the end."""
+    STREAM arrays would hide it): every length against grids where threads take four
+    elements a trip, one to three in the tail (n not a multiple of the unroll: 11, 12, 13 on
+    the 3-thread grid; 257 on 64 threads), n smaller than the grid, and threads past the
+    end."""
     kernel = cudasim.jit(KERNELS[name].function)
     source = np.arange(n, dtype=np.float64) + 1.0
     a, b, c = (cudasim.to_device(x) for x in (source, np.zeros(n), np.zeros(n)))
@@ -139,12 +143,16 @@ def test_dot_partials_sum_to_the_dot_product(cudasim):
         ("stream", THREADS_PER_BLOCK, (1, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK + 1, (2, THREADS_PER_BLOCK)),
         ("stream", 1000, (4, THREADS_PER_BLOCK)),
-        ("paired", 1000, (4, THREADS_PER_BLOCK)),  # small: the one-element grid
-        ("paired", 32768, (128, THREADS_PER_BLOCK)),  # the L2 sweep's first size, 256 KiB
-        ("paired", PAIRED_MIN_BLOCKS * THREADS_PER_BLOCK, (PAIRED_MIN_BLOCKS, THREADS_PER_BLOCK)),
-        ("paired", 4 * PAIRED_MIN_BLOCKS * THREADS_PER_BLOCK,
-         (2 * PAIRED_MIN_BLOCKS, THREADS_PER_BLOCK)),
-        ("paired", 1 << 25, ((1 << 24) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
+        ("unrolled", 1000, (4, THREADS_PER_BLOCK)),  # small: the one-element grid
+        ("unrolled", 32768, (128, THREADS_PER_BLOCK)),  # the L2 sweep's first size, 256 KiB
+        ("unrolled", UNROLLED_MIN_BLOCKS * THREADS_PER_BLOCK,
+         (UNROLLED_MIN_BLOCKS, THREADS_PER_BLOCK)),
+        ("unrolled", 2 * UNROLLED_MIN_BLOCKS * THREADS_PER_BLOCK,
+         (UNROLLED_MIN_BLOCKS, THREADS_PER_BLOCK)),  # two elements a thread, still 512 blocks
+        ("unrolled", 8 * UNROLLED_MIN_BLOCKS * THREADS_PER_BLOCK,
+         (2 * UNROLLED_MIN_BLOCKS, THREADS_PER_BLOCK)),
+        ("unrolled", 1 << 25, ((1 << 23) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
+        ("unrolled", (1 << 25) + 1, ((1 << 23) // THREADS_PER_BLOCK + 1, THREADS_PER_BLOCK)),
         ("init", 1 << 20, ((1 << 20) // THREADS_PER_BLOCK, THREADS_PER_BLOCK)),
         ("stream", THREADS_PER_BLOCK * MAX_BLOCKS * 4, (MAX_BLOCKS, THREADS_PER_BLOCK)),
         ("dot", 10, (DOT_BLOCKS, THREADS_PER_BLOCK)),
@@ -177,12 +185,62 @@ def test_compute_does_exactly_the_iterations_asked(cudasim):
 
 @pytest.mark.parametrize("name,kind", [("fma_fp32", np.float32), ("fma_fp64", np.float64)])
 def test_fma_kernels_store_the_exact_sum_of_their_chains(cudasim, name, kind):
+    """`iterations` counts unrolled trips: 3 trips are 3 x FMA_UNROLL steps of each chain,
+    and the stored sum tells 3 trips from 2 (and from 3 x 32 - 1 steps: one step is 2^-20)."""
     from bwprof.gpu.kernel_params import COMPUTE_SCALE, COMPUTE_STEP, fma_gold
 
-    out = np.zeros(64)
-    cudasim.jit(KERNELS[name].function)[2, 32](out, 9, kind(COMPUTE_SCALE), kind(COMPUTE_STEP))
-    assert (out == fma_gold(9)).all()
-    assert fma_gold(9) != fma_gold(8)
+    out = np.zeros(40)  # threads past the end store nothing
+    cudasim.jit(KERNELS[name].function)[1, 48](out, 3, kind(COMPUTE_SCALE), kind(COMPUTE_STEP))
+    assert (out == fma_gold(3)).all()
+    assert fma_gold(3) != fma_gold(2)
+    assert fma_gold(0) == sum(1 + j / 16 for j in range(8))
+
+
+class CountingFma:
+    """Stands in for `numba.cuda` in a kernel run as plain Python: counts the FMAs."""
+
+    def __init__(self):
+        self.fmas = 0
+
+    def grid(self, dimensions):
+        return 0
+
+    def fma(self, value, scale, step):
+        self.fmas += 1
+        return value * scale + step
+
+
+@pytest.mark.parametrize("name", ["fma_fp32", "fma_fp64"])
+@pytest.mark.parametrize("iterations", [0, 1, 5])
+def test_the_flop_a_fma_row_claims_are_the_fmas_its_kernel_executes(monkeypatch, name,
+                                                                     iterations):
+    """The kernel's source run once as Python: it calls cuda.fma exactly fma_flop / 2 times
+    a thread, and its stored sum is fma_gold's (FLOP counted are FLOP done)."""
+    from bwprof.gpu import kernels
+    from bwprof.gpu.kernel_params import COMPUTE_SCALE, COMPUTE_STEP, fma_flop, fma_gold
+
+    counting = CountingFma()
+    monkeypatch.setattr(kernels, "cuda", counting)
+    out = np.zeros(1)
+    KERNELS[name].function(out, iterations, COMPUTE_SCALE, COMPUTE_STEP)
+    assert counting.fmas == fma_flop(1, iterations) / 2
+    assert out[0] == fma_gold(iterations)
+
+
+def test_the_fma_chains_stay_exact_for_the_run_s_launch():
+    """Every chain stays below 2 after FMA_ITERATIONS trips, where each 2^-20 step is exact
+    in float32 (24-bit significand) and float64: the gold compare is exact."""
+    from bwprof.gpu.kernel_params import (
+        COMPUTE_STEP,
+        FMA_CHAINS,
+        FMA_ITERATIONS,
+        FMA_START_STEP,
+        fma_steps,
+    )
+
+    last = 1.0 + (FMA_CHAINS - 1) * FMA_START_STEP + fma_steps(FMA_ITERATIONS) * COMPUTE_STEP
+    assert last < 2.0
+    assert np.float32(last) == last
 
 
 class Recording:
@@ -201,9 +259,9 @@ class Recording:
 
 @pytest.mark.parametrize("name", ["copy", "scale", "add", "triad"])
 @pytest.mark.parametrize("threads", [10, 4])
-def test_each_element_is_written_exactly_once(monkeypatch, name, threads):
+@pytest.mark.parametrize("n", [10, 2 * STREAM_UNROLL * 4 + 3])  # 4 threads: trips, tails of 0-1
+def test_each_element_is_written_exactly_once(monkeypatch, name, threads, n):
     from bwprof.gpu import kernels
-    n = 10
     arrays = [Recording(n) for _ in range(3)]
     for t in range(threads):
         grid = SimpleNamespace(grid=lambda d, t=t: t, gridsize=lambda d: threads)

@@ -80,7 +80,7 @@ def test_each_thread_of_the_launch_grid_covers_its_elements_past_2_32(monkeypatc
     """On the grid the run launches for n elements (at most MAX_BLOCKS x 256 threads: each
     thread loops 4 to 34 times), a thread writes exactly the elements t, t + G, t + 2G, ...
     below n (G the grid's size), each once, with the value computed from its own element:
-    the paired loops (copy, scale), the four-deep SM copy and the tails past the last
+    the four-deep loops (copy, scale, the SM copy) and the tails past the last
     whole sweep, across 2^31 and 2^32 elements."""
     from bwprof.gpu import kernels
 
@@ -122,7 +122,7 @@ def test_each_thread_of_the_launch_grid_covers_its_elements_past_2_32(monkeypatc
 
 
 @pytest.mark.parametrize("elements", ACROSS)
-@pytest.mark.parametrize("kind", ["stream", "paired", "init", "smcopy", "dot", "load"])
+@pytest.mark.parametrize("kind", ["stream", "unrolled", "init", "smcopy", "dot", "load"])
 def test_launch_grids_stay_within_cuda_limits_at_any_size(kind, elements):
     """However many elements, the grid fits CUDA's limits (x dimension < 2^31 blocks) and
     keeps each thread's count of elements far from any bound: the grid-stride loops take the
