@@ -178,9 +178,10 @@ def describe(
             pcie = None
         node = pick("numa_node")
         # The ports above the GPU, read here unless the metadata brings them (a described
-        # machine): which GPUs share an uplink sets the ceiling of host copies by all at once.
+        # machine, whose bus ids name nothing on this one): which GPUs share an uplink sets
+        # the ceiling of host copies by all at once.
         path = meta.get(PCIE_PATH_KEY)
-        if path is None and props.pci_bus_id:
+        if path is None and props.pci_bus_id and backend.name != "described":
             path = read_pcie_path(props.pci_bus_id, sysfs_root, in_vm).as_json()
         if path is not None:
             meta = {**meta, PCIE_PATH_KEY: path}
