@@ -433,6 +433,34 @@ def test_copy_and_scale_keep_four_loads_in_flight_and_never_divide(sm90_ptx):
     assert loads_in_flight(sm90_ptx["sm_copy"]) == 4
 
 
+FULL_SM_REGISTERS = 32
+"""Registers a thread may use for 2048 threads to fit an sm_90 SM's 65,536: fma_gpu's grid is
+8 blocks of 256 on every SM, and copy and scale rely on full SMs for their loads in flight."""
+
+
+@pytest.mark.parametrize("name", ["fma_fp32", "fma_fp64", "copy", "scale"])
+def test_the_unrolled_kernels_fit_a_full_sm_without_spilling(sm90_ptx, tmp_path, name):
+    """ptxas (the CUDA toolkit's assembler, no GPU needed) on the sm_90 PTX: unrolling must
+    not cost occupancy (at most FULL_SM_REGISTERS registers a thread) nor spill to local
+    memory. fma: 8 chains in registers, 25-26 registers; copy and scale: 30."""
+    import shutil
+
+    ptxas = shutil.which("ptxas") or ("/usr/local/bin/ptxas"
+                                      if Path("/usr/local/bin/ptxas").exists() else None)
+    if ptxas is None:
+        pytest.skip("no ptxas on this machine")
+    source = tmp_path / f"{name}.ptx"
+    source.write_text(sm90_ptx[name])
+    done = subprocess.run([ptxas, "-arch=sm_90", "-v", str(source), "-o",
+                           str(tmp_path / f"{name}.cubin")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    used = re.search(r"Used (\d+) registers", done.stderr)
+    assert used, done.stderr
+    assert int(used.group(1)) <= FULL_SM_REGISTERS, done.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in done.stderr, done.stderr
+
+
 FMA_LOOPS_PTX = """\
 .reg .f32 \t%f<300>;
 {
