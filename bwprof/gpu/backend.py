@@ -7,7 +7,7 @@ the very same loops, validation and rows that run on a GPU. Backends return raw 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,6 +67,14 @@ class GpuBackend(Protocol):
     sample_scale: float
     """The share of bwprof's sample lengths (`sampling.TARGET_SAMPLE_S`, the chase's
     `latency.TARGET_SAMPLE_S`) this backend's timings are taken over: 1 on a GPU."""
+    deadline_s: float
+    """How long one wait on a GPU may last before the GPU is taken as wedged (the executor
+    sets it per job: `bwprof.gpu.job.wait_deadline_s`)."""
+
+    @property
+    def wedged(self) -> Mapping[int, str]:
+        """GPUs that did not finish work within the deadline, with why: never used (nor
+        synchronised) again in this run."""
 
     def device_count(self) -> int: ...
 

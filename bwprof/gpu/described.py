@@ -27,6 +27,8 @@ class DescribedBackend:
 
     def __init__(self, gpus: Sequence[DescribedGpu]) -> None:
         self.gpus = tuple(gpus)
+        self.deadline_s = 0.0  # measures nothing: never waits on a GPU
+        self.wedged: dict[int, str] = {}
 
     def device_count(self) -> int:
         return len(self.gpus)

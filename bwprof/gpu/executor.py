@@ -23,7 +23,7 @@ from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.hbm import array_sizes
-from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun
+from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, wait_deadline_s
 from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan
@@ -280,8 +280,16 @@ class GpuExecutor(Executor):
             first, second = declared.pair_slots
             self.pool.keep_device_slots(job.device, first)
             self.pool.keep_device_slots(job.peer, second)
+        stopped = self._wedged(job)
+        if stopped:
+            raise NotRun("skipped", stopped)
         self._check_fits(declared, job)
         window = self.counter_window_s if self._earns_window(declared, job, plan) else 0.0
+        # No wait on a GPU may hang the run: each is bounded by a deadline sized from the
+        # job's planned time (`wait_deadline_s`); past it the job ends in an error row that
+        # names the stalled work, and its GPUs are skipped from then on (`_wedged`).
+        planned = declared.cost(declared, job, self, plan).seconds + window
+        self.gpu.deadline_s = wait_deadline_s(planned)
         run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window,
                       self._scratch)
         out_of_memory: str | None = None
@@ -301,6 +309,18 @@ class GpuExecutor(Executor):
         if self.backend == "simulated":
             rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
         return rows
+
+    def _wedged(self, job: Job) -> str | None:
+        """Why `job` cannot run: a GPU it uses stopped answering earlier in this run (a
+        wait on it ran past its deadline); None where every GPU it uses still answers."""
+        used = ([d for d in (job.device, job.peer) if d is not None] if job.device is not None
+                else [d.index for d in self.devices])
+        stopped = [d for d in used if d in self.gpu.wedged]
+        if not stopped:
+            return None
+        first = stopped[0]
+        return (f"gpu{first} stopped answering earlier in this run ({self.gpu.wedged[first]}):"
+                " not used again, nor synchronised")
 
     def _checked(self, case: GpuCase, row: Measurement) -> Measurement:
         """State what the figure cannot be: above its theoretical peak (a measurement error,

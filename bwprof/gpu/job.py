@@ -59,3 +59,17 @@ class CaseRun:
 
 DEVICE_MEMORY_SHARE = 0.9
 """A job may take at most this share of a GPU's free memory (the rest is the driver's)."""
+
+DEADLINE_FLOOR_S = 10.0
+DEADLINE_MULTIPLE = 5.0
+"""The deadline rule (`wait_deadline_s`): a wait on a GPU may last DEADLINE_MULTIPLE x the
+job's planned time, and never less than DEADLINE_FLOOR_S."""
+
+
+def wait_deadline_s(planned_s: float) -> float:
+    """How long one wait on a GPU (a sample's events, a blocking copy or synchronise) of a
+    job planned to take `planned_s` (`bwprof.costs`: the whole job, every sample, on a slow
+    machine) may last before its GPU is taken as wedged: no single sample outlasts its whole
+    job, so five times the job, at least 10 s, leaves room for a link trained far below its
+    maximum (x1 Gen1 moves a 1 GiB copy in about 4 s) while a stalled copy ends the job."""
+    return max(DEADLINE_FLOOR_S, DEADLINE_MULTIPLE * planned_s)

@@ -30,11 +30,14 @@ import mmap
 import os
 import re
 import sys
+import threading
+import time
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -66,6 +69,36 @@ CUBLAS_DEFAULT_MATH = 0
 # cudaError_t values (stable across CUDA 11-13; CuPy 14 no longer exports the `error*` aliases).
 CUDA_ERROR_MEMORY_ALLOCATION = 2
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+
+
+CUDA_SUCCESS = 0
+CUDA_ERROR_NOT_READY = 600
+"""What cudaEventQuery answers for an event whose work is done, and one still pending."""
+
+DEFAULT_DEADLINE_S = 60.0
+"""How long one wait on a GPU may last where no job sized it (`deadline_s`; the executor
+sets it per job from the plan: `bwprof.gpu.job.wait_deadline_s`)."""
+POLL_FIRST_S = 20e-6
+POLL_MAX_S = 1e-3
+"""An event is polled (cudaEventQuery) at intervals doubling from POLL_FIRST_S up to
+POLL_MAX_S: the host learns of the end of a sample at most a millisecond late, and the
+events, not the host, time it."""
+
+_NEVER_FREED: list[Any] = []
+"""Pinned host buffers held for the life of the process once a GPU stopped answering:
+cudaFreeHost synchronises, and a stalled copy may still read them. CuPy frees nothing at
+interpreter exit, so these are left to the operating system."""
+
+_T = TypeVar("_T")
+
+
+class GpuTimeout(RuntimeError):
+    """A GPU did not finish its work within the deadline: `devices` (CUDA indices) are taken
+    as wedged and are neither used nor synchronised again in this run."""
+
+    def __init__(self, message: str, devices: Sequence[int]) -> None:
+        super().__init__(message)
+        self.devices = tuple(devices)
 
 
 MAX_CONNECTIONS_VARIABLE = "CUDA_DEVICE_MAX_CONNECTIONS"
@@ -178,6 +211,18 @@ class CudaBackend:
         self._gate_streams: dict[int, Any] = {}
         self._used: set[int] = set()  # devices this backend opened; release() touches no other
         self.placement_failed = False  # CPU affinity was refused: host memory lies anywhere
+        self.deadline_s = DEFAULT_DEADLINE_S
+        """How long one wait on a GPU may last (a sample's events, a blocking copy, a
+        synchronise) before its GPU is taken as wedged; set per job by the executor."""
+        self.wedged: dict[int, str] = {}
+        """GPUs that did not finish work within the deadline, with why: no call reaches
+        them again (a synchronise would hang), so later jobs on them are skipped."""
+        self._doing: dict[int, tuple[Any, ...]] = {}
+        """Each stream's last enqueued work (by stream pointer), to name what stalled; kept
+        raw (formatting costs issue time inside the gate) and cleared by release()."""
+        self._pinned: list[weakref.ref[Any]] = []  # pinned buffers made, kept if a GPU wedges
+        self._clock: Callable[[], float] = time.monotonic  # a fake clock in tests
+        self._sleep: Callable[[float], None] = time.sleep
 
     # devices ---------------------------------------------------------------------------
 
@@ -265,6 +310,8 @@ class CudaBackend:
                 # `memory`, whose finaliser calls cudaFreeHost (as cupyx.empty_pinned does).
                 pointer = self.cp.cuda.PinnedMemoryPointer(memory, 0)
                 array = np.ndarray((nbytes,), dtype=np.uint8, buffer=pointer)
+                self._pinned = [ref for ref in self._pinned if ref() is not None]
+                self._pinned.append(weakref.ref(array))
             else:
                 # Fresh anonymous pages (not recycled heap pages already placed elsewhere),
                 # so the first touch below decides their NUMA node. Private, as malloc's
@@ -301,6 +348,7 @@ class CudaBackend:
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         rt = self.cp.cuda.runtime
         dst_host, src_host = isinstance(dst, np.ndarray), isinstance(src, np.ndarray)
+        self._doing[stream.ptr] = ("copy", dst, src)
         if not dst_host and not src_host and dst.device.id != src.device.id:
             # memcpyPeerAsync(dst, dstDevice, src, srcDevice, size, stream)
             rt.memcpyPeerAsync(self._pointer(dst), dst.device.id, self._pointer(src),
@@ -393,6 +441,7 @@ class CudaBackend:
         grid = blocks or grid
         device = int(stream.device_id)
         self._prepare(device)
+        self._doing[stream.ptr] = ("kernel", kernel)
         with self.nb.gpus[device]:
             compiled, numba_stream = self._kernel(kernel), self._numba_stream(stream)
             # Small grids on purpose (an SM copy of a small transfer: one block): no warning.
@@ -419,6 +468,7 @@ class CudaBackend:
         scale = np.float64 if dtype == "fp64" else np.float32
         alpha, beta = np.ones(1, dtype=scale), np.zeros(1, dtype=scale)
         device = int(stream.device_id)
+        self._doing[stream.ptr] = ("gemm", dtype)
         # `stream` current: CuPy's gemmEx sets the handle's stream to CuPy's current stream
         # before it calls cuBLAS (cublas.pyx: `_setStream(handle)`), undoing any setStream
         # made before it; with the legacy stream current the multiply would run outside the
@@ -443,22 +493,33 @@ class CudaBackend:
 
     def zero(self, array: Any, nbytes: int) -> None:
         rt = self.cp.cuda.runtime
-        with self.cp.cuda.Device(array.device.id):
-            rt.deviceSynchronize()
-            rt.memset(self._pointer(array), 0, nbytes)  # no CuPy kernel (and no NVRTC)
-            rt.deviceSynchronize()
+        device = int(array.device.id)
+
+        def zero() -> None:
+            with self.cp.cuda.Device(device):
+                rt.deviceSynchronize()
+                rt.memset(self._pointer(array), 0, nbytes)  # no CuPy kernel (and no NVRTC)
+                rt.deviceSynchronize()
+
+        self._bounded((device,), f"gpu{device} memset", zero)
 
     def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
         rt = self.cp.cuda.runtime
         host = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
         if offset + host.size > dst.nbytes:
             raise ValueError(f"upload of {host.size} bytes at {offset} overruns {dst.nbytes}")
-        with self.cp.cuda.Device(dst.device.id):
-            # cudaMemcpy runs on the legacy stream, which does not wait for non-blocking ones.
-            rt.deviceSynchronize()
-            rt.memcpy(self._pointer(dst) + offset, int(host.ctypes.data), host.size,
-                      rt.memcpyHostToDevice)
-            rt.deviceSynchronize()
+        device = int(dst.device.id)
+
+        def upload() -> None:
+            with self.cp.cuda.Device(device):
+                # cudaMemcpy runs on the legacy stream, which does not wait for non-blocking
+                # ones.
+                rt.deviceSynchronize()
+                rt.memcpy(self._pointer(dst) + offset, int(host.ctypes.data), host.size,
+                          rt.memcpyHostToDevice)
+                rt.deviceSynchronize()
+
+        self._bounded((device,), f"host -> gpu{device} upload", upload)
 
     def download(self, src: Any, nbytes: int, offset: int = 0, out: Any = None) -> Any:
         rt = self.cp.cuda.runtime
@@ -468,10 +529,15 @@ class CudaBackend:
             out = np.empty(nbytes, dtype=np.uint8)
         elif out.nbytes < nbytes:
             raise ValueError(f"download of {nbytes} bytes into {out.nbytes}")
-        with self.cp.cuda.Device(src.device.id):
-            rt.deviceSynchronize()
-            rt.memcpy(int(out.ctypes.data), self._pointer(src) + offset, nbytes,
-                      rt.memcpyDeviceToHost)
+        device = int(src.device.id)
+
+        def download() -> None:
+            with self.cp.cuda.Device(device):
+                rt.deviceSynchronize()
+                rt.memcpy(int(out.ctypes.data), self._pointer(src) + offset, nbytes,
+                          rt.memcpyDeviceToHost)
+
+        self._bounded((device,), f"gpu{device} -> host download", download)
         return out
 
     # timing ----------------------------------------------------------------------------
@@ -489,6 +555,10 @@ class CudaBackend:
     def time_sample(self, works: Sequence[Work], gate: bool, hold_us: int) -> Sample:
         devices = [int(w.stream.device_id) for w in works]
         released = None
+        # The sample's events in the order they complete (gate, warm-ups, ends, final), each
+        # with its stream: a wait that runs out names the earliest phase still pending, i.e.
+        # the work that stalled rather than the streams held behind it.
+        phases: list[list[tuple[Any, Any]]] = []
         if gate:
             # One hold kernel on the first device; every stream, on any device, waits for it.
             gate_stream = self._gate_stream(devices[0])
@@ -496,6 +566,7 @@ class CudaBackend:
             released = self._event(devices[0], timing=False)  # a sync-only event
             with self.cp.cuda.Device(devices[0]):
                 released.record(gate_stream)
+            phases.append([(released, gate_stream)])
         # Behind the gate, each stream's untimed warm-up first (nvbandwidth's order: spin
         # kernel, warm-up copies, start event), each ending in a sync-only event.
         warmed = []
@@ -509,17 +580,23 @@ class CudaBackend:
                     ready = self._event(device, timing=False)
                     ready.record(work.stream)
                     warmed.append((work.stream, ready))
+        phases.append([(ready, stream) for stream, ready in warmed])
         starts: list[Any] = []
         ends: list[Any] = []
         for index, (work, device) in enumerate(zip(works, devices, strict=True)):
             with self.cp.cuda.Device(device):
                 # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the
-                # link), so every stream waits for the others' to end: the timed parts still
-                # start together, as the gate meant them to (any device's event will do).
-                for stream, ready in warmed:
-                    if stream is not work.stream:
-                        work.stream.wait_event(ready)
-                if index:  # no timed part starts before the first stream's start event
+                # link), so the timed parts start behind a barrier: the first stream waits
+                # for every other stream's warm-up (any device's event will do) before its
+                # start event, and every other stream waits for that start event. The timed
+                # parts still start together, as the gate meant them to, with 2(n-1) event
+                # waits instead of n(n-1) (3,080 for 56 streams: Python issue time inside the
+                # gate's hold).
+                if index == 0:
+                    for stream, ready in warmed:
+                        if stream is not work.stream:
+                            work.stream.wait_event(ready)
+                else:  # no timed part starts before the first stream's start event
                     work.stream.wait_event(starts[0])
                 start, end = self._event(device), self._event(device)
                 start.record(work.stream)
@@ -528,6 +605,7 @@ class CudaBackend:
                 end.record(work.stream)
             starts.append(start)
             ends.append(end)
+        phases.append([(end, work.stream) for end, work in zip(ends, works, strict=True)])
         final = ends[0]
         if len(works) > 1:
             # One clock for the whole sample: the first stream waits for every other
@@ -537,11 +615,10 @@ class CudaBackend:
                     works[0].stream.wait_event(end)
                 final = self._event(devices[0])
                 final.record(works[0].stream)
+            phases.append([(final, works[0].stream)])
         # Still pending now = nothing behind the gate has started: enqueue is out of the figure.
         covered = released is None or not released.done
-        for end in ends:
-            end.synchronize()
-        final.synchronize()
+        self._await(phases)
         seconds = tuple(self._elapsed_s(device, s, e)
                         for device, s, e in zip(devices, starts, ends, strict=True))
         total_s = self._elapsed_s(devices[0], starts[0], final)
@@ -554,6 +631,117 @@ class CudaBackend:
         else:  # events of different devices cannot be subtracted
             start_s, end_s = tuple(0.0 for _ in works), seconds
         return Sample(seconds, start_s, end_s, covered, total_s=total_s)
+
+    # deadlines -------------------------------------------------------------------------
+
+    def _await(self, phases: Sequence[Sequence[tuple[Any, Any]]]) -> None:
+        """Wait for every event of `phases` (each an (event, stream) list, in the order they
+        complete) by polling cudaEventQuery, never longer than `deadline_s` in all:
+        cudaEventSynchronize has no deadline, and a peer copy stalled by ACS or the IOMMU,
+        or a wedged GPU, would hang the run in it. Past the deadline the work of the
+        earliest phase still pending is named, its GPUs taken as wedged (GpuTimeout)."""
+        rt = self.cp.cuda.runtime
+        deadline = self._clock() + self.deadline_s
+        pause = POLL_FIRST_S
+        for phase in phases:
+            pending = list(phase)
+            while pending:
+                still = []
+                for event, stream in pending:
+                    status = int(rt.eventQuery(event.ptr))
+                    if status == CUDA_ERROR_NOT_READY:
+                        still.append((event, stream))
+                    elif status != CUDA_SUCCESS:  # a sticky error: the work failed
+                        label, _ = self._described(stream)
+                        raise RuntimeError(f"{label} failed: {_error_name(rt, status)}")
+                pending = still
+                if not pending:
+                    break
+                if self._clock() >= deadline:
+                    self._timed_out([stream for _, stream in pending], phases)
+                self._sleep(pause)
+                pause = min(2 * pause, POLL_MAX_S)
+
+    def _described(self, stream: Any) -> tuple[str, tuple[int, ...]]:
+        """What `stream` was last given to do, in words ('gpu3 -> gpu5 copy'), and the GPUs
+        that work touches."""
+        device = int(stream.device_id)
+        doing = self._doing.get(int(stream.ptr))
+        if doing is None:
+            return f"gpu{device} stream", (device,)
+        if doing[0] == "copy":
+            ends = [None if isinstance(a, np.ndarray) else int(a.device.id) for a in doing[1:]]
+            dst, src = ("host" if e is None else f"gpu{e}" for e in ends)
+            involved = {device, *(e for e in ends if e is not None)}
+            return f"{src} -> {dst} copy", tuple(sorted(involved))
+        if doing[0] == "kernel" and doing[1] == "hold":
+            return f"gpu{device} gate (hold kernel)", (device,)
+        return f"gpu{device} {doing[1]} {doing[0]}", (device,)
+
+    def _timed_out(self, stalled: Sequence[Any],
+                   phases: Sequence[Sequence[tuple[Any, Any]]]) -> None:
+        """Wedge the GPUs of the `stalled` streams' work, and those of every stream of the
+        sample still held behind it (a wait on its event never ends: a synchronise of that
+        GPU would hang too), naming the stalled work."""
+        labels: list[str] = []
+        devices: set[int] = set()
+        for stream in stalled:
+            label, involved = self._described(stream)
+            if label not in labels:
+                labels.append(label)
+            devices.update(involved)
+        rt = self.cp.cuda.runtime
+        held = {int(stream.device_id) for phase in phases for event, stream in phase
+                if int(rt.eventQuery(event.ptr)) != CUDA_SUCCESS} - devices
+        shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3
+                                         else "")
+        self._wedge(f"{shown} did not finish within {self.deadline_s:.3g} s", devices, held)
+
+    def _wedge(self, what: str, devices: set[int] | Sequence[int],
+               held: set[int] | None = None) -> None:
+        """Take `devices` (and `held`, GPUs whose streams wait behind them) as wedged for the
+        rest of the run and raise GpuTimeout saying so. Pinned buffers are kept from here on
+        (freeing them would synchronise)."""
+        names = ", ".join(f"gpu{d}" for d in sorted(devices))
+        message = f"{what}; {names} not used again in this run"
+        if held:
+            others = ", ".join(f"gpu{d}" for d in sorted(held))
+            waits = "its stream waits" if len(held) == 1 else "their streams wait"
+            message += f" (nor {others}: {waits} behind that work)"
+        for device in {*devices, *(held or ())}:
+            self.wedged.setdefault(device, what)
+        _NEVER_FREED.extend(array for ref in self._pinned if (array := ref()) is not None)
+        self._pinned.clear()
+        raise GpuTimeout(message, sorted({*devices, *(held or ())}))
+
+    def _bounded(self, devices: Sequence[int], what: str, call: Callable[[], _T]) -> _T:
+        """Run a blocking CUDA call (deviceSynchronize, cudaMemcpy, a pool's cudaFree) in a
+        helper thread and wait for it at most `deadline_s`; past it the call is left
+        blocked in its daemon thread and `devices` are wedged (GpuTimeout). A GPU wedged
+        already is not called at all. The call makes its own device current: CUDA's current
+        device is per thread."""
+        gone = [d for d in devices if d in self.wedged]
+        if gone:
+            raise GpuTimeout(f"gpu{gone[0]} stopped answering earlier in this run "
+                             f"({self.wedged[gone[0]]}): not used again", gone)
+        result: list[_T] = []
+        failure: list[BaseException] = []
+        finished = threading.Event()
+
+        def body() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:  # handed to the caller's thread
+                failure.append(exc)
+            finally:
+                finished.set()
+
+        threading.Thread(target=body, name=f"bwprof {what}", daemon=True).start()
+        if not finished.wait(self.deadline_s):
+            self._wedge(f"{what} did not finish within {self.deadline_s:.3g} s", devices)
+        if failure:
+            raise failure[0]
+        return result[0]
 
     def _elapsed_s(self, device: int, start: Any, end: Any) -> float:
         with self.cp.cuda.Device(device):
@@ -574,10 +762,39 @@ class CudaBackend:
         return True
 
     def release(self) -> None:
+        """Synchronise and free each GPU's cached memory, never longer than the deadline a
+        GPU: a wedged GPU is skipped (its synchronise would never return, nor would the
+        cudaFree of its pool), and with any GPU wedged pinned memory is kept (cudaFreeHost
+        synchronises too); a GPU found stalled here is wedged from now on, said in the log,
+        and the rest are still released."""
+        self._doing.clear()
         # Each device has its own pool: free_all_blocks() frees the current device's only.
         # Devices never opened are left alone: `bwprof list` and `info` create no context.
-        for device in sorted(self._used):
-            with self.cp.cuda.Device(device):
-                self.cp.cuda.runtime.deviceSynchronize()
-                self.cp.get_default_memory_pool().free_all_blocks()
-        self.cp.get_default_pinned_memory_pool().free_all_blocks()
+        for device in sorted(self._used - set(self.wedged)):
+            def free(device: int = device) -> None:
+                with self.cp.cuda.Device(device):
+                    self.cp.cuda.runtime.deviceSynchronize()
+                    self.cp.get_default_memory_pool().free_all_blocks()
+
+            try:
+                self._bounded((device,), f"gpu{device} release (synchronise and free)", free)
+            except GpuTimeout as exc:
+                _log.warning("%s", exc)
+        if self.wedged:
+            _log.info("pinned host memory kept: %s may still be using it",
+                      ", ".join(f"gpu{d}" for d in sorted(self.wedged)))
+            return
+        try:
+            self._bounded((), "pinned host memory release",
+                          self.cp.get_default_pinned_memory_pool().free_all_blocks)
+        except GpuTimeout as exc:
+            _log.warning("%s", exc)
+
+
+def _error_name(rt: Any, status: int) -> str:
+    """A CUDA error's name and number ('cudaErrorIllegalAddress (700)')."""
+    try:
+        name = rt.getErrorName(status)
+    except Exception:  # not in this CuPy, or not a known status
+        return f"CUDA error {status}"
+    return f"{name.decode() if isinstance(name, bytes) else name} ({status})"

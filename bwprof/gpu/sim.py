@@ -196,6 +196,8 @@ class SimBackend:
         self.op_seconds = op_seconds
         self.memory_bytes = memory_bytes
         self._used = [0] * self.devices
+        self.deadline_s = 0.0  # the simulator never waits on a GPU: nothing to bound
+        self.wedged: dict[int, str] = {}  # a test may mark a GPU as stopped for the executor
 
     def device_count(self) -> int:
         return self.devices

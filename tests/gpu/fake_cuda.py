@@ -16,6 +16,15 @@ would fail or silently misbehave:
 A stream may wait on an event of another device (cudaStreamWaitEvent allows it): that is how
 one gate holds every GPU.
 
+A GPU can be stalled (`stall(device)`: a wedged GPU), or the link between two (`stall(a, b)`
+with `link=True`: peer copies held by ACS or the IOMMU): every copy touching it (crossing
+it) and every kernel on it then never finishes, so nothing recorded after
+it on that stream completes (cudaEventQuery answers cudaErrorNotReady for ever), nor does
+anything queued behind it (a wait on such an event stalls the waiting stream too). What
+would hang on a real GPU hangs here: Event.synchronize, and deviceSynchronize or a pool's
+free (cudaFree synchronises) of a GPU with a stalled stream, block until `unblock` is set,
+then raise RuleBroken; CUDA's current device is per thread, as it is here.
+
 With `copy_ms` set the fake also keeps time as a GPU would, stream by stream: each stream has
 its own clock (streams run side by side), a copy takes `copy_ms` (plus `cold_ms` for the first
 one after the stream was released by a gate: the copy engine's start-up and first TLB misses),
@@ -23,11 +32,17 @@ a kernel `kernel_ms`, the gate's hold kernel its hold; waiting on an event moves
 clock up to the event's time. Every stream's own queue is logged in `queues` (its waits,
 records, copies and launches, in order). Without `copy_ms`, the clock ticks 1 ms per recorded
 event.
+
+Device memory is host memory here (a NumPy buffer whose address is the array's pointer), so
+copies move bytes (at once, when issued) and a copy case's validation passes: a run on the
+fake is judged by its rows, not failed by its memory.
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
+import threading
 import warnings
 from types import SimpleNamespace
 from typing import Any
@@ -61,7 +76,11 @@ class FakeCuda:
         self.devices = devices
         self.memory_bytes = memory_bytes
         self.pinned_limit_bytes = pinned_limit_bytes
-        self.current = 0
+        self._thread = threading.local()  # CUDA's current device is per thread
+        self.stalled: set[int] = set()
+        self.stalled_links: set[frozenset[int]] = set()
+        self.events: dict[int, Event] = {}
+        self.unblock = threading.Event()  # set it to let calls hung on a stall go (raising)
         self.current_streams: list[int] = []  # CuPy's stream stack (`with stream:`); 0 = legacy
         self.log: list[tuple[Any, ...]] = []
         self.streams: dict[int, Stream] = {}
@@ -74,8 +93,40 @@ class FakeCuda:
         self.cupy = self._cupy()
         self.numba_cuda = self._numba()
 
+    @property
+    def current(self) -> int:
+        return int(getattr(self._thread, "device", 0))
+
+    @current.setter
+    def current(self, device: int) -> None:
+        self._thread.device = device
+
     def pointer(self) -> int:
         return next(self._pointers)
+
+    @staticmethod
+    def move(dst: int, src: int, size: int, stream: Stream) -> None:
+        """A copy's bytes, moved when it is issued (never, on a stalled stream)."""
+        if not stream.stalled:
+            ctypes.memmove(dst, src, size)
+
+    def stall(self, *devices: int, link: bool = False) -> None:
+        """From now on, work touching these GPUs (`link`: copies between the two) never
+        finishes."""
+        if link:
+            self.stalled_links.add(frozenset(devices))
+        else:
+            self.stalled.update(devices)
+
+    def hang_if_stalled(self, what: str, devices: set[int] | None = None) -> None:
+        """A call that waits for every stream of `devices` (all of them: None) to drain: it
+        hangs where one of them is stalled, as on a GPU."""
+        stuck = [s for s in self.streams.values()
+                 if s.stalled and (devices is None or s.device_id in devices)]
+        if stuck:
+            self.log.append(("hung", what, self.current))
+            self.unblock.wait(30.0)
+            raise RuleBroken(f"{what} waited on a stalled stream: it would hang for ever")
 
     def _check_device(self, device: int) -> None:
         if not 0 <= device < self.devices:
@@ -95,12 +146,14 @@ class FakeCuda:
             fake.log.append(("memcpyAsync", fake.current, fake.streams[stream].device_id, kind,
                              size))
             fake.streams[stream].run("copy", fake.copy_ms)
+            fake.move(dst, src, size, fake.streams[stream])
 
         def memcpy_peer_async(dst: int, dst_device: int, src: int, src_device: int, size: int,
                               stream: int) -> None:
             fake.log.append(("memcpyPeerAsync", fake.current, fake.streams[stream].device_id,
                              dst_device, src_device, size))
-            fake.streams[stream].run("copy", fake.copy_ms)
+            fake.streams[stream].run("copy", fake.copy_ms, {dst_device, src_device})
+            fake.move(dst, src, size, fake.streams[stream])
 
         def enable_peer_access(peer: int) -> None:
             if (fake.current, peer) in fake.peers:
@@ -112,7 +165,7 @@ class FakeCuda:
                 raise RuleBroken("pinned host memory for several GPUs must be portable")
             if nbytes > fake.pinned_limit_bytes:
                 raise CUDARuntimeError(2)  # cudaErrorMemoryAllocation
-            return SimpleNamespace(buffer=bytearray(nbytes))
+            return SimpleNamespace(buffer=np.zeros(nbytes, dtype=np.uint8))
 
         def attribute(value: int, device: int) -> int:
             fake._check_device(device)
@@ -120,7 +173,30 @@ class FakeCuda:
                 raise CUDARuntimeError(1)  # cudaErrorInvalidValue
             return fake.attributes[value]
 
+        def event_query(pointer: int) -> int:
+            event = fake.events[pointer]
+            return 0 if event.at is None or event.complete else 600  # cudaErrorNotReady
+
+        def device_synchronize() -> None:
+            fake.log.append(("deviceSynchronize", fake.current))
+            fake.hang_if_stalled("deviceSynchronize", {fake.current})
+
+        def memcpy(dst: int, src: int, size: int, kind: int) -> None:
+            fake.hang_if_stalled("cudaMemcpy", {fake.current})  # the legacy stream: syncs
+            ctypes.memmove(dst, src, size)
+
+        def memset(pointer: int, value: int, size: int) -> None:
+            fake.hang_if_stalled("cudaMemset", {fake.current})
+            ctypes.memset(pointer, value, size)
+
+        def free_device_blocks() -> None:
+            fake.hang_if_stalled("cudaFree", {fake.current})
+
+        def free_pinned_blocks() -> None:
+            fake.hang_if_stalled("cudaFreeHost")
+
         runtime = SimpleNamespace(
+            eventQuery=event_query, getErrorName=lambda status: f"cudaError{status}",
             **DEVICE_ATTRIBUTES,
             getDeviceProperties=lambda device: dict(fake.properties),
             deviceGetAttribute=attribute,
@@ -130,12 +206,13 @@ class FakeCuda:
             getDeviceCount=lambda: fake.devices, memcpyAsync=memcpy_async,
             memcpyPeerAsync=memcpy_peer_async, deviceCanAccessPeer=lambda d, p: True,
             deviceEnablePeerAccess=enable_peer_access,
-            deviceSynchronize=lambda: fake.log.append(("deviceSynchronize", fake.current)),
+            deviceSynchronize=device_synchronize,
             memGetInfo=lambda: (fake.memory_bytes, fake.memory_bytes),
-            memset=lambda pointer, value, size: None,
-            memcpy=lambda dst, src, size, kind: None,
+            memset=memset,
+            memcpy=memcpy,
         )
-        pool = SimpleNamespace(free_all_blocks=lambda: None)
+        pool = SimpleNamespace(free_all_blocks=free_device_blocks)
+        pinned_pool = SimpleNamespace(free_all_blocks=free_pinned_blocks)
 
         def gemm_ex(handle: int, *args: Any) -> None:
             # CuPy's wrapper sets the handle's stream to the current stream, then calls cuBLAS.
@@ -162,7 +239,8 @@ class FakeCuda:
             ),
             empty=lambda nbytes, dtype: fake._device_array(nbytes),
             uint8=np.uint8, float64=np.float64,
-            get_default_memory_pool=lambda: pool, get_default_pinned_memory_pool=lambda: pool,
+            get_default_memory_pool=lambda: pool,
+            get_default_pinned_memory_pool=lambda: pinned_pool,
         )
 
     def _device_array(self, nbytes: int) -> DeviceArray:
@@ -226,6 +304,7 @@ class Stream:
         self.now = 0.0  # this stream's clock (ms), when the fake keeps time
         self.cold = True  # its next copy pays the start-up (cold_ms)
         self.holding = False  # a hold kernel was queued: the next event recorded releases
+        self.stalled = False  # work queued on it never finishes (a stalled GPU)
 
     def __enter__(self) -> Stream:
         if self.device_id != self.fake.current:  # CuPy's check_stream_device_match
@@ -237,9 +316,13 @@ class Stream:
     def __exit__(self, *_exc: object) -> None:
         self.fake.current_streams.pop()
 
-    def run(self, what: str, ms: float | None) -> None:
-        """Queue work of `ms` on this stream (a copy pays `cold_ms` first when cold)."""
+    def run(self, what: str, ms: float | None, touches: set[int] | None = None) -> None:
+        """Queue work of `ms` on this stream (a copy pays `cold_ms` first when cold); work
+        touching a stalled GPU (`touches`, besides the stream's own) stalls the stream."""
         self.fake.queues[self.ptr].append((what,))
+        touched = {self.device_id, *(touches or ())}
+        if touched & self.fake.stalled or frozenset(touched) in self.fake.stalled_links:
+            self.stalled = True
         if ms is None:
             return
         if what == "copy" and self.cold:
@@ -254,6 +337,8 @@ class Stream:
             self.now = max(self.now, float(event.at))
         if event.releases:  # released by a gate: the engine starts cold
             self.cold = True
+        if not event.complete:  # behind work that never finishes
+            self.stalled = True
 
 
 class Event:
@@ -263,6 +348,9 @@ class Event:
         self.at: float | None = None
         self.name = f"event{next(_names)}"
         self.releases = False  # recorded behind a hold kernel: this event opens a gate
+        self.ptr = fake.pointer()
+        self.complete = True  # recorded behind nothing stalled
+        fake.events[self.ptr] = self
 
     def record(self, stream: Stream) -> None:
         if stream.device_id != self.device:
@@ -270,15 +358,20 @@ class Event:
                              f"{stream.device_id}")
         self.fake.queues[stream.ptr].append(("record", self.name))
         self.releases, stream.holding = stream.holding, False
+        self.complete = not stream.stalled
         self.at = (next(self.fake.clock) if self.fake.copy_ms is None else stream.now)
 
     @property
     def done(self) -> bool:
-        return self.fake.gate_done
+        return self.fake.gate_done and self.complete
 
     def synchronize(self) -> None:
         if self.at is None:
             raise RuleBroken("waiting for an event never recorded")
+        if not self.complete:
+            self.fake.unblock.wait(30.0)
+            raise RuleBroken("cudaEventSynchronize on work that never finishes: it would "
+                             "hang for ever")
 
 
 class DeviceArray:
@@ -286,7 +379,8 @@ class DeviceArray:
 
     def __init__(self, fake: FakeCuda, device: int, nbytes: int) -> None:
         self.device = Device(fake, device)
-        self.data = SimpleNamespace(ptr=fake.pointer())
+        self.memory = np.zeros(nbytes, dtype=np.uint8)
+        self.data = SimpleNamespace(ptr=self.memory.ctypes.data)
         self.nbytes = self.size = nbytes
 
     def view(self, dtype: Any) -> DeviceArray:

@@ -889,3 +889,120 @@ def test_host_buffers_are_allocated_under_their_nodes_memory_policy(monkeypatch)
     rows = _run_executor(_executor_with(SimBackend(devices=1), numa_node=1), "h2d_pinned")
     assert asked and set(asked) == {1}
     assert {r.numa_node for r in rows if r.status == "ok"} == {1}
+
+
+# -- a GPU that stops answering ----------------------------------------------------------------
+
+
+def _fake_cuda_backend(devices=2):
+    """CudaBackend on the fake CUDA of tests/gpu/fake_cuda.py: it moves bytes, so copy cases
+    validate, and it stalls what a stalled GPU would."""
+    from bwprof.gpu.runtime import CudaBackend
+    from tests.gpu.fake_cuda import FakeCuda
+
+    fake = FakeCuda(devices=devices, memory_bytes=4 * MiB, pinned_limit_bytes=256 * MiB)
+    return CudaBackend(cupy=fake.cupy, numba_cuda=fake.numba_cuda), fake
+
+
+@pytest.fixture
+def tiny_deadline(monkeypatch):
+    """Every wait on a GPU bounded by 50 ms (the rule's floor), whatever the job's plan."""
+    from bwprof.gpu import job
+
+    monkeypatch.setattr(job, "DEADLINE_FLOOR_S", 0.05)
+    monkeypatch.setattr(job, "DEADLINE_MULTIPLE", 0.0)
+
+
+def _h2d_rows_with_gpu1_stalled(fake, rows_source):
+    fake.stall(1)
+    try:
+        return rows_source()
+    finally:
+        fake.unblock.set()  # nothing should be hung on it; if it were, it fails now
+
+
+# Catches: a wait on a stalled GPU without a deadline (the run hangs), a wedged GPU used again
+# (each of its jobs would wait out the deadline, and release() would synchronise it for ever)
+def test_a_gpu_that_stops_answering_ends_its_job_in_an_error_row_and_is_skipped_after(
+        tiny_deadline):
+    import time
+
+    backend, fake = _fake_cuda_backend()
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    plan = replace(_plan("h2d_pinned", preset="standard"), transfer_sizes=(64 << 10, 1 << 20))
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    began = time.monotonic()
+
+    def run():
+        try:
+            return runner.run()
+        finally:
+            assert not runner.close()  # released without synchronising the wedged GPU
+
+    rows = _h2d_rows_with_gpu1_stalled(fake, run)
+    assert time.monotonic() - began < 20
+    assert [(r.device, r.status) for r in rows] == [
+        ("gpu0", "ok"), ("gpu0", "ok"), ("gpu1", "error"), ("gpu1", "skipped")]
+    # A wedged GPU runs nothing: the first work queued on it, the gate, is what stalled.
+    assert rows[2].note == ("GpuTimeout: gpu1 gate (hold kernel) did not finish within 0.05 s; "
+                            "gpu1 not used again in this run")
+    assert rows[3].note == ("gpu1 stopped answering earlier in this run (gpu1 gate (hold "
+                            "kernel) did not finish within 0.05 s): not used again, nor "
+                            "synchronised")
+    assert not [e for e in fake.log if e[0] == "hung"]
+
+
+def test_a_run_whose_gpu_stops_answering_exits_1_with_every_row_kept(
+        tiny_deadline, monkeypatch, tmp_path):
+    """`bwprof run` on the fake CUDA: the stalled GPU's job is an error row, the rows before
+    it are in results.csv, and the run exits with error rows' documented code (1)."""
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+    from bwprof.errors import EXIT_FAILED
+    from bwprof.gpu import runtime
+    from bwprof.schema.table import read_results
+
+    backend, fake = _fake_cuda_backend()
+    monkeypatch.setattr(runtime, "probe", lambda: runtime.GpuProbe(2))
+    monkeypatch.setattr(runtime, "CudaBackend", lambda: backend)
+    out = tmp_path / "run"
+    result = _h2d_rows_with_gpu1_stalled(fake, lambda: CliRunner().invoke(app, [
+        "run", "--cases", "h2d_pinned", "--preset", "quick", "--repeats", "2", "--out",
+        str(out), "--no-telemetry", "--no-plots", "--quiet"]))
+    assert result.exit_code == EXIT_FAILED, result.output
+    frame = read_results(out / "results.csv")
+    statuses = list(zip(frame["device"], frame["status"], strict=True))
+    assert ("gpu1", "error") in statuses
+    first_error = statuses.index(("gpu1", "error"))
+    assert first_error > 0 and all(s in {"ok", "skipped"} for _, s in statuses[:first_error])
+    assert ("gpu0", "ok") in statuses[:first_error]
+    error = frame.iloc[first_error]
+    assert "gpu1 gate (hold kernel) did not finish within 0.05 s" in error["note"]
+    assert not [e for e in fake.log if e[0] == "hung"]
+
+
+# Catches: a deadline that is not the plan's (a fixed one would cut off a slow, honest link or
+# leave a stall waiting for minutes)
+def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_10_s(monkeypatch):
+    from bwprof.gpu import job as gpu_job
+
+    backend = SimBackend(devices=1)
+    seen = []
+    timed = backend.time_sample
+
+    def recording(works, gate, hold_us):
+        seen.append(backend.deadline_s)
+        return timed(works, gate, hold_us)
+
+    backend.time_sample = recording
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    case, plan = get_case("h2d_pinned"), _plan("h2d_pinned")
+    first = executor.jobs(case, plan)[0]
+    executor.measure(case, first, plan)
+    assert seen and set(seen) == {10.0}  # a small job: the floor
+    monkeypatch.setattr(gpu_job, "DEADLINE_FLOOR_S", 0.0)
+    seen.clear()
+    executor.measure(case, first, plan)
+    planned = executor.cost(case, first, plan, None).seconds
+    assert planned > 0 and seen == [pytest.approx(5 * planned)] * len(seen)

@@ -781,3 +781,61 @@ def test_fma_reaches_its_share_of_the_cuda_core_peak(real_gpu, compute_run):
     for _, row in rows.iterrows():
         assert row["value_median"] >= FMA_PEAK_SHARE * row["peak_value"], (
             row["dtype"], row["value_median"], row["peak_value"], row["note"])
+
+
+# -- the barrier and the deadline (issue 33) --------------------------------------------------
+
+
+def test_behind_the_barrier_streams_with_unequal_warm_ups_start_together(real_gpu, backend):
+    """Four streams whose warm-ups last 1 to 4 copies (each way): the first waits for every
+    other's warm-up, the others for its start event, so the timed parts start within 100 us
+    (the gate's own bound above), though the warm-ups end up to 3 copies apart."""
+    from functools import partial
+
+    from bwprof.gpu.backend import Work
+    from bwprof.gpu.sampling import HOLD_US
+
+    size = 4 * MiB
+    host = [backend.host_array(size, pinned=True) for _ in range(4)]
+    dev = [backend.device_array(real_gpu, size) for _ in range(4)]
+    streams = [backend.new_stream(real_gpu) for _ in range(4)]
+    works = [Work(s, partial(backend.copy, d, h, size, s) if i % 2 == 0
+                  else partial(backend.copy, h, d, size, s), 8, warmup=1 + i)
+             for i, (s, h, d) in enumerate(zip(streams, host, dev, strict=True))]
+    backend.time_sample(works, gate=True, hold_us=HOLD_US)
+    sample = backend.time_sample(works, gate=True, hold_us=4 * HOLD_US)
+    assert max(sample.starts_s) - min(sample.starts_s) < 1e-4, sample.starts_s
+    assert all(s > 0 for s in sample.seconds)
+
+
+def test_work_that_outlasts_its_deadline_ends_the_sample_instead_of_hanging(real_gpu):
+    """A gate held for 1 s against a 0.2 s deadline: the sample raises GpuTimeout naming the
+    gate within about the deadline (cudaEventQuery answers 'not ready' until then), the GPU
+    is wedged, and once the hold has ended the same GPU answers again (after clearing the
+    mark by hand, which the run never does)."""
+    import time
+    from functools import partial
+
+    from bwprof.gpu.backend import Work
+    from bwprof.gpu.runtime import CudaBackend, GpuTimeout
+
+    fresh = CudaBackend()
+    size = 1 * MiB
+    host, dev = fresh.host_array(size, pinned=True), fresh.device_array(real_gpu, size)
+    stream = fresh.new_stream(real_gpu)
+    works = [Work(stream, partial(fresh.copy, dev, host, size, stream), 4)]
+    fresh.time_sample(works, gate=True, hold_us=100)  # compiles and loads the gate
+    fresh.deadline_s = 0.2
+    began = time.monotonic()
+    with pytest.raises(GpuTimeout, match=rf"^gpu{real_gpu} gate \(hold kernel\) did not finish "
+                                         r"within 0\.2 s"):
+        fresh.time_sample(works, gate=True, hold_us=1_000_000)
+    took = time.monotonic() - began
+    assert 0.2 <= took < 0.6, took
+    assert real_gpu in fresh.wedged
+    time.sleep(2.5)  # the hold (1 s of 1 us sleeps, which may each last up to 2 us) ends
+    fresh.wedged.clear()
+    fresh.deadline_s = 10.0
+    sample = fresh.time_sample(works, gate=True, hold_us=2000)
+    assert sample.seconds[0] > 0
+    fresh.release()

@@ -5,6 +5,7 @@ import os
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from bwprof.gpu.backend import Work
@@ -477,3 +478,162 @@ def test_a_gemm_runs_on_the_stream_its_events_time(dtype):
     assert args[:5] == (0, 0, 64, 64, 64)  # no transposes, m = n = k
     assert args[6:9] == (b.data.ptr, data, 64) and args[9:12] == (a.data.ptr, data, 64)
     assert args[13:] == (c.data.ptr, data, 64, compute, -1)
+
+
+# -- the barrier: O(streams) event waits per sample --------------------------------------------
+
+
+def _waits(fake):
+    return sum(1 for entry in fake.log if entry[0] == "wait")
+
+
+# Catches: every stream waiting on every other stream's warm-up (n(n-1) waits: 3,080 for
+# p2p_all_pairs's 56 streams on 8 GPUs, Python issue time inside the gate's hold)
+def test_a_sample_of_56_streams_on_8_gpus_waits_o_streams_times_not_their_square():
+    backend, fake = _backend(devices=8, memory_bytes=1 << 20)
+    arrays = [backend.device_array(d, 64) for d in range(8)]
+    works = []
+    for writer in range(8):
+        for reader in range(8):
+            if reader != writer:
+                stream = backend.new_stream(writer)
+                works.append(Work(stream, lambda s=stream, w=writer, r=reader: backend.copy(
+                    arrays[r], arrays[w], 64, s), 2, warmup=1))
+    assert len(works) == 56
+    before = _waits(fake)
+    backend.time_sample(works, gate=True, hold_us=2000)
+    waits = _waits(fake) - before
+    # The gate (56), the first stream on the others' warm-ups (55), the others on its start
+    # event (55), the final event on the others' ends (55).
+    assert waits == 4 * 56 - 3
+
+
+def test_behind_the_barrier_every_timed_part_starts_after_the_longest_warm_up():
+    """Six streams of one GPU whose warm-ups last 5 to 10 ms: every timed part starts at
+    one instant, after the longest, and holds only its own copies."""
+    backend, fake = _backend(devices=1, copy_ms=1.0, cold_ms=4.0)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    streams = [backend.new_stream(0) for _ in range(6)]
+    works = [Work(s, lambda s=s: backend.copy(a, b, 64, s), 3, warmup=1 + index)
+             for index, s in enumerate(streams)]
+    sample = backend.time_sample(works, gate=True, hold_us=2000)
+    assert sample.starts_s == (0.0,) * 6
+    assert sample.seconds == (pytest.approx(3e-3),) * 6
+    assert sample.total_s == pytest.approx(3e-3)
+    # The first stream: its warm-up, the others' ready events, its start; the others: their
+    # warm-up, their ready event, the first stream's start.
+    assert _queue(fake, streams[0])[:9] == ["wait", "copy", "record"] + ["wait"] * 5 + [
+        "record"]
+    assert _queue(fake, streams[3])[:8] == ["wait", "copy", "copy", "copy", "copy", "record",
+                                            "wait", "record"]
+
+
+# -- deadlines: no wait on a GPU hangs the run ----------------------------------------------
+
+
+class _FakeClock:
+    """time.monotonic and time.sleep for the backend: sleeping moves the clock on."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def _stalled_pair_sample(backend, fake, warmup):
+    """Four GPUs copying to their neighbour (gpu0 -> gpu1 ...); with the link between gpu2
+    and gpu3 stalled, the gpu2 -> gpu3 copy never finishes."""
+    arrays = [backend.device_array(d, 64) for d in range(4)]
+    streams = [backend.new_stream(d) for d in range(4)]
+    works = [Work(s, lambda s=s, d=d: backend.copy(arrays[(d + 1) % 4], arrays[d], 64, s), 2,
+                  warmup=warmup) for d, s in enumerate(streams)]
+    return works
+
+
+# Catches: end.synchronize() / final.synchronize() without a deadline (a stalled peer copy
+# hangs the run), or a timeout that blames the streams held behind the stall
+@pytest.mark.parametrize(("warmup", "held"), [(0, "gpu0: its stream waits"),
+                                              (1, "gpu0, gpu1: their streams wait")])
+def test_a_copy_that_never_finishes_ends_the_sample_at_its_deadline_naming_it(warmup, held):
+    """Without warm-ups only the final event (gpu0) waits behind the stalled copy; with them
+    the barrier holds every stream behind it: those GPUs would hang a synchronise too."""
+    from bwprof.gpu.runtime import GpuTimeout
+
+    backend, fake = _backend(devices=4, memory_bytes=1 << 20)
+    clock = _FakeClock()
+    backend._clock, backend._sleep = clock.clock, clock.sleep
+    backend.deadline_s = 12.0
+    works = _stalled_pair_sample(backend, fake, warmup)
+    fake.stall(2, 3, link=True)
+    begun = clock.now
+    with pytest.raises(GpuTimeout) as raised:
+        backend.time_sample(works, gate=True, hold_us=2000)
+    assert str(raised.value) == ("gpu2 -> gpu3 copy did not finish within 12 s; gpu2, gpu3 "
+                                 f"not used again in this run (nor {held} behind that work)")
+    wedged = {0, 2, 3} if warmup == 0 else {0, 1, 2, 3}
+    assert set(raised.value.devices) == wedged
+    assert 12.0 <= clock.now - begun <= 12.0 + 0.01  # polled up to the deadline, no longer
+    assert set(backend.wedged) == wedged
+    assert not [e for e in fake.log if e[0] == "hung"]
+
+
+def test_after_a_timeout_release_skips_the_wedged_gpus_and_keeps_pinned_memory():
+    """release() synchronised every GPU it had opened: a wedged one never answers. The
+    others are still synchronised and freed; pinned memory (cudaFreeHost synchronises) is
+    kept."""
+    from bwprof.gpu import runtime
+
+    backend, fake = _backend(devices=4, memory_bytes=1 << 20)
+    clock = _FakeClock()
+    backend._clock, backend._sleep = clock.clock, clock.sleep
+    host = backend.host_array(64, pinned=True)
+    works = _stalled_pair_sample(backend, fake, 0)
+    fake.stall(2, 3, link=True)
+    with pytest.raises(runtime.GpuTimeout):
+        backend.time_sample(works, gate=True, hold_us=2000)
+    assert any(kept is host for kept in runtime._NEVER_FREED)
+    backend.release()
+    synced = sorted(e[1] for e in fake.log if e[0] == "deviceSynchronize")
+    assert synced == [1]  # gpu0's stream waits behind the stalled copy too
+    assert not [e for e in fake.log if e[0] == "hung"]
+    runtime._NEVER_FREED.clear()
+
+
+def test_a_blocking_copy_of_a_gpu_that_stalled_unseen_ends_at_the_deadline():
+    """A download (deviceSynchronize, then cudaMemcpy) waits in a helper thread: on a GPU
+    whose stream stalled it ends at the deadline with the GPU wedged, instead of hanging;
+    the next call to that GPU fails at once."""
+    from bwprof.gpu.runtime import GpuTimeout
+
+    backend, fake = _backend(devices=2, memory_bytes=1 << 20)
+    backend.deadline_s = 0.05
+    array = backend.device_array(1, 64)
+    stream = backend.new_stream(1)
+    fake.stall(1)
+    backend.copy(array, backend.device_array(1, 64), 64, stream)  # never finishes
+    try:
+        with pytest.raises(GpuTimeout, match=r"^gpu1 -> host download did not finish within "
+                                             r"0\.05 s; gpu1 not used again in this run$"):
+            backend.download(array, 64)
+        assert set(backend.wedged) == {1}
+        with pytest.raises(GpuTimeout, match="gpu1 stopped answering earlier in this run"):
+            backend.upload(array, np.zeros(8, dtype=np.uint8))
+        assert [e[1] for e in fake.log if e[0] == "hung"] == ["deviceSynchronize"]
+    finally:
+        fake.unblock.set()  # lets the helper thread go
+
+
+def test_a_gpu_error_is_raised_at_once_not_waited_out():
+    """cudaEventQuery answers an error (not 'not ready') for work that failed: the sample
+    raises it, naming the work, instead of polling until the deadline."""
+    backend, fake = _backend(devices=1)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    stream = backend.new_stream(0)
+    fake.cupy.cuda.runtime.eventQuery = lambda pointer: 700  # cudaErrorIllegalAddress
+    with pytest.raises(RuntimeError, match=r"^gpu0 -> gpu0 copy failed: cudaError700 \(700\)$"):
+        backend.time_sample([Work(stream, lambda: backend.copy(a, b, 64, stream), 1)],
+                            gate=False, hold_us=0)
