@@ -1006,3 +1006,31 @@ def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_10_
     executor.measure(case, first, plan)
     planned = executor.cost(case, first, plan, None).seconds
     assert planned > 0 and seen == [pytest.approx(5 * planned)] * len(seen)
+
+
+# Catches: p2p_all_pairs's samples issuing n(n-1) event waits (3,080 for 56 streams), Python
+# issue time inside the gate's hold that could leave every small-size sample uncovered
+def test_p2p_all_pairs_on_8_gpus_waits_o_streams_times_a_sample():
+    backend, fake = _fake_cuda_backend(devices=8)
+    waits_per_sample = []
+    timed = backend.time_sample
+
+    def counting(works, gate, hold_us):
+        before = sum(1 for entry in fake.log if entry[0] == "wait")
+        sample = timed(works, gate, hold_us)
+        waits_per_sample.append((len(works),
+                                 sum(1 for entry in fake.log if entry[0] == "wait") - before))
+        return sample
+
+    backend.time_sample = counting
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    plan = replace(_plan("p2p_all_pairs"), transfer_sizes=(64 << 10,))
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    rows = runner.run()
+    runner.close()
+    assert [r.status for r in rows] == ["ok"]
+    assert waits_per_sample and {streams for streams, _ in waits_per_sample} == {56}
+    # The gate, the barrier (one stream on the others' warm-ups, the others on its start)
+    # and the final event: 4 a stream at most, where every stream waiting on every other
+    # stream's warm-up made 3,246.
+    assert max(waits for _, waits in waits_per_sample) <= 4 * 56
