@@ -839,3 +839,41 @@ def test_work_that_outlasts_its_deadline_ends_the_sample_instead_of_hanging(real
     sample = fresh.time_sample(works, gate=True, hold_us=2000)
     assert sample.seconds[0] > 0
     fresh.release()
+
+
+EXIT_SCRIPT = """
+import time
+from bwprof.gpu.backend import Work
+from bwprof.gpu.runtime import CudaBackend, GpuTimeout
+backend = CudaBackend()
+stream = backend.new_stream({gpu})
+dev, host = backend.device_array({gpu}, 1 << 20), backend.host_array(1 << 20, pinned=True)
+works = [Work(stream, lambda: backend.copy(dev, host, 1 << 20, stream), 1)]
+backend.time_sample(works, gate=True, hold_us=100)
+backend.deadline_s = 0.5
+try:
+    backend.time_sample(works, gate=True, hold_us=10_000_000)
+except GpuTimeout as exc:
+    print("timed out:", exc, flush=True)
+backend.release()
+print("released", time.monotonic(), flush=True)
+"""
+
+
+def test_a_process_whose_gpu_timed_out_exits_without_waiting_for_it(real_gpu):
+    """The GPU held 10 s past a 0.5 s deadline stands in for a wedged one: release() skips it,
+    and the process then exits at once rather than in CUDA's teardown waiting for the GPU
+    (if this fails, a wedged GPU would hang `bwprof run` at exit: the CLI must then end with
+    os._exit once its files are written)."""
+    import subprocess
+    import sys
+    import time
+
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT.format(gpu=real_gpu)],
+                          capture_output=True, text=True, timeout=60)
+    ended = time.monotonic()
+    assert done.returncode == 0, done.stderr
+    assert "timed out: gpu" in done.stdout and "gate (hold kernel)" in done.stdout
+    released = float(done.stdout.split("released ")[1].split()[0])
+    assert ended - released < 5.0, (ended - released, ended - began)
