@@ -22,6 +22,9 @@ Two ways to make the cycle:
 - `sattolo_order`: Sattolo's shuffle into a stored cyclic permutation, `order[i]` the line
   that line i points to, with `../shared/ref/lat_ref.c`'s random numbers (xorshift64*): the
   yardstick's own chain, which tests use to hold the kernels to a chain made another way.
+- `Stride`: line i links to line i + 1, the last back to the first: nvbandwidth's
+  `host_device_latency_sm` chain (a small buffer walked in address order, so after the
+  first lap its pages stay in the GPU's TLB and every load is the link's round trip alone).
 
 Numba is imported with this module: import it lazily.
 """
@@ -177,6 +180,31 @@ class Cycle:
     def ending_line(self, steps: int, start_position: int = 0) -> int:
         """The line a walk of `steps` loads from `start_position` ends on: O(1)."""
         return self.line_at((start_position + steps) % self.lines)
+
+
+@dataclass(frozen=True)
+class Stride:
+    """The cycle through `lines` lines in address order (`Cycle`'s interface): a walk from
+    position 0 visits line 0, 1, 2, ... and wraps."""
+
+    lines: int
+
+    def __post_init__(self) -> None:
+        if self.lines < 2:
+            raise ValueError(f"a chain needs at least 2 lines, got {self.lines}")
+
+    def line_at(self, position: int) -> int:
+        return position % self.lines
+
+    def next_lines(self, lines: np.ndarray) -> np.ndarray:
+        following = np.asarray(lines, dtype=np.uint64) + np.uint64(1)
+        return np.where(following == self.lines, np.uint64(0), following).astype(np.uint64)
+
+    def position_of(self, line: int) -> int:
+        return line
+
+    def ending_line(self, steps: int, start_position: int = 0) -> int:
+        return (start_position + steps) % self.lines
 
 
 # -- the stored permutation (lat_ref.c's) ------------------------------------------------------

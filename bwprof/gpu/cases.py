@@ -343,12 +343,13 @@ def stream_arrays(case: GpuCase, job: Job) -> Footprint:
     return Footprint(3 * size + DOT_BLOCKS * hbm.ELEMENT_BYTES, 3 * size)
 
 
-def chase_buffers(device: int, host: int) -> Needs:
+def chase_buffers(device: int, host: int, extra_host: int = 0) -> Needs:
     """A chase: `device` buffers of its size on each GPU it uses (and its small state), and
-    `host` of them in host memory (the links built there, pinned memory it chases)."""
+    `host` of them in host memory (the links built there, pinned memory it chases), and
+    `extra_host` bytes more there (lat_h2d's small in-order chain)."""
     def needs(case: GpuCase, job: Job) -> Footprint:
         size = job.size_bytes or 0
-        return Footprint(device * size + latency.STATE_BYTES, host * size)
+        return Footprint(device * size + latency.STATE_BYTES, host * size + extra_host)
     return needs
 
 
@@ -488,15 +489,18 @@ GPU_CASES: tuple[GpuCase, ...] = (
          expand=latency_under_load, needs=chase_buffers(3, 2), window="none",
          metric="latency", costs=cost.chase, phases=len(latency.LOAD_FRACTIONS)),
     _gpu("lat_h2d", "load latency of a GPU thread chasing through pinned host memory (PCIe or "
-         "C2C round trip)", "pinned", "h2d", "copy", run=latency.host,
-         expand=latency_beyond_l2, needs=chase_buffers(0, 3), window="none",
-         metric="latency", costs=cost.chase),
+         "C2C round trip): 2 MiB in 128-byte steps as nvbandwidth's host_device_latency_sm, "
+         "then a random set >= 4x L2 (phase random_tlb, TLB misses included)", "pinned",
+         "h2d", "copy", run=latency.host, expand=latency_beyond_l2,
+         needs=chase_buffers(0, 3, latency.H2D_STRIDE_BYTES), window="none",
+         metric="latency", costs=cost.chase, phases=2),
     _gpu("lat_p2p", "load latency of a GPU thread chasing through a peer GPU's memory, every "
          "ordered pair", "hbm", "p2p", "copy", run=latency.peer, expand=latency_pairs,
          needs=chase_buffers(1, 2), min_gpus=2, whole_node=True, window="none",
          metric="latency", pair_slots=latency.PAIR_SLOTS, costs=cost.chase),
-    _gpu("lat_memcpy", "latency of a 4-byte cudaMemcpyAsync host-to-device, device-to-host "
-         "and device-to-device", "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
+    _gpu("lat_memcpy", "latency of a 16-byte cudaMemcpyAsync (one int4, as cuda-samples' "
+         "p2pBandwidthLatencyTest) host-to-device, device-to-host and device-to-device",
+         "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
          expand=each_device_small_copy, needs=buffers(4, 2), window="none",
          metric="latency", phases=len(latency.MEMCPY_DIRECTIONS)),
     # compute ceilings (the roofline's flat side)

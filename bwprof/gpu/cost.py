@@ -28,9 +28,9 @@ EFFICIENCY = 0.7
 """The share of a theoretical peak a copy or kernel is assumed to reach."""
 SM_CLOCK_MHZ = 1000.0
 """The SM clock a compute ceiling is assumed at (every data-center part boosts above it)."""
-LINK_NS_PER_SECTOR = 15.0
-"""Host work per chase sector: its link computed (`Cycle.next_lines`: 2 GiB of host chain,
-32 Mi lines, took 0.33 s), laid out and uploaded."""
+LINK_NS_PER_NODE = 15.0
+"""Host work per chase node (one 128-byte line): its link computed (`Cycle.next_lines`: 2 GiB
+of host chain, 32 Mi lines, took 0.33 s), laid out and uploaded."""
 GPU_CACHE_LATENCY_NS = 300.0
 """A chase load that hits a GPU cache (L1 about 30 cycles, L2 about 250), rounded up."""
 
@@ -93,17 +93,18 @@ def sampled(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
 def chase(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     """A latency chase (`bwprof.gpu.latency`): the chain linked on the host and copied in,
     the probe and the warm-up (a lap, at most WARM_CAP_S), then `case.phases` rows of
-    `repeats` samples of about TARGET_SAMPLE_S."""
+    `repeats` samples of about TARGET_SAMPLE_S (lat_h2d's two chases: the small in-order
+    one's chain and lap are far under the job's fixed cost)."""
     from bwprof.gpu import latency
 
     devices = involved(planner, job)
     size = job.size_bytes or 0
-    sectors = size // latency.SECTOR_BYTES
+    nodes = size // latency.NODE_BYTES
     reach = devices[-1] if devices else None
     in_cache = reach is not None and size <= reach.properties.l2_bytes
     ns = GPU_CACHE_LATENCY_NS if in_cache else costs.GPU_DRAM_LATENCY_NS
-    build = sectors * LINK_NS_PER_SECTOR * 1e-9
-    warm = min(sectors * ns * 1e-9, latency.WARM_CAP_S) + 2 * latency.PROBE_STEPS * ns * 1e-9
+    build = nodes * LINK_NS_PER_NODE * 1e-9
+    warm = min(nodes * ns * 1e-9, latency.WARM_CAP_S) + 2 * latency.PROBE_STEPS * ns * 1e-9
     timed = case.phases * plan.repeats * (latency.TARGET_SAMPLE_S + costs.GPU_SAMPLE_OVERHEAD_S)
     footprint = case.needs(case, job)  # the links are the host work: no buffer to check
     return Cost(costs.GPU_JOB_S + build + warm + timed, footprint.host_bytes,

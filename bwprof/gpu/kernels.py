@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from numba import cuda, float32, float64, uint32, uint64
 
+from bwprof.gpu.address import load_u64
 from bwprof.gpu.kernel_params import (
     COMPUTE_MAX_ITERATIONS,
     COMPUTE_SCALE,
@@ -236,16 +237,18 @@ def hold(steps):
 
 
 def chase(chain, state, steps):
-    """One thread walks `steps` links of a pointer-chasing chain: each step is one global load
-    whose address is the value the previous load returned (uint64 element indices: the index
-    arithmetic is one shift and one add, as `bwprof kernels` shows). It starts where the last
-    launch ended (state[STATE_POSITION]) and leaves its end there; then it bumps the
-    generation, which stops a concurrent `load` kernel."""
+    """One thread walks `steps` links of a pointer-chasing chain: the chain holds device
+    addresses, so each step is one global load whose result is the next load's address
+    (`address.load_u64`: `ld.global.u64 %rd, [%rd]`, nothing between two dependent loads, as
+    `bwprof kernels` shows; an index would add a shift and an add to every step). It starts
+    at the address the last launch ended on (state[STATE_POSITION]) and leaves its end
+    there; then it bumps the generation, which stops a concurrent `load` kernel. `chain` is
+    not indexed: it is passed so the launch holds the buffer the addresses point into."""
     if cuda.grid(1) == 0:
-        position = state[STATE_POSITION]
+        address = state[STATE_POSITION]
         for _ in range(steps):
-            position = chain[position]
-        state[STATE_POSITION] = position
+            address = load_u64(address)
+        state[STATE_POSITION] = address
         cuda.atomic.add(state, STATE_GENERATION, uint64(1))
 
 

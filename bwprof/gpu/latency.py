@@ -1,18 +1,22 @@
-"""GPU latency cases (`lat_*`): one GPU thread chasing a random chain through device memory,
-a peer GPU's memory or pinned host memory, alone or beside a STREAM load; and the latency of
-a 4-byte asynchronous copy.
+"""GPU latency cases (`lat_*`): one GPU thread chasing a chain through device memory, a peer
+GPU's memory or pinned host memory, alone or beside a STREAM load; and the latency of a
+16-byte asynchronous copy.
 
-The chain is one random cycle through the 32-byte sectors of the buffer
-(`bwprof.chain.Cycle`: computed, so hundreds of MiB of chain are linked in a fraction of a
-second and checked without a second walk), built on the host and copied in: sector s's first
-uint64 holds the element index of the sector it links to, so a step is one dependent global
-load (plus a shift and an add: the index times 8). Every sample is one launch of the
-one-thread `chase` kernel for N loads, timed by CUDA events around it, with N chosen so a
-sample lasts about TARGET_SAMPLE_S (launch overhead, a few microseconds, stays far under
-1%). Each launch continues where the last ended (the position is kept in a small device
-state array), never from sector 0. After the last sample the position must be where the
-cycle says that many loads from sector 0 end (`Cycle.ending_line`): a chase that skipped or
-lost loads is invalid.
+The chain is one cycle through the 128-byte lines of the buffer, one node per line (a node
+per 32-byte sector put four in a line, so later visits to a line fetched already could hit),
+built on the host and copied in: line i's first uint64 holds the device address of the line
+it links to, written with the buffer's base pointer as the kernel sees it (`address_of`: a
+device or peer allocation's pointer, pinned host memory's own under unified addressing), so
+a step is one global load whose result is the next load's address, nothing in between
+(`kernels.chase`, `address.load_u64`). The cycle is random (`bwprof.chain.Cycle`: computed, so
+hundreds of MiB of chain are linked in a fraction of a second and checked without a second
+walk), or in address order for lat_h2d's headline (`bwprof.chain.Stride`, nvbandwidth's
+`host_device_latency_sm`). Every sample is one launch of the one-thread `chase` kernel for N
+loads, timed by CUDA events around it, with N chosen so a sample lasts about TARGET_SAMPLE_S
+(launch overhead, a few microseconds, stays far under 1%). Each launch continues where the
+last ended (the address is kept in a small device state array), never from line 0. After
+the last sample the address must be where the cycle says that many loads from line 0 end
+(`Cycle.ending_line`): a chase that skipped or lost loads is invalid.
 """
 
 from __future__ import annotations
@@ -36,24 +40,27 @@ from bwprof.gpu.buffers import (
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import CaseRun
 from bwprof.gpu.kernel_params import (
-    CHAIN_ELEMENT_BYTES,
-    CHAIN_STRIDE,
     LOAD_BYTES_PER_ELEMENT,
-    SECTOR_BYTES,
     STATE_GENERATION,
     STATE_LOAD_BYTES,
     STATE_POSITION,
     STATE_SLOTS,
-    chain_links,
 )
 from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
 from bwprof.gpu.transfers import HostEnd, enable_peers
 from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
-from bwprof.units import KiB, format_bytes
+from bwprof.units import KiB, MiB, format_bytes
 
 if TYPE_CHECKING:
-    from bwprof.chain import Cycle  # imports Numba: loaded where a chase is built
+    from bwprof.chain import Cycle, Stride  # imports Numba: loaded where a chase is built
+
+NODE_BYTES = 128
+"""A chain's node: one 128-byte line (an L1/L2 cache line, four 32-byte sectors). One node
+per line, so no load finds its line fetched by another node's load (nvbandwidth's stride)."""
+CHAIN_ELEMENT_BYTES = 8
+"""A link: one uint64 device address at the start of its node; the rest of the node is 0."""
+NODE_WORDS = NODE_BYTES // CHAIN_ELEMENT_BYTES
 
 TARGET_SAMPLE_S = 0.02
 """One sample (one chase launch) lasts about this long: launch overhead stays under 0.1%,
@@ -82,12 +89,26 @@ load runs longer, and still ends)."""
 FALLBACK_PEAK_GBPS = 10_000.0
 """The load bound's rate where the HBM peak is unknown (faster than any HBM today)."""
 
-MEMCPY_BYTES = 4
+MEMCPY_BYTES = 16
+"""lat_memcpy's copy: one int4, as cuda-samples' p2pBandwidthLatencyTest times its latency
+matrix (`numElems = 4; // perform 1-int4 transfer`)."""
 MEMCPY_DIRECTIONS = ("h2d", "d2h", "within")
+
+H2D_STRIDE_BYTES = 2 * MiB
+"""lat_h2d's headline chain: nvbandwidth's host_device_latency_sm buffer (2 MiB of pinned
+host memory, a node every 128 bytes, walked in address order): its pages stay in the GPU's
+TLB, so a load is the link's round trip."""
+H2D_STRIDE_PHASE = ""
+"""lat_h2d's headline row (nvbandwidth's method) has no phase, as a one-row case's."""
+H2D_RANDOM_PHASE = "random_tlb"
+"""lat_h2d's second row: the random chase through a set >= 4x the L2 (the TLB-missing
+figure: GPU page walks on top of the round trip). The summary's host-link latency is the
+headline's, never this."""
 
 EVENT_NOTE = ("event-timed: CUDA events around one one-thread kernel of {steps} dependent "
               "loads per sample ({per}); {warm}")
-INDEX_NOTE = "each load's address is the previous load's value (uint64 index x 8)"
+INDEX_NOTE = ("each load's address is the previous load's value (a device address: one "
+              "ld.global, nothing between); one node per 128-byte line")
 
 
 def hbm_chase_bytes(l2_bytes: int) -> int:
@@ -107,12 +128,22 @@ size, so sets above this and within the L2 are labelled `L2` though the larger L
 serve some of them."""
 
 
+MIXED_LEVEL = "L2+HBM"
+"""A set beyond the L2 but under 4x it: the L2 still serves part of it (the row is flagged
+`l2_resident`), so it is neither the L2's figure nor HBM's."""
+
+
 def cache_level(size: int, device: GpuDevice) -> str:
     """Where a working set lives: `L1` up to L1_BYTES_AT_LEAST (Numba's plain ld.global
-    caches in L1 on sm_70 and newer), `L2` up to the L2's size, `HBM` beyond."""
+    caches in L1 on sm_70 and newer), `L2` up to the L2's size, `L2+HBM` under 4x the L2
+    (the executor flags those sets `l2_resident`), `HBM` from 4x the L2 (DESIGN's rule for a
+    memory's own figure)."""
+    l2 = device.properties.l2_bytes
     if size <= L1_BYTES_AT_LEAST:
         return "L1"
-    return "L2" if size <= device.properties.l2_bytes else "HBM"
+    if size <= l2:
+        return "L2"
+    return MIXED_LEVEL if size < CACHE_MULTIPLE * l2 else "HBM"
 
 
 @dataclass
@@ -125,7 +156,9 @@ class Chase:
     chain: Any
     state: Any
     state_view: Any
-    cycle: Cycle
+    cycle: Cycle | Stride
+    base: int
+    """The address the kernel sees line 0 of the chain at."""
     steps_done: int = 0
     launches: int = 0
     estimate_s: float = 0.0
@@ -173,12 +206,15 @@ class Chase:
         """Where the chase must stand after every load issued so far, and how many launches
         must have finished; '' when it does."""
         state = self.read_state()
-        start = self.cycle.position_of(0)  # the state starts at sector 0
-        expected = self.cycle.ending_line(self.steps_done, start) * CHAIN_STRIDE
+        start = self.cycle.position_of(0)  # the state starts at line 0
+        line = self.cycle.ending_line(self.steps_done, start)
+        expected = self.base + line * NODE_BYTES
         position, generation = int(state[STATE_POSITION]), int(state[STATE_GENERATION])
         if position != expected:
-            return (f"validation failed: the chase ended at element {position}, expected "
-                    f"{expected} after {self.steps_done} loads")
+            offset = position - self.base
+            return (f"validation failed: the chase ended at address {position:#x} (offset "
+                    f"{offset}), expected {expected:#x} (line {line}) after "
+                    f"{self.steps_done} loads")
         if generation != self.launches:
             return (f"validation failed: {generation} chase launches finished, expected "
                     f"{self.launches}")
@@ -192,26 +228,51 @@ class Chase:
         return EVENT_NOTE.format(steps=self.steps, per=per, warm=warm)
 
 
+def address_of(view: Any) -> int:
+    """The address a kernel reaches a chase buffer's view at: its CUDA array interface's
+    pointer (a device array, a peer's, or pinned host memory under unified addressing), or
+    a NumPy view's own data pointer (the simulated backend, the CUDA simulator)."""
+    interface = getattr(view, "__cuda_array_interface__", None)
+    if interface is not None:
+        return int(interface["data"][0])
+    return int(view.__array_interface__["data"][0])
+
+
+def chain_addresses(next_lines: np.ndarray, base: int) -> np.ndarray:
+    """The uint64 words of a chain buffer: line i's first word holds the address of the line
+    it links to (`base + next_lines[i] x NODE_BYTES`), every other word is zero. Computed in
+    uint64 whatever the lines' integer type, so no offset wraps past 2^31 or 2^32."""
+    words = np.zeros(next_lines.size * NODE_WORDS, dtype=np.uint64)
+    words[::NODE_WORDS] = (np.uint64(base)
+                           + np.asarray(next_lines).astype(np.uint64) * np.uint64(NODE_BYTES))
+    return words
+
+
 def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
-                stream_slot: int = 0) -> Chase:
+                stream_slot: int = 0, in_order: bool = False) -> Chase:
     """Write the chain into `buffer` (a device array of any GPU, or a pinned host array) and
-    set up the chase on `device` over it, from sector 0."""
-    from bwprof.chain import Cycle
+    set up the chase on `device` over it, from line 0: a random cycle through its lines, or
+    (`in_order`) the lines in address order, nvbandwidth's stride."""
+    from bwprof.chain import Cycle, Stride
 
     backend = pool.backend
-    lines = size // SECTOR_BYTES
-    cycle = Cycle.of(lines)
-    links = chain_links(cycle.next_lines(np.arange(lines, dtype=np.uint64)))
+    lines = size // NODE_BYTES
+    cycle: Cycle | Stride = Stride(lines) if in_order else Cycle.of(lines)
+    view = backend.chase_view(buffer[:size], device.index)
+    base = address_of(view)
+    words = chain_addresses(cycle.next_lines(np.arange(lines, dtype=np.uint64)), base)
     if type(buffer) is np.ndarray:  # host memory (a simulated device array is a subclass)
-        buffer[:size] = links.view(np.uint8)
+        buffer[:size] = words.view(np.uint8)
     else:
-        backend.upload(buffer, links)
-    del links
+        backend.upload(buffer, words)
+    del words
     state = pool.device(device.index, STATE_BYTES, STATE_SLOT)
     backend.zero(state, STATE_BYTES)
-    return Chase(backend, pool.stream(device.index, stream_slot),
-                 backend.chase_view(buffer[:size], device.index), state,
-                 backend.chase_view(state[:STATE_BYTES], device.index), cycle)
+    start = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    start[STATE_POSITION] = base  # line 0: the kernel dereferences it, never leave it 0
+    backend.upload(state, start)
+    return Chase(backend, pool.stream(device.index, stream_slot), view, state,
+                 backend.chase_view(state[:STATE_BYTES], device.index), cycle, base)
 
 
 def _row(chase: Chase, device: GpuDevice, label: str, name: str, size: int,
@@ -241,16 +302,29 @@ def gpu(run: CaseRun) -> list[Measurement]:
 
 
 def host(run: CaseRun) -> list[Measurement]:
-    """lat_h2d: the chase through pinned host memory (on the GPU's NUMA node) that the kernel
-    reads through its device address: every load a PCIe or NVLink-C2C round trip."""
+    """lat_h2d: chases through pinned host memory (on the GPU's NUMA node) that the kernel
+    reads through its device address, every load a PCIe or NVLink-C2C round trip. Two rows:
+    the headline, nvbandwidth's host_device_latency_sm (H2D_STRIDE_BYTES in address order,
+    its pages in the GPU's TLB), then phase H2D_RANDOM_PHASE, a random cycle through the
+    job's set (>= 4x the L2), where GPU page walks add to the round trip."""
     pool, device, size = run.pool, run.device, run.size
-    buffer = pool.host(device, size, pinned=True)
-    chase = build_chase(pool, device, buffer, size)
-    chase.prepare()
-    seconds = chase.samples(run.samples)
-    return [_row(chase, device, device.label, device.name, size, seconds, memory="pinned",
-                 direction="h2d", level="DDR", numa_node=device.numa_node,
-                 note=run.job.note)]
+    rows = []
+    for phase, nbytes, in_order in ((H2D_STRIDE_PHASE, H2D_STRIDE_BYTES, True),
+                                    (H2D_RANDOM_PHASE, size, False)):
+        buffer = pool.host(device, nbytes, pinned=True, slot=0 if in_order else 1)
+        chase = build_chase(pool, device, buffer, nbytes, in_order=in_order)
+        chase.prepare()
+        seconds = chase.samples(run.samples)
+        how = (f"nvbandwidth's host_device_latency_sm: {format_bytes(nbytes)} in address "
+               f"order, a node every {NODE_BYTES} bytes (its pages stay in the GPU's TLB)"
+               if in_order else
+               f"random cycle through {format_bytes(nbytes)} (>= 4x the L2): GPU TLB misses "
+               "and page walks add to the round trip; the headline is the row without a "
+               "phase")
+        rows.append(_row(chase, device, device.label, device.name, nbytes, seconds,
+                         memory="pinned", direction="h2d", level="DDR", phase=phase,
+                         numa_node=device.numa_node, note=join_notes(run.job.note, how)))
+    return rows
 
 
 def peer(run: CaseRun) -> list[Measurement]:
@@ -411,9 +485,9 @@ def _one_work(stream: Any, enqueue: Any, ops: int) -> list[Work]:
 
 
 def memcpy(run: CaseRun) -> list[Measurement]:
-    """lat_memcpy: 4-byte asynchronous copies host->device, device->host and within the GPU,
-    as cuda-samples' p2pBandwidthLatencyTest times them: many back to back behind the gate,
-    between two events, divided by their count."""
+    """lat_memcpy: 16-byte (one int4) asynchronous copies host->device, device->host and
+    within the GPU, as cuda-samples' p2pBandwidthLatencyTest times them: many back to back
+    behind the gate, between two events, divided by their count."""
     pool, device, samples = run.pool, run.device, run.samples
     backend = pool.backend
     rows = []
@@ -440,8 +514,8 @@ def memcpy(run: CaseRun) -> list[Measurement]:
             work_per_op=1.0, size_bytes=MEMCPY_BYTES, device=device.label,
             device_name=device.name, direction=direction, memory=memory, valid=not problem,
             note=join_notes(problem, f"event-timed: {sampled.ops_per_sample} back-to-back "
-                                "cudaMemcpyAsync of 4 bytes behind the gate per sample, "
-                                "per copy", sampled.note()),
+                                f"cudaMemcpyAsync of {MEMCPY_BYTES} bytes behind the gate "
+                                "per sample, per copy", sampled.note()),
             streams=1, numa_node=numa_node, ops_per_sample=sampled.ops_per_sample,
         ))
     return rows

@@ -60,11 +60,18 @@ def _compute(x, y, iterations, scale, step):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _chase(chain, state, steps):  # pragma: no cover - compiled
-    """The CPU twin of `kernels.chase`: the same walk, from and back into the state."""
-    position = state[STATE_POSITION]
+    """The CPU twin of `kernels.chase`: the same walk over the addresses the chain holds,
+    from and back into the state. An address outside the chain (a chain written with the
+    wrong base) stops the walk where it is, so the check after the samples fails, instead of
+    reading wherever it points as the kernel would."""
+    base = np.uint64(chain.ctypes.data)
+    end = base + np.uint64(chain.size) * np.uint64(8)
+    address = state[STATE_POSITION]
     for _ in range(steps):
-        position = chain[position]
-    state[STATE_POSITION] = position
+        if address < base or address >= end or (address - base) % np.uint64(8):
+            break
+        address = chain[(address - base) // np.uint64(8)]
+    state[STATE_POSITION] = address
     state[STATE_GENERATION] += np.uint64(1)
 
 

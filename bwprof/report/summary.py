@@ -352,6 +352,9 @@ GPU_LATENCY = "lat_gpu"
 H2D_LATENCY = "lat_h2d"
 P2P_LATENCY = "lat_p2p"
 MEMCPY_LATENCY = "lat_memcpy"
+H2D_TLB_PHASE = "random_tlb"
+"""lat_h2d's second row (`bwprof.gpu.latency.H2D_RANDOM_PHASE`): the random chase through a
+set >= 4x the L2, TLB misses included; the host round trip is the row without a phase."""
 LOADED_LATENCY: tuple[str, ...] = ("lat_host_loaded", "lat_gpu_loaded")
 LATENCY_ORDER: tuple[str, ...] = (HOST_LATENCY, NUMA_LATENCY, GPU_LATENCY, H2D_LATENCY,
                                   P2P_LATENCY, MEMCPY_LATENCY)
@@ -477,7 +480,7 @@ def _latency_rows(records: list[Record]) -> list[dict[str, object]]:
     out += _slowest_pair_row("latency", _matrix(rows, NUMA_LATENCY),
                              "CPUs of the first node reading memory of the second")
     out += _memory_latency_rows(rows, GPU_LATENCY)
-    out += _memory_latency_rows(rows, H2D_LATENCY)
+    out += _memory_latency_rows([r for r in rows if r["phase"] != H2D_TLB_PHASE], H2D_LATENCY)
     out += _slowest_pair_row("latency", _matrix(rows, P2P_LATENCY),
                              "the first GPU reading memory of the second")
     out += _memcpy_rows(rows)

@@ -180,9 +180,15 @@ def test_latency_row_shapes_per_case(simulated_run):
     assert (loaded["cache_level"] == "HBM").all() and (loaded["size_bytes"] >= 4 * l2).all()
     assert (loaded["load_gbps"] >= 0).all()  # the simulated load runs after the chase: 0
     host = frame[frame["case"] == "lat_h2d"]
-    assert list(host["device"]) == ["gpu0", "gpu1"]
+    # Per GPU the headline (nvbandwidth's host_device_latency_sm: 2 MiB, in address order,
+    # no phase), then the random set beyond 4x the L2, labelled random_tlb.
+    assert list(host["device"]) == ["gpu0", "gpu0", "gpu1", "gpu1"]
+    assert list(host["phase"].fillna("")) == ["", "random_tlb"] * 2
+    assert list(host["size_bytes"])[:2] == [2 * MiB, max(host["size_bytes"])]
+    assert (host["size_bytes"].iloc[1::2] >= 4 * l2).all()
+    assert host["note"].iloc[0::2].str.contains("host_device_latency_sm", regex=False).all()
+    assert host["note"].iloc[1::2].str.contains("TLB misses", regex=False).all()
     assert set(host["memory"]) == {"pinned"} and set(host["direction"]) == {"h2d"}
-    assert (host["size_bytes"] >= 4 * l2).all()
     p2p = frame[frame["case"] == "lat_p2p"]
     assert list(p2p["device"]) == ["gpu0->gpu1", "gpu1->gpu0"]
     assert set(p2p["memory"]) == {"hbm"} and set(p2p["direction"]) == {"p2p"}
@@ -190,7 +196,9 @@ def test_latency_row_shapes_per_case(simulated_run):
     assert list(zip(copies["device"], copies["direction"], copies["memory"], strict=True)) == [
         (d, direction, memory) for d in ("gpu0", "gpu1")
         for direction, memory in (("h2d", "pinned"), ("d2h", "pinned"), ("within", "hbm"))]
-    assert (copies["size_bytes"] == 4).all() and (copies["work_per_op"] == 1).all()
+    # One int4, as cuda-samples' p2pBandwidthLatencyTest times latency (not 4 bytes).
+    assert (copies["size_bytes"] == 16).all() and (copies["work_per_op"] == 1).all()
+    assert copies["note"].str.contains("cudaMemcpyAsync of 16 bytes", regex=False).all()
 
 
 def _latency_rows(backend, cases):
@@ -211,7 +219,7 @@ class StepDroppingBackend(SimBackend):
 def test_a_chase_that_lost_loads_is_invalid(case):
     rows = _latency_rows(StepDroppingBackend(), case)
     assert rows and all(r.status == "invalid" for r in rows), [(r.status, r.note) for r in rows]
-    assert all("validation failed: the chase ended at element" in r.note for r in rows)
+    assert all("validation failed: the chase ended at address" in r.note for r in rows)
 
 
 class CorruptingMemcpyBackend(SimBackend):
@@ -222,7 +230,7 @@ class CorruptingMemcpyBackend(SimBackend):
 def test_a_wrong_small_copy_is_invalid():
     rows = _latency_rows(CorruptingMemcpyBackend(devices=1), "lat_memcpy")
     assert [r.status for r in rows] == ["invalid"] * 3
-    assert all("validation failed: 1 of 4 bytes" in r.note for r in rows)
+    assert all("validation failed: 1 of 16 bytes" in r.note for r in rows)
 
 
 class CountingOnlyLoadBackend(SimBackend):
@@ -264,6 +272,33 @@ def test_the_full_preset_sweeps_the_chase_by_twos():
                                                 _plan("lat_gpu", preset="full"))]
     assert quick == [4 << 10 << 2 * k for k in range(len(quick))]
     assert full == [4 << 10 << k for k in range(len(full))] and full[-1] == quick[-1]
+
+
+def test_a_chase_set_is_labelled_hbm_only_where_it_is_not_l2_resident():
+    """The full preset's 2x steps put a set between the L2 and 4x it (2 MiB on a 1 MiB
+    simulated L2): flagged l2_resident, so never labelled HBM (it read `HBM`)."""
+    rows = [r for r in _run(SimBackend(devices=1), "lat_gpu", preset="full") if r.status == "ok"]
+    l2 = SimBackend().properties(0).l2_bytes
+    assert any(l2 < r.size_bytes < 4 * l2 for r in rows), [r.size_bytes for r in rows]
+    for row in rows:
+        resident = "l2_resident" in row.flags
+        assert (row.cache_level == "HBM") == (not resident), (row.size_bytes, row.cache_level)
+        if l2 < row.size_bytes < 4 * l2:
+            assert row.cache_level == "L2+HBM"
+
+
+@pytest.mark.parametrize(("size", "level"), [
+    (64 << 10, "L1"), (256 << 10, "L2"), (60 * MiB, "L2"), (64 * MiB, "L2+HBM"),
+    (239 * MiB, "L2+HBM"), (240 * MiB, "HBM"), (256 * MiB, "HBM")])
+def test_cache_levels_on_an_h200s_60_mib_l2(size, level):
+    """An H200's L2 is 60 MiB: its 64 MiB set is under 4x the L2 (flagged l2_resident), so
+    it is not HBM's; the 256 MiB set is."""
+    from types import SimpleNamespace
+
+    from bwprof.gpu.latency import cache_level
+
+    h200 = SimpleNamespace(properties=SimpleNamespace(l2_bytes=60 * MiB))
+    assert cache_level(size, h200) == level
 
 
 def test_hbm_rows_use_the_default_array_size(simulated_run):

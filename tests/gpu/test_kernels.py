@@ -288,48 +288,74 @@ def test_the_sm_copy_writes_each_element_exactly_once(monkeypatch, n, threads):
 # -- latency: the chase and the load beside it ---------------------------------------------
 
 
-def _chain(lines: int) -> tuple[np.ndarray, np.ndarray]:
+def _chain(lines: int, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Sattolo cycle (made apart from the case's `Cycle`) and its chain words: line i's
+    first word the address of line order[i], the chain's line 0 at `base`."""
     from bwprof.chain import sattolo_order
-    from bwprof.gpu.kernel_params import chain_links
+    from bwprof.gpu.latency import chain_addresses
 
     order = sattolo_order(lines)
-    return order, chain_links(order)
+    return order, chain_addresses(order, base)
 
 
 @pytest.mark.parametrize("lines", [2, 3, 64, 1000])
-def test_the_chase_ends_where_the_chain_says_and_continues_from_there(cudasim, lines):
+def test_the_chase_follows_device_addresses_and_continues_from_there(cudasim, lines):
+    """The kernel under the CUDA simulator, whose device arrays are host memory: the chain
+    holds the real addresses of its own lines (one node per 128-byte line) and the kernel
+    steps by loading from the address the last load returned. It must end on the line the
+    chain says after every launch's loads, each launch from where the last ended."""
     from bwprof.chain import ending_line
-    from bwprof.gpu.kernel_params import (
-        CHAIN_STRIDE,
-        STATE_GENERATION,
-        STATE_POSITION,
-        STATE_SLOTS,
-    )
+    from bwprof.gpu.kernel_params import STATE_GENERATION, STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.latency import NODE_BYTES, address_of
 
-    order, links = _chain(lines)
-    chain = cudasim.to_device(links)
-    state = cudasim.to_device(np.zeros(STATE_SLOTS, dtype=np.uint64))
+    chain = cudasim.device_array(lines * NODE_BYTES // 8, dtype=np.uint64)
+    base = address_of(chain)
+    order, words = _chain(lines, base)
+    chain.copy_to_device(words)
+    start = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    start[STATE_POSITION] = base
+    state = cudasim.to_device(start)
     kernel = cudasim.jit(KERNELS["chase"].function)
-    blocks, threads = launch_config("chase", links.size)
+    blocks, threads = launch_config("chase", words.size)
     done = 0
     for steps in (5, 0, 17, 3 * lines + 1):  # one thread walks; the others do nothing
         kernel[blocks, threads](chain, state, steps)
         done += steps
         got = state.copy_to_host()
-        assert int(got[STATE_POSITION]) == ending_line(order, 0, done) * CHAIN_STRIDE
+        assert int(got[STATE_POSITION]) == base + ending_line(order, 0, done) * NODE_BYTES
     assert int(state.copy_to_host()[STATE_GENERATION]) == 4
 
 
 def test_the_simulated_chase_twin_walks_the_same_chain():
     from bwprof.chain import ending_line
-    from bwprof.gpu.kernel_params import CHAIN_STRIDE, STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.latency import NODE_BYTES, NODE_WORDS
     from bwprof.gpu.sim import SimBackend
 
-    order, links = _chain(1000)
+    words = np.zeros(1000 * NODE_WORDS, dtype=np.uint64)
+    base = words.ctypes.data
+    order, links = _chain(1000, base)
+    words[:] = links
     state = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    state[STATE_POSITION] = base
     backend = SimBackend(devices=1)
-    backend.launch("chase", None, links, state, 12345)
-    assert int(state[STATE_POSITION]) == ending_line(order, 0, 12345) * CHAIN_STRIDE
+    backend.launch("chase", None, words, state, 12345)
+    assert int(state[STATE_POSITION]) == base + ending_line(order, 0, 12345) * NODE_BYTES
+
+
+def test_the_simulated_chase_twin_stops_at_an_address_outside_its_chain():
+    """A chain of element indices (the old layout), or of addresses with the wrong base,
+    does not walk on: the twin stops where it left the chain, so the check fails."""
+    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.latency import NODE_WORDS
+    from bwprof.gpu.sim import SimBackend
+
+    words = np.zeros(4 * NODE_WORDS, dtype=np.uint64)
+    words[::NODE_WORDS] = [NODE_WORDS, 2 * NODE_WORDS, 3 * NODE_WORDS, 0]  # indices
+    state = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    state[STATE_POSITION] = words.ctypes.data
+    SimBackend(devices=1).launch("chase", None, words, state, 3)
+    assert int(state[STATE_POSITION]) == NODE_WORDS  # one step: index 16 is no address
 
 
 @pytest.mark.parametrize("grid", [(1, 32), (2, 32), (3, 7)])

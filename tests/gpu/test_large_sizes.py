@@ -166,42 +166,46 @@ def sparse_u64() -> np.ndarray:
     return _SPARSE[0]
 
 
-def test_the_simulated_chase_twin_follows_indices_past_2_32(sparse_u64):
-    """sim._chase (numba, the CPU twin of the chase kernel) walks uint64 element indices on
-    both sides of 2^31 and 2^32: a position cut to 32 bits would read element 4 (zero) and
-    stay at 0."""
+def test_the_simulated_chase_twin_follows_addresses_past_2_32_bytes(sparse_u64):
+    """sim._chase (numba, the CPU twin of the chase kernel) walks the addresses the chain
+    holds, offsets on both sides of 2^31 and 2^32 elements (16 and 32 GiB) into it: an
+    offset cut to 32 bits would land elsewhere (element 4, zero) and the walk would stop."""
     from bwprof.gpu.kernel_params import STATE_GENERATION, STATE_POSITION, STATE_SLOTS
     from bwprof.gpu.sim import SimBackend
 
     cycle = [2**32 + 4, 2**31 + 8, 2**32 - 8, 2**31 - 16, 2**32 + 4092]
     chain = sparse_u64
-    for here, there in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+    base = chain.ctypes.data
+    address = [base + 8 * element for element in cycle]
+    for here, there in zip(cycle, address[1:] + address[:1], strict=True):
         chain[here] = there
     state = np.zeros(STATE_SLOTS, dtype=np.uint64)
-    state[STATE_POSITION] = cycle[0]
+    state[STATE_POSITION] = address[0]
     backend = SimBackend(devices=1)
     for steps, where in ((1, 1), (3, 4), (len(cycle) * 1000 + 2, 1)):
         backend.launch("chase", None, chain, state, steps)
-        assert int(state[STATE_POSITION]) == cycle[where], (steps, int(state[STATE_POSITION]))
+        assert int(state[STATE_POSITION]) == address[where], (steps, int(state[STATE_POSITION]))
     assert int(state[STATE_GENERATION]) == 3
     assert not chain[4] and not chain[8]
     chain[cycle] = 0
 
 
-def test_chain_links_hold_element_indices_past_2_32_exactly():
-    """A chase's links are sector indices times 4 in uint64: an order of any integer type
-    (int32 from a small chain, int64, uint64) past 2^30 sectors (4 GiB of links) must not
-    wrap in its own type first."""
-    from bwprof.gpu.kernel_params import CHAIN_STRIDE, chain_links
+def test_chain_addresses_hold_offsets_past_2_32_exactly():
+    """A chase's links are base + line x 128 in uint64: lines of any integer type (int32
+    from a small chain, int64, uint64) past 2^25 lines (4 GiB) must not wrap in their own
+    type first, nor the base plus the offset."""
+    from bwprof.gpu.latency import NODE_BYTES, NODE_WORDS, chain_addresses
 
-    sectors = [0, 2**29 + 1, 2**30, 2**31 - 1, 2**31, 2**32 + 3, 2**61]
+    base = 0x7F00_0000_0000
+    lines = [0, 2**25 + 1, 2**29, 2**31 - 1, 2**31, 2**32 + 3, 2**48]
     for dtype in (np.int64, np.uint64):
-        links = chain_links(np.array(sectors, dtype=dtype))
-        assert links.dtype == np.uint64 and links.size == len(sectors) * CHAIN_STRIDE
-        assert [int(x) for x in links[::CHAIN_STRIDE]] == [CHAIN_STRIDE * s for s in sectors]
-        assert not links.reshape(-1, CHAIN_STRIDE)[:, 1:].any()
-    small = chain_links(np.array([2**31 - 1, 7], dtype=np.int32))
-    assert [int(x) for x in small[::CHAIN_STRIDE]] == [CHAIN_STRIDE * (2**31 - 1), 28]
+        words = chain_addresses(np.array(lines, dtype=dtype), base)
+        assert words.dtype == np.uint64 and words.size == len(lines) * NODE_WORDS
+        assert [int(x) for x in words[::NODE_WORDS]] == [base + NODE_BYTES * n for n in lines]
+        assert not words.reshape(-1, NODE_WORDS)[:, 1:].any()
+    small = chain_addresses(np.array([2**31 - 1, 7], dtype=np.int32), base)
+    assert [int(x) for x in small[::NODE_WORDS]] == [base + NODE_BYTES * (2**31 - 1),
+                                                    base + 7 * NODE_BYTES]
 
 
 # -- offsets of copies, checks and pipelines --------------------------------------------------

@@ -74,6 +74,18 @@ def test_hbm_latency_per_gpu_beyond_the_l2_and_its_ratio_to_ddr():
     assert list(gpus["hbm_over_ddr"]) == pytest.approx([480 / 95, 500 / 95])
 
 
+def test_the_host_round_trip_is_lat_h2ds_headline_not_its_tlb_missing_row():
+    """lat_h2d writes nvbandwidth's 2 MiB in-order chase (no phase) and, larger, a random
+    chase where GPU page walks add to the round trip (phase random_tlb): the summary's
+    figure is the headline's, though the other's set is the larger."""
+    headline = lat.lat_h2d(0, 1100.0)
+    random = [replace(row, size_bytes=256 * MiB, phase="random_tlb", value_best=1700.0,
+                      value_median=1734.0) for row in headline]
+    headline = [replace(row, size_bytes=2 * MiB) for row in headline]
+    (row,) = _latency(_summary([*headline, *random]), "lat_h2d").itertuples()
+    assert (row.value, row.size_bytes) == (1100.0, 2 * MiB)
+
+
 def test_round_trip_pairs_and_small_copies():
     rows = [*lat.lat_h2d(0, 1100.0), *lat.lat_h2d(1, 1300.0),
             *lat.lat_p2p(3, 900.0, slow="gpu2->gpu0"),
