@@ -88,7 +88,10 @@ _CORE: dict[str, str] = {
         'span, `both`), `overlapped`, `concurrent` or `pipeline`; loaded-latency cases '
         '(`lat_host_loaded`, `lat_gpu_loaded`): `load_N`, the nominal intensity in % of a '
         'concurrent streaming load on the other cores or SMs (`load_0`: idle); `one_to_all`, '
-        '`all_to_one`: `copy_engine` or `sm` (SM copy kernels), the variant; empty elsewhere',
+        '`all_to_one`: `copy_engine` or `sm` (SM copy kernels), the variant; `lat_h2d`: '
+        '`random_tlb` on its second row (a random chase through a set >= 4x the L2, GPU TLB '
+        'misses included; the headline, nvbandwidth\'s 2 MiB in-order chase, has none); empty '
+        'elsewhere',
     'overlap_efficiency':
         'overlap cases only, on the `concurrent` row (see Method)',
     'schema_version':
@@ -101,7 +104,8 @@ _CORE: dict[str, str] = {
         'copy rows; empty where unknown (pinned memory the driver maps)',
     'cache_level':
         'latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`) or the '
-        'memory beyond every cache (`DDR`, `HBM`); empty elsewhere',
+        'memory beyond every cache (`DDR`, `HBM`: a GPU set from 4x the L2; `L2+HBM` between '
+        'the L2 and 4x it, flagged `l2_resident`); empty elsewhere',
     'load_gbps':
         'loaded-latency rows: the bandwidth (GB/s) the concurrent load achieved while the chase '
         "ran, each in its load's own convention: `lat_host_loaded`'s load only reads, so bytes "
