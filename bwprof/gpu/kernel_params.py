@@ -23,15 +23,10 @@ def compute_gold(start: Start, iterations: int) -> Start:
     return start + iterations * COMPUTE_STEP
 
 
-SECTOR_BYTES = 32
-"""A GPU sector: the unit the latency chains link (one load fetches one sector)."""
-CHAIN_ELEMENT_BYTES = 8
-"""Chains store uint64 element indices."""
-CHAIN_STRIDE = SECTOR_BYTES // CHAIN_ELEMENT_BYTES
-"""Elements between the links of consecutive sectors: sector s's link is element s x 4."""
 STATE_POSITION = 0
-"""Slot of the latency state array holding the chase's element index (where the next sample
-starts: every sample continues where the last one ended)."""
+"""Slot of the latency state array holding the chase's device address (where the next
+sample starts: every sample continues where the last one ended). The chain's layout, one
+node per 128-byte line holding the next line's address, is `bwprof.gpu.latency`'s."""
 STATE_GENERATION = 1
 """Slot counting finished chase launches: the load kernel stops once it moves past the
 generation it was launched with (the chase's stop flag)."""
@@ -43,15 +38,6 @@ LOAD_UNROLL = 4
 stores), so a partial grid still keeps enough reads in flight."""
 LOAD_BYTES_PER_ELEMENT = 16
 """Bytes a load kernel element moves: one 8-byte read and one 8-byte write (traffic)."""
-
-
-def chain_links(order: np.ndarray) -> np.ndarray:
-    """The uint64 elements of a chase buffer for a Sattolo order: sector s's first element
-    holds the element index of the sector it links to (`order[s] * CHAIN_STRIDE`), the rest
-    of each sector is zero."""
-    links = np.zeros(order.size * CHAIN_STRIDE, dtype=np.uint64)
-    links[::CHAIN_STRIDE] = order.astype(np.uint64) * np.uint64(CHAIN_STRIDE)
-    return links
 
 
 SM_COPY_UNROLL = 4
