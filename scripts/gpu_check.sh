@@ -7,19 +7,23 @@
 #   1. nvidia-smi, an excerpt of `nvidia-smi -q -d CLOCK,PERFORMANCE` and the PCIe link as CSV
 #   2. python3 -m bwprof info, and where numba-cuda found NVVM and libdevice
 #   3. python3 -m bwprof kernels
-#   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped)
+#   4. python3 -m pytest -m gpu tests/gpu (verbose, slowest tests listed, a hang dumped): the
+#      on-device tests hold issue 33's bars (hbm copy/scale >= 0.88 x peak, fma_gpu >= 0.85 x
+#      the CUDA-core peak, SM copies' shares, chases through device addresses, deadlines,
+#      NVML health calls, the PCIe tree's ceiling)
 #   5. python3 -m bwprof run --dry-run: the quick run's plan and its estimate, in the log
 #   6. python3 -m bwprof run --preset quick --repeats 5 --no-plots, every case (a user's quick
 #      run), fitted by --budget into two thirds of what is left of the step's time: sized
 #      from the plan, so no row is lost to this step's own timeout, on one GPU or eight
 #   7. benchmarks/telemetry_overhead.py: ddr_triad and h2d_pinned with a run's telemetry on and off
 #      (a benchmark: its verdict is printed; only a crash fails the step, not the verdict or
-#      running out of its 80 s)
+#      running out of its 80 s), only where the run left it 40 s or more
 #   8. a table of the headline figures from $OUT/run/results.csv (h2d_sm, d2h_sm, d2d_sm beside
 #      their copy-engine rows, with the SM/copy-engine ratio), with the issue's bars, and
 #      the GPU latency rows (ns per load by working set, under load, host link, peers, memcpy)
 #      and the compute rows (gemm_gpu per dtype at n = 256, 1024, 4096, and fma_gpu, in
-#      TFLOP/s beside the H200 datasheet's dense figures)
+#      TFLOP/s beside the H200 datasheet's dense figures), then issue 33's list of what this
+#      GPU must confirm, each figure beside its bar or published figure
 # A failed step is recorded and the next one runs; the exit status is non-zero if any failed.
 #
 # Output, under $OUT (default: ./gpu-check-out), 8 files at most, two levels deep at most:
@@ -56,7 +60,8 @@ export RUN_DIR
 
 BUDGET_S=290            # the whole script, summary included, stays under 5 minutes
 SUMMARY_RESERVE_S=20    # kept back for the last step
-OVERHEAD_STEP_S=100     # the telemetry overhead benchmark's step, kept back from the run's
+OVERHEAD_STEP_S=100     # the telemetry overhead benchmark's step, at most
+OVERHEAD_MIN_S=40       # ... and at least, or it is left out (the run and pytest come first)
 START=$SECONDS
 FAILED=()
 
@@ -225,8 +230,9 @@ print(f"bars: {met} met, {missed} missed (benchmarks, reported here and not asse
 
 # SM copies against their copy engine's figure, bytes copied once (size over the best time:
 # each copies its buffer once; d2d's gbps counts read + write): the on-device test asks
-# for at least 0.8x.
+# for at least 0.8x, h2d_sm 0.55x (nvbandwidth's H100 runs: 35.2 against ~55 GB/s, issue 24).
 SM_BESIDE_ENGINE = {"h2d_sm": "h2d_pinned", "d2h_sm": "d2h_pinned", "d2d_sm": "d2d_copy"}
+SM_SHARE = {"h2d_sm": 0.55}
 for sm_case, engine in SM_BESIDE_ENGINE.items():
     sm = table[table["case"] == sm_case]
     ce = table[table["case"] == engine]
@@ -237,8 +243,9 @@ for sm_case, engine in SM_BESIDE_ENGINE.items():
             continue
         copied = row["size_bytes"] / row["time_min_s"] / 1e9
         ratio = copied / (twin.iloc[0]["size_bytes"] / twin.iloc[0]["time_min_s"] / 1e9)
+        share = SM_SHARE.get(sm_case, 0.8)
         print(f"sm copy {sm_case:<7} {row['device']:<5} {copied:.1f} GB/s copied "
-              f"= {ratio:.2f}x {engine} ({'ok' if ratio >= 0.8 else 'below 0.8x'})")
+              f"= {ratio:.2f}x {engine} ({'ok' if ratio >= share else f'below {share}x'})")
 
 # Overlap efficiencies; target on an H200 (a benchmark): >= 0.9 for pinned h2d and bidir.
 OVERLAP_TARGET = {"overlap_h2d_compute": 0.9, "overlap_bidir_compute": 0.9}
@@ -316,6 +323,97 @@ for _, row in compute.iterrows():
     print(f"{row['case']:<9} {row['device']:<5} {row['dtype']:<5} {n or '':>6} "
           f"{row['value_best']:>13.1f} {row['value_median']:>8.1f} {pct:>7} {sheet!s:>9} "
           f"{row['status']}")
+# Issue 33: what this GPU must confirm of the fixes made without one, each against its bar
+# or published figure (a benchmark: reported here, not asserted; `pytest -m gpu` asserts the
+# on-device tests' bars). "-" where the run has no such row.
+print("\nissue 33, to confirm on hardware (measured | bar or published figure | verdict):")
+measured, gpu = measured.copy(), gpu.copy()
+for column in ("dtype", "phase", "cache_level", "peak_value", "flags", "note"):
+    for rows in (measured, gpu):  # a run from before a column existed reads "-"
+        if column not in rows:
+            rows[column] = pd.NA
+
+
+def confirm(what, measured_text, against, good):
+    verdict = "-" if good is None else ("met" if good else "MISSED")
+    print(f"  {what:<34} {measured_text:<26} {against:<44} {verdict}")
+
+
+def one(frame_rows):
+    return None if frame_rows.empty else frame_rows.iloc[0]
+
+
+for case in ("hbm_copy", "hbm_scale"):  # four loads in flight a thread, as sm_copy
+    row = one(largest(measured[measured["case"] == case]))
+    if row is None or pd.isna(row["peak_gbps"]):
+        confirm(case, "-", ">= 0.88 x theoretical; BabelStream 4010", None)
+        continue
+    share = row["gbps_median"] / row["peak_gbps"]
+    confirm(case, f"{row['gbps_median']:.0f} GB/s = {share:.2f}x peak",
+            f">= 0.88 x {row['peak_gbps']:.0f}; BabelStream copy 4010", share >= 0.88)
+fma = measured[measured["case"] == "fma_gpu"]
+for dtype, sheet in (("fp32", 67), ("fp64", 34)):  # H200 datasheet, CUDA cores (non-tensor)
+    row = one(fma[fma["dtype"] == dtype])
+    if row is None or pd.isna(row.get("peak_value")):
+        confirm(f"fma_gpu {dtype} (loop >= 90% FMA)", "-", f">= 0.85 x peak; datasheet {sheet}",
+                None)
+        continue
+    share = row["value_median"] / row["peak_value"]
+    confirm(f"fma_gpu {dtype} (loop >= 90% FMA)",
+            f"{row['value_median']:.1f} TFLOP/s = {share:.2f}x",
+            f">= 0.85 x {row['peak_value']:.1f}; datasheet {sheet}", share >= 0.85)
+latency_rows = measured[measured["case"] == "lat_gpu"]
+for level, low, high, source in (("L1", 5, 40, "~30 cycles"), ("L2", 80, 250, "200-260 cycles"),
+                                 ("HBM", 300, 800, "400-600 ns")):
+    rows = latency_rows[latency_rows["cache_level"] == level]
+    row = one(rows.sort_values("size_bytes", ascending=level != "HBM"))
+    confirm(f"lat_gpu {level} (pointer chase)",
+            "-" if row is None else f"{row['value_median']:.0f} ns at {size(row['size_bytes'])}",
+            f"{low}-{high} ns (published: {source})",
+            None if row is None else low <= row["value_median"] <= high)
+mixed = latency_rows[latency_rows["cache_level"] == "L2+HBM"]
+confirm("lat_gpu sets between L2 and 4x L2", f"{len(mixed)} row(s) L2+HBM",
+        "none labelled HBM while l2_resident", None)
+h2d = measured[measured["case"] == "lat_h2d"]
+head = one(h2d[h2d["phase"].isna() | (h2d["phase"] == "")])
+tlb = one(h2d[h2d["phase"] == "random_tlb"])
+confirm("lat_h2d headline (2 MiB, 128 B)",
+        "-" if head is None else f"{head['value_median']:.0f} ns",
+        "nvbandwidth host_device_latency_sm, same box",
+        None if head is None or tlb is None else head["value_median"] <= tlb["value_median"])
+confirm("lat_h2d random_tlb (second row)", "-" if tlb is None else
+        f"{tlb['value_median']:.0f} ns", ">= the headline (page walks added)", None)
+memcpy = one(measured[(measured["case"] == "lat_memcpy") & (measured["direction"] == "within")])
+confirm("lat_memcpy within (16-byte copies)",
+        "-" if memcpy is None else f"{memcpy['value_median'] / 1e3:.1f} us",
+        "p2pBandwidthLatencyTest diagonal, ~2-3 us", None)
+both = one(largest(measured[(measured["case"] == "bidir_pinned")
+                            & (measured["direction"] == "both")]))
+confirm("bidir_pinned both (covered)",
+        "-" if both is None else f"{both['gbps_median']:.1f} GB/s",
+        "~101 GB/s Gen5 x16; stored run 101.7",
+        None if both is None else both["gbps_median"] >= 0.9 * 101)
+agg = one(largest(measured[(measured["case"] == "h2d_all") & (measured["device"] == "all")]))
+confirm("h2d_all peak from the PCIe tree",
+        "-" if agg is None or pd.isna(agg["peak_gbps"]) else f"peak {agg['peak_gbps']:.1f} GB/s",
+        "one GPU: its own link, 63.0 (Gen5 x16)",
+        None if agg is None or pd.isna(agg["peak_gbps"]) else abs(agg["peak_gbps"] - 63.0) < 1)
+flags = gpu["flags"].fillna("").astype(str)
+degraded = int(flags.str.contains("gpu_degraded").sum())
+health = (json.loads(system.read_text()).get("telemetry") or {}).get("health") \
+    if system.is_file() else None
+confirm("NVML health read before/after", "recorded" if health else "not recorded",
+        "ECC, remapped rows, Xid in system.json", bool(health))
+confirm("rows flagged gpu_degraded", str(degraded), "0 on a healthy box", degraded == 0)
+stalled = gpu[gpu["note"].fillna("").astype(str).str.contains("did not finish within")]
+confirm("GPU waits past their deadline", str(len(stalled)), "0 (deadline 5x plan, 10 s floor)",
+        stalled.empty)
+gpus_seen = sorted(set(gpu["device"].astype(str)[gpu["device"].astype(str).str.fullmatch(
+    r"gpu\d+")]))
+print(f"  this run measured {len(gpus_seen)} GPU(s): one_to_all/all_to_one's SM grids as one "
+      "GPU's share each, p2p_all_pairs' operation cap and all->gpuN counters need an 8-GPU "
+      "box to confirm (pytest -m gpu checks the shared grids on one GPU)")
+
 others = gpu[~gpu["status"].isin(["ok", "waived"])]
 if not others.empty:
     print(f"GPU rows not ok: {len(others)}: "
@@ -370,22 +468,29 @@ step "nvidia-smi clocks, performance and PCIe" 20 "$RESERVE" "$LOG" "${SELF[@]}"
 step "bwprof info" 45 "$RESERVE" "$LOG" "$PYTHON" -m bwprof info
 step "numba-cuda paths" 30 "$RESERVE" "$LOG" "${SELF[@]}" --cuda-paths
 step "bwprof kernels" 60 "$RESERVE" "$LOG" "$PYTHON" -m bwprof kernels
-step "pytest -m gpu" 120 "$RESERVE" "$PYTEST_LOG" \
+step "pytest -m gpu" 150 "$RESERVE" "$PYTEST_LOG" \
     env BWPROF_REQUIRE_GPU=1 "$PYTHON" -m pytest -m gpu tests/gpu -v -p no:cacheprovider \
-    --durations=15 -o faulthandler_timeout=100
+    --durations=15 -o faulthandler_timeout=130
 QUICK=(--preset quick --repeats 5 --no-plots)
 step "bwprof run --dry-run (quick)" 60 "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run "${QUICK[@]}" --dry-run
-# The run's share: what is left but the overhead benchmark's and the summary's; the plan is
-# fitted into two thirds of it by the planner's estimate (of a slow machine: a box as it
-# should be takes less), so the step's timeout never cuts the run short.
-RUN_LIMIT=$(allowance 240 $(( RESERVE + OVERHEAD_STEP_S )))
+# The run's share: what is left but the summary's; the plan is fitted into two thirds of it
+# by the planner's estimate (of a slow machine: a box as it should be takes less), so the
+# step's timeout never cuts the run short. The overhead benchmark (its figure taken on an
+# earlier lent GPU) gets what the run leaves, when that is enough for a verdict.
+RUN_LIMIT=$(allowance 240 "$RESERVE")
 RUN_BUDGET=$(( RUN_LIMIT * 2 / 3 ))
 step "bwprof run (quick)" "$RUN_LIMIT" "$RESERVE" "$LOG" \
     env COLUMNS=200 "$PYTHON" -m bwprof run "${QUICK[@]}" --budget "$RUN_BUDGET" \
     --out "$RUN_DIR"
-step "telemetry overhead (benchmark)" "$OVERHEAD_STEP_S" "$RESERVE" "$LOG" \
-    "${SELF[@]}" --overhead
+OVERHEAD_LEFT=$(allowance "$OVERHEAD_STEP_S" "$RESERVE")
+if (( OVERHEAD_LEFT >= OVERHEAD_MIN_S )); then  # its own limit inside the step's
+    step "telemetry overhead (benchmark)" "$OVERHEAD_LEFT" "$RESERVE" "$LOG" \
+        env OVERHEAD_S=$(( OVERHEAD_LEFT - 10 )) "${SELF[@]}" --overhead
+else
+    log ""
+    log "=== telemetry overhead (benchmark): not run, under ${OVERHEAD_MIN_S}s left ==="
+fi
 mkdir -p "$OUT/run"
 # 8 files come back in all: summary.csv is left here (`bwprof report` rebuilds it anywhere).
 for name in results.csv system.json findings.csv samples.csv timings.csv timelines.json; do

@@ -3,6 +3,7 @@ as a GPU's: a device run is too scarce to find a crash in its last step. The fig
 simulated; only the table's shape and verdicts are checked."""
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -66,7 +67,36 @@ def test_headline_tabulates_the_rows_against_peaks_and_published_figures(relabel
     loaded = [line.split() for line in lines if line.startswith("lat_gpu_loaded")]
     assert [row[5:7] for row in loaded[:2]] == [["HBM", "load_0"], ["HBM", "load_12"]]
     memcpy = [line.split() for line in lines if line.startswith("lat_memcpy")]
-    assert [m[2] for m in memcpy][:3] == ["h2d", "d2h", "within"] and memcpy[0][3:5] == ["4", "B"]
+    assert [m[2] for m in memcpy][:3] == ["h2d", "d2h", "within"] and memcpy[0][3:5] == ["16", "B"]
+
+
+def test_headline_lists_what_the_gpu_must_confirm_of_issue_33(relabelled_run, tmp_path):
+    """Each fix made without a GPU is listed with what this GPU measured, beside its bar or
+    published figure: a figure where the run has the row, "-" where it has none."""
+    shutil.copytree(relabelled_run, tmp_path / "run")
+    frame = pd.read_csv(tmp_path / "run" / "results.csv")
+    copy = frame["case"] == "hbm_copy"  # at half its peak: the bar of 0.88 is missed
+    frame.loc[copy, "peak_gbps"] = 2 * frame.loc[copy, "gbps_median"]
+    frame.to_csv(tmp_path / "run" / "results.csv", index=False)
+    done = headline(tmp_path / "run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    start = lines.index("issue 33, to confirm on hardware (measured | bar or published figure "
+                        "| verdict):")
+    listed = {line[2:36].strip(): line for line in lines[start + 1:] if line.startswith("  ")}
+    for what in ("hbm_copy", "hbm_scale", "fma_gpu fp32 (loop >= 90% FMA)",
+                 "lat_gpu L1 (pointer chase)", "lat_gpu HBM (pointer chase)",
+                 "lat_h2d headline (2 MiB, 128 B)", "lat_h2d random_tlb (second row)",
+                 "lat_memcpy within (16-byte copies)", "bidir_pinned both (covered)",
+                 "h2d_all peak from the PCIe tree", "rows flagged gpu_degraded",
+                 "GPU waits past their deadline"):
+        assert what in listed, (what, sorted(listed))
+    assert "= 0.50x peak" in listed["hbm_copy"] and "BabelStream copy 4010" in listed["hbm_copy"]
+    assert listed["hbm_copy"].rstrip().endswith("MISSED")
+    assert " ns" in listed["lat_h2d headline (2 MiB, 128 B)"]
+    assert listed["fma_gpu fp32 (loop >= 90% FMA)"].split()[6] == "-"  # no fma_gpu row here
+    assert listed["GPU waits past their deadline"].rstrip().endswith("met")
+    assert any("need an 8-GPU box" in line for line in lines[start:])
 
 
 def test_headline_fails_on_an_invalid_row_and_without_gpu_rows(relabelled_run, tmp_path):
