@@ -138,4 +138,17 @@ def main() -> int:
     except KeyboardInterrupt:  # a second signal while the first was being handled
         code = _interrupted()
     _final_code = code
+    if _a_gpu_stopped_answering():
+        from bwprof import stdio
+
+        stdio.flush()  # the files are written: nothing is left to do but CUDA's teardown
+        os._exit(code)
     return code
+
+
+def _a_gpu_stopped_answering() -> bool:
+    """Whether a GPU of this process missed its deadline (`runtime.STOPPED_GPUS`): CUDA's
+    teardown at exit (destroying its context, freeing its memory) would wait for it, and
+    the command would hang after saying it had finished."""
+    runtime = sys.modules.get("bwprof.gpu.runtime")
+    return bool(getattr(runtime, "STOPPED_GPUS", None))

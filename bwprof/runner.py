@@ -44,6 +44,8 @@ class TelemetryHook(Protocol):
     def annotate(self, row: ResultRow, measurement: Measurement,
                  job_window: tuple[float, float]) -> ResultRow: ...
 
+    def flag_degraded(self, row: ResultRow) -> ResultRow: ...
+
 
 class ProgressListener(Protocol):
     def start(self, total: int, estimate_s: float | None = None) -> None:
@@ -143,6 +145,8 @@ class Runner:
             return [self._not_run_row(case, job, executor, exc)], [()], []
         except Exception as exc:  # recorded as an error row; the run goes on
             row = self._row(case, job, executor.backend, status="error", note=_one_line(exc))
+            if self.telemetry is not None:  # the GPU's new errors may be why it failed
+                row = self.telemetry.flag_degraded(row)
             return [row], [()], []
         rows = [self._row_of(case, job, executor.backend, m, window) for m in measurements]
         timelines: list[dict[str, object]] = [

@@ -272,3 +272,33 @@ def test_an_interrupt_inside_exec_code_still_exits_130_under_python_m(tmp_path, 
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
                               [str(tmp_path), *sys.path])})
     assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
+
+
+_GPU_STOPPED = '''
+import atexit
+import sys
+import time
+
+import bwprof.cli
+from bwprof.entry import main
+from bwprof.gpu import runtime
+
+
+def a_gpu_stops_answering(argv):
+    runtime.STOPPED_GPUS.add(3)
+    atexit.register(time.sleep, 60)  # stands in for CUDA's teardown waiting for gpu3
+    print("wrote the run", flush=True)
+    return 1
+
+
+bwprof.cli.main = a_gpu_stops_answering
+sys.exit(main())
+'''
+
+
+def test_a_process_whose_gpu_stopped_answering_exits_without_waiting_for_it():
+    """After a GPU missed its deadline the command ends with its own code, not in CUDA's
+    teardown waiting for that GPU (an exit function here that would wait a minute)."""
+    done = subprocess.run([sys.executable, "-c", _GPU_STOPPED], capture_output=True, text=True,
+                          timeout=30)
+    assert (done.returncode, done.stdout) == (1, "wrote the run\n"), done.stderr

@@ -89,6 +89,10 @@ _NEVER_FREED: list[Any] = []
 cudaFreeHost synchronises, and a stalled copy may still read them. CuPy frees nothing at
 interpreter exit, so these are left to the operating system."""
 
+STOPPED_GPUS: set[int] = set()
+"""CUDA indices of the GPUs that stopped answering in this process (any runtime): the
+process then ends without CUDA's teardown, which would wait for them (`bwprof.entry`)."""
+
 _T = TypeVar("_T")
 
 
@@ -710,6 +714,7 @@ class CudaBackend:
             message += f" (nor {others}: {waits} behind that work)"
         for device in {*devices, *(held or ())}:
             self.wedged.setdefault(device, what)
+            STOPPED_GPUS.add(device)
         _NEVER_FREED.extend(array for ref in self._pinned if (array := ref()) is not None)
         self._pinned.clear()
         raise GpuTimeout(message, sorted({*devices, *(held or ())}))

@@ -96,8 +96,9 @@ class TelemetrySession:
             self._worse = self.health.poll()
         return window
 
-    def _flag_degraded(self, row: ResultRow) -> ResultRow:
-        """The row flagged `gpu_degraded` where a GPU it measured got worse during its job."""
+    def flag_degraded(self, row: ResultRow) -> ResultRow:
+        """The row flagged `gpu_degraded` where a GPU it measured got worse during its job
+        (an error row too: a GPU that fell off the bus ends its job in one)."""
         worse = gpus_of(row.device, self.reader.labels) & self._worse
         if not worse or self.health is None:
             return row
@@ -109,7 +110,7 @@ class TelemetrySession:
                  job_window: tuple[float, float]) -> ResultRow:
         """The row with the counters of its GPU during its operations (or its job); an
         every-GPU row (`all`) gets the sum of its GPUs' counter figures against its bytes."""
-        row = self._flag_degraded(row)
+        row = self.flag_degraded(row)
         if not source_device(row.device).startswith("gpu") and row.device != "all":
             return row
         window = job_window

@@ -610,3 +610,45 @@ def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
     assert finding.device == "gpu1" and finding.severity == "error"
     assert finding.what == "gpu1: 3 new uncorrected ECC errors during the run"
     assert f"{len(flagged)} row(s) measured meanwhile flagged gpu_degraded" in finding.evidence
+
+
+def test_a_job_that_fails_as_its_gpu_reports_errors_is_flagged_too():
+    """A GPU that falls off the bus (Xid 79, uncorrected ECC) ends its job in an error row:
+    that row carries `gpu_degraded` as a measured one would, so the error reads as the GPU's."""
+    from bwprof.gpu.devices import describe
+    from bwprof.gpu.executor import GpuExecutor
+    from bwprof.plan import make_plan
+    from bwprof.runner import RunContext, Runner
+    from bwprof.schema.flags import GPU_DEGRADED
+    from bwprof.telemetry.counters import CounterReader
+    from bwprof.telemetry.nvml import Nvml
+    from bwprof.telemetry.session import TelemetrySession
+    from tests.gpu.test_devices import H200Like
+    from tests.telemetry.fakes import counter_pynvml
+
+    backend = H200Like(devices=1)
+    devices = describe(backend)
+    ecc = {"corrected_volatile": 0, "uncorrected_volatile": 0, "corrected_aggregate": 0,
+           "uncorrected_aggregate": 0}
+    fake = counter_pynvml({"00000000:1B:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]}})
+    gpu0 = fake.gpu_config["00000000:1B:00.0"]
+    reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
+    session = TelemetrySession(reader, interval_s=0.001)
+    plan = make_plan(cases="h2d_pinned", preset="quick", repeats=3, usable_cpus=1,
+                     llc_bytes=None, memory_available_bytes=8 << 30)
+    executor = GpuExecutor(backend, devices, 8 << 30)
+
+    def fall_off_the_bus(case, job, plan):
+        gpu0["ecc"]["uncorrected_volatile"] += 1
+        raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
+
+    executor.measure = fall_off_the_bus
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"), telemetry=session)
+    session.start()
+    try:
+        rows = runner.run()
+    finally:
+        session.stop()
+        runner.close()
+    assert rows and all(r.status == "error" for r in rows)
+    assert all(GPU_DEGRADED in r.flags for r in rows), [(r.status, r.flags) for r in rows]
