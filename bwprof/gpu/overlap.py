@@ -222,7 +222,7 @@ def overlap(run: CaseRun) -> list[Measurement]:
         paired = (take_samples(backend, lambda k: [c.work(k) for c in copies], samples, gate,
                                ops=ops) if len(copies) > 1 else None)
         copies_s = copies_part_s([_median(a.per_stream_s[0]) for a in copy_alone],
-                                 _median(paired.span_s) if paired else None)
+                                 _median(paired.gated_span_s) if paired else None)
         compute.calibrate(copies_s, gate)
         kernel_alone = take_samples(backend, lambda k: [compute.work(k)], samples, gate,
                                     ops=ops)
@@ -239,7 +239,7 @@ def overlap(run: CaseRun) -> list[Measurement]:
         )
 
     kernel_s = _median(kernel_alone.per_stream_s[0])
-    efficiency = overlap_efficiency([copies_s, kernel_s], _median(together.span_s))
+    efficiency = overlap_efficiency([copies_s, kernel_s], _median(together.gated_span_s))
     problems = [c.problem() for c in copies]
     kernel_problem = compute.problem()
     streams = 1 + len(copies)
@@ -259,7 +259,7 @@ def overlap(run: CaseRun) -> list[Measurement]:
             rows.append(_row(case, device, size, paired.per_stream_s[i], size, paired,
                              direction=direction, memory=case.memory, phase="paired",
                              streams=len(copies), peak=peak, problem=problems[i]))
-        rows.append(_row(case, device, size, paired.span_s, size * len(copies), paired,
+        rows.append(_row(case, device, size, paired.gated_span_s, size * len(copies), paired,
                          direction="both", memory=case.memory, phase="paired",
                          streams=len(copies), peak=peak * len(copies) if peak else None,
                          problem="; ".join(p for p in problems if p),
@@ -278,7 +278,7 @@ def overlap(run: CaseRun) -> list[Measurement]:
     summary = (f"efficiency {efficiency:.2f} = (sum alone - concurrent) / (sum alone - longest "
                f"alone) over {parts}, from medians; GB/s = copy bytes over the concurrent time")
     concurrent = _row(
-        case, device, size, together.span_s, size * len(directions), together,
+        case, device, size, together.gated_span_s, size * len(directions), together,
         direction=case.direction, memory=case.memory, phase="concurrent", streams=streams,
         peak=peak * len(directions) if peak else None,
         problem="; ".join(p for p in (*problems, kernel_problem) if p),
@@ -396,7 +396,7 @@ def pipeline(run: CaseRun) -> list[Measurement]:
     per_stream = count // streams
     passes = take_samples(backend, lambda k: [lane.work(k) for lane in lanes], samples,
                           ops=per_stream)
-    seconds = [span * per_stream for span in passes.span_s]  # one whole pass per sample
+    seconds = [span * per_stream for span in passes.gated_span_s]  # one whole pass a sample
 
     problem = _output_problem(host_out, inputs, compute.iterations, chunk,
                               "after the timed passes")
@@ -405,7 +405,7 @@ def pipeline(run: CaseRun) -> list[Measurement]:
         problem = _output_problem(host_out, inputs, compute.iterations, chunk,
                                   "in a pass into zeroed outputs")
     end_to_end = 2 * total / _median(seconds)
-    pair_rate = 2 * chunk / _median(paired.span_s)
+    pair_rate = 2 * chunk / _median(paired.gated_span_s)
     kernel_rate = chunk / _median(kernel_alone.per_stream_s[0])
     note = (f"{count} chunks on {streams} stream(s), {compute.iterations} multiply-adds per "
             f"element; end-to-end (in + out) / the copies in and out at once = "
@@ -433,7 +433,7 @@ def pipeline(run: CaseRun) -> list[Measurement]:
             _row(case, device, chunk, copy_alone.per_stream_s[0], chunk, copy_alone,
                  direction="h2d", memory="pinned", phase="alone", streams=1,
                  peak=device.peak_pcie_gbps, problem=""),
-            _row(case, device, chunk, paired.span_s, 2 * chunk, paired, direction="both",
+            _row(case, device, chunk, paired.gated_span_s, 2 * chunk, paired, direction="both",
                  memory="pinned", phase="paired", streams=2,
                  peak=2 * device.peak_pcie_gbps if device.peak_pcie_gbps else None,
                  problem="", note="the copy in and the copy out at once, one gate (in + out "

@@ -76,6 +76,15 @@ class Sampled:
     """`stream_ops_ceiling` where it cut the operations per sample below what the sample's
     length asked for (None: it did not): the samples are shorter than TARGET_SAMPLE_S."""
 
+    @property
+    def gated_span_s(self) -> tuple[float, ...]:
+        """`span_s` of the samples whose gate held: in the others some streams may have run
+        before the rest were enqueued, not at once. All of them where none held (the row's
+        note says how many did not, `note`), so a row is never left without a figure."""
+        held = tuple(span for span, covered in zip(self.span_s, self.covered, strict=False)
+                     if covered)
+        return held or self.span_s
+
     def note(self) -> str:
         notes = []
         if self.ops_ceiling is not None:

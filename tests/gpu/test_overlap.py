@@ -576,3 +576,21 @@ def test_the_copies_part_is_the_pair_for_two_directions_and_the_copy_for_one():
     assert overlap.copies_part_s([4e-3, 5e-3], 6e-3) == 6e-3
     with pytest.raises(ValueError, match="paired"):
         overlap.copies_part_s([4e-3, 5e-3], None)
+
+
+# Catches: overlap and pipeline figures taken from every sample's span, those the gate did
+# not cover among them (their streams may have run one after another, not at once)
+@pytest.mark.parametrize("case", ["overlap_bidir_compute", "pipeline_chunked"])
+def test_overlap_figures_keep_only_the_samples_their_gate_covered(monkeypatch, case):
+    from bwprof.gpu import sampling
+    from tests.gpu.test_transfers import HalfGated
+
+    monkeypatch.setattr(sampling, "MAX_HOLD_US", sampling.HOLD_US)  # no retake: kept as is
+    chunks = _small_pipeline(monkeypatch, 8)
+    rows, _ = _run(case, HalfGated(devices=1, memory_bytes=SMALL_GPU_BYTES), chunks=chunks)
+    spans = [r for r in rows if r.phase in ("paired", "concurrent", "pipeline")
+             and r.direction not in ("h2d", "d2h")]
+    assert spans and all(r.status == "ok" for r in spans), rows
+    for row in spans:  # an uncovered sample lasts UNGATED_S on one clock: none is kept
+        assert row.time_median_s < HalfGated.UNGATED_S / 100, (row.phase, row.time_median_s)
+        assert "started before all work was enqueued" in row.note
