@@ -274,6 +274,21 @@ class HostLinkCeiling:
 NO_PERCENT = "no % of peak"
 
 
+def link_ends(path: PciePath) -> dict[str, PciePort]:
+    """Each port of a path and the port at the other end of its link: a root or downstream
+    port describes the link below it, the switch upstream port or endpoint under it the same
+    link from above, so the ports with link registers pair off from the top (root port with
+    upstream port, downstream port with the GPU). An odd count (a port whose kind cannot be
+    placed) pairs nothing: each port then stands for its link alone."""
+    linked = [port for port in path.ports if port.link]
+    if len(linked) % 2:
+        return {}
+    ends: dict[str, PciePort] = {}
+    for upper, lower in zip(linked[::2], linked[1::2], strict=True):
+        ends[upper.bdf], ends[lower.bdf] = lower, upper
+    return ends
+
+
 def host_link_ceiling(leaves: Sequence[tuple[str, float, PciePath | None]]) -> HostLinkCeiling:
     """The ceiling of host copies by every GPU of `leaves` (label, own link's peak, its
     path) at once: over the tree their paths make, each port passes the lesser of its link
@@ -301,6 +316,10 @@ def host_link_ceiling(leaves: Sequence[tuple[str, float, PciePath | None]]) -> H
                                          f"unknown ({label}: {path.hidden or 'no root bus'})")
     children: dict[str, list[str]] = {}
     port_of: dict[str, PciePort] = {}
+    other_end: dict[str, PciePort] = {}
+    for _, _, path in leaves:
+        assert path is not None
+        other_end.update(link_ends(path))
     gpu_of = {f"gpu:{label}": gbps for label, gbps, _ in leaves}
     roots: list[str] = []
     for label, _, path in leaves:
@@ -329,21 +348,25 @@ def host_link_ceiling(leaves: Sequence[tuple[str, float, PciePath | None]]) -> H
         port = port_of.get(node)
         if port is None:  # a root bus: its ports add up
             return passed
-        link = port.link_gbps
+        end = port  # the end of the port's link whose figure is read
+        if port.link_gbps is None and node in other_end:  # a port reading "Unknown"
+            end = other_end[node]
+        link = end.link_gbps
         if link is None:
             if port.link and len(under(node)) > 1:
                 unknown.append(f"{port.bdf} above {', '.join(under(node))}")
             return passed
         if link < passed * (1 - 1e-9):
-            binding.append(f"{' + '.join(under(node))} share {port.text()}, "
+            binding.append(f"{' + '.join(under(node))} share {end.text()}, "
                            f"{link:.1f} GB/s" if len(under(node)) > 1 else
-                           f"{under(node)[0]} behind {port.text()}, {link:.1f} GB/s")
+                           f"{under(node)[0]} behind {end.text()}, {link:.1f} GB/s")
         return min(link, passed)
 
     total = sum(cap(root) for root in roots)
     if unknown:
         return HostLinkCeiling(None, f"{NO_PERCENT}: the link of a port shared by several "
-                                     f"GPUs is unreadable ({'; '.join(unknown)})")
+                                     f"GPUs is unreadable at both ends "
+                                     f"({'; '.join(unknown)})")
     if not binding:
         return HostLinkCeiling(total)
     return HostLinkCeiling(total, f"PCIe ceiling {total:.1f} GB/s from the tree, not the "

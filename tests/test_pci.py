@@ -119,6 +119,30 @@ def test_two_gpus_behind_one_uplink_share_it(tmp_path) -> None:
     assert "gpu0 + gpu1 share 0000:01:00.0 (Gen5 x16)" in ceiling.note
 
 
+def _switch_reading(fs: FakeSysfs, root_gen: int | None, upstream_gen: int | None):
+    """Two GPUs behind one switch whose uplink's ends (root port, upstream port) read the
+    given generations (None: "Unknown", as a switch's upstream port may)."""
+    rp = ("pci0000:00", fs.add("pci0000:00", "0000:00:01.0", vendor="0x8086", gen=root_gen))
+    usp = (*rp, fs.add(*rp, "0000:01:00.0", gen=upstream_gen))
+    chains = []
+    for k in range(2):
+        dsp = (*usp, fs.add(*usp, f"0000:02:{k:02x}.0"))
+        chains.append((*dsp, fs.add(*dsp, f"0000:{3 + k:02x}:00.0", vendor="0x10de")))
+    return chains
+
+
+# Catches: one unreadable end of a link (a switch upstream port reading "Unknown" under a
+# Gen5 x16 root port) voiding the whole ceiling though the other end reads the same link
+@pytest.mark.parametrize(("root_gen", "upstream_gen", "read_at"), [
+    (5, None, "0000:00:01.0"), (None, 5, "0000:01:00.0")])
+def test_a_link_unreadable_at_one_end_is_read_at_the_other(tmp_path, root_gen, upstream_gen,
+                                                          read_at) -> None:
+    fs = FakeSysfs(tmp_path)
+    ceiling = host_link_ceiling(_leaves(fs, _switch_reading(fs, root_gen, upstream_gen)))
+    assert ceiling.gbps == pytest.approx(GEN5_X16)  # the shared uplink, once
+    assert f"gpu0 + gpu1 share {read_at} (Gen5 x16)" in ceiling.note
+
+
 def test_gpus_on_their_own_root_ports_add_up(tmp_path) -> None:
     fs = FakeSysfs(tmp_path)
     chains = [("pci0000:00", fs.add("pci0000:00", rp, vendor="0x8086"),
@@ -173,7 +197,7 @@ def test_several_gpus_without_the_hosts_tree_get_no_ceiling_and_say_why(tmp_path
         why = "virtual bridge (QEMU)"
     elif board == "unknown_uplink":
         chains = _switch(fs, "pci0000:00", "0000:00:01.0", 0x01, gpus=2, uplink_gen=None)
-        why = "unreadable (0000:01:00.0 above gpu0, gpu1"
+        why = "unreadable at both ends (0000:01:00.0 above gpu0, gpu1"  # root port too
     else:
         chains = _switch(fs, "pci0000:00", "0000:00:01.0", 0x01, gpus=2)
         why = "hypervisor flag"
