@@ -79,9 +79,15 @@ def device_mismatches(pool: BufferPool, array: Any, nbytes: int, seed: int = 0) 
     """Bytes of a device buffer that differ from the pattern, checked chunk by chunk through
     one reused (pinned) staging buffer."""
     staging, bad = pool.staging(), 0
-    for start, length in chunks(nbytes):
-        pool.backend.download(array, length, offset=start, out=staging)
-        bad += int(count_unequal(staging[:length], pattern(seed, length)))
+    try:
+        for start, length in chunks(nbytes):
+            pool.backend.download(array, length, offset=start, out=staging)
+            bad += int(count_unequal(staging[:length], pattern(seed, length)))
+    except BaseException:
+        # A download that ran out of time may still land later, while this buffer checks
+        # another GPU's bytes (a false `invalid`): the next check gets a fresh one.
+        pool.drop_staging()
+        raise
     return bad
 
 
@@ -185,6 +191,11 @@ class BufferPool:
         if self._staging is None:
             self._staging = self.backend.host_array(CHUNK, pinned=True)
         return self._staging
+
+    def drop_staging(self) -> None:
+        """Forget the staging buffer (a timed-out download may still write into it); the
+        backend keeps it alive where freeing it would wait on a stalled GPU."""
+        self._staging = None
 
     def stream(self, device: int, slot: int = 0) -> Any:
         key = (device, slot)

@@ -79,10 +79,15 @@ DEFAULT_DEADLINE_S = 60.0
 """How long one wait on a GPU may last where no job sized it (`deadline_s`; the executor
 sets it per job from the plan: `bwprof.gpu.job.wait_deadline_s`)."""
 POLL_FIRST_S = 20e-6
-POLL_MAX_S = 1e-3
+POLL_MAX_S = 150e-6
 """An event is polled (cudaEventQuery) at intervals doubling from POLL_FIRST_S up to
-POLL_MAX_S: the host learns of the end of a sample at most a millisecond late, and the
-events, not the host, time it."""
+POLL_MAX_S, the pause starting again at POLL_FIRST_S for each phase of a sample: the host
+learns of the end of a sample at most 150 us late (the events, not the host, time it), so
+back-to-back batches (a counter window's 20 ms) leave the GPU idle under 1% of the time."""
+SLOWEST_COPY_GBPS = 0.2
+"""The slowest rate a blocking copy (upload, download) is allowed before its GPU is taken as
+wedged: a link trained down to Gen1 x1 (0.25 GB/s) still moves its bytes in time; such a
+copy's deadline is the job's deadline plus its bytes at this rate."""
 
 _NEVER_FREED: list[Any] = []
 """Pinned host buffers held for the life of the process once a GPU stopped answering:
@@ -221,9 +226,10 @@ class CudaBackend:
         self.wedged: dict[int, str] = {}
         """GPUs that did not finish work within the deadline, with why: no call reaches
         them again (a synchronise would hang), so later jobs on them are skipped."""
-        self._doing: dict[int, tuple[Any, ...]] = {}
-        """Each stream's last enqueued work (by stream pointer), to name what stalled; kept
-        raw (formatting costs issue time inside the gate) and cleared by release()."""
+        self._doing: dict[int, tuple[str | int, ...]] = {}
+        """Each stream's last enqueued work (by stream pointer), to name what stalled: its
+        kind and labels or device indices, no arrays; kept raw (formatting costs issue time
+        inside the gate) and cleared by release()."""
         self._pinned: list[weakref.ref[Any]] = []  # pinned buffers made, kept if a GPU wedges
         self._clock: Callable[[], float] = time.monotonic  # a fake clock in tests
         self._sleep: Callable[[float], None] = time.sleep
@@ -279,11 +285,19 @@ class CudaBackend:
         )
 
     def free_memory(self, device: int) -> int:
+        """Free bytes on `device` once its pool's cached blocks are freed; 0 for a GPU that
+        stopped answering, without a CUDA call (the pool's cudaFree would synchronise it and
+        never return). The free runs bounded by the deadline like every blocking call."""
+        if device in self.wedged:
+            return 0
         self._used.add(device)
-        with self.cp.cuda.Device(device):
-            self.cp.get_default_memory_pool().free_all_blocks()  # this device's pool only
-            free, _total = self.cp.cuda.runtime.memGetInfo()
-        return int(free)
+
+        def free() -> int:
+            with self.cp.cuda.Device(device):
+                self.cp.get_default_memory_pool().free_all_blocks()  # this device's pool only
+                return int(self.cp.cuda.runtime.memGetInfo()[0])
+
+        return self._bounded((device,), f"gpu{device} free memory (pool free)", free)
 
     # memory ----------------------------------------------------------------------------
 
@@ -314,8 +328,11 @@ class CudaBackend:
                 # `memory`, whose finaliser calls cudaFreeHost (as cupyx.empty_pinned does).
                 pointer = self.cp.cuda.PinnedMemoryPointer(memory, 0)
                 array = np.ndarray((nbytes,), dtype=np.uint8, buffer=pointer)
-                self._pinned = [ref for ref in self._pinned if ref() is not None]
-                self._pinned.append(weakref.ref(array))
+                if self.wedged:  # a stalled GPU's teardown: cudaFreeHost would synchronise
+                    _NEVER_FREED.append(array)
+                else:
+                    self._pinned = [ref for ref in self._pinned if ref() is not None]
+                    self._pinned.append(weakref.ref(array))
             else:
                 # Fresh anonymous pages (not recycled heap pages already placed elsewhere),
                 # so the first touch below decides their NUMA node. Private, as malloc's
@@ -352,7 +369,10 @@ class CudaBackend:
     def copy(self, dst: Any, src: Any, nbytes: int, stream: Any) -> None:
         rt = self.cp.cuda.runtime
         dst_host, src_host = isinstance(dst, np.ndarray), isinstance(src, np.ndarray)
-        self._doing[stream.ptr] = ("copy", dst, src)
+        # The ends' devices only (-1: host), never the arrays: holding them here would keep
+        # a dropped sweep buffer alive until the stream's next work.
+        self._doing[stream.ptr] = ("copy", -1 if dst_host else int(dst.device.id),
+                                   -1 if src_host else int(src.device.id))
         if not dst_host and not src_host and dst.device.id != src.device.id:
             # memcpyPeerAsync(dst, dstDevice, src, srcDevice, size, stream)
             rt.memcpyPeerAsync(self._pointer(dst), dst.device.id, self._pointer(src),
@@ -505,7 +525,7 @@ class CudaBackend:
                 rt.memset(self._pointer(array), 0, nbytes)  # no CuPy kernel (and no NVRTC)
                 rt.deviceSynchronize()
 
-        self._bounded((device,), f"gpu{device} memset", zero)
+        self._bounded((device,), f"gpu{device} memset", zero, nbytes=nbytes)
 
     def upload(self, dst: Any, values: Any, offset: int = 0) -> None:
         rt = self.cp.cuda.runtime
@@ -523,7 +543,7 @@ class CudaBackend:
                           rt.memcpyHostToDevice)
                 rt.deviceSynchronize()
 
-        self._bounded((device,), f"host -> gpu{device} upload", upload)
+        self._bounded((device,), f"host -> gpu{device} upload", upload, nbytes=host.size)
 
     def download(self, src: Any, nbytes: int, offset: int = 0, out: Any = None) -> Any:
         rt = self.cp.cuda.runtime
@@ -541,7 +561,7 @@ class CudaBackend:
                 rt.memcpy(int(out.ctypes.data), self._pointer(src) + offset, nbytes,
                           rt.memcpyDeviceToHost)
 
-        self._bounded((device,), f"gpu{device} -> host download", download)
+        self._bounded((device,), f"gpu{device} -> host download", download, nbytes=nbytes)
         return out
 
     # timing ----------------------------------------------------------------------------
@@ -585,23 +605,29 @@ class CudaBackend:
                     ready.record(work.stream)
                     warmed.append((work.stream, ready))
         phases.append([(ready, stream) for stream, ready in warmed])
+        barrier = None
+        if len(works) > 1:
+            # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the link),
+            # so the timed parts start behind a barrier: the gate stream of the first device
+            # waits for every stream's warm-up (any device's event will do) and records a
+            # sync-only event, on which every stream, the first included, waits before its
+            # start event. Every start is one event hop from the barrier (none is a hop
+            # earlier, which on another GPU would put that hop into total_s), with 2n event
+            # waits instead of n(n-1) (3,080 for 56 streams: Python issue time inside the
+            # gate's hold).
+            barrier_stream = self._gate_stream(devices[0])
+            with self.cp.cuda.Device(devices[0]):
+                for _stream, ready in warmed:
+                    barrier_stream.wait_event(ready)
+                barrier = self._event(devices[0], timing=False)
+                barrier.record(barrier_stream)
+            phases.append([(barrier, barrier_stream)])
         starts: list[Any] = []
         ends: list[Any] = []
-        for index, (work, device) in enumerate(zip(works, devices, strict=True)):
+        for work, device in zip(works, devices, strict=True):
             with self.cp.cuda.Device(device):
-                # Warm-ups differ in length (a kernel's, a copy's, two copies sharing the
-                # link), so the timed parts start behind a barrier: the first stream waits
-                # for every other stream's warm-up (any device's event will do) before its
-                # start event, and every other stream waits for that start event. The timed
-                # parts still start together, as the gate meant them to, with 2(n-1) event
-                # waits instead of n(n-1) (3,080 for 56 streams: Python issue time inside the
-                # gate's hold).
-                if index == 0:
-                    for stream, ready in warmed:
-                        if stream is not work.stream:
-                            work.stream.wait_event(ready)
-                else:  # no timed part starts before the first stream's start event
-                    work.stream.wait_event(starts[0])
+                if barrier is not None:
+                    work.stream.wait_event(barrier)
                 start, end = self._event(device), self._event(device)
                 start.record(work.stream)
                 for _ in range(work.ops):
@@ -646,8 +672,8 @@ class CudaBackend:
         earliest phase still pending is named, its GPUs taken as wedged (GpuTimeout)."""
         rt = self.cp.cuda.runtime
         deadline = self._clock() + self.deadline_s
-        pause = POLL_FIRST_S
         for phase in phases:
+            pause = POLL_FIRST_S  # each phase may end soon after the last: poll close again
             pending = list(phase)
             while pending:
                 still = []
@@ -674,9 +700,9 @@ class CudaBackend:
         if doing is None:
             return f"gpu{device} stream", (device,)
         if doing[0] == "copy":
-            ends = [None if isinstance(a, np.ndarray) else int(a.device.id) for a in doing[1:]]
-            dst, src = ("host" if e is None else f"gpu{e}" for e in ends)
-            involved = {device, *(e for e in ends if e is not None)}
+            ends = [int(e) for e in doing[1:]]  # device indices, -1 for the host
+            dst, src = ("host" if e < 0 else f"gpu{e}" for e in ends)
+            involved = {device, *(e for e in ends if e >= 0)}
             return f"{src} -> {dst} copy", tuple(sorted(involved))
         if doing[0] == "kernel" and doing[1] == "hold":
             return f"gpu{device} gate (hold kernel)", (device,)
@@ -707,7 +733,9 @@ class CudaBackend:
         rest of the run and raise GpuTimeout saying so. Pinned buffers are kept from here on
         (freeing them would synchronise)."""
         names = ", ".join(f"gpu{d}" for d in sorted(devices))
-        message = f"{what}; {names} not used again in this run"
+        # No GPU named: the pinned pool's release (cudaFreeHost) stalled behind some GPU.
+        message = (f"{what}; {names} not used again in this run" if names else
+                   f"{what}; the pinned host memory pool is kept, not freed, in this run")
         if held:
             others = ", ".join(f"gpu{d}" for d in sorted(held))
             waits = "its stream waits" if len(held) == 1 else "their streams wait"
@@ -719,12 +747,13 @@ class CudaBackend:
         self._pinned.clear()
         raise GpuTimeout(message, sorted({*devices, *(held or ())}))
 
-    def _bounded(self, devices: Sequence[int], what: str, call: Callable[[], _T]) -> _T:
+    def _bounded(self, devices: Sequence[int], what: str, call: Callable[[], _T],
+                 nbytes: int = 0) -> _T:
         """Run a blocking CUDA call (deviceSynchronize, cudaMemcpy, a pool's cudaFree) in a
-        helper thread and wait for it at most `deadline_s`; past it the call is left
-        blocked in its daemon thread and `devices` are wedged (GpuTimeout). A GPU wedged
-        already is not called at all. The call makes its own device current: CUDA's current
-        device is per thread."""
+        helper thread and wait for it at most `deadline_s`, plus `nbytes` (a blocking
+        copy's) at SLOWEST_COPY_GBPS; past it the call is left blocked in its daemon thread
+        and `devices` are wedged (GpuTimeout). A GPU wedged already is not called at all.
+        The call makes its own device current: CUDA's current device is per thread."""
         gone = [d for d in devices if d in self.wedged]
         if gone:
             raise GpuTimeout(f"gpu{gone[0]} stopped answering earlier in this run "
@@ -742,8 +771,9 @@ class CudaBackend:
                 finished.set()
 
         threading.Thread(target=body, name=f"bwprof {what}", daemon=True).start()
-        if not finished.wait(self.deadline_s):
-            self._wedge(f"{what} did not finish within {self.deadline_s:.3g} s", devices)
+        limit = self.deadline_s + nbytes / (SLOWEST_COPY_GBPS * 1e9)
+        if not finished.wait(limit):
+            self._wedge(f"{what} did not finish within {limit:.3g} s", devices)
         if failure:
             raise failure[0]
         return result[0]
@@ -771,7 +801,8 @@ class CudaBackend:
         GPU: a wedged GPU is skipped (its synchronise would never return, nor would the
         cudaFree of its pool), and with any GPU wedged pinned memory is kept (cudaFreeHost
         synchronises too); a GPU found stalled here is wedged from now on, said in the log,
-        and the rest are still released."""
+        and the rest are still released, as they are after any other error (a sticky Xid 13
+        or 43 makes deviceSynchronize raise CUDARuntimeError): one log line each."""
         self._doing.clear()
         # Each device has its own pool: free_all_blocks() frees the current device's only.
         # Devices never opened are left alone: `bwprof list` and `info` create no context.
@@ -785,6 +816,9 @@ class CudaBackend:
                 self._bounded((device,), f"gpu{device} release (synchronise and free)", free)
             except GpuTimeout as exc:
                 _log.warning("%s", exc)
+            except Exception as exc:  # a sticky error: this GPU fails, the others still free
+                _log.warning("gpu%d release failed (%s: %s); the other GPUs are still "
+                             "released", device, type(exc).__name__, exc)
         if self.wedged:
             _log.info("pinned host memory kept: %s may still be using it",
                       ", ".join(f"gpu{d}" for d in sorted(self.wedged)))
@@ -792,8 +826,8 @@ class CudaBackend:
         try:
             self._bounded((), "pinned host memory release",
                           self.cp.get_default_pinned_memory_pool().free_all_blocks)
-        except GpuTimeout as exc:
-            _log.warning("%s", exc)
+        except Exception as exc:  # GpuTimeout, or a sticky error met by cudaFreeHost
+            _log.warning("%s: %s", type(exc).__name__, exc)
 
 
 def _error_name(rt: Any, status: int) -> str:

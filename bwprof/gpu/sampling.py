@@ -46,10 +46,15 @@ ENQUEUE_CALL_S = 10e-6
 waited on) costs the host, from Python through CuPy or Numba, taken high: p2p_all_pairs on
 eight GPUs issued 56 streams x 260 copies and 3,080 event waits (17,640 calls) in 40-110 ms,
 2.3-6.2 us a call."""
-STREAM_CALLS = 8
-"""Calls a sample makes per stream besides its operations: the wait on the gate, the warm-up's
-end event (made, recorded), the wait before the timed part, the start and end events (made,
-recorded); a constant, with the runtime's start barrier, not one wait per other stream."""
+STREAM_CALLS = 10
+"""Calls a sample makes per stream besides its operations (`CudaBackend.time_sample`): the
+wait on the gate, the warm-up's ready event (made, recorded), the barrier stream's wait on
+that event, the stream's wait on the barrier, the start and end events (made, recorded),
+and the first stream's wait on this stream's end before the final event; a constant, with
+the runtime's barrier, not one wait per other stream."""
+SAMPLE_CALLS = 7
+"""Calls a sample makes once, whatever its streams: the hold kernel and its release event
+(made, recorded), the barrier event (made, recorded), the final event (made, recorded)."""
 MAX_SAMPLE_CALLS = int(MAX_HOLD_US / 2 / 1e6 / ENQUEUE_CALL_S)
 """Calls one sample may make behind the gate (6,400): at ENQUEUE_CALL_S each, issuing them
 takes at most half the gate's longest hold, so every sample can be covered with room left."""
@@ -106,10 +111,12 @@ def ops_for(seconds_per_op: float, target_s: float = TARGET_SAMPLE_S) -> int:
 
 def stream_ops_ceiling(streams: int) -> int:
     """Most timed operations per stream in a sample of `streams` streams: with its WARMUP_OPS
-    warm-up operations and STREAM_CALLS other calls a stream, the sample's calls stay within
+    warm-up operations and STREAM_CALLS other calls a stream (and SAMPLE_CALLS once), the
+    sample's calls stay within
     MAX_SAMPLE_CALLS (MAX_OPS at most, 1 at least). Each operation keeps its size, so the
     bytes counted are the bytes copied; only the sample gets shorter."""
-    per_stream = MAX_SAMPLE_CALLS // max(1, streams) - WARMUP_OPS - STREAM_CALLS
+    per_stream = ((MAX_SAMPLE_CALLS - SAMPLE_CALLS) // max(1, streams) - WARMUP_OPS
+                  - STREAM_CALLS)
     return max(1, min(MAX_OPS, per_stream))
 
 

@@ -29,7 +29,8 @@ With `copy_ms` set the fake also keeps time as a GPU would, stream by stream: ea
 its own clock (streams run side by side), a copy takes `copy_ms` (plus `cold_ms` for the first
 one after the stream was released by a gate: the copy engine's start-up and first TLB misses),
 a kernel `kernel_ms`, the gate's hold kernel its hold; waiting on an event moves a stream's
-clock up to the event's time. Every stream's own queue is logged in `queues` (its waits,
+clock up to the event's time, plus `hop_ms` (an event's completion reaching the waiting
+stream: a few microseconds on a GPU). Every stream's own queue is logged in `queues` (its waits,
 records, copies and launches, in order). Without `copy_ms`, the clock ticks 1 ms per recorded
 event.
 
@@ -68,7 +69,7 @@ class FakeCuda:
     def __init__(self, devices: int = 2, memory_bytes: int = 1 << 30,
                  pinned_limit_bytes: int = 1 << 30, properties: dict[str, Any] | None = None,
                  attributes: dict[int, int] | None = None, copy_ms: float | None = None,
-                 cold_ms: float = 0.0, kernel_ms: float = 1.0) -> None:
+                 cold_ms: float = 0.0, kernel_ms: float = 1.0, hop_ms: float = 0.0) -> None:
         """`properties`: what getDeviceProperties answers (CUDA 13's CuPy leaves fields out);
         `attributes`: deviceGetAttribute's answers by attribute value (others: an error)."""
         self.properties = properties if properties is not None else {"name": b"fake GPU"}
@@ -88,6 +89,7 @@ class FakeCuda:
         self.gate_done = False  # what Event.done answers for a sync-only event
         self.peers: set[tuple[int, int]] = set()
         self.copy_ms, self.cold_ms, self.kernel_ms = copy_ms, cold_ms, kernel_ms
+        self.hop_ms = hop_ms
         self.queues: dict[int, list[tuple[Any, ...]]] = {}  # stream pointer: its queue
         self._pointers = itertools.count(0x10000, 0x1000)
         self.cupy = self._cupy()
@@ -334,7 +336,7 @@ class Stream:
         self.fake.log.append(("wait", self.device_id, event.device))  # any device's event
         self.fake.queues[self.ptr].append(("wait", event.name))
         if event.at is not None and self.fake.copy_ms is not None:
-            self.now = max(self.now, float(event.at))
+            self.now = max(self.now, float(event.at) + self.fake.hop_ms)
         if event.releases:  # released by a gate: the engine starts cold
             self.cold = True
         if not event.complete:  # behind work that never finishes

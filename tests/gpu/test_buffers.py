@@ -112,3 +112,27 @@ def test_a_host_buffer_off_its_node_is_reported_until_it_is_replaced(monkeypatch
     unplaced = describe(pool.backend)[0]  # no NUMA node known: nothing to read back
     pool.host(unplaced, 1 << 10, pinned=True)
     assert pool.off_node_share(0) is None and not pool.placement_unread(0)
+
+
+# Catches: a download that timed out into the shared staging buffer landing later while the
+# same buffer checks another GPU's bytes (a false `invalid`)
+def test_a_check_whose_download_timed_out_gets_a_fresh_staging_buffer():
+    import pytest
+
+    from bwprof.gpu.runtime import CudaBackend, GpuTimeout
+    from tests.gpu.fake_cuda import FakeCuda
+
+    fake = FakeCuda(devices=2, memory_bytes=4 << 20)
+    backend = CudaBackend(cupy=fake.cupy, numba_cuda=fake.numba_cuda)
+    backend.deadline_s = 0.05
+    pool = BufferPool(backend)
+    stuck = backend.device_array(1, 1 << 20)
+    fake.stall(1)
+    backend.copy(stuck, backend.device_array(1, 1 << 20), 64, backend.new_stream(1))
+    first = pool.staging()
+    try:
+        with pytest.raises(GpuTimeout):
+            device_mismatches(pool, stuck, 1 << 20)
+        assert pool.staging() is not first
+    finally:
+        fake.unblock.set()

@@ -4,6 +4,7 @@ import logging
 import os
 import sys
 import types
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -169,9 +170,11 @@ def test_a_gated_sample_across_gpus_keeps_each_event_on_its_own_device():
     assert isinstance(host, np.ndarray) and host.nbytes == 4096
     hold = [entry for entry in fake.log if entry[0] == "launch"]
     assert [(name, device, args) for _, name, device, args in hold] == [("hold", 0, (2000,))]
-    # The gate (gpu0) on both; gpu1's start behind gpu0's; gpu0's final event behind gpu1's end.
+    # The gate (gpu0) on both; both starts behind the barrier event (gpu0's gate stream);
+    # gpu0's final event behind gpu1's end.
     assert [e for e in fake.log if e[0] == "wait"] == [("wait", 0, 0), ("wait", 1, 0),
-                                                       ("wait", 1, 0), ("wait", 0, 1)]
+                                                       ("wait", 0, 0), ("wait", 1, 0),
+                                                       ("wait", 0, 1)]
     copies = [e for e in fake.log if e[0].startswith("memcpy")]
     assert [e[:3] for e in copies] == [("memcpyAsync", 0, 0)] * 3 + [
         ("memcpyPeerAsync", 1, 1)] * 2
@@ -195,9 +198,9 @@ def test_streams_of_one_gpu_get_start_times_from_a_common_origin():
     assert sample.ends_s == (0.001, 0.003) and sample.covered
     assert sample.total_s == pytest.approx(0.004)  # first start (1 ms) to the final (5 ms)
     assert not [e for e in fake.log if e[0] == "launch"]  # no gate asked for
-    # No gate, but still one clock: the second start behind the first, the final behind both.
+    # No gate, but still one clock: both starts behind the barrier, the final behind both.
     assert _queue(fake, second) == ["wait", "record", "copy", "record"]
-    assert _queue(fake, first) == ["record", "copy", "record", "wait", "record"]
+    assert _queue(fake, first) == ["wait", "record", "copy", "record", "wait", "record"]
 
 
 def test_a_gate_that_opened_before_the_enqueue_ended_is_reported():
@@ -305,9 +308,10 @@ def test_start_times_are_relative_to_the_earliest_start_not_the_first_stream():
     from tests.gpu.test_runtime import _backend
 
     backend, fake = _backend(devices=1)
-    # The second stream starts first: events are recorded at 5 and 6 ms (first stream),
-    # then at 2 and 4 ms (second stream) on the fake GPU clock; the final event at 9 ms.
-    fake.clock = iter([5, 6, 2, 4, 9])
+    # The second stream starts first: after the barrier (1 ms), events are recorded at 5 and
+    # 6 ms (first stream), then at 2 and 4 ms (second stream) on the fake GPU clock; the
+    # final event at 9 ms.
+    fake.clock = iter([1, 5, 6, 2, 4, 9])
     a, b = backend.device_array(0, 64), backend.device_array(0, 64)
     first, second = backend.new_stream(0), backend.new_stream(0)
     sample = backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
@@ -412,7 +416,8 @@ def test_without_warm_up_the_queue_is_as_before():
     backend.time_sample([Work(first, lambda: backend.copy(a, b, 64, first), 1),
                          Work(second, lambda: backend.copy(b, a, 64, second), 1)],
                         gate=True, hold_us=10)
-    assert _queue(fake, first) == ["wait", "record", "copy", "record", "wait", "record"]
+    assert _queue(fake, first) == ["wait", "wait", "record", "copy", "record", "wait",
+                                   "record"]
     assert _queue(fake, second) == ["wait", "wait", "record", "copy", "record"]
 
 
@@ -503,9 +508,9 @@ def test_a_sample_of_56_streams_on_8_gpus_waits_o_streams_times_not_their_square
     before = _waits(fake)
     backend.time_sample(works, gate=True, hold_us=2000)
     waits = _waits(fake) - before
-    # The gate (56), the first stream on the others' warm-ups (55), the others on its start
-    # event (55), the final event on the others' ends (55).
-    assert waits == 4 * 56 - 3
+    # The gate (56), the barrier stream on every warm-up (56), every stream on the barrier
+    # (56), the final event on the others' ends (55): 223, where n(n-1) made 3,246.
+    assert waits == 4 * 56 - 1
 
 
 def test_behind_the_barrier_every_timed_part_starts_after_the_longest_warm_up():
@@ -520,12 +525,29 @@ def test_behind_the_barrier_every_timed_part_starts_after_the_longest_warm_up():
     assert sample.starts_s == (0.0,) * 6
     assert sample.seconds == (pytest.approx(3e-3),) * 6
     assert sample.total_s == pytest.approx(3e-3)
-    # The first stream: its warm-up, the others' ready events, its start; the others: their
-    # warm-up, their ready event, the first stream's start.
-    assert _queue(fake, streams[0])[:9] == ["wait", "copy", "record"] + ["wait"] * 5 + [
-        "record"]
+    # Every stream, the first too: the gate, its warm-up, its ready event, the barrier, its
+    # start; the barrier (the gate stream) waits on all six ready events, then records.
+    assert _queue(fake, streams[0])[:5] == ["wait", "copy", "record", "wait", "record"]
     assert _queue(fake, streams[3])[:8] == ["wait", "copy", "copy", "copy", "copy", "record",
                                             "wait", "record"]
+    gate = backend._gate_streams[0]
+    assert _queue(fake, gate) == ["hold", "record"] + ["wait"] * 6 + ["record"]
+
+
+# Catches: the first stream recording its start right after the warm-ups while the others
+# start one event hop after it (total_s then holds that hop on top of the final's own)
+def test_every_stream_starts_one_hop_after_the_barrier_the_first_included():
+    """Three streams of one GPU, copies of 1 ms, an event reaching a waiting stream 0.5 ms
+    after it completes: all three start together, and the sample on one clock is their
+    3 ms and the final event's one hop."""
+    backend, _fake = _backend(devices=1, copy_ms=1.0, hop_ms=0.5)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    streams = [backend.new_stream(0) for _ in range(3)]
+    works = [Work(s, lambda s=s: backend.copy(a, b, 64, s), 3, warmup=1) for s in streams]
+    sample = backend.time_sample(works, gate=True, hold_us=2000)
+    assert sample.starts_s == (0.0,) * 3
+    assert sample.seconds == (pytest.approx(3e-3),) * 3
+    assert sample.total_s == pytest.approx(3.5e-3)
 
 
 # -- deadlines: no wait on a GPU hangs the run ----------------------------------------------
@@ -637,3 +659,121 @@ def test_a_gpu_error_is_raised_at_once_not_waited_out():
     with pytest.raises(RuntimeError, match=r"^gpu0 -> gpu0 copy failed: cudaError700 \(700\)$"):
         backend.time_sample([Work(stream, lambda: backend.copy(a, b, 64, stream), 1)],
                             gate=False, hold_us=0)
+
+
+# Catches: pinned host memory made after a GPU wedged freed later in the main thread
+# (cudaFreeHost synchronises: it would wait on the stalled GPU for ever)
+def test_pinned_memory_made_after_a_wedge_is_never_freed():
+    from bwprof.gpu import runtime
+
+    backend, fake = _backend(devices=2, memory_bytes=1 << 20)
+    backend.deadline_s = 0.05
+    array = backend.device_array(1, 64)
+    fake.stall(1)
+    backend.copy(array, backend.device_array(1, 64), 64, backend.new_stream(1))
+    try:
+        with pytest.raises(runtime.GpuTimeout):
+            backend.download(array, 64)
+        later = backend.host_array(64, pinned=True)
+        assert any(kept is later for kept in runtime._NEVER_FREED)
+    finally:
+        fake.unblock.set()
+        runtime._NEVER_FREED.clear()
+
+
+# Catches: the stream's last work kept as the arrays themselves (a sweep's dropped buffer
+# stays alive until the stream's next copy: about 3N bytes held where 2N were planned)
+def test_what_a_stream_is_doing_keeps_no_buffer_alive():
+    import gc
+    import weakref
+
+    backend, _fake = _backend(devices=2, memory_bytes=1 << 20)
+    stream = backend.new_stream(0)
+    src, dst = backend.device_array(0, 64), backend.device_array(1, 64)
+    host = backend.host_array(64, pinned=False)
+    backend.copy(dst, src, 64, stream)
+    gone = weakref.ref(src)
+    del src
+    gc.collect()
+    assert gone() is None
+    assert backend._described(stream) == ("gpu0 -> gpu1 copy", (0, 1))
+    backend.copy(host, dst, 64, stream)
+    assert backend._described(stream) == ("gpu1 -> host copy", (0, 1))
+
+
+# Catches: a poll interval that grows to its maximum in one phase and stays there for the
+# next (and a maximum of 1 ms: back-to-back counter-window batches left the GPU idle ~5%)
+def test_polling_starts_close_again_in_each_phase_and_never_pauses_long():
+    from bwprof.gpu import runtime
+
+    backend, fake = _backend(devices=1)
+    clock = _FakeClock()
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        clock.sleep(seconds)
+
+    backend._clock, backend._sleep = clock.clock, sleep
+    answers = {}
+
+    def query(pointer):
+        answers[pointer] = answers.get(pointer, 0) + 1
+        return 0 if answers[pointer] > 8 else 600  # ready at the ninth poll
+
+    fake.cupy.cuda.runtime.eventQuery = query
+    first, second = SimpleNamespace(ptr=1), SimpleNamespace(ptr=2)
+    stream = backend.new_stream(0)
+    backend._await([[(first, stream)], [(second, stream)]])
+    assert len(pauses) == 16
+    assert max(pauses) <= runtime.POLL_MAX_S <= 200e-6
+    assert pauses[8] == runtime.POLL_FIRST_S  # the second phase starts close again
+
+
+# Catches: release() giving up on the other GPUs after a sticky error (Xid 13/43: the
+# synchronise raises CUDARuntimeError), the error landing in the next case instead
+def test_release_goes_on_past_a_gpu_whose_synchronise_raises(caplog):
+    backend, fake = _backend(devices=3, memory_bytes=1 << 20)
+    for device in range(3):
+        backend.device_array(device, 64)
+    synchronise = fake.cupy.cuda.runtime.deviceSynchronize
+
+    def failing():
+        if fake.current == 1:
+            raise fake.cupy.cuda.runtime.CUDARuntimeError(700)
+        synchronise()
+
+    fake.cupy.cuda.runtime.deviceSynchronize = failing
+    backend.release()  # raises nothing
+    assert sorted(e[1] for e in fake.log if e[0] == "deviceSynchronize") == [0, 2]
+    assert [r.getMessage() for r in caplog.records if "gpu1 release failed" in r.getMessage()]
+
+
+# Catches: a wedge of no GPU (the pinned pool's release) saying "; not used again" of nothing
+def test_a_stalled_pinned_pool_release_names_the_pool():
+    from bwprof.gpu.runtime import GpuTimeout
+
+    backend, _fake = _backend(devices=1)
+    with pytest.raises(GpuTimeout, match=r"^pinned host memory release did not finish within "
+                                         r"1 s; the pinned host memory pool is kept, not "
+                                         r"freed, in this run$"):
+        backend._wedge("pinned host memory release did not finish within 1 s", ())
+
+
+# Catches: a blocking copy bounded by the job's deadline alone (a 1 GiB upload over a link
+# trained down to Gen1 x1 takes seconds: taken for a wedge)
+def test_a_blocking_copy_gets_its_bytes_at_the_slowest_link_on_top_of_the_deadline():
+    """A 100 MB copy that takes 0.2 s under a 0.05 s deadline: its bytes at 0.2 GB/s add
+    0.5 s, so it is not a wedge; a call of no bytes that long is."""
+    import time
+
+    from bwprof.gpu import runtime
+
+    backend, _fake = _backend(devices=2)
+    backend.deadline_s = 0.05
+    assert runtime.SLOWEST_COPY_GBPS == 0.2
+    assert backend._bounded((0,), "a copy", lambda: time.sleep(0.2) or 7,
+                            nbytes=100_000_000) == 7
+    assert not backend.wedged
+    with pytest.raises(runtime.GpuTimeout, match=r"^a sync did not finish within 0\.05 s"):
+        backend._bounded((1,), "a sync", lambda: time.sleep(0.2))
