@@ -65,6 +65,22 @@ Expand = Callable[["GpuCase", Planner, "Plan"], list[Job]]
 Needs = Callable[["GpuCase", Job], Footprint]
 Run = Callable[[CaseRun], list[Measurement]]
 Costs = Callable[["GpuCase", Job, Planner, "Plan"], Cost]
+Uses = Callable[[Job, Sequence[int]], list[int]]
+
+
+def own_gpus(job: Job, indices: Sequence[int]) -> list[int]:
+    """The GPUs a job names: its own and its peer, or every one of `indices` (a job of all
+    GPUs at once, `device` None)."""
+    if job.device is None:
+        return list(indices)
+    return [i for i in (job.device, job.peer) if i is not None]
+
+
+def every_gpu(job: Job, indices: Sequence[int]) -> list[int]:
+    """Every GPU of `indices`, the job's own first: a pattern job on one GPU that copies
+    to or from all the others at once (one_to_all, all_to_one)."""
+    return [i for i in (job.device,) if i is not None] + [i for i in indices
+                                                          if i != job.device]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +113,14 @@ class GpuCase(CaseSpec):
     phases: int = 1
     """Timed samplings one job takes (the parts of an overlap case alone and together, the
     copy engine's and the SMs' phases of a pattern, a chase's load levels)."""
+    uses: Uses = own_gpus
+    """The GPUs a job touches (`gpus`), declared once: what the fits check, the skip of a
+    GPU that stopped answering, and the cost model all go by."""
+
+    def gpus(self, job: Job, indices: Sequence[int]) -> list[int]:
+        """The CUDA indices, of `indices` (the executor's GPUs), that `job` allocates on,
+        copies to or from, or waits on; its own GPU first."""
+        return self.uses(job, indices)
 
 
 # -- how cases expand into jobs -------------------------------------------------------------------
@@ -364,7 +388,8 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
          directions: tuple[str, ...] = (), both_ways: bool = False,
          kernel: str = "", copied: int | None = None, reads: bool = False,
          sweep_done: Callable[[Job, dict[object, object]], bool] | None = None,
-         costs: Costs = cost.sampled, phases: int = 1, headline: bool = False) -> GpuCase:
+         costs: Costs = cost.sampled, phases: int = 1, headline: bool = False,
+         uses: Uses = own_gpus) -> GpuCase:
     return GpuCase(key=key, description=description, target="gpu", memory=memory,
                    direction=direction, byte_convention=convention, bytes_factor=factor,
                    copied_factor=copied, min_gpus=min_gpus, whole_node=whole_node,
@@ -372,7 +397,7 @@ def _gpu(key: str, description: str, memory: str, direction: str, convention: By
                    needs=needs or buffers(device=1, host=1), run=run, window=window,
                    pair_slots=pair_slots, directions=directions, both_ways=both_ways,
                    kernel=kernel, reads=reads, sweep_done=sweep_done, cost=costs,
-                   phases=phases, headline=headline)
+                   phases=phases, headline=headline, uses=uses)
 
 
 def _hbm(name: str, what: str, arrays: int, expand: Expand = hbm_largest,
@@ -425,13 +450,13 @@ GPU_CASES: tuple[GpuCase, ...] = (
          whole_node=True, copied=1),
     _gpu("one_to_all", "one GPU writing to every other GPU at once, per source GPU: by the "
          "copy engine and by SM kernels (phase)", "hbm", "p2p", "copy", run=smcopy.one_to_all,
-         expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
-         copied=1, phases=2),
+         expand=each_gpu_to_all, uses=every_gpu, needs=peer_buffers(2), min_gpus=2,
+         whole_node=True, copied=1, phases=2),
     _gpu("all_to_one", "one GPU reading from every other GPU at once, per reading GPU: by "
          "the copy engine and by SM kernels (phase)", "hbm", "p2p", "copy",
          run=smcopy.one_to_all,
-         expand=each_gpu_to_all, needs=peer_buffers(2), min_gpus=2, whole_node=True,
-         copied=1, reads=True, phases=2),
+         expand=each_gpu_to_all, uses=every_gpu, needs=peer_buffers(2), min_gpus=2,
+         whole_node=True, copied=1, reads=True, phases=2),
     _gpu("p2p_all_pairs", "every ordered GPU pair copying at once by the copy engine: the "
          "box's total GPU-to-GPU bandwidth", "hbm", "p2p", "copy", run=transfers.all_pairs,
          expand=every_pair_at_once, needs=peer_buffers(2), min_gpus=2, whole_node=True,

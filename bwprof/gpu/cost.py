@@ -35,12 +35,11 @@ GPU_CACHE_LATENCY_NS = 300.0
 """A chase load that hits a GPU cache (L1 about 30 cycles, L2 about 250), rounded up."""
 
 
-def involved(planner: Planner, job: Job) -> list[GpuDevice]:
-    """The GPUs a job uses: its own, its pair, or every one (a job of all GPUs at once)."""
-    if job.device is None:
-        return list(planner.devices)
-    wanted = [i for i in (job.device, job.peer) if i is not None]
-    return [d for d in planner.devices if d.index in wanted]
+def involved(case: GpuCase, planner: Planner, job: Job) -> list[GpuDevice]:
+    """The GPUs a job uses (`GpuCase.gpus`: its own, its pair, or every one), its own
+    first."""
+    by_index = {d.index: d for d in planner.devices}
+    return [by_index[i] for i in case.gpus(job, list(by_index)) if i in by_index]
 
 
 def path_gbps(case: GpuCase, device: GpuDevice | None) -> float:
@@ -80,7 +79,7 @@ def sampled(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     """A copy or STREAM kernel timed by `take_samples`, `case.phases` times: each operation
     moves the case's bytes at the path's rate; a GPU copying to several peers at once
     (`Job.streams`) shares its link among them."""
-    devices = involved(planner, job)
+    devices = involved(case, planner, job)
     size = job.size_bytes or 0
     shared = job.streams if job.device is not None and job.streams else 1
     op_s = case.bytes_per_op(size) * shared / (path_gbps(case, devices[0] if devices
@@ -97,7 +96,7 @@ def chase(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     one's chain and lap are far under the job's fixed cost)."""
     from bwprof.gpu import latency
 
-    devices = involved(planner, job)
+    devices = involved(case, planner, job)
     size = job.size_bytes or 0
     nodes = size // latency.NODE_BYTES
     reach = devices[-1] if devices else None
@@ -116,7 +115,7 @@ def gemm(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     SM_CLOCK_MHZ and EFFICIENCY), its inputs drawn on the host and checked."""
     from bwprof.gpu import matrices
 
-    devices = involved(planner, job)
+    devices = involved(case, planner, job)
     dtype = job.dtype or "fp64"
     n = math.isqrt((job.size_bytes or 0) // matrices.itemsize(dtype))
     device = devices[0] if devices else None

@@ -23,7 +23,7 @@ from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.hbm import array_sizes
-from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, wait_deadline_s
+from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, link_slowdown, wait_deadline_s
 from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan
@@ -119,7 +119,11 @@ class GpuExecutor(Executor):
         return None
 
     def free_bytes(self, index: int) -> int:
-        # The previous case's buffers are released before this one runs: count them free.
+        """Device memory free for this case (the previous case's buffers counted free); 0
+        for a GPU that stopped answering, which is not called (its pool's free would never
+        return): planning a case still expands every GPU's jobs."""
+        if index in self.gpu.wedged:
+            return 0
         return self.gpu.free_memory(index) + self.pool.device_bytes(index)
 
     def hbm_sizes(self, device: GpuDevice, plan: Plan) -> tuple[list[int], str]:
@@ -135,8 +139,10 @@ class GpuExecutor(Executor):
     def fit_problem(self, case: GpuCase, job: Job) -> str | None:
         """Why `job` would not fit in device or host memory now, or None where it fits."""
         size = job.size_bytes or 0
-        devices = ([d for d in (job.device, job.peer) if d is not None]
-                   if job.device is not None else [d.index for d in self.devices])
+        stopped = self._wedged(case, job)
+        if stopped:
+            return stopped
+        devices = case.gpus(job, [d.index for d in self.devices])
         needs = case.needs(case, job)
         for index in devices:
             free = self.free_bytes(index)
@@ -280,7 +286,7 @@ class GpuExecutor(Executor):
             first, second = declared.pair_slots
             self.pool.keep_device_slots(job.device, first)
             self.pool.keep_device_slots(job.peer, second)
-        stopped = self._wedged(job)
+        stopped = self._wedged(declared, job)
         if stopped:
             raise NotRun("skipped", stopped)
         self._check_fits(declared, job)
@@ -289,7 +295,9 @@ class GpuExecutor(Executor):
         # job's planned time (`wait_deadline_s`); past it the job ends in an error row that
         # names the stalled work, and its GPUs are skipped from then on (`_wedged`).
         planned = declared.cost(declared, job, self, plan).seconds + window
-        self.gpu.deadline_s = wait_deadline_s(planned)
+        used = set(declared.gpus(job, [d.index for d in self.devices]))
+        self.gpu.deadline_s = wait_deadline_s(
+            planned, link_slowdown([d for d in self.devices if d.index in used]))
         run = CaseRun(declared, job, self.pool, self.devices, plan.repeats, window,
                       self._scratch)
         out_of_memory: str | None = None
@@ -310,11 +318,11 @@ class GpuExecutor(Executor):
             rows = [_with_note(row, SIMULATED_NOTE) for row in rows]
         return rows
 
-    def _wedged(self, job: Job) -> str | None:
-        """Why `job` cannot run: a GPU it uses stopped answering earlier in this run (a
-        wait on it ran past its deadline); None where every GPU it uses still answers."""
-        used = ([d for d in (job.device, job.peer) if d is not None] if job.device is not None
-                else [d.index for d in self.devices])
+    def _wedged(self, case: GpuCase, job: Job) -> str | None:
+        """Why `job` cannot run: a GPU it uses (`GpuCase.gpus`: one_to_all's job on gpu0
+        uses every GPU) stopped answering earlier in this run (a wait on it ran past its
+        deadline); None where every GPU it uses still answers."""
+        used = case.gpus(job, [d.index for d in self.devices])
         stopped = [d for d in used if d in self.gpu.wedged]
         if not stopped:
             return None

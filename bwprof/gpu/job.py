@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.devices import GpuDevice
 from bwprof.measurement import Job
+from bwprof.peaks import pcie_peak_gbps
 
 if TYPE_CHECKING:
     from bwprof.gpu.cases import GpuCase
@@ -60,16 +61,35 @@ class CaseRun:
 DEVICE_MEMORY_SHARE = 0.9
 """A job may take at most this share of a GPU's free memory (the rest is the driver's)."""
 
-DEADLINE_FLOOR_S = 10.0
+DEADLINE_FLOOR_S = 60.0
+"""The shortest a wait on a GPU may last before its GPU is taken as wedged: a real wedge
+costs it once (the GPU is not waited on again), a slow honest job never meets it."""
 DEADLINE_MULTIPLE = 5.0
-"""The deadline rule (`wait_deadline_s`): a wait on a GPU may last DEADLINE_MULTIPLE x the
-job's planned time, and never less than DEADLINE_FLOOR_S."""
+"""How many times the job's planned time (at the link's current rate) a wait may last."""
 
 
-def wait_deadline_s(planned_s: float) -> float:
+def link_slowdown(devices: Sequence[GpuDevice]) -> float:
+    """How many times slower than its maximum the slowest of `devices`' PCIe links runs now
+    (NVML's current generation and width, recorded in the metadata), 1 where unknown: a
+    link trained down (Gen1 x1 is about 250 times under Gen5 x16) is the very fault bwprof
+    exists to find, and its honest copies must not be taken for a wedge. An idle GPU may
+    have dropped its link to save power: that only lengthens the deadline."""
+    slowest = 1.0
+    for device in devices:
+        gen, width = (device.metadata.get("pcie_gen_current"),
+                      device.metadata.get("pcie_width_current"))
+        current = pcie_peak_gbps(gen if isinstance(gen, int) else None,
+                                 width if isinstance(width, int) else None)
+        if current and device.peak_pcie_gbps and current < device.peak_pcie_gbps:
+            slowest = max(slowest, device.peak_pcie_gbps / current)
+    return slowest
+
+
+def wait_deadline_s(planned_s: float, slowdown: float = 1.0) -> float:
     """How long one wait on a GPU (a sample's events, a blocking copy or synchronise) of a
-    job planned to take `planned_s` (`bwprof.costs`: the whole job, every sample, on a slow
-    machine) may last before its GPU is taken as wedged: no single sample outlasts its whole
-    job, so five times the job, at least 10 s, leaves room for a link trained far below its
-    maximum (x1 Gen1 moves a 1 GiB copy in about 4 s) while a stalled copy ends the job."""
-    return max(DEADLINE_FLOOR_S, DEADLINE_MULTIPLE * planned_s)
+    job planned to take `planned_s` (`bwprof.costs`: the whole job, every sample, at the
+    links' maximum rates) may last before its GPU is taken as wedged, its link running
+    `slowdown` times under that maximum (`link_slowdown`): no single sample outlasts its
+    whole job, so five times the job at the link's current rate, at least 60 s. A blocking
+    copy gets its bytes at 0.2 GB/s on top (`bwprof.gpu.runtime.SLOWEST_COPY_GBPS`)."""
+    return max(DEADLINE_FLOOR_S, DEADLINE_MULTIPLE * planned_s * max(1.0, slowdown))

@@ -929,22 +929,23 @@ def test_host_buffers_are_allocated_under_their_nodes_memory_policy(monkeypatch)
 # -- a GPU that stops answering ----------------------------------------------------------------
 
 
-def _fake_cuda_backend(devices=2):
+def _fake_cuda_backend(devices=2, memory_bytes=4 * MiB):
     """CudaBackend on the fake CUDA of tests/gpu/fake_cuda.py: it moves bytes, so copy cases
     validate, and it stalls what a stalled GPU would."""
     from bwprof.gpu.runtime import CudaBackend
     from tests.gpu.fake_cuda import FakeCuda
 
-    fake = FakeCuda(devices=devices, memory_bytes=4 * MiB, pinned_limit_bytes=256 * MiB)
+    fake = FakeCuda(devices=devices, memory_bytes=memory_bytes, pinned_limit_bytes=256 * MiB)
     return CudaBackend(cupy=fake.cupy, numba_cuda=fake.numba_cuda), fake
 
 
 @pytest.fixture
 def tiny_deadline(monkeypatch):
-    """Every wait on a GPU bounded by 50 ms (the rule's floor), whatever the job's plan."""
+    """Every wait on a GPU bounded by 0.5 s (the rule's floor), whatever the job's plan: a
+    healthy memset or upload in a helper thread finishes well within it on a loaded CPU."""
     from bwprof.gpu import job
 
-    monkeypatch.setattr(job, "DEADLINE_FLOOR_S", 0.05)
+    monkeypatch.setattr(job, "DEADLINE_FLOOR_S", 0.5)
     monkeypatch.setattr(job, "DEADLINE_MULTIPLE", 0.0)
 
 
@@ -979,10 +980,10 @@ def test_a_gpu_that_stops_answering_ends_its_job_in_an_error_row_and_is_skipped_
     assert [(r.device, r.status) for r in rows] == [
         ("gpu0", "ok"), ("gpu0", "ok"), ("gpu1", "error"), ("gpu1", "skipped")]
     # A wedged GPU runs nothing: the first work queued on it, the gate, is what stalled.
-    assert rows[2].note == ("GpuTimeout: gpu1 gate (hold kernel) did not finish within 0.05 s; "
+    assert rows[2].note == ("GpuTimeout: gpu1 gate (hold kernel) did not finish within 0.5 s; "
                             "gpu1 not used again in this run")
     assert rows[3].note == ("gpu1 stopped answering earlier in this run (gpu1 gate (hold "
-                            "kernel) did not finish within 0.05 s): not used again, nor "
+                            "kernel) did not finish within 0.5 s): not used again, nor "
                             "synchronised")
     assert not [e for e in fake.log if e[0] == "hung"]
 
@@ -1013,13 +1014,76 @@ def test_a_run_whose_gpu_stops_answering_exits_1_with_every_row_kept(
     assert first_error > 0 and all(s in {"ok", "skipped"} for _, s in statuses[:first_error])
     assert ("gpu0", "ok") in statuses[:first_error]
     error = frame.iloc[first_error]
-    assert "gpu1 gate (hold kernel) did not finish within 0.05 s" in error["note"]
+    assert "gpu1 gate (hold kernel) did not finish within 0.5 s" in error["note"]
+    assert not [e for e in fake.log if e[0] == "hung"]
+
+
+# Catches: planning a case after a GPU stopped answering calling that GPU (free_bytes ->
+# free_memory -> the pool's cudaFree, which synchronises it: the main thread hangs for ever)
+def test_a_case_planned_after_a_gpu_stopped_answering_never_calls_that_gpu(tiny_deadline):
+    """64 MiB rows with counter windows, the first GPU swept (quick's rule): gpu1 stalls in
+    h2d_pinned; d2h_pinned's window check re-expands the case, asking every GPU's free
+    memory. The run goes on to its end without a call that waits on gpu1."""
+    import time
+
+    backend, fake = _fake_cuda_backend(memory_bytes=256 * MiB)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    executor.counter_window_s = 0.05
+    plan = replace(_plan("h2d_pinned,d2h_pinned", preset="standard"),
+                   transfer_sizes=(64 * MiB,), sweep_gpus="first")
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+    began = time.monotonic()
+
+    def run():
+        try:
+            return runner.run()
+        finally:
+            assert not runner.close()
+
+    rows = _h2d_rows_with_gpu1_stalled(fake, run)
+    assert time.monotonic() - began < 25
+    assert [(r.case, r.device, r.status) for r in rows] == [
+        ("h2d_pinned", "gpu0", "ok"), ("h2d_pinned", "gpu1", "error"),
+        ("d2h_pinned", "gpu0", "ok"), ("d2h_pinned", "gpu1", "skipped")]
+    assert "gpu1 stopped answering" in rows[3].note
+    assert not [e for e in fake.log if e[0] == "hung"]
+    assert backend.free_memory(1) == 0  # asked again: no call reaches gpu1
+
+
+# Catches: one_to_all / all_to_one jobs checked for a wedged GPU (and fitted) on their own GPU
+# only: the job on gpu0 allocates and copies on the wedged gpu2 and ends `error` at its
+# deadline instead of `skipped`
+@pytest.mark.parametrize("key", ["one_to_all", "all_to_one"])
+def test_a_pattern_job_that_needs_a_gpu_that_stopped_answering_is_skipped(tiny_deadline, key):
+    from bwprof.gpu import cost
+
+    backend, fake = _fake_cuda_backend(devices=3)
+    executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
+    plan = replace(_plan(f"h2d_pinned,{key}", preset="standard"), transfer_sizes=(64 << 10,))
+    case = get_case(key)
+    jobs = executor.jobs(case, plan)
+    assert [d.index for d in cost.involved(case, executor, jobs[1])] == [1, 0, 2]
+    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"))
+
+    def run():
+        fake.stall(2)
+        try:
+            return runner.run()
+        finally:
+            assert not runner.close()
+
+    rows = _h2d_rows_with_gpu1_stalled(fake, run)  # gpu1 stalls too: gpu1 and gpu2 wedged
+    h2d = [(r.device, r.status) for r in rows if r.case == "h2d_pinned"]
+    assert h2d == [("gpu0", "ok"), ("gpu1", "error"), ("gpu2", "error")]
+    pattern = [r for r in rows if r.case == key]
+    assert pattern and {r.status for r in pattern} == {"skipped"}
+    assert all("stopped answering earlier in this run" in r.note for r in pattern)
     assert not [e for e in fake.log if e[0] == "hung"]
 
 
 # Catches: a deadline that is not the plan's (a fixed one would cut off a slow, honest link or
 # leave a stall waiting for minutes)
-def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_10_s(monkeypatch):
+def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_60_s(monkeypatch):
     from bwprof.gpu import job as gpu_job
 
     backend = SimBackend(devices=1)
@@ -1035,12 +1099,44 @@ def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_10_
     case, plan = get_case("h2d_pinned"), _plan("h2d_pinned")
     first = executor.jobs(case, plan)[0]
     executor.measure(case, first, plan)
-    assert seen and set(seen) == {10.0}  # a small job: the floor
+    assert seen and set(seen) == {60.0}  # a small job: the floor
     monkeypatch.setattr(gpu_job, "DEADLINE_FLOOR_S", 0.0)
     seen.clear()
     executor.measure(case, first, plan)
     planned = executor.cost(case, first, plan, None).seconds
     assert planned > 0 and seen == [pytest.approx(5 * planned)] * len(seen)
+
+
+# Catches: a deadline planned from the link's maximum rate: a link trained down to Gen1 x1
+# (the fault bwprof exists to find) runs ~250x slower and its honest copies would be taken
+# for a wedge
+def test_a_jobs_deadline_is_planned_at_its_links_current_rate(monkeypatch):
+    from bwprof.gpu import job as gpu_job
+    from bwprof.peaks import pcie_peak_gbps
+
+    backend = SimBackend(devices=1)
+    seen = []
+    timed = backend.time_sample
+
+    def recording(works, gate, hold_us):
+        seen.append(backend.deadline_s)
+        return timed(works, gate, hold_us)
+
+    backend.time_sample = recording
+    gen5 = pcie_peak_gbps(5, 16)
+    devices = [replace(d, peak_pcie_gbps=gen5,
+                       metadata={**d.metadata, "pcie_gen_current": 1, "pcie_width_current": 1})
+               for d in describe(backend)]
+    executor = GpuExecutor(backend, devices, host_memory_bytes=8 << 30)
+    monkeypatch.setattr(gpu_job, "DEADLINE_FLOOR_S", 0.0)
+    case, plan = get_case("h2d_pinned"), _plan("h2d_pinned")
+    first = executor.jobs(case, plan)[0]
+    executor.measure(case, first, plan)
+    planned = executor.cost(case, first, plan, None).seconds
+    slowdown = gen5 / pcie_peak_gbps(1, 1)
+    assert slowdown > 200 and gpu_job.link_slowdown(devices) == pytest.approx(slowdown)
+    assert seen and seen == [pytest.approx(5 * planned * slowdown)] * len(seen)
+    assert gpu_job.link_slowdown(describe(backend)) == 1.0  # current rate unknown
 
 
 # Catches: p2p_all_pairs's samples issuing n(n-1) event waits (3,080 for 56 streams), Python
