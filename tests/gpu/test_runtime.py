@@ -777,3 +777,24 @@ def test_a_blocking_copy_gets_its_bytes_at_the_slowest_link_on_top_of_the_deadli
     assert not backend.wedged
     with pytest.raises(runtime.GpuTimeout, match=r"^a sync did not finish within 0\.05 s"):
         backend._bounded((1,), "a sync", lambda: time.sleep(0.2))
+
+
+# Catches: a per-stream call count that leaves out the barrier's and the final event's waits
+# (STREAM_CALLS 8): the operation ceiling would let a sample's enqueue outrun the gate
+@pytest.mark.parametrize("streams", [2, 7])
+def test_a_samples_calls_besides_its_operations_are_what_sampling_counts(streams):
+    from bwprof.gpu.sampling import SAMPLE_CALLS, STREAM_CALLS
+
+    backend, fake = _backend(devices=1)
+    a, b = backend.device_array(0, 64), backend.device_array(0, 64)
+    works = []
+    for _ in range(streams):
+        stream = backend.new_stream(0)
+        works.append(Work(stream, lambda s=stream: backend.copy(a, b, 64, s), 2, warmup=1))
+    events, waits = len(fake.events), _waits(fake)
+    backend.time_sample(works, gate=True, hold_us=2000)
+    records = sum(1 for queue in fake.queues.values() for entry in queue
+                  if entry[0] == "record")
+    calls = (len(fake.events) - events) + records + (_waits(fake) - waits) + 1  # the hold
+    # Every stream but the first is waited on by the final event: one call fewer.
+    assert calls == streams * STREAM_CALLS + SAMPLE_CALLS - 1
