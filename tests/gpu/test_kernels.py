@@ -305,6 +305,7 @@ def test_the_chase_follows_device_addresses_and_continues_from_there(cudasim, li
     steps by loading from the address the last load returned. It must end on the line the
     chain says after every launch's loads, each launch from where the last ended."""
     from bwprof.chain import ending_line
+    from bwprof.gpu.address import readable
     from bwprof.gpu.kernel_params import STATE_GENERATION, STATE_POSITION, STATE_SLOTS
     from bwprof.gpu.latency import NODE_BYTES, address_of
 
@@ -319,11 +320,32 @@ def test_the_chase_follows_device_addresses_and_continues_from_there(cudasim, li
     blocks, threads = launch_config("chase", words.size)
     done = 0
     for steps in (5, 0, 17, 3 * lines + 1):  # one thread walks; the others do nothing
-        kernel[blocks, threads](chain, state, steps)
+        with readable(chain):
+            kernel[blocks, threads](chain, state, steps)
         done += steps
         got = state.copy_to_host()
         assert int(got[STATE_POSITION]) == base + ending_line(order, 0, done) * NODE_BYTES
     assert int(state.copy_to_host()[STATE_GENERATION]) == 4
+
+
+def test_a_simulated_chase_through_a_wild_link_raises_instead_of_reading_anywhere(cudasim):
+    """Under the CUDA simulator a link outside the chain's buffer is an IndexError (the load
+    reads registered arrays only), where reading the address itself segfaulted pytest."""
+    from bwprof.gpu.address import readable
+    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.latency import NODE_BYTES, address_of
+
+    chain = cudasim.device_array(4 * NODE_BYTES // 8, dtype=np.uint64)
+    base = address_of(chain)
+    _, words = _chain(4, base)
+    words[0] = 8  # line 0 links to the null page
+    chain.copy_to_device(words)
+    start = np.zeros(STATE_SLOTS, dtype=np.uint64)
+    start[STATE_POSITION] = base
+    state = cudasim.to_device(start)
+    kernel = cudasim.jit(KERNELS["chase"].function)
+    with readable(chain), pytest.raises(IndexError, match="0x8"):
+        kernel[1, 1](chain, state, 3)
 
 
 def test_the_simulated_chase_twin_walks_the_same_chain():

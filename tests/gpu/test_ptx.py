@@ -309,6 +309,30 @@ def test_nothing_but_the_load_lies_between_two_dependent_loads_of_the_chase(sm90
     assert {"add.s64"} in _address_writers(CHASE_PTX, old)
 
 
+def test_the_chase_loads_through_numba_cudas_own_intrinsic_as_one_ld_global_u64(sm90_ptx):
+    """address.load_u64 is numba-cuda's intrinsic (`numba.cuda.extending`: numba-cuda is
+    splitting its typing from numba core's), and the chase's sm_90 PTX steps by `ld.global.u64`
+    alone (a global, not a generic, load; the PTX was the same with numba core's intrinsic,
+    less the kernel's mangled version number)."""
+    import re
+
+    from bwprof.gpu.ptx import loop_bodies
+
+    done = subprocess.run(
+        [sys.executable, "-c", "from bwprof.gpu.address import load_u64; "
+                               "print(type(load_u64).__module__)"],
+        cwd=REPO, env=env_without_cudasim(), capture_output=True, text=True, timeout=300,
+        check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "numba.cuda.extending"
+    ptx = sm90_ptx["chase"]
+    lines = ptx.splitlines()
+    loads = [lines[n].split()[0] for body in loop_bodies(ptx) for n in body
+             if re.match(r"\s*(@%\w+\s+)?ld\.(global\.)?\w+", lines[n])
+             and "ld.param" not in lines[n]]
+    assert loads and set(loads) == {"ld.global.u64"}, loads
+
+
 CHASE_PTX = """\
 \tld.global.u64 \t%rd6, [%rd2];
 $L__BB0_4:
