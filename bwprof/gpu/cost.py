@@ -33,6 +33,9 @@ LINK_NS_PER_NODE = 15.0
 of host chain, 32 Mi lines, took 0.33 s), laid out and uploaded."""
 GPU_CACHE_LATENCY_NS = 300.0
 """A chase load that hits a GPU cache (L1 about 30 cycles, L2 about 250), rounded up."""
+HOST_LINK_LATENCY_NS = 2000.0
+"""A chase load from pinned host memory: a PCIe round trip, about 1-2 us (NVLink-C2C's is
+shorter), taken at the top so the estimate is not short."""
 
 
 def involved(case: GpuCase, planner: Planner, job: Job) -> list[GpuDevice]:
@@ -92,8 +95,9 @@ def sampled(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
 def chase(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     """A latency chase (`bwprof.gpu.latency`): the chain linked on the host and copied in,
     the probe and the warm-up (a lap, at most WARM_CAP_S), then `case.phases` rows of
-    `repeats` samples of about TARGET_SAMPLE_S (lat_h2d's two chases: the small in-order
-    one's chain and lap are far under the job's fixed cost)."""
+    `repeats` samples of about TARGET_SAMPLE_S. A chase through host memory (lat_h2d) pays
+    a link round trip a load (HOST_LINK_LATENCY_NS), and its in-order headline chain's
+    probe and lap as well as the random set's."""
     from bwprof.gpu import latency
 
     devices = involved(case, planner, job)
@@ -101,9 +105,13 @@ def chase(case: GpuCase, job: Job, planner: Planner, plan: Plan) -> Cost:
     nodes = size // latency.NODE_BYTES
     reach = devices[-1] if devices else None
     in_cache = reach is not None and size <= reach.properties.l2_bytes
-    ns = GPU_CACHE_LATENCY_NS if in_cache else costs.GPU_DRAM_LATENCY_NS
-    build = nodes * LINK_NS_PER_NODE * 1e-9
-    warm = min(nodes * ns * 1e-9, latency.WARM_CAP_S) + 2 * latency.PROBE_STEPS * ns * 1e-9
+    over_link = case.memory == "pinned"
+    ns = (HOST_LINK_LATENCY_NS if over_link else GPU_CACHE_LATENCY_NS if in_cache
+          else costs.GPU_DRAM_LATENCY_NS)
+    chains = [nodes, latency.H2D_STRIDE_BYTES // latency.NODE_BYTES] if over_link else [nodes]
+    build = sum(chains) * LINK_NS_PER_NODE * 1e-9
+    warm = sum(min(n * ns * 1e-9, latency.WARM_CAP_S) + 2 * latency.PROBE_STEPS * ns * 1e-9
+               for n in chains)
     timed = case.phases * plan.repeats * (latency.TARGET_SAMPLE_S + costs.GPU_SAMPLE_OVERHEAD_S)
     footprint = case.needs(case, job)  # the links are the host work: no buffer to check
     return Cost(costs.GPU_JOB_S + build + warm + timed, footprint.host_bytes,
