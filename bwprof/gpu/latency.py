@@ -50,6 +50,7 @@ from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
 from bwprof.gpu.transfers import HostEnd, enable_peers
 from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
+from bwprof.schema.flags import CACHE_SERVED
 from bwprof.units import KiB, MiB, format_bytes
 
 if TYPE_CHECKING:
@@ -100,10 +101,23 @@ host memory, a node every 128 bytes, walked in address order): its pages stay in
 TLB, so a load is the link's round trip."""
 H2D_STRIDE_PHASE = ""
 """lat_h2d's headline row (nvbandwidth's method) has no phase, as a one-row case's."""
+H2D_METHOD_NOTE = (
+    "not quite nvbandwidth's walk: one thread on one SM for the whole row, warmed by a lap, "
+    "median of samples, where nvbandwidth rotates the walking SM from launch to launch (1M "
+    "loads, no warm-up) and so averages every SM's distance to the host interface, cold "
+    "first lap included: expect this figure slightly lower than nvbandwidth's")
+"""Why lat_h2d's headline is close to, not the same as, nvbandwidth's host_device_latency_sm
+(choosing the SM a block runs on is not something CUDA offers, so the walk is not rotated)."""
 H2D_RANDOM_PHASE = "random_tlb"
 """lat_h2d's second row: the random chase through a set >= 4x the L2 (the TLB-missing
 figure: GPU page walks on top of the round trip). The summary's host-link latency is the
 headline's, never this."""
+
+CACHE_SERVED_RATIO = 0.6
+"""A host-memory chase whose samples' median time per load is under this share of its first
+(cold) lap's is flagged `cache_served`: after the first lap a GPU cache, not the link,
+answered its loads (whether an H200 keeps host-memory reads in its L2 is unsettled; 2 MiB is
+far under its 50 MiB L2). A round trip over PCIe varies by far less than 40% between laps."""
 
 EVENT_NOTE = ("event-timed: CUDA events around one one-thread kernel of {steps} dependent "
               "loads per sample ({per}); {warm}")
@@ -167,6 +181,9 @@ class Chase:
     lap: bool = False
     steps: int = MIN_STEPS
     """Loads per sample."""
+    first_lap_s: float = 0.0
+    """Seconds per load of the warm-up (the first, cold, lap), kept to compare the samples
+    with (`served_from_cache`)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -191,13 +208,26 @@ class Chase:
         cap = max(MIN_STEPS, int(WARM_CAP_S / self.estimate_s))
         self.lap = self.lines <= cap
         self.warm_steps = min(self.lines, cap)
-        self.timed(self.warm_steps)
+        self.first_lap_s = self.timed(self.warm_steps) / self.warm_steps
         target_s = TARGET_SAMPLE_S * self.backend.sample_scale
         self.steps = max(MIN_STEPS, min(MAX_STEPS, math.ceil(target_s / self.estimate_s)))
 
     def samples(self, count: int) -> list[float]:
         """Seconds of each of `count` samples of `steps` loads."""
         return [self.timed(self.steps) for _ in range(count)]
+
+    def served_from_cache(self, seconds: list[float]) -> str:
+        """Why the samples' loads were a GPU cache's (their median per load under
+        CACHE_SERVED_RATIO of the first lap's), or '' where they were not or the backend's
+        times say nothing of the loads (`times_loads`)."""
+        if not seconds or self.first_lap_s <= 0 or not times_loads(self.backend):
+            return ""
+        per_load = statistics.median(seconds) / self.steps
+        if per_load >= CACHE_SERVED_RATIO * self.first_lap_s:
+            return ""
+        return (f"served from a GPU cache after the first lap: {per_load * 1e9:.0f} ns per "
+                f"load, under {CACHE_SERVED_RATIO:g} x the first (cold) lap's "
+                f"{self.first_lap_s * 1e9:.0f} ns: not the link's round trip")
 
     def read_state(self) -> np.ndarray:
         return np.asarray(self.backend.download(self.state, STATE_BYTES)).view(np.uint64).copy()
@@ -228,6 +258,14 @@ class Chase:
         return EVENT_NOTE.format(steps=self.steps, per=per, warm=warm)
 
 
+def times_loads(backend: GpuBackend) -> bool:
+    """Whether a backend's sample times are its loads' own, so a first lap can be held
+    against the samples: a GPU's events are; the simulated backend's CPU times are not (the
+    CPU's caches serve its chains, so every small chase would read 'cache served'), unless a
+    test gives it a timing model of the loads (`models_load_times`)."""
+    return backend.name != "simulated" or bool(getattr(backend, "models_load_times", False))
+
+
 def address_of(view: Any) -> int:
     """The address a kernel reaches a chase buffer's view at: its CUDA array interface's
     pointer (a device array, a peer's, or pinned host memory under unified addressing), or
@@ -236,6 +274,29 @@ def address_of(view: Any) -> int:
     if interface is not None:
         return int(interface["data"][0])
     return int(view.__array_interface__["data"][0])
+
+
+def link_problem(words: np.ndarray, base: int, size: int) -> str:
+    """Why a chain's words could not be chased, '' where they can: every node's link (its
+    first word) must be the address of a node of the buffer, `base` + a multiple of
+    NODE_BYTES below `base + size`. One vectorised pass on the host, before upload: on a GPU
+    a wild link is an illegal address, a sticky error that poisons the CUDA context for every
+    later case, where this is one `error` row."""
+    links = np.asarray(words, dtype=np.uint64)[::NODE_WORDS]
+    offsets = links - np.uint64(base)  # below base: wraps to a huge offset, caught as such
+    bad = (links < np.uint64(base)) | (offsets >= np.uint64(size)) | (
+        offsets % np.uint64(NODE_BYTES) != 0)
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return ""
+    first = int(np.flatnonzero(bad)[0])
+    return (f"chain check failed before any kernel ran: {count} of {links.size} links are "
+            f"not the address of a {NODE_BYTES}-byte node in [{base:#x}, {base + size:#x}) "
+            f"(line {first} links to {int(links[first]):#x})")
+
+
+class ChainError(ValueError):
+    """A chain whose links leave its buffer (`link_problem`): never uploaded or chased."""
 
 
 def chain_addresses(next_lines: np.ndarray, base: int) -> np.ndarray:
@@ -261,6 +322,9 @@ def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
     view = backend.chase_view(buffer[:size], device.index)
     base = address_of(view)
     words = chain_addresses(cycle.next_lines(np.arange(lines, dtype=np.uint64)), base)
+    problem = link_problem(words, base, lines * NODE_BYTES)
+    if problem:
+        raise ChainError(problem)
     if type(buffer) is np.ndarray:  # host memory (a simulated device array is a subclass)
         buffer[:size] = words.view(np.uint8)
     else:
@@ -278,8 +342,12 @@ def build_chase(pool: BufferPool, device: GpuDevice, buffer: Any, size: int,
 def _row(chase: Chase, device: GpuDevice, label: str, name: str, size: int,
          seconds: list[float], *, memory: str, direction: str, level: str,
          note: str = "", phase: str = "", load_gbps: float | None = None,
-         numa_node: int | None = None) -> Measurement:
+         numa_node: int | None = None, cache_check: bool = False) -> Measurement:
+    """The row of a chase; `cache_check`: a memory no GPU cache should serve (host memory
+    over the link), so samples much faster than the first lap flag it `cache_served`."""
     problem = chase.problem()
+    cached = chase.served_from_cache(seconds) if cache_check else ""
+    note = join_notes(cached, note) if cached else note
     return Measurement(
         seconds_per_op=tuple(seconds),
         bytes_per_op=chase.steps * CHAIN_ELEMENT_BYTES, work_per_op=float(chase.steps),
@@ -287,7 +355,7 @@ def _row(chase: Chase, device: GpuDevice, label: str, name: str, size: int,
         valid=not problem, note="; ".join(n for n in (problem, note, chase.note(), INDEX_NOTE)
                                           if n),
         streams=1, numa_node=numa_node, ops_per_sample=1, phase=phase, cache_level=level,
-        load_gbps=load_gbps,
+        load_gbps=load_gbps, flags=frozenset({CACHE_SERVED}) if cached else frozenset(),
     )
 
 
@@ -316,14 +384,15 @@ def host(run: CaseRun) -> list[Measurement]:
         chase.prepare()
         seconds = chase.samples(run.samples)
         how = (f"nvbandwidth's host_device_latency_sm: {format_bytes(nbytes)} in address "
-               f"order, a node every {NODE_BYTES} bytes (its pages stay in the GPU's TLB)"
-               if in_order else
+               f"order, a node every {NODE_BYTES} bytes (its pages stay in the GPU's TLB); "
+               + H2D_METHOD_NOTE if in_order else
                f"random cycle through {format_bytes(nbytes)} (>= 4x the L2): GPU TLB misses "
                "and page walks add to the round trip; the headline is the row without a "
                "phase")
         rows.append(_row(chase, device, device.label, device.name, nbytes, seconds,
                          memory="pinned", direction="h2d", level="DDR", phase=phase,
-                         numa_node=device.numa_node, note=join_notes(run.job.note, how)))
+                         numa_node=device.numa_node, note=join_notes(run.job.note, how),
+                         cache_check=True))
     return rows
 
 

@@ -23,6 +23,7 @@ CACHE_UNKNOWN = "cache_unknown"
 MIG_SLICE = "mig_slice"
 CONFIDENTIAL_COMPUTING = "confidential_computing"
 GPU_DEGRADED = "gpu_degraded"
+CACHE_SERVED = "cache_served"
 
 FLAGS: dict[str, str] = {
     IN_CACHE: "host arrays (a latency chase's working set, a pageable copy's host buffer) "
@@ -52,13 +53,17 @@ FLAGS: dict[str, str] = {
                   "remapped or pages retired (or one pending), or a critical Xid event "
                   "(system.json's telemetry.health has the counts): the figure may be a "
                   "failing GPU's",
+    CACHE_SERVED: "a GPU chase through memory no GPU cache should serve (lat_h2d's pinned "
+                  "host memory) whose samples ran under 0.6x its first, cold lap's time per "
+                  "load: a GPU cache answered after the first lap, so the figure is that "
+                  "cache's, not the link's round trip, and not the path's headline",
 }
 """The vocabulary: flag -> what it means (docs/columns.md's flags table shows these)."""
 
 NOISY_CV = 0.05
 """A figure whose samples spread more than this (CV, standard deviation over mean) is noisy."""
 
-CACHE_RESIDENT: frozenset[str] = frozenset({IN_CACHE, L2_RESIDENT})
+CACHE_RESIDENT: frozenset[str] = frozenset({IN_CACHE, L2_RESIDENT, CACHE_SERVED})
 """Flags that keep a row away from the DRAM/HBM peak and the memory's headline figure."""
 
 SEPARATOR = "|"
@@ -91,5 +96,6 @@ def has_flag(text: object, flag: str) -> bool:
 
 
 def is_cache_resident(text: object) -> bool:
-    """Whether a flags cell marks a cache's figure (`in_cache`, `l2_resident`)."""
+    """Whether a flags cell marks a cache's figure (`in_cache`, `l2_resident`,
+    `cache_served`)."""
     return bool(split_flags(text) & CACHE_RESIDENT)

@@ -222,6 +222,101 @@ def test_a_chase_that_lost_loads_is_invalid(case):
     assert all("validation failed: the chase ended at address" in r.note for r in rows)
 
 
+class CachingLinkBackend(SimBackend):
+    """A chase's time per load, modelled: a chain of up to CACHED bytes is a GPU cache's after
+    its first lap (COLD_S a load until every line was loaded once, HIT_S after), a larger one
+    is the link's at every load (COLD_S)."""
+
+    CACHED, COLD_S, HIT_S = 2 * MiB, 1.5e-6, 0.3e-6
+    models_load_times = True  # its sample times are the model's, so the cache check runs
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.loaded: dict[int, int] = {}
+        self.clock = 0.0
+
+    def launch(self, kernel, stream, *args, blocks=None):
+        if kernel == "chase":
+            chain, steps = args[0], int(args[2])
+            lines = chain.nbytes // 128
+            key = int(numpy.asarray(chain).__array_interface__["data"][0])
+            done = self.loaded.get(key, 0)
+            cold = steps if chain.nbytes > self.CACHED else max(0, min(steps, lines - done))
+            self.clock += cold * self.COLD_S + (steps - cold) * self.HIT_S
+            self.loaded[key] = done + steps
+        super().launch(kernel, stream, *args, blocks=blocks)
+
+    def time_sample(self, works, gate, hold_us):
+        self.clock = 0.0
+        sample = super().time_sample(works, gate, hold_us)
+        return replace(sample, seconds=(self.clock,)) if self.clock else sample
+
+
+def test_a_host_chase_served_from_a_gpu_cache_after_its_first_lap_is_flagged():
+    """lat_h2d's 2 MiB headline, cached after its first lap (5x faster), is flagged
+    `cache_served` (a cache's figure: never the host-link headline) and says why; the random
+    set, never cached, is not. The same chases at the link's speed throughout: no flag."""
+    rows = _latency_rows(CachingLinkBackend(devices=1), "lat_h2d")
+    assert [r.phase for r in rows] == ["", "random_tlb"]
+    headline, random = rows
+    assert headline.status == "ok" and "cache_served" in headline.flags
+    assert "served from a GPU cache after the first lap: 300 ns per load" in headline.note
+    # The first lap: 14,336 of its 16,384 lines cold (the probe loaded the other 2,048).
+    assert "under 0.6 x the first (cold) lap's 1350 ns" in headline.note
+    assert "cache_served" not in random.flags and "served from a GPU cache" not in random.note
+    assert "rotates the walking SM" in headline.note  # not quite nvbandwidth's walk
+
+    class UncachedLink(CachingLinkBackend):
+        CACHED = 0
+
+    uncached = _latency_rows(UncachedLink(devices=1), "lat_h2d")
+    assert [r.status for r in uncached] == ["ok", "ok"]
+    assert not any("cache_served" in r.flags for r in uncached)
+    # The plain simulated backend's CPU times (its CPU caches serve the 2 MiB chain) are not
+    # held against anything: simulated rows are never figures, nor flagged cache_served.
+    class CpuTimed(CachingLinkBackend):
+        models_load_times = False
+
+    assert not any("cache_served" in r.flags
+                   for r in _latency_rows(CpuTimed(devices=1), "lat_h2d"))
+
+
+class LaunchCountingBackend(SimBackend):
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.chases = 0
+
+    def launch(self, kernel, stream, *args, blocks=None):
+        self.chases += kernel == "chase"
+        super().launch(kernel, stream, *args, blocks=blocks)
+
+
+@pytest.mark.parametrize("case", ["lat_gpu", "lat_h2d"])
+def test_a_chain_with_a_link_outside_its_buffer_is_refused_before_any_chase(case, monkeypatch):
+    """A wild link would be an illegal address on a GPU (a sticky error that poisons the
+    context for every later case): the host checks every link before upload, the job ends
+    with an error row naming it, no chase is launched and the run goes on."""
+    from bwprof.gpu import latency
+
+    built = latency.chain_addresses
+
+    def corrupted(next_lines, base):
+        words = built(next_lines, base)
+        words[latency.NODE_WORDS] += numpy.uint64(len(next_lines) * latency.NODE_BYTES)
+        return words
+
+    monkeypatch.setattr(latency, "chain_addresses", corrupted)
+    backend = LaunchCountingBackend(devices=1)
+    rows = _latency_rows(backend, f"{case},lat_memcpy")
+    chased = [r for r in rows if r.case == case]
+    assert chased and all(r.status == "error" for r in chased), [(r.status, r.note)
+                                                                  for r in chased]
+    assert all("chain check failed before any kernel ran: 1 of" in r.note for r in chased)
+    assert all("(line 1 links to" in r.note for r in chased)
+    assert backend.chases == 0
+    assert [r.status for r in rows if r.case == "lat_memcpy"] == ["ok"] * 3
+
+
 class CorruptingMemcpyBackend(SimBackend):
     def copy(self, dst, src, nbytes, stream):
         super().copy(dst, src, nbytes - 1, stream)

@@ -558,6 +558,20 @@ def test_latency_grows_from_l2_to_hbm_to_the_host_link(real_gpu, latency_run, l2
     assert host_ns <= float(random["value_median"].iloc[0]), host[["phase", "value_median"]]
 
 
+def test_the_host_link_headline_is_not_served_from_a_gpu_cache(real_gpu, latency_run):
+    """lat_h2d's 2 MiB in-order headline keeps its first (cold) lap's time per load and is
+    flagged `cache_served` where its samples ran under 0.6x it. On an H200 over PCIe the
+    timed laps must be the link's (no flag, the note without "served from a GPU cache"): were
+    host-memory reads kept in the L2, the headline would be the L2's latency and must move
+    to a set the L2 cannot hold. The random_tlb row (>= 4x the L2) is never cache-served."""
+    host = _latency(latency_run.results, "lat_h2d")
+    for _, row in host.iterrows():
+        flagged = "cache_served" in str(row["flags"])
+        assert flagged == ("served from a GPU cache" in str(row["note"])), row["note"]
+        assert not flagged, (row["phase"], row["value_median"], row["note"])
+    assert host["note"].str.contains("rotates the walking SM", regex=False).any()
+
+
 def test_loaded_latency_is_not_below_idle_and_the_load_stops_with_the_chase(real_gpu,
                                                                            latency_run):
     rows = _latency(latency_run.results, "lat_gpu_loaded").set_index("phase")
