@@ -72,7 +72,9 @@ def samplings(op_s: float, repeats: int) -> float:
 def _checked(case: GpuCase, job: Job, devices: Sequence[GpuDevice]) -> Cost:
     """The job's buffers, filled, moved and checked on the host, and their memory."""
     footprint = case.needs(case, job)
-    count = max(1, len(devices))
+    # Each GPU the job is placed on holds its footprint (a pair both; an every-GPU job each
+    # one); a pattern job's footprint (one_to_all's) is already all its peers' buffers.
+    count = len([i for i in (job.device, job.peer) if i is not None]) or max(1, len(devices))
     handled = (footprint.device_bytes + footprint.host_bytes) * count
     return Cost(costs.GPU_JOB_S + handled / (costs.GPU_VALIDATE_GBPS * 1e9),
                 host_bytes=footprint.host_bytes * count, device_bytes=footprint.device_bytes)
