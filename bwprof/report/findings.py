@@ -1,7 +1,7 @@
 """Findings that flag a sick box, derived from the rows, their joined counters and the
 metadata: a PCIe link trained below its maximum, clocks held down (application clocks set
-below the maximum among them), a GPU that got worse during the run (new ECC errors, rows
-remapped, a critical Xid), a GPU busy before the run,
+below the board's default among them), a GPU that got worse during the run (new ECC errors,
+rows remapped, a hardware Xid), a GPU busy before the run,
 a GPU slower than its identical siblings, a GPU pair slower than the other pairs, one
 direction of a link slower than its opposite, the GPUs of one NUMA node slower on host copies
 than those of the others, a NUMA node slower than the host's others, host cases run on fewer
@@ -21,7 +21,7 @@ import pandas as pd
 from bwprof.peaks import FINDING_ABOVE_PEAK
 from bwprof.report.formats import cell_float, lower_is_better_row
 from bwprof.report.summary import cache_resident, is_numa_device, node_of, numa_pair
-from bwprof.schema.meta import HEALTH_COUNTS, GpuHealth, RunMeta
+from bwprof.schema.meta import HEALTH_COUNTS, GpuHealth, RunMeta, xid_kind
 
 FINDING_COLUMNS = ("severity", "device", "what", "why", "evidence")
 SIBLING_SHARE = 0.8
@@ -123,44 +123,51 @@ APPLICATIONS_CLOCKS = "applications_clocks"
 """The clock-event reason of clocks held at the application clocks (nvml.h's 0x2)."""
 
 
+APPLIED_AND_DEFAULT: tuple[tuple[str, str, str], ...] = (
+    ("graphics", "applications_clock_graphics_mhz", "default_applications_clock_graphics_mhz"),
+    ("memory", "applications_clock_mem_mhz", "default_applications_clock_mem_mhz"),
+)
+"""Each application clock in a GPU's NVML metadata: (which, in force, the board's default)."""
+
+
 def _applications_clocks(info: object) -> list[tuple[str, float, float]]:
-    """Each clock (SM, memory) whose application clock is below its maximum, in a GPU's NVML
-    metadata: (which, set, maximum) in MHz; empty where they are at the maximum or unknown."""
+    """Each clock (graphics, memory) whose application clock is below the board's default
+    one (someone ran `nvidia-smi -ac`), in a GPU's NVML metadata: (which, set, default) in
+    MHz; empty where they are at the default or above, or unknown. Not the maximum: many
+    healthy parts ship a default below it (A100 1095 of 1410 MHz, V100 1312 of 1530)."""
     if not isinstance(info, dict) and not hasattr(info, "get"):
         return []
     lowered = []
-    for which, applied, most in (("SM", "applications_clock_sm_mhz", "sm_clock_max_mhz"),
-                                 ("memory", "applications_clock_mem_mhz",
-                                  "memory_clock_max_mhz")):
-        value, maximum = cell_float(info.get(applied)), cell_float(info.get(most))
-        if value is not None and maximum is not None and 0 < value < maximum:
-            lowered.append((which, value, maximum))
+    for which, applied, default in APPLIED_AND_DEFAULT:
+        value, board = cell_float(info.get(applied)), cell_float(info.get(default))
+        if value is not None and board is not None and 0 < value < board:
+            lowered.append((which, value, board))
     return lowered
 
 
-def _at_maximum(meta: RunMeta | None, device: str) -> bool:
-    """Whether a GPU's application clocks are known to be at their maximum, so clocks held
-    at them hold nothing down."""
+def _at_default(meta: RunMeta | None, device: str) -> bool:
+    """Whether a GPU's application clocks are known to be at the board's default or above,
+    so clocks held at them hold nothing down that the part does not."""
     gpu = meta.gpus.device(device) if meta is not None else None
     if gpu is None:
         return False
     info = gpu.metadata
-    known = all(cell_float(info.get(key)) is not None for key in (
-        "applications_clock_sm_mhz", "sm_clock_max_mhz", "applications_clock_mem_mhz",
-        "memory_clock_max_mhz"))
+    known = all(cell_float(info.get(key)) is not None
+                for _, applied, default in APPLIED_AND_DEFAULT for key in (applied, default))
     return known and not _applications_clocks(info)
 
 
 def clock_events(rows: pd.DataFrame, meta: RunMeta | None = None) -> list[Finding]:
     """Rows measured while clocks were held down: power, thermal and hardware slowdowns, and
-    application clocks (`nvidia-smi -ac`) unless system.json shows them at the maximum."""
+    application clocks (`nvidia-smi -ac`) unless system.json shows them at the board's
+    default or above."""
     found = []
     reasons = _column(rows, "throttle_reasons").fillna("").astype(str)
     events = rows[reasons != ""]
     for device, group in events.groupby("device"):
         names = sorted({n for text in group["throttle_reasons"] for n in str(text).split("|")
                         if n})
-        if _at_maximum(meta, str(device)):
+        if _at_default(meta, str(device)):
             names = [n for n in names if n != APPLICATIONS_CLOCKS]
         if not names:
             continue
@@ -179,32 +186,36 @@ def clock_events(rows: pd.DataFrame, meta: RunMeta | None = None) -> list[Findin
 
 
 def applications_clocks_lowered(meta: RunMeta) -> list[Finding]:
-    """A GPU whose application clocks are set below their maximum (`nvidia-smi -ac`): under
-    load it runs no faster than them, so every figure of it understates the part. Said from
-    system.json whether or not a row saw the clock event."""
+    """A GPU whose application clocks are set below the board's default (`nvidia-smi -ac`):
+    under load it runs no faster than them, so every figure of it understates the part. Said
+    from system.json whether or not a row saw the clock event; nothing where the default is
+    unknown."""
     found = []
     for gpu in meta.gpus.devices or ():
         lowered = _applications_clocks(gpu.metadata)
         if lowered:
             found.append(Finding(
-                "warning", gpu.label, "application clocks set below the maximum",
+                "warning", gpu.label,
+                "application clocks set below the board's default (nvidia-smi -ac); "
+                "nvidia-smi -rac restores them",
                 "the GPU runs no faster than its application clocks under load, so its "
-                "figures understate the part (nvidia-smi -rac resets them)",
-                "; ".join(f"{which} {value:.0f} MHz of {maximum:.0f} MHz"
-                          for which, value, maximum in lowered),
+                "figures understate the part",
+                "; ".join(f"{which} {value:.0f} MHz, default {board:.0f} MHz"
+                          for which, value, board in lowered),
             ))
     return found
 
 
 _HEALTH_WORDS: dict[str, tuple[str, str, str]] = {
-    # count: (severity, what one is, what several are)
+    # count: (severity, what one is, what several are). Corrected ECC errors alone are
+    # info: occasional corrected single-bit errors are normal on HBM.
     "ecc_uncorrected_volatile": ("error", "new uncorrected ECC error", "new uncorrected ECC "
                                                                        "errors"),
     "ecc_uncorrected_aggregate": ("error", "new uncorrected ECC error", "new uncorrected ECC "
                                                                         "errors"),
-    "ecc_corrected_volatile": ("warning", "new corrected ECC error", "new corrected ECC errors"),
-    "ecc_corrected_aggregate": ("warning", "new corrected ECC error", "new corrected ECC "
-                                                                      "errors"),
+    "ecc_corrected_volatile": ("info", "new corrected ECC error", "new corrected ECC errors"),
+    "ecc_corrected_aggregate": ("info", "new corrected ECC error", "new corrected ECC "
+                                                                   "errors"),
     "remapped_rows_uncorrected": ("error", "row newly remapped for uncorrected errors",
                                   "rows newly remapped for uncorrected errors"),
     "remapped_rows_corrected": ("warning", "row newly remapped for corrected errors",
@@ -215,56 +226,87 @@ _HEALTH_WORDS: dict[str, tuple[str, str, str]] = {
                                  "pages newly retired for single-bit errors"),
 }
 
+_STATE_WORDS: tuple[tuple[str, str, str], ...] = (
+    # state: (severity, what it says)
+    ("remap_failure", "error", "row remapping failed (the GPU needs service)"),
+    ("remap_pending", "warning", "a row remap pending (applied at the next GPU reset)"),
+    ("retired_pages_pending", "warning", "a page retirement pending (applied at the next GPU "
+                                         "reset)"),
+)
+
+_XID_WORDS: dict[str, tuple[str, str]] = {
+    # Xid kind (bwprof.schema.meta.xid_kind): (severity, what they are)
+    "hardware": ("error", "critical Xid event(s)"),
+    "unknown": ("warning", "Xid event(s) NVIDIA's catalogue does not place"),
+    "application": ("info", "application Xid event(s): a process on the GPU faulted"),
+}
+
+_SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
 
 def _health_counts(changes: dict[str, int]) -> list[tuple[str, str]]:
-    """(severity, 'N words') for each kind of error that rose: the volatile ECC count where
-    it rose, else the aggregate one (the two count the same errors)."""
-    names = []
-    for volatile, aggregate in (("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"),
-                                ("ecc_corrected_volatile", "ecc_corrected_aggregate")):
-        names.append(volatile if volatile in changes else aggregate)
-    names += ["remapped_rows_uncorrected", "remapped_rows_corrected",
-              "retired_pages_double_bit", "retired_pages_single_bit"]
+    """(severity, 'N words') for each kind of error that rose (`changes` holds an aggregate
+    ECC count only where the volatile one was not read)."""
     said = []
-    for name in names:
+    for name, (severity, one, several) in _HEALTH_WORDS.items():
         if name in changes:
-            severity, one, several = _HEALTH_WORDS[name]
             said.append((severity, f"{changes[name]} {one if changes[name] == 1 else several}"))
+    return said
+
+
+def _health_xids(xids: Iterable[int]) -> list[tuple[str, str]]:
+    """(severity, 'N words (Xid a, Xid b)') for each kind of Xid raised: hardware ones are
+    errors, an application's own fault (13, 31, 43, 45) is information, others warnings."""
+    by_kind: dict[str, list[int]] = {}
+    for xid in xids:
+        by_kind.setdefault(xid_kind(xid), []).append(xid)
+    said = []
+    for kind, (severity, words) in _XID_WORDS.items():
+        if kind in by_kind:
+            listed = ", ".join(f"Xid {xid}" for xid in sorted(set(by_kind[kind])))
+            said.append((severity, f"{len(by_kind[kind])} {words} ({listed})"))
     return said
 
 
 def gpu_health(meta: RunMeta) -> list[Finding]:
     """A GPU that got worse during the run (new ECC errors, rows remapped or pages retired,
-    a critical Xid), or that ends it with a row remap or page retirement pending or failed:
-    the finding names the GPU and the count, and how many rows are flagged `gpu_degraded`."""
+    an Xid), or that ends it with a row remap or page retirement pending or failed (during
+    the run, or since before it): the finding names the GPU and the count, and how many rows
+    are flagged `gpu_degraded`. Corrected ECC errors alone and an application's Xids are
+    information: they flag no row."""
     found = []
     for health in (meta.telemetry.health or ()) if meta.telemetry is not None else ():
-        said = _health_counts(health.changes())
-        xids = health.xid_events or ()
-        if xids:
-            listed = ", ".join(f"Xid {xid}" for xid in sorted(set(xids)))
-            said.append(("error", f"{len(xids)} critical Xid event(s) ({listed})"))
-        after = health.after
-        if after is not None and after.remap_failure:
-            said.append(("error", "row remapping failed (the GPU needs service)"))
-        if after is not None and after.remap_pending:
-            said.append(("warning", "a row remap pending (applied at the next GPU reset)"))
-        if after is not None and after.retired_pages_pending:
-            said.append(("warning", "a page retirement pending (applied at the next GPU "
-                                    "reset)"))
+        changes = health.changes()
+        during = _health_counts(changes) + _health_xids(health.xid_events or ())
+        since: list[tuple[str, str]] = []
+        at_end: list[tuple[str, str]] = []
+        after, before = health.after, health.before
+        for name, severity, text in _STATE_WORDS:
+            if after is None or not getattr(after, name):
+                continue
+            earlier = None if before is None else getattr(before, name)
+            (during if name in changes else since if earlier else at_end).append(
+                (severity, text))
+        said = during + since + at_end
         if not said:
             continue
-        severity = "error" if any(s == "error" for s, _ in said) else "warning"
+        severity = max((s for s, _ in said), key=_SEVERITY_RANK.__getitem__)
+        parts = [", ".join(text for _, text in group) + when
+                 for group, when in ((during, " during the run"),
+                                     (since, " since before the run"),
+                                     (at_end, " at the end of the run")) if group]
         rows = (f"; {health.flagged_rows} row(s) measured meanwhile flagged gpu_degraded"
                 if health.flagged_rows else "")
-        found.append(Finding(
-            severity, health.device,
-            f"{health.device}: " + ", ".join(text for _, text in said) + " during the run",
-            "a GPU raising memory errors, repairing its memory or failing is not the part: "
-            "its figures may be a failing GPU's (check nvidia-smi -q -d ECC,ROW_REMAPPER "
-            "and the kernel log for Xids)",
-            _health_evidence(health) + rows,
-        ))
+        why = ("a GPU raising memory errors, repairing its memory or failing is not the part: "
+               "its figures may be a failing GPU's (check nvidia-smi -q -d ECC,ROW_REMAPPER "
+               "and the kernel log for Xids)")
+        if severity == "info":
+            why = ("occasional corrected ECC errors are normal on HBM, and an application's "
+                   "Xid is that process's fault, not the GPU's: the figures stand (no row "
+                   "flagged); a rising count is worth watching (nvidia-smi -q -d ECC)")
+        found.append(Finding(severity, health.device,
+                             f"{health.device}: " + "; ".join(parts), why,
+                             _health_evidence(health) + rows))
     return found
 
 

@@ -49,8 +49,9 @@ FLAGS: dict[str, str] = {
     CONFIDENTIAL_COMPUTING: "confidential computing on: host-device copies go through "
                             "encrypted bounce buffers, so a host-link figure is that path's, "
                             "not the link's",
-    GPU_DEGRADED: "a GPU the row measured got worse while its job ran: new ECC errors, rows "
-                  "remapped or pages retired (or one pending), or a critical Xid event "
+    GPU_DEGRADED: "a GPU the row measured got worse while its job ran: new uncorrected ECC "
+                  "errors, rows remapped or pages retired (or one pending), or a hardware "
+                  "Xid event (not corrected ECC errors alone, nor an application's Xid) "
                   "(system.json's telemetry.health has the counts): the figure may be a "
                   "failing GPU's",
     CACHE_SERVED: "a GPU chase through memory no GPU cache should serve (lat_h2d's pinned "

@@ -411,13 +411,27 @@ HEALTH_COUNTS: tuple[str, ...] = (
 HEALTH_STATES: tuple[str, ...] = ("remap_pending", "remap_failure", "retired_pages_pending")
 
 
+VOLATILE_OF: dict[str, str] = {
+    "ecc_corrected_aggregate": "ecc_corrected_volatile",
+    "ecc_uncorrected_aggregate": "ecc_uncorrected_volatile",
+}
+"""Each aggregate ECC count and the volatile count of the same errors."""
+
+
 def health_changes(before: MemoryHealth | None, after: MemoryHealth | None) -> dict[str, int]:
     """What got worse between two readings: each count that rose, by how much, and each
-    state that turned on (as 1). Counts either reading lacks are left out."""
+    state that turned on (as 1). Counts either reading lacks are left out. An aggregate ECC
+    count is used only where its volatile count is None in either reading: the InfoROM
+    writes the aggregate lazily, so it can rise after the run for errors from before it,
+    while the volatile count says what happened since the driver loaded."""
     if before is None or after is None:
         return {}
     changes: dict[str, int] = {}
     for name in HEALTH_COUNTS:
+        volatile = VOLATILE_OF.get(name)
+        if volatile is not None and None not in (getattr(before, volatile),
+                                                 getattr(after, volatile)):
+            continue
         old, new = getattr(before, name), getattr(after, name)
         if old is not None and new is not None and new > old:
             changes[name] = new - old
@@ -425,6 +439,38 @@ def health_changes(before: MemoryHealth | None, after: MemoryHealth | None) -> d
         if getattr(after, name) and getattr(before, name) is False:
             changes[name] = 1
     return changes
+
+
+XID_HARDWARE: frozenset[int] = frozenset({
+    48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 140})
+"""Xids NVIDIA's Xid catalogue puts on the GPU, its memory or its links, not on a program:
+double-bit ECC (48), micro-controller breakpoint/halt (61, 62), row remap or page
+retirement recorded or failed (63, 64), NVLink (74), fallen off the bus (79), a high
+single-bit ECC rate (92), contained/uncontained ECC (94, 95), GSP RPC timeout and error
+(119, 120), C2C link (121), unrecovered ECC (140)."""
+XID_APPLICATION: frozenset[int] = frozenset({13, 31, 43, 45})
+"""Xids of one process's own fault: graphics engine exception (13), GPU memory page fault
+(31), GPU stopped processing a channel (43), preemptive cleanup of a torn-down context
+(45). bwprof's own kernel bug or another tenant's crash raises them on a healthy GPU."""
+
+
+def xid_kind(xid: int) -> str:
+    """'hardware', 'application' or 'unknown' (an Xid neither list holds)."""
+    return ("hardware" if xid in XID_HARDWARE else
+            "application" if xid in XID_APPLICATION else "unknown")
+
+
+CORRECTED_ONLY: frozenset[str] = frozenset({"ecc_corrected_volatile",
+                                            "ecc_corrected_aggregate"})
+"""Changes that alone do not degrade a GPU: occasional corrected single-bit errors are
+normal on HBM (a row remapped or a page retired for them is still a change)."""
+
+
+def degrades(changes: Mapping[str, int], xids: tuple[int, ...] | list[int] = ()) -> bool:
+    """Whether a GPU's changes and Xids mark the rows measured meanwhile `gpu_degraded`:
+    any change but corrected ECC errors, and any Xid but an application's."""
+    return (any(name not in CORRECTED_ONLY for name in changes)
+            or any(xid_kind(xid) != "application" for xid in xids))
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ THROTTLE_REASONS: dict[int, str] = {
 APPLICATIONS_CLOCKS = 0x2
 BENIGN_REASONS = 0x1 | 0x10 | 0x100
 """Idle, sync boost and display clocks say nothing about a sick box. Application clocks
-(0x2) are not among them: clocks held at an application clock set below the maximum
+(0x2) are not among them: clocks held at an application clock set below the default
 (`nvidia-smi -ac`) understate every figure, so the rows keep that reason and the findings
 say it (`bwprof.report.findings.clock_events`, `applications_clocks_lowered`)."""
 

@@ -34,6 +34,7 @@ NVLINK_VERSION_FROM_ENUM: dict[int, int] = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 
 
 # Fallbacks for constants, used only if an old pynvml lacks them (values from nvml.h).
 _CONSTANT_DEFAULTS: dict[str, int] = {
+    "NVML_CLOCK_GRAPHICS": 0,
     "NVML_CLOCK_SM": 1,
     "NVML_CLOCK_MEM": 2,
     "NVML_FEATURE_ENABLED": 1,
@@ -193,13 +194,19 @@ class Nvml:
 
     # -- the one query function ----------------------------------------------------------------
 
-    def query(self, function_name: str, *args: object, default: Any = None) -> Any:
+    def query(self, function_name: str, *args: object, default: Any = None,
+              unsupported: set[tuple[object, ...]] | None = None) -> Any:
         """Call `pynvml.<function_name>(*args)`; `default` when NVML cannot answer.
 
         Unsupported, missing (older driver or pynvml), refused and unknown errors all give
         `default`; each function name is logged once per process at INFO on logger
-        "bwprof.nvml". Bytes results are decoded to str.
+        "bwprof.nvml". Bytes results are decoded to str. With `unsupported` (one GPU's set,
+        kept by the caller), a call that answered NotSupported is remembered there by its
+        name and arguments after the handle, and not made again.
         """
+        key = (function_name, *args[1:])
+        if unsupported is not None and key in unsupported:
+            return default
         if not self.available():
             return default
         try:
@@ -213,6 +220,8 @@ class Nvml:
             kind = type(err).__name__
             if kind == "NVMLError_GpuIsLost" and args:
                 self._lost.add(id(args[0]))
+            if kind == "NVMLError_NotSupported" and unsupported is not None:
+                unsupported.add(key)
             if kind != "NVMLError_Timeout":  # an event wait that found no event: no failure
                 self._report(function_name, str(err) or kind, kind, default)
             return default
@@ -313,14 +322,19 @@ class Nvml:
 
     # -- health: memory errors and critical events ----------------------------------------------
 
-    def memory_health(self, handle: Any, aggregate: bool = True) -> dict[str, int | bool | None]:
+    def memory_health(self, handle: Any, aggregate: bool = True,
+                      unsupported: set[tuple[object, ...]] | None = None,
+                      ) -> dict[str, int | bool | None]:
         """The GPU memory's error and repair counts now: ECC errors (corrected and
         uncorrected, volatile since the driver loaded and, with `aggregate`, over the
         board's life), rows remapped (Ampere and newer) or, where the GPU has no row
         remapper, pages retired (Volta and older) and whether a remap or retirement waits
         for a reset. None for each count NVML does not give (ECC off, a GeForce:
-        NotSupported is normal) or was not asked for."""
-        q = self.query
+        NotSupported is normal) or was not asked for. `unsupported`: this GPU's calls that
+        answered NotSupported (see `query`), skipped and added to."""
+        def q(function_name: str, *args: object) -> Any:
+            return self.query(function_name, *args, unsupported=unsupported)
+
         counts: dict[str, int | bool | None] = {}
         for kind, error_type in (("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
                                  ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED")):
@@ -386,13 +400,19 @@ class Nvml:
     def free_event_set(self, event_set: Any) -> None:
         self.query("nvmlEventSetFree", event_set)
 
-    def applications_clocks(self, handle: Any) -> tuple[int | None, int | None]:
-        """The SM and memory application clocks in force (MHz; the clocks the GPU runs at
-        under load, capped by `nvidia-smi -ac`); None where NVML does not say."""
-        return (self.query("nvmlDeviceGetApplicationsClock", handle,
-                           self.constant("NVML_CLOCK_SM")),
-                self.query("nvmlDeviceGetApplicationsClock", handle,
-                           self.constant("NVML_CLOCK_MEM")))
+    def applications_clocks(self, handle: Any, default: bool = False,
+                            ) -> tuple[int | None, int | None]:
+        """The graphics and memory application clocks in force (MHz; the clocks the GPU runs
+        at under load, set with `nvidia-smi -ac MEM,GRAPHICS`), or with `default` the
+        board's default ones (what `nvidia-smi -rac` restores); None where NVML does not
+        say. Application clocks are per graphics and memory clock: the SM clock is asked
+        only where the graphics one is not given."""
+        function = ("nvmlDeviceGetDefaultApplicationsClock" if default
+                    else "nvmlDeviceGetApplicationsClock")
+        graphics = self.query(function, handle, self.constant("NVML_CLOCK_GRAPHICS"))
+        if graphics is None:
+            graphics = self.query(function, handle, self.constant("NVML_CLOCK_SM"))
+        return graphics, self.query(function, handle, self.constant("NVML_CLOCK_MEM"))
 
     def c2c_enabled(self, handle: Any) -> bool | None:
         """Whether the GPU reaches host memory over NVLink-C2C (Grace Hopper and later)
@@ -482,7 +502,8 @@ class Nvml:
         mig_mode, mig_slices = self.mig(handle)
         cc_mode = self.cc_mode()
         cc_memory = q("nvmlDeviceGetConfComputeMemSizeInfo", handle) if cc_mode else None
-        app_sm_mhz, app_mem_mhz = self.applications_clocks(handle)
+        app_graphics_mhz, app_mem_mhz = self.applications_clocks(handle)
+        default_graphics_mhz, default_mem_mhz = self.applications_clocks(handle, default=True)
 
         return {
             "name": q("nvmlDeviceGetName", handle),
@@ -498,10 +519,13 @@ class Nvml:
             "sm_clock_max_mhz": q(
                 "nvmlDeviceGetMaxClockInfo", handle, self.constant("NVML_CLOCK_SM")
             ),
-            # The clocks in force under load: below the maximum (`nvidia-smi -ac`) they
-            # hold every figure down, and the findings say so.
-            "applications_clock_sm_mhz": app_sm_mhz,
+            # The clocks in force under load and the board's defaults: many healthy parts
+            # ship a default below the maximum (A100 1095 of 1410 MHz); below the default
+            # (`nvidia-smi -ac`) they hold every figure down, and the findings say so.
+            "applications_clock_graphics_mhz": app_graphics_mhz,
             "applications_clock_mem_mhz": app_mem_mhz,
+            "default_applications_clock_graphics_mhz": default_graphics_mhz,
+            "default_applications_clock_mem_mhz": default_mem_mhz,
             "pcie_gen_current": q("nvmlDeviceGetCurrPcieLinkGeneration", handle),
             "pcie_gen_max": gen_max,
             "pcie_gen_max_system": gen_max_system,

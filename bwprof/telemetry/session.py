@@ -48,6 +48,20 @@ def follow_job(sampler: Sampler, job: Job, target: str) -> None:
     sampler.paused = target != "gpu"
 
 
+def job_gpus(job: Job, case: CaseSpec, labels: Sequence[str]) -> set[str] | None:
+    """The GPUs of `labels` a job uses (None: every GPU). A GPU case declares them
+    (`GpuCase.gpus`: its GPU and peer, every GPU for `h2d_all` or `one_to_all`); any other
+    case: its GPU and peer, every GPU for a job of no one GPU or a whole-node case with no
+    peer."""
+    declared = getattr(case, "gpus", None)
+    if callable(declared):
+        indices = [int(label[3:]) for label in labels if label[3:].isdigit()]
+        return {f"gpu{index}" for index in declared(job, indices)}
+    if job.device is None or (job.peer is None and case.whole_node):
+        return None
+    return {f"gpu{job.device}", *([] if job.peer is None else [f"gpu{job.peer}"])}
+
+
 class TelemetrySession:
     """Owns the sampler for a run; the runner tags jobs and has rows annotated through it."""
 
@@ -61,6 +75,7 @@ class TelemetrySession:
         self.health: HealthWatch | None = None
         self._gpu_job = False
         self._worse: frozenset[str] = frozenset()  # GPUs that got worse during the last job
+        self._job_gpus: set[str] | None = None  # the GPUs the last job used (None: all)
 
     @property
     def samples(self) -> list[dict[str, object]]:
@@ -86,14 +101,17 @@ class TelemetrySession:
         self._gpu_job = case.target == "gpu" and self.health is not None
         self._worse = frozenset()
         if self._gpu_job and self.health is not None:
-            self.health.poll()  # what changed between jobs is the run's, not this job's
+            self._job_gpus = job_gpus(job, case, self.reader.labels)
+            # What changed between jobs is the run's, not this job's; only the job's GPUs
+            # are read (one GPU's job on eight GPUs: an eighth of the NVML calls).
+            self.health.poll(self._job_gpus)
         self._job_start = self.sampler.now()
 
     def job_finished(self, job: Job) -> tuple[float, float]:
         self.sampler.untag()
         window = self._job_start, self.sampler.now()
         if self._gpu_job and self.health is not None:
-            self._worse = self.health.poll()
+            self._worse = self.health.poll(self._job_gpus)
         return window
 
     def flag_degraded(self, row: ResultRow) -> ResultRow:

@@ -476,32 +476,43 @@ def test_a_slow_pair_of_a_two_gpu_box_is_named_once():
 # -- a degraded GPU, and clocks held at lowered application clocks -------------------------------
 
 
-def _clocked(index, sm=1980, mem=3201):
-    return gpu(index, metadata={"sm_clock_max_mhz": 1980, "memory_clock_max_mhz": 3201,
-                                "applications_clock_sm_mhz": sm,
-                                "applications_clock_mem_mhz": mem})
+def _clocked(index, graphics=1095, mem=1215, default=(1095, 1215)):
+    """An A100-like GPU: its default application clocks (1095, 1215 MHz) below its maximum
+    SM clock (1410): a healthy board at its defaults."""
+    return gpu(index, metadata={"sm_clock_max_mhz": 1410, "memory_clock_max_mhz": 1215,
+                                "applications_clock_graphics_mhz": graphics,
+                                "applications_clock_mem_mhz": mem,
+                                "default_applications_clock_graphics_mhz": default[0],
+                                "default_applications_clock_mem_mhz": default[1]})
 
 
-def test_application_clocks_set_below_the_maximum_are_a_finding():
+# Catches: application clocks compared with the maximum, where many healthy parts ship a
+# default below it (A100 1095 of 1410 MHz): a false warning on every run of a healthy box
+def test_application_clocks_set_below_the_boards_default_are_a_finding():
     from bwprof.report.findings import applications_clocks_lowered
 
-    system = meta(gpus=gpus(_clocked(0), _clocked(1, sm=1410), _clocked(2, mem=2619),
-                            gpu(3, metadata={})))  # gpu3: NVML did not say
+    system = meta(gpus=gpus(_clocked(0), _clocked(1, graphics=900), _clocked(2, mem=1000),
+                            _clocked(3, default=(None, None)),  # default unknown: nothing
+                            _clocked(4, graphics=1410),  # above the default (-ac to max)
+                            gpu(5, metadata={})))  # gpu5: NVML did not say
     found = applications_clocks_lowered(system)
     assert [(f.device, f.evidence) for f in found] == [
-        ("gpu1", "SM 1410 MHz of 1980 MHz"), ("gpu2", "memory 2619 MHz of 3201 MHz")]
-    assert found[0].what == "application clocks set below the maximum"
+        ("gpu1", "graphics 900 MHz, default 1095 MHz"),
+        ("gpu2", "memory 1000 MHz, default 1215 MHz")]
+    assert found[0].what == ("application clocks set below the board's default "
+                             "(nvidia-smi -ac); nvidia-smi -rac restores them")
     assert {f.what for f in derive_findings(_frame(_gpu()), system)} >= {found[0].what}
 
 
 def test_clocks_held_at_application_clocks_are_not_hidden_as_benign():
-    rows = _frame(_gpu(counters={"throttle_reasons": "applications_clocks"}),
-                  _gpu(device="gpu1", counters={"throttle_reasons": "applications_clocks"}),
-                  _gpu(device="gpu2", counters={"throttle_reasons": "applications_clocks"}))
-    system = meta(gpus=gpus(_clocked(0, sm=1410), _clocked(1), gpu(2, metadata={})))
+    rows = _frame(*(_gpu(device=f"gpu{i}", counters={"throttle_reasons": "applications_clocks"})
+                    for i in range(4)))
+    system = meta(gpus=gpus(_clocked(0, graphics=900), _clocked(1), gpu(2, metadata={}),
+                            _clocked(3, default=(None, None))))
     found = {f.device: f for f in clock_events(rows, system)}
-    # Lowered (gpu0) or unknown (gpu2): said; at the maximum (gpu1) they hold nothing down.
-    assert sorted(found) == ["gpu0", "gpu2"]
+    # Lowered (gpu0) or unknown (gpu2, gpu3): said; at the board's default (gpu1, below
+    # the maximum) they hold nothing down.
+    assert sorted(found) == ["gpu0", "gpu2", "gpu3"]
     assert found["gpu0"].what == "clocks held down during measurement (applications_clocks)"
     assert "nvidia-smi -ac" in found["gpu0"].why
 
@@ -542,10 +553,48 @@ def test_a_gpu_that_got_worse_during_the_run_is_named_with_its_count():
     assert "4 row(s) measured meanwhile flagged gpu_degraded" in found["gpu1"].evidence
     assert found["gpu2"].what == ("gpu2: 1 new corrected ECC error, a row remap pending "
                                   "(applied at the next GPU reset) during the run")
-    assert found["gpu2"].severity == "warning"
+    assert found["gpu2"].severity == "warning"  # the remap; corrected errors alone: info
     assert found["gpu3"].what == "gpu3: 1 critical Xid event(s) (Xid 79) during the run"
     assert {f.what for f in derive_findings(_frame(_gpu()), system)} >= {
         f.what for f in found.values()}
+
+
+# Catches: a remap or retirement pending before the run worded "during the run"; one
+# corrected ECC error a warning; an application's Xid (a process's own fault) an error
+def test_a_gpus_health_is_worded_by_when_and_weighed_by_what():
+    from bwprof.report.findings import gpu_health
+
+    clean = {"ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 2,
+             "remap_pending": False, "remap_failure": False, "retired_pages_pending": False}
+    old = {**clean, "remap_pending": True}
+    system = meta(telemetry=TelemetryMeta(enabled=True, health=(
+        _health("gpu0", old, old),
+        _health("gpu1", clean, {**clean, "ecc_corrected_volatile": 3}),
+        _health("gpu2", clean, clean, xids=[13, 43]),
+        _health("gpu3", clean, clean, xids=[999]),
+        _health("gpu4", old, {**old, "ecc_uncorrected_volatile": 1, "remap_failure": True},
+                xids=[48, 31], flagged=2),
+        _health("gpu5", {**clean, "remap_pending": None}, old),
+    )))
+    found = {f.device: f for f in gpu_health(system)}
+    assert found["gpu0"].what == ("gpu0: a row remap pending (applied at the next GPU reset) "
+                                  "since before the run")
+    assert found["gpu0"].severity == "warning"
+    assert found["gpu1"].what == "gpu1: 1 new corrected ECC error during the run"
+    assert found["gpu1"].severity == "info" and "no row flagged" in found["gpu1"].why
+    assert found["gpu2"].what == ("gpu2: 2 application Xid event(s): a process on the GPU "
+                                  "faulted (Xid 13, Xid 43) during the run")
+    assert found["gpu2"].severity == "info"
+    assert found["gpu3"].what == ("gpu3: 1 Xid event(s) NVIDIA's catalogue does not place "
+                                  "(Xid 999) during the run")
+    assert found["gpu3"].severity == "warning"
+    assert found["gpu4"].what == (
+        "gpu4: 1 new uncorrected ECC error, 1 critical Xid event(s) (Xid 48), 1 application "
+        "Xid event(s): a process on the GPU faulted (Xid 31), row remapping failed (the GPU "
+        "needs service) during the run; a row remap pending (applied at the next GPU reset) "
+        "since before the run")
+    assert found["gpu4"].severity == "error"
+    assert found["gpu5"].what.endswith("at the end of the run")
 
 
 def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
@@ -599,8 +648,7 @@ def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
     assert {r.device for r in flagged} == {"gpu1"}
     assert len(flagged) < len([r for r in rows if r.device == "gpu1"])  # that job's only
     assert health is not None
-    assert [h.changes() for h in health] == [
-        {}, {"ecc_uncorrected_volatile": 3, "ecc_uncorrected_aggregate": 3}]
+    assert [h.changes() for h in health] == [{}, {"ecc_uncorrected_volatile": 3}]
     assert health[1].flagged_rows == len(flagged)
     frame = results_frame([replace(r, backend="cuda") for r in rows])
     assert frame.loc[frame["flags"].str.contains(GPU_DEGRADED), "device"].eq("gpu1").all()

@@ -58,7 +58,7 @@ def field_values(answers: dict[int, int | float]) -> Any:
 
 def h200_functions() -> dict[str, Any]:
     """One H200 SXM on a Gen5 x16 slot with 18 NVLink 4 links, CPUs 0-31,64-95 on node 1."""
-    mem, sm = pynvml.NVML_CLOCK_MEM, pynvml.NVML_CLOCK_SM
+    mem, sm, graphics = pynvml.NVML_CLOCK_MEM, pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS
 
     def handle_by_bus(bus_id: str) -> str:
         if bus_id != H200_BUS_ID:
@@ -89,7 +89,11 @@ def h200_functions() -> dict[str, Any]:
         "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(total=150754820096, free=0, used=0),
         "nvmlDeviceGetMemoryBusWidth": lambda h: 6016,  # as the H200 in tests/data reports
         "nvmlDeviceGetMaxClockInfo": lambda h, kind: {mem: 3201, sm: 1980}[kind],
-        "nvmlDeviceGetApplicationsClock": lambda h, kind: {mem: 3201, sm: 1980}[kind],
+        # An H200 ships its application clocks at the maximum: default = in force = max.
+        "nvmlDeviceGetApplicationsClock": lambda h, kind: {mem: 3201, graphics: 1980,
+                                                           sm: 1980}[kind],
+        "nvmlDeviceGetDefaultApplicationsClock": lambda h, kind: {mem: 3201, graphics: 1980,
+                                                                  sm: 1980}[kind],
         "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: 5,
         "nvmlDeviceGetGpuMaxPcieLinkGeneration": lambda h: 5,
         "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: 5,
@@ -128,18 +132,21 @@ ECC_KEYS = {  # nvmlDeviceGetTotalEccErrors's (error type, counter type): the fa
 
 def health_functions(config: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """NVML's health calls over `config` (handle: that GPU's dict), read live so a test can
-    raise a count mid-run. A GPU's dict may hold `ecc` (a dict by ECC_KEYS' names),
+    raise a count mid-run. A GPU's dict may hold `ecc` (a dict by ECC_KEYS' names; a name
+    left out answers NotSupported),
     `remapped` ([corrected, uncorrected, pending, failure]), `retired` ({cause: [pages]}),
     `retired_pending` (0 or 1), `xids` (Xid numbers queued for its event set: given, it
-    supports critical Xid events), `app_clocks` ({clock type: MHz}); what it lacks answers
-    NotSupported, as a GPU with ECC off or without that mechanism does."""
+    supports critical Xid events), `app_clocks` and `default_app_clocks` ({clock type: MHz};
+    a clock type left out answers NotSupported); what it lacks answers NotSupported, as a GPU
+    with ECC off or without that mechanism does."""
     def supported(gpu: dict[str, Any], key: str) -> Any:
         if key not in gpu:
             raise pynvml.NVMLError_NotSupported()
         return gpu[key]
 
     def ecc(handle: str, error_type: int, counter_type: int) -> int:
-        return int(supported(config[handle], "ecc")[ECC_KEYS[(error_type, counter_type)]])
+        return int(supported(supported(config[handle], "ecc"),
+                             ECC_KEYS[(error_type, counter_type)]))
 
     def event_types(handle: str) -> int:
         supported(config[handle], "xids")
@@ -180,7 +187,9 @@ def health_functions(config: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nvmlEventSetWait": wait,
         "nvmlEventSetFree": free,
         "nvmlDeviceGetApplicationsClock": lambda h, kind: supported(
-            config[h], "app_clocks")[kind],
+            supported(config[h], "app_clocks"), kind),
+        "nvmlDeviceGetDefaultApplicationsClock": lambda h, kind: supported(
+            supported(config[h], "default_app_clocks"), kind),
         "event_sets": event_sets,
     }
 

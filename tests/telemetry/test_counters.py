@@ -125,7 +125,7 @@ def test_throttle_names():
     assert throttle_names(0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400) == (
         "sw_power_cap|hw_slowdown|sw_thermal|hw_thermal|hw_power_brake|board_limit|reliability")
     assert throttle_names(0x1 | 0x10 | 0x100) == ""
-    # Clocks held at application clocks are kept: set below the maximum they hold every
+    # Clocks held at application clocks are kept: set below the default they hold every
     # figure down (the findings judge them against system.json's application clocks).
     assert throttle_names(0x1 | 0x2 | 0x10 | 0x100) == "applications_clocks"
     # A reason newer than the table is shown, not dropped (so it still makes a finding).

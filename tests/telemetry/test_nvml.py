@@ -199,8 +199,10 @@ def test_h200_metadata_has_every_field_and_matching_peaks(h200) -> None:
         "memory_bus_width_bits": 6016,
         "memory_clock_max_mhz": 3201,
         "sm_clock_max_mhz": 1980,
-        "applications_clock_sm_mhz": 1980,  # at the maximum: nothing held down
+        "applications_clock_graphics_mhz": 1980,  # at the default: nothing held down
         "applications_clock_mem_mhz": 3201,
+        "default_applications_clock_graphics_mhz": 1980,
+        "default_applications_clock_mem_mhz": 3201,
         "pcie_gen_current": 5,
         "pcie_gen_max": 5,
         "pcie_gen_max_system": 5,
@@ -542,9 +544,19 @@ def test_a_gpu_without_xid_events_gets_no_event_set_and_none_is_left_allocated()
     assert [s["freed"] for s in fake.event_sets] == [True]
 
 
-def test_applications_clocks_are_read_per_clock_type() -> None:
-    clocks = {pynvml.NVML_CLOCK_SM: 1410, pynvml.NVML_CLOCK_MEM: 3201}
-    nvml, _, handle = _health_nvml(app_clocks=clocks)
-    assert nvml.applications_clocks(handle) == (1410, 3201)
+# Catches: the application clock asked as NVML_CLOCK_SM where application clocks are per
+# graphics and memory clock (nvidia-smi -ac MEM,GRAPHICS), and no default recorded
+def test_applications_clocks_are_read_per_graphics_and_memory_clock() -> None:
+    graphics, sm, mem = pynvml.NVML_CLOCK_GRAPHICS, pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+    nvml, fake, handle = _health_nvml(app_clocks={graphics: 1005, sm: 1410, mem: 1215},
+                                      default_app_clocks={graphics: 1095, mem: 1215})
+    assert nvml.applications_clocks(handle) == (1005, 1215)
+    assert nvml.applications_clocks(handle, default=True) == (1095, 1215)
+    asked = [args[1] for name, args in fake.calls if name == "nvmlDeviceGetApplicationsClock"]
+    assert asked == [graphics, mem]  # the SM clock only where graphics is not given
+    # A driver that answers only for the SM clock: its figure stands in for graphics.
+    nvml, _, handle = _health_nvml(app_clocks={sm: 1410, mem: 1215})
+    assert nvml.applications_clocks(handle) == (1410, 1215)
     nvml, _, handle = _health_nvml()
     assert nvml.applications_clocks(handle) == (None, None)
+    assert nvml.applications_clocks(handle, default=True) == (None, None)

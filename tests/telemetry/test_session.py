@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from bwprof.cases import get_case
+from bwprof.casespec import CaseSpec
 from bwprof.measurement import Job
+from bwprof.telemetry.health import HealthWatch
 from bwprof.telemetry.sampler import Sampler
 from bwprof.telemetry.session import follow_job
 from tests.telemetry.test_sampler import FakeTime
@@ -56,3 +60,35 @@ def test_a_row_into_one_gpu_gets_that_gpus_counters():
     assert counters.get("telemetry_samples") == 8
     assert counters.get("nvlink_rx_mibps_mean") == 1000.0
     assert counters.get("counter_gbps") == pytest.approx(1000 * (1 << 20) / 1e9)
+
+
+# Catches: every health poll around a job reading every GPU, though the job uses one (on
+# eight GPUs, 8x the NVML calls of a one-GPU job)
+def test_a_jobs_health_polls_read_only_the_gpus_it_uses():
+    from bwprof.telemetry.counters import CounterReader
+    from bwprof.telemetry.nvml import Nvml
+    from bwprof.telemetry.session import TelemetrySession, job_gpus
+    from tests.telemetry.fakes import counter_pynvml
+
+    buses = ("00000000:1B:00.0", "00000000:1C:00.0", "00000000:1D:00.0")
+    ecc = {"corrected_volatile": 0, "uncorrected_volatile": 0}
+    fake = counter_pynvml({bus: {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]} for bus in buses})
+    reader = CounterReader(Nvml(fake), [(f"gpu{i}", bus) for i, bus in enumerate(buses)])
+    session = TelemetrySession(reader, interval_s=10.0)
+    session.health = HealthWatch(reader.nvml, reader.handles())
+    every = {"gpu0", "gpu1", "gpu2"}
+    for job, expected in [(Job("h2d_pinned", 1 << 20, device=1), {"gpu1"}),
+                          (Job("p2p_copy", 1 << 20, device=0, peer=2), {"gpu0", "gpu2"}),
+                          (Job("one_to_all", 1 << 20, device=0, streams=2), every),
+                          (Job("h2d_all", 1 << 20), every)]:
+        case = get_case(job.case)
+        assert job_gpus(job, case, ["gpu0", "gpu1", "gpu2"]) == expected, job.case
+        plain = CaseSpec(**{f.name: getattr(case, f.name) for f in fields(CaseSpec)})
+        assert (job_gpus(job, plain, ["gpu0", "gpu1", "gpu2"]) or every) == expected
+        asked = len(fake.calls)
+        session.job_started(job, case)
+        session.job_finished(job)
+        read = {f"gpu{str(args[0])[1:]}" for name, args in fake.calls[asked:]
+                if name == "nvmlDeviceGetTotalEccErrors"}
+        assert read == expected, job.case
+    session.sampler.stop()
