@@ -274,3 +274,19 @@ def test_the_described_h200_machines_keep_their_link_sum(name, links) -> None:
     assert len(devices) == links
     ceiling = host_ceiling(devices)
     assert ceiling.gbps == pytest.approx(links * GEN5_X16) and ceiling.note == ""
+
+
+# Catches: the lent H200 box's shape placing its GPU at 00:05.0 where the run stored from
+# that box (tests/data/h200-quick) found it at 00:06.0
+def test_the_h200_box_shape_places_its_gpu_where_the_stored_run_found_it() -> None:
+    import json
+
+    from tests.shapes import shape
+
+    stored = json.loads((Path(__file__).parent / "data" / "h200-quick" / "system.json")
+                        .read_text())
+    (found,) = [d["properties"]["pci_bus_id"] for d in stored["gpus"]["devices"]]
+    (described,) = shape("h200-box").gpus
+    assert same_device(described.properties.pci_bus_id, found)
+    path = PciePath.from_json(described.metadata["pcie_path"])
+    assert path is not None and same_device(path.ports[-1].bdf, found)
