@@ -464,7 +464,9 @@ def test_gpu_health_answers_or_says_not_supported_and_is_recorded(real_gpu, devi
     import time
 
     from bwprof.schema import flags
+    from bwprof.schema.meta import degrades
     from bwprof.telemetry import nvml
+    from bwprof.telemetry.health import HealthWatch
 
     health = device_run.meta.telemetry.health
     assert health, device_run.meta.telemetry
@@ -478,8 +480,8 @@ def test_gpu_health_answers_or_says_not_supported_and_is_recorded(real_gpu, devi
             if gpus[gpu.device].properties.compute_capability >= (8, 0):  # row remapper
                 assert gpu.after.remap_pending is not None, gpu
     degraded = device_run.results["flags"].fillna("").str.contains(flags.GPU_DEGRADED)
-    if degraded.any():
-        assert any(gpu.changes() or gpu.xid_events for gpu in health), health
+    if degraded.any():  # only for what degrades: not corrected errors alone, nor app Xids
+        assert any(degrades(gpu.changes(), gpu.xid_events or ()) for gpu in health), health
     session = nvml.get_nvml()
     handle = session.handle_by_pci_bus_id(gpus["gpu0"].properties.pci_bus_id)
     begin = time.perf_counter()
@@ -492,14 +494,35 @@ def test_gpu_health_answers_or_says_not_supported_and_is_recorded(real_gpu, devi
     print("health poll", f"{spent * 1e3:.2f} ms", counts, "xid set", events is not None, xids)
     assert isinstance(xids, list)
     assert spent < HEALTH_POLL_S + 0.005  # the poll plus creating and registering the set
-    sm, mem = session.applications_clocks(handle)
+    # bwprof's own poll of one GPU: on a daemon thread, calls that said NotSupported skipped.
+    watch = HealthWatch(session, [("gpu0", handle)])
+    begin = time.perf_counter()
+    assert watch.poll({"gpu0"}) == frozenset()
+    spent = time.perf_counter() - begin
+    watch.finish()
+    print("HealthWatch.poll", f"{spent * 1e3:.2f} ms")
+    assert spent < HEALTH_POLL_S + 0.005  # the poll plus starting and joining its thread
+    # Application clocks are per graphics and memory clock (nvidia-smi -ac MEM,GRAPHICS):
+    # asked as NVML_CLOCK_SM an H200 may answer None, and None == None proves nothing.
+    graphics, mem = session.applications_clocks(handle)
+    default_graphics, default_mem = session.applications_clocks(handle, default=True)
     info = gpus["gpu0"].metadata
-    print("applications clocks", sm, mem, "max", info.get("sm_clock_max_mhz"),
-          info.get("memory_clock_max_mhz"))
-    assert (sm, mem) == (info.get("applications_clock_sm_mhz"),
-                         info.get("applications_clock_mem_mhz"))
-    if sm is not None and info.get("sm_clock_max_mhz"):
-        assert 0 < sm <= info["sm_clock_max_mhz"]
+    print("applications clocks", graphics, mem, "default", default_graphics, default_mem,
+          "max", info.get("sm_clock_max_mhz"), info.get("memory_clock_max_mhz"))
+    if "H200" in str(info.get("name")):
+        assert None not in (graphics, mem, default_graphics, default_mem), info
+    assert (graphics, mem, default_graphics, default_mem) == (
+        info.get("applications_clock_graphics_mhz"), info.get("applications_clock_mem_mhz"),
+        info.get("default_applications_clock_graphics_mhz"),
+        info.get("default_applications_clock_mem_mhz"))
+    if graphics is not None and info.get("sm_clock_max_mhz"):
+        assert 0 < graphics <= info["sm_clock_max_mhz"]
+    # The finding fires exactly where a clock is set below the board's default.
+    lowered = any(now is not None and board is not None and now < board
+                  for now, board in ((graphics, default_graphics), (mem, default_mem)))
+    what = device_run.findings.get("what", [])
+    found = [text for text in what if str(text).startswith("application clocks set below")]
+    assert bool(found) is lowered, found
 
 
 # -- latency (issue 19) ----------------------------------------------------------------------
