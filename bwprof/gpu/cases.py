@@ -18,16 +18,28 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from bwprof.casespec import ByteConvention, CaseSpec
 from bwprof.costs import Cost
-from bwprof.gpu import compute, cost, hbm, latency, matrices, overlap, smcopy, transfers
-from bwprof.gpu.devices import GpuDevice
-from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, Footprint
+from bwprof.gpu import layout
 from bwprof.gpu.kernel_params import DOT_BLOCKS
+from bwprof.lazyref import Refs
 from bwprof.measurement import Job, Measurement
 
 if TYPE_CHECKING:
+    from bwprof.gpu.devices import GpuDevice
+    from bwprof.gpu.job import CaseRun, Footprint
     from bwprof.plan import Plan
 
 _T = TypeVar("_T")
+
+# The functions the table names, each imported when first called: the table is declared, and
+# the catalogue read, without loading the measuring code.
+compute = Refs("bwprof.gpu.compute")
+cost = Refs("bwprof.gpu.cost")
+hbm = Refs("bwprof.gpu.hbm")
+latency = Refs("bwprof.gpu.latency")
+matrices = Refs("bwprof.gpu.matrices")
+overlap = Refs("bwprof.gpu.overlap")
+smcopy = Refs("bwprof.gpu.smcopy")
+transfers = Refs("bwprof.gpu.transfers")
 
 P2P_MATRIX_BYTES = 256 << 20
 """The size every pair of the P2P matrix is measured at (the largest transfer size up to it)."""
@@ -62,8 +74,8 @@ class Planner(Protocol):
 
 
 Expand = Callable[["GpuCase", Planner, "Plan"], list[Job]]
-Needs = Callable[["GpuCase", Job], Footprint]
-Run = Callable[[CaseRun], list[Measurement]]
+Needs = Callable[["GpuCase", Job], "Footprint"]
+Run = Callable[["CaseRun"], list[Measurement]]
 Costs = Callable[["GpuCase", Job, Planner, "Plan"], Cost]
 Uses = Callable[[Job, Sequence[int]], list[int]]
 
@@ -248,6 +260,8 @@ def hbm_largest(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """One job per device at the overlap size: 256 MiB, halved until its buffers fit."""
+    from bwprof.gpu.job import DEVICE_MEMORY_SHARE
+
     jobs = []
     for device in model_devices(plan, planner):
         size, note = overlap.overlap_size(len(case.directions),
@@ -264,9 +278,11 @@ def pageable_overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[J
 
 
 def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    from bwprof.gpu.overlap import PIPELINE_STREAMS
+
     return [Job(case.key, size_bytes=chunk, device=d.index, streams=streams)
             for d in model_devices(plan, planner) for chunk in plan.pipeline_chunks
-            for streams in overlap.PIPELINE_STREAMS]
+            for streams in PIPELINE_STREAMS]
 
 
 def latency_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -299,7 +315,9 @@ def latency_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 
 def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    return [Job(case.key, size_bytes=latency.MEMCPY_BYTES, device=d.index)
+    from bwprof.gpu.latency import MEMCPY_BYTES
+
+    return [Job(case.key, size_bytes=MEMCPY_BYTES, device=d.index)
             for d in planner.devices]
 
 
@@ -307,11 +325,15 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Each device, each dtype, the preset's matrix orders whose three matrices fit in the
     device's memory share; the largest that fits says where memory cut the sweep short, and
     the run stops each sweep earlier where its figure plateaus (`compute.sweep_done`)."""
+    from bwprof.gpu.compute import GEMM_SIZES
+    from bwprof.gpu.job import DEVICE_MEMORY_SHARE
+    from bwprof.gpu.matrices import GEMM_DTYPES
+
     jobs = []
     for index, device in enumerate(planner.devices):
         budget = DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
-        for dtype in matrices.GEMM_DTYPES:
-            orders = compute.GEMM_SIZES.get(plan.preset, compute.GEMM_SIZES["standard"])
+        for dtype in GEMM_DTYPES:
+            orders = GEMM_SIZES.get(plan.preset, GEMM_SIZES["standard"])
             item = matrices.itemsize(dtype)
             fitting = [n for n in orders if 3 * n * n * item <= budget] or [orders[0]]
             note = (f"sweep stops at n = {fitting[-1]}: three {orders[-1]}^2 {dtype} "
@@ -323,8 +345,10 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 
 def each_device_each_fma_dtype(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
+    from bwprof.gpu.compute import FMA_DTYPES
+
     return [Job(case.key, size_bytes=8 * compute.fma_threads(d), device=d.index, dtype=dtype)
-            for d in planner.devices for dtype in compute.FMA_DTYPES]
+            for d in planner.devices for dtype in FMA_DTYPES]
 
 
 # -- what a job allocates -------------------------------------------------------------------------
@@ -334,6 +358,8 @@ def buffers(device: int = 1, host: int = 1) -> Needs:
     """A job holding `device` buffers of its size on each GPU it uses, and `host` buffers of
     its size in host memory for each of them."""
     def needs(case: GpuCase, job: Job) -> Footprint:
+        from bwprof.gpu.job import Footprint
+
         size = job.size_bytes or 0
         return Footprint(device * size, host * size)
     return needs
@@ -343,11 +369,15 @@ def peer_buffers(per_peer: int) -> Needs:
     """A pattern job: `per_peer` device buffers of its size for each peer (`Job.streams`) on
     the GPU that holds the most (the one GPU of one_to_all, every GPU of all pairs)."""
     def needs(case: GpuCase, job: Job) -> Footprint:
+        from bwprof.gpu.job import Footprint
+
         return Footprint(per_peer * (job.streams or 1) * (job.size_bytes or 0), 0)
     return needs
 
 
 def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
+    from bwprof.gpu.job import Footprint
+
     size = job.size_bytes or 0
     return Footprint(overlap.device_bytes_needed(len(case.directions), size),
                      len(case.directions) * size)
@@ -355,6 +385,8 @@ def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
 
 def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
     """Chunk buffers in and out per stream; pinned in and out, the inputs and their gold."""
+    from bwprof.gpu.job import Footprint
+
     size = job.size_bytes or 0
     return Footprint(overlap.pipeline_device_bytes(size, job.streams or 1),
                      4 * overlap.pipeline_total_bytes(size))
@@ -363,8 +395,11 @@ def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
 def stream_arrays(case: GpuCase, job: Job) -> Footprint:
     """Three arrays and the dot's partial sums on the GPU; the arrays again on the host, where
     they are checked."""
+    from bwprof.gpu.hbm import ELEMENT_BYTES
+    from bwprof.gpu.job import Footprint
+
     size = job.size_bytes or 0
-    return Footprint(3 * size + DOT_BLOCKS * hbm.ELEMENT_BYTES, 3 * size)
+    return Footprint(3 * size + DOT_BLOCKS * ELEMENT_BYTES, 3 * size)
 
 
 def chase_buffers(device: int, host: int, extra_host: int = 0) -> Needs:
@@ -372,8 +407,11 @@ def chase_buffers(device: int, host: int, extra_host: int = 0) -> Needs:
     `host` of them in host memory (the links built there, pinned memory it chases), and
     `extra_host` bytes more there (lat_h2d's small in-order chain)."""
     def needs(case: GpuCase, job: Job) -> Footprint:
+        from bwprof.gpu.job import Footprint
+        from bwprof.gpu.latency import STATE_BYTES
+
         size = job.size_bytes or 0
-        return Footprint(device * size + latency.STATE_BYTES, host * size + extra_host)
+        return Footprint(device * size + STATE_BYTES, host * size + extra_host)
     return needs
 
 
@@ -464,11 +502,11 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("p2p_copy", "GPU i to GPU j for every ordered pair, peer access on",
          "hbm", "p2p", "copy", run=transfers.peer, expand=ordered_pairs,
          needs=buffers(1, 0), min_gpus=2, whole_node=True, window="matrix",
-         pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1, headline=True),
+         pair_slots=layout.ONE_WAY_PAIR_SLOTS, copied=1, headline=True),
     _gpu("p2p_bidir", "GPU i to GPU j and j to i at once for every pair, peer access on",
          "hbm", "both", "copy", run=transfers.peer, expand=unordered_pairs,
          needs=buffers(2, 0), min_gpus=2, whole_node=True, both_ways=True,
-         pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS, copied=1),
+         pair_slots=layout.BOTH_WAYS_PAIR_SLOTS, copied=1),
     # SM-driven copies beside the copy engine's (bwprof.gpu.smcopy), and the peer read.
     _gpu("h2d_sm", "host-to-device copy by an SM kernel reading pinned host memory mapped "
          "into the device", "pinned", "h2d", "copy", run=smcopy.host_sm, copied=1),
@@ -480,19 +518,19 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("p2p_read", "GPU i to GPU j for every ordered pair, the copy engine pulling: the "
          "copy issued on GPU j", "hbm", "p2p", "copy", run=smcopy.peer_read,
          expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
-         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+         window="matrix", pair_slots=layout.ONE_WAY_PAIR_SLOTS, copied=1),
     _gpu("p2p_read_sm", "GPU i to GPU j for every ordered pair by an SM kernel on GPU j "
          "reading GPU i's memory", "hbm", "p2p", "copy", run=smcopy.peer_read_sm,
          expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
-         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+         window="matrix", pair_slots=layout.ONE_WAY_PAIR_SLOTS, copied=1),
     _gpu("p2p_write_sm", "GPU i to GPU j for every ordered pair by an SM kernel on GPU i "
          "writing GPU j's memory", "hbm", "p2p", "copy", run=smcopy.peer_write_sm,
          expand=ordered_pairs, needs=buffers(1, 0), min_gpus=2, whole_node=True,
-         window="matrix", pair_slots=transfers.ONE_WAY_PAIR_SLOTS, copied=1),
+         window="matrix", pair_slots=layout.ONE_WAY_PAIR_SLOTS, copied=1),
     _gpu("p2p_bidir_sm", "GPU i to GPU j and j to i at once for every pair, each by an SM "
          "kernel on its source writing the peer", "hbm", "both", "copy",
          run=smcopy.peer_write_sm, expand=unordered_pairs, needs=buffers(2, 0), min_gpus=2,
-         whole_node=True, both_ways=True, pair_slots=transfers.BOTH_WAYS_PAIR_SLOTS,
+         whole_node=True, both_ways=True, pair_slots=layout.BOTH_WAYS_PAIR_SLOTS,
          copied=1),
     _overlap("overlap_h2d_compute", "pinned host-to-device copy and a compute kernel at once",
              "pinned", ("h2d",)),
@@ -512,22 +550,22 @@ GPU_CASES: tuple[GpuCase, ...] = (
     _gpu("lat_gpu_loaded", "HBM load latency while a STREAM copy on the other SMs loads HBM "
          "at several intensities", "hbm", "within", "copy", run=latency.loaded,
          expand=latency_under_load, needs=chase_buffers(3, 2), window="none",
-         metric="latency", costs=cost.chase, phases=len(latency.LOAD_FRACTIONS)),
+         metric="latency", costs=cost.chase, phases=len(layout.LOAD_FRACTIONS)),
     _gpu("lat_h2d", "load latency of a GPU thread chasing through pinned host memory (PCIe or "
          "C2C round trip): 2 MiB in 128-byte steps as nvbandwidth's host_device_latency_sm, "
          "then a random set >= 4x L2 (phase random_tlb, TLB misses included)", "pinned",
          "h2d", "copy", run=latency.host, expand=latency_beyond_l2,
-         needs=chase_buffers(0, 3, latency.H2D_STRIDE_BYTES), window="none",
+         needs=chase_buffers(0, 3, layout.H2D_STRIDE_BYTES), window="none",
          metric="latency", costs=cost.chase, phases=2),
     _gpu("lat_p2p", "load latency of a GPU thread chasing through a peer GPU's memory, every "
          "ordered pair", "hbm", "p2p", "copy", run=latency.peer, expand=latency_pairs,
          needs=chase_buffers(1, 2), min_gpus=2, whole_node=True, window="none",
-         metric="latency", pair_slots=latency.PAIR_SLOTS, costs=cost.chase),
+         metric="latency", pair_slots=layout.LATENCY_PAIR_SLOTS, costs=cost.chase),
     _gpu("lat_memcpy", "latency of a 16-byte cudaMemcpyAsync (one int4, as cuda-samples' "
          "p2pBandwidthLatencyTest) host-to-device, device-to-host and device-to-device",
          "pinned", "h2d+d2h+within", "copy", run=latency.memcpy,
          expand=each_device_small_copy, needs=buffers(4, 2), window="none",
-         metric="latency", phases=len(latency.MEMCPY_DIRECTIONS)),
+         metric="latency", phases=len(layout.MEMCPY_DIRECTIONS)),
     # compute ceilings (the roofline's flat side)
     _gpu("gemm_gpu", "square matrix multiply per GPU through cuBLAS (cublasGemmEx via CuPy): "
          "fp64, fp32, tf32, fp16, bf16, a size sweep (TFLOP/s)", "hbm", "within", "traffic",

@@ -46,12 +46,21 @@ from bwprof.gpu.kernel_params import (
     STATE_POSITION,
     STATE_SLOTS,
 )
+from bwprof.gpu.layout import (
+    CHAIN_SLOT,
+    H2D_STRIDE_BYTES,
+    LOAD_DST_SLOT,
+    LOAD_FRACTIONS,
+    LOAD_SRC_SLOT,
+    MEMCPY_DIRECTIONS,
+    STATE_SLOT,
+)
 from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
 from bwprof.gpu.transfers import HostEnd, enable_peers
 from bwprof.measurement import Measurement, NotRun, join_notes
 from bwprof.rules import CACHE_MULTIPLE, FIRST_WORKING_SET_BYTES, next_power_of_two, working_sets
 from bwprof.schema.flags import CACHE_SERVED
-from bwprof.units import KiB, MiB, format_bytes
+from bwprof.units import KiB, format_bytes
 
 if TYPE_CHECKING:
     from bwprof.chain import Cycle, Stride  # imports Numba: loaded where a chase is built
@@ -73,13 +82,6 @@ PROBE_STEPS = 1_024
 WARM_CAP_S = 0.25
 """Warm-up: one lap of the chain, capped at this long for huge (HBM- or host-sized) sets."""
 STATE_BYTES = STATE_SLOTS * CHAIN_ELEMENT_BYTES
-CHAIN_SLOT, STATE_SLOT, LOAD_SRC_SLOT, LOAD_DST_SLOT = 0, 1, 2, 3
-PAIR_SLOTS = ((STATE_SLOT,), (CHAIN_SLOT,))
-"""lat_p2p: the chasing GPU holds the state, the peer the chain."""
-
-LOAD_FRACTIONS = (0.0, 1 / 8, 1 / 4, 1 / 2, 1.0)
-"""lat_gpu_loaded's intensities: the share of (all SMs but one) whose worth of blocks the
-load kernel launches; 0 is the chase alone."""
 LOAD_THREADS = 256
 LOAD_BLOCKS_PER_SM = 4
 """Blocks of LOAD_THREADS per SM's worth: 1024 threads, half an H100/H200 SM's 2048, so even
@@ -93,12 +95,7 @@ FALLBACK_PEAK_GBPS = 10_000.0
 MEMCPY_BYTES = 16
 """lat_memcpy's copy: one int4, as cuda-samples' p2pBandwidthLatencyTest times its latency
 matrix (`numElems = 4; // perform 1-int4 transfer`)."""
-MEMCPY_DIRECTIONS = ("h2d", "d2h", "within")
 
-H2D_STRIDE_BYTES = 2 * MiB
-"""lat_h2d's headline chain: nvbandwidth's host_device_latency_sm buffer (2 MiB of pinned
-host memory, a node every 128 bytes, walked in address order): its pages stay in the GPU's
-TLB, so a load is the link's round trip."""
 H2D_STRIDE_PHASE = ""
 """lat_h2d's headline row (nvbandwidth's method) has no phase, as a one-row case's."""
 H2D_METHOD_NOTE = (

@@ -280,14 +280,6 @@ def p2p_peak(a: GpuDevice, b: GpuDevice) -> float | None:
     return None
 
 
-ONE_WAY_PAIR_SLOTS = ((0,), (1,))
-BOTH_WAYS_PAIR_SLOTS = ((0, 3), (1, 2))
-"""Device buffer slots a pair job uses on (its first GPU, its second): a path from slot s reads
-slot s on its source and writes slot s + 1 on its target; both ways at once, the way back
-starts at slot 2. A GPU is source in one pair and target in the next, so the executor drops the
-slots of its other role before each pair: it never holds more than the job needs."""
-
-
 def enable_peers(backend: Any, *pairs: tuple[GpuDevice, GpuDevice]) -> None:
     """Peer access on for each (from, to) pair, or NotRun("skipped") saying which pair
     refused and why: a GPU-to-GPU job cannot run without it."""

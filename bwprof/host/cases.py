@@ -16,12 +16,17 @@ from typing import TYPE_CHECKING
 
 from bwprof.casespec import CaseSpec
 from bwprof.costs import Cost
-from bwprof.host import gemm, latency
-from bwprof.host.facts import HostFacts
+from bwprof.lazyref import Refs
 from bwprof.measurement import Job, Measurement, NotRun
 
 if TYPE_CHECKING:
+    from bwprof.host.facts import HostFacts
     from bwprof.plan import Plan
+
+# The functions the table names, each imported when first called (the catalogue loads no
+# measuring code).
+gemm = Refs("bwprof.host.gemm")
+latency = Refs("bwprof.host.latency")
 
 
 @dataclass(frozen=True)
@@ -37,10 +42,10 @@ class HostCaseRun:
     the next case starts and when the executor closes."""
 
 
-Expand = Callable[["HostCase", HostFacts, "Plan"], list[Job]]
-Unavailable = Callable[["HostCase", HostFacts], NotRun | None]
+Expand = Callable[["HostCase", "HostFacts", "Plan"], list[Job]]
+Unavailable = Callable[["HostCase", "HostFacts"], NotRun | None]
 Run = Callable[[HostCaseRun], list[Measurement]]
-Costs = Callable[[Job, "Plan", HostFacts, "Job | None"], Cost]
+Costs = Callable[[Job, "Plan", "HostFacts", "Job | None"], Cost]
 """What one job costs (`bwprof.costs`), given the job run just before it on the host."""
 
 
