@@ -4,6 +4,7 @@ and no module imports a layer above its own except the exceptions listed here.""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -69,3 +70,122 @@ def test_reading_a_saved_folder_loads_no_measuring_code(tmp_path: Path) -> None:
     assert "bwprof.report.runfolder" in result["modules"]  # the folders were read here
     loaded = [name for name in result["modules"] if _measuring(name)]
     assert loaded == [], f"reading a saved folder imported {loaded}"
+
+
+# -- the import graph -----------------------------------------------------------------------
+
+PACKAGE = Path(__file__).parent.parent / "bwprof"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(test)
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool,
+             top_level: bool) -> list[tuple[str, list[str]]]:
+    """(module imported from, names) of each import statement: those run when the module is
+    imported (`top_level`), or every one in it; never those under `if TYPE_CHECKING:`."""
+    found: list[tuple[str, list[str]]] = []
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and _type_checking(node.test):
+                visit(node.orelse)
+            elif isinstance(node, ast.Import):
+                found.extend((alias.name, []) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = module.split(".") if is_package else module.split(".")[:-1]
+                    package = package[:len(package) - node.level + 1]
+                    base = ".".join([*package, *([node.module] if node.module else [])])
+                found.append((base, [alias.name for alias in node.names]))
+            elif top_level and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.Lambda)):
+                continue
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    for inner in getattr(node, field, None) or ():
+                        if isinstance(inner, ast.stmt):
+                            visit([inner])
+                        elif isinstance(inner, (ast.ExceptHandler, ast.match_case)):
+                            visit(inner.body)
+
+    visit(tree.body)
+    return found
+
+
+def import_graph(top_level: bool) -> dict[str, set[str]]:
+    """Each bwprof module and the bwprof modules it imports (`from bwprof import costs`
+    imports bwprof.costs, not the package's `__init__`)."""
+    paths = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        deps: set[str] = set()
+        for base, names in _imports(tree, name, path.name == "__init__.py", top_level):
+            submodules = {f"{base}.{n}" for n in names} & paths.keys()
+            if submodules:
+                deps |= submodules
+            elif base in paths:
+                deps.add(base)
+        graph[name] = deps - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: each strongly connected set of two or more modules, sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in index:
+                connect(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(found)
+
+
+def test_cycles_finds_a_circle_and_nothing_else() -> None:
+    graph = {"plan": {"cases"}, "cases": {"gpu.cases"}, "gpu.cases": {"plan", "units"},
+             "units": set(), "verdict": {"report"}, "report": {"verdict"}}
+    assert cycles(graph) == [["cases", "gpu.cases", "plan"], ["report", "verdict"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_what_a_module_imports_at_its_top() -> None:
+    graph = import_graph(top_level=True)
+    assert "bwprof.cases" in graph["bwprof.plan"]
+    assert "bwprof.costs" in graph["bwprof.gpu.cost"]  # from bwprof import costs
+    assert "bwprof.plan" not in graph["bwprof.gpu.cases"]  # under TYPE_CHECKING
+    assert "bwprof.gpu.job" not in graph["bwprof.gpu.cases"]  # inside functions
+    assert "bwprof.gpu.job" in import_graph(top_level=False)["bwprof.gpu.cases"]
+
+
+def test_no_import_circles() -> None:
+    """No module imports, at its top, one that imports it back (however far round)."""
+    assert cycles(import_graph(top_level=True)) == []
