@@ -20,12 +20,13 @@ from bwprof.casespec import ByteConvention, CaseSpec
 from bwprof.costs import Cost
 from bwprof.gpu import layout
 from bwprof.gpu.kernel_params import DOT_BLOCKS
+from bwprof.gpu.layout import Footprint
 from bwprof.lazyref import Refs
 from bwprof.measurement import Job, Measurement
 
 if TYPE_CHECKING:
     from bwprof.gpu.devices import GpuDevice
-    from bwprof.gpu.job import CaseRun, Footprint
+    from bwprof.gpu.job import CaseRun
     from bwprof.plan import Plan
 
 _T = TypeVar("_T")
@@ -260,12 +261,10 @@ def hbm_largest(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 def overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """One job per device at the overlap size: 256 MiB, halved until its buffers fit."""
-    from bwprof.gpu.job import DEVICE_MEMORY_SHARE
-
     jobs = []
     for device in model_devices(plan, planner):
-        size, note = overlap.overlap_size(len(case.directions),
-                                          planner.free_bytes(device.index), DEVICE_MEMORY_SHARE)
+        size, note = overlap.overlap_size(len(case.directions), planner.free_bytes(device.index),
+                                          layout.DEVICE_MEMORY_SHARE)
         jobs.append(Job(case.key, size_bytes=size, device=device.index, note=note))
     return jobs
 
@@ -278,11 +277,9 @@ def pageable_overlap_size(case: GpuCase, planner: Planner, plan: Plan) -> list[J
 
 
 def chunks_and_streams(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    from bwprof.gpu.overlap import PIPELINE_STREAMS
-
     return [Job(case.key, size_bytes=chunk, device=d.index, streams=streams)
             for d in model_devices(plan, planner) for chunk in plan.pipeline_chunks
-            for streams in PIPELINE_STREAMS]
+            for streams in layout.PIPELINE_STREAMS]
 
 
 def latency_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
@@ -315,9 +312,7 @@ def latency_pairs(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 
 def each_device_small_copy(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    from bwprof.gpu.latency import MEMCPY_BYTES
-
-    return [Job(case.key, size_bytes=MEMCPY_BYTES, device=d.index)
+    return [Job(case.key, size_bytes=layout.MEMCPY_BYTES, device=d.index)
             for d in planner.devices]
 
 
@@ -325,15 +320,11 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
     """Each device, each dtype, the preset's matrix orders whose three matrices fit in the
     device's memory share; the largest that fits says where memory cut the sweep short, and
     the run stops each sweep earlier where its figure plateaus (`compute.sweep_done`)."""
-    from bwprof.gpu.compute import GEMM_SIZES
-    from bwprof.gpu.job import DEVICE_MEMORY_SHARE
-    from bwprof.gpu.matrices import GEMM_DTYPES
-
     jobs = []
     for index, device in enumerate(planner.devices):
-        budget = DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
-        for dtype in GEMM_DTYPES:
-            orders = GEMM_SIZES.get(plan.preset, GEMM_SIZES["standard"])
+        budget = layout.DEVICE_MEMORY_SHARE * planner.free_bytes(device.index)
+        for dtype in layout.GEMM_DTYPES:
+            orders = layout.GEMM_SIZES.get(plan.preset, layout.GEMM_SIZES["standard"])
             item = matrices.itemsize(dtype)
             fitting = [n for n in orders if 3 * n * n * item <= budget] or [orders[0]]
             note = (f"sweep stops at n = {fitting[-1]}: three {orders[-1]}^2 {dtype} "
@@ -345,10 +336,8 @@ def gemm_sweep(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
 
 
 def each_device_each_fma_dtype(case: GpuCase, planner: Planner, plan: Plan) -> list[Job]:
-    from bwprof.gpu.compute import FMA_DTYPES
-
     return [Job(case.key, size_bytes=8 * compute.fma_threads(d), device=d.index, dtype=dtype)
-            for d in planner.devices for dtype in FMA_DTYPES]
+            for d in planner.devices for dtype in layout.FMA_DTYPES]
 
 
 # -- what a job allocates -------------------------------------------------------------------------
@@ -358,8 +347,6 @@ def buffers(device: int = 1, host: int = 1) -> Needs:
     """A job holding `device` buffers of its size on each GPU it uses, and `host` buffers of
     its size in host memory for each of them."""
     def needs(case: GpuCase, job: Job) -> Footprint:
-        from bwprof.gpu.job import Footprint
-
         size = job.size_bytes or 0
         return Footprint(device * size, host * size)
     return needs
@@ -369,15 +356,11 @@ def peer_buffers(per_peer: int) -> Needs:
     """A pattern job: `per_peer` device buffers of its size for each peer (`Job.streams`) on
     the GPU that holds the most (the one GPU of one_to_all, every GPU of all pairs)."""
     def needs(case: GpuCase, job: Job) -> Footprint:
-        from bwprof.gpu.job import Footprint
-
         return Footprint(per_peer * (job.streams or 1) * (job.size_bytes or 0), 0)
     return needs
 
 
 def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
-    from bwprof.gpu.job import Footprint
-
     size = job.size_bytes or 0
     return Footprint(overlap.device_bytes_needed(len(case.directions), size),
                      len(case.directions) * size)
@@ -385,8 +368,6 @@ def overlap_buffers(case: GpuCase, job: Job) -> Footprint:
 
 def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
     """Chunk buffers in and out per stream; pinned in and out, the inputs and their gold."""
-    from bwprof.gpu.job import Footprint
-
     size = job.size_bytes or 0
     return Footprint(overlap.pipeline_device_bytes(size, job.streams or 1),
                      4 * overlap.pipeline_total_bytes(size))
@@ -395,11 +376,8 @@ def pipeline_buffers(case: GpuCase, job: Job) -> Footprint:
 def stream_arrays(case: GpuCase, job: Job) -> Footprint:
     """Three arrays and the dot's partial sums on the GPU; the arrays again on the host, where
     they are checked."""
-    from bwprof.gpu.hbm import ELEMENT_BYTES
-    from bwprof.gpu.job import Footprint
-
     size = job.size_bytes or 0
-    return Footprint(3 * size + DOT_BLOCKS * ELEMENT_BYTES, 3 * size)
+    return Footprint(3 * size + DOT_BLOCKS * layout.ELEMENT_BYTES, 3 * size)
 
 
 def chase_buffers(device: int, host: int, extra_host: int = 0) -> Needs:
@@ -407,11 +385,8 @@ def chase_buffers(device: int, host: int, extra_host: int = 0) -> Needs:
     `host` of them in host memory (the links built there, pinned memory it chases), and
     `extra_host` bytes more there (lat_h2d's small in-order chain)."""
     def needs(case: GpuCase, job: Job) -> Footprint:
-        from bwprof.gpu.job import Footprint
-        from bwprof.gpu.latency import STATE_BYTES
-
         size = job.size_bytes or 0
-        return Footprint(device * size + STATE_BYTES, host * size + extra_host)
+        return Footprint(device * size + layout.STATE_BYTES, host * size + extra_host)
     return needs
 
 

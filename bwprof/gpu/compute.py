@@ -43,20 +43,11 @@ from bwprof.host.gemm import check_product, corners, flop
 from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import GEMM_UNIT, compute_peak_tflops
 
-GEMM_SIZES: dict[str, tuple[int, ...]] = {
-    "quick": (256, 1024, 4096),
-    "standard": (1024, 2048, 4096, 8192, 16384),
-    "full": (512, 1024, 2048, 4096, 8192, 16384, 32768),
-}
-"""Matrix orders by preset, the most a sweep tries: sizes that do not fit in the device's
-memory share are left out, and a sweep stops earlier where its figure plateaus
-(PLATEAU_RISE). cuBLAS on an H100/H200 plateaus by 8192 for every dtype."""
 PLATEAU_RISE = 0.03
 """A dtype's sweep on a GPU stops once its median TFLOP/s rises less than this from one
 size to the next (a fall too: the figure has plateaued, and a larger multiply only costs
 time): the issue's "a size sweep up to where the figure plateaus"."""
 FMA_THREADS_PER_BLOCK = 256
-FMA_DTYPES: tuple[str, ...] = ("fp32", "fp64")
 FMA_UNIT = {"fp32": "fp32", "fp64": "fp64"}
 
 

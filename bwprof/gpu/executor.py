@@ -23,7 +23,8 @@ from bwprof.gpu.buffers import BufferPool
 from bwprof.gpu.cases import GpuCase, p2p_matrix_bytes
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.hbm import array_sizes
-from bwprof.gpu.job import DEVICE_MEMORY_SHARE, CaseRun, link_slowdown, wait_deadline_s
+from bwprof.gpu.job import CaseRun, link_slowdown, wait_deadline_s
+from bwprof.gpu.layout import DEVICE_MEMORY_SHARE
 from bwprof.measurement import Job, Measurement, NotRun, join_notes
 from bwprof.peaks import INVALID_ABOVE_PEAK
 from bwprof.plan import Plan

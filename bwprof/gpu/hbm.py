@@ -15,12 +15,12 @@ from bwprof.gpu.backend import Work
 from bwprof.gpu.devices import GpuDevice
 from bwprof.gpu.job import CaseRun
 from bwprof.gpu.kernel_params import DOT_BLOCKS
+from bwprof.gpu.layout import ELEMENT_BYTES
 from bwprof.gpu.sampling import take_samples
 from bwprof.measurement import Measurement
 from bwprof.rules import CACHE_MULTIPLE, next_power_of_two
 from bwprof.units import format_bytes
 
-ELEMENT_BYTES = 8
 DEFAULT_ARRAY_BYTES = (1 << 25) * ELEMENT_BYTES
 MIN_SWEEP_BYTES = 256 << 10
 MEMORY_SHARE = 0.8

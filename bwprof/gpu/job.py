@@ -1,5 +1,5 @@
-"""What a GPU case's function gets for one job (`CaseRun`), and what a job needs in memory
-(`Footprint`) for the fits-in-memory check made before it runs."""
+"""What a GPU case's function gets for one job (`CaseRun`). What a job needs in memory for the
+fits-in-memory check (`Footprint`, `DEVICE_MEMORY_SHARE`) is plain data in `bwprof.gpu.layout`."""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ from bwprof.peaks import pcie_peak_gbps
 
 if TYPE_CHECKING:
     from bwprof.gpu.cases import GpuCase
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """Bytes a job allocates: on each GPU it uses, and in host memory for each of them."""
-
-    device_bytes: int
-    host_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,9 +49,6 @@ class CaseRun:
         assert self.job.peer is not None, f"{self.job.case} is not a pair job"
         return self.gpu(self.job.peer)
 
-
-DEVICE_MEMORY_SHARE = 0.9
-"""A job may take at most this share of a GPU's free memory (the rest is the driver's)."""
 
 DEADLINE_FLOOR_S = 60.0
 """The shortest a wait on a GPU may last before its GPU is taken as wedged: a real wedge

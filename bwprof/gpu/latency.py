@@ -47,12 +47,15 @@ from bwprof.gpu.kernel_params import (
     STATE_SLOTS,
 )
 from bwprof.gpu.layout import (
+    CHAIN_ELEMENT_BYTES,
     CHAIN_SLOT,
     H2D_STRIDE_BYTES,
     LOAD_DST_SLOT,
     LOAD_FRACTIONS,
     LOAD_SRC_SLOT,
+    MEMCPY_BYTES,
     MEMCPY_DIRECTIONS,
+    STATE_BYTES,
     STATE_SLOT,
 )
 from bwprof.gpu.sampling import HOLD_US, MAX_HOLD_US, take_samples
@@ -68,8 +71,6 @@ if TYPE_CHECKING:
 NODE_BYTES = 128
 """A chain's node: one 128-byte line (an L1/L2 cache line, four 32-byte sectors). One node
 per line, so no load finds its line fetched by another node's load (nvbandwidth's stride)."""
-CHAIN_ELEMENT_BYTES = 8
-"""A link: one uint64 device address at the start of its node; the rest of the node is 0."""
 NODE_WORDS = NODE_BYTES // CHAIN_ELEMENT_BYTES
 
 TARGET_SAMPLE_S = 0.02
@@ -81,7 +82,6 @@ PROBE_STEPS = 1_024
 """Loads of the untimed-for-the-figure probe that sets N (its first launch warms the kernel)."""
 WARM_CAP_S = 0.25
 """Warm-up: one lap of the chain, capped at this long for huge (HBM- or host-sized) sets."""
-STATE_BYTES = STATE_SLOTS * CHAIN_ELEMENT_BYTES
 LOAD_THREADS = 256
 LOAD_BLOCKS_PER_SM = 4
 """Blocks of LOAD_THREADS per SM's worth: 1024 threads, half an H100/H200 SM's 2048, so even
@@ -92,9 +92,6 @@ load runs longer, and still ends)."""
 FALLBACK_PEAK_GBPS = 10_000.0
 """The load bound's rate where the HBM peak is unknown (faster than any HBM today)."""
 
-MEMCPY_BYTES = 16
-"""lat_memcpy's copy: one int4, as cuda-samples' p2pBandwidthLatencyTest times its latency
-matrix (`numElems = 4; // perform 1-int4 transfer`)."""
 
 H2D_STRIDE_PHASE = ""
 """lat_h2d's headline row (nvbandwidth's method) has no phase, as a one-row case's."""

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-GEMM_DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16")
-"""What `gemm_gpu` measures, in order: tf32 is fp32 storage with tensor cores allowed to round
-the inputs to TF32 (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32)."""
-
 STORAGE: dict[str, np.dtype] = {
     "fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32), "tf32": np.dtype(np.float32),
     "fp16": np.dtype(np.float16), "bf16": np.dtype(np.uint16),

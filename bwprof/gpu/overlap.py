@@ -31,6 +31,7 @@ from bwprof.gpu.kernel_params import (
     COMPUTE_STEP,
     compute_gold,
 )
+from bwprof.gpu.layout import PIPELINE_STREAMS
 from bwprof.gpu.sampling import Sampled, take_samples
 from bwprof.gpu.transfers import HostEnd
 from bwprof.measurement import Measurement, NotRun
@@ -44,7 +45,6 @@ START_ITERATIONS = 64
 CALIBRATION_ROUNDS = 4
 PIPELINE_TOTAL_BYTES = 256 * MiB
 PIPELINE_MAX_CHUNKS = 64
-PIPELINE_STREAMS = (1, 2, 4)
 COMPUTE_STREAM_SLOT = 5
 PIPELINE_OUT_STREAM_SLOT = 6
 """The pipeline's paired reference: the copy out runs on this stream beside the copy in."""

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bwprof.gpu import matrices
+from bwprof.gpu import layout, matrices
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
 from bwprof.gpu.kernel_params import FMA_ITERATIONS, FMA_UNROLL, fma_gold
@@ -42,7 +42,7 @@ def compute_rows():
 
 def test_gemm_gpu_runs_every_dtype_validated_and_simulated(compute_rows):
     gemm = [r for r in compute_rows if r.case == "gemm_gpu"]
-    assert {r.dtype for r in gemm} == set(matrices.GEMM_DTYPES)
+    assert {r.dtype for r in gemm} == set(layout.GEMM_DTYPES)
     assert all(r.status == "ok" for r in gemm), [r.note for r in gemm if r.status != "ok"]
     assert all(r.backend == "simulated" and r.unit == "TFLOP/s" for r in gemm)
     orders = {round((r.size_bytes / matrices.itemsize(r.dtype)) ** 0.5) for r in gemm}
@@ -80,9 +80,7 @@ class Knee(SimBackend):
 
 
 def _swept(monkeypatch, backend):
-    from bwprof.gpu import compute
-
-    monkeypatch.setitem(compute.GEMM_SIZES, "quick", (32, 64, 128, 256))
+    monkeypatch.setitem(layout.GEMM_SIZES, "quick", (32, 64, 128, 256))
     plan = make_plan(cases="gemm_gpu", preset="quick", repeats=2, usable_cpus=2,
                      llc_bytes=None, memory_available_bytes=8 << 30)
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
@@ -102,7 +100,7 @@ def test_the_gemm_sweep_stops_where_the_figure_plateaus(monkeypatch):
     """Rising to n = 64 and flat after: 128 reads as 64 did, so 256 is never run, and the
     128 row says why the sweep stopped there."""
     rows, orders = _swept(monkeypatch, Knee(64))
-    assert orders == {dtype: [32, 64, 128] for dtype in matrices.GEMM_DTYPES}
+    assert orders == {dtype: [32, 64, 128] for dtype in layout.GEMM_DTYPES}
     assert all(r.status == "ok" for r in rows)
     by_order = {(r.dtype, round((r.size_bytes / matrices.itemsize(r.dtype)) ** 0.5)): r
                 for r in rows}
@@ -114,7 +112,7 @@ def test_the_gemm_sweep_stops_where_the_figure_plateaus(monkeypatch):
 
 def test_a_gemm_sweep_that_keeps_rising_runs_every_size_and_says_so(monkeypatch):
     rows, orders = _swept(monkeypatch, Knee(1 << 20))
-    assert orders == {dtype: [32, 64, 128, 256] for dtype in matrices.GEMM_DTYPES}
+    assert orders == {dtype: [32, 64, 128, 256] for dtype in layout.GEMM_DTYPES}
     last = [r for r in rows if r.size_bytes == 256 * 256 * matrices.itemsize(r.dtype)]
     assert all("median +100.0% over n = 128: not plateaued yet" in r.note for r in last)
 
@@ -123,7 +121,7 @@ def test_invalid_multiplies_never_make_a_plateau(monkeypatch):
     """Wrong products time alike at every size; they are no figure, so they stop nothing."""
     monkeypatch.setattr(Knee, "gemm", lambda self, *args: setattr(self, "n", args[2]))
     rows, orders = _swept(monkeypatch, Knee(1))
-    assert orders == {dtype: [32, 64, 128, 256] for dtype in matrices.GEMM_DTYPES}
+    assert orders == {dtype: [32, 64, 128, 256] for dtype in layout.GEMM_DTYPES}
     assert all(r.status == "invalid" and "median" not in r.note for r in rows)
 
 
