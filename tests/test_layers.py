@@ -5,6 +5,7 @@ and no module imports a layer above its own except the exceptions listed here.""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -120,6 +121,7 @@ def _imports(tree: ast.Module, module: str, is_package: bool,
     return found
 
 
+@functools.cache
 def import_graph(top_level: bool) -> dict[str, set[str]]:
     """Each bwprof module and the bwprof modules it imports (`from bwprof import costs`
     imports bwprof.costs, not the package's `__init__`)."""
