@@ -1,7 +1,7 @@
 """The capacity-review summary: one row per memory path, each figure beside its peak.
 
-Paths, in order: DDR (the best `ddr_triad` of each host, then of each of its NUMA nodes
-alone where it has several), HBM (`hbm_triad` and `d2d_copy`
+Paths, in order (declared once, `bwprof.casespec.PATHS`): DDR (`ddr_triad` of each host,
+then of each of its NUMA nodes alone where it has several), HBM (`hbm_triad` and `d2d_copy`
 per GPU), host→device and device→host (`h2d_pinned` / `d2h_pinned` at the largest size per
 GPU, and `h2d_all` / `d2h_all` for all GPUs at once), GPU↔GPU (`p2p_copy` at the largest
 size, the slowest ordered pair), network (fleet runs only: `net_p2p` host buffers at the
@@ -17,12 +17,15 @@ A path with no figure keeps one row with an empty figure and the reason, so the 
 says what was not measured. The HBM rows carry the ratios HBM/DDR and HBM/PCIe per GPU,
 the lat_gpu rows HBM/DDR latency.
 
-Every figure is a row of results.csv (or a ratio of two), chosen here, never recomputed from
-samples, and keeps the row's metric, unit and direction (`value`, `unit`, `higher_is_better`;
-bandwidth figures also as `gbps`; a copy's also as `copy_gbps`, each byte copied counted
-once as nvbandwidth counts it: half of `gbps` for `d2d_copy`, whose own convention counts
-the buffer read and the buffer written). A cache-resident row (`in_cache`, `l2_resident`) is never a
-memory's headline figure. A summary of simulated rows keeps `backend` = `simulated`.
+Every figure is the MEDIAN of a row of results.csv (or a ratio of two), the row picked by
+`bwprof.report.figures` as every output picks it (ok, no cache's, the largest size, the best
+median there); the best is beside it, labelled (`value_best`, `gbps_best`). Never recomputed
+from samples, it keeps the row's metric, unit and direction (`value`, `unit`,
+`higher_is_better`; bandwidth figures also as `gbps`; a copy's also as `copy_gbps`, each
+byte copied counted once as nvbandwidth counts it: half of `gbps` for `d2d_copy`, whose own
+convention counts the buffer read and the buffer written). A cache-resident row
+(`in_cache`, `l2_resident`) is never a memory's headline figure. A summary of simulated
+rows keeps `backend` = `simulated`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from bwprof.casespec import PATHS as PATH_SPECS
+from bwprof.casespec import summary_cases, summary_paths
 from bwprof.coerce import number
+from bwprof.report import figures
 from bwprof.report.formats import cell_float, cell_text, plain
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
@@ -46,34 +52,24 @@ SUMMARY_FILE = "summary.csv"
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "run_id", "host", "path", "case", "backend", "device", "device_name", "memory", "direction",
     "dtype", "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
-    "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median", "cv", "peak_value",
+    "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median", "value_best",
+    "gbps_best", "copy_gbps_best", "cv", "peak_value",
     "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status",
     "flags", "note", "schema_version",
 )
 
-PATHS: tuple[str, ...] = ("ddr", "hbm", "h2d", "d2h", "p2p", "net", "overlap", "latency",
-                          "compute")
-PATH_LABELS: dict[str, str] = {
-    "ddr": "DDR", "hbm": "HBM", "h2d": "host→device", "d2h": "device→host",
-    "p2p": "GPU↔GPU", "net": "network", "overlap": "overlap", "latency": "latency",
-    "compute": "compute",
-}
-OPTIONAL_PATHS = ("net", "latency", "compute")
+PATHS: tuple[str, ...] = summary_paths()
+"""The summary's paths, in order: each a section of `bwprof.casespec.PATHS`."""
+PATH_LABELS: dict[str, str] = {p.key: p.label for p in PATH_SPECS if p.key in PATHS}
+OPTIONAL_PATHS: tuple[str, ...] = tuple(p.key for p in PATH_SPECS
+                                        if p.optional and p.key in PATHS)
 """Paths shown only when the run has rows of them (fleet runs; latency and compute cases),
 not as 'not in this run'."""
-METRIC_PATHS: dict[str, str] = {"latency": "latency", "compute": "throughput"}
+METRIC_PATHS: dict[str, str] = {p.key: p.metric for p in PATH_SPECS if p.metric}
 """Paths that hold every case of one metric, whatever the case."""
-# The cases each path reads, in the order their rows appear.
 PATH_CASES: dict[str, tuple[str, ...]] = {
-    "ddr": ("ddr_triad",),
-    "hbm": ("hbm_triad", "d2d_copy"),
-    "h2d": ("h2d_pinned", "h2d_all"),
-    "d2h": ("d2h_pinned", "d2h_all"),
-    "p2p": ("p2p_copy",),
-    "net": ("net_p2p",),
-    "overlap": ("overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
-                "overlap_pageable"),
-}
+    path: cases for path in PATHS if (cases := summary_cases(path))}
+"""The cases each path reads, in the order their rows appear."""
 SLOWEST_PAIR = "slowest pair"
 
 
@@ -101,7 +97,7 @@ def _records(results: pd.DataFrame) -> list[Record]:
 
 
 def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
-    value = cell_float(row["value_best"])
+    value = figures.figure(row)
     peak = cell_float(row["peak_value"])
     higher = plain(row["higher_is_better"])
     values: dict[str, object] = {
@@ -112,10 +108,13 @@ def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
         "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
         "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
         "higher_is_better": higher, "value": value,
-        "value_median": plain(row["value_median"]), "gbps": plain(row["gbps_best"]),
+        "value_median": plain(row["value_median"]),
+        "gbps": plain(row.get(figures.column("gbps"))),
         "gbps_median": plain(row["gbps_median"]),
-        "copy_gbps": plain(row.get("copy_gbps_best")),
-        "copy_gbps_median": plain(row.get("copy_gbps_median")), "cv": plain(row["cv"]),
+        "copy_gbps": plain(row.get(figures.column("copy_gbps"))),
+        "copy_gbps_median": plain(row.get("copy_gbps_median")),
+        "value_best": plain(row.get("value_best")), "gbps_best": plain(row.get("gbps_best")),
+        "copy_gbps_best": plain(row.get("copy_gbps_best")), "cv": plain(row["cv"]),
         "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
         "pct_of_peak": (100.0 * value / peak
                         if value is not None and peak and higher else None),
@@ -143,7 +142,8 @@ def _counts_more_than_copied(row: dict[str, object]) -> bool:
 def _without_figure(row: dict[str, object]) -> dict[str, object]:
     """A figure row emptied of its figures (a path whose rows cannot give one)."""
     return {**row, **dict.fromkeys(("value", "value_median", "gbps", "gbps_median", "copy_gbps",
-                                    "copy_gbps_median", "cv", "pct_of_peak"))}
+                                    "copy_gbps_median", "value_best", "gbps_best",
+                                    "copy_gbps_best", "cv", "pct_of_peak"))}
 
 
 def _in_cache_row(path: str, row: Record, note: str) -> dict[str, object]:
@@ -157,7 +157,7 @@ def _size(row: Record) -> float:
 
 
 def _value(row: Record) -> float:
-    return number(row["value_best"])
+    return figures.value(row)
 
 
 def _largest(rows: list[Record]) -> Record:
@@ -219,7 +219,7 @@ def _largest_per_device(rows: list[Record]) -> list[Record]:
 
 def _measured(row: Record) -> bool:
     """An ok row with its figure."""
-    return row["status"] == "ok" and not is_missing(row["value_best"])
+    return figures.measured(row)
 
 
 def _ok(records: list[Record], case: str, direction: str | None = None) -> list[Record]:
@@ -245,7 +245,7 @@ def numa_pair(device: object) -> tuple[str, str] | None:
 
 
 def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
-    """The best ddr_triad row of each host (one in a single run, one per node in a fleet),
+    """The ddr_triad row of each host (one in a single run, one per node in a fleet),
     then each NUMA node's on its own where the host has several."""
     by_device = _grouped(_ok(records, "ddr_triad"), "device")
     hosts = list(dict.fromkeys(node_of(d) for d in by_device))
@@ -262,8 +262,10 @@ def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
                      "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
                      "had to shrink them)"))
             continue
-        best = _best(mine)
-        notes = [f"best of {len(mine)} ddr_triad rows (threads, sizes)"] if len(mine) > 1 else []
+        best = _picked(mine)
+        at_size = [r for r in mine if _size(r) == _size(best)]
+        notes = ([f"the best median of {len(at_size)} ddr_triad rows (threads) at its largest "
+                  "size"] if len(at_size) > 1 else [])
         if len(mine) < len(everything):
             notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
                          "last-level cache left out")
@@ -271,12 +273,14 @@ def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
     return out
 
 
-def _best(rows: list[Record]) -> Record:
-    """The row of the best figure among rows of one metric (highest, or lowest where lower
-    is better); the first of them on a tie."""
+def _picked(rows: list[Record]) -> Record:
+    """The row that stands for one device's path (`figures.pick`: the largest size, the best
+    median there); rows are all measured, of one metric."""
     lower = any(r["higher_is_better"] is False or r["higher_is_better"] is np.False_
                 for r in rows)
-    return min(rows, key=_value) if lower else max(rows, key=_value)
+    picked = figures.pick(rows, higher_is_better=not lower)
+    assert picked is not None
+    return cast(Record, picked)
 
 
 def node_of(device: object) -> str:
@@ -298,7 +302,7 @@ def _per_gpu_rows(path: str, records: list[Record], cases: Iterable[str],
         if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
             rows = [r for r in rows if str(r["device"]).rsplit(":", 1)[-1] == "all"]
         measured = [r for r in rows if not _resident(r)]
-        for row in _largest_per_device(measured):
+        for row in map(_picked, _grouped(measured, "device").values()):
             out.append(_figure_row(path, row, note=C2C_SUMMARY_NOTE
                                    if _has_flag(row, f.C2C_LINK) else ""))
         figured = {r["device"] for r in measured}
@@ -317,7 +321,8 @@ def _metric_rows(path: str, records: list[Record]) -> list[dict[str, object]]:
             and not _resident(r)]  # a cache's latency is not the memory's
     out = []
     for mine in _grouped(rows, "case").values():
-        out += [_figure_row(path, row) for row in _largest_per_device(mine)]
+        out += [_figure_row(path, _picked(theirs))
+                for theirs in _grouped(mine, "device").values()]
     return out
 
 
@@ -509,7 +514,7 @@ def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
             out.append(_figure_row(
                 "overlap", row, metric=EFFICIENCY.name, unit=EFFICIENCY.unit,
                 higher_is_better=EFFICIENCY.higher_is_better, value=efficiency,
-                value_median=efficiency, peak_value=None, pct_of_peak=None,
+                value_median=efficiency, value_best=None, peak_value=None, pct_of_peak=None,
                 overlap_efficiency=efficiency))
     return out
 
@@ -605,7 +610,7 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         why = _why_no_figure(summary[summary["path"] == "hbm"].iloc[0])
         text = f"No HBM figure{why or ' in this run'}, so there is no HBM/DDR ratio"
         if len(ddr):
-            text += f"; DDR's best is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
+            text += f"; DDR's is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
         return text + "."
     if ddr.empty:
         ddr_row = summary[summary["path"] == "ddr"].iloc[0]
@@ -625,7 +630,7 @@ def headline_sentence(summary: pd.DataFrame) -> str:
                 "HBM/DDR ratio.")
     if len(ddr) > 1:  # a fleet: each GPU against its own node's DDR
         text = (f"HBM moves {_span(ratios)}× the bandwidth of DDR, per GPU against its own "
-                f"node's best ddr_triad ({len(hbm)} GPUs on {len(ddr)} nodes, {names})")
+                f"node's ddr_triad ({len(hbm)} GPUs on {len(ddr)} nodes, {names})")
         if len(pcie):
             text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
         return text + "."
@@ -633,13 +638,13 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         row = hbm.iloc[0]
         text = (f"HBM moves {ratios.iloc[0]:.1f}× the bandwidth of DDR on this box: "
                 f"{row['gbps']:.0f} GB/s (hbm_triad, {row['device']} {row['device_name']}) "
-                f"against {ddr_gbps:.1f} GB/s (best ddr_triad)")
+                f"against {ddr_gbps:.1f} GB/s (ddr_triad)")
         if len(pcie):
             text += f", and {pcie.iloc[0]:.1f}× its host→device link (h2d_pinned)"
         return text + "."
     span = _span(ratios)
     text = (f"HBM moves {span}× the bandwidth of DDR on this box, per GPU ({len(hbm)} GPUs, "
-            f"{names}: hbm_triad against the best ddr_triad, {ddr_gbps:.1f} GB/s)")
+            f"{names}: hbm_triad against ddr_triad, {ddr_gbps:.1f} GB/s)")
     if len(pcie):
         text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
     return text + "."

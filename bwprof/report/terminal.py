@@ -207,11 +207,12 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
 def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
     """One line per loaded-latency case and device: the latency idle (`load_0`) and under
     each intensity of the concurrent streaming load, with the bandwidth that load achieved
-    (`load_gbps`). Simulated rows are never figures."""
+    (`load_gbps`). Each latency is its row's median, as every figure is. Simulated rows are
+    never figures."""
     from bwprof.report.summary import load_percent
 
     loaded = [r for r in rows if r.metric == "latency" and load_percent(r.phase) is not None
-              and r.status == "ok" and r.value_best is not None and r.backend != "simulated"]
+              and r.status == "ok" and r.value_median is not None and r.backend != "simulated"]
     lines = []
     for case, device in dict.fromkeys((r.case, r.device) for r in loaded):
         mine = sorted((r for r in loaded if (r.case, r.device) == (case, device)),
@@ -219,15 +220,15 @@ def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
         parts = []
         for row in mine:
             percent = load_percent(row.phase)
-            ns = f"{_gbps(row.value_best or 0.0)} ns"
+            ns = f"{_gbps(row.value_median or 0.0)} ns"
             if percent == 0:
                 parts.append(f"{ns} idle")
                 continue
             load = f" ({_gbps(row.load_gbps)} GB/s)" if row.load_gbps is not None else ""
             parts.append(f"{ns} at {percent}%{load}")
-        idle = next((r.value_best for r in mine if load_percent(r.phase) == 0), None)
+        idle = next((r.value_median for r in mine if load_percent(r.phase) == 0), None)
         heaviest = mine[-1]
-        factor = (f"; {(heaviest.value_best or 0.0) / idle:.1f}× idle at the heaviest load"
+        factor = (f"; {(heaviest.value_median or 0.0) / idle:.1f}× idle at the heaviest load"
                   if idle and load_percent(heaviest.phase) else "")
         others = "cores" if mine[0].backend == "host" else "SMs"
         lines.append(f"{case} {device} ({_size(mine[0])}): latency idle and under a "

@@ -116,7 +116,7 @@ def test_rows_align_and_the_change_follows_from_the_figures():
 
 
 def _run(path, **figures):
-    rows = [make_row(case=case, gbps_best=gbps, cv=0.05, repeats=9)
+    rows = [make_row(case=case, gbps_median=gbps, gbps_best=gbps * 1.02, cv=0.05, repeats=9)
             for case, gbps in figures.items()]
     return RunFolder(path, results_frame(rows), meta())
 
@@ -337,7 +337,7 @@ def _latency_run(folder, ns, tmp_path):
 
     bwprof.run(cases="ddr_copy", size="1MiB", repeats=3, threads="1", out=folder, plots=False)
     rows = [make_row(case="lat_host", metric="latency", unit="ns", higher_is_better=False,
-                     gbps_best=None, gbps_median=None, value_best=ns, value_median=ns * 1.01,
+                     gbps_best=None, gbps_median=None, value_best=ns / 1.01, value_median=ns,
                      size_bytes=1 << 30, threads=1, cv=0.001, repeats=9, note="")]
     results_frame(rows).to_csv(folder / RESULTS_FILE, index=False)
     return folder
