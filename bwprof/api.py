@@ -56,7 +56,7 @@ from bwprof.schema.meta import (
 )
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame
-from bwprof.system import HostInfo, host_info
+from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
 DEFAULT_SAMPLE_INTERVAL_MS = 50
@@ -679,7 +679,8 @@ class _Run:
                 self.executors["gpu"], gpus = gpu_executor(
                     simulate, host.memory_available_bytes, None if fleet is None else fleet.gpus,
                     host)
-                self.meta = replace(self.meta, gpus=gpus)
+                self.meta = replace(self.meta, gpus=gpus, host=(
+                    with_gpus(self.meta.host, gpus) if self.meta.host is not None else None))
             if fleet is not None:
                 if not fleet.host_cases:
                     self.executors["host"] = UnavailableExecutor(

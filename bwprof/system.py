@@ -9,6 +9,7 @@ the same shape from system.json.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import platform
 import re
@@ -17,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bwprof.cpulist import parse_cpu_list
-from bwprof.schema.meta import CacheLevel, HostInfo, NumaNode
+from bwprof.schema.meta import CacheLevel, GpusMeta, HostInfo, MachineIdentity, NumaNode
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
@@ -319,6 +320,72 @@ def host_arrays_get_huge_pages(mode: str | None, numpy_asks: bool | None) -> boo
     return mode == "always" or (mode == "madvise" and bool(numpy_asks))
 
 
+SYS_DMI = Path("/sys/class/dmi/id")
+MACHINE_ID = Path("/etc/machine-id")
+BOX_DIGITS = 12
+PLACEHOLDERS = re.compile(
+    r"^(?:|0+|f+|none|n/?a|default string|not specified|not settable|not applicable|"
+    r"system serial number|to be filled by o\.?e\.?m\.?|0123456789|"
+    r"03000200-0400-0500-0006-000700080009)$")
+"""Values firmware writes where nobody set one (many boards share them): never an identity."""
+
+
+def _identifier(path: Path) -> str | None:
+    """A DMI or machine-id value, or None where unreadable (product_uuid and product_serial
+    are root-only on most distributions: PermissionError is the common case) or a
+    placeholder."""
+    try:
+        text = path.read_text(errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+    return None if PLACEHOLDERS.match(text.replace("-", "").lower()) or PLACEHOLDERS.match(
+        text.lower()) else text
+
+
+def box_key(source: str, value: str) -> str:
+    """The box key: the first BOX_DIGITS hex digits of SHA-256 over '<source>:<value>'."""
+    return hashlib.sha256(f"{source}:{value}".encode()).hexdigest()[:BOX_DIGITS]
+
+
+def _identity(dmi_uuid: str | None, dmi_serial: str | None, machine_id: str | None,
+              gpu_uuids: tuple[str, ...], cpu: str | None) -> MachineIdentity:
+    """The identity of these sources, its box key from the first one read (the order of
+    `machine_identity`)."""
+    uuids = tuple(sorted({u for u in gpu_uuids if u}))
+    candidates = (("machine_id", machine_id), ("dmi_uuid", dmi_uuid),
+                  ("dmi_serial", dmi_serial), ("gpu_uuids", ",".join(uuids)))
+    source, value = next(((s, v) for s, v in candidates if v), (None, None))
+    return MachineIdentity(box=box_key(source, value) if source and value else None,
+                           box_source=source, dmi_uuid=dmi_uuid, dmi_serial=dmi_serial,
+                           machine_id=machine_id, gpu_uuids=uuids, cpu_model=cpu)
+
+
+def machine_identity(cpu: str | None = None, gpu_uuids: tuple[str, ...] = (),
+                     sys_dmi: Path = SYS_DMI, machine_id: Path = MACHINE_ID) -> MachineIdentity:
+    """The machine's identity: every source readable, and the box key from the first of,
+    in this order: /etc/machine-id (the OS installation's; every user may read it, so a
+    run under sudo and one without get the same key), the SMBIOS system UUID (the board's,
+    or a VM's own; root-only on most distributions: a container without a machine-id run
+    as root), its serial, the GPUs' UUIDs (sorted, joined). With none of them the box is
+    None and the run is told apart by host name only, as runs before it were."""
+    return _identity(_identifier(sys_dmi / "product_uuid"),
+                     _identifier(sys_dmi / "product_serial"), _identifier(machine_id),
+                     gpu_uuids, cpu)
+
+
+def with_gpus(host: HostInfo, gpus: GpusMeta) -> HostInfo:
+    """`host` with its identity holding the GPUs' UUIDs (NVML's, in their metadata); the
+    box key follows from them only where no host source was read."""
+    from dataclasses import replace
+
+    identity = host.identity
+    uuids = tuple(str(d.metadata["uuid"]) for d in gpus.devices if d.metadata.get("uuid"))
+    if identity is None or not uuids:
+        return host
+    return replace(host, identity=_identity(identity.dmi_uuid, identity.dmi_serial,
+                                            identity.machine_id, uuids, identity.cpu_model))
+
+
 def host_info() -> HostInfo:
     from bwprof.cpulist import format_cpu_list
     from bwprof.host import mempolicy
@@ -329,12 +396,13 @@ def host_info() -> HostInfo:
 
     levels, cache_source = host_caches()
     cores, sockets = _topology()
+    model = cpu_model()
     mem = meminfo()
     modules, unreadable = read_memory_devices()
     peak, peak_note = ddr_peak(modules) if unreadable is None else (None, unreadable)
     return HostInfo(
         hostname=socket.gethostname(),
-        cpu_model=cpu_model(),
+        cpu_model=model,
         logical_cpus=os.cpu_count() or 1,
         usable_cpus=usable_cpus(),
         cpuset_cpus=cpuset_cpus(),
@@ -361,4 +429,5 @@ def host_info() -> HostInfo:
         mems_allowed=format_cpu_list(mems) if mems else None,
         cpus_allowed=format_cpu_list(cpus) if cpus else None,
         cpuset_mems=cpuset_mems(),
+        identity=machine_identity(model),
     )

@@ -182,3 +182,85 @@ def test_under_hypervisor_reads_the_cpus_flag(tmp_path):
     cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd\n")  # Arm: no such flag
     assert under_hypervisor(cpuinfo) is False
     assert under_hypervisor(tmp_path / "absent") is False
+
+
+# -- the machine's identity (issue 34) ----------------------------------------------------------
+
+
+def _dmi(root: Path, **files: str) -> Path:
+    dmi = root / "dmi"
+    dmi.mkdir()
+    for name, text in files.items():
+        (dmi / name).write_text(text + "\n")
+    return dmi
+
+
+def test_the_box_key_comes_from_the_machine_id_first_and_names_its_source(tmp_path):
+    from bwprof.system import box_key, machine_identity
+
+    dmi = _dmi(tmp_path, product_uuid="4C4C4544-0042-3510-8050-B4C04F4A4E32",
+               product_serial="CZ2F4K1")
+    (tmp_path / "machine-id").write_text("3d1219c7c4c5404aaa1f6d2a48adfda4\n")
+    found = machine_identity("Xeon", ("GPU-b", "GPU-a"), sys_dmi=dmi,
+                             machine_id=tmp_path / "machine-id")
+    assert found.box_source == "machine_id"
+    assert found.box == box_key("machine_id", "3d1219c7c4c5404aaa1f6d2a48adfda4")
+    assert len(found.box) == 12 and int(found.box, 16) >= 0
+    assert found.dmi_uuid == "4C4C4544-0042-3510-8050-B4C04F4A4E32"
+    assert found.dmi_serial == "CZ2F4K1" and found.gpu_uuids == ("GPU-a", "GPU-b")
+    no_id = machine_identity("Xeon", sys_dmi=dmi, machine_id=tmp_path / "absent")
+    assert no_id.box_source == "dmi_uuid" and no_id.box != found.box
+
+
+def test_root_only_dmi_files_and_placeholders_are_no_identity(tmp_path, monkeypatch):
+    from bwprof.system import machine_identity
+
+    dmi = _dmi(tmp_path, product_uuid="03000200-0400-0500-0006-000700080009",
+               product_serial="To Be Filled By O.E.M.")
+    original = Path.read_text
+
+    def root_only(self: Path, *args, **kwargs):
+        if self.name == "product_serial":
+            raise PermissionError(13, "Permission denied")
+        return original(self, *args, **kwargs)
+
+    (tmp_path / "machine-id").write_text("\n")  # an image's empty machine-id
+    found = machine_identity("EPYC", ("GPU-1",), sys_dmi=dmi, machine_id=tmp_path / "machine-id")
+    assert found.dmi_uuid is found.dmi_serial is found.machine_id is None
+    assert found.box_source == "gpu_uuids"
+    monkeypatch.setattr(Path, "read_text", root_only)
+    bare = machine_identity("EPYC", sys_dmi=dmi, machine_id=tmp_path / "absent")
+    assert bare.box is None and bare.box_source is None
+
+
+def test_the_gpus_uuids_join_the_identity_once_the_gpus_are_probed(tmp_path):
+    from dataclasses import replace
+
+    from bwprof.schema.meta import GpusMeta
+    from bwprof.system import machine_identity, with_gpus
+    from tests.schema.builders import HOST, gpu
+
+    gpus = GpusMeta(count=2, devices=(gpu(0, metadata={"uuid": "GPU-2"}),
+                                      gpu(1, metadata={"uuid": "GPU-1"})))
+    bare = replace(HOST, identity=machine_identity("CPU", sys_dmi=tmp_path / "none",
+                                                   machine_id=tmp_path / "none"))
+    probed = with_gpus(bare, gpus)
+    assert probed.identity.gpu_uuids == ("GPU-1", "GPU-2")
+    assert probed.identity.box_source == "gpu_uuids" and probed.box_label == f"vm#{probed.box}"
+    (tmp_path / "mid").write_text("1" * 32)
+    host = replace(HOST, identity=machine_identity("CPU", sys_dmi=tmp_path / "none",
+                                                   machine_id=tmp_path / "mid"))
+    assert with_gpus(host, gpus).box == host.box  # a host source keeps its key
+    assert with_gpus(HOST, gpus) is HOST  # a host without an identity stays without
+
+
+def test_host_info_records_an_identity_that_system_json_reads_back():
+    from bwprof.schema.meta import HostInfo
+
+    info = host_info()
+    assert info.identity is not None and info.identity.cpu_model == info.cpu_model
+    again = HostInfo.from_dict(info.as_dict())
+    assert again.identity == info.identity and again.box_label == info.box_label
+    old = {k: v for k, v in info.as_dict().items() if k != "identity"}
+    assert HostInfo.from_dict(old).box is None and HostInfo.from_dict(old).box_label == (
+        info.hostname)

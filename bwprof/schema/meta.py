@@ -235,6 +235,40 @@ class NumaNode(Record):
     memory_total_bytes: int | None = field(metadata=COUNT)
 
 
+@dataclass(frozen=True)
+class MachineIdentity(Record):
+    """What tells one machine from another where host names repeat (`vm`, `localhost`):
+    the sources read, and the `box` key derived from the most stable of them
+    (`bwprof.system.machine_identity`). A run that has none (bwprof before it was recorded)
+    is told apart by host name only."""
+
+    box: str | None
+    """12 hex digits of SHA-256 over `<box_source>:<value>`; None where no source was read."""
+    box_source: str | None
+    """Which source `box` comes from: 'dmi_uuid', 'dmi_serial', 'machine_id' or 'gpu_uuids'."""
+    dmi_uuid: str | None = None
+    """/sys/class/dmi/id/product_uuid (the SMBIOS system UUID; often root-only)."""
+    dmi_serial: str | None = None
+    """/sys/class/dmi/id/product_serial (often root-only)."""
+    machine_id: str | None = None
+    """/etc/machine-id (the OS installation's; a cloned image may share it)."""
+    gpu_uuids: tuple[str, ...] = ()
+    """Every GPU's NVML UUID, sorted."""
+    cpu_model: str | None = None
+
+
+BOX_MARK = "#"
+"""Between a host name and its box key in a box's label: 'vm#3f2a9c1b7d4e'."""
+
+
+def box_label(hostname: str, identity: MachineIdentity | None) -> str:
+    """How a box is named where machines are told apart: its host name and box key
+    ('vm#3f2a9c1b7d4e'); the host name alone for a run without an identity."""
+    if identity is None or not identity.box:
+        return hostname
+    return f"{hostname}{BOX_MARK}{identity.box}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class HostInfo(Record):
     """The host as `bwprof.system.host_info()` reads it from /proc, /sys and SMBIOS."""
@@ -284,6 +318,17 @@ class HostInfo(Record):
     """The CPUs the process may run on (/proc/self/status Cpus_allowed_list)."""
     cpuset_mems: str | None = None
     """The memory nodes the process's cgroup cpuset allows (cpuset.mems.effective)."""
+    identity: MachineIdentity | None = field(default=None, metadata=OMIT_NONE)
+    """The machine's identity and box key; None in runs from before it was recorded."""
+
+    @property
+    def box(self) -> str | None:
+        """The box key, or None where the run recorded no identity."""
+        return self.identity.box if self.identity is not None else None
+
+    @property
+    def box_label(self) -> str:
+        return box_label(self.hostname, self.identity)
 
 
 # -- the GPUs ---------------------------------------------------------------------------------
@@ -621,6 +666,12 @@ class RunMeta(Record):
     @property
     def hostname(self) -> str:
         return self.host.hostname if self.host is not None else ""
+
+    @property
+    def box_label(self) -> str:
+        """The host name and box key ('vm#3f2a9c1b7d4e'); the host name alone where the run
+        recorded no machine identity."""
+        return self.host.box_label if self.host is not None else ""
 
     @property
     def state(self) -> str:
