@@ -105,11 +105,9 @@ _FLOP_PER_CLOCK_PER_SM: dict[tuple[int, int], dict[str, int]] = {
     (9, 0): {"fp64": 128, "fp64_tensor": 256, "fp32": 256, "tf32": 2048, "fp16": 4096,
              "bf16": 4096},
 }
-COMPUTE_PEAK_SOURCES = (
-    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), table 1",
-    "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), table 2; H200 datasheet "
-    "(dense, without sparsity)",
-)
+# Sources: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), table 1; NVIDIA H100
+# Tensor Core GPU Architecture whitepaper (2022), table 2; H200 datasheet (dense, without
+# sparsity).
 
 GEMM_UNIT: dict[str, str] = {"fp64": "fp64_tensor", "fp32": "fp32", "tf32": "tf32",
                              "fp16": "fp16", "bf16": "bf16"}

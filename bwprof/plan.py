@@ -22,9 +22,6 @@ from bwprof.rules import CACHE_MULTIPLE, HOST_MEMORY_SHARE, default_memory_budge
 from bwprof.schema.meta import PlanMeta
 from bwprof.units import GiB, KiB, MiB, TiB, format_bytes
 
-PresetName = Literal["quick", "standard", "full"]
-
-
 HOST_ELEMENT_BYTES = 8  # float64
 MIN_HOST_ARRAY_BYTES = 1024 * HOST_ELEMENT_BYTES
 DEFAULT_HOST_ARRAY_BYTES = (1 << 25) * HOST_ELEMENT_BYTES  # STREAM's classic 2^25 elements

@@ -368,7 +368,6 @@ PATH_TITLES: dict[str, str] = {
 PATH_COLOURS: dict[str, str] = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green",
                                 "d2h": "tab:olive", "p2p": "tab:purple", "net": "tab:cyan"}
 BAND_LABEL = "achievable band (% of peak)"
-CACHE_BAR_LABEL = "fits in a cache: not the memory's figure"
 Band = Mapping[str, tuple[float, float]]
 """The achievable band of each summary path (`ddr`, `hbm`, `h2d`, ...): (low, high) in % of
 the theoretical peak."""

@@ -349,7 +349,7 @@ def _ceiling_rows(records: list[Record]) -> list[dict[str, object]]:
     return out
 
 
-# The latency cases (issue 19) the summary knows by name; any other latency case is shown
+# The latency cases the summary knows by name; any other latency case is shown
 # per device at its largest size, as `_metric_rows` does.
 HOST_LATENCY = "lat_host"
 NUMA_LATENCY = "lat_host_numa"

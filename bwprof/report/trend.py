@@ -33,7 +33,6 @@ from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
 from bwprof.schema.text import one_line
 
-DEFAULT_THRESHOLD_PCT = 5.0
 FLEET_BAND = (0.10, 0.90)
 MIN_FOR_PERCENTILES = 10
 """With fewer figures than this, the band is the fleet's min to max."""

@@ -42,7 +42,7 @@ FAIL_SHARE = 0.85
 DEFAULT_PAYLOAD_BYTES = 256
 """Assumed where config space could not be read (it needs root). 256 B is what x86 servers
 negotiate for GPUs, and what the stored H200 run suggests: its PCIe counters read 1.07x the
-bytes copied, about 18 B of overhead per 256 B TLP (issue 20)."""
+bytes copied, about 18 B of overhead per 256 B TLP."""
 TLP_OVERHEAD_BYTES = 24
 """Per TLP on Gen3-5: 4 B framing token with sequence number, 16 B header (64-bit
 addresses), 4 B LCRC (PCIe base spec; the 128b/130b line code is in the lane rate)."""
@@ -160,10 +160,6 @@ def find_part(name: str | None) -> Part | None:
     if not name:
         return None
     return next((part for part in PARTS if part.matches(name)), None)
-
-
-def part_by_key(key: str) -> Part | None:
-    return next((part for part in PARTS if part.key == key), None)
 
 
 @dataclass(frozen=True)

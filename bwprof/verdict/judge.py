@@ -490,14 +490,6 @@ def checks_frame(checks: list[Check]) -> pd.DataFrame:
     return pd.DataFrame([c.as_dict() for c in checks], columns=list(CHECK_COLUMNS))
 
 
-def box_verdicts(checks: list[Check]) -> dict[tuple[str, str], str]:
-    """(run folder, box) -> the box's verdict, in the order the checks came."""
-    out: dict[tuple[str, str], list[str]] = {}
-    for check in checks:
-        out.setdefault((check.run_dir, check.box), []).append(check.verdict)
-    return {key: worst(verdicts) for key, verdicts in out.items()}
-
-
 LINE_WIDTH = 160
 """A verdict line fits the fleet table's terminal; the table and --json say the rest."""
 
