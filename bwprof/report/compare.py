@@ -28,7 +28,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.formats import cell_float, cell_int, cell_text, is_missing
 from bwprof.report.runfolder import RunFolder, state_warning
 from bwprof.report.summary import build_summary
-from bwprof.schema.meta import RunMeta
+from bwprof.schema.meta import HostInfo, RunMeta
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.text import json_ready, one_line, printable
@@ -310,6 +310,8 @@ def _machine(meta: RunMeta) -> dict[str, str]:
         "driver": distinct("driver_version") if gpus.devices else "no GPU",
         "CUDA": distinct("cuda_driver_version") if gpus.devices else "no GPU",
         "CPU": host.cpu_model if host is not None else "unknown",
+        # A 2-thread VM and a 16-thread server of one CPU model are not one machine's DDR.
+        "CPU threads": _threads(host),
         # The host arrays' page size moves DDR figures by several percent.
         "transparent huge pages": (host.transparent_hugepages if host is not None else None)
         or "unknown",
@@ -323,10 +325,55 @@ def _machine(meta: RunMeta) -> dict[str, str]:
     }
 
 
+IDENTITY_SOURCES = ("machine_id", "dmi_uuid", "dmi_serial", "gpu_uuids")
+
+
+def _other_machine(base: HostInfo | None, mine: HostInfo | None, base_label: str,
+                   label: str) -> str | None:
+    """'machine differs: ...' where a source both runs' identities read differs (host names
+    repeat: `vm`, `localhost`), naming any they share (an image cloned with its machine-id;
+    a box whose GPUs were swapped); None where one predates the record, nothing both read
+    can tell, or all they read agrees. GPUs agree where they share one UUID."""
+    if base is None or mine is None or base.identity is None or mine.identity is None:
+        return None
+    same: list[str] = []
+    clash: list[str] = []
+    for name in IDENTITY_SOURCES:
+        x, y = getattr(base.identity, name), getattr(mine.identity, name)
+        if not x or not y:
+            continue
+        agree = bool(set(x) & set(y)) if name == "gpu_uuids" else x == y
+        (same if agree else clash).append(name)
+    if not clash:
+        return None
+    why = f"other {', '.join(clash)}" + (f", same {', '.join(same)}" if same else "")
+    return (f"machine differs: {base_label} {base.box_label}; {label} {mine.box_label} "
+            f"({why})")
+
+
+def _threads(host: HostInfo | None) -> str:
+    """The host's logical CPUs, and how many the run could use where fewer."""
+    if host is None:
+        return "unknown"
+    usable = (f" ({host.usable_cpus} usable)" if host.usable_cpus != host.logical_cpus
+              else "")
+    return f"{host.logical_cpus}{usable}"
+
+
 def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[str]:
-    """One line per attribute where a run's machine differs from the baseline's."""
+    """One line per attribute where a run's machine differs from the baseline's; where some
+    runs recorded a machine identity and others did not, a line saying those are told
+    apart by host name only."""
     base = _machine(runs[0].meta)
     lines = []
+    for run, label in zip(runs[1:], labels[1:], strict=True):
+        if (line := _other_machine(runs[0].meta.host, run.meta.host, labels[0], label)):
+            lines.append(line)
+    known = [bool(run.meta.host is not None and run.meta.host.box) for run in runs]
+    if any(known) and not all(known):
+        bare = ", ".join(label for label, has in zip(labels, known, strict=True) if not has)
+        lines.append(f"machine unknown for run(s) {bare}: recorded no machine identity (a "
+                     "bwprof before it did), so told apart by host name only")
     for run, label in zip(runs[1:], labels[1:], strict=True):
         mine = _machine(run.meta)
         for what, value in mine.items():

@@ -395,3 +395,47 @@ def test_rows_of_one_size_that_differ_by_dtype_or_direction_are_figures_of_their
     assert "gemm_gpu gpu0 4 MiB tf32 throughput" in text
     for direction in ("h2d", "d2h", "both"):
         assert f"bidir_pinned {direction} gpu0 256 MiB" in text
+
+
+def test_a_16_thread_run_against_a_2_thread_run_warns():
+    """h200-quick (16 threads of a Xeon) and host-ddr-v2 (a 2-thread EPYC VM) are both `vm`."""
+    lines = machine_warnings(_runs("h200-quick", "host-ddr-v2"), ["A", "B"])
+    assert "CPU threads differs: A 16; B 2" in lines
+    assert any(line.startswith("CPU differs: A Intel(R) Xeon(R) Processor; B AMD EPYC")
+               for line in lines)
+    assert not any("machine" in line for line in lines)  # neither recorded an identity
+    fewer = host(usable_cpus=1)
+    runs = [RunFolder(Path(n), results_frame([make_row()]), meta(host=h))
+            for n, h in (("a", HOST), ("b", fewer))]
+    assert machine_warnings(runs, ["A", "B"]) == ["CPU threads differs: A 2; B 2 (1 usable)"]
+
+
+def _identified(tmp_path, name, machine_id=None, dmi_uuid=None, gpus=()):
+    from bwprof.system import machine_identity
+
+    sys_dmi = tmp_path / f"dmi-{name}"
+    sys_dmi.mkdir()
+    if dmi_uuid:
+        (sys_dmi / "product_uuid").write_text(dmi_uuid + "\n")
+    (tmp_path / f"id-{name}").write_text((machine_id or "") + "\n")
+    identity = machine_identity(HOST.cpu_model, gpus, sys_dmi=sys_dmi,
+                                machine_id=tmp_path / f"id-{name}")
+    return RunFolder(Path(name), results_frame([make_row()]),
+                     meta(host=host(identity=identity)))
+
+
+def test_two_machines_sharing_a_host_name_are_named_and_one_machine_is_not(tmp_path):
+    a = _identified(tmp_path, "a", machine_id="1" * 32)
+    b = _identified(tmp_path, "b", machine_id="2" * 32)
+    again = _identified(tmp_path, "c", machine_id="1" * 32, dmi_uuid="4c4c4544-0042")
+    clone = _identified(tmp_path, "d", machine_id="1" * 32, dmi_uuid="4c4c4544-0099")
+    lines = machine_warnings([a, b, again], ["A", "B", "C"])
+    assert lines == [f"machine differs: A vm#{a.meta.host.box}; B vm#{b.meta.host.box} "
+                     "(other machine_id)"]  # C: the same machine-id, its DMI read as root
+    assert machine_warnings([again, clone], ["C", "D"]) == [
+        f"machine differs: C vm#{again.meta.host.box}; D vm#{clone.meta.host.box} "
+        "(other dmi_uuid, same machine_id)"]  # an image cloned with its machine-id
+    old = RunFolder(Path("old"), results_frame([make_row()]), meta(host=HOST))
+    assert machine_warnings([a, old], ["A", "O"]) == [
+        "machine unknown for run(s) O: recorded no machine identity (a bwprof before it "
+        "did), so told apart by host name only"]
