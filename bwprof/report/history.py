@@ -64,7 +64,8 @@ ABSENT = "absent"
 # (column, Arrow type): the store's columns, in order. "timestamp" is microseconds, UTC.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("run_key", "string"), ("run_id", "string"), ("started_utc", "timestamp"),
-    ("finished_utc", "timestamp"), ("host", "string"), ("bwprof_version", "string"),
+    ("finished_utc", "timestamp"), ("host", "string"), ("box", "string"),
+    ("bwprof_version", "string"),
     ("bwprof_commit", "string"), ("driver_version", "string"),
     ("cuda_driver_version", "string"), ("path", "string"), ("case", "string"),
     ("device", "string"), ("device_name", "string"), ("gpu_uuid", "string"),
@@ -76,6 +77,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("schema_version", "int64"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _kind in COLUMNS)
+LATER_COLUMNS: tuple[str, ...] = ("box",)
+"""Columns a file stored by an earlier bwprof lacks: read as empty (the run is keyed by its
+host name, as it was then)."""
 
 
 def need_pyarrow() -> None:
@@ -162,6 +166,16 @@ def _gpu(meta: RunMeta, device: object) -> GpuMeta | None:
     return gpus.device(label)
 
 
+def _box(meta: RunMeta, device: object) -> str | None:
+    """The box key of the machine a summary row's device is on (a fleet run's node's, for
+    'node7:gpu0'); None where the run recorded no machine identity."""
+    node, _colon, _label = str(device).rpartition(":")
+    host = meta.host
+    if node and meta.nodes and node in meta.nodes:
+        host = meta.nodes[node].host
+    return host.box if host is not None else None
+
+
 def _text(value: object) -> str | None:
     return None if value is None or is_missing(value) or value == "" else one_line(str(value))
 
@@ -213,6 +227,7 @@ def prepare_run(folder: Path, added: datetime) -> StoredRun:
         records.append({
             "run_key": key, "run_id": identity, "started_utc": started,
             "finished_utc": finished, "host": _text(row["host"]) or meta.hostname or None,
+            "box": _box(meta, row["device"]),
             "bwprof_version": meta.bwprof_version, "bwprof_commit": meta.bwprof_commit,
             "driver_version": _text(info.get("driver_version")) if gpu else drivers,
             "cuda_driver_version": _text(info.get("cuda_driver_version")) if gpu else cuda,
@@ -380,7 +395,8 @@ def read_store_file(path: Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow's own error types for a damaged file
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
-    missing = [name for name in COLUMN_NAMES if name not in frame.columns]
+    missing = [name for name in COLUMN_NAMES
+               if name not in frame.columns and name not in LATER_COLUMNS]
     if missing:
         raise BwprofError(f"{shown(path)} is not a bwprof history file (missing "
                           f"{', '.join(missing[:5])})")
@@ -389,6 +405,9 @@ def read_store_file(path: Path) -> pd.DataFrame:
         raise BwprofError(f"{shown(path)} is of history version "
                           f"{', '.join(str(v) for v in sorted(versions))}; this bwprof reads "
                           f"version {HISTORY_VERSION}")
+    for name in LATER_COLUMNS:
+        if name not in frame.columns:
+            frame[name] = None
     return frame
 
 
@@ -409,4 +428,19 @@ def read_store(store: Path, notes: list[str] | None = None) -> pd.DataFrame:
                           f"{' that can be read' if files else ''}; add runs with "
                           "`bwprof history add RUN_DIR --store DIR`")
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return frame.loc[:, list(COLUMN_NAMES)]
+    frame = frame.loc[:, list(COLUMN_NAMES)]
+    if notes is not None:
+        notes.extend(identity_notes(frame))
+    return frame
+
+
+def identity_notes(frame: pd.DataFrame) -> list[str]:
+    """A line where stored runs recorded no machine identity: they are keyed by host name,
+    so machines that share one (`vm`, `localhost`) are one series there."""
+    bare = frame.loc[frame["box"].isna() | (frame["box"].astype(str) == ""), "run_key"]
+    if bare.empty:
+        return []
+    count = bare.nunique()
+    return [f"{count} stored run(s) recorded no machine identity (from a bwprof before it "
+            "kept one): their figures are keyed by host name, so machines sharing a host "
+            "name are not told apart there"]

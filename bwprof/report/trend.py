@@ -2,11 +2,13 @@
 range, and the GPUs that fell below their own history.
 
 A series is one figure of one subject: a GPU (by its UUID; where a run recorded none, its
-host and device label, e.g. `vm:gpu0`; the host's own figures, DDR, by `host:cpu`) and
-one case, path and metric, dated by the run's start (UTC). Each point is the figure's
-**median** over its samples (`value_median`, the row's `value` where it has none):
-best-of-N hides the intermittent drops a trend is there to catch. Only rows of status
-`ok` with a figure count.
+box and device label, e.g. `vm#3f2a9c1b7d4e:gpu0`; the host's own figures, DDR, by
+`vm#3f2a9c1b7d4e:cpu`) and one case, path and metric, dated by the run's start (UTC).
+Each point is the figure's **median** over its samples (`value_median`, the row's `value`
+where it has none): best-of-N hides the intermittent drops a trend is there to catch. The
+box key (`bwprof.system.machine_identity`) tells apart machines that share a host name; a
+run stored before bwprof recorded one is keyed by host name (`vm:cpu`), as it was. Only
+rows of status `ok` with a figure count.
 
 **Falling.** A series with at least two runs is compared latest against the median of
 all its earlier runs; it fell where the latest is lower by more than the threshold, in
@@ -31,6 +33,7 @@ import pandas as pd
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.report.atomic import save_figure
+from bwprof.schema.meta import BOX_MARK
 from bwprof.schema.text import one_line
 
 FLEET_BAND = (0.10, 0.90)
@@ -42,8 +45,14 @@ PNG_PREFIX = "trend-"
 
 
 def subject_of(frame: pd.DataFrame) -> pd.Series:
-    """Each row's subject: its GPU's UUID, else 'host:device'."""
-    fallback = frame["host"].fillna("?").astype(str) + ":" + frame["device"].fillna("?").astype(str)
+    """Each row's subject: its GPU's UUID, else 'host#box:device' (the machine's box key,
+    so two machines sharing a host name are two subjects), else, for a run that recorded no
+    machine identity, 'host:device'."""
+    host = frame["host"].fillna("?").astype(str)
+    box = frame["box"] if "box" in frame.columns else pd.Series(None, index=frame.index)
+    known = box.notna() & (box.astype(str) != "")
+    host = host.where(~known, host + BOX_MARK + box.astype(str))
+    fallback = host + ":" + frame["device"].fillna("?").astype(str)
     uuid = frame["gpu_uuid"]
     return uuid.where(uuid.notna() & (uuid.astype(str) != ""), fallback).astype(str)
 
@@ -66,6 +75,14 @@ def select(rows: pd.DataFrame, gpu: str | None = None, case: str | None = None) 
     if gpu is not None:
         serial = rows["gpu_serial"]
         match = (rows["subject"] == gpu) | (serial.notna() & (serial.astype(str) == gpu))
+        if not match.any():  # 'host:device' of a machine that recorded its box key
+            plain = (rows["host"].fillna("?").astype(str) + ":"
+                     + rows["device"].fillna("?").astype(str)) == gpu
+            boxes = sorted(set(rows.loc[plain, "subject"]))
+            if len(boxes) > 1:
+                raise BwprofError(f"--gpu {one_line(shorten(gpu))!r} names {len(boxes)} machines "
+                                  f"that share a host name: give one of {', '.join(boxes)}")
+            match = plain
         if not match.any():
             known = sorted(set(rows["subject"]))
             shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")

@@ -31,9 +31,11 @@ H200_UUID = "GPU-ee79134a-9732-1adc-01eb-364e22de051a"
 
 
 def make_run(root: Path, name: str, *, started: str, uuid: str = H200_UUID,
-             host: str = "vm", scale: dict[str, float] | None = None) -> Path:
+             host: str = "vm", scale: dict[str, float] | None = None,
+             machine_id: str | None = None) -> Path:
     """A copy of h200-quick as the run `name` of `host` started at `started` (ISO, UTC) on
-    the GPU `uuid`, each case of `scale` with its figures times its factor."""
+    the GPU `uuid`, each case of `scale` with its figures times its factor; with
+    `machine_id`, the run records that machine identity (h200-quick predates it)."""
     folder = root / name
     shutil.copytree(H200, folder)
     system = json.loads((folder / "system.json").read_text())
@@ -42,6 +44,12 @@ def make_run(root: Path, name: str, *, started: str, uuid: str = H200_UUID,
     system["finished_utc"] = started
     system["host"]["hostname"] = host
     system["gpus"]["devices"][0]["metadata"]["uuid"] = uuid
+    if machine_id is not None:
+        from bwprof.system import machine_identity
+
+        identity = machine_identity(system["host"]["cpu_model"], (uuid,),
+                                    sys_dmi=root / "no-dmi", machine_id=root / machine_id)
+        system["host"]["identity"] = identity.as_dict()
     (folder / "system.json").write_text(json.dumps(system))
     results = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
     results["run_id"], results["host"] = name, host
@@ -409,3 +417,70 @@ def test_two_machines_of_one_host_name_but_other_models_are_separate_series(tmp_
     assert done.exit_code == 0, done.output
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert done.exit_code == 0 and "FELL" not in done.output, done.output
+
+
+def _two_boxes_named_vm(tmp_path: Path, identities: bool) -> Path:
+    """Two runs of hosts both named `vm`: the first a fast box, the second (a day later)
+    another machine whose DDR and HBM are a tenth of it; with `identities`, each records its
+    own machine-id."""
+    ids = []
+    for n in (1, 2):
+        (tmp_path / f"machine-id-{n}").write_text(f"{n:032x}\n")
+        ids.append(f"machine-id-{n}" if identities else None)
+    first = make_run(tmp_path, "vm-a", started="2026-12-01T00:00:00Z", uuid="GPU-a",
+                     machine_id=ids[0])
+    second = make_run(tmp_path, "vm-b", started="2026-12-02T00:00:00Z", uuid="GPU-b",
+                      machine_id=ids[1], scale={"ddr_triad": 0.1, "ddr_copy": 0.1})
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(first), str(second), "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    return store
+
+
+def test_two_machines_sharing_a_host_name_are_two_boxes_in_trend(tmp_path):
+    """The issue's store: a fast box and a slow VM both named `vm` were one series, and the
+    slow one's DDR a fall of the fast one's. With their identities recorded they are two."""
+    store = _two_boxes_named_vm(tmp_path, identities=True)
+    rows = history.read_store(store)
+    boxes = set(rows["box"])
+    assert len(boxes) == 2 and None not in boxes
+    fleet = trend.figures(rows)
+    ddr = fleet[fleet["case"] == "ddr_triad"]
+    assert ddr["subject"].nunique() == 2
+    assert all(subject.startswith("vm#") for subject in ddr["subject"])
+    assert not [f for f in trend.falls(fleet, 5.0) if f.case.startswith("ddr")]
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert done.exit_code == 0 and "FELL" not in done.output, done.output
+    assert "no machine identity" not in done.output
+    with pytest.raises(BwprofError, match="2 machines that share a host name"):
+        trend.select(fleet, gpu="vm:cpu")
+    one = sorted(ddr["subject"])[0]
+    assert set(trend.select(fleet, gpu=one)["subject"]) == {one}
+
+
+def test_runs_without_an_identity_are_keyed_by_host_name_with_a_note(tmp_path):
+    """Older runs (every folder in tests/data) have no identity: keyed by host name as
+    before, and the trend says so."""
+    store = _two_boxes_named_vm(tmp_path, identities=False)
+    notes: list[str] = []
+    rows = history.read_store(store, notes)
+    assert rows["box"].isna().all()
+    assert any("2 stored run(s) recorded no machine identity" in note for note in notes)
+    fleet = trend.figures(rows)
+    assert set(fleet.loc[fleet["case"] == "ddr_triad", "subject"]) == {"vm:cpu"}
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert "note: 2 stored run(s) recorded no machine identity" in done.output
+    assert "FELL ddr_triad vm:cpu" in done.output and done.exit_code == 1
+
+
+def test_a_store_file_written_before_the_box_column_still_reads(tmp_path):
+    store = _two_boxes_named_vm(tmp_path, identities=True)
+    import pyarrow.parquet as pq
+
+    old = store / "run-old-0000000000000000.parquet"
+    table = pq.read_table(next(store.iterdir()))
+    pq.write_table(table.drop(["box"]).replace_schema_metadata(None), old)
+    notes: list[str] = []
+    rows = history.read_store(store, notes)
+    assert list(rows.columns) == list(history.COLUMN_NAMES)
+    assert any("1 stored run(s) recorded no machine identity" in note for note in notes)
