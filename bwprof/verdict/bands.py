@@ -21,16 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bwprof.casespec import judged_paths, path_of
 from bwprof.peaks import nvlink_peak_gbps, pcie_peak_gbps
 
-PATHS: tuple[str, ...] = ("ddr", "h2d", "d2h", "bidir", "hbm", "d2d", "p2p", "overlap",
-                          "latency")
-"""The paths a verdict judges, in the order the tables show them."""
+PATHS: tuple[str, ...] = judged_paths()
+"""The paths a verdict judges (`bwprof.casespec.PATHS`), in the order the tables show them."""
 
-PATH_LABELS: dict[str, str] = {
-    "ddr": "DDR", "h2d": "H2D", "d2h": "D2H", "bidir": "bidir", "hbm": "HBM", "d2d": "D2D",
-    "p2p": "P2P", "overlap": "overlap", "latency": "latency",
-}
+PATH_LABELS: dict[str, str] = {key: path_of(key).short for key in PATHS}
 
 WARN_SHARE = 0.95
 """Default: a figure within 5 % of the expected one passes."""

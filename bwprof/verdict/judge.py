@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
+from bwprof.casespec import PATHS as CASE_PATHS
+from bwprof.casespec import path_of
 from bwprof.report.formats import cell_float, cell_int, row_at
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.summary import is_loaded, matrix_rows
@@ -43,17 +45,14 @@ NOT_JUDGED_SUFFIX = "the box was not judged on it"
 
 HOST_DEVICE = "cpu"
 
-# (path, case, direction): the rows each GPU path reads.
-GPU_PATHS: tuple[tuple[str, str, str | None], ...] = (
-    ("h2d", "h2d_pinned", "h2d"),
-    ("d2h", "d2h_pinned", "d2h"),
-    ("bidir", "bidir_pinned", "both"),
-    ("hbm", "hbm_triad", None),
-    ("d2d", "d2d_copy", None),
-)
-OVERLAP_CASES: tuple[str, ...] = ("overlap_h2d_compute", "overlap_d2h_compute",
-                                  "overlap_bidir_compute", "overlap_pageable")
 LINK_PATHS = ("h2d", "d2h", "bidir")
+OWN_PATHS = ("ddr", "p2p", "overlap", "latency")
+"""Judged paths with a method of their own below; every other judged path is a GPU's
+headline case at its largest size."""
+GPU_PATHS: tuple[tuple[str, str, str | None], ...] = tuple(
+    (p.key, p.headline, p.direction) for p in CASE_PATHS if p.judged and p.key not in OWN_PATHS)
+"""(path, case, direction): the rows each GPU path reads (`bwprof.casespec.PATHS`)."""
+OVERLAP_CASES: tuple[str, ...] = path_of("overlap").cases
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bwprof.casespec import PATHS as CASE_PATHS
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema import flags
@@ -39,7 +40,8 @@ from bwprof.verdict import bands
 from bwprof.verdict.bands import FAIL_SHARE, PART_KEYS, WARN_SHARE, Band, Part
 
 ALL_MODELS = "all"
-BANDWIDTH_PATHS: tuple[str, ...] = ("h2d", "d2h", "bidir", "hbm", "d2d", "p2p")
+BANDWIDTH_PATHS: tuple[str, ...] = tuple(p.key for p in CASE_PATHS if p.bandwidth)
+"""The GB/s paths a spec may band (`bwprof.casespec.PATHS`)."""
 BANDWIDTH_KEYS: tuple[str, ...] = ("peak_gbps", "expected_gbps", "warn_pct", "fail_pct")
 OVERLAP_KEYS: tuple[str, ...] = ("warn_pct", "fail_pct")
 LATENCY_KEYS: tuple[str, ...] = ("warn_ns", "fail_ns")
