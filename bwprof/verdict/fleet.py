@@ -1,6 +1,10 @@
 """The fleet table: one row per box × GPU, a column per path (verdict and % of band), the
 outliers against the fleet median named, drawn to fit a 160-column terminal.
 
+A box is a run folder's machine, named by host name and box key ('vm#3f2a9c1b7d4e',
+`bwprof.system.machine_identity`), so machines sharing a host name are rows of their own and
+an outlier marks only its own; a run from before the key was recorded is named by host name.
+
 Plain fixed-width text, not a rich table: every line is built to at most TABLE_WIDTH
 characters (long box names are cut with '…'), so nothing wraps, whatever the terminal.
 """
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bwprof.schema.meta import BOX_MARK
 from bwprof.verdict.bands import PATH_LABELS, PATHS
 from bwprof.verdict.judge import CANNOT_JUDGE, ERROR, PASS, Check, worst
 
@@ -33,6 +38,8 @@ class Outlier:
     pct_from_median: float
     """How far the figure is from its model's fleet median, in % (negative: worse)."""
     peers: int
+    run_dir: str = ""
+    """The run folder of the figure: two runs of one box name are two rows of the table."""
 
     @property
     def text(self) -> str:
@@ -67,7 +74,7 @@ def outliers(checks: list[Check], outlier_pct: float) -> list[Outlier]:
             if worse > outlier_pct:
                 out.append(Outlier(check.box, check.device, path, part,
                                    change if check.higher_is_better else -change,
-                                   len(members)))
+                                   len(members), check.run_dir))
     return out
 
 
@@ -92,7 +99,7 @@ def _cell(checks: list[Check], flagged: bool) -> str:
 def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[str, object]]:
     """One row per box × GPU; the box's host checks (DDR, host latency) on each of its
     GPU rows; a box without GPUs gets a row of its host."""
-    flagged = {(o.box, o.device, o.path) for o in outlier_list}
+    flagged = {(o.run_dir, o.box, o.device, o.path) for o in outlier_list}
     hosts: dict[tuple[str, str], list[Check]] = {}
     gpus: dict[tuple[str, str, str], list[Check]] = {}
     for check in checks:
@@ -117,9 +124,10 @@ def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[st
             row[f"{path}_pct_of_band"] = (min(c.pct_of_band for c in judged)  # type: ignore
                                           if judged else None)
             row[f"{path}_cell"] = _cell(on_path, any(
-                (c.box, c.device, path) in flagged for c in on_path))
+                (c.run_dir, c.box, c.device, path) in flagged for c in on_path))
         row["outliers"] = "; ".join(o.text for o in outlier_list
-                                    if o.box == box and o.device in (device, "cpu"))
+                                    if (o.run_dir, o.box) == (run, box)
+                                    and o.device in (device, "cpu"))
         rows.append(row)
     return rows
 
@@ -143,6 +151,20 @@ def _cut_middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
+SHORT_BOX = 6
+"""Hex digits of a box key kept where a long host name is cut to fit the column."""
+
+
+def _box_cell(name: str, width: int) -> str:
+    """A box's name cut to `width`: a long host name loses its middle, the box key keeps
+    its first SHORT_BOX digits ('gpu-nod…ame-03#3f2a9c')."""
+    host, mark, key = name.partition(BOX_MARK)
+    if len(name) <= width or not mark:
+        return _cut_middle(name, width)
+    key = key[:SHORT_BOX]
+    return _cut_middle(host, width - len(mark) - len(key)) + mark + key
+
+
 def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> list[str]:
     """The table as lines of at most TABLE_WIDTH characters, then the outliers and a key."""
     paths = [p for p in PATHS if any(row[f"{p}_cell"] for row in rows)]
@@ -152,7 +174,7 @@ def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> l
     for row in rows:
         model = str(row["part"] or row["gpu_model"] or "")
         verdict = str(row["verdict"])
-        line = (f"{_cut_middle(str(row['box']), BOX_WIDTH):<{BOX_WIDTH}} "
+        line = (f"{_box_cell(str(row['box']), BOX_WIDTH):<{BOX_WIDTH}} "
                 f"{_cut(str(row['device']), GPU_WIDTH):<{GPU_WIDTH}} "
                 f"{_cut(model, MODEL_WIDTH):<{MODEL_WIDTH}} "
                 f"{verdict if verdict != CANNOT_JUDGE else '-':<5} "
@@ -166,4 +188,17 @@ def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> l
     lines.append(f"cells: verdict and % of the band's expected figure; {NOISY_MARK} noisy, "
                  f"{OUTLIER_MARK} outlier, - cannot judge ({PASS} needs a band and a figure), "
                  f"{ERROR} bwprof's own error (not the box's)")
+    lines += unidentified_lines(rows)
     return [_cut(line, TABLE_WIDTH) for line in lines]
+
+
+def unidentified_lines(rows: list[dict[str, object]]) -> list[str]:
+    """A note per box name that several run folders share without a machine identity
+    (runs from a bwprof before it recorded one): they may be one machine or several."""
+    runs: dict[str, set[str]] = {}
+    for row in rows:
+        if BOX_MARK not in str(row["box"]):
+            runs.setdefault(str(row["box"]), set()).add(str(row["run_dir"]))
+    return [f"note: box {name}: {len(dirs)} runs recorded no machine identity (a bwprof before "
+            "it did) and are told apart by host name only: one machine or several"
+            for name, dirs in runs.items() if len(dirs) > 1]

@@ -111,9 +111,10 @@ class _Box:
 
 def _boxes(run: RunFolder) -> list[_Box]:
     meta = run.meta
-    if meta.nodes:
-        return [_Box(name, f"{name}:", node.host, node.gpus) for name, node in meta.nodes.items()]
-    name = one_line(meta.hostname) or run.label
+    if meta.nodes:  # named by host name and box key where recorded ('vm#3f2a9c1b7d4e')
+        return [_Box(one_line(node.host.box_label) if node.host is not None else name,
+                     f"{name}:", node.host, node.gpus) for name, node in meta.nodes.items()]
+    name = one_line(meta.box_label) or run.label
     return [_Box(name, "", meta.host, meta.gpus)]
 
 

@@ -425,3 +425,58 @@ def test_a_figure_from_a_busy_host_cannot_be_judged_and_says_why(tmp_path):
                              "while it ran; measure again on a quiet host")
     assert ddr["value"] is not None  # the figure is shown, not judged
     assert data["exit_code"] == 0 and data["boxes"][0]["line"].endswith("(DDR busy)")
+
+
+# -- a box's identity (issue 34) ---------------------------------------------------------------
+
+
+def _with_identity(machine_id: str):
+    def edit(system: dict) -> None:
+        from bwprof.system import box_key
+
+        system["host"]["identity"] = {"box": box_key("machine_id", machine_id),
+                                      "box_source": "machine_id", "machine_id": machine_id,
+                                      "cpu_model": system["host"]["cpu_model"]}
+    return edit
+
+
+def four_boxes_named_vm(tmp_path: Path, identities: bool) -> list[Path]:
+    """Four H200 runs of hosts all named `vm`; the fourth's HBM is 30% short."""
+    return [fake(tmp_path, f"run{i}", scale={"hbm_triad": 0.7} if i == 3 else None,
+                 edit_system=_with_identity(f"{i + 1:032x}") if identities else None)
+            for i in range(4)]
+
+
+def test_machines_sharing_a_host_name_are_boxes_of_their_own_in_the_fleet_table(tmp_path):
+    from bwprof.system import box_key
+
+    folders = four_boxes_named_vm(tmp_path, identities=True)
+    out = tmp_path / "out"
+    result = accept(*map(str, folders), "--out", str(out))
+    assert result.exit_code == 1, result.output
+    table = pd.read_csv(out / "accept_fleet.csv")
+    keys = [box_key("machine_id", f"{i + 1:032x}") for i in range(4)]
+    assert list(table["box"]) == [f"vm#{key}" for key in keys]
+    flagged = table[table["outliers"].notna()]
+    assert list(flagged["box"]) == [f"vm#{keys[3]}"]  # only the slow machine's row
+    assert list(table["hbm_verdict"]) == ["PASS", "PASS", "PASS", "FAIL"]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("vm#")
+            and " — " not in line]
+    assert [("!" in line) for line in rows] == [False, False, False, True]
+    assert "no machine identity" not in result.stdout
+
+
+def test_runs_of_one_host_name_without_an_identity_say_so(tmp_path):
+    folders = four_boxes_named_vm(tmp_path, identities=False)
+    result = accept(*map(str, folders))
+    assert result.exit_code == 1, result.output
+    assert ("note: box vm: 4 runs recorded no machine identity (a bwprof before it did) and "
+            "are told apart by host name only") in result.stdout
+    assert accept(str(H200)).stdout.count("no machine identity") == 0  # one run: nothing to say
+
+
+def test_a_long_host_name_keeps_its_number_and_its_box_key_in_the_table():
+    from bwprof.verdict.fleet import BOX_WIDTH, _box_cell
+
+    cell = _box_cell("gpu-node-with-a-long-name-03#3f2a9c1b7d4e", BOX_WIDTH)
+    assert len(cell) == BOX_WIDTH and cell.endswith("-03#3f2a9c")
