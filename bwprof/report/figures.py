@@ -7,6 +7,7 @@ which row of a device stands for it (the largest size, the best of what is left)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bwprof.casespec import MEDIAN_BEYOND_CACHE, FigureRule
 from bwprof.coerce import number
@@ -76,3 +77,33 @@ def pick(rows: Sequence[Record], higher_is_better: bool = True,
         top = max(size(r) for r in mine)
         mine = [r for r in mine if size(r) == top]
     return best_of(mine, higher_is_better, rule)
+
+
+def peak_source(row: Mapping[Any, Any]) -> str:
+    """Where a row's theoretical peak (`peak_value`, set when it was measured) comes from,
+    named once for every output."""
+    memory, direction = str(row.get("memory") or ""), str(row.get("direction") or "")
+    if memory == "hbm":
+        return "NVML: 2 × max memory clock × bus width"
+    if memory == "ddr":
+        return "SMBIOS memory modules: speed × width × modules"
+    if direction in ("h2d", "d2h", "both"):
+        if f.has_flag(row.get("flags"), f.C2C_LINK):
+            return "NVLink-C2C: the part's host link"
+        return "PCIe: the link's maximum generation × width (NVML)"
+    if direction == "p2p":
+        return "the GPU pair's link: NVLink links × rate, or PCIe"
+    return "the row's peak_value"
+
+
+def the_peak(row: Mapping[Any, Any], fallback: float | None = None,
+             fallback_source: str = "") -> tuple[float | None, str]:
+    """(peak, source): the one peak a path's figure is shown against. The row's own
+    theoretical peak where it has one (what results.csv, the summary and the plots hold it
+    against); else `fallback` (a verdict band's reference: the datasheet's) with its source.
+    A verdict's band may start from another figure (the datasheet's 4800 GB/s HBM against
+    NVML's 4814): the band judges, this peak is what "% of peak" reads."""
+    own = cell_float(row.get("peak_value"))
+    if own:
+        return own, peak_source(row)
+    return (fallback, fallback_source) if fallback else (None, "")

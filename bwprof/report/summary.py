@@ -54,7 +54,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "dtype", "size_bytes", "threads", "repeats", "metric", "unit", "higher_is_better", "value",
     "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median", "value_best",
     "gbps_best", "copy_gbps_best", "cv", "peak_value",
-    "peak_gbps", "pct_of_peak", "overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie", "status",
+    "peak_gbps", "pct_of_peak", "peak_source", "overlap_efficiency", "hbm_over_ddr",
+    "hbm_over_pcie", "status",
     "flags", "note", "schema_version",
 )
 
@@ -118,6 +119,7 @@ def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
         "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
         "pct_of_peak": (100.0 * value / peak
                         if value is not None and peak and higher else None),
+        "peak_source": figures.peak_source(row) if peak else "",
         "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
         "status": row["status"], "flags": row["flags"], "note": "",
         "schema_version": SCHEMA_VERSION,
@@ -515,6 +517,7 @@ def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
                 "overlap", row, metric=EFFICIENCY.name, unit=EFFICIENCY.unit,
                 higher_is_better=EFFICIENCY.higher_is_better, value=efficiency,
                 value_median=efficiency, value_best=None, peak_value=None, pct_of_peak=None,
+                peak_source="",
                 overlap_efficiency=efficiency))
     return out
 
@@ -575,7 +578,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
                    "hbm_over_pcie"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     frame["higher_is_better"] = frame["higher_is_better"].astype("boolean")
-    for column in ("metric", "unit", "flags", "note"):
+    for column in ("metric", "unit", "flags", "note", "peak_source"):
         frame[column] = frame[column].fillna("").astype(str)
     return frame
 

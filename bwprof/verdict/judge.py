@@ -16,12 +16,14 @@ A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 
 from bwprof.casespec import PATHS as CASE_PATHS
 from bwprof.casespec import path_of
+from bwprof.report.figures import the_peak
 from bwprof.report.formats import cell_float, cell_int, row_at
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.summary import is_loaded, matrix_rows
@@ -83,6 +85,10 @@ class Check:
     pct_of_band: float | None = None
     higher_is_better: bool = True
     source: str = ""
+    peak: float | None = None
+    """The one peak `pct_of_peak` reads (the row's theoretical one, as the summary shows it;
+    the band's reference where the row has none)."""
+    peak_source: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -211,12 +217,16 @@ class _Judge:
                               **figures)
         if band is None or value is None:
             return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
-        pct_peak = 100 * value / band.reference if band.reference else None
+        # An overlap check's figure is a ratio, not its row's GB/s: only the band's applies.
+        peak, peak_source = (the_peak(row.to_dict(), band.reference, band.source)
+                             if figures["unit"] == str(row["unit"])
+                             else (band.reference, band.source))
+        pct_peak = 100 * value / peak if peak else None
         figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
                        fail=band.fail, pct_of_peak=pct_peak, pct_of_band=band.pct_of_band(value),
-                       source=band.source)
+                       source=band.source, peak=peak, peak_source=peak_source)
         verdict = band.verdict(value)
-        reason = _band_reason(value, band, figures["unit"], pct_peak, verdict)
+        reason = _band_reason(value, band, figures["unit"], pct_peak, verdict, peak)
         if fault is not None:
             verdict, reason = FAIL, f"{fault}; {reason}"
         if noisy:
@@ -445,12 +455,17 @@ def _figure(value: float, unit: str) -> str:
 
 
 def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
-                 verdict: str) -> str:
+                 verdict: str, peak: float | None = None) -> str:
+    """The figure against its one peak; where the band starts from another figure (the
+    datasheet's), the reason names both."""
     unit = str(unit)
+    peak = band.reference if peak is None else peak
     text = f"{_figure(value, unit)} (median)"
-    if pct_peak is not None and band.reference:
+    if pct_peak is not None and peak:
         text += (f", {pct_peak:.1f}% of ideal overlap" if unit == "ratio" else
-                 f", {pct_peak:.1f}% of the part's {_figure(band.reference, unit)} peak")
+                 f", {pct_peak:.1f}% of the {_figure(peak, unit)} peak")
+        if band.reference and not math.isclose(peak, band.reference, rel_tol=1e-3):
+            text += f" (band from the part's {_figure(band.reference, unit)})"
     better = ">=" if band.higher_is_better else "<="
     if verdict == PASS:
         return f"{text}; passes at {better} {_figure(band.warn, unit)}"
