@@ -303,3 +303,27 @@ def test_a_fresh_run_writes_schema_2_with_metric_unit_values_and_flags(tmp_path)
     else:
         assert "cache_unknown" in row["flags"].split("|")
     assert json.loads((tmp_path / "r" / "system.json").read_text())["schema_version"] == 2
+
+
+def test_a_run_records_its_gpus_uuids_in_the_machine_identity(monkeypatch, tmp_path):
+    """The GPUs' UUIDs join system.json's host.identity once the GPUs are probed (issue 34);
+    the simulated GPUs have none, so NVML's answer is stood in for here."""
+    from dataclasses import replace
+
+    from bwprof import api
+
+    real = api.gpu_executor
+
+    def with_uuids(*args, **kwargs):
+        executor, gpus = real(*args, **kwargs)
+        devices = tuple(replace(d, metadata={**d.metadata, "uuid": f"GPU-{d.index:04d}"})
+                        for d in gpus.devices)
+        return executor, replace(gpus, devices=devices)
+
+    monkeypatch.setattr(api, "gpu_executor", with_uuids)
+    result = bwprof.run(cases="h2d_pinned", preset="quick", repeats=2, simulate=True,
+                        out=tmp_path / "run", plots=False)
+    identity = bwprof.load(tmp_path / "run").meta.host.identity
+    count = len(result.meta.gpus.devices)
+    assert count and identity.gpu_uuids == tuple(f"GPU-{i:04d}" for i in range(count))
+    assert identity.box and identity.box_source

@@ -970,3 +970,16 @@ def test_a_process_whose_gpu_timed_out_exits_without_waiting_for_it(real_gpu):
     assert f"gpu{real_gpu} -> host download did not finish" in done.stdout
     released = float(done.stdout.split("released ")[1].split()[0])
     assert ended - released < 2.0, (ended - released, ended - began)
+
+
+def test_the_machine_identity_holds_every_gpus_nvml_uuid(real_gpu, device_run):
+    """The box key's last source (issue 34): NVML's UUIDs, joined into system.json's
+    host.identity once the GPUs are probed, the same as each GPU's own metadata."""
+    identity = device_run.meta.host.identity
+    uuids = sorted(str(d.metadata["uuid"]) for d in device_run.meta.gpus.devices
+                   if d.metadata.get("uuid"))
+    assert uuids and all(u.startswith(("GPU-", "MIG-")) for u in uuids), uuids
+    assert identity is not None and list(identity.gpu_uuids) == uuids
+    assert identity.box is not None and identity.box_source is not None
+    stored = bwprof.load(device_run.run_dir).meta.host.identity
+    assert stored == identity
