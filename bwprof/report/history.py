@@ -2,11 +2,12 @@
 that many boxes can append to at once without a server.
 
 Layout: `STORE/run-<run_id>-<key>.parquet`, one file per run, each holding one row per
-headline figure of the run's summary (`bwprof.report.summary`), with the run's and the
-GPU's identity on every row (`COLUMNS`). `<key>` is the first 16 hex digits of the SHA-256
-of the run's identity (its `run_id`; a run without one: its folder's name and start time),
-so the same run always lands on the same name, and `<run_id>` is that id cut to the
-characters a file name can always hold, for people.
+headline figure of the run's summary (`bwprof.report.summary`), with the run's, the
+machine's (`box`: the box key of `bwprof.system.machine_identity`, empty for a run from
+before it) and the GPU's identity on every row (`COLUMNS`). `<key>` is the first 16 hex
+digits of the SHA-256 of the run's identity (its `run_id`; a run without one: its folder's
+name and start time), so the same run always lands on the same name, and `<run_id>` is that
+id cut to the characters a file name can always hold, for people.
 
 Writers never touch another writer's file: a file is written under a temporary name
 (`.run-....parquet.bwprof-<pid>-<random>.tmp`, which pandas, pyarrow and `bwprof trend`
