@@ -9,32 +9,36 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from bwprof.casespec import path_of
+from bwprof.report import figures
 from bwprof.report.findings import Finding
-from bwprof.report.formats import row_at
-from bwprof.report.summary import cache_resident, is_numa_device, node_of
+from bwprof.report.summary import is_numa_device, node_of
 from bwprof.schema.meta import NodeMeta
 
 FLEET_SHARE = 0.9
-HEADLINE_CASES = ("ddr_triad", "hbm_triad", "d2d_copy", "h2d_pinned", "d2h_pinned")
+FLEET_PATHS = ("ddr", "hbm", "d2d", "h2d", "d2h")
+"""The paths whose headline figure a node is held against its peers on."""
+HEADLINE_CASES = tuple(path_of(key).headline for key in FLEET_PATHS)
+FIGURE = figures.column("value")
+"""The figure compared: the median, as every output's (`bwprof.report.figures`)."""
 METADATA_KEYS = {"driver_version": "driver", "cuda_driver_version": "CUDA driver",
                  "vbios_version": "VBIOS", "pcie_gen_max": "PCIe generation (max)",
                  "pcie_width_max": "PCIe width (max)"}
 
 
 def _headline(results: pd.DataFrame) -> pd.DataFrame:
-    """Per device, each headline case at its largest size (DDR: the best row), cache-resident
-    rows left out: a node whose arrays fit its cache is not slower than its peers."""
+    """Per device, each headline case's figure as every output picks it (`figures.pick`:
+    the best median at the largest size no cache holds): a node whose arrays fit its cache
+    is not slower than its peers."""
     if results.empty:  # pandas warns on the masks of an empty frame's text columns
         return pd.DataFrame()
-    resident = cache_resident(results)
-    rows = results[results["case"].isin(HEADLINE_CASES) & (results["status"] == "ok")
-                   & (results["backend"] != "simulated") & results["value_best"].notna()
-                   & ~results["device"].map(is_numa_device)  # whole hosts against each other
-                   & ~resident]
+    rows = results[results["case"].isin(HEADLINE_CASES) & (results["backend"] != "simulated")
+                   & ~results["device"].map(is_numa_device)]  # whole hosts against each other
     chosen = []
     for (_case, _device), group in rows.groupby(["case", "device"], sort=False):
-        largest = group[group["size_bytes"] == group["size_bytes"].max()]
-        chosen.append(row_at(largest, largest["value_best"].idxmax()))
+        picked = figures.pick(group.to_dict("records"))
+        if picked is not None:
+            chosen.append(picked)
     return pd.DataFrame(chosen)
 
 
@@ -48,13 +52,13 @@ def slower_nodes(results: pd.DataFrame) -> list[Finding]:
     for key, group in headline.groupby(keys, dropna=False):
         if group["device"].map(node_of).nunique() < 2:
             continue
-        median = statistics.median(group["value_best"])
-        for _, row in group[group["value_best"] < FLEET_SHARE * median].iterrows():
+        median = statistics.median(group[FIGURE])
+        for _, row in group[group[FIGURE] < FLEET_SHARE * median].iterrows():
             found.append(Finding(
                 "warning", str(row["device"]),
                 f"node {node_of(row['device'])} below the fleet median on {key[0]}",
                 "a node under-delivers against identical hardware in the same fleet",
-                f"{row['value_best']:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
+                f"{row[FIGURE]:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
                 f"{len(group)} {key[3]} device(s)",
             ))
     return found

@@ -10,29 +10,34 @@ from tests.schema.builders import gpu, gpus
 def test_a_node_more_than_10_percent_below_the_fleet_median():
     rows = [make_row(case="h2d_pinned", backend="cuda", device=f"node{i}:gpu0",
                      device_name="NVIDIA H200", direction="h2d", threads=None,
-                     size_bytes=256 << 20, gbps_best=value)
+                     size_bytes=256 << 20, gbps_median=value, gbps_best=value * 1.02)
             for i, value in enumerate([55.0, 54.0, 48.0, 56.0])]
     rows.append(make_row(case="h2d_pinned", backend="cuda", device="node9:gpu0",
                          device_name="other GPU", direction="h2d", threads=None,
-                         size_bytes=256 << 20, gbps_best=10.0))
+                         size_bytes=256 << 20, gbps_median=10.0, gbps_best=10.0 * 1.02))
     (finding,) = slower_nodes(results_frame(rows))
     assert finding.device == "node2:gpu0"
     assert "48.0 GB/s vs a fleet median of 54.5 GB/s over 4 NVIDIA H200" in finding.evidence
 
 
 def test_one_node_is_not_a_fleet():
-    rows = [make_row(device=f"node0:gpu{i}", backend="cuda", gbps_best=v)
+    rows = [make_row(device=f"node0:gpu{i}", backend="cuda", gbps_median=v, gbps_best=v * 1.02)
             for i, v in enumerate([50.0, 10.0])]
     assert slower_nodes(results_frame(rows)) == []
 
 
+def _gbps(median: float) -> dict[str, float]:
+    """The figure compared (the median) and a best 2% above it."""
+    return {"gbps_median": median, "gbps_best": median * 1.02}
+
+
 def test_hosts_are_compared_whole_not_against_one_numa_node():
-    rows = [make_row(device="node0:cpu", gbps_best=300.0), make_row(device="node1:cpu",
-                                                                    gbps_best=295.0),
-            make_row(device="node0:numa0", numa_node=0, gbps_best=150.0),
-            make_row(device="node1:numa1", numa_node=1, gbps_best=148.0)]
+    rows = [make_row(device="node0:cpu", **_gbps(300.0)),
+            make_row(device="node1:cpu", **_gbps(295.0)),
+            make_row(device="node0:numa0", numa_node=0, **_gbps(150.0)),
+            make_row(device="node1:numa1", numa_node=1, **_gbps(148.0))]
     assert slower_nodes(results_frame(rows)) == []
-    rows[1] = make_row(device="node1:cpu", gbps_best=200.0)
+    rows[1] = make_row(device="node1:cpu", gbps_median=200.0, gbps_best=200.0 * 1.02)
     (finding,) = slower_nodes(results_frame(rows))
     assert finding.device == "node1:cpu" and "over 2" in finding.evidence
 
@@ -64,7 +69,7 @@ def test_without_a_majority_every_value_is_named_and_no_node_is_blamed():
 def _h2d(node, gbps, size=256 << 20):
     return make_row(case="h2d_pinned", backend="cuda", device=f"{node}:gpu0",
                     device_name="NVIDIA H200", direction="h2d", threads=None,
-                    size_bytes=size, gbps_best=gbps)
+                    size_bytes=size, gbps_median=gbps, gbps_best=gbps * 1.02)
 
 
 def test_exactly_10_percent_below_the_median_is_no_finding():
