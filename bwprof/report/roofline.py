@@ -1,10 +1,11 @@
 """The roofline from measured ceilings: where this box stops being memory-bound.
 
-Compute ceilings are the best TFLOP/s of each throughput case, device and dtype (`gemm_gpu`,
-`fma_gpu`, `gemm_host` with every thread and with one); bandwidth ceilings the best GB/s of
-each memory: HBM (the `hbm_*` STREAM kernels and `d2d_copy` beyond the L2), L2 (the same
-kernels' L2-resident sizes, where the run swept them: `--preset full`), the host link
-(`h2d_pinned`, `d2h_pinned`) and host DDR (`ddr_triad`, the whole host). A ridge point is a
+Compute ceilings are the best median TFLOP/s of each throughput case, device and dtype
+(`gemm_gpu`, `fma_gpu`, `gemm_host` with every thread and with one); bandwidth ceilings the
+best median GB/s of each memory (the statistic every output shows, `bwprof.report.figures`):
+HBM (the `hbm_*` STREAM kernels and `d2d_copy` beyond the L2), L2 (the same kernels'
+L2-resident sizes, where the run swept them: `--preset full`), the host link (`h2d_pinned`,
+`d2h_pinned`) and host DDR (`ddr_triad`, the whole host). A ridge point is a
 compute ceiling over a bandwidth ceiling, in FLOP per byte: a kernel doing fewer FLOP per
 byte it moves is bound by that memory. Every figure is a row of results.csv; nothing here is
 recomputed from samples, and simulated rows are never stated as measured.
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bwprof.casespec import path_of
+from bwprof.report import figures
 from bwprof.report.formats import row_at
 from bwprof.report.summary import is_numa_device
 from bwprof.schema.flags import L2_RESIDENT, has_flag, is_cache_resident
@@ -25,7 +28,10 @@ CLAIMED_GEMM_RATIO = 150.0
 CLAIMED_HBM_RATIO = 30.0
 """... and HBM ~30x DDR."""
 HBM_CASES = ("hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "d2d_copy")
-LINK_CASES = ("h2d_pinned", "d2h_pinned")
+"""Every HBM kernel: a ceiling is the fastest of them, not one path's headline."""
+LINK_CASES = (path_of("h2d").headline, path_of("d2h").headline)
+VALUE, GBPS = figures.column("value"), figures.column("gbps")
+"""The statistic a ceiling reads: the median, as every figure."""
 
 
 @dataclass(frozen=True)
@@ -42,43 +48,43 @@ class Ceiling:
 
 
 def _ok(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["status"] == "ok") & results["value_best"].notna()]
+    return results[(results["status"] == "ok") & results[VALUE].notna()]
 
 
 def compute_ceilings(results: pd.DataFrame) -> list[Ceiling]:
-    """The best TFLOP/s per case, device, dtype and thread count (host), best first."""
+    """The best median TFLOP/s per case, device, dtype and thread count (host), best first."""
     rows = _ok(results)
     rows = rows[rows["metric"] == "throughput"]
     found = []
     for (case, device, dtype, threads), group in rows.groupby(
             ["case", "device", rows["dtype"].fillna(""), rows["threads"].fillna(0)],
             sort=False):
-        best = group.loc[group["value_best"].astype(float).idxmax()]
+        best = group.loc[group[VALUE].astype(float).idxmax()]
         count = int(threads) or None
         label = f"{dtype or '?'}"
         if case == "gemm_host":
             label += f" {count} thread{'s' if count != 1 else ''}" if count else ""
         label += f" ({case})"
-        found.append(Ceiling(str(device), label, float(best["value_best"]), str(case),
+        found.append(Ceiling(str(device), label, float(best[VALUE]), str(case),
                              best["backend"] == "simulated", str(dtype), count))
     return sorted(found, key=lambda c: -c.value)
 
 
 def _best(rows: pd.DataFrame) -> pd.Series | None:
-    figures = rows["gbps_best"].astype(float)
-    return None if rows.empty else row_at(rows, figures.idxmax())
+    values = rows[GBPS].astype(float)
+    return None if rows.empty else row_at(rows, values.idxmax())
 
 
 def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     """HBM, L2 and host link per GPU; DDR for the host (device `cpu`)."""
     rows = _ok(results)
-    rows = rows[(rows["metric"] == "bandwidth") & rows["gbps_best"].notna()]
+    rows = rows[(rows["metric"] == "bandwidth") & rows[GBPS].notna()]
     found = []
     numa = rows["device"].map(is_numa_device).astype(bool)
     cached = rows["flags"].map(is_cache_resident).astype(bool)
     ddr = rows[(rows["case"] == "ddr_triad") & ~numa & ~cached]
     if (row := _best(ddr)) is not None:
-        found.append(Ceiling("cpu", "DDR", float(row["gbps_best"]), "ddr_triad",
+        found.append(Ceiling("cpu", "DDR", float(row[GBPS]), "ddr_triad",
                              row["backend"] == "simulated"))
     gpu = rows[rows["device"].astype(str).str.fullmatch(r"gpu\d+")]
     for device, mine in gpu.groupby("device", sort=True):
@@ -86,11 +92,11 @@ def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
         l2 = kernels["flags"].map(lambda text: has_flag(text, L2_RESIDENT)).astype(bool)
         for label, part in (("HBM", kernels[~l2]), ("L2", kernels[l2])):
             if (row := _best(part)) is not None:
-                found.append(Ceiling(str(device), label, float(row["gbps_best"]),
+                found.append(Ceiling(str(device), label, float(row[GBPS]),
                                      str(row["case"]), row["backend"] == "simulated"))
         link = mine[mine["case"].isin(LINK_CASES)]
         if (row := _best(link)) is not None:
-            found.append(Ceiling(str(device), "host link", float(row["gbps_best"]),
+            found.append(Ceiling(str(device), "host link", float(row[GBPS]),
                                  str(row["case"]), row["backend"] == "simulated"))
     return found
 

@@ -456,6 +456,22 @@ def summary_notes(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
+def peak_lines(summary: pd.DataFrame) -> list[str]:
+    """Each peak the summary's `% of peak` reads, once per path, with its source: the one
+    peak `bwprof accept` shows too."""
+    from bwprof.report.summary import PATH_LABELS
+
+    if "peak_source" not in summary.columns:
+        return []
+    shown = summary[summary["peak_value"].notna() & (summary["peak_source"] != "")
+                    & summary["value"].notna()]
+    said = dict.fromkeys(
+        (PATH_LABELS.get(str(r["path"]), str(r["path"])), float(r["peak_value"]),
+         str(r["unit"]), str(r["peak_source"])) for _, r in shown.iterrows())
+    parts = [f"{label} {_gbps(peak)} {unit} ({source})" for label, peak, unit, source in said]
+    return [f"peaks (% of peak): {'; '.join(parts)}"] if parts else []
+
+
 def print_warnings(lines: Sequence[str]) -> None:
     """'warning: ...' lines on stderr, where a person sees them whatever stdout is piped to
     (a run that did not finish: its figures are not a finished run's)."""
@@ -477,7 +493,8 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
                  meta: RunMeta | None = None, findings: Any = None,
                  results: pd.DataFrame | None = None) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
-    summary's notes, the HBM/DDR sentence, the HBM/DDR latency sentence and the latency
+    summary's notes, the HBM/DDR sentence, each peak and its source, the HBM/DDR latency
+    sentence and the latency
     under load, the DDR peak, a sandbox, the overlap lines, then
     what was simulated, measured on a busy host, not run, or failed (a figure that failed
     validation, or bwprof's own error), the state of telemetry and the findings. One
@@ -496,6 +513,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
     return {
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
+        "peaks": peak_lines(summary),
         "roofline": (roofline_lines(results if results is not None else results_frame(rows))
                      if rows else []),
         "latency": [line for line in [latency_sentence(summary)] if line]

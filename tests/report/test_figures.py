@@ -101,6 +101,9 @@ def test_history_and_the_html_page_carry_the_summary_figure(tmp_path):
     # one peak: the summary's, named with its source; the band's datasheet figure beside it
     assert f"{check.pct_of_peak:.1f}% of the {hbm['peak_value']:.0f} GB/s peak" in page
     assert hbm["peak_source"] == check.peak_source == "NVML: 2 × max memory clock × bus width"
+    # ... and the report says which peak it used, once per path
+    assert ("peaks (% of peak): HBM 4814 GB/s (NVML: 2 × max memory clock × bus width); "
+            "host→device 63.0 GB/s (PCIe") in page
 
 
 def test_latency_is_one_figure_in_the_summary_and_in_accept(tmp_path):

@@ -42,7 +42,7 @@ def test_malformed_model_is_one_line(text):
 def _gpu(case, device, gbps, peak, direction="h2d", memory="pinned"):
     return make_row(case=case, backend="cuda", device=device, device_name="H200",
                     memory=memory, direction=direction, threads=None, size_bytes=1 << 30,
-                    gbps_best=gbps, peak_gbps=peak)
+                    gbps_median=gbps, gbps_best=gbps * 1.02, peak_gbps=peak)
 
 
 def _system(memory_bytes, count):
@@ -52,8 +52,9 @@ def _system(memory_bytes, count):
 
 def test_model_arithmetic_matches_a_hand_calculation():
     rows = [
-        make_row(gbps_best=200.0),
-        make_row(device="numa1", numa_node=1, gbps_best=90.0),  # one node alone: not the host
+        make_row(gbps_median=200.0, gbps_best=200.0 * 1.02),
+        # one node alone: not the host
+        make_row(device="numa1", numa_node=1, gbps_median=90.0, gbps_best=90.0 * 1.02),
         _gpu("h2d_pinned", "gpu0", 50.0, 63.0), _gpu("h2d_pinned", "gpu1", 40.0, 63.0),
         _gpu("h2d_all", "all", 80.0, 126.0),
         _gpu("hbm_triad", "gpu0", 4000.0, 4800.0, "within", "hbm"),
@@ -117,7 +118,7 @@ def test_the_compute_side_holds_a_tokens_matmuls_against_the_weights_pass():
 
 
 def test_a_host_only_compute_figure_keeps_its_digits():
-    rows = [make_row(gbps_best=20.0),
+    rows = [make_row(gbps_median=20.0, gbps_best=20.0 * 1.02),
             make_row(case="gemm_host", metric="throughput", unit="TFLOP/s", gbps_best=None,
                      gbps_median=None, value_best=0.0152, value_median=0.0150, dtype="fp32")]
     frame = results_frame(rows)
@@ -150,7 +151,7 @@ def test_a_model_that_fits_one_gpu():
 
 def test_a_time_the_run_has_no_figure_for_says_why():
     """A host-only run whose DDR arrays fit in the cache: no DDR time, and the reason."""
-    rows = [make_row(gbps_best=90.0, flags=frozenset({"in_cache"}))]
+    rows = [make_row(gbps_median=90.0, gbps_best=90.0 * 1.02, flags=frozenset({"in_cache"}))]
     report = model_report(parse_model("8e9:fp8"), build_summary(results_frame(rows)), meta())
     assert report.timings == []
     (line,) = [line for line in model_lines(report) if line.startswith("no time for")]

@@ -457,9 +457,9 @@ def _roofline_rows():
                         value_median=tflops, threads=threads, gbps_best=None,
                         gbps_median=None)
 
-    rows = [make_row(case="ddr_triad", gbps_best=15.0, size_bytes=1 << 30),
+    rows = [make_row(case="ddr_triad", gbps_median=15.0, gbps_best=15.3, size_bytes=1 << 30),
             make_row(case="hbm_triad", device="gpu0", backend="simulated", memory="hbm",
-                     gbps_best=4.3, size_bytes=1 << 30)]
+                     gbps_median=4.3, gbps_best=4.4, size_bytes=1 << 30)]
     rows += [gemm("gemm_gpu", "gpu0", dtype, tflops) for dtype, tflops in
              (("fp32", 0.0369), ("tf32", 0.0358), ("fp16", 0.0358), ("bf16", 0.0357),
               ("fp64", 0.0269))]
