@@ -15,7 +15,8 @@ from bwprof.report.formats import cell_float
 from bwprof.schema import flags as f
 from bwprof.schema.table import is_missing
 
-Record = Mapping[str, object]
+Record = Mapping[Any, Any]
+"""A results row: a dict of results.csv's columns (a pandas record, or the summary's)."""
 
 BEST = "best"
 """The other statistic, shown beside the figure and labelled: STREAM's and BabelStream's."""

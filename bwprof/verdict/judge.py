@@ -23,7 +23,7 @@ import pandas as pd
 
 from bwprof.casespec import PATHS as CASE_PATHS
 from bwprof.casespec import path_of
-from bwprof.report.figures import the_peak
+from bwprof.report.figures import pick, the_peak
 from bwprof.report.formats import cell_float, cell_int, row_at
 from bwprof.report.runfolder import RunFolder
 from bwprof.report.summary import is_loaded, matrix_rows
@@ -192,9 +192,16 @@ class _Judge:
                   & ~ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).astype(bool)]
 
     @staticmethod
-    def _largest(rows: pd.DataFrame) -> pd.Series:
-        at = rows[rows["size_bytes"].fillna(0) == rows["size_bytes"].fillna(0).max()]
-        return row_at(at, at["value_median"].idxmax())
+    def _largest(rows: pd.DataFrame, higher_is_better: bool = True) -> pd.Series:
+        """The row that stands for the path, picked as every output picks it
+        (`bwprof.report.figures.pick`: the best median at the largest size)."""
+        records = rows.to_dict("records")
+        picked = pick(records, higher_is_better)
+        if picked is None:
+            raise ValueError("no row gives the path's figure")
+        index = next(i for i, record in zip(rows.index, records, strict=True)
+                     if record is picked)
+        return row_at(rows, index)
 
     # -- holding it against the band -----------------------------------------------------
 
@@ -392,8 +399,7 @@ class _Judge:
 
     @staticmethod
     def _largest_latency(rows: pd.DataFrame) -> pd.Series:
-        at = rows[rows["size_bytes"].fillna(0) == rows["size_bytes"].fillna(0).max()]
-        return row_at(at, at["value_median"].idxmin())
+        return _Judge._largest(rows, higher_is_better=False)
 
     def host_checks(self) -> list[Check]:
         rows = self._device_rows("ddr_triad", HOST_DEVICE, None)
@@ -402,9 +408,7 @@ class _Judge:
         if unusable is not None:
             out.append(self.check(HOST_DEVICE, None, "ddr", "ddr_triad", *unusable))
         else:
-            figures = self._figure_rows(rows)
-            at = figures[figures["size_bytes"] == figures["size_bytes"].max()]
-            row = row_at(at, at["value_median"].idxmax())  # the best thread count
+            row = self._largest(self._figure_rows(rows))  # the best thread count
             host = self.box.host
             default = bands.ddr_band(host.ddr_peak_gbps if host else None)
             band = self.spec.ddr.apply(default, "ddr", "GB/s")
