@@ -149,8 +149,10 @@ def test_h200_peaks_match_the_datasheet_at_its_clocks():
 def _row(case, device, value, *, dtype="", threads=None, metric="throughput", flags="",
          backend="cuda"):
     return {"case": case, "device": device, "dtype": dtype, "threads": threads,
-            "metric": metric, "status": "ok", "value_best": value, "flags": flags,
-            "gbps_best": value if metric == "bandwidth" else None, "backend": backend}
+            "metric": metric, "status": "ok", "value_median": value, "flags": flags,
+            "value_best": 1.02 * value,  # the roofline reads the median, not the best
+            "gbps_median": value if metric == "bandwidth" else None,
+            "gbps_best": 1.02 * value if metric == "bandwidth" else None, "backend": backend}
 
 
 MEASURED = pd.DataFrame([
