@@ -26,7 +26,7 @@ from bwprof.report.fleet import fleet_findings
 from bwprof.report.outputs import write_report_files
 from bwprof.report.runfolder import with_extras
 from bwprof.report.summary import build_summary
-from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta
+from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta, box_label
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import checked_results, rows_from_frame
 from bwprof.telemetry.session import SAMPLE_COLUMNS
@@ -69,6 +69,29 @@ def prefixed(device: object, host: str) -> str:
     return f"{host}:{text}"
 
 
+def _box(report: RankReport) -> str | None:
+    """The box key of a rank's machine; None where its metadata recorded no identity."""
+    host = report.meta.host if report.meta is not None else None
+    return host.box if host is not None else None
+
+
+def node_names(received: Mapping[int, RankReport]) -> dict[int, str]:
+    """Each rank's node name: its host name, or `host#box` where ranks of one host name
+    report different box keys (two machines both named `vm` are two nodes, not one). A rank
+    without a box key joins its host name, as before identities were recorded."""
+    boxes: dict[str, set[str]] = defaultdict(set)
+    for report in received.values():
+        box = _box(report)
+        if box:
+            boxes[report.host].add(box)
+    names = {}
+    for rank, report in received.items():
+        identity = report.meta.host.identity if report.meta and report.meta.host else None
+        shared = len(boxes[report.host]) > 1 and _box(report)
+        names[rank] = box_label(report.host, identity) if shared else report.host
+    return names
+
+
 def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object]:
     return ResultRow.bare(run_id=run_id, host=host, case="rank", backend="mpi", status="error",
                           note=note, device=f"rank{rank}", rank=rank).as_dict()
@@ -105,20 +128,21 @@ class _Merged:
     nodes: dict[str, NodeMeta] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, run_id: str, report: RankReport) -> None:
-        host, rank = report.host, report.rank
+    def add(self, run_id: str, report: RankReport, node: str) -> None:
+        """Add a rank's records under its node's name (`node_names`)."""
+        host, rank = node, report.rank
         self.notes += [f"rank {rank} on {host}: {note}" for note in report.notes]
         offset = len(self.rows)  # the rank's row n is the merged file's row offset + n
         for row in report.rows:
             self.rows.append({**row, "device": prefixed(row.get("device"), host), "rank": rank,
-                              "host": row.get("host") or host})
+                              "host": row.get("host") or report.host})
         if report.error:
-            self.rows.append(_error_row(run_id, rank, host, f"rank {rank} on {host} failed: "
-                                                            f"{report.error}"))
+            self.rows.append(_error_row(run_id, rank, report.host,
+                                        f"rank {rank} on {host} failed: {report.error}"))
         for timing in report.timings:
             self.seconds[integer(timing["result_row"]) + offset].append(
                 (integer(timing.get("sample", 0)), number(timing["seconds_per_op"])))
-        self.samples += [{**s, "rank": rank, "host": host,
+        self.samples += [{**s, "rank": rank, "host": report.host,
                           "device": prefixed(s.get("device"), host)} for s in report.samples]
         self.findings += [{**f, "device": prefixed(f.get("device"), host)}
                           for f in report.findings]
@@ -126,7 +150,8 @@ class _Merged:
                            for t in report.timelines]
         failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
                                            for r in report.rows)
-        self.ranks.append(RankMeta(rank=rank, status="failed" if failed else "ok", host=host,
+        self.ranks.append(RankMeta(rank=rank, status="failed" if failed else "ok",
+                                   host=report.host,
                                    local_rank=report.local_rank, local_size=report.local_size,
                                    gpus=tuple(report.gpus), host_cases=report.host_cases,
                                    error=report.error))
@@ -146,8 +171,9 @@ def _metadata(received: Mapping[int, RankReport], merged: _Merged, run_id: str, 
     first = received.get(0)
     meta = (first.meta if first is not None and first.meta is not None
             else RunMeta(schema_version=SCHEMA_VERSION))
-    if first is not None and first.host in merged.nodes:
-        meta = replace(meta, gpus=merged.nodes[first.host].gpus)
+    node = node_names(received).get(0)
+    if node is not None and node in merged.nodes:
+        meta = replace(meta, gpus=merged.nodes[node].gpus)
     return replace(meta, schema_version=SCHEMA_VERSION, run_id=run_id, nodes=merged.nodes,
                    mpi=MpiMeta(size=size, timeout_s=timeout_s, ranks=tuple(merged.ranks)))
 
@@ -158,12 +184,13 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
     and return it as a RunResult; OutputError where the folder cannot take the files (the
     rows written before are kept and system.json says what stopped it)."""
     merged = _Merged()
+    names = node_names(received)
     for rank in range(size):
         report = received.get(rank)
         if report is None:
             merged.missing(run_id, rank, timeout_s)
         else:
-            merged.add(run_id, report)
+            merged.add(run_id, report, names[rank])
     frame = checked_results(pd.DataFrame(merged.rows, columns=list(CSV_COLUMNS)),
                             out / RESULTS_FILE)
     rows = rows_from_frame(frame)

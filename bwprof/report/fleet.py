@@ -42,21 +42,36 @@ def _headline(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(chosen)
 
 
-def slower_nodes(results: pd.DataFrame) -> list[Finding]:
-    """Nodes more than 10% below the fleet median of the same case, size and model."""
+def box_labels(nodes: Mapping[str, NodeMeta]) -> dict[str, str]:
+    """Each node's box label, 'host#box' where its run recorded a machine identity (two
+    machines sharing a host name are two boxes), its node name otherwise."""
+    return {name: (node.host.box_label or name) if node.host is not None else name
+            for name, node in nodes.items()}
+
+
+def slower_nodes(results: pd.DataFrame,
+                 labels: Mapping[str, str] | None = None) -> list[Finding]:
+    """Nodes more than 10% below the fleet median of the same case, size and model; a node
+    is its box (`labels`: node name -> 'host#box') where known."""
     headline = _headline(results)
     found: list[Finding] = []
     if headline.empty:
         return found
+    known = labels or {}
+
+    def box_of(device: object) -> str:
+        node = node_of(device)
+        return known.get(node, node)
+
     keys = ["case", "size_bytes", "direction", "device_name"]
     for key, group in headline.groupby(keys, dropna=False):
-        if group["device"].map(node_of).nunique() < 2:
+        if group["device"].map(box_of).nunique() < 2:
             continue
         median = statistics.median(group[FIGURE])
         for _, row in group[group[FIGURE] < FLEET_SHARE * median].iterrows():
             found.append(Finding(
                 "warning", str(row["device"]),
-                f"node {node_of(row['device'])} below the fleet median on {key[0]}",
+                f"node {box_of(row['device'])} below the fleet median on {key[0]}",
                 "a node under-delivers against identical hardware in the same fleet",
                 f"{row[FIGURE]:.1f} GB/s vs a fleet median of {median:.1f} GB/s over "
                 f"{len(group)} {key[3]} device(s)",
@@ -65,9 +80,12 @@ def slower_nodes(results: pd.DataFrame) -> list[Finding]:
 
 
 def differing_nodes(nodes: Mapping[str, NodeMeta]) -> list[Finding]:
-    """Nodes whose driver, CUDA driver, VBIOS or PCIe link maximum differ from the majority."""
+    """Nodes whose driver, CUDA driver, VBIOS or PCIe link maximum differ from the majority;
+    each node named by its box label ('host#box') where known."""
     values: dict[str, dict[str, set[str]]] = {}
-    for host, node in nodes.items():
+    labels = box_labels(nodes)
+    for name, node in nodes.items():
+        host = labels[name]
         for key in METADATA_KEYS:
             seen = node.gpus.metadata_values(key)
             if seen:
@@ -100,4 +118,5 @@ def differing_nodes(nodes: Mapping[str, NodeMeta]) -> list[Finding]:
 
 
 def fleet_findings(results: pd.DataFrame, nodes: Mapping[str, NodeMeta]) -> list[Finding]:
-    return [*slower_nodes(results), *differing_nodes(nodes)]
+    """Every fleet finding, nodes keyed by their box (`box_labels`)."""
+    return [*slower_nodes(results, box_labels(nodes)), *differing_nodes(nodes)]

@@ -352,3 +352,46 @@ def test_a_ranks_damaged_table_is_left_out_with_a_note(tmp_path):
     result = merge(tmp_path / "merged", "fleet-1", {0: report}, size=1, timeout_s=1.0,
                    options={"plots": False})
     assert any(n.startswith("rank 0 on node0: samples.csv is left out") for n in result.notes)
+
+
+def _with_box(report, box):
+    """The rank's report as from a machine whose identity has the box key `box`."""
+    from dataclasses import replace
+
+    from bwprof.schema.meta import MachineIdentity
+
+    identity = MachineIdentity(box=box, box_source="machine_id")
+    return replace(report, meta=replace(report.meta,
+                                        host=replace(report.meta.host, identity=identity)))
+
+
+# Catches: two machines sharing a host name merged into one node (their GPUs, figures and
+# findings mixed), as when nodes were keyed by host name only
+def test_two_ranks_of_one_host_name_on_two_boxes_are_two_nodes(tmp_path):
+    received = {0: _with_box(_report(0, "vm", _rows("vm", 30.0, 0)), "aaaaaaaaaaaa"),
+                1: _with_box(_report(1, "vm", _rows("vm", 20.0, 1), gpu=1), "bbbbbbbbbbbb"),
+                2: _with_box(_report(2, "vm", _rows("vm", 30.5, 2)), "cccccccccccc")}
+    merge(tmp_path, "fleet-1", received, size=3, timeout_s=60.0, options={"plots": False})
+    system = json.loads((tmp_path / "system.json").read_text())
+    assert list(system["nodes"]) == ["vm#aaaaaaaaaaaa", "vm#bbbbbbbbbbbb", "vm#cccccccccccc"]
+    assert [d["index"] for d in system["nodes"]["vm#bbbbbbbbbbbb"]["gpus"]["devices"]] == [1]
+    assert [d["index"] for d in system["gpus"]["devices"]] == [0]  # rank 0's node only
+    assert [r["host"] for r in system["mpi"]["ranks"]] == ["vm", "vm", "vm"]
+    frame = read_results(tmp_path / "results.csv")
+    assert list(frame["device"][:2]) == ["vm#aaaaaaaaaaaa:cpu", "vm#aaaaaaaaaaaa:gpu0"]
+    assert set(frame["host"]) == {"vm"}
+    findings = pd.read_csv(tmp_path / "findings.csv")
+    assert "node vm#bbbbbbbbbbbb below the fleet median on ddr_triad" in set(findings["what"])
+
+
+def test_ranks_of_one_box_or_without_one_share_their_host_names_node(tmp_path):
+    """Several ranks on one box (one GPU each) are one node named by host name, as are ranks
+    whose runs recorded no identity."""
+    received = {0: _with_box(_report(0, "vm", _rows("vm", 30.0, 0)), "aaaaaaaaaaaa"),
+                1: _with_box(_report(1, "vm", _rows("vm", 30.0, 1), gpu=1), "aaaaaaaaaaaa"),
+                2: _report(2, "old", _rows("old", 30.0, 2)),
+                3: _report(3, "old", _rows("old", 30.0, 3), gpu=1)}
+    merge(tmp_path, "fleet-1", received, size=4, timeout_s=60.0, options={"plots": False})
+    system = json.loads((tmp_path / "system.json").read_text())
+    assert list(system["nodes"]) == ["vm", "old"]
+    assert [d["index"] for d in system["nodes"]["vm"]["gpus"]["devices"]] == [0, 1]

@@ -82,3 +82,28 @@ def test_nodes_are_compared_at_the_largest_size_not_their_best_row():
     rows = [_h2d("n0", 55.0), _h2d("n1", 55.0), _h2d("n2", 40.0), _h2d("n2", 60.0, size=1 << 20)]
     (finding,) = slower_nodes(results_frame(rows))
     assert finding.device == "n2:gpu0" and "40.0 GB/s" in finding.evidence
+
+
+def _identity(box: str):
+    from bwprof.schema.meta import MachineIdentity
+
+    return MachineIdentity(box=box, box_source="machine_id")
+
+
+def test_node_findings_name_the_box_where_known():
+    """A node whose run recorded a machine identity is named host#box in the findings."""
+    from bwprof.report.fleet import box_labels, fleet_findings
+    from tests.schema.builders import host
+
+    def node(name, box, driver):
+        return NodeMeta(host=host(hostname=name, identity=_identity(box) if box else None),
+                        gpus=gpus(gpu(0, metadata={"driver_version": driver})))
+
+    nodes = {"a": node("a", "aaaaaaaaaaaa", "580"), "b": node("b", None, "580"),
+             "c": node("c", "cccccccccccc", "550")}
+    assert box_labels(nodes) == {"a": "a#aaaaaaaaaaaa", "b": "b", "c": "c#cccccccccccc"}
+    rows = [make_row(device=f"{name}:cpu", **_gbps(value))
+            for name, value in (("a", 300.0), ("b", 295.0), ("c", 200.0))]
+    found = [(f.device, f.what) for f in fleet_findings(results_frame(rows), nodes)]
+    assert found == [("c:cpu", "node c#cccccccccccc below the fleet median on ddr_triad"),
+                     ("c#cccccccccccc", "node c#cccccccccccc: driver differs from the fleet")]
