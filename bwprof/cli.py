@@ -877,9 +877,14 @@ def trend_command(
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     gpus = rows.loc[rows["gpu_uuid"].notna(), "gpu_uuid"].nunique()
+    # Hosts counted as boxes: host#box where the run recorded its machine's box key (two
+    # machines named vm are two), the host name where it recorded none.
+    box = rows.reindex(columns=["box"])["box"].fillna("").astype(str)
+    hosts = rows["host"].fillna("?").astype(str)
+    boxes = hosts.where(box == "", hosts + "#" + box).nunique()
     plots = ("no plots (--no-plots)" if no_plots
              else f"wrote {', '.join(str(path) for path in written)}")
-    typer.echo(f"{gpus} GPU(s) on {rows['host'].nunique()} host(s), {rows['case'].nunique()} "
+    typer.echo(f"{gpus} GPU(s) on {boxes} host(s), {rows['case'].nunique()} "
                f"case(s), {rows['run_key'].nunique()} run(s); {plots}")
     for fall in found:
         typer.echo(fall.line(threshold))

@@ -452,6 +452,7 @@ def test_two_machines_sharing_a_host_name_are_two_boxes_in_trend(tmp_path):
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert done.exit_code == 0 and "FELL" not in done.output, done.output
     assert "no machine identity" not in done.output
+    assert "2 GPU(s) on 2 host(s)" in done.output  # boxes counted, not host names
     with pytest.raises(BwprofError, match="2 machines that share a host name"):
         trend.select(fleet, gpu="vm:cpu")
     one = sorted(ddr["subject"])[0]
@@ -471,6 +472,7 @@ def test_runs_without_an_identity_are_keyed_by_host_name_with_a_note(tmp_path):
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert "note: 2 stored run(s) recorded no machine identity" in done.output
     assert "FELL ddr_triad vm:cpu" in done.output and done.exit_code == 1
+    assert "2 GPU(s) on 1 host(s)" in done.output  # without identities: host names
 
 
 def test_a_store_file_written_before_the_box_column_still_reads(tmp_path):
