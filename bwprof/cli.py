@@ -465,7 +465,7 @@ def compare_command(
     from bwprof.report.formats import check_format
     from bwprof.report.outputs import output_dir, write_table
     from bwprof.report.runfolder import load_run
-    from bwprof.report.terminal import print_comparison
+    from bwprof.report.terminal import print_comparison, print_warnings
 
     folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
     out_dir = _user_path(out, "--out") if out is not None else None
@@ -483,8 +483,9 @@ def compare_command(
         _refuse(exc)
     regressions = comparison.regressions(threshold) if threshold is not None else []
     if as_json:
-        typer.echo(json.dumps(compare.comparison_json(comparison, threshold, regressions),
-                              indent=2))
+        document = compare.comparison_json(comparison, threshold, regressions)
+        print_warnings(comparison.state_warnings)  # runs that did not finish, on stderr
+        typer.echo(json.dumps(document, indent=2))
     else:
         print_comparison(_stdout_console(), comparison, show_all)
         if written:

@@ -542,18 +542,15 @@ def run_lines(comparison: Comparison) -> list[str]:
 
 
 def comparison_json(comparison: Comparison, fail_below: float | None,
-                    regressions: Sequence[Regression], warn: bool = True) -> dict[str, object]:
+                    regressions: Sequence[Regression]) -> dict[str, object]:
     """The comparison for scripts: each run with its `state` ('finished', 'interrupted',
     'incomplete'), `state_detail` and `stopped_by`; every warning; the aligned rows. Strict
-    JSON, every string printable (`json_ready`). With `warn`, the warnings about runs that
-    did not finish also go to stderr, where a person running the command sees them."""
+    JSON, every string printable (`json_ready`). Data only: the face that prints it also says
+    `comparison.state_warnings` on stderr (analysis never prints)."""
     from dataclasses import asdict
 
     from bwprof.report.formats import json_records
-    from bwprof.report.terminal import print_warnings
 
-    if warn:
-        print_warnings(comparison.state_warnings)
     out = {
         "schema_version": SCHEMA_VERSION,
         "baseline": comparison.labels[0],

@@ -19,6 +19,7 @@ from bwprof.errors import BwprofError
 from bwprof.report.compare import (
     NOISE_FLOOR,
     compare_runs,
+    comparison_json,
     machine_warnings,
     noise_pct,
     parse_fail_below,
@@ -259,6 +260,19 @@ def test_a_missing_figure_says_why_from_the_later_runs_own_rows():
     ]
     assert comparison.warnings[-1] == ("run D was interrupted: figures it did not reach are "
                                        "absent")
+
+
+def test_comparison_json_is_data_and_prints_nothing(capsys):
+    """Analysis returns the warnings; the face (`bwprof compare --json`) says them on stderr."""
+    base = _run(Path("a"), ddr_triad=100.0)
+    interrupted = RunFolder(Path("b"), results_frame([]), meta(interrupted=True))
+    comparison = compare_runs([base, interrupted])
+    assert comparison.state_warnings == ["run B was interrupted: figures it did not reach are "
+                                         "absent"]
+    payload = comparison_json(comparison, None, [])
+    assert capsys.readouterr() == ("", "")
+    assert payload["warnings"] == comparison.warnings
+    assert comparison.state_warnings[0] in comparison.warnings
 
 
 def test_a_baseline_without_headline_figures_fails_acceptance(tmp_path):
