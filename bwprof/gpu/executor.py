@@ -469,7 +469,7 @@ def _declared(case: CaseSpec) -> GpuCase:
 
 
 def _with_note(row: Measurement, note: str) -> Measurement:
-    return replace(row, note="; ".join(n for n in (note, row.note) if n))
+    return replace(row, note=join_notes(note, row.note))
 
 
 def _flagged(row: Measurement, flag: str, note: str) -> Measurement:

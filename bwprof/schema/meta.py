@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -141,27 +141,32 @@ def _check_min(value: object, minimum: float, path: str) -> None:
             raise MetaError(f"{where} should be {minimum:g} or more, not {item!r}")
 
 
-def to_json(value: object) -> object:
+def to_json(value: object, text: Callable[[str], str] | None = None) -> object:
     """`value` as plain JSON: records as objects, sequences as lists, a float that is not
-    finite as null; NumPy scalars (from NVML or sysfs code) become Python numbers."""
+    finite as null; NumPy scalars (from NVML or sysfs code) become Python numbers. With
+    `text`, every string (keys too) passes through it (`schema.text.json_ready`: printable).
+    The one JSON sanitiser: system.json and the --json outputs both go through it."""
     if isinstance(value, Record):
-        return value.as_dict()
-    if value is None or isinstance(value, (bool, int, str)):
+        return value.as_dict() if text is None else to_json(value.as_dict(), text)
+    if isinstance(value, str):
+        return value if text is None else text(value)
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(key): to_json(item) for key, item in value.items()}
+        return {str(key) if text is None else text(str(key)): to_json(item, text)
+                for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
+        return [to_json(item, text) for item in value]
     if isinstance(value, (set, frozenset)):
-        return [to_json(item) for item in sorted(value, key=str)]
+        return [to_json(item, text) for item in sorted(value, key=str)]
     item = getattr(value, "item", None)  # a NumPy scalar
     if callable(item):
         plain = item()
         if plain is None or isinstance(plain, (bool, int, float, str)):
-            return to_json(plain)
-    return str(value)
+            return to_json(plain, text)
+    return str(value) if text is None else text(str(value))
 
 
 def json_object(data: Mapping[str, object]) -> dict[str, object]:

@@ -5,7 +5,6 @@ otherwise raise in an encoder or break a one-line message.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 
@@ -54,13 +53,8 @@ def printable_tree(value: object) -> object:
 
 def json_ready(value: object) -> object:
     """JSON output made strict and encodable: strings (keys too) `printable`, a float that
-    is not finite null (`json.dumps` would write NaN, which JSON readers refuse)."""
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {printable(str(k)): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value
+    is not finite null (`json.dumps` would write NaN, which JSON readers refuse). The one
+    sanitiser, `schema.meta.to_json`, with `printable` as its text rule."""
+    from bwprof.schema.meta import to_json  # meta reads files through this module
+
+    return to_json(value, printable)
