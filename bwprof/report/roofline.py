@@ -8,7 +8,8 @@ L2-resident sizes, where the run swept them: `--preset full`), the host link (`h
 `d2h_pinned`) and host DDR (`ddr_triad`, the whole host). A ridge point is a
 compute ceiling over a bandwidth ceiling, in FLOP per byte: a kernel doing fewer FLOP per
 byte it moves is bound by that memory. Every figure is a row of results.csv; nothing here is
-recomputed from samples, and simulated rows are never stated as measured.
+recomputed from samples, and simulated rows are never stated as measured. Analysis only:
+`bwprof.report.rooflineplot` draws `roofline.png` from these ceilings.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def panels(results: pd.DataFrame) -> list[tuple[str, list[Ceiling], list[Ceiling
     return out
 
 
-def _primary(memories: list[Ceiling]) -> Ceiling:
+def primary_memory(memories: list[Ceiling]) -> Ceiling:
     """The memory a device's working data lives in: HBM for a GPU, else DDR."""
     return next((m for m in memories if m.label == "HBM"), memories[-1])
 
@@ -131,7 +132,8 @@ def short_label(ceiling: Ceiling) -> str:
     return f"{ceiling.dtype} FMA" if ceiling.case == "fma_gpu" else ceiling.dtype
 
 
-def _number(value: float) -> str:
+def intensity_text(value: float) -> str:
+    """A ridge point's FLOP per byte as the sentences and the figure print it."""
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
@@ -185,84 +187,12 @@ def roofline_lines(results: pd.DataFrame) -> list[str]:
                          f"{ddr[0].value:.1f} GB/s ddr_triad; the claim to check: "
                          f"~{CLAIMED_HBM_RATIO:.0f}×).")
     for device, mine, memories in panels(results):
-        memory = _primary(memories)
+        memory = primary_memory(memories)
         widest = max((c.threads or 0) for c in mine)
-        points = ", ".join(f"{short_label(c)} {_number(ridge(c, memory))}" for c in mine
+        points = ", ".join(f"{short_label(c)} {intensity_text(ridge(c, memory))}" for c in mine
                            if c.case != "gemm_host" or (c.threads or 0) == widest)
         simulated = " (simulated)" if memory.simulated or any(c.simulated for c in mine) else ""
         lines.append(f"ridge points on {device}{simulated}, FLOP per byte of {memory.label} "
                      f"({memory.value:.0f} GB/s): {points}; below them a kernel is bound by "
                      f"{memory.label}.")
     return lines
-
-
-ROOFLINE_PNG = "roofline.png"
-_MEMORY_STYLES = {"HBM": ("tab:blue", "-"), "L2": ("tab:cyan", "-."),
-                  "host link": ("tab:purple", ":"), "DDR": ("tab:brown", "--")}
-
-
-def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
-    """A panel per device with a compute ceiling: log-log TFLOP/s against FLOP per byte, each
-    measured bandwidth ceiling a slope, each compute ceiling a flat line, the ridge points
-    against the device's own memory (HBM, or DDR for the host) marked; None without both a
-    compute and a bandwidth ceiling."""
-    drawn = panels(results)
-    if not drawn:
-        return None
-    from bwprof.report.figstyle import (
-        TEXT_POINTS,
-        WHITE_BOX,
-        around,
-        new_figure,
-        place_clear,
-        readable,
-    )
-
-    figure = new_figure(6.5 * len(drawn), 5.2)
-    simulated = False
-    names: list[tuple[object, list]] = []
-    for index, (device, compute, memories) in enumerate(drawn):
-        axis = figure.add_subplot(1, len(drawn), index + 1)
-        top = max(c.value for c in compute)
-        bottom = min(c.value for c in compute)
-        ridges = [ridge(c, m) for c in compute for m in memories]
-        left, right = min(ridges) / 30, max(ridges) * 30
-        xs = [left, right]
-        for memory in memories:
-            color, style = _MEMORY_STYLES.get(memory.label, ("gray", "-"))
-            end = min(right, ridge(max(compute, key=lambda c: c.value), memory))
-            axis.plot([left, end], [memory.value * left / 1e3, memory.value * end / 1e3],
-                      color=color, linestyle=style, linewidth=1.6,
-                      label=f"{memory.label} {memory.value:,.0f} GB/s ({memory.case})")
-        primary = _primary(memories)
-        mine: list = []
-        names.append((axis, mine))
-        for number, ceiling in enumerate(compute):
-            color = f"C{number % 10}"
-            axis.plot(xs, [ceiling.value] * 2, color=color, linewidth=1.2, alpha=0.85,
-                      label=f"{ceiling.label} {ceiling.value:,.3g} TFLOP/s")
-            point = ridge(ceiling, primary)
-            axis.plot([point], [ceiling.value], marker="o", color=color, markersize=6)
-            mine.append((_number(point), around((point, ceiling.value)),
-                         {"fontsize": TEXT_POINTS, "color": color,
-                          # on white: the ceilings it sits among stay behind it
-                          "bbox": WHITE_BOX}))
-            simulated |= ceiling.simulated
-        simulated |= any(m.simulated for m in memories)
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.set_xlim(left, right)
-        axis.set_ylim(min(bottom, min(m.value * left / 1e3 for m in memories)) * 0.8, top * 2.5)
-        axis.set_xlabel("arithmetic intensity, FLOP per byte moved (log)")
-        axis.set_ylabel("TFLOP/s (log)")
-        axis.set_title(f"{device}: ridge points (o) against {primary.label}", fontsize=9)
-        axis.grid(True, which="both", alpha=0.25)
-        axis.legend(fontsize=TEXT_POINTS, loc="lower right")
-    heading = f"Roofline from measured ceilings\n{title}"
-    if simulated:
-        heading += f"\n{simulated_title}"
-    figure.suptitle(heading, fontsize=10, color="firebrick" if simulated else "black")
-    readable(figure)
-    for axis, labels in names:  # last: where the lines, markers and legend are is known
-        place_clear(figure, axis, labels)
-    return figure

@@ -17,9 +17,9 @@ from bwprof.plan import make_plan
 from bwprof.report.roofline import (
     bandwidth_ceilings,
     compute_ceilings,
-    roofline_figure,
     roofline_lines,
 )
+from bwprof.report.rooflineplot import roofline_figure
 from bwprof.runner import RunContext, Runner
 
 
