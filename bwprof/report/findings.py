@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from bwprof.casespec import MEDIAN_BEYOND_CACHE
 from bwprof.peaks import FINDING_ABOVE_PEAK
+from bwprof.report import figures
 from bwprof.report.formats import cell_float, lower_is_better_row
 from bwprof.report.summary import cache_resident, is_numa_device, node_of, numa_pair
 from bwprof.schema.meta import HEALTH_COUNTS, GpuHealth, RunMeta, xid_kind
@@ -61,6 +63,19 @@ def _measured(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _column(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series([None] * len(rows), index=rows.index)
+
+
+FIGURE = figures.column("value")
+"""The column every finding reads: a row's figure in the statistic every output shows (the
+median, `bwprof.report.figures`), so a finding never quotes a number the summary does not."""
+STATISTIC = MEDIAN_BEYOND_CACHE.statistic
+BEST = figures.best_column("value")
+
+
+def _best_beside(row: pd.Series) -> str:
+    """'; best 4897.3' where the row has a best sample, to say beside the figure, labelled."""
+    best = cell_float(row.get(BEST))
+    return f"; {figures.BEST} {best:.1f}" if best is not None else ""
 
 
 def _bandwidth(rows: pd.DataFrame) -> pd.Series:
@@ -337,7 +352,7 @@ def busy_before_run(meta: RunMeta) -> list[Finding]:
     return found
 
 
-def _below_siblings(group: pd.DataFrame, column: str = "value_median",
+def _below_siblings(group: pd.DataFrame, column: str = FIGURE,
                     by: str = "device") -> Iterator[tuple[pd.Series, float, int]]:
     """Each row worse than SIBLING_SHARE of the median of the other devices' rows in its
     group (of one metric), on `column`, with that median and how many devices (or values of
@@ -365,7 +380,7 @@ def _comparable(rows: pd.DataFrame) -> pd.DataFrame:
     """Validated rows with a median figure, bandwidth rows of at least SIBLING_MIN_BYTES (a
     latency row's size is its working set, or a 4-byte copy timed for its latency: any
     size)."""
-    return rows[rows["value_median"].notna() & (rows["status"] == "ok")
+    return rows[rows[FIGURE].notna() & (rows["status"] == "ok")
                 & (~(rows["size_bytes"] < SIBLING_MIN_BYTES) | ~_bandwidth(rows))]
 
 
@@ -384,7 +399,7 @@ def slower_than_siblings(rows: pd.DataFrame) -> list[Finding]:
     return [Finding(
         "warning", row["device"], f"slower than its identical siblings on {key[0]}",
         "one GPU (or its slot, link or NUMA placement) under-delivers",
-        f"{row['value_median']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
+        f"{row[FIGURE]:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
         f"over {others} other {key[-1]} GPUs at {row['size_bytes']} B"
         + (f" ({row['phase']})" if row["phase"] else ""),
     ) for key, group in single.groupby(keys, dropna=False)
@@ -438,7 +453,7 @@ def slower_pairs(rows: pd.DataFrame, meta: RunMeta) -> list[Finding]:
         "warning", str(row["device"]), f"GPU pair slower than the other pairs on {row['case']}",
         "one GPU-to-GPU path (an NVLink, an NVSwitch port, or the PCIe switch or host "
         "bridge between the two) under-delivers",
-        f"{row['value_median']:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
+        f"{row[FIGURE]:.1f} {row['unit']} vs a median of {median:.1f} {row['unit']} "
         f"over {others} other pair(s) of {row['device_name']} at {row['size_bytes']} B",
     ) for row, median, others in _slow_pair_rows(rows, meta)]
 
@@ -490,8 +505,8 @@ def slow_directions(rows: pd.DataFrame,
             continue  # a pair of two GPU models: its two ways need not match
         for _, row in group.iterrows():
             opposite = group[group["_way"] != row["_way"]]
-            reference = statistics.median(opposite["value_median"])
-            if (not _worse(row, row["value_median"], reference)
+            reference = statistics.median(opposite[FIGURE])
+            if (not _worse(row, row[FIGURE], reference)
                     or (str(row["device"]), str(row["case"])) in skip):
                 continue
             way, other = str(row["_way"]), str(opposite["_way"].iloc[0])
@@ -500,7 +515,7 @@ def slow_directions(rows: pd.DataFrame,
                 "warning", device, f"{way} slower than the opposite direction on {row['case']}",
                 "a link carries both ways alike when healthy: one direction (its lanes, a "
                 "retimer, the host bridge or memory on that side) under-delivers",
-                f"{row['value_median']:.1f} {row['unit']} vs {reference:.1f} {row['unit']} "
+                f"{row[FIGURE]:.1f} {row['unit']} vs {reference:.1f} {row['unit']} "
                 f"{other} (medians) at {row['size_bytes']} B",
             ))
     return found
@@ -528,8 +543,8 @@ def slower_gpu_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
             continue
         for node, mine in group.groupby("numa_node"):
             others = group[group["numa_node"] != node]
-            value = statistics.median(mine["value_median"])
-            reference = statistics.median(others["value_median"])
+            value = statistics.median(mine[FIGURE])
+            reference = statistics.median(others[FIGURE])
             first = mine.iloc[0]
             if not _worse(first, value, reference):
                 continue
@@ -557,7 +572,7 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     # A NUMA pair (lat_host_numa: one node's CPUs reading another's memory) is a sibling
     # only where it is local: a remote pair is slower by design, not by a fault.
     nodes = rows[(rows["backend"] == "host") & (rows["status"] == "ok")
-                 & rows["value_best"].notna()
+                 & rows[FIGURE].notna()
                  & (rows["device"].map(is_numa_device).astype(bool)
                     | rows["device"].map(_local_pair).astype(bool))]
     slow: dict[str, list[str]] = {}
@@ -566,11 +581,11 @@ def slower_numa_nodes(rows: pd.DataFrame) -> list[Finding]:
     for (case, _metric, _size, _threads, _phase, _host), group in nodes.groupby(
             ["case", "metric", "size_bytes", "threads", "phase", nodes["device"].map(node_of)],
             sort=False, dropna=False):
-        # Best, as STREAM reports host figures (the first repetition dropped).
-        for row, median, others in _below_siblings(group, "value_best"):
+        # The median, as the summary shows a node's DDR: one lucky sample must not hide it.
+        for row, median, others in _below_siblings(group):
             slow.setdefault(row["device"], []).append(str(case))
             unit = row["unit"]
-            evidence.setdefault(row["device"], f"{case}: {row['value_best']:.1f} {unit} vs a "
+            evidence.setdefault(row["device"], f"{case}: {row[FIGURE]:.1f} {unit} vs a "
                                                f"median of {median:.1f} {unit} over {others} "
                                                f"other NUMA nodes")
     return [Finding(
@@ -629,15 +644,17 @@ def _peak_doubt(row: pd.Series) -> str:
 
 
 def above_peak(rows: pd.DataFrame) -> list[Finding]:
-    """A figure above its theoretical peak (where higher is better): never a cache-resident
-    row, which is not held against the memory's peak."""
+    """A figure (the median, as every output shows it) above its theoretical peak (where
+    higher is better): never a cache-resident row, which is not held against the memory's
+    peak. The best sample is shown beside it, labelled."""
     cached = cache_resident(rows)
     over = rows[rows["peak_value"].notna() & rows["higher_is_better"].eq(True).fillna(False)
-                & (rows["value_best"] > FINDING_ABOVE_PEAK * rows["peak_value"]) & ~cached]
+                & (rows[FIGURE] > FINDING_ABOVE_PEAK * rows["peak_value"]) & ~cached]
     return [Finding(
         "error", str(row["device"]), f"{row['case']} above its theoretical peak",
         "no path beats its peak: the figure is a measurement error" + _peak_doubt(row),
-        f"{row['value_best']:.1f} {row['unit']} > peak {row['peak_value']:.1f} {row['unit']} "
+        f"{row[FIGURE]:.1f} {row['unit']} ({STATISTIC}{_best_beside(row)}) > peak "
+        f"{row['peak_value']:.1f} {row['unit']} "
         f"at {row['size_bytes']} B",
     ) for _, row in over.iterrows()]
 

@@ -24,7 +24,9 @@
 
 Every heatmap's colours run from 0 (to the peak where the figure has one), not from the
 smallest figure, so a small difference does not look like a large one. Text is 8 pt or more
-(`figstyle.readable`). A plot without rows is not drawn.
+(`figstyle.readable`). A plot without rows is not drawn. Every point, bar and cell is a
+row's median (`FIGURE`, the figure the summary, verdicts and compare show), and each axis
+says so.
 
 Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
 measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
@@ -40,7 +42,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bwprof.casespec import MEDIAN_BEYOND_CACHE
 from bwprof.errors import BwprofError
+from bwprof.report import figures
 from bwprof.report.atomic import save_figure
 from bwprof.report.figstyle import (
     LABEL_POINTS,
@@ -54,7 +58,7 @@ from bwprof.report.figstyle import (
     readable,
 )
 from bwprof.report.formats import cell_float
-from bwprof.report.rooflineplot import ROOFLINE_PNG, roofline_figure
+from bwprof.report.roofline import ROOFLINE_PNG, roofline_figure
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import (
     GPU_LATENCY,
@@ -84,7 +88,12 @@ LATENCY_PNG = "latency_vs_size.png"
 LOADED_LATENCY_PNG = "latency_under_load.png"
 NUMA_LATENCY_PNG = "numa_latency_heatmap.png"
 P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
-LATENCY_AXIS = "ns per dependent load, best"
+FIGURE = figures.column("value")
+"""The column every plot draws: a row's figure in the statistic every output shows (the
+median, `bwprof.report.figures`), so a plot never shows a number the summary does not."""
+STATISTIC = MEDIAN_BEYOND_CACHE.statistic
+"""The statistic's name, said on every axis that shows it."""
+LATENCY_AXIS = f"ns per dependent load, {STATISTIC}"
 RESIDENT_LABEL = "fits in a cache: not the memory's figure"
 SIMULATED_TITLE = "SIMULATED — not a measurement"
 LABEL_ROOM = 1.15
@@ -169,7 +178,7 @@ def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, la
     beside it where it has one size); the points that fit in a cache hollow, joined by a
     dotted line and named (`in L2`, `in cache`), so they never read as the memory's."""
     cached = resident[line.index]
-    values = line["value_best"].astype(float)
+    values = line[FIGURE].astype(float)
     if single:  # its value in the legend: side-by-side markers leave no room for text
         drawn = axis.plot(x, values, linestyle="none", marker=marker, markersize=7,
                           label=f"{label}: {_value_text(float(values.iloc[0]))}")[0]
@@ -225,8 +234,8 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
                       va="bottom")
     axis.set_xscale("log", base=2)
     axis.set_xlabel("transfer or array size (bytes, log scale)", fontsize=LABEL_POINTS)
-    axis.set_ylabel("GB/s (10^9 bytes/s), best" if metric == "bandwidth"
-                    else f"{metric}, {unit}, best", fontsize=LABEL_POINTS)
+    axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}" if metric == "bandwidth"
+                    else f"{metric}, {unit}, {STATISTIC}", fontsize=LABEL_POINTS)
 
 
 def _threads_panel(axis, mine: pd.DataFrame) -> None:
@@ -235,7 +244,7 @@ def _threads_panel(axis, mine: pd.DataFrame) -> None:
     for index, ((case, device, _size), line) in enumerate(
             mine.groupby(["case", "device", "size_bytes"], sort=False)):
         line = line.sort_values("threads")
-        axis.plot(line["threads"].astype(float), line["value_best"].astype(float),
+        axis.plot(line["threads"].astype(float), line[FIGURE].astype(float),
                   marker=MARKERS[index % len(MARKERS)], markersize=5,
                   label=_series_label(str(case), str(device), line,
                                       f", {format_bytes(int(line['size_bytes'].iloc[0]))}"))
@@ -246,7 +255,7 @@ def _threads_panel(axis, mine: pd.DataFrame) -> None:
     axis.set_xticks(threads, [str(t) for t in threads])
     axis.minorticks_off()
     axis.set_xlabel("threads (log scale)", fontsize=LABEL_POINTS)
-    axis.set_ylabel("GB/s (10^9 bytes/s), best", fontsize=LABEL_POINTS)
+    axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}", fontsize=LABEL_POINTS)
 
 
 def _share_size_axes(panels: list[tuple[object, str]]) -> None:
@@ -281,7 +290,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
-    rows = results[(results["status"] == "ok") & results["value_best"].notna()
+    rows = results[(results["status"] == "ok") & results[FIGURE].notna()
                    & results["size_bytes"].notna()
                    # Overlap parts and loaded latency have plots of their own; a pattern's
                    # copy-engine rows are its sweep (its SM twin would zigzag one line).
@@ -418,13 +427,13 @@ def _summary_panel(axis, rows: pd.DataFrame, path: str,
                    band: tuple[float, float] | None) -> None:
     """One path's bars: in % of peak where its rows have a peak, else in GB/s."""
     colour = PATH_COLOURS.get(path, "grey")
-    figures = rows[rows["gbps"].notna()]
-    in_percent = bool(figures["pct_of_peak"].notna().any())
+    shown = rows[rows["gbps"].notna()]
+    in_percent = bool(shown["pct_of_peak"].notna().any())
     positions = list(range(len(rows)))[::-1]
     if in_percent:  # past 100 a little, so the dashed peak line shows
-        top = max(105.0, 10 * math.ceil(float(figures["pct_of_peak"].max()) / 10) + 5)
+        top = max(105.0, 10 * math.ceil(float(shown["pct_of_peak"].max()) / 10) + 5)
     else:
-        top = 1.15 * float(figures["gbps"].max()) if len(figures) else 1.0
+        top = 1.15 * float(shown["gbps"].max()) if len(shown) else 1.0
     for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
         gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
         cached = row["status"] == "in cache" or bool(f.is_cache_resident(row["flags"]))
@@ -456,8 +465,8 @@ def _summary_panel(axis, rows: pd.DataFrame, path: str,
                         fontsize=LABEL_POINTS)
     else:
         axis.set_xlim(0, top)
-        axis.set_xlabel("GB/s (10^9 bytes/s), best (no theoretical peak known for this path)",
-                        fontsize=LABEL_POINTS)
+        axis.set_xlabel(f"GB/s (10^9 bytes/s), {STATISTIC} (no theoretical peak known for "
+                        "this path)", fontsize=LABEL_POINTS)
     axis.set_ylim(-0.6, len(rows) - 0.4)
     axis.set_yticks(positions, [_bar_label(r) for _, r in rows.iterrows()],
                     fontsize=TEXT_POINTS + 1)
@@ -655,7 +664,7 @@ def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMe
     if len(names) < 2:
         return None
     matrix = [[math.nan] * len(names) for _ in names]
-    for (source, target), value in zip(pairs, rows["value_best"], strict=True):
+    for (source, target), value in zip(pairs, rows[FIGURE], strict=True):
         matrix[names.index(source)][names.index(target)] = float(value)
     largest = max(v for line in matrix for v in line if not math.isnan(v))
     top = max(top or 0.0, largest)  # a figure above its peak still gets a colour
@@ -688,7 +697,7 @@ def p2p_figure(results: pd.DataFrame, meta: RunMeta):
     """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
     two GPUs."""
     rows = p2p_matrix_rows(results)
-    rows = rows[rows["value_best"].notna() & rows["device"].str.contains("->")]
+    rows = rows[rows[FIGURE].notna() & rows["device"].str.contains("->")]
     if rows.empty:
         return None
     pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
@@ -699,14 +708,14 @@ def p2p_figure(results: pd.DataFrame, meta: RunMeta):
              else "0 to the largest: no peak known")
     return _matrix_figure(rows, pairs, meta,
                           f"GPU→GPU copy (p2p_copy, {size})\ncolours: {scale}",
-                          "GB/s (10^9 bytes/s), best", "viridis", ("from", "to"), top=peak)
+                          f"GB/s (10^9 bytes/s), {STATISTIC}", "viridis", ("from", "to"), top=peak)
 
 
 def p2p_latency_figure(results: pd.DataFrame, meta: RunMeta):
     """Matrix of lat_p2p ns (a GPU chasing through another GPU's memory); None with fewer
     than two GPUs."""
     rows = matrix_rows(results, P2P_LATENCY, "p2p")
-    rows = rows[rows["value_best"].notna() & rows["device"].str.contains("->")]
+    rows = rows[rows[FIGURE].notna() & rows["device"].str.contains("->")]
     if rows.empty:
         return None
     pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
@@ -761,7 +770,7 @@ def _latency_sweeps(results: pd.DataFrame) -> pd.DataFrame:
     """Latency rows that sweep the working set: ok, idle (no load phase), the pair and
     small-copy cases left to their own views."""
     rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
-                   & results["value_best"].notna() & results["size_bytes"].notna()
+                   & results[FIGURE].notna() & results["size_bytes"].notna()
                    & ~results["phase"].map(is_loaded).astype(bool)
                    & ~results["case"].isin((NUMA_LATENCY, MEMCPY_LATENCY))]
     swept = rows.groupby(["case", "device"])["size_bytes"].transform("nunique") > 1
@@ -835,13 +844,13 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
         for key, line in mine.groupby(keys, sort=False, dropna=False):
             device = str(key[0] if isinstance(key, tuple) else key)
             line = line.sort_values("size_bytes")
-            drawn = axis.plot(line["size_bytes"].astype(float), line["value_best"], marker="o",
+            drawn = axis.plot(line["size_bytes"].astype(float), line[FIGURE], marker="o",
                               markersize=3,
                               label=_line_label(case, device, line, several_pages))[0]
             cached = resident[line.index]
             if cached.any():
                 axis.plot(line.loc[cached, "size_bytes"].astype(float),
-                          line.loc[cached, "value_best"], linestyle="none", marker="o",
+                          line.loc[cached, FIGURE], linestyle="none", marker="o",
                           markersize=6, markerfacecolor="white",
                           markeredgecolor=drawn.get_color())
         for size, label in _cache_marks(case, mine, meta):
@@ -852,7 +861,7 @@ def latency_figure(results: pd.DataFrame, meta: RunMeta):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
-        _latency_ticks(axis, mine["value_best"].astype(float))
+        _latency_ticks(axis, mine[FIGURE].astype(float))
         axis.tick_params(axis="x", labelrotation=45, labelsize=TEXT_POINTS)
         axis.set_xlabel("working-set size (bytes, log scale)")
         axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
@@ -883,7 +892,7 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
     panel per loaded case, one line per device, each point named by the load's nominal
     intensity; None without loaded rows."""
     rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
-                   & results["value_best"].notna()
+                   & results[FIGURE].notna()
                    & results["phase"].map(is_loaded).astype(bool)].copy()
     if rows.empty:
         return None
@@ -903,16 +912,16 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
             line = line.sort_values(["percent", "load_gbps"])
             label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
                                           .any() else "")
-            axis.plot(line["load_gbps"].astype(float), line["value_best"], marker="o",
+            axis.plot(line["load_gbps"].astype(float), line[FIGURE], marker="o",
                       markersize=4, label=label)
             for _, point in line.iterrows():
-                xy = (float(point["load_gbps"]), float(point["value_best"]))
+                xy = (float(point["load_gbps"]), float(point[FIGURE]))
                 names.append((axis, (f"{point['percent']}%", around(xy),
                                      {"fontsize": TEXT_POINTS})))
         # Room above and right of the highest and widest points for their names.
         widest = float(mine["load_gbps"].max())  # 0 where no load ran (a simulated GPU)
         axis.set_xlim(0, widest * LABEL_ROOM if widest > 0 else 1.0)
-        axis.set_ylim(0, float(mine["value_best"].max()) * LABEL_ROOM)
+        axis.set_ylim(0, float(mine[FIGURE].max()) * LABEL_ROOM)
         axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
         axis.set_ylabel(LATENCY_AXIS)
         where = "host" if (mine["backend"] == "host").all() else "GPU"
@@ -936,7 +945,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     target = out_dir or run.path
     summary = build_summary(run.results)
     simulated = run.simulated
-    figures = {
+    drawn = {
         BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
         SUMMARY_PNG: summary_figure(summary, run.meta, band),
         TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated, run.results),
@@ -948,7 +957,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
         ROOFLINE_PNG: roofline_figure(run.results, machine_line(run.meta), SIMULATED_TITLE),
     }
     written = []
-    for name, figure in figures.items():
+    for name, figure in drawn.items():
         if figure is not None:
             written.append(save_figure(figure, target / name))
     # The overlap timelines, from the event times the run recorded in timelines.json.

@@ -31,14 +31,6 @@ def lat_row(ns: float, **fields: object) -> ResultRow:
     return make_row(**values)
 
 
-def best_as_median(rows: list[ResultRow]) -> list[ResultRow]:
-    """`rows` with their best equal to their median: for the outputs that still read a
-    row's best (plots, findings), so their tests hold the figures they state."""
-    from dataclasses import replace
-
-    return [replace(r, value_best=r.value_median) for r in rows]
-
-
 def host_level(size: int) -> str:
     return "L1" if size <= 48 * KiB else "L2" if size <= MiB else "L3" if size <= LLC else "DDR"
 

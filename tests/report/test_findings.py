@@ -97,12 +97,19 @@ def test_siblings_leave_out_small_copies_and_failed_validations():
 
 
 def test_above_peak_unless_cache_resident():
-    rows = _frame(_gpu(gbps_best=70.0),
+    rows = _frame(_gpu(gbps_median=70.0, gbps_best=71.4),
                   _gpu(case="hbm_copy", gbps_best=9000.0, peak_gbps=4900.0,
                        flags=frozenset({"l2_resident"})))
     (finding,) = above_peak(rows)
-    assert finding.severity == "error" and "70.0 GB/s > peak 63.0" in finding.evidence
+    assert finding.severity == "error"
+    assert "70.0 GB/s (median; best 71.4) > peak 63.0" in finding.evidence
     assert "NVML" not in finding.why  # a PCIe peak: nothing NVML reports about memory
+
+
+def test_above_peak_reads_the_median_not_one_lucky_sample():
+    """The figure every output shows is the median: a best sample over the peak whose median
+    is under it is no finding (the summary shows the median under the peak)."""
+    assert above_peak(_frame(_gpu(gbps_median=60.0, gbps_best=66.0))) == []
 
 
 def test_an_hbm_figure_above_its_peak_also_doubts_the_bus_width_nvml_reports():
@@ -223,7 +230,9 @@ def test_siblings_are_compared_only_on_the_same_measurement():
 
 
 def _node(device, gbps, case="ddr_triad", numa=None, threads=8):
-    return make_row(device=device, case=case, gbps_best=gbps, threads=threads,
+    """A DDR row whose median is `gbps` (its best 2% over, so a test shows which it read)."""
+    return make_row(device=device, case=case, gbps_median=gbps, gbps_best=1.02 * gbps,
+                    threads=threads,
                     numa_node=int(device[-1]) if numa is None and "numa" in device else numa)
 
 
@@ -250,8 +259,8 @@ def test_a_numa_node_under_80_percent_of_its_hosts_other_nodes():
 
 
 def test_a_ddr_figure_above_its_smbios_peak_is_a_finding():
-    rows = _frame(make_row(gbps_best=320.0, peak_gbps=307.2), make_row(device="numa0",
-                                                                      gbps_best=150.0))
+    rows = _frame(make_row(gbps_median=320.0, gbps_best=325.0, peak_gbps=307.2),
+                  make_row(device="numa0", gbps_median=150.0, gbps_best=152.0))
     (finding,) = [f for f in derive_findings(rows, meta()) if "above" in f.what]
     assert finding.device == "cpu" and "SMBIOS misreports" in finding.why
 

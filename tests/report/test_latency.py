@@ -211,8 +211,8 @@ def test_loaded_latency_is_compared_phase_by_phase_and_says_which():
 
 def test_a_remote_numa_pair_is_no_slow_node_but_a_slow_local_node_is():
     assert _findings(lat.lat_host_numa(2, local=90.0, remote=140.0)) == []
-    rows = [r if r.device != "numa1->numa1" else replace(r, value_best=130.0)
-            for r in lat.best_as_median(lat.lat_host_numa(2, local=90.0, remote=140.0))]
+    rows = [r if r.device != "numa1->numa1" else replace(r, value_median=130.0)
+            for r in lat.lat_host_numa(2, local=90.0, remote=140.0)]
     (finding,) = _findings(rows)
     assert finding.device == "numa1->numa1" and "NUMA node slower" in finding.what
     assert "130.0 ns vs a median of 90.0 ns" in finding.evidence
@@ -341,7 +341,7 @@ def test_latency_against_size_has_a_host_and_a_gpu_panel_with_the_cache_sizes():
 def test_latency_under_load_is_drawn_against_the_loads_bandwidth():
     from bwprof.report import plots
 
-    rows = results_frame([*lat.best_as_median(lat.loaded()),
+    rows = results_frame([*lat.loaded(),
                           *lat.loaded("lat_gpu_loaded", "gpu0", idle=480.0, full_gbps=3000.0,
                                       backend="simulated", memory="hbm")])
     figure = plots.loaded_latency_figure(rows, lat.run_meta())
@@ -358,8 +358,7 @@ def test_latency_under_load_is_drawn_against_the_loads_bandwidth():
 def test_numa_and_p2p_latency_heatmaps_colour_from_zero_and_need_two_members():
     from bwprof.report import plots
 
-    rows = results_frame(lat.best_as_median([*lat.lat_host_numa(2),
-                                             *lat.lat_p2p(3, slow="gpu2->gpu0")]))
+    rows = results_frame([*lat.lat_host_numa(2), *lat.lat_p2p(3, slow="gpu2->gpu0")])
     numa = plots.numa_latency_figure(rows, lat.run_meta())
     (image,) = numa.axes[0].images
     assert image.norm.vmin == 0 and image.norm.vmax == 140.0

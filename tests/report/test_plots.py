@@ -191,7 +191,7 @@ def test_latency_rows_leave_the_bandwidth_plot_for_their_own():
                        size_bytes=size) for ns, size in ((1.2, 32 << 10), (95.0, 1 << 30)))]
     figure = plots.bandwidth_figure(results_frame(rows), meta())
     labels = {axis.get_title(): axis.get_ylabel() for axis in figure.axes if axis.get_visible()}
-    assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), best"}
+    assert labels == {"host DDR, within one memory": "GB/s (10^9 bytes/s), median"}
     assert plots.bandwidth_figure(results_frame(rows[1:]), meta()) is None
     assert plots.latency_figure(results_frame(rows), meta()) is not None
 
@@ -258,14 +258,15 @@ def test_summary_draws_a_cache_only_path_as_a_note_never_a_bar():
 
 def test_single_size_kernels_are_labelled_markers_side_by_side():
     """The H200's five HBM kernels at 256 MiB: five markers at five x positions around it,
-    each a marker shape of its own with its value in the legend."""
+    each a marker shape of its own with its value in the legend: the median, as the summary
+    shows it (hbm_triad 4302, its best 4309 not)."""
     run = load_run(DATA / "h200-quick")
     axis = _panel(plots.bandwidth_figure(run.results, run.meta),
                   "device memory, within one memory")
     kernels = [line for line in axis.get_lines() if str(line.get_label()).startswith("hbm_")]
     assert [line.get_label() for line in kernels] == [
-        "hbm_copy gpu0: 3823", "hbm_scale gpu0: 3830", "hbm_add gpu0: 4295",
-        "hbm_triad gpu0: 4309", "hbm_dot gpu0: 4367"]
+        "hbm_copy gpu0: 3822", "hbm_scale gpu0: 3826", "hbm_add gpu0: 4289",
+        "hbm_triad gpu0: 4302", "hbm_dot gpu0: 4354"]
     assert len({float(line.get_xdata()[0]) for line in kernels}) == 5
     assert len({line.get_marker() for line in kernels}) == 5
     assert all(line.get_linestyle() == "None" for line in kernels)
@@ -277,7 +278,8 @@ def test_a_threads_sweep_gets_a_panel_of_its_own():
     from bwprof.schema.table import results_frame
     from tests.report.test_export import make_row
 
-    rows = [make_row(threads=t, gbps_best=10.0 * t, size_bytes=1 << 30) for t in (1, 2, 4, 8)]
+    rows = [make_row(threads=t, gbps_median=10.0 * t, gbps_best=10.2 * t, size_bytes=1 << 30)
+            for t in (1, 2, 4, 8)]
     figure = plots.bandwidth_figure(results_frame(rows), meta())
     titles = [a.get_title() for a in figure.axes if a.get_visible()]
     assert titles == ["host DDR, within one memory",
@@ -287,6 +289,7 @@ def test_a_threads_sweep_gets_a_panel_of_its_own():
     assert point.get_label() == "ddr_triad cpu (8 threads): 80"  # the largest count only
     (sweep,) = threads.get_lines()
     assert list(sweep.get_xdata()) == [1, 2, 4, 8] and "1 GiB" in sweep.get_label()
+    assert list(sweep.get_ydata()) == [10.0, 20.0, 40.0, 80.0]  # the medians, not the best
 
 
 def test_compared_panels_share_one_x_scale_and_legends_are_readable():
@@ -358,7 +361,9 @@ def test_the_p2p_heatmap_runs_from_zero_to_the_peak_not_to_the_data():
     assert (image.norm.vmin, image.norm.vmax) == (0, 50.0)
     figure = plots.p2p_figure(sim.results, sim.meta)  # no peak: 0 to the largest figure
     (image,) = figure.axes[0].get_images()
-    assert image.norm.vmin == 0 and image.norm.vmax == pytest.approx(10.954589, rel=1e-3)
+    # The largest median (gpu0->gpu1 at 16 MiB; its best is 10.95).
+    assert image.norm.vmin == 0 and image.norm.vmax == pytest.approx(10.836401, rel=1e-4)
+    assert "median" in figure.axes[1].get_ylabel()
     assert "no peak known" in _title(figure)
 
 
@@ -474,7 +479,7 @@ def test_latency_and_roofline_figures_overprint_nothing():
     axis, the GPU chase's line crossed its "L2 60 MiB" label, a host run's "25%" sat under
     the legend on the frame's top edge, and the roofline's near-equal ridge labels lay
     under one another's markers."""
-    from bwprof.report.rooflineplot import roofline_figure
+    from bwprof.report.roofline import roofline_figure
     from bwprof.schema.table import results_frame
     from tests.report import latency_rows as lat
 
