@@ -58,7 +58,7 @@ from bwprof.report.figstyle import (
     readable,
 )
 from bwprof.report.formats import cell_float
-from bwprof.report.roofline import ROOFLINE_PNG, roofline_figure
+from bwprof.report.rooflineplot import ROOFLINE_PNG, roofline_figure
 from bwprof.report.runfolder import RunFolder, machine_line
 from bwprof.report.summary import (
     GPU_LATENCY,

@@ -479,7 +479,7 @@ def test_latency_and_roofline_figures_overprint_nothing():
     axis, the GPU chase's line crossed its "L2 60 MiB" label, a host run's "25%" sat under
     the legend on the frame's top edge, and the roofline's near-equal ridge labels lay
     under one another's markers."""
-    from bwprof.report.roofline import roofline_figure
+    from bwprof.report.rooflineplot import roofline_figure
     from bwprof.schema.table import results_frame
     from tests.report import latency_rows as lat
 
