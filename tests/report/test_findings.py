@@ -606,44 +606,35 @@ def test_a_gpus_health_is_worded_by_when_and_weighed_by_what():
     assert found["gpu5"].what.endswith("at the end of the run")
 
 
-def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
-    """Copies on the simulated backend, NVML from a fake whose uncorrected ECC count on gpu1
-    rises by 3 during one job: that job's rows (and only they) are flagged `gpu_degraded`,
-    system.json records the counts, and the finding names the GPU and the count."""
+def _run_on_fake_nvml(gpus, cases, measure):
+    """The rows of `cases` run on `gpus` simulated H200s with NVML from a fake whose ECC
+    counts start at zero; `measure(measured, gpu_config, case, job, plan)` stands in for the
+    executor's measure (`measured` is the real one, `gpu_config` the fake's per-bus dict).
+    Returns the rows, the telemetry session (stopped) and the devices."""
     from bwprof.gpu.devices import describe
     from bwprof.gpu.executor import GpuExecutor
     from bwprof.plan import make_plan
     from bwprof.runner import RunContext, Runner
-    from bwprof.schema.flags import GPU_DEGRADED
     from bwprof.telemetry.counters import CounterReader
     from bwprof.telemetry.nvml import Nvml
     from bwprof.telemetry.session import TelemetrySession
     from tests.gpu.test_devices import H200Like
     from tests.telemetry.fakes import counter_pynvml
 
-    backend = H200Like(devices=2)
+    backend = H200Like(devices=gpus)
     devices = describe(backend)
     ecc = {"corrected_volatile": 0, "uncorrected_volatile": 0, "corrected_aggregate": 0,
            "uncorrected_aggregate": 0}
-    fake = counter_pynvml({"00000000:1B:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]},
-                           "00000000:1C:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]}})
-    gpu1 = fake.gpu_config["00000000:1C:00.0"]
+    fake = counter_pynvml({f"00000000:{0x1B + i:02X}:00.0":  # NVML's bus ids of H200Like
+                           {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]} for i in range(gpus)})
     reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
     session = TelemetrySession(reader, interval_s=0.001)
-    plan = make_plan(cases="h2d_pinned,d2h_pinned", preset="quick", repeats=3, usable_cpus=1,
+    plan = make_plan(cases=cases, preset="quick", repeats=3, usable_cpus=1,
                      llc_bytes=None, memory_available_bytes=8 << 30)
     executor = GpuExecutor(backend, devices, 8 << 30)
-    measure, sick = executor.measure, []
-
-    def measure_and_fail(case, job, plan):
-        measured = measure(case, job, plan)
-        if job.device == 1 and not sick:  # gpu1's first job raises 3 uncorrected errors
-            gpu1["ecc"]["uncorrected_volatile"] += 3
-            gpu1["ecc"]["uncorrected_aggregate"] += 3
-            sick.append(job.label())
-        return measured
-
-    executor.measure = measure_and_fail
+    measured = executor.measure
+    executor.measure = lambda case, job, plan: measure(measured, fake.gpu_config, case, job,
+                                                       plan)
     runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"), telemetry=session)
     session.start()
     try:
@@ -651,6 +642,27 @@ def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
     finally:
         session.stop()
         runner.close()
+    return rows, session, devices
+
+
+def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
+    """Copies on the simulated backend, NVML from a fake whose uncorrected ECC count on gpu1
+    rises by 3 during one job: that job's rows (and only they) are flagged `gpu_degraded`,
+    system.json records the counts, and the finding names the GPU and the count."""
+    from bwprof.schema.flags import GPU_DEGRADED
+
+    sick = []
+
+    def measure_and_fail(measured, gpu_config, case, job, plan):
+        rows = measured(case, job, plan)
+        if job.device == 1 and not sick:  # gpu1's first job raises 3 uncorrected errors
+            gpu1 = gpu_config["00000000:1C:00.0"]
+            gpu1["ecc"]["uncorrected_volatile"] += 3
+            gpu1["ecc"]["uncorrected_aggregate"] += 3
+            sick.append(job.label())
+        return rows
+
+    rows, session, devices = _run_on_fake_nvml(2, "h2d_pinned,d2h_pinned", measure_and_fail)
     health = session.health_report()
     flagged = [r for r in rows if GPU_DEGRADED in r.flags]
     assert sick and flagged, "the job that raised the errors should have flagged rows"
@@ -672,40 +684,12 @@ def test_ecc_errors_rising_during_a_run_flag_its_rows_and_name_the_count():
 def test_a_job_that_fails_as_its_gpu_reports_errors_is_flagged_too():
     """A GPU that falls off the bus (Xid 79, uncorrected ECC) ends its job in an error row:
     that row carries `gpu_degraded` as a measured one would, so the error reads as the GPU's."""
-    from bwprof.gpu.devices import describe
-    from bwprof.gpu.executor import GpuExecutor
-    from bwprof.plan import make_plan
-    from bwprof.runner import RunContext, Runner
     from bwprof.schema.flags import GPU_DEGRADED
-    from bwprof.telemetry.counters import CounterReader
-    from bwprof.telemetry.nvml import Nvml
-    from bwprof.telemetry.session import TelemetrySession
-    from tests.gpu.test_devices import H200Like
-    from tests.telemetry.fakes import counter_pynvml
 
-    backend = H200Like(devices=1)
-    devices = describe(backend)
-    ecc = {"corrected_volatile": 0, "uncorrected_volatile": 0, "corrected_aggregate": 0,
-           "uncorrected_aggregate": 0}
-    fake = counter_pynvml({"00000000:1B:00.0": {"ecc": dict(ecc), "remapped": [0, 0, 0, 0]}})
-    gpu0 = fake.gpu_config["00000000:1B:00.0"]
-    reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
-    session = TelemetrySession(reader, interval_s=0.001)
-    plan = make_plan(cases="h2d_pinned", preset="quick", repeats=3, usable_cpus=1,
-                     llc_bytes=None, memory_available_bytes=8 << 30)
-    executor = GpuExecutor(backend, devices, 8 << 30)
-
-    def fall_off_the_bus(case, job, plan):
-        gpu0["ecc"]["uncorrected_volatile"] += 1
+    def fall_off_the_bus(measured, gpu_config, case, job, plan):
+        gpu_config["00000000:1B:00.0"]["ecc"]["uncorrected_volatile"] += 1
         raise RuntimeError("cudaErrorLaunchFailure: unspecified launch failure")
 
-    executor.measure = fall_off_the_bus
-    runner = Runner(plan, {"gpu": executor}, RunContext("r", "h"), telemetry=session)
-    session.start()
-    try:
-        rows = runner.run()
-    finally:
-        session.stop()
-        runner.close()
+    rows, _, _ = _run_on_fake_nvml(1, "h2d_pinned", fall_off_the_bus)
     assert rows and all(r.status == "error" for r in rows)
     assert all(GPU_DEGRADED in r.flags for r in rows), [(r.status, r.flags) for r in rows]
