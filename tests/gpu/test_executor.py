@@ -1176,12 +1176,8 @@ def test_a_pattern_job_that_needs_a_gpu_that_stopped_answering_is_skipped(tiny_d
     assert not [e for e in fake.log if e[0] == "hung"]
 
 
-# Catches: a deadline that is not the plan's (a fixed one would cut off a slow, honest link or
-# leave a stall waiting for minutes)
-def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_60_s(monkeypatch):
-    from bwprof.gpu import job as gpu_job
-
-    backend = SimBackend(devices=1)
+def _deadlines_seen(backend):
+    """The list `backend.deadline_s` is appended to at every sample it times."""
     seen = []
     timed = backend.time_sample
 
@@ -1190,6 +1186,16 @@ def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_60_
         return timed(works, gate, hold_us)
 
     backend.time_sample = recording
+    return seen
+
+
+# Catches: a deadline that is not the plan's (a fixed one would cut off a slow, honest link or
+# leave a stall waiting for minutes)
+def test_each_jobs_gpu_waits_are_bounded_by_five_times_its_plan_and_at_least_60_s(monkeypatch):
+    from bwprof.gpu import job as gpu_job
+
+    backend = SimBackend(devices=1)
+    seen = _deadlines_seen(backend)
     executor = GpuExecutor(backend, describe(backend), host_memory_bytes=8 << 30)
     case, plan = get_case("h2d_pinned"), _plan("h2d_pinned")
     first = executor.jobs(case, plan)[0]
@@ -1210,14 +1216,7 @@ def test_a_jobs_deadline_is_planned_at_its_links_current_rate(monkeypatch):
     from bwprof.peaks import pcie_peak_gbps
 
     backend = SimBackend(devices=1)
-    seen = []
-    timed = backend.time_sample
-
-    def recording(works, gate, hold_us):
-        seen.append(backend.deadline_s)
-        return timed(works, gate, hold_us)
-
-    backend.time_sample = recording
+    seen = _deadlines_seen(backend)
     gen5 = pcie_peak_gbps(5, 16)
     devices = [replace(d, peak_pcie_gbps=gen5,
                        metadata={**d.metadata, "pcie_gen_current": 1, "pcie_width_current": 1})
