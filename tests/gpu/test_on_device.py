@@ -620,30 +620,37 @@ def test_a_chase_through_pinned_host_memory_reads_what_the_host_wrote(real_gpu, 
     each load's value the next load's address (`address.load_u64`'s ld.global through a
     pointer made from an integer): it ends on the address the chain says."""
     from bwprof.chain import ending_line, sattolo_order
-    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
-    from bwprof.gpu.latency import NODE_BYTES, STATE_BYTES, address_of, chain_addresses
+    from bwprof.gpu.latency import NODE_BYTES, address_of, chain_addresses
 
     order = sattolo_order(4096)
     host = backend.host_array(order.size * NODE_BYTES, pinned=True)
     view = backend.chase_view(host, real_gpu)
     base = address_of(view)
     host[:] = chain_addresses(order, base).view(np.uint8)
-    state = backend.device_array(real_gpu, STATE_BYTES)
+    end = _chase_end(backend, real_gpu, view, base, 10_000)
+    assert end == base + ending_line(order, 0, 10_000) * NODE_BYTES
+
+
+def _chase_end(backend, gpu, view, base, steps):
+    """The address the chase kernel ends on after `steps` loads through `view` (a chain
+    written with base address `base`), starting at its first line."""
+    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
+    from bwprof.gpu.latency import STATE_BYTES
+
+    state = backend.device_array(gpu, STATE_BYTES)
     start = np.zeros(STATE_SLOTS, dtype=np.uint64)
     start[STATE_POSITION] = base
     backend.upload(state, start)
-    stream = backend.new_stream(real_gpu)
-    backend.launch("chase", stream, view, backend.chase_view(state, real_gpu), 10_000)
-    got = backend.download(state, STATE_BYTES).view(np.uint64)
-    assert int(got[STATE_POSITION]) == base + ending_line(order, 0, 10_000) * NODE_BYTES
+    stream = backend.new_stream(gpu)
+    backend.launch("chase", stream, view, backend.chase_view(state, gpu), steps)
+    return int(backend.download(state, STATE_BYTES).view(np.uint64)[STATE_POSITION])
 
 
 def test_a_chase_through_device_memory_follows_its_device_addresses(real_gpu, backend):
     """The same through this GPU's memory: the chain written with the allocation's device
     pointer (CuPy's data.ptr, as the kernel's view reports it) and uploaded."""
     from bwprof.chain import Cycle
-    from bwprof.gpu.kernel_params import STATE_POSITION, STATE_SLOTS
-    from bwprof.gpu.latency import NODE_BYTES, STATE_BYTES, address_of, chain_addresses
+    from bwprof.gpu.latency import NODE_BYTES, address_of, chain_addresses
 
     cycle = Cycle.of(1 << 15)  # 4 MiB
     chain = backend.device_array(real_gpu, cycle.lines * NODE_BYTES)
@@ -651,15 +658,8 @@ def test_a_chase_through_device_memory_follows_its_device_addresses(real_gpu, ba
     base = address_of(view)
     assert base == int(chain.data.ptr)
     backend.upload(chain, chain_addresses(cycle.next_lines(np.arange(cycle.lines)), base))
-    state = backend.device_array(real_gpu, STATE_BYTES)
-    start = np.zeros(STATE_SLOTS, dtype=np.uint64)
-    start[STATE_POSITION] = base
-    backend.upload(state, start)
-    stream = backend.new_stream(real_gpu)
-    backend.launch("chase", stream, view, backend.chase_view(state, real_gpu), 100_003)
-    got = backend.download(state, STATE_BYTES).view(np.uint64)
     line = cycle.ending_line(100_003, cycle.position_of(0))  # the walk starts on line 0
-    assert int(got[STATE_POSITION]) == base + line * NODE_BYTES
+    assert _chase_end(backend, real_gpu, view, base, 100_003) == base + line * NODE_BYTES
 
 
 def test_on_one_gpu_h2d_alls_aggregate_is_gpu0s_row_within_1_percent(device_run):
