@@ -82,13 +82,20 @@ class Sampled:
     length asked for (None: it did not): the samples are shorter than TARGET_SAMPLE_S."""
 
     @property
+    def covered_span_s(self) -> tuple[float, ...]:
+        """Per sample whose gate held, the time of all its streams on one clock
+        (`Sample.total_s`: from the first stream's start to a final event behind every
+        stream's end), per operation: a stream that started late lengthens it, so start skew
+        cannot inflate a sum. In the other samples some streams may have run before the rest
+        were enqueued, not at once. Empty where no gate held."""
+        return tuple(span for span, held in zip(self.span_s, self.covered, strict=True)
+                     if held)
+
+    @property
     def gated_span_s(self) -> tuple[float, ...]:
-        """`span_s` of the samples whose gate held: in the others some streams may have run
-        before the rest were enqueued, not at once. All of them where none held (the row's
-        note says how many did not, `note`), so a row is never left without a figure."""
-        held = tuple(span for span, covered in zip(self.span_s, self.covered, strict=False)
-                     if covered)
-        return held or self.span_s
+        """`covered_span_s`, or every sample's span where none was covered (the row's note
+        says how many were not, `note`), so an overlap row is never left without a figure."""
+        return self.covered_span_s or self.span_s
 
     def note(self) -> str:
         notes = []

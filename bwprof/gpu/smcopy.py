@@ -33,7 +33,6 @@ from bwprof.gpu.transfers import (
     UNGATED_AGGREGATE,
     HostEnd,
     PeerCopy,
-    _gated_total_per_sample,
     _peer_path,
     _problem,
     _row,
@@ -148,7 +147,7 @@ def _peer_rows(run: CaseRun, *, engine: str, driver: str) -> list[Measurement]:
         for i, (src, dst, _, _) in enumerate(paths)
     ]
     if len(paths) == 2:
-        slowest = _gated_total_per_sample(sampled)  # one clock: start skew cannot inflate it
+        slowest = sampled.covered_span_s  # one clock: start skew cannot inflate it
         if not slowest:
             return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
         peak = p2p_peak(a, b)

@@ -34,16 +34,6 @@ def _problem(mismatches: int, nbytes: int, what: str) -> str:
         else ""
 
 
-def _gated_total_per_sample(sampled: Sampled) -> tuple[float, ...]:
-    """Per sample, the time of all its streams on one clock (`Sample.total_s`: from the
-    first stream's start to a final event behind every stream's end), per operation. A
-    stream that started late lengthens it, so start skew cannot inflate a sum. Only samples
-    whose gate held count: otherwise some streams may have run before the others were
-    enqueued, and the streams did not all run at once."""
-    return tuple(total for total, held in zip(sampled.span_s, sampled.covered, strict=True)
-                 if held)
-
-
 INTERFERING_FACTOR = 2
 """Operations an interfering stream issues per measured one (nvbandwidth doubles the
 interfering copies' sizes): it runs past the measured copy's end, so no part of the measured
@@ -165,7 +155,7 @@ def one_way(run: CaseRun) -> list[Measurement]:
 
 def bidirectional(run: CaseRun) -> list[Measurement]:
     """bidir_pinned: H2D and D2H at once on two streams; a row per direction and the sum,
-    the sum from the samples whose gate held (as every aggregate: `_gated_total_per_sample`),
+    the sum from the samples whose gate held (as every aggregate: `Sampled.covered_span_s`),
     none where no gate held."""
     pool, case, device, size, samples = run.pool, run.case, run.device, run.size, run.samples
     counter_window_s = run.counter_window_s
@@ -185,7 +175,7 @@ def bidirectional(run: CaseRun) -> list[Measurement]:
              alone[1], direction="d2h", streams=2, peak=peak, valid=not down_problem,
              note=join_notes(down_problem, CONTENDED_NOTE)),
     ]
-    together = _gated_total_per_sample(sampled)
+    together = sampled.covered_span_s
     if not together:
         return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     return [*rows, _row(
@@ -235,7 +225,7 @@ def all_devices(run: CaseRun) -> list[Measurement]:
     ]
     ceiling = host_ceiling(devices)  # GPUs behind one uplink share it
     names = sorted({d.name for d in devices})
-    together = _gated_total_per_sample(sampled)
+    together = sampled.covered_span_s
     if not together:
         return [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     rows.append(_row(
@@ -338,7 +328,7 @@ def peer(run: CaseRun) -> list[Measurement]:
              note=join_notes(problems[i], doubled))
         for i, (src, dst, _) in enumerate(paths)
     ]
-    together = _gated_total_per_sample(sampled)
+    together = sampled.covered_span_s
     if len(paths) == 2 and not together:
         rows = [replace(row, note=join_notes(row.note, UNGATED_AGGREGATE)) for row in rows]
     elif len(paths) == 2:
@@ -395,7 +385,7 @@ def _aggregate(run: CaseRun, works: Sequence[Any], label: str, name: str, direct
     sampled = take_samples(run.pool.backend, lambda ops: [w.work(ops) for w in works],
                            run.samples, counter_window_s=run.counter_window_s)
     problems = [w.problem() for w in works]
-    together = _gated_total_per_sample(sampled)
+    together = sampled.covered_span_s
     if not together:
         raise NotRun("skipped", UNGATED_AGGREGATE)
     return [_row(run.case, None, label, name, run.size, together, run.size * len(works),
