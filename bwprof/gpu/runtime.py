@@ -30,18 +30,18 @@ import mmap
 import os
 import re
 import sys
-import threading
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from bwprof.cpulist import cpu_affinity
+from bwprof.deadline import call_within
 from bwprof.gpu.backend import DeviceProperties, OutOfMemory, Sample, Work
 
 # bwprof.gpu.kernels (numba.cuda, about a second of imports) loads where a kernel is compiled
@@ -758,25 +758,11 @@ class CudaBackend:
         if gone:
             raise GpuTimeout(f"gpu{gone[0]} stopped answering earlier in this run "
                              f"({self.wedged[gone[0]]}): not used again", gone)
-        result: list[_T] = []
-        failure: list[BaseException] = []
-        finished = threading.Event()
-
-        def body() -> None:
-            try:
-                result.append(call())
-            except BaseException as exc:  # handed to the caller's thread
-                failure.append(exc)
-            finally:
-                finished.set()
-
-        threading.Thread(target=body, name=f"bwprof {what}", daemon=True).start()
         limit = self.deadline_s + nbytes / (SLOWEST_COPY_GBPS * 1e9)
-        if not finished.wait(limit):
+        stuck, value = call_within(call, limit, f"bwprof {what}")
+        if stuck is not None:
             self._wedge(f"{what} did not finish within {limit:.3g} s", devices)
-        if failure:
-            raise failure[0]
-        return result[0]
+        return cast(_T, value)
 
     def _elapsed_s(self, device: int, start: Any, end: Any) -> float:
         with self.cp.cuda.Device(device):

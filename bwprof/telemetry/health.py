@@ -18,8 +18,9 @@ import re
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from bwprof.deadline import call_within
 from bwprof.schema.meta import GpuHealth, MemoryHealth, degrades, health_changes
 from bwprof.telemetry.nvml import Nvml
 
@@ -92,25 +93,13 @@ class HealthWatch:
             log.warning("NVML health %s skipped: an earlier read is still waiting on NVML",
                         what)
             return otherwise
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = read()
-            except BaseException as err:  # handed to the caller below
-                box["error"] = err
-
-        thread = threading.Thread(target=run, name="bwprof-health", daemon=True)
-        thread.start()
-        thread.join(self.deadline_s)
-        if thread.is_alive():
-            self._pending = thread
+        stuck, value = call_within(read, self.deadline_s, "bwprof-health")
+        if stuck is not None:
+            self._pending = stuck
             log.warning("NVML health %s did not answer within %.1f s (a GPU lost or wedged?); "
                         "the run goes on without it", what, self.deadline_s)
             return otherwise
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return cast(T, value)
 
     def poll(self, labels: Collection[str] | None = None,
              aggregate: bool = False) -> frozenset[str]:
