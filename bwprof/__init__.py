@@ -13,13 +13,13 @@ from bwprof._version import __version__
 
 if TYPE_CHECKING:
     from bwprof.api import RunResult, load, run
-    from bwprof.report.runfolder import RunFolder
     from bwprof.schema.meta import RunMeta
+    from bwprof.store.runfolder import RunFolder
 
 __all__ = ["RunFolder", "RunMeta", "RunResult", "__version__", "load", "run"]
 
 _LAZY = {"run": "bwprof.api", "RunResult": "bwprof.api", "load": "bwprof.api",
-         "RunFolder": "bwprof.report.runfolder", "RunMeta": "bwprof.schema.meta"}
+         "RunFolder": "bwprof.store.runfolder", "RunMeta": "bwprof.schema.meta"}
 
 
 def __getattr__(name: str) -> Any:

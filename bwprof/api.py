@@ -21,6 +21,8 @@ import pandas as pd
 
 from bwprof import interrupts
 from bwprof._version import __version__, git_commit
+from bwprof.analysis.findings import Finding, derive_findings, findings_frame
+from bwprof.analysis.summary import build_summary
 from bwprof.casespec import CaseSpec
 from bwprof.described import DescribedMachine
 from bwprof.errors import BwprofError, OutputError, RunInterrupted
@@ -29,22 +31,7 @@ from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
-from bwprof.report.export import (
-    RESULTS_FILE,
-    SAMPLES_FILE,
-    SYSTEM_FILE,
-    TIMINGS_FILE,
-    RunFolderClaim,
-    RunWriter,
-    prepare_run_dir,
-    safe_name,
-    write_system_json,
-)
-from bwprof.report.findings import Finding, derive_findings, findings_frame
-from bwprof.report.formats import check_format
-from bwprof.report.outputs import write_report_files
-from bwprof.report.runfolder import RunFolder, load_run, with_extras
-from bwprof.report.summary import build_summary
+from bwprof.render.outputs import write_report_files
 from bwprof.runner import ProgressListener, RunContext, Runner, close_executors
 from bwprof.schema.meta import (
     NOT_PROBED,
@@ -56,6 +43,19 @@ from bwprof.schema.meta import (
 )
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame
+from bwprof.store.export import (
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SYSTEM_FILE,
+    TIMINGS_FILE,
+    RunFolderClaim,
+    RunWriter,
+    prepare_run_dir,
+    safe_name,
+    write_system_json,
+)
+from bwprof.store.formats import check_format
+from bwprof.store.runfolder import RunFolder, load_run, with_extras
 from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
@@ -91,7 +91,7 @@ class RunResult:
     samples: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     """Every counter sample taken during the run (empty without telemetry)."""
     summary: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    """One row per memory path (the columns of summary.csv); see bwprof.report.summary."""
+    """One row per memory path (the columns of summary.csv); see bwprof.analysis.summary."""
     files: list[Path] = field(default_factory=list)
     """Report files written beside the rows: summary.csv, Parquet copies, plots."""
     notes: list[str] = field(default_factory=list)

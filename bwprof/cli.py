@@ -9,7 +9,7 @@ broken or full stdout changes none of them: the process entry (`bwprof.entry`) g
 standard streams before this module is imported.
 
 Every path the user gives goes through `bwprof.paths.user_path` (`_user_path`), every float
-option through `_finite`, every rich Console through `bwprof.consoles`.
+option through `_finite`, every rich Console through `bwprof.render.consoles`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from bwprof._version import __version__
-from bwprof.consoles import PIPED_COLUMNS, console, tame_terminal_sizes
 from bwprof.entry import interrupted_message, say
 from bwprof.errors import (
     EXIT_FAILED,
@@ -39,13 +38,14 @@ from bwprof.errors import (
     RunInterrupted,
     write_failure,
 )
+from bwprof.render.consoles import PIPED_COLUMNS, console, tame_terminal_sizes
 from bwprof.stdio import abandon_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from bwprof.api import RunResult
-    from bwprof.progress import LineProgress, RichProgress
+    from bwprof.render.progress import LineProgress, RichProgress
     from bwprof.schema.meta import GpuMeta, HostInfo
 
 _interrupt_said = False  # set where an interrupt was already explained, so main stays quiet
@@ -65,7 +65,7 @@ def _exit_interrupted(detail: str, notes: Sequence[str] = ()) -> NoReturn:
 def _stdout_console(plain: bool = False) -> Console:
     """A console for tables on stdout: the terminal's width; where stdout is a file or pipe
     (or `plain`, a fleet rank's pseudo-terminal), no colour codes and PIPED_COLUMNS wide,
-    unless COLUMNS says otherwise (within bwprof.consoles' sane range)."""
+    unless COLUMNS says otherwise (within bwprof.render.consoles' sane range)."""
     return console(plain=plain, piped_columns=PIPED_COLUMNS)
 
 
@@ -270,7 +270,7 @@ def _say_plan(lines: list[str]) -> None:
 def _dry_run(options: dict[str, Any], machine: str | None) -> None:
     """`run --dry-run`: the plan and its cost on stdout; nothing measured or written."""
     from bwprof import api
-    from bwprof.report.planview import plan_lines
+    from bwprof.render.planview import plan_lines
 
     _numba_ready()
     try:
@@ -299,7 +299,7 @@ def _progress(fleet: bool, quiet: bool) -> RichProgress | LineProgress | None:
     """A live bar on a terminal; one line per job where stderr is a file or pipe, and under
     mpirun, whose ranks write to a pseudo-terminal even when mpirun's own output is a log (a
     fleet run prints plain text: no colour codes)."""
-    from bwprof.progress import LineProgress, RichProgress
+    from bwprof.render.progress import LineProgress, RichProgress
 
     if quiet:
         return None
@@ -370,8 +370,8 @@ def _measure_fleet_rank(out_dir: Path | None, options: dict[str, Any],
 def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
     """The summary and findings (unless quiet), where the run went, and exit 1 when a figure
     failed validation or raised."""
-    from bwprof.report.runfolder import machine_line
-    from bwprof.report.terminal import print_report
+    from bwprof.render.terminal import print_report
+    from bwprof.store.runfolder import machine_line
 
     if not quiet:
         print_report(_stdout_console(plain=fleet), result.rows, result.summary,
@@ -418,7 +418,7 @@ def report_command(
     ] = False,
 ) -> None:
     """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
-    from bwprof.report.runreport import make_run_report, print_run_report, run_report_json
+    from bwprof.saved import make_run_report, print_run_report, run_report_json
 
     folder = _user_path(run_dir, "RUN_DIR")
     report_dir = _user_path(out, "--out") if out is not None else None
@@ -461,11 +461,11 @@ def compare_command(
 ) -> None:
     """The same figures across runs and boxes: change in %, beyond noise or not, machine
     differences, and a fleet-acceptance exit code with --fail-below."""
-    from bwprof.report import compare
-    from bwprof.report.formats import check_format
-    from bwprof.report.outputs import output_dir, write_table
-    from bwprof.report.runfolder import load_run
-    from bwprof.report.terminal import print_comparison, print_warnings
+    from bwprof.analysis import compare
+    from bwprof.render.outputs import output_dir, write_table
+    from bwprof.render.terminal import print_comparison, print_warnings
+    from bwprof.store.formats import check_format
+    from bwprof.store.runfolder import load_run
 
     folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
     out_dir = _user_path(out, "--out") if out is not None else None
@@ -523,10 +523,10 @@ def accept_command(
     """PASS, WARN or FAIL per GPU and path against the part's achievable band (ERROR where
     bwprof's own error left a path unjudged): exit 0 when nothing fails (ERROR included: it
     is not the box's), 1 when anything does, 2 for bad input."""
-    from bwprof.report.formats import check_format
-    from bwprof.report.runfolder import load_run
-    from bwprof.verdict.report import accept_json, accept_runs, text_lines, write_files
-    from bwprof.verdict.spec import Spec, load_spec
+    from bwprof.analysis.spec import Spec, load_spec
+    from bwprof.render.accept import accept_json, accept_runs, text_lines, write_files
+    from bwprof.store.formats import check_format
+    from bwprof.store.runfolder import load_run
 
     folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
     spec_path = _user_path(spec, "--spec") if spec is not None else None
@@ -802,7 +802,7 @@ def _remove_if_empty(path: Path) -> None:
             path.unlink()
 
 
-# -- history and trend: `bwprof history add`, `bwprof trend` (bwprof.report.history, .trend) --
+# -- history and trend: `bwprof history add`, `bwprof trend` (bwprof.store.history, .trend) --
 
 history_app = typer.Typer(
     name="history", no_args_is_help=True, add_completion=False,
@@ -819,7 +819,7 @@ def history_add_command(
 ) -> None:
     """Add each run's headline figures to the store, once per run (a run added again is
     said and left as it is). Needs pyarrow."""
-    from bwprof.report.history import add_runs, added_lines
+    from bwprof.store.history import add_runs, added_lines
 
     folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
     store_dir = _user_path(store, "--store")
@@ -855,8 +855,8 @@ def trend_command(
 ) -> None:
     """Each GPU's figures over time against the fleet's range (PNG per case), and the GPUs
     that fell below their own history: exit 1 when any did."""
-    from bwprof.report import trend
-    from bwprof.report.history import read_store
+    from bwprof.analysis import trend
+    from bwprof.store.history import read_store
 
     if not 0 < threshold <= 1000:
         _fail(f"--threshold must be a percentage above 0 and at most 1000, got {threshold:g}")

@@ -8,6 +8,7 @@ for a real device (PTX) run in a subprocess without it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -130,3 +131,31 @@ def small_simulated_gpus(patch: pytest.MonkeyPatch, memory_bytes: int) -> None:
     from bwprof.gpu import sim
 
     patch.setattr(sim, "SimBackend", partial(sim.SimBackend, memory_bytes=memory_bytes))
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def run_copy(tmp_path):
+    """copy("sim-a") -> a writable copy of tests/data/sim-a (see its README) under tmp_path."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(DATA / name, target)
+        return target
+
+    return copy
+
+
+@pytest.fixture
+def layout_solves(monkeypatch) -> list[str]:
+    """A list that gets one entry for each constrained-layout solve of any figure from here
+    on (the costly part of drawing one)."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    solves: list[str] = []
+    real = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute",
+                        lambda engine, figure: solves.append("layout") or real(engine, figure))
+    return solves

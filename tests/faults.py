@@ -1,5 +1,5 @@
 """Helpers for the tests of writing under faults (tests/test_write_faults.py,
-tests/report/test_outputs.py): storage that refuses writes, and the exit code of this
+tests/render/test_outputs.py): storage that refuses writes, and the exit code of this
 checkout's CLI for an OutputError."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 def read_only(monkeypatch, folder: Path) -> None:
     """Every file bwprof opens for writing under `folder` fails as on read-only storage."""
-    from bwprof.report import atomic, export
+    from bwprof.store import atomic, export
 
     def refusing_open(path, mode="r", *args, **kwargs):
         if folder in Path(path).parents and any(m in mode for m in "wax+"):

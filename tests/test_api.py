@@ -213,10 +213,10 @@ def test_run_folder_holds_findings_and_telemetry_columns(tmp_path):
 def test_the_idle_check_runs_with_telemetry_off_too(monkeypatch):
     """A busy GPU gets a finding whether or not the counters are sampled during the run."""
 
+    from bwprof.analysis.findings import busy_before_run
     from bwprof.api import start_telemetry
     from bwprof.gpu.devices import describe
     from bwprof.gpu.executor import GpuExecutor
-    from bwprof.report.findings import busy_before_run
     from bwprof.telemetry import nvml
     from tests.gpu.test_devices import H200Like
     from tests.telemetry.fakes import counter_pynvml
@@ -258,7 +258,7 @@ def test_load_reads_a_run_folder_back_with_typed_metadata(tmp_path):
 
 
 def test_load_reads_the_stored_version_1_runs():
-    from tests.report.conftest import DATA
+    from tests.conftest import DATA
 
     loaded = bwprof.load(DATA / "h200-quick")
     assert loaded.meta.schema_version == 1
@@ -273,7 +273,7 @@ def test_load_reads_the_stored_version_1_runs():
 def test_load_of_a_bad_folder_is_one_line(tmp_path, damage):
     import shutil
 
-    from tests.report.conftest import DATA
+    from tests.conftest import DATA
 
     folder = tmp_path / "run"
     if damage != "missing":

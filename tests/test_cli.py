@@ -200,10 +200,10 @@ def test_help_keeps_the_defaults_it_names():
 
 
 def _fixed_choices():
+    from bwprof.analysis.compare import BY_CHOICES
+    from bwprof.analysis.model import DTYPE_BYTES
     from bwprof.plan import PRESETS
-    from bwprof.report.compare import BY_CHOICES
-    from bwprof.report.formats import FORMATS
-    from bwprof.report.model import DTYPE_BYTES
+    from bwprof.store.formats import FORMATS
 
     return [(["run"], "--preset", list(PRESETS)), (["run"], "--format", list(FORMATS)),
             (["report"], "--format", list(FORMATS)), (["report"], "--model", list(DTYPE_BYTES)),
@@ -245,7 +245,7 @@ def test_an_interrupt_before_the_first_measurement_says_so(monkeypatch, tmp_path
 
 
 def test_an_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
-    from bwprof.report import runreport
+    from bwprof import saved as runreport
 
     def interrupted(*_args, **_options):
         raise KeyboardInterrupt
@@ -344,7 +344,7 @@ HUGE = "9" * 5000
 
 @pytest.mark.parametrize("columns", ODD_SIZES)
 def test_any_columns_value_gives_a_run_its_table(monkeypatch, capsys, tmp_path, columns):
-    from bwprof.consoles import MAX_COLUMNS
+    from bwprof.render.consoles import MAX_COLUMNS
 
     monkeypatch.setenv("COLUMNS", columns)
     monkeypatch.setenv("LINES", columns)
@@ -357,7 +357,7 @@ def test_any_columns_value_gives_a_run_its_table(monkeypatch, capsys, tmp_path, 
 @pytest.mark.parametrize("columns", ODD_SIZES)
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"]])
 def test_any_columns_value_gives_a_readable_help_screen(monkeypatch, capsys, columns, argv):
-    from bwprof.consoles import MAX_COLUMNS
+    from bwprof.render.consoles import MAX_COLUMNS
 
     monkeypatch.setenv("COLUMNS", columns)
     assert main(argv) == 0
@@ -526,8 +526,8 @@ def test_click_abort_is_an_interrupt_and_output_errors_exit_3(monkeypatch, capsy
                                                               code, line):
     import typer
 
+    from bwprof import saved as runreport
     from bwprof.errors import OutputError
-    from bwprof.report import runreport
 
     def fails(*_args, **_options):
         if raised == "abort":

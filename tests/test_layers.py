@@ -55,7 +55,7 @@ def test_measuring_names_what_the_old_catalogue_loaded() -> None:
     # The check itself: what `bwprof.cases` loaded before its run functions were named lazily.
     assert _measuring("bwprof.gpu.transfers") and _measuring("bwprof.host.latency")
     assert _measuring("numba.core") and _measuring("pynvml")
-    assert not _measuring("bwprof.gpu.cases") and not _measuring("bwprof.report.summary")
+    assert not _measuring("bwprof.gpu.cases") and not _measuring("bwprof.analysis.summary")
 
 
 def test_reading_a_saved_folder_loads_no_measuring_code(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_reading_a_saved_folder_loads_no_measuring_code(tmp_path: Path) -> None:
     # Every command ran (accept on a CPU-only folder beside an H200 one may judge FAIL: 1).
     assert set(result["codes"].values()) <= {0, 1}, result["codes"]
     assert result["codes"]["report " + str(DATA / "h200-quick")] == 0
-    assert "bwprof.report.runfolder" in result["modules"]  # the folders were read here
+    assert "bwprof.store.runfolder" in result["modules"]  # the folders were read here
     loaded = [name for name in result["modules"] if _measuring(name)]
     assert loaded == [], f"reading a saved folder imported {loaded}"
 
@@ -184,8 +184,8 @@ def test_the_graph_sees_what_a_module_imports_at_its_top() -> None:
     assert "bwprof.cases" in graph["bwprof.plan"]
     assert "bwprof.costs" in graph["bwprof.gpu.cost"]  # from bwprof import costs
     assert "bwprof.plan" not in graph["bwprof.gpu.cases"]  # under TYPE_CHECKING
-    assert "bwprof.cases" not in graph["bwprof.report.runfolder"]  # inside a function
-    assert "bwprof.cases" in import_graph(top_level=False)["bwprof.report.runfolder"]
+    assert "bwprof.cases" not in graph["bwprof.store.runfolder"]  # inside a function
+    assert "bwprof.cases" in import_graph(top_level=False)["bwprof.store.runfolder"]
 
 
 def test_no_import_circles() -> None:

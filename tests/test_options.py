@@ -100,7 +100,7 @@ class _Stream(io.StringIO):
 ])
 def test_every_console_width_is_in_range_whatever_columns_says(monkeypatch, columns, piped,
                                                                terminal):
-    from bwprof.consoles import columns as width
+    from bwprof.render.consoles import columns as width
 
     if columns is None:
         monkeypatch.delenv("COLUMNS", raising=False)
@@ -117,7 +117,7 @@ def test_consoles_made_elsewhere_see_tamed_sizes(monkeypatch):
 
     from typer import rich_utils
 
-    from bwprof.consoles import tame_terminal_sizes
+    from bwprof.render.consoles import tame_terminal_sizes
 
     for name, value in (("COLUMNS", "2"), ("LINES", "9" * 5000), ("TERMINAL_WIDTH", "abc")):
         monkeypatch.setenv(name, value)

@@ -24,8 +24,8 @@ import pytest
 import bwprof
 from bwprof import api, cli, interrupts
 from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
-from bwprof.report import atomic, export
 from bwprof.schema.table import read_results
+from bwprof.store import atomic, export
 from tests.faults import mount_tmpfs, unmount
 
 TINY_ANY_THREADS = ["--repeats", "2", "--size", "1MiB", "--no-plots", "--quiet"]
@@ -275,10 +275,10 @@ END_STEPS = {
     "stopping telemetry": ("bwprof.telemetry.session.TelemetrySession.stop", 1),
     "closing executors": ("bwprof.api.close_executors", 1),
     "deriving findings": ("bwprof.api.derive_findings", 1),
-    "writing findings.csv": ("bwprof.report.export.RunWriter.write_findings", 1),
-    "closing the row files": ("bwprof.report.export.RunWriter.close", 1),
+    "writing findings.csv": ("bwprof.store.export.RunWriter.write_findings", 1),
+    "closing the row files": ("bwprof.store.export.RunWriter.close", 1),
     "building the summary": ("bwprof.api.build_summary", 1),
-    "writing summary.csv": ("bwprof.report.outputs.write_table", 1),
+    "writing summary.csv": ("bwprof.render.outputs.write_table", 1),
     "writing the final system.json": ("bwprof.api.write_system_json", 3),
 }
 
@@ -539,7 +539,7 @@ def test_a_folder_that_cannot_take_the_row_files_is_given_back(tmp_path, monkeyp
 # Catches (the review): a full disk while drawing the plots marked a run that measured every
 # case as stopped ("cases it did not reach are absent")
 def test_report_files_that_cannot_be_written_leave_a_finished_run(tmp_path, monkeypatch):
-    from bwprof.report import outputs
+    from bwprof.render import outputs
 
     def full(*args, **kwargs):
         raise OutputError("cannot write summary.csv: No space left on device")

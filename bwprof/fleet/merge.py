@@ -18,17 +18,17 @@ from typing import Any
 import pandas as pd
 
 from bwprof import api, interrupts
+from bwprof.analysis.findings import findings_frame
+from bwprof.analysis.fleet import fleet_findings
+from bwprof.analysis.summary import build_summary
 from bwprof.coerce import integer, number
 from bwprof.errors import OutputError
-from bwprof.report.export import RESULTS_FILE, RunWriter, write_system_json
-from bwprof.report.findings import findings_frame
-from bwprof.report.fleet import fleet_findings
-from bwprof.report.outputs import write_report_files
-from bwprof.report.runfolder import with_extras
-from bwprof.report.summary import build_summary
+from bwprof.render.outputs import write_report_files
 from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta, box_label
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import checked_results, rows_from_frame
+from bwprof.store.export import RESULTS_FILE, RunWriter, write_system_json
+from bwprof.store.runfolder import with_extras
 from bwprof.telemetry.session import SAMPLE_COLUMNS
 
 FLEET_SAMPLE_COLUMNS: tuple[str, ...] = (*SAMPLE_COLUMNS, "rank", "host")

@@ -33,7 +33,13 @@ from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.measurement import Job
 from bwprof.paths import user_path
-from bwprof.report.export import (
+from bwprof.render.timeline import read_timelines
+from bwprof.runner import ProgressListener
+from bwprof.schema.meta import RunMeta
+from bwprof.schema.reading import MissingFile
+from bwprof.schema.rows import ResultRow
+from bwprof.schema.table import read_run_csv
+from bwprof.store.export import (
     FINDINGS_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
@@ -41,13 +47,7 @@ from bwprof.report.export import (
     TIMINGS_FILE,
     prepare_run_dir,
 )
-from bwprof.report.runfolder import read_system
-from bwprof.report.timeline import read_timelines
-from bwprof.runner import ProgressListener
-from bwprof.schema.meta import RunMeta
-from bwprof.schema.reading import MissingFile
-from bwprof.schema.rows import ResultRow
-from bwprof.schema.table import read_run_csv
+from bwprof.store.runfolder import read_system
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0

@@ -681,7 +681,7 @@ class RunMeta(Record):
     @property
     def state(self) -> str:
         """'finished'; 'interrupted' (stopped early, and said so); or 'incomplete': never
-        finalised — killed, crashed, or still running (`bwprof.runlock.running` tells)."""
+        finalised — killed, crashed, or still running (`bwprof.store.runlock.running` tells)."""
         if self.interrupted:
             return "interrupted"
         return "incomplete" if self.finished_utc is None else "finished"

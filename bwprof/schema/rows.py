@@ -181,7 +181,7 @@ ADDED_COLUMNS: tuple[str, ...] = ("page_bytes", "cache_level", "load_gbps",
 """Columns version 2 gained after its first files (latency; the copy-convention figures; the
 compute rows' dtype; how busy the host was): optional on read, and read as empty from a file
 without them (the report derives the copy figures of a known case again:
-`bwprof.report.runfolder`)."""
+`bwprof.store.runfolder`)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = ("rank", *ADDED_COLUMNS)
 """Core columns a reader does not require (files written before fleet runs existed, or
 before the columns were added)."""

@@ -254,7 +254,7 @@ def read_results(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
     A results.csv without a header (0 bytes, or a header cut off: the disk filled, or the
     run was killed, before its first row) is a run with no rows, as a header alone is, and
     `notes` says why: `report` and `compare` then show an empty run, which is what it is,
-    beside the state of the run (`bwprof.report.runfolder`)."""
+    beside the state of the run (`bwprof.store.runfolder`)."""
     try:
         frame = read_run_csv(path, notes)
     except EmptyTable as exc:

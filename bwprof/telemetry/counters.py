@@ -53,7 +53,7 @@ BENIGN_REASONS = 0x1 | 0x10 | 0x100
 """Idle, sync boost and display clocks say nothing about a sick box. Application clocks
 (0x2) are not among them: clocks held at an application clock set below the default
 (`nvidia-smi -ac`) understate every figure, so the rows keep that reason and the findings
-say it (`bwprof.report.findings.clock_events`, `applications_clocks_lowered`)."""
+say it (`bwprof.analysis.findings.clock_events`, `applications_clocks_lowered`)."""
 
 # GPM metric ids (nvml.h NVML_GPM_METRIC_*): DRAM bandwidth % of peak; rates in MiB/s.
 GPM_METRICS: dict[str, int] = {

@@ -10,9 +10,9 @@ import pytest
 
 from bwprof.fleet.merge import RankReport, merge
 from bwprof.schema.table import read_results
-from tests.report.test_export import make_row
 from tests.schema import builders
 from tests.schema.builders import gpus, meta
+from tests.store.test_export import make_row
 
 
 def _report(rank, host, rows, gpu=0, **extra):
@@ -75,8 +75,8 @@ def test_merge_names_every_node_keeps_every_row_and_says_who_failed(tmp_path):
 
 
 def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
-    from bwprof.report.compare import compare_runs
-    from bwprof.report.runfolder import load_run
+    from bwprof.analysis.compare import compare_runs
+    from bwprof.store.runfolder import load_run
 
     for name, slow in (("a", 30.0), ("b", 15.0)):
         received = {r: _report(r, f"node{r}", _rows(f"node{r}", slow if r == 1 else 30.0, r))
@@ -96,7 +96,7 @@ def test_compare_accepts_fleet_runs_per_node_or_per_model(tmp_path):
 
 
 def test_the_network_path_shows_only_in_runs_with_net_p2p_rows():
-    from bwprof.report.summary import build_summary
+    from bwprof.analysis.summary import build_summary
     from bwprof.schema.table import results_frame
 
     net = [make_row(case="net_p2p", backend="mpi", device="rank0->rank1", memory="host",
@@ -110,8 +110,8 @@ def test_the_network_path_shows_only_in_runs_with_net_p2p_rows():
 
 
 def test_compare_keeps_host_and_gpu_buffer_figures_apart(tmp_path):
-    from bwprof.report.compare import compare_runs
-    from bwprof.report.runfolder import load_run
+    from bwprof.analysis.compare import compare_runs
+    from bwprof.store.runfolder import load_run
 
     for name in ("a", "b"):
         rows = [make_row(run_id="r", case="net_p2p", backend="mpi", device="rank0->rank1",
@@ -137,7 +137,7 @@ def _fleet_report(rank, host, rows, **extra):
 def test_a_rank_with_an_invalid_row_is_listed_as_failed(tmp_path):
     from bwprof.fleet.merge import merge
     from tests.fleet.test_merge import _rows
-    from tests.report.test_export import make_row
+    from tests.store.test_export import make_row
 
     bad = [*_rows("node1", 20.0, 1),
            make_row(run_id="fleet-1", host="node1", case="ddr_copy", status="invalid",
@@ -295,7 +295,7 @@ def test_a_fleet_run_claims_its_top_folder_as_a_single_run_does(monkeypatch, tmp
     import bwprof
     from bwprof.errors import BwprofError
     from bwprof.fleet import run as fleet_run
-    from bwprof.runlock import LOCK_FILE
+    from bwprof.store.runlock import LOCK_FILE
 
     monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: _FakeFleet(0, 1)))
     monkeypatch.setattr(fleet_run, "import_mpi",
@@ -315,8 +315,8 @@ def test_a_fleet_run_claims_its_top_folder_as_a_single_run_does(monkeypatch, tmp
 # the merged folder (the rank's escaped cells were escaped again), or none
 def test_a_formula_in_a_ranks_cells_is_escaped_once_in_the_merged_folder(tmp_path):
     from bwprof.fleet.run import _records
-    from bwprof.report.export import RunWriter
     from bwprof.schema.cells import frame_from_spreadsheet
+    from bwprof.store.export import RunWriter
 
     rank = tmp_path / "rank"
     rank.mkdir()

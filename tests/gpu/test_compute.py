@@ -7,6 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bwprof.analysis.roofline import (
+    bandwidth_ceilings,
+    compute_ceilings,
+    roofline_lines,
+)
 from bwprof.gpu import layout, matrices
 from bwprof.gpu.devices import describe
 from bwprof.gpu.executor import GpuExecutor
@@ -14,12 +19,7 @@ from bwprof.gpu.kernel_params import FMA_ITERATIONS, FMA_UNROLL, fma_gold
 from bwprof.gpu.sim import SimBackend
 from bwprof.peaks import compute_peak_tflops
 from bwprof.plan import make_plan
-from bwprof.report.roofline import (
-    bandwidth_ceilings,
-    compute_ceilings,
-    roofline_lines,
-)
-from bwprof.report.rooflineplot import roofline_figure
+from bwprof.render.rooflineplot import roofline_figure
 from bwprof.runner import RunContext, Runner
 
 

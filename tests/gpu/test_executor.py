@@ -77,8 +77,8 @@ def test_every_gpu_case_runs_and_is_labelled_simulated(simulated_run):
 def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
     """The run above writes no plots (the fixture's time): the rows of every GPU case still
     draw, each figure whose rows it has (host, telemetry and timeline figures it has none of)."""
-    from bwprof.report import plots
-    from bwprof.report.runfolder import load_run
+    from bwprof.render import plots
+    from bwprof.store.runfolder import load_run
 
     written = plots.write_plots(load_run(simulated_run.run_dir))
     assert [p.name for p in written] == [

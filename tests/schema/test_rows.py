@@ -1,7 +1,7 @@
 from dataclasses import fields
 
 from bwprof.schema.rows import CORE_COLUMNS, CSV_COLUMNS, TELEMETRY_COLUMNS, ResultRow
-from tests.report.test_export import make_row
+from tests.store.test_export import make_row
 
 
 def test_every_field_of_a_row_is_a_column_and_back():

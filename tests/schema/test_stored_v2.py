@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bwprof.report.runfolder import load_run
 from bwprof.schema.flags import split_flags
 from bwprof.schema.rows import ADDED_COLUMNS, CSV_COLUMNS, TIMING_COLUMNS
+from bwprof.store.runfolder import load_run
 
 STORED = Path(__file__).resolve().parents[1] / "data" / "host-ddr-v2"
 
@@ -47,7 +47,7 @@ def test_it_loads_with_its_metric_values_and_flags():
 
 
 def test_it_compares_with_a_version_1_run():
-    from bwprof.report.compare import compare_runs
+    from bwprof.analysis.compare import compare_runs
 
     comparison = compare_runs([load_run(STORED.parent / "host-ddr"), load_run(STORED)])
     summary = comparison.rows[comparison.rows["scope"] == "summary"]

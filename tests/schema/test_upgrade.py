@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bwprof.report.runfolder import load_run
 from bwprof.schema.flags import split_flags
+from bwprof.store.runfolder import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 STORED = sorted(p.name for p in DATA.iterdir() if (p / "results.csv").is_file()

@@ -44,7 +44,7 @@ def test_a_row_into_one_gpu_gets_that_gpus_counters():
 
     from bwprof.measurement import Measurement
     from bwprof.telemetry.session import TelemetrySession
-    from tests.report.test_export import make_row
+    from tests.store.test_export import make_row
 
     time = FakeTime()
     reader = SimpleNamespace(read=lambda: [], clock=time.clock, c2c_devices=lambda: [],

@@ -1,0 +1,586 @@
+"""Holding a run's figures against their bands: one Check per GPU (or host) and path.
+
+Every figure judged is a row of results.csv at its largest size that no cache holds, and
+its **median** (`value_median`): best-of-N hides the intermittent drop a sick box shows. A
+figure whose CV is above the spec's `cv_max` is marked noisy. What the data cannot judge
+says so instead of passing: a cache-resident, simulated, skipped or waived figure, a figure
+measured while other processes took the host's cores (`busy_host`), a path the run did not
+measure, a path without a band (host DDR without SMBIOS modules, latency without a spec). A
+figure that failed validation fails: the box gave a wrong result. A path whose figure
+bwprof itself could not give (an `error` row: an exception inside bwprof, at the size the
+path is judged at or above it) is ERROR: a verdict of its own, never the box's, so the box's
+verdict is the worst of the others.
+
+A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import pandas as pd
+
+from bwprof.analysis import bands
+from bwprof.analysis.bands import Band, Part
+from bwprof.analysis.figures import pick, the_peak
+from bwprof.analysis.spec import Spec
+from bwprof.analysis.summary import is_loaded, matrix_rows
+from bwprof.casespec import PATHS as CASE_PATHS
+from bwprof.casespec import path_of
+from bwprof.schema import flags
+from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
+from bwprof.schema.text import one_line
+from bwprof.store.formats import cell_float, cell_int, row_at
+from bwprof.store.runfolder import RunFolder
+from bwprof.units import format_bytes
+
+PASS, WARN, FAIL, CANNOT_JUDGE = "PASS", "WARN", "FAIL", "CANNOT_JUDGE"
+ERROR = "ERROR"
+VERDICTS: tuple[str, ...] = (FAIL, WARN, PASS, CANNOT_JUDGE)
+"""The box's verdicts, worst first: a path's or a box's verdict is the worst of its checks
+(CANNOT_JUDGE only where nothing could be judged). ERROR is not among them: bwprof's own
+error says nothing of the box."""
+CHECK_VERDICTS: tuple[str, ...] = (*VERDICTS, ERROR)
+"""Every verdict a check can have, in the order counts are told."""
+NOT_JUDGED_SUFFIX = "the box was not judged on it"
+
+HOST_DEVICE = "cpu"
+
+LINK_PATHS = ("h2d", "d2h", "bidir")
+OWN_PATHS = ("ddr", "p2p", "overlap", "latency")
+"""Judged paths with a method of their own below; every other judged path is a GPU's
+headline case at its largest size."""
+GPU_PATHS: tuple[tuple[str, str, str | None], ...] = tuple(
+    (p.key, p.headline, p.direction) for p in CASE_PATHS if p.judged and p.key not in OWN_PATHS)
+"""(path, case, direction): the rows each GPU path reads (`bwprof.casespec.PATHS`)."""
+OVERLAP_CASES: tuple[str, ...] = path_of("overlap").cases
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: a GPU's (or the host's) path, the figure behind it and its band."""
+
+    box: str
+    run_dir: str
+    device: str
+    gpu_model: str
+    part: str
+    path: str
+    case: str
+    verdict: str
+    reason: str
+    size_bytes: int | None = None
+    value: float | None = None
+    unit: str = ""
+    cv: float | None = None
+    noisy: bool = False
+    busy: bool = False
+    """The figure's row is `busy_host`: measured while other processes took its cores."""
+    reference: float | None = None
+    expected: float | None = None
+    warn: float | None = None
+    fail: float | None = None
+    pct_of_peak: float | None = None
+    pct_of_band: float | None = None
+    higher_is_better: bool = True
+    source: str = ""
+    peak: float | None = None
+    """The one peak `pct_of_peak` reads (the row's theoretical one, as the summary shows it;
+    the band's reference where the row has none)."""
+    peak_source: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+CHECK_COLUMNS: tuple[str, ...] = tuple(Check.__dataclass_fields__)
+
+
+def worst(verdicts: list[str]) -> str:
+    """The verdict of several checks: the worst judged one; CANNOT_JUDGE where none was
+    (ERROR, bwprof's own, never decides it)."""
+    for verdict in VERDICTS:
+        if verdict in verdicts:
+            return verdict
+    return CANNOT_JUDGE
+
+
+@dataclass(frozen=True)
+class _Box:
+    name: str
+    prefix: str
+    """'node7:' in a fleet run, '' in a run of one box."""
+    host: HostInfo | None
+    gpus: GpusMeta
+
+
+def _boxes(run: RunFolder) -> list[_Box]:
+    meta = run.meta
+    if meta.nodes:  # named by host name and box key where recorded ('vm#3f2a9c1b7d4e')
+        return [_Box(one_line(node.host.box_label) if node.host is not None else name,
+                     f"{name}:", node.host, node.gpus) for name, node in meta.nodes.items()]
+    name = one_line(meta.box_label) or run.label
+    return [_Box(name, "", meta.host, meta.gpus)]
+
+
+class _Judge:
+    def __init__(self, run: RunFolder, box: _Box, spec: Spec) -> None:
+        self.run, self.box, self.spec = run, box, spec
+        rows = run.results
+        if box.prefix:
+            rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
+        # A host job that raised has no device (its row is made before anything measured):
+        # a whole-host job's, so its error belongs to the host's figure.
+        unplaced = (rows["device"].astype(str) == box.prefix) & (rows["backend"] == "host")
+        if unplaced.any():
+            rows = rows.copy()
+            rows.loc[unplaced, "device"] = box.prefix + HOST_DEVICE
+        self.rows = rows
+
+    def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
+              reason: str, **figures: object) -> Check:
+        part = bands.find_part(gpu.name) if gpu is not None else None
+        return Check(self.box.name, self.run.label, device, gpu.name if gpu is not None else "",
+                     part.key if part is not None else "", path, case, verdict, reason,
+                     **figures)  # type: ignore[arg-type]
+
+    # -- choosing the figure -------------------------------------------------------------
+
+    def _device_rows(self, case: str, device: str, direction: str | None) -> pd.DataFrame:
+        rows = self.rows[(self.rows["case"] == case)
+                         & (self.rows["device"].astype(str) == self.box.prefix + device)]
+        if direction is not None:
+            rows = rows[rows["direction"] == direction]
+        return rows
+
+    def _unusable(self, rows: pd.DataFrame, what: str,
+                  errors: pd.DataFrame | None = None) -> tuple[str, str] | None:
+        """(verdict, reason) where `rows` (one case of one device) give no figure to judge.
+        `errors`: the rows that raised, where they are not among `rows` (an overlap job's
+        error row has no phase). A failed validation fails; bwprof's own error is ERROR
+        where it took the figure the path is judged on: no figure left, or the error at
+        the largest size (a working set beyond the caches that raised leaves only the
+        cache-resident ones)."""
+        if rows.empty and (errors is None or errors.empty):
+            return CANNOT_JUDGE, f"not measured: no {what} row in this run"
+        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()]
+        broken = rows[rows["status"] == "invalid"]
+        if ok.empty and len(broken):
+            first = broken.iloc[0]
+            return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
+        errors = rows[rows["status"] == "error"] if errors is None else errors
+        if len(errors):
+            figures = self._figure_rows(rows)
+            if figures.empty or _largest_size(errors) >= _largest_size(figures):
+                return ERROR, error_reason(what, errors)
+        if ok.empty:
+            first = rows.iloc[0]
+            return CANNOT_JUDGE, f"{what} {first['status']}: {one_line(str(first['note']))}"
+        if ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).all() or (
+                ok["backend"] == "simulated").all():
+            return CANNOT_JUDGE, f"{what} is simulated: not a measurement"
+        if ok["flags"].map(flags.is_cache_resident).all():
+            return CANNOT_JUDGE, f"every {what} row is cache-resident: a cache's figure"
+        return None
+
+    @staticmethod
+    def _figure_rows(rows: pd.DataFrame) -> pd.DataFrame:
+        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()
+                  & (rows["backend"] != "simulated")]
+        return ok[~ok["flags"].map(flags.is_cache_resident).astype(bool)
+                  & ~ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).astype(bool)]
+
+    @staticmethod
+    def _largest(rows: pd.DataFrame, higher_is_better: bool = True) -> pd.Series:
+        """The row that stands for the path, picked as every output picks it
+        (`bwprof.analysis.figures.pick`: the best median at the largest size)."""
+        records = rows.to_dict("records")
+        picked = pick(records, higher_is_better)
+        if picked is None:
+            raise ValueError("no row gives the path's figure")
+        index = next(i for i, record in zip(rows.index, records, strict=True)
+                     if record is picked)
+        return row_at(rows, index)
+
+    # -- holding it against the band -----------------------------------------------------
+
+    def _judged(self, device: str, gpu: GpuMeta | None, path: str, row: pd.Series,
+                band: Band | None, why_no_band: str, value: float | None = None,
+                fault: str | None = None) -> Check:
+        value = cell_float(row["value_median"]) if value is None else value
+        cv = cell_float(row["cv"])
+        part = bands.find_part(gpu.name) if gpu is not None else None
+        noisy = cv is not None and cv > self.spec.cv_limit(part.key if part else None)
+        busy = flags.has_flag(row["flags"], flags.BUSY_HOST)
+        figures: dict[str, object] = {
+            "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
+            "noisy": noisy, "busy": busy,
+            "unit": "ratio" if path == "overlap" else str(row["unit"]),
+            "higher_is_better": band.higher_is_better if band else path != "latency"}
+        case = str(row["case"])
+        if busy:  # the figure is partly other processes': neither PASS nor FAIL
+            return self.check(device, gpu, path, case, CANNOT_JUDGE, busy_reason(row),
+                              **figures)
+        if band is None or value is None:
+            return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
+        # An overlap check's figure is a ratio, not its row's GB/s: only the band's applies.
+        peak, peak_source = (the_peak(row.to_dict(), band.reference, band.source)
+                             if figures["unit"] == str(row["unit"])
+                             else (band.reference, band.source))
+        pct_peak = 100 * value / peak if peak else None
+        figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
+                       fail=band.fail, pct_of_peak=pct_peak, pct_of_band=band.pct_of_band(value),
+                       source=band.source, peak=peak, peak_source=peak_source)
+        verdict = band.verdict(value)
+        reason = _band_reason(value, band, figures["unit"], pct_peak, verdict, peak)
+        if fault is not None:
+            verdict, reason = FAIL, f"{fault}; {reason}"
+        if noisy:
+            reason += f"; noisy (CV {cv:.1%})"
+        return self.check(device, gpu, path, case, verdict, reason, **figures)
+
+    def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
+                  row: pd.Series) -> tuple[Band | None, str]:
+        model = part.key if part else None
+        override = self.spec.override(model, path)
+        c2c = gpu.host_link_c2c or flags.has_flag(row["flags"], flags.C2C_LINK)
+        default: Band | None
+        why = ""
+        if path in LINK_PATHS:
+            if c2c:
+                default = bands.c2c_band(path, part) if part else None
+                why = ("no band: NVLink-C2C both ways has no published figure" if path == "bidir"
+                       else "no band: NVLink-C2C of an unknown model")
+            else:
+                link = bands.pcie_link(part, dict(gpu.metadata))
+                default = bands.pcie_band(path, link) if link else None
+                why = "no band: the PCIe link's maximum is unknown"
+        else:
+            default = bands.hbm_band(path, part, gpu.peak_hbm_gbps)
+            why = "no band: unknown GPU model without an HBM peak"
+        banded = override.apply(default, path, "GB/s")
+        return banded, why + " (give one in a spec)"
+
+    def _link_fault(self, device: str, gpu: GpuMeta, part: Part | None) -> str | None:
+        """A PCIe link that trained below the part's maximum under load (the telemetry of
+        the device's transfer rows), or None."""
+        if gpu.host_link_c2c:
+            return None
+        link = bands.pcie_link(part, dict(gpu.metadata))
+        if link is None:
+            return None
+        rows = self.rows[(self.rows["device"].astype(str) == self.box.prefix + device)
+                         & self.rows["case"].isin(("h2d_pinned", "d2h_pinned", "bidir_pinned"))
+                         & (self.rows["status"] == "ok")]
+        if "telemetry_samples" in rows:
+            rows = rows[rows["telemetry_samples"].fillna(0) > 0]
+        gen = pd.to_numeric(rows.get("pcie_gen_min"), errors="coerce").min() if len(rows) \
+            else None
+        width = pd.to_numeric(rows.get("pcie_width_min"), errors="coerce").min() if len(rows) \
+            else None
+        low_gen = gen is not None and pd.notna(gen) and gen < link.generation
+        low_width = width is not None and pd.notna(width) and width < link.width
+        if not (low_gen or low_width):
+            return None
+        shown_gen = int(gen) if gen is not None and pd.notna(gen) else "?"
+        shown_width = int(width) if width is not None and pd.notna(width) else "?"
+        return (f"link trained at Gen{shown_gen} x{shown_width} under load, below its "
+                f"Gen{link.generation} x{link.width} maximum")
+
+    # -- the paths -----------------------------------------------------------------------
+
+    def gpu_checks(self, gpu: GpuMeta) -> list[Check]:
+        device, part = gpu.label, bands.find_part(gpu.name)
+        out = []
+        fault = self._link_fault(device, gpu, part)
+        for path, case, direction in GPU_PATHS:
+            rows = self._device_rows(case, device, direction)
+            unusable = self._unusable(rows, case)
+            if unusable is not None:
+                out.append(self.check(device, gpu, path, case, *unusable))
+                continue
+            row = self._largest(self._figure_rows(rows))
+            band, why = self._gpu_band(path, gpu, part, row)
+            out.append(self._judged(device, gpu, path, row, band, why,
+                                    fault=fault if path in LINK_PATHS else None))
+        out.append(self._p2p(gpu, part))
+        out += self._overlap(gpu, part)
+        out += self._latency(gpu, part)
+        return out
+
+    def _p2p(self, gpu: GpuMeta, part: Part | None) -> Check:
+        device = gpu.label
+        fault = bands.nvlink_fault(part, gpu.metadata.get("nvlink_links_up"),
+                                   len(self.box.gpus.devices))
+        pairs = matrix_rows(self.rows, "p2p_copy", "p2p")
+        source = f"{self.box.prefix}{device}->"
+        mine = self._figure_rows(pairs[pairs["device"].astype(str).str.startswith(source)]) \
+            if len(pairs) else pairs
+        if mine.empty:
+            if fault is not None:
+                return self.check(device, gpu, "p2p", "p2p_copy", FAIL, fault)
+            rows = self.rows[self.rows["case"] == "p2p_copy"]
+            unusable = self._unusable(rows, "p2p_copy") or (
+                CANNOT_JUDGE, f"no p2p_copy figure from {device}")
+            return self.check(device, gpu, "p2p", "p2p_copy", *unusable)
+        row = row_at(mine, mine["value_median"].idxmin())
+        links_up = gpu.metadata.get("nvlink_links_up")
+        nvlinked = part is not None and part.nvlink_links and (
+            part.nvlink_baseboard or (isinstance(links_up, int) and links_up > 0))
+        if nvlinked and part is not None:
+            default = bands.nvlink_band(part)
+        else:
+            link = bands.pcie_link(part, dict(gpu.metadata))
+            default = bands.pcie_p2p_band(link) if link else None
+        band = self.spec.override(part.key if part else None, "p2p").apply(default, "p2p",
+                                                                          "GB/s")
+        check = self._judged(device, gpu, "p2p", row, band,
+                             "no band: neither NVLink nor the PCIe link is known (give one "
+                             "in a spec)", fault=fault)
+        slowest = str(row["device"]).removeprefix(self.box.prefix)
+        return replace(check, reason=f"{slowest} (slowest pair): {check.reason}")
+
+    def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
+        out = []
+        band = self.spec.override(part.key if part else None, "overlap").apply(
+            bands.overlap_band(), "overlap", "ratio")
+        for case in OVERLAP_CASES:
+            rows = self._device_rows(case, gpu.label, None)
+            if rows.empty:
+                continue
+            concurrent = rows[(rows["phase"] == "concurrent")
+                              & rows["overlap_efficiency"].notna()]
+            unusable = self._unusable(concurrent if len(concurrent) else rows, case,
+                                      errors=rows[rows["status"] == "error"])
+            if unusable is not None:
+                out.append(self.check(gpu.label, gpu, "overlap", case, *unusable))
+                continue
+            row = self._largest(self._figure_rows(concurrent))
+            out.append(self._judged(gpu.label, gpu, "overlap", row, band, "",
+                                    value=cell_float(row["overlap_efficiency"])))
+        if not out:
+            out.append(self.check(gpu.label, gpu, "overlap", "overlap_*", CANNOT_JUDGE,
+                                  "not measured: no overlap_* row in this run"))
+        return out
+
+    def _latency_rows(self) -> pd.DataFrame:
+        rows = self.rows[(self.rows["metric"] == "latency")
+                         & ~self.rows["phase"].map(is_loaded).astype(bool)]
+        return rows
+
+    def _latency(self, gpu: GpuMeta | None, part: Part | None) -> list[Check]:
+        """Each latency case of the GPU (`gpu`), or of the host (None), per direction and
+        device; judged only against a spec's band."""
+        rows = self._latency_rows()
+        label = gpu.label if gpu is not None else None
+        out = []
+        for (case, device, direction), group in rows.groupby(
+                ["case", "device", "direction"], sort=False, dropna=False):
+            own = str(device).removeprefix(self.box.prefix)
+            is_gpu = own.split("->", 1)[0] == label if label else False
+            if label is not None and not is_gpu:
+                continue
+            if label is None and own.split("->", 1)[0].startswith("gpu"):
+                continue
+            what = f"{case} ({direction})" if case == "lat_memcpy" else str(case)
+            unusable = self._unusable(group, what)
+            if unusable is not None:
+                out.append(self.check(own, gpu, "latency", str(case), *unusable))
+                continue
+            row = self._largest_latency(self._figure_rows(group))
+            override = self.spec.latency_override(part.key if part else None, str(case),
+                                                  host=gpu is None)
+            band = override.apply(None, "latency", "ns", higher_is_better=False)
+            out.append(self._judged(own, gpu, "latency", row, band,
+                                    f"no band: give {case} one in a spec "
+                                    f"(warn_ns, fail_ns)"))
+        return out
+
+    @staticmethod
+    def _largest_latency(rows: pd.DataFrame) -> pd.Series:
+        return _Judge._largest(rows, higher_is_better=False)
+
+    def host_checks(self) -> list[Check]:
+        rows = self._device_rows("ddr_triad", HOST_DEVICE, None)
+        out = []
+        unusable = self._unusable(rows, "ddr_triad")
+        if unusable is not None:
+            out.append(self.check(HOST_DEVICE, None, "ddr", "ddr_triad", *unusable))
+        else:
+            row = self._largest(self._figure_rows(rows))  # the best thread count
+            host = self.box.host
+            default = bands.ddr_band(host.ddr_peak_gbps if host else None)
+            band = self.spec.ddr.apply(default, "ddr", "GB/s")
+            note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
+                "no SMBIOS memory modules listed"
+            out.append(self._judged(HOST_DEVICE, None, "ddr", row, band,
+                                    f"no band: no DDR peak ({one_line(note)}); give "
+                                    "[host.ddr] peak_gbps in a spec"))
+        return out + self._latency(None, None)
+
+
+def _largest_size(rows: pd.DataFrame) -> float:
+    """The largest size among `rows`; infinite where one has none (a job that raised before
+    its size was known could have been the largest)."""
+    sizes = pd.to_numeric(rows["size_bytes"], errors="coerce").astype("float64")
+    return float(sizes.fillna(float("inf")).max())
+
+
+def error_reason(what: str, errors: pd.DataFrame) -> str:
+    """'bwprof error in lat_host (1 GiB): OverflowError: ...; the box was not judged on it':
+    the largest size that raised and its one-line message."""
+    sizes = pd.to_numeric(errors["size_bytes"], errors="coerce").astype("float64")
+    first = row_at(errors, sizes.fillna(float("inf")).idxmax())
+    size = cell_int(first["size_bytes"])
+    at = f" ({format_bytes(size)})" if size else ""
+    more = f", and {len(errors) - 1} more row(s)" if len(errors) > 1 else ""
+    return (f"bwprof error in {what}{at}{more}: {one_line(str(first['note']))}; "
+            f"{NOT_JUDGED_SUFFIX}")
+
+
+def busy_reason(row: pd.Series) -> str:
+    """'busy: other processes took 63% of the measuring cores' time while it ran; ...'
+    from the row's shares (`host_others_pct`, `host_steal_pct`), where it has them: the
+    number first, so the table's why column keeps it."""
+    others = cell_float(row.get("host_others_pct"))
+    steal = cell_float(row.get("host_steal_pct"))
+    took = (f"other processes took {others:.0f}% of the measuring cores' time"
+            if others is not None else "other work ran on the measuring cores")
+    if steal is not None and steal >= 0.5:
+        took += f", the hypervisor stole {steal:.0f}%"
+    return f"busy: {took} while it ran; measure again on a quiet host"
+
+
+def _figure(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value:.3f}"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+
+
+def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
+                 verdict: str, peak: float | None = None) -> str:
+    """The figure against its one peak; where the band starts from another figure (the
+    datasheet's), the reason names both."""
+    unit = str(unit)
+    peak = band.reference if peak is None else peak
+    text = f"{_figure(value, unit)} (median)"
+    if pct_peak is not None and peak:
+        text += (f", {pct_peak:.1f}% of ideal overlap" if unit == "ratio" else
+                 f", {pct_peak:.1f}% of the {_figure(peak, unit)} peak")
+        if band.reference and not math.isclose(peak, band.reference, rel_tol=1e-3):
+            text += f" (band from the part's {_figure(band.reference, unit)})"
+    better = ">=" if band.higher_is_better else "<="
+    if verdict == PASS:
+        return f"{text}; passes at {better} {_figure(band.warn, unit)}"
+    threshold = band.fail if verdict == FAIL else band.warn
+    word = "below" if band.higher_is_better else "above"
+    limit = (f" ({100 * threshold / band.reference:.0f}% of peak)"
+             if band.reference and band.higher_is_better else "")
+    return f"{text}; {word} {_figure(threshold, unit)}{limit}"
+
+
+def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
+    """Every check of one run folder: per box, the host's then each GPU's."""
+    out = []
+    for box in _boxes(run):
+        judge = _Judge(run, box, spec)
+        out += judge.host_checks()
+        for gpu in box.gpus.devices:
+            out += judge.gpu_checks(gpu)
+    return out
+
+
+def summary_bands(checks: list[Check]) -> dict[str, tuple[float, float]]:
+    """Each summary path's achievable band in % of the part's peak, for the summary plot to
+    shade: from where a figure passes (`warn`) to what a healthy part reaches (`expected`);
+    the first judged device's where several GPUs of one model share a path."""
+    bands: dict[str, tuple[float, float]] = {}
+    for check in checks:
+        if (check.path in bands or not check.higher_is_better or not check.reference
+                or check.warn is None or check.expected is None):
+            continue
+        bands[check.path] = (100 * check.warn / check.reference,
+                             100 * check.expected / check.reference)
+    return bands
+
+
+def checks_frame(checks: list[Check]) -> pd.DataFrame:
+    return pd.DataFrame([c.as_dict() for c in checks], columns=list(CHECK_COLUMNS))
+
+
+LINE_WIDTH = 160
+"""A verdict line fits the fleet table's terminal; the table and --json say the rest."""
+
+
+def _what(check: Check) -> str:
+    """'HBM gpu0'; the case where a path has several (each overlap and latency case)."""
+    name = check.case if check.path in ("overlap", "latency") else bands.PATH_LABELS[check.path]
+    return f"{name} {check.device}".rstrip()
+
+
+def _short(check: Check) -> str:
+    """'73% of band', or the reason's first words where the figure is not why (a link fault
+    fails a figure that would pass), for a verdict line."""
+    figure_passes = check.warn is not None and check.value is not None and (
+        check.value >= check.warn if check.higher_is_better else check.value <= check.warn)
+    if check.verdict == FAIL and figure_passes:
+        return check.reason.split("; ")[0]
+    if check.pct_of_band is not None and check.value is not None:
+        peak = f", {check.pct_of_peak:.0f}% of peak" if check.pct_of_peak is not None else ""
+        return f"{check.pct_of_band:.0f}% of band{peak}"
+    return check.reason if len(check.reason) <= 60 else check.reason[:59] + "…"
+
+
+def verdict_line(box: str, checks: list[Check]) -> str:
+    """'vm: PASS — 11 checks: 9 pass, 2 cannot judge (DDR, P2P)' and, where some fail or
+    warn, which and why; where bwprof itself raised, each such error after it, said to be
+    bwprof's and not the box's. A path not judged because the host was busy says so
+    ('DDR busy')."""
+    verdicts = [c.verdict for c in checks]
+    overall = worst(verdicts)
+    counts = ", ".join(f"{verdicts.count(v)} {v.lower().replace('_', ' ')}"
+                       for v in (PASS, WARN, FAIL, CANNOT_JUDGE, ERROR) if v in verdicts)
+    line = f"{box}: {overall.replace('_', ' ')} — {len(checks)} checks: {counts}"
+    bad = [c for c in checks if c.verdict in (FAIL, WARN)]
+    if bad:
+        line += ": " + "; ".join(f"{c.verdict} {_what(c)} {_short(c)}"
+                                 for c in sorted(bad, key=lambda c: VERDICTS.index(c.verdict)))
+    else:
+        order = list(bands.PATH_LABELS.values())
+        unjudged = [c for c in checks if c.verdict == CANNOT_JUDGE]
+        labels = sorted({bands.PATH_LABELS[c.path] for c in unjudged}, key=order.index)
+        busy = {bands.PATH_LABELS[c.path] for c in unjudged if c.busy}
+        if labels:
+            shown = (label + (" busy" if label in busy else "") for label in labels)
+            line += f" ({', '.join(shown)})"
+    tail = error_clause(checks)
+    if len(line) + len(tail) > LINE_WIDTH:  # what failed is cut first: --json has it all
+        line = line[:max(0, LINE_WIDTH - len(tail) - 12)] + "… (--json)"
+    line += tail
+    return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 12] + "… (--json)"
+
+
+ERROR_DETAIL_WIDTH = 60
+"""The exception's words in a verdict line, at most (the check's reason has them whole)."""
+
+
+def error_detail(reason: str) -> str:
+    """The exception's one line inside an ERROR check's reason (`error_reason`)."""
+    detail = reason.split(": ", 1)[-1]
+    return detail.removesuffix(f"; {NOT_JUDGED_SUFFIX}")
+
+
+def error_clause(checks: list[Check]) -> str:
+    """'; bwprof error in lat_host: OverflowError: ...; the box was not judged on it' for
+    the ERROR checks among `checks` ('' where none): the cases, and the first one's
+    exception."""
+    errors = [c for c in checks if c.verdict == ERROR]
+    if not errors:
+        return ""
+    cases = list(dict.fromkeys(c.case for c in errors))
+    detail = error_detail(errors[0].reason)
+    if len(detail) > ERROR_DETAIL_WIDTH:
+        detail = detail[:ERROR_DETAIL_WIDTH - 1] + "…"
+    suffix = NOT_JUDGED_SUFFIX if len(cases) == 1 else NOT_JUDGED_SUFFIX.replace(" it", " them")
+    return f"; bwprof error in {', '.join(cases)}: {detail}; {suffix}"

@@ -1,0 +1,246 @@
+"""Trends of the history store: each GPU's headline figures over time against the fleet's
+range, and the GPUs that fell below their own history.
+
+A series is one figure of one subject: a GPU (by its UUID; where a run recorded none, its
+box and device label, e.g. `vm#3f2a9c1b7d4e:gpu0`; the host's own figures, DDR, by
+`vm#3f2a9c1b7d4e:cpu`) and one case, path and metric, dated by the run's start (UTC).
+Each point is the figure's **median** over its samples (`value_median`, the row's `value`
+where it has none): best-of-N hides the intermittent drops a trend is there to catch. The
+box key (`bwprof.system.machine_identity`) tells apart machines that share a host name; a
+run stored before bwprof recorded one is keyed by host name (`vm:cpu`), as it was. Only
+rows of status `ok` with a figure count.
+
+**Falling.** A series with at least two runs is compared latest against the median of
+all its earlier runs; it fell where the latest is lower by more than the threshold, in
+percent of that median (higher-is-better figures), or higher by more than it (a latency:
+a rise is its fall). Ties in time are broken by run_id.
+
+**Plots.** One PNG per case, `trend-<case>.png`, with a panel per GPU model (device_name)
+and path: each subject's figure over time as a line, the fleet's range of that model and
+case (the 10th to 90th percentile of every stored figure of it; min to max with fewer than
+ten) shaded, its median dashed; a subject that fell is drawn red and named in the legend.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.coerce import shorten
+from bwprof.errors import BwprofError
+from bwprof.schema.meta import BOX_MARK
+from bwprof.schema.text import one_line
+from bwprof.store.atomic import save_figure
+
+FLEET_BAND = (0.10, 0.90)
+MIN_FOR_PERCENTILES = 10
+"""With fewer figures than this, the band is the fleet's min to max."""
+MAX_LEGEND = 12
+"""Subjects named in a panel's legend (every fallen one, then the first others)."""
+PNG_PREFIX = "trend-"
+
+
+def subject_of(frame: pd.DataFrame) -> pd.Series:
+    """Each row's subject: its GPU's UUID, else 'host#box:device' (the machine's box key,
+    so two machines sharing a host name are two subjects), else, for a run that recorded no
+    machine identity, 'host:device'."""
+    host = frame["host"].fillna("?").astype(str)
+    box = frame["box"] if "box" in frame.columns else pd.Series(None, index=frame.index)
+    known = box.notna() & (box.astype(str) != "")
+    host = host.where(~known, host + BOX_MARK + box.astype(str))
+    fallback = host + ":" + frame["device"].fillna("?").astype(str)
+    uuid = frame["gpu_uuid"]
+    return uuid.where(uuid.notna() & (uuid.astype(str) != ""), fallback).astype(str)
+
+
+def figures(store_rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows a trend uses (ok, with a figure), with `subject`, `figure` and a
+    lower-is-better flag, in time order."""
+    rows = store_rows[(store_rows["status"] == "ok")
+                      & (store_rows["value_median"].notna() | store_rows["value"].notna())].copy()
+    rows["subject"] = subject_of(rows)
+    rows["figure"] = rows["value_median"].where(rows["value_median"].notna(), rows["value"])
+    rows["lower_is_better"] = rows["higher_is_better"].eq(False)
+    rows["device_name"] = rows["device_name"].fillna("?")
+    return rows.sort_values(["started_utc", "run_id"], kind="stable")
+
+
+def select(rows: pd.DataFrame, gpu: str | None = None, case: str | None = None) -> pd.DataFrame:
+    """`figures` narrowed to a GPU (its UUID, serial or 'host:device') and a case key;
+    BwprofError (one line) where the store has no such GPU or case."""
+    if gpu is not None:
+        serial = rows["gpu_serial"]
+        match = (rows["subject"] == gpu) | (serial.notna() & (serial.astype(str) == gpu))
+        if not match.any():  # 'host:device' of a machine that recorded its box key
+            plain = (rows["host"].fillna("?").astype(str) + ":"
+                     + rows["device"].fillna("?").astype(str)) == gpu
+            boxes = sorted(set(rows.loc[plain, "subject"]))
+            if len(boxes) > 1:
+                raise BwprofError(f"--gpu {one_line(shorten(gpu))!r} names {len(boxes)} machines "
+                                  f"that share a host name: give one of {', '.join(boxes)}")
+            match = plain
+        if not match.any():
+            known = sorted(set(rows["subject"]))
+            shown = ", ".join(known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+            raise BwprofError(f"--gpu {one_line(shorten(gpu))!r} is in no stored figure; the store "
+                              f"holds: {shown or 'nothing'}")
+        rows = rows[match]
+    if case is not None:
+        if not (rows["case"] == case).any():
+            known = sorted(set(rows["case"]))
+            raise BwprofError(f"--case {one_line(shorten(case))!r} has no stored figure"
+                              f"{' of that GPU' if gpu else ''}; cases there: "
+                              f"{', '.join(known) or 'none'}")
+        rows = rows[rows["case"] == case]
+    return rows
+
+
+SERIES_KEYS = ["subject", "case", "path", "metric", "device", "device_name"]
+"""What makes one series: the model is part of it, so a host name two machines share (a
+generic `vm`, `localhost`) never holds one machine's DDR against another's CPU."""
+
+
+@dataclass(frozen=True)
+class Fall:
+    """A subject whose latest figure fell below the median of its earlier ones."""
+
+    subject: str
+    case: str
+    path: str
+    host: str
+    device: str
+    device_name: str
+    unit: str
+    lower_is_better: bool
+    latest: float
+    latest_run: str
+    latest_date: pd.Timestamp
+    earlier_median: float
+    earlier_runs: int
+    fell_pct: float
+
+    def line(self, threshold: float) -> str:
+        way = "above" if self.lower_is_better else "below"
+        who = self.subject if self.subject.endswith(f":{self.device}") else (
+            f"{self.subject} ({self.host} {self.device})")
+        return (f"FELL {self.case} {one_line(who)}, {one_line(self.device_name)}: "
+                f"{self.latest:.4g} {self.unit} on {self.latest_date:%Y-%m-%d %H:%M} UTC "
+                f"(run {one_line(self.latest_run)}) is {self.fell_pct:.1f}% {way} its median "
+                f"of {self.earlier_median:.4g} {self.unit} over {self.earlier_runs} earlier "
+                f"run(s) (threshold {threshold:g}%)")
+
+
+def falls(rows: pd.DataFrame, threshold: float) -> list[Fall]:
+    """Every series (SERIES_KEYS) whose latest figure fell by more than `threshold` percent
+    below the median of its earlier ones (above it, for a lower-is-better figure)."""
+    found = []
+    for _key, series in rows.groupby(SERIES_KEYS, sort=True, dropna=False):
+        series = series.drop_duplicates("run_key", keep="last")
+        if len(series) < 2:
+            continue
+        latest, earlier = series.iloc[-1], series.iloc[:-1]
+        median = float(earlier["figure"].median())
+        if not median:
+            continue
+        lower = bool(latest["lower_is_better"])
+        change = (float(latest["figure"]) / median - 1) * 100
+        fell = change if lower else -change
+        if fell > threshold:
+            found.append(Fall(
+                str(latest["subject"]), str(latest["case"]), str(latest["path"]),
+                str(latest["host"]), str(latest["device"]), str(latest["device_name"]),
+                str(latest["unit"]), lower, float(latest["figure"]), str(latest["run_id"]),
+                pd.Timestamp(latest["started_utc"]), median, len(earlier), fell))
+    return found
+
+
+def fleet_band(values: pd.Series) -> tuple[float, float, float]:
+    """(low, median, high) of a model's figures: the 10th and 90th percentiles, or min and
+    max with fewer than MIN_FOR_PERCENTILES."""
+    if len(values) < MIN_FOR_PERCENTILES:
+        return float(values.min()), float(values.median()), float(values.max())
+    low, high = FLEET_BAND
+    return (float(values.quantile(low)), float(values.median()), float(values.quantile(high)))
+
+
+def _file_part(case: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", case).strip("._")[:80] or "case"
+
+
+def _label(subject: str, group: pd.DataFrame) -> str:
+    first = group.iloc[-1]
+    if subject.endswith(f":{first['device']}"):
+        return subject
+    return f"{subject[:12]}… ({first['host']} {first['device']})" if len(subject) > 14 else (
+        f"{subject} ({first['host']} {first['device']})")
+
+
+PANEL_KEYS = ["device_name", "path", "metric"]
+
+
+def case_figure(case: str, rows: pd.DataFrame, fleet: pd.DataFrame,
+                fallen: set[tuple[str, str]]):  # -> matplotlib.figure.Figure
+    """The trend plot of one case: a panel per (GPU model, path) of the subjects in `rows`,
+    the range drawn from every figure of that model in `fleet` (the whole store's rows of
+    the case, whatever --gpu chose)."""
+    from matplotlib.figure import Figure
+
+    panels = list(rows.groupby(PANEL_KEYS, sort=True, dropna=False))
+    figure = Figure(figsize=(10, 3.6 * len(panels) + 0.8), dpi=100, layout="constrained")
+    axes = figure.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for axis, ((model, path, metric), panel) in zip(axes, panels, strict=True):
+        unit = str(panel["unit"].iloc[0])
+        same = fleet[(fleet["device_name"] == model) & (fleet["path"] == path)
+                     & (fleet["metric"] == metric)]
+        same = same if len(same) else panel
+        low, middle, high = fleet_band(same["figure"])
+        lower = bool(panel["lower_is_better"].iloc[0])
+        band = ("min–max" if len(same) < MIN_FOR_PERCENTILES else "10–90%")
+        axis.axhspan(low, high, color="tab:blue", alpha=0.15,
+                     label=f"fleet {band} of {len(same)} figure(s)")
+        axis.axhline(middle, color="tab:blue", linestyle="--", linewidth=1,
+                     label="fleet median")
+        subjects = list(dict.fromkeys(panel["subject"]))
+        named = sorted(subjects, key=lambda s: (s, case) not in fallen)[:MAX_LEGEND]
+        for subject in subjects:
+            mine = panel[panel["subject"] == subject]
+            fell = (subject, case) in fallen
+            times = mine["started_utc"].dt.tz_convert("UTC").dt.tz_localize(None)
+            axis.plot(times.to_list(), mine["figure"].to_list(), marker="o",
+                      linewidth=2.2 if fell else 1.2, color="firebrick" if fell else None,
+                      label=(("FELL " if fell else "") + _label(subject, mine)
+                             if subject in named else None))
+        hidden = len(subjects) - len(named)
+        title = f"{one_line(str(model))} · {path} · {metric} ({'lower' if lower else 'higher'}"
+        title += " is better)" + (f" · {hidden} more not in the legend" if hidden > 0 else "")
+        axis.set_title(title, fontsize=10)
+        axis.set_ylabel(f"{unit}, median of samples")
+        axis.set_xlabel("run start (UTC)")
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8, loc="best")
+        figure.autofmt_xdate()
+    figure.suptitle(f"bwprof trend: {case} over time against the fleet's range", fontsize=11)
+    return figure
+
+
+def write_trend_plots(rows: pd.DataFrame, fleet: pd.DataFrame, out: Path,
+                      found: Sequence[Fall]) -> list[Path]:
+    """One PNG per case of `rows` into `out` (made where missing; OutputError, exit 3,
+    where it cannot be written), each range from `fleet` (every figure of the store)."""
+    from bwprof.errors import write_failure
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_failure(out, exc) from None  # the folder: no file was begun
+    fallen = {(fall.subject, fall.case) for fall in found}
+    written = []
+    for case, group in rows.groupby("case", sort=True):
+        written.append(save_figure(case_figure(str(case), group,
+                                               fleet[fleet["case"] == case], fallen),
+                                   out / f"{PNG_PREFIX}{_file_part(str(case))}.png"))
+    return written

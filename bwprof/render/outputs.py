@@ -1,0 +1,197 @@
+"""What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, the column
+dictionary (`columns.csv`), Parquet copies of the tables on request (each with the
+dictionary in its metadata), the PNG plots and `report.html`.
+
+Every input is read and checked before the first file is written, and every file is written
+whole (`bwprof.store.atomic`), so a failure never leaves part of the output. A
+plot that cannot be drawn never costs the measurements: the rows are on disk before this
+runs, and a plotting error becomes a note for the user, not a failed run.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.analysis.summary import SUMMARY_FILE
+from bwprof.errors import BwprofError, OutputError, write_failure
+from bwprof.schema.columns import COLUMNS_FILE, dictionary_frame
+from bwprof.schema.table import check_schema_version, read_run_csv
+from bwprof.store.atomic import Picture, captured_figures, write_csv_atomic
+from bwprof.store.export import TIMINGS_FILE
+from bwprof.store.formats import write_parquet
+from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder, numeric_column
+
+HTML_FILE = "report.html"
+TIMINGS_PARQUET = "timings.parquet"
+REPORT_DIR = "report"
+"""`bwprof report RUN_DIR` without --out writes into RUN_DIR/report/, never beside the rows."""
+
+
+@dataclass
+class Written:
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def write_table(frame: pd.DataFrame, target: Path, parquet: bool = False) -> list[Path]:
+    """A report table as CSV (always, the primary format; text cells safe in a spreadsheet)
+    and Parquet beside it on request, each written whole; OutputError where one cannot be."""
+    written = [write_csv_atomic(frame, target)]
+    if parquet:
+        written.append(_parquet(frame, target.with_suffix(".parquet")))
+    return written
+
+
+def _parquet(frame: pd.DataFrame, target: Path) -> Path:
+    try:
+        return write_parquet(frame, target)
+    except OutputError:
+        raise
+    except (ValueError, TypeError) as exc:  # pyarrow's conversion errors derive from these
+        raise BwprofError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
+
+
+def output_dir(out: Path | None, default: Path) -> Path:
+    """The folder report files go to, created where needed. A path that is not a folder is
+    bad input (BwprofError, exit 2); one that cannot be created is an OutputError (exit 3)."""
+    target = out or default
+    if os.path.lexists(target) and not target.is_dir():  # a file, or a link to nothing
+        raise BwprofError(f"{target} exists and is not a folder; choose another --out")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR, errno.ELOOP):  # the path is wrong
+            raise BwprofError(f"cannot create {target} ({exc.strerror}); choose another "
+                              "--out") from None
+        raise write_failure(target, exc) from None
+    return target
+
+
+def read_timings(path: Path) -> pd.DataFrame:
+    """timings.csv, checked (read with bounded effort, of a schema this bwprof reads, numeric
+    seconds), its text cells as measured, for its Parquet copy; BwprofError with one line
+    otherwise. A last line a stopped run cut off is left out."""
+    frame = read_run_csv(path)
+    check_schema_version(frame, path)
+    return numeric_column(frame, "seconds_per_op", path, "timings")
+
+
+def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
+                       parquet: bool = False, plots: bool = True,
+                       default_dir: bool = False, html: bool = False) -> Written:
+    """summary.csv (and Parquet copies of the results and timings), then the plots, then
+    report.html (with the plots inline) where `html`.
+
+    Inputs are read first: a timings.csv that cannot be read costs only timings.parquet (a
+    note). A file that cannot be written raises OutputError; with `default_dir` (`report`
+    writing to the folder the user did not choose, RUN_DIR/report/, created here) it is a
+    note instead, naming what was not written and saying to pass --out, and the report is
+    still shown; a default folder left empty is removed again."""
+    written = Written()
+    timings: pd.DataFrame | None = None
+    timings_path = run.path / TIMINGS_FILE
+    if parquet and timings_path.is_file():
+        try:
+            timings = read_timings(timings_path)
+        except BwprofError as exc:
+            written.notes.append(f"{TIMINGS_PARQUET} not written: {exc}")
+
+    pictures: list[Picture] = []
+    plot_notes: list[str] = []
+    steps: list[tuple[str, Callable[[], list[Path]]]] = [
+        (SUMMARY_FILE, lambda: write_table(summary, out_dir / SUMMARY_FILE, parquet))]
+    if parquet:
+        steps.append((RESULTS_PARQUET,
+                      lambda: [_parquet(run.results, out_dir / RESULTS_PARQUET)]))
+        if timings is not None:
+            frame = timings
+            steps.append((TIMINGS_PARQUET,
+                          lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
+    if plots:
+        steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes,
+                                                  pictures if html else None)))
+    if html:
+        steps.append((HTML_FILE, lambda: [_html(run, summary, out_dir, pictures, plot_notes,
+                                                plots)]))
+    # What every column of results.csv means, with the files it explains.
+    steps.append((COLUMNS_FILE,
+                  lambda: [write_csv_atomic(dictionary_frame(), out_dir / COLUMNS_FILE)]))
+    created = default_dir and not out_dir.exists()
+    try:
+        if default_dir:
+            output_dir(out_dir, out_dir)
+    except (OutputError, BwprofError) as exc:
+        written.notes.append(_not_written(out_dir, [name for name, _ in steps], exc))
+        return written
+    for number, (_name, step) in enumerate(steps):
+        try:
+            written.files += step()
+        except OutputError as exc:
+            if not default_dir:
+                raise
+            written.notes.append(_not_written(out_dir, [name for name, _ in steps[number:]],
+                                              exc))
+            break
+    written.notes += plot_notes
+    if created and not written.files:
+        with suppress(OSError):
+            out_dir.rmdir()
+    return written
+
+
+def _not_written(out_dir: Path, names: list[str], exc: BwprofError) -> str:
+    why = getattr(exc, "reason", None) or str(exc)
+    return (f"not written to {out_dir}: {', '.join(names)} ({why}); pass --out DIR to write "
+            "them elsewhere")
+
+
+def _html(run: RunFolder, summary: pd.DataFrame, out_dir: Path, pictures: list[Picture],
+          plot_notes: list[str], plots: bool) -> Path:
+    from bwprof.render.html import write_html
+
+    notes = list(plot_notes) if plots else ["plots not drawn (--no-plots)"]
+    return write_html(run, summary, out_dir / HTML_FILE, pictures, notes)
+
+
+def _bands(run: RunFolder, notes: list[str]) -> dict[str, tuple[float, float]] | None:
+    """The built-in achievable bands of the run's paths (`bwprof accept`'s), for the summary
+    plot to shade; none for a simulated run, or where judging fails (a note says why)."""
+    if run.simulated:
+        return None
+    from bwprof.analysis.judge import judge_run, summary_bands
+    from bwprof.analysis.spec import Spec
+
+    try:
+        return summary_bands(judge_run(run, Spec())) or None
+    except Exception as exc:  # the plots still come, without the bands
+        notes.append(f"achievable bands not shaded: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _plots(run: RunFolder, out_dir: Path, notes: list[str],
+           pictures: list[Picture] | None) -> list[Path]:
+    """The PNG plots; each figure is also rendered for the page into `pictures` where one
+    is given (the page's SVG costs about as much again as the PNG: not for `report` without
+    --html)."""
+    from bwprof.render.plots import write_plots
+
+    try:
+        if pictures is None:
+            return write_plots(run, out_dir, notes, band=_bands(run, notes))
+        with captured_figures() as drawn:
+            try:
+                return write_plots(run, out_dir, notes, band=_bands(run, notes))
+            finally:
+                pictures += drawn
+    except OutputError:
+        raise
+    except Exception as exc:  # the rows are safe on disk; say why the plots are missing
+        notes.append(f"plots not written: {type(exc).__name__}: {exc}")
+        return []

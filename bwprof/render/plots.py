@@ -1,0 +1,971 @@
+"""PNG plots of a run folder (matplotlib, Agg, no display needed).
+
+- `bandwidth_vs_size.png`: GB/s against transfer size (log x), one panel per memory kind and
+  direction (and one per `--threads` sweep), one line per case and device (a single size: a
+  marker, side by side with the others), the theoretical peak as a dashed line, cache points
+  hollow and named.
+- `summary_vs_peak.png`: the summary's figures, a panel per path, in % of peak on a linear
+  0-100% axis (the achievable band shaded where given), GB/s from 0 without a peak.
+- `telemetry.png`: the counters that explain the figures (DRAM utilisation, PCIe, what moved)
+  over time, each case shaded (only when the run recorded telemetry).
+- `p2p_heatmap.png`: GPU-to-GPU bandwidth as a matrix, coloured 0 to the peak (only with two
+  GPUs or more).
+- `latency_vs_size.png`: load latency against working-set size (log x, log y), a panel for
+  the host chase and one for the GPU chase (and one for any other latency sweep), one line
+  per device, the cache sizes as dotted vertical lines (host: each level's per-instance
+  size from system.json; GPU: its L2), cache-resident points hollow.
+- `latency_under_load.png`: latency against the bandwidth a concurrent streaming load
+  achieved (`load_N` rows), a panel per loaded case, one line per device.
+- `roofline.png`: the roofline of each device with a compute ceiling, from measured ceilings
+  (`bwprof.analysis.roofline`): TFLOP/s per dtype flat, HBM, L2, host link and DDR GB/s as
+  slopes, ridge points marked
+- `numa_latency_heatmap.png`, `p2p_latency_heatmap.png`: latency from each NUMA node's CPUs
+  to each node's memory, and from each GPU to each other's memory (only with two or more).
+
+Every heatmap's colours run from 0 (to the peak where the figure has one), not from the
+smallest figure, so a small difference does not look like a large one. Text is 8 pt or more
+(`figstyle.readable`). A plot without rows is not drawn. Every point, bar and cell is a
+row's median (`FIGURE`, the figure the summary, verdicts and compare show), and each axis
+says so.
+
+Every title names the host and its GPUs; a plot with simulated rows says "SIMULATED — not a
+measurement" in its title. Figures are built with `matplotlib.figure.Figure` (no pyplot state),
+so plotting is safe to call from a library. Nothing here touches hardware.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.analysis import figures
+from bwprof.analysis.summary import (
+    GPU_LATENCY,
+    HOST_LATENCY,
+    MEMCPY_LATENCY,
+    NUMA_LATENCY,
+    P2P_LATENCY,
+    PATH_LABELS,
+    build_summary,
+    cache_resident,
+    is_loaded,
+    load_percent,
+    matrix_rows,
+    numa_pair,
+    p2p_matrix_rows,
+)
+from bwprof.casespec import MEDIAN_BEYOND_CACHE
+from bwprof.errors import BwprofError
+from bwprof.render.figstyle import (
+    LABEL_POINTS,
+    MIN_POINTS,
+    PANEL_TITLE_POINTS,
+    TEXT_POINTS,
+    Candidate,
+    around,
+    new_figure,
+    place_clear,
+    readable,
+)
+from bwprof.render.rooflineplot import ROOFLINE_PNG, roofline_figure
+from bwprof.render.timeline import read_timelines, write_timeline_plots
+from bwprof.schema import flags as f
+from bwprof.schema.meta import RunMeta
+from bwprof.store.atomic import save_figure
+from bwprof.store.formats import cell_float
+from bwprof.store.runfolder import RunFolder, machine_line
+from bwprof.units import format_bytes
+
+BANDWIDTH_PNG = "bandwidth_vs_size.png"
+SUMMARY_PNG = "summary_vs_peak.png"
+TELEMETRY_PNG = "telemetry.png"
+P2P_PNG = "p2p_heatmap.png"
+LATENCY_PNG = "latency_vs_size.png"
+LOADED_LATENCY_PNG = "latency_under_load.png"
+NUMA_LATENCY_PNG = "numa_latency_heatmap.png"
+P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
+FIGURE = figures.column("value")
+"""The column every plot draws: a row's figure in the statistic every output shows (the
+median, `bwprof.analysis.figures`), so a plot never shows a number the summary does not."""
+STATISTIC = MEDIAN_BEYOND_CACHE.statistic
+"""The statistic's name, said on every axis that shows it."""
+LATENCY_AXIS = f"ns per dependent load, {STATISTIC}"
+RESIDENT_LABEL = "fits in a cache: not the memory's figure"
+SIMULATED_TITLE = "SIMULATED — not a measurement"
+LABEL_ROOM = 1.15
+"""Axis limits this far beyond the largest value, so a point's name fits inside the frame."""
+
+_MEMORY_LABELS = {"ddr": "host DDR", "hbm": "device memory", "pinned": "pinned host memory",
+                  "pageable": "pageable host memory", "host": "host buffers"}
+_DIRECTION_LABELS = {"within": "within one memory", "h2d": "host→device",
+                     "d2h": "device→host", "both": "both directions at once",
+                     "p2p": "GPU→GPU", "net": "rank→rank over MPI (net_p2p)"}
+
+
+def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
+    return new_figure(width, height)
+
+
+TITLE_POINTS = 11
+TITLE_MARGIN_INCHES = 0.4
+
+
+def _text_inches(line: str, points: float) -> float:
+    """Width of one line of text in the default font, measured from its glyphs."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    width, _height, _descent = TextToPath().get_text_width_height_descent(
+        line, FontProperties(size=points), ismath=False)
+    return width / 72
+
+
+def _title(figure, what: str, meta: RunMeta, simulated: bool) -> None:
+    """The title names what is drawn, the host and its GPUs; a figure too narrow for its
+    longest line (a small P2P matrix, a long CPU name) is widened so nothing is cut off."""
+    text = f"{what}\n{machine_line(meta)}"
+    if simulated:
+        text += f"\n{SIMULATED_TITLE}"
+    needed = max(_text_inches(line, TITLE_POINTS) for line in text.splitlines())
+    if figure.get_figwidth() < needed + TITLE_MARGIN_INCHES:
+        figure.set_figwidth(needed + TITLE_MARGIN_INCHES)
+    figure.suptitle(text, fontsize=TITLE_POINTS, color="firebrick" if simulated else "black")
+
+
+def _size_formatter(value: float, _position: object) -> str:
+    return format_bytes(int(value)) if value >= 1 else ""
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+SINGLE_SPREAD_OCTAVES = 0.22
+"""How far apart (in octaves of size, at least; 3.5% of a wide panel's range) the single-size
+series of one panel are drawn, so five kernels measured at one size are five markers side by
+side, not one spot."""
+
+
+def _family(memory: str, direction: str) -> str:
+    """Panels compared with each other share an x scale: the host's memory, the host↔device
+    transfers (pinned, pageable, either direction), device memory, GPU↔GPU."""
+    if direction in ("h2d", "d2h", "both"):
+        return "transfer"
+    return f"{memory}:{direction}"
+
+
+def _threads_swept(rows: pd.DataFrame) -> pd.Series:
+    """Which rows belong to a case and device measured at more than one thread count."""
+    threads = rows["threads"].astype("Float64")
+    counts = threads.groupby([rows["case"], rows["device"]]).transform("nunique")
+    return (counts > 1).fillna(False).astype(bool)
+
+
+def _series_label(case: str, device: str, line: pd.DataFrame, threads: str = "") -> str:
+    label = f"{case} {device}{threads}"
+    return label + (" (simulated)" if (line["backend"] == "simulated").any() else "")
+
+
+def _resident_word(line: pd.DataFrame) -> pd.Series:
+    return line["flags"].map(lambda text: "in L2" if f.has_flag(text, f.L2_RESIDENT)
+                             else "in cache")
+
+
+def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, label: str,
+                 marker: str, peak: float | None, single: bool) -> None:
+    """One case and device: a line through its sizes (a marker with its value written
+    beside it where it has one size); the points that fit in a cache hollow, joined by a
+    dotted line and named (`in L2`, `in cache`), so they never read as the memory's."""
+    cached = resident[line.index]
+    values = line[FIGURE].astype(float)
+    if single:  # its value in the legend: side-by-side markers leave no room for text
+        drawn = axis.plot(x, values, linestyle="none", marker=marker, markersize=7,
+                          label=f"{label}: {_value_text(float(values.iloc[0]))}")[0]
+    else:
+        drawn = axis.plot(x, values, linestyle=":", linewidth=1, marker=None)[0]
+        kept = ~cached
+        axis.plot(x[kept], values[kept], linestyle="-", linewidth=1.4, marker=marker,
+                  markersize=4, color=drawn.get_color(), label=label)
+        if not kept.any():  # every point in a cache: the dotted line carries the name
+            drawn.set_label(label)
+    if cached.any():
+        axis.plot(x[cached], values[cached], linestyle="none", marker=marker, markersize=7,
+                  markerfacecolor="white", markeredgecolor=drawn.get_color())
+        for xv, yv, word in zip(x[cached], values[cached], _resident_word(line[cached]),
+                                strict=True):
+            above = peak is not None and yv > peak
+            axis.annotate(word + (", above the peak" if above else ""), (xv, yv),
+                          xytext=(6, 6 if above else -10), textcoords="offset points",
+                          fontsize=TEXT_POINTS, color=drawn.get_color(), style="italic")
+
+
+def _value_text(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
+                swept: set[tuple[str, str]]) -> None:
+    metric = str(mine["metric"].iloc[0])
+    unit = str(mine["unit"].iloc[0])
+    peaks = sorted(mine["peak_value"].dropna().unique())
+    peak = float(max(peaks)) if peaks else None
+    groups = list(mine.groupby(["case", "device"], sort=False))
+    singles = [key for key, line in groups if line["size_bytes"].nunique() == 1]
+    for index, ((case, device), line) in enumerate(groups):
+        line = line.sort_values("size_bytes")
+        x = line["size_bytes"].astype(float)
+        single = (case, device) in singles
+        if single and len(singles) > 1:  # side by side around their size
+            k = singles.index((case, device))
+            step = max(SINGLE_SPREAD_OCTAVES, 0.035 * octaves)  # a share of the panel
+            x = x * 2 ** ((k - (len(singles) - 1) / 2) * step)
+        threads = ""
+        if line["threads"].notna().any() and (mine["threads"].nunique() > 1
+                                               or (case, device) in swept):
+            threads = f" ({int(line['threads'].dropna().iloc[0])} threads)"
+        _draw_series(axis, line, x, resident, _series_label(str(case), str(device), line,
+                                                            threads),
+                     MARKERS[index % len(MARKERS)], peak, single)
+    for value in peaks:
+        axis.axhline(value, linestyle="--", linewidth=1, color="grey")
+        axis.annotate(f"theoretical peak {value:.0f} {unit}", (0.01, value),
+                      xycoords=("axes fraction", "data"), fontsize=TEXT_POINTS, color="dimgrey",
+                      va="bottom")
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("transfer or array size (bytes, log scale)", fontsize=LABEL_POINTS)
+    axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}" if metric == "bandwidth"
+                    else f"{metric}, {unit}, {STATISTIC}", fontsize=LABEL_POINTS)
+
+
+def _threads_panel(axis, mine: pd.DataFrame) -> None:
+    """A thread-count sweep: the figure against threads, a line per case, device and size."""
+    peak = mine["peak_value"].dropna()
+    for index, ((case, device, _size), line) in enumerate(
+            mine.groupby(["case", "device", "size_bytes"], sort=False)):
+        line = line.sort_values("threads")
+        axis.plot(line["threads"].astype(float), line[FIGURE].astype(float),
+                  marker=MARKERS[index % len(MARKERS)], markersize=5,
+                  label=_series_label(str(case), str(device), line,
+                                      f", {format_bytes(int(line['size_bytes'].iloc[0]))}"))
+    if len(peak):
+        axis.axhline(float(peak.max()), linestyle="--", linewidth=1, color="grey")
+    threads = sorted(int(t) for t in mine["threads"].dropna().unique())
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(threads, [str(t) for t in threads])
+    axis.minorticks_off()
+    axis.set_xlabel("threads (log scale)", fontsize=LABEL_POINTS)
+    axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}", fontsize=LABEL_POINTS)
+
+
+def _share_size_axes(panels: list[tuple[object, str]]) -> None:
+    """One x range for the panels of each family, spanning every point drawn in them (the
+    side-by-side markers included) with half an octave or more to spare."""
+    extents: dict[str, tuple[float, float]] = {}
+    for axis, family in panels:
+        xs = [float(x) for line in axis.get_lines()  # type: ignore[attr-defined]
+              if line.get_transform() == axis.transData  # type: ignore[attr-defined]
+              for x in line.get_xdata() if float(x) > 0]  # not the peak's axhline
+        if xs:
+            low, high = extents.get(family, (math.inf, 0.0))
+            extents[family] = (min(low, min(xs)), max(high, max(xs)))
+    for axis, family in panels:
+        if family in extents:
+            low, high = extents[family]
+            axis.set_xlim(low / 1.6, high * 1.6)  # type: ignore[attr-defined]
+
+
+def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
+    """Each figure against size, one panel per metric, memory kind and direction (GB/s for
+    bandwidth; a throughput in TFLOP/s in panels of its own; latency is `latency_figure`'s);
+    None when no row has a size.
+
+    A case measured at one size is a marker with its value beside it (several such cases
+    side by side around their size, each its own marker shape); a `--threads` sweep gets a
+    panel against thread count of its own (the size panel keeps each case's largest thread
+    count, named in its legend). Points whose buffers fit in a cache (`in_cache`,
+    `l2_resident`) are hollow, joined by a dotted line and named (`in L2`, `in cache`; `,
+    above the peak` where they pass its line). Panels compared with each other (the
+    host↔device transfers) share one x scale."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    rows = results[(results["status"] == "ok") & results[FIGURE].notna()
+                   & results["size_bytes"].notna()
+                   # Overlap parts and loaded latency have plots of their own; a pattern's
+                   # copy-engine rows are its sweep (its SM twin would zigzag one line).
+                   & results["phase"].isin(["", "copy_engine"])
+                   & ~results["metric"].isin(["latency", "throughput"])]  # their own plots
+    if rows.empty:
+        return None
+    resident = cache_resident(rows)
+    swept = _threads_swept(rows)
+    keys = list(dict.fromkeys(zip(rows["metric"], rows["memory"], rows["direction"],
+                                  strict=True)))
+    panels: list[tuple[str, tuple[str, str, str], pd.DataFrame]] = []
+    for metric, memory, direction in keys:
+        mine = rows[(rows["metric"] == metric) & (rows["memory"] == memory)
+                    & (rows["direction"] == direction)]
+        sweep = mine[swept[mine.index]]
+        if len(sweep):  # the size panel keeps each swept case's largest thread count
+            most = sweep.groupby(["case", "device"])["threads"].transform("max")
+            mine = mine.drop(sweep.index[sweep["threads"] != most])
+        panels.append(("size", (metric, memory, direction), mine))
+        if len(sweep):
+            panels.append(("threads", (metric, memory, direction), sweep))
+    columns = min(len(panels), 3)
+    lines = math.ceil(len(panels) / columns)
+    figure = new_figure(5.4 * columns, 4.1 * lines + 0.9)
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    limits: dict[str, tuple[float, float]] = {}
+    for kind, (_metric, memory, direction), mine in panels:
+        if kind == "size":
+            family = _family(memory, direction)
+            low, high = limits.get(family, (math.inf, 0.0))
+            limits[family] = (min(low, float(mine["size_bytes"].min())),
+                              max(high, float(mine["size_bytes"].max())))
+    for axis, (kind, (metric, memory, direction), mine) in zip(axes, panels, strict=False):
+        where = (("" if metric == "bandwidth" else f"{metric}: ")
+                 + f"{_MEMORY_LABELS.get(memory, memory)}, "
+                 f"{_DIRECTION_LABELS.get(direction, direction)}")
+        if kind == "size":
+            low, high = limits[_family(memory, direction)]
+            _size_panel(axis, mine, resident, math.log2(high / low) + 2,
+                        set(zip(rows.loc[swept, "case"], rows.loc[swept, "device"],
+                                strict=True)))
+            axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+            axis.tick_params(axis="x", labelrotation=45)
+            axis.set_title(where, fontsize=PANEL_TITLE_POINTS)
+        else:
+            _threads_panel(axis, mine)
+            axis.set_title(f"{where}: against thread count (--threads)",
+                           fontsize=PANEL_TITLE_POINTS)
+        axis.tick_params(labelsize=TEXT_POINTS)
+        ys = [float(y) for line in axis.get_lines() for y in line.get_ydata()
+              if line.get_transform() == axis.transData] + [
+              float(v) for v in mine["peak_value"].dropna()]
+        axis.set_ylim(0, 1.1 * max(ys) if ys and max(ys) > 0 else None)  # markers kept whole
+        axis.grid(True, alpha=0.3)
+        handles, _labels = axis.get_legend_handles_labels()
+        if kind == "size" and resident[mine.index].any():
+            handles.append(Line2D([], [], linestyle=":", marker="o", markerfacecolor="white",
+                                  markeredgecolor="grey", color="grey", label=RESIDENT_LABEL))
+        # Lower right: bandwidth rises with size, so that corner is the one left empty; a
+        # panel of single-size markers has no such rise (a slow kernel drawn last sat under
+        # the legend), so matplotlib finds the corner its few points leave free.
+        singles_only = kind == "size" and bool(
+            (mine.groupby(["case", "device"])["size_bytes"].nunique() == 1).all())
+        axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                    loc="best" if singles_only else "lower right",
+                    ncol=2 if len(handles) > 8 else 1)
+    _share_size_axes([(axis, _family(memory, direction)) for axis, (kind, (_m, memory,
+                      direction), _rows) in zip(axes, panels, strict=False) if kind == "size"])
+    for axis in axes[len(panels):]:
+        axis.set_visible(False)
+    simulated = bool((rows["backend"] == "simulated").any())
+    what = ("Bandwidth against transfer size" if set(rows["metric"]) == {"bandwidth"}
+            else "Figures against transfer or working-set size")
+    _title(figure, what, meta, simulated)
+    return readable(figure)
+
+
+PATH_TITLES: dict[str, str] = {
+    "ddr": "DDR: host memory", "hbm": "HBM: device memory",
+    "h2d": "host→device (PCIe or C2C)", "d2h": "device→host (PCIe or C2C)",
+    "p2p": "GPU↔GPU (NVLink or PCIe)", "net": "network: rank→rank",
+}
+PATH_COLOURS: dict[str, str] = {"ddr": "tab:blue", "hbm": "tab:red", "h2d": "tab:green",
+                                "d2h": "tab:olive", "p2p": "tab:purple", "net": "tab:cyan"}
+BAND_LABEL = "achievable band (% of peak)"
+Band = Mapping[str, tuple[float, float]]
+"""The achievable band of each summary path (`ddr`, `hbm`, `h2d`, ...): (low, high) in % of
+the theoretical peak."""
+
+
+def _summary_entries(summary: pd.DataFrame) -> pd.DataFrame:
+    """The bandwidth rows the summary plot draws: those with a figure, and those that have
+    none because every row of theirs fits in a cache (drawn as a note, never as a bar)."""
+    bandwidth = summary["metric"] == "bandwidth"
+    cached = summary["status"] == "in cache"
+    return summary[(bandwidth & summary["gbps"].notna()) | (cached & summary["path"].isin(
+        list(PATH_TITLES)))]
+
+
+def summary_figure(summary: pd.DataFrame, meta: RunMeta, band: Band | None = None):
+    """The summary's bandwidth figures, a panel per path (DDR, HBM, host→device, ...), one
+    horizontal bar per figure. A path whose rows have a theoretical peak is drawn in % of
+    it on a linear 0–100% axis (the peak is the right edge; `band`, where given, shades the
+    path's achievable band); a path without a peak in GB/s from 0. A figure of a cache
+    (`in cache`: no DRAM figure) is a note in its panel, never a bar. None without figures."""
+    from matplotlib.patches import Patch
+
+    rows = _summary_entries(summary)
+    if rows.empty:
+        return None
+    paths = list(dict.fromkeys(rows["path"]))
+    counts = [int((rows["path"] == path).sum()) for path in paths]
+    figure = new_figure(9.5, max(3.2, 1.5 + sum(0.45 * n + 0.75 for n in counts)))
+    axes = figure.subplots(len(paths), 1, squeeze=False,
+                           gridspec_kw={"height_ratios": [n + 1.2 for n in counts]}).ravel()
+    for axis, path in zip(axes, paths, strict=True):
+        _summary_panel(axis, rows[rows["path"] == path], path,
+                       None if band is None else band.get(path))
+    if band:  # the panels name their paths; the legend says what the shading is
+        figure.legend(handles=[Patch(color="tab:green", alpha=0.18, label=BAND_LABEL)],
+                      loc="outside lower center", fontsize=TEXT_POINTS)
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Summary: measured bandwidth against theoretical peak", meta, simulated)
+    return readable(figure)
+
+
+def _bar_label(row: pd.Series) -> str:
+    return f"{row['case']} {row['device']}" + (" (simulated)" if row["backend"] == "simulated"
+                                              else "")
+
+
+def _summary_panel(axis, rows: pd.DataFrame, path: str,
+                   band: tuple[float, float] | None) -> None:
+    """One path's bars: in % of peak where its rows have a peak, else in GB/s."""
+    colour = PATH_COLOURS.get(path, "grey")
+    shown = rows[rows["gbps"].notna()]
+    in_percent = bool(shown["pct_of_peak"].notna().any())
+    positions = list(range(len(rows)))[::-1]
+    if in_percent:  # past 100 a little, so the dashed peak line shows
+        top = max(105.0, 10 * math.ceil(float(shown["pct_of_peak"].max()) / 10) + 5)
+    else:
+        top = 1.15 * float(shown["gbps"].max()) if len(shown) else 1.0
+    for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
+        gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
+        cached = row["status"] == "in cache" or bool(f.is_cache_resident(row["flags"]))
+        if gbps is None or cached:  # a cache's figure: never a bar of the memory's
+            axis.text(0.01 * top, position, f"in a cache: no {PATH_LABELS[path]} figure (its "
+                      "arrays or buffers are under 4× the cache; see summary.csv)",
+                      va="center", fontsize=TEXT_POINTS, color="dimgrey", style="italic")
+            continue
+        if in_percent and pct is None:  # a row without a peak among rows with one
+            axis.text(0.01 * top, position, f"{gbps:.1f} GB/s: no theoretical peak known",
+                      va="center", fontsize=TEXT_POINTS)
+            continue
+        length = pct if in_percent and pct is not None else gbps
+        axis.barh(position, length, color=colour, height=0.6)
+        text = (f"{gbps:.1f} GB/s = {pct:.0f}% of {peak:.0f} GB/s" if in_percent
+                else f"{gbps:.1f} GB/s")
+        inside = length > 0.55 * top
+        axis.annotate(text, (length, position), xytext=(-4 if inside else 4, 0),
+                      textcoords="offset points", va="center", fontsize=TEXT_POINTS,
+                      ha="right" if inside else "left", color="white" if inside else "black")
+    if in_percent and band is not None:
+        low, high = band
+        axis.axvspan(low, high, color="tab:green", alpha=0.18, linewidth=0, zorder=0)
+    if in_percent:
+        axis.axvline(100, color="black", linewidth=1, linestyle="--")
+        axis.set_xlim(0, top)
+        axis.set_xticks(range(0, int(top) + 1, 10))
+        axis.set_xlabel("% of the theoretical peak (linear; dashed line: the peak)",
+                        fontsize=LABEL_POINTS)
+    else:
+        axis.set_xlim(0, top)
+        axis.set_xlabel(f"GB/s (10^9 bytes/s), {STATISTIC} (no theoretical peak known for "
+                        "this path)", fontsize=LABEL_POINTS)
+    axis.set_ylim(-0.6, len(rows) - 0.4)
+    axis.set_yticks(positions, [_bar_label(r) for _, r in rows.iterrows()],
+                    fontsize=TEXT_POINTS + 1)
+    axis.tick_params(axis="x", labelsize=TEXT_POINTS)
+    axis.set_title(PATH_TITLES.get(path, PATH_LABELS[path]), fontsize=PANEL_TITLE_POINTS,
+                   loc="left")
+    axis.grid(True, axis="x", alpha=0.3)
+
+
+def _case_spans(samples: pd.DataFrame) -> list[tuple[str, float, float]]:
+    """(case, first t_s, last t_s) for each stretch of consecutive samples of one case."""
+    ordered = samples.sort_values("t_s")
+    cases = ordered["case"].fillna("").astype(str) if "case" in ordered else None
+    if cases is None:
+        return []
+    spans: list[tuple[str, float, float]] = []
+    for case, t in zip(cases, ordered["t_s"], strict=True):
+        if spans and spans[-1][0] == case:
+            spans[-1] = (case, spans[-1][1], float(t))
+        else:
+            spans.append((case, float(t), float(t)))
+    return [span for span in spans if span[0]]
+
+
+MIB_TO_GB = 1048576 / 1e9
+MOVED = {"sm_clock_mhz": 30.0, "mem_clock_mhz": 30.0, "power_w": 25.0, "temperature_c": 10.0,
+         "pcie_gen": 0.5, "pcie_width": 0.5}
+"""How far (max - min) a counter of state must move to be drawn: a flat clock explains
+nothing, a clock that dropped during a case does."""
+COUNTER_WORDS = {
+    "dram_bw_util_pct": "DRAM bandwidth used, % of peak (GPM)",
+    "mem_util_pct": "memory busy time, % (NVML; not bandwidth)",
+    "pcie": "PCIe throughput, GB/s (10^9 B/s)",
+    "nvlink": "NVLink throughput, GB/s (10^9 B/s)",
+    "sm_clock_mhz": "SM clock, MHz", "mem_clock_mhz": "memory clock, MHz",
+    "power_w": "board power, W", "temperature_c": "GPU temperature, °C",
+    "pcie_gen": "PCIe link generation", "pcie_width": "PCIe link width, lanes",
+    "throttle_reasons": "throttle reasons (NVML bitmask)",
+}
+
+
+def _numbers(samples: pd.DataFrame, column: str) -> pd.Series | None:
+    """A counter's values as numbers; None where the column is absent or empty."""
+    if column not in samples:
+        return None
+    values = pd.to_numeric(samples[column], errors="coerce")
+    return values if values.notna().any() else None
+
+
+def _row_kinds(results: pd.DataFrame | None, samples: pd.DataFrame) -> set[str]:
+    """What the run measured, as the telemetry panels need it: 'hbm' (device memory),
+    'pcie' (host↔device transfers), 'p2p'. Without results, every kind the counters can
+    speak of."""
+    if results is None:
+        return {"hbm", "pcie", "p2p"}
+    ok = results[results["status"] == "ok"]
+    direction = ok["direction"].fillna("").astype(str)
+    kinds = set()
+    if ((ok["memory"] == "hbm") & (direction == "within")).any():
+        kinds.add("hbm")
+    if direction.str.contains("h2d|d2h|both").any() & (ok["memory"] != "hbm").any():
+        kinds.add("pcie")
+    if (direction == "p2p").any():
+        kinds.add("p2p")
+    return kinds
+
+
+def _telemetry_panels(samples: pd.DataFrame, results: pd.DataFrame | None
+                      ) -> tuple[list[tuple[str, list[tuple[str, pd.Series, str]]]], list[str]]:
+    """The panels that explain the run's figures, each (y label, [(series label suffix,
+    values, line style)]), and a note per counter left out and why."""
+    kinds = _row_kinds(results, samples)
+    panels: list[tuple[str, list[tuple[str, pd.Series, str]]]] = []
+    left: list[str] = []
+    if "hbm" in kinds:  # DRAM utilisation validates the HBM figures; busy time where no GPM
+        for column in ("dram_bw_util_pct", "mem_util_pct"):
+            values = _numbers(samples, column)
+            if values is not None:
+                panels.append((COUNTER_WORDS[column], [("", values, "-")]))
+                break
+    for kind, prefix, pairs in (
+            ("pcie", "pcie", (("rx", "host→device (rx)"), ("tx", "device→host (tx)"))),
+            ("p2p", "nvlink", (("tx", "sent (tx)"), ("rx", "received (rx)")))):
+        series = []
+        for suffix, words in pairs:
+            names = ([f"gpm_pcie_{suffix}_mibps", f"pcie_{suffix}_mibps"] if prefix == "pcie"
+                     else [f"nvlink_{suffix}_mibps"])
+            for column in names:
+                values = _numbers(samples, column)
+                if values is not None:
+                    series.append((f" {words}", values * MIB_TO_GB,
+                                   "-" if suffix == pairs[0][0] else "--"))
+                    break
+        moved = any(float(v.max()) > 0.1 for _, v, _ in series)
+        if series and (kind in kinds and (kind == "pcie" or moved)):
+            panels.append((COUNTER_WORDS[prefix], series))
+    for column, threshold in MOVED.items():
+        values = _numbers(samples, column)
+        if values is None:
+            continue
+        low, high = float(values.min()), float(values.max())
+        if high - low >= threshold:
+            panels.append((COUNTER_WORDS[column], [("", values, "-")]))
+        else:
+            span = f"{low:g}" if high == low else f"{low:g}–{high:g}"
+            name, _comma, unit = COUNTER_WORDS[column].partition(", ")
+            left.append(f"{name} {span}{' ' + unit if unit and unit != 'lanes' else ''}")
+    throttle = _numbers(samples, "throttle_reasons")
+    if throttle is not None and (throttle.fillna(0) != 0).any():
+        panels.append((COUNTER_WORDS["throttle_reasons"], [("", throttle, "-")]))
+    elif throttle is not None:
+        left.append("throttle reasons none")
+    return panels, left
+
+
+def _name_spans(axis, spans: list[tuple[str, float, float]]) -> None:
+    """Each case's name above the top panel, upright, pushed apart where short cases would
+    overlap, with a thin line to the middle of its span."""
+    if not spans:
+        return
+    low, high = axis.get_xlim()
+    width = axis.get_figure().get_figwidth() * 0.9
+    gap = (MIN_POINTS + 3) / 72 / width  # one upright line of text, in axes fraction
+    wanted = [((start + end) / 2 - low) / (high - low) for _, start, end in spans]
+    placed: list[float] = []
+    for x in wanted:
+        placed.append(max(x, placed[-1] + gap) if placed else x)
+    for index in range(len(placed) - 1, -1, -1):  # pulled back within the axis
+        ceiling = 1.0 if index == len(placed) - 1 else placed[index + 1] - gap
+        placed[index] = min(placed[index], ceiling)
+    for (case, _start, _end), x, at in zip(spans, placed, wanted, strict=True):
+        axis.annotate(case, xy=(at, 1.0), xytext=(x, 1.04), xycoords="axes fraction",
+                      textcoords="axes fraction", rotation=90, ha="center", va="bottom",
+                      fontsize=TEXT_POINTS,
+                      arrowprops={"arrowstyle": "-", "color": "grey", "linewidth": 0.6})
+
+
+def telemetry_figure(samples: pd.DataFrame | None, meta: RunMeta, simulated: bool = False,
+                     results: pd.DataFrame | None = None):
+    """The counters that explain the run's figures over time, a line per device, each case
+    shaded and named: DRAM utilisation where the run measured device memory (GPM; NVML's
+    busy time where the GPU has no GPM), PCIe throughput where it measured host↔device
+    copies, NVLink where GPUs copied to each other and it moved, clocks, power, temperature
+    and the PCIe link only where they moved beyond a small threshold (MOVED), throttle
+    reasons where any was set. The counters left out are named with their range under the
+    time axis; samples.csv holds them all. None without samples."""
+    if samples is None or samples.empty or "t_s" not in samples:
+        return None
+    panels, left = _telemetry_panels(samples, results)
+    if not panels:
+        return None
+    figure = new_figure(11, 2.2 + 1.9 * len(panels))
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False).ravel()
+    spans = _case_spans(samples)
+    devices = samples["device"].fillna("").astype(str) if "device" in samples else None
+    groups = [("", pd.Series(True, index=samples.index))] if devices is None else [
+        (d, devices == d) for d in dict.fromkeys(devices)]
+    time = pd.to_numeric(samples["t_s"], errors="coerce")
+    for axis, (label, series) in zip(axes, panels, strict=True):
+        for device, mask in groups:
+            for suffix, values, style in series:
+                kept = mask & values.notna()  # GPM's samples come between NVML's
+                axis.plot(time[kept], values[kept], linewidth=1, linestyle=style,
+                          label=(device + suffix).strip() or None)
+        for index, (_case, start, end) in enumerate(spans):
+            axis.axvspan(start, end, color="tab:blue" if index % 2 else "tab:orange",
+                         alpha=0.12, linewidth=0)
+        axis.set_ylabel(textwrap.fill(label, 24), fontsize=LABEL_POINTS)
+        axis.tick_params(labelsize=TEXT_POINTS)
+        axis.grid(True, alpha=0.3)
+        if axis.get_legend_handles_labels()[1]:
+            axis.legend(fontsize=TEXT_POINTS, loc="upper right")
+    axes[0].set_xlim(float(time.min()), float(time.max()))
+    _name_spans(axes[0], spans)
+    xlabel = "time since the run started (s); shaded: the case running"
+    if left:
+        xlabel += "\n" + textwrap.fill("Not drawn (flat; all counters are in samples.csv): "
+                                       + ", ".join(left), 150)
+    axes[-1].set_xlabel(xlabel, fontsize=LABEL_POINTS)
+    _title(figure, "Hardware counters that explain the figures", meta, simulated)
+    return readable(figure)
+
+
+def _matrix_figure(rows: pd.DataFrame, pairs: list[tuple[str, str]], meta: RunMeta, what: str,
+                   colour_label: str, cmap: str, axes: tuple[str, str],
+                   top: float | None = None):
+    """A heatmap of one figure per ordered pair (rows: the first of the pair, columns: the
+    second), each cell's value written in it; colours from 0 to `top` (a bandwidth's
+    theoretical peak) or, without one, to the largest figure, never fitted to the data's
+    range: a 5% difference must not look like black against white. None with fewer than
+    two members."""
+    from matplotlib.colors import Normalize
+
+    names = sorted({name for pair in pairs for name in pair}, key=lambda g: (len(g), g))
+    if len(names) < 2:
+        return None
+    matrix = [[math.nan] * len(names) for _ in names]
+    for (source, target), value in zip(pairs, rows[FIGURE], strict=True):
+        matrix[names.index(source)][names.index(target)] = float(value)
+    largest = max(v for line in matrix for v in line if not math.isnan(v))
+    top = max(top or 0.0, largest)  # a figure above its peak still gets a colour
+    norm = Normalize(vmin=0, vmax=top if top > 0 else 1)
+    figure = _figure(2.4 + 0.9 * len(names), 2.2 + 0.8 * len(names))
+    axis = figure.subplots()
+    image = axis.imshow(matrix, cmap=cmap, norm=norm)
+    colours = image.get_cmap()
+    for i, line in enumerate(matrix):
+        for j, value in enumerate(line):
+            if not math.isnan(value):
+                red, green, blue, _alpha = colours(norm(value))
+                light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
+                axis.text(j, i, f"{value:.3g}", ha="center", va="center",
+                          color="black" if light else "white", fontsize=TEXT_POINTS + 1)
+    axis.set_xticks(range(len(names)), names)
+    axis.set_yticks(range(len(names)), names)
+    axis.set_ylabel(axes[0])
+    axis.set_xlabel(axes[1])
+    bar = figure.colorbar(image, ax=axis)
+    bar.set_label(colour_label, fontsize=LABEL_POINTS)
+    bar.ax.tick_params(labelsize=TEXT_POINTS)
+    axis.tick_params(labelsize=TEXT_POINTS + 1)
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, what, meta, simulated)
+    return readable(figure)
+
+
+def p2p_figure(results: pd.DataFrame, meta: RunMeta):
+    """Matrix of p2p_copy GB/s at the size every pair was measured at; None with fewer than
+    two GPUs."""
+    rows = p2p_matrix_rows(results)
+    rows = rows[rows[FIGURE].notna() & rows["device"].str.contains("->")]
+    if rows.empty:
+        return None
+    pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    peaks = pd.to_numeric(rows["peak_value"], errors="coerce").dropna()
+    peak = float(peaks.max()) if len(peaks) else None
+    scale = (f"0 to the peak, {peak:.0f} GB/s" if peak is not None
+             else "0 to the largest: no peak known")
+    return _matrix_figure(rows, pairs, meta,
+                          f"GPU→GPU copy (p2p_copy, {size})\ncolours: {scale}",
+                          f"GB/s (10^9 bytes/s), {STATISTIC}", "viridis", ("from", "to"), top=peak)
+
+
+def p2p_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Matrix of lat_p2p ns (a GPU chasing through another GPU's memory); None with fewer
+    than two GPUs."""
+    rows = matrix_rows(results, P2P_LATENCY, "p2p")
+    rows = rows[rows[FIGURE].notna() & rows["device"].str.contains("->")]
+    if rows.empty:
+        return None
+    pairs = [(a, b) for a, _, b in (str(d).partition("->") for d in rows["device"])]
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    return _matrix_figure(rows, pairs, meta,
+                          f"GPU→GPU load latency (lat_p2p, {size} working set)\n"
+                          "colours: 0 to the largest",
+                          f"{LATENCY_AXIS} (lower is better)",
+                          "magma_r", ("GPU chasing", "GPU whose memory it reads"))
+
+
+def numa_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Matrix of lat_host_numa ns: each node's CPUs (rows) reading each node's memory
+    (columns); None on a host of one node."""
+    rows = matrix_rows(results, NUMA_LATENCY)
+    found = [numa_pair(d) for d in rows["device"]]
+    keep = [pair is not None for pair in found]
+    rows = rows[keep]
+    pairs = [pair for pair in found if pair is not None]
+    if rows.empty:
+        return None
+    size = format_bytes(int(rows["size_bytes"].iloc[0]))
+    return _matrix_figure(rows, pairs, meta,
+                          f"Host load latency across NUMA nodes (lat_host_numa, {size})\n"
+                          "colours: 0 to the largest",
+                          f"{LATENCY_AXIS} (lower is better)",
+                          "magma_r", ("CPUs of node", "memory of node"))
+
+
+def _cache_marks(case: str, rows: pd.DataFrame, meta: RunMeta) -> list[tuple[int, str]]:
+    """(size, label) of the caches a latency sweep crosses: the host's levels (per instance,
+    as system.json lists them) for a host chase, the GPU's L2 for a chase of its memory."""
+    marks: list[tuple[int, str]] = []
+    host_chase = case == HOST_LATENCY or (case != GPU_LATENCY
+                                          and (rows["backend"] == "host").all())
+    gpu_chase = case == GPU_LATENCY or (not host_chase and (rows["memory"] == "hbm").all()
+                                        and (rows["direction"] == "within").all())
+    if host_chase and meta.host is not None:
+        for cache in meta.host.caches:
+            if cache.type == "Instruction":
+                continue
+            name = f"L{cache.level}{'d' if cache.type == 'Data' else ''}"
+            marks.append((cache.size_bytes, f"{name} {format_bytes(cache.size_bytes)}"))
+    elif gpu_chase:
+        sizes = dict.fromkeys(d.properties.l2_bytes for d in meta.gpus.devices
+                              if d.properties.l2_bytes)
+        marks += [(size, f"L2 {format_bytes(size)}") for size in sizes]
+    return marks
+
+
+def _latency_sweeps(results: pd.DataFrame) -> pd.DataFrame:
+    """Latency rows that sweep the working set: ok, idle (no load phase), the pair and
+    small-copy cases left to their own views."""
+    rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
+                   & results[FIGURE].notna() & results["size_bytes"].notna()
+                   & ~results["phase"].map(is_loaded).astype(bool)
+                   & ~results["case"].isin((NUMA_LATENCY, MEMCPY_LATENCY))]
+    swept = rows.groupby(["case", "device"])["size_bytes"].transform("nunique") > 1
+    return rows[swept]
+
+
+def _line_label(case: str, device: str, line: pd.DataFrame, several_pages: bool) -> str:
+    label = f"{case} {device}"
+    if several_pages and line["page_bytes"].notna().any():
+        label += f", {format_bytes(int(line['page_bytes'].dropna().iloc[0]))} pages"
+    if (line["backend"] == "simulated").any():
+        label += " (simulated)"
+    return label
+
+
+def _beside_line(size: int) -> list[Candidate]:
+    """Where a cache's rotated name may go: beside its dotted line, at the top of the
+    frame, at the bottom or between, left or right, whichever the data leaves clear."""
+    places: list[Candidate] = []
+    for gap in (2.0, 6.0):
+        for y, va in ((0.98, "top"), (0.02, "bottom"), (0.5, "center"), (0.75, "center"),
+                      (0.25, "center")):
+            for dx, ha in ((-gap, "right"), (gap, "left")):
+                places.append(((size, y), (dx, 0.0), ha, va))
+    return places
+
+
+LOG_TICK_DECADES = 3.0
+"""Up to this many decades a log latency axis labels 1, 2 and 5 of each; beyond, only the
+powers of ten (labelling every minor tick crowded 0.8, 0.9, 1 and 8, 9, 10 together)."""
+
+
+def _latency_ticks(axis, values: pd.Series) -> None:
+    """Labelled ticks at 1-2-5 of each decade (powers of ten only across a wide range), the
+    other minor ticks unlabelled, plain numbers rather than 10^n."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    values = values[values > 0]
+    decades = math.log10(values.max() / values.min()) if len(values) else 0.0
+    subs = (1.0, 2.0, 5.0) if decades <= LOG_TICK_DECADES else (1.0,)
+    axis.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    axis.yaxis.set_minor_formatter(NullFormatter())
+
+
+def latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Load latency against working-set size: a panel per sweeping case (the host chase,
+    the GPU chase, ...), one line per device (and page size, where a device has several),
+    cache sizes as dotted vertical lines, cache-resident points hollow. None without a
+    latency sweep."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    rows = _latency_sweeps(results)
+    if rows.empty:
+        return None
+    order = {HOST_LATENCY: 0, GPU_LATENCY: 1}
+    cases = sorted(dict.fromkeys(rows["case"]), key=lambda c: order.get(c, 2))
+    columns = min(len(cases), 3)
+    lines = math.ceil(len(cases) / columns)
+    figure = _figure(5.6 * columns, 4.2 * lines + 0.8)
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    resident = cache_resident(rows)
+    marks: list[tuple[object, tuple[str, list[Candidate], dict]]] = []
+    for axis, case in zip(axes, cases, strict=False):
+        mine = rows[rows["case"] == case]
+        pages = mine.groupby("device")["page_bytes"].nunique()
+        several_pages = bool((pages > 1).any())
+        keys = ["device", "page_bytes"] if several_pages else ["device"]
+        for key, line in mine.groupby(keys, sort=False, dropna=False):
+            device = str(key[0] if isinstance(key, tuple) else key)
+            line = line.sort_values("size_bytes")
+            drawn = axis.plot(line["size_bytes"].astype(float), line[FIGURE], marker="o",
+                              markersize=3,
+                              label=_line_label(case, device, line, several_pages))[0]
+            cached = resident[line.index]
+            if cached.any():
+                axis.plot(line.loc[cached, "size_bytes"].astype(float),
+                          line.loc[cached, FIGURE], linestyle="none", marker="o",
+                          markersize=6, markerfacecolor="white",
+                          markeredgecolor=drawn.get_color())
+        for size, label in _cache_marks(case, mine, meta):
+            axis.axvline(size, linestyle=":", linewidth=1, color="grey")
+            marks.append((axis, (label, _beside_line(size), {
+                "xycoords": ("data", "axes fraction"), "fontsize": TEXT_POINTS,
+                "color": "grey", "rotation": 90})))
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+        _latency_ticks(axis, mine[FIGURE].astype(float))
+        axis.tick_params(axis="x", labelrotation=45, labelsize=TEXT_POINTS)
+        axis.set_xlabel("working-set size (bytes, log scale)")
+        axis.set_ylabel(f"{LATENCY_AXIS} (log scale)")
+        where = ("host" if (mine["backend"] == "host").all() else "GPU")
+        memory = _MEMORY_LABELS.get(str(mine["memory"].iloc[0]), str(mine["memory"].iloc[0]))
+        axis.set_title(f"{where} load latency ({case}): {memory}", fontsize=9)
+        axis.grid(True, which="both", alpha=0.3)
+        handles, _labels = axis.get_legend_handles_labels()
+        if resident[mine.index].any():
+            handles.append(Line2D([], [], linestyle="none", marker="o", markerfacecolor="white",
+                                  markeredgecolor="grey", label=RESIDENT_LABEL))
+        axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                    loc="lower right",  # the cache names are at the top
+                    ncol=2 if len(handles) > 8 else 1)
+    for axis in axes[len(cases):]:
+        axis.set_visible(False)
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Load latency against working-set size (one dependent load at a time)",
+           meta, simulated)
+    readable(figure)
+    for axis in axes[:len(cases)]:  # last: where the data and legend are is known
+        place_clear(figure, axis, [label for owner, label in marks if owner is axis])
+    return figure
+
+
+def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
+    """Latency against the bandwidth a concurrent streaming load achieved (`load_gbps`), a
+    panel per loaded case, one line per device, each point named by the load's nominal
+    intensity; None without loaded rows."""
+    rows = results[(results["metric"] == "latency") & (results["status"] == "ok")
+                   & results[FIGURE].notna()
+                   & results["phase"].map(is_loaded).astype(bool)].copy()
+    if rows.empty:
+        return None
+    rows["percent"] = rows["phase"].map(load_percent)
+    idle = rows["percent"].eq(0) & rows["load_gbps"].isna()
+    rows.loc[idle, "load_gbps"] = 0.0  # the idle chase: no load at all
+    rows = rows[rows["load_gbps"].notna()]
+    if rows.empty:
+        return None
+    cases = list(dict.fromkeys(rows["case"]))
+    figure = _figure(5.6 * len(cases), 4.4)
+    axes = figure.subplots(1, len(cases), squeeze=False).ravel()
+    names: list[tuple[object, tuple[str, list[Candidate], dict]]] = []
+    for axis, case in zip(axes, cases, strict=True):
+        mine = rows[rows["case"] == case]
+        for device, line in mine.groupby("device", sort=False):
+            line = line.sort_values(["percent", "load_gbps"])
+            label = f"{case} {device}" + (" (simulated)" if (line["backend"] == "simulated")
+                                          .any() else "")
+            axis.plot(line["load_gbps"].astype(float), line[FIGURE], marker="o",
+                      markersize=4, label=label)
+            for _, point in line.iterrows():
+                xy = (float(point["load_gbps"]), float(point[FIGURE]))
+                names.append((axis, (f"{point['percent']}%", around(xy),
+                                     {"fontsize": TEXT_POINTS})))
+        # Room above and right of the highest and widest points for their names.
+        widest = float(mine["load_gbps"].max())  # 0 where no load ran (a simulated GPU)
+        axis.set_xlim(0, widest * LABEL_ROOM if widest > 0 else 1.0)
+        axis.set_ylim(0, float(mine[FIGURE].max()) * LABEL_ROOM)
+        axis.set_xlabel("bandwidth the concurrent load achieved (GB/s, 10^9 bytes/s)")
+        axis.set_ylabel(LATENCY_AXIS)
+        where = "host" if (mine["backend"] == "host").all() else "GPU"
+        axis.set_title(f"{where} latency under load ({case}); labels: the load's nominal "
+                       "intensity", fontsize=8)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=TEXT_POINTS, loc="upper left")
+    simulated = bool((rows["backend"] == "simulated").any())
+    _title(figure, "Load latency under a concurrent streaming load", meta, simulated)
+    readable(figure)
+    for axis in axes:  # last: where the data and legend are is known
+        place_clear(figure, axis, [name for owner, name in names if owner is axis])
+    return figure
+
+
+def write_plots(run: RunFolder, out_dir: Path | None = None,
+                notes: list[str] | None = None, band: Band | None = None) -> list[Path]:
+    """Write every plot that has data into `out_dir` (default: the run folder); why the
+    timeline plots could not be drawn goes to `notes`; `band` (each path's achievable band,
+    % of peak) is shaded in the summary plot."""
+    target = out_dir or run.path
+    summary = build_summary(run.results)
+    simulated = run.simulated
+    drawn = {
+        BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
+        SUMMARY_PNG: summary_figure(summary, run.meta, band),
+        TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated, run.results),
+        P2P_PNG: p2p_figure(run.results, run.meta),
+        LATENCY_PNG: latency_figure(run.results, run.meta),
+        LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
+        NUMA_LATENCY_PNG: numa_latency_figure(run.results, run.meta),
+        P2P_LATENCY_PNG: p2p_latency_figure(run.results, run.meta),
+        ROOFLINE_PNG: roofline_figure(run.results, machine_line(run.meta), SIMULATED_TITLE),
+    }
+    written = []
+    for name, figure in drawn.items():
+        if figure is not None:
+            written.append(save_figure(figure, target / name))
+    # The overlap timelines, from the event times the run recorded in timelines.json.
+    names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
+    try:
+        written += write_timeline_plots(target, read_timelines(run.path), run.host, names,
+                                        run.results)
+    except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
+        if notes is not None:  # the other plots stand
+            notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")
+    return written

@@ -1,0 +1,628 @@
+"""Terminal output: the summary table, the lines under it, and the compare table."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console, JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from bwprof.schema import flags
+from bwprof.schema.meta import RunMeta
+from bwprof.schema.metrics import EFFICIENCY
+from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.schema.text import one_line
+from bwprof.store.formats import (
+    cell_float,
+    cell_int,
+    cell_text,
+    is_missing,
+    lower_is_better_row,
+)
+from bwprof.units import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bwprof.analysis.compare import Comparison
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _size(row: ResultRow) -> str:
+    return format_bytes(row.size_bytes) if row.size_bytes else ""
+
+
+def _where(row: ResultRow) -> str:
+    if row.threads is not None:
+        return f"{row.threads} thr"
+    return row.device
+
+
+def headline_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
+    """Measured rows for the table: every host row, and for each GPU case, device and
+    direction only the largest size (the whole sweep is in results.csv). Simulated rows are
+    never shown as figures."""
+    measured = [r for r in rows if r.status in ("ok", "invalid") and r.backend != "simulated"
+                and not r.phase]  # overlap rows have their own lines (overlap_lines)
+    largest: dict[tuple[str, str, str], int] = {}
+    for row in measured:
+        key = (row.case, row.device, row.direction)
+        largest[key] = max(largest.get(key, 0), row.size_bytes or 0)
+    return [
+        row for row in measured
+        if row.backend == "host" or (row.size_bytes or 0) == largest[(row.case, row.device,
+                                                                        row.direction)]
+    ]
+
+
+def results_table(rows: Sequence[ResultRow]) -> Table:
+    """Headline rows (see `headline_rows`), one line each, in run order, with their flags
+    (a cache-resident figure says so beside it)."""
+    title = "bwprof results (GB/s = 1e9 bytes/s)"
+    table = Table(title=title, title_justify="left", min_width=len(title))
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("case", "left"), ("size", "right"), ("on", "left"), ("best", "right"),
+        ("median", "right"), ("unit", "left"), ("CV", "right"), ("% peak", "right"),
+        ("status", "left"), ("flags", "left"))
+    for column, justify in columns:
+        table.add_column(column, justify=justify)
+    for row in headline_rows(rows):
+        table.add_row(
+            row.case,
+            _size(row),
+            _where(row) + ("" if row.direction in ("within", "h2d", "d2h", "p2p")
+                           else f" {row.direction}"),
+            _fmt(row.value_best, ".2f"),
+            _fmt(row.value_median, ".2f"),
+            row.unit,
+            _fmt(None if row.cv is None else 100 * row.cv, ".1f") + ("%" if row.cv is not None
+                                                                       else ""),
+            _fmt(row.pct_of_peak, ".0f"),
+            row.status if row.status == "ok" else f"[bold red]{row.status}[/]",
+            # What the figure is not (a cache's, noisy, ...): the same words as the file's.
+            " ".join(sorted(row.flags - {"simulated"})),
+        )
+    return table
+
+
+MAX_REASON_LINES = 5
+
+
+def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per distinct reason for skipped or waived rows, naming the cases it covers."""
+    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        if row.status in ("skipped", "waived") and row.case not in grouped[(row.status, row.note)]:
+            grouped[(row.status, row.note)].append(row.case)
+    lines = []
+    for (status, reason), cases in list(grouped.items())[:MAX_REASON_LINES]:
+        shown = ", ".join(cases) if len(cases) <= 4 else f"{', '.join(cases[:3])}, ..."
+        lines.append(f"{status} {len(cases)} case(s) ({shown}): {reason}")
+    if len(grouped) > MAX_REASON_LINES:
+        rest = list(grouped)[MAX_REASON_LINES:]
+        lines.append(f"... and {len(rest)} more reason(s) for skipped or waived rows; see the "
+                     "status and note columns of results.csv")
+    return lines
+
+
+NOT_JUDGED = "the box was not judged on it"
+
+
+def failure_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """A line per row that failed: a figure that failed validation (`invalid: ...`, the
+    box's), or bwprof's own exception (`bwprof error in lat_host 1 GiB: ...`), which says
+    nothing of the box."""
+    lines = []
+    for row in rows:
+        if row.status not in FAILED_STATUSES:
+            continue
+        if row.case == "rank":  # a failed fleet rank's row says all in its note
+            lines.append(f"{row.status}: {row.note}")
+        elif row.status == "error":
+            where = " ".join(p for p in (row.case, _where(row), _size(row)) if p)
+            lines.append(f"bwprof error in {where}: {one_line(row.note)}; {NOT_JUDGED}")
+        else:
+            lines.append(f"{row.status}: {row.case} {_where(row)} {_size(row)} - {row.note}")
+    return lines
+
+
+SHOWN_FLAGS: tuple[str, ...] = (flags.NOISY, flags.BUSY_HOST)
+"""The flags the summary shows beside a figure: the figure is doubtful (it moved between
+samples; other processes took its cores)."""
+
+
+def busy_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line naming the host rows measured while other processes (or a hypervisor) took
+    their cores (`busy_host`), with the largest shares seen."""
+    busy = [r for r in rows if flags.BUSY_HOST in r.flags and r.status in ("ok", "invalid")]
+    if not busy:
+        return []
+    cases = list(dict.fromkeys(r.case for r in busy))
+    shown = ", ".join(cases) if len(cases) <= 6 else f"{', '.join(cases[:5])}, ..."
+    others = max((r.host_others_pct for r in busy if r.host_others_pct is not None),
+                 default=None)
+    steal = max((r.host_steal_pct for r in busy if r.host_steal_pct is not None),
+                default=None)
+    took = (f"other processes took up to {others:.0f}% of the measuring cores' time"
+            if others is not None else "other work ran on the measuring cores")
+    if steal is not None and steal >= 0.5:
+        took += f", the hypervisor stole up to {steal:.0f}%"
+    return [f"busy host: {len(busy)} host row(s) measured while {took} ({shown}): their "
+            "figures are partly the others', and `bwprof accept` does not judge them; "
+            "measure again on a quiet host"]
+
+
+def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per overlap case and device (efficiency, parts alone and together), and per
+    device the pipeline configuration with the best end-to-end throughput."""
+    measured = [r for r in rows if r.phase and r.status in ("ok", "invalid")
+                and r.backend != "simulated"]
+    lines = []
+    for row in measured:
+        if row.phase != "concurrent" or row.overlap_efficiency is None:
+            continue
+        alone = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
+                 == (row.case, row.device, row.size_bytes, "alone")]
+        # The efficiency's parts: where the copies ran as a pair (both directions at once),
+        # the pair's `both` row is the copies' part, not each direction alone.
+        pair = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase, r.direction)
+                == (row.case, row.device, row.size_bytes, "paired", "both")]
+        if pair:
+            alone = pair + [r for r in alone if r.direction == "compute"]
+        parts = " + ".join(f"{r.direction} {1e3 * (r.time_median_s or 0):.2f}" for r in alone)
+        lines.append(
+            f"{row.case} {row.device}: overlap efficiency {row.overlap_efficiency:.2f} "
+            f"(alone {parts} ms, together {1e3 * (row.time_median_s or 0):.2f} ms per op)"
+            + ("" if row.status == "ok" else f" [{row.status}]")
+        )
+    pipelines = [r for r in measured if r.phase == "pipeline" and r.gbps_median]
+    for device in dict.fromkeys(r.device for r in pipelines):
+        best = max((r for r in pipelines if r.device == device),
+                   key=lambda r: r.gbps_median or 0.0)
+        best_gbps = best.gbps_median or 0.0
+        # Against the copies in and out at once (the link both ways): what a pipeline that
+        # hid its kernel could reach. Runs before that reference compare with one direction.
+        both_ways = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
+                          == (best.case, device, best.size_bytes, "paired")), None)
+        copy = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase,
+                                             r.direction) == (best.case, device,
+                                                              best.size_bytes, "alone", "h2d")),
+                    None)
+        versus = (f", {best_gbps / both_ways.gbps_median:.2f} of the copies in and out at once"
+                  if both_ways is not None and both_ways.gbps_median
+                  else f", {best_gbps / copy.gbps_median:.2f}x the H2D copy alone"
+                  if copy is not None and copy.gbps_median else "")
+        lines.append(f"pipeline_chunked {device}: best {best.streams} stream(s) x "
+                     f"{_size(best)} chunks, {best_gbps:.2f} GB/s in + out{versus}")
+    return lines
+
+
+def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per loaded-latency case and device: the latency idle (`load_0`) and under
+    each intensity of the concurrent streaming load, with the bandwidth that load achieved
+    (`load_gbps`). Each latency is its row's median, as every figure is. Simulated rows are
+    never figures."""
+    from bwprof.analysis.summary import load_percent
+
+    loaded = [r for r in rows if r.metric == "latency" and load_percent(r.phase) is not None
+              and r.status == "ok" and r.value_median is not None and r.backend != "simulated"]
+    lines = []
+    for case, device in dict.fromkeys((r.case, r.device) for r in loaded):
+        mine = sorted((r for r in loaded if (r.case, r.device) == (case, device)),
+                      key=lambda r: (load_percent(r.phase) or 0, r.size_bytes or 0))
+        parts = []
+        for row in mine:
+            percent = load_percent(row.phase)
+            ns = f"{_gbps(row.value_median or 0.0)} ns"
+            if percent == 0:
+                parts.append(f"{ns} idle")
+                continue
+            load = f" ({_gbps(row.load_gbps)} GB/s)" if row.load_gbps is not None else ""
+            parts.append(f"{ns} at {percent}%{load}")
+        idle = next((r.value_median for r in mine if load_percent(r.phase) == 0), None)
+        heaviest = mine[-1]
+        factor = (f"; {(heaviest.value_median or 0.0) / idle:.1f}× idle at the heaviest load"
+                  if idle and load_percent(heaviest.phase) else "")
+        others = "cores" if mine[0].backend == "host" else "SMs"
+        lines.append(f"{case} {device} ({_size(mine[0])}): latency idle and under a "
+                     f"streaming load on the other {others} (the GB/s that load achieved): "
+                     f"{', '.join(parts)}{factor}")
+    return lines
+
+
+def simulated_lines(rows: Sequence[ResultRow]) -> list[str]:
+    count = sum(1 for row in rows if row.backend == "simulated" and row.status in ("ok",
+                                                                                 "invalid"))
+    if not count:
+        return []
+    return [f"simulated {count} GPU row(s): the CPU stand-in backend ran them to check the "
+            "bookkeeping; they are not measurements and are not shown as figures"]
+
+
+def telemetry_line(meta: RunMeta) -> str | None:
+    """One line on the counters: how many samples, or why telemetry was off."""
+    state = meta.telemetry
+    if state is None or meta.gpus.count is None:  # no GPU case: no GPU was even probed
+        return None
+    if state.enabled:
+        return (f"telemetry: {state.samples or 0} counter sample(s) every "
+                f"{state.interval_ms or 0:g} ms, joined to every GPU row"
+                + (f"; GPM on {', '.join(state.gpm)}" if state.gpm else ""))
+    return f"telemetry off: {state.reason}"
+
+
+def ddr_peak_line(summary: pd.DataFrame, meta: RunMeta) -> str | None:
+    """Why the DDR figure has no peak beside it (SMBIOS unreadable, channels unclear)."""
+    ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()]
+    if ddr.empty or ddr["peak_gbps"].notna().any():
+        return None
+    why = meta.host.ddr_peak_note if meta.host is not None else None
+    return f"DDR peak unknown: {why}" if why else None
+
+
+def sandbox_line(meta: RunMeta) -> str | None:
+    """Where the run was measured inside a sandbox such as gVisor, which sits between bwprof
+    and the host: say so beside its figures, which compare with runs in the same sandbox."""
+    name = meta.host.sandbox if meta.host is not None else None
+    if not name:
+        return None
+    return (f"measured inside a {name} sandbox: host memory and GPU calls pass through its "
+            "kernel and its CPU affinity is a stub, so host placement is unconfirmed; compare "
+            "with runs in the same sandbox")
+
+
+def finding_lines(findings: Any) -> list[str]:
+    """One line per finding: severity, device, what, evidence."""
+    if findings is None or len(findings) == 0:
+        return []
+    lines = []
+    for finding in findings.to_dict("records"):
+        def text(key: str, finding: dict = finding) -> str:
+            value = finding.get(key)
+            return "" if value is None or value != value else str(value)  # NaN != NaN
+
+        evidence = f" ({text('evidence')})" if text("evidence") else ""
+        lines.append(f"{text('severity')}: {text('device')}: {text('what')}{evidence}")
+    return lines
+
+
+def _gbps(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def figure_cell(value: object, backend: object, unit: str = "GB/s") -> str:
+    """A figure for the terminal in its unit (an efficiency as overlap %), and never a
+    simulated number."""
+    if is_missing(value):
+        return ""
+    if backend == "simulated":
+        return "simulated"
+    number = cell_float(value) or 0.0  # not missing: checked above
+    if unit == EFFICIENCY.unit:
+        return f"{100 * number:.0f}% overlap"
+    return f"{_gbps(number)} {unit}"
+
+
+def _on(row: pd.Series) -> str:
+    where = str(row["device"])
+    if not is_missing(row["threads"]):
+        where += f", {int(row['threads'])} thr"
+    return where
+
+
+def _size_cell(value: object) -> str:
+    size = cell_int(value)
+    return "" if size is None else format_bytes(size)
+
+
+SummaryGrid = tuple[list[tuple[str, int]], list[tuple[str, dict[str, str]]]]
+"""The summary as text cells: the columns shown (heading, least width) and per row its path's
+label and a cell per column."""
+
+
+def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
+    """The cells of the summary table (the terminal's and the HTML report's): one row per
+    figure with peaks, % of peak and the HBM ratios; a copy counted as traffic (`d2d_copy`)
+    also in `copied`, its bytes copied once (`copy_gbps`), the figure to hold against
+    nvbandwidth's. Columns empty for every row are left out. Simulated figures are never
+    shown as numbers."""
+    from bwprof.analysis.summary import PATH_LABELS
+
+    shown = summary[[not is_missing(r["value"]) or r["status"] != "absent"
+                     for _, r in summary.iterrows()]]
+    measured = shown[shown["backend"] != "simulated"]
+    # One figure column: headed GB/s while every figure is one (or an efficiency), else
+    # `value`, each figure of another unit saying its unit.
+    units = set(shown.loc[shown["value"].notna(), "unit"]) - {"GB/s", EFFICIENCY.unit}
+    value_column = "value" if units else "GB/s"
+    # A copy counted as traffic (d2d_copy) also as bytes copied once, nvbandwidth's figure.
+    copied = (shown["copy_gbps"].notna() & shown["gbps"].notna()
+              & (shown["copy_gbps"] < shown["gbps"] * (1 - 1e-9)))
+    optional = {
+        "copied": bool((copied & (shown["backend"] != "simulated")).any()),
+        "peak (%)": shown["peak_value"].notna().any(),
+        "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
+        "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
+        "flags": any(_shown_flags(row) for _, row in measured.iterrows()),
+        "status": (shown["status"] != "ok").any(),
+    }
+    columns = [("figure", 12), ("size", 7), (value_column, 9), ("copied", 6), ("peak (%)", 6),
+               ("CV", 5), ("flags", 5),
+               ("HBM÷DDR", 7), ("HBM÷PCIe", 8), ("status", 6)]
+    columns = [(c, width) for c, width in columns if optional.get(c, True)]
+    # A case whose rows on one device differ by direction only (lat_memcpy's h2d, d2h and
+    # within) names the direction, or its rows would read alike.
+    directions = shown.groupby(["path", "case", "device"], sort=False)["direction"].nunique()
+    several = {key for key, count in directions.items() if count > 1}
+    rows: list[tuple[str, dict[str, str]]] = []
+    for index, row in shown.iterrows():
+        simulated = row["backend"] == "simulated"
+
+        def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
+            return "" if is_missing(value) or simulated else format(value, spec) + suffix
+
+        figure = figure_cell(row["value"], row["backend"], str(row["unit"] or "GB/s"))
+        figure = figure.replace(" overlap", " eff.").removesuffix(" GB/s")
+        peak = ("" if is_missing(row["peak_value"]) or row["path"] == "overlap"
+                else _gbps(float(row["peak_value"])))
+        if peak and not simulated and not is_missing(row["pct_of_peak"]):
+            peak += f" ({row['pct_of_peak']:.0f}%)"
+        cv = (None if is_missing(row["cv"]) or is_missing(row["repeats"]) or int(row["repeats"]) < 2
+              else 100 * float(row["cv"]))
+        cells = {
+            "figure": " ".join(p for p in (
+                str(row["case"]),
+                str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
+                else "",
+                _on(row) if row["device"] else "",
+                cell_text(row.get("dtype"))) if p),
+            "size": _size_cell(row["size_bytes"]),
+            value_column: figure,
+            "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
+            "peak (%)": peak,
+            "CV": derived(cv, ".1f", "%"),
+            "flags": "" if simulated else _shown_flags(row),
+            "HBM÷DDR": derived(row["hbm_over_ddr"], ".1f", "×"),
+            "HBM÷PCIe": derived(row["hbm_over_pcie"], ".1f", "×"),
+            "status": str(row["status"]),
+        }
+        rows.append((PATH_LABELS.get(str(row["path"]), str(row["path"])),
+                     {c: cells[c] for c, _ in columns}))
+    return columns, rows
+
+
+def _shown_flags(row: pd.Series) -> str:
+    """The summary row's flags that make its figure doubtful (`SHOWN_FLAGS`), as the file
+    spells them."""
+    present = flags.split_flags(row.get("flags"))
+    return " ".join(flag for flag in SHOWN_FLAGS if flag in present)
+
+
+def path_table(summary: pd.DataFrame, title: str = "") -> Table:
+    """The summary (`summary_grid`: one group of rows per memory path) as a rich table whose
+    every cell may wrap, so the table fits an 80-column terminal."""
+    columns, rows = summary_grid(summary)
+    heading = f"bwprof summary{': ' + title if title else ''} (GB/s = 1e9 bytes/s)"
+    # At least as wide as its title (within the console), so the title does not wrap.
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True, min_width=len(heading))
+    for column, width in columns:
+        left = column in ("figure", "flags", "status")
+        table.add_column(column, justify="left" if left else "right", overflow="fold",
+                         min_width=width)
+    path = None
+    for label, cells in rows:
+        if label != path:
+            path = label
+            table.add_row(Text(label, style="bold"))
+        status = cells.get("status")
+        shown: list[str | Text] = list(cells.values())
+        if status is not None:
+            shown[-1] = Text(status, style="" if status == "ok"
+                             else "bold red" if status in FAILED_STATUSES else "yellow")
+        table.add_row(*shown)
+    return table
+
+
+def summary_notes(summary: pd.DataFrame) -> list[str]:
+    """The notes of the summary rows under the table: why paths have no figure (one line per
+    reason), which P2P pair is the slowest, where the best DDR figure came from."""
+    from bwprof.analysis.summary import PATH_LABELS, has_figure
+
+    lines: list[str] = []
+    missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for _, row in summary.iterrows():
+        label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
+        if not has_figure(row):
+            if row["status"] in ("skipped", "waived"):
+                continue  # said once, with the cases it covers, by not_run_lines
+            reason = "" if row["status"] == "absent" else str(row["note"])
+            missing[(str(row["status"]), reason)].append(label)
+        elif row["note"]:
+            lines.append(f"{label} {row['case']}: {row['note']}")
+    for (status, reason), labels in missing.items():
+        if status == "absent":
+            lines.append(f"not in this run: {', '.join(labels)} (none of their cases ran: not "
+                         "selected, or the run stopped first)")
+        else:
+            lines.append(f"no figure for {', '.join(labels)}: {status}: {reason}")
+    return lines
+
+
+def peak_lines(summary: pd.DataFrame) -> list[str]:
+    """Each peak the summary's `% of peak` reads, once per path, with its source: the one
+    peak `bwprof accept` shows too."""
+    from bwprof.analysis.summary import PATH_LABELS
+
+    if "peak_source" not in summary.columns:
+        return []
+    shown = summary[summary["peak_value"].notna() & (summary["peak_source"] != "")
+                    & summary["value"].notna()]
+    said = dict.fromkeys(
+        (PATH_LABELS.get(str(r["path"]), str(r["path"])), float(r["peak_value"]),
+         str(r["unit"]), str(r["peak_source"])) for _, r in shown.iterrows())
+    parts = [f"{label} {_gbps(peak)} {unit} ({source})" for label, peak, unit, source in said]
+    return [f"peaks (% of peak): {'; '.join(parts)}"] if parts else []
+
+
+def print_warnings(lines: Sequence[str]) -> None:
+    """'warning: ...' lines on stderr, where a person sees them whatever stdout is piped to
+    (a run that did not finish: its figures are not a finished run's)."""
+    import typer
+
+    for line in lines:
+        typer.echo(f"warning: {one_line(line)}", err=True)
+
+
+def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
+    for line in lines:
+        console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+LINE_STYLES = {"failed": "bold red", "findings": "yellow", "busy": "yellow"}
+
+
+def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
+                 meta: RunMeta | None = None, findings: Any = None,
+                 results: pd.DataFrame | None = None) -> dict[str, list[str]]:
+    """Every line the report says under the summary table, by kind and in order: the
+    summary's notes, the HBM/DDR sentence, each peak and its source, the HBM/DDR latency
+    sentence and the latency
+    under load, the DDR peak, a sandbox, the overlap lines, then
+    what was simulated, measured on a busy host, not run, or failed (a figure that failed
+    validation, or bwprof's own error), the state of telemetry and the findings. One
+    source for the terminal and for `--json`, so scripts see what people see. `results` is
+    `rows` as a frame, where the caller has it (building it again cost a report of a
+    hundred rows a tenth of its time)."""
+    from bwprof.analysis.roofline import roofline_lines
+    from bwprof.analysis.summary import headline_sentence, latency_sentence
+    from bwprof.schema.table import results_frame
+
+    meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
+    telemetry = telemetry_line(meta)
+    # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
+    show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
+                          and not meta.gpus.devices)
+    return {
+        "summary_notes": summary_notes(summary),
+        "headline": [headline_sentence(summary)],
+        "peaks": peak_lines(summary),
+        "roofline": (roofline_lines(results if results is not None else results_frame(rows))
+                     if rows else []),
+        "latency": [line for line in [latency_sentence(summary)] if line]
+        + loaded_latency_lines(rows),
+        "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
+        "sandbox": [line for line in [sandbox_line(meta)] if line],
+        "overlap": overlap_lines(rows),
+        "simulated": simulated_lines(rows),
+        "busy": busy_lines(rows),
+        "not_run": not_run_lines(rows),
+        "failed": failure_lines(rows),
+        "telemetry": [telemetry] if telemetry and show_telemetry else [],
+        "findings": [f"finding {line}" for line in finding_lines(findings)],
+    }
+
+
+def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
+                 title: str = "", show_rows: bool = False,
+                 meta: RunMeta | None = None, findings: Any = None,
+                 results: pd.DataFrame | None = None) -> None:
+    """The end of `bwprof run` and the body of `bwprof report`: the summary table, then
+    `report_lines` (`results`: `rows` as a frame, where the caller has it)."""
+    if show_rows and headline_rows(rows):
+        console.print(results_table(rows))
+    console.print(path_table(summary, title))
+    for kind, lines in report_lines(rows, summary, meta, findings, results).items():
+        _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
+
+
+def change_cell(row: pd.Series) -> str:
+    """'-20.0% beyond ±3.1%' for a later run's figure against the baseline: the change, and
+    whether it is beyond the noise band (`noise ?` where the rows cannot say)."""
+    if is_missing(row["change_pct"]):
+        return "" if not is_missing(row["value"]) or is_missing(row["baseline_value"]) else "absent"
+    if row["backend"] == "simulated" or row["baseline_simulated"]:
+        return "simulated"
+    text = f"{row['change_pct']:+.1f}%"
+    if is_missing(row["beyond_noise"]):
+        return text + " noise ?"
+    verdict = "beyond" if row["beyond_noise"] else "within"
+    return f"{text} {verdict} ±{row['noise_pct']:.1f}%"
+
+
+def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
+    """Each aligned figure of `scope` per run, and each later run's change against the first;
+    a line naming the device model opens each group of rows of that model."""
+    frame = comparison.rows[comparison.rows["scope"] == scope].copy()
+    base = frame[frame["baseline"]].set_index("figure_id")["backend"] == "simulated"
+    frame["baseline_simulated"] = frame["figure_id"].map(base).fillna(False)
+    labels = comparison.labels
+    what = "headline figures" if scope == "summary" else "every row"
+    heading = f"bwprof compare ({what}; baseline {labels[0]}; GB/s = 1e9 bytes/s)"
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  min_width=len(heading))
+    table.add_column("figure", overflow="fold", ratio=3)
+    for index, label in enumerate(labels):
+        table.add_column(label, justify="right", overflow="fold", ratio=2)
+        if index:
+            table.add_column(f"{label} vs {labels[0]}", justify="right", overflow="fold", ratio=3)
+    # Figures of one case, device and size that differ by direction only (lat_memcpy's h2d,
+    # d2h and within; bidir_pinned's h2d, d2h and both) name it, or their rows read alike.
+    directions = frame.groupby(["case", "device", "size_bytes"], sort=False,
+                               dropna=False)["direction"].nunique()
+    several = {key for key, count in directions.items() if count > 1}
+    model = None
+    for _, group in frame.groupby("figure_id", sort=False):
+        first = group.iloc[0]
+        if first["device_name"] != model:
+            model = first["device_name"]
+            table.add_row(Text(str(model) or "(no device model)", style="bold"))
+        parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
+        if (first["case"], first["device"], first["size_bytes"]) in several:
+            parts.insert(1, str(first["direction"]))
+        if cell_text(first.get("dtype")):
+            parts.append(str(first["dtype"]))
+        if first["phase"] and scope == "row":
+            parts.append(str(first["phase"]))
+        if not is_missing(first["page_bytes"]) and scope == "row":
+            parts.append(f"{format_bytes(int(first['page_bytes']))} pages")
+        if first["metric"] == EFFICIENCY.name:
+            parts.append("overlap efficiency")
+        elif first["metric"] != "bandwidth":
+            parts.append(f"{first['metric']} (lower is better)"
+                         if lower_is_better_row(first) else str(first["metric"]))
+        cells = [" ".join(p for p in parts if p)]
+        for index, (_, row) in enumerate(group.iterrows()):
+            unit = str(row["unit"]) if not is_missing(row["unit"]) else "GB/s"
+            value = figure_cell(row["value"], row["backend"], unit)
+            cells.append(value.removesuffix(" GB/s").removesuffix(" overlap") or "absent")
+            if index:
+                cells.append(change_cell(row))
+        table.add_row(*cells)
+    return table
+
+
+def print_comparison(console: Console, comparison: Comparison, show_all: bool = False,
+                     warn: bool = True) -> None:
+    """Which run is which, the machine differences, then the aligned figures; with `warn`,
+    the runs that did not finish on stderr."""
+    from bwprof.analysis.compare import run_lines
+
+    _print_lines(console, run_lines(comparison))
+    _print_lines(console, [f"warning: {one_line(line)}" for line in comparison.warnings
+                           if line not in comparison.state_warnings], style="yellow")
+    if warn:  # a run that did not finish: said where a person sees it
+        print_warnings(comparison.state_warnings)
+    console.print(compare_table(comparison, "summary"))
+    if show_all:
+        console.print(compare_table(comparison, "row"))
+    else:
+        _print_lines(console, ["every measured row, aligned, is in compare.csv (--out) or "
+                               "shown with --all"])

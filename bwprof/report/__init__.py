@@ -1,1 +1,0 @@
-"""Result rows, files and terminal output. Nothing here touches a GPU."""

@@ -1,0 +1,107 @@
+"""Output formats of the report tables: CSV always (the primary format), Parquet on request.
+
+Parquet needs pyarrow, an optional dependency; asking for it without pyarrow is a one-line
+error before anything is measured or written. Every table carries a `schema_version` column,
+whatever its format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pandas as pd
+
+from bwprof.coerce import integer, number, shorten
+from bwprof.errors import BwprofError
+from bwprof.schema.table import is_missing
+from bwprof.store.atomic import atomic_file
+
+__all__ = ["cell_float", "cell_int", "is_missing", "json_records", "plain", "row_at"]
+
+FORMATS: tuple[str, ...] = ("csv", "parquet")
+
+
+def check_format(name: str) -> bool:
+    """True when Parquet copies are wanted; BwprofError for an unknown format or no pyarrow."""
+    if name not in FORMATS:
+        raise BwprofError(f"unknown --format {shorten(name)!r}; choose one of: "
+                          f"{', '.join(FORMATS)}")
+    if name == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise BwprofError(
+                "--format parquet needs pyarrow: python3 -m pip install pyarrow"
+            ) from None
+    return name == "parquet"
+
+
+def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
+    """A table as a whole Parquet file (a temporary file renamed over the target), carrying
+    in its metadata what each of its columns means (`bwprof.schema.columns`), so the file
+    explains itself wherever it is copied."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bwprof.schema.columns import PARQUET_METADATA_KEY, meanings_of
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meanings = json.dumps(meanings_of(str(c) for c in frame.columns)).encode()
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           PARQUET_METADATA_KEY: meanings})
+    with atomic_file(target, binary=True) as handle:
+        pq.write_table(table, handle)
+    return target
+
+
+def cell_float(value: object) -> float | None:
+    """A table cell as a float, None where it holds no value (pandas' NA too)."""
+    return None if is_missing(value) else number(value)
+
+
+def cell_int(value: object) -> int | None:
+    """A table cell as an int, None where it holds no value (pandas' NA too)."""
+    return None if is_missing(value) else integer(value)
+
+
+def cell_text(value: object) -> str:
+    """A table cell as text, '' where it holds no value (a column an older file lacks, read
+    with `.get`, too)."""
+    return "" if is_missing(value) else str(value)
+
+
+def row_at(rows: pd.DataFrame, label: object) -> pd.Series:
+    """The row of a frame at an index label (idxmin/idxmax give one)."""
+    return rows.loc[cast(Any, label)]
+
+
+def plain(value: object) -> object:
+    """A JSON-ready value: None for NaN and pd.NA, Python numbers for NumPy ones."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if is_missing(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def json_records(frame: pd.DataFrame) -> list[dict[str, object]]:
+    """Rows of a table as JSON-ready dicts, missing cells as null."""
+    return [{str(key): plain(value) for key, value in record.items()}
+            for record in frame.to_dict("records")]
+
+
+def lower_is_better_row(row: pd.Series | Mapping[str, object]) -> bool:
+    """Whether a results or summary row's figure is better lower (a latency); a row that
+    does not say (a path with no figure) counts as higher is better."""
+    value = row["higher_is_better"]
+    return not is_missing(value) and not bool(value)

@@ -1,0 +1,447 @@
+"""The history store: every run's headline figures, one Parquet file per run, in a folder
+that many boxes can append to at once without a server.
+
+Layout: `STORE/run-<run_id>-<key>.parquet`, one file per run, each holding one row per
+headline figure of the run's summary (`bwprof.analysis.summary`), with the run's, the
+machine's (`box`: the box key of `bwprof.system.machine_identity`, empty for a run from
+before it) and the GPU's identity on every row (`COLUMNS`). `<key>` is the first 16 hex
+digits of the SHA-256 of the run's identity (its `run_id`; a run without one: its folder's
+name and start time), so the same run always lands on the same name, and `<run_id>` is that
+id cut to the characters a file name can always hold, for people.
+
+Writers never touch another writer's file: a file is written under a temporary name
+(`.run-....parquet.bwprof-<pid>-<random>.tmp`, which pandas, pyarrow and `bwprof trend`
+skip) and hard-linked into place, which never replaces a file (`publish_new`). Two boxes
+adding different runs write different names; two adding the same run at once store it
+once. Every file has the same column types (`ARROW_SCHEMA`), so `pandas.read_parquet(STORE)`
+and DuckDB's `read_parquet('STORE/run-*.parquet')` read the store as one table.
+
+A run is stored once. Adding it again (the same folder, or a copy) says so and writes
+nothing. A different run folder that claims a stored run_id with other results (its
+results file's SHA-256 differs) is refused with one line (exit 2): the store keeps the
+first, and a history never holds two sets of figures under one run.
+
+Only finished measurements are stored: a simulated run (test figures, never a
+measurement), a run that was interrupted, killed or is still running, and a folder that
+is not a run are refused with one line (exit 2) before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from io import BytesIO
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from bwprof.analysis.summary import build_summary
+from bwprof.errors import BwprofError, write_failure
+from bwprof.schema.meta import GpuMeta, RunMeta
+from bwprof.schema.reading import MAX_TABLE_BYTES, read_bytes
+from bwprof.schema.table import is_missing
+from bwprof.schema.text import one_line, shown
+from bwprof.store.atomic import publish_new
+from bwprof.store.export import RESULTS_FILE
+from bwprof.store.formats import cell_float, plain
+from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder, load_run
+from bwprof.store.runlock import is_debris
+
+HISTORY_VERSION = 1
+"""The store's own format version, in every row's `schema_version`."""
+FILE_PREFIX = "run-"
+FILE_SUFFIX = ".parquet"
+STORE_OPTION = "--store"
+PYARROW_ADVICE = "python3 -m pip install pyarrow"
+ABSENT = "absent"
+"""The summary's status of a path none of whose cases ran: such rows are not stored."""
+
+# (column, Arrow type): the store's columns, in order. "timestamp" is microseconds, UTC.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_key", "string"), ("run_id", "string"), ("started_utc", "timestamp"),
+    ("finished_utc", "timestamp"), ("host", "string"), ("box", "string"),
+    ("bwprof_version", "string"),
+    ("bwprof_commit", "string"), ("driver_version", "string"),
+    ("cuda_driver_version", "string"), ("path", "string"), ("case", "string"),
+    ("device", "string"), ("device_name", "string"), ("gpu_uuid", "string"),
+    ("gpu_serial", "string"), ("memory", "string"), ("direction", "string"),
+    ("size_bytes", "int64"), ("metric", "string"), ("unit", "string"),
+    ("higher_is_better", "bool"), ("value", "float64"), ("value_median", "float64"),
+    ("cv", "float64"), ("flags", "string"), ("status", "string"),
+    ("results_sha256", "string"), ("source", "string"), ("added_utc", "timestamp"),
+    ("schema_version", "int64"),
+)
+COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _kind in COLUMNS)
+LATER_COLUMNS: tuple[str, ...] = ("box",)
+"""Columns a file stored by an earlier bwprof lacks: read as empty (the run is keyed by its
+host name, as it was then)."""
+
+
+def need_pyarrow() -> None:
+    """BwprofError of one line where pyarrow (the store's Parquet) is not installed."""
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise BwprofError("the history store is Parquet and needs pyarrow: "
+                          f"{PYARROW_ADVICE}") from None
+
+
+def arrow_schema() -> Any:
+    """The pyarrow schema every file of the store is written with."""
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(),
+             "bool": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(name, kinds[kind]) for name, kind in COLUMNS])
+
+
+# -- one run as rows --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run made ready for the store: its rows, its file name, what identifies it."""
+
+    source: Path
+    run_id: str
+    key: str
+    digest: str
+    rows: pd.DataFrame
+
+    @property
+    def file_name(self) -> str:
+        return f"{FILE_PREFIX}{_name_part(self.run_id)}-{self.key}{FILE_SUFFIX}"
+
+    @property
+    def figures(self) -> int:
+        return int(self.rows["value"].notna().sum())
+
+
+def _name_part(run_id: str) -> str:
+    """The run_id as part of a file name: the characters any file system holds, at most 64."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._")[:64] or "run"
+
+
+def run_identity(meta: RunMeta, folder: Path) -> str:
+    """What makes a run the same run wherever its folder is copied: its run_id, or for a
+    run without one its folder's name and start time."""
+    if meta.run_id:
+        return meta.run_id
+    return f"{folder.name}@{meta.started_utc}"
+
+
+def _utc(text: str | None, folder: Path, what: str) -> pd.Timestamp | None:
+    if text is None:
+        return None
+    try:
+        stamp = pd.Timestamp(text)
+    except (TypeError, ValueError):
+        raise BwprofError(f"{shown(folder)}: system.json's {what} {one_line(text)!r} is not a "
+                          "time") from None
+    if not FIRST_YEAR <= stamp.year <= LAST_YEAR:
+        raise BwprofError(f"{shown(folder)}: system.json's {what} {one_line(text)!r} is not a "
+                          f"time a run was at (years {FIRST_YEAR} to {LAST_YEAR}): its clock "
+                          "or the file is wrong")
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+FIRST_YEAR, LAST_YEAR = 1970, 2200
+"""The years a stored run may carry. A box without a battery-backed clock starts at 1970; a
+year such as 9999 is a wrong clock or a forged file, and beyond matplotlib's dates (year
+9999 at most, the axis padded past it): it broke every `trend` plot of the store."""
+
+
+def _gpu(meta: RunMeta, device: object) -> GpuMeta | None:
+    """The GPU a summary row's device names ('gpu0', 'node7:gpu0' in a fleet run); None for
+    the host, an aggregate ('all') or a pair."""
+    node, _colon, label = str(device).rpartition(":")
+    gpus = meta.gpus
+    if node and meta.nodes and node in meta.nodes:
+        gpus = meta.nodes[node].gpus
+    return gpus.device(label)
+
+
+def _box(meta: RunMeta, device: object) -> str | None:
+    """The box key of the machine a summary row's device is on (a fleet run's node's, for
+    'node7:gpu0'); None where the run recorded no machine identity."""
+    node, _colon, _label = str(device).rpartition(":")
+    host = meta.host
+    if node and meta.nodes and node in meta.nodes:
+        host = meta.nodes[node].host
+    return host.box if host is not None else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or is_missing(value) or value == "" else one_line(str(value))
+
+
+def _results_digest(folder: Path) -> str:
+    """SHA-256 of the run's results file (results.csv, or results.parquet where it has only
+    that): what tells a copy of a stored run from another run claiming its run_id."""
+    path = folder / RESULTS_FILE
+    if not os.path.lexists(path):
+        path = folder / RESULTS_PARQUET
+    return hashlib.sha256(read_bytes(path, MAX_TABLE_BYTES)).hexdigest()
+
+
+def _refusal(run: RunFolder) -> str | None:
+    """Why a loaded run folder cannot go into the history, or None where it can."""
+    if run.simulated:
+        return (f"{run.label} is a simulated run (test figures from the CPU stand-in "
+                "backend), not a measurement: the history keeps measurements only")
+    if run.state != "finished":
+        return (f"{run.label} {run.stop_phrase}: the history keeps finished runs only; "
+                "run `bwprof run` again")
+    if run.meta.started_utc is None:
+        return f"{run.label} has no start time in system.json: it cannot be dated"
+    return None
+
+
+def prepare_run(folder: Path, added: datetime) -> StoredRun:
+    """A run folder's rows for the store; BwprofError (one line) where it is not a run
+    folder or is refused (`_refusal`)."""
+    run = load_run(folder)
+    why = _refusal(run)
+    if why is not None:
+        raise BwprofError(why)
+    meta = run.meta
+    identity = run_identity(meta, folder)
+    key = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    digest = _results_digest(folder)
+    started = _utc(meta.started_utc, folder, "started_utc")
+    finished = _utc(meta.finished_utc, folder, "finished_utc")
+    drivers = ", ".join(meta.gpus.metadata_values("driver_version")) or None
+    cuda = ", ".join(meta.gpus.metadata_values("cuda_driver_version")) or None
+    records = []
+    for row in build_summary(run.results).to_dict("records"):
+        if _text(row["case"]) is None or row["status"] == ABSENT:
+            continue  # a path none of whose cases ran: nothing of this run to follow
+        gpu = _gpu(meta, row["device"])
+        info = gpu.metadata if gpu is not None else {}
+        higher = plain(row["higher_is_better"])
+        records.append({
+            "run_key": key, "run_id": identity, "started_utc": started,
+            "finished_utc": finished, "host": _text(row["host"]) or meta.hostname or None,
+            "box": _box(meta, row["device"]),
+            "bwprof_version": meta.bwprof_version, "bwprof_commit": meta.bwprof_commit,
+            "driver_version": _text(info.get("driver_version")) if gpu else drivers,
+            "cuda_driver_version": _text(info.get("cuda_driver_version")) if gpu else cuda,
+            "path": _text(row["path"]), "case": _text(row["case"]),
+            "device": _text(row["device"]), "device_name": _text(row["device_name"]),
+            "gpu_uuid": _text(info.get("uuid")), "gpu_serial": _text(info.get("serial")),
+            "memory": _text(row["memory"]), "direction": _text(row["direction"]),
+            "size_bytes": plain(row["size_bytes"]), "metric": _text(row["metric"]),
+            "unit": _text(row["unit"]),
+            "higher_is_better": None if higher is None else bool(higher),
+            "value": cell_float(row["value"]), "value_median": cell_float(row["value_median"]),
+            "cv": cell_float(row["cv"]), "flags": _text(row["flags"]) or "",
+            "status": _text(row["status"]), "results_sha256": digest,
+            "source": shown(folder.resolve()), "added_utc": pd.Timestamp(added),
+            "schema_version": HISTORY_VERSION,
+        })
+    rows = pd.DataFrame.from_records(records, columns=list(COLUMN_NAMES))
+    return StoredRun(folder, identity, key, digest, rows)
+
+
+def _write_parquet(rows: pd.DataFrame, handle: IO[bytes]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(rows, schema=arrow_schema(), preserve_index=False)
+    pq.write_table(table, handle)
+
+
+# -- adding runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Added:
+    """What `add_runs` did with one run folder: `stored` False where the run was there."""
+
+    run: StoredRun
+    target: Path
+    stored: bool
+
+
+def _store_folder(store: Path) -> None:
+    """Make the store folder where it is missing; a path that is something else is one line
+    (exit 2), a folder that cannot be made one line of exit 3."""
+    try:
+        mode = os.stat(store).st_mode
+    except FileNotFoundError:
+        try:
+            store.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_failure(store, exc, option=STORE_OPTION) from None  # no file begun
+        return
+    except OSError as exc:
+        raise BwprofError(f"cannot use {STORE_OPTION} {shown(store)}: "
+                          f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise BwprofError(f"{STORE_OPTION} {shown(store)} is not a folder; give the history "
+                          "store's folder (it is made where missing)")
+
+
+def _stored_digest(path: Path) -> tuple[str | None, str]:
+    """The results digest and source of the run stored at `path` (a file of the store)."""
+    frame = read_store_file(path)
+    if frame.empty:
+        return None, "?"
+    return str(frame["results_sha256"].iloc[0]), str(frame["source"].iloc[0])
+
+
+def _conflict(run: StoredRun, target: Path, source: str) -> BwprofError:
+    return BwprofError(
+        f"{shown(run.source)} claims run_id {one_line(run.run_id)!r}, which {shown(target)} "
+        f"already holds from {source} with other results: refused (the store keeps the "
+        "first run of an id; a folder copied and edited is not the same run)")
+
+
+def _check_against_store(run: StoredRun, target: Path) -> bool:
+    """True where the store holds this run already; BwprofError where it holds another
+    run under its run_id."""
+    if not os.path.lexists(target):
+        return False
+    digest, source = _stored_digest(target)
+    if digest != run.digest:
+        raise _conflict(run, target, source)
+    return True
+
+
+def add_runs(folders: Sequence[Path], store: Path,
+             now: datetime | None = None) -> list[Added]:
+    """Add each run folder's headline figures to the store, each run once. Every folder is
+    read and checked, and checked against the store, before anything is written: a folder
+    refused is one line (BwprofError, exit 2) and nothing is added. A store that cannot be
+    written is an OutputError (exit 3) naming the file; the runs added before it stay."""
+    need_pyarrow()
+    added = now or datetime.now(timezone.utc)
+    runs: list[StoredRun] = []
+    for folder in folders:
+        run = prepare_run(folder, added)
+        earlier = next((r for r in runs if r.key == run.key), None)
+        if earlier is not None and earlier.digest != run.digest:
+            raise BwprofError(f"{shown(run.source)} and {shown(earlier.source)} both claim "
+                              f"run_id {one_line(run.run_id)!r} with different results: "
+                              "refused; add the one that is the run")
+        runs.append(run)
+    _store_folder(store)
+    present = {run.key: _check_against_store(run, store / run.file_name) for run in runs}
+    done: list[Added] = []
+    seen: set[str] = set()
+    for run in runs:
+        target = store / run.file_name
+        if present[run.key] or run.key in seen:
+            done.append(Added(run, target, False))
+            continue
+        seen.add(run.key)
+        stored = publish_new(target, lambda handle, rows=run.rows: _write_parquet(rows, handle),
+                             option=STORE_OPTION)
+        if not stored:  # another box added it in the meantime: the same run, or refused
+            _check_against_store(run, target)
+        done.append(Added(run, target, stored))
+    return done
+
+
+def added_lines(done: Sequence[Added]) -> list[str]:
+    """What `history add` prints: a line per run folder."""
+    lines = []
+    for item in done:
+        run = item.run
+        if item.stored:
+            lines.append(f"added {one_line(run.run_id)} ({run.figures} figure(s)) from "
+                         f"{shown(run.source)} to {shown(item.target)}")
+        else:
+            lines.append(f"already stored: {one_line(run.run_id)} (from {shown(run.source)}) "
+                         f"is in {shown(item.target)}; not added again")
+    return lines
+
+
+# -- reading the store ------------------------------------------------------------------------
+
+
+def store_files(store: Path) -> list[Path]:
+    """The run files of the store, sorted by name; BwprofError where the store is not a
+    readable folder. Temporary files of writers still at work are never among them."""
+    try:
+        names = os.listdir(store)
+    except FileNotFoundError:
+        raise BwprofError(f"{STORE_OPTION} {shown(store)} does not exist; make a store with "
+                          "`bwprof history add RUN_DIR --store DIR`") from None
+    except NotADirectoryError:
+        raise BwprofError(f"{STORE_OPTION} {shown(store)} is not a folder") from None
+    except OSError as exc:
+        raise BwprofError(f"cannot read {STORE_OPTION} {shown(store)}: "
+                          f"{exc.strerror or exc}") from None
+    return [store / name for name in sorted(names)
+            if name.startswith(FILE_PREFIX) and name.endswith(FILE_SUFFIX)
+            and not is_debris(name)]
+
+
+def read_store_file(path: Path) -> pd.DataFrame:
+    """One file of the store, checked: BwprofError (one line) where it is not one."""
+    import pyarrow.parquet as pq
+
+    data = read_bytes(path, MAX_TABLE_BYTES)
+    try:
+        frame = pq.read_table(BytesIO(data)).to_pandas()
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except Exception as exc:  # pyarrow's own error types for a damaged file
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
+    missing = [name for name in COLUMN_NAMES
+               if name not in frame.columns and name not in LATER_COLUMNS]
+    if missing:
+        raise BwprofError(f"{shown(path)} is not a bwprof history file (missing "
+                          f"{', '.join(missing[:5])})")
+    versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna())
+    if versions - {HISTORY_VERSION}:
+        raise BwprofError(f"{shown(path)} is of history version "
+                          f"{', '.join(str(v) for v in sorted(versions))}; this bwprof reads "
+                          f"version {HISTORY_VERSION}")
+    for name in LATER_COLUMNS:
+        if name not in frame.columns:
+            frame[name] = None
+    return frame
+
+
+def read_store(store: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """Every run of the store as one table (COLUMNS); a file that cannot be read is left
+    out with a note. BwprofError where the store holds no readable run."""
+    need_pyarrow()
+    files = store_files(store)
+    frames = []
+    for path in files:
+        try:
+            frames.append(read_store_file(path))
+        except BwprofError as exc:
+            if notes is not None:
+                notes.append(f"left out: {exc}")
+    if not frames:
+        raise BwprofError(f"{STORE_OPTION} {shown(store)} holds no run"
+                          f"{' that can be read' if files else ''}; add runs with "
+                          "`bwprof history add RUN_DIR --store DIR`")
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    frame = frame.loc[:, list(COLUMN_NAMES)]
+    if notes is not None:
+        notes.extend(identity_notes(frame))
+    return frame
+
+
+def identity_notes(frame: pd.DataFrame) -> list[str]:
+    """A line where stored runs recorded no machine identity: they are keyed by host name,
+    so machines that share one (`vm`, `localhost`) are one series there."""
+    bare = frame.loc[frame["box"].isna() | (frame["box"].astype(str) == ""), "run_key"]
+    if bare.empty:
+        return []
+    count = bare.nunique()
+    return [f"{count} stored run(s) recorded no machine identity (from a bwprof before it "
+            "kept one): their figures are keyed by host name, so machines sharing a host "
+            "name are not told apart there"]

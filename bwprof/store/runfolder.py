@@ -1,0 +1,362 @@
+"""Loading a saved run folder for `bwprof report` and `bwprof compare`, with one-line errors.
+
+A run folder is what `bwprof run` wrote: `results.csv` (or `results.parquet`) and
+`system.json` make the run; `samples.csv` (telemetry) and `findings.csv` are auxiliary. Every
+file is read with bounded effort (`bwprof.schema.reading`: regular files only, sizes and
+JSON depth bounded, UTF-8) and checked before use. A missing folder, a folder that is not a
+run, or a results.csv or system.json that is malformed or of another schema version is a
+BwprofError of one line naming the file, never a traceback. An auxiliary file that is
+damaged in any way (empty, torn, not UTF-8, malformed, of another version) costs only what
+it holds: a note in `RunFolder.notes` says what was left out, and the run is read.
+system.json is read once into a typed `RunMeta` (`bwprof.schema.meta`), so the report reads
+attributes whose kinds are known instead of guarding every key.
+
+A run that never finished is shown as such: `RunFolder.state_text` says whether it was
+interrupted (and by what), is still running, or stopped without finishing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+
+import pandas as pd
+
+from bwprof.coerce import shorten
+from bwprof.errors import BwprofError
+from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
+from bwprof.schema.reading import (
+    MAX_MESSAGE,
+    MAX_TABLE_BYTES,
+    MAX_TABLE_CELLS,
+    MAX_TABLE_COLUMNS,
+    MissingFile,
+    read_bytes,
+    read_json,
+)
+from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
+from bwprof.schema.table import (
+    check_schema_version,
+    checked_results,
+    read_results,
+    read_run_csv,
+)
+from bwprof.schema.text import one_line, printable, shown
+from bwprof.store import runlock
+from bwprof.store.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
+
+RESULTS_PARQUET = "results.parquet"
+
+
+@dataclass
+class RunFolder:
+    """One saved run: its rows, its metadata, and the telemetry samples where recorded."""
+
+    path: Path
+    results: pd.DataFrame
+    meta: RunMeta
+    """system.json, typed (`bwprof.schema.meta`)."""
+    samples: pd.DataFrame | None = None
+    findings: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    """What reading the folder left out (a last line cut off by a stopped run, a damaged
+    auxiliary file)."""
+    running: bool | None = None
+    """For a run never finalised: whether the run that claimed the folder is still alive
+    (`bwprof.store.runlock.running`; None where that cannot be told)."""
+
+    @property
+    def system(self) -> ReadOnlyDict:
+        """system.json as a read-only dict, for code written before `meta`."""
+        return read_only(self.meta.as_dict())
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.run_id or printable(self.path.name)
+
+    @property
+    def label(self) -> str:
+        """The folder's path as a label: printable and one line (a name that is not UTF-8
+        shows its bytes as `\\xff`)."""
+        return shown(self.path)
+
+    @property
+    def host(self) -> str:
+        return self.meta.hostname
+
+    @property
+    def simulated(self) -> bool:
+        return self.meta.simulated or bool((self.results["backend"] == "simulated").any())
+
+    @property
+    def state(self) -> str:
+        """'finished', 'interrupted' or 'incomplete' (`RunMeta.state`)."""
+        return self.meta.state
+
+    @property
+    def state_text(self) -> str:
+        """What became of the run, in a few words: 'finished'; 'interrupted', 'interrupted by
+        SIGHUP' or 'stopped: output error: ...' (what system.json says stopped it); and for a
+        run never finalised 'still running', 'stopped without finishing (killed or crashed)'
+        or, where the lock cannot tell, 'never finalised'."""
+        meta = self.meta
+        if meta.state == "interrupted":
+            by = one_line(meta.stopped_by) if meta.stopped_by else ""
+            if not by:
+                return "interrupted"
+            return f"interrupted by {by}" if by.startswith("SIG") else f"stopped: {by}"
+        if meta.state == "incomplete":
+            return {True: "still running", False: "stopped without finishing (killed or crashed)",
+                    None: "never finalised"}[self.running]
+        return "finished"
+
+    @property
+    def stop_phrase(self) -> str:
+        """The state as the end of 'the run ...': 'was interrupted by SIGHUP', 'is still
+        running'; '' for a finished run."""
+        if self.state == "finished":
+            return ""
+        if self.state == "interrupted":
+            return f"was {self.state_text}"
+        return {True: "is still running", False: "was killed or crashed before it finished",
+                None: "was never finalised"}[self.running]
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """One row per memory path (the columns of summary.csv), derived from the rows."""
+        from bwprof.analysis.summary import build_summary
+
+        return build_summary(self.results)
+
+
+def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:
+    """'{name} is incomplete (still running): {consequence}', '{name} was interrupted by
+    SIGHUP: {consequence}' for a run that did not finish, None for one that did: the words
+    report and compare warn with."""
+    if run.state == "finished":
+        return None
+    if run.state == "incomplete":
+        return f"{name} is incomplete ({run.state_text}): {consequence}"
+    text = run.state_text
+    if text.startswith("stopped: "):
+        return f"{name} was stopped ({text.removeprefix('stopped: ')}): {consequence}"
+    return f"{name} was {text}: {consequence}"
+
+
+def read_system(path: Path) -> RunMeta:
+    """system.json, checked once: a file that is not strict JSON, not an object, of another
+    schema version, or with a part of the wrong kind is a one-line error naming the part."""
+    return system_meta(read_json(path, strict=True), path)
+
+
+def system_meta(system: object, path: Path) -> RunMeta:
+    """Parsed system.json (from `path`, which errors name) as a typed RunMeta, with the
+    checks of `read_system`."""
+    if not isinstance(system, dict) or "schema_version" not in system:
+        raise BwprofError(f"{shown(path)} is not a bwprof system.json (no schema_version)")
+    version = system["schema_version"]
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise BwprofError(unreadable_version(shown(path), shorten(repr(version))))
+    try:
+        return RunMeta.from_dict(system)
+    except MetaError as exc:
+        raise BwprofError(f"{shown(path)} is malformed: {exc}") from None
+
+
+def _read_table(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """An auxiliary CSV file of the run (samples, findings), refused (BwprofError) where it is
+    of another schema version: files written before the tables carried the column have
+    none, and are read.
+
+    The refusal costs the file only, never the folder (`with_extras` turns it into a note):
+    the run is results.csv and system.json, whose versions are checked as strictly, so an
+    auxiliary file of another version in a readable folder was copied in from elsewhere, and
+    leaving it out, said in a note naming its version, loses only what it holds."""
+    frame = read_run_csv(path, notes)
+    if "schema_version" in frame.columns:
+        check_schema_version(frame, path)
+    return frame
+
+
+def numeric_column(frame: pd.DataFrame, column: str, path: Path, kind: str) -> pd.DataFrame:
+    """`frame` with `column` (which a bwprof `kind` file must have) made numeric, in place;
+    a one-line BwprofError where it is missing or holds a value that is not a number."""
+    if column not in frame.columns:
+        raise BwprofError(f"{shown(path)} is not a bwprof {kind} file (missing {column})")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if values.isna().any():
+        raise BwprofError(f"{shown(path)} is malformed: column {column} holds a value that is "
+                          "not a number")
+    frame[column] = values
+    return frame
+
+
+def read_samples(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """samples.csv (telemetry over time): needs `t_s`, numeric; other columns are kept."""
+    return numeric_column(_read_table(path, notes), "t_s", path, "samples")
+
+
+FINDINGS_NEEDS = ("severity", "what")
+
+
+def read_findings(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
+    """findings.csv: needs `severity` and `what` (what a finding's line shows)."""
+    frame = _read_table(path, notes)
+    missing = [c for c in FINDINGS_NEEDS if c not in frame.columns]
+    if missing:
+        raise BwprofError(f"{shown(path)} is not a bwprof findings file (missing "
+                          f"{', '.join(missing)})")
+    return frame
+
+
+def read_parquet_results(path: Path) -> pd.DataFrame:
+    """results.parquet, bounded like every table: its size before it is read, then its
+    columns and cells from the footer before any column is decoded."""
+    data = read_bytes(path, MAX_TABLE_BYTES)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise BwprofError(f"reading {shown(path)} needs pyarrow: python3 -m pip install "
+                          "pyarrow") from None
+    try:
+        metadata = pq.ParquetFile(BytesIO(data)).metadata
+        columns, rows = int(metadata.num_columns), int(metadata.num_rows)
+        if columns > MAX_TABLE_COLUMNS or columns * rows > MAX_TABLE_CELLS:
+            raise BwprofError(f"{shown(path)} has {rows:,} rows of {columns} columns, more "
+                              "than bwprof reads; it is not a table bwprof wrote")
+        frame = pd.read_parquet(BytesIO(data))
+    except BwprofError:
+        raise
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except Exception as exc:  # pyarrow raises its own error types for a damaged file
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"cannot read {shown(path)}: {why}") from None
+    return checked_results(frame, path)
+
+
+def _present(path: Path) -> bool:
+    """Whether something is at `path` (of any kind: the reader refuses what is not a file);
+    BwprofError where the folder cannot be looked into."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise BwprofError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    return True
+
+
+def load_run(path: str | Path) -> RunFolder:
+    """Load and check a run folder; BwprofError (one line) when it is not a usable run."""
+    folder = Path(path)
+    try:
+        return _load_run(folder)
+    except BwprofError as exc:  # one line, printable and of bounded length, whatever it quotes
+        message = one_line(str(exc))
+        if len(message) > MAX_MESSAGE:  # keep the end, which says what to do
+            message = f"{message[:MAX_MESSAGE - 1005]} ... {message[-1000:]}"
+        exc.args = (message,)
+        raise
+
+
+def _load_run(folder: Path) -> RunFolder:
+    try:
+        mode = os.stat(folder).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise BwprofError(f"run folder {shown(folder)} does not exist; pass a folder written "
+                          "by `bwprof run` (reports/<host>-<time> by default)") from None
+    except OSError as exc:
+        raise BwprofError(f"cannot read run folder {shown(folder)}: "
+                          f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        what = "a file" if stat.S_ISREG(mode) else "not a folder"
+        raise BwprofError(f"{shown(folder)} is not a run folder (it is {what}); pass the "
+                          f"folder that holds {RESULTS_FILE} and {SYSTEM_FILE}")
+    csv_path, parquet_path = folder / RESULTS_FILE, folder / RESULTS_PARQUET
+    has_system = _present(folder / SYSTEM_FILE)
+    has_csv = _present(csv_path)
+    if not has_system or not (has_csv or _present(parquet_path)):
+        missing = SYSTEM_FILE if not has_system else RESULTS_FILE
+        raise BwprofError(f"{shown(folder)} is not a bwprof run folder (no {missing}); pass "
+                          "a folder written by `bwprof run`")
+    meta = read_system(folder / SYSTEM_FILE)
+    notes: list[str] = []
+    results = read_results(csv_path, notes) if has_csv else read_parquet_results(parquet_path)
+    results = with_copy_figures(results)
+    run = with_extras(folder, results, meta, notes)
+    if meta.state == "incomplete":
+        run.running = runlock.running(folder)  # never blocks: a FIFO lock is None
+    return run
+
+
+def read_auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
+                   notes: list[str], lost: str) -> pd.DataFrame | None:
+    """An auxiliary file read by `read` (`read_run_csv` for any table); None where there is
+    none, or (with a note saying `lost` and why) where it cannot be read: it never makes the
+    folder unreadable."""
+    try:
+        return read(path, notes)
+    except MissingFile:
+        return None
+    except BwprofError as exc:
+        notes.append(f"{path.name} is left out ({lost}): {one_line(str(exc))}")
+        return None
+
+
+COPY_FIGURES = ("copy_gbps_median", "copy_gbps_best")
+
+
+def with_copy_figures(results: pd.DataFrame) -> pd.DataFrame:
+    """The copy-convention figures (`copy_gbps_*`) of a file written before they were
+    columns, derived again from each row's case (`bwprof.cases.copy_shares`) where the case
+    copies: a bandwidth row's GB/s times the case's share. Rows that carry them, and rows of
+    cases this bwprof does not know, stay as they are."""
+    from bwprof.cases import copy_shares
+
+    shares = results["case"].map(copy_shares())
+    if not len(results) or shares.isna().all():
+        return results
+    derived = results.copy()
+    bandwidth = derived["metric"].eq("bandwidth")
+    for column, source in zip(COPY_FIGURES, ("gbps_median", "gbps_best"), strict=True):
+        empty = derived[column].isna() & bandwidth & shares.notna()
+        derived.loc[empty, column] = derived.loc[empty, source] * shares[empty]
+    return derived
+
+
+def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,
+                notes: list[str] | None = None) -> RunFolder:
+    """A RunFolder of rows and metadata at hand, with the folder's samples and findings files
+    where they exist and can be read (the end of `bwprof run` uses this); what a damaged one
+    costs is in `notes`."""
+    notes = [] if notes is None else notes
+    samples = read_auxiliary(folder / SAMPLES_FILE, read_samples, notes,
+                             "no telemetry samples or their plot")
+    findings = read_auxiliary(folder / FINDINGS_FILE, read_findings, notes,
+                              "its findings are not shown")
+    if findings is None and meta.findings and not _exists(folder / FINDINGS_FILE):
+        notes.append(f"{FINDINGS_FILE} is missing although {SYSTEM_FILE} counts "
+                     f"{meta.findings} finding(s): they are not shown")
+    return RunFolder(folder, results, meta, samples, findings, notes)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return _present(path)
+    except BwprofError:
+        return True  # there, but not to be looked at: its note says so
+
+
+def machine_line(meta: RunMeta) -> str:
+    """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs."""
+    name = one_line(meta.hostname) or "?"
+    cpu = one_line(meta.host.cpu_model) if meta.host is not None else None
+    gpu_text = ", ".join(f"{n}× {one_line(model)}"
+                         for model, n in meta.gpus.model_counts().items())
+    gpu_text = gpu_text or "no GPU"
+    return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"

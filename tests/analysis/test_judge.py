@@ -1,0 +1,76 @@
+"""The verdict line: what failed and why, in the words a reviewer acts on."""
+
+from __future__ import annotations
+
+from bwprof.analysis.judge import Check, verdict_line
+
+
+def check(path: str, case: str, verdict: str, value: float, warn: float, reason: str,
+          device: str = "gpu0") -> Check:
+    return Check(box="vm", run_dir="r", device=device, gpu_model="NVIDIA H200", part="H200",
+                 path=path, case=case, verdict=verdict, reason=reason, value=value,
+                 warn=warn, fail=warn * 0.9, expected=warn / 0.95, reference=warn / 0.8,
+                 pct_of_band=100 * value * 0.95 / warn, pct_of_peak=80 * value / warn)
+
+
+def test_cases_of_one_path_are_told_apart():
+    """Four overlap cases warning read as one path four times over."""
+    line = verdict_line("vm", [
+        check("overlap", "overlap_h2d_compute", "WARN", 0.99, 1.0, "0.990 (median)"),
+        check("overlap", "overlap_bidir_compute", "WARN", 0.95, 1.0, "0.950 (median)")])
+    assert "WARN overlap_h2d_compute gpu0 " in line
+    assert "WARN overlap_bidir_compute gpu0 " in line
+
+
+def test_a_fault_that_fails_a_passing_figure_is_named_not_its_percentage():
+    fault = "link trained at Gen5 x8 under load, below its Gen5 x16 maximum"
+    line = verdict_line("vm", [
+        check("h2d", "h2d_pinned", "FAIL", 55.5, 53.1, f"{fault}; 55.5 GB/s (median)"),
+        check("hbm", "hbm_triad", "FAIL", 3000, 3942, "3000 GB/s (median); below 3528")])
+    assert f"FAIL H2D gpu0 {fault}" in line
+    assert "FAIL HBM gpu0 72% of band" in line  # a figure's own failure keeps its figure
+
+
+# -- bwprof's own errors, and a busy host --------------------------------------------------
+
+OVERFLOW = ("bwprof error in lat_host (2 GiB), and 1 more row(s): OverflowError: int too big "
+            "to convert; the box was not judged on it")
+
+
+def error_check(case: str = "lat_host", reason: str = OVERFLOW) -> Check:
+    return Check(box="vm", run_dir="r", device="cpu", gpu_model="", part="", path="latency",
+                 case=case, verdict="ERROR", reason=reason)
+
+
+def test_bwprofs_own_error_is_named_in_the_line_and_never_decides_the_boxs_verdict():
+    """The issue's run: lat_host raised; HBM passed. The box passes, and the line says the
+    error was bwprof's and what the box was not judged on."""
+    line = verdict_line("vm", [
+        check("hbm", "hbm_triad", "PASS", 4300, 3942, "4300 GB/s (median)"), error_check()])
+    assert line.startswith("vm: PASS — 2 checks: 1 pass, 1 error")
+    assert line.endswith("; bwprof error in lat_host: OverflowError: int too big to convert; "
+                         "the box was not judged on it")
+    assert verdict_line("vm", [error_check()]).startswith("vm: CANNOT JUDGE — 1 checks: 1 error")
+    several = verdict_line("vm", [error_check(), error_check("lat_host_loaded")])
+    assert several.endswith("bwprof error in lat_host, lat_host_loaded: OverflowError: int too "
+                            "big to convert; the box was not judged on them")
+
+
+def test_the_error_clause_survives_a_long_line_whose_failures_are_cut():
+    """Many failures fill the 160 columns: they are cut, the error is still said."""
+    failing = [check("hbm", "hbm_triad", "FAIL", 3000, 3942, "3000 GB/s (median); below",
+                     device=f"gpu{i}") for i in range(8)]
+    long_error = error_check(reason="bwprof error in lat_host: OverflowError: " + "x" * 200
+                             + "; the box was not judged on it")
+    line = verdict_line("vm", [*failing, long_error])
+    assert len(line) <= 160 and line.startswith("vm: FAIL")
+    assert "… (--json); bwprof error in lat_host: OverflowError: xxx" in line
+    assert line.endswith("…; the box was not judged on it")
+
+
+def test_a_path_not_judged_because_the_host_was_busy_says_so():
+    busy = Check(box="vm", run_dir="r", device="cpu", gpu_model="", part="", path="ddr",
+                 case="ddr_triad", verdict="CANNOT_JUDGE", busy=True,
+                 reason="busy: other processes took 63% of the measuring cores' time ...")
+    line = verdict_line("vm", [check("hbm", "hbm_triad", "PASS", 4300, 3942, "ok"), busy])
+    assert line == "vm: PASS — 2 checks: 1 pass, 1 cannot judge (DDR busy)"

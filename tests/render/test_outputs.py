@@ -1,0 +1,292 @@
+"""What `bwprof report` and `compare` write: every input checked before the first file,
+every file whole, and a run folder that cannot be written still shown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+
+from bwprof import cli
+from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE
+from bwprof.render.outputs import write_table
+from tests.faults import mount_tmpfs, read_only, unmount
+
+
+def _names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+# Catches: `bwprof report RUN` on read-only storage refuses to show anything, even with
+# --json --no-plots, or leaves an empty report/ folder behind
+@pytest.mark.parametrize("plots", [False, True])
+def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeypatch, capsys,
+                                                               plots):
+    run = run_copy("host-ddr")
+    before = _names(run)
+    read_only(monkeypatch, run)
+    code = cli.main(["report", str(run), "--html", *([] if plots else ["--no-plots"])])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    left = ("summary.csv, the plots, report.html, columns.csv" if plots
+            else "summary.csv, report.html, columns.csv")
+    note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
+            "to write them elsewhere")
+    assert captured.err == note + "\n"  # on stderr, where a person sees it
+    assert "ddr" in captured.out
+    assert _names(run) == before  # nothing half-written, no temporary file
+
+
+# Catches: `report RUN --json` writing RUN_DIR/report/ although issue 21 says "stdout only
+# (--json)": a script reading the JSON of an archived run changes the archive
+@pytest.mark.parametrize("plots", [False, True])
+def test_report_json_without_out_is_stdout_only(run_copy, capsys, plots):
+    run = run_copy("host-ddr")
+    before = _names(run)
+    code = cli.main(["report", str(run), "--json", *([] if plots else ["--no-plots"])])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["files"] == [] and report["notes"] == [] and report["summary"]
+    assert captured.err == ""
+    assert _names(run) == before  # no report/ folder, no file
+
+
+def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_written(
+        run_copy, monkeypatch, capsys):
+    run = run_copy("host-ddr")
+    read_only(monkeypatch, run)
+    assert cli.main(["report", str(run), "--no-plots"]) == 0
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert "ddr" in out and "wrote" not in out and "not written" not in out
+    # on stderr, as docs/reports.md says: seen even where stdout goes to a file or a pipe
+    assert captured.err == (f"not written to {run / 'report'}: summary.csv, columns.csv "
+                            "(Read-only file "
+                            "system); pass --out DIR to write them elsewhere\n")
+
+
+# Catches: `report A --out B` where B is another run's folder silently replaces B's own
+# summary.csv and plots with A's
+@pytest.mark.parametrize("mark", ["system.json", "results.csv", ".bwprof.lock"])
+def test_report_refuses_to_write_into_another_runs_folder(run_copy, tmp_path, capsys, mark):
+    run = run_copy("host-ddr")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / mark).write_text("{}" if mark == "system.json" else "x")
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    code = cli.main(["report", str(run), "--out", str(other), "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == EXIT_USAGE and captured.out == ""
+    assert captured.err == (f"error: --out {other} is another run's folder (it holds {mark}); "
+                            "its summary.csv and plots would be replaced by this run's: "
+                            "choose another --out\n")
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+
+
+def test_report_out_may_name_the_run_folder_itself_by_any_path(run_copy, tmp_path, capsys):
+    run = run_copy("host-ddr")
+    (tmp_path / "link").symlink_to(run)
+    for out in (run, tmp_path / "link", run / "." / ".." / run.name):
+        assert cli.main(["report", str(run), "--out", str(out), "--no-plots"]) == 0, out
+        assert "error" not in capsys.readouterr().err
+    assert (run / "summary.csv").is_file()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")  # a folder of other files is no run's
+    assert cli.main(["report", str(run), "--out", str(plain), "--no-plots"]) == 0
+    assert (plain / "summary.csv").is_file()
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_anything_is_shown(
+        run_copy, tmp_path, monkeypatch, capsys):
+    run, out = run_copy("host-ddr"), tmp_path / "elsewhere"
+    out.mkdir()
+    read_only(monkeypatch, out)
+    code = cli.main(["report", str(run), "--out", str(out), "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == EXIT_OUTPUT and captured.out == ""
+    assert captured.err == (f"error: cannot write {out / 'summary.csv'}: Read-only file "
+                            "system; choose another --out\n")
+    assert _names(out) == []
+    (tmp_path / "a-file").write_text("")
+    assert cli.main(["report", str(run), "--out", str(tmp_path / "a-file")]) == 2  # bad input
+    assert "exists and is not a folder" in capsys.readouterr().err
+
+
+# Catches: `report` with a malformed timings.csv and --format parquet fails after writing
+# part of its output
+@pytest.mark.parametrize("damage", ["0,1,2,3,4,5,6,7,8,9,10,11,12,13,14\n", "fast"],
+                         ids=["too-many-cells", "not-a-number"])
+def test_a_malformed_timings_csv_costs_only_timings_parquet(run_copy, capsys, damage):
+    run = run_copy("host-ddr")
+    timings = run / "timings.csv"
+    if damage == "fast":  # a value of the wrong kind
+        lines = timings.read_text().splitlines()
+        cells = lines[1].split(",")
+        cells[lines[0].split(",").index("seconds_per_op")] = "fast"
+        timings.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    else:  # a line of too many cells
+        timings.write_text(timings.read_text() + damage)
+    code = cli.main(["report", str(run), "--json", "--no-plots", "--format", "parquet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(captured.out)
+    assert {"summary.csv", "summary.parquet", "results.parquet"} <= set(_names(run / "report"))
+    assert "timings.parquet" not in _names(run / "report")
+    (note,) = [n for n in report["notes"] if "timings.parquet" in n]
+    assert note.startswith("timings.parquet not written: ") and str(timings) in note
+
+
+def test_a_table_is_written_whole_with_spreadsheet_safe_text(tmp_path):
+    frame = pd.DataFrame({"host": ["=1+1", "node7"], "gbps": [-1.5, 2.0]})
+    written = write_table(frame, tmp_path / "compare.csv", parquet=True)
+    assert [p.name for p in written] == ["compare.csv", "compare.parquet"]
+    assert (tmp_path / "compare.csv").read_text().splitlines() == [
+        "host,gbps", "'=1+1,-1.5", "node7,2.0"]
+    assert list(pd.read_parquet(tmp_path / "compare.parquet")["host"]) == ["=1+1", "node7"]
+    assert _names(tmp_path) == ["compare.csv", "compare.parquet"]
+
+
+def test_compare_out_that_cannot_be_written_is_one_line(run_copy, tmp_path, monkeypatch,
+                                                        capsys):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    read_only(monkeypatch, out)
+    code = cli.main(["compare", str(run_copy("sim-a")), str(run_copy("sim-b-slower")),
+                     "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == EXIT_OUTPUT
+    assert err == (f"error: cannot write {out / 'compare.csv'}: Read-only file system; "
+                   "choose another --out\n")
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A real read-only file system holding a copy of a stored run."""
+    from tests.conftest import DATA
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mount_tmpfs(folder, "1m")
+    try:
+        subprocess.run(["cp", "-r", str(DATA / "host-ddr"), str(folder / "run")], check=True)
+        remount = subprocess.run(["mount", "-o", "remount,ro", str(folder)],
+                                 capture_output=True, text=True)
+        if remount.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {remount.stderr.strip()}")
+        yield folder / "run"
+    finally:
+        unmount(folder)
+
+
+def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, capsys):
+    code = cli.main(["report", str(read_only_mount)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err == (f"not written to {read_only_mount / 'report'}: summary.csv, the "
+                            "plots, columns.csv (Read-only file system); pass --out DIR to "
+                            "write them elsewhere\n")
+    assert cli.main(["report", str(read_only_mount), "--json"]) == 0  # stdout only: no note
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["notes"] == [] and captured.err == ""
+
+
+def test_every_report_carries_its_column_dictionary_and_parquet_its_meanings(tmp_path):
+    """columns.csv beside the rows (every results.csv column, with its meaning), and the
+    same meanings in each Parquet copy's metadata, so a file copied alone explains itself."""
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from bwprof import cli
+    from bwprof.schema.columns import PARQUET_METADATA_KEY, RESULT_COLUMNS
+    from bwprof.schema.rows import CSV_COLUMNS
+    from tests.conftest import DATA
+
+    assert cli.main(["report", str(DATA / "host-ddr-v2"), "--out", str(tmp_path), "--no-plots",
+                     "--format", "parquet"]) == 0
+    dictionary = pd.read_csv(tmp_path / "columns.csv")
+    assert list(dictionary["column"]) == list(CSV_COLUMNS)
+    assert dict(zip(dictionary["column"], dictionary["meaning"], strict=True)) == RESULT_COLUMNS
+    meanings = json.loads(pq.read_schema(tmp_path / "results.parquet").metadata[
+        PARQUET_METADATA_KEY])
+    assert meanings["value_best"] == RESULT_COLUMNS["value_best"]
+    assert set(meanings) <= set(RESULT_COLUMNS)
+
+
+def test_the_summary_plot_shades_the_built_in_bands_of_a_measured_run():
+    from bwprof.render.outputs import _bands
+    from bwprof.store.runfolder import load_run
+    from tests.conftest import DATA
+
+    notes: list[str] = []
+    bands = _bands(load_run(DATA / "h200-quick"), notes)
+    assert bands is not None and notes == []
+    low, high = bands["hbm"]
+    assert 0 < low < high <= 100  # % of the part's peak: from where it passes to the expected
+    assert _bands(load_run(DATA / "sim-a"), notes) is None  # simulated: nothing to judge
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "link to a file", "below a file"])
+def test_an_out_that_cannot_be_a_folder_is_bad_input(tmp_path, kind):
+    """A symlink to nothing (mkdir says 'File exists') or a path through a file is the
+    user's path, not the storage: exit 2, as `run --out` gives, not 3."""
+    from bwprof.errors import BwprofError, OutputError
+    from bwprof.render.outputs import output_dir
+
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "out"
+    if kind == "dangling link":
+        out.symlink_to(tmp_path / "nowhere")
+    elif kind == "link to a file":
+        out.symlink_to(tmp_path / "file")
+    else:
+        out = tmp_path / "file" / "out"
+    with pytest.raises(BwprofError) as info:
+        output_dir(out, tmp_path / "default")
+    assert not isinstance(info.value, OutputError)
+    assert info.value.exit_code == EXIT_USAGE
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_figures_are_rendered_for_the_page_only_where_a_page_is_written(run_copy, monkeypatch,
+                                                                         html):
+    """The page's SVG of each figure costs about as much as its PNG: `report` without
+    --html renders none."""
+    from bwprof.store import atomic
+
+    rendered: list[str] = []
+    real = atomic._picture
+    monkeypatch.setattr(atomic, "_picture",
+                        lambda figure, name, *rest: rendered.append(name) or real(figure, name,
+                                                                                  *rest))
+    run = run_copy("host-ddr")
+    assert cli.main(["report", str(run), *(["--html"] if html else [])]) == 0
+    assert (run / "report" / "report.html").exists() == html
+    if html:
+        assert "bandwidth_vs_size.png" in rendered
+    else:
+        assert rendered == []
+
+
+def test_the_pages_svg_of_a_figure_is_drawn_on_the_layout_of_its_png(tmp_path, layout_solves):
+    """Constrained layout is most of a figure's drawing time: the SVG reuses the PNG's
+    (solved a moment before, on the same figure), so both show one layout, and the figure
+    keeps its layout engine for whatever draws it next."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    from bwprof.render.figstyle import new_figure
+    from bwprof.store.atomic import captured_figures, save_figure
+
+    figure = new_figure(4, 3)
+    figure.add_subplot().set_title("title")
+    with captured_figures() as pictures:
+        save_figure(figure, tmp_path / "figure.png")
+    assert [p.mime for p in pictures] == ["image/svg+xml"]
+    assert layout_solves == ["layout"]
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)

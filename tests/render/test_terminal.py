@@ -1,0 +1,217 @@
+import io
+from dataclasses import replace
+
+from rich.console import Console
+
+from bwprof.analysis.summary import build_summary
+from bwprof.render.terminal import failure_lines, not_run_lines, print_report
+from bwprof.schema.meta import GpusMeta, TelemetryMeta
+from bwprof.schema.table import results_frame
+from tests.schema.builders import host, meta
+from tests.store.test_export import make_row
+
+
+def _render(rows) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    print_report(console, rows, build_summary(results_frame(rows)))
+    return console.export_text()
+
+
+def test_summary_shows_measured_rows_and_one_line_per_skip_reason():
+    rows = [
+        make_row(),
+        make_row(case="h2d_pinned", status="skipped", note="no GPU", size_bytes=None),
+        make_row(case="hbm_triad", status="skipped", note="no GPU", size_bytes=None),
+        make_row(case="p2p_copy", status="waived", note="needs two GPUs", size_bytes=None),
+    ]
+    text = _render(rows)
+    assert "ddr_triad" in text and "1.54" in text  # the median (make_row's best is 3.07)
+    assert "skipped 2 case(s) (h2d_pinned, hbm_triad): no GPU" in text
+    assert "waived 1 case(s) (p2p_copy): needs two GPUs" in text
+
+
+def test_simulated_rows_never_show_a_figure():
+    text = _render([make_row(backend="simulated", gbps_best=123.456, gbps_median=99.5)])
+    assert "simulated" in text
+    assert "123.46" not in text and "99.50" not in text
+
+
+def test_failures_are_listed():
+    rows = [make_row(status="invalid", note="validation failed: 1 of 2"), make_row()]
+    assert failure_lines(rows) == ["invalid: ddr_triad 2 thr 1 KiB - validation failed: 1 of 2"]
+    assert not_run_lines(rows) == []
+
+
+def test_overlap_rows_get_their_own_lines_not_table_rows():
+    from bwprof.render.terminal import headline_rows, overlap_lines
+
+    common = dict(case="overlap_h2d_compute", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=256 << 20)
+    rows = [
+        make_row(**common, direction="h2d", phase="alone", time_median_s=0.004),
+        make_row(**common, direction="compute", phase="alone", time_median_s=0.003),
+        make_row(**common, direction="h2d", phase="overlapped", time_median_s=0.0041),
+        make_row(**common, direction="h2d+compute", phase="concurrent", time_median_s=0.0042,
+                 overlap_efficiency=0.93),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=64 << 20, direction="h2d", phase="alone", gbps_median=50.0),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=64 << 20, direction="h2d+compute+d2h", phase="pipeline",
+                 streams=2, gbps_median=80.0),
+        make_row(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                 size_bytes=16 << 20, direction="h2d+compute+d2h", phase="pipeline",
+                 streams=4, gbps_median=60.0),
+    ]
+    assert headline_rows(rows) == []
+    assert overlap_lines(rows) == [
+        "overlap_h2d_compute gpu0: overlap efficiency 0.93 (alone h2d 4.00 + compute 3.00 ms,"
+        " together 4.20 ms per op)",
+        "pipeline_chunked gpu0: best 2 stream(s) x 64 MiB chunks, 80.00 GB/s in + out, "
+        "1.60x the H2D copy alone",
+    ]
+    assert overlap_lines([replace(r, backend="simulated") for r in rows]) == []
+
+
+def test_a_pipeline_is_held_against_the_copies_in_and_out_at_once_where_measured():
+    from bwprof.render.terminal import overlap_lines
+
+    common = dict(case="pipeline_chunked", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=64 << 20)
+    rows = [make_row(**common, direction="h2d", phase="alone", gbps_median=50.0),
+            make_row(**common, direction="both", phase="paired", gbps_median=100.0),
+            make_row(**common, direction="h2d+compute+d2h", phase="pipeline", streams=2,
+                     gbps_median=80.0)]
+    assert overlap_lines(rows) == [
+        "pipeline_chunked gpu0: best 2 stream(s) x 64 MiB chunks, 80.00 GB/s in + out, "
+        "0.80 of the copies in and out at once"]
+
+
+def test_a_both_ways_overlap_line_names_the_pair_as_the_copies_part():
+    from bwprof.render.terminal import overlap_lines
+
+    common = dict(case="overlap_bidir_compute", backend="cuda", device="gpu0", threads=None,
+                  size_bytes=256 << 20)
+    rows = [
+        make_row(**common, direction="h2d", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="d2h", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="h2d", phase="paired", time_median_s=0.0051),
+        make_row(**common, direction="d2h", phase="paired", time_median_s=0.0053),
+        make_row(**common, direction="both", phase="paired", time_median_s=0.0053),
+        make_row(**common, direction="compute", phase="alone", time_median_s=0.0048),
+        make_row(**common, direction="h2d+d2h+compute", phase="concurrent",
+                 time_median_s=0.0053, overlap_efficiency=1.0),
+    ]
+    assert overlap_lines(rows) == [
+        "overlap_bidir_compute gpu0: overlap efficiency 1.00 (alone both 5.30 + compute 4.80"
+        " ms, together 5.30 ms per op)"]
+
+
+
+def test_telemetry_and_finding_lines():
+    import pandas as pd
+
+    from bwprof.render.terminal import finding_lines, telemetry_line
+
+    probed = GpusMeta(count=0, reason="no GPU")
+    assert telemetry_line(meta(gpus=probed, telemetry=TelemetryMeta(
+        enabled=False, reason="no GPU"))) == "telemetry off: no GPU"
+    # No GPU case selected: no GPU was probed, and the line would say nothing.
+    assert telemetry_line(meta(telemetry=TelemetryMeta(reason="no GPU case selected"))) is None
+    assert telemetry_line(meta()) is None  # a run from before telemetry was recorded
+    assert telemetry_line(meta(gpus=GpusMeta(count=1), telemetry=TelemetryMeta(
+            enabled=True, samples=40, interval_ms=50.0, gpm=("gpu0",)))) == (
+        "telemetry: 40 counter sample(s) every 50 ms, joined to every GPU row; GPM on gpu0")
+    frame = pd.DataFrame([{"severity": "warning", "device": "gpu1", "what": "PCIe link low",
+                           "why": "x", "evidence": "Gen4 x16"}])
+    assert finding_lines(frame) == ["warning: gpu1: PCIe link low (Gen4 x16)"]
+    assert finding_lines(frame.iloc[0:0]) == []
+
+
+def test_many_skip_reasons_are_capped():
+    from bwprof.render.terminal import MAX_REASON_LINES
+
+    rows = [make_row(case=f"c{i}", status="skipped", note=f"reason {i}", size_bytes=None)
+            for i in range(MAX_REASON_LINES + 3)]
+    lines = not_run_lines(rows)
+    assert len(lines) == MAX_REASON_LINES + 1
+    assert lines[-1].startswith("... and 3 more reason(s)")
+
+
+def test_without_a_gpu_the_reason_is_said_once():
+    from bwprof.analysis.summary import build_summary
+    from bwprof.render.terminal import print_report
+    from bwprof.schema.table import results_frame
+
+    reason = "no NVIDIA driver / no CUDA device found"
+    rows = [make_row()] + [make_row(case=c, backend="cuda", status="skipped", note=reason,
+                                    size_bytes=None, threads=None, device="")
+                           for c in ("h2d_pinned", "hbm_triad", "p2p_copy")]
+    console = Console(width=200, record=True, file=io.StringIO())
+    print_report(console, rows, build_summary(results_frame(rows)),
+                 meta=meta(telemetry=TelemetryMeta(enabled=False, reason=reason)))
+    assert console.export_text().count(reason) == 1
+
+
+def test_a_ddr_figure_without_a_peak_says_why_once():
+    from bwprof.render.terminal import ddr_peak_line
+
+    system = meta(host=host(ddr_peak_note="SMBIOS memory devices are readable by root only"))
+    summary = build_summary(results_frame([make_row()]))
+    assert ddr_peak_line(summary, system) == (
+        "DDR peak unknown: SMBIOS memory devices are readable by root only")
+    with_peak = build_summary(results_frame([make_row(peak_gbps=614.4, pct_of_peak=0.5)]))
+    assert ddr_peak_line(with_peak, system) is None
+    assert ddr_peak_line(summary, meta()) is None  # no host recorded
+    console = Console(width=200, record=True, file=io.StringIO())
+    print_report(console, [make_row()], summary, meta=system)
+    assert "DDR peak unknown: SMBIOS" in console.export_text()
+
+
+def test_a_run_inside_gvisor_says_so_under_the_summary():
+    from bwprof.render.terminal import report_lines, sandbox_line
+
+    summary = build_summary(results_frame([make_row()]))
+    system = meta(host=host(sandbox="gVisor"))
+    line = sandbox_line(system)
+    assert line is not None and line.startswith("measured inside a gVisor sandbox: ")
+    assert report_lines([make_row()], summary, system)["sandbox"] == [line]
+    assert sandbox_line(meta(host=host(sandbox=None))) is None
+    assert report_lines([make_row()], summary, meta())["sandbox"] == []  # no host recorded
+
+
+def test_a_summary_title_longer_than_the_table_stays_on_one_line():
+    rows = [make_row(gbps_best=20.0, size_bytes=64 << 20)]
+    console = Console(width=160, record=True, file=io.StringIO())
+    title = "gpu-node-rack07 (Intel(R) Xeon(R) Platinum 8480+) · 8× NVIDIA H200"
+    print_report(console, rows, build_summary(results_frame(rows)), title)
+    first = console.export_text().splitlines()[0]
+    assert first.startswith("bwprof summary: gpu-node-rack07") and "bytes/s)" in first, first
+
+
+# -- issue 32: bwprof's own errors, noisy and busy figures -------------------------------------
+
+
+def test_bwprofs_own_error_is_said_to_be_bwprofs_not_the_boxs():
+    rows = [make_row(case="lat_host", status="error", device="", threads=None,
+                     size_bytes=1 << 30, note="OverflowError: int too big\nto convert"),
+            make_row(status="invalid", note="validation failed: 1 of 2")]
+    assert failure_lines(rows) == [
+        "bwprof error in lat_host 1 GiB: OverflowError: int too big\\x0ato convert; the box "
+        "was not judged on it",
+        "invalid: ddr_triad 2 thr 1 KiB - validation failed: 1 of 2"]
+
+
+def test_noisy_and_busy_figures_are_named_in_the_summary_not_only_in_the_file():
+    """The summary table shows a headline figure's noisy and busy_host flags, and a line
+    says how busy the host was; a quiet, steady run shows neither."""
+    busy = make_row(size_bytes=256 << 20, cv=0.13, flags=frozenset({"noisy", "busy_host"}),
+                    host_others_pct=63.4, host_steal_pct=2.0)
+    text = _render([busy])
+    table_row, = [line for line in text.splitlines() if line.startswith(" ddr_triad cpu")]
+    assert "noisy busy_host" in table_row
+    assert ("busy host: 1 host row(s) measured while other processes took up to 63% of the "
+            "measuring cores' time, the hypervisor stole up to 2% (ddr_triad): their figures "
+            "are partly the others', and `bwprof accept` does not judge them") in text
+    quiet = _render([make_row(size_bytes=256 << 20, cv=0.01, host_others_pct=0.4,
+                              host_steal_pct=0.0)])
+    assert "busy" not in quiet and "noisy" not in quiet and "flags" not in quiet
