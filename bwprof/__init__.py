@@ -1,8 +1,9 @@
 """bwprof: memory-bandwidth and compute/transfer-overlap profiler for GPU servers.
 
-`bwprof.run(...)` measures this machine and returns a RunResult whose `.results` is a pandas
-DataFrame and `.meta` the machine metadata (`bwprof.schema.meta.RunMeta`) — the same data
-`bwprof run` writes. `bwprof.load(RUN_DIR)` reads a saved run folder back the same way.
+`bwprof.run(...)` measures this machine and returns a RunResult, a `Run` whose `.results` is a
+pandas DataFrame and `.meta` the machine metadata (`bwprof.schema.meta.RunMeta`) — the same
+data `bwprof run` writes. `bwprof.load(RUN_DIR)` reads a saved run folder back as the same
+`Run`; `.summary`, `.checks` and `.ceilings` are derived from it once, on first use.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ if TYPE_CHECKING:
     from bwprof.schema.meta import RunMeta
     from bwprof.store.runfolder import RunFolder
 
-__all__ = ["RunFolder", "RunMeta", "RunResult", "__version__", "load", "run"]
+__all__ = ["Run", "RunFolder", "RunMeta", "RunResult", "__version__", "load", "run"]
 
-_LAZY = {"run": "bwprof.api", "RunResult": "bwprof.api", "load": "bwprof.api",
+_LAZY = {"run": "bwprof.api", "RunResult": "bwprof.api", "load": "bwprof.saved",
+         "Run": "bwprof.analysis.run",
          "RunFolder": "bwprof.store.runfolder", "RunMeta": "bwprof.schema.meta"}
 
 

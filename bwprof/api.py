@@ -22,7 +22,7 @@ import pandas as pd
 from bwprof import interrupts
 from bwprof._version import __version__, git_commit
 from bwprof.analysis.findings import Finding, derive_findings, findings_frame
-from bwprof.analysis.summary import build_summary
+from bwprof.analysis.run import Run
 from bwprof.casespec import CaseSpec
 from bwprof.described import DescribedMachine
 from bwprof.errors import BwprofError, OutputError, RunInterrupted
@@ -36,10 +36,8 @@ from bwprof.runner import ProgressListener, RunContext, Runner, close_executors
 from bwprof.schema.meta import (
     NOT_PROBED,
     GpusMeta,
-    ReadOnlyDict,
     RunMeta,
     TelemetryMeta,
-    read_only,
 )
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame
@@ -55,7 +53,6 @@ from bwprof.store.export import (
     write_system_json,
 )
 from bwprof.store.formats import check_format
-from bwprof.store.runfolder import RunFolder, load_run, with_extras
 from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
@@ -75,37 +72,27 @@ class FleetShare:
     run_id: str | None = None
 
 
-@dataclass
-class RunResult:
-    """What one run produced: the rows as a DataFrame, the metadata, and where they were written."""
+@dataclass(eq=False)
+class RunResult(Run):
+    """What one run produced: the Run (`.results`, `.meta`, `.rows`, `.samples`,
+    `.findings`, and derived once `.summary`, `.checks`, `.ceilings`: what `bwprof.load` of
+    its folder gives), and what measuring it left besides: where it was written, whether it
+    was interrupted, the overlap timelines and the report files."""
 
-    results: pd.DataFrame
-    meta: RunMeta
-    """The run's metadata, typed: what system.json holds (`bwprof.schema.meta`)."""
-    rows: list[ResultRow] = field(repr=False)
-    run_dir: Path | None = None
     interrupted: bool = False
     timelines: list[dict[str, object]] = field(default_factory=list, repr=False)
-    findings: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    """Findings that flag a sick box (severity, device, what, why, evidence)."""
-    samples: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    """Every counter sample taken during the run (empty without telemetry)."""
-    summary: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    """One row per memory path (the columns of summary.csv); see bwprof.analysis.summary."""
     files: list[Path] = field(default_factory=list)
     """Report files written beside the rows: summary.csv, Parquet copies, plots."""
-    notes: list[str] = field(default_factory=list)
-    """Things the user should know that did not fail the run (e.g. a plot not drawn)."""
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run folder (None for a run measured without one)."""
+        return self.path
 
     @property
     def failed(self) -> list[ResultRow]:
         """Rows that make the run exit non-zero: validation failures and unexpected errors."""
         return [row for row in self.rows if row.status in FAILED_STATUSES]
-
-    @property
-    def system(self) -> ReadOnlyDict:
-        """system.json as a read-only dict, for code written before `meta`."""
-        return read_only(self.meta.as_dict())
 
 
 def utc_now() -> datetime:
@@ -782,13 +769,11 @@ class _Run:
                                   "counters")
 
     def _make_result(self) -> None:
-        frame = self._rows_frame()
         self.result = RunResult(
-            frame, self.meta, list(self.rows), self.run_dir, False,
-            timelines=list(self.runner.timelines) if self.runner is not None else [],
-            findings=findings_frame(self.findings),
+            self.run_dir, self._rows_frame(), self.meta,
             samples=pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS)),
-            summary=build_summary(frame),
+            findings=findings_frame(self.findings), measured_rows=list(self.rows),
+            timelines=list(self.runner.timelines) if self.runner is not None else [],
         )
 
     def _report_files(self, parquet: bool, plots: bool) -> None:
@@ -805,10 +790,12 @@ class _Run:
                 or self.finishing_interrupted):  # after Ctrl-C, no seconds of plotting
             return
         result = self.result
+        # The final metadata (the page says the run finished, and when): nothing has been
+        # derived from the result yet, so its summary and verdicts are of this metadata.
+        result.meta = self.meta
         try:
-            written = write_report_files(
-                with_extras(self.run_dir, result.results, self.meta), result.summary,
-                self.run_dir, parquet=parquet, plots=plots, html=plots)
+            written = write_report_files(result, self.run_dir, parquet=parquet, plots=plots,
+                                         html=plots)
         except KeyboardInterrupt:
             self.interrupt()
         except OutputError as exc:  # the run is whole; only its report files are not
@@ -877,10 +864,8 @@ class _Run:
         return result
 
 
-def load(run_dir: str | Path) -> RunFolder:
-    """A saved run folder, as `bwprof report` reads it: `.results` (the rows of results.csv,
-    integer columns as pandas' nullable Int64), `.meta` (system.json, typed:
-    `bwprof.schema.meta.RunMeta`), `.samples` and `.findings` (None where the run has none),
-    `.summary` (one row per memory path) and `.notes` (what reading left out). Anything
-    wrong with the folder is a BwprofError with one line; nothing is written."""
-    return load_run(run_dir)
+def load(run_dir: str | Path) -> Run:
+    """A saved run folder as one Run, as `bwprof report` reads it (`bwprof.saved.load`)."""
+    from bwprof.saved import load as load_saved
+
+    return load_saved(run_dir)

@@ -15,12 +15,13 @@ option through `_finite`, every rich Console through `bwprof.render.consoles`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -69,7 +70,39 @@ def _stdout_console(plain: bool = False) -> Console:
     return console(plain=plain, piped_columns=PIPED_COLUMNS)
 
 
-app = typer.Typer(
+def _refused(exc: BwprofError) -> int:
+    """The one error boundary's answer to a BwprofError: its line on stderr, its exit code
+    (2 bad input, 3 output that could not be written)."""
+    typer.echo(f"error: {exc}", err=True)
+    return exc.exit_code
+
+
+def _guarded(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` behind the error boundary: what it refuses becomes `_refused`'s line and
+    exit code, however the app is invoked (the console script, `main`, typer's test
+    runner). No command catches a BwprofError itself."""
+
+    @functools.wraps(command)
+    def run_guarded(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except BwprofError as exc:
+            raise typer.Exit(_refused(exc)) from None
+
+    return run_guarded
+
+
+class _App(typer.Typer):
+    """A typer app whose every command is registered behind the error boundary."""
+
+    # typer's own signature, passed through whole: only the registered function changes.
+    def command(self, *args: Any, **kwargs: Any) -> Callable[  # type: ignore[override]
+            [Callable[..., None]], Callable[..., None]]:
+        register = super().command(*args, **kwargs)
+        return lambda command: register(_guarded(command))
+
+
+app = _App(
     name="bwprof",
     help="Memory-bandwidth and compute/transfer-overlap profiler for GPU servers.",
     add_completion=False,
@@ -78,27 +111,15 @@ app = typer.Typer(
 )
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _refuse(exc: BwprofError) -> NoReturn:
-    """A BwprofError as its one line and its own exit code (2, or 3 for OutputError)."""
-    _fail(str(exc), exc.exit_code)
-
-
 def _user_path(raw: str, option: str) -> Path:
-    """Every path option and argument, checked and made absolute in one place: a leading
+    """Every path option and argument the CLI itself uses, checked and made absolute in one
+    place (`bwprof.paths.user_path`; the API calls it for the paths it is given): a leading
     `~` is the home folder for every file written (the shell leaves `--out=~/x` alone), a
     name the file system cannot hold is one line. typer's own Path conversion is not used:
     it turns `./~/x` into `~/x` before bwprof sees it."""
     from bwprof.paths import user_path
 
-    try:
-        return user_path(raw, option)
-    except BwprofError as exc:
-        _refuse(exc)
+    return user_path(raw, option)
 
 
 def _finite(value: float | None) -> float | None:
@@ -122,13 +143,13 @@ def _numba_ready(fleet: bool = False) -> None:
 
     try:
         import_numba()
-    except BwprofError as exc:
+    except BwprofError:
         if fleet:
             from bwprof.fleet.comm import rank_from_environment
 
             if rank_from_environment() not in (None, 0):
                 raise typer.Exit(EXIT_USAGE) from None
-        _refuse(exc)
+        raise
 
 
 MAX_MPI_TIMEOUT_S = 7 * 24 * 3600
@@ -225,18 +246,19 @@ def run_command(
 
     fleet = mpi or launched_by_mpi()
     if machine is not None and not dry_run:
-        _fail("--machine plans for a machine described in a file: it needs --dry-run "
-              "(nothing can be measured on a described machine)")
+        raise BwprofError("--machine plans for a machine described in a file: it needs "
+                          "--dry-run (nothing can be measured on a described machine)")
     if dry_run:
         _dry_run(dict(cases=cases, preset=preset, repeats=repeats, threads=threads,
                       size=size, budget_s=budget, simulate=simulate,
                       telemetry=not no_telemetry, plots=not no_plots), machine)
         return
     if mpi_timeout <= 0:
-        _fail(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
+        raise BwprofError(f"--mpi-timeout must be positive, got {mpi_timeout:g}")
     if mpi_timeout > MAX_MPI_TIMEOUT_S:
-        _fail(f"--mpi-timeout must be at most {MAX_MPI_TIMEOUT_S} seconds (7 days), got "
-              f"{mpi_timeout:g}: a rank that waits longer for the others is a hang")
+        raise BwprofError(f"--mpi-timeout must be at most {MAX_MPI_TIMEOUT_S} seconds (7 days), "
+                          f"got {mpi_timeout:g}: a rank that waits longer for the others is "
+                          "a hang")
     _numba_ready(fleet)
     if threads is None:
         _say_thread_cap()
@@ -273,11 +295,8 @@ def _dry_run(options: dict[str, Any], machine: str | None) -> None:
     from bwprof.render.planview import plan_lines
 
     _numba_ready()
-    try:
-        planned = api.plan_run(machine=None if machine is None
-                               else _user_path(machine, "--machine"), **options)
-    except BwprofError as exc:
-        _refuse(exc)
+    planned = api.plan_run(machine=None if machine is None
+                           else _user_path(machine, "--machine"), **options)
     plan, estimate = planned.plan, planned.estimate
     gpus = planned.gpus.model_counts()
     title = (f"{planned.described + ': ' if planned.described else ''}"
@@ -332,8 +351,6 @@ def _measure(out_dir: Path | None, options: dict[str, Any],
         if fleet_options is None:
             return api.run(out=out_dir, progress=progress, **options)
         return _measure_fleet_rank(out_dir, options, fleet_options, progress)
-    except BwprofError as exc:
-        _refuse(exc)
     except RunInterrupted as exc:
         if exc.result.run_dir is None and out_dir is not None:  # given back before a row
             _exit_interrupted(" before the first measurement: nothing was written",
@@ -371,12 +388,9 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
     """The summary and findings (unless quiet), where the run went, and exit 1 when a figure
     failed validation or raised."""
     from bwprof.render.terminal import print_report
-    from bwprof.store.runfolder import machine_line
 
     if not quiet:
-        print_report(_stdout_console(plain=fleet), result.rows, result.summary,
-                     machine_line(result.meta),
-                     meta=result.meta, findings=result.findings, results=result.results)
+        print_report(_stdout_console(plain=fleet), result, result.machine)
     for note in result.notes:
         typer.echo(note, err=True)
     typer.echo(f"wrote {result.run_dir}")
@@ -418,20 +432,15 @@ def report_command(
     ] = False,
 ) -> None:
     """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
-    from bwprof.saved import make_run_report, print_run_report, run_report_json
+    from bwprof import saved
 
-    folder = _user_path(run_dir, "RUN_DIR")
-    report_dir = _user_path(out, "--out") if out is not None else None
-    try:
-        report = make_run_report(folder, model=model, plots=not no_plots,
-                                 file_format=file_format, out=report_dir, html=html,
-                                 write=not as_json)
-    except BwprofError as exc:
-        _refuse(exc)
+    report = saved.make_run_report(run_dir, model=model, plots=not no_plots,
+                                   file_format=file_format, out=out, html=html,
+                                   write=not as_json)
     if as_json:
-        typer.echo(json.dumps(run_report_json(report, show_rows=rows), indent=2))
+        typer.echo(json.dumps(saved.run_report_json(report, show_rows=rows), indent=2))
     else:
-        print_run_report(_stdout_console(), report, show_rows=rows)
+        saved.print_run_report(_stdout_console(), report, show_rows=rows)
 
 
 @app.command("compare")
@@ -461,36 +470,22 @@ def compare_command(
 ) -> None:
     """The same figures across runs and boxes: change in %, beyond noise or not, machine
     differences, and a fleet-acceptance exit code with --fail-below."""
-    from bwprof.analysis import compare
-    from bwprof.render.outputs import output_dir, write_table
+    from bwprof import saved
+    from bwprof.analysis.compare import comparison_json, regression_lines
     from bwprof.render.terminal import print_comparison, print_warnings
-    from bwprof.store.formats import check_format
-    from bwprof.store.runfolder import load_run
 
-    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
-    out_dir = _user_path(out, "--out") if out is not None else None
-    try:
-        threshold = compare.parse_fail_below(fail_below) if fail_below is not None else None
-        parquet = check_format(file_format)
-        if parquet and out_dir is None:
-            raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
-                              "--out DIR")
-        comparison = compare.compare_runs([load_run(path) for path in folders], by=by)
-        written = (write_table(comparison.rows,
-                               output_dir(out_dir, out_dir) / compare.COMPARE_FILE, parquet)
-                   if out_dir is not None else [])
-    except BwprofError as exc:
-        _refuse(exc)
-    regressions = comparison.regressions(threshold) if threshold is not None else []
+    result = saved.compare(run_dirs, by=by, out=out, fail_below=fail_below,
+                           file_format=file_format)
+    comparison, regressions = result.comparison, result.regressions
     if as_json:
-        document = compare.comparison_json(comparison, threshold, regressions)
+        document = comparison_json(comparison, result.threshold, regressions)
         print_warnings(comparison.state_warnings)  # runs that did not finish, on stderr
         typer.echo(json.dumps(document, indent=2))
     else:
         print_comparison(_stdout_console(), comparison, show_all)
-        if written:
-            typer.echo(f"wrote {', '.join(str(path) for path in written)}")
-    for line in compare.regression_lines(regressions, threshold or 0):
+        if result.written:
+            typer.echo(f"wrote {', '.join(str(path) for path in result.written)}")
+    for line in regression_lines(regressions, result.threshold or 0):
         typer.echo(line, err=True)
     if regressions:
         raise typer.Exit(EXIT_FAILED)
@@ -523,24 +518,10 @@ def accept_command(
     """PASS, WARN or FAIL per GPU and path against the part's achievable band (ERROR where
     bwprof's own error left a path unjudged): exit 0 when nothing fails (ERROR included: it
     is not the box's), 1 when anything does, 2 for bad input."""
-    from bwprof.analysis.spec import Spec, load_spec
-    from bwprof.render.accept import accept_json, accept_runs, text_lines, write_files
-    from bwprof.store.formats import check_format
-    from bwprof.store.runfolder import load_run
+    from bwprof import saved
+    from bwprof.render.accept import accept_json, text_lines
 
-    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
-    spec_path = _user_path(spec, "--spec") if spec is not None else None
-    out_dir = _user_path(out, "--out") if out is not None else None
-    try:
-        parquet = check_format(file_format)
-        if parquet and out_dir is None:
-            raise BwprofError("--format parquet writes accept.parquet: give it a folder with "
-                              "--out DIR")
-        the_spec = load_spec(spec_path) if spec_path is not None else Spec()
-        result = accept_runs([load_run(path) for path in folders], the_spec)
-        written = write_files(result, out_dir, parquet) if out_dir is not None else []
-    except BwprofError as exc:
-        _refuse(exc)
+    result, written = saved.accept(run_dirs, spec=spec, out=out, file_format=file_format)
     if as_json:
         typer.echo(json.dumps(accept_json(result), indent=2))
     else:
@@ -720,13 +701,10 @@ def kernels_command(
     from bwprof.gpu import ptx
 
     _numba_ready()
-    try:
-        target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
-        if cc is not None:
-            ptx.check_supported(target)
-        results = ptx.compile_all(target)
-    except BwprofError as exc:
-        _refuse(exc)
+    target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
+    if cc is not None:
+        ptx.check_supported(target)
+    results = ptx.compile_all(target)
     typer.echo("\n".join(ptx.report_lines(results, target)))
     if any(not r.ok for r in results):
         raise typer.Exit(EXIT_FAILED)
@@ -751,25 +729,25 @@ def monitor_command(
     from bwprof.telemetry.monitor import monitor, table
 
     if not 1 <= interval <= 60_000:
-        _fail(f"--interval must be between 1 and 60000 ms, got {interval:g}")
+        raise BwprofError(f"--interval must be between 1 and 60000 ms, got {interval:g}")
     if count is not None and count < 1:
-        _fail(f"--count must be at least 1, got {count}")
+        raise BwprofError(f"--count must be at least 1, got {count}")
     csv_path = _user_path(csv_file, "--csv") if csv_file is not None else None
     if not nvml.available():
-        _fail(f"nothing to monitor: {nvml.reason()}")
+        raise BwprofError(f"nothing to monitor: {nvml.reason()}")
     existed = csv_path is not None and os.path.lexists(csv_path)
     if csv_path is not None:
         if existed and _in_a_run_folder(csv_path):
-            _fail(f"--csv {csv_path} is a file of a bwprof run folder; monitor would replace "
-                  "it: choose another --csv")
+            raise BwprofError(f"--csv {csv_path} is a file of a bwprof run folder; monitor "
+                              "would replace it: choose another --csv")
         try:
             csv_path.parent.mkdir(parents=True, exist_ok=True)
             csv_path.touch()
         except OSError as exc:
-            _refuse(write_failure(csv_path, exc, option="--csv"))
+            raise write_failure(csv_path, exc, option="--csv") from None
     reader = CounterReader.every_gpu(nvml.get_nvml())
     if not reader.labels:
-        _fail("nothing to monitor: NVML sees no GPU")
+        raise BwprofError("nothing to monitor: NVML sees no GPU")
     peaks = reader.hbm_peaks()
     try:
         with Live(table([], interval, 0), auto_refresh=False, console=console()) as live:
@@ -777,10 +755,10 @@ def monitor_command(
                            show=lambda latest, n: live.update(table(latest, interval, n,
                                                                     peaks), refresh=True),
                            count=count)
-    except OutputError as exc:
+    except OutputError:
         if csv_path is not None and not existed:
             _remove_if_empty(csv_path)  # made by this command, and never written
-        _refuse(exc)
+        raise
     where = f"; every sample in {csv_path}" if csv_path is not None else ""
     typer.echo(f"stopped after {done.taken} sample(s){where}")
     if done.error_count:
@@ -804,7 +782,7 @@ def _remove_if_empty(path: Path) -> None:
 
 # -- history and trend: `bwprof history add`, `bwprof trend` (bwprof.store.history, .trend) --
 
-history_app = typer.Typer(
+history_app = _App(
     name="history", no_args_is_help=True, add_completion=False,
     help="The history store: every run's headline figures, one Parquet file per run.",
 )
@@ -819,15 +797,10 @@ def history_add_command(
 ) -> None:
     """Add each run's headline figures to the store, once per run (a run added again is
     said and left as it is). Needs pyarrow."""
-    from bwprof.store.history import add_runs, added_lines
+    from bwprof import saved
+    from bwprof.store.history import added_lines
 
-    folders = [_user_path(path, "RUN_DIRS") for path in run_dirs]
-    store_dir = _user_path(store, "--store")
-    try:
-        done = add_runs(folders, store_dir)
-    except BwprofError as exc:
-        _refuse(exc)
-    for line in added_lines(done):
+    for line in added_lines(saved.history_add(run_dirs, store)):
         typer.echo(line)
 
 
@@ -855,38 +828,18 @@ def trend_command(
 ) -> None:
     """Each GPU's figures over time against the fleet's range (PNG per case), and the GPUs
     that fell below their own history: exit 1 when any did."""
-    from bwprof.analysis import trend
-    from bwprof.store.history import read_store
+    from bwprof import saved
 
-    if not 0 < threshold <= 1000:
-        _fail(f"--threshold must be a percentage above 0 and at most 1000, got {threshold:g}")
-    store_dir = _user_path(store, "--store")
-    out_dir = _user_path(out if out is not None else os.path.join("reports", "trend"), "--out")
-    if out_dir == store_dir:
-        _fail("--out is the store's folder: plots there would break readers of the store "
-              "(pandas.read_parquet reads every file); choose another --out")
-    notes: list[str] = []
-    try:
-        fleet = trend.figures(read_store(store_dir, notes))
-        if fleet.empty:
-            raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
-        rows = trend.select(fleet, gpu=gpu, case=case)
-        found = trend.falls(rows, threshold)
-        written = [] if no_plots else trend.write_trend_plots(rows, fleet, out_dir, found)
-    except BwprofError as exc:
-        _refuse(exc)
-    for note in notes:
+    result = saved.trend(store, gpu=gpu, case=case, out=out, threshold=threshold,
+                         plots=not no_plots)
+    for note in result.notes:
         typer.echo(f"note: {note}", err=True)
-    gpus = rows.loc[rows["gpu_uuid"].notna(), "gpu_uuid"].nunique()
-    # Hosts counted as boxes: host#box where the run recorded its machine's box key (two
-    # machines named vm are two), the host name where it recorded none.
-    box = rows.reindex(columns=["box"])["box"].fillna("").astype(str)
-    hosts = rows["host"].fillna("?").astype(str)
-    boxes = hosts.where(box == "", hosts + "#" + box).nunique()
     plots = ("no plots (--no-plots)" if no_plots
-             else f"wrote {', '.join(str(path) for path in written)}")
-    typer.echo(f"{gpus} GPU(s) on {boxes} host(s), {rows['case'].nunique()} "
-               f"case(s), {rows['run_key'].nunique()} run(s); {plots}")
+             else f"wrote {', '.join(str(path) for path in result.written)}")
+    typer.echo(f"{result.gpus} GPU(s) on {result.boxes} host(s), "
+               f"{result.rows['case'].nunique()} case(s), {result.rows['run_key'].nunique()} "
+               f"run(s); {plots}")
+    found = result.falls
     for fall in found:
         typer.echo(fall.line(threshold))
     if found:
@@ -968,9 +921,8 @@ def _run_app(argv: list[str] | None) -> int:
         code = command.main(args=argv, prog_name="bwprof", standalone_mode=False)
     except typer.Abort:  # click's word for an interrupt (older click, and EOF at a prompt)
         return EXIT_INTERRUPTED
-    except BwprofError as exc:  # one a command did not turn into its line itself
-        typer.echo(f"error: {exc}", err=True)
-        return exc.exit_code
+    except BwprofError as exc:  # outside a command: while typer calls an option's callback
+        return _refused(exc)
     except Exception as exc:
         # typer's vendored click raises UsageError subclasses for bad options; they carry
         # format_message() and exit_code. Anything else is a bug and keeps its traceback.

@@ -1,36 +1,77 @@
-"""`bwprof report RUN_DIR`: the summary, findings, plots and model arithmetic of a saved run,
-rendered again on any machine without touching hardware."""
+"""The API over saved run folders: `load`, and the reading commands `report`, `compare`,
+`accept`, `history add` and `trend`, each one call the CLI makes and a notebook can make.
+
+Every function here reads and never measures: nothing of numba, CuPy, NVML or bwprof's
+measuring code is imported (`tests/test_layers.py`). Each folder is read once into one
+`Run` (`bwprof.analysis.run`), whose summary, verdicts and ceilings every output shares.
+Anything wrong with the input is a BwprofError of one line (exit 2), a file that cannot be
+written an OutputError (exit 3); nothing is written before every input is checked.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 import pandas as pd
 from rich.console import Console
 
+from bwprof.analysis import trend as trends
+from bwprof.analysis.acceptance import Acceptance, accept_runs
+from bwprof.analysis.compare import (
+    COMPARE_FILE,
+    Comparison,
+    Regression,
+    compare_runs,
+    parse_fail_below,
+)
 from bwprof.analysis.model import ModelReport, model_lines, model_report, parse_model
-from bwprof.analysis.summary import build_summary, headline_sentence
+from bwprof.analysis.run import Run
+from bwprof.analysis.spec import Spec, load_spec
+from bwprof.analysis.summary import headline_sentence
 from bwprof.errors import BwprofError
 from bwprof.paths import user_path
-from bwprof.render.outputs import REPORT_DIR, Written, output_dir, write_report_files
+from bwprof.render.accept import write_files as write_accept_files
+from bwprof.render.outputs import REPORT_DIR, Written, output_dir, write_report_files, write_table
 from bwprof.render.terminal import print_report, print_warnings, report_lines
+from bwprof.render.trendplot import write_trend_plots
 from bwprof.schema.rows import SCHEMA_VERSION
-from bwprof.schema.table import rows_from_frame
 from bwprof.schema.text import json_ready, one_line, shown
+from bwprof.store import history
 from bwprof.store.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
 from bwprof.store.formats import check_format, json_records, plain
-from bwprof.store.runfolder import RunFolder, load_run, machine_line, state_warning
+from bwprof.store.runfolder import load_run, state_warning
+
+
+def load(run_dir: str | Path) -> Run:
+    """A saved run folder as one Run: `.results` (the rows of results.csv, integer columns
+    as pandas' nullable Int64), `.meta` (system.json, typed: `bwprof.schema.meta.RunMeta`),
+    `.samples` and `.findings` (None where the run has none), `.notes` (what reading left
+    out), and derived on first use `.rows`, `.summary` (one row per memory path),
+    `.checks` (the verdicts against the built-in bands) and `.ceilings`. Anything wrong
+    with the folder is a BwprofError with one line; nothing is written."""
+    return _load(run_dir, "RUN_DIR")
+
+
+def _load(run_dir: str | Path, option: str) -> Run:
+    """`load`, the path checked and made absolute as the argument `option` names."""
+    return Run.of(load_run(user_path(run_dir, option)))
 
 
 @dataclass
 class RunReport:
-    run: RunFolder
-    summary: pd.DataFrame
+    """`bwprof report`: the run, the files written for it, and the model's arithmetic."""
+
+    run: Run
     written: Written
     model: ModelReport | None = None
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return self.run.summary
 
 
 def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: bool = True,
@@ -51,18 +92,121 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     spec = parse_model(model) if model is not None else None
     parquet = check_format(file_format)
     chosen = user_path(out, "--out") if out is not None else None
-    run = load_run(run_dir)
+    run = load(run_dir)
+    folder = run.path
+    assert folder is not None  # a run read from a folder
     if chosen is not None:
-        _not_another_run(chosen, run.path)
-    summary = build_summary(run.results)
-    report = (model_report(spec, summary, run.meta, run.results) if spec is not None
+        _not_another_run(chosen, folder)
+    report = (model_report(spec, run.summary, run.meta, run.results) if spec is not None
               else None)
     if not write and chosen is None and not html and not parquet:
-        return RunReport(run, summary, Written(), report)
-    target = run.path / REPORT_DIR if chosen is None else output_dir(chosen, chosen)
-    written = write_report_files(run, summary, target, parquet=parquet, plots=plots,
+        return RunReport(run, Written(), report)
+    target = folder / REPORT_DIR if chosen is None else output_dir(chosen, chosen)
+    written = write_report_files(run, target, parquet=parquet, plots=plots,
                                  default_dir=chosen is None, html=html)
-    return RunReport(run, summary, written, report)
+    return RunReport(run, written, report)
+
+
+
+@dataclass
+class CompareResult:
+    """`bwprof compare`: the comparison, the regressions past `--fail-below` (none without
+    it) and the files written."""
+
+    comparison: Comparison
+    threshold: float | None = None
+    regressions: list[Regression] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+
+def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path | None = None,
+            fail_below: str | None = None, file_format: str = "csv") -> CompareResult:
+    """The same figures across runs (the first is the baseline), with compare.csv written
+    to `out` where given, and the headline figures that fell more than `fail_below`% below
+    the baseline's (or are missing)."""
+    out_dir = user_path(out, "--out") if out is not None else None
+    threshold = parse_fail_below(fail_below) if fail_below is not None else None
+    parquet = check_format(file_format)
+    if parquet and out_dir is None:
+        raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
+                          "--out DIR")
+    comparison = compare_runs([_load(path, "RUN_DIRS") for path in run_dirs], by=by)
+    written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
+                           parquet) if out_dir is not None else [])
+    regressions = comparison.regressions(threshold) if threshold is not None else []
+    return CompareResult(comparison, threshold, list(regressions), written)
+
+
+def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
+           out: str | Path | None = None,
+           file_format: str = "csv") -> tuple[Acceptance, list[Path]]:
+    """Every run held against its part's bands (or `spec`'s, a TOML file), with accept.csv
+    and accept_fleet.csv written to `out` where given."""
+    spec_path = user_path(spec, "--spec") if spec is not None else None
+    out_dir = user_path(out, "--out") if out is not None else None
+    parquet = check_format(file_format)
+    if parquet and out_dir is None:
+        raise BwprofError("--format parquet writes accept.parquet: give it a folder with "
+                          "--out DIR")
+    the_spec = load_spec(spec_path) if spec_path is not None else Spec()
+    result = accept_runs([_load(path, "RUN_DIRS") for path in run_dirs], the_spec)
+    written = write_accept_files(result, out_dir, parquet) if out_dir is not None else []
+    return result, written
+
+
+def history_add(run_dirs: Sequence[str | Path], store: str | Path) -> list[history.Added]:
+    """Each run's headline figures added to the history store, once per run."""
+    history.need_pyarrow()  # before any folder is read: nothing can be stored without it
+    store_dir = user_path(store, "--store")
+    runs = [_load(path, "RUN_DIRS") for path in run_dirs]
+    return history.add_runs(runs, store_dir)
+
+
+@dataclass
+class TrendResult:
+    """`bwprof trend`: the figures followed, those that fell, the plots and the notes."""
+
+    rows: pd.DataFrame
+    falls: list[trends.Fall]
+    written: list[Path]
+    notes: list[str]
+
+    @property
+    def gpus(self) -> int:
+        return int(self.rows.loc[self.rows["gpu_uuid"].notna(), "gpu_uuid"].nunique())
+
+    @property
+    def boxes(self) -> int:
+        """Hosts counted as boxes: host#box where the run recorded its machine's box key
+        (two machines named vm are two), the host name where it recorded none."""
+        box = self.rows.reindex(columns=["box"])["box"].fillna("").astype(str)
+        hosts = self.rows["host"].fillna("?").astype(str)
+        return int(hosts.where(box == "", hosts + "#" + box).nunique())
+
+
+def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
+          out: str | Path | None = None, threshold: float = 5.0,
+          plots: bool = True) -> TrendResult:
+    """Each GPU's figures over time from the history store, those whose latest run fell more
+    than `threshold`% below the median of their earlier runs, and (with `plots`) a
+    trend-<case>.png per case in `out` (default: reports/trend)."""
+    if not 0 < threshold <= 1000:
+        raise BwprofError(f"--threshold must be a percentage above 0 and at most 1000, got "
+                          f"{threshold:g}")
+    store_dir = user_path(store, "--store")
+    out_dir = user_path(out if out is not None else os.path.join("reports", "trend"), "--out")
+    if out_dir == store_dir:
+        raise BwprofError("--out is the store's folder: plots there would break readers of "
+                          "the store (pandas.read_parquet reads every file); choose another "
+                          "--out")
+    notes: list[str] = []
+    fleet = trends.figures(history.read_store(store_dir, notes))
+    if fleet.empty:
+        raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
+    rows = trends.select(fleet, gpu=gpu, case=case)
+    found = trends.falls(rows, threshold)
+    written = write_trend_plots(rows, fleet, out_dir, found) if plots else []
+    return TrendResult(rows, found, written, notes)
 
 
 def _resolved(path: Path) -> Path:
@@ -96,7 +240,7 @@ def _say_not_written(notes: list[str]) -> None:
         typer.echo(one_line(note), err=True)
 
 
-def report_warnings(run: RunFolder) -> list[str]:
+def report_warnings(run: Run) -> list[str]:
     """What `report` warns about on stderr: a run that did not finish, whose figures are
     only those of the rows it wrote."""
     consequence = ("its figures are of the rows written so far" if run.running
@@ -106,7 +250,7 @@ def report_warnings(run: RunFolder) -> list[str]:
     return [line] if line else []
 
 
-def _state_tag(run: RunFolder) -> str:
+def _state_tag(run: Run) -> str:
     """' (incomplete: still running)' after the run's first line; '' once finished."""
     if run.state == "finished":
         return ""
@@ -122,13 +266,12 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
     run = report.run
     meta = run.meta
     console.print(
-        f"run {run.label}: {one_line(run.run_id)}, {machine_line(meta)}, bwprof "
+        f"run {run.label}: {one_line(run.run_id)}, {run.machine}, bwprof "
         f"{one_line(meta.bwprof_text)}, started {one_line(meta.started_utc or '?')}"
         + _state_tag(run),
         markup=False, highlight=False, soft_wrap=True,
     )
-    print_report(console, rows_from_frame(run.results), report.summary, show_rows=show_rows,
-                 meta=meta, findings=run.findings, results=run.results)
+    print_report(console, run, show_rows=show_rows)
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -155,13 +298,12 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     warnings and the notes about files not written also go to stderr, where a person
     running the command sees them."""
     run = report.run
-    lines = report_lines(rows_from_frame(run.results), report.summary, run.meta, run.findings,
-                         run.results)
+    lines = report_lines(run)
     warnings = report_warnings(run)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
-                "machine": machine_line(run.meta), "simulated": run.simulated,
+                "machine": run.machine, "simulated": run.simulated,
                 "bwprof_version": run.meta.bwprof_version,
                 "bwprof_commit": run.meta.bwprof_commit,
                 "interrupted": run.meta.interrupted,

@@ -277,7 +277,7 @@ END_STEPS = {
     "deriving findings": ("bwprof.api.derive_findings", 1),
     "writing findings.csv": ("bwprof.store.export.RunWriter.write_findings", 1),
     "closing the row files": ("bwprof.store.export.RunWriter.close", 1),
-    "building the summary": ("bwprof.api.build_summary", 1),
+    "building the summary": ("bwprof.analysis.summary.build_summary", 1),
     "writing summary.csv": ("bwprof.render.outputs.write_table", 1),
     "writing the final system.json": ("bwprof.api.write_system_json", 3),
 }

@@ -23,7 +23,7 @@ from typing import cast
 
 import pandas as pd
 
-from bwprof.analysis.summary import build_summary
+from bwprof.analysis.run import Run
 from bwprof.coerce import integer, number, optional_integer, optional_number, shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import HostInfo, RunMeta
@@ -421,7 +421,7 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
         raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {shorten(by)!r}")
     labels = run_labels(len(runs))
     collapse = by_model if by == "model" else (lambda figures: figures)
-    summaries = [build_summary(run.results) for run in runs]
+    summaries = [Run.of(run).summary for run in runs]
     per_run = [{_key(f): f for f in collapse(_figures(run, summary))}
                for run, summary in zip(runs, summaries, strict=True)]
     keys = sorted(dict.fromkeys(k for figures in per_run for k in figures),
@@ -474,9 +474,12 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                       + states + notes, summaries, states)
 
 
-def _identity(path: Path) -> object:
+def _identity(path: Path | None) -> object:
     """What makes two paths one folder: its device and inode (a symlink, `..` or another
-    spelling lead to the same), or the absolute path where it cannot be looked at."""
+    spelling lead to the same), or the absolute path where it cannot be looked at; a run
+    with no folder is no folder another run has."""
+    if path is None:
+        return object()
     try:
         info = os.stat(path)
     except OSError:

@@ -102,16 +102,31 @@ def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     return found
 
 
+@dataclass(frozen=True)
+class Ceilings:
+    """A run's ceilings, worked out once (`bwprof.analysis.run.Run.ceilings`)."""
+
+    compute: list[Ceiling]
+    bandwidth: list[Ceiling]
+
+
+def ceilings(results: pd.DataFrame) -> Ceilings:
+    """The compute and bandwidth ceilings of a run's rows."""
+    if results.empty or "dtype" not in results.columns:
+        return Ceilings([], [])
+    return Ceilings(compute_ceilings(results), bandwidth_ceilings(results))
+
+
 def ridge(compute: Ceiling, bandwidth: Ceiling) -> float:
     """FLOP per byte where the bandwidth's slope meets the compute ceiling."""
     return compute.value * 1e12 / (bandwidth.value * 1e9)
 
 
-def panels(results: pd.DataFrame) -> list[tuple[str, list[Ceiling], list[Ceiling]]]:
+def panels(found: Ceilings) -> list[tuple[str, list[Ceiling], list[Ceiling]]]:
     """(device, its compute ceilings, the bandwidth ceilings drawn beside them) per device
     with a compute ceiling: a GPU's own HBM, L2 and host link and the host's DDR; the host's
     DDR for `cpu`."""
-    compute, bandwidth = compute_ceilings(results), bandwidth_ceilings(results)
+    compute, bandwidth = found.compute, found.bandwidth
     ddr = [c for c in bandwidth if c.label == "DDR"]
     out = []
     for device in sorted(dict.fromkeys(c.device for c in compute), key=_device_order):
@@ -148,13 +163,10 @@ def _ratio(numerator: Ceiling | None, denominator: Ceiling | None) -> str:
     return f"{ratio:,.0f}×" if ratio >= 100 else f"{ratio:.1f}×"
 
 
-def roofline_lines(results: pd.DataFrame) -> list[str]:
+def roofline_lines(found: Ceilings) -> list[str]:
     """The GPU/CPU matmul ratios, HBM/DDR and every ridge point, as sentences; a simulated
     side is said to be simulated, never compared."""
-    if results.empty or "dtype" not in results.columns:
-        return []
-    compute = compute_ceilings(results)
-    bandwidth = bandwidth_ceilings(results)
+    compute, bandwidth = found.compute, found.bandwidth
     lines = []
     gpu = [c for c in compute if c.case == "gemm_gpu"]
     host = [c for c in compute if c.case == "gemm_host"]
@@ -186,7 +198,7 @@ def roofline_lines(results: pd.DataFrame) -> list[str]:
                          f"({best.value:.0f} GB/s, {best.case} on {best.device}, against "
                          f"{ddr[0].value:.1f} GB/s ddr_triad; the claim to check: "
                          f"~{CLAIMED_HBM_RATIO:.0f}×).")
-    for device, mine, memories in panels(results):
+    for device, mine, memories in panels(found):
         memory = primary_memory(memories)
         widest = max((c.threads or 0) for c in mine)
         points = ", ".join(f"{short_label(c)} {intensity_text(ridge(c, memory))}" for c in mine

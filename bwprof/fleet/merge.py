@@ -20,7 +20,6 @@ import pandas as pd
 from bwprof import api, interrupts
 from bwprof.analysis.findings import findings_frame
 from bwprof.analysis.fleet import fleet_findings
-from bwprof.analysis.summary import build_summary
 from bwprof.coerce import integer, number
 from bwprof.errors import OutputError
 from bwprof.render.outputs import write_report_files
@@ -28,7 +27,6 @@ from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta, box_label
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import checked_results, rows_from_frame
 from bwprof.store.export import RESULTS_FILE, RunWriter, write_system_json
-from bwprof.store.runfolder import with_extras
 from bwprof.telemetry.session import SAMPLE_COLUMNS
 
 FLEET_SAMPLE_COLUMNS: tuple[str, ...] = (*SAMPLE_COLUMNS, "rank", "host")
@@ -222,11 +220,12 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
         write_system_json(out, meta)
     if failure is not None:
         raise failure
-    result = api.RunResult(frame, meta, rows, out, False, timelines=merged.timelines,
-                           findings=findings, samples=pd.DataFrame(merged.samples),
-                           summary=build_summary(frame))
+    result = api.RunResult(out, frame, meta, measured_rows=rows, timelines=merged.timelines,
+                           findings=findings,
+                           samples=pd.DataFrame(merged.samples,
+                                                columns=list(FLEET_SAMPLE_COLUMNS)))
     plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
-    written = write_report_files(with_extras(out, frame, meta), result.summary, out,
+    written = write_report_files(result, out,
                                  parquet=options.get("file_format") == "parquet",
                                  plots=plots, html=plots)
     result.files, result.notes = written.files, [*notes, *written.notes]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from markupsafe import Markup, escape
@@ -21,12 +22,13 @@ from bwprof.render.terminal import report_lines, summary_grid
 from bwprof.schema.columns import groups
 from bwprof.schema.flags import FLAGS
 from bwprof.schema.rows import CSV_COLUMNS
-from bwprof.schema.table import rows_from_frame
 from bwprof.schema.text import printable
 from bwprof.store.atomic import Picture, atomic_file
 from bwprof.store.formats import cell_float, cell_int, is_missing
-from bwprof.store.runfolder import RunFolder, machine_line
 from bwprof.units import format_bytes
+
+if TYPE_CHECKING:
+    from bwprof.analysis.run import Run
 
 TEMPLATE = "report.html.j2"
 
@@ -75,7 +77,7 @@ def _markdown(meaning: str) -> Markup:
                            for number, part in enumerate(parts))
 
 
-def _identity(run: RunFolder) -> dict[str, object]:
+def _identity(run: Run) -> dict[str, object]:
     meta = run.meta
     host = meta.host
     gpus = []
@@ -94,7 +96,7 @@ def _identity(run: RunFolder) -> dict[str, object]:
     return {
         "run_id": _text(run.run_id),
         "host": _text(meta.hostname),
-        "machine": machine_line(meta),
+        "machine": run.machine,
         "cpu": _text(host.cpu_model) if host is not None else "",
         "os": _text(f"{host.os} {host.kernel}") if host is not None else "",
         "bwprof": _text(meta.bwprof_version),
@@ -128,7 +130,7 @@ def _picture(picture: Picture) -> dict[str, str]:
     return {"name": printable(picture.name), "src": f"data:{picture.mime};base64,{data}"}
 
 
-def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Picture] = (),
+def render_html(run: Run, pictures: Sequence[Picture] = (),
                 verdicts: Sequence[Mapping[str, object]] = (),
                 notes: Sequence[str] = ()) -> str:
     """The page. `verdicts`: rows of `VERDICT_COLUMNS` (`verdict_rows`; none: the page says
@@ -139,9 +141,8 @@ def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Pictur
     environment = Environment(loader=PackageLoader("bwprof.render", "templates"),
                               autoescape=True, undefined=StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True)
-    columns, rows = summary_grid(summary)
-    lines = report_lines(rows_from_frame(run.results), summary, run.meta, run.findings,
-                         run.results)
+    columns, rows = summary_grid(run.summary)
+    lines = report_lines(run)
     shown = [c for c in RESULT_TABLE_COLUMNS if c in run.results.columns]
     dictionary = [(names, _markdown(meaning)) for names, meaning in groups(CSV_COLUMNS)]
     return environment.get_template(TEMPLATE).render(
@@ -163,18 +164,15 @@ def render_html(run: RunFolder, summary: pd.DataFrame, pictures: Sequence[Pictur
     )
 
 
-def verdict_rows(run: RunFolder) -> list[dict[str, object]]:
+def verdict_rows(run: Run) -> list[dict[str, object]]:
     """The run judged against the built-in bands (`bwprof accept` without a spec), as rows
     of VERDICT_COLUMNS; none for a simulated run (nothing there is a measurement). A check
     bwprof's own error left unjudged is ERROR, a figure from a busy host CANNOT JUDGE
     (busy), as `accept` says them."""
     if run.simulated:
         return []
-    from bwprof.analysis.judge import judge_run
-    from bwprof.analysis.spec import Spec
-
     rows: list[dict[str, object]] = []
-    for check in judge_run(run, Spec()):
+    for check in run.checks:
         value = ("" if check.value is None
                  else f"{check.value:.4g} {check.unit} (median)".replace("  ", " "))
         at_least, below = (">=", "<") if check.higher_is_better else ("<=", ">")
@@ -190,11 +188,11 @@ def verdict_rows(run: RunFolder) -> list[dict[str, object]]:
     return rows
 
 
-def write_html(run: RunFolder, summary: pd.DataFrame, target: Path,
+def write_html(run: Run, target: Path,
                pictures: Sequence[Picture] = (), notes: Sequence[str] = ()) -> Path:
     """report.html, written whole (OutputError where it cannot be), with the run's verdict
     against the built-in bands."""
-    page = render_html(run, summary, pictures, notes=notes, verdicts=verdict_rows(run))
+    page = render_html(run, pictures, notes=notes, verdicts=verdict_rows(run))
     with atomic_file(target) as handle:
         handle.write(page)
     return target

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -26,7 +27,10 @@ from bwprof.schema.table import check_schema_version, read_run_csv
 from bwprof.store.atomic import Picture, captured_figures, write_csv_atomic
 from bwprof.store.export import TIMINGS_FILE
 from bwprof.store.formats import write_parquet
-from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder, numeric_column
+from bwprof.store.runfolder import RESULTS_PARQUET, numeric_column
+
+if TYPE_CHECKING:
+    from bwprof.analysis.run import Run
 
 HTML_FILE = "report.html"
 TIMINGS_PARQUET = "timings.parquet"
@@ -83,7 +87,7 @@ def read_timings(path: Path) -> pd.DataFrame:
     return numeric_column(frame, "seconds_per_op", path, "timings")
 
 
-def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
+def write_report_files(run: Run, out_dir: Path,
                        parquet: bool = False, plots: bool = True,
                        default_dir: bool = False, html: bool = False) -> Written:
     """summary.csv (and Parquet copies of the results and timings), then the plots, then
@@ -96,8 +100,8 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
     still shown; a default folder left empty is removed again."""
     written = Written()
     timings: pd.DataFrame | None = None
-    timings_path = run.path / TIMINGS_FILE
-    if parquet and timings_path.is_file():
+    timings_path = run.path / TIMINGS_FILE if run.path is not None else None
+    if parquet and timings_path is not None and timings_path.is_file():
         try:
             timings = read_timings(timings_path)
         except BwprofError as exc:
@@ -106,7 +110,7 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
     pictures: list[Picture] = []
     plot_notes: list[str] = []
     steps: list[tuple[str, Callable[[], list[Path]]]] = [
-        (SUMMARY_FILE, lambda: write_table(summary, out_dir / SUMMARY_FILE, parquet))]
+        (SUMMARY_FILE, lambda: write_table(run.summary, out_dir / SUMMARY_FILE, parquet))]
     if parquet:
         steps.append((RESULTS_PARQUET,
                       lambda: [_parquet(run.results, out_dir / RESULTS_PARQUET)]))
@@ -118,8 +122,7 @@ def write_report_files(run: RunFolder, summary: pd.DataFrame, out_dir: Path,
         steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes,
                                                   pictures if html else None)))
     if html:
-        steps.append((HTML_FILE, lambda: [_html(run, summary, out_dir, pictures, plot_notes,
-                                                plots)]))
+        steps.append((HTML_FILE, lambda: [_html(run, out_dir, pictures, plot_notes, plots)]))
     # What every column of results.csv means, with the files it explains.
     steps.append((COLUMNS_FILE,
                   lambda: [write_csv_atomic(dictionary_frame(), out_dir / COLUMNS_FILE)]))
@@ -152,30 +155,29 @@ def _not_written(out_dir: Path, names: list[str], exc: BwprofError) -> str:
             "them elsewhere")
 
 
-def _html(run: RunFolder, summary: pd.DataFrame, out_dir: Path, pictures: list[Picture],
+def _html(run: Run, out_dir: Path, pictures: list[Picture],
           plot_notes: list[str], plots: bool) -> Path:
     from bwprof.render.html import write_html
 
     notes = list(plot_notes) if plots else ["plots not drawn (--no-plots)"]
-    return write_html(run, summary, out_dir / HTML_FILE, pictures, notes)
+    return write_html(run, out_dir / HTML_FILE, pictures, notes)
 
 
-def _bands(run: RunFolder, notes: list[str]) -> dict[str, tuple[float, float]] | None:
+def _bands(run: Run, notes: list[str]) -> dict[str, tuple[float, float]] | None:
     """The built-in achievable bands of the run's paths (`bwprof accept`'s), for the summary
     plot to shade; none for a simulated run, or where judging fails (a note says why)."""
     if run.simulated:
         return None
-    from bwprof.analysis.judge import judge_run, summary_bands
-    from bwprof.analysis.spec import Spec
+    from bwprof.analysis.judge import summary_bands
 
     try:
-        return summary_bands(judge_run(run, Spec())) or None
+        return summary_bands(run.checks) or None
     except Exception as exc:  # the plots still come, without the bands
         notes.append(f"achievable bands not shaded: {type(exc).__name__}: {exc}")
         return None
 
 
-def _plots(run: RunFolder, out_dir: Path, notes: list[str],
+def _plots(run: Run, out_dir: Path, notes: list[str],
            pictures: list[Picture] | None) -> list[Path]:
     """The PNG plots; each figure is also rendered for the page into `pictures` where one
     is given (the page's SVG costs about as much again as the PNG: not for `report` without

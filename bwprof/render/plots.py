@@ -39,6 +39,7 @@ import math
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -50,7 +51,6 @@ from bwprof.analysis.summary import (
     NUMA_LATENCY,
     P2P_LATENCY,
     PATH_LABELS,
-    build_summary,
     cache_resident,
     is_loaded,
     load_percent,
@@ -77,8 +77,11 @@ from bwprof.schema import flags as f
 from bwprof.schema.meta import RunMeta
 from bwprof.store.atomic import save_figure
 from bwprof.store.formats import cell_float
-from bwprof.store.runfolder import RunFolder, machine_line
+from bwprof.store.runfolder import machine_line
 from bwprof.units import format_bytes
+
+if TYPE_CHECKING:
+    from bwprof.analysis.run import Run
 
 BANDWIDTH_PNG = "bandwidth_vs_size.png"
 SUMMARY_PNG = "summary_vs_peak.png"
@@ -937,13 +940,15 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
     return figure
 
 
-def write_plots(run: RunFolder, out_dir: Path | None = None,
+def write_plots(run: Run, out_dir: Path | None = None,
                 notes: list[str] | None = None, band: Band | None = None) -> list[Path]:
     """Write every plot that has data into `out_dir` (default: the run folder); why the
     timeline plots could not be drawn goes to `notes`; `band` (each path's achievable band,
     % of peak) is shaded in the summary plot."""
     target = out_dir or run.path
-    summary = build_summary(run.results)
+    if target is None:
+        raise ValueError("write_plots needs a folder: the run has none")
+    summary = run.summary
     simulated = run.simulated
     drawn = {
         BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
@@ -954,7 +959,7 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
         LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
         NUMA_LATENCY_PNG: numa_latency_figure(run.results, run.meta),
         P2P_LATENCY_PNG: p2p_latency_figure(run.results, run.meta),
-        ROOFLINE_PNG: roofline_figure(run.results, machine_line(run.meta), SIMULATED_TITLE),
+        ROOFLINE_PNG: roofline_figure(run.ceilings, run.machine, SIMULATED_TITLE),
     }
     written = []
     for name, figure in drawn.items():
@@ -963,7 +968,8 @@ def write_plots(run: RunFolder, out_dir: Path | None = None,
     # The overlap timelines, from the event times the run recorded in timelines.json.
     names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:
-        written += write_timeline_plots(target, read_timelines(run.path), run.host, names,
+        written += write_timeline_plots(target, read_timelines(run.path or target), run.host,
+                                        names,
                                         run.results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand

@@ -7,8 +7,6 @@ styles it with `figstyle`, so analysis never draws.
 
 from __future__ import annotations
 
-import pandas as pd
-
 from bwprof.analysis import roofline
 from bwprof.render.figstyle import (
     TEXT_POINTS,
@@ -24,13 +22,13 @@ _MEMORY_STYLES = {"HBM": ("tab:blue", "-"), "L2": ("tab:cyan", "-."),
                   "host link": ("tab:purple", ":"), "DDR": ("tab:brown", "--")}
 
 
-def roofline_figure(results: pd.DataFrame, title: str, simulated_title: str):
+def roofline_figure(found: roofline.Ceilings, title: str, simulated_title: str):
     """A panel per device with a compute ceiling: log-log TFLOP/s against FLOP per byte, each
     measured bandwidth ceiling a slope, each compute ceiling a flat line, the ridge points
     against the device's own memory (HBM, or DDR for the host) marked; None without both a
     compute and a bandwidth ceiling. The ceilings and ridge points are `bwprof.analysis.roofline`'s;
     this draws them."""
-    drawn = roofline.panels(results)
+    drawn = roofline.panels(found)
     if not drawn:
         return None
     figure = new_figure(6.5 * len(drawn), 5.2)

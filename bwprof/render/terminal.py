@@ -14,7 +14,7 @@ from rich.text import Text
 from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
-from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
+from bwprof.schema.rows import FAILED_STATUSES, ResultRow
 from bwprof.schema.text import one_line
 from bwprof.store.formats import (
     cell_float,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from bwprof.analysis.compare import Comparison
+    from bwprof.analysis.run import Run
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -489,23 +490,18 @@ def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> Non
 LINE_STYLES = {"failed": "bold red", "findings": "yellow", "busy": "yellow"}
 
 
-def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
-                 meta: RunMeta | None = None, findings: Any = None,
-                 results: pd.DataFrame | None = None) -> dict[str, list[str]]:
+def report_lines(run: Run) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
-    summary's notes, the HBM/DDR sentence, each peak and its source, the HBM/DDR latency
-    sentence and the latency
-    under load, the DDR peak, a sandbox, the overlap lines, then
-    what was simulated, measured on a busy host, not run, or failed (a figure that failed
-    validation, or bwprof's own error), the state of telemetry and the findings. One
-    source for the terminal and for `--json`, so scripts see what people see. `results` is
-    `rows` as a frame, where the caller has it (building it again cost a report of a
-    hundred rows a tenth of its time)."""
+    summary's notes, the HBM/DDR sentence, each peak and its source, the roofline, the
+    HBM/DDR latency sentence and the latency under load, the DDR peak, a sandbox, the
+    overlap lines, then what was simulated, measured on a busy host, not run, or failed (a
+    figure that failed validation, or bwprof's own error), the state of telemetry and the
+    findings. One source for the terminal, `--json` and the page, so scripts see what
+    people see."""
     from bwprof.analysis.roofline import roofline_lines
     from bwprof.analysis.summary import headline_sentence, latency_sentence
-    from bwprof.schema.table import results_frame
 
-    meta = meta if meta is not None else RunMeta(schema_version=SCHEMA_VERSION)
+    rows, summary, meta = run.rows, run.summary, run.meta
     telemetry = telemetry_line(meta)
     # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
     show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
@@ -514,8 +510,7 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
         "peaks": peak_lines(summary),
-        "roofline": (roofline_lines(results if results is not None else results_frame(rows))
-                     if rows else []),
+        "roofline": roofline_lines(run.ceilings) if rows else [],
         "latency": [line for line in [latency_sentence(summary)] if line]
         + loaded_latency_lines(rows),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
@@ -526,20 +521,17 @@ def report_lines(rows: Sequence[ResultRow], summary: pd.DataFrame,
         "not_run": not_run_lines(rows),
         "failed": failure_lines(rows),
         "telemetry": [telemetry] if telemetry and show_telemetry else [],
-        "findings": [f"finding {line}" for line in finding_lines(findings)],
+        "findings": [f"finding {line}" for line in finding_lines(run.findings)],
     }
 
 
-def print_report(console: Console, rows: Sequence[ResultRow], summary: pd.DataFrame,
-                 title: str = "", show_rows: bool = False,
-                 meta: RunMeta | None = None, findings: Any = None,
-                 results: pd.DataFrame | None = None) -> None:
-    """The end of `bwprof run` and the body of `bwprof report`: the summary table, then
-    `report_lines` (`results`: `rows` as a frame, where the caller has it)."""
-    if show_rows and headline_rows(rows):
-        console.print(results_table(rows))
-    console.print(path_table(summary, title))
-    for kind, lines in report_lines(rows, summary, meta, findings, results).items():
+def print_report(console: Console, run: Run, title: str = "", show_rows: bool = False) -> None:
+    """The end of `bwprof run` and the body of `bwprof report`: the summary table (under
+    `title`), then `report_lines`."""
+    if show_rows and headline_rows(run.rows):
+        console.print(results_table(run.rows))
+    console.print(path_table(run.summary, title))
+    for kind, lines in report_lines(run).items():
         _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 

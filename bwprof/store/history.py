@@ -37,11 +37,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import BytesIO
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pandas as pd
 
-from bwprof.analysis.summary import build_summary
 from bwprof.errors import BwprofError, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
 from bwprof.schema.reading import MAX_TABLE_BYTES, read_bytes
@@ -50,7 +49,7 @@ from bwprof.schema.text import one_line, shown
 from bwprof.store.atomic import publish_new
 from bwprof.store.export import RESULTS_FILE
 from bwprof.store.formats import cell_float, plain
-from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder, load_run
+from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder
 from bwprof.store.runlock import is_debris
 
 HISTORY_VERSION = 1
@@ -190,7 +189,27 @@ def _results_digest(folder: Path) -> str:
     return hashlib.sha256(read_bytes(path, MAX_TABLE_BYTES)).hexdigest()
 
 
-def _refusal(run: RunFolder) -> str | None:
+class SummarisedRun(Protocol):
+    """A run read back with its summary (`bwprof.analysis.run.Run`): the store keeps the
+    headline figures the analysis derived, and derives none itself."""
+
+    @property
+    def path(self) -> Path | None: ...
+    @property
+    def meta(self) -> RunMeta: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def simulated(self) -> bool: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def stop_phrase(self) -> str: ...
+    @property
+    def summary(self) -> pd.DataFrame: ...
+
+
+def _refusal(run: RunFolder | SummarisedRun) -> str | None:
     """Why a loaded run folder cannot go into the history, or None where it can."""
     if run.simulated:
         return (f"{run.label} is a simulated run (test figures from the CPU stand-in "
@@ -203,13 +222,15 @@ def _refusal(run: RunFolder) -> str | None:
     return None
 
 
-def prepare_run(folder: Path, added: datetime) -> StoredRun:
-    """A run folder's rows for the store; BwprofError (one line) where it is not a run
-    folder or is refused (`_refusal`)."""
-    run = load_run(folder)
+def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
+    """A saved run's rows for the store; BwprofError (one line) where it is refused
+    (`_refusal`)."""
     why = _refusal(run)
     if why is not None:
         raise BwprofError(why)
+    folder = run.path
+    if folder is None:
+        raise BwprofError(f"{run.label} has no run folder: the history keeps saved runs")
     meta = run.meta
     identity = run_identity(meta, folder)
     key = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -219,7 +240,7 @@ def prepare_run(folder: Path, added: datetime) -> StoredRun:
     drivers = ", ".join(meta.gpus.metadata_values("driver_version")) or None
     cuda = ", ".join(meta.gpus.metadata_values("cuda_driver_version")) or None
     records = []
-    for row in build_summary(run.results).to_dict("records"):
+    for row in run.summary.to_dict("records"):
         if _text(row["case"]) is None or row["status"] == ABSENT:
             continue  # a path none of whose cases ran: nothing of this run to follow
         gpu = _gpu(meta, row["device"])
@@ -314,17 +335,17 @@ def _check_against_store(run: StoredRun, target: Path) -> bool:
     return True
 
 
-def add_runs(folders: Sequence[Path], store: Path,
+def add_runs(saved: Sequence[SummarisedRun], store: Path,
              now: datetime | None = None) -> list[Added]:
-    """Add each run folder's headline figures to the store, each run once. Every folder is
-    read and checked, and checked against the store, before anything is written: a folder
-    refused is one line (BwprofError, exit 2) and nothing is added. A store that cannot be
+    """Add each saved run's headline figures to the store, each run once. Every run is
+    checked, and checked against the store, before anything is written: a run refused is
+    one line (BwprofError, exit 2) and nothing is added. A store that cannot be
     written is an OutputError (exit 3) naming the file; the runs added before it stay."""
     need_pyarrow()
     added = now or datetime.now(timezone.utc)
     runs: list[StoredRun] = []
-    for folder in folders:
-        run = prepare_run(folder, added)
+    for one in saved:
+        run = prepare_run(one, added)
         earlier = next((r for r in runs if r.key == run.key), None)
         if earlier is not None and earlier.digest != run.digest:
             raise BwprofError(f"{shown(run.source)} and {shown(earlier.source)} both claim "

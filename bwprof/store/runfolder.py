@@ -54,9 +54,11 @@ RESULTS_PARQUET = "results.parquet"
 
 @dataclass
 class RunFolder:
-    """One saved run: its rows, its metadata, and the telemetry samples where recorded."""
+    """One run as the store holds it: its rows, its metadata, and the telemetry samples
+    where recorded (`bwprof.analysis.run.Run` adds what is derived from them)."""
 
-    path: Path
+    path: Path | None
+    """The run folder; None for a run measured without one (`bwprof.run()` without `out`)."""
     results: pd.DataFrame
     meta: RunMeta
     """system.json, typed (`bwprof.schema.meta`)."""
@@ -71,18 +73,18 @@ class RunFolder:
 
     @property
     def system(self) -> ReadOnlyDict:
-        """system.json as a read-only dict, for code written before `meta`."""
+        """system.json as a read-only dict (`meta` is the typed view)."""
         return read_only(self.meta.as_dict())
 
     @property
     def run_id(self) -> str:
-        return self.meta.run_id or printable(self.path.name)
+        return self.meta.run_id or (printable(self.path.name) if self.path else "?")
 
     @property
     def label(self) -> str:
         """The folder's path as a label: printable and one line (a name that is not UTF-8
-        shows its bytes as `\\xff`)."""
-        return shown(self.path)
+        shows its bytes as `\\xff`); 'the run' for a run with no folder."""
+        return shown(self.path) if self.path is not None else "the run"
 
     @property
     def host(self) -> str:
@@ -124,13 +126,6 @@ class RunFolder:
             return f"was {self.state_text}"
         return {True: "is still running", False: "was killed or crashed before it finished",
                 None: "was never finalised"}[self.running]
-
-    @property
-    def summary(self) -> pd.DataFrame:
-        """One row per memory path (the columns of summary.csv), derived from the rows."""
-        from bwprof.analysis.summary import build_summary
-
-        return build_summary(self.results)
 
 
 def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:

@@ -15,7 +15,7 @@ from bwprof.analysis.judge import judge_run
 from bwprof.analysis.spec import Spec
 from bwprof.analysis.summary import build_summary
 from bwprof.casespec import PATHS, judged_paths, path_of, summary_paths
-from bwprof.store.runfolder import load_run
+from bwprof.saved import load
 from tests.conftest import DATA
 
 FOLDERS = sorted(p.name for p in DATA.iterdir() if (p / "results.csv").exists())
@@ -58,7 +58,7 @@ def _judged(run) -> list:
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_report_accept_compare_and_history_show_one_figure_and_one_peak(name):
-    run = load_run(DATA / name)
+    run = load(DATA / name)
     summary = build_summary(run.results)
     figured = summary[summary["value"].notna()]
     assert len(figured)
@@ -89,12 +89,12 @@ def test_history_and_the_html_page_carry_the_summary_figure(tmp_path):
     from bwprof.render.html import render_html, verdict_rows
     from bwprof.store.history import prepare_run
 
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     summary = build_summary(run.results)
     hbm = summary[summary["case"] == "hbm_triad"].iloc[0]
-    stored = prepare_run(DATA / "h200-quick", datetime.now(timezone.utc)).rows
+    stored = prepare_run(run, datetime.now(timezone.utc)).rows
     assert stored.loc[stored["case"] == "hbm_triad", "value"].item() == hbm["value"]
-    page = render_html(run, summary, verdicts=verdict_rows(run))
+    page = render_html(run, verdicts=verdict_rows(run))
     (check,) = [c for c in judge_run(run, Spec()) if c.case == "hbm_triad"]
     assert f"{hbm['value']:.4g} GB/s (median)" in page  # the verdict table's figure
     assert f">{hbm['value']:.0f}<" in page              # the summary table's
@@ -111,7 +111,7 @@ def test_latency_is_one_figure_in_the_summary_and_in_accept(tmp_path):
     row's best 2% under its median) stands in for them."""
     from tests.analysis import latency_rows as lat
 
-    run = load_run(lat.write_run(tmp_path / "run", lat.every_case()))
+    run = load(lat.write_run(tmp_path / "run", lat.every_case()))
     summary = build_summary(run.results)
     checks = [c for c in judge_run(run, Spec()) if c.path == "latency" and c.value is not None]
     assert {c.case for c in checks} >= {"lat_host", "lat_gpu"}

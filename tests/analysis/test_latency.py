@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from bwprof.analysis.run import Run
 from bwprof.analysis.summary import (
     SLOWEST_GPU,
     SLOWEST_PAIR,
@@ -35,7 +36,7 @@ def _latency(summary: pd.DataFrame, case: str) -> pd.DataFrame:
 def _text(rows, width: int = 200) -> str:
     frame = results_frame(rows)
     console = Console(width=width, record=True, file=io.StringIO())
-    print_report(console, rows_from_frame(frame), build_summary(frame), meta=lat.run_meta())
+    print_report(console, Run.from_frame(frame, lat.run_meta()))
     return console.export_text()
 
 
@@ -162,7 +163,7 @@ def test_loaded_latency_lines_give_idle_and_each_load_with_its_bandwidth():
         "at 50% (20.0 GB/s), 238 ns at 75% (30.0 GB/s), 285 ns at 100% (40.0 GB/s); 3.0× idle "
         "at the heaviest load"]
     frame = results_frame(lat.every_case(gpu_count=1))
-    lines = report_lines(rows_from_frame(frame), build_summary(frame))["latency"]
+    lines = report_lines(Run.from_frame(frame))["latency"]
     assert [line.split(" (")[0] for line in lines] == [
         "HBM/DDR bandwidth 30.1×, latency 5.1×: a dependent load takes 480 ns from HBM",
         "lat_host_loaded cpu", "lat_gpu_loaded gpu0"]

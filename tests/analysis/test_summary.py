@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from bwprof.analysis.run import Run
 from bwprof.analysis.summary import SLOWEST_PAIR, SUMMARY_COLUMNS, build_summary, headline_sentence
 from bwprof.render.terminal import _gbps, print_report
 from bwprof.schema.rows import SCHEMA_VERSION
@@ -177,9 +178,8 @@ def test_the_terminal_never_shows_a_simulated_figure():
     rows = read_results(DATA / "sim-a" / "results.csv")
     summary = build_summary(rows)
     console = Console(width=200, record=True, file=io.StringIO())
-    from bwprof.schema.table import rows_from_frame
 
-    print_report(console, rows_from_frame(rows), build_summary(rows))
+    print_report(console, Run.from_frame(rows))
     text = console.export_text()
     simulated = summary[summary["backend"] == "simulated"]
     assert len(simulated) >= 10 and "simulated" in text
@@ -350,14 +350,13 @@ def test_d2d_copy_is_also_shown_as_nvbandwidth_counts_it():
     assert h2d["copy_gbps"] == h2d["gbps"] == 55.4 and "nvbandwidth" not in h2d["note"]
     assert pd.isna(_one(summary, "hbm_triad", "gpu0")["copy_gbps"])
     console = Console(width=80, record=True)
-    print_report(console, [], summary)
+    print_report(console, Run.from_rows(rows))
     text = console.export_text()
     assert "d2d_copy gpu0 256 MiB 4188 2094" in " ".join(text.split())
     assert "copied" in text.splitlines()[2]  # the column's heading
     # Only a copy counted as traffic needs the column: without one it is left out.
-    plain = build_summary(results_frame(rows[1:]))
     console = Console(width=80, record=True)
-    print_report(console, [], plain)
+    print_report(console, Run.from_rows(rows[1:]))
     assert "copied" not in console.export_text()
 
 
@@ -401,7 +400,7 @@ def test_the_compute_path_gives_each_devices_ceiling_and_names_its_dtype():
     assert got == [("gemm_gpu", "gpu0", "bf16", 720.0), ("gemm_gpu", "gpu1", "fp32", 50.0),
                    ("gemm_host", "cpu", "fp32", 1.8)]
     console = Console(width=120, record=True)
-    print_report(console, [], build_summary(results_frame(rows)))
+    print_report(console, Run.from_rows(rows))
     text = " ".join(console.export_text().split())
     assert "gemm_gpu gpu0 bf16 512 MiB 720 TFLOP/s" in text
     assert "gemm_host cpu, 16 thr fp32 4 MiB 1.80 TFLOP/s" in text

@@ -135,7 +135,7 @@ def replace_h200(source: Path, target: Path | None = None) -> Path:
     what the folder's README says: a finished run whose GPU rows were measured on an H200."""
     sys.path.insert(0, str(ROOT))
     from bwprof.cases import CASES_BY_KEY
-    from bwprof.report.runfolder import load_run
+    from bwprof.store.runfolder import load_run
 
     target = target or HERE / "h200-quick"
     run = load_run(source)

@@ -9,6 +9,7 @@ import pytest
 
 from bwprof.analysis.roofline import (
     bandwidth_ceilings,
+    ceilings,
     compute_ceilings,
     roofline_lines,
 )
@@ -174,7 +175,7 @@ def test_ceilings_and_ratios_come_from_the_rows():
     labels = {(c.device, c.label): c.value for c in bandwidth_ceilings(MEASURED)}
     assert labels == {("cpu", "DDR"): 200.0, ("gpu0", "HBM"): 4000.0, ("gpu0", "L2"): 9000.0,
                       ("gpu0", "host link"): 50.0}
-    text = "\n".join(roofline_lines(MEASURED))
+    text = "\n".join(roofline_lines(ceilings(MEASURED)))
     assert "175×" in text  # bf16 700 over fp32 4 with 32 threads
     assert "fp32 against fp32: 12.5×" in text
     assert "against one CPU thread: 7,000×" in text
@@ -185,11 +186,12 @@ def test_ceilings_and_ratios_come_from_the_rows():
 
 def test_simulated_rows_are_never_a_measured_ratio():
     simulated = MEASURED.assign(backend=["simulated"] * 3 + ["host"] * 7)
-    text = "\n".join(roofline_lines(simulated))
+    text = "\n".join(roofline_lines(ceilings(simulated)))
     assert "no measured ratio" in text and "175×" not in text
 
 
 def test_the_roofline_has_a_panel_per_device_with_a_ceiling():
-    figure = roofline_figure(MEASURED, "test box", "SIMULATED")
+    figure = roofline_figure(ceilings(MEASURED), "test box", "SIMULATED")
     assert figure is not None and len(figure.axes) == 2
-    assert roofline_figure(MEASURED[MEASURED["metric"] == "bandwidth"], "x", "y") is None
+    assert roofline_figure(ceilings(MEASURED[MEASURED["metric"] == "bandwidth"]), "x",
+                           "y") is None

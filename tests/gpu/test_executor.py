@@ -78,9 +78,9 @@ def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
     """The run above writes no plots (the fixture's time): the rows of every GPU case still
     draw, each figure whose rows it has (host, telemetry and timeline figures it has none of)."""
     from bwprof.render import plots
-    from bwprof.store.runfolder import load_run
+    from bwprof.saved import load
 
-    written = plots.write_plots(load_run(simulated_run.run_dir))
+    written = plots.write_plots(load(simulated_run.run_dir))
     assert [p.name for p in written] == [
         plots.BANDWIDTH_PNG, plots.SUMMARY_PNG, plots.P2P_PNG, plots.LATENCY_PNG,
         plots.LOADED_LATENCY_PNG, plots.P2P_LATENCY_PNG]

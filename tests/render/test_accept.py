@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from bwprof.analysis.acceptance import accept_runs
 from bwprof.analysis.outliers import TABLE_WIDTH
 from bwprof.analysis.spec import Spec
-from bwprof.render.accept import accept_runs, detail_lines, table_reason
-from bwprof.store.runfolder import load_run
+from bwprof.render.accept import detail_lines, table_reason
+from bwprof.saved import load
 from tests.analysis.test_accept import H200
 
 
 def test_the_why_column_drops_the_figure_the_columns_show_and_keeps_the_threshold():
-    lines = detail_lines(accept_runs([load_run(H200)], Spec()).checks)
+    lines = detail_lines(accept_runs([load(H200)], Spec()).checks)
     (hbm,) = [line for line in lines if " hbm_triad " in line]
     assert hbm.endswith("PASS         passes at >= 3942 GB/s")  # was cut before the threshold
     assert max(map(len, lines)) <= TABLE_WIDTH

@@ -14,8 +14,8 @@ import pytest
 
 from bwprof import cli
 from bwprof.render.html import render_html
+from bwprof.saved import load
 from bwprof.schema.rows import CSV_COLUMNS
-from bwprof.store.runfolder import load_run
 from tests.conftest import DATA
 
 
@@ -80,8 +80,8 @@ def test_every_string_from_the_run_folder_is_escaped(run_copy, tmp_path):
     system["host"]["hostname"] = evil
     system["run_id"] = evil
     (run / "system.json").write_text(json.dumps(system))
-    folder = load_run(run)
-    page = render_html(folder, folder.summary,
+    folder = load(run)
+    page = render_html(folder,
                        verdicts=[{"figure": evil, "verdict": "fail", "why": "<b>x</b>"}])
     assert_self_contained(page, quotes_urls=True)
     assert "&lt;script&gt;" in page and "&lt;b&gt;x&lt;/b&gt;" in page
@@ -89,8 +89,8 @@ def test_every_string_from_the_run_folder_is_escaped(run_copy, tmp_path):
 
 
 def test_a_simulated_run_says_so_and_shows_no_simulated_figure(run_copy):
-    folder = load_run(run_copy("sim-a"))
-    page = render_html(folder, folder.summary)
+    folder = load(run_copy("sim-a"))
+    page = render_html(folder)
     assert "SIMULATED" in page and ">simulated<" in page
 
 
@@ -109,7 +109,7 @@ def test_the_page_carries_the_runs_verdict_against_the_built_in_bands(h200_page,
     from bwprof.analysis.spec import Spec
     from bwprof.render.html import verdict_rows
 
-    folder = load_run(DATA / "h200-quick")
+    folder = load(DATA / "h200-quick")
     rows = verdict_rows(folder)
     checks = judge_run(folder, Spec())
     assert len(rows) == len(checks) and {r["verdict"] for r in rows} >= {"PASS"}
@@ -117,7 +117,7 @@ def test_the_page_carries_the_runs_verdict_against_the_built_in_bands(h200_page,
     section = section.split("</section>")[0]
     assert "No verdict in this run" not in section
     assert "hbm (hbm_triad)" in section and "PASS" in section
-    assert verdict_rows(load_run(run_copy("sim-a"))) == []
+    assert verdict_rows(load(run_copy("sim-a"))) == []
 
 
 # -- in a real browser ------------------------------------------------------------------------
@@ -210,8 +210,8 @@ def test_console_errors_are_seen(tmp_path):
 def _page(folder) -> str:
     from bwprof.render.html import verdict_rows
 
-    run = load_run(folder)
-    return render_html(run, run.summary, verdicts=verdict_rows(run))
+    run = load(folder)
+    return render_html(run, verdicts=verdict_rows(run))
 
 
 def test_a_case_that_raised_is_error_on_the_page_never_fail(run_copy):

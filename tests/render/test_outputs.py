@@ -220,15 +220,15 @@ def test_every_report_carries_its_column_dictionary_and_parquet_its_meanings(tmp
 
 def test_the_summary_plot_shades_the_built_in_bands_of_a_measured_run():
     from bwprof.render.outputs import _bands
-    from bwprof.store.runfolder import load_run
+    from bwprof.saved import load
     from tests.conftest import DATA
 
     notes: list[str] = []
-    bands = _bands(load_run(DATA / "h200-quick"), notes)
+    bands = _bands(load(DATA / "h200-quick"), notes)
     assert bands is not None and notes == []
     low, high = bands["hbm"]
     assert 0 < low < high <= 100  # % of the part's peak: from where it passes to the expected
-    assert _bands(load_run(DATA / "sim-a"), notes) is None  # simulated: nothing to judge
+    assert _bands(load(DATA / "sim-a"), notes) is None  # simulated: nothing to judge
 
 
 @pytest.mark.parametrize("kind", ["dangling link", "link to a file", "below a file"])

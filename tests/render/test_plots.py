@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from bwprof.analysis.summary import build_summary
 from bwprof.cli import app
 from bwprof.render import plots
-from bwprof.store.runfolder import load_run
+from bwprof.saved import load
 from tests.conftest import DATA
 from tests.schema.builders import host, meta
 
@@ -38,7 +38,7 @@ def _samples(path):
 def test_every_plot_of_a_simulated_gpu_run(run_copy):
     run = run_copy("sim-a")
     _samples(run / "samples.csv")
-    written = plots.write_plots(load_run(run))
+    written = plots.write_plots(load(run))
     assert [p.name for p in written] == [plots.BANDWIDTH_PNG, plots.SUMMARY_PNG,
                                          plots.TELEMETRY_PNG, plots.P2P_PNG]
     for path in written:
@@ -47,7 +47,7 @@ def test_every_plot_of_a_simulated_gpu_run(run_copy):
 
 
 def test_titles_name_the_machine_and_label_simulated_figures():
-    sim, host = load_run(DATA / "sim-a"), load_run(DATA / "host-ddr")
+    sim, host = load(DATA / "sim-a"), load(DATA / "host-ddr")
     figure = plots.bandwidth_figure(sim.results, sim.meta)
     assert "vm (AMD EPYC) · 2× simulated GPU" in _title(figure)
     assert plots.SIMULATED_TITLE in _title(figure)
@@ -64,7 +64,7 @@ def test_titles_name_the_machine_and_label_simulated_figures():
 
 
 def test_panels_cover_each_memory_kind_and_direction_with_the_peak():
-    sim = load_run(DATA / "sim-a")
+    sim = load(DATA / "sim-a")
     results = sim.results.copy()
     results.loc[results["case"] == "h2d_pinned", ["peak_value", "peak_gbps"]] = 63.0
     figure = plots.bandwidth_figure(results, sim.meta)
@@ -96,7 +96,7 @@ def test_telemetry_panels_follow_the_rows_the_run_measured():
     """The H200 run: DRAM utilisation for its HBM rows, PCIe for its copies, power (it
     moved 120-660 W); its clocks were flat and are named, not drawn. A run of transfers
     only has no DRAM panel."""
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     figure = plots.telemetry_figure(run.samples, run.meta, results=run.results)
     labels = [axis.get_ylabel().replace("\n", " ") for axis in figure.axes]
     assert labels == ["DRAM bandwidth used, % of peak (GPM)",
@@ -131,7 +131,7 @@ def test_a_long_title_fits_even_a_small_p2p_matrix():
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    sim = load_run(DATA / "sim-a")
+    sim = load(DATA / "sim-a")
     assert sim.meta.host is not None
     host = replace(sim.meta.host, hostname="WMWMWM-GPU-NODE-RACK07-SLOT3.EXAMPLE.INTERNAL",
                    cpu_model="Intel(R) Xeon(R) Platinum 8480+")  # wide glyphs
@@ -151,7 +151,7 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
     timeline per overlap case and the pipeline, drawn from the events in timelines.json."""
     run = run_copy("h200-quick")
     notes: list[str] = []
-    written = plots.write_plots(load_run(run), notes=notes)
+    written = plots.write_plots(load(run), notes=notes)
     timelines = [f"timeline-{case}-gpu0.png" for case in (
         "overlap_h2d_compute", "overlap_d2h_compute", "overlap_bidir_compute",
         "overlap_pageable", "pipeline_chunked")]
@@ -161,7 +161,7 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
     for path in written:
         data = path.read_bytes()
         assert data.startswith(PNG) and len(data) > 10_000, path
-    measured = load_run(DATA / "h200-quick")
+    measured = load(DATA / "h200-quick")
     title = _title(plots.bandwidth_figure(measured.results, measured.meta))
     assert "NVIDIA H200" in title and plots.SIMULATED_TITLE not in title
 
@@ -169,7 +169,7 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
 def test_cache_resident_points_are_drawn_hollow_and_named_in_the_legend():
     """The H200 run's d2d_copy at 64 KiB-16 MiB fits in the 60 MiB L2: those points are
     marked, in the device-memory panel only, and the L2 figures draw no peak line of theirs."""
-    measured = load_run(DATA / "h200-quick")
+    measured = load(DATA / "h200-quick")
     figure = plots.bandwidth_figure(measured.results, measured.meta)
     marked = [axis for axis in figure.axes
               if any(text.get_text() == "fits in a cache: not the memory's figure"
@@ -211,7 +211,7 @@ def _panel(figure, title):
 
 
 def test_summary_is_percent_of_peak_on_a_linear_axis_with_the_band_shaded():
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     summary = build_summary(run.results)
     figure = plots.summary_figure(summary, run.meta, band={"hbm": (80.0, 92.0)})
     hbm = _panel(figure, "HBM: device memory")
@@ -235,7 +235,7 @@ def test_summary_is_percent_of_peak_on_a_linear_axis_with_the_band_shaded():
 
 
 def test_summary_of_a_host_only_run_has_readable_gbps_ticks_and_a_sensible_size():
-    run = load_run(DATA / "host-ddr-v2")
+    run = load(DATA / "host-ddr-v2")
     figure = _drawn(plots.summary_figure(build_summary(run.results), run.meta))
     (axis,) = figure.axes
     assert axis.get_xscale() == "linear" and axis.get_xlim()[0] == 0
@@ -248,7 +248,7 @@ def test_summary_of_a_host_only_run_has_readable_gbps_ticks_and_a_sensible_size(
 def test_summary_draws_a_cache_only_path_as_a_note_never_a_bar():
     """host-ddr-v2 without its 256 MiB rows: every ddr_triad row is in_cache, so there is
     no DDR figure, and the panel says so instead of drawing the cache's GB/s."""
-    run = load_run(DATA / "host-ddr-v2")
+    run = load(DATA / "host-ddr-v2")
     small = run.results[run.results["size_bytes"] < (64 << 20)]
     figure = plots.summary_figure(build_summary(small), run.meta)
     (axis,) = figure.axes
@@ -260,7 +260,7 @@ def test_single_size_kernels_are_labelled_markers_side_by_side():
     """The H200's five HBM kernels at 256 MiB: five markers at five x positions around it,
     each a marker shape of its own with its value in the legend: the median, as the summary
     shows it (hbm_triad 4302, its best 4309 not)."""
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     axis = _panel(plots.bandwidth_figure(run.results, run.meta),
                   "device memory, within one memory")
     kernels = [line for line in axis.get_lines() if str(line.get_label()).startswith("hbm_")]
@@ -293,7 +293,7 @@ def test_a_threads_sweep_gets_a_panel_of_its_own():
 
 
 def test_compared_panels_share_one_x_scale_and_legends_are_readable():
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     figure = _drawn(plots.bandwidth_figure(run.results, run.meta))
     transfers = [a.get_xlim() for a in figure.axes if a.get_visible()
                  and "host memory," in a.get_title()]
@@ -308,7 +308,7 @@ def test_every_figure_keeps_its_text_at_8_points_or_more(run_copy):
     from bwprof.render.timeline import read_timelines, timeline_figures
 
     for name in ("h200-quick", "sim-a", "host-ddr-v2"):
-        run = load_run(DATA / name)
+        run = load(DATA / name)
         summary = build_summary(run.results)
         figures = [plots.bandwidth_figure(run.results, run.meta),
                    plots.summary_figure(summary, run.meta, band={"hbm": (80, 90)}),
@@ -323,7 +323,7 @@ def test_every_figure_keeps_its_text_at_8_points_or_more(run_copy):
 def test_timeline_panels_share_one_x_scale_and_overlaps_get_a_sequential_bar():
     from bwprof.render.timeline import SEQUENTIAL_LABEL, read_timelines, timeline_figures
 
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     figures = timeline_figures(read_timelines(run.path), "vm", "H200", run.results)
     pipeline = figures["timeline-pipeline_chunked-gpu0.png"]
     assert len(pipeline.axes) == 6 and len({a.get_xlim() for a in pipeline.axes}) == 1
@@ -354,7 +354,7 @@ def test_a_timeline_of_a_case_named_at_length_still_gets_a_file_name(tmp_path):
 
 
 def test_the_p2p_heatmap_runs_from_zero_to_the_peak_not_to_the_data():
-    sim = load_run(DATA / "sim-a")
+    sim = load(DATA / "sim-a")
     results = sim.results.copy()
     results.loc[results["case"] == "p2p_copy", "peak_value"] = 50.0
     (image,) = plots.p2p_figure(results, sim.meta).axes[0].get_images()
@@ -395,7 +395,7 @@ def test_no_legend_covers_a_point_of_single_size_kernels():
             for case, gbps in (("ddr_copy", 15.6), ("ddr_scale", 77.7), ("ddr_add", 30.3),
                                ("ddr_triad", 14.7), ("ddr_dot", 13.7))]
     assert _markers_under_legends(plots.bandwidth_figure(results_frame(rows), meta())) == []
-    run = load_run(DATA / "h200-quick")
+    run = load(DATA / "h200-quick")
     assert _markers_under_legends(plots.bandwidth_figure(run.results, run.meta)) == []
 
 
@@ -479,6 +479,7 @@ def test_latency_and_roofline_figures_overprint_nothing():
     axis, the GPU chase's line crossed its "L2 60 MiB" label, a host run's "25%" sat under
     the legend on the frame's top edge, and the roofline's near-equal ridge labels lay
     under one another's markers."""
+    from bwprof.analysis.roofline import ceilings
     from bwprof.render.rooflineplot import roofline_figure
     from bwprof.schema.table import results_frame
     from tests.analysis import latency_rows as lat
@@ -501,7 +502,7 @@ def test_latency_and_roofline_figures_overprint_nothing():
     unloaded = results_frame(lat.loaded("lat_gpu_loaded", "gpu0", idle=20.0, full_gbps=0.0,
                                         backend="simulated", memory="hbm"))
     assert overprinted(plots.loaded_latency_figure(unloaded, lat.run_meta())) == []  # no 1e-9
-    roofline = roofline_figure(_roofline_rows(), "vm", plots.SIMULATED_TITLE)
+    roofline = roofline_figure(ceilings(_roofline_rows()), "vm", plots.SIMULATED_TITLE)
     assert overprinted(roofline) == []
     ridges = sorted(t.get_text() for a in roofline.axes for t in a.texts)
     assert ridges == ["0.64", "0.64", "2.1", "2.8", "6.3", "8.3", "8.3", "8.3", "8.6"]

@@ -3,6 +3,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
+from bwprof.analysis.run import Run
 from bwprof.analysis.summary import build_summary
 from bwprof.render.terminal import failure_lines, not_run_lines, print_report
 from bwprof.schema.meta import GpusMeta, TelemetryMeta
@@ -13,7 +14,7 @@ from tests.store.test_export import make_row
 
 def _render(rows) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
-    print_report(console, rows, build_summary(results_frame(rows)))
+    print_report(console, Run.from_rows(rows))
     return console.export_text()
 
 
@@ -138,17 +139,15 @@ def test_many_skip_reasons_are_capped():
 
 
 def test_without_a_gpu_the_reason_is_said_once():
-    from bwprof.analysis.summary import build_summary
     from bwprof.render.terminal import print_report
-    from bwprof.schema.table import results_frame
 
     reason = "no NVIDIA driver / no CUDA device found"
     rows = [make_row()] + [make_row(case=c, backend="cuda", status="skipped", note=reason,
                                     size_bytes=None, threads=None, device="")
                            for c in ("h2d_pinned", "hbm_triad", "p2p_copy")]
     console = Console(width=200, record=True, file=io.StringIO())
-    print_report(console, rows, build_summary(results_frame(rows)),
-                 meta=meta(telemetry=TelemetryMeta(enabled=False, reason=reason)))
+    print_report(console, Run.from_rows(
+        rows, meta(telemetry=TelemetryMeta(enabled=False, reason=reason))))
     assert console.export_text().count(reason) == 1
 
 
@@ -163,27 +162,26 @@ def test_a_ddr_figure_without_a_peak_says_why_once():
     assert ddr_peak_line(with_peak, system) is None
     assert ddr_peak_line(summary, meta()) is None  # no host recorded
     console = Console(width=200, record=True, file=io.StringIO())
-    print_report(console, [make_row()], summary, meta=system)
+    print_report(console, Run.from_rows([make_row()], system))
     assert "DDR peak unknown: SMBIOS" in console.export_text()
 
 
 def test_a_run_inside_gvisor_says_so_under_the_summary():
     from bwprof.render.terminal import report_lines, sandbox_line
 
-    summary = build_summary(results_frame([make_row()]))
     system = meta(host=host(sandbox="gVisor"))
     line = sandbox_line(system)
     assert line is not None and line.startswith("measured inside a gVisor sandbox: ")
-    assert report_lines([make_row()], summary, system)["sandbox"] == [line]
+    assert report_lines(Run.from_rows([make_row()], system))["sandbox"] == [line]
     assert sandbox_line(meta(host=host(sandbox=None))) is None
-    assert report_lines([make_row()], summary, meta())["sandbox"] == []  # no host recorded
+    assert report_lines(Run.from_rows([make_row()], meta()))["sandbox"] == []  # no host recorded
 
 
 def test_a_summary_title_longer_than_the_table_stays_on_one_line():
     rows = [make_row(gbps_best=20.0, size_bytes=64 << 20)]
     console = Console(width=160, record=True, file=io.StringIO())
     title = "gpu-node-rack07 (Intel(R) Xeon(R) Platinum 8480+) · 8× NVIDIA H200"
-    print_report(console, rows, build_summary(results_frame(rows)), title)
+    print_report(console, Run.from_rows(rows), title)
     first = console.export_text().splitlines()[0]
     assert first.startswith("bwprof summary: gpu-node-rack07") and "bytes/s)" in first, first
 

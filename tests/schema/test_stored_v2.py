@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bwprof.saved import load
 from bwprof.schema.flags import split_flags
 from bwprof.schema.rows import ADDED_COLUMNS, CSV_COLUMNS, TIMING_COLUMNS
-from bwprof.store.runfolder import load_run
 
 STORED = Path(__file__).resolve().parents[1] / "data" / "host-ddr-v2"
 
@@ -20,7 +20,7 @@ def test_its_files_have_the_columns_of_version_2():
 
 
 def test_it_reads_with_the_columns_added_since_empty():
-    results = load_run(STORED).results
+    results = load(STORED).results
     assert set(ADDED_COLUMNS) <= set(results.columns)
     assert results["page_bytes"].isna().all() and results["load_gbps"].isna().all()
     # ddr_copy derives its copy-convention figure from its case: half its GB/s (STREAM
@@ -32,7 +32,7 @@ def test_it_reads_with_the_columns_added_since_empty():
 
 
 def test_it_loads_with_its_metric_values_and_flags():
-    run = load_run(STORED)
+    run = load(STORED)
     results = run.results
     assert run.meta.schema_version == 2 and (results["schema_version"] == 2).all()
     assert (results["metric"] == "bandwidth").all() and results["higher_is_better"].all()
@@ -49,6 +49,6 @@ def test_it_loads_with_its_metric_values_and_flags():
 def test_it_compares_with_a_version_1_run():
     from bwprof.analysis.compare import compare_runs
 
-    comparison = compare_runs([load_run(STORED.parent / "host-ddr"), load_run(STORED)])
+    comparison = compare_runs([load(STORED.parent / "host-ddr"), load(STORED)])
     summary = comparison.rows[comparison.rows["scope"] == "summary"]
     assert set(summary["metric"]) == {"bandwidth"}

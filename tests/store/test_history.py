@@ -403,7 +403,9 @@ def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):
     fleet = trend.figures(history.read_store(fleet_store(tmp_path)))
     rows = trend.select(fleet, gpu="GPU-box1", case="hbm_triad")
     assert set(rows["subject"]) == {"GPU-box1"} and len(rows) == 3
-    figure = trend.case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], set())
+    from bwprof.render.trendplot import case_figure
+
+    figure = case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], set())
     labels = figure.axes[0].get_legend_handles_labels()[1]
     assert "fleet min–max of 9 figure(s)" in labels  # three boxes' three runs, not box1's
     assert any(label.startswith("GPU-box1") for label in labels)

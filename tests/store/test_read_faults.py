@@ -725,9 +725,10 @@ def test_a_results_cell_of_any_kind_is_one_line_or_read():
     figures work on. Those run once, on every table that was read, stacked (pytest makes
     a numeric warning an error)."""
     from bwprof.analysis.compare import _figures
+    from bwprof.analysis.run import Run
     from bwprof.analysis.summary import build_summary
     from bwprof.render.terminal import report_lines
-    from bwprof.schema.table import checked_results, rows_from_frame
+    from bwprof.schema.table import checked_results
     from bwprof.store.runfolder import RunFolder
 
     source = DATA / "host-ddr-v2" / "results.csv"
@@ -747,5 +748,5 @@ def test_a_results_cell_of_any_kind_is_one_line_or_read():
     assert len(read) > 40 and refused > 40, (len(read), refused)
     results = pd.concat(read, ignore_index=True)
     summary = build_summary(results)
-    report_lines(rows_from_frame(results), summary, meta, None)
+    report_lines(Run.from_frame(results, meta))
     _figures(RunFolder(source.parent, results, meta), summary)

@@ -1,0 +1,86 @@
+"""The one Run object: `bwprof run` and `bwprof.load(DIR)` give the same Run, and every output
+of a command shares what is derived from it: one summary, one judgement, one set of ceilings."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import bwprof
+from bwprof.analysis import judge, roofline, summary
+from bwprof.analysis.run import Run
+from bwprof.cli import main
+from bwprof.store.runfolder import load_run
+from tests.conftest import DATA
+
+
+@pytest.fixture
+def derivations(monkeypatch) -> dict[str, int]:
+    """How often each derivation ran from here on: the summary, a judgement, the ceilings."""
+    counts = {"summary": 0, "judge": 0, "ceilings": 0}
+
+    def counted(name: str, real):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(summary, "build_summary", counted("summary", summary.build_summary))
+    monkeypatch.setattr(judge, "judge_run", counted("judge", judge.judge_run))
+    monkeypatch.setattr(roofline, "ceilings", counted("ceilings", roofline.ceilings))
+    return counts
+
+
+def test_report_with_its_page_and_plots_derives_each_part_once(tmp_path, derivations):
+    """`report --html` prints the summary, writes summary.csv, the plots (the summary plot
+    shades accept's bands) and the page (its verdict table, the roofline): one of each."""
+    assert main(["report", str(DATA / "h200-quick"), "--html", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "summary_vs_peak.png").is_file()
+    assert derivations == {"summary": 1, "judge": 1, "ceilings": 1}
+
+
+def test_a_run_derives_on_first_use_and_keeps_it(derivations):
+    run = bwprof.load(DATA / "h200-quick")
+    assert isinstance(run, Run) and derivations == {"summary": 0, "judge": 0, "ceilings": 0}
+    assert run.summary is run.summary and run.checks is run.checks
+    assert run.ceilings is run.ceilings
+    assert derivations == {"summary": 1, "judge": 1, "ceilings": 1}
+
+
+def test_a_spec_is_judged_once_and_the_built_in_bands_are_the_default():
+    from bwprof.analysis.spec import Spec
+
+    run = bwprof.load(DATA / "h200-quick")
+    spec = Spec()
+    assert run.judged(spec) is run.judged(spec)
+    assert [c.as_dict() for c in run.judged(spec)] == [c.as_dict() for c in run.checks]
+
+
+def test_a_folder_read_by_the_store_becomes_the_same_run():
+    folder = load_run(DATA / "host-ddr")
+    run = Run.of(folder)
+    assert run.results is folder.results and run.meta is folder.meta
+    assert Run.of(run) is run
+
+
+def test_a_run_measured_here_is_the_run_its_folder_loads(tmp_path, derivations):
+    """`bwprof.run(...)` returns the Run `bwprof.load` gives of the folder it wrote: the same
+    rows, summary, findings and verdicts, derived from memory, not read back; the summary
+    it wrote (summary.csv) is the one it returns."""
+    result = bwprof.run(cases="ddr_triad", repeats=2, threads="1", size="1MiB",
+                        out=tmp_path / "run", plots=False, telemetry=False)
+    assert result.summary is result.summary and derivations["summary"] == 1
+    loaded = bwprof.load(tmp_path / "run")
+    assert isinstance(result, Run) and result.run_dir == loaded.path == tmp_path / "run"
+    assert [r.case for r in result.rows] == [r.case for r in loaded.rows]
+    pd.testing.assert_frame_equal(result.summary, loaded.summary, check_dtype=False)
+    assert len(result.findings) == len(loaded.findings if loaded.findings is not None else [])
+    assert [c.as_dict() for c in result.checks] == [c.as_dict() for c in loaded.checks]
+
+
+def test_a_run_of_rows_at_hand_needs_no_folder():
+    from tests.store.test_export import make_row
+
+    run = Run.from_rows([make_row()])
+    assert run.path is None and run.label == "the run" and run.rows[0].case == "ddr_triad"
+    assert run.summary["case"].iloc[0] == "ddr_triad"
