@@ -8,6 +8,7 @@ the end-of-run steps still run, each whole, and the final system.json says what 
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -42,6 +43,7 @@ from bwprof.schema.meta import (
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame
 from bwprof.store.export import (
+    LOCK_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
     SYSTEM_FILE,
@@ -55,6 +57,10 @@ from bwprof.store.export import (
 from bwprof.store.formats import check_format
 from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
+
+if TYPE_CHECKING:
+    from bwprof.gpu.ptx import KernelPtx
+    from bwprof.telemetry.counters import CounterReader
 
 DEFAULT_SAMPLE_INTERVAL_MS = 50
 NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
@@ -80,7 +86,6 @@ class RunResult(Run):
     was interrupted, the overlap timelines and the report files."""
 
     interrupted: bool = False
-    timelines: list[dict[str, object]] = field(default_factory=list, repr=False)
     files: list[Path] = field(default_factory=list)
     """Report files written beside the rows: summary.csv, Parquet copies, plots."""
 
@@ -245,6 +250,71 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
     for executor in executors.values():
         executor.close()
     return availability
+
+
+def machine_info() -> tuple[HostInfo, GpusMeta]:
+    """What `bwprof info` shows: the host, and the GPUs where a driver is present."""
+    executor, gpus = gpu_executor()
+    executor.close()
+    return host_info(), gpus
+
+
+def compile_kernels(cc: str | None = None) -> tuple[tuple[int, int], list[KernelPtx]]:
+    """Every CUDA kernel compiled to PTX for compute capability `cc` ('9.0'; default: this
+    GPU's, else 9.0), no GPU needed: the target and each kernel's result."""
+    from bwprof.gpu import ptx
+
+    target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
+    if cc is not None:
+        ptx.check_supported(target)
+    return target, ptx.compile_all(target)
+
+
+@dataclass
+class Monitor:
+    """A live view's reader of every GPU's counters, checked and ready (`open_monitor`)."""
+
+    reader: CounterReader
+    csv_path: Path | None
+    created_csv: bool
+    """Whether `csv_path` was made by this monitor (removed again if never written)."""
+
+
+def open_monitor(interval_ms: float, count: int | None = None,
+                 csv: str | Path | None = None) -> Monitor:
+    """Check `bwprof monitor`'s options and open NVML: BwprofError (one line) for an
+    interval outside 1 ms to 60 s, a count below 1, no NVML or no GPU, or a `csv` file of a
+    run folder; OutputError where `csv` cannot be made."""
+    from bwprof.errors import write_failure
+    from bwprof.telemetry import nvml
+    from bwprof.telemetry.counters import CounterReader
+
+    if not 1 <= interval_ms <= 60_000:
+        raise BwprofError(f"--interval must be between 1 and 60000 ms, got {interval_ms:g}")
+    if count is not None and count < 1:
+        raise BwprofError(f"--count must be at least 1, got {count}")
+    csv_path = user_path(csv, "--csv") if csv is not None else None
+    if not nvml.available():
+        raise BwprofError(f"nothing to monitor: {nvml.reason()}")
+    existed = csv_path is not None and os.path.lexists(csv_path)
+    if csv_path is not None:
+        if existed and _in_a_run_folder(csv_path):
+            raise BwprofError(f"--csv {csv_path} is a file of a bwprof run folder; monitor "
+                              "would replace it: choose another --csv")
+        try:
+            csv_path.parent.mkdir(parents=True, exist_ok=True)
+            csv_path.touch()
+        except OSError as exc:
+            raise write_failure(csv_path, exc, option="--csv") from None
+    reader = CounterReader.every_gpu(nvml.get_nvml())
+    if not reader.labels:
+        raise BwprofError("nothing to monitor: NVML sees no GPU")
+    return Monitor(reader, csv_path, csv_path is not None and not existed)
+
+
+def _in_a_run_folder(path: Path) -> bool:
+    """Whether `path` lies in a folder bwprof run wrote (system.json or its lock beside it)."""
+    return any(os.path.lexists(path.parent / name) for name in (SYSTEM_FILE, LOCK_FILE))
 
 
 def check_options(

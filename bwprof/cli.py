@@ -37,7 +37,6 @@ from bwprof.errors import (
     BwprofError,
     OutputError,
     RunInterrupted,
-    write_failure,
 )
 from bwprof.render.consoles import PIPED_COLUMNS, console, tame_terminal_sizes
 from bwprof.stdio import abandon_stdout
@@ -568,15 +567,12 @@ def info_command(
 ) -> None:
     """The host (CPU, caches, memory, NUMA, OS, versions) and the GPUs where a driver is present."""
     from bwprof._version import git_commit
-    from bwprof.api import gpu_executor
+    from bwprof.api import machine_info
     from bwprof.schema.meta import version_text
-    from bwprof.system import host_info
     from bwprof.units import format_bytes
 
     _numba_ready()
-    host = host_info()
-    executor, gpus = gpu_executor()
-    executor.close()
+    host, gpus = machine_info()
     commit = git_commit()
     if as_json:
         typer.echo(json.dumps({"bwprof_version": __version__, "bwprof_commit": commit,
@@ -698,13 +694,11 @@ def kernels_command(
     ] = None,
 ) -> None:
     """Compile every CUDA kernel to PTX (no GPU needed) and show its global loads and stores."""
+    from bwprof import api
     from bwprof.gpu import ptx
 
     _numba_ready()
-    target = ptx.parse_cc(cc) if cc is not None else ptx.default_cc()
-    if cc is not None:
-        ptx.check_supported(target)
-    results = ptx.compile_all(target)
+    target, results = api.compile_kernels(cc)
     typer.echo("\n".join(ptx.report_lines(results, target)))
     if any(not r.ok for r in results):
         raise typer.Exit(EXIT_FAILED)
@@ -724,30 +718,11 @@ def monitor_command(
     """Live view of every GPU's counters (clocks, power, PCIe, DRAM and NVLink rates)."""
     from rich.live import Live
 
-    from bwprof.telemetry import nvml
-    from bwprof.telemetry.counters import CounterReader
+    from bwprof import api
     from bwprof.telemetry.monitor import monitor, table
 
-    if not 1 <= interval <= 60_000:
-        raise BwprofError(f"--interval must be between 1 and 60000 ms, got {interval:g}")
-    if count is not None and count < 1:
-        raise BwprofError(f"--count must be at least 1, got {count}")
-    csv_path = _user_path(csv_file, "--csv") if csv_file is not None else None
-    if not nvml.available():
-        raise BwprofError(f"nothing to monitor: {nvml.reason()}")
-    existed = csv_path is not None and os.path.lexists(csv_path)
-    if csv_path is not None:
-        if existed and _in_a_run_folder(csv_path):
-            raise BwprofError(f"--csv {csv_path} is a file of a bwprof run folder; monitor "
-                              "would replace it: choose another --csv")
-        try:
-            csv_path.parent.mkdir(parents=True, exist_ok=True)
-            csv_path.touch()
-        except OSError as exc:
-            raise write_failure(csv_path, exc, option="--csv") from None
-    reader = CounterReader.every_gpu(nvml.get_nvml())
-    if not reader.labels:
-        raise BwprofError("nothing to monitor: NVML sees no GPU")
+    opened = api.open_monitor(interval, count, csv_file)
+    reader, csv_path = opened.reader, opened.csv_path
     peaks = reader.hbm_peaks()
     try:
         with Live(table([], interval, 0), auto_refresh=False, console=console()) as live:
@@ -756,7 +731,7 @@ def monitor_command(
                                                                     peaks), refresh=True),
                            count=count)
     except OutputError:
-        if csv_path is not None and not existed:
+        if csv_path is not None and opened.created_csv:
             _remove_if_empty(csv_path)  # made by this command, and never written
         raise
     where = f"; every sample in {csv_path}" if csv_path is not None else ""
@@ -765,11 +740,6 @@ def monitor_command(
         typer.echo(f"{done.error_count} read(s) failed; the first: {done.errors[0]}", err=True)
         if not done.taken:
             raise typer.Exit(EXIT_FAILED)
-
-
-def _in_a_run_folder(path: Path) -> bool:
-    """Whether `path` lies in a folder bwprof run wrote (system.json or its lock beside it)."""
-    return any(os.path.lexists(path.parent / name) for name in ("system.json", ".bwprof.lock"))
 
 
 def _remove_if_empty(path: Path) -> None:

@@ -36,6 +36,9 @@ class Run(RunFolder):
     measured_rows: list[ResultRow] | None = field(default=None, repr=False)
     """The rows as the run measured them, where it did here (`bwprof run`); a run read back
     gets its rows from the frame (`rows`)."""
+    timelines: list[dict[str, object]] | None = field(default=None, repr=False)
+    """The overlap cases' stream timelines, where the run holds them (`bwprof run`); None
+    for a run read back: its plots read them from the folder's timelines.json."""
     _judged: list[tuple[Spec, list[Check]]] = field(default_factory=list, repr=False,
                                                    init=False)
 

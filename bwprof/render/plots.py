@@ -965,12 +965,12 @@ def write_plots(run: Run, out_dir: Path | None = None,
     for name, figure in drawn.items():
         if figure is not None:
             written.append(save_figure(figure, target / name))
-    # The overlap timelines, from the event times the run recorded in timelines.json.
+    # The overlap timelines, from the event times the run recorded (timelines.json).
     names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:
-        written += write_timeline_plots(target, read_timelines(run.path or target), run.host,
-                                        names,
-                                        run.results)
+        timelines = (run.timelines if run.timelines is not None
+                     else read_timelines(run.path or target))
+        written += write_timeline_plots(target, timelines, run.host, names, run.results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand
             notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")

@@ -209,7 +209,7 @@ class SummarisedRun(Protocol):
     def summary(self) -> pd.DataFrame: ...
 
 
-def _refusal(run: RunFolder | SummarisedRun) -> str | None:
+def refusal(run: RunFolder | SummarisedRun) -> str | None:
     """Why a loaded run folder cannot go into the history, or None where it can."""
     if run.simulated:
         return (f"{run.label} is a simulated run (test figures from the CPU stand-in "
@@ -224,8 +224,8 @@ def _refusal(run: RunFolder | SummarisedRun) -> str | None:
 
 def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
     """A saved run's rows for the store; BwprofError (one line) where it is refused
-    (`_refusal`)."""
-    why = _refusal(run)
+    (`refusal`)."""
+    why = refusal(run)
     if why is not None:
         raise BwprofError(why)
     folder = run.path

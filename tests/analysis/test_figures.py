@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from bwprof import saved
 from bwprof.analysis import figures
 from bwprof.analysis.compare import compare_runs
 from bwprof.analysis.judge import judge_run
@@ -16,6 +17,7 @@ from bwprof.analysis.spec import Spec
 from bwprof.analysis.summary import build_summary
 from bwprof.casespec import PATHS, judged_paths, path_of, summary_paths
 from bwprof.saved import load
+from bwprof.store.history import refusal
 from tests.conftest import DATA
 
 FOLDERS = sorted(p.name for p in DATA.iterdir() if (p / "results.csv").exists())
@@ -57,7 +59,7 @@ def _judged(run) -> list:
 
 
 @pytest.mark.parametrize("name", FOLDERS)
-def test_report_accept_compare_and_history_show_one_figure_and_one_peak(name):
+def test_report_accept_compare_and_history_show_one_figure_and_one_peak(name, tmp_path):
     run = load(DATA / name)
     summary = build_summary(run.results)
     figured = summary[summary["value"].notna()]
@@ -81,6 +83,20 @@ def test_report_accept_compare_and_history_show_one_figure_and_one_peak(name):
                        & (shown["path"] == row["path"])]
         assert len(theirs) >= 1, (name, row["case"], row["device"])
         assert math.isclose(theirs["value"].iloc[0], row["value"], rel_tol=1e-12)
+    # history and trend: the point trend follows is the summary's figure (the store keeps
+    # finished measurements only: a simulated or unfinished folder is refused, and said)
+    if refusal(run) is not None:
+        return
+    saved.history_add([DATA / name], tmp_path / "store")
+    followed = saved.trend(tmp_path / "store", plots=False).rows
+    stored = figured[figured["status"] == "ok"]
+    assert len(stored)
+    for _, row in stored.iterrows():
+        point = followed[(followed["case"] == row["case"])
+                         & (followed["device"] == row["device"])]
+        assert len(point) == 1, (name, row["case"], row["device"])
+        assert math.isclose(point["figure"].iloc[0], row["value"], rel_tol=1e-12), (
+            name, row["case"])
 
 
 def test_history_and_the_html_page_carry_the_summary_figure(tmp_path):
