@@ -254,9 +254,10 @@ def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
 
 def machine_info() -> tuple[HostInfo, GpusMeta]:
     """What `bwprof info` shows: the host, and the GPUs where a driver is present."""
+    host = host_info()  # before any CUDA context, as a run reads it
     executor, gpus = gpu_executor()
     executor.close()
-    return host_info(), gpus
+    return host, gpus
 
 
 def compile_kernels(cc: str | None = None) -> tuple[tuple[int, int], list[KernelPtx]]:
@@ -841,7 +842,8 @@ class _Run:
     def _make_result(self) -> None:
         self.result = RunResult(
             self.run_dir, self._rows_frame(), self.meta,
-            samples=pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS)),
+            samples=(pd.DataFrame(self._samples, columns=list(SAMPLE_COLUMNS))
+                     if self._samples else None),  # as a folder without samples.csv reads
             findings=findings_frame(self.findings), measured_rows=list(self.rows),
             timelines=list(self.runner.timelines) if self.runner is not None else [],
         )
@@ -860,8 +862,8 @@ class _Run:
                 or self.finishing_interrupted):  # after Ctrl-C, no seconds of plotting
             return
         result = self.result
-        # The final metadata (the page says the run finished, and when): nothing has been
-        # derived from the result yet, so its summary and verdicts are of this metadata.
+        # The final metadata (the page says the run finished, and when); setting it forgets
+        # anything derived from the metadata before (`Run.__setattr__`).
         result.meta = self.meta
         try:
             written = write_report_files(result, self.run_dir, parquet=parquet, plots=plots,

@@ -436,7 +436,8 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
             record.update(
                 unit=(mine or base or {}).get("unit"),
                 higher_is_better=(mine or base or {}).get("higher_is_better"),
-                run=label, run_dir=printable(str(run.path)), run_id=run.run_id,
+                run=label, run_dir=printable(str(run.path)) if run.path is not None else "",
+                run_id=run.run_id,
                 baseline=index == 0,
                 backend=mine["backend"] if mine else None,
                 status=mine["status"] if mine else "absent",

@@ -7,7 +7,8 @@ verdicts against the built-in bands, and the roofline ceilings. Each is derived 
 and kept, so a command that shows a run several ways (the terminal, summary.csv, the plots,
 report.html) judges it once, builds its summary once and works out its ceilings once.
 
-A Run is not changed after it is made: its derived parts are of the rows it was made with.
+Setting a Run's rows, metadata or measured rows again forgets what was derived from the old
+ones (`__setattr__`), so a derived part is never of other data than the Run holds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from bwprof.analysis.spec import Spec
 
 
+_DERIVED_FROM = frozenset({"results", "meta", "measured_rows"})
+_DERIVED = ("rows", "summary", "checks", "ceilings", "machine")
+"""The cached properties below, each derived from `_DERIVED_FROM`."""
+
+
 @dataclass(eq=False)
 class Run(RunFolder):
     """One run, measured here or read back from its folder, and everything derived from it."""
@@ -41,6 +47,14 @@ class Run(RunFolder):
     for a run read back: its plots read them from the folder's timelines.json."""
     _judged: list[tuple[Spec, list[Check]]] = field(default_factory=list, repr=False,
                                                    init=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        changed = self.__dict__.get(name) is not value
+        super().__setattr__(name, value)
+        if changed and name in _DERIVED_FROM and "_judged" in self.__dict__:  # made: forget
+            for derived in _DERIVED:
+                self.__dict__.pop(derived, None)
+            self._judged.clear()
 
     @classmethod
     def of(cls, folder: RunFolder) -> Run:

@@ -222,8 +222,9 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
         raise failure
     result = api.RunResult(out, frame, meta, measured_rows=rows, timelines=merged.timelines,
                            findings=findings,
-                           samples=pd.DataFrame(merged.samples,
-                                                columns=list(FLEET_SAMPLE_COLUMNS)))
+                           samples=(pd.DataFrame(merged.samples,
+                                                 columns=list(FLEET_SAMPLE_COLUMNS))
+                                    if merged.samples else None))
     plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
     written = write_report_files(result, out,
                                  parquet=options.get("file_format") == "parquet",

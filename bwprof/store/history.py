@@ -32,7 +32,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import BytesIO
@@ -335,11 +335,12 @@ def _check_against_store(run: StoredRun, target: Path) -> bool:
     return True
 
 
-def add_runs(saved: Sequence[SummarisedRun], store: Path,
+def add_runs(saved: Iterable[SummarisedRun], store: Path,
              now: datetime | None = None) -> list[Added]:
     """Add each saved run's headline figures to the store, each run once. Every run is
     checked, and checked against the store, before anything is written: a run refused is
-    one line (BwprofError, exit 2) and nothing is added. A store that cannot be
+    one line (BwprofError, exit 2) and nothing is added. `saved` is read once, each run
+    kept only as its stored rows (a generator loads one folder at a time). A store that cannot be
     written is an OutputError (exit 3) naming the file; the runs added before it stay."""
     need_pyarrow()
     added = now or datetime.now(timezone.utc)

@@ -52,7 +52,7 @@ from bwprof.store.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTE
 RESULTS_PARQUET = "results.parquet"
 
 
-@dataclass
+@dataclass(eq=False)
 class RunFolder:
     """One run as the store holds it: its rows, its metadata, and the telemetry samples
     where recorded (`bwprof.analysis.run.Run` adds what is derived from them)."""

@@ -84,3 +84,16 @@ def test_a_run_of_rows_at_hand_needs_no_folder():
     run = Run.from_rows([make_row()])
     assert run.path is None and run.label == "the run" and run.rows[0].case == "ddr_triad"
     assert run.summary["case"].iloc[0] == "ddr_triad"
+
+
+def test_new_rows_or_metadata_forget_what_was_derived_from_the_old():
+    from dataclasses import replace
+
+    run = bwprof.load(DATA / "h200-quick")
+    before, title = run.summary, run.machine
+    assert run.checks
+    assert run.meta.host is not None
+    run.meta = replace(run.meta, host=replace(run.meta.host, hostname="another-box"))
+    assert run.machine != title and "another-box" in run.machine
+    run.results = run.results[run.results["case"] == "ddr_triad"]
+    assert run.summary is not before and "hbm_triad" not in set(run.summary["case"])
