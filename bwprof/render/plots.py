@@ -2,8 +2,8 @@
 
 - `bandwidth_vs_size.png`: GB/s against transfer size (log x), one panel per memory kind and
   direction (and one per `--threads` sweep), one line per case and device (a single size: a
-  marker, side by side with the others), the theoretical peak as a dashed line, cache points
-  hollow and named.
+  marker at that size, named beside it), the theoretical peak as a dashed line, cache points
+  hollow and named; the size axis labels only the sizes measured.
 - `summary_vs_peak.png`: the summary's figures, a panel per path, in % of peak on a linear
   0-100% axis (the achievable band shaded where given), GB/s from 0 without a peak.
 - `telemetry.png`: the counters that explain the figures (DRAM utilisation, PCIe, what moved)
@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,10 +145,15 @@ def _size_formatter(value: float, _position: object) -> str:
 
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-SINGLE_SPREAD_OCTAVES = 0.22
-"""How far apart (in octaves of size, at least; 3.5% of a wide panel's range) the single-size
-series of one panel are drawn, so five kernels measured at one size are five markers side by
-side, not one spot."""
+SIZE_PAD = 1.6
+"""A size axis reaches this factor beyond the smallest and largest size drawn in its family."""
+PANEL_INCHES = 5.4
+"""Width of one panel of the bandwidth figure."""
+AXIS_INCHES = 4.2
+"""Width of a panel's plotting area, its tick and axis labels taken off (about)."""
+MAX_SIZE_LABELS = 9
+"""Size ticks labelled at most; a longer sweep labels every second (third, ...) measured size,
+each measured size still ticked."""
 
 
 def _family(memory: str, direction: str) -> str:
@@ -177,13 +183,14 @@ def _resident_word(line: pd.DataFrame) -> pd.Series:
 
 def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, label: str,
                  marker: str, peak: float | None, single: bool) -> None:
-    """One case and device: a line through its sizes (a marker with its value written
-    beside it where it has one size); the points that fit in a cache hollow, joined by a
+    """One case and device: a line through its sizes (a marker at its one size, its value
+    in the legend, where it has one); the points that fit in a cache hollow, joined by a
     dotted line and named (`in L2`, `in cache`), so they never read as the memory's."""
     cached = resident[line.index]
     values = line[FIGURE].astype(float)
-    if single:  # its value in the legend: side-by-side markers leave no room for text
+    if single:  # white-edged, so markers stacked at one size stay told apart
         drawn = axis.plot(x, values, linestyle="none", marker=marker, markersize=7,
+                          markeredgecolor="white", markeredgewidth=0.8, alpha=0.9,
                           label=f"{label}: {_value_text(float(values.iloc[0]))}")[0]
     else:
         drawn = axis.plot(x, values, linestyle=":", linewidth=1, marker=None)[0]
@@ -207,22 +214,84 @@ def _value_text(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
-                swept: set[tuple[str, str]]) -> None:
+NAME_GAP_POINTS = 1.3 * TEXT_POINTS
+"""Height of one marker's name in a stack of them, in points."""
+NAME_OFFSET_POINTS = 9.0
+"""How far right of its marker a single-size marker's name starts, in points."""
+
+
+@dataclass(frozen=True)
+class _Name:
+    """A single-size marker to be named beside it: its text, point, colour and line."""
+
+    text: str
+    x: float
+    y: float
+    colour: str
+    line: object
+
+
+def _spread(wanted: list[float], gap: float, low: float, high: float) -> list[float]:
+    """Heights for names wanted at `wanted` (ascending, in points), each at least `gap` from
+    the next and in the same order: a run of names too close is centred on where its names
+    want to be; then the whole stack is kept between `low` and `high`."""
+    blocks: list[list[float]] = []
+    for value in wanted:
+        blocks.append([value])
+        while len(blocks) > 1:
+            below, above = blocks[-2], blocks[-1]
+            top = sum(below) / len(below) + (len(below) - 1) * gap / 2
+            bottom = sum(above) / len(above) - (len(above) - 1) * gap / 2
+            if bottom - top >= gap:
+                break
+            blocks[-2:] = [below + above]
+    placed = [sum(block) / len(block) + (k - (len(block) - 1) / 2) * gap
+              for block in blocks for k in range(len(block))]
+    shift = max(0.0, low - placed[0]) if placed else 0.0
+    if placed and placed[-1] + shift > high:
+        shift = high - placed[-1]
+    return [value + shift for value in placed]
+
+
+def _name_markers(figure, axis, names: list[_Name]) -> None:
+    """Write each single-size marker's name and value to its right. The markers of kernels
+    run at one size stand on one x, however close their figures: their names are stacked in
+    the markers' order, each as near its marker's height as the others leave room for. Call
+    it last: it solves the figure's layout and keeps it (`place_clear`)."""
+    place_clear(figure, axis, [])  # the final layout: display heights are now true
+    points = 72 / figure.dpi
+    frame = axis.get_window_extent()
+    low, high = frame.y0 * points + NAME_GAP_POINTS / 2, frame.y1 * points - NAME_GAP_POINTS / 2
+    labels: list[tuple[str, list[Candidate], dict]] = []
+    for x in dict.fromkeys(name.x for name in names):
+        stack = sorted((name for name in names if name.x == x), key=lambda name: name.y)
+        wanted = [float(axis.transData.transform((x, name.y))[1]) * points for name in stack]
+        for name, want, at in zip(stack, wanted, _spread(wanted, NAME_GAP_POINTS, low, high),
+                                  strict=True):
+            labels.append((name.text, [((x, name.y), (NAME_OFFSET_POINTS, at - want), "left",
+                                        "center")],
+                           {"fontsize": TEXT_POINTS, "color": name.colour}))
+    place_clear(figure, axis, labels)
+
+
+def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series,
+                swept: set[tuple[str, str]]) -> list[_Name]:
+    """Draw one panel against size, every point at the size it was measured at; returns
+    its single-size markers, to be named once the figure's layout is known."""
+    from matplotlib.colors import to_hex
+
     metric = str(mine["metric"].iloc[0])
     unit = str(mine["unit"].iloc[0])
     peaks = sorted(mine["peak_value"].dropna().unique())
     peak = float(max(peaks)) if peaks else None
     groups = list(mine.groupby(["case", "device"], sort=False))
     singles = [key for key, line in groups if line["size_bytes"].nunique() == 1]
+    devices = mine.loc[mine.set_index(["case", "device"]).index.isin(singles), "device"]
+    names: list[_Name] = []
     for index, ((case, device), line) in enumerate(groups):
         line = line.sort_values("size_bytes")
         x = line["size_bytes"].astype(float)
         single = (case, device) in singles
-        if single and len(singles) > 1:  # side by side around their size
-            k = singles.index((case, device))
-            step = max(SINGLE_SPREAD_OCTAVES, 0.035 * octaves)  # a share of the panel
-            x = x * 2 ** ((k - (len(singles) - 1) / 2) * step)
         threads = ""
         if line["threads"].notna().any() and (mine["threads"].nunique() > 1
                                                or (case, device) in swept):
@@ -230,6 +299,14 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
         _draw_series(axis, line, x, resident, _series_label(str(case), str(device), line,
                                                             threads),
                      MARKERS[index % len(MARKERS)], peak, single)
+        if single:
+            value = float(line[FIGURE].iloc[0])
+            name = str(case) + (f" {device}" if devices.nunique() > 1 else "")
+            simulated = " (simulated)" if (line["backend"] == "simulated").any() else ""
+            drawn = axis.get_lines()[-1]
+            names.append(_Name(f"{name} {_value_text(value)}{simulated}", float(x.iloc[0]),
+                               value,
+                               to_hex(drawn.get_color()), drawn))
     for value in peaks:
         axis.axhline(value, linestyle="--", linewidth=1, color="grey")
         axis.annotate(f"theoretical peak {value:.0f} {unit}", (0.01, value),
@@ -239,6 +316,20 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series, octaves: float,
     axis.set_xlabel("transfer or array size (bytes, log scale)", fontsize=LABEL_POINTS)
     axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}" if metric == "bandwidth"
                     else f"{metric}, {unit}, {STATISTIC}", fontsize=LABEL_POINTS)
+    return names
+
+
+def _size_ticks(axis, sizes: list[float]) -> None:
+    """Ticks at the sizes measured and nowhere else (no minor ticks): a log axis left to
+    itself labels round sizes around a lone one (0.85 and 1.7 GiB around 1.2 GiB) as if they
+    were run. A long sweep labels every k-th size, each still ticked."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    every = math.ceil(len(sizes) / MAX_SIZE_LABELS)
+    axis.xaxis.set_major_locator(FixedLocator(sizes))
+    axis.xaxis.set_minor_locator(NullLocator())
+    axis.set_xticks(sizes, [_size_formatter(size, None) if k % every == 0 else ""
+                            for k, size in enumerate(sizes)])
 
 
 def _threads_panel(axis, mine: pd.DataFrame) -> None:
@@ -261,21 +352,30 @@ def _threads_panel(axis, mine: pd.DataFrame) -> None:
     axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}", fontsize=LABEL_POINTS)
 
 
-def _share_size_axes(panels: list[tuple[object, str]]) -> None:
-    """One x range for the panels of each family, spanning every point drawn in them (the
-    side-by-side markers included) with half an octave or more to spare."""
+def _share_size_axes(panels: list[tuple[object, str, float]]) -> None:
+    """One x range for the panels of each family (axis, family, inches the names of the
+    single-size markers at its largest size need), spanning every point drawn in them with
+    SIZE_PAD to spare, and room for those names at the right end. The room is blank: the axis
+    labels only the sizes measured, so a reader never takes it for a size that was run."""
     extents: dict[str, tuple[float, float]] = {}
-    for axis, family in panels:
+    named: dict[str, float] = {}
+    for axis, family, inches in panels:
         xs = [float(x) for line in axis.get_lines()  # type: ignore[attr-defined]
               if line.get_transform() == axis.transData  # type: ignore[attr-defined]
               for x in line.get_xdata() if float(x) > 0]  # not the peak's axhline
         if xs:
             low, high = extents.get(family, (math.inf, 0.0))
             extents[family] = (min(low, min(xs)), max(high, max(xs)))
-    for axis, family in panels:
+        named[family] = max(named.get(family, 0.0), inches)
+    for axis, family, _inches in panels:
         if family in extents:
             low, high = extents[family]
-            axis.set_xlim(low / 1.6, high * 1.6)  # type: ignore[attr-defined]
+            right = SIZE_PAD
+            share = min(named.get(family, 0.0) / AXIS_INCHES, 0.6)  # of the axis, for names
+            if share > 0:
+                octaves = math.log2(high / low) + math.log2(SIZE_PAD)
+                right = max(right, 2 ** (octaves * share / (1 - share)))
+            axis.set_xlim(low / SIZE_PAD, high * right)  # type: ignore[attr-defined]
 
 
 def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
@@ -283,15 +383,15 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     bandwidth; a throughput in TFLOP/s in panels of its own; latency is `latency_figure`'s);
     None when no row has a size.
 
-    A case measured at one size is a marker with its value beside it (several such cases
-    side by side around their size, each its own marker shape); a `--threads` sweep gets a
-    panel against thread count of its own (the size panel keeps each case's largest thread
-    count, named in its legend). Points whose buffers fit in a cache (`in_cache`,
-    `l2_resident`) are hollow, joined by a dotted line and named (`in L2`, `in cache`; `,
-    above the peak` where they pass its line). Panels compared with each other (the
-    host↔device transfers) share one x scale."""
+    Every point stands at the size it was run at, and a size axis labels only the sizes
+    measured. A case measured at one size is a marker, its name and value written beside it
+    and in the legend (several such cases at one size share its x, each its own marker
+    shape); a `--threads` sweep gets a panel against thread count of its own (the size
+    panel keeps each case's largest thread count, named in its legend). Points whose buffers
+    fit in a cache (`in_cache`, `l2_resident`) are hollow, joined by a dotted line and named
+    (`in L2`, `in cache`; `, above the peak` where they pass its line). Panels compared with
+    each other (the host↔device transfers) share one x scale."""
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
 
     rows = results[(results["status"] == "ok") & results[FIGURE].notna()
                    & results["size_bytes"].notna()
@@ -318,25 +418,30 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
             panels.append(("threads", (metric, memory, direction), sweep))
     columns = min(len(panels), 3)
     lines = math.ceil(len(panels) / columns)
-    figure = new_figure(5.4 * columns, 4.1 * lines + 0.9)
+    figure = new_figure(PANEL_INCHES * columns, 4.1 * lines + 0.9)
     axes = figure.subplots(lines, columns, squeeze=False).ravel()
-    limits: dict[str, tuple[float, float]] = {}
+    largest: dict[str, float] = {}
     for kind, (_metric, memory, direction), mine in panels:
         if kind == "size":
             family = _family(memory, direction)
-            low, high = limits.get(family, (math.inf, 0.0))
-            limits[family] = (min(low, float(mine["size_bytes"].min())),
-                              max(high, float(mine["size_bytes"].max())))
-    for axis, (kind, (metric, memory, direction), mine) in zip(axes, panels, strict=False):
+            largest[family] = max(largest.get(family, 0.0), float(mine["size_bytes"].max()))
+    names: dict[int, list[_Name]] = {}
+    shared: list[tuple[object, str, float]] = []
+    for index, (axis, (kind, (metric, memory, direction), mine)) in enumerate(
+            zip(axes, panels, strict=False)):
         where = (("" if metric == "bandwidth" else f"{metric}: ")
                  + f"{_MEMORY_LABELS.get(memory, memory)}, "
                  f"{_DIRECTION_LABELS.get(direction, direction)}")
         if kind == "size":
-            low, high = limits[_family(memory, direction)]
-            _size_panel(axis, mine, resident, math.log2(high / low) + 2,
-                        set(zip(rows.loc[swept, "case"], rows.loc[swept, "device"],
-                                strict=True)))
-            axis.xaxis.set_major_formatter(FuncFormatter(_size_formatter))
+            family = _family(memory, direction)
+            names[index] = _size_panel(axis, mine, resident,
+                                       set(zip(rows.loc[swept, "case"],
+                                               rows.loc[swept, "device"], strict=True)))
+            right = [_text_inches(name.text, TEXT_POINTS) for name in names[index]
+                     if name.x >= largest[family]]
+            shared.append((axis, family,
+                           (max(right) + (NAME_OFFSET_POINTS + 4) / 72) if right else 0.0))
+            _size_ticks(axis, sorted(float(s) for s in mine["size_bytes"].unique()))
             axis.tick_params(axis="x", labelrotation=45)
             axis.set_title(where, fontsize=PANEL_TITLE_POINTS)
         else:
@@ -350,6 +455,8 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         axis.set_ylim(0, 1.1 * max(ys) if ys and max(ys) > 0 else None)  # markers kept whole
         axis.grid(True, alpha=0.3)
         handles, _labels = axis.get_legend_handles_labels()
+        named = {id(name.line) for name in names.get(index, [])}
+        handles = [handle for handle in handles if id(handle) not in named]  # named beside
         if kind == "size" and resident[mine.index].any():
             handles.append(Line2D([], [], linestyle=":", marker="o", markerfacecolor="white",
                                   markeredgecolor="grey", color="grey", label=RESIDENT_LABEL))
@@ -358,18 +465,22 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         # the legend), so matplotlib finds the corner its few points leave free.
         singles_only = kind == "size" and bool(
             (mine.groupby(["case", "device"])["size_bytes"].nunique() == 1).all())
-        axis.legend(handles=handles, fontsize=TEXT_POINTS,
-                    loc="best" if singles_only else "lower right",
-                    ncol=2 if len(handles) > 8 else 1)
-    _share_size_axes([(axis, _family(memory, direction)) for axis, (kind, (_m, memory,
-                      direction), _rows) in zip(axes, panels, strict=False) if kind == "size"])
+        if handles:
+            axis.legend(handles=handles, fontsize=TEXT_POINTS,
+                        loc="best" if singles_only else "lower right",
+                        ncol=2 if len(handles) > 8 else 1)
+    _share_size_axes(shared)
     for axis in axes[len(panels):]:
         axis.set_visible(False)
     simulated = bool((rows["backend"] == "simulated").any())
     what = ("Bandwidth against transfer size" if set(rows["metric"]) == {"bandwidth"}
             else "Figures against transfer or working-set size")
     _title(figure, what, meta, simulated)
-    return readable(figure)
+    readable(figure)
+    for index, markers in names.items():  # last: where the data and legend are is known
+        if markers:
+            _name_markers(figure, axes[index], markers)
+    return figure
 
 
 PATH_TITLES: dict[str, str] = {

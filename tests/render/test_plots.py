@@ -256,22 +256,68 @@ def test_summary_draws_a_cache_only_path_as_a_note_never_a_bar():
     assert any("in a cache: no DDR figure" in t.get_text() for t in axis.texts)
 
 
-def test_single_size_kernels_are_labelled_markers_side_by_side():
-    """The H200's five HBM kernels at 256 MiB: five markers at five x positions around it,
-    each a marker shape of its own with its value in the legend: the median, as the summary
-    shows it (hbm_triad 4302, its best 4309 not)."""
+def test_single_size_kernels_stand_at_their_size_each_named_in_the_markers_order():
+    """The H200's five HBM kernels, all run at 256 MiB: five markers at 256 MiB and nowhere
+    else (issue 35: they were spread from about 190 to 350 MiB), each a marker shape of its
+    own, named beside it with its median (as the summary shows it: hbm_triad 4302, its best
+    4309 not), the names stacked in the order of the markers' heights."""
     run = load(DATA / "h200-quick")
-    axis = _panel(plots.bandwidth_figure(run.results, run.meta),
-                  "device memory, within one memory")
+    figure = plots.bandwidth_figure(run.results, run.meta)
+    axis = _panel(figure, "device memory, within one memory")
     kernels = [line for line in axis.get_lines() if str(line.get_label()).startswith("hbm_")]
     assert [line.get_label() for line in kernels] == [
         "hbm_copy gpu0: 3822", "hbm_scale gpu0: 3826", "hbm_add gpu0: 4289",
         "hbm_triad gpu0: 4302", "hbm_dot gpu0: 4354"]
-    assert len({float(line.get_xdata()[0]) for line in kernels}) == 5
+    assert {float(x) for line in kernels for x in line.get_xdata()} == {float(256 << 20)}
     assert len({line.get_marker() for line in kernels}) == 5
     assert all(line.get_linestyle() == "None" for line in kernels)
+    names = sorted((t for t in axis.texts if t.get_text().startswith("hbm_")),
+                   key=lambda t: t.get_window_extent().y0)
+    assert [t.get_text() for t in names] == ["hbm_copy 3822", "hbm_scale 3826", "hbm_add 4289",
+                                             "hbm_triad 4302", "hbm_dot 4354"]
+    legend = [t.get_text() for t in axis.get_legend().get_texts()]
+    assert not [text for text in legend if text.startswith("hbm_")]  # named beside instead
     named = [t.get_text() for t in axis.texts]
     assert "in L2, above the peak" in named and named.count("in L2") == 2  # 16 MiB: 4897
+    assert not [text for text in overprinted(figure) if "hbm_" in text]
+
+
+def _size_axis(axis) -> tuple[set[float], list[str]]:
+    """Every x a size panel draws a point at, and its x tick labels as drawn."""
+    xs = {float(x) for line in axis.get_lines() if line.get_transform() == axis.transData
+          for x in line.get_xdata()}
+    ticks = [label.get_text() for tick in axis.xaxis._update_ticks()
+             for label in (tick.label1,) if label.get_visible() and label.get_text()]
+    return xs, ticks
+
+
+def test_kernels_run_at_one_size_are_drawn_and_labelled_at_that_size_only():
+    """Issue 35: the H200 run's five DDR kernels, all run at 1.2 GiB, were drawn from 0.85
+    to 1.7 GiB on an axis labelled 1 GiB and 2 GiB. Every point now stands at 1.2 GiB, the
+    only size labelled, with no tick between; a panel that sweeps labels the sizes it ran."""
+    from bwprof.schema.table import results_frame
+    from bwprof.units import format_bytes
+    from tests.store.test_export import make_row
+
+    run = load(DATA / "h200-quick")
+    figure = _drawn(plots.bandwidth_figure(run.results, run.meta))
+    ddr = _panel(figure, "host DDR, within one memory")
+    size = int(run.results.loc[run.results["case"] == "ddr_triad", "size_bytes"].iloc[0])
+    assert _size_axis(ddr) == ({float(size)}, [format_bytes(size)])
+    assert list(ddr.xaxis.get_minorticklocs()) == []
+    low, high = ddr.get_xlim()
+    assert low < size < high
+    assert sorted(t.get_text() for t in ddr.texts) == [
+        "ddr_add 78.8", "ddr_copy 73.2", "ddr_dot 84.7", "ddr_scale 71.4", "ddr_triad 82.3"]
+    h2d = _panel(figure, "pinned host memory, host→device")
+    assert _size_axis(h2d)[1] == ["64 KiB", "1 MiB", "16 MiB", "256 MiB"]  # as run
+    rows = [make_row(case=case, gbps_best=gbps, size_bytes=128 << 20)
+            for case, gbps in (("ddr_copy", 15.6), ("ddr_scale", 15.5), ("ddr_add", 16.3),
+                               ("ddr_triad", 16.2), ("ddr_dot", 13.7))]
+    alone = _drawn(plots.bandwidth_figure(results_frame(rows), meta()))
+    (axis,) = alone.axes
+    assert _size_axis(axis) == ({float(128 << 20)}, ["128 MiB"])
+    assert overprinted(alone) == []
 
 
 def test_a_threads_sweep_gets_a_panel_of_its_own():
