@@ -84,6 +84,11 @@ class FigureRule:
 MEDIAN_BEYOND_CACHE = FigureRule()
 
 
+AGGREGATE_SUFFIX = "_all"
+"""How a path's every-GPU-at-once case ends ('h2d_all'): its rows are one figure of all the
+node's GPUs together (device `all`), beside the headline's per GPU."""
+
+
 @dataclass(frozen=True)
 class PathSpec:
     """A memory path, declared once: its key, the labels the summary and the verdicts show,
@@ -114,6 +119,12 @@ class PathSpec:
     @property
     def headline(self) -> str:
         return self.cases[0] if self.cases else ""
+
+    @property
+    def aggregate(self) -> str:
+        """Its case of every GPU at once ('h2d_all': device `all`, `node7:all` in a fleet):
+        the first after the headline whose key ends AGGREGATE_SUFFIX; '' where it has none."""
+        return next((c for c in self.cases[1:] if c.endswith(AGGREGATE_SUFFIX)), "")
 
 
 PATHS: tuple[PathSpec, ...] = (

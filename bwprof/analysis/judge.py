@@ -26,8 +26,7 @@ from bwprof.analysis.bands import Band, Part
 from bwprof.analysis.figures import pick, the_peak
 from bwprof.analysis.spec import Spec
 from bwprof.analysis.summary import is_loaded, matrix_rows
-from bwprof.casespec import PATHS as CASE_PATHS
-from bwprof.casespec import path_of
+from bwprof.casespec import judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
 from bwprof.schema.text import one_line
@@ -51,10 +50,13 @@ LINK_PATHS = ("h2d", "d2h", "bidir")
 OWN_PATHS = ("ddr", "p2p", "overlap", "latency")
 """Judged paths with a method of their own below; every other judged path is a GPU's
 headline case at its largest size."""
-GPU_PATHS: tuple[tuple[str, str, str | None], ...] = tuple(
-    (p.key, p.headline, p.direction) for p in CASE_PATHS if p.judged and p.key not in OWN_PATHS)
-"""(path, case, direction): the rows each GPU path reads (`bwprof.casespec.PATHS`)."""
-OVERLAP_CASES: tuple[str, ...] = path_of("overlap").cases
+
+
+def gpu_paths() -> tuple[tuple[str, str, str | None], ...]:
+    """(path, case, direction): the rows each GPU path reads, read from the catalogue
+    (`bwprof.casespec.PATHS`) when judging, so a changed headline is judged at once."""
+    return tuple((key, path_of(key).headline, path_of(key).direction)
+                 for key in judged_paths() if key not in OWN_PATHS)
 
 
 @dataclass(frozen=True)
@@ -270,8 +272,9 @@ class _Judge:
         link = bands.pcie_link(part, dict(gpu.metadata))
         if link is None:
             return None
+        links = tuple(path_of(key).headline for key in LINK_PATHS)
         rows = self.rows[(self.rows["device"].astype(str) == self.box.prefix + device)
-                         & self.rows["case"].isin(("h2d_pinned", "d2h_pinned", "bidir_pinned"))
+                         & self.rows["case"].isin(links)
                          & (self.rows["status"] == "ok")]
         if "telemetry_samples" in rows:
             rows = rows[rows["telemetry_samples"].fillna(0) > 0]
@@ -294,7 +297,7 @@ class _Judge:
         device, part = gpu.label, bands.find_part(gpu.name)
         out = []
         fault = self._link_fault(device, gpu, part)
-        for path, case, direction in GPU_PATHS:
+        for path, case, direction in gpu_paths():
             rows = self._device_rows(case, device, direction)
             unusable = self._unusable(rows, case)
             if unusable is not None:
@@ -313,17 +316,18 @@ class _Judge:
         device = gpu.label
         fault = bands.nvlink_fault(part, gpu.metadata.get("nvlink_links_up"),
                                    len(self.box.gpus.devices))
-        pairs = matrix_rows(self.rows, "p2p_copy", "p2p")
+        case, direction = path_of("p2p").headline, path_of("p2p").direction
+        pairs = matrix_rows(self.rows, case, direction)
         source = f"{self.box.prefix}{device}->"
         mine = self._figure_rows(pairs[pairs["device"].astype(str).str.startswith(source)]) \
             if len(pairs) else pairs
         if mine.empty:
             if fault is not None:
-                return self.check(device, gpu, "p2p", "p2p_copy", FAIL, fault)
-            rows = self.rows[self.rows["case"] == "p2p_copy"]
-            unusable = self._unusable(rows, "p2p_copy") or (
-                CANNOT_JUDGE, f"no p2p_copy figure from {device}")
-            return self.check(device, gpu, "p2p", "p2p_copy", *unusable)
+                return self.check(device, gpu, "p2p", case, FAIL, fault)
+            rows = self.rows[self.rows["case"] == case]
+            unusable = self._unusable(rows, case) or (
+                CANNOT_JUDGE, f"no {case} figure from {device}")
+            return self.check(device, gpu, "p2p", case, *unusable)
         row = row_at(mine, mine["value_median"].idxmin())
         links_up = gpu.metadata.get("nvlink_links_up")
         nvlinked = part is not None and part.nvlink_links and (
@@ -345,7 +349,7 @@ class _Judge:
         out = []
         band = self.spec.override(part.key if part else None, "overlap").apply(
             bands.overlap_band(), "overlap", "ratio")
-        for case in OVERLAP_CASES:
+        for case in path_of("overlap").cases:
             rows = self._device_rows(case, gpu.label, None)
             if rows.empty:
                 continue
@@ -402,11 +406,12 @@ class _Judge:
         return _Judge._largest(rows, higher_is_better=False)
 
     def host_checks(self) -> list[Check]:
-        rows = self._device_rows("ddr_triad", HOST_DEVICE, None)
+        case = path_of("ddr").headline
+        rows = self._device_rows(case, HOST_DEVICE, None)
         out = []
-        unusable = self._unusable(rows, "ddr_triad")
+        unusable = self._unusable(rows, case)
         if unusable is not None:
-            out.append(self.check(HOST_DEVICE, None, "ddr", "ddr_triad", *unusable))
+            out.append(self.check(HOST_DEVICE, None, "ddr", case, *unusable))
         else:
             row = self._largest(self._figure_rows(rows))  # the best thread count
             host = self.box.host

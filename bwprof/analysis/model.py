@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from bwprof.analysis.summary import is_numa_device
+from bwprof.casespec import path_of
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import RunMeta
@@ -225,14 +226,15 @@ def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta,
     memory = min(memories) if memories else None
     needed = math.ceil(weights / memory) if memory else None
     names = list(dict.fromkeys(d.name for d in gpus))
+    h2d, h2d_all = path_of("h2d").headline, path_of("h2d").aggregate
+    hbm_case, ddr_case = path_of("hbm").headline, path_of("ddr").headline
     wanted = [  # (what, case, row, bytes, whether a run without it should say why)
-        ("stage host→GPU, one GPU", "h2d_pinned", _slowest(summary, "h2d_pinned"), weights,
-         bool(gpus)),
-        (f"stage host→GPU, all {len(gpus)} GPUs at once", "h2d_all",
-         _slowest(summary, "h2d_all", device_all=True), weights, len(gpus) > 1),
-        (f"one pass over the weights in HBM, on {needed or 1} GPU(s)", "hbm_triad",
-         _slowest(summary, "hbm_triad"), weights / (needed or 1), bool(gpus)),
-        ("one pass over the weights in host DDR", "ddr_triad", _slowest(summary, "ddr_triad"),
+        ("stage host→GPU, one GPU", h2d, _slowest(summary, h2d), weights, bool(gpus)),
+        (f"stage host→GPU, all {len(gpus)} GPUs at once", h2d_all,
+         _slowest(summary, h2d_all, device_all=True), weights, len(gpus) > 1),
+        (f"one pass over the weights in HBM, on {needed or 1} GPU(s)", hbm_case,
+         _slowest(summary, hbm_case), weights / (needed or 1), bool(gpus)),
+        ("one pass over the weights in host DDR", ddr_case, _slowest(summary, ddr_case),
          weights, True),
     ]
     timings = [_timing(what, row, nbytes) for what, _case, row, nbytes, _ in wanted]

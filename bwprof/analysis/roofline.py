@@ -28,9 +28,23 @@ CLAIMED_GEMM_RATIO = 150.0
 """The seed claim a capacity review is asked to check: GPU matrix multiply ~150x the CPU's."""
 CLAIMED_HBM_RATIO = 30.0
 """... and HBM ~30x DDR."""
-HBM_CASES = ("hbm_copy", "hbm_scale", "hbm_add", "hbm_triad", "hbm_dot", "d2d_copy")
-"""Every HBM kernel: a ceiling is the fastest of them, not one path's headline."""
-LINK_CASES = (path_of("h2d").headline, path_of("d2h").headline)
+STREAM_KERNELS = ("hbm_copy", "hbm_scale", "hbm_add", "hbm_dot")
+"""The HBM STREAM kernels besides the HBM path's own cases (read from the catalogue): HBM's
+ceiling is the fastest of them all."""
+
+
+def hbm_cases() -> tuple[str, ...]:
+    """Every HBM kernel: the HBM and D2D paths' cases (`bwprof.casespec.PATHS`) and the other
+    STREAM kernels; a ceiling is the fastest of them, not one path's headline."""
+    return tuple(dict.fromkeys((*STREAM_KERNELS, *path_of("hbm").cases,
+                                *path_of("d2d").cases)))
+
+
+def link_cases() -> tuple[str, ...]:
+    """The host link's cases: the host→device and device→host paths' headlines."""
+    return (path_of("h2d").headline, path_of("d2h").headline)
+
+
 VALUE, GBPS = figures.column("value"), figures.column("gbps")
 """The statistic a ceiling reads: the median, as every figure."""
 
@@ -83,19 +97,20 @@ def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     found = []
     numa = rows["device"].map(is_numa_device).astype(bool)
     cached = rows["flags"].map(is_cache_resident).astype(bool)
-    ddr = rows[(rows["case"] == "ddr_triad") & ~numa & ~cached]
+    ddr = rows[(rows["case"] == path_of("ddr").headline) & ~numa & ~cached]
     if (row := _best(ddr)) is not None:
-        found.append(Ceiling("cpu", "DDR", float(row[GBPS]), "ddr_triad",
+        found.append(Ceiling("cpu", "DDR", float(row[GBPS]), str(row["case"]),
                              row["backend"] == "simulated"))
+    hbm, links = hbm_cases(), link_cases()
     gpu = rows[rows["device"].astype(str).str.fullmatch(r"gpu\d+")]
     for device, mine in gpu.groupby("device", sort=True):
-        kernels = mine[mine["case"].isin(HBM_CASES)]
+        kernels = mine[mine["case"].isin(hbm)]
         l2 = kernels["flags"].map(lambda text: has_flag(text, L2_RESIDENT)).astype(bool)
         for label, part in (("HBM", kernels[~l2]), ("L2", kernels[l2])):
             if (row := _best(part)) is not None:
                 found.append(Ceiling(str(device), label, float(row[GBPS]),
                                      str(row["case"]), row["backend"] == "simulated"))
-        link = mine[mine["case"].isin(LINK_CASES)]
+        link = mine[mine["case"].isin(links)]
         if (row := _best(link)) is not None:
             found.append(Ceiling(str(device), "host link", float(row[GBPS]),
                                  str(row["case"]), row["backend"] == "simulated"))
@@ -196,7 +211,7 @@ def roofline_lines(found: Ceilings) -> list[str]:
         else:
             lines.append(f"HBM's measured ceiling is {_ratio(best, ddr[0])} DDR's "
                          f"({best.value:.0f} GB/s, {best.case} on {best.device}, against "
-                         f"{ddr[0].value:.1f} GB/s ddr_triad; the claim to check: "
+                         f"{ddr[0].value:.1f} GB/s {ddr[0].case}; the claim to check: "
                          f"~{CLAIMED_HBM_RATIO:.0f}×).")
     for device, mine, memories in panels(found):
         memory = primary_memory(memories)

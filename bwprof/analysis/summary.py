@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from bwprof.analysis import figures
+from bwprof.casespec import AGGREGATE_SUFFIX, path_of, summary_cases, summary_paths
 from bwprof.casespec import PATHS as PATH_SPECS
-from bwprof.casespec import summary_cases, summary_paths
 from bwprof.coerce import number
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
@@ -68,9 +68,6 @@ OPTIONAL_PATHS: tuple[str, ...] = tuple(p.key for p in PATH_SPECS
 not as 'not in this run'."""
 METRIC_PATHS: dict[str, str] = {p.key: p.metric for p in PATH_SPECS if p.metric}
 """Paths that hold every case of one metric, whatever the case."""
-PATH_CASES: dict[str, tuple[str, ...]] = {
-    path: cases for path in PATHS if (cases := summary_cases(path))}
-"""The cases each path reads, in the order their rows appear."""
 SLOWEST_PAIR = "slowest pair"
 
 
@@ -190,9 +187,9 @@ def _grouped(rows: list[Record], column: str) -> dict[object, list[Record]]:
 
 def _missing_row(path: str, records: list[Record], run_id: str,
                  host: str) -> dict[str, object]:
-    """The row of a path with no figure: why its headline case (the first of PATH_CASES
-    that ran) did not give one."""
-    cases = PATH_CASES.get(path) or tuple(dict.fromkeys(
+    """The row of a path with no figure: why its headline case (the first of its cases,
+    `summary_cases`, that ran) did not give one."""
+    cases = summary_cases(path) or tuple(dict.fromkeys(
         str(r["case"]) for r in records if r["metric"] == METRIC_PATHS.get(path, "")))
     others = [r for r in records if r["case"] in cases and r["status"] != "ok"]
     case = cases[0] if len(cases) == 1 else ""
@@ -249,7 +246,8 @@ def numa_pair(device: object) -> tuple[str, str] | None:
 def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
     """The ddr_triad row of each host (one in a single run, one per node in a fleet),
     then each NUMA node's on its own where the host has several."""
-    by_device = _grouped(_ok(records, "ddr_triad"), "device")
+    case = path_of("ddr").headline
+    by_device = _grouped(_ok(records, case), "device")
     hosts = list(dict.fromkeys(node_of(d) for d in by_device))
     out = []
     for device in sorted(by_device, key=lambda d: (hosts.index(node_of(d)), is_numa_device(d))):
@@ -260,13 +258,13 @@ def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
         if not mine:
             out.append(_in_cache_row(
                 "ddr", _largest(everything),
-                note="every ddr_triad row's arrays are under 4x the last-level cache: cache "
+                note=f"every {case} row's arrays are under 4x the last-level cache: cache "
                      "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
                      "had to shrink them)"))
             continue
         best = _picked(mine)
         at_size = [r for r in mine if _size(r) == _size(best)]
-        notes = ([f"the best median of {len(at_size)} ddr_triad rows (threads) at its largest "
+        notes = ([f"the best median of {len(at_size)} {case} rows (threads) at its largest "
                   "size"] if len(at_size) > 1 else [])
         if len(mine) < len(everything):
             notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
@@ -301,7 +299,7 @@ def _per_gpu_rows(path: str, records: list[Record], cases: Iterable[str],
     out = []
     for case in cases:
         rows = _ok(records, case, direction)
-        if case.endswith("_all"):  # the aggregate row: 'all', or 'node7:all' in a fleet
+        if case.endswith(AGGREGATE_SUFFIX):  # the aggregate row: 'all' ('node7:all': fleet)
             rows = [r for r in rows if str(r["device"]).rsplit(":", 1)[-1] == "all"]
         measured = [r for r in rows if not _resident(r)]
         for row in map(_picked, _grouped(measured, "device").values()):
@@ -499,11 +497,13 @@ def _latency_rows(records: list[Record]) -> list[dict[str, object]]:
 def p2p_matrix_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The ok p2p_copy rows at the size the matrix was measured at: the size the most pairs
     have (only the first pair sweeps every size), the largest of those on a tie."""
-    return matrix_rows(results, "p2p_copy", "p2p")
+    p2p = path_of("p2p")
+    return matrix_rows(results, p2p.headline, p2p.direction)
 
 
 def _p2p_rows(records: list[Record]) -> list[dict[str, object]]:
-    return _slowest_pair_row("p2p", _matrix(records, "p2p_copy", "p2p"))
+    p2p = path_of("p2p")
+    return _slowest_pair_row("p2p", _matrix(records, p2p.headline, p2p.direction))
 
 
 def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
@@ -525,10 +525,11 @@ def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
 def _add_ratios(rows: list[dict[str, object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row, and HBM/DDR
     latency on every lat_gpu row."""
+    hbm_case, h2d_case = path_of("hbm").headline, path_of("h2d").headline
     ddr = {node_of(r["device"]): number(r["gbps"]) for r in rows
            if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
     h2d = {r["device"]: number(r["gbps"]) for r in rows
-           if r["case"] == "h2d_pinned" and r["gbps"]
+           if r["case"] == h2d_case and r["gbps"]
            and not _has_flag(r, f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
     # HBM latency over DDR latency (per dependent load) on every lat_gpu row, beside the
     # bandwidth ratio of the hbm_triad rows: the same column, each in its own metric.
@@ -539,7 +540,7 @@ def _add_ratios(rows: list[dict[str, object]]) -> None:
             node_ns = ddr_ns.get(node_of(row["device"]))
             row["hbm_over_ddr"] = number(row["value"]) / node_ns if node_ns else None
     for row in rows:
-        if row["case"] == "hbm_triad" and row["gbps"]:
+        if row["case"] == hbm_case and row["gbps"]:
             hbm = number(row["gbps"])
             node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
             row["hbm_over_ddr"] = hbm / node_ddr if node_ddr else None
@@ -554,11 +555,11 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     host = str(records[0]["host"]) if records else ""
     by_path = {
         "ddr": _ddr_rows(records),
-        "hbm": _per_gpu_rows("hbm", records, PATH_CASES["hbm"], None),
-        "h2d": _per_gpu_rows("h2d", records, PATH_CASES["h2d"], "h2d"),
-        "d2h": _per_gpu_rows("d2h", records, PATH_CASES["d2h"], "d2h"),
+        "hbm": _per_gpu_rows("hbm", records, summary_cases("hbm"), None),
+        "h2d": _per_gpu_rows("h2d", records, summary_cases("h2d"), "h2d"),
+        "d2h": _per_gpu_rows("d2h", records, summary_cases("d2h"), "d2h"),
         "p2p": _p2p_rows(records),
-        "net": _per_gpu_rows("net", records, PATH_CASES["net"], "net"),
+        "net": _per_gpu_rows("net", records, summary_cases("net"), "net"),
         "overlap": _overlap_rows(records),
         "latency": _latency_rows(records),
         "compute": _ceiling_rows(records),
@@ -586,7 +587,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
 def _has_rows_of(path: str, records: list[Record]) -> bool:
     if path in METRIC_PATHS:
         return any(r["metric"] == METRIC_PATHS[path] for r in records)
-    return any(r["case"] in PATH_CASES[path] for r in records)
+    return any(r["case"] in summary_cases(path) for r in records)
 
 
 def has_figure(row: pd.Series) -> bool:
@@ -604,7 +605,8 @@ def _why_no_figure(row: pd.Series) -> str:
 
 def headline_sentence(summary: pd.DataFrame) -> str:
     """The HBM-versus-DDR ratio in one sentence (the headline of a capacity review)."""
-    hbm = summary[(summary["case"] == "hbm_triad") & summary["gbps"].notna()]
+    hbm_case, ddr_case, h2d_case = (path_of(key).headline for key in ("hbm", "ddr", "h2d"))
+    hbm = summary[(summary["case"] == hbm_case) & summary["gbps"].notna()]
     ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()
                   & ~summary["device"].map(is_numa_device)]
     if ddr.empty and hbm.empty:
@@ -613,11 +615,11 @@ def headline_sentence(summary: pd.DataFrame) -> str:
         why = _why_no_figure(summary[summary["path"] == "hbm"].iloc[0])
         text = f"No HBM figure{why or ' in this run'}, so there is no HBM/DDR ratio"
         if len(ddr):
-            text += f"; DDR's is {float(ddr['gbps'].iloc[0]):.1f} GB/s (ddr_triad)"
+            text += f"; DDR's is {float(ddr['gbps'].iloc[0]):.1f} GB/s ({ddr_case})"
         return text + "."
     if ddr.empty:
         ddr_row = summary[summary["path"] == "ddr"].iloc[0]
-        why = (" (every ddr_triad row's arrays fit in the cache)"
+        why = (f" (every {ddr_case} row's arrays fit in the cache)"
                if ddr_row["status"] == "in cache" else _why_no_figure(ddr_row))
         return f"No DDR figure{why}, so there is no HBM/DDR ratio."
     if (hbm["backend"] == "simulated").any() or (ddr["backend"] == "simulated").any():
@@ -633,23 +635,23 @@ def headline_sentence(summary: pd.DataFrame) -> str:
                 "HBM/DDR ratio.")
     if len(ddr) > 1:  # a fleet: each GPU against its own node's DDR
         text = (f"HBM moves {_span(ratios)}× the bandwidth of DDR, per GPU against its own "
-                f"node's ddr_triad ({len(hbm)} GPUs on {len(ddr)} nodes, {names})")
+                f"node's {ddr_case} ({len(hbm)} GPUs on {len(ddr)} nodes, {names})")
         if len(pcie):
-            text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
+            text += f", and {_span(pcie)}× each GPU's host→device link ({h2d_case})"
         return text + "."
     if len(hbm) == 1:
         row = hbm.iloc[0]
         text = (f"HBM moves {ratios.iloc[0]:.1f}× the bandwidth of DDR on this box: "
-                f"{row['gbps']:.0f} GB/s (hbm_triad, {row['device']} {row['device_name']}) "
-                f"against {ddr_gbps:.1f} GB/s (ddr_triad)")
+                f"{row['gbps']:.0f} GB/s ({hbm_case}, {row['device']} {row['device_name']}) "
+                f"against {ddr_gbps:.1f} GB/s ({ddr_case})")
         if len(pcie):
-            text += f", and {pcie.iloc[0]:.1f}× its host→device link (h2d_pinned)"
+            text += f", and {pcie.iloc[0]:.1f}× its host→device link ({h2d_case})"
         return text + "."
     span = _span(ratios)
     text = (f"HBM moves {span}× the bandwidth of DDR on this box, per GPU ({len(hbm)} GPUs, "
-            f"{names}: hbm_triad against ddr_triad, {ddr_gbps:.1f} GB/s)")
+            f"{names}: {hbm_case} against {ddr_case}, {ddr_gbps:.1f} GB/s)")
     if len(pcie):
-        text += f", and {_span(pcie)}× each GPU's host→device link (h2d_pinned)"
+        text += f", and {_span(pcie)}× each GPU's host→device link ({h2d_case})"
     return text + "."
 
 
@@ -701,10 +703,11 @@ def latency_sentence(summary: pd.DataFrame) -> str | None:
     if latency.empty:
         return "No node has both an HBM and a DDR latency figure, so there is no HBM/DDR " \
                "latency ratio."
-    hbm = summary[(summary["case"] == "hbm_triad") & summary["hbm_over_ddr"].notna()
+    hbm_case, ddr_case = path_of("hbm").headline, path_of("ddr").headline
+    hbm = summary[(summary["case"] == hbm_case) & summary["hbm_over_ddr"].notna()
                   & (summary["backend"] != "simulated")]
     bandwidth = (f"bandwidth {_span(hbm['hbm_over_ddr'])}×" if len(hbm)
-                 else "bandwidth ? (no hbm_triad and ddr_triad figures)")
+                 else f"bandwidth ? (no {hbm_case} and {ddr_case} figures)")
     names = ", ".join(dict.fromkeys(gpu["device_name"]))
     where = (f"{gpu['device'].iloc[0]} {names}" if len(gpu) == 1
              else f"{len(gpu)} GPUs, {names}")
