@@ -819,6 +819,43 @@ def trend_command(
 # -- end of history and trend ------------------------------------------------------------------
 
 
+# -- export: `bwprof export --openmetrics` (issue 35; bwprof.render.openmetrics) ---------------
+
+
+@app.command("export")
+def export_command(
+    run_dirs: Annotated[
+        list[str], typer.Argument(help="Finished run folders written by bwprof run, one per "
+                                       "box (a fleet's in one file).")
+    ],
+    openmetrics: Annotated[
+        str | None,
+        typer.Option("--openmetrics", metavar="FILE",
+                     help="Write the headline figures, their peaks and the verdicts as "
+                          "OpenMetrics text to FILE, whole (node_exporter's textfile "
+                          "collector: a name ending .prom in its folder); - for stdout."),
+    ] = None,
+) -> None:
+    """The runs' headline figures, peaks and verdicts for Prometheus and Grafana
+    (docs/monitoring.md): exit 0 whatever the verdicts, 2 for a simulated or unfinished run."""
+    from bwprof import saved
+    from bwprof.schema.text import shown
+
+    if openmetrics is None:
+        raise BwprofError("give --openmetrics FILE (a name ending .prom in node_exporter's "
+                          "--collector.textfile.directory), or --openmetrics - for stdout")
+    result = saved.export_openmetrics(run_dirs, None if openmetrics == "-" else openmetrics)
+    if result.path is None:
+        typer.echo(result.text, nl=False)
+        return
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    typer.echo(f"wrote {result.series} series of {len(result.runs)} run(s) to "
+               f"{shown(result.path)}")
+
+# -- end of export ------------------------------------------------------------------------------
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"bwprof {__version__}")

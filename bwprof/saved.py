@@ -1,5 +1,6 @@
 """The API over saved run folders: `load`, and the reading commands `report`, `compare`,
-`accept`, `history add` and `trend`, each one call the CLI makes and a notebook can make.
+`accept`, `history add`, `trend` and `export`, each one call the CLI makes and a notebook
+can make.
 
 Every function here reads and never measures: nothing of numba, CuPy, NVML or bwprof's
 measuring code is imported (`tests/test_layers.py`). Each folder is read once into one
@@ -32,15 +33,17 @@ from bwprof.analysis.model import ModelReport, model_lines, model_report, parse_
 from bwprof.analysis.run import Run
 from bwprof.analysis.spec import Spec, load_spec
 from bwprof.analysis.summary import headline_sentence
-from bwprof.errors import BwprofError
+from bwprof.errors import BwprofError, OutputError, WriteFailed
 from bwprof.paths import user_path
 from bwprof.render.accept import write_files as write_accept_files
+from bwprof.render.openmetrics import openmetrics_text
 from bwprof.render.outputs import REPORT_DIR, Written, output_dir, write_report_files, write_table
 from bwprof.render.terminal import print_report, print_warnings, report_lines
 from bwprof.render.trendplot import write_trend_plots
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.text import json_ready, one_line, shown
 from bwprof.store import history
+from bwprof.store.atomic import atomic_file
 from bwprof.store.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
 from bwprof.store.formats import check_format, json_records, plain
 from bwprof.store.runfolder import load_run, state_warning
@@ -207,6 +210,77 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
     found = trends.falls(rows, threshold)
     written = write_trend_plots(rows, fleet, out_dir, found) if plots else []
     return TrendResult(rows, found, written, notes)
+
+
+@dataclass
+class OpenMetricsExport:
+    """`bwprof export --openmetrics`: the runs, their OpenMetrics text, the file written
+    (None: the text was only returned, for stdout) and notes for stderr."""
+
+    runs: list[Run]
+    text: str
+    path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def series(self) -> int:
+        """The samples written (every line that is not a comment)."""
+        return sum(1 for line in self.text.splitlines() if line and not line.startswith("#"))
+
+
+def export_openmetrics(run_dirs: Sequence[str | Path],
+                       target: str | Path | None) -> OpenMetricsExport:
+    """Each run's headline figures, their peaks and its verdicts as OpenMetrics text
+    (`bwprof.render.openmetrics`, docs/monitoring.md), written whole to `target` (a
+    temporary file renamed over it, so node_exporter's textfile collector never reads half
+    a file); with `target` None only returned. A simulated run, one that did not finish,
+    two runs of one box and a `target` that is a folder or in none are BwprofErrors of one
+    line, said before anything is written."""
+    path = user_path(target, "--openmetrics") if target is not None else None
+    if path is not None:
+        _check_file_target(path, "--openmetrics")
+    runs = [_load(run_dir, "RUN_DIRS") for run_dir in run_dirs]
+    for run in runs:
+        why = _export_refusal(run)
+        if why is not None:
+            raise BwprofError(why)
+    text = openmetrics_text(runs)
+    if path is None:
+        return OpenMetricsExport(runs, text)
+    try:
+        with atomic_file(path) as handle:
+            handle.write(text)
+    except WriteFailed as exc:
+        raise OutputError(f"cannot write {shown(path)}: {exc.reason}; choose another "
+                          "--openmetrics") from None
+    notes = ([] if path.suffix == ".prom" else
+             [f"{shown(path)}: node_exporter's textfile collector reads only files named "
+              "*.prom"])
+    return OpenMetricsExport(runs, text, path, notes)
+
+
+def _export_refusal(run: Run) -> str | None:
+    """Why a run's figures cannot go to the monitoring stack, or None where they can."""
+    if run.simulated:
+        return (f"{run.label} is a simulated run (test figures from the CPU stand-in "
+                "backend), not a measurement: export writes measurements only")
+    if run.state != "finished":
+        return (f"{run.label} {run.stop_phrase}: export writes finished runs only; run "
+                "`bwprof run` again")
+    return None
+
+
+def _check_file_target(path: Path, option: str) -> None:
+    """BwprofError (exit 2) where `path` cannot be a file written whole: a folder, something
+    that is not a regular file, or a name in a folder that does not exist."""
+    if path.is_dir():
+        raise BwprofError(f"{option} {shown(path)} is a folder; give a file in it, e.g. "
+                          f"{shown(path / 'bwprof.prom')}")
+    if os.path.lexists(path) and not path.is_symlink() and not path.is_file():
+        raise BwprofError(f"{option} {shown(path)} is not a regular file; give a file name")
+    if not path.parent.is_dir():
+        raise BwprofError(f"{option} {shown(path)}: its folder {shown(path.parent)} does not "
+                          "exist; create it or choose another")
 
 
 def _resolved(path: Path) -> Path:
