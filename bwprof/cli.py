@@ -201,7 +201,13 @@ def run_command(
         str | None,
         typer.Option(help="Run folder to create (default: reports/<host>-<UTC time>)."),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table: only the "
+                                                        "verdict line and where it wrote.")
+                     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run's result as JSON on stdout for "
+                                          "scripts (progress and notes stay on stderr).")
+    ] = False,
     no_plots: Annotated[
         bool, typer.Option("--no-plots", help="Do not draw the PNG plots nor write "
                                               "report.html.")
@@ -247,6 +253,9 @@ def run_command(
     if machine is not None and not dry_run:
         raise BwprofError("--machine plans for a machine described in a file: it needs "
                           "--dry-run (nothing can be measured on a described machine)")
+    if as_json and dry_run:
+        raise BwprofError("--json prints a measured run's result: --dry-run measures "
+                          "nothing (its plan is text)")
     if dry_run:
         _dry_run(dict(cases=cases, preset=preset, repeats=repeats, threads=threads,
                       size=size, budget_s=budget, simulate=simulate,
@@ -280,7 +289,7 @@ def run_command(
     result = _measure(out_dir, {**options, "on_plan": on_plan} if on_plan else options,
                       fleet_options, quiet)
     if result is not None:  # None: a fleet rank other than 0, for which rank 0 reports
-        _report_run(result, quiet, fleet)
+        _report_run(result, quiet, fleet, as_json, out)
 
 
 def _say_plan(lines: list[str]) -> None:
@@ -383,16 +392,35 @@ def _measure_fleet_rank(out_dir: Path | None, options: dict[str, Any],
         raise
 
 
-def _report_run(result: RunResult, quiet: bool, fleet: bool) -> None:
-    """The summary and findings (unless quiet), where the run went, and exit 1 when a figure
-    failed validation or raised."""
-    from bwprof.render.terminal import print_report
+def _report_run(result: RunResult, quiet: bool, fleet: bool, as_json: bool = False,
+                out: str | None = None) -> None:
+    """The summary and findings (unless quiet), the box's overall verdict and the next step
+    (the verdict alone when quiet), where the run went; or with `as_json` the run's result
+    as JSON on stdout and where it went on stderr. Exit 1 when a figure failed validation
+    or raised; the verdict, a FAIL too, never changes the exit code (`bwprof accept` is the
+    gate)."""
+    from bwprof.render.terminal import print_answer, print_report
 
-    if not quiet:
-        print_report(_stdout_console(plain=fleet), result, result.machine)
-    for note in result.notes:
-        typer.echo(note, err=True)
-    typer.echo(f"wrote {result.run_dir}")
+    run_dir = out if out is not None else None if result.run_dir is None else str(
+        result.run_dir)
+    if as_json:
+        from bwprof import saved
+        from bwprof.render.outputs import Written
+
+        document = saved.run_report_json(saved.RunReport(result, Written(list(result.files))),
+                                         warn=False, run_dir=run_dir)
+        for note in result.notes:
+            typer.echo(note, err=True)
+        typer.echo(json.dumps(document, indent=2))
+        typer.echo(f"wrote {result.run_dir}", err=True)
+    else:
+        stdout = _stdout_console(plain=fleet)
+        if not quiet:
+            print_report(stdout, result, result.machine)
+        for note in result.notes:
+            typer.echo(note, err=True)
+        print_answer(stdout, result, run_dir, next_step=not quiet)
+        typer.echo(f"wrote {result.run_dir}")
     if result.failed:
         typer.echo(
             f"error: {len(result.failed)} figure(s) failed validation or raised; "
@@ -437,9 +465,10 @@ def report_command(
                                    file_format=file_format, out=out, html=html,
                                    write=not as_json)
     if as_json:
-        typer.echo(json.dumps(saved.run_report_json(report, show_rows=rows), indent=2))
+        typer.echo(json.dumps(saved.run_report_json(report, show_rows=rows, run_dir=run_dir),
+                              indent=2))
     else:
-        saved.print_run_report(_stdout_console(), report, show_rows=rows)
+        saved.print_run_report(_stdout_console(), report, show_rows=rows, run_dir=run_dir)
 
 
 @app.command("compare")

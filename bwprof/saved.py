@@ -29,6 +29,7 @@ from bwprof.analysis.compare import (
     compare_runs,
     parse_fail_below,
 )
+from bwprof.analysis.judge import Check
 from bwprof.analysis.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.analysis.run import Run
 from bwprof.analysis.spec import Spec, load_spec
@@ -38,7 +39,13 @@ from bwprof.paths import user_path
 from bwprof.render.accept import write_files as write_accept_files
 from bwprof.render.openmetrics import openmetrics_text
 from bwprof.render.outputs import REPORT_DIR, Written, output_dir, write_report_files, write_table
-from bwprof.render.terminal import print_report, print_warnings, report_lines
+from bwprof.render.terminal import (
+    print_answer,
+    print_report,
+    print_warnings,
+    report_lines,
+    shell_word,
+)
 from bwprof.render.trendplot import write_trend_plots
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.text import json_ready, one_line, shown
@@ -333,10 +340,11 @@ def _state_tag(run: Run) -> str:
 
 
 def print_run_report(console: Console, report: RunReport, show_rows: bool = False,
-                     warn: bool = True) -> None:
-    """The report on `console`, and on stderr the files that could not be written; with
-    `warn`, `report_warnings` on stderr too (a person sees them whatever stdout is piped
-    to)."""
+                     warn: bool = True, run_dir: str | None = None) -> None:
+    """The report on `console`: the run, the box's overall verdict and the next step
+    first (`run_dir` as the user typed it, for the command it names), then the summary;
+    on stderr the files that could not be written; with `warn`, `report_warnings` on
+    stderr too (a person sees them whatever stdout is piped to)."""
     run = report.run
     meta = run.meta
     console.print(
@@ -345,6 +353,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         + _state_tag(run),
         markup=False, highlight=False, soft_wrap=True,
     )
+    print_answer(console, run, _typed(run, run_dir))
     print_report(console, run, show_rows=show_rows)
     if report.model is not None:
         for line in model_lines(report.model):
@@ -362,15 +371,44 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         print_warnings(report_warnings(run))
 
 
+def _typed(run: Run, run_dir: str | None) -> str | None:
+    """The run folder for the next step's command: as the user typed it, else its path."""
+    return run_dir if run_dir is not None else None if run.path is None else str(run.path)
+
+
+def verdict_json(run: Run, run_dir: str | None = None) -> dict[str, object]:
+    """The box's overall verdict (`bwprof.analysis.answer`) for scripts: `verdict` (PASS,
+    WARN, FAIL, CANNOT_JUDGE), the `line` and `next_step` people read, the checks counted
+    by verdict, the `worst` check that decides a FAIL or WARN (its path, case, device and
+    figures; null otherwise) and bwprof's own `errors` (not the box's)."""
+    from bwprof.analysis.answer import answer
+
+    found = answer(run)
+
+    def check(c: Check) -> dict[str, object]:
+        return {"path": c.path, "case": c.case, "device": c.device, "box": c.box,
+                "gpu_model": c.gpu_model, "verdict": c.verdict, "reason": c.reason,
+                "value": c.value, "unit": c.unit, "size_bytes": c.size_bytes,
+                "pct_of_band": c.pct_of_band, "pct_of_peak": c.pct_of_peak}
+
+    return {"verdict": found.verdict, "label": found.label, "line": found.line(),
+            "next_step": found.next_step(shell_word(_typed(run, run_dir))),
+            "counts": found.counts,
+            "simulated": found.simulated,
+            "worst": None if found.worst is None else check(found.worst),
+            "errors": [check(c) for c in found.errors]}
+
+
 def run_report_json(report: RunReport, show_rows: bool = False,
-                    warn: bool = True) -> dict[str, object]:
+                    warn: bool = True, run_dir: str | None = None) -> dict[str, object]:
     """Everything `print_run_report` says, for scripts (simulated figures keep their label):
     `run.state` ('finished', 'interrupted', 'incomplete') with `state_detail` and
-    `stopped_by`, `lines` the report's lines by kind, `notes` what reading or writing files
-    left out, `warnings` what stderr says, and `rows` (with `show_rows`) every row of
-    results.csv. Strict JSON, every string printable (`json_ready`). With `warn`, the
-    warnings and the notes about files not written also go to stderr, where a person
-    running the command sees them."""
+    `stopped_by`, `verdict` the box's overall verdict (`verdict_json`; `run_dir` as the
+    user typed it, for the next step), `lines` the report's lines by kind, `notes` what
+    reading or writing files left out, `warnings` what stderr says, and `rows` (with
+    `show_rows`) every row of results.csv. Strict JSON, every string printable
+    (`json_ready`). With `warn`, the warnings and the notes about files not written also go
+    to stderr, where a person running the command sees them."""
     run = report.run
     lines = report_lines(run)
     warnings = report_warnings(run)
@@ -384,6 +422,7 @@ def run_report_json(report: RunReport, show_rows: bool = False,
                 "state": run.state, "state_detail": run.state_text,
                 "stopped_by": run.meta.stopped_by,
                 "finished_utc": run.meta.finished_utc},
+        "verdict": verdict_json(run, run_dir),
         "summary": json_records(report.summary),
         "headline": headline_sentence(report.summary),
         "findings": [] if run.findings is None else json_records(run.findings),

@@ -32,12 +32,13 @@ def test_run_writes_results_and_prints_the_summary(tmp_path):
     assert json.loads((out / "system.json").read_text())["command_line"][0] == "bwprof"
 
 
-def test_quiet_prints_only_where_it_wrote(tmp_path):
+def test_quiet_prints_only_the_verdict_and_where_it_wrote(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--quiet", "--out", str(out),
                                  *SMALL])
     assert result.exit_code == 0
-    assert result.output.strip() == f"wrote {out}"
+    verdict, wrote = result.output.strip().splitlines()
+    assert verdict.startswith("verdict: ") and wrote == f"wrote {out}"
 
 
 @pytest.mark.parametrize(
@@ -98,6 +99,22 @@ def test_failed_validation_exits_1(monkeypatch, tmp_path):
     assert result.exit_code == 1
     assert "invalid: ddr_copy" in result.output
     assert "failed validation" in result.output
+
+
+def test_failed_validation_exits_1_with_json_too(monkeypatch, tmp_path):
+    from bwprof.host import stream
+
+    def broken(a, b, c, scalar):
+        c[:] = 0.0
+
+    monkeypatch.setitem(stream.KERNELS, "copy",
+                        stream.StreamKernel("copy", broken, stream.KERNELS["copy"].replay))
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(tmp_path / "r"),
+                                 "--json", *SMALL])
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)  # stdout is the JSON alone
+    assert payload["lines"]["failed"][0].startswith("invalid: ddr_copy")
+    assert "failed validation" in result.stderr
 
 
 def test_list_shows_every_case_and_whether_it_runs_here():
@@ -467,7 +484,8 @@ def test_a_tilde_out_is_the_home_folder_for_every_file(monkeypatch, capsys, tmp_
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(cwd)
     assert main([*TINY, "--quiet", "--out=~/x"]) == 0
-    assert capsys.readouterr().out == f"wrote {home / 'x'}\n"
+    verdict, wrote = capsys.readouterr().out.splitlines()  # --quiet: these two lines
+    assert verdict.startswith("verdict: ") and wrote == f"wrote {home / 'x'}"
     assert (home / "x" / "results.csv").is_file() and (home / "x" / "summary.csv").is_file()
     assert list(cwd.iterdir()) == []
     # `./~/y` is a folder named ~ here, as the shell means it, not the home folder.
@@ -617,3 +635,67 @@ def test_a_run_says_its_plan_and_budget_before_it_measures(tmp_path):
     assert "--budget 1 s: the smallest plan is estimated at" in result.output
     system = json.loads((out / "system.json").read_text())
     assert system["plan"]["budget_s"] == 1 and system["plan"]["estimate_s"] > 0
+
+
+# -- issue 35: the answer first, run --json, the P2P matrix ------------------------------------
+
+
+def test_run_ends_with_the_verdict_and_the_next_step(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output
+    *_, verdict, next_step, wrote = result.stdout.strip().splitlines()
+    assert verdict.startswith("verdict: ")
+    assert next_step.startswith("next: ") and f" {out}`" in next_step  # as the user typed it
+    assert wrote == f"wrote {out}"
+
+
+def test_a_fail_verdict_does_not_change_the_exit_code(monkeypatch, tmp_path):
+    """`bwprof accept` is the gate: the verdict line says FAIL and the run still exits 0
+    (1 stays a figure that failed validation or raised)."""
+    from bwprof.analysis import answer
+
+    monkeypatch.setattr(answer, "answer", lambda run: answer.Answer("FAIL", None, {"FAIL": 1}))
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(tmp_path / "a"),
+                                 *SMALL])
+    assert result.exit_code == 0, result.output
+    assert "verdict: FAIL (1 fail)" in result.stdout
+    result = runner.invoke(app, ["run", "--cases", "ddr_copy", "--out", str(tmp_path / "b"),
+                                 "--json", *SMALL])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verdict"]["verdict"] == "FAIL"
+
+
+def test_run_json_prints_the_result_on_stdout_and_progress_on_stderr(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--simulate", "--preset", "quick", "--cases",
+                                 "ddr_triad,p2p_copy", "--out", str(out), "--json", *SMALL])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)  # nothing else on stdout
+    assert payload["run"]["path"] == str(out) and payload["run"]["state"] == "finished"
+    assert payload["run"]["simulated"] is True
+    verdict = payload["verdict"]
+    assert verdict["verdict"] == "CANNOT_JUDGE" and verdict["simulated"] is True
+    assert verdict["line"].startswith("verdict: CANNOT JUDGE — a simulated run")
+    p2p, = [row for row in payload["summary"] if row["case"] == "p2p_copy"]
+    assert p2p["backend"] == "simulated"  # a simulated figure keeps its label
+    assert payload["findings"] == [] and isinstance(payload["notes"], list)
+    assert str(out / "summary.csv") in payload["files"]
+    assert "[1/" in result.stderr and result.stderr.strip().endswith(f"wrote {out}")
+    assert "bwprof summary" not in result.output and "from\\to" not in result.output
+
+
+def test_run_shows_the_p2p_matrix_where_gpus_copied_to_each_other(tmp_path):
+    result = runner.invoke(app, ["run", "--simulate", "--preset", "quick", "--cases",
+                                 "p2p_copy", "--out", str(tmp_path / "r"), *SMALL])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("GPU→GPU copy, GB/s median (p2p_copy") for line in lines)
+    row, = [line.split() for line in lines if line.strip().startswith("gpu0 ")]
+    assert row == ["gpu0", "-", "sim"]  # simulated: never a number
+
+
+def test_json_and_dry_run_do_not_go_together(tmp_path):
+    result = runner.invoke(app, ["run", "--dry-run", "--json"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --json prints a measured run's result")

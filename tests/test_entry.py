@@ -237,6 +237,7 @@ def test_a_signal_as_the_process_ends_keeps_the_code_the_command_chose(tmp_path,
     process = _spawn(["run", "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB",
                       "--threads", "1", "--no-plots", "--quiet", "--out", str(tmp_path / "r")])
     assert process.stdout is not None
+    assert process.stdout.readline().startswith("verdict: ")  # --quiet's first line
     assert process.stdout.readline() == f"wrote {tmp_path / 'r'}\n"
     process.send_signal(getattr(signal, name))
     _, err = process.communicate(timeout=120)

@@ -115,3 +115,44 @@ def test_parquet_without_pyarrow_is_one_line(monkeypatch, tmp_path):
                                      "python3 -m pip install pyarrow")
     assert not out.exists()
 
+
+
+# -- issue 35: the answer first ----------------------------------------------------------------
+
+
+def test_report_says_the_verdict_and_the_next_step_first(tmp_path):
+    run = DATA / "h200-quick"
+    result = runner.invoke(app, ["report", str(run), "--no-plots", "--out", str(tmp_path)],
+                           env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"run {run}: ")
+    assert lines[1].startswith("verdict: PASS (") and " pass" in lines[1]
+    assert lines[2].startswith(f"next: keep it for trends with `bwprof history add {run} "
+                               "--store STORE`")
+    assert lines[3].startswith("bwprof summary")
+
+
+def test_report_json_gives_the_verdict_its_worst_path_and_the_next_step(tmp_path):
+    from bwprof.analysis.answer import answer
+    from bwprof.render.outputs import Written
+    from bwprof.saved import RunReport, run_report_json
+    from tests.analysis.test_answer import _with_hbm_at
+
+    payload = json.loads(runner.invoke(app, ["report", str(DATA / "h200-quick"),
+                                             "--json"]).output)
+    verdict = payload["verdict"]
+    assert verdict["verdict"] == "PASS" and verdict["worst"] is None
+    assert verdict["line"].startswith("verdict: PASS (") and verdict["counts"]["PASS"] > 0
+    assert "bwprof history add" in verdict["next_step"]
+    slow = _with_hbm_at(0.5)
+    verdict = run_report_json(RunReport(slow, Written()), warn=False,
+                              run_dir="reports/x y")["verdict"]
+    assert verdict["verdict"] == "FAIL" and verdict["line"] == answer(slow).line()
+    worst = verdict["worst"]
+    assert (worst["path"], worst["case"], worst["device"]) == ("hbm", "hbm_triad", "gpu0")
+    assert worst["verdict"] == "FAIL" and worst["pct_of_band"] < 100
+    assert "`bwprof accept 'reports/x y'`" in verdict["next_step"]  # a shell word to paste
+    simulated = json.loads(runner.invoke(app, ["report", str(DATA / "sim-a"), "--json"]).output)
+    assert simulated["verdict"]["verdict"] == "CANNOT_JUDGE"
+    assert simulated["verdict"]["simulated"] is True

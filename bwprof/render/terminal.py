@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Console, JustifyMethod
+from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -527,12 +527,88 @@ def report_lines(run: Run) -> dict[str, list[str]]:
 
 def print_report(console: Console, run: Run, title: str = "", show_rows: bool = False) -> None:
     """The end of `bwprof run` and the body of `bwprof report`: the summary table (under
-    `title`), then `report_lines`."""
+    `title`), the GPU×GPU matrix where GPUs copied to each other, then `report_lines`."""
     if show_rows and headline_rows(run.rows):
         console.print(results_table(run.rows))
     console.print(path_table(run.summary, title))
+    matrix = p2p_matrix_table(run.results)
+    if matrix is not None:
+        console.print(matrix)
     for kind, lines in report_lines(run).items():
         _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
+
+
+VERDICT_STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red",
+                  "CANNOT_JUDGE": "bold"}
+"""The overall verdict's line styled by the verdict (`bwprof.analysis.judge.VERDICTS`)."""
+
+
+def shell_word(path: str | None) -> str | None:
+    """A run folder as one word of the command the next step names (quoted where it holds
+    a space or another character the shell reads), so it can be pasted as it is."""
+    import shlex
+
+    return None if path is None else shlex.quote(one_line(path))
+
+
+def print_answer(console: Console, run: Run, run_dir: str | None,
+                 next_step: bool = True) -> None:
+    """The box's overall verdict in one line (`bwprof.analysis.answer`), styled by it, and
+    with `next_step` what to do now (`run_dir` as the user typed it): the answer a person
+    looks for first, at the top of `bwprof report` and the end of `bwprof run`."""
+    from bwprof.analysis.answer import answer
+
+    found = answer(run)
+    console.print(found.line(), style=VERDICT_STYLES.get(found.verdict, ""), markup=False,
+                  highlight=False, soft_wrap=True)
+    if next_step:
+        _print_lines(console, [found.next_step(shell_word(run_dir))])
+
+
+NOT_A_PAIR = "-"
+"""A matrix cell with no figure: a GPU with itself, or a pair not measured."""
+SIMULATED_CELL = "sim"
+"""A matrix cell of a simulated row: never a number (the caption says what it means)."""
+
+
+def p2p_matrix_table(results: pd.DataFrame) -> Group | None:
+    """GPU→GPU copy bandwidth as nvbandwidth prints it: rows the source GPU, columns the
+    destination, each cell p2p_copy's median GB/s at the size the matrix was measured at
+    (`bwprof.analysis.summary.p2p_matrix_rows`, as p2p_heatmap.png), `-` on the diagonal and
+    where a pair was not measured. Simulated figures are never numbers. None where fewer
+    than two GPUs copied to each other."""
+    from bwprof.analysis.figures import column
+    from bwprof.analysis.summary import p2p_matrix_rows
+
+    figure = column("value")
+    rows = p2p_matrix_rows(results)
+    rows = rows[rows[figure].notna() & rows["device"].astype(str).str.contains("->")]
+    if rows.empty:
+        return None
+    cells: dict[tuple[str, str], str] = {}
+    for _, row in rows.iterrows():
+        source, _, target = str(row["device"]).partition("->")
+        cells[(source, target)] = (SIMULATED_CELL if row["backend"] == "simulated"
+                                   else _gbps(cell_float(row[figure]) or 0.0))
+    names = sorted({name for pair in cells for name in pair}, key=lambda g: (len(g), g))
+    size = _size_cell(rows["size_bytes"].iloc[0])
+    heading = (f"GPU→GPU copy, GB/s median (p2p_copy{', ' + size if size else ''}): "
+               "from the row's GPU to the column's")
+    caption = f"{NOT_A_PAIR}: the GPU itself, or a pair not measured"
+    if SIMULATED_CELL in cells.values():
+        caption += (f"; {SIMULATED_CELL}: simulated, the CPU stand-in backend's row, not a "
+                    "measurement")
+    # The heading and caption as lines of their own: a table as wide as its title would
+    # spread two GPUs' columns across the terminal.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("from\\to", justify="left")
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    for source in names:
+        table.add_row(source, *(NOT_A_PAIR if source == target
+                                else cells.get((source, target), NOT_A_PAIR)
+                                for target in names))
+    return Group(Text(heading, style="italic"), table, Text(caption))
 
 
 def change_cell(row: pd.Series) -> str:

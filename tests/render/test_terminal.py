@@ -213,3 +213,90 @@ def test_noisy_and_busy_figures_are_named_in_the_summary_not_only_in_the_file():
     quiet = _render([make_row(size_bytes=256 << 20, cv=0.01, host_others_pct=0.4,
                               host_steal_pct=0.0)])
     assert "busy" not in quiet and "noisy" not in quiet and "flags" not in quiet
+
+
+# -- issue 35: the answer first, the P2P matrix ------------------------------------------------
+
+
+def _p2p(source: int, target: int, gbps: float, size: int = 256 << 20,
+         backend: str = "cuda", status: str = "ok"):
+    return make_row(case="p2p_copy", backend=backend, device=f"gpu{source}->gpu{target}",
+                    memory="hbm", direction="p2p", size_bytes=size, threads=None,
+                    byte_convention="copy", gbps_median=gbps, gbps_best=gbps * 1.5,
+                    status=status, note="")
+
+
+def _matrix_text(rows, width: int = 160) -> list[str]:
+    from bwprof.render.terminal import p2p_matrix_table
+
+    matrix = p2p_matrix_table(Run.from_rows(rows).results)
+    assert matrix is not None
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(matrix)
+    return console.export_text().splitlines()
+
+
+def _cells(lines: list[str]) -> dict[str, list[str]]:
+    """The matrix's rows by source GPU: the cells, one per destination GPU."""
+    return {line.split()[0]: line.split()[1:] for line in lines
+            if line.strip().startswith("gpu")}
+
+
+def test_the_p2p_matrix_is_source_by_destination_at_the_matrix_size_like_nvbandwidth():
+    """Eight GPUs: a cell per ordered pair, its median (never the best) at the size every
+    pair was measured at (the first pair's sweep left out), '-' on the diagonal and for the
+    pair not measured."""
+    gbps = {(a, b): 300.0 + 10 * a + b for a in range(8) for b in range(8) if a != b}
+    rows = [_p2p(a, b, value) for (a, b), value in gbps.items() if (a, b) != (3, 5)]
+    rows.append(_p2p(0, 1, 12.5, size=1 << 20))  # the first pair's sweep
+    rows.append(_p2p(3, 5, 999.0, status="skipped"))
+    lines = _matrix_text(rows)
+    assert lines[0].startswith("GPU→GPU copy, GB/s median (p2p_copy, 256 MiB)")
+    header = next(line for line in lines if line.strip().startswith("from"))
+    assert header.split()[1:] == [f"gpu{i}" for i in range(8)]
+    cells = _cells(lines)
+    assert list(cells) == [f"gpu{i}" for i in range(8)]
+    for a in range(8):
+        for b in range(8):
+            expected = "-" if a == b or (a, b) == (3, 5) else f"{gbps[(a, b)]:.0f}"
+            assert cells[f"gpu{a}"][b] == expected, (a, b)
+    text = "\n".join(lines)
+    assert "12.5" not in text and "999" not in text and "450" not in text  # 300*1.5: best
+    assert "-: the GPU itself, or a pair not measured" in text
+
+
+def test_the_p2p_matrix_never_shows_a_simulated_figure():
+    rows = [_p2p(a, b, 123.4, backend="simulated") for a in range(8) for b in range(8)
+            if a != b]
+    lines = _matrix_text(rows, width=80)
+    cells = _cells(lines)
+    assert cells["gpu2"] == ["sim", "sim", "-", "sim", "sim", "sim", "sim", "sim"]
+    text = "\n".join(lines)
+    assert "123" not in text and "simulated" in text
+
+
+def test_the_report_shows_the_p2p_matrix_only_where_gpus_copied_to_each_other():
+    two = [make_row(), _p2p(0, 1, 350.0), _p2p(1, 0, 340.0)]
+    assert "from\\to" in _render(two) and "GPU→GPU copy, GB/s median" in _render(two)
+    one = [make_row(), make_row(case="p2p_copy", status="waived", note="needs 2 GPUs",
+                                size_bytes=None, device="", threads=None)]
+    assert "GPU→GPU copy, GB/s median" not in _render(one)
+
+
+def _answer_text(run: Run) -> str:
+    from bwprof.render.terminal import print_answer
+
+    console = Console(width=200, record=True, file=io.StringIO(), force_terminal=True,
+                      color_system="standard")
+    print_answer(console, run, "reports/x y")
+    return console.export_text(styles=True)
+
+
+def test_the_verdict_line_is_styled_by_the_verdict_and_names_the_next_step():
+    from tests.analysis.test_answer import _with_hbm_at
+
+    failed = _answer_text(_with_hbm_at(0.5))
+    assert "\x1b[1;31mverdict: FAIL — worst: HBM gpu0 (hbm_triad)" in failed
+    assert "next: `bwprof accept 'reports/x y'` says why per path" in failed
+    passed = _answer_text(_with_hbm_at(1.0))
+    assert "\x1b[1;32mverdict: PASS" in passed and "bwprof history add" in passed
