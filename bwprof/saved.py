@@ -215,7 +215,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
     rows = trends.select(fleet, gpu=gpu, case=case)
     found = trends.falls(rows, threshold)
-    written = write_trend_plots(rows, fleet, out_dir, found) if plots else []
+    written = write_trend_plots(rows, fleet, out_dir, threshold) if plots else []
     return TrendResult(rows, found, written, notes)
 
 

@@ -15,9 +15,11 @@ all its earlier runs; it fell where the latest is lower by more than the thresho
 percent of that median (higher-is-better figures), or higher by more than it (a latency:
 a rise is its fall). Ties in time are broken by run_id.
 
-The fleet's range of a model and case is the 10th to 90th percentile of every stored figure
-of it (min to max with fewer than ten): `bwprof.render.trendplot` shades it behind each
-subject's line.
+The fleet's range of a model and case is the 10th to 90th percentile of its stored figures
+(min to max with fewer than ten) **without the points under test** (each judged series'
+latest run: a drop must not widen the range that should show it):
+`bwprof.render.trendplot` shades it behind each subject's line, with each series' threshold
+(`Judged.limit`).
 """
 
 from __future__ import annotations
@@ -126,28 +128,83 @@ class Fall:
                 f"run(s) (threshold {threshold:g}%)")
 
 
+def runs_of(series: pd.DataFrame) -> pd.DataFrame:
+    """One series' points, one per run (a run stored twice counts once), in time order."""
+    return series.drop_duplicates("run_key", keep="last")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One series judged: its latest point against the median of its earlier ones. `limit`
+    is the figure past which the latest fell: the earlier median less the threshold (plus
+    it, for a lower-is-better figure)."""
+
+    latest: pd.Series
+    earlier: pd.DataFrame
+    median: float
+    limit: float
+    fell_pct: float
+    fell: bool
+
+
+def judge(series: pd.DataFrame, threshold: float) -> Judged | None:
+    """The latest run of one series (`figures` rows of one SERIES_KEYS group) against the
+    median of its earlier runs; None with fewer than two runs or an earlier median of 0."""
+    series = runs_of(series)
+    if len(series) < 2:
+        return None
+    latest, earlier = series.iloc[-1], series.iloc[:-1]
+    median = float(earlier["figure"].median())
+    if not median:
+        return None
+    lower = bool(latest["lower_is_better"])
+    change = (float(latest["figure"]) / median - 1) * 100
+    fell = change if lower else -change
+    limit = median * (1 + threshold / 100 if lower else 1 - threshold / 100)
+    return Judged(latest, earlier, median, limit, fell, fell > threshold)
+
+
 def falls(rows: pd.DataFrame, threshold: float) -> list[Fall]:
     """Every series (SERIES_KEYS) whose latest figure fell by more than `threshold` percent
     below the median of its earlier ones (above it, for a lower-is-better figure)."""
     found = []
     for _key, series in rows.groupby(SERIES_KEYS, sort=True, dropna=False):
-        series = series.drop_duplicates("run_key", keep="last")
-        if len(series) < 2:
+        judged = judge(series, threshold)
+        if judged is None or not judged.fell:
             continue
-        latest, earlier = series.iloc[-1], series.iloc[:-1]
-        median = float(earlier["figure"].median())
-        if not median:
-            continue
-        lower = bool(latest["lower_is_better"])
-        change = (float(latest["figure"]) / median - 1) * 100
-        fell = change if lower else -change
-        if fell > threshold:
-            found.append(Fall(
-                str(latest["subject"]), str(latest["case"]), str(latest["path"]),
-                str(latest["host"]), str(latest["device"]), str(latest["device_name"]),
-                str(latest["unit"]), lower, float(latest["figure"]), str(latest["run_id"]),
-                pd.Timestamp(latest["started_utc"]), median, len(earlier), fell))
+        latest = judged.latest
+        found.append(Fall(
+            str(latest["subject"]), str(latest["case"]), str(latest["path"]),
+            str(latest["host"]), str(latest["device"]), str(latest["device_name"]),
+            str(latest["unit"]), bool(latest["lower_is_better"]), float(latest["figure"]),
+            str(latest["run_id"]), pd.Timestamp(latest["started_utc"]), judged.median,
+            len(judged.earlier), judged.fell_pct))
     return found
+
+
+POINT_KEYS = ["run_key", *SERIES_KEYS]
+"""What names one point of one series."""
+
+
+def under_test(rows: pd.DataFrame) -> pd.DataFrame:
+    """The points `falls` judges: the latest run of each series of `rows` that has earlier
+    runs to be held against."""
+    judged = []
+    for _key, series in rows.groupby(SERIES_KEYS, sort=False, dropna=False):
+        series = runs_of(series)
+        if len(series) >= 2:
+            judged.append(series.iloc[[-1]])
+    return pd.concat(judged) if judged else rows.iloc[0:0]
+
+
+def without_tested(fleet: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """`fleet` less the points under test of `rows` (every stored row of those runs and
+    series), so the fleet's range a point is drawn against was not made by that point."""
+    tested = under_test(rows)
+    if tested.empty:
+        return fleet
+    keys = pd.MultiIndex.from_frame(fleet[POINT_KEYS].astype(str))
+    return fleet[~keys.isin(pd.MultiIndex.from_frame(tested[POINT_KEYS].astype(str)))]
 
 
 def fleet_band(values: pd.Series) -> tuple[float, float, float]:

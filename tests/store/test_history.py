@@ -405,10 +405,140 @@ def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):
     assert set(rows["subject"]) == {"GPU-box1"} and len(rows) == 3
     from bwprof.render.trendplot import case_figure
 
-    figure = case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], set())
-    labels = figure.axes[0].get_legend_handles_labels()[1]
-    assert "fleet min–max of 9 figure(s)" in labels  # three boxes' three runs, not box1's
+    figure = case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], 5.0)
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    # Three boxes' three runs, not box1's alone, less box1's latest: the run under test.
+    assert "fleet min–max of 8 figure(s), without the 1 judged" in labels
     assert any(label.startswith("GPU-box1") for label in labels)
+
+
+# -- the trend plot (issue 35): the fall, the threshold, the band without the point judged --
+
+
+def _hbm_figure(tmp_path: Path, last_hbm: float):
+    """The hbm_triad trend of the three-box fleet whose box2 ended at `last_hbm` times its
+    figure, box2's points (time, figure) in order, and the fleet's hbm_triad rows."""
+    from bwprof.render.trendplot import case_figure
+
+    fleet = trend.figures(history.read_store(fleet_store(tmp_path, last_hbm)))
+    rows = trend.select(fleet, case="hbm_triad")
+    figure = case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], 5.0)
+    box2 = rows[rows["subject"] == "GPU-box2"]
+    times = box2["started_utc"].dt.tz_convert("UTC").dt.tz_localize(None).to_list()
+    return figure, list(zip(times, box2["figure"], strict=True)), rows
+
+
+def _red(axis) -> list:
+    """The solid red lines of a panel: a fall."""
+    from matplotlib.colors import same_color
+
+    return [line for line in axis.get_lines() if line.get_linestyle() == "-"
+            and same_color(line.get_color(), "firebrick")]
+
+
+def _band(axis) -> tuple[float, float]:
+    (band,) = [patch for patch in axis.patches if str(patch.get_label()).startswith("fleet")]
+    box = band.get_bbox()  # y in data units
+    return box.y0, box.y1
+
+
+def test_the_fleet_band_leaves_out_the_points_under_test(tmp_path):
+    """box2's latest HBM figure at 90%: the fleet's min–max of every stored figure reached
+    down to it, so the band covered the very drop it should show. Without each box's latest
+    run (the ones judged) the band's low edge stays above it."""
+    figure, box2, hbm = _hbm_figure(tmp_path, 0.90)
+    (axis,) = figure.axes
+    low, _high = _band(axis)
+    latest = box2[-1][1]
+    earlier = min(value for _time, value in box2[:-1])
+    assert latest < 0.92 * earlier and low > latest and low >= 0.99 * earlier
+    labels = [t.get_text() for t in axis.get_legend().get_texts()]
+    assert "fleet min–max of 6 figure(s), without the 3 judged" in labels
+    kept = trend.without_tested(hbm, hbm)
+    assert len(kept) == 6 and not kept["run_id"].str.endswith("20261203T000000Z").any()
+
+
+def test_only_the_fall_is_red_with_its_threshold_dotted(tmp_path):
+    """The fallen box's line keeps its colour; only the segment into its latest run and that
+    point are red, and its threshold (5% under the median of its earlier runs) is drawn."""
+    figure, box2, _rows = _hbm_figure(tmp_path, 0.90)
+    (axis,) = figure.axes
+    (fall,) = _red(axis)
+    assert list(fall.get_xdata()) == [time for time, _value in box2[-2:]]
+    assert list(fall.get_ydata()) == [value for _time, value in box2[-2:]]
+    assert fall.get_markevery() == [1]  # the latest point marked, not the one before
+    whole = [line for line in axis.get_lines() if len(line.get_xdata()) == 3]
+    assert len(whole) == 3 and not [line for line in whole if line in _red(axis)]
+    median = float(pd.Series([value for _time, value in box2[:-1]]).median())
+    dotted = [line for line in axis.get_lines() if line.get_linestyle() == ":"]
+    assert any(list(line.get_ydata()) == pytest.approx([0.95 * median] * 2) for line in dotted)
+    labels = [t.get_text() for t in axis.get_legend().get_texts()]
+    assert "threshold: 5% below the median of the line's earlier runs" in labels
+    assert any(label.startswith("FELL GPU-box2") for label in labels)
+
+
+def _points(values: list[float], *, path: str = "h2d", case: str = "h2d_pinned",
+            higher_is_better: bool = True, days: int = 1) -> pd.DataFrame:
+    """A series of one GPU, one run each `days` days from 2026-12-01."""
+    frame = _series(values, higher_is_better)
+    frame["started_utc"] = [pd.Timestamp("2026-12-01", tz="UTC") + pd.Timedelta(days=days * i)
+                            for i in range(len(values))]
+    frame["path"], frame["case"] = path, case
+    if higher_is_better:
+        frame["metric"], frame["unit"] = "bandwidth", "GB/s"
+    return frame
+
+
+def test_a_rise_is_never_red():
+    """One GPU's case with two paths: its host→device figure fell, its device→host one rose.
+    Falls were matched by GPU and case, so both panels' lines were red; now only the panel
+    whose series fell has red, and a latency that fell (it improved) has none."""
+    from bwprof.render.trendplot import case_figure
+
+    rows = trend.figures(pd.concat([_points([50.0, 50.0, 40.0], path="h2d"),
+                                    _points([50.0, 50.0, 60.0], path="d2h")],
+                                   ignore_index=True))
+    figure = case_figure("h2d_pinned", rows, rows, 5.0)
+    red = {axis.get_title().split(" · ")[1]: len(_red(axis)) for axis in figure.axes}
+    assert red == {"d2h": 0, "h2d": 1}
+    better = trend.figures(_series([500.0, 510.0, 450.0], higher_is_better=False))
+    assert _red(case_figure("lat_gpu", better, better, 5.0).axes[0]) == []
+    worse = trend.figures(_series([500.0, 510.0, 600.0], higher_is_better=False))
+    (fall,) = _red(case_figure("lat_gpu", worse, worse, 5.0).axes[0])
+    assert list(fall.get_ydata()) == [510.0, 600.0]  # a latency's rise is its fall
+
+
+@pytest.mark.parametrize(("runs", "days"), [(1, 1), (2, 1), (3, 30)])
+def test_the_time_axis_spans_the_runs_with_a_little_room(runs, days):
+    """One run was drawn across four years of axis (matplotlib's range for a lone date)."""
+    from matplotlib.dates import num2date
+
+    from bwprof.render.trendplot import case_figure
+
+    rows = trend.figures(_points([50.0] * runs, days=days))
+    (axis,) = case_figure("h2d_pinned", rows, rows, 5.0).axes
+    first, last = (pd.Timestamp(num2date(x)) for x in axis.get_xlim())
+    span = pd.Timedelta(days=days * (runs - 1))
+    start = pd.Timestamp("2026-12-01", tz="UTC")
+    assert first < start and start + span < last
+    assert last - first <= span * 1.2 + pd.Timedelta(days=1)
+    assert last - first < pd.Timedelta(days=10) or runs > 2
+
+
+def test_trend_hands_its_threshold_to_the_plots(tmp_path, monkeypatch):
+    from bwprof import saved
+    from bwprof.render import trendplot
+
+    seen: list[float] = []
+    drawn = trendplot.case_figure
+
+    def spy(case, rows, fleet, threshold):
+        seen.append(threshold)
+        return drawn(case, rows, fleet, threshold)
+
+    monkeypatch.setattr(trendplot, "case_figure", spy)
+    saved.trend(fleet_store(tmp_path), case="hbm_triad", out=tmp_path / "p", threshold=15.0)
+    assert seen == [15.0]
 
 
 def test_two_machines_of_one_host_name_but_other_models_are_separate_series(tmp_path):
