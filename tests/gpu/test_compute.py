@@ -3,6 +3,8 @@ bf16 encoding, the compute peaks and the roofline's ceilings and sentences."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -182,6 +184,15 @@ def test_ceilings_and_ratios_come_from_the_rows():
     assert "20.0×" in text  # HBM 4000 over DDR 200
     assert "bf16 175" in text  # ridge: 700e12 / 4000e9 FLOP per byte
     assert "fp32 20" in text  # the host: 4e12 / 200e9
+
+
+# Catches: a constant of the project's (~150x, ~30x) set beside the ratios as a claim the user
+# asked to check; the sentences state this box's measured ratios and figures alone.
+def test_the_ratio_sentences_name_no_reference_ratio_of_their_own():
+    text = "\n".join(roofline_lines(ceilings(MEASURED)))
+    assert "claim" not in text and "150" not in text and "~" not in text
+    shown = {float(x.replace(",", "")) for x in re.findall(r"([\d,.]+)×", text)}
+    assert shown == {175.0, 12.5, 7000.0, 20.0}  # every ratio a measured one
 
 
 def test_simulated_rows_are_never_a_measured_ratio():
