@@ -1,17 +1,17 @@
 """Benchmark: bwprof's host load latency (`lat_host`) against the C yardstick, in one run.
 
-Builds ../shared/ref/lat_ref.c with `gcc -O2`, then for several rounds runs it and `bwprof run
---cases lat_host` alternately, both child processes of this script pinned to the same CPU
-(`taskset -c CPU`), over the same working sets (bwprof's sweep: 4 KiB by 2x to at least 4x the
-last-level cache; the reference up to the same largest size) and the same number of trials.
-Each side's best per size is its best over all rounds (each allocation lands on other physical
-pages, which moves a working set the size of a cache), and the bar is, at every size, bwprof's
-best within 10% or 0.5 ns of the reference's. Each side's spread (its worst round's best over
-its best round's) is printed beside it: in a VM whose last-level cache is shared with other
+Builds benchmarks/ref/lat_ref.c (the project's own C source) with `gcc -O2`, then for several
+rounds runs it and `bwprof run --cases lat_host` alternately, both child processes of this script
+pinned to the same CPU (`taskset -c CPU`), over the same working sets (bwprof's sweep: 4 KiB by 2x
+to at least 4x the last-level cache; the reference up to the same largest size) and the same number
+of trials. Each side's best per size is its best over all rounds (each allocation lands on other
+physical pages, which moves a working set the size of a cache), and the bar is, at every size,
+bwprof's best within 10% or 0.5 ns of the reference's. Each side's spread (its worst round's best
+over its best round's) is printed beside it: in a VM whose last-level cache is shared with other
 tenants, a working set the size of that cache read 13 to 119 ns from one run of lat_ref to the
-next, and a miss there says more of the neighbours than of the method. Every size counts all
-the same. This is a benchmark, not a test: it prints the ratios and exits 1 when the bar is
-missed at any size.
+next, and a miss there says more of the neighbours than of the method. Every size counts all the
+same. This is a benchmark, not a test: it prints the ratios and exits 1 when the bar is missed at
+any size.
 
     python benchmarks/host_latency_vs_lat_ref.py [--rounds 3] [--repeats 5] [--cpu 0]
 """
@@ -33,13 +33,13 @@ except ImportError:  # run as a script (python benchmarks/...): its own folder i
     import refs  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_REF = refs.REFS / "lat_ref.c"
+DEFAULT_REF = refs.LAT_REF
 RELATIVE_BAR = 0.10
 ABSOLUTE_BAR_NS = 0.5
 
 
 def build_reference(source: Path, workdir: Path) -> Path:
-    return refs.build(source, workdir, ["-O2"])
+    return refs.build(source, workdir, refs.LAT_FLAGS)
 
 
 def parse_reference(text: str) -> dict[int, float]:

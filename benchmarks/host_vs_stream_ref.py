@@ -1,13 +1,13 @@
 """Benchmark: bwprof host DDR figures against the C/OpenMP STREAM reference, in one run.
 
-Builds ../shared/ref/stream_ref.c with `gcc -O3 -march=native -fopenmp`, then for several rounds
-runs it and `bwprof run --cases ddr_copy,ddr_triad` alternately (both as child processes of this
-script, same array size, repeats and thread count) and compares the best figure of each over
-all rounds as a ratio. The bar is bwprof best >= 0.95 x reference best, like for like: bwprof
-is run with NumPy's huge-page request off, since the reference's arrays get 4 KiB pages where
-the kernel's transparent huge pages are 'madvise'. bwprof as it runs (NumPy's 2 MiB pages,
-about a tenth faster) is printed beside it. This is a benchmark, not a test: it prints the
-ratios and exits 1 when the bar is missed.
+Builds benchmarks/ref/stream_ref.c (the project's own C source) with `gcc -O3 -march=native
+-fopenmp`, then for several rounds runs it and `bwprof run --cases ddr_copy,ddr_triad` alternately
+(both as child processes of this script, same array size, repeats and thread count) and compares
+the best figure of each over all rounds as a ratio. The bar is bwprof best >= 0.95 x reference
+best, like for like: bwprof is run with NumPy's huge-page request off, since the reference's arrays
+get 4 KiB pages where the kernel's transparent huge pages are 'madvise'. bwprof as it runs (NumPy's
+2 MiB pages, about a tenth faster) is printed beside it. This is a benchmark, not a test: it prints
+the ratios and exits 1 when the bar is missed.
 
     python benchmarks/host_vs_stream_ref.py [--rounds 5] [--size 256MiB] [--threads N]
 """
@@ -28,13 +28,13 @@ except ImportError:  # run as a script (python benchmarks/...): its own folder i
     import refs  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_REF = refs.REFS / "stream_ref.c"
+DEFAULT_REF = refs.STREAM_REF
 KERNELS = ("copy", "triad")
 BAR = 0.95
 
 
 def build_reference(source: Path, workdir: Path) -> Path:
-    return refs.build(source, workdir, ["-O3", "-march=native", "-fopenmp"])
+    return refs.build(source, workdir, refs.STREAM_FLAGS)
 
 
 def run_reference(binary: Path, elements: int, repeats: int, threads: int) -> dict[str, float]:

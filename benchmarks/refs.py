@@ -1,4 +1,5 @@
-"""The C yardsticks the benchmarks compare bwprof with (../shared/ref/), built once a run."""
+"""The C yardsticks the benchmarks compare bwprof with (`benchmarks/ref/`, the project's own
+sources), built once a run with the flags their headers give."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-REFS = Path(__file__).resolve().parent.parent.parent / "shared" / "ref"
+REFS = Path(__file__).resolve().parent / "ref"
+STREAM_REF = REFS / "stream_ref.c"
+LAT_REF = REFS / "lat_ref.c"
+STREAM_FLAGS = ("-O3", "-march=native", "-fopenmp")
+"""STREAM's usual build: every core through OpenMP, vector loads for this CPU."""
+LAT_FLAGS = ("-O2",)
+"""A dependent-load chase needs no more; the run is pinned with `taskset -c CPU`."""
 
 
-def build(source: Path, workdir: Path, flags: list[str]) -> Path:
+def build(source: Path, workdir: Path, flags: tuple[str, ...] | list[str]) -> Path:
     """Compile `source` with gcc and `flags` into `workdir`; exit with one line where the
     source or gcc is missing."""
     if not source.is_file():

@@ -20,7 +20,7 @@ Two ways to make the cycle:
   invertible), cycle-walked down to n where n is not a power of two.
   The GPU chases take their links from it too (`next_lines`), as a table they upload.
 - `sattolo_order`: Sattolo's shuffle into a stored cyclic permutation, `order[i]` the line
-  that line i points to, with `../shared/ref/lat_ref.c`'s random numbers (xorshift64*): the
+  that line i points to, with `benchmarks/ref/lat_ref.c`'s random numbers (xorshift64*): the
   yardstick's own chain, which tests use to hold the kernels to a chain made another way.
 - `Stride`: line i links to line i + 1, the last back to the first: nvbandwidth's
   `host_device_latency_sm` chain (a small buffer walked in address order, so after the

@@ -1,7 +1,7 @@
 """Compiled kernels of the host latency cases: the pointer chase and the memory load that runs
 beside it. Kernels only walk and read; they never time or count figures (`latency.py` does).
 
-The chase follows absolute addresses, as `../shared/ref/lat_ref.c`'s `p = *p` does: every step
+The chase follows absolute addresses, as `benchmarks/ref/lat_ref.c`'s `p = *p` does: every step
 is one load whose address is the previous load's value (`mov (%rax), %rax`). A chain of
 element indices would add the scaled-index address mode (`mov (%rcx,%rax,8)`), one cycle more
 per load on current x86 cores: 25% of an L1 hit. `load_address` is that bare load; the

@@ -2,7 +2,7 @@
 
 One thread walks a random cycle through the cache lines of a buffer (`bwprof.chain.Cycle`),
 each load's address the previous load's value, with a monotonic clock around each sample's
-walk. The method is `../shared/ref/lat_ref.c`'s: a buffer from anonymous memory (so its page
+walk. The method is `benchmarks/ref/lat_ref.c`'s: a buffer from anonymous memory (so its page
 size is the system's default, as the yardstick's is, and is read back onto the row: a 4
 KiB-page chase pays TLB misses), one link per 64-byte line, a warm-up, then timed samples
 continuing where the last ended.
