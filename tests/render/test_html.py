@@ -228,7 +228,7 @@ def test_a_case_that_raised_is_error_on_the_page_never_fail(run_copy):
     page = _page(folder)
     verdict = page.split('id="verdict"')[1].split("</section>")[0]
     hbm, = [row for row in verdict.split("<tr>") if "hbm (hbm_triad)" in row]
-    assert 'class="own"' in hbm and ">ERROR<" in hbm and "FAIL" not in hbm
+    assert 'class="verdict own"' in hbm and ">ERROR<" in hbm and "FAIL" not in hbm
     assert "bwprof error in hbm_triad (256 MiB): OverflowError" in hbm
     assert ("<li>bwprof error in hbm_triad gpu0 256 MiB: OverflowError: int too big to convert; "
             "the box was not judged on it</li>") in page
@@ -247,3 +247,150 @@ def test_a_busy_hosts_figures_are_flagged_on_the_page(run_copy):
     assert "<li>busy host: 4 host row(s) measured while other processes took up to 41%" in summary
     verdict = page.split('id="verdict"')[1].split("</section>")[0]
     assert "CANNOT JUDGE (busy)" in verdict and "took 41% of the measuring cores" in verdict
+
+
+# -- issue 35: the answer first, flagged figures marked, the P2P matrix as a table ------------
+
+def _section(page: str, name: str) -> str:
+    return page.split(f'id="{name}"', 1)[1].split("</section>", 1)[0]
+
+
+def _halved(folder, case: str) -> None:
+    """The case's figures at half what was measured: a box that fails that path."""
+    import pandas as pd
+
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    mine = rows["case"] == case
+    for column in ("gbps_median", "gbps_best"):
+        rows.loc[mine, column] = [str(float(v) / 2) if v else v for v in rows.loc[mine, column]]
+    rows.to_csv(folder / "results.csv", index=False)
+
+
+# Catches: a page whose answer is not at its top, or not the one `accept` gives
+def test_the_answer_comes_first_with_the_verdict_and_the_next_step(h200_page):
+    from bwprof.analysis.answer import answer
+
+    page = (h200_page / "report.html").read_text(encoding="utf-8")
+    found = answer(load(DATA / "h200-quick"))
+    assert page.index('id="answer"') < page.index('id="identity"') < page.index('id="verdict"')
+    top = _section(page, "answer")
+    assert f'class="answer v-{found.verdict.lower()}"' in page
+    assert f'<strong class="badge">{found.label}</strong>' in top
+    assert "next: " in top and "bwprof history add" in top and "ERROR" not in top
+    # PASS: the findings section says what findings are, and no more.
+    findings = _section(page, "findings")
+    assert "signs of a sick box" in findings and "No findings" in findings
+    assert "not a clean bill of health" not in findings
+
+
+# Catches: "No findings: nothing flagged this box" under a FAIL, read as a clean bill
+def test_a_failing_box_says_fail_on_top_and_the_findings_point_to_it(run_copy):
+    folder = run_copy("h200-quick")
+    _halved(folder, "hbm_triad")
+    page = _page(folder)
+    top = _section(page, "answer")
+    assert 'class="answer v-fail"' in page
+    assert '<strong class="badge">FAIL</strong>' in top and "hbm_triad" in top
+    assert "bwprof accept" in top
+    findings = _section(page, "findings")
+    assert "No findings" in findings and "nothing flagged this box" not in findings
+    assert "not a clean bill of health" in findings and "<strong>FAIL</strong>" in findings
+
+
+def test_bwprofs_own_error_is_said_apart_at_the_top(run_copy):
+    import pandas as pd
+
+    folder = run_copy("h200-quick")
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    mine = rows["case"] == "hbm_triad"
+    rows.loc[mine, ["gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak"]] = ""
+    rows.loc[mine, ["status", "note"]] = ["error", "OverflowError: int too big to convert"]
+    rows.to_csv(folder / "results.csv", index=False)
+    top = _section(_page(folder), "answer")
+    head = top.split('class="verdict-line"', 1)[1].split("</p>", 1)[0]
+    errors = top.split('class="errors"', 1)[1]
+    assert "own error" not in head and "FAIL" not in top
+    assert '<strong class="badge own">ERROR</strong>' in errors
+    assert "bwprof&#39;s own error in hbm_triad: not the box&#39;s fault" in errors
+
+
+# Catches: a cache's figure (d2d_copy at 16 MiB, above the HBM peak) shown like a clean one
+def test_every_flagged_figure_carries_its_mark_with_a_legend(h200_page):
+    page = (h200_page / "report.html").read_text(encoding="utf-8")
+    results = _section(page, "results")
+    rows = load(DATA / "h200-quick").results
+    flagged = rows[rows["flags"] != ""]
+    body = results.split("<tbody>", 1)[1]
+    marked = [row for row in body.split("<tr") if 'class="mark' in row]
+    # Both figures of each flagged row (best, median), and no other row.
+    assert len(marked) == len(flagged) and all(row.startswith(' class="flagged"')
+                                               for row in marked)
+    l2 = [row for row in marked if ">d2d_copy<" in row and ">16 MiB<" in row]
+    assert len(l2) == 1 and l2[0].count('<span class="mark doubt" title="l2_resident') == 2
+    assert ">l2_resident</td>" in l2[0]
+    legend = results.split('class="legend"', 1)[1].split("</p>", 1)[0]
+    assert "<code>l2_resident</code>" in legend and "<code>noisy</code>" in legend
+
+
+def test_a_busy_hosts_headline_figure_is_marked_in_the_summary_and_verdict(run_copy):
+    import pandas as pd
+
+    folder = run_copy("host-ddr-v2")
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    rows["host_others_pct"], rows["host_steal_pct"], rows["flags"] = "41.0", "0.0", "busy_host"
+    rows.to_csv(folder / "results.csv", index=False)
+    page = _page(folder)
+    for section in ("summary", "verdict"):
+        text = _section(page, section)
+        assert '<span class="mark doubt" title="busy_host' in text, section
+        assert "<code>busy_host</code>" in text.split('class="legend"', 1)[1], section
+
+
+def _p2p_section(page: str) -> tuple[list[str], list[list[str]]]:
+    """The P2P table's column heads and its rows (row head first), as text."""
+    table = _section(page, "p2p").split("<table", 1)[1].split("</table>", 1)[0]
+    heads = re.findall(r'<th scope="col">([^<]*)</th>', table)
+    rows = [[re.sub(r"<[^>]+>", "", cell).strip()
+             for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+            for row in table.split("<tbody>", 1)[1].split("<tr>")[1:]]
+    return heads, rows
+
+
+def test_the_p2p_matrix_is_a_table_and_a_simulated_pair_never_a_number(run_copy):
+    page = render_html(load(run_copy("sim-a")))
+    heads, rows = _p2p_section(page)
+    assert heads == ["from \\ to", "gpu0", "gpu1"]
+    assert rows == [["gpu0", "-", "simulated"], ["gpu1", "simulated", "-"]]
+    assert "p2p_copy</code> at 16 MiB" in _section(page, "p2p")
+
+
+def test_a_measured_p2p_matrix_shows_each_pairs_median(run_copy):
+    import pandas as pd
+
+    from bwprof.analysis.summary import p2p_matrix_rows
+
+    folder = run_copy("sim-a")
+    rows = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    rows.loc[rows["case"] == "p2p_copy", ["backend", "note"]] = ["cuda", ""]
+    rows.to_csv(folder / "results.csv", index=False)
+    run = load(folder)
+    medians = {d: f"{v:.4g}" for d, v in zip(p2p_matrix_rows(run.results)["device"],
+                                            p2p_matrix_rows(run.results)["value_median"],
+                                            strict=True)}
+    heads, cells = _p2p_section(render_html(run))
+    assert heads[1:] == ["gpu0", "gpu1"]
+    assert cells == [["gpu0", "-", medians["gpu0->gpu1"]],
+                     ["gpu1", medians["gpu1->gpu0"], "-"]]
+
+
+def test_a_run_of_one_gpu_has_no_p2p_matrix(h200_page):
+    assert 'id="p2p"' not in (h200_page / "report.html").read_text(encoding="utf-8")
+
+
+# Catches: a flag added to the vocabulary whose figures the page would leave unmarked
+def test_every_flag_but_simulated_has_a_mark_of_its_own():
+    from bwprof.render.html import MARKS
+    from bwprof.schema.flags import FLAGS, SIMULATED
+
+    assert set(MARKS) == set(FLAGS) - {SIMULATED}
+    assert len(set(MARKS.values())) == len(MARKS)
