@@ -435,8 +435,9 @@ def report_command(
     run_dir: Annotated[str, typer.Argument(help="A run folder written by bwprof run.")],
     model: Annotated[
         str | None,
-        typer.Option(help="PARAMETERS:DTYPE, e.g. 70e9:bf16 (fp32, fp16, bf16, fp8, int8, "
-                          "int4): what the figures mean for that model's weights."),
+        typer.Option(help="PARAMETERS:DTYPE, e.g. 70e9:bf16 or 70B:bf16 (suffixes K, M, B, "
+                          "T; fp32, fp16, bf16, fp8, int8, int4): what the figures mean for "
+                          "that model's weights."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
     no_plots: Annotated[

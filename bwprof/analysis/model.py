@@ -41,9 +41,12 @@ DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
 }
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-_SPEC = re.compile(r"\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([kKmMbBgGtT]?)\s*:\s*(\w+)\s*")
-_USAGE = ("--model expects PARAMETERS:DTYPE, e.g. 70e9:bf16 or 8B:fp8 (dtypes: "
-          + ", ".join(DTYPE_BYTES) + ")")
+_SPEC = re.compile(r"\s*(\d+(?:\.\d*)?)([eE][+-]?\d+)?\s*([kKmMbBgGtT]?)\s*:\s*(\w+)\s*")
+_USAGE = ("--model expects PARAMETERS:DTYPE, e.g. 70e9:bf16 or 8B:fp8 (suffixes K, M, B, T; "
+          "dtypes: " + ", ".join(DTYPE_BYTES) + ")")
+BARE_COUNT_MIN = 1000.0
+"""A count without suffix or exponent below this is a model's size in billions written
+without its B ('70:bf16'), not a model of 70 parameters: refused with the spelling."""
 
 
 @dataclass(frozen=True)
@@ -61,15 +64,21 @@ class ModelSpec:
 
 
 def parse_model(text: str) -> ModelSpec:
-    """'70e9:bf16', '70B:bf16', '7000000000:int4' -> ModelSpec; anything else a one-line error."""
+    """'70e9:bf16', '70B:bf16', '7000000000:int4' -> ModelSpec; anything else a one-line error,
+    '70:bf16' too (70 parameters: the B left out)."""
     match = _SPEC.fullmatch(text)
     if not match:
         raise BwprofError(f"{_USAGE}, got {shorten(text)!r}")
-    number, scale, dtype = match.groups()
-    parameters = float(number) * _SCALE[scale.lower()]
+    number, exponent, scale, dtype = match.groups()
+    parameters = float(number + (exponent or "")) * _SCALE[scale.lower()]
     if dtype.lower() not in DTYPE_BYTES:
         raise BwprofError(f"unknown dtype {shorten(dtype)!r} in --model {shorten(text)!r}; "
                           f"{_USAGE}")
+    if not exponent and not scale and 0 < parameters < BARE_COUNT_MIN:
+        count = shorten(number)
+        raise BwprofError(f"--model {shorten(text)!r} reads as {count} parameters; for "
+                          f"{count} billion write {count}e9:{dtype.lower()} or "
+                          f"{count}B:{dtype.lower()} (suffixes K, M, B, T)")
     if not math.isfinite(parameters * DTYPE_BYTES[dtype.lower()]):
         raise BwprofError(f"--model {shorten(text)!r}: the parameter count is too large: "
                           "its weights would not be a finite number of bytes")
@@ -255,13 +264,19 @@ def model_report(spec: ModelSpec, summary: pd.DataFrame, meta: RunMeta,
 
 
 def _duration(seconds: float | None) -> str:
+    """A time at a precision that never shows a non-zero time as 0: three figures from µs
+    down to ns, '< 1 ns' below."""
     if seconds is None:
         return "?"
     if seconds >= 1:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
+    for scale, unit in ((1e-6, "µs"), (1e-9, "ns")):
+        if seconds >= scale:
+            value = seconds / scale
+            return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+    return "0 s" if seconds == 0 else "< 1 ns"
 
 
 def _params(parameters: float) -> str:

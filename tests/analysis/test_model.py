@@ -6,7 +6,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from bwprof.analysis.model import model_lines, model_report, parse_model
+from bwprof.analysis.model import _duration, model_lines, model_report, parse_model
 from bwprof.analysis.summary import build_summary
 from bwprof.cli import app
 from bwprof.errors import BwprofError
@@ -24,7 +24,9 @@ runner = CliRunner()
      ("8b:fp8", 8e9, "fp8", 8_000_000_000), ("405e9:int4", 405e9, "int4", 202_500_000_000),
      ("7000000000:fp32", 7e9, "fp32", 28_000_000_000), (" 1.5e9 : int8 ", 1.5e9, "int8",
                                                          1_500_000_000),
-     ("3:int4", 3, "int4", 2)],  # 1.5 bytes round up
+     ("3e0:int4", 3, "int4", 2),  # 1.5 bytes round up; a tiny count is said with an exponent
+     ("500K:fp16", 5e5, "fp16", 1_000_000), ("125m:fp32", 125e6, "fp32", 500_000_000),
+     ("1.8T:fp8", 1.8e12, "fp8", 1_800_000_000_000), ("1000:fp16", 1e3, "fp16", 2000)],
 )
 def test_parse_model(text, parameters, dtype, weight_bytes):
     spec = parse_model(text)
@@ -37,6 +39,35 @@ def test_malformed_model_is_one_line(text):
     with pytest.raises(BwprofError, match="--model") as info:
         parse_model(text)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "hint"), [("70:bf16", "70e9:bf16 or 70B:bf16"),
+                                            ("405:INT4", "405e9:int4 or 405B:int4"),
+                                            ("1.5:fp8", "1.5e9:fp8 or 1.5B:fp8")])
+def test_a_bare_count_of_a_few_parameters_is_refused_with_the_spelling(text, hint):
+    """'70:bf16' is 70 billion with its B left out, not a model of 70 parameters (whose
+    times printed as '0 µs')."""
+    with pytest.raises(BwprofError, match=r"reads as .* parameters") as info:
+        parse_model(text)
+    assert hint in str(info.value) and "suffixes K, M, B, T" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (2.5, "2.50 s"), (0.0123, "12.3 ms"), (123.4e-6, "123 µs"), (1.234e-6, "1.23 µs"),
+    (5e-7, "500 ns"), (1.5e-9, "1.5 ns"), (4e-10, "< 1 ns")])
+def test_a_time_is_never_shown_as_zero(seconds, shown):
+    assert _duration(seconds) == shown
+
+
+def test_a_tiny_models_times_keep_their_digits():
+    """A thousand fp16 parameters over 40 GB/s take 50 ns: said as such, never '0 µs'."""
+    rows = [_gpu("h2d_pinned", "gpu0", 40.0, 63.0)]
+    frame = results_frame(rows)
+    report = model_report(parse_model("1K:fp16"), build_summary(frame),
+                          _system(80_000_000_000, 1), frame)
+    text = "\n".join(model_lines(report))
+    assert "50 ns (40.0 GB/s)" in text and " 0 µs" not in text
 
 
 def _gpu(case, device, gbps, peak, direction="h2d", memory="pinned"):
