@@ -48,17 +48,19 @@ class Answer:
             head += f"; bwprof's own error in {cases}: not the box's, not judged"
         return head
 
-    def next_step(self, run_dir: str | None) -> str:
-        """What to do now, in one line (`run_dir` as the user typed it, where known)."""
+    def next_step(self, run_dir: str | None, page: str | None = None) -> str:
+        """What to do now, in one line (`run_dir` as the user typed it, where known; `page`
+        the report.html written for the run, where one was: none is named otherwise)."""
         where = run_dir or "RUN_DIR"
+        seen = f"; the page: {page}" if page else ""
         if self.simulated:
             return "next: run `bwprof run` without --simulate to measure this box"
         if self.verdict in (FAIL, WARN):
             return (f"next: `bwprof accept {where}` says why per path (bands: "
-                    "docs/verdicts.md); the page: report.html in the run folder")
+                    f"docs/verdicts.md){seen}")
         if self.verdict == PASS:
             return (f"next: keep it for trends with `bwprof history add {where} --store "
-                    "STORE`; the page: report.html in the run folder")
+                    f"STORE`{seen}")
         return (f"next: `bwprof accept {where}` says why nothing could be judged (no band "
                 "for this part, or no figure beyond the caches)")
 

@@ -37,3 +37,10 @@ def test_a_simulated_run_is_never_judged():
     found = answer(load(DATA / "sim-a"))
     assert found.simulated and "simulated" in found.line()
     assert "without --simulate" in found.next_step(None)
+
+
+def test_the_next_step_names_the_page_only_where_one_was_written():
+    found = answer(load(DATA / "h200-quick"))
+    assert "report.html" not in found.next_step("reports/x")
+    assert found.next_step("reports/x", "reports/x/report.html").endswith(
+        "; the page: reports/x/report.html")
