@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from bwprof._version import __version__
 from bwprof.entry import interrupted_message, say
@@ -91,13 +92,44 @@ def _guarded(command: Callable[..., None]) -> Callable[..., None]:
     return run_guarded
 
 
+def _bare_flags(params: Sequence[Any]) -> None:
+    """A flag takes no value, so its help shows no type: typer's rich help prints every
+    option's type after its name, `<bool>` after each flag and after --help (typer 0.29:
+    its plain help asks `is_flag` first, its rich help does not; no option declaration
+    changes that). A flag with no metavar of its own gets an empty one, which is all the
+    rich help then prints."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _Command(TyperCommand):
+    """A command whose help shows no type after a flag (`_bare_flags`)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _bare_flags(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class _Group(TyperGroup):
+    """The app's (and `history`'s) own help, flags without a type too."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _bare_flags(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
 class _App(typer.Typer):
-    """A typer app whose every command is registered behind the error boundary."""
+    """A typer app whose every command is registered behind the error boundary, and whose
+    help shows no `<bool>` after a flag."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
 
     # typer's own signature, passed through whole: only the registered function changes.
     def command(self, *args: Any, **kwargs: Any) -> Callable[  # type: ignore[override]
             [Callable[..., None]], Callable[..., None]]:
-        register = super().command(*args, **kwargs)
+        register = super().command(*args, **{"cls": _Command, **kwargs})
         return lambda command: register(_guarded(command))
 
 
