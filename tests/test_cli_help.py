@@ -1,0 +1,48 @@
+"""`--help`: a flag takes no value, so its line shows no type (typer's rich help printed
+`<bool>` after every flag and after --help itself)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+
+runner = CliRunner()
+WIDE = {"COLUMNS": "120"}
+
+
+def _commands() -> list[list[str]]:
+    group = typer.main.get_command(app)
+    out = [[]]
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        out.append([name])
+        out += [[name, sub] for sub in getattr(command, "commands", {})]
+    return out
+
+
+def test_run_and_report_help_show_their_flags_without_a_type():
+    for command, flags in ((["run"], ("--quiet", "--json", "--dry-run", "--no-plots")),
+                           (["report"], ("--json", "--html", "--no-plots", "--rows"))):
+        result = runner.invoke(app, [*command, "--help"], env=WIDE)
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output
+        for flag in (*flags, "--help"):  # the word after the flag is its help, not a type
+            after = re.search(rf"^\W*{re.escape(flag)} +(\S+)", result.output, re.MULTILINE)
+            assert after is not None and not after.group(1).startswith("<"), flag
+        assert "<int>" in runner.invoke(app, ["run", "--help"], env=WIDE).output  # values keep it
+
+
+@pytest.mark.parametrize("command", _commands(), ids=lambda c: " ".join(c) or "bwprof")
+def test_no_help_screen_shows_bool(command):
+    result = runner.invoke(app, [*command, "--help"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "--help" in result.output
+
+
+def test_a_flag_still_takes_no_value():
+    result = runner.invoke(app, ["run", "--quiet=yes"], env=WIDE)
+    assert result.exit_code == 2 and "does not take a value" in result.output
