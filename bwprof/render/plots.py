@@ -181,11 +181,18 @@ def _resident_word(line: pd.DataFrame) -> pd.Series:
                              else "in cache")
 
 
+NEAR_POINTS = 11.0
+"""How far (points) from a cache point its word may go: farther, it would name another."""
+Label = tuple[str, list[Candidate], dict]
+"""A text to place clear of the data (`figstyle.place_clear`): text, places, options."""
+
+
 def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, label: str,
-                 marker: str, peak: float | None, single: bool) -> None:
+                 marker: str, peak: float | None, single: bool, words: list[Label]) -> None:
     """One case and device: a line through its sizes (a marker at its one size, its value
     in the legend, where it has one); the points that fit in a cache hollow, joined by a
-    dotted line and named (`in L2`, `in cache`), so they never read as the memory's."""
+    dotted line and named (`in L2`, `in cache`, added to `words`, placed once the layout is
+    known), so they never read as the memory's."""
     cached = resident[line.index]
     values = line[FIGURE].astype(float)
     if single:  # white-edged, so markers stacked at one size stay told apart
@@ -205,9 +212,15 @@ def _draw_series(axis, line: pd.DataFrame, x: pd.Series, resident: pd.Series, la
         for xv, yv, word in zip(x[cached], values[cached], _resident_word(line[cached]),
                                 strict=True):
             above = peak is not None and yv > peak
-            axis.annotate(word + (", above the peak" if above else ""), (xv, yv),
-                          xytext=(6, 6 if above else -10), textcoords="offset points",
-                          fontsize=TEXT_POINTS, color=drawn.get_color(), style="italic")
+            xy = (float(xv), float(yv))
+            # Up or down and right, then close around; where none is clear, the first, on a
+            # white box over the line, rather than far off where it names another point.
+            near = [place for place in around(xy) if abs(place[1][0]) <= NEAR_POINTS]
+            words.append((word + (", above the peak" if above else ""),
+                          [(xy, (6.0, 6.0), "left", "bottom"), (xy, (6.0, -6.0), "left", "top"),
+                           *near],
+                          {"fontsize": TEXT_POINTS, "color": drawn.get_color(),
+                           "style": "italic"}))
 
 
 def _value_text(value: float) -> str:
@@ -253,16 +266,17 @@ def _spread(wanted: list[float], gap: float, low: float, high: float) -> list[fl
     return [value + shift for value in placed]
 
 
-def _name_markers(figure, axis, names: list[_Name]) -> None:
-    """Write each single-size marker's name and value to its right. The markers of kernels
-    run at one size stand on one x, however close their figures: their names are stacked in
-    the markers' order, each as near its marker's height as the others leave room for. Call
-    it last: it solves the figure's layout and keeps it (`place_clear`)."""
+def _name_markers(figure, axis, names: list[_Name], words: list[Label]) -> None:
+    """Write each single-size marker's name and value to its right, then `words` (what
+    fits in a cache) clear of them and of the data. The markers of kernels run at one size
+    stand on one x, however close their figures: their names are stacked in the markers'
+    order, each as near its marker's height as the others leave room for. Call it last: it
+    solves the figure's layout and keeps it (`place_clear`)."""
     place_clear(figure, axis, [])  # the final layout: display heights are now true
     points = 72 / figure.dpi
     frame = axis.get_window_extent()
     low, high = frame.y0 * points + NAME_GAP_POINTS / 2, frame.y1 * points - NAME_GAP_POINTS / 2
-    labels: list[tuple[str, list[Candidate], dict]] = []
+    labels: list[Label] = []
     for x in dict.fromkeys(name.x for name in names):
         stack = sorted((name for name in names if name.x == x), key=lambda name: name.y)
         wanted = [float(axis.transData.transform((x, name.y))[1]) * points for name in stack]
@@ -271,13 +285,14 @@ def _name_markers(figure, axis, names: list[_Name]) -> None:
             labels.append((name.text, [((x, name.y), (NAME_OFFSET_POINTS, at - want), "left",
                                         "center")],
                            {"fontsize": TEXT_POINTS, "color": name.colour}))
-    place_clear(figure, axis, labels)
+    place_clear(figure, axis, labels + words)
 
 
 def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series,
-                swept: set[tuple[str, str]]) -> list[_Name]:
+                swept: set[tuple[str, str]]) -> tuple[list[_Name], list[Label]]:
     """Draw one panel against size, every point at the size it was measured at; returns
-    its single-size markers, to be named once the figure's layout is known."""
+    its single-size markers and the words of its points in a cache, to be placed once the
+    figure's layout is known."""
     from matplotlib.colors import to_hex
 
     metric = str(mine["metric"].iloc[0])
@@ -288,6 +303,7 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series,
     singles = [key for key, line in groups if line["size_bytes"].nunique() == 1]
     devices = mine.loc[mine.set_index(["case", "device"]).index.isin(singles), "device"]
     names: list[_Name] = []
+    words: list[Label] = []
     for index, ((case, device), line) in enumerate(groups):
         line = line.sort_values("size_bytes")
         x = line["size_bytes"].astype(float)
@@ -298,7 +314,7 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series,
             threads = f" ({int(line['threads'].dropna().iloc[0])} threads)"
         _draw_series(axis, line, x, resident, _series_label(str(case), str(device), line,
                                                             threads),
-                     MARKERS[index % len(MARKERS)], peak, single)
+                     MARKERS[index % len(MARKERS)], peak, single, words)
         if single:
             value = float(line[FIGURE].iloc[0])
             name = str(case) + (f" {device}" if devices.nunique() > 1 else "")
@@ -316,7 +332,7 @@ def _size_panel(axis, mine: pd.DataFrame, resident: pd.Series,
     axis.set_xlabel("transfer or array size (bytes, log scale)", fontsize=LABEL_POINTS)
     axis.set_ylabel(f"GB/s (10^9 bytes/s), {STATISTIC}" if metric == "bandwidth"
                     else f"{metric}, {unit}, {STATISTIC}", fontsize=LABEL_POINTS)
-    return names
+    return names, words
 
 
 def _size_ticks(axis, sizes: list[float]) -> None:
@@ -425,7 +441,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         if kind == "size":
             family = _family(memory, direction)
             largest[family] = max(largest.get(family, 0.0), float(mine["size_bytes"].max()))
-    names: dict[int, list[_Name]] = {}
+    names: dict[int, tuple[list[_Name], list[Label]]] = {}
     shared: list[tuple[object, str, float]] = []
     for index, (axis, (kind, (metric, memory, direction), mine)) in enumerate(
             zip(axes, panels, strict=False)):
@@ -437,7 +453,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
             names[index] = _size_panel(axis, mine, resident,
                                        set(zip(rows.loc[swept, "case"],
                                                rows.loc[swept, "device"], strict=True)))
-            right = [_text_inches(name.text, TEXT_POINTS) for name in names[index]
+            right = [_text_inches(name.text, TEXT_POINTS) for name in names[index][0]
                      if name.x >= largest[family]]
             shared.append((axis, family,
                            (max(right) + (NAME_OFFSET_POINTS + 4) / 72) if right else 0.0))
@@ -455,7 +471,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
         axis.set_ylim(0, 1.1 * max(ys) if ys and max(ys) > 0 else None)  # markers kept whole
         axis.grid(True, alpha=0.3)
         handles, _labels = axis.get_legend_handles_labels()
-        named = {id(name.line) for name in names.get(index, [])}
+        named = {id(name.line) for name in names.get(index, ([], []))[0]}
         handles = [handle for handle in handles if id(handle) not in named]  # named beside
         if kind == "size" and resident[mine.index].any():
             handles.append(Line2D([], [], linestyle=":", marker="o", markerfacecolor="white",
@@ -477,9 +493,9 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
             else "Figures against transfer or working-set size")
     _title(figure, what, meta, simulated)
     readable(figure)
-    for index, markers in names.items():  # last: where the data and legend are is known
-        if markers:
-            _name_markers(figure, axes[index], markers)
+    for index, (markers, words) in names.items():  # last: the data and legends are known
+        if markers or words:
+            _name_markers(figure, axes[index], markers, words)
     return figure
 
 

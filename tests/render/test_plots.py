@@ -122,7 +122,8 @@ def test_no_plots_writes_no_png(tmp_path):
     result = runner.invoke(app, ["report", str(DATA / "sim-a"), "--out", str(tmp_path),
                                  "--no-plots"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["columns.csv", "summary.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["columns.csv", "results.parquet",
+                                                          "summary.csv"]
 
 
 def test_a_long_title_fits_even_a_small_p2p_matrix():
@@ -279,7 +280,9 @@ def test_single_size_kernels_stand_at_their_size_each_named_in_the_markers_order
     assert not [text for text in legend if text.startswith("hbm_")]  # named beside instead
     named = [t.get_text() for t in axis.texts]
     assert "in L2, above the peak" in named and named.count("in L2") == 2  # 16 MiB: 4897
-    assert not [text for text in overprinted(figure) if "hbm_" in text]
+    assert overprinted(figure) == []  # the names, and "in L2" at 64 KiB inside its frame
+    v2 = load(DATA / "host-ddr-v2")  # "in cache" was on the data
+    assert overprinted(plots.bandwidth_figure(v2.results, v2.meta)) == []
 
 
 def _size_axis(axis) -> tuple[set[float], list[str]]:
