@@ -85,6 +85,8 @@ class Check:
     fail: float | None = None
     pct_of_peak: float | None = None
     pct_of_band: float | None = None
+    """The median in % of `expected` (100: what a healthy part reaches); None for a latency
+    (`pct_of_band` the function says why). Not the verdict: that reads `warn` and `fail`."""
     higher_is_better: bool = True
     source: str = ""
     peak: float | None = None
@@ -232,7 +234,7 @@ class _Judge:
                              else (band.reference, band.source))
         pct_peak = 100 * value / peak if peak else None
         figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
-                       fail=band.fail, pct_of_peak=pct_peak, pct_of_band=band.pct_of_band(value),
+                       fail=band.fail, pct_of_peak=pct_peak, pct_of_band=pct_of_band(band, value),
                        source=band.source, peak=peak, peak_source=peak_source)
         verdict = band.verdict(value)
         reason = _band_reason(value, band, figures["unit"], pct_peak, verdict, peak)
@@ -457,6 +459,16 @@ def busy_reason(row: pd.Series) -> str:
     return f"busy: {took} while it ran; measure again on a quiet host"
 
 
+def pct_of_band(band: Band, value: float) -> float | None:
+    """The median in % of the band's expected figure (what a healthy part reaches: 100), for
+    a higher-is-better figure. None for a lower-is-better one (latency): its band is only a
+    spec's ceiling (`warn_ns`, `fail_ns`), no figure a healthy part reaches, and a % of it
+    would read the wrong way round (a latency 9x its line as 11%). The verdict reads the
+    `warn` and `fail` lines, not this: a spec may set them above the expected figure, so a
+    WARN or FAIL can read 100% or more (docs/verdicts.md)."""
+    return band.pct_of_band(value) if band.higher_is_better else None
+
+
 def _figure(value: float, unit: str) -> str:
     if unit == "ratio":
         return f"{value:.3f}"
@@ -480,8 +492,11 @@ def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
         return f"{text}; passes at {better} {_figure(band.warn, unit)}"
     threshold = band.fail if verdict == FAIL else band.warn
     word = "below" if band.higher_is_better else "above"
-    limit = (f" ({100 * threshold / band.reference:.0f}% of peak)"
+    limit = (f"{100 * threshold / band.reference:.0f}% of peak"
              if band.reference and band.higher_is_better else "")
+    if band.higher_is_better and threshold > band.expected:  # a spec's line: % of band >= 100
+        limit += f"{', ' if limit else ''}over a healthy part's {_figure(band.expected, unit)}"
+    limit = f" ({limit})" if limit else ""
     return f"{text}; {word} {_figure(threshold, unit)}{limit}"
 
 
@@ -524,16 +539,31 @@ def _what(check: Check) -> str:
     return f"{name} {check.device}".rstrip()
 
 
+def _line(check: Check) -> float | None:
+    """The threshold a WARN or FAIL figure crossed: `fail` for FAIL, `warn` for WARN."""
+    return check.fail if check.verdict == FAIL else check.warn
+
+
 def _short(check: Check) -> str:
-    """'73% of band', or the reason's first words where the figure is not why (a link fault
-    fails a figure that would pass), for a verdict line."""
+    """'73% of band, 68% of peak' for a WARN or FAIL figure; '4302 GB/s, below the FAIL line
+    at 4560 GB/s (95% of peak)' where a % of band would not say why (a spec's line above
+    what a healthy part reaches, or a latency, which has no % of band); the reason's first
+    words where the figure is not why (a link fault fails a figure that would pass)."""
     figure_passes = check.warn is not None and check.value is not None and (
         check.value >= check.warn if check.higher_is_better else check.value <= check.warn)
     if check.verdict == FAIL and figure_passes:
         return check.reason.split("; ")[0]
-    if check.pct_of_band is not None and check.value is not None:
+    line = _line(check)
+    if (check.pct_of_band is not None and check.value is not None and line is not None
+            and check.expected is not None and line <= check.expected):
         peak = f", {check.pct_of_peak:.0f}% of peak" if check.pct_of_peak is not None else ""
         return f"{check.pct_of_band:.0f}% of band{peak}"
+    if check.value is not None and line is not None:
+        word = "below" if check.higher_is_better else "above"
+        peak = (f" ({100 * line / check.reference:.0f}% of peak)"
+                if check.reference and check.higher_is_better and check.unit != "ratio" else "")
+        return (f"{_figure(check.value, check.unit)}, {word} the {check.verdict} line at "
+                f"{_figure(line, check.unit)}{peak}")
     return check.reason if len(check.reason) <= 60 else check.reason[:59] + "…"
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bwprof.analysis.judge import Check, verdict_line
+from bwprof.analysis.bands import Band
+from bwprof.analysis.judge import Check, pct_of_band, verdict_line
 
 
 def check(path: str, case: str, verdict: str, value: float, warn: float, reason: str,
@@ -74,3 +75,40 @@ def test_a_path_not_judged_because_the_host_was_busy_says_so():
                  reason="busy: other processes took 63% of the measuring cores' time ...")
     line = verdict_line("vm", [check("hbm", "hbm_triad", "PASS", 4300, 3942, "ok"), busy])
     assert line == "vm: PASS — 2 checks: 1 pass, 1 cannot judge (DDR busy)"
+
+
+# -- what a failing figure's words say (issue 35) ------------------------------------------
+
+def spec_check(verdict: str, value: float, unit: str = "GB/s") -> Check:
+    """H200 HBM against a spec's FAIL line at 95% of its 4800 peak: above the 4150 a healthy
+    part reaches (BabelStream's Triad), so a failing figure is still over 100% of band."""
+    return Check(box="vm", run_dir="r", device="gpu0", gpu_model="NVIDIA H200", part="H200",
+                 path="hbm", case="hbm_triad", verdict=verdict, reason="", value=value,
+                 unit=unit, reference=4800, expected=4150, warn=4560, fail=4560,
+                 pct_of_band=100 * value / 4150, pct_of_peak=100 * value / 4800)
+
+
+# Catches: "FAIL HBM gpu0 104% of band": a % of band above 100 beside a FAIL.
+def test_a_spec_line_above_the_healthy_figure_is_named_not_a_pct_of_band_over_100():
+    line = verdict_line("vm", [spec_check("FAIL", 4302)])
+    assert "% of band" not in line
+    assert "FAIL HBM gpu0 4302 GB/s, below the FAIL line at 4560 GB/s (95% of peak)" in line
+
+
+def test_a_latency_names_the_line_it_rose_above():
+    lat = Check(box="vm", run_dir="r", device="cpu", gpu_model="", part="", path="latency",
+                case="lat_host", verdict="FAIL", reason="900 ns (median); above 200 ns",
+                value=900, unit="ns", expected=130, warn=130, fail=200,
+                higher_is_better=False)
+    line = verdict_line("vm", [lat])
+    assert "FAIL lat_host cpu 900 ns, above the FAIL line at 200 ns" in line
+
+
+# Catches: `%band` 11.3 on a latency row (expected over the figure: a latency 9x its line
+# read as 11% of band): a lower-is-better figure has no % of band.
+def test_a_latency_has_no_pct_of_band_and_a_rate_has_the_expected_figures():
+    ceiling = Band("latency", "ns", 100.0, 100.0, 150.0, "spec file", None, False)
+    assert pct_of_band(ceiling, 885.0) is None
+    rate = Band("hbm", "GB/s", 4150.0, 3942.5, 3527.5, "test", 4800.0)
+    assert pct_of_band(rate, 4150.0) == 100.0
+    assert pct_of_band(rate, 2075.0) == 50.0

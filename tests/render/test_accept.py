@@ -5,7 +5,7 @@ from __future__ import annotations
 from bwprof.analysis.acceptance import accept_runs
 from bwprof.analysis.outliers import TABLE_WIDTH
 from bwprof.analysis.spec import Spec
-from bwprof.render.accept import detail_lines, table_reason
+from bwprof.render.accept import detail_lines, table_reason, text_lines
 from bwprof.saved import load
 from tests.analysis.test_accept import H200
 
@@ -28,3 +28,42 @@ def test_table_reason_keeps_faults_noise_and_reasons_without_a_figure():
         "(76% of peak)"
     assert table_reason("p2p_copy waived: needs 2 GPUs") == "p2p_copy waived: needs 2 GPUs"
     assert table_reason("0.999 (median)") == "0.999 (median)"  # nothing else to show
+
+
+# Catches: the "FAIL HBM gpu0 104% of band" with a spec at 95% of the HBM peak, a
+# line above what a healthy H200 reaches: the words name the line and why % of band is >100.
+def test_a_spec_at_95_percent_of_peak_names_its_fail_line(tmp_path):
+    from bwprof.analysis.spec import load_spec
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[gpu.H200.hbm]\nfail_pct = 95\n")
+    result = accept_runs([load(H200)], load_spec(spec))
+    hbm, = [c for c in result.checks if c.path == "hbm"]
+    assert hbm.verdict == "FAIL" and hbm.pct_of_band is not None and hbm.pct_of_band > 100
+    line, = [line for line in text_lines(result) if line.startswith("vm")]
+    assert "% of band" not in line
+    assert (f"FAIL HBM gpu0 {hbm.value:.0f} GB/s, below the FAIL line at {hbm.fail:.0f} GB/s "
+            "(95% of peak)") in line
+    row, = [row for row in detail_lines(result.checks) if " hbm_triad " in row]
+    assert row.endswith(f"below {hbm.fail:.0f} GB/s (95% of peak, over a healthy part's "
+                        f"{hbm.expected:.0f} GB/s)")
+
+
+# Catches: a latency row's %band as expected over the figure (11.3 for a latency 9x its line).
+def test_a_latency_row_leaves_pct_of_band_blank_and_names_its_line(tmp_path):
+    from bwprof.analysis.spec import load_spec
+    from tests.analysis.latency_rows import lat_host, write_run
+
+    folder = write_run(tmp_path / "run", lat_host(), gpu_count=0)
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[host.latency.lat_host]\nwarn_ns = 10\nfail_ns = 20\n")
+    result = accept_runs([load(folder)], load_spec(spec))
+    lat, = [c for c in result.checks if c.case == "lat_host"]
+    assert lat.verdict == "FAIL" and lat.value and lat.value > 4 * 20
+    assert lat.pct_of_band is None
+    header, *rows = detail_lines(result.checks)
+    row, = [row for row in rows if " lat_host " in row]
+    start = header.index("%band")
+    assert row[start - 1:start + len("%band")].strip() == ""
+    line, = [line for line in text_lines(result) if " checks: " in line]
+    assert f"FAIL lat_host cpu {lat.value:.1f} ns, above the FAIL line at 20.0 ns" in line
