@@ -57,7 +57,8 @@ def test_api_run_plots_only_when_asked_and_only_with_a_folder(tmp_path):
     assert result.files == [] and result.summary.iloc[0]["path"] == "ddr"
     result = bwprof.run(cases="ddr_triad", size="1MiB", repeats=3, threads="1",
                         out=tmp_path / "r", plots=False)
-    assert [p.name for p in result.files] == ["summary.csv", "columns.csv"] and result.notes == []
+    assert [p.name for p in result.files] == ["summary.csv", "results.parquet", "columns.csv"]
+    assert result.notes == []
 
 
 def test_report_rerenders_a_saved_run_into_its_report_subfolder(run_copy):
@@ -66,7 +67,8 @@ def test_report_rerenders_a_saved_run_into_its_report_subfolder(run_copy):
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"run {run}: ")
     assert "simulated 44 GPU row(s)" in result.output
-    assert f"wrote summary.csv, bandwidth_vs_size.png, summary_vs_peak.png, p2p_heatmap.png, " \
+    assert f"wrote summary.csv, results.parquet, bandwidth_vs_size.png, summary_vs_peak.png, " \
+           f"p2p_heatmap.png, " \
            f"columns.csv in {run / 'report'}\n" in result.output
     assert (run / "report" / "summary.csv").is_file()  # not beside the archived rows
     assert not (run / "summary.csv").exists()

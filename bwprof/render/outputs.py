@@ -1,5 +1,6 @@
 """What `bwprof run` and `bwprof report` write beside the rows: `summary.csv`, the column
-dictionary (`columns.csv`), Parquet copies of the tables on request (each with the
+dictionary (`columns.csv`), `results.parquet` (the rows with their types, for pandas and
+DuckDB), Parquet copies of the other tables on request (each Parquet file with the
 dictionary in its metadata), the PNG plots and `report.html`.
 
 Every input is read and checked before the first file is written, and every file is written
@@ -23,10 +24,17 @@ import pandas as pd
 from bwprof.analysis.summary import SUMMARY_FILE
 from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.schema.columns import COLUMNS_FILE, dictionary_frame
-from bwprof.schema.table import check_schema_version, read_run_csv
+from bwprof.schema.table import (
+    RESULT_DTYPES,
+    ResultDtype,
+    check_schema_version,
+    read_run_csv,
+    typed_results,
+)
 from bwprof.store.atomic import Picture, captured_figures, write_csv_atomic
 from bwprof.store.export import TIMINGS_FILE
 from bwprof.store.formats import write_parquet
+from bwprof.store.history import PYARROW_ADVICE
 from bwprof.store.runfolder import RESULTS_PARQUET, numeric_column
 
 if TYPE_CHECKING:
@@ -53,13 +61,26 @@ def write_table(frame: pd.DataFrame, target: Path, parquet: bool = False) -> lis
     return written
 
 
-def _parquet(frame: pd.DataFrame, target: Path) -> Path:
+def _parquet(frame: pd.DataFrame, target: Path,
+             dtypes: dict[str, ResultDtype] | None = None) -> Path:
     try:
-        return write_parquet(frame, target)
+        return write_parquet(frame, target, dtypes)
     except OutputError:
         raise
     except (ValueError, TypeError) as exc:  # pyarrow's conversion errors derive from these
         raise BwprofError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
+
+
+def write_results_parquet(results: pd.DataFrame, target: Path, notes: list[str]) -> list[Path]:
+    """results.parquet: the rows with every column as its type (`RESULT_DTYPES`: integers
+    stay integers beside a skipped row's empty cells, an all-empty figure column is still a
+    double), so pandas and DuckDB read numbers where the CSV leaves them guessing. Without
+    pyarrow (a dependency, but an install can lack it) a note, not a failed report."""
+    try:
+        return [_parquet(typed_results(results), target, RESULT_DTYPES)]
+    except ImportError:
+        notes.append(f"{target.name} not written: it needs pyarrow ({PYARROW_ADVICE})")
+        return []
 
 
 def output_dir(out: Path | None, default: Path) -> Path:
@@ -90,8 +111,9 @@ def read_timings(path: Path) -> pd.DataFrame:
 def write_report_files(run: Run, out_dir: Path,
                        parquet: bool = False, plots: bool = True,
                        default_dir: bool = False, html: bool = False) -> Written:
-    """summary.csv (and Parquet copies of the results and timings), then the plots, then
-    report.html (with the plots inline) where `html`.
+    """summary.csv (with `parquet`, its Parquet copy), results.parquet, with `parquet` the
+    Parquet copy of timings.csv, then the plots, then report.html (with the plots inline)
+    where `html`, and columns.csv.
 
     Inputs are read first: a timings.csv that cannot be read costs only timings.parquet (a
     note). A file that cannot be written raises OutputError; with `default_dir` (`report`
@@ -111,13 +133,11 @@ def write_report_files(run: Run, out_dir: Path,
     plot_notes: list[str] = []
     steps: list[tuple[str, Callable[[], list[Path]]]] = [
         (SUMMARY_FILE, lambda: write_table(run.summary, out_dir / SUMMARY_FILE, parquet))]
-    if parquet:
-        steps.append((RESULTS_PARQUET,
-                      lambda: [_parquet(run.results, out_dir / RESULTS_PARQUET)]))
-        if timings is not None:
-            frame = timings
-            steps.append((TIMINGS_PARQUET,
-                          lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
+    steps.append((RESULTS_PARQUET, lambda: write_results_parquet(
+        run.results, out_dir / RESULTS_PARQUET, written.notes)))
+    if parquet and timings is not None:
+        frame = timings
+        steps.append((TIMINGS_PARQUET, lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))
     if plots:
         steps.append(("the plots", lambda: _plots(run, out_dir, plot_notes,
                                                   pictures if html else None)))

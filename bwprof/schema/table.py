@@ -60,6 +60,14 @@ _TEXT = pd.Series([""]).astype("string").fillna("").astype(str).dtype
 """What a text column becomes once typed: Python strings (object) before pandas 3, its
 `str` dtype from pandas 3 on."""
 
+ResultDtype = Literal["Int64", "float64", "boolean", "string"]
+RESULT_DTYPES: dict[str, ResultDtype] = {
+    c: _NUMERIC.get(c, "boolean" if c == "higher_is_better" else "string") for c in CSV_COLUMNS}
+"""Each column of results.csv (in file order) and the type reading it gives: `Int64`
+(nullable integers: a skipped row's empty size stays an integer column), `float64` (empty as
+NaN, even where every row is empty), `boolean` (nullable) or `string` (text). What
+results.parquet holds (`typed_results`) and docs/columns.md states; the one type table."""
+
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Every known column present, as its type (a version-1 table lacks some). A column
@@ -126,6 +134,23 @@ def _numeric(values: pd.Series, column: str, dtype: Literal["Int64", "float64"])
             return pd.to_numeric(values).astype(dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise _Malformed(f"column {column}: {str(exc).splitlines()[0]}") from None
+
+
+def typed_results(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a results frame with every column as its RESULT_DTYPES type whatever its
+    cells hold, for a typed file (results.parquet): a frame from `results_frame` or
+    `read_results` is typed already, one made some other way (a column every row left empty,
+    as objects) is not. Text columns bwprof always fills (`run_id`, `case`, `status`, ...)
+    keep a missing cell missing; BwprofError where a value is not of its column's type."""
+    try:
+        typed = _typed(frame.copy())
+    except _Malformed as exc:
+        raise BwprofError(f"results are malformed: {exc}") from None
+    for column in typed.columns:
+        if (RESULT_DTYPES.get(str(column)) == "string"
+                and not pd.api.types.is_string_dtype(typed[column])):
+            typed[column] = typed[column].astype("string").astype(_TEXT)
+    return typed
 
 
 class _Malformed(ValueError):

@@ -1,8 +1,10 @@
-"""Output formats of the report tables: CSV always (the primary format), Parquet on request.
+"""Output formats of the report tables: CSV always (the primary format); Parquet for the
+results by default (`results.parquet`, typed for pandas and DuckDB) and for the other tables
+on request (`--format parquet`).
 
-Parquet needs pyarrow, an optional dependency; asking for it without pyarrow is a one-line
-error before anything is measured or written. Every table carries a `schema_version` column,
-whatever its format.
+pyarrow is a dependency; an install that lacks it all the same refuses `--format parquet` in
+one line before anything is measured or written. Every table carries a `schema_version`
+column, whatever its format.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 
 from bwprof.coerce import integer, number, shorten
 from bwprof.errors import BwprofError
-from bwprof.schema.table import is_missing
+from bwprof.schema.table import ResultDtype, is_missing
 from bwprof.store.atomic import atomic_file
 
 __all__ = ["cell_float", "cell_int", "is_missing", "json_records", "plain", "row_at"]
@@ -38,10 +40,13 @@ def check_format(name: str) -> bool:
     return name == "parquet"
 
 
-def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
+def write_parquet(frame: pd.DataFrame, target: Path,
+                  dtypes: Mapping[str, ResultDtype] | None = None) -> Path:
     """A table as a whole Parquet file (a temporary file renamed over the target), carrying
     in its metadata what each of its columns means (`bwprof.schema.columns`), so the file
-    explains itself wherever it is copied."""
+    explains itself wherever it is copied. Columns named in `dtypes` are stored as that
+    type whatever pandas holds (an all-empty column is still a double, never a null or text
+    column DuckDB cannot average); the others as pandas infers them."""
     import json
 
     import pyarrow as pa
@@ -50,12 +55,26 @@ def write_parquet(frame: pd.DataFrame, target: Path) -> Path:
     from bwprof.schema.columns import PARQUET_METADATA_KEY, meanings_of
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    if dtypes:
+        table = table.cast(_with_types(table.schema, dtypes))
     meanings = json.dumps(meanings_of(str(c) for c in frame.columns)).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            PARQUET_METADATA_KEY: meanings})
     with atomic_file(target, binary=True) as handle:
         pq.write_table(table, handle)
     return target
+
+
+def _with_types(schema: Any, dtypes: Mapping[str, ResultDtype]) -> Any:
+    """`schema` with each column named in `dtypes` given that type's Arrow type."""
+    import pyarrow as pa
+
+    arrow = {"Int64": pa.int64(), "float64": pa.float64(), "boolean": pa.bool_(),
+             "string": pa.string()}
+    for index, name in enumerate(schema.names):
+        if name in dtypes:
+            schema = schema.set(index, pa.field(name, arrow[dtypes[name]]))
+    return schema
 
 
 def cell_float(value: object) -> float | None:

@@ -394,7 +394,8 @@ def test_report_of_a_latency_run_shows_the_section_and_writes_the_plots(tmp_path
     assert "lat_host_loaded cpu (1 GiB): latency idle and under a streaming load" in text
     written = [plots.BANDWIDTH_PNG, plots.SUMMARY_PNG, plots.LATENCY_PNG,
                plots.LOADED_LATENCY_PNG, plots.NUMA_LATENCY_PNG, plots.P2P_LATENCY_PNG]
-    assert f"wrote summary.csv, {', '.join(written)}, columns.csv in {run / 'report'}" in text
+    assert (f"wrote summary.csv, results.parquet, {', '.join(written)}, columns.csv in "
+            f"{run / 'report'}") in text
     for name in written:
         assert (run / "report" / name).read_bytes().startswith(b"\x89PNG"), name
     summary = pd.read_csv(run / "report" / "summary.csv")

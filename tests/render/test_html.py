@@ -98,7 +98,8 @@ def test_html_without_plots_says_so(run_copy, tmp_path):
     out = tmp_path / "out"
     assert cli.main(["report", str(run_copy("host-ddr")), "--html", "--no-plots",
                      "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["columns.csv", "report.html", "summary.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["columns.csv", "report.html",
+                                                     "results.parquet", "summary.csv"]
     assert "plots not drawn (--no-plots)" in (out / "report.html").read_text()
 
 

@@ -30,8 +30,8 @@ def test_a_run_folder_that_cannot_be_written_is_still_reported(run_copy, monkeyp
     code = cli.main(["report", str(run), "--html", *([] if plots else ["--no-plots"])])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    left = ("summary.csv, the plots, report.html, columns.csv" if plots
-            else "summary.csv, report.html, columns.csv")
+    left = ("summary.csv, results.parquet, the plots, report.html, columns.csv" if plots
+            else "summary.csv, results.parquet, report.html, columns.csv")
     note = (f"not written to {run / 'report'}: {left} (Read-only file system); pass --out DIR "
             "to write them elsewhere")
     assert captured.err == note + "\n"  # on stderr, where a person sees it
@@ -63,8 +63,8 @@ def test_the_terminal_report_of_a_read_only_run_says_which_files_were_not_writte
     out = " ".join(captured.out.split())
     assert "ddr" in out and "wrote" not in out and "not written" not in out
     # on stderr, as docs/reports.md says: seen even where stdout goes to a file or a pipe
-    assert captured.err == (f"not written to {run / 'report'}: summary.csv, columns.csv "
-                            "(Read-only file "
+    assert captured.err == (f"not written to {run / 'report'}: summary.csv, results.parquet, "
+                            "columns.csv (Read-only file "
                             "system); pass --out DIR to write them elsewhere\n")
 
 
@@ -186,9 +186,9 @@ def test_a_run_on_a_real_read_only_mount_is_still_reported(read_only_mount, caps
     code = cli.main(["report", str(read_only_mount)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert captured.err == (f"not written to {read_only_mount / 'report'}: summary.csv, the "
-                            "plots, columns.csv (Read-only file system); pass --out DIR to "
-                            "write them elsewhere\n")
+    assert captured.err == (f"not written to {read_only_mount / 'report'}: summary.csv, "
+                            "results.parquet, the plots, columns.csv (Read-only file system); "
+                            "pass --out DIR to write them elsewhere\n")
     assert cli.main(["report", str(read_only_mount), "--json"]) == 0  # stdout only: no note
     captured = capsys.readouterr()
     assert json.loads(captured.out)["notes"] == [] and captured.err == ""
@@ -290,3 +290,114 @@ def test_the_pages_svg_of_a_figure_is_drawn_on_the_layout_of_its_png(tmp_path, l
     assert [p.mime for p in pictures] == ["image/svg+xml"]
     assert layout_solves == ["layout"]
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
+
+
+# -- results.parquet: the rows with their types, for pandas and DuckDB (issue 35) -------------
+
+INTEGERS = ("size_bytes", "threads", "repeats")
+
+
+# Catches: a CPU-only run without results.parquet, or one whose skipped rows turn the
+# integer columns into floats and whose empty peak columns are not numbers DuckDB averages
+def test_a_cpu_run_writes_results_parquet_with_its_types(tmp_path):
+    import bwprof
+    from bwprof.schema.table import RESULT_DTYPES
+
+    out = tmp_path / "run"
+    result = bwprof.run(cases="ddr_copy,h2d_pinned", size="1MiB", repeats=2, threads="1",
+                        out=out, plots=False)
+    assert out / "results.parquet" in result.files
+    rows = pd.read_parquet(out / "results.parquet")
+    if not (rows["status"] == "skipped").any():
+        pytest.skip("a GPU ran h2d_pinned here: no skipped row to leave cells empty")
+    assert list(rows.columns) == list(pd.read_csv(out / "results.csv").columns)
+    assert rows.loc[rows["status"] == "skipped", list(INTEGERS)].isna().all().all()
+    for column in INTEGERS:
+        assert str(rows[column].dtype) == "Int64", column
+    for column in ("peak_gbps", "pct_of_peak", "gbps_best", "value_best"):
+        assert rows[column].dtype == "float64", column
+    assert rows["higher_is_better"].dtype == "boolean"
+    assert {str(rows[c].dtype) for c, kind in RESULT_DTYPES.items() if kind == "string"} <= {
+        "str", "string", "object"}
+    # bwprof.run's rows in memory, the folder loaded again and the Parquet file: one typing
+    loaded = bwprof.load(out).results
+    assert result.results.dtypes.to_dict() == loaded.dtypes.to_dict() == rows.dtypes.to_dict()
+
+
+def test_duckdb_averages_the_peak_of_a_cpu_run(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "run"
+    assert cli.main(["run", "--cases", "ddr_copy,h2d_pinned", "--size", "1MiB", "--repeats",
+                     "2", "--threads", "1", "--no-plots", "--quiet", "--out", str(out)]) == 0
+    ((average,),) = duckdb.sql(
+        f"select avg(peak_gbps) from '{out / 'results.parquet'}'").fetchall()
+    peaks = pd.read_parquet(out / "results.parquet")["peak_gbps"]
+    if peaks.isna().all():
+        assert average is None  # NULL, not "no function avg(VARCHAR)"
+    else:  # a peak known on this machine: its mean
+        assert average == pytest.approx(peaks.mean())
+
+
+def _untyped(name: str) -> pd.DataFrame:
+    """A stored run's rows as Python objects (None where empty), every peak emptied: what a
+    frame built outside bwprof's reader may hold (`Run.from_frame`)."""
+    from bwprof.saved import load
+    from tests.conftest import DATA
+
+    rows = load(DATA / name).results.astype(object)
+    rows = rows.where(rows.notna(), None)
+    rows["peak_gbps"] = rows["pct_of_peak"] = rows["peak_value"] = None
+    return rows
+
+
+# Catches: an all-empty column stored as Arrow null or text, an integer column with empty
+# cells stored as double
+def test_results_parquet_stores_every_column_as_its_type_whatever_the_frame_holds(tmp_path):
+    from bwprof.render.outputs import write_results_parquet
+    from bwprof.schema.table import RESULT_DTYPES
+
+    rows = _untyped("sim-a")  # GPU rows skipped for want of memory: empty threads, repeats
+    assert rows["threads"].isna().any() and rows["threads"].dtype == object
+    notes: list[str] = []
+    assert write_results_parquet(rows, tmp_path / "results.parquet", notes) == [
+        tmp_path / "results.parquet"]
+    assert notes == []
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = {"Int64": pa.int64(), "float64": pa.float64(), "boolean": pa.bool_(),
+             "string": pa.string()}
+    schema = pq.read_schema(tmp_path / "results.parquet")
+    assert {name: schema.field(name).type for name in schema.names} == {
+        name: arrow[RESULT_DTYPES[name]] for name in rows.columns}
+    back = pd.read_parquet(tmp_path / "results.parquet")
+    assert str(back["threads"].dtype) == "Int64" and back["threads"].isna().any()
+    assert back["peak_gbps"].dtype == "float64" and back["peak_gbps"].isna().all()
+
+
+def test_results_parquet_without_pyarrow_is_a_note_not_a_failed_report(tmp_path, monkeypatch):
+    import sys
+
+    from bwprof.render.outputs import write_report_files
+    from bwprof.saved import load
+    from tests.conftest import DATA
+
+    run = load(DATA / "host-ddr")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    written = write_report_files(run, tmp_path, plots=False)
+    assert written.notes == ["results.parquet not written: it needs pyarrow (python3 -m pip "
+                             "install pyarrow)"]
+    assert _names(tmp_path) == ["columns.csv", "summary.csv"]
+
+
+def test_report_writes_results_parquet_by_default_and_parquet_copies_on_request(
+        run_copy, tmp_path):
+    run = run_copy("sim-a")
+    assert cli.main(["report", str(run), "--out", str(tmp_path / "csv"), "--no-plots"]) == 0
+    assert _names(tmp_path / "csv") == ["columns.csv", "results.parquet", "summary.csv"]
+    typed = pd.read_parquet(tmp_path / "csv" / "results.parquet")
+    assert str(typed["threads"].dtype) == "Int64"  # pd.read_csv gives sim-a's floats
+    assert cli.main(["report", str(run), "--out", str(tmp_path / "pq"), "--no-plots",
+                     "--format", "parquet"]) == 0
+    assert _names(tmp_path / "pq") == ["columns.csv", "results.parquet", "summary.csv",
+                                       "summary.parquet", "timings.parquet"]

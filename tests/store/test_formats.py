@@ -19,3 +19,33 @@ def test_a_format_of_thousands_of_characters_is_a_short_line():
     with pytest.raises(BwprofError) as refused:
         check_format("9" * 5000)
     assert "(5000 characters)" in str(refused.value) and len(str(refused.value)) < 200
+
+
+# Catches: an all-empty column written as Arrow's null type (or as text), which DuckDB and
+# other readers cannot average, where the caller said it holds numbers
+def test_write_parquet_stores_the_given_types_whatever_pandas_holds(tmp_path):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bwprof.store.formats import write_parquet
+
+    frame = pd.DataFrame({"peak_gbps": [None, None], "threads": [1, None],
+                          "host": [None, None], "other": [None, None]}, dtype=object)
+    write_parquet(frame, tmp_path / "t.parquet",
+                  {"peak_gbps": "float64", "threads": "Int64", "host": "string"})
+    schema = pq.read_schema(tmp_path / "t.parquet")
+    assert [schema.field(c).type for c in frame.columns] == [
+        pa.float64(), pa.int64(), pa.string(), pa.null()]  # `other`: as pandas gives it
+    assert pq.read_table(tmp_path / "t.parquet")["threads"].to_pylist() == [1, None]
+
+
+def test_a_value_that_is_not_of_its_given_type_is_refused(tmp_path):
+    import pandas as pd
+
+    from bwprof.store.formats import write_parquet
+
+    with pytest.raises(ValueError):  # pyarrow's ArrowInvalid; the report layer says it in a line
+        write_parquet(pd.DataFrame({"threads": ["many"]}), tmp_path / "t.parquet",
+                      {"threads": "Int64"})
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,73 @@
+"""The one table of result column types (`RESULT_DTYPES`): every column of results.csv has
+one, `typed_results` gives every column it, and docs/columns.md lists them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bwprof.errors import BwprofError
+from bwprof.schema.rows import CSV_COLUMNS, ResultRow
+from bwprof.schema.table import RESULT_DTYPES, results_frame, typed_results
+
+COLUMNS_DOC = (Path(__file__).parents[2] / "docs" / "columns.md").read_text(encoding="utf-8")
+
+
+def test_every_column_of_results_csv_has_one_type_in_file_order():
+    assert tuple(RESULT_DTYPES) == CSV_COLUMNS
+    assert set(RESULT_DTYPES.values()) == {"Int64", "float64", "boolean", "string"}
+    for column in ("size_bytes", "threads", "repeats", "page_bytes"):
+        assert RESULT_DTYPES[column] == "Int64"
+    for column in ("peak_gbps", "pct_of_peak", "gbps_best", "value_median", "counter_ratio"):
+        assert RESULT_DTYPES[column] == "float64"
+
+
+def _documented(kind: str) -> list[str]:
+    """The columns docs/columns.md's Types section lists after `kind`, in order."""
+    section = COLUMNS_DOC.split("\n### Types\n", 1)[1]
+    line = next(line for line in section.splitlines() if line.startswith(kind))
+    return re.findall(r"`([a-z_]+)`", line.split(":", 1)[1])
+
+
+# Catches: a column added or retyped in the table but not in the docs (or the other way)
+@pytest.mark.parametrize(("kind", "dtype"), [("integer):", "Int64"), ("Boolean", "boolean"),
+                                             ("Text", "string")])
+def test_the_documented_types_are_the_table(kind, dtype):
+    assert _documented(kind) == [c for c, t in RESULT_DTYPES.items() if t == dtype]
+
+
+def test_the_rows_bwprof_builds_are_typed_as_the_table_says():
+    """`bwprof.run`'s rows in memory (`results_frame`), a skipped row among them."""
+    empty = dict.fromkeys(("size_bytes", "threads", "streams", "numa_node", "repeats",
+                           "ops_per_sample", "bytes_per_op", "time_median_s", "time_min_s",
+                           "gbps_median", "gbps_best", "cv", "peak_gbps", "pct_of_peak"))
+    frame = results_frame([ResultRow(
+        run_id="r", host="h", case="h2d_pinned", backend="cuda", device="gpu0",
+        device_name="", memory="pinned", direction="h2d", byte_convention="copy",
+        status="skipped", note="no GPU", higher_is_better=None, **empty)])
+    for column, dtype in RESULT_DTYPES.items():
+        assert pd.api.types.is_string_dtype(frame[column]) if dtype == "string" else (
+            str(frame[column].dtype) == dtype), column
+
+
+def test_typed_results_types_a_frame_of_objects_and_leaves_the_original():
+    frame = pd.DataFrame({"size_bytes": [1024, None], "peak_gbps": [None, None],
+                          "higher_is_better": [True, None], "note": ["x", None],
+                          "host": [None, None], "extra": ["a", None]}, dtype=object)
+    typed = typed_results(frame)
+    assert str(typed["size_bytes"].dtype) == "Int64" and typed["size_bytes"].isna().tolist() == [
+        False, True]
+    assert typed["peak_gbps"].dtype == "float64" and typed["peak_gbps"].isna().all()
+    assert str(typed["higher_is_better"].dtype) == "boolean"
+    assert typed["note"].tolist() == ["x", ""]  # as a read results.csv gives it
+    assert pd.api.types.is_string_dtype(typed["host"]) and typed["host"].isna().all()
+    assert typed["extra"].dtype == object  # a column bwprof does not know: as it was
+    assert frame["size_bytes"].dtype == object  # a copy
+
+
+def test_typed_results_refuses_a_value_of_the_wrong_kind():
+    with pytest.raises(BwprofError, match=r"^results are malformed: column size_bytes"):
+        typed_results(pd.DataFrame({"size_bytes": ["big"]}))
