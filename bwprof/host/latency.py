@@ -327,6 +327,26 @@ def thread_cache_bytes(host: HostFacts) -> int | None:
     return top.size_bytes if top is not None else host.llc_bytes
 
 
+def in_cache(host: HostFacts, size: int) -> bool:
+    """Whether a working set is under 4x the last-level cache one thread fills (DESIGN's rule
+    for a memory's own figure): the cache still serves part of it, so its row is `in_cache`
+    and its `cache_level` is never the memory's (`chase_level`)."""
+    cache = thread_cache_bytes(host)
+    return bool(cache) and size < CACHE_MULTIPLE * cache
+
+
+def chase_level(host: HostFacts, size: int) -> str:
+    """A chase row's `cache_level`: the smallest level that holds the set (`L1`, `L2`,
+    `L3`), `L3+DDR` beyond the last level but under 4x it (the row is `in_cache`: the cache
+    serves part of it, as the GPU's `L2+HBM`), `DDR` from 4x it; '' where no level is
+    known. A row is never both DDR and `in_cache`."""
+    level = host.cache_level(size)
+    if level == "DDR" and in_cache(host, size):
+        top = max(c.level for c in host.caches if c.type in ("Data", "Unified"))
+        return f"L{top}+DDR"
+    return level
+
+
 def _first_cpu(cpus: frozenset[int] | list[int]) -> frozenset[int]:
     return frozenset({min(cpus)}) if cpus else frozenset()
 
@@ -358,8 +378,7 @@ def _row(run: HostCaseRun, chain: Chain, chased: _Chased, notes: list[str],
          load_gbps: float | None = None) -> Measurement:
     """The row of one chase: its level, page size, flags and notes."""
     page_bytes, page_note = chain.pages()
-    cache = thread_cache_bytes(run.host)
-    if cache and chain.size_bytes < CACHE_MULTIPLE * cache:
+    if in_cache(run.host, chain.size_bytes):
         row_flags.add(flags.IN_CACHE)
     elif caveat := run.host.cache_caveat():
         row_flags.add(flags.CACHE_UNKNOWN)
@@ -380,7 +399,7 @@ def _row(run: HostCaseRun, chain: Chain, chased: _Chased, notes: list[str],
         memory=run.case.memory, valid=chased.valid, note="; ".join(notes),
         threads=run.job.threads, numa_node=numa_node, work_per_op=float(chased.loads),
         flags=frozenset(row_flags), page_bytes=page_bytes,
-        cache_level=run.host.cache_level(chain.size_bytes), phase=phase, load_gbps=load_gbps)
+        cache_level=chase_level(run.host, chain.size_bytes), phase=phase, load_gbps=load_gbps)
 
 
 # -- lat_host ---------------------------------------------------------------------------------
@@ -397,9 +416,11 @@ def chase_sweep(run: HostCaseRun) -> list[Measurement]:
             chain.link(thread_cache_bytes(run.host))
             chased = _chase(chain, TARGET_SAMPLE_S, run.plan.repeats)
             where = f"one thread on CPU {format_cpu_list(cpu)}" if pinned else "one thread"
-            level = run.host.cache_level(size)
-            notes = [where + (f"; {level} holds the working set" if level.startswith("L")
-                              else "")]
+            level = chase_level(run.host, size)
+            top, _, memory = level.partition("+")
+            held = (f"; {top} holds part of the working set, {memory} the rest" if memory
+                    else f"; {level} holds the working set" if level.startswith("L") else "")
+            notes = [where + held]
             return [_row(run, chain, chased, notes, set())]
         finally:
             chain.close()

@@ -222,3 +222,28 @@ def test_a_chase_stopped_midway_stops_its_load_threads(monkeypatch):
         executor.measure(case, jobs[-1], plan)
     executor.close()
     assert not [t for t in set(threading.enumerate()) - before if t.is_alive()]
+
+
+# Catches: the 512 MiB lat_host row of a 300 MiB-L3 host said `cache_level=DDR` and carried
+# `in_cache` (the level counted from the L3's size, the flag from 4x it): one rule for both.
+@pytest.mark.parametrize("llc", [300 * MiB, 32 * MiB])
+def test_cache_level_and_in_cache_agree_at_the_boundaries(llc):
+    caches = (CacheLevel(1, "Data", 48 * KiB, 2), CacheLevel(2, "Unified", 2 * MiB, 2),
+              CacheLevel(3, "Unified", llc, 1))
+    facts = HostFacts("cpu", caches, "sysfs", llc)
+    expected = {llc: "L3", llc + 64: "L3+DDR", 2 * llc: "L3+DDR", 4 * llc - 64: "L3+DDR",
+                4 * llc: "DDR", 8 * llc: "DDR"}
+    for size, level in expected.items():
+        assert latency.chase_level(facts, size) == level, size
+        assert latency.in_cache(facts, size) == (level != "DDR"), size
+    assert latency.chase_level(facts, 512 * MiB) == ("L3+DDR" if llc == 300 * MiB else "DDR")
+    assert latency.chase_level(replace(facts, caches=()), 8 * llc) == ""  # no level known
+
+
+def test_a_chased_row_beyond_the_last_level_but_under_4x_it_is_not_ddr():
+    """Real chases on the 16 KiB-'LLC' shape: 32 KiB spills from the L2 but stays in_cache,
+    64 KiB (4x) is the DDR point."""
+    rows = run_host_cases("lat_host", llc_bytes=LLC, size="32KiB,64KiB", caches=CACHES)
+    assert [(r.cache_level, "in_cache" in r.flags) for r in rows] == [("L2+DDR", True),
+                                                                      ("DDR", False)]
+    assert "L2 holds part of the working set, DDR the rest" in rows[0].note
