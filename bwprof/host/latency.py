@@ -332,7 +332,7 @@ def in_cache(host: HostFacts, size: int) -> bool:
     for a memory's own figure): the cache still serves part of it, so its row is `in_cache`
     and its `cache_level` is never the memory's (`chase_level`)."""
     cache = thread_cache_bytes(host)
-    return bool(cache) and size < CACHE_MULTIPLE * cache
+    return cache is not None and cache > 0 and size < CACHE_MULTIPLE * cache
 
 
 def chase_level(host: HostFacts, size: int) -> str:
