@@ -4,6 +4,8 @@ fleet table, JSON for pipelines and the CSV/Parquet files (`--out`)."""
 from __future__ import annotations
 
 import re
+import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,7 @@ from bwprof.analysis.judge import (
     verdict_line,
     worst,
 )
+from bwprof.render.consoles import PIPED_COLUMNS, columns
 from bwprof.store.formats import json_records, plain
 
 ACCEPT_FILE = "accept.csv"
@@ -49,32 +52,79 @@ def table_reason(reason: str) -> str:
     return FIGURE_CLAUSE.sub("", reason, count=1).removesuffix("; ") or reason
 
 
-def detail_lines(checks: list[Check]) -> list[str]:
-    """The per-path table of one box, each line cut to the fleet table's width."""
-    lines = [DETAIL_HEADER]
-    for c in checks:
-        cv = f"{c.cv:.1%}" if c.cv is not None else ""
-        line = (f"{c.device[:12]:<12} {PATH_LABELS[c.path]:<8} {c.case[:22]:<22} "
-                f"{_number(c.value, c.unit):>8} {c.unit[:5]:<5} {cv:>6} "
-                f"{_number(c.pct_of_peak):>6} {_number(c.pct_of_band):>6} "
-                f"{c.verdict.replace('_', ' '):<12} {table_reason(c.reason)}")
-        lines.append(line if len(line) <= fleet.TABLE_WIDTH
-                     else line[:fleet.TABLE_WIDTH - 1] + "…")
+MIN_WHY = 30
+"""The narrowest why column the table keeps beside the figures; narrower, each check is a
+block of its own lines (`_block`)."""
+INDENT = "    "
+
+
+def _cells(c: Check) -> list[str]:
+    """One check's cells, in DETAIL_HEADER's order (why excluded)."""
+    return [c.device[:12], PATH_LABELS[c.path], c.case[:22], _number(c.value, c.unit),
+            c.unit[:5], f"{c.cv:.1%}" if c.cv is not None else "", _number(c.pct_of_peak),
+            _number(c.pct_of_band), c.verdict.replace("_", " ")]
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """`text` after `first`, wrapped to `width`, later lines after `rest`: every word kept,
+    a word longer than the line broken."""
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _block(c: Check, width: int) -> list[str]:
+    """One check where the table does not fit: what it is and its verdict, then its figures
+    and its reason, indented."""
+    head = f"{c.device} {PATH_LABELS[c.path]} {c.case}: {c.verdict.replace('_', ' ')}"
+    figures = [f"median {_number(c.value, c.unit)} {c.unit}" if c.value is not None else "",
+               f"cv {c.cv:.1%}" if c.cv is not None else "",
+               f"%peak {_number(c.pct_of_peak)}" if c.pct_of_peak is not None else "",
+               f"%band {_number(c.pct_of_band)}" if c.pct_of_band is not None else ""]
+    shown = ", ".join(f.strip() for f in figures if f)
+    lines = _wrap(head, width, "", INDENT)
+    if shown:
+        lines += _wrap(shown, width, INDENT, INDENT)
+    return lines + _wrap(table_reason(c.reason), width, INDENT, INDENT)
+
+
+def detail_lines(checks: list[Check], width: int = fleet.TABLE_WIDTH) -> list[str]:
+    """The per-path table of one box in at most `width` columns: each column as wide as its
+    widest cell (DETAIL_HEADER's widths at most), the why column wrapped beside them; where
+    fewer than MIN_WHY columns would be left for it, a block of lines per check instead."""
+    labels = DETAIL_HEADER.split()[:-1]
+    rows = [_cells(c) for c in checks]
+    widths = [max([len(label), *(len(row[i]) for row in rows)])
+              for i, label in enumerate(labels)]
+    right = {"median", "cv", "%peak", "%band"}
+
+    def joined(cells: list[str]) -> str:
+        return " ".join(cell.rjust(w) if label in right else cell.ljust(w)
+                        for cell, w, label in zip(cells, widths, labels, strict=True))
+
+    fixed = len(joined(labels)) + 1
+    if fixed + MIN_WHY > width:
+        return [line for c in checks for line in _block(c, width)]
+    lines = [joined(labels) + " why"]
+    for c, cells in zip(checks, rows, strict=True):
+        lines += _wrap(table_reason(c.reason), width, joined(cells) + " ", " " * fixed)
     return lines
 
 
-def text_lines(result: Acceptance) -> list[str]:
-    """What stdout shows: one box's table, or the fleet table of several; then one verdict
-    line per box."""
+def text_lines(result: Acceptance, width: int | None = None) -> list[str]:
+    """What stdout shows: one box's table in `width` columns (default: the terminal's, or
+    COLUMNS; a pipe's PIPED_COLUMNS), or the fleet table of several; then one verdict line
+    per box, wrapped where the terminal is narrower."""
+    if width is None:
+        width = columns(sys.stdout, PIPED_COLUMNS)
     boxes = result.boxes
     lines: list[str] = []
     if len(boxes) == 1:
-        lines += detail_lines(next(iter(boxes.values())))
+        lines += detail_lines(next(iter(boxes.values())), width)
     else:
         lines += fleet.fleet_lines(result.rows, result.outliers)
     lines.append("")
     for (_, box), checks in boxes.items():
-        lines.append(verdict_line(box, checks))
+        lines += _wrap(verdict_line(box, checks), width, "", INDENT)
     return lines
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from bwprof.analysis.acceptance import accept_runs
 from bwprof.analysis.outliers import TABLE_WIDTH
 from bwprof.analysis.spec import Spec
@@ -67,3 +71,36 @@ def test_a_latency_row_leaves_pct_of_band_blank_and_names_its_line(tmp_path):
     assert row[start - 1:start + len("%band")].strip() == ""
     line, = [line for line in text_lines(result) if " checks: " in line]
     assert f"FAIL lat_host cpu {lat.value:.1f} ns, above the FAIL line at 20.0 ns" in line
+
+
+# Catches: a single-box table 162 columns wide whatever COLUMNS said (each line was cut at the
+# fleet table's 160, the reason with it).
+@pytest.mark.parametrize("width", [80, 200])
+def test_the_one_box_table_fits_columns_and_keeps_every_reason_whole(width):
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+
+    result = CliRunner().invoke(app, ["accept", str(H200)], env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= width
+    words = " ".join(result.stdout.split())
+    for check in accept_runs([load(H200)], Spec()).checks:
+        assert " ".join(table_reason(check.reason).split()) in words  # wrapped, never cut
+    assert lines[0].startswith("device") == (width == 200)  # 80: a block of lines a check
+    assert any(line.startswith("vm: PASS") for line in lines)
+
+
+def test_a_long_reason_wraps_under_the_why_column_and_a_narrow_table_becomes_blocks():
+    checks = accept_runs([load(H200)], Spec()).checks
+    long = "link trained at Gen4 x16 under load, below its Gen5 x16 maximum; " * 3
+    hbm = replace(next(c for c in checks if c.path == "hbm"), reason=long.strip())
+    table = detail_lines([hbm], 120)
+    why = table[0].index("why")
+    assert len(table) > 2 and max(map(len, table)) <= 120
+    assert all(line[:why].strip() == "" for line in table[2:])  # under the why column
+    assert " ".join(" ".join(line[why:] for line in table[1:]).split()) == long.strip()
+    blocks = detail_lines([hbm], 60)
+    assert blocks[0] == "gpu0 HBM hbm_triad: PASS" and max(map(len, blocks)) <= 60
+    assert blocks[1].startswith("    median ") and "%band" in blocks[1]
