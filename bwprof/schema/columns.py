@@ -15,6 +15,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
+_NO_PEAK = ("empty where the row is cache-resident (`in_cache`, `l2_resident`): a cache's "
+            "figure is not held against the memory's peak")
+_HOST_SHARE = ("host rows: over the row's job, the share (%) of the measuring cores' time (the "
+               "job's NUMA node's CPUs, else every CPU bwprof may use)")
+_BUSY = ("Counted in 10 ms ticks per core. Above 5% (beyond one tick per core at each end of "
+         "the window) the row is flagged `busy_host`; empty for GPU rows, and where "
+         "`/proc/stat` cannot be read")
+
 _CORE: dict[str, str] = {
     'run_id':
         '`<hostname>-<UTC start time>` (a fleet run adds `-mpi<ranks>`), the same for every row '
@@ -27,10 +35,15 @@ _CORE: dict[str, str] = {
         '`host` (CPU), `cuda` (real GPU; also GPU cases skipped because none was found), `mpi` '
         "(`net_p2p`, and a failed rank's `error` row) or `simulated` (test backend; never a "
         'measurement)',
-    'device device_name':
-        "`cpu` (the whole host), `numaN` (one host NUMA node alone), `numaI->numaJ` (node I's "
-        "CPUs reading node J's memory: `lat_host_numa`), `gpuN`, `gpuI->gpuJ` or `gpuI<->gpuJ` "
-        '(`p2p_bidir`: both ways at once, summed), and the CPU or GPU model',
+    'device':
+        "what the row measured: `cpu` (the whole host), `numaN` (one host NUMA node alone), "
+        "`numaI->numaJ` (node I's CPUs reading node J's memory: `lat_host_numa`), `gpuN`, "
+        '`gpuI->gpuJ` or `gpuI<->gpuJ` (`p2p_bidir`: both ways at once, summed), `all` (every '
+        'GPU at once)',
+    'device_name':
+        "the model behind `device`: the CPU's model on host rows, the GPU's name (`NVIDIA "
+        "H200`) on a GPU's; `A -> B` for a pair of GPUs, the models joined by ` + ` for `all`, "
+        "the two nodes' host names for `net_p2p`",
     'memory':
         'memory kind: `ddr`, `hbm`, `pinned`, `pageable`, `host` (network buffers)',
     'direction':
@@ -40,8 +53,12 @@ _CORE: dict[str, str] = {
         '`pipeline_chunked`',
     'size_bytes':
         "bytes of one buffer (one STREAM array, one transfer; a latency chase's working set)",
-    'threads streams numa_node':
-        'host threads, CUDA streams, host NUMA node, where they apply',
+    'threads':
+        'host threads, where they apply',
+    'streams':
+        'CUDA streams, where they apply',
+    'numa_node':
+        'host NUMA node, where it applies',
     'repeats':
         'timed samples kept for the statistics (DDR: first repetition dropped; latency: after a '
         'warm-up lap; GPU: after a warm-up sample)',
@@ -52,9 +69,14 @@ _CORE: dict[str, str] = {
         'still read)',
     'byte_convention':
         "`traffic` (bytes read + bytes written, STREAM's way) or `copy` (bytes copied, once)",
-    'metric unit higher_is_better':
-        'what the figure measures: `bandwidth` (`GB/s`), `latency` (`ns`, lower is better), '
-        '`throughput` (`TFLOP/s`) or `efficiency` (`ratio`)',
+    'metric':
+        'what the figure measures: `bandwidth`, `latency`, `throughput` or `efficiency`',
+    'unit':
+        "the figure's unit: `GB/s` (bandwidth), `ns` (latency), `TFLOP/s` (throughput) or "
+        '`ratio` (efficiency)',
+    'higher_is_better':
+        'whether a higher figure is the better one: true, except for a latency (lower is '
+        'better)',
     'work_per_op':
         "what one operation did in the metric's terms: bytes (bandwidth), floating-point "
         'operations (throughput), dependent loads (latency); the figure is derived from it and '
@@ -70,10 +92,12 @@ _CORE: dict[str, str] = {
     'cv':
         'coefficient of variation of the samples (standard deviation / mean); empty with a single'
         ' sample',
-    'peak_value peak_gbps pct_of_peak':
-        'theoretical peak in `unit` where known (`peak_gbps` for bandwidth rows), and '
-        '`value_best` as a percentage of it; empty where the row is cache-resident (`in_cache`, '
-        "`l2_resident`): a cache's figure is not held against the memory's peak",
+    'peak_value':
+        f'theoretical peak in `unit` where known; {_NO_PEAK}',
+    'peak_gbps':
+        f'bandwidth rows: `peak_value` as GB/s; {_NO_PEAK}',
+    'pct_of_peak':
+        f'`value_best` as a percentage of `peak_value`; {_NO_PEAK}',
     'status':
         '`ok`, `waived` (does not apply here), `skipped` (could not run here), `invalid` '
         '(validation failed), `error` (unexpected exception)',
@@ -104,8 +128,9 @@ _CORE: dict[str, str] = {
         'copy rows; empty where unknown (pinned memory the driver maps)',
     'cache_level':
         'latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`) or the '
-        'memory beyond every cache (`DDR`, `HBM`: a GPU set from 4x the L2; `L2+HBM` between '
-        'the L2 and 4x it, flagged `l2_resident`); empty elsewhere',
+        'memory beyond every cache (`DDR`: a host set from 4x the last-level cache; `L3+DDR` '
+        'between the last level and 4x it, flagged `in_cache`; `HBM`: a GPU set from 4x the '
+        'L2; `L2+HBM` between the L2 and 4x it, flagged `l2_resident`); empty elsewhere',
     'load_gbps':
         'loaded-latency rows: the bandwidth (GB/s) the concurrent load achieved while the chase '
         "ran, each in its load's own convention: `lat_host_loaded`'s load only reads, so bytes "
@@ -127,16 +152,19 @@ _CORE: dict[str, str] = {
         'compute rows (`gemm_host`, `gemm_gpu`, `fma_gpu`): the arithmetic their FLOP were done '
         'in: `fp64`, `fp32`, `tf32` (fp32 inputs, tensor cores allowed to round them to tf32), '
         '`fp16`, `bf16`; empty elsewhere',
-    'host_others_pct host_steal_pct':
-        "host rows: over the row's job, the share (%) of the measuring cores' time (the job's "
-        "NUMA node's CPUs, else every CPU bwprof may use) that other processes and interrupts "
-        "took — what `/proc/stat` counts as run there, less bwprof's own CPU time — and the "
-        'share a hypervisor stole (`steal`, 0 on bare metal). Counted in 10 ms ticks per core. '
-        'Above 5% (beyond one tick per core at each end of the window) the row is flagged '
-        '`busy_host`; empty for GPU rows, and where `/proc/stat` cannot be read',
+    'host_others_pct':
+        f"{_HOST_SHARE} that other processes and interrupts took — what `/proc/stat` counts as "
+        f"run there, less bwprof's own CPU time. {_BUSY}",
+    'host_steal_pct':
+        f"{_HOST_SHARE} that a hypervisor stole (`steal` in `/proc/stat`, 0 on bare metal). "
+        f"{_BUSY}",
 }
 
 _COUNTERS = "over the row's counter samples"
+_MOVING = ("over the samples in which PCIe moved at least 1 GiB/s (or half of what the link as "
+           "trained carries, where that is less): an idle link drops its generation to save "
+           "power")
+_GPM = "mean and highest over the row's GPM values"
 _TELEMETRY: dict[str, str] = {
     "telemetry_samples":
         "how many counter samples (NVML, GPM) fell in the row's window",
@@ -151,17 +179,15 @@ _TELEMETRY: dict[str, str] = {
         f"PCIe TX, GPU to host (MiB/s, NVML's 20 ms average), mean and highest {_COUNTERS}",
     "pcie_rx_mibps_mean pcie_rx_mibps_max":
         f"PCIe RX, host to GPU (MiB/s, NVML's 20 ms average), mean and highest {_COUNTERS}",
-    "pcie_gen_min pcie_width_min":
-        "lowest PCIe generation and width over the samples in which PCIe moved at least 1 GiB/s "
-        "(or half of what the link as trained carries, where that is less): an idle link drops "
-        "its generation to save power",
+    "pcie_gen_min": f"lowest PCIe generation {_MOVING}",
+    "pcie_width_min": f"lowest PCIe width (lanes) {_MOVING}",
     "dram_bw_util_pct_mean dram_bw_util_pct_max":
         "GPM DRAM bandwidth utilisation (%), mean and highest over the GPM values whose whole "
         "interval lies in the row's window",
-    "gpm_pcie_tx_mibps_mean gpm_pcie_tx_mibps_max gpm_pcie_rx_mibps_mean gpm_pcie_rx_mibps_max":
-        "GPM PCIe TX and RX (MiB/s), mean and highest over the row's GPM values",
-    "nvlink_tx_mibps_mean nvlink_tx_mibps_max nvlink_rx_mibps_mean nvlink_rx_mibps_max":
-        "GPM NVLink TX and RX (MiB/s), mean and highest over the row's GPM values",
+    "gpm_pcie_tx_mibps_mean gpm_pcie_tx_mibps_max": f"GPM PCIe TX (MiB/s), {_GPM}",
+    "gpm_pcie_rx_mibps_mean gpm_pcie_rx_mibps_max": f"GPM PCIe RX (MiB/s), {_GPM}",
+    "nvlink_tx_mibps_mean nvlink_tx_mibps_max": f"GPM NVLink TX (MiB/s), {_GPM}",
+    "nvlink_rx_mibps_mean nvlink_rx_mibps_max": f"GPM NVLink RX (MiB/s), {_GPM}",
     "throttle_reasons":
         "clock-event reasons seen during the row; idle, sync boost and display clocks left "
         "out (`applications_clocks` is kept: clocks held at an application clock)",

@@ -30,3 +30,21 @@ def test_the_documented_table_of_flags_names_every_flag():
     table = COLUMNS_DOC.split("The flags (`bwprof/schema/flags.py`):", 1)[1].split("\n\n", 2)[1]
     named = re.findall(r"^\| `([a-z0-9_]+)` \|", table, flags=re.MULTILINE)
     assert named == list(FLAGS)
+
+
+STATISTIC = re.compile(r"_(?:median|best|mean|max|min)(?=_s$|$)")
+"""The statistic in a column's name: `gbps_median` and `gbps_best` are one quantity."""
+
+
+# Catches: columns.csv giving `device_name` the text of `device` (a group's one text, read
+# one column at a time): columns share a meaning only where they are statistics of one
+# quantity (median and best, mean and highest), which their text says.
+def test_no_two_columns_share_a_meaning_unless_statistics_of_one_quantity():
+    by_meaning: dict[str, set[str]] = {}
+    for column, meaning in RESULT_COLUMNS.items():
+        by_meaning.setdefault(meaning, set()).add(column)
+    shared = {frozenset(columns) for columns in by_meaning.values() if len(columns) > 1}
+    assert all(len({STATISTIC.sub("", c) for c in columns}) == 1 for columns in shared), [
+        sorted(columns) for columns in shared if len({STATISTIC.sub("", c) for c in columns}) > 1]
+    assert frozenset({"gbps_median", "gbps_best"}) in shared  # the intended sharing still holds
+    assert RESULT_COLUMNS["device"] != RESULT_COLUMNS["device_name"]
