@@ -189,7 +189,7 @@ def test_telemetry_says_why_it_is_off(tmp_path):
     assert no_gpu.system["telemetry"]["reason"].startswith("no NVIDIA driver")
     simulated = bwprof.run(cases="h2d_pinned", preset="quick", repeats=2, simulate=True)
     assert simulated.system["telemetry"]["reason"].startswith("simulated backend")
-    assert simulated.samples.empty and simulated.findings.columns[0] == "severity"
+    assert simulated.samples is None and simulated.findings.columns[0] == "severity"
 
 
 def test_sample_interval_is_checked_before_anything_is_written(tmp_path):
