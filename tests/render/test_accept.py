@@ -44,11 +44,11 @@ def test_a_spec_at_95_percent_of_peak_names_its_fail_line(tmp_path):
     result = accept_runs([load(H200)], load_spec(spec))
     hbm, = [c for c in result.checks if c.path == "hbm"]
     assert hbm.verdict == "FAIL" and hbm.pct_of_band is not None and hbm.pct_of_band > 100
-    line, = [line for line in text_lines(result) if line.startswith("vm")]
+    line, = [line for line in text_lines(result, 400) if line.startswith("vm")]  # unwrapped
     assert "% of band" not in line
     assert (f"FAIL HBM gpu0 {hbm.value:.0f} GB/s, below the FAIL line at {hbm.fail:.0f} GB/s "
             "(95% of peak)") in line
-    row, = [row for row in detail_lines(result.checks) if " hbm_triad " in row]
+    row, = [row for row in detail_lines(result.checks, 400) if " hbm_triad " in row]
     assert row.endswith(f"below {hbm.fail:.0f} GB/s (95% of peak, over a healthy part's "
                         f"{hbm.expected:.0f} GB/s)")
 
@@ -65,11 +65,11 @@ def test_a_latency_row_leaves_pct_of_band_blank_and_names_its_line(tmp_path):
     lat, = [c for c in result.checks if c.case == "lat_host"]
     assert lat.verdict == "FAIL" and lat.value and lat.value > 4 * 20
     assert lat.pct_of_band is None
-    header, *rows = detail_lines(result.checks)
+    header, *rows = detail_lines(result.checks, 400)
     row, = [row for row in rows if " lat_host " in row]
     start = header.index("%band")
     assert row[start - 1:start + len("%band")].strip() == ""
-    line, = [line for line in text_lines(result) if " checks: " in line]
+    line, = [line for line in text_lines(result, 400) if " checks: " in line]
     assert f"FAIL lat_host cpu {lat.value:.1f} ns, above the FAIL line at 20.0 ns" in line
 
 
