@@ -67,4 +67,7 @@ def accept_runs(runs: Sequence[Run], spec: Spec) -> Acceptance:
     notes += [note for run in runs for note in unjudged_errors(run, checks)]
     notes += [f"{run.label}: the run {run.stop_phrase}; its verdicts cover what it measured"
               for run in runs if run.state != "finished"]
+    notes += [f"spec: [gpu.{key}] is no GPU of these runs (no GPU name has the words "
+              f"{key!r}): it judged nothing" for key in spec.unmatched(
+                  {c.gpu_model for c in checks if c.gpu_model})]
     return Acceptance(checks, spec, outliers, fleet.fleet_rows(checks, outliers), notes)

@@ -149,6 +149,11 @@ class _Judge:
                      part.key if part is not None else "", path, case, verdict, reason,
                      **figures)  # type: ignore[arg-type]
 
+    def _model(self, gpu: GpuMeta | None) -> str | None:
+        """The spec's section for `gpu`: its listed part's key, or an unlisted model's key
+        whose words stand in its name (`Spec.model_key`); None for the host."""
+        return self.spec.model_key(gpu.name) if gpu is not None else None
+
     # -- choosing the figure -------------------------------------------------------------
 
     def _device_rows(self, case: str, device: str, direction: str | None) -> pd.DataFrame:
@@ -214,8 +219,7 @@ class _Judge:
                 fault: str | None = None) -> Check:
         value = cell_float(row["value_median"]) if value is None else value
         cv = cell_float(row["cv"])
-        part = bands.find_part(gpu.name) if gpu is not None else None
-        noisy = cv is not None and cv > self.spec.cv_limit(part.key if part else None)
+        noisy = cv is not None and cv > self.spec.cv_limit(self._model(gpu))
         busy = flags.has_flag(row["flags"], flags.BUSY_HOST)
         figures: dict[str, object] = {
             "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
@@ -246,8 +250,7 @@ class _Judge:
 
     def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
                   row: pd.Series) -> tuple[Band | None, str]:
-        model = part.key if part else None
-        override = self.spec.override(model, path)
+        override = self.spec.override(self._model(gpu), path)
         c2c = gpu.host_link_c2c or flags.has_flag(row["flags"], flags.C2C_LINK)
         default: Band | None
         why = ""
@@ -339,8 +342,7 @@ class _Judge:
         else:
             link = bands.pcie_link(part, dict(gpu.metadata))
             default = bands.pcie_p2p_band(link) if link else None
-        band = self.spec.override(part.key if part else None, "p2p").apply(default, "p2p",
-                                                                          "GB/s")
+        band = self.spec.override(self._model(gpu), "p2p").apply(default, "p2p", "GB/s")
         check = self._judged(device, gpu, "p2p", row, band,
                              "no band: neither NVLink nor the PCIe link is known (give one "
                              "in a spec)", fault=fault)
@@ -349,7 +351,7 @@ class _Judge:
 
     def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
         out = []
-        band = self.spec.override(part.key if part else None, "overlap").apply(
+        band = self.spec.override(self._model(gpu), "overlap").apply(
             bands.overlap_band(), "overlap", "ratio")
         for case in path_of("overlap").cases:
             rows = self._device_rows(case, gpu.label, None)
@@ -395,7 +397,7 @@ class _Judge:
                 out.append(self.check(own, gpu, "latency", str(case), *unusable))
                 continue
             row = self._largest_latency(self._figure_rows(group))
-            override = self.spec.latency_override(part.key if part else None, str(case),
+            override = self.spec.latency_override(self._model(gpu), str(case),
                                                   host=gpu is None)
             band = override.apply(None, "latency", "ns", higher_is_better=False)
             out.append(self._judged(own, gpu, "latency", row, band,

@@ -10,9 +10,18 @@
     [gpu.H200.hbm]         # a model key of the bands table, or "all" for every model
     fail_pct = 95          # % of the part's theoretical peak
 
+    [gpu.L4.hbm]           # a model bwprof does not list: the words of its GPU name
+    expected_gbps = 250
+
     [gpu.all.latency.lat_gpu]
     warn_ns = 700
     fail_ns = 1000
+
+A model bwprof does not list (`bwprof.analysis.bands.PARTS`) is named by the words of its
+GPU's name: `[gpu.L4]` is every GPU whose name has the word L4 ("NVIDIA L4", not "NVIDIA
+L40S"), `[gpu."RTX 6000 Ada"]` (or RTX-6000-Ada) every "NVIDIA RTX 6000 Ada Generation".
+A listed part is named only by its key (`H200`, never `h200`: that is refused with the key),
+so one GPU is never two models' in one spec.
 
 Validated whole before any run is judged: an unknown key, a value of the wrong type or an
 impossible threshold (WARN below FAIL, a percentage above 100 or not above 0) is a
@@ -24,8 +33,9 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +57,19 @@ OVERLAP_KEYS: tuple[str, ...] = ("warn_pct", "fail_pct")
 LATENCY_KEYS: tuple[str, ...] = ("warn_ns", "fail_ns")
 DEFAULT_OUTLIER_PCT = 10.0
 MAX_SPEC_BYTES = 1 << 20
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}")
+"""What an unlisted model's key may be: the words of a GPU name."""
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """A GPU name or an unlisted model's key as its words, lower case ('NVIDIA RTX 6000
+    Ada Generation' -> nvidia, rtx, 6000, ada, generation; 'RTX-6000-Ada' -> rtx, 6000, ada)."""
+    return tuple(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def _has_run(words: tuple[str, ...], run: tuple[str, ...]) -> bool:
+    return bool(run) and any(words[i:i + len(run)] == run
+                             for i in range(len(words) - len(run) + 1))
 
 
 @dataclass(frozen=True)
@@ -134,6 +157,28 @@ class Spec:
     ddr: Override = Override()
     host_latency: Mapping[str, Override] = field(default_factory=dict)
     models: Mapping[str, ModelSpec] = field(default_factory=dict)
+
+    @property
+    def unlisted(self) -> tuple[str, ...]:
+        """The spec's model keys that are no listed part's: models named by their words."""
+        return tuple(key for key in self.models if key not in (ALL_MODELS, *PART_KEYS))
+
+    def model_key(self, gpu_name: str | None) -> str | None:
+        """The section of the spec that is a GPU's model: its listed part's key, else the
+        unlisted key whose words stand in its name (the most words where several do), else
+        None (only `all` applies)."""
+        part = bands.find_part(gpu_name)
+        if part is not None:
+            return part.key
+        words = name_words(gpu_name or "")
+        found = [key for key in self.unlisted if _has_run(words, name_words(key))]
+        return max(found, key=lambda key: len(name_words(key))) if found else None
+
+    def unmatched(self, gpu_names: Iterable[str]) -> list[str]:
+        """The unlisted model keys that no GPU of `gpu_names` is: sections that judged
+        nothing (a misspelt model's, perhaps)."""
+        used = {self.model_key(name) for name in gpu_names}
+        return [key for key in self.unlisted if key not in used]
 
     def _layers(self, model: str | None) -> list[ModelSpec]:
         layers = [self.models.get(ALL_MODELS)]
@@ -307,13 +352,31 @@ def parse_spec(data: Mapping[str, object], path: Path) -> Spec:
     if "gpu" in data:
         for key, body in read.table(data["gpu"], "gpu").items():
             if key not in (ALL_MODELS, *PART_KEYS):
-                raise read.error(f"gpu.{key}", f"is not a GPU model; choose {ALL_MODELS} or "
-                                 f"one of: {', '.join(PART_KEYS)}")
+                _unlisted_model(read, key)
             models[key] = read.model(body, f"gpu.{key}", bands.PARTS_BY_KEY.get(key))
     cv = read.cv(data, "")
     return Spec(path, cv if cv is not None else flags.NOISY_CV,
                 outlier if outlier is not None else DEFAULT_OUTLIER_PCT, ddr, host_latency,
                 models)
+
+
+def _unlisted_model(read: _Reader, key: str) -> None:
+    """A model key that is no listed part's must be the words of a GPU name, and not a
+    listed part's name in other words (its bands would be the part's, under another key)."""
+    where = f"gpu.{shorten(key)}"
+    if not MODEL_NAME.fullmatch(key):
+        raise read.error(where, "is not a GPU model: give all, a listed key ("
+                         f"{', '.join(PART_KEYS)}) or the words of a GPU's name (letters, "
+                         "digits, spaces, . _ -; up to 64)")
+    words = name_words(key)
+    listed = [part.key for part in bands.PARTS if _has_run(name_words(part.key), words)]
+    part = bands.find_part(key)
+    listed = listed or ([part.key] if part is not None else [])
+    if listed:
+        many = len(listed) > 1
+        raise read.error(where, f"names the listed model{'s' if many else ''} "
+                         f"{', '.join(listed)}: give {'their keys' if many else 'its key'} "
+                         f"({', '.join(f'[gpu.{k}]' for k in listed)})")
 
 
 def load_spec(path: Path) -> Spec:

@@ -137,7 +137,8 @@ def test_a_spec_for_every_model_and_for_latency_and_ddr_reads(tmp_path):
     ("[gpu.H200.hbm]\nwarn_pct = 80\nfail_pct = 90\n", "warn_pct 80 below fail_pct 90"),
     ("[gpu.H200.hbm]\nfail_pct = 'high'\n", "should be a number, not a string"),
     ("[gpu.H200.hbm]\nfloor = 3\n", "gpu.H200.hbm.floor is not a spec key"),
-    ("[gpu.H300]\n", "gpu.H300 is not a GPU model"),
+    ("[gpu.h200]\n", "gpu.h200 names the listed models H200-NVL, H200: give their keys"),
+    ("[gpu.'L4/x']\n", "gpu.L4/x is not a GPU model"),
     ("[gpu.all.latency.lat_gpu]\nwarn_ns = 900\nfail_ns = 700\n", "fail_ns 700 below warn_ns"),
     ("cv_max = 5\n", "cv_max is 5"),
     ("[gpu.H200\n", "is not valid TOML"),
@@ -149,6 +150,52 @@ def test_a_malformed_spec_is_one_line_and_exit_2(tmp_path, text, words):
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("error: spec ") and words in result.output
+
+
+def as_l4(system: dict) -> None:
+    """The H200 run's GPU renamed to a model bwprof does not list (an L4's name)."""
+    for device in system["gpus"]["devices"]:
+        device["metadata"]["name"] = device["properties"]["name"] = "NVIDIA L4"
+
+
+def l4_run(tmp_path: Path) -> Path:
+    def rename(rows: pd.DataFrame) -> None:
+        rows.loc[rows["backend"] == "cuda", "device_name"] = "NVIDIA L4"
+
+    return fake(tmp_path, "l4", edit_system=as_l4, edit_rows=rename)
+
+
+# Catches: `[gpu.L4.hbm]` refused as "not a GPU model" while the docs promise that a spec can
+# band a model bwprof does not list.
+def test_a_spec_bands_a_gpu_model_bwprof_does_not_list(tmp_path):
+    run = l4_run(tmp_path)
+    before, = checks_of(accept_json(str(run)), "hbm")
+    assert before["part"] == "" and before["gpu_model"] == "NVIDIA L4"
+    assert before["source"] != "spec file" and before["verdict"] == "PASS"  # NVML peak, shares
+    spec = tmp_path / "l4.toml"
+    expected = round(before["value"] * 1.5)  # the figure at 2/3 of it: below FAIL's 85 %
+    spec.write_text(f"[gpu.L4.hbm]\nexpected_gbps = {expected}\npeak_gbps = {2 * expected}\n"
+                    "[gpu.L4.d2d]\nfail_pct = 99\n")
+    result = accept(str(run), "--spec", str(spec))
+    assert result.exit_code == 1, result.output  # the band moved: the figure now fails
+    data = accept_json(str(run), "--spec", str(spec))
+    hbm, = checks_of(data, "hbm")
+    assert (hbm["expected"], hbm["reference"]) == (expected, 2 * expected)
+    assert hbm["verdict"] == "FAIL" and hbm["value"] == before["value"]
+    d2d, = checks_of(data, "d2d")
+    assert d2d["verdict"] == "FAIL" and d2d["fail"] == pytest.approx(0.99 * d2d["reference"])
+    assert not [n for n in data["notes"] if n.startswith("spec:")]
+    # An H200 is not an L4: the same spec leaves the stored run's HBM band as it was.
+    h200, = checks_of(accept_json(str(H200), "--spec", str(spec)), "hbm")
+    assert h200["verdict"] == "PASS" and h200["expected"] != expected
+
+
+def test_a_spec_model_that_no_gpu_is_says_it_judged_nothing(tmp_path):
+    spec = tmp_path / "typo.toml"
+    spec.write_text("[gpu.H300.hbm]\nfail_pct = 99\n")
+    result = accept(str(H200), "--spec", str(spec))
+    assert result.exit_code == 0, result.output
+    assert "note: spec: [gpu.H300] is no GPU of these runs" in result.stderr
 
 
 def test_a_missing_spec_and_a_bad_run_folder_are_one_line_and_exit_2(tmp_path):

@@ -4,6 +4,7 @@ nothing, and that whatever the file is, a bad one is one line."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -58,6 +59,36 @@ def test_an_expected_figure_above_the_parts_datasheet_is_refused():
         parse_spec({"gpu": {"H200": {"hbm": {"expected_gbps": 6000}}}}, SPEC)
     # With a peak of its own the spec says the datasheet is wrong: allowed.
     parse_spec({"gpu": {"H200": {"hbm": {"expected_gbps": 6000, "peak_gbps": 7000}}}}, SPEC)
+
+
+def test_a_model_bwprof_does_not_list_is_named_by_the_words_of_its_gpu_name():
+    spec = parse_spec({"gpu": {"L4": {"hbm": {"expected_gbps": 250}},
+                               "RTX-6000-Ada": {"cv_max": 0.2}, "RTX": {"cv_max": 0.3}}},
+                      SPEC)
+    assert spec.unlisted == ("L4", "RTX-6000-Ada", "RTX")
+    assert spec.model_key("NVIDIA L4") == "L4"
+    assert spec.model_key("NVIDIA L40S") == "L40S"  # a listed part: its key, never L4's
+    assert spec.model_key("NVIDIA RTX 6000 Ada Generation") == "RTX-6000-Ada"  # most words
+    assert spec.model_key("NVIDIA RTX A6000") == "RTX"
+    assert spec.model_key("NVIDIA A10G") is None and spec.model_key(None) is None
+    assert spec.model_key("NVIDIA H200") == "H200"
+    band = spec.override("L4", "hbm").apply(bands.hbm_band("hbm", None, 300.0), "hbm", "GB/s")
+    assert band is not None and band.expected == 250 and band.reference == 300.0
+    assert spec.cv_limit(spec.model_key("NVIDIA RTX 6000 Ada Generation")) == 0.2
+    assert spec.unmatched(["NVIDIA L4", "NVIDIA H200"]) == ["RTX-6000-Ada", "RTX"]
+
+
+@pytest.mark.parametrize(("key", "words"), [
+    ("h200", "gpu.h200 names the listed models H200-NVL, H200: give their keys "
+             "([gpu.H200-NVL], [gpu.H200])"),
+    ("H100", "gpu.H100 names the listed models H100-NVL, H100-PCIe, H100-SXM"),
+    ("B200 SXM", "gpu.B200 SXM names the listed model B200: give its key ([gpu.B200])"),
+    ("L4/x", "gpu.L4/x is not a GPU model"), ("", "gpu. is not a GPU model"),
+])
+def test_a_model_key_that_is_a_listed_part_in_other_words_or_no_name_is_refused(key, words):
+    """One GPU is never two sections' ([gpu.h200] beside [gpu.H200]); a key is words."""
+    with pytest.raises(BwprofError, match=re.escape(words)):
+        parse_spec({"gpu": {key: {}}}, SPEC)
 
 
 @pytest.mark.parametrize(("data", "words"), [
