@@ -179,11 +179,9 @@ class Band:
         return "PASS" if value <= self.warn else "WARN" if value <= self.fail else "FAIL"
 
     def pct_of_band(self, value: float) -> float:
-        """The figure against the expected one, in % (100: what a healthy part reaches;
-        latency: expected over the figure, so above 100 is better there too)."""
-        if self.higher_is_better:
-            return 100.0 * value / self.expected
-        return 100.0 * self.expected / value if value > 0 else 0.0
+        """A higher-is-better figure against the expected one, in % (100: what a healthy
+        part reaches). A latency band has no such figure (`judge.pct_of_band` gives None)."""
+        return 100.0 * value / self.expected
 
 
 def band(path: str, unit: str, reference: float | None, share: float, source: str,

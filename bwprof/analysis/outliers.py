@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bwprof.analysis.bands import PATH_LABELS, PATHS
-from bwprof.analysis.judge import CANNOT_JUDGE, ERROR, PASS, Check, worst
+from bwprof.analysis.judge import CANNOT_JUDGE, ERROR, FAIL, PASS, WARN, Check, worst
 from bwprof.schema.meta import BOX_MARK
 
 TABLE_WIDTH = 160
@@ -80,7 +80,9 @@ def outliers(checks: list[Check], outlier_pct: float) -> list[Outlier]:
 
 def _cell(checks: list[Check], flagged: bool) -> str:
     """'PASS 99%', 'FAIL 52%~!' (noisy, outlier), '-' where nothing could be judged,
-    'ERROR' where nothing was judged because bwprof itself raised."""
+    'ERROR' where nothing was judged because bwprof itself raised. A WARN or FAIL at 100% of
+    its band or more (a spec's line above what a healthy part reaches) shows no %: the
+    table's reason names the line it crossed."""
     if not checks:
         return ""
     verdict = worst([c.verdict for c in checks])
@@ -88,6 +90,8 @@ def _cell(checks: list[Check], flagged: bool) -> str:
         return ERROR if any(c.verdict == ERROR for c in checks) else "-"
     judged = [c for c in checks if c.verdict == verdict and c.pct_of_band is not None]
     pct = min(c.pct_of_band for c in judged) if judged else None  # type: ignore[type-var]
+    if pct is not None and pct >= 100 and verdict in (WARN, FAIL):
+        pct = None  # a spec's line above a healthy part: "FAIL 104%" reads as a pass
     text = verdict if pct is None else f"{verdict} {min(pct, 999):.0f}%"
     if any(c.noisy for c in checks):
         text += NOISY_MARK

@@ -92,8 +92,10 @@ class ResultRow:
     """Size of the pages holding the row's host buffer (4096, or 2 MiB where transparent huge
     pages back it): a 4 KiB-page latency includes TLB misses. Empty where not known."""
     cache_level: str = ""
-    """Latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`), or the
-    memory beyond every cache (`DDR`, `HBM`); empty elsewhere."""
+    """Latency rows: the level whose size holds the working set (`L1`, `L2`, `L3`); a cache
+    and the memory beyond it where the set is past the last level but under 4x it
+    (`L3+DDR`, `L2+HBM`: flagged `in_cache`); or the memory beyond every cache (`DDR`,
+    `HBM`); empty elsewhere."""
     load_gbps: float | None = None
     """Loaded-latency rows: the bandwidth the concurrent load achieved while the chase ran,
     in the load's own convention (the host's reads: bytes read; the GPU's STREAM copy: bytes
