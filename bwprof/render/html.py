@@ -178,13 +178,25 @@ class _Row:
     marks: list[dict[str, str]]
 
 
+def _result_cell(column: str, value: object, simulated: bool) -> str:
+    """A results cell; the long words (`overlap_bidir_compute`, `h2d+compute+d2h`) may wrap
+    after `_` and `+` where the table is short of room, and the flags are spaced."""
+    if column == "flags":
+        return " ".join(sorted(f.split_flags(value), key=_flag_order))
+    text = _cell(column, value, simulated)
+    if column == "case":
+        return _wrappable(text)
+    if column == "direction":
+        return Markup("+<wbr>").join(escape(part) for part in text.split("+"))
+    return text
+
+
 def _results(results: pd.DataFrame) -> list[_Row]:
     columns = [c for c in RESULT_TABLE_COLUMNS if c in results.columns]
     rows: list[_Row] = []
     for record in results.to_dict("records"):
         simulated = record.get("backend") == "simulated"
-        cells = [(c, " ".join(sorted(f.split_flags(record.get(c)), key=_flag_order))
-                  if c == "flags" else _cell(c, record.get(c), simulated)) for c in columns]
+        cells = [(c, _result_cell(c, record.get(c), simulated)) for c in columns]
         rows.append(_Row(cells, _marks(record.get("flags"))))
     return rows
 

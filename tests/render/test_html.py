@@ -326,7 +326,7 @@ def test_every_flagged_figure_carries_its_mark_with_a_legend(h200_page):
     # Both figures of each flagged row (best, median), and no other row.
     assert len(marked) == len(flagged) and all(row.startswith(' class="flagged"')
                                                for row in marked)
-    l2 = [row for row in marked if ">d2d_copy<" in row and ">16 MiB<" in row]
+    l2 = [row for row in marked if ">d2d_<wbr>copy<" in row and ">16 MiB<" in row]
     assert len(l2) == 1 and l2[0].count('<span class="mark doubt" title="l2_resident') == 2
     assert ">l2_resident</td>" in l2[0]
     legend = results.split('class="legend"', 1)[1].split("</p>", 1)[0]
