@@ -167,14 +167,23 @@ SEEN = """(() => {
 })()"""
 
 
+WIDE_PAGE = ('<html><head><meta name="viewport" content="width=device-width, initial-scale=1">'
+             '</head><body><section id="verdict"><table><thead><tr>'
+             '<th style="min-width:600px">figure</th><th>verdict</th></tr></thead>'
+             "<tbody><tr><td>hbm</td><td>FAIL</td></tr></tbody></table></section></body></html>")
+"""A page a phone must scroll sideways to read: its verdict is off-screen."""
+
+
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory) -> dict[str, Any]:
     """The H200 page (`report --html`, plots and all) at 400 px, at 1280 px and as A4 PDF,
-    from one browser."""
+    and WIDE_PAGE at 400 px, from one browser."""
     browser = _browser()
     out = tmp_path_factory.mktemp("h200-page")
     assert cli.main(["report", str(DATA / "h200-quick"), "--html", "--out", str(out)]) == 0
     url = (out / "report.html").as_uri()
+    wide = out / "wide.html"
+    wide.write_text(WIDE_PAGE)
     tools = DevTools(browser, out / "profile")
     try:
         tools.open(url, PHONE_PX, mobile=True)
@@ -182,9 +191,12 @@ def seen(tmp_path_factory) -> dict[str, Any]:
         tools.open(url, DESKTOP_PX, mobile=False)
         desktop = tools.evaluate(SEEN)
         pdf = tools.pdf()
+        tools.open(wide.as_uri(), PHONE_PX, mobile=True)
+        overflowing = tools.evaluate(SEEN)
     finally:
         tools.close()
-    return {"phone": phone, "desktop": desktop, "pdf": pdf, "pages": None}
+    return {"phone": phone, "desktop": desktop, "pdf": pdf, "pages": None,
+            "overflowing": overflowing}
 
 
 def _within(box: dict[str, Any], width: int) -> bool:
@@ -264,22 +276,10 @@ def test_printed_the_overall_verdict_is_on_the_first_page(seen):
     assert "Overall verdict" in first and answer(run).label in first
 
 
-def test_the_browser_pipe_reports_a_page_that_overflows(tmp_path):
+def test_the_measure_sees_a_page_that_overflows(seen):
     """The measure above can fail: a page wider than the phone shows in scrollWidth, and a
-    cell pushed off-screen is outside the width."""
-    page = tmp_path / "wide.html"
-    page.write_text('<html><head><meta name="viewport" content="width=device-width, '
-                    'initial-scale=1"></head><body><section id="verdict"><table><thead><tr>'
-                    '<th style="min-width:600px">figure</th><th>verdict</th></tr></thead>'
-                    '<tbody><tr><td>hbm</td><td>FAIL</td></tr></tbody></table></section>'
-                    "</body></html>")
-    tools = DevTools(_browser(), tmp_path / "profile")
-    try:
-        tools.open(page.as_uri(), PHONE_PX, mobile=True)
-        found = tools.evaluate(SEEN)
-    finally:
-        tools.close()
+    verdict cell pushed off-screen is outside the width."""
+    found = seen["overflowing"]
     assert found["scrollWidth"] > PHONE_PX
     assert [v["text"] for v in found["verdicts"]] == ["FAIL"]
     assert not _within(found["verdicts"][0], PHONE_PX)
-
