@@ -99,10 +99,11 @@ def make_run_report(run_dir: str | Path, *, model: str | None = None, plots: boo
     user chose that is not a folder is bad input (BwprofError, exit 2); one that cannot be
     created or written is an OutputError (exit 3): either before anything is shown, as is
     an `out` that is another run's folder (BwprofError, exit 2)."""
+    folder_path = user_path(run_dir, "RUN_DIR")  # the arguments first, then the options
     spec = parse_model(model) if model is not None else None
     parquet = check_format(file_format)
     chosen = user_path(out, "--out") if out is not None else None
-    run = load(run_dir)
+    run = load(folder_path)
     folder = run.path
     assert folder is not None  # a run read from a folder
     if chosen is not None:
@@ -134,13 +135,14 @@ def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path
     """The same figures across runs (the first is the baseline), with compare.csv written
     to `out` where given, and the headline figures that fell more than `fail_below`% below
     the baseline's (or are missing)."""
+    folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     out_dir = user_path(out, "--out") if out is not None else None
     threshold = parse_fail_below(fail_below) if fail_below is not None else None
     parquet = check_format(file_format)
     if parquet and out_dir is None:
         raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
                           "--out DIR")
-    comparison = compare_runs([_load(path, "RUN_DIRS") for path in run_dirs], by=by)
+    comparison = compare_runs([_load(path, "RUN_DIRS") for path in folders], by=by)
     written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
                            parquet) if out_dir is not None else [])
     regressions = comparison.regressions(threshold) if threshold is not None else []
@@ -152,6 +154,7 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
            file_format: str = "csv") -> tuple[Acceptance, list[Path]]:
     """Every run held against its part's bands (or `spec`'s, a TOML file), with accept.csv
     and accept_fleet.csv written to `out` where given."""
+    folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     spec_path = user_path(spec, "--spec") if spec is not None else None
     out_dir = user_path(out, "--out") if out is not None else None
     parquet = check_format(file_format)
@@ -159,16 +162,19 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
         raise BwprofError("--format parquet writes accept.parquet: give it a folder with "
                           "--out DIR")
     the_spec = load_spec(spec_path) if spec_path is not None else Spec()
-    result = accept_runs([_load(path, "RUN_DIRS") for path in run_dirs], the_spec)
+    result = accept_runs([_load(path, "RUN_DIRS") for path in folders], the_spec)
     written = write_accept_files(result, out_dir, parquet) if out_dir is not None else []
     return result, written
 
 
 def history_add(run_dirs: Sequence[str | Path], store: str | Path) -> list[history.Added]:
     """Each run's headline figures added to the history store, once per run."""
-    history.need_pyarrow()  # before any folder is read: nothing can be stored without it
+    folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     store_dir = user_path(store, "--store")
-    runs = [_load(path, "RUN_DIRS") for path in run_dirs]
+    history.need_pyarrow()  # before any folder is read: nothing can be stored without it
+    # One folder loaded at a time, each refused before the next is read; only its stored
+    # rows are kept (a month of runs' samples never sits in memory at once).
+    runs = (_load(path, "RUN_DIRS") for path in folders)
     return history.add_runs(runs, store_dir)
 
 

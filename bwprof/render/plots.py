@@ -1096,7 +1096,7 @@ def write_plots(run: Run, out_dir: Path | None = None,
     names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
     try:
         timelines = (run.timelines if run.timelines is not None
-                     else read_timelines(run.path or target))
+                     else read_timelines(run.path) if run.path is not None else [])
         written += write_timeline_plots(target, timelines, run.host, names, run.results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand
