@@ -279,6 +279,14 @@ def _duration(seconds: float | None) -> str:
     return "0 s" if seconds == 0 else "< 1 ns"
 
 
+def _weight(nbytes: int) -> str:
+    """Weights in GB to two decimals, or in MB, kB or bytes below a GB (never 0.00 GB)."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} bytes"
+
+
 def _params(parameters: float) -> str:
     for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
         if parameters >= scale:
@@ -290,7 +298,7 @@ def model_lines(report: ModelReport) -> list[str]:
     """The model section as plain text lines; simulated figures are never printed."""
     lines = [
         f"model: {_params(report.parameters)} parameters × {report.dtype} "
-        f"({report.bytes_per_parameter:g} byte(s) each) = {report.weight_bytes / 1e9:.2f} GB "
+        f"({report.bytes_per_parameter:g} byte(s) each) = {_weight(report.weight_bytes)} "
         "of weights (weights only: KV cache and activations need more)",
     ]
     if report.gpu_memory_bytes is None:

@@ -68,6 +68,7 @@ def test_a_tiny_models_times_keep_their_digits():
                           _system(80_000_000_000, 1), frame)
     text = "\n".join(model_lines(report))
     assert "50 ns (40.0 GB/s)" in text and " 0 µs" not in text
+    assert "= 2.00 kB of weights" in text  # not 0.00 GB
 
 
 def _gpu(case, device, gbps, peak, direction="h2d", memory="pinned"):
