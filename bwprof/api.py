@@ -493,8 +493,9 @@ def run(
 
     With a run folder, a finished run also gets `summary.csv`, `results.parquet` (the rows,
     typed), the PNG plots and `report.html` (unless `plots` is False) and, with
-    `file_format="parquet"`, Parquet copies of its other tables. `out` may start with `~`; every file goes under that one folder, which
-    this run claims: a folder another run has, or one holding anything, is refused.
+    `file_format="parquet"`, Parquet copies of its other tables. `out` may start with `~`;
+    every file goes under that one folder, which this run claims: a folder another run
+    has, or one holding anything, is refused.
     Raises BwprofError for bad options (before anything is written), OutputError when the
     run folder cannot take a row or a file (the rows before are kept, system.json says what
     stopped the run) and RunInterrupted, carrying the partial RunResult, when interrupted.

@@ -431,7 +431,7 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool, as_json: bool = Fal
     as JSON on stdout and where it went on stderr. Exit 1 when a figure failed validation
     or raised; the verdict, a FAIL too, never changes the exit code (`bwprof accept` is the
     gate)."""
-    from bwprof.render.terminal import print_answer, print_report
+    from bwprof.render.terminal import page_written, print_answer, print_report
 
     run_dir = out if out is not None else None if result.run_dir is None else str(
         result.run_dir)
@@ -451,7 +451,8 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool, as_json: bool = Fal
             print_report(stdout, result, result.machine)
         for note in result.notes:
             typer.echo(note, err=True)
-        print_answer(stdout, result, run_dir, next_step=not quiet)
+        print_answer(stdout, result, run_dir, next_step=not quiet,
+                     page=page_written(result.files))
         typer.echo(f"wrote {result.run_dir}")
     if result.failed:
         typer.echo(

@@ -40,6 +40,7 @@ from bwprof.render.accept import write_files as write_accept_files
 from bwprof.render.openmetrics import openmetrics_text
 from bwprof.render.outputs import REPORT_DIR, Written, output_dir, write_report_files, write_table
 from bwprof.render.terminal import (
+    page_written,
     print_answer,
     print_report,
     print_warnings,
@@ -359,7 +360,8 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
         + _state_tag(run),
         markup=False, highlight=False, soft_wrap=True,
     )
-    print_answer(console, run, _typed(run, run_dir))
+    print_answer(console, run, _typed(run, run_dir),
+                 page=page_written(report.written.files))
     print_report(console, run, show_rows=show_rows)
     if report.model is not None:
         for line in model_lines(report.model):
@@ -382,7 +384,8 @@ def _typed(run: Run, run_dir: str | None) -> str | None:
     return run_dir if run_dir is not None else None if run.path is None else str(run.path)
 
 
-def verdict_json(run: Run, run_dir: str | None = None) -> dict[str, object]:
+def verdict_json(run: Run, run_dir: str | None = None,
+                 page: Path | None = None) -> dict[str, object]:
     """The box's overall verdict (`bwprof.analysis.answer`) for scripts: `verdict` (PASS,
     WARN, FAIL, CANNOT_JUDGE), the `line` and `next_step` people read, the checks counted
     by verdict, the `worst` check that decides a FAIL or WARN (its path, case, device and
@@ -398,7 +401,8 @@ def verdict_json(run: Run, run_dir: str | None = None) -> dict[str, object]:
                 "pct_of_band": c.pct_of_band, "pct_of_peak": c.pct_of_peak}
 
     return {"verdict": found.verdict, "label": found.label, "line": found.line(),
-            "next_step": found.next_step(shell_word(_typed(run, run_dir))),
+            "next_step": found.next_step(shell_word(_typed(run, run_dir)),
+                                         shell_word(str(page)) if page else None),
             "counts": found.counts,
             "simulated": found.simulated,
             "worst": None if found.worst is None else check(found.worst),
@@ -428,7 +432,7 @@ def run_report_json(report: RunReport, show_rows: bool = False,
                 "state": run.state, "state_detail": run.state_text,
                 "stopped_by": run.meta.stopped_by,
                 "finished_utc": run.meta.finished_utc},
-        "verdict": verdict_json(run, run_dir),
+        "verdict": verdict_json(run, run_dir, page_written(report.written.files)),
         "summary": json_records(report.summary),
         "headline": headline_sentence(report.summary),
         "findings": [] if run.findings is None else json_records(run.findings),

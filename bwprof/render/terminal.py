@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -552,17 +553,26 @@ def shell_word(path: str | None) -> str | None:
 
 
 def print_answer(console: Console, run: Run, run_dir: str | None,
-                 next_step: bool = True) -> None:
+                 next_step: bool = True, page: Path | None = None) -> None:
     """The box's overall verdict in one line (`bwprof.analysis.answer`), styled by it, and
-    with `next_step` what to do now (`run_dir` as the user typed it): the answer a person
-    looks for first, at the top of `bwprof report` and the end of `bwprof run`."""
+    with `next_step` what to do now (`run_dir` as the user typed it; `page` the report.html
+    written for it, where one was): the answer a person looks for first, at the top of
+    `bwprof report` and the end of `bwprof run`."""
     from bwprof.analysis.answer import answer
 
     found = answer(run)
     console.print(found.line(), style=VERDICT_STYLES.get(found.verdict, ""), markup=False,
                   highlight=False, soft_wrap=True)
     if next_step:
-        _print_lines(console, [found.next_step(shell_word(run_dir))])
+        shown_page = shell_word(str(page)) if page is not None else None
+        _print_lines(console, [found.next_step(shell_word(run_dir), shown_page)])
+
+
+def page_written(files: Sequence[Path]) -> Path | None:
+    """The report.html among the files a command wrote; None where it wrote none."""
+    from bwprof.render.outputs import HTML_FILE  # outputs draws the page through this module
+
+    return next((path for path in files if path.name == HTML_FILE), None)
 
 
 NOT_A_PAIR = "-"
