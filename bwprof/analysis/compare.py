@@ -125,46 +125,65 @@ def _higher(value: object, metric: object) -> bool:
         return True
 
 
+def _columns(frame: pd.DataFrame, names: tuple[str, ...]) -> list[list[object]]:
+    """Each of `names` as a list of its cells (None for a column the frame lacks): read once
+    a column, not once a row (`iterrows` built a Series for every row, minutes for a
+    fleet's million rows)."""
+    return [frame[name].tolist() if name in frame.columns else [None] * len(frame)
+            for name in names]
+
+
+_SUMMARY_CELLS = ("path", "case", "size_bytes", "device", "device_name", "memory",
+                  "direction", "metric", "unit", "higher_is_better", "backend", "status",
+                  "value", "cv", "repeats")
+_ROW_CELLS = ("case", "size_bytes", "device", "device_name", "memory", "direction", "threads",
+              "streams", "phase", "dtype", "page_bytes", "metric", "unit", "higher_is_better",
+              "backend", "status", "value_best", "overlap_efficiency", "cv", "repeats")
+
+
 def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
     """The run's figures, keyed: its summary rows, then every measured row of results.csv,
     each in its own metric and unit (an overlap row also gives its efficiency)."""
     figures: list[dict[str, object]] = []
-    for _, row in summary.iterrows():
-        if _num(row["value"]) is None:
+    for (path, case, size, device, device_name, memory, direction, metric, unit, higher,
+         backend, status, value, cv, repeats) in zip(*_columns(summary, _SUMMARY_CELLS),
+                                                     strict=True):
+        if _num(value) is None:
             continue
         figures.append({
-            "scope": "summary", "path": row["path"], "case": row["case"],
-            "size_bytes": _int(row["size_bytes"]), "device": row["device"],
-            "device_name": row["device_name"], "memory": row["memory"],
-            "direction": row["direction"], "threads": None, "streams": None,
-            "phase": "concurrent" if row["path"] == "overlap" else "", "dtype": "",
+            "scope": "summary", "path": path, "case": case,
+            "size_bytes": _int(size), "device": device,
+            "device_name": device_name, "memory": memory,
+            "direction": direction, "threads": None, "streams": None,
+            "phase": "concurrent" if path == "overlap" else "", "dtype": "",
             "page_bytes": None,
-            "metric": row["metric"], "unit": row["unit"],
-            "higher_is_better": _higher(row["higher_is_better"], row["metric"]),
-            "backend": row["backend"], "status": row["status"], "value": _num(row["value"]),
-            "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
+            "metric": metric, "unit": unit,
+            "higher_is_better": _higher(higher, metric),
+            "backend": backend, "status": status, "value": _num(value),
+            "cv": _num(cv), "repeats": _int(repeats),
         })
     measured = run.results[run.results["status"].isin(["ok", "invalid"])]
-    for _, row in measured.iterrows():
-        metrics = [(row["metric"], row["unit"],
-                    _higher(row["higher_is_better"], row["metric"]), row["value_best"])]
-        if _num(row["overlap_efficiency"]) is not None:
+    for (case, size, device, device_name, memory, direction, threads, streams, phase, dtype,
+         page_bytes, metric, unit, higher, backend, status, best, efficiency, cv,
+         repeats) in zip(*_columns(measured, _ROW_CELLS), strict=True):
+        metrics = [(metric, unit, _higher(higher, metric), best)]
+        if _num(efficiency) is not None:
             metrics.append((EFFICIENCY.name, EFFICIENCY.unit, EFFICIENCY.higher_is_better,
-                            row["overlap_efficiency"]))
-        for metric, unit, higher, value in metrics:
+                            efficiency))
+        for metric_name, metric_unit, better, value in metrics:
             if _num(value) is None:
                 continue
             figures.append({
-                "scope": "row", "path": "", "case": row["case"],
-                "size_bytes": _int(row["size_bytes"]), "device": row["device"],
-                "device_name": row["device_name"], "memory": row["memory"],
-                "direction": row["direction"], "threads": _int(row["threads"]),
-                "streams": _int(row["streams"]), "phase": row["phase"],
-                "dtype": cell_text(row.get("dtype")),
-                "page_bytes": _int(row.get("page_bytes")), "metric": metric,
-                "unit": unit, "higher_is_better": higher,
-                "backend": row["backend"], "status": row["status"], "value": _num(value),
-                "cv": _num(row["cv"]), "repeats": _int(row["repeats"]),
+                "scope": "row", "path": "", "case": case,
+                "size_bytes": _int(size), "device": device,
+                "device_name": device_name, "memory": memory,
+                "direction": direction, "threads": _int(threads),
+                "streams": _int(streams), "phase": phase,
+                "dtype": cell_text(dtype),
+                "page_bytes": _int(page_bytes), "metric": metric_name,
+                "unit": metric_unit, "higher_is_better": better,
+                "backend": backend, "status": status, "value": _num(value),
+                "cv": _num(cv), "repeats": _int(repeats),
             })
     return figures
 

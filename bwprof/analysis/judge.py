@@ -128,12 +128,33 @@ def _boxes(run: RunFolder) -> list[_Box]:
     return [_Box(name, "", meta.host, meta.gpus)]
 
 
+_PICK_COLUMNS = ("status", "value_median", "flags", "size_bytes")
+"""What `bwprof.analysis.figures.pick` reads of a row (its default rule's statistic)."""
+
+
+def _rows_by_prefix(results: pd.DataFrame, boxes: list[_Box]) -> dict[str, pd.DataFrame] | None:
+    """Each fleet box's rows (those whose device starts with its prefix, 'node7:'), split
+    in one pass over the rows rather than one pass per box (a fleet of 10,000 boxes read
+    its rows 10,000 times). None where a box's name holds a ':' itself: the part of a
+    device before its first ':' is then not its box, and each box filters for its own."""
+    if any(":" in box.prefix[:-1] for box in boxes):
+        return None
+    device = results["device"].astype(str)
+    node = device.str.partition(":")[0]
+    node = node.where(device.str.contains(":", regex=False))
+    groups = results.groupby(node.to_numpy(dtype=object), sort=False, dropna=True).indices
+    return {f"{name}:": results.iloc[positions] for name, positions in groups.items()}
+
+
 class _Judge:
-    def __init__(self, run: RunFolder, box: _Box, spec: Spec) -> None:
+    def __init__(self, run: RunFolder, box: _Box, spec: Spec,
+                 rows: pd.DataFrame | None = None) -> None:
+        """`rows`: the box's own rows where the caller has split them already."""
         self.run, self.box, self.spec = run, box, spec
-        rows = run.results
-        if box.prefix:
-            rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
+        if rows is None:
+            rows = run.results
+            if box.prefix:
+                rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
         # A host job that raised has no device (its row is made before anything measured):
         # a whole-host job's, so its error belongs to the host's figure.
         unplaced = (rows["device"].astype(str) == box.prefix) & (rows["backend"] == "host")
@@ -204,7 +225,8 @@ class _Judge:
     def _largest(rows: pd.DataFrame, higher_is_better: bool = True) -> pd.Series:
         """The row that stands for the path, picked as every output picks it
         (`bwprof.analysis.figures.pick`: the best median at the largest size)."""
-        records = rows.to_dict("records")
+        # Only the columns `pick` reads: a record of every column cost ten times as much.
+        records = rows[list(_PICK_COLUMNS)].to_dict("records")
         picked = pick(records, higher_is_better)
         if picked is None:
             raise ValueError("no row gives the path's figure")
@@ -505,8 +527,12 @@ def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
 def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
     out = []
-    for box in _boxes(run):
-        judge = _Judge(run, box, spec)
+    boxes = _boxes(run)
+    split = _rows_by_prefix(run.results, boxes) if boxes[0].prefix else None
+    empty = run.results.iloc[:0]
+    for box in boxes:
+        judge = _Judge(run, box, spec,
+                       None if split is None else split.get(box.prefix, empty))
         out += judge.host_checks()
         for gpu in box.gpus.devices:
             out += judge.gpu_checks(gpu)

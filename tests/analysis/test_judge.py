@@ -112,3 +112,55 @@ def test_a_latency_has_no_pct_of_band_and_a_rate_has_the_expected_figures():
     rate = Band("hbm", "GB/s", 4150.0, 3942.5, 3527.5, "test", 4800.0)
     assert pct_of_band(rate, 4150.0) == 100.0
     assert pct_of_band(rate, 2075.0) == 50.0
+
+
+# -- a fleet's boxes: each judged on its own rows ---------------------------------------------
+
+def _fleet(names: list[str]):
+    """The stored H200 run's rows as a fleet run of `names` (devices `name:gpu0`, as the
+    merge names them), the last box's HBM figure halved."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    import pandas as pd
+
+    import bwprof
+    from bwprof.schema.meta import NodeMeta
+
+    base = bwprof.load(Path(__file__).resolve().parents[1] / "data" / "h200-quick")
+    parts = []
+    for name in names:
+        part = base.results.copy()
+        part["device"] = name + ":" + part["device"].astype(str)
+        parts.append(part)
+    results = pd.concat(parts, ignore_index=True)
+    last = results.index[-len(base.results):]
+    hbm = results.index.isin(last) & (results["case"] == "hbm_triad")
+    results.loc[hbm, "value_median"] = results.loc[hbm, "value_median"] / 2
+    node = NodeMeta(host=base.meta.host, gpus=base.meta.gpus, telemetry=base.meta.telemetry)
+    meta = replace(base.meta, nodes={name: node for name in names})
+    return replace(base, results=results, meta=meta)
+
+
+def test_each_box_of_a_fleet_is_judged_on_its_own_rows_as_when_it_filtered_them():
+    """The rows are split by box in one pass (`_rows_by_prefix`); the checks are those each
+    box got by filtering the whole table for its prefix ('n1:' is not 'n10:'), including
+    for names with a ':' of their own, which the split leaves to the filter."""
+    from bwprof.analysis import judge
+    from bwprof.analysis.spec import Spec
+
+    for names in (["n1", "n10", "n2"], ["a:1", "a", "a:10"]):
+        run = _fleet(names)
+        checks = judge.judge_run(run, Spec())
+        by_filter = []
+        for box in judge._boxes(run):
+            one = judge._Judge(run, box, Spec())
+            by_filter += one.host_checks()
+            for gpu in box.gpus.devices:
+                by_filter += one.gpu_checks(gpu)
+        assert checks == by_filter
+        hbm = [c.verdict for c in checks if c.path == "hbm"]
+        assert hbm[:-1] == ["PASS"] * (len(names) - 1) and hbm[-1] == "FAIL"
+    split = judge._rows_by_prefix(_fleet(["n1", "n10"]).results, judge._boxes(_fleet(["n1"])))
+    assert split is not None and set(split) == {"n1:", "n10:"}
+    assert all(frame["device"].str.startswith(prefix).all() for prefix, frame in split.items())

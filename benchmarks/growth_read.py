@@ -1,0 +1,186 @@
+"""Benchmark: how the reading commands grow with a run's rows, against pandas reading the
+same results.csv.
+
+Synthesises fleet run folders of N rows (issue 36: 10k, 100k, 1M): the rows of the stored
+H200 run (`tests/data/h200-quick`, about 93 cases) replicated over N/93 nodes, each row's
+device named `node{i}:gpu0` and its host `node{i}`, as `bwprof.fleet.merge` names them, with a
+system.json that lists every node, results.csv written through the project's typed frame
+(`typed_results`) and results.parquet beside it, as `bwprof run` leaves a folder. A second
+folder of the same shape (figures 2 % lower) is the other side of `compare`.
+
+Each measurement runs in a child process of its own (so peak memory is the command's, from
+`resource.getrusage`'s maxrss, import included) and reports wall and CPU seconds:
+
+- `read_csv`: pandas' `read_csv` of results.csv, the reference every figure is divided by;
+- `load`: `bwprof.load(DIR)` and its `.results`;
+- `report`: `bwprof.saved.make_run_report(DIR, plots=False, write=False)` and the JSON that
+  `report --no-plots --json` prints (`run_report_json`);
+- `accept`: `bwprof.saved.accept([DIR])`;
+- `compare`: `bwprof.saved.compare([A, B])`.
+
+The fitted exponent of each command is the slope of log(wall) over log(rows) between the
+smallest and largest size. The bar (issue 36): every exponent ≤ 1.1 and every command ≤ 10 s
+on the largest size; exit 1 where it is missed (only when 1M rows were measured).
+
+    python benchmarks/growth_read.py [--sizes 10000,100000,1000000] [--keep DIR]
+        [--profile COMMAND --sizes N]   # cProfile of one command, top 30 by cumulative time
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SOURCE = REPO / "tests" / "data" / "h200-quick"
+COMMANDS = ("read_csv", "load", "report", "accept", "compare")
+EXPONENT_BAR = 1.1
+SECONDS_BAR = 10.0
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {repo!r})
+command, a, b = sys.argv[1], sys.argv[2], sys.argv[3]
+def run():
+    if command == "read_csv":
+        import pandas as pd
+        return len(pd.read_csv(a + "/results.csv", low_memory=False))
+    import bwprof
+    from bwprof import saved
+    if command == "load":
+        return len(bwprof.load(a).results)
+    if command == "report":
+        report = saved.make_run_report(a, plots=False, write=False)
+        return len(json.dumps(saved.run_report_json(report), default=str))
+    if command == "accept":
+        result, _ = saved.accept([a])
+        return len(result.checks) if hasattr(result, "checks") else 0
+    if command == "compare":
+        return len(saved.compare([a, b]).comparison.rows)
+    raise SystemExit(f"unknown command {{command}}")
+wall, cpu = time.perf_counter(), time.process_time()
+if len(sys.argv) > 4:
+    import cProfile, pstats
+    profile = cProfile.Profile()
+    profile.enable()
+    out = run()
+    profile.disable()
+    pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+else:
+    out = run()
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"wall": wall, "cpu": cpu, "peak_mib": peak, "out": out}}))
+"""
+
+
+def make_folder(target: Path, rows: int, scale: float = 1.0) -> Path:
+    """A fleet run folder of about `rows` rows (whole nodes of the stored run's rows)."""
+    import pandas as pd
+
+    import bwprof
+    from bwprof.render.outputs import write_results_parquet
+    from bwprof.schema.meta import NodeMeta
+    from bwprof.schema.rows import CSV_COLUMNS
+    from bwprof.schema.table import typed_results
+    from bwprof.store.export import write_system_json
+
+    base = bwprof.load(SOURCE)
+    one = base.results[list(CSV_COLUMNS)]
+    nodes = max(1, round(rows / len(one)))
+    names = [f"node{i}" for i in range(nodes)]
+    frame = pd.concat([one] * nodes, ignore_index=True)
+    node = pd.Series(names).repeat(len(one)).reset_index(drop=True)
+    device = one["device"].astype(str)
+    frame["device"] = (node + ":" + pd.concat([device] * nodes, ignore_index=True))
+    frame["host"] = node
+    frame["rank"] = pd.Series(range(nodes)).repeat(len(one)).reset_index(drop=True)
+    frame["run_id"] = f"fleet-{rows}-{scale:g}"
+    for column in ("value_median", "value_best", "gbps_median", "gbps_best",
+                   "copy_gbps_median", "copy_gbps_best"):
+        frame[column] = frame[column] * scale
+    frame = typed_results(frame)
+    target.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(target / "results.csv", index=False)
+    notes: list[str] = []
+    write_results_parquet(frame, target / "results.parquet", notes)
+    meta = base.meta
+    node_meta = NodeMeta(host=meta.host, gpus=meta.gpus, telemetry=meta.telemetry)
+    meta = replace(meta, run_id=f"fleet-{rows}-{scale:g}", simulated=False,
+                   nodes={name: node_meta for name in names})
+    write_system_json(target, meta)
+    return target
+
+
+def measure(command: str, a: Path, b: Path, profile: bool = False) -> dict[str, float]:
+    """One command in a child process: its wall and CPU seconds and peak memory (MiB)."""
+    args = [sys.executable, "-c", _CHILD.format(repo=str(REPO)), command, str(a), str(b)]
+    done = subprocess.run([*args, "profile"] if profile else args, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{command} failed:\n{done.stderr[-3000:]}")
+    if profile:
+        print(done.stderr)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the folders here")
+    parser.add_argument("--profile", choices=COMMANDS, help="cProfile one command")
+    parser.add_argument("--commands", default=",".join(COMMANDS))
+    options = parser.parse_args()
+    sizes = [int(s) for s in options.sizes.split(",")]
+    commands = [c for c in options.commands.split(",") if c]
+    if "read_csv" not in commands:
+        commands.insert(0, "read_csv")
+    root = options.keep or Path(tempfile.mkdtemp(prefix="bwprof-growth-"))
+    figures: dict[int, dict[str, dict[str, float]]] = {}
+    for size in sizes:
+        a, b = root / f"a{size}", root / f"b{size}"
+        if not (a / "system.json").exists():
+            make_folder(a, size)
+        if not (b / "system.json").exists():
+            make_folder(b, size, scale=0.98)
+        if options.profile:
+            measure(options.profile, a, b, profile=True)
+            continue
+        figures[size] = {c: measure(c, a, b) for c in commands}
+        reference = figures[size]["read_csv"]["wall"]
+        print(f"\n{size:,} rows (pandas read_csv {reference:.2f} s)")
+        print(f"  {'command':<9} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'× read_csv':>11}")
+        for command in commands:
+            f = figures[size][command]
+            print(f"  {command:<9} {f['wall']:8.2f} {f['cpu']:8.2f} {f['peak_mib']:9.0f} "
+                  f"{f['wall'] / reference:11.1f}")
+    if options.profile or len(sizes) < 2:
+        return 0
+    small, large = min(sizes), max(sizes)
+    print(f"\nfitted exponent (log-log slope of wall time, {small:,} to {large:,} rows)")
+    missed = False
+    for command in commands:
+        slope = (math.log(figures[large][command]["wall"] / figures[small][command]["wall"])
+                 / math.log(large / small))
+        wall = figures[large][command]["wall"]
+        bad = command != "read_csv" and (slope > EXPONENT_BAR or wall > SECONDS_BAR)
+        missed |= bad
+        flag = "  MISSED" if bad else ""
+        print(f"  {command:<9} {slope:5.2f}  ({wall:.2f} s at {large:,}){flag}")
+    if large >= 1_000_000:
+        print(f"bar: exponent ≤ {EXPONENT_BAR} and ≤ {SECONDS_BAR:g} s at 1M rows: "
+              f"{'missed' if missed else 'met'}")
+        return 1 if missed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
