@@ -217,10 +217,24 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
                           "the store (pandas.read_parquet reads every file); choose another "
                           "--out")
     notes: list[str] = []
-    fleet = trends.figures(history.read_store(store_dir, notes))
-    if fleet.empty:
-        raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
-    rows = trends.select(fleet, gpu=gpu, case=case)
+    # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
+    # figures of the case, so with plots only the case narrows it.
+    fleet = trends.figures(history.read_store(store_dir, notes, case=case,
+                                              gpu=None if plots else gpu))
+    try:
+        if fleet.empty:
+            raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
+        rows = trends.select(fleet, gpu=gpu, case=case)
+    except BwprofError:
+        if gpu is None and case is None:
+            raise
+        # Nothing of that GPU or case: the whole store says why, with what it holds.
+        whole = trends.figures(history.read_store(store_dir))
+        if whole.empty:
+            raise BwprofError(f"--store {store_dir} holds no figure of status ok to "
+                              "follow") from None
+        trends.select(whole, gpu=gpu, case=case)
+        raise
     found = trends.falls(rows, threshold)
     written = write_trend_plots(rows, fleet, out_dir, threshold) if plots else []
     return TrendResult(rows, found, written, notes)

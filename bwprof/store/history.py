@@ -43,7 +43,7 @@ import pandas as pd
 
 from bwprof.errors import BwprofError, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
-from bwprof.schema.reading import MAX_TABLE_BYTES, read_bytes
+from bwprof.schema.reading import MAX_TABLE_BYTES, file_size, read_bytes
 from bwprof.schema.table import is_missing
 from bwprof.schema.text import one_line, shown
 from bwprof.store.atomic import publish_new
@@ -434,26 +434,153 @@ def read_store_file(path: Path) -> pd.DataFrame:
     return frame
 
 
-def read_store(store: Path, notes: list[str] | None = None) -> pd.DataFrame:
-    """Every run of the store as one table (COLUMNS); a file that cannot be read is left
-    out with a note. BwprofError where the store holds no readable run."""
+def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None = None,
+               case: str | None = None) -> pd.DataFrame:
+    """The runs of the store as one table (COLUMNS), narrowed by a dataset scan to the rows
+    that may be of `gpu` (a UUID, serial, 'host:device' or 'host#box:device': `scan_filter`)
+    and `case`: a superset, which `bwprof.analysis.trend.select` narrows exactly. A file
+    that cannot be read is left out with a note, as is one of another history version.
+    BwprofError where the store holds no readable run."""
     need_pyarrow()
     files = store_files(store)
-    frames = []
-    for path in files:
-        try:
-            frames.append(read_store_file(path))
-        except BwprofError as exc:
-            if notes is not None:
-                notes.append(f"left out: {exc}")
-    if not frames:
+    found: list[str] = []
+    fragments, odd = _fragments(files, found)
+    frames = [frame for path in odd if (frame := _read_whole(path, found)) is not None]
+    if fragments:
+        frames.append(_scan(fragments, scan_filter(gpu, case), found))
+    if notes is not None:
+        notes.extend(found)
+    if not fragments and not frames:
         raise BwprofError(f"{STORE_OPTION} {shown(store)} holds no run"
                           f"{' that can be read' if files else ''}; add runs with "
                           "`bwprof history add RUN_DIR --store DIR`")
+    frames = [f for f in frames if not f.empty] or frames[:1]
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     frame = frame.loc[:, list(COLUMN_NAMES)]
     if notes is not None:
         notes.extend(identity_notes(frame))
+    return frame
+
+
+def scan_filter(gpu: str | None = None, case: str | None = None) -> Any:
+    """The pyarrow filter of the rows a trend of `gpu` and `case` may use, or None for all:
+    every row whose UUID or serial is `gpu`, or whose host (with its box key, for
+    'host#box:device') and device make it, at every ':' and '#' it could be split at (a
+    fleet run's device is 'node7:gpu0'); '?' is a missing host or device, as in a subject."""
+    import pyarrow.dataset as ds
+
+    def equal(name: str, value: str) -> Any:
+        field = ds.field(name)
+        return field.is_null() | (field == value) if value == "?" else field == value
+
+    parts = []
+    if gpu is not None:
+        match = (ds.field("gpu_uuid") == gpu) | (ds.field("gpu_serial") == gpu)
+        for cut in (i for i, char in enumerate(gpu) if char == ":"):
+            host, device = gpu[:cut], gpu[cut + 1:]
+            match |= equal("host", host) & equal("device", device)
+            for mark in (i for i, char in enumerate(host) if char == "#"):
+                match |= (equal("host", host[:mark]) & (ds.field("box") == host[mark + 1:])
+                          & equal("device", device))
+        parts.append(match)
+    if case is not None:
+        parts.append(ds.field("case") == case)
+    if not parts:
+        return None
+    return parts[0] & parts[1] if len(parts) > 1 else parts[0]
+
+
+_FILE_NAME = "__filename"
+"""The dataset scan's own column: the file each row came from."""
+
+
+def _fragments(files: Sequence[Path], notes: list[str]) -> tuple[list[Any], list[Path]]:
+    """The files a dataset scan can read (their Parquet footers read once and kept), and
+    the odd ones, read whole and checked as one file (`read_store_file`): a column missing or
+    of another type. A file that is not a regular one within the size limit, or whose footer
+    cannot be read, is a note."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    file_format, local = ds.ParquetFileFormat(), pafs.LocalFileSystem()
+    expected = {field.name: field.type for field in arrow_schema()}
+    fragments, odd = [], []
+    for path in files:
+        try:
+            file_size(path, MAX_TABLE_BYTES)
+            fragment = file_format.make_fragment(str(path), filesystem=local)
+            fragment.ensure_complete_metadata()
+            physical = fragment.physical_schema
+        except BwprofError as exc:
+            notes.append(f"left out: {exc}")
+            continue
+        except Exception:  # pyarrow's own error types for a damaged file: said as one file's
+            odd.append(path)
+            continue
+        types = {field.name: field.type for field in physical}
+        if all(types.get(name, expected[name] if name in LATER_COLUMNS else None)
+               == kind for name, kind in expected.items()):
+            fragments.append(fragment)
+        else:
+            odd.append(path)
+    return fragments, odd
+
+
+def _read_whole(path: Path, notes: list[str]) -> pd.DataFrame | None:
+    """One file read and checked whole (`read_store_file`); None, with a note, where it
+    cannot be used."""
+    try:
+        return read_store_file(path)
+    except BwprofError as exc:
+        notes.append(f"left out: {exc}")
+        return None
+
+
+def _scan(fragments: list[Any], where: Any, notes: list[str]) -> pd.DataFrame:
+    """The rows of `fragments` that `where` keeps, as one frame; a file of another history
+    version left out with a note. Where a file's pages are damaged the scan goes file by
+    file, so the damaged one is a note, never the whole store."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    schema = arrow_schema()
+    columns = [*COLUMN_NAMES, _FILE_NAME]
+    # Rows of another version pass the filter, so that their file is noted, not skipped.
+    other = ds.field("schema_version") != HISTORY_VERSION
+    keep = None if where is None else where | other
+    try:
+        table = ds.FileSystemDataset(fragments, schema, fragments[0].format).to_table(
+            columns=columns, filter=keep)
+    except MemoryError:
+        raise BwprofError("cannot read the history store: not enough memory") from None
+    except Exception:  # a damaged page: find its file
+        tables = []
+        for fragment in fragments:
+            try:
+                tables.append(fragment.to_table(schema=schema, columns=columns, filter=keep))
+            except MemoryError:
+                raise BwprofError(f"cannot read {shown(Path(fragment.path))}: not enough "
+                                  "memory") from None
+            except Exception as exc:
+                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                notes.append(f"left out: cannot read {shown(Path(fragment.path))}: "
+                             f"{one_line(why)}")
+        table = pa.concat_tables(tables) if tables else schema.empty_table().append_column(
+            _FILE_NAME, pa.array([], pa.string()))
+    versions = table.column("schema_version")
+    bad = pa.compute.fill_null(pa.compute.not_equal(versions, HISTORY_VERSION), False)
+    if pa.compute.any(bad).as_py():
+        for name in sorted(set(table.filter(bad).column(_FILE_NAME).to_pylist())):
+            _read_whole(Path(name), notes)  # says which version, as a file read whole does
+        names = table.filter(bad).column(_FILE_NAME).unique()
+        table = table.filter(pa.compute.invert(pa.compute.is_in(table.column(_FILE_NAME),
+                                                                value_set=names)))
+    return _to_frame(table.drop_columns([_FILE_NAME]))
+
+
+def _to_frame(table: Any) -> pd.DataFrame:
+    """The scanned rows as pandas: the one place the store's rows are materialised."""
+    frame: pd.DataFrame = table.to_pandas()
     return frame
 
 

@@ -619,3 +619,75 @@ def test_a_store_file_written_before_the_box_column_still_reads(tmp_path):
     rows = history.read_store(store, notes)
     assert list(rows.columns) == list(history.COLUMN_NAMES)
     assert any("1 stored run(s) recorded no machine identity" in note for note in notes)
+
+
+# -- trend reads the store as a dataset (issue 36) -------------------------------------------
+
+
+def _materialised(monkeypatch) -> list[pd.DataFrame]:
+    """Every frame the store's dataset scan hands to pandas, as it is made."""
+    frames: list[pd.DataFrame] = []
+    real = history._to_frame
+
+    def spy(table):
+        frames.append(real(table))
+        return frames[-1]
+
+    monkeypatch.setattr(history, "_to_frame", spy)
+    return frames
+
+
+@pytest.mark.parametrize("gpu, rows_of", [
+    ("GPU-box2", lambda rows: rows["gpu_uuid"] == "GPU-box2"),
+    ("box2:gpu0", lambda rows: (rows["host"] == "box2") & (rows["device"] == "gpu0")),
+])
+def test_a_trend_of_one_gpu_and_case_reads_only_their_rows(tmp_path, monkeypatch, gpu, rows_of):
+    store = fleet_store(tmp_path, last_hbm=0.90)
+    whole = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    fell = [line for line in whole.output.splitlines() if line.startswith("FELL")]
+    frames = _materialised(monkeypatch)
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", "--gpu", gpu,
+                               "--case", "hbm_triad"])
+    assert done.exit_code == 1, done.output
+    assert [line for line in done.output.splitlines() if line.startswith("FELL")] == fell
+    assert "1 GPU(s) on 1 host(s), 1 case(s), 3 run(s)" in done.output
+    read = pd.concat(frames)
+    assert len(read) == 3  # one figure of each of box2's three runs, nothing else
+    assert (rows_of(read) & (read["case"] == "hbm_triad")).all()
+
+
+def test_a_trend_with_plots_reads_the_whole_fleet_of_its_case(tmp_path, monkeypatch):
+    store = fleet_store(tmp_path)
+    frames = _materialised(monkeypatch)
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p"),
+                               "--gpu", "GPU-box1", "--case", "hbm_triad"])
+    assert done.exit_code == 0, done.output
+    read = pd.concat(frames)  # the fleet's range: every GPU's figures of the case
+    assert set(read["case"]) == {"hbm_triad"} and read["gpu_uuid"].nunique() == 3
+
+
+def test_a_narrowed_trend_still_notes_damaged_and_foreign_files(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = fleet_store(tmp_path)
+    first = sorted(store.glob("run-*.parquet"))[0]
+    table = pq.read_table(first)
+    later = table.set_column(table.schema.get_field_index("schema_version"), "schema_version",
+                             pa.array([2] * table.num_rows, pa.int64()))
+    pq.write_table(later, store / "run-later-0000000000000000.parquet")
+    pq.write_table(pa.table({"x": [1]}), store / "run-foreign-0000000000000000.parquet")
+    paged = bytearray(first.read_bytes())
+    paged[4:400] = b"\xff" * 396  # its pages, not its footer
+    (store / "run-paged-0000000000000000.parquet").write_bytes(bytes(paged))
+    (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
+                               "--gpu", "GPU-box1", "--case", "hbm_triad"])
+    assert done.exit_code == 0, done.output
+    notes = [line for line in done.output.splitlines() if line.startswith("note: left out")]
+    assert len(notes) == 4, done.output
+    assert any("run-later" in n and "is of history version 2" in n for n in notes)
+    assert any("run-foreign" in n and "is not a bwprof history file" in n for n in notes)
+    assert any("run-paged" in n and "cannot read" in n for n in notes)
+    assert any("run-broken" in n and "cannot read" in n for n in notes)
+    assert "1 GPU(s) on 1 host(s), 1 case(s), 3 run(s)" in done.output

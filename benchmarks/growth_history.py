@@ -1,0 +1,197 @@
+"""Benchmark: how `bwprof trend --no-plots` grows with the history store, against pyarrow
+reading the same store as one dataset.
+
+Synthesises history stores of N runs (issue 36: 10 to 10,000), written the way `bwprof
+history add` writes them (`bwprof.store.history`: one Parquet file per run, `ARROW_SCHEMA`,
+`run-<run_id>-<key>.parquet`): the rows `prepare_run` makes of the stored H200 run
+(`tests/data/h200-quick`, 12 headline figures) repeated with a run id, key, start time,
+host, box key, GPU UUID and serial of their own and figures moved by a few percent, over
+N/20 boxes measured once a day (about 20 runs each).
+
+Each measurement runs in a child process of its own (so peak memory is the command's, from
+`resource.getrusage`'s maxrss, import included) and reports wall and CPU seconds:
+
+- `dataset`: `pyarrow.dataset.dataset(STORE).to_table()`, the reference every figure is
+  divided by (the store's bytes read once, no check, no analysis);
+- `trend`: `bwprof.saved.trend(STORE, plots=False)`, what `trend --store S --no-plots` does;
+- `trend_gpu`: the same with `--gpu` (one box's GPU UUID);
+- `trend_case`: the same with `--case hbm_triad`;
+- `trend_both`: `--gpu` and `--case`.
+
+The fitted exponent of each command is the slope of log(wall) over log(runs) between the
+smallest and largest store. The bar (issue 36): every trend ≤ 10 s at 10,000 runs; exit 1
+where it is missed (only when 10,000 runs were measured).
+
+    python benchmarks/growth_history.py [--sizes 10,100,1000,10000] [--keep DIR]
+        [--profile COMMAND --sizes N]   # cProfile of one command, top 40 by cumulative time
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SOURCE = REPO / "tests" / "data" / "h200-quick"
+COMMANDS = ("dataset", "trend", "trend_gpu", "trend_case", "trend_both")
+RUNS_PER_BOX = 20
+SECONDS_BAR = 10.0
+CASE = "hbm_triad"
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {repo!r})
+command, store, gpu = sys.argv[1], sys.argv[2], sys.argv[3]
+def run():
+    if command == "dataset":
+        import pyarrow.dataset as ds
+        return ds.dataset(store, format="parquet").to_table().num_rows
+    from bwprof import saved
+    options = {{"trend": {{}}, "trend_gpu": {{"gpu": gpu}}, "trend_case": {{"case": {case!r}}},
+               "trend_both": {{"gpu": gpu, "case": {case!r}}}}}[command]
+    result = saved.trend(store, plots=False, **options)
+    return len(result.rows)
+wall, cpu = time.perf_counter(), time.process_time()
+if len(sys.argv) > 4:
+    import cProfile, pstats
+    profile = cProfile.Profile()
+    profile.enable()
+    out = run()
+    profile.disable()
+    pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+else:
+    out = run()
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"wall": wall, "cpu": cpu, "peak_mib": peak, "out": out}}))
+"""
+
+
+def gpu_of(box: int) -> str:
+    return f"GPU-bench-{box:05d}"
+
+
+def make_store(target: Path, runs: int) -> Path:
+    """A history store of `runs` synthetic runs (see the module's doc)."""
+    import hashlib
+    from datetime import datetime, timezone
+
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import bwprof
+    from bwprof.store import history
+
+    base = history.prepare_run(bwprof.load(SOURCE), datetime(2026, 12, 1, tzinfo=timezone.utc))
+    table = pa.Table.from_pandas(base.rows, schema=history.arrow_schema(), preserve_index=False)
+    width = table.num_rows
+    boxes = max(1, runs // RUNS_PER_BOX)
+    start = pd.Timestamp("2026-01-01T00:00:00Z")
+    target.mkdir(parents=True, exist_ok=True)
+    values = table.column("value").to_numpy(zero_copy_only=False)
+    medians = table.column("value_median").to_numpy(zero_copy_only=False)
+    gpu_rows = pa.compute.equal(table.column("device"), "gpu0").fill_null(False)
+    for i in range(runs):
+        box, day = i % boxes, i // boxes
+        run_id = f"bench-{box:05d}-{day:04d}"
+        key = hashlib.sha256(run_id.encode()).hexdigest()[:16]
+        factor = 1.0 + 0.01 * (((i * 7919) % 11) - 5) / 5  # within ±1 %: few falls
+        started = start + pd.Timedelta(days=day, minutes=box)
+        host = f"node{box:05d}"
+
+        def const(value: object, kind: pa.DataType) -> pa.Array:
+            return pa.array([value] * width, type=kind)
+
+        def on_gpu(value: str) -> pa.Array:
+            return pa.compute.if_else(gpu_rows, value, pa.scalar(None, pa.string()))
+
+        stamp = pa.timestamp("us", tz="UTC")
+        columns = {
+            "run_key": const(key, pa.string()), "run_id": const(run_id, pa.string()),
+            "started_utc": const(started, stamp), "finished_utc": const(started, stamp),
+            "host": const(host, pa.string()), "box": const(f"bench{box:05d}", pa.string()),
+            "gpu_uuid": on_gpu(gpu_of(box)), "gpu_serial": on_gpu(f"{box:013d}"),
+            "value": pa.array(values * factor, type=pa.float64()),
+            "value_median": pa.array(medians * factor, type=pa.float64()),
+            "source": const(f"/runs/{run_id}", pa.string()),
+        }
+        one = table
+        for name, column in columns.items():
+            one = one.set_column(one.schema.get_field_index(name), name, column)
+        name = f"{history.FILE_PREFIX}{run_id}-{key}{history.FILE_SUFFIX}"
+        pq.write_table(one, target / name)
+    return target
+
+
+def measure(command: str, store: Path, gpu: str, profile: bool = False) -> dict[str, float]:
+    """One command in a child process: its wall and CPU seconds and peak memory (MiB)."""
+    args = [sys.executable, "-c", _CHILD.format(repo=str(REPO), case=CASE), command,
+            str(store), gpu]
+    done = subprocess.run([*args, "profile"] if profile else args, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{command} failed:\n{done.stderr[-3000:]}")
+    if profile:
+        print(done.stderr)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,100,1000,10000")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the stores here")
+    parser.add_argument("--profile", choices=COMMANDS, help="cProfile one command")
+    parser.add_argument("--commands", default=",".join(COMMANDS))
+    options = parser.parse_args()
+    sizes = [int(s) for s in options.sizes.split(",")]
+    commands = [c for c in options.commands.split(",") if c]
+    if "dataset" not in commands:
+        commands.insert(0, "dataset")
+    root = options.keep or Path(tempfile.mkdtemp(prefix="bwprof-history-"))
+    figures: dict[int, dict[str, dict[str, float]]] = {}
+    for size in sizes:
+        store = root / f"store{size}"
+        if not store.exists():
+            make_store(store, size)
+        gpu = gpu_of(0)
+        if options.profile:
+            measure(options.profile, store, gpu, profile=True)
+            continue
+        figures[size] = {c: measure(c, store, gpu) for c in commands}
+        reference = figures[size]["dataset"]["wall"]
+        print(f"\n{size:,} runs (pyarrow dataset to_table {reference:.2f} s)")
+        print(f"  {'command':<11} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'rows':>8} "
+              f"{'× dataset':>10}")
+        for command in commands:
+            f = figures[size][command]
+            print(f"  {command:<11} {f['wall']:8.2f} {f['cpu']:8.2f} {f['peak_mib']:9.0f} "
+                  f"{int(f['out']):8d} {f['wall'] / reference:10.1f}")
+    if options.profile or len(sizes) < 2:
+        return 0
+    small, large = min(sizes), max(sizes)
+    print(f"\nfitted exponent (log-log slope of wall time, {small:,} to {large:,} runs)")
+    missed = False
+    for command in commands:
+        slope = (math.log(figures[large][command]["wall"] / figures[small][command]["wall"])
+                 / math.log(large / small))
+        wall = figures[large][command]["wall"]
+        bad = command != "dataset" and wall > SECONDS_BAR
+        missed |= bad
+        print(f"  {command:<11} {slope:5.2f}  ({wall:.2f} s at {large:,})"
+              f"{'  MISSED' if bad else ''}")
+    if large >= 10_000:
+        print(f"bar: trend ≤ {SECONDS_BAR:g} s at 10,000 runs: {'missed' if missed else 'met'}")
+        return 1 if missed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
