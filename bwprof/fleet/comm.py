@@ -24,9 +24,12 @@ HEARTBEAT_TAG = 99
 INSTALL_HINT = ("pip install 'bwprof[mpi]' and an MPI library (e.g. apt install openmpi-bin), "
                 "then launch with mpirun or srun")
 
-# Variables the common launchers set in every rank, with the world size they carry.
-LAUNCH_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS",
-                         "MPI_LOCALNRANKS")
+# Variables the common launchers set in every rank, with the world size they carry: Open MPI's
+# mpirun, PMI-1/2 (MPICH's hydra, `srun --mpi=pmi2`), PMIx, Slurm's srun (its step's task
+# count), MPICH's local count.
+LAUNCH_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS",
+                         "SLURM_NTASKS", "MPI_LOCALNRANKS")
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 
 
 def _count(value: str | None) -> int | None:
@@ -36,20 +39,38 @@ def _count(value: str | None) -> int | None:
     return int(value) if value is not None and re.fullmatch(r"[0-9]{1,9}", value) else None
 
 
+def _slurm_task(name: str, env: Mapping[str, str]) -> bool:
+    """Whether a SLURM_* count is that of tasks srun started, this process one of them.
+
+    An allocation sets SLURM_NTASKS in the batch script too, and SLURM_PROCID=0 there (the
+    batch step is task 0 of its own step): only srun's step has a step id and a step task
+    count (SLURM_NTASKS stands in for it only in a step that lacks it). `bwprof run` in the
+    batch script itself is one process, not a fleet; so is `srun -n 1 bwprof run`."""
+    if "SLURM_PROCID" not in env:
+        return False
+    if name == "SLURM_STEP_NUM_TASKS":
+        return True
+    return "SLURM_STEP_NUM_TASKS" not in env and ("SLURM_STEP_ID" in env
+                                                  or "SLURM_STEPID" in env)
+
+
 def launched_by_mpi(environ: Mapping[str, str] | None = None) -> bool:
     """True when mpirun/srun started this process as one of several ranks."""
     env = os.environ if environ is None else environ
     for name in LAUNCH_SIZE_VARIABLES:
         size = _count(env.get(name))
         if size is not None and size > 1:
-            return name != "SLURM_NTASKS" or "SLURM_PROCID" in env
+            if name.startswith("SLURM_") and not _slurm_task(name, env):
+                continue
+            return True
     return False
 
 
 def rank_from_environment(environ: Mapping[str, str] | None = None) -> int | None:
-    """This process's rank as the launcher set it (before MPI is initialised), if any."""
+    """This process's rank as the launcher set it (before MPI is initialised), if any:
+    mpirun's, PMI's (`srun --mpi=pmi2`), PMIx's (`srun --mpi=pmix`) or srun's own."""
     env = os.environ if environ is None else environ
-    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
+    for name in RANK_VARIABLES:
         rank = _count(env.get(name))
         if rank is not None:
             return rank

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -25,9 +26,10 @@ def test_launch_detection():
     assert launched_by_mpi({"PMI_SIZE": "2"})
     assert not launched_by_mpi({"OMPI_COMM_WORLD_SIZE": "1"})
     assert not launched_by_mpi({})
-    # Slurm sets SLURM_NTASKS in an allocation too; only a task started by srun has a PROCID.
+    # Slurm sets SLURM_NTASKS in an allocation too; only a task started by srun has a PROCID
+    # and a step (see the tests of srun below).
     assert not launched_by_mpi({"SLURM_NTASKS": "8"})
-    assert launched_by_mpi({"SLURM_NTASKS": "8", "SLURM_PROCID": "3"})
+    assert launched_by_mpi({"SLURM_NTASKS": "8", "SLURM_PROCID": "3", "SLURM_STEP_ID": "0"})
     assert rank_from_environment({"OMPI_COMM_WORLD_RANK": "3"}) == 3
     assert rank_from_environment({"SLURM_PROCID": "0"}) == 0
     assert rank_from_environment({}) is None
@@ -42,6 +44,78 @@ def test_a_launcher_variable_that_is_no_count_is_no_launch_and_no_rank(value):
     assert not launched_by_mpi({"SLURM_NTASKS": value, "SLURM_PROCID": "0"})
     for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
         assert rank_from_environment({name: value}) is None
+
+
+SRUN_TASK = {  # what srun sets in task 5 of `srun --nodes=2 --ntasks-per-node=4` (no mpirun)
+    "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_STEP_ID": "0",
+    "SLURM_STEPID": "0", "SLURM_STEP_NUM_TASKS": "8", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1", "SLURM_STEP_NUM_NODES": "2",
+}
+BATCH_SCRIPT = {  # what the batch script of that allocation sees: task 0 of no srun step
+    "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+}
+LAUNCHERS = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+             "PMI_SIZE", "PMI_RANK", "PMIX_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+def _slurm(monkeypatch, variables):
+    """This process as Slurm would start it: `variables` set, every other launcher's gone."""
+    for name in [*LAUNCHERS, *(n for n in os.environ if n.startswith("SLURM_"))]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("plugin", [{}, {"PMI_RANK": "5", "PMI_SIZE": "8"},  # --mpi=pmi2
+                                    {"PMIX_RANK": "5"}])  # --mpi=pmix
+def test_a_task_srun_started_is_a_launch_and_knows_its_rank(monkeypatch, plugin):
+    _slurm(monkeypatch, {**SRUN_TASK, **plugin})
+    assert launched_by_mpi() and rank_from_environment() == 5
+
+
+# Catches: `bwprof run` in a batch script taken for rank 0 of an 8-rank fleet (the batch step
+# has SLURM_NTASKS of the allocation and SLURM_PROCID=0, but no srun step)
+def test_the_batch_script_itself_is_no_launch(monkeypatch):
+    _slurm(monkeypatch, BATCH_SCRIPT)
+    assert not launched_by_mpi()
+    assert rank_from_environment() == 0  # a lone process: rank 0 of nothing, harmless
+    _slurm(monkeypatch, {**BATCH_SCRIPT, "SLURM_STEP_NUM_TASKS": "1", "SLURM_STEP_ID": "0"})
+    assert not launched_by_mpi()  # `srun -n 1 bwprof run`: one task, no fleet
+
+
+def test_under_srun_a_ranks_place_on_its_node_comes_from_mpi(monkeypatch):
+    """The local rank (and so the GPU a rank takes) is MPI's own count of the ranks sharing
+    the node's memory, the same as SLURM_LOCALID, with no OMPI_COMM_WORLD_LOCAL_RANK."""
+    from bwprof.fleet.run import _gpu_share
+
+    _slurm(monkeypatch, SRUN_TASK)
+
+    class Node:  # the two ranks of node 1 sharing its memory: world ranks 4-7
+        def Get_rank(self):
+            return int(os.environ["SLURM_LOCALID"])
+
+        def Get_size(self):
+            return 4
+
+    class World:
+        def Get_rank(self):
+            return 5
+
+        def Get_size(self):
+            return 8
+
+        def Split_type(self, kind, key):
+            assert kind == "shared" and key == 5
+            return Node()
+
+    fake = type("MPI", (), {"COMM_WORLD": World(), "COMM_TYPE_SHARED": "shared",
+                            "Get_processor_name": staticmethod(lambda: "node1")})
+    monkeypatch.setattr(comm_module, "import_mpi", lambda: fake)
+    fleet = Fleet.join(60.0)
+    assert (fleet.rank, fleet.size, fleet.local_rank, fleet.local_size) == (5, 8, 1, 4)
+    assert _gpu_share(fleet.local_rank, fleet.local_size, 4) == [1]  # SLURM_LOCALID's GPU
+    assert _gpu_share(fleet.local_rank, fleet.local_size, 1) == [0]  # --gpus-per-task=1
 
 
 def test_without_mpi4py_the_error_says_how_to_get_it(monkeypatch):
