@@ -44,7 +44,9 @@ CASES: tuple[CaseSpec, ...] = (
     _ddr("dot", "Dot sum(a*b)", 2),
     *HOST_CASES,
     *GPU_CASES,
-    CaseSpec("net_p2p", "MPI point-to-point bandwidth from rank 0 to every other rank (fleet)",
+    CaseSpec("net_p2p", "MPI point-to-point bandwidth between ranks, one pair at a time: a "
+             "ring both ways plus 2 sampled pairs per rank, or every pair with --all-pairs "
+             "(fleet)",
              "mpi", "host", "net", "copy", 1, copied_factor=1, headline=True),
 )
 

@@ -264,6 +264,18 @@ def run_command(
                             help="Seconds a rank waits for the others at a collective step "
                                  "(at most 604800, 7 days: a longer wait is a hang).")
     ] = 1800.0,
+    all_pairs: Annotated[
+        bool, typer.Option("--all-pairs", help="Fleet run: net_p2p measures every ordered pair "
+                                               "of ranks, N(N-1) (default: a ring both ways "
+                                               "plus 2 sampled pairs per rank, O(N)).")
+    ] = False,
+    groups: Annotated[
+        str | None,
+        typer.Option("--groups", metavar="FILE",
+                     help="Fleet run: a file of 'host group' lines (the switch or rack of "
+                          "each node) so net_p2p's sampled pairs cross groups and stay "
+                          "within them (docs/fleet.md)."),
+    ] = None,
     fail_rank: Annotated[
         int | None, typer.Option("--fail-rank", hidden=True,
                                  help="Make this rank fail (tests of fleet error handling).")
@@ -282,6 +294,9 @@ def run_command(
     from bwprof.fleet.comm import launched_by_mpi
 
     fleet = mpi or launched_by_mpi()
+    if (all_pairs or groups is not None) and not fleet:
+        raise BwprofError("--all-pairs and --groups choose net_p2p's rank pairs: they need a "
+                          "fleet run (mpirun or srun with several ranks, or --mpi)")
     if machine is not None and not dry_run:
         raise BwprofError("--machine plans for a machine described in a file: it needs "
                           "--dry-run (nothing can be measured on a described machine)")
@@ -316,8 +331,8 @@ def run_command(
         file_format=file_format, unique_out=out is None, budget_s=budget,
     )
     on_plan = None if fleet or quiet else _say_plan
-    fleet_options = (dict(timeout_s=mpi_timeout, fail_rank=fail_rank, hang_rank=hang_rank)
-                     if fleet else None)
+    fleet_options = (dict(timeout_s=mpi_timeout, fail_rank=fail_rank, hang_rank=hang_rank,
+                          all_pairs=all_pairs, groups=groups) if fleet else None)
     result = _measure(out_dir, {**options, "on_plan": on_plan} if on_plan else options,
                       fleet_options, quiet)
     if result is not None:  # None: a fleet rank other than 0, for which rank 0 reports
@@ -603,8 +618,9 @@ def accept_command(
 @app.command("list")
 def list_command() -> None:
     """Every case key with a one-line description and whether it can run here."""
-    _numba_ready()
-    from bwprof.api import case_availability
+    if any(name.startswith("NUMBA_") for name in os.environ):
+        _numba_ready()  # a NUMBA_* variable numba cannot use is one line here too
+    from bwprof.availability import case_availability  # not bwprof.api: pandas, numba
     from bwprof.cases import CASES
 
     availability = case_availability(CASES)

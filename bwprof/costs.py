@@ -84,6 +84,18 @@ def chase_ns(level: str) -> float:
     return DRAM_LATENCY_NS
 
 
+# -- the network (net_p2p) -------------------------------------------------------------------
+
+NET_GBPS = 3.0
+"""An MPI message between nodes: 25 GbE gives about 3 GB/s (InfiniBand NDR 50, shared memory
+between two ranks of one node several times that)."""
+NET_ROUND_TRIP_S = 0.0005
+"""The ready and acknowledgement messages of one sample, and its window's posting."""
+NET_JOB_S = 0.05
+"""One net_p2p job beside its samples: rank 0's go-ahead, the two ends' buffers, the
+validation after the last sample, the sender's row."""
+
+
 # -- GPUs --------------------------------------------------------------------------------------
 
 GPU_OPEN_S = 3.0

@@ -1,5 +1,14 @@
-"""`net_p2p`: MPI point-to-point bandwidth from rank 0 to every other rank, over host buffers
-and, where the MPI library is CUDA-aware, over GPU buffers.
+"""`net_p2p`: MPI point-to-point bandwidth between ranks, over host buffers and, where the MPI
+library is CUDA-aware, over GPU buffers.
+
+Which pairs: O(N) of them by default, a ring both ways plus a few sampled pairs per rank
+(`bwprof.fleet.pairs`); every ordered pair with `--all-pairs`. Each row's note says why its
+pair was measured.
+
+One pair at a time: rank 0 conducts. It tells both ends of a job to start and, unless it
+sends itself, waits for the sender to say the job is done before it starts the next, so no
+two pairs share the network while one is timed, and a rank waiting for its turn waits for
+rank 0, whose heartbeats (at every job) keep it waiting as long as the fleet works.
 
 Each sample, in the manner of OSU's bandwidth test: the receiver posts a window of receives
 and says it is ready; the sender starts its clock, sends the window, and stops the clock when
@@ -11,21 +20,23 @@ Before a job both ends tell each other whether their buffers could be set up, so
 of memory (the job is `skipped`) or failing otherwise (an `error` row) does not leave its peer
 waiting, until the MPI timeout, for messages that never come.
 """
-
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from bwprof import costs
 from bwprof.casespec import CaseSpec
+from bwprof.costs import Cost
 from bwprof.executor import Executor
 from bwprof.fleet.comm import Fleet, FleetTimeout
+from bwprof.fleet.pairs import select_pairs
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import (
     BufferPool,
@@ -41,6 +52,12 @@ from bwprof.units import format_bytes
 TARGET_SAMPLE_BYTES = 64 << 20
 MAX_WINDOW = 64
 CUDA_AWARE_ENV = "BWPROF_MPI_CUDA_AWARE"
+FIRST_TAG, TAGS_PER_JOB, TAG_CYCLE = 1000, 8, 3000
+"""A job's messages use tags FIRST_TAG + TAGS_PER_JOB * (index % TAG_CYCLE) + 0..6: below
+32767, the least MPI_TAG_UB the standard allows, however many jobs a large fleet has (jobs
+run one at a time, so two jobs TAG_CYCLE apart never have messages in flight together)."""
+GO, DONE = 5, 6
+"""Tag offsets of rank 0's go-ahead to both ends of a job and of the sender's 'done'."""
 
 
 def window_for(size: int) -> int:
@@ -82,13 +99,17 @@ class NetP2PExecutor(Executor):
     def __init__(self, fleet: Fleet, gpu_counts: list[int], cuda_aware: tuple[bool, str],
                  gpu: tuple[GpuBackend, int] | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 hosts: list[str] | None = None) -> None:
+                 hosts: list[str] | None = None, seed: str = "",
+                 all_pairs: bool = False, groups: Mapping[str, str] | None = None) -> None:
         """`gpu_counts`: GPUs each rank uses, in rank order; `gpu`: this rank's GPU backend
         and device index, for GPU-buffer jobs (None without a GPU); `hosts`: each rank's
-        node, for the rows' names."""
+        node, for the rows' names and the ring's order; `seed` (the run's id), `all_pairs`
+        and `groups` (node -> switch or rack): which pairs, see `bwprof.fleet.pairs`."""
         self.fleet = fleet
         self.gpu_counts = gpu_counts
         self.hosts = hosts or [f"rank {r}" for r in range(fleet.size)]
+        self.pairs = select_pairs(self.hosts, seed, all_pairs=all_pairs, groups=groups)
+        self._why = dict(zip(self.pairs.pairs, self.pairs.reasons, strict=True))
         self.cuda_aware, self.cuda_reason = cuda_aware
         self.gpu = gpu
         self.pool = BufferPool(gpu[0]) if gpu is not None else None
@@ -106,13 +127,32 @@ class NetP2PExecutor(Executor):
             self.pool.release()
 
     def jobs(self, case: CaseSpec, plan: Plan) -> list[Job]:
-        jobs = [Job(case.key, size_bytes=size, ranks=(0, peer), memory="host")
-                for peer in range(1, self.fleet.size) for size in plan.transfer_sizes]
-        jobs += [Job(case.key, size_bytes=max(plan.transfer_sizes), ranks=(0, peer),
-                     memory="hbm") for peer in range(1, self.fleet.size)]
+        """Each selected pair over host buffers at every transfer size, then each over GPU
+        buffers at the largest: O(N) jobs by default (`bwprof.fleet.pairs`)."""
+        pairs = self.pairs.pairs if self.fleet.size > 1 else ()
+        jobs = [Job(case.key, size_bytes=size, ranks=pair, memory="host")
+                for pair in pairs for size in plan.transfer_sizes]
+        jobs += [Job(case.key, size_bytes=max(plan.transfer_sizes), ranks=pair,
+                     memory="hbm") for pair in pairs]
         # Every rank computes the same list, so a job's index is a tag both ends agree on.
-        self._tags = {job: 1000 + 8 * index for index, job in enumerate(jobs)}
+        self._tags = {job: FIRST_TAG + TAGS_PER_JOB * (index % TAG_CYCLE)
+                      for index, job in enumerate(jobs)}
         return jobs
+
+    def cost(self, case: CaseSpec, job: Job, plan: Plan, previous: Job | None) -> Cost:
+        """Every rank waits for every job (one pair at a time), so each costs every rank its
+        samples' bytes at the assumed network speed; the two ends hold its window. A
+        GPU-buffer job known to be waived costs nothing."""
+        if job.memory == "hbm" and self._gpu_reason(job):
+            return Cost(0.0)
+        size = job.size_bytes or 0
+        window = window_for(size)
+        seconds = (costs.NET_JOB_S + (plan.repeats + 1)
+                   * (window * size / (costs.NET_GBPS * 1e9) + costs.NET_ROUND_TRIP_S))
+        mine = self.fleet.rank in (job.ranks or ())
+        held = window * size if mine else 0
+        return Cost(seconds, host_bytes=held if job.memory != "hbm" else 0,
+                    device_bytes=held if job.memory == "hbm" else 0)
 
     def _gpu_reason(self, job: Job) -> str | None:
         if not self.cuda_aware:
@@ -126,15 +166,54 @@ class NetP2PExecutor(Executor):
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         assert job.ranks is not None and job.size_bytes is not None
         sender, receiver = job.ranks
+        reason = self._gpu_reason(job) if job.memory == "hbm" else None
+        if reason:  # known alike on every rank: nobody sends anything for this job
+            if self.fleet.rank == sender:
+                raise NotRun("waived", reason)
+            return []
+        tag = self._tags[job]
+        me, comm = self.fleet.rank, self.fleet.comm
+        if me == 0:  # the conductor: both ends start now, the next job once this one is done
+            for end in sorted({sender, receiver} - {0}):
+                self.fleet.wait(comm.isend(True, dest=end, tag=tag + GO), "the go-ahead to "
+                                "leave", end)
+        elif me in job.ranks:
+            self.fleet.wait(comm.irecv(source=0, tag=tag + GO), "its turn in net_p2p", 0)
+        try:
+            measured = self._take_part(case, job, plan, tag)
+        except FleetTimeout:
+            raise  # a peer went silent: the ends that wait for 'done' gave up on it already
+        except Exception:
+            self._finish(job, tag)
+            raise
+        self._finish(job, tag)
+        return measured
+
+    def _finish(self, job: Job, tag: int) -> None:
+        """The sender tells rank 0 its job is done (whatever its outcome); rank 0 waits for
+        that before it starts the next job."""
+        assert job.ranks is not None
+        sender, receiver = job.ranks
+        me, comm = self.fleet.rank, self.fleet.comm
+        if me == sender and me != 0:
+            self.fleet.wait(comm.isend(True, dest=0, tag=tag + DONE), "'done' to leave", 0)
+        elif me == 0 and sender != 0:
+            try:
+                self.fleet.wait(comm.irecv(source=sender, tag=tag + DONE),
+                                f"the end of the job rank{sender}->rank{receiver}", sender)
+            except FleetTimeout as exc:
+                if me != receiver:  # rank 0's own part had no row: this error row says it
+                    raise RuntimeError(f"{exc}: rank {sender} (the sender) did not finish "
+                                       f"its job") from None
+                raise
+
+    def _take_part(self, case: CaseSpec, job: Job, plan: Plan,
+                   tag: int) -> list[Measurement]:
+        """This rank's end of a job, once rank 0 said go: the sender's row, or nothing."""
+        assert job.ranks is not None and job.size_bytes is not None
+        sender, receiver = job.ranks
         if self.fleet.rank not in job.ranks:
             return []  # not this rank's pair: it makes no row
-        if job.memory == "hbm":
-            reason = self._gpu_reason(job)
-            if reason:
-                if self.fleet.rank == sender:
-                    raise NotRun("waived", reason)
-                return []
-        tag = self._tags[job]
         try:
             buffers = self._agree_on_buffers(job, tag)
             if buffers is None:
@@ -150,7 +229,8 @@ class NetP2PExecutor(Executor):
         window = len(buffers)
         hosts = f"{self.hosts[sender]} -> {self.hosts[receiver]}"
         notes = [f"validation failed: {wrong} of {job.size_bytes} bytes differ at rank "
-                 f"{receiver}" if wrong else "", f"{window} message(s) in flight per sample"]
+                 f"{receiver}" if wrong else "", f"{window} message(s) in flight per sample",
+                 f"pair: {self._why.get(job.ranks, 'asked for')} ({self.pairs.note})"]
         if self.hosts[sender] == self.hosts[receiver]:  # ranks of one node: no network between
             notes.append(f"both ranks on {self.hosts[sender]}: MPI's path within a node "
                          f"(shared memory), not the network")

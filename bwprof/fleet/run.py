@@ -10,7 +10,8 @@ folder.
    interrupted job keeps what every rank measured.
 3. Every rank sends its rows, samples, findings and metadata to rank 0, which writes the
    merged `results.csv` (with `host` and `rank`), `samples.csv`, `findings.csv` (the ranks'
-   and the fleet's), `system.json` (every node) and the summary. A rank that failed sends an
+   and the fleet's), `system.json` (every node) and the summary; its notes say which rank
+   pairs net_p2p measured and why (`bwprof.fleet.pairs`). A rank that failed sends an
    `error` row with its message; a rank that does not report within the timeout gets one, and
    rank 0 then ends the job rather than wait forever. The merge itself (`bwprof.fleet.merge`)
    needs no MPI and writes through the same writer as a single run.
@@ -31,6 +32,7 @@ from bwprof.errors import BwprofError
 from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
 from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
+from bwprof.fleet.pairs import groups_of, read_groups
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
@@ -135,11 +137,12 @@ def _gpu_share(local_rank: int, local_size: int, count: int) -> list[int] | None
 
 def run_fleet(
     *, out: Path | None, timeout_s: float = DEFAULT_TIMEOUT_S, fail_rank: int | None = None,
-    hang_rank: int | None = None,
+    hang_rank: int | None = None, all_pairs: bool = False, groups: Path | None = None,
     progress: ProgressListener | None = None, command_line: Sequence[str] | None = None,
     **options: Any,
 ) -> api.RunResult | None:
-    """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None. A
+    """Run this rank's share; on rank 0 return the merged RunResult, elsewhere None.
+    `all_pairs` and `groups` (a `--groups` file, read on rank 0) choose net_p2p's pairs. A
     collective step that times out (the rank waited for went silent for the whole timeout,
     heartbeats included) ends the job with one line: rank 0 says which step and that a rank
     hangs, another rank that rank 0 hangs; what each rank measured is in its own folder."""
@@ -149,7 +152,7 @@ def run_fleet(
     fleet = Fleet.join(timeout_s)
     try:
         return _take_part(fleet, out, timeout_s, fail_rank, hang_rank, progress, command_line,
-                          options)
+                          {**options, "all_pairs": all_pairs, "groups": groups})
     except FleetTimeout as exc:
         if fleet.rank == 0:
             print(f"error: {exc}: a rank hangs or died; ending the job", file=sys.stderr,
@@ -171,6 +174,8 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
     problem, run_id, claim = None, None, None
     if fleet.rank == 0:
         try:
+            if options.get("groups") is not None:  # the map goes to every rank, not the path
+                options["groups"] = read_groups(user_path(options["groups"], "--groups"))
             api.check_options(host_info(), fleet=True, **{k: options[k] for k in (
                 "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
                 "file_format")})
@@ -207,6 +212,9 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             raise BwprofError(problem)
         raise QuietExit(problem)
     assert out is not None and run_id is not None
+    # Every rank has the same command line, so all know whether rank 0 read a --groups file.
+    groups = (fleet.bcast(options["groups"] if fleet.rank == 0 else None, "the --groups")
+              if options.get("groups") is not None else None)
 
     gpu_count = probe().count if not options.get("simulate") else 2
     share = _gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
@@ -220,8 +228,14 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     report = RankReport(fleet.rank, fleet.host, fleet.local_rank, fleet.local_size, gpus_here,
                         fleet.local_rank == 0)
     folder = rank_dir(out, fleet.rank)
+    known, unlisted = groups_of(hosts, groups) if groups else ({}, [])
     executor = NetP2PExecutor(fleet, counts, aware, _rank_gpu(gpus_here, options),
-                              hosts=hosts)
+                              hosts=hosts, seed=run_id, all_pairs=options["all_pairs"],
+                              groups=known or None)
+    pair_notes = [f"net_p2p: {executor.pairs.note}"] + (
+        [f"--groups: {len(unlisted)} node(s) not in the file, each taken as a group of its "
+         f"own: {', '.join(unlisted[:5])}{' ...' if len(unlisted) > 5 else ''}"]
+        if unlisted else [])
     shown = progress if fleet.rank == 0 else None  # only rank 0 prints
     injected = fleet.rank in (fail_rank, hang_rank)  # tests of fleet errors
     listener = Heartbeat(fleet, FailAtFirstLocalJob(shown, hang=fleet.rank == hang_rank)
@@ -230,7 +244,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         result = api.run(
             out=folder, progress=listener, command_line=command_line, plots=False,
             fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
-            **{k: v for k, v in options.items() if k not in ("plots", "unique_out")},
+            **{k: v for k, v in options.items()
+               if k not in ("plots", "unique_out", "all_pairs", "groups")},
         )
         report.meta = result.meta
     except FleetTimeout as exc:
@@ -259,6 +274,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             raise SystemExit(1)
         return None
     merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+    if executor.pairs.pairs and any(r.case == "net_p2p" for r in merged.rows):
+        merged.notes[:0] = pair_notes
     missing = sorted(set(range(fleet.size)) - set(received or {}))
     if missing:  # a rank hangs: end the job instead of waiting for it forever
         print(f"error: rank(s) {', '.join(map(str, missing))} did not report within "

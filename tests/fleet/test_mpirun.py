@@ -1,4 +1,5 @@
-"""A real 2-rank job on this machine: `mpirun -n 2 --oversubscribe`, host cases and net_p2p.
+"""A real 2-rank job on this machine: `mpirun -n 2 --oversubscribe`, host cases and net_p2p;
+and net_p2p's pairs on 4 ranks, at one tiny size (tests/fleet/netp2p_ranks.py).
 
 Marked `mpi`: it needs Open MPI (mpirun) and mpi4py. Without them it skips, unless
 BWPROF_REQUIRE_MPI=1 (set by CI, which installs both), where a missing MPI is a failure.
@@ -150,8 +151,12 @@ def test_two_ranks_one_merged_folder(tmp_path):
     ddr = results[results["case"] == "ddr_triad"]
     assert sorted(ddr["status"]) == ["ok", "waived"]  # one rank per node runs host cases
     net = results[(results["case"] == "net_p2p") & (results["status"] == "ok")]
-    assert len(net) == 4 and set(net["device"]) == {"rank0->rank1"}
+    # 2 ranks: the ring both ways is every pair; each at the quick preset's 4 sizes
+    assert len(net) == 8 and set(net["device"]) == {"rank0->rank1", "rank1->rank0"}
     assert (net["gbps_best"] > 0).all()
+    assert net["note"].str.contains("pair: ring (ring (each rank to its neighbour and back: "
+                                    "2 pairs) + 0 sampled pairs", regex=False).all()
+    assert "net_p2p: ring (each rank to its neighbour and back: 2 pairs)" in done.stderr
     system = json.loads((out / "system.json").read_text())
     assert [r["status"] for r in system["mpi"]["ranks"]] == ["ok", "ok"]
     # Every executor closes through the one contract: no rank records a failed close (the
@@ -168,15 +173,52 @@ def test_two_ranks_one_merged_folder(tmp_path):
 def test_a_failing_rank_leaves_the_others_rows_and_an_error_row(tmp_path):
     _mpi_or_skip()
     out = tmp_path / "fleet"
-    done = _mpirun(out, "--fail-rank", "1")
+    done = _mpirun(out, "--fail-rank", "1", "--all-pairs")  # --all-pairs: reaches net_p2p
     assert done.returncode != 0
     results = pd.read_csv(out / "results.csv")
+    net = results[(results["case"] == "net_p2p") & (results["status"] == "ok")]
+    assert set(net["device"]) == {"rank0->rank1", "rank1->rank0"}
+    assert net["note"].str.contains("pair: all pairs (every ordered pair of the 2 ranks "
+                                    "(--all-pairs): 2)", regex=False).all()
     assert (results[results["rank"] == 0]["status"] == "ok").any()
     errors = results[results["status"] == "error"]
     assert list(errors["rank"]) == [1]
     assert "rank 1" in errors["note"].iloc[0] and "failure injected" in errors["note"].iloc[0]
     ranks = json.loads((out / "system.json").read_text())["mpi"]["ranks"]
     assert [r["status"] for r in ranks] == ["ok", "failed"]
+
+
+def _pairs_on_ranks(tmp_path, *extra) -> dict:
+    """net_p2p's jobs on 4 ranks of this machine (tests/fleet/netp2p_ranks.py): rank 0's
+    JSON of the pairs chosen and every rank's rows."""
+    env = {**_mpirun_args(tmp_path / "fleet")["env"]}
+    done = subprocess.run(
+        ["mpirun", "-n", "4", "--oversubscribe", sys.executable, "-m",
+         "tests.fleet.netp2p_ranks", "seed-4", *extra], text=True, env=env,
+        capture_output=True, timeout=JOB_LIMIT_S, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_four_ranks_measure_the_ring_and_samples_and_all_12_pairs_when_asked(tmp_path):
+    """4 ranks of one node: the ring both ways (8 pairs) and each rank's samples: its one
+    peer left, so the 12; every row made by its sender, valid, saying why."""
+    _mpi_or_skip()
+    from bwprof.fleet.pairs import select_pairs
+
+    default = _pairs_on_ranks(tmp_path)
+    expected = select_pairs(["h"] * 4, "seed-4")  # one node: its name changes nothing
+    assert [tuple(p) for p in default["pairs"]] == list(expected.pairs)
+    assert default["reasons"].count("ring") == 8 and default["reasons"].count("sampled") == 4
+    rows = default["rows"]
+    assert sorted((r["sender"], r["receiver"]) for r in rows) == sorted(expected.pairs)
+    assert all(r["made_by"] == r["sender"] and r["valid"] for r in rows)
+    assert all(r["note"].startswith("64 message(s) in flight per sample; pair: ") for r in rows)
+    assert "ring (each rank to its neighbour and back: 8 pairs) + 4 sampled" in default["note"]
+    every = _pairs_on_ranks(tmp_path, "--all-pairs")
+    assert len(every["rows"]) == 12 and set(every["reasons"]) == {"all pairs"}
+    assert {(r["sender"], r["receiver"]) for r in every["rows"]} == {
+        (s, r) for s in range(4) for r in range(4) if s != r}
 
 
 def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
@@ -209,11 +251,13 @@ def test_a_hung_rank_ends_the_job_with_the_others_rows_kept(hung_jobs):
 
 def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     """Rank 0 hangs after net_p2p: rank 1, waiting for its go-ahead, hears nothing for the
-    timeout, says so in one line and ends the job; its own rows stay in its folder (net_p2p
-    rows are the sender's, rank 0's)."""
+    timeout, says so in one line and ends the job; its own rows stay in its folder (of
+    net_p2p, those it sent: rank1->rank0, the ring's way back)."""
     out, done = hung_jobs[0]
     assert done.returncode != 0
     assert (f"rank 1 waited {HANG_TIMEOUT_S} s for every rank's results from rank 0, silent all "
             f"that time: rank 0 hangs") in done.stderr
     kept = pd.read_csv(out / "ranks" / "rank-0001" / "results.csv")
-    assert list(kept["case"]) == ["ddr_triad"]  # waived here (host cases: local rank 0 only)
+    assert list(kept["case"]) == ["net_p2p"] * 5 + ["ddr_triad"]  # 4 sizes, GPU buffers
+    assert set(kept[kept["case"] == "net_p2p"]["device"]) == {"rank1->rank0"}
+    assert list(kept[kept["case"] == "ddr_triad"]["status"]) == ["waived"]  # local rank 0 only

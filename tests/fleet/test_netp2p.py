@@ -34,14 +34,15 @@ def test_window_keeps_about_64_mib_in_flight():
     assert window_for(1 << 30) == 1
 
 
-def test_jobs_go_from_rank_0_to_every_other_rank_and_are_tagged_alike_everywhere():
+def test_jobs_go_over_the_selected_pairs_and_are_tagged_alike_everywhere():
     case = get_case("net_p2p")
     jobs = _executor().jobs(case, PLAN)
     host = [j for j in jobs if j.memory == "host"]
-    assert {j.ranks for j in host} == {(0, 1), (0, 2)}
+    ring = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)]  # 3 ranks: the ring is every pair
+    assert list(dict.fromkeys(j.ranks for j in host)) == ring
     assert [j.size_bytes for j in host if j.ranks == (0, 1)] == list(PLAN.transfer_sizes)
-    assert [(j.ranks, j.memory) for j in jobs if j.memory == "hbm"] == [((0, 1), "hbm"),
-                                                                        ((0, 2), "hbm")]
+    assert [(j.ranks, j.memory) for j in jobs if j.memory == "hbm"] == [
+        (pair, "hbm") for pair in ring]
     assert host[0].device_label == "rank0->rank1"
     sender, other = _executor(rank=0), _executor(rank=2)
     sender.jobs(case, PLAN)
@@ -68,8 +69,9 @@ def test_gpu_buffers_are_waived_with_the_reason():
     receiver.jobs(case, PLAN)
     assert receiver.measure(case, gpu_jobs[0], PLAN) == []
     plain = _executor(rank=0)
+    (from_0_to_2,) = [j for j in gpu_jobs if j.ranks == (0, 2)]
     with pytest.raises(NotRun, match="not CUDA-aware"):
-        plain.measure(case, gpu_jobs[1], PLAN)
+        plain.measure(case, from_0_to_2, PLAN)
 
 
 def test_cuda_awareness(monkeypatch):
@@ -215,7 +217,7 @@ def _gpu_buffer_exchange(damage=False, memory=(1 << 30, 1 << 30), broken=None,
                                     devices=1, memory_bytes=memory[rank]), 0),
                                 hosts=list(hosts)) for rank in (0, 1)]
     jobs, _same = [executor.jobs(case, plan) for executor in executors]  # both know the tags
-    (job,) = [j for j in jobs if j.memory == "hbm"]
+    (job,) = [j for j in jobs if j.memory == "hbm" and j.ranks == (0, 1)]
     outcomes: list = [None, None]
 
     def measure(rank):
@@ -319,7 +321,7 @@ def _host_buffer_exchange(loop, clock=None, sizes=(1 * MiB,)):
                                 **({"clock": clock} if clock and rank == 0 else {}))
                  for rank in (0, 1)]
     jobs, _same = [executor.jobs(case, plan) for executor in executors]
-    (job,) = [j for j in jobs if j.memory == "host"]
+    (job,) = [j for j in jobs if j.memory == "host" and j.ranks == (0, 1)]
     received = []
     receiver = threading.Thread(
         target=lambda: received.append(executors[1].measure(case, job, plan)))
@@ -371,3 +373,100 @@ def test_a_damaged_last_message_is_caught():
     (row,) = _host_buffer_exchange(DamagesTheLastOfEachWindow())
     assert not row.valid
     assert row.note.startswith(f"validation failed: 1 of {MiB} bytes differ at rank 1")
+
+
+def _fleet_of(loop, size, timeout_s=EXCHANGE_TIMEOUT_S, hosts=None):
+    hosts = hosts or [f"node{r}" for r in range(size)]
+    return [NetP2PExecutor(Fleet(loop.comm(rank), rank, size, 0, 1, hosts[rank], timeout_s),
+                           [0] * size, (False, "test"), hosts=list(hosts), seed="run-x")
+            for rank in range(size)]
+
+
+def _run_ranks(executors, plan, ranks=None):
+    """Every job of net_p2p on each of `ranks` (default: all), one thread a rank, as the
+    runner runs them: {rank: [rows or the exception, per job]}."""
+    case = get_case("net_p2p")
+    jobs, *_same = [executor.jobs(case, plan) for executor in executors]  # every tag
+    outcomes: dict[int, list] = {}
+
+    def run(rank):
+        outcomes[rank] = []
+        for job in jobs:
+            try:
+                outcomes[rank].append(executors[rank].measure(case, job, plan))
+            except (NotRun, RuntimeError, FleetTimeout) as exc:
+                outcomes[rank].append(exc)
+
+    threads = [threading.Thread(target=run, args=(rank,))
+               for rank in (range(len(executors)) if ranks is None else ranks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=4 * EXCHANGE_TIMEOUT_S)
+        assert not thread.is_alive()
+    return jobs, outcomes
+
+
+def test_four_ranks_measure_the_ring_and_samples_each_row_saying_why():
+    plan = replace(PLAN, transfer_sizes=(64 << 10,))
+    executors = _fleet_of(Loopback(), 4)
+    jobs, outcomes = _run_ranks(executors, plan)
+    chosen = executors[0].pairs
+    rows = {}  # the sender's row of each host-buffer job
+    for index, job in enumerate(jobs):
+        sent = outcomes[job.ranks[0]][index]
+        if job.memory == "host" and isinstance(sent, list) and sent:
+            (rows[job.ranks],) = sent
+    assert set(rows) == set(chosen.pairs) and len(rows) == 12  # 4 ranks: the ring is 8
+    for (sender, receiver), row in rows.items():
+        assert row.valid and row.device_name == f"node{sender} -> node{receiver}"
+        why = dict(zip(chosen.pairs, chosen.reasons, strict=True))[(sender, receiver)]
+        assert f"pair: {why} (ring (each rank to its neighbour and back: 8 pairs) + " in row.note
+    for rank, got in outcomes.items():  # a rank makes rows only of the pairs it sends on
+        for job, outcome in zip(jobs, got, strict=True):
+            if isinstance(outcome, list) and outcome:
+                assert job.ranks[0] == rank
+
+
+# Catches: two pairs measured at once (both on the network while one is timed), and a rank
+# waiting for its turn on a peer that sends no heartbeat (a false timeout in a large fleet)
+def test_a_pair_waits_for_rank_0s_go_ahead():
+    loop = Loopback()
+    executors = _fleet_of(loop, 4, timeout_s=0.5)
+    plan = replace(PLAN, transfer_sizes=(64 << 10,))
+    case = get_case("net_p2p")
+    (job,) = [j for j in executors[1].jobs(case, plan) if j.ranks == (1, 2)
+              and j.memory == "host"]
+    for executor in executors:
+        executor.jobs(case, plan)
+    outcomes: dict[int, object] = {}
+
+    def run(rank):
+        try:
+            outcomes[rank] = executors[rank].measure(case, job, plan)
+        except (RuntimeError, FleetTimeout) as exc:
+            outcomes[rank] = exc
+
+    ends = [threading.Thread(target=run, args=(rank,)) for rank in (1, 2)]  # rank 0 silent
+    for thread in ends:
+        thread.start()
+    for thread in ends:
+        thread.join(timeout=EXCHANGE_TIMEOUT_S)
+    assert all("its turn in net_p2p from rank 0" in str(outcomes[r]) for r in (1, 2))
+    assert not any(loop.queues[(1, 2, tag)] or loop.queues[(2, 1, tag)]
+                   for tag in range(1000, 1000 + 8 * 100))  # neither end sent a thing
+    assert executors[3].measure(case, job, plan) == []  # not its pair, not rank 0: nothing
+
+
+def test_net_p2p_costs_every_rank_each_job_and_holds_memory_only_on_its_ends():
+    plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))
+    case = get_case("net_p2p")
+    executors = [_executor(rank=r, size=8, gpus=(0,) * 8) for r in (0, 5)]
+    jobs = executors[0].jobs(case, plan)
+    assert len(jobs) == 32 * 3  # 32 pairs at 2 sizes and over GPU buffers: O(N), not 56
+    job = next(j for j in jobs if j.ranks == (0, 1) and j.size_bytes == 1 * MiB)
+    mine, other = (executor.cost(case, job, plan, None) for executor in executors)
+    assert mine.seconds == other.seconds > 0  # one pair at a time: every rank waits for it
+    assert mine.host_bytes == window_for(1 * MiB) * MiB and other.host_bytes == 0
+    hbm = next(j for j in jobs if j.memory == "hbm")  # not CUDA-aware: waived, costs nothing
+    assert executors[0].cost(case, hbm, plan, None).seconds == 0
