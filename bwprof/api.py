@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bwprof import interrupts
+from bwprof import availability, interrupts
 from bwprof._version import __version__, git_commit
 from bwprof.analysis.findings import Finding, derive_findings, findings_frame
 from bwprof.analysis.run import Run
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from bwprof.telemetry.counters import CounterReader
 
 DEFAULT_SAMPLE_INTERVAL_MS = 50
-NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
+NO_MPI_REASON = availability.NO_MPI_REASON
 
 
 @dataclass(frozen=True)
@@ -235,21 +235,9 @@ def host_executor(host: HostInfo, cpus: frozenset[int] | None = None) -> Executo
 
 
 def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
-    """Why each case cannot run on this machine (None where it can), without measuring."""
-    executors: dict[str, Executor] = {}
-    availability: dict[str, str | None] = {}
-    for case in cases:
-        if case.target not in executors:
-            executors[case.target] = (
-                gpu_executor()[0] if case.target == "gpu"
-                else UnavailableExecutor("mpi", NO_MPI_REASON, "waived") if case.target == "mpi"
-                else host_executor(host_info())
-            )
-        why = executors[case.target].unavailable_reason(case)
-        availability[case.key] = None if why is None else why.reason
-    for executor in executors.values():
-        executor.close()
-    return availability
+    """Why each case cannot run on this machine (None where it can), without measuring
+    (`bwprof.availability`: from cheap facts where they settle it)."""
+    return availability.case_availability(cases)
 
 
 def machine_info() -> tuple[HostInfo, GpusMeta]:

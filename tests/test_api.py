@@ -182,6 +182,26 @@ def test_case_availability_names_why_a_case_cannot_run():
         assert gpu_keys and {availability[k] for k in gpu_keys} == {NO_GPU_REASON}
 
 
+# Catches: the cheap availability (no executor built, no Numba) answering otherwise than
+# the executors `bwprof run` builds: every case's reason must be the executor's own
+def test_case_availability_is_what_the_executors_say():
+    from bwprof.api import gpu_executor, host_executor
+    from bwprof.system import host_info
+
+    host, (gpus, _meta) = host_executor(host_info()), gpu_executor()
+    try:
+        for case in CASES:
+            executor = {"gpu": gpus, "host": host}.get(case.target)
+            if executor is None:
+                continue
+            why = executor.unavailable_reason(case)
+            assert case_availability([case])[case.key] == (None if why is None
+                                                           else why.reason), case.key
+    finally:
+        gpus.close()
+        host.close()
+
+
 def test_telemetry_says_why_it_is_off(tmp_path):
     result = bwprof.run(cases="ddr_copy", **SMALL)
     assert result.system["telemetry"]["reason"] == "no GPU case selected"

@@ -117,6 +117,24 @@ def test_failed_validation_exits_1_with_json_too(monkeypatch, tmp_path):
     assert "failed validation" in result.stderr
 
 
+# Catches: `bwprof list` loading pandas, Numba and CuPy (through bwprof.api and the GPU
+# executor) to say what a machine without a driver cannot run: 1.5-2 s for a table (issue 36)
+def test_list_loads_no_pandas_numba_or_cupy_without_a_driver():
+    from bwprof.availability import has_nvidia_driver
+
+    if has_nvidia_driver():
+        pytest.skip("a driver is present: list asks the GPU executor, which loads them")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    code = ("import sys; from bwprof.entry import main; sys.argv = ['bwprof', 'list']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('pandas', 'numba', 'cupy', 'pyarrow', 'matplotlib')"
+            " if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert "no NVIDIA driver" in done.stdout
+    assert done.stderr.splitlines()[-1] == "[]"
+
+
 def test_list_shows_every_case_and_whether_it_runs_here():
     result = runner.invoke(app, ["list"])
     assert result.exit_code == 0
@@ -560,13 +578,13 @@ def test_click_abort_is_an_interrupt_and_output_errors_exit_3(monkeypatch, capsy
 # Catches: a BwprofError that a command did not catch itself (an OutputError from a writer
 # deep below) ended in a traceback instead of its one line and exit code
 def test_an_error_no_command_caught_is_still_one_line_and_its_code(monkeypatch, capsys):
-    from bwprof import api
+    from bwprof import availability
     from bwprof.errors import OutputError
 
     def full(*args, **kwargs):
         raise OutputError("cannot write x.csv: No space left on device")
 
-    monkeypatch.setattr(api, "case_availability", full)
+    monkeypatch.setattr(availability, "case_availability", full)
     assert main(["list"]) == 3
     assert capsys.readouterr().err == "error: cannot write x.csv: No space left on device\n"
 

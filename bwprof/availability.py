@@ -1,0 +1,100 @@
+"""Whether each case can run on this machine, without measuring (`bwprof list`).
+
+Told from cheap facts where they settle it: the host's facts (sysfs, this process's CPUs), an
+MPI launch's environment, and whether the machine has an NVIDIA driver at all. Only where a
+driver is present are CuPy, Numba and NVML loaded to count and describe the GPUs (the GPU
+executor's own answer); without one the answer is the GPU probe's, without importing them:
+`bwprof list` stays well under a second on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+from collections.abc import Sequence
+
+from bwprof.casespec import CaseSpec
+
+NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
+DRIVER_PROC = "/proc/driver/nvidia"
+"""The NVIDIA kernel driver's folder: present wherever the driver is loaded."""
+DRIVER_LIBRARY = "libcuda.so.1"
+"""The CUDA driver library CuPy and Numba load: a container given the GPU has it even where
+/proc/driver/nvidia is hidden."""
+
+
+def has_nvidia_driver() -> bool:
+    """Whether this machine may have an NVIDIA GPU: the kernel driver's folder or the CUDA
+    driver library. False only where neither is there (then no GPU can be found)."""
+    if os.path.exists(DRIVER_PROC):
+        return True
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
+def _no_driver_reason() -> str:
+    """What the GPU probe (`bwprof.gpu.runtime.probe`) says on a machine without a driver."""
+    from bwprof.gpu.runtime import NO_GPU_REASON
+
+    if importlib.util.find_spec("cupy") is None:
+        return f"{NO_GPU_REASON} (CuPy is not installed)"
+    return NO_GPU_REASON
+
+
+def _host_reasons(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
+    """The host executor's answers (`HostExecutor.unavailable_reason`), from the same facts
+    it is built with (`bwprof.api.host_executor`), without loading its Numba kernels."""
+    from bwprof.host.cases import HostCase
+    from bwprof.host.facts import HostFacts, allowed_cpus, measurable_nodes
+    from bwprof.system import host_info
+
+    host = host_info()
+    facts = HostFacts(host.cpu_model, tuple(host.caches), host.cache_source,
+                      host.llc_bytes_total, tuple(measurable_nodes(host.numa_nodes, None)),
+                      allowed_cpus(), host.memory_available_bytes, host.memory_total_bytes)
+    reasons: dict[str, str | None] = {}
+    for case in cases:
+        why = (case.unavailable(case, facts)
+               if isinstance(case, HostCase) and case.unavailable is not None else None)
+        reasons[case.key] = None if why is None else why.reason
+    return reasons
+
+
+def _gpu_reasons(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
+    """The GPU executor's answers: from the probe's reason without a driver, else from the
+    executor itself (it counts and describes the GPUs)."""
+    if not has_nvidia_driver():
+        reason = _no_driver_reason()
+        return {case.key: reason for case in cases}
+    from bwprof.api import gpu_executor
+
+    executor = gpu_executor()[0]
+    try:
+        reasons: dict[str, str | None] = {}
+        for case in cases:
+            why = executor.unavailable_reason(case)
+            reasons[case.key] = None if why is None else why.reason
+        return reasons
+    finally:
+        executor.close()
+
+
+def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
+    """Why each case cannot run on this machine (None where it can), without measuring, in
+    the order of `cases`."""
+    by_target: dict[str, list[CaseSpec]] = {}
+    for case in cases:
+        by_target.setdefault(case.target, []).append(case)
+    found: dict[str, str | None] = {}
+    for target, mine in by_target.items():
+        if target == "gpu":
+            found.update(_gpu_reasons(mine))
+        elif target == "mpi":
+            found.update({case.key: NO_MPI_REASON for case in mine})
+        else:
+            found.update(_host_reasons(mine))
+    return {case.key: found[case.key] for case in cases}
