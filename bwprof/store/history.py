@@ -444,13 +444,17 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
     need_pyarrow()
     files = store_files(store)
     found: list[str] = []
-    fragments, odd = _fragments(files, found)
-    frames = [frame for path in odd if (frame := _read_whole(path, found)) is not None]
-    if fragments:
-        frames.append(_scan(fragments, scan_filter(gpu, case), found))
+    frames: list[pd.DataFrame] = []
+    where, readable = scan_filter(gpu, case), False
+    for start in range(0, len(files), SCAN_FILES):  # footers of a few files held at once
+        fragments, odd = _fragments(files[start:start + SCAN_FILES], found)
+        frames.extend(frame for path in odd if (frame := _read_whole(path, found)) is not None)
+        if fragments:
+            frames.append(_scan(fragments, where, found))
+        readable |= bool(fragments)
     if notes is not None:
         notes.extend(found)
-    if not fragments and not frames:
+    if not readable and not frames:
         raise BwprofError(f"{STORE_OPTION} {shown(store)} holds no run"
                           f"{' that can be read' if files else ''}; add runs with "
                           "`bwprof history add RUN_DIR --store DIR`")
@@ -490,6 +494,9 @@ def scan_filter(gpu: str | None = None, case: str | None = None) -> Any:
     return parts[0] & parts[1] if len(parts) > 1 else parts[0]
 
 
+SCAN_FILES = 1000
+"""Files scanned at once: their footers are kept for the scan, so a store of 10,000 runs
+is read a thousand files at a time, and its memory does not grow with the store."""
 _FILE_NAME = "__filename"
 """The dataset scan's own column: the file each row came from."""
 
@@ -502,7 +509,10 @@ def _fragments(files: Sequence[Path], notes: list[str]) -> tuple[list[Any], list
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    file_format, local = ds.ParquetFileFormat(), pafs.LocalFileSystem()
+    # Pre-buffering reads ahead for large files over a network; a store file is small.
+    file_format = ds.ParquetFileFormat(
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+    local = pafs.LocalFileSystem()
     expected = {field.name: field.type for field in arrow_schema()}
     fragments, odd = [], []
     for path in files:

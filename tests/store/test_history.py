@@ -691,3 +691,14 @@ def test_a_narrowed_trend_still_notes_damaged_and_foreign_files(tmp_path):
     assert any("run-paged" in n and "cannot read" in n for n in notes)
     assert any("run-broken" in n and "cannot read" in n for n in notes)
     assert "1 GPU(s) on 1 host(s), 1 case(s), 3 run(s)" in done.output
+
+
+def test_a_store_read_a_few_files_at_a_time_is_the_same_table(tmp_path, monkeypatch):
+    store = fleet_store(tmp_path)
+    (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
+    notes: list[str] = []
+    whole = history.read_store(store, notes)
+    monkeypatch.setattr(history, "SCAN_FILES", 2)
+    parts: list[str] = []
+    pd.testing.assert_frame_equal(history.read_store(store, parts), whole)
+    assert parts == notes and sum("run-broken" in note for note in notes) == 1
