@@ -63,16 +63,19 @@ def around(xy: tuple[float, float]) -> list[Candidate]:
 
 def _renderer(figure: Any) -> Any:
     """A renderer of `figure` laid out as it will be drawn (where every axis and legend
-    is), without drawing its pixels. The layout is then kept as it is (the engine set to
-    none): labels placed against it must not move with a later solve, and saving the figure
-    need not solve it again."""
+    is): the layout engine solved, nothing drawn (a draw pass without pixels cost as much
+    as the solve again; the positions are the same). The layout is then kept as it is (the
+    engine set to none): labels placed against it must not move with a later solve, and
+    saving the figure need not solve it again."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) \
         else FigureCanvasAgg(figure)
-    if not isinstance(figure.get_layout_engine(), PlaceHolderLayoutEngine):
-        figure.draw_without_rendering()
+    engine = figure.get_layout_engine()
+    if not isinstance(engine, PlaceHolderLayoutEngine):
+        if engine is not None and figure.axes:  # as Figure.draw would, without drawing
+            engine.execute(figure)
         figure.set_layout_engine("none")
     return canvas.get_renderer()
 

@@ -576,3 +576,23 @@ def test_labels_are_placed_on_the_layout_the_figure_is_saved_with(tmp_path, layo
     save_figure(figure, tmp_path / "figure.png")
     assert layout_solves == ["layout"]
     assert [label.get_window_extent().bounds for label in placed] == before
+
+
+# Catches: placing labels drew the whole figure once without pixels to find its layout, a
+# pass as costly as the layout solve itself, before the PNG drew it again (issue 36)
+def test_placing_labels_solves_the_layout_without_drawing_the_figure(monkeypatch,
+                                                                     layout_solves):
+    from matplotlib.figure import Figure
+
+    from bwprof.render.figstyle import around, new_figure, place_clear
+
+    draws: list[str] = []
+    real = Figure.draw
+    monkeypatch.setattr(Figure, "draw",
+                        lambda figure, renderer: draws.append("draw") or real(figure, renderer))
+    figure = new_figure(6, 3)
+    axis = figure.add_subplot()
+    axis.plot([1, 2, 3], [1, 4, 9], marker="o")
+    place_clear(figure, axis, [("point", around((2.0, 4.0)), {})])
+    assert layout_solves == ["layout"]
+    assert draws == []
