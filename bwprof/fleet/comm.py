@@ -20,6 +20,9 @@ from bwprof.errors import BwprofError
 
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
+FANOUT_INTERVAL_S = 1.0
+"""Rank 0 beats to every rank at most this often (and at least ten times a timeout): at
+every job it would send N-1 messages, O(N^2) over net_p2p's O(N) jobs."""
 """Below the tags of the collective steps (from 100) and of net_p2p (from 1000)."""
 INSTALL_HINT = ("pip install 'bwprof[mpi]' and an MPI library (e.g. apt install openmpi-bin), "
                 "then launch with mpirun or srun")
@@ -109,6 +112,7 @@ class Fleet:
     timeout_s: float
     _tag: int = 100
     _beats: list[Any] = field(default_factory=list)
+    _last_fanout: float = float("-inf")
     _pending: list[Any] = field(default_factory=list)
     """Sends given up on: MPI may still read their buffers, so they stay referenced (a
     request dropped while pending frees what MPI then reads: a crash on the receiver)."""
@@ -123,8 +127,14 @@ class Fleet:
 
     def heartbeat(self) -> None:
         """Tell the ranks that may be waiting for this one that it is alive: rank 0 tells
-        every rank, the others tell rank 0 (small messages: they leave without a receiver)."""
+        every rank (at most once per FANOUT_INTERVAL_S), the others tell rank 0 (small
+        messages: they leave without a receiver)."""
         self._beats = [beat for beat in self._beats if not beat.test()[0]]
+        if self.rank == 0:
+            now = time.monotonic()
+            if now - self._last_fanout < min(FANOUT_INTERVAL_S, self.timeout_s / 10):
+                return
+            self._last_fanout = now
         peers = range(1, self.size) if self.rank == 0 else [0]
         self._beats += [self.comm.isend(None, dest=peer, tag=HEARTBEAT_TAG) for peer in peers]
 

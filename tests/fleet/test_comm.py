@@ -284,6 +284,28 @@ def test_heartbeats_go_to_the_ranks_that_may_wait():
     assert other.comm.sent == [(0, HEARTBEAT_TAG)] * 2 and len(other._beats) == 2
 
 
+# Catches: rank 0 sending N-1 beats at every job (O(N^2) messages over net_p2p's O(N) jobs)
+def test_rank_0_beats_to_every_rank_at_most_once_a_second(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(comm_module, "time", type("Clock", (), {
+        "monotonic": staticmethod(lambda: now[0]), "sleep": staticmethod(time.sleep)}))
+    root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
+                 timeout_s=60)
+    for _ in range(5):  # five jobs within the second
+        root.heartbeat()
+        now[0] += 0.1
+    assert root.comm.sent == [(1, HEARTBEAT_TAG), (2, HEARTBEAT_TAG)]
+    now[0] += 1.0
+    root.heartbeat()
+    assert len(root.comm.sent) == 4
+    quick = Fleet(FakeComm(), rank=0, size=2, local_rank=0, local_size=1, host="n",
+                  timeout_s=2)  # a short timeout: a beat every tenth of it
+    quick.heartbeat()
+    now[0] += 0.21
+    quick.heartbeat()
+    assert len(quick.comm.sent) == 2
+
+
 # Catches: a rank that gave up on rank 0 with its (large) results still posted as a send,
 # which rank 0, coming later to receive them, read from freed memory and crashed
 def test_a_rank_sends_its_results_only_after_rank_0_says_go():
