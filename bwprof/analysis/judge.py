@@ -528,11 +528,16 @@ def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
     out = []
     boxes = _boxes(run)
-    split = _rows_by_prefix(run.results, boxes) if boxes[0].prefix else None
-    empty = run.results.iloc[:0]
+    results = run.results
+    split = _rows_by_prefix(results, boxes) if boxes[0].prefix else None
     for box in boxes:
-        judge = _Judge(run, box, spec,
-                       None if split is None else split.get(box.prefix, empty))
+        if split is not None:
+            rows = split.get(box.prefix, results.iloc[:0])
+        elif box.prefix:
+            rows = results[results["device"].astype(str).str.startswith(box.prefix)]
+        else:
+            rows = results
+        judge = _Judge(run, box, spec, rows)
         out += judge.host_checks()
         for gpu in box.gpus.devices:
             out += judge.gpu_checks(gpu)

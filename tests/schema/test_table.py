@@ -71,3 +71,40 @@ def test_typed_results_types_a_frame_of_objects_and_leaves_the_original():
 def test_typed_results_refuses_a_value_of_the_wrong_kind():
     with pytest.raises(BwprofError, match=r"^results are malformed: column size_bytes"):
         typed_results(pd.DataFrame({"size_bytes": ["big"]}))
+
+
+def _stored() -> pd.DataFrame:
+    import bwprof
+
+    return bwprof.load(Path(__file__).parents[1] / "data" / "h200-quick").results.copy()
+
+
+def test_the_checks_of_whole_columns_name_the_first_row_of_the_first_check_that_fails():
+    """The metric checks read whole columns at once: each still names the first row it
+    finds, and an earlier check's row is named before a later check's (row by row, the
+    unknown metric of row 5 was found before the unknown flag of row 2)."""
+    from bwprof.schema.table import checked_results
+
+    frame = _stored()
+    frame.loc[1, "flags"] = "in_cache|sparkly"
+    frame.loc[4, "metric"] = "joy"
+    with pytest.raises(BwprofError, match=r"unknown metric 'joy' in row 5 \(line 6\)"):
+        checked_results(frame, Path("results.csv"))
+    frame.loc[4, "metric"] = frame.loc[3, "metric"]
+    frame.loc[6, "unit"] = "furlongs"
+    with pytest.raises(BwprofError, match=r"unit 'furlongs' for metric 'bandwidth' \(it is "
+                                          r"'GB/s'\) in row 7"):
+        checked_results(frame, Path("results.csv"))
+    frame.loc[6, "unit"] = "GB/s"
+    frame["higher_is_better"] = frame["higher_is_better"].astype(object)
+    frame.loc[2, "higher_is_better"] = None
+    with pytest.raises(BwprofError, match=r"higher_is_better contradicts the metric in row 3"):
+        checked_results(frame, Path("results.csv"))
+    frame.loc[2, "higher_is_better"] = "TRUE"  # read back as text: one value of its kind
+    with pytest.raises(BwprofError, match=r"unknown flag\(s\) sparkly in row 2"):
+        checked_results(frame, Path("results.csv"))
+    frame.loc[1, "flags"] = "in_cache"
+    assert checked_results(frame, Path("results.csv"))["higher_is_better"].dtype == "boolean"
+    frame.loc[2, "higher_is_better"] = "maybe"
+    with pytest.raises(BwprofError, match=r"higher_is_better: 'maybe' is not True or False"):
+        checked_results(frame, Path("results.csv"))
