@@ -201,7 +201,37 @@ def _plots(run: Run, out_dir: Path, notes: list[str],
            pictures: list[Picture] | None) -> list[Path]:
     """The PNG plots; each figure is also rendered for the page into `pictures` where one
     is given (the page's SVG costs about as much again as the PNG: not for `report` without
-    --html)."""
+    --html). A report folder (not the run folder itself) that holds this run's plots, drawn
+    by this bwprof and unchanged, keeps them (`plotcache`): nothing is drawn again."""
+    from bwprof.render import plotcache
+
+    cached = run.path is None or out_dir.resolve() != run.path.resolve()
+    key = plotcache.plot_key(run) if cached else None
+    if cached:
+        found = plotcache.reuse(out_dir, key, pictures is not None)
+        if found is not None:
+            notes += found.notes
+            if pictures is not None and found.pictures is not None:
+                pictures += found.pictures
+            return found.files
+        plotcache.record(out_dir, None, plotcache.Drawn([], [], None))  # none while drawing
+    mine: list[str] = []
+    drawn: list[Picture] = []
+    files = _draw(run, out_dir, mine, drawn if pictures is not None else None)
+    notes += mine
+    if pictures is not None:
+        pictures += drawn
+    if cached and not any(note.startswith(PLOTS_FAILED) for note in mine):
+        plotcache.record(out_dir, key, plotcache.Drawn(files, mine, drawn if pictures is not None
+                                                       else None))
+    return files
+
+
+PLOTS_FAILED = "plots not written:"
+
+
+def _draw(run: Run, out_dir: Path, notes: list[str],
+          pictures: list[Picture] | None) -> list[Path]:
     from bwprof.render.plots import write_plots
 
     try:
@@ -215,5 +245,5 @@ def _plots(run: Run, out_dir: Path, notes: list[str],
     except OutputError:
         raise
     except Exception as exc:  # the rows are safe on disk; say why the plots are missing
-        notes.append(f"plots not written: {type(exc).__name__}: {exc}")
+        notes.append(f"{PLOTS_FAILED} {type(exc).__name__}: {exc}")
         return []

@@ -1,0 +1,138 @@
+"""Plots drawn once per run: `bwprof report` into a folder that already holds this run's plots,
+drawn by this same bwprof, reuses them instead of drawing them again (drawing is nearly all
+of a report's time).
+
+A manifest beside the plots (`.bwprof-plots.json`) records a key and each file's SHA-256.
+The key is a digest of everything a plot is drawn from: the rows, the samples, system.json,
+the recorded timelines, bwprof's own source (every module and template: any change of code
+draws again) and matplotlib's version. The plots are reused only where the key is the same
+and every file is still the one written (a file changed or removed draws them all again); a
+page's pictures (SVG) are kept in the manifest, so `report --html` reuses them too. Anything
+unreadable in the manifest is a miss, never an error: the plots are drawn as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bwprof.errors import BwprofError
+from bwprof.store.atomic import Picture, atomic_file
+from bwprof.store.export import TIMELINES_FILE
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bwprof.analysis.run import Run
+
+MANIFEST = ".bwprof-plots.json"
+MANIFEST_VERSION = 1
+
+
+@cache
+def _source_digest() -> str:
+    """SHA-256 of bwprof's modules and templates (and matplotlib's version)."""
+    import matplotlib
+
+    import bwprof
+
+    digest = hashlib.sha256(f"matplotlib {matplotlib.__version__}\n".encode())
+    root = Path(bwprof.__file__).parent
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.j2")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _frame_digest(frame: pd.DataFrame | None) -> str:
+    import pandas as pd
+
+    if frame is None:
+        return "none"
+    hashed = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    head = json.dumps([[str(c), str(t)] for c, t in frame.dtypes.items()])
+    return hashlib.sha256(head.encode() + hashed.tobytes()).hexdigest()
+
+
+def plot_key(run: Run) -> str | None:
+    """The digest the run's plots are drawn from; None where it cannot be told (the plots
+    are then drawn, never reused)."""
+    try:
+        if run.timelines is not None:
+            timelines = json.dumps(run.timelines, sort_keys=True, default=str).encode()
+        elif run.path is not None and (run.path / TIMELINES_FILE).is_file():
+            timelines = (run.path / TIMELINES_FILE).read_bytes()
+        else:
+            timelines = b""
+        parts = [_source_digest(), _frame_digest(run.results), _frame_digest(run.samples),
+                 json.dumps(run.meta.as_dict(), sort_keys=True, default=str),
+                 hashlib.sha256(timelines).hexdigest()]
+    except (OSError, TypeError, ValueError):
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """The plots a folder holds for a key: the files, the notes drawing them gave, and the
+    page's pictures where they were rendered."""
+
+    files: list[Path]
+    notes: list[str]
+    pictures: list[Picture] | None
+
+
+def reuse(out_dir: Path, key: str | None, pictures: bool) -> Drawn | None:
+    """The plots `out_dir` holds for `key`, each file checked unchanged; None where any is
+    missing or changed, the key differs, or `pictures` are wanted and were not kept."""
+    if key is None:
+        return None
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("version") != MANIFEST_VERSION or manifest.get("key") != key:
+            return None
+        files = [out_dir / name for name in manifest["files"]]
+        if any(Path(name).name != name for name in manifest["files"]):
+            return None
+        if any(not path.is_file() or _sha(path) != manifest["files"][path.name]
+               for path in files):
+            return None
+        kept = manifest.get("pictures")
+        if pictures and kept is None:
+            return None
+        found = None if kept is None else [
+            Picture(str(p["name"]), str(p["mime"]), base64.b64decode(p["data"]))
+            for p in kept]
+        return Drawn(files, [str(note) for note in manifest["notes"]], found)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def record(out_dir: Path, key: str | None, drawn: Drawn) -> None:
+    """Write the manifest of plots just drawn (whole; a manifest that cannot be written only
+    costs the next report a drawing). Without a key, any old manifest is removed."""
+    target = out_dir / MANIFEST
+    if key is None:
+        with suppress(OSError):
+            target.unlink()
+        return
+    manifest: dict[str, Any] = {
+        "version": MANIFEST_VERSION, "key": key,
+        "files": {path.name: _sha(path) for path in drawn.files},
+        "notes": drawn.notes,
+        "pictures": None if drawn.pictures is None else [
+            {"name": p.name, "mime": p.mime, "data": base64.b64encode(p.data).decode()}
+            for p in drawn.pictures],
+    }
+    with suppress(OSError, ValueError, BwprofError), atomic_file(target) as handle:
+        json.dump(manifest, handle)

@@ -1,0 +1,78 @@
+"""A report folder that holds a run's plots keeps them: drawn once per run and bwprof, never
+stale (issue 36)."""
+
+import json
+
+import pytest
+
+from bwprof import cli
+from bwprof.render.plotcache import MANIFEST
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> list[str]:
+    """One entry per figure saved from here on (PNG or the page's SVG)."""
+    from matplotlib.figure import Figure
+
+    saved: list[str] = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig",
+                        lambda figure, *args, **kwargs: saved.append("saved")
+                        or real(figure, *args, **kwargs))
+    return saved
+
+
+def _report(run, out, *options) -> None:
+    assert cli.main(["report", str(run), "--out", str(out), *options]) == 0
+
+
+# Catches: every `bwprof report` drawing every plot again (7-8.5 s of CPU for the H200
+# folder) when the folder already holds them, drawn from the same rows by the same bwprof
+def test_a_second_report_draws_nothing_and_writes_the_same_files_and_page(run_copy, tmp_path,
+                                                                          drawn):
+    run, out = run_copy("host-ddr"), tmp_path / "out"
+    _report(run, out, "--html")
+    assert drawn
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    drawn.clear()
+    _report(run, out, "--html")
+    assert drawn == []
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+
+
+def test_changed_rows_a_changed_plot_or_another_bwprof_draw_again(run_copy, tmp_path, drawn,
+                                                                  monkeypatch):
+    from bwprof.render import plotcache
+
+    run, out = run_copy("host-ddr"), tmp_path / "out"
+    _report(run, out)
+    key = json.loads((out / MANIFEST).read_text())["key"]
+    results = run / "results.csv"
+    results.write_text(results.read_text().replace("cpu", "cpu ", 1))  # another row
+    drawn.clear()
+    _report(run, out)
+    assert drawn and json.loads((out / MANIFEST).read_text())["key"] != key
+    png = next(out.glob("*.png"))
+    png.write_bytes(png.read_bytes() + b"\0")  # a plot changed since
+    drawn.clear()
+    _report(run, out)
+    assert drawn
+    monkeypatch.setattr(plotcache, "_source_digest", lambda: "another bwprof")
+    drawn.clear()
+    _report(run, out)
+    assert drawn
+
+
+def test_a_page_after_a_report_without_one_draws_its_pictures(run_copy, tmp_path, drawn):
+    run, out = run_copy("host-ddr"), tmp_path / "out"
+    _report(run, out)
+    drawn.clear()
+    _report(run, out, "--html")
+    assert drawn and "data:image/svg+xml" in (out / "report.html").read_text()
+
+
+def test_plots_written_into_the_run_folder_keep_no_manifest(run_copy):
+    run = run_copy("host-ddr")
+    _report(run, run)
+    assert (run / "bandwidth_vs_size.png").is_file()
+    assert not (run / MANIFEST).exists()
