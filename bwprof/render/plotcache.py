@@ -5,10 +5,11 @@ of a report's time).
 A manifest beside the plots (`.bwprof-plots.json`) records a key and each file's SHA-256.
 The key is a digest of everything a plot is drawn from: the rows, the samples, system.json,
 the recorded timelines, bwprof's own source (every module and template: any change of code
-draws again) and matplotlib's version. The plots are reused only where the key is the same
-and every file is still the one written (a file changed or removed draws them all again); a
-page's pictures (SVG) are kept in the manifest, so `report --html` reuses them too. Anything
-unreadable in the manifest is a miss, never an error: the plots are drawn as before.
+draws again), matplotlib's version and its settings (a matplotlibrc). The plots are reused
+only where the key is the same and every file is still the one written (a file changed or
+removed draws them all again); a page's pictures (SVG) are kept in the manifest, so `report
+--html` reuses them too. Anything unreadable in the manifest is a miss, never an error: the
+plots are drawn as before.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
+def _style_digest() -> str:
+    """SHA-256 of matplotlib's settings now (a matplotlibrc's fonts and colours draw too)."""
+    import matplotlib
+
+    settings = sorted((key, repr(value)) for key, value in matplotlib.rcParams.items())
+    return hashlib.sha256(repr(settings).encode()).hexdigest()
+
+
 def _frame_digest(frame: pd.DataFrame | None) -> str:
     import pandas as pd
 
@@ -70,7 +79,8 @@ def plot_key(run: Run) -> str | None:
             timelines = (run.path / TIMELINES_FILE).read_bytes()
         else:
             timelines = b""
-        parts = [_source_digest(), _frame_digest(run.results), _frame_digest(run.samples),
+        parts = [_source_digest(), _style_digest(), _frame_digest(run.results),
+                 _frame_digest(run.samples),
                  json.dumps(run.meta.as_dict(), sort_keys=True, default=str),
                  hashlib.sha256(timelines).hexdigest()]
     except (OSError, TypeError, ValueError):

@@ -3,6 +3,7 @@ stale (issue 36)."""
 
 import json
 
+import matplotlib
 import pytest
 
 from bwprof import cli
@@ -60,6 +61,12 @@ def test_changed_rows_a_changed_plot_or_another_bwprof_draw_again(run_copy, tmp_
     monkeypatch.setattr(plotcache, "_source_digest", lambda: "another bwprof")
     drawn.clear()
     _report(run, out)
+    assert drawn
+    drawn.clear()
+    _report(run, out)
+    assert drawn == []
+    with matplotlib.rc_context({"font.size": 13}):  # a matplotlibrc of another style
+        _report(run, out)
     assert drawn
 
 
