@@ -201,6 +201,13 @@ class TrendResult:
         return int(hosts.where(box == "", hosts + "#" + box).nunique())
 
 
+TREND_COLUMNS = ("run_key", "run_id", "started_utc", "host", "box", "path", "case", "device",
+                 "device_name", "gpu_uuid", "gpu_serial", "metric", "unit", "higher_is_better",
+                 "value", "value_median", "status")
+"""The store's columns a trend reads (`TrendResult.rows` has these): the pages of the others
+(sources, digests, versions) are never read."""
+
+
 def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
           out: str | Path | None = None, threshold: float = 5.0,
           plots: bool = True) -> TrendResult:
@@ -220,7 +227,8 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
     # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
     # figures of the case, so with plots only the case narrows it.
     fleet = trends.figures(history.read_store(store_dir, notes, case=case,
-                                              gpu=None if plots else gpu))
+                                              gpu=None if plots else gpu,
+                                              columns=TREND_COLUMNS))
     try:
         if fleet.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
@@ -229,7 +237,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         if gpu is None and case is None:
             raise
         # Nothing of that GPU or case: the whole store says why, with what it holds.
-        whole = trends.figures(history.read_store(store_dir))
+        whole = trends.figures(history.read_store(store_dir, columns=TREND_COLUMNS))
         if whole.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to "
                               "follow") from None

@@ -435,13 +435,15 @@ def read_store_file(path: Path) -> pd.DataFrame:
 
 
 def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None = None,
-               case: str | None = None) -> pd.DataFrame:
-    """The runs of the store as one table (COLUMNS), narrowed by a dataset scan to the rows
-    that may be of `gpu` (a UUID, serial, 'host:device' or 'host#box:device': `scan_filter`)
-    and `case`: a superset, which `bwprof.analysis.trend.select` narrows exactly. A file
-    that cannot be read is left out with a note, as is one of another history version.
-    BwprofError where the store holds no readable run."""
+               case: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The runs of the store as one table (COLUMNS, or only `columns`: the others' pages are
+    never read), narrowed by a dataset scan to the rows that may be of `gpu` (a UUID,
+    serial, 'host:device' or 'host#box:device': `scan_filter`) and `case`: a superset,
+    which `bwprof.analysis.trend.select` narrows exactly. A file that cannot be read is
+    left out with a note, as is one of another history version. BwprofError where the store
+    holds no readable run."""
     need_pyarrow()
+    wanted = [name for name in COLUMN_NAMES if columns is None or name in columns]
     files = store_files(store)
     found: list[str] = []
     frames: list[pd.DataFrame] = []
@@ -450,7 +452,7 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
         fragments, odd = _fragments(files[start:start + SCAN_FILES], found)
         frames.extend(frame for path in odd if (frame := _read_whole(path, found)) is not None)
         if fragments:
-            frames.append(_scan(fragments, where, found))
+            frames.append(_scan(fragments, where, found, wanted))
         readable |= bool(fragments)
     if notes is not None:
         notes.extend(found)
@@ -460,8 +462,8 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
                           "`bwprof history add RUN_DIR --store DIR`")
     frames = [f for f in frames if not f.empty] or frames[:1]
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    frame = frame.loc[:, list(COLUMN_NAMES)]
-    if notes is not None:
+    frame = frame.loc[:, wanted]
+    if notes is not None and {"box", "run_key"} <= set(wanted):
         notes.extend(identity_notes(frame))
     return frame
 
@@ -546,7 +548,8 @@ def _read_whole(path: Path, notes: list[str]) -> pd.DataFrame | None:
         return None
 
 
-def _scan(fragments: list[Any], where: Any, notes: list[str]) -> pd.DataFrame:
+def _scan(fragments: list[Any], where: Any, notes: list[str],
+          wanted: Sequence[str] = COLUMN_NAMES) -> pd.DataFrame:
     """The rows of `fragments` that `where` keeps, as one frame; a file of another history
     version left out with a note. Where a file's pages are damaged the scan goes file by
     file, so the damaged one is a note, never the whole store."""
@@ -554,7 +557,7 @@ def _scan(fragments: list[Any], where: Any, notes: list[str]) -> pd.DataFrame:
     import pyarrow.dataset as ds
 
     schema = arrow_schema()
-    columns = [*COLUMN_NAMES, _FILE_NAME]
+    columns = [*dict.fromkeys([*wanted, "schema_version"]), _FILE_NAME]
     # Rows of another version pass the filter, so that their file is noted, not skipped.
     other = ds.field("schema_version") != HISTORY_VERSION
     keep = None if where is None else where | other
@@ -585,7 +588,7 @@ def _scan(fragments: list[Any], where: Any, notes: list[str]) -> pd.DataFrame:
         names = table.filter(bad).column(_FILE_NAME).unique()
         table = table.filter(pa.compute.invert(pa.compute.is_in(table.column(_FILE_NAME),
                                                                 value_set=names)))
-    return _to_frame(table.drop_columns([_FILE_NAME]))
+    return _to_frame(table.select(list(wanted)))
 
 
 def _to_frame(table: Any) -> pd.DataFrame:
