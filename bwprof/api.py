@@ -76,6 +76,9 @@ class FleetShare:
     host_cases: bool
     executor: Executor | None = None
     run_id: str | None = None
+    agree_budget: Callable[[float, tuple[int, ...]], tuple[int, ...] | None] | None = None
+    """Given this rank's estimate as asked and the --budget steps it took, the steps every
+    rank takes (collective: each rank with a budget calls it once); None: its own."""
 
 
 @dataclass(eq=False)
@@ -717,7 +720,7 @@ class _Run:
                  on_plan: Callable[[list[str]], None] | None, plots: bool) -> None:
         """Open the executors, the writer and the telemetry, fit the plan to its budget and
         run it; what stops it (an interrupt, a full disk, a bug) is kept for `finish`."""
-        from bwprof.budget import fit
+        from bwprof.budget import fit, follow
 
         try:
             self.executors["host"] = host_executor(host)
@@ -741,6 +744,11 @@ class _Run:
             self.meta = replace(self.meta, telemetry=sampled)
             # The counter windows are known now.
             fitted = fit(plan, self.executors, budget_s, bool(self.run_dir) and plots)
+            if budget_s is not None and fleet is not None and fleet.agree_budget is not None:
+                steps = fleet.agree_budget(fitted.asked_s, fitted.steps)
+                if steps is not None and steps != fitted.steps:
+                    fitted = follow(plan, self.executors, budget_s, steps,
+                                    bool(self.run_dir) and plots)
             plan = fitted.plan
             self.meta = replace(self.meta, plan=replace(
                 plan.as_meta(), estimate_s=round(fitted.estimate.seconds, 1)))

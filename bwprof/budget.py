@@ -13,7 +13,7 @@ plan runs and the note says by how much it is over.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bwprof.estimate import PlanEstimate, estimate
@@ -31,6 +31,11 @@ class Fitted:
     estimate: PlanEstimate
     notes: tuple[str, ...] = ()
     """What the user should know: the budget not met even by the smallest plan."""
+    steps: tuple[int, ...] = ()
+    """The indices in STEPS of the steps taken, in order: what a fleet's ranks agree on."""
+    asked_s: float = 0.0
+    """The estimate of the plan as asked, before any step: the fleet's ranks follow the
+    steps of the rank whose plan costs most."""
 
 
 def _no_windows(plan: Plan) -> tuple[Plan, str] | None:
@@ -101,10 +106,12 @@ def fit(plan: Plan, executors: Mapping[str, Executor], budget_s: float | None,
         plots: bool = True) -> Fitted:
     """The plan and its estimate; with a budget, scaled down by STEPS until it fits."""
     current = estimate(plan, executors, plots=plots)
+    asked = current.seconds
     if budget_s is None or current.seconds <= budget_s:
-        return Fitted(replace(plan, budget_s=budget_s), current)
+        return Fitted(replace(plan, budget_s=budget_s), current, asked_s=asked)
     dropped: list[str] = []
-    for step in STEPS:
+    taken: list[int] = []
+    for index, step in enumerate(STEPS):
         if current.seconds <= budget_s:
             break
         change = step(plan)
@@ -114,10 +121,35 @@ def fit(plan: Plan, executors: Mapping[str, Executor], budget_s: float | None,
         trial = estimate(smaller, executors, plots=plots)
         if trial.seconds < current.seconds:
             dropped.append(f"{what} (-{current.seconds - trial.seconds:.0f} s)")
+            taken.append(index)
             plan, current = smaller, trial
-    notes: tuple[str, ...] = ()
-    if current.seconds > budget_s:
-        notes = (f"--budget {budget_s:g} s: the smallest plan is estimated at "
-                 f"{current.seconds:.0f} s, {current.seconds - budget_s:.0f} s over; it runs "
-                 "as it is (choose fewer --cases to go under)",)
-    return Fitted(replace(plan, budget_s=budget_s, dropped=tuple(dropped)), current, notes)
+    return Fitted(replace(plan, budget_s=budget_s, dropped=tuple(dropped)), current,
+                  _over(budget_s, current), tuple(taken), asked)
+
+
+def follow(plan: Plan, executors: Mapping[str, Executor], budget_s: float,
+           steps: Sequence[int], plots: bool = True) -> Fitted:
+    """The plan scaled down by exactly these STEPS (another rank's choice): every rank of a
+    fleet must run the same net_p2p jobs (sizes, repeats), or the pairs wait on each other
+    until --mpi-timeout."""
+    current = estimate(plan, executors, plots=plots)
+    asked = current.seconds
+    dropped: list[str] = []
+    for index in steps:
+        change = STEPS[index](plan)
+        if change is None:
+            continue
+        smaller, what = change
+        trial = estimate(smaller, executors, plots=plots)
+        dropped.append(f"{what} (-{max(0.0, current.seconds - trial.seconds):.0f} s)")
+        plan, current = smaller, trial
+    return Fitted(replace(plan, budget_s=budget_s, dropped=tuple(dropped)), current,
+                  _over(budget_s, current), tuple(steps), asked)
+
+
+def _over(budget_s: float, current: PlanEstimate) -> tuple[str, ...]:
+    if current.seconds <= budget_s:
+        return ()
+    return (f"--budget {budget_s:g} s: the smallest plan is estimated at "
+            f"{current.seconds:.0f} s, {current.seconds - budget_s:.0f} s over; it runs "
+            "as it is (choose fewer --cases to go under)",)

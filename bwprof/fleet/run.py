@@ -110,6 +110,32 @@ class Heartbeat:
             self.inner.job_finished(job, rows)
 
 
+class BudgetVote:
+    """`--budget` in a fleet: every rank takes the budget steps of the rank whose plan, as
+    asked, is estimated longest (it sets the job's length), so every rank runs the same
+    net_p2p jobs (sizes, repeats); ranks that fitted their own plans waited on each other
+    until --mpi-timeout. Collective: every rank votes once, a rank that failed before its
+    plan was fitted abstains (`abstain`), so the steps after it stay in step."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet, self.voted = fleet, False
+
+    def __call__(self, asked_s: float | None, steps: tuple[int, ...]) -> tuple[int, ...] | None:
+        self.voted = True
+        votes = self.fleet.gather(None if asked_s is None else (asked_s, steps),
+                                  "the --budget plan")
+        chosen = None
+        if votes is not None:
+            valid = [(vote[0], -rank, tuple(vote[1])) for rank, vote in votes.items()
+                     if isinstance(vote, tuple) and len(vote) == 2]
+            chosen = max(valid)[2] if valid else None
+        return self.fleet.bcast(chosen, "the --budget plan")
+
+    def abstain(self) -> None:
+        if not self.voted:
+            self(None, ())
+
+
 def rank_dir(run_dir: Path, rank: int) -> Path:
     return run_dir / "ranks" / f"rank-{rank:04d}"
 
@@ -240,10 +266,12 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     injected = fleet.rank in (fail_rank, hang_rank)  # tests of fleet errors
     listener = Heartbeat(fleet, FailAtFirstLocalJob(shown, hang=fleet.rank == hang_rank)
                          if injected else shown)
+    vote = BudgetVote(fleet)
     try:
         result = api.run(
             out=folder, progress=listener, command_line=command_line, plots=False,
-            fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id),
+            fleet=api.FleetShare(fleet.rank, share, fleet.local_rank == 0, executor, run_id,
+                                 vote),
             **{k: v for k, v in options.items()
                if k not in ("plots", "unique_out", "all_pairs", "groups")},
         )
@@ -258,6 +286,11 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         report.meta = _read_meta(folder / SYSTEM_FILE)
         if not isinstance(exc, InjectedFailure):
             traceback.print_exc()
+    if options.get("budget_s") is not None:
+        try:
+            vote.abstain()  # failed before its plan was fitted: the others wait for its vote
+        except FleetTimeout as exc:
+            report.error = report.error or f"{exc}"
     report.rows = _records(folder / RESULTS_FILE, report.notes)
     report.timings = _records(folder / TIMINGS_FILE, report.notes)
     report.samples = _records(folder / SAMPLES_FILE, report.notes)

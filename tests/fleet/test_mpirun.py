@@ -221,6 +221,31 @@ def test_four_ranks_measure_the_ring_and_samples_and_all_12_pairs_when_asked(tmp
         (s, r) for s in range(4) for r in range(4) if s != r}
 
 
+def test_a_budget_one_rank_must_trim_for_gives_every_rank_the_same_plan(tmp_path):
+    """--budget between the two ranks' estimates (rank 0 runs the host case, rank 1 only
+    net_p2p): rank 0 trims, rank 1 alone would not; every rank must run the same net_p2p
+    jobs (repeats), or the pair waits on itself (rank 1 aborted here before the fix)."""
+    _mpi_or_skip()
+    plans = {}
+    for name, extra in (("free", ()), ("budget", None)):
+        if extra is None:
+            asked = [plans["free"][rank]["estimate_s"] for rank in (0, 1)]
+            assert asked[0] > asked[1], asked  # the premise: rank 0 costs more
+            extra = ("--budget", f"{(asked[0] + asked[1]) / 2:.1f}")
+        out = tmp_path / name
+        done = _mpirun(out, "--simulate", "--repeats", "6", *extra)
+        assert done.returncode == 0, done.stdout + done.stderr
+        plans[name] = [json.loads((out / "ranks" / f"rank-{rank:04d}" / "system.json")
+                                  .read_text())["plan"] for rank in (0, 1)]
+    first, second = plans["budget"]
+    assert first["dropped"] and first["repeats"] < 6  # rank 0's own fit trims
+    assert (first["repeats"], first["transfer_sizes"]) == (
+        second["repeats"], second["transfer_sizes"])
+    results = pd.read_csv(tmp_path / "budget" / "results.csv")
+    net = results[(results["case"] == "net_p2p") & (results["status"] == "ok")]
+    assert set(net["device"]) == {"rank0->rank1", "rank1->rank0"}
+
+
 def test_each_rank_on_a_node_takes_its_local_gpu(tmp_path):
     """Two ranks on one node, two simulated GPUs: rank 0 measures gpu0, rank 1 gpu1."""
     _mpi_or_skip()

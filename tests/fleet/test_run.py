@@ -104,3 +104,34 @@ def test_the_groups_rank_0_read_and_the_run_id_choose_every_ranks_pairs(monkeypa
     assert "across and within 3 groups (--groups); seed fleet-1)" in pairs.note
     assert {ACROSS, WITHIN} <= set(pairs.reasons)
     assert fleet.answers == []  # the groups came from rank 0, as every broadcast
+
+
+class _Votes:
+    """Rank 0's side of a fleet's vote: gather gives every rank's ballot, bcast echoes."""
+
+    def __init__(self, ballots):
+        self.ballots, self.sent = ballots, []
+
+    def gather(self, value, what):
+        return {0: value, **self.ballots}
+
+    def bcast(self, value, what):
+        self.sent.append(value)
+        return value
+
+
+def test_every_rank_takes_the_budget_steps_of_the_rank_whose_plan_costs_most():
+    fleet = _Votes({1: (900.0, (0, 5, 6)), 2: None, 3: "garbage", 4: (300.0, (5,))})
+    vote = fleet_run.BudgetVote(fleet)
+    assert vote(500.0, (5,)) == (0, 5, 6)  # rank 1 asked for most: its steps for all
+    assert fleet.sent == [(0, 5, 6)]
+    vote.abstain()  # it voted: nothing more is sent
+    assert fleet.sent == [(0, 5, 6)]
+
+
+def test_a_rank_that_never_fitted_a_plan_still_votes_so_the_steps_after_stay_in_step():
+    fleet = _Votes({1: (100.0, (5,))})
+    vote = fleet_run.BudgetVote(fleet)
+    vote.abstain()
+    assert vote.voted and fleet.sent == [(5,)]
+    assert fleet_run.BudgetVote(_Votes({1: None}))(None, ()) is None  # nobody voted
