@@ -12,7 +12,8 @@ says nothing of the other nodes' links to each other. The default instead:
   seed (the run's id) so every rank computes the same list and the same id gives the same
   pairs. Peers on another node are preferred; with groups (a switch or rack per host, see
   `read_groups`) the samples alternate between a peer in another group (the links between
-  switches) and one in the same group.
+  switches) and one in the same group. The groups come from a `--groups` file, or else
+  from Slurm's topology (`slurm_switch`: each task's leaf switch) where the job has one.
 
 Pure Python and deterministic: no MPI here, so the selection is tested at any N.
 """
@@ -171,3 +172,24 @@ def groups_of(hosts: Sequence[str], groups: Mapping[str, str]) -> tuple[dict[str
         else:
             found[host] = group
     return found, missing
+
+
+def slurm_switch(environ: Mapping[str, str]) -> str | None:
+    """This task's leaf switch in Slurm's topology (topology/tree): SLURM_TOPOLOGY_ADDR is
+    the path from the top switch to the node, `s0.s3.node12` under the pattern
+    `switch.switch.node`, so the leaf switch is `s0.s3`; None without a tree topology."""
+    address = environ.get("SLURM_TOPOLOGY_ADDR", "").strip()
+    pattern = environ.get("SLURM_TOPOLOGY_ADDR_PATTERN", "").strip().split(".")
+    parts = address.split(".")
+    if not address or len(parts) != len(pattern) or "switch" not in pattern[:-1]:
+        return None
+    return ".".join(parts[:-1])
+
+
+def topology_groups(hosts: Sequence[str], switches: Sequence[str | None]) -> dict[str, str]:
+    """Host -> leaf switch from every rank's Slurm address (`switches[r]`: rank r's); empty
+    unless every rank has one (a partial map would group some nodes by guesswork)."""
+    if not hosts or any(switch is None for switch in switches):
+        return {}
+    return {host: switch for host, switch in zip(hosts, switches, strict=True)
+            if switch is not None}

@@ -19,6 +19,7 @@ folder.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -32,7 +33,7 @@ from bwprof.errors import BwprofError
 from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
 from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
-from bwprof.fleet.pairs import groups_of, read_groups
+from bwprof.fleet.pairs import groups_of, read_groups, slurm_switch, topology_groups
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
@@ -245,10 +246,13 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     gpu_count = probe().count if not options.get("simulate") else 2
     share = _gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
     gpus_here = list(range(gpu_count)) if share is None else share
-    gathered = fleet.gather((len(gpus_here), fleet.host), "the GPU counts")
-    peers = fleet.bcast([gathered.get(r, (0, "?")) for r in range(fleet.size)] if gathered
-                        else None, "the GPU counts")
-    counts, hosts = [count for count, _ in peers], [host for _, host in peers]
+    gathered = fleet.gather((len(gpus_here), fleet.host, slurm_switch(os.environ)),
+                            "the GPU counts")
+    peers = fleet.bcast([gathered.get(r, (0, "?", None)) for r in range(fleet.size)]
+                        if gathered else None, "the GPU counts")
+    counts, hosts = [count for count, _, _ in peers], [host for _, host, _ in peers]
+    if groups is None:  # no --groups file: Slurm's switches, where it knows them
+        groups = topology_groups(hosts, [switch for _, _, switch in peers]) or None
     aware = fleet.bcast(cuda_aware_mpi(import_mpi().Get_library_version())
                         if fleet.rank == 0 else None, "CUDA-awareness")
     report = RankReport(fleet.rank, fleet.host, fleet.local_rank, fleet.local_size, gpus_here,
@@ -259,6 +263,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
                               hosts=hosts, seed=run_id, all_pairs=options["all_pairs"],
                               groups=known or None)
     pair_notes = [f"net_p2p: {executor.pairs.note}"] + (
+        [f"net_p2p groups: {len(set(known.values()))} leaf switch(es) of Slurm's topology "
+         "(SLURM_TOPOLOGY_ADDR)"] if known and options.get("groups") is None else []) + (
         [f"--groups: {len(unlisted)} node(s) not in the file, each taken as a group of its "
          f"own: {', '.join(unlisted[:5])}{' ...' if len(unlisted) > 5 else ''}"]
         if unlisted else [])

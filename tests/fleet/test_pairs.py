@@ -18,6 +18,8 @@ from bwprof.fleet.pairs import (
     ring,
     ring_order,
     select_pairs,
+    slurm_switch,
+    topology_groups,
 )
 
 
@@ -125,3 +127,21 @@ def test_a_bad_groups_file_is_one_line(tmp_path, text, message):
         read_groups(path)
     with pytest.raises(BwprofError, match="cannot read it"):
         read_groups(tmp_path / "absent.txt")
+
+
+@pytest.mark.parametrize(("address", "pattern", "switch"), [
+    ("s0.s3.node12", "switch.switch.node", "s0.s3"),
+    ("s1.node7", "switch.node", "s1"),
+    ("node7", "node", None),  # topology/flat: no switch
+    ("", "", None),  # not under Slurm
+    ("s0.node7", "switch.switch.node", None),  # address and pattern disagree
+])
+def test_slurms_topology_address_gives_the_leaf_switch(address, pattern, switch):
+    env = {"SLURM_TOPOLOGY_ADDR": address, "SLURM_TOPOLOGY_ADDR_PATTERN": pattern}
+    assert slurm_switch(env) == switch
+
+
+def test_switches_group_the_hosts_only_when_every_rank_has_one():
+    hosts = ["n1", "n1", "n2", "n3"]
+    assert topology_groups(hosts, ["a", "a", "a", "b"]) == {"n1": "a", "n2": "a", "n3": "b"}
+    assert topology_groups(hosts, ["a", "a", None, "b"]) == {}
