@@ -845,12 +845,20 @@ def history_add_command(
                                                        "where missing).")],
 ) -> None:
     """Add each run's headline figures to the store, once per run (a run added again is
-    said and left as it is). Needs pyarrow."""
+    said and left as it is). A folder refused is its own `error:` line and the others are
+    added: exit 2 where any was refused. Needs pyarrow."""
     from bwprof import saved
-    from bwprof.store.history import added_lines
+    from bwprof.store.history import Refused, added_lines
 
-    for line in added_lines(saved.history_add(run_dirs, store)):
-        typer.echo(line)
+    refused = False
+    for outcome in saved.history_add(run_dirs, store):
+        if isinstance(outcome, Refused):
+            refused = True
+            typer.echo(f"error: {outcome.why}", err=True)
+        else:
+            typer.echo(added_lines([outcome])[0])
+    if refused:
+        raise typer.Exit(EXIT_USAGE)
 
 
 @app.command("trend")

@@ -12,7 +12,7 @@ written an OutputError (exit 3); nothing is written before every input is checke
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -34,7 +34,7 @@ from bwprof.analysis.model import ModelReport, model_lines, model_report, parse_
 from bwprof.analysis.run import Run
 from bwprof.analysis.spec import Spec, load_spec
 from bwprof.analysis.summary import headline_sentence
-from bwprof.errors import BwprofError, OutputError, WriteFailed
+from bwprof.errors import EXIT_USAGE, BwprofError, OutputError, WriteFailed
 from bwprof.paths import user_path
 from bwprof.render.accept import write_files as write_accept_files
 from bwprof.render.openmetrics import openmetrics_text
@@ -168,15 +168,26 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
     return result, written
 
 
-def history_add(run_dirs: Sequence[str | Path], store: str | Path) -> list[history.Added]:
-    """Each run's headline figures added to the history store, once per run."""
+def history_add(run_dirs: Sequence[str | Path],
+                store: str | Path) -> list[history.Added | history.Refused]:
+    """Each run's headline figures added to the history store, once per run; a folder that
+    is refused (`history.Refused`, its one line) leaves the others to be added."""
     folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     store_dir = user_path(store, "--store")
     history.need_pyarrow()  # before any folder is read: nothing can be stored without it
-    # One folder loaded at a time, each refused before the next is read; only its stored
-    # rows are kept (a month of runs' samples never sits in memory at once).
-    runs = (_load(path, "RUN_DIRS") for path in folders)
-    return history.add_runs(runs, store_dir)
+
+    def runs() -> Iterator[Run | history.Refused]:
+        # One folder loaded at a time; only its stored rows are kept (a month of runs'
+        # samples never sits in memory at once).
+        for path in folders:
+            try:
+                yield _load(path, "RUN_DIRS")
+            except BwprofError as exc:
+                if exc.exit_code != EXIT_USAGE:
+                    raise
+                yield history.Refused(path, str(exc))
+
+    return history.add_runs(runs(), store_dir)
 
 
 @dataclass
@@ -223,6 +234,11 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         raise BwprofError("--out is the store's folder: plots there would break readers of "
                           "the store (pandas.read_parquet reads every file); choose another "
                           "--out")
+    if history.inside_store(out_dir, store_dir):
+        raise BwprofError(f"--out {shown(out_dir)} is inside the store {shown(store_dir)}: "
+                          "plots there would break readers of the store "
+                          "(pandas.read_parquet reads every folder in it); choose an --out "
+                          "outside it")
     notes: list[str] = []
     # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
     # figures of the case, so with plots only the case narrows it.

@@ -22,17 +22,22 @@ results file's SHA-256 differs) is refused with one line (exit 2): the store kee
 first, and a history never holds two sets of figures under one run.
 
 Only finished measurements are stored: a simulated run (test figures, never a
-measurement), a run that was interrupted, killed or is still running, and a folder that
-is not a run are refused with one line (exit 2) before anything is written.
+measurement), a run that was interrupted, killed or is still running, a run without a
+figure, and a folder that is not a run are refused with one line (exit 2), nothing of them
+written; the other folders of the same `history add` are added. An entry without figures
+(stored by an earlier bwprof) or unreadable under a run's name claims nothing: the run
+replaces it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import BytesIO
@@ -41,12 +46,12 @@ from typing import IO, Any, Protocol
 
 import pandas as pd
 
-from bwprof.errors import BwprofError, write_failure
+from bwprof.errors import EXIT_USAGE, BwprofError, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
 from bwprof.schema.reading import MAX_TABLE_BYTES, file_size, read_bytes
 from bwprof.schema.table import is_missing
 from bwprof.schema.text import one_line, shown
-from bwprof.store.atomic import publish_new
+from bwprof.store.atomic import atomic_file, publish_new
 from bwprof.store.export import RESULTS_FILE
 from bwprof.store.formats import cell_float, plain
 from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder
@@ -267,7 +272,12 @@ def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
             "schema_version": HISTORY_VERSION,
         })
     rows = pd.DataFrame.from_records(records, columns=list(COLUMN_NAMES))
-    return StoredRun(folder, identity, key, digest, rows)
+    stored = StoredRun(folder, identity, key, digest, rows)
+    if not stored.figures:
+        raise BwprofError(f"{run.label} holds no figure (its results are empty, a header "
+                          "only, or every case was skipped): the history keeps measured "
+                          "figures only, so it is not stored; add the run that measured")
+    return stored
 
 
 def _write_parquet(rows: pd.DataFrame, handle: IO[bytes]) -> None:
@@ -283,11 +293,22 @@ def _write_parquet(rows: pd.DataFrame, handle: IO[bytes]) -> None:
 
 @dataclass(frozen=True)
 class Added:
-    """What `add_runs` did with one run folder: `stored` False where the run was there."""
+    """What `add_runs` did with one run folder: `stored` False where the run was there;
+    `replaced` where its file took the place of an entry that held no figure (or could not
+    be read) under its name."""
 
     run: StoredRun
     target: Path
     stored: bool
+    replaced: bool = False
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A run folder `add_runs` did not add, and why (one line); the others are added."""
+
+    source: Path
+    why: str
 
 
 def _store_folder(store: Path) -> None:
@@ -309,12 +330,9 @@ def _store_folder(store: Path) -> None:
                           "store's folder (it is made where missing)")
 
 
-def _stored_digest(path: Path) -> tuple[str | None, str]:
-    """The results digest and source of the run stored at `path` (a file of the store)."""
-    frame = read_store_file(path)
-    if frame.empty:
-        return None, "?"
-    return str(frame["results_sha256"].iloc[0]), str(frame["source"].iloc[0])
+_ABSENT, _SAME, _HOLLOW = "absent", "same", "hollow"
+"""What a run's name in the store holds: nothing, this run, or an entry that is no run's
+figures (none stored, or a file that cannot be read as a history file)."""
 
 
 def _conflict(run: StoredRun, target: Path, source: str) -> BwprofError:
@@ -324,61 +342,139 @@ def _conflict(run: StoredRun, target: Path, source: str) -> BwprofError:
         "first run of an id; a folder copied and edited is not the same run)")
 
 
-def _check_against_store(run: StoredRun, target: Path) -> bool:
-    """True where the store holds this run already; BwprofError where it holds another
-    run under its run_id."""
+def _check_against_store(run: StoredRun, target: Path) -> str:
+    """What the store holds under this run's name (`_ABSENT`, `_SAME`, `_HOLLOW`);
+    BwprofError where it holds another run's figures under its run_id, or a file of
+    another history version."""
     if not os.path.lexists(target):
-        return False
-    digest, source = _stored_digest(target)
-    if digest != run.digest:
-        raise _conflict(run, target, source)
-    return True
+        return _ABSENT
+    try:
+        frame = read_store_file(target)
+    except OtherVersion:
+        raise
+    except BwprofError:
+        return _HOLLOW  # damaged or foreign: it holds no run, and must not block one
+    if frame.empty or not frame["value"].notna().any():
+        return _HOLLOW  # stored without figures by an earlier bwprof: it claims no run
+    if str(frame["results_sha256"].iloc[0]) != run.digest:
+        raise _conflict(run, target, str(frame["source"].iloc[0]))
+    return _SAME
 
 
-def add_runs(saved: Iterable[SummarisedRun], store: Path,
-             now: datetime | None = None) -> list[Added]:
-    """Add each saved run's headline figures to the store, each run once. Every run is
-    checked, and checked against the store, before anything is written: a run refused is
-    one line (BwprofError, exit 2) and nothing is added. `saved` is read once, each run
-    kept only as its stored rows (a generator loads one folder at a time). A store that cannot be
+STORE_LOCK = ".bwprof-history.lock"
+"""Held (flock) while an entry without figures is replaced, so two boxes never replace one
+name at once; adding a new run never waits for it (a hard link never replaces a file)."""
+
+
+@contextmanager
+def _store_locked(store: Path) -> Iterator[None]:
+    path = store / STORE_LOCK
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise write_failure(path, exc, option=STORE_OPTION) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _add_one(run: StoredRun, store: Path, target: Path) -> Added:
+    """Store one run under its name: a new file where the name is free, nothing where the
+    store holds the run, its file in place of an entry that holds no figure."""
+
+    def write(handle: IO[bytes]) -> None:
+        _write_parquet(run.rows, handle)
+
+    state = _check_against_store(run, target)
+    if state == _ABSENT:
+        if publish_new(target, write, option=STORE_OPTION):
+            return Added(run, target, True)
+        state = _check_against_store(run, target)  # another box added it in the meantime
+    if state == _SAME:
+        return Added(run, target, False)
+    with _store_locked(store):
+        state = _check_against_store(run, target)  # again: another box may have replaced it
+        if state == _SAME:
+            return Added(run, target, False)
+        if state == _ABSENT:
+            return Added(run, target, publish_new(target, write, option=STORE_OPTION))
+        with atomic_file(target, binary=True) as handle:  # replaced whole, never torn
+            write(handle)
+    return Added(run, target, True, replaced=True)
+
+
+def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
+             now: datetime | None = None) -> list[Added | Refused]:
+    """Add each saved run's headline figures to the store, each run once, and say what
+    became of each folder, in order. A run refused (not a finished measurement, no figure,
+    another run's id: `Refused`, one line) is left out and the others are added; `saved`
+    may hold folders already refused when loaded. `saved` is read once, each run kept only
+    as its stored rows (a generator loads one folder at a time). A store that cannot be
     written is an OutputError (exit 3) naming the file; the runs added before it stay."""
     need_pyarrow()
     added = now or datetime.now(timezone.utc)
-    runs: list[StoredRun] = []
+    outcomes: list[StoredRun | Refused] = []
     for one in saved:
-        run = prepare_run(one, added)
-        earlier = next((r for r in runs if r.key == run.key), None)
-        if earlier is not None and earlier.digest != run.digest:
-            raise BwprofError(f"{shown(run.source)} and {shown(earlier.source)} both claim "
-                              f"run_id {one_line(run.run_id)!r} with different results: "
-                              "refused; add the one that is the run")
-        runs.append(run)
-    _store_folder(store)
-    present = {run.key: _check_against_store(run, store / run.file_name) for run in runs}
-    done: list[Added] = []
-    seen: set[str] = set()
-    for run in runs:
-        target = store / run.file_name
-        if present[run.key] or run.key in seen:
-            done.append(Added(run, target, False))
+        if isinstance(one, Refused):
+            outcomes.append(one)
             continue
-        seen.add(run.key)
-        stored = publish_new(target, lambda handle, rows=run.rows: _write_parquet(rows, handle),
-                             option=STORE_OPTION)
-        if not stored:  # another box added it in the meantime: the same run, or refused
-            _check_against_store(run, target)
-        done.append(Added(run, target, stored))
+        try:
+            outcomes.append(prepare_run(one, added))
+        except BwprofError as exc:
+            if exc.exit_code != EXIT_USAGE:
+                raise
+            outcomes.append(Refused(one.path or Path(one.label), str(exc)))
+    runs = [item for item in outcomes if isinstance(item, StoredRun)]
+    for index, item in enumerate(outcomes):  # one id, other results: neither is the run
+        if isinstance(item, StoredRun):
+            other = next((r for r in runs if r.key == item.key and r.digest != item.digest),
+                         None)
+            if other is not None:
+                outcomes[index] = Refused(item.source, (
+                    f"{shown(item.source)} and {shown(other.source)} both claim run_id "
+                    f"{one_line(item.run_id)!r} with different results: refused; add the "
+                    "one that is the run"))
+    if any(isinstance(item, StoredRun) for item in outcomes):
+        _store_folder(store)
+    done: list[Added | Refused] = []
+    first: dict[str, Added | Refused] = {}
+    for item in outcomes:
+        if isinstance(item, Refused):
+            done.append(item)
+            continue
+        target = store / item.file_name
+        earlier = first.get(item.key)
+        if isinstance(earlier, Refused):
+            done.append(Refused(item.source, earlier.why))
+        elif earlier is not None:
+            done.append(Added(item, target, False))
+        else:
+            try:
+                outcome: Added | Refused = _add_one(item, store, target)
+            except BwprofError as exc:
+                if exc.exit_code != EXIT_USAGE:
+                    raise
+                outcome = Refused(item.source, str(exc))
+            first[item.key] = outcome
+            done.append(outcome)
     return done
 
 
-def added_lines(done: Sequence[Added]) -> list[str]:
-    """What `history add` prints: a line per run folder."""
+def added_lines(done: Sequence[Added | Refused]) -> list[str]:
+    """What `history add` prints on stdout: a line per run folder added or already there
+    (a refused one's line is the CLI's `error:` on stderr)."""
     lines = []
     for item in done:
+        if isinstance(item, Refused):
+            continue
         run = item.run
         if item.stored:
             lines.append(f"added {one_line(run.run_id)} ({run.figures} figure(s)) from "
-                         f"{shown(run.source)} to {shown(item.target)}")
+                         f"{shown(run.source)} to {shown(item.target)}"
+                         + (" (in place of an entry that held no figure)"
+                            if item.replaced else ""))
         else:
             lines.append(f"already stored: {one_line(run.run_id)} (from {shown(run.source)}) "
                          f"is in {shown(item.target)}; not added again")
@@ -386,6 +482,16 @@ def added_lines(done: Sequence[Added]) -> list[str]:
 
 
 # -- reading the store ------------------------------------------------------------------------
+
+
+def inside_store(path: Path, store: Path) -> bool:
+    """Whether `path` is the store folder or lies within it, links resolved (a folder made
+    there would be read by pandas as part of the store)."""
+    try:
+        where, home = path.resolve(), store.resolve()
+    except (OSError, RuntimeError):  # a loop of links: not a folder anything is written to
+        return False
+    return where == home or home in where.parents
 
 
 def store_files(store: Path) -> list[Path]:
@@ -406,32 +512,95 @@ def store_files(store: Path) -> list[Path]:
             and not is_debris(name)]
 
 
+class OtherVersion(BwprofError):
+    """A store file of another history version: read by the bwprof that wrote it."""
+
+
 def read_store_file(path: Path) -> pd.DataFrame:
-    """One file of the store, checked: BwprofError (one line) where it is not one."""
+    """One file of the store, checked and read as the store's types (`arrow_schema`), its
+    long texts cut (`capped`): BwprofError (one line) where it is not one."""
+    frame: pd.DataFrame = capped(store_table(path)).to_pandas()
+    return frame
+
+
+def store_table(path: Path, data: bytes | None = None) -> Any:
+    """One file of the store (its bytes `data`, where read already) as a pyarrow table of
+    the store's columns and types: a file whose columns cannot be read as those types (a
+    damaged or hand-made file) is a BwprofError (one line), never a column of other values
+    that would break what reads the store; OtherVersion for another history version."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = read_bytes(path, MAX_TABLE_BYTES)
+    if data is None:
+        data = read_bytes(path, MAX_TABLE_BYTES)
     try:
-        frame = pq.read_table(BytesIO(data)).to_pandas()
+        table = pq.read_table(BytesIO(data))
     except MemoryError:
         raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
     except Exception as exc:  # pyarrow's own error types for a damaged file
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
-    missing = [name for name in COLUMN_NAMES
-               if name not in frame.columns and name not in LATER_COLUMNS]
+    names = table.column_names
+    missing = [name for name in COLUMN_NAMES if name not in names and name not in LATER_COLUMNS]
     if missing:
         raise BwprofError(f"{shown(path)} is not a bwprof history file (missing "
                           f"{', '.join(missing[:5])})")
-    versions = set(pd.to_numeric(frame["schema_version"], errors="coerce").dropna())
+    try:
+        versions = set(pa.compute.cast(table.column("schema_version"), pa.int64())
+                       .unique().drop_null().to_pylist())
+    except Exception:  # not whole numbers: said below, as a column of another type
+        versions = set()
     if versions - {HISTORY_VERSION}:
-        raise BwprofError(f"{shown(path)} is of history version "
-                          f"{', '.join(str(v) for v in sorted(versions))}; this bwprof reads "
-                          f"version {HISTORY_VERSION}")
-    for name in LATER_COLUMNS:
-        if name not in frame.columns:
-            frame[name] = None
-    return frame
+        raise OtherVersion(f"{shown(path)} is of history version "
+                           f"{', '.join(str(v) for v in sorted(versions))}; this bwprof reads "
+                           f"version {HISTORY_VERSION}")
+    schema = arrow_schema()
+    try:
+        for name in LATER_COLUMNS:
+            if name not in names:
+                table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
+        table = table.select(list(COLUMN_NAMES)).cast(schema)
+    except MemoryError:
+        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except Exception:  # a column of values the store's type cannot hold, or named twice
+        odd = [f"{field.name} ({field.type})" for field in table.schema
+               if field.name in schema.names and field.type != schema.field(field.name).type]
+        raise BwprofError(f"{shown(path)} is not a bwprof history file: "
+                          f"{', '.join(odd[:5]) or 'its columns'} cannot be read as the "
+                          "store's types") from None
+    return table
+
+
+MAX_TEXT = 200
+"""The most characters of one text a store read gives (a GPU name, host, case...): bwprof
+writes far shorter ones, and a hand-made or hostile file of 100,000-character names must not
+make a trend's lines and plots take minutes."""
+
+
+def capped_text(text: str) -> str:
+    """`text` cut to about MAX_TEXT characters, its length and a digest of the whole kept, so
+    two long names that share a beginning stay two."""
+    if len(text) <= MAX_TEXT:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{text[:MAX_TEXT - 40]}... ({len(text)} characters, {digest})"
+
+
+def capped(table: Any) -> Any:
+    """`table` with every text longer than MAX_TEXT cut (`capped_text`); the columns within
+    it untouched (one length scan each)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for index, field in enumerate(table.schema):
+        if not pa.types.is_string(field.type) or not table.num_rows:
+            continue
+        column = table.column(index)
+        if (pc.max(pc.utf8_length(column)).as_py() or 0) <= MAX_TEXT:
+            continue
+        values = [None if v is None else capped_text(v) for v in column.to_pylist()]
+        table = table.set_column(index, field, pa.array(values, pa.string()))
+    return table
 
 
 def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None = None,
@@ -592,8 +761,9 @@ def _scan(fragments: list[Any], where: Any, notes: list[str],
 
 
 def _to_frame(table: Any) -> pd.DataFrame:
-    """The scanned rows as pandas: the one place the store's rows are materialised."""
-    frame: pd.DataFrame = table.to_pandas()
+    """The scanned rows as pandas, long texts cut (`capped`): the one place the store's
+    scanned rows are materialised."""
+    frame: pd.DataFrame = capped(table).to_pandas()
     return frame
 
 

@@ -131,8 +131,13 @@ def test_a_simulated_run_or_a_folder_that_is_no_run_is_refused(tmp_path, name, w
     done = runner.invoke(app, ["history", "add", str(H200), str(DATA / name),
                                "--store", str(store)])
     assert done.exit_code == 2 and words in done.output
-    assert len(done.output.splitlines()) == 1
-    assert not store.exists()  # every folder is checked before anything is written
+    refused = [line for line in done.output.splitlines() if line.startswith("error: ")]
+    assert len(refused) == 1 and words in refused[0]
+    assert len(store_names(store)) == 1  # the refused folder stops no other (issue 37)
+    alone = runner.invoke(app, ["history", "add", str(DATA / name), "--store",
+                                str(tmp_path / "other")])
+    assert alone.exit_code == 2 and len(alone.output.splitlines()) == 1
+    assert not (tmp_path / "other").exists()  # nothing to add: no store made
 
 
 @pytest.mark.parametrize("started", ["9999-12-31T23:59:59+00:00", "0001-01-01T00:00:00+00:00",

@@ -1,0 +1,218 @@
+"""The history store cannot be poisoned (issue 37): a run without figures is never stored, an
+entry without figures never blocks the genuine run, one refused folder never stops a batch,
+a damaged file never makes `trend` raise, `trend --out` never writes into the store, and huge
+texts in a store are cut when read."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bwprof.cli import app
+from bwprof.store import history
+from tests.store.test_history import H200, make_run, store_names
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+runner = CliRunner()
+GENUINE = "run-vm-20261130T235257Z-de7ef85fbea9e3f4.parquet"
+
+
+def _hollow(tmp_path: Path, name: str, text: str) -> Path:
+    """A copy of h200-quick (its run_id) whose results.csv is `text`."""
+    folder = tmp_path / name
+    shutil.copytree(H200, folder)
+    (folder / "results.csv").write_text(text)
+    return folder
+
+
+def _header(tmp_path: Path) -> str:
+    return (H200 / "results.csv").read_text().splitlines()[0] + "\n"
+
+
+@pytest.mark.parametrize("text", ["", "header"])
+def test_a_run_without_figures_is_refused_and_the_genuine_run_is_then_added(tmp_path, text):
+    hollow = _hollow(tmp_path, "hollow", _header(tmp_path) if text else "")
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(hollow), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and "holds no figure" in done.output
+    assert not store.exists() or store_names(store) == []
+    genuine = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert genuine.exit_code == 0, genuine.output
+    assert genuine.output.startswith("added vm-20261130T235257Z (11 figure(s))")
+
+
+def _stored_rows() -> pd.DataFrame:
+    from datetime import datetime, timezone
+
+    import bwprof
+
+    return history.prepare_run(bwprof.load(H200), datetime(2026, 12, 1, tzinfo=timezone.utc)).rows
+
+
+@pytest.mark.parametrize("entry", ["no rows", "no figures", "damaged"])
+def test_an_entry_without_figures_gives_way_to_the_genuine_run(tmp_path, entry):
+    """A store written by an earlier bwprof may hold such an entry under the run's name."""
+    store = tmp_path / "store"
+    store.mkdir()
+    rows = _stored_rows().assign(results_sha256="0" * 64)
+    if entry == "no rows":
+        rows = rows.iloc[0:0]
+    elif entry == "no figures":
+        rows = rows.assign(value=None, value_median=None)
+    target = store / GENUINE
+    if entry == "damaged":
+        target.write_bytes(b"not parquet")
+    else:
+        pq.write_table(pa.Table.from_pandas(rows, schema=history.arrow_schema(),
+                                            preserve_index=False), target)
+    done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    assert "added vm-20261130T235257Z (11 figure(s))" in done.output
+    assert "in place of an entry that held no figure" in done.output
+    assert store_names(store) == [".bwprof-history.lock", GENUINE]
+    stored = pd.read_parquet(store)
+    assert stored["value"].notna().sum() == 11
+    again = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert again.exit_code == 0 and again.output.startswith("already stored:")
+
+
+def test_an_entry_of_a_later_history_version_is_not_replaced(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    rows = _stored_rows().assign(schema_version=2, value=None)
+    pq.write_table(pa.Table.from_pandas(rows, schema=history.arrow_schema(),
+                                        preserve_index=False), store / GENUINE)
+    before = (store / GENUINE).read_bytes()
+    done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert done.exit_code == 2 and "history version 2" in done.output
+    assert (store / GENUINE).read_bytes() == before
+
+
+def test_a_batch_with_refused_folders_adds_the_others_and_exits_2(tmp_path):
+    runs = [make_run(tmp_path, f"box{n}-20261201T000000Z", host=f"box{n}",
+                     started="2026-12-01T00:00:00+00:00", uuid=f"GPU-{n}") for n in (1, 2)]
+    hollow = _hollow(tmp_path, "hollow", _header(tmp_path))
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(runs[0]), str(hollow),
+                               str(tmp_path / "missing"), str(runs[1]), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    lines = done.output.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 2 and "holds no figure" in errors[0]
+    assert "does not exist" in errors[1]
+    assert sum(line.startswith("added box") for line in lines) == 2 and len(lines) == 4
+    assert len(store_names(store)) == 2
+    again = runner.invoke(app, ["history", "add", *map(str, runs), "--store", str(store)])
+    assert again.exit_code == 0, again.output  # all added or there: 0
+
+
+def test_two_folders_claiming_one_id_are_both_refused_and_the_rest_added(tmp_path):
+    forged = tmp_path / "forged"
+    shutil.copytree(H200, forged)
+    results = pd.read_csv(forged / "results.csv", keep_default_na=False, dtype=str)
+    results.loc[results["case"] == "hbm_triad", "gbps_best"] = "1.0"
+    results.to_csv(forged / "results.csv", index=False)
+    other = make_run(tmp_path, "box1-20261201T000000Z", host="box1",
+                     started="2026-12-01T00:00:00+00:00", uuid="GPU-1")
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(H200), str(forged), str(other),
+                               "--store", str(store)])
+    assert done.exit_code == 2
+    assert done.output.count("both claim run_id 'vm-20261130T235257Z'") == 2
+    (name,) = [n for n in store_names(store) if n.startswith("run-")]
+    assert name.startswith("run-box1-20261201T000000Z-")
+
+
+def _small_store(tmp_path: Path) -> Path:
+    store = tmp_path / "store"
+    folders = [make_run(tmp_path / "runs", f"box1-2026120{day}T000000Z", host="box1",
+                        uuid="GPU-box1", started=f"2026-12-0{day}T01:00:00+00:00")
+               for day in (1, 2, 3)]
+    done = runner.invoke(app, ["history", "add", *map(str, folders), "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    return store
+
+
+def _retyped(store: Path, name: str, column: str, values: pa.Array) -> None:
+    table = pq.read_table(sorted(store.glob("run-*.parquet"))[0])
+    index = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(index, column, values), store / name)
+
+
+def test_a_store_file_of_other_column_types_is_a_note_or_read_as_the_stores_types(tmp_path):
+    store = _small_store(tmp_path)
+    rows = len(pq.read_table(sorted(store.glob("run-*.parquet"))[0]))
+    _retyped(store, "run-words-0000000000000000.parquet", "value",
+             pa.array(["fast"] * rows, pa.string()))
+    _retyped(store, "run-stamp-0000000000000000.parquet", "started_utc",
+             pa.array(["yesterday"] * rows, pa.string()))
+    _retyped(store, "run-ints-1111111111111111.parquet", "size_bytes",
+             pa.array([1.5] * rows, pa.float64()))
+    for args in (["--no-plots"], ["--out", str(tmp_path / "plots")]):
+        done = runner.invoke(app, ["trend", "--store", str(store), *args])
+        assert done.exit_code == 0, done.output
+        notes = [line for line in done.output.splitlines() if line.startswith("note: left out")]
+        assert len(notes) == 3, done.output
+        assert any("run-words" in n and "value (string) cannot be read as the store's types"
+                   in n for n in notes)
+    frame = history.read_store(store)
+    assert frame["value"].dtype == "float64" and str(frame["started_utc"].dtype).startswith(
+        "datetime64")
+
+
+def test_a_store_file_of_castable_other_types_is_read(tmp_path):
+    store = _small_store(tmp_path)
+    first = sorted(store.glob("run-*.parquet"))[0]
+    table = pq.read_table(first)
+    index = table.schema.get_field_index("schema_version")
+    first.unlink()
+    pq.write_table(table.set_column(index, "schema_version",
+                                    pa.array([1] * len(table), pa.int32())), first)
+    notes: list[str] = []
+    frame = history.read_store(store, notes)
+    assert not [n for n in notes if "left out" in n]
+    assert frame["run_id"].nunique() == 3 and frame["schema_version"].dtype == "int64"
+
+
+@pytest.mark.parametrize("inside", ["plots", "plots/deeper"])
+def test_trend_out_inside_the_store_is_refused(tmp_path, inside):
+    store = _small_store(tmp_path)
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(store / inside)])
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and "inside the store" in done.output
+    assert not (store / "plots").exists()
+    link = tmp_path / "link"
+    link.symlink_to(store)
+    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(link / inside)])
+    assert done.exit_code == 2 and "inside the store" in done.output
+    pd.read_parquet(store)  # the store still reads as one table
+
+
+def test_huge_texts_in_a_store_are_cut_when_read(tmp_path):
+    store = _small_store(tmp_path)
+    files = sorted(store.glob("run-*.parquet"))
+    for number, path in enumerate(files):
+        table = pq.read_table(path)
+        for column, text in (("device_name", "H" * 100_000), ("gpu_uuid", "G" * 100_000),
+                             ("case", "c" * 50_000 if number == 2 else None)):
+            if text is None:
+                continue
+            index = table.schema.get_field_index(column)
+            table = table.set_column(index, column, pa.array([text] * len(table), pa.string()))
+        path.unlink()
+        pq.write_table(table, path)
+    frame = history.read_store(store)
+    for column in ("device_name", "gpu_uuid", "case"):
+        assert frame[column].str.len().max() <= history.MAX_TEXT, column
+    assert frame["gpu_uuid"].nunique() == 1  # the same long text is cut the same way
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert done.exit_code == 0, done.output
+    assert max(len(line) for line in done.output.splitlines()) < 2000
+    assert history.capped_text("a" * 300) != history.capped_text("a" * 299 + "b")
