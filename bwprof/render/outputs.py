@@ -31,6 +31,7 @@ from bwprof.schema.table import (
     read_run_csv,
     typed_results,
 )
+from bwprof.schema.text import shown
 from bwprof.store.atomic import Picture, captured_figures, write_csv_atomic
 from bwprof.store.export import TIMINGS_FILE
 from bwprof.store.formats import write_parquet
@@ -99,6 +100,21 @@ def output_dir(out: Path | None, default: Path) -> Path:
     return target
 
 
+def refuse_link(folder: Path) -> None:
+    """BwprofError (exit 2, before anything is written) where `folder`, a folder bwprof
+    chose inside one the user named (RUN_DIR/report/), is a symbolic link: the run folder is
+    untrusted input, and a planted link would send the files into its target (another run's
+    report, any folder the user can write)."""
+    if not os.path.islink(folder):
+        return
+    try:
+        to = f" (to {shown(Path(os.readlink(folder)))})"
+    except OSError:
+        to = ""
+    raise BwprofError(f"{shown(folder)} is a symbolic link{to}; bwprof never writes through a "
+                      "link inside a run folder: remove it, or pass --out DIR")
+
+
 def read_timings(path: Path) -> pd.DataFrame:
     """timings.csv, checked (read with bounded effort, of a schema this bwprof reads, numeric
     seconds), its text cells as measured, for its Parquet copy; BwprofError with one line
@@ -146,6 +162,8 @@ def write_report_files(run: Run, out_dir: Path,
     # What every column of results.csv means, with the files it explains.
     steps.append((COLUMNS_FILE,
                   lambda: [write_csv_atomic(dictionary_frame(), out_dir / COLUMNS_FILE)]))
+    if default_dir:
+        refuse_link(out_dir)
     created = default_dir and not out_dir.exists()
     try:
         if default_dir:

@@ -76,7 +76,7 @@ def plot_key(run: Run) -> str | None:
         if run.timelines is not None:
             timelines = json.dumps(run.timelines, sort_keys=True, default=str).encode()
         elif run.path is not None and (run.path / TIMELINES_FILE).is_file():
-            timelines = (run.path / TIMELINES_FILE).read_bytes()
+            timelines = _read(run.path / TIMELINES_FILE)
         else:
             timelines = b""
         parts = [_source_digest(), _style_digest(), _frame_digest(run.results),
@@ -88,8 +88,19 @@ def plot_key(run: Run) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def _read(path: Path) -> bytes:
+    """A file of a folder bwprof reads (a plot, the manifest, timelines.json): a regular
+    file, never through a link planted at its name (OSError otherwise: a miss)."""
+    from bwprof.schema.reading import MAX_JSON_BYTES, read_bytes
+
+    try:
+        return read_bytes(path, 4 * MAX_JSON_BYTES)
+    except BwprofError as exc:
+        raise OSError(str(exc)) from None
+
+
 def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(_read(path)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ def reuse(out_dir: Path, key: str | None, pictures: bool) -> Drawn | None:
     if key is None:
         return None
     try:
-        manifest = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(_read(out_dir / MANIFEST).decode("utf-8"))
         if manifest.get("version") != MANIFEST_VERSION or manifest.get("key") != key:
             return None
         files = [out_dir / name for name in manifest["files"]]

@@ -6,10 +6,13 @@ through here, so a file that is not what bwprof wrote costs one checked step: ne
 a traceback or the machine's memory.
 
 - Only a regular file is opened: a FIFO named results.csv would block the reader forever, a
-  device (or a symlink to /dev/zero) stream forever. `os.stat` says which before the file is
-  opened, and `fstat` of the opened file says it again (the name may change in between).
-- A file larger than its kind's bound is refused from its size alone, before it is read;
-  stat follows symlinks, so a link to a huge file is bounded the same way.
+  device stream forever. `os.lstat` says which before the file is opened, and `fstat` of the
+  opened file says it again (the name may change in between).
+- A symbolic link is refused, never followed (and the open says O_NOFOLLOW): a folder is
+  untrusted input, and a results.csv planted as a link to /proc/self/environ or to another
+  run's file would be read as this run's. Only a file the user named themselves (a --spec)
+  is read through a link (`follow`).
+- A file larger than its kind's bound is refused from its size alone, before it is read.
 - Bytes that are not UTF-8 are refused, with the offset of the first bad one.
 - JSON is measured for depth before the parser sees it: the parser recurses once a level,
   and so does every reader of what it returns.
@@ -20,6 +23,7 @@ The limits, in one place, are the constants below.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -80,6 +84,14 @@ def _reason(exc: OSError) -> str:
 
 def _check(info: os.stat_result, path: Path, limit: int) -> None:
     kind = stat.S_IFMT(info.st_mode)
+    if kind == stat.S_IFLNK:
+        try:
+            to = f" (to {shown(Path(os.readlink(path)))})"
+        except OSError:
+            to = ""
+        raise BwprofError(f"cannot read {shown(path)}: it is a symbolic link{to}, not a file "
+                          "bwprof wrote; bwprof follows no link inside a folder it reads: "
+                          "put the file itself there")
     if kind != stat.S_IFREG:
         what = _KINDS.get(kind, "not a regular file")
         raise BwprofError(f"cannot read {shown(path)}: it is {what}, not a file bwprof wrote")
@@ -89,11 +101,11 @@ def _check(info: os.stat_result, path: Path, limit: int) -> None:
                           "bwprof wrote")
 
 
-def file_size(path: Path, limit: int) -> int:
-    """The size of `path`, a regular file of at most `limit` bytes (symlinks followed);
-    BwprofError naming it otherwise (MissingFile where it does not exist)."""
+def file_size(path: Path, limit: int, follow: bool = False) -> int:
+    """The size of `path`, a regular file (not a symbolic link, unless `follow`) of at most
+    `limit` bytes; BwprofError naming it otherwise (MissingFile where it does not exist)."""
     try:
-        info = os.stat(path)
+        info = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
         raise MissingFile(f"{shown(path)} does not exist") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
@@ -103,23 +115,35 @@ def file_size(path: Path, limit: int) -> int:
     return info.st_size
 
 
-def read_bytes(path: Path, limit: int) -> bytes:
+def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = False) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following
-    it anywhere that could block or stream (see the module's doc)."""
-    file_size(path, limit)
+    it anywhere that could block or stream (see the module's doc); `follow`: a symbolic
+    link the user named is followed. Without `to_end`, the file as long as it was when
+    opened (a run still appending rows); with it, read to its end whatever its size said
+    (a /proc or sysfs file says 0 bytes and has content), still at most `limit`."""
+    file_size(path, limit, follow)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise MissingFile(f"{shown(path)} does not exist") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:  # made a link since the lstat
+            _check(os.lstat(path), path, limit)
         raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "rb") as file:
             info = os.fstat(file.fileno())
             _check(info, path, limit)  # replaced since the stat?
-            # The file as it was at fstat: a run still writing appends rows meanwhile, and
-            # its last line, if cut, is the CSV reader's to leave out.
-            return file.read(info.st_size)
+            if not to_end:
+                # The file as it was at fstat: a run still writing appends rows meanwhile,
+                # and its last line, if cut, is the CSV reader's to leave out.
+                return file.read(info.st_size)
+            data = file.read(limit + 1)
+            if len(data) > limit:
+                raise BwprofError(f"{shown(path)} is more than bwprof reads from such a file "
+                                  f"({format_bytes(limit)})")
+            return data
     except OSError as exc:
         raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
     except MemoryError:

@@ -24,10 +24,21 @@ from bwprof.schema.cells import spreadsheet_frame
 from bwprof.store.runlock import temporary_suffix
 
 
-def _no_follow(path: str, flags: int) -> int:
-    """Open a new temporary file without following a symlink planted at its name (it would
-    write wherever the link points; `x` mode already refuses a name that exists)."""
-    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+def _folder(target: Path) -> int:
+    """The folder `target` goes in, opened: the temporary file is made and renamed inside
+    this very folder, whatever its path names by the time of the rename (a link put in
+    place of a folder meanwhile is never written through)."""
+    return os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _new_in(folder: int) -> Any:
+    """An `opener` that makes a new temporary file by its name inside `folder` (the open
+    folder, not whatever the path names by now), never through a link planted at its name
+    (`x` mode adds O_EXCL: never a file that is there)."""
+    def opener(path: str, flags: int) -> int:
+        return os.open(os.path.basename(path), flags | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+
+    return opener
 
 
 @contextmanager
@@ -35,23 +46,35 @@ def atomic_file(target: Path, binary: bool = False,
                 kept: Path | None = None) -> Iterator[IO[Any]]:
     """An open temporary file beside `target` that replaces it when the block ends: the
     target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
-    the old target, or none, and no temporary file. Writers get the open file, never the
-    path: pandas and matplotlib would expand a leading `~` of a string themselves."""
-    temp = target.with_name(f".{target.name}.{temporary_suffix()}")
+    the old target, or none, and no temporary file. A symbolic link at `target` is
+    replaced, never written through. Writers get the open file, never the path: pandas and
+    matplotlib would expand a leading `~` of a string themselves."""
+    temp = f".{target.name}.{temporary_suffix()}"
+    folder: int | None = None
+    made = False
     try:
+        folder = _folder(target)
+        new = _new_in(folder)
         handle: IO[Any]
-        with (open(temp, "xb", opener=_no_follow) if binary
-              else open(temp, "x", newline="", encoding="utf-8", opener=_no_follow)) as handle:
+        with (open(target.parent / temp, "xb", opener=new) if binary
+              else open(target.parent / temp, "x", newline="", encoding="utf-8",
+                        opener=new)) as handle:
+            made = True
             yield handle
             handle.flush()
             os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)
-        os.replace(temp, target)
+        os.replace(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder)
+        made = False
     except BaseException as exc:
-        with suppress(OSError):
-            temp.unlink()
         if isinstance(exc, OSError):
             raise write_failure(target, exc, kept) from None
         raise
+    finally:
+        if folder is not None:
+            if made:
+                with suppress(OSError):
+                    os.unlink(temp, dir_fd=folder)
+            os.close(folder)
 
 
 def write_json_atomic(target: Path, payload: object, strict: bool = False,
@@ -142,28 +165,40 @@ def publish_new(target: Path, write: Any, kept: Path | None = None,
     system without hard links gets a rename where the name is free (a writer racing
     another there can then replace the other's file). A write that fails is an OutputError
     of one line naming `option`, and leaves no temporary file."""
-    temp = target.with_name(f".{target.name}.{temporary_suffix()}")
+    temp = f".{target.name}.{temporary_suffix()}"
+    folder: int | None = None
+    made = False
     try:
-        with open(temp, "xb", opener=_no_follow) as handle:
+        folder = _folder(target)
+        with open(target.parent / temp, "xb", opener=_new_in(folder)) as handle:
+            made = True
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         try:
-            os.link(temp, target, follow_symlinks=False)
+            os.link(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder,
+                    follow_symlinks=False)
         except FileExistsError:
             return False
         except OSError as exc:
             if exc.errno not in _NO_LINKS:
                 raise
-            if os.path.lexists(target):
+            try:
+                os.lstat(target.name, dir_fd=folder)
                 return False
-            os.replace(temp, target)
+            except FileNotFoundError:
+                pass
+            os.replace(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder)
+            made = False
         return True
     except OSError as exc:
         raise write_failure(target, exc, kept, option=option) from None
     finally:
-        with suppress(OSError):
-            temp.unlink()
+        if folder is not None:
+            if made:
+                with suppress(OSError):
+                    os.unlink(temp, dir_fd=folder)
+            os.close(folder)
 
 
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK,

@@ -212,13 +212,18 @@ def _csv_bytes(rows: Iterable[Sequence[object]]) -> bytes:
     return text.getvalue().encode("utf-8")
 
 
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+
+
 class _RowFile:
     """One CSV file written a row at a time, straight to the file (no buffer that could
     hold half a row): a write that fails is taken back to the last whole row."""
 
     def __init__(self, path: Path, header: Sequence[str]) -> None:
         self.path = path
-        self._file = open(path, "wb", buffering=0)  # noqa: SIM115
+        # Never through a link planted at its name in the claimed folder meanwhile.
+        self._file = open(path, "wb", buffering=0, opener=_no_follow)  # noqa: SIM115
         self.size = 0
         try:
             self.append(_csv_bytes([header]))

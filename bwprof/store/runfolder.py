@@ -238,7 +238,7 @@ def _present(path: Path) -> bool:
     """Whether something is at `path` (of any kind: the reader refuses what is not a file);
     BwprofError where the folder cannot be looked into."""
     try:
-        os.stat(path)
+        os.lstat(path)  # a link is there, and refused by the reader: never followed
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError as exc:

@@ -401,3 +401,46 @@ def test_report_writes_results_parquet_by_default_and_parquet_copies_on_request(
                      "--format", "parquet"]) == 0
     assert _names(tmp_path / "pq") == ["columns.csv", "results.parquet", "summary.csv",
                                        "summary.parquet", "timings.parquet"]
+
+
+def _tree(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and not p.is_symlink()}
+
+
+# Catches (issue 37): a `report` link planted inside a run folder is followed, and `bwprof
+# report RUN` replaces another run's report.html and summary.csv with this run's
+@pytest.mark.parametrize("options", [["--no-plots"], ["--html"]])
+def test_a_report_link_planted_in_a_run_folder_is_refused(run_copy, tmp_path, capsys, options):
+    run, other = run_copy("host-ddr"), run_copy("sim-a")
+    assert cli.main(["report", str(other), "--no-plots", "--html"]) == 0
+    before, mine = _tree(other), _names(run)
+    (run / "report").symlink_to(other / "report")
+    capsys.readouterr()
+    code = cli.main(["report", str(run), *options])
+    captured = capsys.readouterr()
+    assert code == EXIT_USAGE and captured.out == ""
+    assert captured.err == (f"error: {run / 'report'} is a symbolic link (to "
+                            f"{other / 'report'}); bwprof never writes through a link inside "
+                            "a run folder: remove it, or pass --out DIR\n")
+    assert _tree(other) == before and _names(run) == sorted([*mine, "report"])
+    out = tmp_path / "chosen"  # the way out the message names
+    assert cli.main(["report", str(run), "--out", str(out), *options]) == 0
+    assert (out / "summary.csv").is_file() and _tree(other) == before
+
+
+# Catches (issue 37): files of a report folder planted as links are written through
+def test_links_at_file_names_in_a_report_folder_are_replaced_never_followed(run_copy,
+                                                                             tmp_path):
+    run = run_copy("host-ddr")
+    victim = tmp_path / "victim"
+    victim.write_text("someone else's")
+    report = run / "report"
+    report.mkdir()
+    for name in ("summary.csv", "columns.csv", "report.html", "results.parquet",
+                 ".bwprof-plots.json"):
+        (report / name).symlink_to(victim)
+    assert cli.main(["report", str(run), "--html"]) == 0
+    assert victim.read_text() == "someone else's"
+    assert not any(p.is_symlink() for p in report.iterdir())
+    assert (report / "summary.csv").read_text().startswith("run_id,host,path,")

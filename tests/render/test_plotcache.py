@@ -83,3 +83,24 @@ def test_plots_written_into_the_run_folder_keep_no_manifest(run_copy):
     _report(run, run)
     assert (run / "bandwidth_vs_size.png").is_file()
     assert not (run / MANIFEST).exists()
+
+
+# Catches (issue 37): a plot planted as a link to a file of the same bytes is taken as the
+# one written and kept, and the report folder goes on pointing wherever the link does
+def test_a_plot_or_manifest_planted_as_a_link_is_drawn_again(run_copy, tmp_path, drawn):
+    run, out = run_copy("host-ddr"), tmp_path / "out"
+    _report(run, out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plot = next(out.glob("*.png"))
+    plot.rename(elsewhere / plot.name)
+    plot.symlink_to(elsewhere / plot.name)
+    drawn.clear()
+    _report(run, out)
+    assert drawn and not plot.is_symlink()
+    manifest = out / MANIFEST
+    manifest.rename(elsewhere / MANIFEST)
+    manifest.symlink_to(elsewhere / MANIFEST)
+    drawn.clear()
+    _report(run, out)
+    assert drawn and not manifest.is_symlink()

@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -114,12 +115,39 @@ def _symlink_huge(path: Path) -> None:
     path.symlink_to(target)
 
 
+def _char_device(path: Path) -> None:
+    """A device node of /dev/zero's numbers (root may make one; others skip)."""
+    path.unlink(missing_ok=True)
+    try:
+        os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+
+
+def _environ(path: Path) -> None:
+    """A link to a file that says 0 bytes and has content (issue 37's tester)."""
+    path.unlink(missing_ok=True)
+    path.symlink_to("/proc/self/environ")
+
+
+def _another_runs(path: Path) -> None:
+    """A link to the same file of another (genuine) run: read, it would pass for this one's."""
+    path.unlink(missing_ok=True)
+    path.symlink_to(DATA / "host-ddr-v2" / path.name)
+
+
+LINK = "it is a symbolic link"
+"""A file of a folder bwprof reads is never read through a link (issue 37)."""
+
 DAMAGE = {
     "0-byte": (_zero, "is empty (0 bytes)"),
     "FIFO": (_fifo, "it is a FIFO (named pipe), not a file bwprof wrote"),
-    "symlink to /dev/zero": (_dev_zero, "it is a character device"),
+    "a device": (_char_device, "it is a character device"),
+    "symlink to /dev/zero": (_dev_zero, f"{LINK} (to /dev/zero)"),
+    "symlink to /proc/self/environ": (_environ, f"{LINK} (to /proc/self/environ)"),
+    "symlink to another run's file": (_another_runs, LINK),
     "sparse 2 GiB": (_sparse, "is 2 GiB, more than bwprof reads"),
-    "symlink to a huge file": (_symlink_huge, "is 2 GiB, more than bwprof reads"),
+    "symlink to a huge file": (_symlink_huge, LINK),
     "a folder": (_folder, "it is a folder"),
     "not UTF-8": (_not_utf8, "is not UTF-8 text (byte 0x"),
 }
@@ -175,14 +203,15 @@ def test_an_unreadable_file_is_one_line(run_copy, capsys, monkeypatch):
 
 def test_a_folder_that_cannot_be_looked_into_is_one_line(run_copy, capsys, monkeypatch):
     run = run_copy("host-ddr-v2")
-    real_stat = os.stat
+    for name in ("stat", "lstat"):  # lstat: a file of the folder is looked at, not followed
+        real = getattr(os, name)
 
-    def refuse(path, *args, **kwargs):
-        if Path(path).parent == run:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_stat(path, *args, **kwargs)
+        def refuse(path, *args, real=real, **kwargs):
+            if Path(path).parent == run:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(os, "stat", refuse)
+        monkeypatch.setattr(os, name, refuse)
     assert_one_line_error(*cli(capsys, "compare", DATA / "host-ddr", run),
                           fragment="Permission denied")
 
