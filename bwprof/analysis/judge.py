@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from typing import Any, cast
 
 import pandas as pd
 
@@ -25,12 +27,12 @@ from bwprof.analysis import bands
 from bwprof.analysis.bands import Band, Part
 from bwprof.analysis.figures import pick, the_peak
 from bwprof.analysis.spec import Spec
-from bwprof.analysis.summary import is_loaded, matrix_rows
+from bwprof.analysis.summary import is_loaded, matrix_records, row_records
 from bwprof.casespec import judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
 from bwprof.schema.text import one_line
-from bwprof.store.formats import cell_float, cell_int, row_at
+from bwprof.store.formats import cell_float, cell_int
 from bwprof.store.runfolder import RunFolder
 from bwprof.units import format_bytes
 
@@ -128,40 +130,73 @@ def _boxes(run: RunFolder) -> list[_Box]:
     return [_Box(name, "", meta.host, meta.gpus)]
 
 
-_PICK_COLUMNS = ("status", "value_median", "flags", "size_bytes")
-"""What `bwprof.analysis.figures.pick` reads of a row (its default rule's statistic)."""
+Row = dict[str, Any]
+"""One row of results.csv as the judge reads it: a dict of the `_READ` columns the frame has
+(`bwprof.analysis.summary.row_records`), missing cells None or NaN."""
+
+_READ = (
+    "case", "device", "direction", "backend", "status", "value_median", "size_bytes", "flags",
+    "note", "phase", "metric", "unit", "cv", "peak_value", "memory", "overlap_efficiency",
+    "telemetry_samples", "pcie_gen_min", "pcie_width_min", "host_others_pct", "host_steal_pct",
+)
+"""The columns the judge reads of a row (`pick`, `the_peak`, `busy_reason`, the link check
+and the pair matrix among them). A fleet's rows become these dicts once, from whole columns:
+each box then selects among its hundred-odd dicts in microseconds, where a pandas selection
+cost its per-operation overhead on a frame of every column (a quarter of a second a box)."""
 
 
-def _rows_by_prefix(results: pd.DataFrame, boxes: list[_Box]) -> dict[str, pd.DataFrame] | None:
+def _has(value: object) -> bool:
+    """A cell that holds a value (None, NaN and pd.NA do not): `Series.notna` of one cell."""
+    return value is not None and value is not pd.NA and value == value
+
+
+@lru_cache(maxsize=4096)
+def _flag_set(text: object) -> frozenset[str]:
+    """A flags cell's flags, parsed once per distinct cell (a fleet repeats a few)."""
+    return flags.split_flags(text)
+
+
+def _flagged(row: Row, flag: str) -> bool:
+    return flag in _flag_set(row["flags"])
+
+
+def _cache_resident(row: Row) -> bool:
+    return bool(_flag_set(row["flags"]) & flags.CACHE_RESIDENT)
+
+
+def _rows_by_prefix(rows: list[Row], boxes: list[_Box]) -> dict[str, list[Row]] | None:
     """Each fleet box's rows (those whose device starts with its prefix, 'node7:'), split
     in one pass over the rows rather than one pass per box (a fleet of 10,000 boxes read
     its rows 10,000 times). None where a box's name holds a ':' itself: the part of a
     device before its first ':' is then not its box, and each box filters for its own."""
     if any(":" in box.prefix[:-1] for box in boxes):
         return None
-    device = results["device"].astype(str)
-    node = device.str.partition(":")[0]
-    node = node.where(device.str.contains(":", regex=False))
-    groups = results.groupby(node.to_numpy(dtype=object), sort=False, dropna=True).indices
-    return {f"{name}:": results.iloc[positions] for name, positions in groups.items()}
+    split: dict[str, list[Row]] = {}
+    for row in rows:
+        node, colon, _ = str(row["device"]).partition(":")
+        if colon:
+            split.setdefault(node + colon, []).append(row)
+    return split
 
 
 class _Judge:
     def __init__(self, run: RunFolder, box: _Box, spec: Spec,
-                 rows: pd.DataFrame | None = None) -> None:
-        """`rows`: the box's own rows where the caller has split them already."""
+                 rows: list[Row] | None = None) -> None:
+        """`rows`: the box's own rows (`_READ` records) where the caller has split them
+        already."""
         self.run, self.box, self.spec = run, box, spec
         if rows is None:
-            rows = run.results
-            if box.prefix:
-                rows = rows[rows["device"].astype(str).str.startswith(box.prefix)]
+            rows = [r for r in row_records(run.results, _READ)
+                    if str(r["device"]).startswith(box.prefix)]
         # A host job that raised has no device (its row is made before anything measured):
         # a whole-host job's, so its error belongs to the host's figure.
-        unplaced = (rows["device"].astype(str) == box.prefix) & (rows["backend"] == "host")
-        if unplaced.any():
-            rows = rows.copy()
-            rows.loc[unplaced, "device"] = box.prefix + HOST_DEVICE
-        self.rows = rows
+        host = box.prefix + HOST_DEVICE
+        self.rows = [{**r, "device": host}
+                     if str(r["device"]) == box.prefix and r["backend"] == "host" else r
+                     for r in rows]
+        self._by_case: dict[tuple[str, object], list[Row]] = {}
+        for row in self.rows:
+            self._by_case.setdefault((str(row["device"]), row["case"]), []).append(row)
 
     def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
               reason: str, **figures: object) -> Check:
@@ -177,72 +212,67 @@ class _Judge:
 
     # -- choosing the figure -------------------------------------------------------------
 
-    def _device_rows(self, case: str, device: str, direction: str | None) -> pd.DataFrame:
-        rows = self.rows[(self.rows["case"] == case)
-                         & (self.rows["device"].astype(str) == self.box.prefix + device)]
+    def _device_rows(self, case: str, device: str, direction: str | None) -> list[Row]:
+        rows = self._by_case.get((self.box.prefix + device, case), [])
         if direction is not None:
-            rows = rows[rows["direction"] == direction]
+            rows = [r for r in rows if r["direction"] == direction]
         return rows
 
-    def _unusable(self, rows: pd.DataFrame, what: str,
-                  errors: pd.DataFrame | None = None) -> tuple[str, str] | None:
+    def _unusable(self, rows: list[Row], what: str,
+                  errors: list[Row] | None = None) -> tuple[str, str] | None:
         """(verdict, reason) where `rows` (one case of one device) give no figure to judge.
         `errors`: the rows that raised, where they are not among `rows` (an overlap job's
         error row has no phase). A failed validation fails; bwprof's own error is ERROR
         where it took the figure the path is judged on: no figure left, or the error at
         the largest size (a working set beyond the caches that raised leaves only the
         cache-resident ones)."""
-        if rows.empty and (errors is None or errors.empty):
+        if not rows and not errors:
             return CANNOT_JUDGE, f"not measured: no {what} row in this run"
-        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()]
-        broken = rows[rows["status"] == "invalid"]
-        if ok.empty and len(broken):
-            first = broken.iloc[0]
+        ok = [r for r in rows if r["status"] == "ok" and _has(r["value_median"])]
+        broken = [r for r in rows if r["status"] == "invalid"]
+        if not ok and broken:
+            first = broken[0]
             return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
-        errors = rows[rows["status"] == "error"] if errors is None else errors
-        if len(errors):
+        errors = [r for r in rows if r["status"] == "error"] if errors is None else errors
+        if errors:
             figures = self._figure_rows(rows)
-            if figures.empty or _largest_size(errors) >= _largest_size(figures):
+            if not figures or _largest_size(errors) >= _largest_size(figures):
                 return ERROR, error_reason(what, errors)
-        if ok.empty:
-            first = rows.iloc[0]
+        if not ok:
+            first = rows[0]
             return CANNOT_JUDGE, f"{what} {first['status']}: {one_line(str(first['note']))}"
-        if ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).all() or (
-                ok["backend"] == "simulated").all():
+        if (all(_flagged(r, flags.SIMULATED) for r in ok)
+                or all(r["backend"] == "simulated" for r in ok)):
             return CANNOT_JUDGE, f"{what} is simulated: not a measurement"
-        if ok["flags"].map(flags.is_cache_resident).all():
+        if all(_cache_resident(r) for r in ok):
             return CANNOT_JUDGE, f"every {what} row is cache-resident: a cache's figure"
         return None
 
     @staticmethod
-    def _figure_rows(rows: pd.DataFrame) -> pd.DataFrame:
-        ok = rows[(rows["status"] == "ok") & rows["value_median"].notna()
-                  & (rows["backend"] != "simulated")]
-        return ok[~ok["flags"].map(flags.is_cache_resident).astype(bool)
-                  & ~ok["flags"].map(lambda t: flags.has_flag(t, flags.SIMULATED)).astype(bool)]
+    def _figure_rows(rows: list[Row]) -> list[Row]:
+        return [r for r in rows
+                if r["status"] == "ok" and _has(r["value_median"])
+                and r["backend"] != "simulated" and not _cache_resident(r)
+                and not _flagged(r, flags.SIMULATED)]
 
     @staticmethod
-    def _largest(rows: pd.DataFrame, higher_is_better: bool = True) -> pd.Series:
+    def _largest(rows: list[Row], higher_is_better: bool = True) -> Row:
         """The row that stands for the path, picked as every output picks it
         (`bwprof.analysis.figures.pick`: the best median at the largest size)."""
-        # Only the columns `pick` reads: a record of every column cost ten times as much.
-        records = rows[list(_PICK_COLUMNS)].to_dict("records")
-        picked = pick(records, higher_is_better)
+        picked = pick(rows, higher_is_better)
         if picked is None:
             raise ValueError("no row gives the path's figure")
-        index = next(i for i, record in zip(rows.index, records, strict=True)
-                     if record is picked)
-        return row_at(rows, index)
+        return cast(Row, picked)
 
     # -- holding it against the band -----------------------------------------------------
 
-    def _judged(self, device: str, gpu: GpuMeta | None, path: str, row: pd.Series,
+    def _judged(self, device: str, gpu: GpuMeta | None, path: str, row: Row,
                 band: Band | None, why_no_band: str, value: float | None = None,
                 fault: str | None = None) -> Check:
         value = cell_float(row["value_median"]) if value is None else value
         cv = cell_float(row["cv"])
         noisy = cv is not None and cv > self.spec.cv_limit(self._model(gpu))
-        busy = flags.has_flag(row["flags"], flags.BUSY_HOST)
+        busy = _flagged(row, flags.BUSY_HOST)
         figures: dict[str, object] = {
             "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
             "noisy": noisy, "busy": busy,
@@ -255,7 +285,7 @@ class _Judge:
         if band is None or value is None:
             return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
         # An overlap check's figure is a ratio, not its row's GB/s: only the band's applies.
-        peak, peak_source = (the_peak(row.to_dict(), band.reference, band.source)
+        peak, peak_source = (the_peak(row, band.reference, band.source)
                              if figures["unit"] == str(row["unit"])
                              else (band.reference, band.source))
         pct_peak = 100 * value / peak if peak else None
@@ -271,9 +301,9 @@ class _Judge:
         return self.check(device, gpu, path, case, verdict, reason, **figures)
 
     def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
-                  row: pd.Series) -> tuple[Band | None, str]:
+                  row: Row) -> tuple[Band | None, str]:
         override = self.spec.override(self._model(gpu), path)
-        c2c = gpu.host_link_c2c or flags.has_flag(row["flags"], flags.C2C_LINK)
+        c2c = gpu.host_link_c2c or _flagged(row, flags.C2C_LINK)
         default: Band | None
         why = ""
         if path in LINK_PATHS:
@@ -299,22 +329,19 @@ class _Judge:
         link = bands.pcie_link(part, dict(gpu.metadata))
         if link is None:
             return None
-        links = tuple(path_of(key).headline for key in LINK_PATHS)
-        rows = self.rows[(self.rows["device"].astype(str) == self.box.prefix + device)
-                         & self.rows["case"].isin(links)
-                         & (self.rows["status"] == "ok")]
-        if "telemetry_samples" in rows:
-            rows = rows[rows["telemetry_samples"].fillna(0) > 0]
-        gen = pd.to_numeric(rows.get("pcie_gen_min"), errors="coerce").min() if len(rows) \
-            else None
-        width = pd.to_numeric(rows.get("pcie_width_min"), errors="coerce").min() if len(rows) \
-            else None
-        low_gen = gen is not None and pd.notna(gen) and gen < link.generation
-        low_width = width is not None and pd.notna(width) and width < link.width
+        links = tuple(dict.fromkeys(path_of(key).headline for key in LINK_PATHS))
+        rows = [r for case in links for r in self._device_rows(case, device, None)
+                if r["status"] == "ok"]
+        if rows and "telemetry_samples" in rows[0]:  # a frame with the column
+            rows = [r for r in rows if (_coerced(r["telemetry_samples"]) or 0) > 0]
+        gen = _least(rows, "pcie_gen_min")
+        width = _least(rows, "pcie_width_min")
+        low_gen = gen is not None and gen < link.generation
+        low_width = width is not None and width < link.width
         if not (low_gen or low_width):
             return None
-        shown_gen = int(gen) if gen is not None and pd.notna(gen) else "?"
-        shown_width = int(width) if width is not None and pd.notna(width) else "?"
+        shown_gen = int(gen) if gen is not None else "?"
+        shown_width = int(width) if width is not None else "?"
         return (f"link trained at Gen{shown_gen} x{shown_width} under load, below its "
                 f"Gen{link.generation} x{link.width} maximum")
 
@@ -344,18 +371,17 @@ class _Judge:
         fault = bands.nvlink_fault(part, gpu.metadata.get("nvlink_links_up"),
                                    len(self.box.gpus.devices))
         case, direction = path_of("p2p").headline, path_of("p2p").direction
-        pairs = matrix_rows(self.rows, case, direction)
+        pairs = matrix_records(self.rows, case, direction)
         source = f"{self.box.prefix}{device}->"
-        mine = self._figure_rows(pairs[pairs["device"].astype(str).str.startswith(source)]) \
-            if len(pairs) else pairs
-        if mine.empty:
+        mine = self._figure_rows([r for r in pairs if str(r["device"]).startswith(source)])
+        if not mine:
             if fault is not None:
                 return self.check(device, gpu, "p2p", case, FAIL, fault)
-            rows = self.rows[self.rows["case"] == case]
+            rows = [r for r in self.rows if r["case"] == case]
             unusable = self._unusable(rows, case) or (
                 CANNOT_JUDGE, f"no {case} figure from {device}")
             return self.check(device, gpu, "p2p", case, *unusable)
-        row = row_at(mine, mine["value_median"].idxmin())
+        row = min(mine, key=lambda r: float(r["value_median"]))  # the first of the lowest
         links_up = gpu.metadata.get("nvlink_links_up")
         nvlinked = part is not None and part.nvlink_links and (
             part.nvlink_baseboard or (isinstance(links_up, int) and links_up > 0))
@@ -377,12 +403,12 @@ class _Judge:
             bands.overlap_band(), "overlap", "ratio")
         for case in path_of("overlap").cases:
             rows = self._device_rows(case, gpu.label, None)
-            if rows.empty:
+            if not rows:
                 continue
-            concurrent = rows[(rows["phase"] == "concurrent")
-                              & rows["overlap_efficiency"].notna()]
-            unusable = self._unusable(concurrent if len(concurrent) else rows, case,
-                                      errors=rows[rows["status"] == "error"])
+            concurrent = [r for r in rows
+                          if r["phase"] == "concurrent" and _has(r["overlap_efficiency"])]
+            unusable = self._unusable(concurrent or rows, case,
+                                      errors=[r for r in rows if r["status"] == "error"])
             if unusable is not None:
                 out.append(self.check(gpu.label, gpu, "overlap", case, *unusable))
                 continue
@@ -394,19 +420,18 @@ class _Judge:
                                   "not measured: no overlap_* row in this run"))
         return out
 
-    def _latency_rows(self) -> pd.DataFrame:
-        rows = self.rows[(self.rows["metric"] == "latency")
-                         & ~self.rows["phase"].map(is_loaded).astype(bool)]
-        return rows
+    def _latency_rows(self) -> list[Row]:
+        return [r for r in self.rows if r["metric"] == "latency" and not is_loaded(r["phase"])]
 
     def _latency(self, gpu: GpuMeta | None, part: Part | None) -> list[Check]:
         """Each latency case of the GPU (`gpu`), or of the host (None), per direction and
         device; judged only against a spec's band."""
-        rows = self._latency_rows()
+        groups: dict[tuple[object, object, object], list[Row]] = {}
+        for row in self._latency_rows():  # in the order each first appears
+            groups.setdefault((row["case"], row["device"], row["direction"]), []).append(row)
         label = gpu.label if gpu is not None else None
         out = []
-        for (case, device, direction), group in rows.groupby(
-                ["case", "device", "direction"], sort=False, dropna=False):
+        for (case, device, direction), group in groups.items():
             own = str(device).removeprefix(self.box.prefix)
             is_gpu = own.split("->", 1)[0] == label if label else False
             if label is not None and not is_gpu:
@@ -428,7 +453,7 @@ class _Judge:
         return out
 
     @staticmethod
-    def _largest_latency(rows: pd.DataFrame) -> pd.Series:
+    def _largest_latency(rows: list[Row]) -> Row:
         return _Judge._largest(rows, higher_is_better=False)
 
     def host_checks(self) -> list[Check]:
@@ -451,18 +476,39 @@ class _Judge:
         return out + self._latency(None, None)
 
 
-def _largest_size(rows: pd.DataFrame) -> float:
+def _coerced(value: object) -> float | None:
+    """A cell as a number, None where it is none (`pd.to_numeric(errors='coerce')` of one
+    cell)."""
+    if not _has(value):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number == number else None
+
+
+def _least(rows: list[Row], column: str) -> float | None:
+    """The smallest number in `column` among `rows`; None where none holds one."""
+    values = [v for v in (_coerced(r.get(column)) for r in rows) if v is not None]
+    return min(values) if values else None
+
+
+def _size_or_inf(row: Row) -> float:
+    size = _coerced(row["size_bytes"])
+    return float("inf") if size is None else size
+
+
+def _largest_size(rows: list[Row]) -> float:
     """The largest size among `rows`; infinite where one has none (a job that raised before
     its size was known could have been the largest)."""
-    sizes = pd.to_numeric(rows["size_bytes"], errors="coerce").astype("float64")
-    return float(sizes.fillna(float("inf")).max())
+    return max(_size_or_inf(r) for r in rows)
 
 
-def error_reason(what: str, errors: pd.DataFrame) -> str:
+def error_reason(what: str, errors: list[Row]) -> str:
     """'bwprof error in lat_host (1 GiB): OverflowError: ...; the box was not judged on it':
     the largest size that raised and its one-line message."""
-    sizes = pd.to_numeric(errors["size_bytes"], errors="coerce").astype("float64")
-    first = row_at(errors, sizes.fillna(float("inf")).idxmax())
+    first = max(errors, key=_size_or_inf)  # the first of the largest, as idxmax
     size = cell_int(first["size_bytes"])
     at = f" ({format_bytes(size)})" if size else ""
     more = f", and {len(errors) - 1} more row(s)" if len(errors) > 1 else ""
@@ -470,7 +516,7 @@ def error_reason(what: str, errors: pd.DataFrame) -> str:
             f"{NOT_JUDGED_SUFFIX}")
 
 
-def busy_reason(row: pd.Series) -> str:
+def busy_reason(row: Row) -> str:
     """'busy: other processes took 63% of the measuring cores' time while it ran; ...'
     from the row's shares (`host_others_pct`, `host_steal_pct`), where it has them: the
     number first, so the table's why column keeps it."""
@@ -528,15 +574,15 @@ def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
     out = []
     boxes = _boxes(run)
-    results = run.results
-    split = _rows_by_prefix(results, boxes) if boxes[0].prefix else None
+    records = row_records(run.results, _READ)  # once, from whole columns, for every box
+    split = _rows_by_prefix(records, boxes) if boxes[0].prefix else None
     for box in boxes:
         if split is not None:
-            rows = split.get(box.prefix, results.iloc[:0])
+            rows = split.get(box.prefix, [])
         elif box.prefix:
-            rows = results[results["device"].astype(str).str.startswith(box.prefix)]
+            rows = [r for r in records if str(r["device"]).startswith(box.prefix)]
         else:
-            rows = results
+            rows = records
         judge = _Judge(run, box, spec, rows)
         out += judge.host_checks()
         for gpu in box.gpus.devices:

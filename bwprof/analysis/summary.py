@@ -95,10 +95,10 @@ def _cells(column: pd.Series) -> list[object]:
     return column.tolist()
 
 
-def _records(results: pd.DataFrame) -> list[Record]:
-    """The rows of `results` in order, as dicts of the columns the summary reads (a column
-    the frame lacks is absent; a missing value is None or NaN)."""
-    present = [c for c in _READ_COLUMNS if c in results.columns]
+def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list[Record]:
+    """The rows of `results` in order, as dicts of the columns the summary reads (or those
+    of `read`; a column the frame lacks is absent; a missing value is None or NaN)."""
+    present = [c for c in read if c in results.columns]
     # Each column to Python values once, then zipped: what to_dict("records") gives (ints,
     # floats, str, NA), without its per-row boxing (seconds for a fleet's 100,000 rows).
     columns = [_cells(results[c]) for c in present]
@@ -443,6 +443,18 @@ def _matrix(records: list[Record], case: str, direction: str | None = None) -> l
     most = max(len(devices) for devices in pairs.values())
     size = max(number(s) for s, devices in pairs.items() if len(devices) == most)
     return [r for r in sized if number(r["size_bytes"]) == size]
+
+
+def row_records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list[Record]:
+    """The rows of `results` as dicts of the columns in `read` (the summary's by default),
+    built from whole columns: the judge reads a fleet's rows this way, one pass for every
+    box."""
+    return _records(results, read)
+
+
+def matrix_records(rows: list[Record], case: str, direction: str | None = None) -> list[Record]:
+    """`matrix_rows` of records (`row_records`): the same rows, as the same dicts."""
+    return _matrix(rows, case, direction)
 
 
 def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) -> pd.DataFrame:

@@ -148,6 +148,7 @@ def test_each_box_of_a_fleet_is_judged_on_its_own_rows_as_when_it_filtered_them(
     for names with a ':' of their own, which the split leaves to the filter."""
     from bwprof.analysis import judge
     from bwprof.analysis.spec import Spec
+    from bwprof.analysis.summary import row_records
 
     for names in (["n1", "n10", "n2"], ["a:1", "a", "a:10"]):
         run = _fleet(names)
@@ -161,6 +162,8 @@ def test_each_box_of_a_fleet_is_judged_on_its_own_rows_as_when_it_filtered_them(
         assert checks == by_filter
         hbm = [c.verdict for c in checks if c.path == "hbm"]
         assert hbm[:-1] == ["PASS"] * (len(names) - 1) and hbm[-1] == "FAIL"
-    split = judge._rows_by_prefix(_fleet(["n1", "n10"]).results, judge._boxes(_fleet(["n1"])))
+    records = row_records(_fleet(["n1", "n10"]).results, judge._READ)
+    split = judge._rows_by_prefix(records, judge._boxes(_fleet(["n1"])))
     assert split is not None and set(split) == {"n1:", "n10:"}
-    assert all(frame["device"].str.startswith(prefix).all() for prefix, frame in split.items())
+    assert all(row["device"].startswith(prefix) for prefix, rows in split.items() for row in rows)
+    assert sum(map(len, split.values())) == len(records)
