@@ -392,7 +392,9 @@ def load_spec(path: Path) -> Spec:
     if info.st_size > MAX_SPEC_BYTES:
         raise BwprofError(f"spec {shown(path)} is larger than {MAX_SPEC_BYTES >> 20} MiB: "
                           "not a spec")
-    raw = read_bytes(path, MAX_SPEC_BYTES)  # never blocks; its errors name the file
+    # Never blocks; its errors name the file. The user named it: a link is followed. Read
+    # to its end: a spec kept in /proc or sysfs says 0 bytes and has content.
+    raw = read_bytes(path, MAX_SPEC_BYTES, follow=True, to_end=True)
     toml = _toml()
     try:
         data = toml.loads(raw.decode("utf-8"))

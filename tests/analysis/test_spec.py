@@ -165,3 +165,30 @@ def test_a_folder_or_nothing_as_the_spec_says_so(tmp_path):
         load_spec(tmp_path)
     with pytest.raises(BwprofError, match=r"^cannot read spec .*: No such file or directory$"):
         load_spec(tmp_path / "none.toml")
+
+
+# Catches (issue 37): a spec in /proc or sysfs (stat says 0 bytes, the read has content) is
+# read as empty, so `accept --spec` judges by the defaults without a word
+def test_a_spec_whose_size_says_zero_is_read_to_its_end(tmp_path, monkeypatch):
+    spec = tmp_path / "spec.toml"
+    spec.write_text("cv_max = 0.5\n")
+    real_stat, real_fstat = os.stat, os.fstat
+
+    def zero(info: os.stat_result) -> os.stat_result:
+        return os.stat_result((*info[:6], 0, *info[7:10]))
+
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: zero(real_stat(path, *a, **k)))
+    monkeypatch.setattr(os, "fstat", lambda fd: zero(real_fstat(fd)))
+    assert load_spec(spec).cv_max == 0.5
+
+
+def test_a_proc_file_as_the_spec_is_read_not_taken_as_empty():
+    """/proc/self/cmdline says 0 bytes and holds the command line: no TOML."""
+    with pytest.raises(BwprofError, match=r"^spec /proc/self/cmdline is not (valid TOML|UTF-8)"):
+        load_spec(Path("/proc/self/cmdline"))
+
+
+def test_a_spec_the_user_named_through_a_link_is_read(tmp_path):
+    (tmp_path / "real.toml").write_text("cv_max = 0.25\n")
+    (tmp_path / "spec.toml").symlink_to(tmp_path / "real.toml")
+    assert load_spec(tmp_path / "spec.toml").cv_max == 0.25
