@@ -42,6 +42,7 @@ from bwprof.schema.meta import (
 )
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame
+from bwprof.schema.text import printable
 from bwprof.store.export import (
     LOCK_FILE,
     RESULTS_FILE,
@@ -108,7 +109,9 @@ def utc_now() -> datetime:
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    """This machine's name, its bytes that are not UTF-8 escaped (`\\xff`): every row and
+    the run's folder name carry it, and an encoder must never refuse them."""
+    return printable(socket.gethostname())
 
 
 def default_run_dir(hostname: str, started: datetime, root: Path = Path("reports")) -> Path:

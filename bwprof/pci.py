@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bwprof.peaks import pcie_peak_gbps
+from bwprof.schema.text import decoded
 
 SYS_PCI_DEVICES = Path("/sys/bus/pci/devices")
 
@@ -140,7 +141,7 @@ def _width(text: str | None) -> int | None:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text().strip()
+        return decoded(path.read_bytes()).strip()  # not UTF-8: escaped, never a traceback
     except OSError:
         return None
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bwprof.cpulist import parse_cpu_list
 from bwprof.schema.meta import CacheLevel, GpusMeta, HostInfo, MachineIdentity, NumaNode
+from bwprof.schema.text import decoded, printable
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
@@ -37,8 +38,10 @@ def parse_size_suffix(text: str) -> int:
 
 
 def _read(path: Path) -> str | None:
+    """A /proc or sysfs file, stripped (bytes that are not UTF-8 escaped: `decoded`); None
+    where it cannot be read."""
     try:
-        return path.read_text().strip()
+        return decoded(path.read_bytes()).strip()
     except OSError:
         return None
 
@@ -110,7 +113,7 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     vendor, family, model = field("vendor_id"), field("cpu family"), field("model")
     if vendor and family and model:
         return f"{vendor} family {family} model {model} ({_llvm_cpu_name() or 'core unknown'})"
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return printable(platform.processor() or platform.machine()) or "unknown CPU"
 
 
 def _llvm_cpu_name() -> str | None:
@@ -219,7 +222,7 @@ def core_siblings(cpu: int, sys_cpu: Path = SYS_CPU) -> frozenset[int]:
     """The CPUs sharing `cpu`'s core (its SMT siblings, itself included): they share its L1,
     L2 and load ports. Just {cpu} where sysfs does not say."""
     try:
-        text = (sys_cpu / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text()
+        text = decoded((sys_cpu / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_bytes())
     except OSError:
         return frozenset({cpu})
     return (parse_cpu_list(text) or frozenset()) | {cpu}
@@ -401,7 +404,7 @@ def host_info() -> HostInfo:
     modules, unreadable = read_memory_devices()
     peak, peak_note = ddr_peak(modules) if unreadable is None else (None, unreadable)
     return HostInfo(
-        hostname=socket.gethostname(),
+        hostname=printable(socket.gethostname()),  # not UTF-8: escaped, as `\\xff`
         cpu_model=model,
         logical_cpus=os.cpu_count() or 1,
         usable_cpus=usable_cpus(),
@@ -416,8 +419,8 @@ def host_info() -> HostInfo:
         memory_modules=tuple(m.as_dict() for m in modules),
         ddr_peak_gbps=peak,
         ddr_peak_note=peak_note,
-        os=platform.platform(),
-        kernel=platform.release(),
+        os=printable(platform.platform()),
+        kernel=printable(platform.release()),
         python=platform.python_version(),
         packages=package_versions(),
         transparent_hugepages=transparent_hugepages(),

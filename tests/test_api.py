@@ -347,3 +347,34 @@ def test_a_run_records_its_gpus_uuids_in_the_machine_identity(monkeypatch, tmp_p
     count = len(result.meta.gpus.devices)
     assert count and identity.gpu_uuids == tuple(f"GPU-{i:04d}" for i in range(count))
     assert identity.box and identity.box_source
+
+
+# Catches (issue 37): a host name that is not UTF-8 (gethostname's surrogate escapes) made
+# writing the first row raise UnicodeEncodeError: the run ended with a traceback and lost
+# every row; a kernel release and /proc/cpuinfo of such bytes likewise
+def test_a_machine_whose_names_are_not_utf8_is_measured_written_and_reported(
+        tmp_path, monkeypatch, capsys):
+    import socket
+
+    from bwprof import cli, system
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_bytes(b"processor\t: 0\nmodel name\t: EPYC \xff 9654\n")
+    real_cpu_model = system.cpu_model
+    monkeypatch.setattr(system, "cpu_model", lambda path=cpuinfo: real_cpu_model(path))
+    monkeypatch.setattr(socket, "gethostname", lambda: "box\udcff")
+    monkeypatch.setattr(system.platform, "release", lambda: "6.8.0-\udcfe")
+    monkeypatch.setattr(system.platform, "platform", lambda: "Linux-6.8.0-\udcfe")
+    out = tmp_path / "r"
+    result = bwprof.run(cases="ddr_copy", out=out, plots=False, **SMALL)
+    assert result.run_id.startswith("box\\xff-")
+    system_json = json.loads((out / "system.json").read_bytes().decode("utf-8"))
+    assert system_json["host"]["hostname"] == "box\\xff"
+    assert system_json["host"]["cpu_model"] == "EPYC \\xff 9654"
+    assert system_json["host"]["kernel"] == "6.8.0-\\xfe"
+    rows = pd.read_csv(out / "results.csv", encoding="utf-8")
+    assert len(rows) == len(result.results) > 0 and set(rows["host"]) == {"box\\xff"}
+    assert bwprof.load(out).meta.hostname == "box\\xff"
+    capsys.readouterr()
+    assert cli.main(["report", str(out), "--no-plots"]) == 0
+    assert "box\\xff" in capsys.readouterr().out

@@ -290,3 +290,16 @@ def test_the_h200_box_shape_places_its_gpu_where_the_stored_run_found_it() -> No
     assert same_device(described.properties.pci_bus_id, found)
     path = PciePath.from_json(described.metadata["pcie_path"])
     assert path is not None and same_device(path.ports[-1].bdf, found)
+
+
+# Catches (issue 37): a sysfs file holding bytes that are not UTF-8 ends the run with a
+# UnicodeDecodeError traceback
+def test_bytes_that_are_not_utf8_in_sysfs_are_read_escaped(tmp_path) -> None:
+    fs = FakeSysfs(tmp_path)
+    _switch(fs, "pci0000:15", "0000:15:01.0", 0x16, gpus=1)
+    gpu = next(fs.bus.glob("0000:18:00.0")).resolve()
+    (gpu / "vendor").write_bytes(b"0x10de\xff\n")
+    (gpu / "current_link_speed").write_bytes(b"32.0 GT/s \xfe\xff PCIe\n")
+    path = read_pcie_path("00000000:18:00.0", fs.bus)
+    assert path.ports[-1].vendor == "0x10de\\xff"
+    assert path.ports[-1].gen == 5  # what could be read still is

@@ -264,3 +264,28 @@ def test_host_info_records_an_identity_that_system_json_reads_back():
     old = {k: v for k, v in info.as_dict().items() if k != "identity"}
     assert HostInfo.from_dict(old).box is None and HostInfo.from_dict(old).box_label == (
         info.hostname)
+
+
+# Catches (issue 37): a host name, /proc/cpuinfo or a sysfs file holding bytes that are not
+# UTF-8 ends the run with a traceback (and a host name of that kind loses every row)
+def test_bytes_that_are_not_utf8_from_the_machine_are_kept_escaped(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_bytes(b"processor\t: 0\nmodel name\t: EPYC \xff\xfe 9654\n"
+                        b"flags\t\t: fpu hypervisor \xff\n")
+    assert system.cpu_model(cpuinfo) == "EPYC \\xff\\xfe 9654"
+    assert system.under_hypervisor(cpuinfo) is True
+    _cache(tmp_path / "cpu", 0, 0, 3, "Unified", "32768K", "0")
+    (tmp_path / "cpu" / "cpu0" / "cache" / "index0" / "type").write_bytes(b"Unified\xff\n")
+    (tmp_path / "cpu" / "cpu0" / "topology").mkdir()
+    (tmp_path / "cpu" / "cpu0" / "topology" / "thread_siblings_list").write_bytes(b"0,\xff1")
+    assert [c.type for c in caches(tmp_path / "cpu")] == ["Unified\\xff"]
+    assert system.core_siblings(0, tmp_path / "cpu") == frozenset({0})
+    d = tmp_path / "nodes" / "node0"
+    d.mkdir(parents=True)
+    (d / "cpulist").write_bytes(b"0-3\xff\n")
+    (d / "meminfo").write_bytes(b"Node 0 MemTotal:       2048 kB\n")
+    assert [n.node for n in numa_nodes(tmp_path / "nodes")] == [0]
+    monkeypatch.setattr(system.socket, "gethostname", lambda: "box\udcff\udcfe")
+    monkeypatch.setattr(system.platform, "release", lambda: "6.8.0-\udcff")
+    info = host_info()
+    assert (info.hostname, info.kernel) == ("box\\xff\\xfe", "6.8.0-\\xff")

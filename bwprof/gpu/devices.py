@@ -27,6 +27,7 @@ from bwprof.pci import (
 from bwprof.pci import SYS_PCI_DEVICES as SYS_PCI
 from bwprof.peaks import hbm_peak_gbps, pcie_peak_gbps
 from bwprof.schema.meta import GpuMeta, json_object
+from bwprof.schema.text import decoded
 
 _GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
@@ -107,7 +108,7 @@ def sysfs_dir(bus_id: str | None, root: Path = SYS_PCI) -> Path | None:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text().strip()
+        return decoded(path.read_bytes()).strip()  # not UTF-8: escaped, never a traceback
     except OSError:
         return None
 

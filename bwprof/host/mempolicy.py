@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bwprof.cpulist import format_cpu_list, parse_cpu_list
+from bwprof.schema.text import decoded
 
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {"mbind": 237, "set_mempolicy": 238, "get_mempolicy": 239},
@@ -125,7 +126,7 @@ def set_policy(mode: int, nodes: frozenset[int]) -> bool:
 
 def _status_list(key: str, status: Path) -> frozenset[int] | None:
     try:
-        text = status.read_text()
+        text = decoded(status.read_bytes())  # not UTF-8 (a process name): escaped
     except OSError:
         return None
     for line in text.splitlines():
@@ -153,7 +154,7 @@ def numa_maps_policy(path: Path = PROC_NUMA_MAPS) -> Policy | None:
     own as 'default' whatever the task's is, so 'default' from here is weaker evidence than
     from get_mempolicy; a 'bind:0' or 'interleave:0-1' is what it says."""
     try:
-        text = path.read_text()
+        text = decoded(path.read_bytes())  # a mapped file's name may be any bytes
     except OSError:
         return None
     seen: Counter[str] = Counter()

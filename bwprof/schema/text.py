@@ -28,6 +28,12 @@ def printable(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def decoded(data: bytes) -> str:
+    """Bytes from the machine (/proc/cpuinfo, a sysfs file) as text: those that are not
+    UTF-8 kept as `\\xff` escapes, never an error that ends a run over a name."""
+    return data.decode("utf-8", "backslashreplace")
+
+
 def one_line(text: str) -> str:
     """`printable(text)` with control characters and line breaks as `\\x0a` escapes, for a
     message or label that must stay one line whatever a path or a cell holds."""

@@ -169,3 +169,17 @@ def test_cpuset_mems_of_the_process_cgroup(tmp_path: Path):
     assert cpuset_mems(proc, root) == "1"
     proc.write_text("0::/other\n")
     assert cpuset_mems(proc, root) is None
+
+
+# Catches (issue 37): a process named with bytes that are not UTF-8 (its Name: line in
+# /proc/self/status) or a mapped file of such a name ends the run with a traceback
+def test_proc_files_with_bytes_that_are_not_utf8_are_read(tmp_path):
+    status = tmp_path / "status"
+    status.write_bytes(b"Name:\tbw\xff\xfe\nCpus_allowed_list:\t0-3\nMems_allowed_list:\t0\n")
+    assert mempolicy.mems_allowed(status) == {0}
+    assert mempolicy.cpus_allowed(status) == frozenset(range(4))
+    maps = tmp_path / "numa_maps"
+    maps.write_bytes(b"7f0000000000 bind:1 file=/tmp/\xff.bin mapped=1 N1=1\n"
+                     b"7f0000100000 bind:1 anon=4 dirty=4 N1=4\n")
+    policy = mempolicy.numa_maps_policy(maps)
+    assert policy is not None and "bind" in policy.text()
