@@ -20,7 +20,6 @@ folder.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 import traceback
@@ -207,7 +206,7 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
                 "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
                 "file_format")})
             started = api.utc_now()
-            host = socket.gethostname()
+            host = api.hostname()  # not UTF-8: escaped, as every row carries it
             run_id = f"{host}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
             if out is not None:  # the top folder is claimed as a single run's is
                 claim = prepare_run_dir(user_path(out, "--out"))
