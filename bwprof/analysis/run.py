@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame, rows_from_frame
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 _DERIVED_FROM = frozenset({"results", "meta", "measured_rows"})
-_DERIVED = ("rows", "summary", "checks", "ceilings", "machine")
+_DERIVED = ("rows", "line_rows", "summary", "checks", "ceilings", "machine")
 """The cached properties below, each derived from `_DERIVED_FROM`."""
 
 
@@ -85,6 +86,27 @@ class Run(RunFolder):
         if self.measured_rows is not None:
             return self.measured_rows
         return rows_from_frame(self.results)
+
+    @cached_property
+    def line_rows(self) -> list[ResultRow]:
+        """The rows the report's lines read (`bwprof.render.terminal.report_lines`), in
+        order: those of a phase (overlap, loaded latency), not ok (skipped, waived, failed),
+        simulated or measured on a busy host; every row where the run measured them here.
+        A healthy fleet's plain bandwidth rows, most of a million, never become ResultRows
+        that no line reads."""
+        if self.measured_rows is not None or "rows" in self.__dict__:
+            return self.rows
+        results = self.results
+        if results.empty:
+            return []
+
+        def text(column: str) -> pd.Series:
+            return results[column].astype("string").fillna("")
+
+        wanted = ((text("phase") != "") | (text("status") != "ok")
+                  | (text("backend") == "simulated")
+                  | text("flags").str.contains(flags.BUSY_HOST, regex=False))
+        return rows_from_frame(results[wanted.to_numpy(dtype=bool)])
 
     @cached_property
     def summary(self) -> pd.DataFrame:

@@ -166,16 +166,19 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
     device the pipeline configuration with the best end-to-end throughput."""
     measured = [r for r in rows if r.phase and r.status in ("ok", "invalid")
                 and r.backend != "simulated"]
+    # Each row's parts looked up, not searched for: a fleet has thousands of devices.
+    parts_of: dict[tuple[object, ...], list[ResultRow]] = defaultdict(list)
+    for r in measured:
+        parts_of[(r.case, r.device, r.size_bytes, r.phase)].append(r)
     lines = []
     for row in measured:
         if row.phase != "concurrent" or row.overlap_efficiency is None:
             continue
-        alone = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
-                 == (row.case, row.device, row.size_bytes, "alone")]
+        alone = parts_of.get((row.case, row.device, row.size_bytes, "alone"), [])
         # The efficiency's parts: where the copies ran as a pair (both directions at once),
         # the pair's `both` row is the copies' part, not each direction alone.
-        pair = [r for r in measured if (r.case, r.device, r.size_bytes, r.phase, r.direction)
-                == (row.case, row.device, row.size_bytes, "paired", "both")]
+        pair = [r for r in parts_of.get((row.case, row.device, row.size_bytes, "paired"), [])
+                if r.direction == "both"]
         if pair:
             alone = pair + [r for r in alone if r.direction == "compute"]
         parts = " + ".join(f"{r.direction} {1e3 * (r.time_median_s or 0):.2f}" for r in alone)
@@ -184,19 +187,19 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
             f"(alone {parts} ms, together {1e3 * (row.time_median_s or 0):.2f} ms per op)"
             + ("" if row.status == "ok" else f" [{row.status}]")
         )
-    pipelines = [r for r in measured if r.phase == "pipeline" and r.gbps_median]
-    for device in dict.fromkeys(r.device for r in pipelines):
-        best = max((r for r in pipelines if r.device == device),
-                   key=lambda r: r.gbps_median or 0.0)
+    pipelines: dict[str, list[ResultRow]] = {}
+    for r in measured:
+        if r.phase == "pipeline" and r.gbps_median:
+            pipelines.setdefault(r.device, []).append(r)
+    for device, mine in pipelines.items():
+        best = max(mine, key=lambda r: r.gbps_median or 0.0)
         best_gbps = best.gbps_median or 0.0
         # Against the copies in and out at once (the link both ways): what a pipeline that
         # hid its kernel could reach. Runs before that reference compare with one direction.
-        both_ways = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase)
-                          == (best.case, device, best.size_bytes, "paired")), None)
-        copy = next((r for r in measured if (r.case, r.device, r.size_bytes, r.phase,
-                                             r.direction) == (best.case, device,
-                                                              best.size_bytes, "alone", "h2d")),
-                    None)
+        both_ways = next(iter(parts_of.get((best.case, device, best.size_bytes, "paired"), [])),
+                         None)
+        copy = next((r for r in parts_of.get((best.case, device, best.size_bytes, "alone"), [])
+                     if r.direction == "h2d"), None)
         versus = (f", {best_gbps / both_ways.gbps_median:.2f} of the copies in and out at once"
                   if both_ways is not None and both_ways.gbps_median
                   else f", {best_gbps / copy.gbps_median:.2f}x the H2D copy alone"
@@ -216,9 +219,11 @@ def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
     loaded = [r for r in rows if r.metric == "latency" and load_percent(r.phase) is not None
               and r.status == "ok" and r.value_median is not None and r.backend != "simulated"]
     lines = []
-    for case, device in dict.fromkeys((r.case, r.device) for r in loaded):
-        mine = sorted((r for r in loaded if (r.case, r.device) == (case, device)),
-                      key=lambda r: (load_percent(r.phase) or 0, r.size_bytes or 0))
+    by_device: dict[tuple[str, str], list[ResultRow]] = {}
+    for r in loaded:  # grouped in one pass, in the order each first appears
+        by_device.setdefault((r.case, r.device), []).append(r)
+    for (case, device), group in by_device.items():
+        mine = sorted(group, key=lambda r: (load_percent(r.phase) or 0, r.size_bytes or 0))
         parts = []
         for row in mine:
             percent = load_percent(row.phase)
@@ -502,7 +507,7 @@ def report_lines(run: Run) -> dict[str, list[str]]:
     from bwprof.analysis.roofline import roofline_lines
     from bwprof.analysis.summary import headline_sentence, latency_sentence
 
-    rows, summary, meta = run.rows, run.summary, run.meta
+    rows, summary, meta = run.line_rows, run.summary, run.meta
     telemetry = telemetry_line(meta)
     # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
     show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
@@ -511,7 +516,7 @@ def report_lines(run: Run) -> dict[str, list[str]]:
         "summary_notes": summary_notes(summary),
         "headline": [headline_sentence(summary)],
         "peaks": peak_lines(summary),
-        "roofline": roofline_lines(run.ceilings) if rows else [],
+        "roofline": roofline_lines(run.ceilings) if len(run.results) else [],
         "latency": [line for line in [latency_sentence(summary)] if line]
         + loaded_latency_lines(rows),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],

@@ -97,3 +97,25 @@ def test_new_rows_or_metadata_forget_what_was_derived_from_the_old():
     assert run.machine != title and "another-box" in run.machine
     run.results = run.results[run.results["case"] == "ddr_triad"]
     assert run.summary is not before and "hbm_triad" not in set(run.summary["case"])
+
+
+def test_the_report_lines_read_only_the_rows_they_can_show_and_say_what_every_row_gives():
+    """A run read back makes ResultRows only of the rows a report line can name (a phase,
+    not ok, simulated, busy): the lines are those every row gives, and a plain ok row, most
+    of a fleet's million, is never made one."""
+    from bwprof.render import terminal
+
+    run = bwprof.load(DATA / "h200-quick")
+    results = run.results.copy()
+    results.loc[results.index[0], "status"] = "error"  # a failure line, from an ok case
+    results.loc[results.index[1], "flags"] = "busy_host"
+    run.results = results
+    shown = run.line_rows
+    assert 0 < len(shown) < len(run.rows)
+    assert all(r.phase or r.status != "ok" or "busy_host" in r.flags for r in shown)
+    for lines in (terminal.overlap_lines, terminal.loaded_latency_lines,
+                  terminal.failure_lines, terminal.not_run_lines, terminal.busy_lines,
+                  terminal.simulated_lines):
+        assert lines(shown) == lines(run.rows)
+    assert terminal.failure_lines(shown) and terminal.busy_lines(shown)
+    assert terminal.overlap_lines(shown)
