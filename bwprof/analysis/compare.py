@@ -23,6 +23,7 @@ from typing import cast
 
 import pandas as pd
 
+from bwprof.analysis.figures import ratio
 from bwprof.analysis.run import Run
 from bwprof.coerce import integer, number, optional_integer, optional_number, shorten
 from bwprof.errors import BwprofError
@@ -92,11 +93,17 @@ def noise_pct(cv_a: float | None, n_a: int | None, cv_b: float | None,
     """
     if cv_a is None or cv_b is None or not n_a or not n_b or n_a < 2 or n_b < 2:
         return None
-    var_a, var_b = cv_a**2 / n_a, cv_b**2 / n_b
-    spread = var_a + var_b
-    freedom = (spread**2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
-               if spread > 0 else math.inf)
-    return 100 * max(t_critical(freedom) * math.sqrt(spread), NOISE_FLOOR)
+    try:
+        var_a, var_b = cv_a**2 / n_a, cv_b**2 / n_b
+        spread = var_a + var_b
+        weights = var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1)
+        freedom = spread**2 / weights if weights > 0 else math.inf
+        if not math.isfinite(spread) or math.isnan(freedom):
+            return None
+        noise = 100 * max(t_critical(freedom) * math.sqrt(spread), NOISE_FLOOR)
+    except (OverflowError, ZeroDivisionError):
+        return None  # a CV of 1e155 or more (a damaged row): its noise is unknown, not raised
+    return noise if math.isfinite(noise) else None
 
 
 def parse_fail_below(text: str) -> float:
@@ -466,8 +473,11 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                 change_pct=None, noise_pct=None, beyond_noise=None, regressed_pct=None,
                 schema_version=SCHEMA_VERSION,
             )
-            if index and base and mine and base["value"]:
-                change = 100 * (number(mine["value"]) / number(base["value"]) - 1)
+            # A zero, negative-zero or subnormal baseline (a damaged row): no change in %,
+            # shown "—" as for a missing figure, never a ZeroDivisionError or infinity.
+            if index and base and mine and (quotient := ratio(
+                    number(mine["value"]), number(base["value"]))) is not None:
+                change = 100 * (quotient - 1)
                 noise = noise_pct(optional_number(base["cv"]),
                                   optional_integer(base["repeats"]),
                                   optional_number(mine["cv"]), optional_integer(mine["repeats"]))

@@ -6,6 +6,8 @@ which row of a device stands for it (the largest size, the best of what is left)
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -104,7 +106,30 @@ def the_peak(row: Mapping[Any, Any], fallback: float | None = None,
     against); else `fallback` (a verdict band's reference: the datasheet's) with its source.
     A verdict's band may start from another figure (the datasheet's 4800 GB/s HBM against
     NVML's 4814): the band judges, this peak is what "% of peak" reads."""
-    own = cell_float(row.get("peak_value"))
+    own = a_peak(cell_float(row.get("peak_value")))
     if own:
         return own, peak_source(row)
-    return (fallback, fallback_source) if fallback else (None, "")
+    return (fallback, fallback_source) if a_peak(fallback) else (None, "")
+
+
+def a_peak(value: float | None) -> float | None:
+    """`value` where it can stand as a peak a figure is divided by: finite and at least the
+    smallest normal float. A zero, negative-zero, negative, subnormal, infinite or NaN peak
+    (a damaged results.csv) is no peak: "% of peak" is not comparable there (None, shown
+    "—"), never a ZeroDivisionError nor an infinite percentage."""
+    if value is None or not math.isfinite(value) or value < sys.float_info.min:
+        return None
+    return value
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """`numerator / denominator` where that is a finite number; None (not comparable, shown
+    "—") where either is missing or not finite, or the denominator is zero or so small (a
+    subnormal figure read from a damaged file) that the quotient overflows."""
+    if numerator is None or denominator is None or not denominator:
+        return None
+    try:
+        quotient = numerator / denominator
+    except (ZeroDivisionError, OverflowError):
+        return None
+    return quotient if math.isfinite(quotient) else None

@@ -25,7 +25,7 @@ import pandas as pd
 
 from bwprof.analysis import bands
 from bwprof.analysis.bands import Band, Part
-from bwprof.analysis.figures import pick, the_peak
+from bwprof.analysis.figures import pick, ratio, the_peak
 from bwprof.analysis.spec import Spec
 from bwprof.analysis.summary import is_loaded, matrix_records, row_records
 from bwprof.casespec import judged_paths, path_of
@@ -288,7 +288,7 @@ class _Judge:
         peak, peak_source = (the_peak(row, band.reference, band.source)
                              if figures["unit"] == str(row["unit"])
                              else (band.reference, band.source))
-        pct_peak = 100 * value / peak if peak else None
+        pct_peak = ratio(100 * value, peak)  # None where the peak is 0 or subnormal
         figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
                        fail=band.fail, pct_of_peak=pct_peak, pct_of_band=pct_of_band(band, value),
                        source=band.source, peak=peak, peak_source=peak_source)
@@ -412,7 +412,13 @@ class _Judge:
             if unusable is not None:
                 out.append(self.check(gpu.label, gpu, "overlap", case, *unusable))
                 continue
-            row = self._largest(self._figure_rows(concurrent))
+            figure_rows = self._figure_rows(concurrent)
+            if not figure_rows:  # the case stopped before its concurrent phase (a full disk)
+                out.append(self.check(gpu.label, gpu, "overlap", case, CANNOT_JUDGE,
+                                      f"{case} has no concurrent row with its efficiency: "
+                                      "the case did not finish"))
+                continue
+            row = self._largest(figure_rows)
             out.append(self._judged(gpu.label, gpu, "overlap", row, band, "",
                                     value=cell_float(row["overlap_efficiency"])))
         if not out:
@@ -536,7 +542,7 @@ def pct_of_band(band: Band, value: float) -> float | None:
     would read the wrong way round (a latency 9x its line as 11%). The verdict reads the
     `warn` and `fail` lines, not this: a spec may set them above the expected figure, so a
     WARN or FAIL can read 100% or more (docs/verdicts.md)."""
-    return band.pct_of_band(value) if band.higher_is_better else None
+    return ratio(100.0 * value, band.expected) if band.higher_is_better else None
 
 
 def _figure(value: float, unit: str) -> str:

@@ -14,6 +14,8 @@ recomputed from samples, and simulated rows are never stated as measured. Analys
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -59,7 +61,15 @@ class Ceiling:
 
 
 def _ok(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["status"] == "ok") & results[VALUE].notna()]
+    return results[(results["status"] == "ok") & _usable(results[VALUE])]
+
+
+def _usable(values: pd.Series) -> pd.Series:
+    """Which figures can be a ceiling another is divided by: finite and at least the smallest
+    normal float (`figures.a_peak`). A zero or subnormal figure of a damaged results.csv is
+    no ceiling; the rows and the summary still show it."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    return (numbers >= sys.float_info.min) & (numbers < math.inf)  # NaN: False
 
 
 def compute_ceilings(results: pd.DataFrame) -> list[Ceiling]:
@@ -89,7 +99,7 @@ def _best(rows: pd.DataFrame) -> pd.Series | None:
 def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     """HBM, L2 and host link per GPU; DDR for the host (device `cpu`)."""
     rows = _ok(results)
-    rows = rows[(rows["metric"] == "bandwidth") & rows[GBPS].notna()]
+    rows = rows[(rows["metric"] == "bandwidth") & _usable(rows[GBPS])]
     found = []
     numa = rows["device"].map(is_numa_device).astype(bool)
     cached = rows["flags"].map(is_cache_resident).astype(bool)
@@ -170,7 +180,9 @@ def _device_order(device: str) -> tuple[int, str]:
 def _ratio(numerator: Ceiling | None, denominator: Ceiling | None) -> str:
     if numerator is None or denominator is None:
         return "?"
-    ratio = numerator.value / denominator.value
+    ratio = figures.ratio(numerator.value, denominator.value)
+    if ratio is None:
+        return "?"
     return f"{ratio:,.0f}×" if ratio >= 100 else f"{ratio:.1f}×"
 
 

@@ -108,7 +108,7 @@ def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list
 
 def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
     value = figures.figure(row)
-    peak = cell_float(row["peak_value"])
+    peak = figures.a_peak(cell_float(row["peak_value"]))  # a zero or subnormal one: none
     higher = plain(row["higher_is_better"])
     values: dict[str, object] = {
         "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
@@ -126,8 +126,8 @@ def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
         "value_best": plain(row.get("value_best")), "gbps_best": plain(row.get("gbps_best")),
         "copy_gbps_best": plain(row.get("copy_gbps_best")), "cv": plain(row["cv"]),
         "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
-        "pct_of_peak": (100.0 * value / peak
-                        if value is not None and peak and higher else None),
+        "pct_of_peak": (figures.ratio(100.0 * value, peak)
+                        if value is not None and higher else None),
         "peak_source": figures.peak_source(row) if peak else "",
         "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
         "status": row["status"], "flags": row["flags"], "note": "",
@@ -562,14 +562,14 @@ def _add_ratios(rows: list[dict[str, object]]) -> None:
     for row in rows:
         if row["case"] == GPU_LATENCY and row["value"]:
             node_ns = ddr_ns.get(node_of(row["device"]))
-            row["hbm_over_ddr"] = number(row["value"]) / node_ns if node_ns else None
+            row["hbm_over_ddr"] = figures.ratio(number(row["value"]), node_ns)
     for row in rows:
         if row["case"] == hbm_case and row["gbps"]:
             hbm = number(row["gbps"])
             node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
-            row["hbm_over_ddr"] = hbm / node_ddr if node_ddr else None
+            row["hbm_over_ddr"] = figures.ratio(hbm, node_ddr)  # None: not comparable
             pcie = h2d.get(row["device"])
-            row["hbm_over_pcie"] = hbm / pcie if pcie else None
+            row["hbm_over_pcie"] = figures.ratio(hbm, pcie)
 
 
 def build_summary(results: pd.DataFrame) -> pd.DataFrame:
