@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import pandas as pd
 
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.flags import split_flags, unknown_flags
@@ -137,7 +138,44 @@ def _numeric(values: pd.Series, column: str, dtype: Literal["Int64", "float64"])
                 return values.astype(dtype)  # numbers already: to_numeric would change nothing
             return pd.to_numeric(values).astype(dtype)
     except (ValueError, TypeError, OverflowError) as exc:
+        row = _not_int64(values) if dtype == "Int64" else None
+        if row is not None:  # pandas' words name no cell ("cannot safely cast", "C long")
+            raise _Malformed(f"column {column} holds {shorten(str(values.iloc[row]))}, not a "
+                             f"whole number of at most {INT64_MAX}", row) from None
         raise _Malformed(f"column {column}: {str(exc).splitlines()[0]}") from None
+
+
+INT64_MAX = 2**63 - 1
+"""The largest integer an Int64 column holds: a size of 2**63 bytes or more was not written by
+bwprof (no memory is that large), and the folder is refused naming the cell."""
+
+
+def _not_int64(values: pd.Series) -> int | None:
+    """The position of the first cell of `values` that is present but no whole number an
+    Int64 column can hold (2**63 or more, -2**63 or less, 1.5, text); None where every one is.
+    Only where the typing failed: one Python call a cell."""
+    for row, cell in enumerate(values.tolist()):
+        if is_missing(cell) or (isinstance(cell, str) and not cell.strip()):
+            continue
+        try:
+            whole = _whole(cell)
+        except (ValueError, TypeError, OverflowError):
+            return row
+        if whole is None or not -INT64_MAX - 1 <= whole <= INT64_MAX:
+            return row
+    return None
+
+
+def _whole(cell: object) -> int | None:
+    """A cell as the whole number it holds, exactly ('9223372036854775807' is no float);
+    None for a fraction. Raises for what is no number."""
+    if isinstance(cell, (int, np.integer)):
+        return int(cell)
+    try:
+        return int(str(cell).strip())
+    except ValueError:
+        number = float(cell)  # type: ignore[arg-type]
+        return int(number) if number.is_integer() else None
 
 
 def typed_results(frame: pd.DataFrame) -> pd.DataFrame:
@@ -158,7 +196,12 @@ def typed_results(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 class _Malformed(ValueError):
-    """A value of the wrong kind in a column; read_results turns it into a BwprofError."""
+    """A value of the wrong kind in a column; read_results turns it into a BwprofError,
+    naming the row where `row` (its position, from 0) is known."""
+
+    def __init__(self, message: str, row: int | None = None) -> None:
+        super().__init__(message)
+        self.row = row
 
 
 def results_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
@@ -332,7 +375,8 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     try:
         typed = _typed(frame[[*required, *extra]].copy())
     except _Malformed as exc:
-        raise BwprofError(f"{path} is malformed: {exc}") from None
+        where = f" {_at(exc.row, path)}" if exc.row is not None else ""
+        raise BwprofError(f"{path} is malformed: {exc}{where}") from None
     _check_values(typed, path, ("gbps_best", "gbps_median") if v1
                   else ("value_best", "value_median"))
     if v1:
