@@ -323,7 +323,7 @@ def check_options(
     imported: its NUMBA_NUM_THREADS is checked from the environment where it is not).
     `described`: `host` is a machine described in a file, where this process's numba
     thread limit does not apply."""
-    from bwprof.coerce import finite_number
+    from bwprof.coerce import comma_list, finite_number
     from bwprof.numbaenv import thread_limit
 
     if budget_s is not None:
@@ -339,7 +339,7 @@ def check_options(
     parquet = check_format(file_format)
     plan = make_plan(
         preset=preset,
-        cases=cases if cases is None or isinstance(cases, str) else ",".join(cases),
+        cases=comma_list(cases, "--cases", "ddr_triad,h2d_"),
         repeats=repeats,
         threads=threads,
         size=size,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Iterable, Mapping
 from typing import SupportsFloat
 
 from bwprof.errors import BwprofError
@@ -45,6 +46,20 @@ def finite_number(value: object, what: str) -> float:
     if not math.isfinite(result):
         raise BwprofError(f"{what} must be a finite number, got {shorten(value)}")
     return result
+
+
+def comma_list(value: object, what: str, example: str) -> str | None:
+    """None, a string, or an iterable of strings (the API's `cases=["ddr_triad"]`) as one
+    comma-separated string; anything else (`cases=123`, bytes, a dict) a one-line
+    BwprofError naming `what`, never the TypeError of a join."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray, Mapping)):
+        items = list(value)
+        if all(isinstance(item, str) for item in items):
+            return ",".join(items)
+    raise BwprofError(f"{what} expects a string such as {example!r} or a list of strings, got "
+                      f"{shorten(repr(value))}")
 
 
 def number(value: object) -> float:

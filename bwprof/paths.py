@@ -31,16 +31,43 @@ def _name_max(path: Path) -> int:
     return DEFAULT_NAME_MAX
 
 
+def _home(text: str, option: str) -> str:
+    """`text` with its leading `~` or `~user` expanded; a one-line BwprofError naming HOME
+    where it cannot be: with HOME unset and no home in the password database, Python leaves
+    the `~` as it is, and the files would go to a folder literally named `~`; an empty or
+    relative HOME would put them under / or the current folder."""
+    head = text[1:].split(os.sep, 1)[0]
+    if not head:
+        home = os.environ.get("HOME")
+        if home is not None and not os.path.isabs(home):
+            raise BwprofError(f"{option} {shorten(text)!r} starts with ~ but HOME is "
+                              f"{'empty' if not home else f'relative ({shorten(home)!r})'}; "
+                              "set HOME to your home folder or give the path without ~")
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        whose = (f"there is no user {shorten(head)!r}" if head
+                 else "HOME is not set and this user has no home in the password database")
+        raise BwprofError(f"{option} {shorten(text)!r} starts with ~ but {whose}; set HOME "
+                          "or give the path without ~")
+    return expanded
+
+
 def user_path(raw: str | os.PathLike[str], option: str) -> Path:
     """The path `raw` names, absolute, with a leading `~` expanded; `option` names it in
     the error ('--out', 'RUN_DIR')."""
-    text = os.fspath(raw)
+    try:
+        text = os.fspath(raw)
+    except TypeError:  # bwprof.run(out=123)
+        raise BwprofError(f"{option} must be a path (a string or a pathlib.Path), got "
+                          f"{shorten(repr(raw))}") from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
     if not text:
         raise BwprofError(f"{option} is empty; give a path")
     if "\0" in text:
         raise BwprofError(f"{option} holds a NUL character, which no path can; give another")
     if text.startswith("~"):
-        text = os.path.expanduser(text)
+        text = _home(text, option)
     try:
         path = Path(text).absolute()
     except FileNotFoundError:  # os.getcwd() of a folder that was deleted under the shell

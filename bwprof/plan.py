@@ -119,9 +119,14 @@ def int_tuple(value: object, option: str) -> tuple[int, ...]:
 
 
 def parse_int_list(text: str, option: str) -> tuple[int, ...]:
-    """'1,2,4' -> (1, 2, 4), duplicates removed, order kept."""
+    """'1,2,4' -> (1, 2, 4), duplicates removed, order kept. An empty entry between
+    others ('1,,2', ',1') is refused: a count left out of a script's list, not a trailing
+    comma."""
     values: list[int] = []
     tokens = list_items(text)
+    if tokens and any(not part.strip() for part in text.strip().rstrip(",").split(",")):
+        raise BwprofError(f"{option} {shorten(text)!r} has an empty entry between commas; give "
+                          f"a list such as {','.join(tokens)!r}")
     for token in tokens or [text]:
         if not re.fullmatch(r"\d+", token):
             raise BwprofError(f"{option} expects a comma-separated list of integers, got "

@@ -378,3 +378,21 @@ def test_a_machine_whose_names_are_not_utf8_is_measured_written_and_reported(
     capsys.readouterr()
     assert cli.main(["report", str(out), "--no-plots"]) == 0
     assert "box\\xff" in capsys.readouterr().out
+
+
+# Catches (issue 37): bwprof.run(cases=123) and out=123 raised TypeError, not bwprof's one line
+@pytest.mark.parametrize(("options", "words"), [
+    ({"cases": 123}, "--cases expects a string such as 'ddr_triad,h2d_' or a list of strings, "
+                     "got 123"),
+    ({"cases": ["ddr_copy", 1]}, "--cases expects"),
+    ({"out": 123}, "out must be a path"),
+    ({"repeats": 2.5}, "--repeats must be a whole number, got 2.5"),
+    ({"threads": "1,,2"}, "--threads '1,,2' has an empty entry between commas"),
+])
+def test_arguments_of_the_wrong_kind_are_one_line_errors(tmp_path, monkeypatch, options,
+                                                         words):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BwprofError) as refused:
+        bwprof.run(**{"cases": "ddr_copy", **SMALL, **options})
+    assert str(refused.value).startswith(words) and "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []

@@ -48,6 +48,9 @@ def test_quiet_prints_only_the_verdict_and_where_it_wrote(tmp_path):
         (["--repeats", "1"], "--repeats must be from 2"),
         (["--threads", "999"], "--threads 999 is outside"),
         (["--threads", "a,b"], "--threads expects"),
+        # issue 37: an empty count between commas was dropped and the run went on
+        (["--threads", "1,,2"], "--threads '1,,2' has an empty entry between commas; give a "
+                                "list such as '1,2'"),
         (["--size", "12Q"], "malformed size '12Q'"),
         (["--preset", "huge"], "unknown preset 'huge'"),
     ],
@@ -76,6 +79,7 @@ def test_non_empty_or_unwritable_out_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [(["run", "--repeats", "abc"], "Invalid value for '--repeats'"),
+     (["run", "--repeats", "2.5"], "Invalid value for '--repeats'"),  # issue 37
      (["run", "--bogus"], "No such option: --bogus"),
      (["frobnicate"], "No such command")],
 )

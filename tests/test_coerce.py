@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from bwprof.coerce import integer, optional_integer
+from bwprof.coerce import comma_list, integer, optional_integer
+from bwprof.errors import BwprofError
 
 LARGE = [2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 8, 2**53 + 1, 2**62 + 8, 2**63 - 1]
 """Across int32's and uint32's ends, past float64's exact integers, up to int64's end."""
@@ -35,3 +36,18 @@ def test_other_numbers_still_go_through_their_float():
             integer(bad)
     with pytest.raises(TypeError):
         integer(True)
+
+
+# Catches (issue 37): bwprof.run(cases=123) raised TypeError from a join
+@pytest.mark.parametrize("value", [123, [1], b"ddr", {"ddr_copy": 1}, 1.5])
+def test_a_comma_list_of_the_wrong_kind_is_one_line(value):
+    with pytest.raises(BwprofError, match=r"^--cases expects a string such as 'a,b' or a list "
+                                          r"of strings, got "):
+        comma_list(value, "--cases", "a,b")
+
+
+def test_a_comma_list_takes_text_and_strings():
+    assert comma_list(None, "--cases", "a") is None
+    assert comma_list("a,b", "--cases", "a") == "a,b"
+    assert comma_list(("a", "b"), "--cases", "a") == "a,b"
+    assert comma_list(iter(["a"]), "--cases", "a") == "a"

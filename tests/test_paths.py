@@ -70,3 +70,33 @@ def test_a_relative_path_in_a_deleted_current_folder_is_one_line(monkeypatch, tm
                                           r"which no longer exists .*; give an absolute path"):
         user_path("x", "--out")
     assert user_path(str(tmp_path / "y"), "--out") == tmp_path / "y"  # absolute: unaffected
+
+
+# Catches (issue 37): with HOME unset (and no home in the password database, as for a
+# container's uid), `--out ~/x` wrote into a folder literally named `~`
+def test_a_tilde_without_a_home_is_one_line_naming_home(monkeypatch, tmp_path):
+    import pwd
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HOME", raising=False)
+
+    def nobody(uid):
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", nobody)
+    with pytest.raises(BwprofError, match=r"^--out '~/x' starts with ~ but HOME is not set"):
+        user_path("~/x", "--out")
+    for home, words in (("", "HOME is empty"), ("rel", "HOME is relative")):
+        monkeypatch.setenv("HOME", home)
+        with pytest.raises(BwprofError, match=f"^--out '~/x' starts with ~ but {words}"):
+            user_path("~/x", "--out")
+    with pytest.raises(BwprofError, match=r"there is no user 'no-such-user-37'"):
+        user_path("~no-such-user-37/x", "--out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_of_the_wrong_type_is_one_line():
+    """bwprof.run(out=123): a TypeError from os.fspath before."""
+    with pytest.raises(BwprofError, match=r"^out must be a path \(a string or a pathlib.Path\), "
+                                          r"got 123$"):
+        user_path(123, "out")  # type: ignore[arg-type]

@@ -215,3 +215,11 @@ def test_numba_s_thread_limit_caps_the_default_and_refuses_more():
     assert thread_cap_note(4, 2) == ("host cases use 2 thread(s), the NUMBA_NUM_THREADS=2 "
                                      "limit, not all 4 CPUs this process may use")
     assert thread_cap_note(4, None) is None and thread_cap_note(4, 4) is None
+
+
+# Catches (issue 37): `--threads 1,,2` taken as 1,2 (a count a script left out, unsaid)
+@pytest.mark.parametrize("text", ["1,,2", ",1", "1, ,2", ",,"])
+def test_an_empty_thread_count_between_commas_is_refused(text):
+    with pytest.raises(BwprofError, match=r"^--threads (.* has an empty entry between "
+                                          r"commas|expects a comma-separated list)"):
+        parse_int_list(text, "--threads")
