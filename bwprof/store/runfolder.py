@@ -316,12 +316,13 @@ def with_copy_figures(results: pd.DataFrame) -> pd.DataFrame:
     shares = results["case"].map(copy_shares())
     if not len(results) or shares.isna().all():
         return results
-    derived = results.copy()
-    bandwidth = derived["metric"].eq("bandwidth")
+    bandwidth = results["metric"].eq("bandwidth")
+    derived: dict[str, pd.Series] = {}
     for column, source in zip(COPY_FIGURES, ("gbps_median", "gbps_best"), strict=True):
-        empty = derived[column].isna() & bandwidth & shares.notna()
-        derived.loc[empty, column] = derived.loc[empty, source] * shares[empty]
-    return derived
+        empty = results[column].isna() & results[source].notna() & bandwidth & shares.notna()
+        if empty.any():  # a file that carries them all is not copied (a fleet's million rows)
+            derived[column] = results[column].mask(empty, results[source] * shares)
+    return results.assign(**derived) if derived else results
 
 
 def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,

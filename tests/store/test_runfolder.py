@@ -278,3 +278,25 @@ def test_a_version_2_table_that_fills_only_the_values_reads_its_gbps_from_them(t
     frame.to_csv(path, index=False)
     read = read_results(path)
     assert read.loc[0, ["gbps_best", "gbps_median", "peak_gbps"]].tolist() == [3.0, 2.0, 10.0]
+
+
+def test_copy_figures_are_derived_only_where_a_file_lacks_them_and_a_whole_file_is_not_copied():
+    """An older file's copying rows get `copy_gbps_*` from their GB/s and the case's share;
+    a file that carries every one comes back as it is (not a copy of a fleet's million
+    rows), and the frame read is never changed in place."""
+    from bwprof.store.runfolder import with_copy_figures
+
+    results = load_run(DATA / "h200-quick").results
+    assert with_copy_figures(results) is results
+    older = results.copy()
+    copying = older["case"].isin(["ddr_copy", "h2d_pinned"]) & older["metric"].eq("bandwidth")
+    assert copying.any()
+    older.loc[copying, ["copy_gbps_median", "copy_gbps_best"]] = float("nan")
+    before = older.copy()
+    derived = with_copy_figures(older)
+    pd.testing.assert_frame_equal(older, before)
+    share = older.loc[copying, "case"].map({"ddr_copy": 0.5, "h2d_pinned": 1.0})
+    pd.testing.assert_series_equal(derived.loc[copying, "copy_gbps_median"],
+                                   older.loc[copying, "gbps_median"] * share,
+                                   check_names=False)
+    pd.testing.assert_frame_equal(derived, results)
