@@ -28,7 +28,10 @@ def _folder(target: Path) -> int:
     """The folder `target` goes in, opened: the temporary file is made and renamed inside
     this very folder, whatever its path names by the time of the rename (a link put in
     place of a folder meanwhile is never written through)."""
-    return os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    # O_PATH: a folder that may be written but not listed (mode 0300) can still be the
+    # folder of *at() calls.
+    return os.open(target.parent, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
+                   | os.O_CLOEXEC)
 
 
 def _new_in(folder: int) -> Any:
