@@ -861,6 +861,21 @@ def history_add_command(
         raise typer.Exit(EXIT_USAGE)
 
 
+@history_app.command("compact")
+def history_compact_command(
+    store: Annotated[str, typer.Option("--store", help="The history store's folder.")],
+) -> None:
+    """Write the store's index: every run's rows in one file, so that `trend` reads it and
+    only the runs added since. The run files stay the store. Needs pyarrow."""
+    from bwprof import saved
+
+    done = saved.history_compact(store)
+    for note in done.notes:
+        typer.echo(f"note: {note}", err=True)
+    typer.echo(f"compacted {done.covered} run file(s) ({done.read} read now) into "
+               f"{done.target}")
+
+
 @app.command("trend")
 def trend_command(
     store: Annotated[str, typer.Option("--store", help="The history store's folder.")],

@@ -187,7 +187,31 @@ def history_add(run_dirs: Sequence[str | Path],
                     raise
                 yield history.Refused(path, str(exc))
 
-    return history.add_runs(runs(), store_dir)
+    done = history.add_runs(runs(), store_dir)
+    if any(isinstance(item, history.Added) and item.stored for item in done):
+        _compact_where_due(store_dir)
+    return done
+
+
+def _compact_where_due(store: Path) -> None:
+    """After runs were added: the store's index written again where COMPACT_AFTER run files
+    or more are outside it (a trend reads those file by file), unless another box is at it.
+    Best effort: the runs are stored whatever becomes of it, and `history compact` says why
+    an index cannot be written."""
+    try:
+        if history.uncovered(store) >= history.COMPACT_AFTER:
+            history.compact(store, wait=False)
+    except BwprofError:
+        pass
+
+
+def history_compact(store: str | Path) -> history.Compacted:
+    """`bwprof history compact`: the store's index written, so that a trend reads one file
+    and only the runs added since (`history.compact`)."""
+    store_dir = user_path(store, "--store")
+    done = history.compact(store_dir)
+    assert done is not None  # waited for any other compaction
+    return done
 
 
 @dataclass

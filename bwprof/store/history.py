@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import stat
@@ -617,6 +618,11 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
     found: list[str] = []
     frames: list[pd.DataFrame] = []
     where, readable = scan_filter(gpu, case), False
+    indexed, covered = _read_index(store, files, where, wanted, found)
+    if indexed is not None:
+        frames.append(indexed)
+        readable = True
+        files = [path for path in files if path.name not in covered]
     for start in range(0, len(files), SCAN_FILES):  # footers of a few files held at once
         fragments, odd = _fragments(files[start:start + SCAN_FILES], found)
         frames.extend(frame for path in odd if (frame := _read_whole(path, found)) is not None)
@@ -777,3 +783,234 @@ def identity_notes(frame: pd.DataFrame) -> list[str]:
     return [f"{count} stored run(s) recorded no machine identity (from a bwprof before it "
             "kept one): their figures are keyed by host name, so machines sharing a host "
             "name are not told apart there"]
+
+
+# -- the index: the store compacted (issue 36) -----------------------------------------------
+
+INDEX_FILE = "_bwprof-index.parquet"
+"""The store compacted: every covered run file's rows in one Parquet file. Its name begins
+with `_`, so pandas and pyarrow, reading the store folder, skip it, as DuckDB's
+`run-*.parquet` does: the run files stay the store, the index only a faster way to read it."""
+INDEX_VERSION = 1
+INDEX_LOCK = ".bwprof-index.lock"
+"""Held (flock) while the index is written: one compaction at a time; `history add` skips its
+own compaction where another holds it."""
+RUN_FILE = "run_file"
+"""The index's own column: the name of the run file each row is of."""
+_INDEX_KEY = b"bwprof.history.index"
+"""The index's Parquet metadata: which run files it covers, each as name, size, mtime
+(ns) and inode when read, and its SHA-256."""
+COMPACT_AFTER = 200
+"""`history add` compacts the store where this many run files or more are not in its index:
+a trend reads each of those file by file."""
+
+
+def _stamp(info: os.stat_result) -> tuple[int, int, int]:
+    """What says a run file is the one the index read: a file replaced (a new inode), grown or
+    written again (size, mtime) is read from itself."""
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+def _stamps(files: Sequence[Path]) -> dict[str, tuple[int, int, int]]:
+    """The stamp of each regular run file (a link or anything else is never covered)."""
+    stamps = {}
+    for path in files:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            stamps[path.name] = _stamp(info)
+    return stamps
+
+
+def _index_schema() -> Any:
+    import pyarrow as pa
+
+    return arrow_schema().append(pa.field(RUN_FILE, pa.string()))
+
+
+def _open_index(store: Path) -> tuple[Any, dict[str, list[Any]]] | None:
+    """The store's index (a pyarrow ParquetFile) and what it covers (name: [size, mtime_ns,
+    inode, sha256]); None where there is none; BwprofError where it cannot be used."""
+    import pyarrow.parquet as pq
+
+    path = store / INDEX_FILE
+    if not os.path.lexists(path):
+        return None
+    file_size(path, MAX_TABLE_BYTES)  # a regular file, not a link
+    try:
+        index = pq.ParquetFile(str(path), pre_buffer=False)
+        schema = index.schema_arrow
+        covers = json.loads((schema.metadata or {})[_INDEX_KEY])
+    except Exception as exc:  # a damaged or foreign file
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
+    if (not isinstance(covers, dict) or covers.get("version") != INDEX_VERSION
+            or covers.get("history_version") != HISTORY_VERSION
+            or not isinstance(covers.get("files"), dict)
+            or not schema.remove_metadata().equals(_index_schema())):
+        raise BwprofError(f"{shown(path)} is not an index this bwprof writes")
+    return index, covers["files"]
+
+
+def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence[str],
+                notes: list[str]) -> tuple[pd.DataFrame | None, set[str]]:
+    """The rows of `where` from the store's index, of the run files it covers as they are
+    now (name, size, mtime and inode as when it read them), and the names of those files:
+    every other run file, and every file where the index cannot be used (a note), is read
+    from itself, so no run is read twice and none is left out."""
+    import pyarrow.dataset as ds
+
+    try:
+        opened = _open_index(store)
+    except BwprofError as exc:
+        notes.append(f"{exc}: every run file is read from itself; `bwprof history compact "
+                     f"--store {shown(store)}` writes the index again")
+        return None, set()
+    if opened is None:
+        return None, set()
+    index, covers = opened
+    now = _stamps(files)
+    covered = {name for name, stamp in now.items()
+               if (cover := covers.get(name)) is not None and tuple(cover[:3]) == stamp}
+    if not covered:
+        return None, set()
+    keep = ds.field(RUN_FILE).isin(sorted(covered))
+    try:
+        fragment = ds.ParquetFileFormat(
+            default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+        table = ds.dataset(str(store / INDEX_FILE), format=fragment).to_table(
+            columns=list(wanted), filter=keep if where is None else keep & where)
+    except MemoryError:
+        raise BwprofError("cannot read the history store's index: not enough memory") from None
+    except Exception as exc:  # damaged pages: the run files say it all
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        notes.append(f"cannot read {shown(store / INDEX_FILE)}: {one_line(why)}: every run "
+                     f"file is read from itself; `bwprof history compact --store "
+                     f"{shown(store)}` writes the index again")
+        return None, set()
+    del index
+    return _to_frame(table), covered
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What `compact` did: the index, the run files it covers, those read for it now, and
+    the files it leaves out (each a note, read from itself by `trend` as before)."""
+
+    target: Path
+    covered: int
+    read: int
+    notes: list[str]
+
+
+def uncovered(store: Path) -> int:
+    """How many run files of the store its index does not cover (all, without an index)."""
+    files = store_files(store)
+    try:
+        opened = _open_index(store)
+    except BwprofError:
+        return len(files)
+    if opened is None:
+        return len(files)
+    _index, covers = opened
+    return sum(1 for name, stamp in _stamps(files).items()
+               if (cover := covers.get(name)) is None or tuple(cover[:3]) != stamp)
+
+
+def compact(store: Path, *, wait: bool = True) -> Compacted | None:
+    """Write the store's index (`INDEX_FILE`): the rows of every run file that can be read,
+    those the old index covers as they are now taken from it, the others read (each file
+    once, its stamp taken before and after the read: a file that changed meanwhile is left
+    to be read from itself). Written whole under a temporary name and renamed over the old
+    one, so a reader sees the old index or the new, never a torn one; a run added meanwhile
+    is not in it and is read from its file. One compaction at a time (`INDEX_LOCK`); with
+    `wait` False, None where another holds it. OutputError (exit 3) where the index cannot
+    be written: the store's runs are untouched."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    need_pyarrow()
+    store_files(store)  # a store that is not a readable folder: one line
+    lock = store / INDEX_LOCK
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise write_failure(lock, exc, option=STORE_OPTION) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None
+        files = store_files(store)
+        notes: list[str] = []
+        try:
+            opened = _open_index(store)
+        except BwprofError as exc:
+            notes.append(f"{exc}: written anew")
+            opened = None
+        covers: dict[str, list[Any]] = {}
+        pieces: list[Any] = []
+        now = _stamps(files)
+        if opened is not None:
+            index, old = opened
+            kept = sorted(name for name, stamp in now.items()
+                          if (cover := old.get(name)) is not None and tuple(cover[:3]) == stamp)
+            if kept:
+                try:
+                    table = index.read()
+                    pieces.append(table.filter(pc.is_in(table.column(RUN_FILE),
+                                                        value_set=pa.array(kept, pa.string()))))
+                    covers.update((name, old[name]) for name in kept)
+                except MemoryError:
+                    raise BwprofError("cannot read the history store's index: not enough "
+                                      "memory") from None
+                except Exception:  # damaged pages: every file is read again
+                    notes.append(f"cannot read {shown(store / INDEX_FILE)}: written anew")
+                    pieces, covers = [], {}
+        read = 0
+        for path in files:
+            if path.name in covers:
+                continue
+            before = now.get(path.name)
+            try:
+                if before is None:
+                    file_size(path, MAX_TABLE_BYTES)  # says what it is
+                    raise BwprofError(f"{shown(path)} is not a regular file")
+                data = read_bytes(path, MAX_TABLE_BYTES)
+                table = store_table(path, data)
+                after = _stamp(os.lstat(path))
+            except OSError as exc:
+                notes.append(f"left out: cannot read {shown(path)}: {exc.strerror or exc}")
+                continue
+            except BwprofError as exc:
+                notes.append(f"left out: {exc}")
+                continue
+            if after != before or len(data) != before[0]:
+                notes.append(f"{shown(path)} changed while it was read: read from itself")
+                continue
+            read += 1
+            covers[path.name] = [*before, hashlib.sha256(data).hexdigest()]
+            pieces.append(table.append_column(
+                RUN_FILE, pa.array([path.name] * table.num_rows, pa.string())))
+            if len(pieces) >= SCAN_FILES:  # a table per file holds its own buffers: merged
+                pieces = [pa.concat_tables(pieces).combine_chunks()]
+        schema = _index_schema()
+        table = pa.concat_tables(pieces) if pieces else schema.empty_table()
+        table = table.take(pc.sort_indices(table, [(RUN_FILE, "ascending")]))
+        payload = {"version": INDEX_VERSION, "history_version": HISTORY_VERSION,
+                   "files": covers}
+        table = table.replace_schema_metadata({_INDEX_KEY: json.dumps(payload).encode()})
+        target = store / INDEX_FILE
+        with atomic_file(target, binary=True) as handle:
+            pq.write_table(table, handle, row_group_size=ROW_GROUP)
+        return Compacted(target, len(covers), read, notes)
+    finally:
+        os.close(fd)
+
+
+ROW_GROUP = 64 * 1024
+"""Rows per row group of the index: a `--case` or `--gpu` filter skips the groups whose
+statistics rule it out."""

@@ -1,0 +1,205 @@
+"""The history store's index (issue 36): `history compact` writes every run file's rows into
+one file, `trend` reads it and only the run files it does not cover as they are now, so a
+store of 10,000 runs is read in seconds, no run is read twice and none is left out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bwprof.analysis import trend
+from bwprof.cli import app
+from bwprof.store import history
+from tests.store.test_history import make_run
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _runs(root: Path, days: range, boxes: range = range(1, 3),
+          fall: float = 1.0) -> list[Path]:
+    """Runs of `boxes` on `days`; the last day's HBM figure of box 1 times `fall`."""
+    return [make_run(root, f"box{box}-202612{day:02d}T000000Z", host=f"box{box}",
+                     uuid=f"GPU-box{box}", started=f"2026-12-{day:02d}T0{box}:00:00+00:00",
+                     scale={"hbm_triad": fall} if (box == 1 and day == days[-1]) else None)
+            for day in days for box in boxes]
+
+
+def _add(folders: list[Path], store: Path) -> None:
+    done = runner.invoke(app, ["history", "add", *map(str, folders), "--store", str(store)])
+    assert done.exit_code == 0, done.output
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    keys = ["run_key", "case", "path", "device", "metric", "size_bytes", "memory", "direction"]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def _read_files(monkeypatch) -> list[str]:
+    """The names of the run files the store read hands to its file-by-file path."""
+    seen: list[str] = []
+    real = history._fragments
+
+    def spy(files, notes):
+        seen.extend(path.name for path in files)
+        return real(files, notes)
+
+    monkeypatch.setattr(history, "_fragments", spy)
+    return seen
+
+
+def test_a_compacted_store_reads_as_its_run_files_and_only_new_files_one_by_one(
+        tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 4)), store)
+    whole = history.read_store(store)
+    done = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    assert "compacted 6 run file(s) (6 read now)" in done.output
+    assert (store / history.INDEX_FILE).is_file()
+    assert len(pd.read_parquet(store)) == len(whole)  # pandas reads the runs, not the index
+    seen = _read_files(monkeypatch)
+    pd.testing.assert_frame_equal(_sorted(history.read_store(store)), _sorted(whole))
+    assert seen == []  # every run from the index
+    _add(_runs(tmp_path / "later", range(4, 5)), store)
+    after = history.read_store(store)
+    assert sorted(seen) == sorted(p.name for p in store.glob("run-box*-20261204*.parquet"))
+    assert after["run_key"].nunique() == 8 and len(after) == len(whole) // 6 * 8
+    again = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert "compacted 8 run file(s) (2 read now)" in again.output  # the rest from the index
+
+
+def test_a_run_file_removed_or_replaced_after_compaction_is_read_as_it_is_now(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 4)), store)
+    assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
+    files = sorted(store.glob("run-*.parquet"))
+    files[0].unlink()  # pruned by hand: its rows are gone from the index's reading too
+    table = pq.read_table(files[1])
+    index = table.schema.get_field_index("value")
+    replaced = table.set_column(index, "value", pa.array([1.0] * len(table), pa.float64()))
+    temp = files[1].with_name(".replacement")
+    pq.write_table(replaced, temp)
+    os.replace(temp, files[1])  # a new file under the same name (a new inode)
+    rows = history.read_store(store)
+    assert rows["run_key"].nunique() == 5
+    key = table.column("run_key")[0].as_py()
+    values = rows.loc[rows["run_key"] == key, "value"]
+    assert len(values) == len(table) and (values == 1.0).all()  # once, as it is now
+
+
+def test_trend_says_the_same_with_and_without_the_index(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 5), fall=0.8), store)
+    before = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert before.exit_code == 1 and "FELL hbm_triad GPU-box1" in before.output
+    assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
+    for args in ([], ["--gpu", "GPU-box1", "--case", "hbm_triad"]):
+        plain = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", *args])
+        shutil.copy2(store / history.INDEX_FILE, tmp_path / "index")
+        (store / history.INDEX_FILE).unlink()
+        without = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", *args])
+        shutil.copy2(tmp_path / "index", store / history.INDEX_FILE)
+        assert plain.output == without.output and plain.exit_code == without.exit_code == 1
+
+
+def test_a_damaged_or_foreign_index_is_a_note_and_the_run_files_are_read(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    expected = len(history.read_store(store))
+    for content in (b"not parquet", None):
+        if content is None:
+            pq.write_table(pa.table({"x": [1]}), store / history.INDEX_FILE)
+        else:
+            (store / history.INDEX_FILE).write_bytes(content)
+        done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+        assert done.exit_code == 0, done.output
+        assert "every run file is read from itself" in done.output
+        notes: list[str] = []
+        assert len(history.read_store(store, notes)) == expected
+    fixed = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert fixed.exit_code == 0 and "written anew" in fixed.output
+    notes = []
+    history.read_store(store, notes)
+    assert not [note for note in notes if "index" in note]
+
+
+def test_compaction_leaves_out_what_cannot_be_read_as_trend_does(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
+    done = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert done.exit_code == 0
+    assert "note: left out: cannot read" in done.output and "compacted 4 run file(s)" in done.output
+    trended = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert "note: left out: cannot read" in trended.output and "run-broken" in trended.output
+
+
+def test_history_add_compacts_the_store_where_many_runs_are_outside_the_index(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(history, "COMPACT_AFTER", 3)
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 2)), store)  # 2 runs: not yet
+    assert not (store / history.INDEX_FILE).exists()
+    _add(_runs(tmp_path / "more", range(2, 3)), store)  # 4
+    assert history.uncovered(store) == 0
+    _add(_runs(tmp_path / "again", range(3, 4)), store)  # 2 outside it: not yet
+    assert history.uncovered(store) == 2
+
+
+def test_history_compact_refuses_what_is_not_a_store(tmp_path):
+    done = runner.invoke(app, ["history", "compact", "--store", str(tmp_path / "none")])
+    assert done.exit_code == 2 and len(done.output.splitlines()) == 1
+    assert "does not exist" in done.output
+
+
+def test_adds_and_compactions_at_once_count_every_run_once(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    later = _runs(tmp_path / "later", range(3, 6))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bwprof", "history"]
+    procs = [subprocess.Popen([*command, "add", str(run), "--store", str(store)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for run in later]
+    procs += [subprocess.Popen([*command, "compact", "--store", str(store)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * len(procs), outputs
+    rows = history.read_store(store)
+    assert rows["run_key"].nunique() == 10
+    assert not rows.duplicated(["run_key", "case", "path", "device", "metric",
+                                "size_bytes", "memory", "direction"]).any()
+    assert not [name for name in os.listdir(store) if name.endswith(".tmp")]
+
+
+def _reference_falls(rows: pd.DataFrame, threshold: float) -> list[tuple[str, str, float]]:
+    """`falls` as it was: each series judged on its own."""
+    found = []
+    for _key, series in rows.groupby(trend.SERIES_KEYS, sort=True, dropna=False):
+        judged = trend.judge(series, threshold)
+        if judged is not None and judged.fell:
+            found.append((str(judged.latest["subject"]), str(judged.latest["case"]),
+                          round(judged.fell_pct, 9)))
+    return found
+
+
+def test_falls_judged_all_at_once_are_those_of_each_series_judged_alone(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 5), boxes=range(1, 4), fall=0.9), store)
+    rows = trend.figures(history.read_store(store))
+    for threshold in (0.01, 1.0, 5.0, 50.0):
+        found = [(f.subject, f.case, round(f.fell_pct, 9)) for f in trend.falls(rows, threshold)]
+        assert found == _reference_falls(rows, threshold)
+    assert len(trend.under_test(rows)) == rows.groupby(trend.SERIES_KEYS, dropna=False).ngroups
