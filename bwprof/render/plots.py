@@ -564,6 +564,8 @@ def _summary_panel(axis, rows: pd.DataFrame, path: str,
         top = max(105.0, 10 * math.ceil(float(shown["pct_of_peak"].max()) / 10) + 5)
     else:
         top = 1.15 * float(shown["gbps"].max()) if len(shown) else 1.0
+    if not 0 < top < math.inf:  # figures of 0 or past 1e308 (a damaged results.csv)
+        top = 1.0
     for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
         gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
         cached = row["status"] == "in cache" or bool(f.is_cache_resident(row["flags"]))
