@@ -101,8 +101,9 @@ def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
     """One line per distinct reason for skipped or waived rows, naming the cases it covers."""
     grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
     for row in rows:
-        if row.status in ("skipped", "waived") and row.case not in grouped[(row.status, row.note)]:
-            grouped[(row.status, row.note)].append(row.case)
+        case = row.case or "(no case name)"  # a damaged results.csv's empty name
+        if row.status in ("skipped", "waived") and case not in grouped[(row.status, row.note)]:
+            grouped[(row.status, row.note)].append(case)
     lines = []
     for (status, reason), cases in list(grouped.items())[:MAX_REASON_LINES]:
         shown = ", ".join(cases) if len(cases) <= 4 else f"{', '.join(cases[:3])}, ..."

@@ -46,7 +46,7 @@ _FLOAT_COLUMNS = (
     "gbps_best", "cv", "peak_value", "peak_gbps", "pct_of_peak", "overlap_efficiency",
     "load_gbps", "copy_gbps_median", "copy_gbps_best", "host_others_pct", "host_steal_pct",
 )
-_TEXT_COLUMNS = ("note", "device", "device_name", "phase", "metric", "unit", "flags",
+_TEXT_COLUMNS = ("case", "note", "device", "device_name", "phase", "metric", "unit", "flags",
                  "cache_level", "dtype")
 
 
