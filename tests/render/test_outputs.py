@@ -4,6 +4,7 @@ every file whole, and a run folder that cannot be written still shown."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pandas as pd
@@ -413,6 +414,8 @@ def _tree(folder):
 @pytest.mark.parametrize("options", [["--no-plots"], ["--html"]])
 def test_a_report_link_planted_in_a_run_folder_is_refused(run_copy, tmp_path, capsys, options):
     run, other = run_copy("host-ddr"), run_copy("sim-a")
+    for folder in (run, other):  # a report a copied folder brought along
+        shutil.rmtree(folder / "report", ignore_errors=True)
     assert cli.main(["report", str(other), "--no-plots", "--html"]) == 0
     before, mine = _tree(other), _names(run)
     (run / "report").symlink_to(other / "report")
@@ -436,6 +439,7 @@ def test_links_at_file_names_in_a_report_folder_are_replaced_never_followed(run_
     victim = tmp_path / "victim"
     victim.write_text("someone else's")
     report = run / "report"
+    shutil.rmtree(report, ignore_errors=True)
     report.mkdir()
     for name in ("summary.csv", "columns.csv", "report.html", "results.parquet",
                  ".bwprof-plots.json"):
