@@ -28,6 +28,7 @@ from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.schema.cells import spreadsheet_text
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
+from bwprof.schema.text import printable
 from bwprof.store import runlock
 from bwprof.store.atomic import write_csv_atomic, write_json_atomic
 
@@ -198,9 +199,13 @@ def _cell(value: object) -> object:
     """A value as its row file's cell: text on one line, so that every row is one line and a
     row cut off mid-write can be told from the rows before it (`read_run_csv`); its line
     breaks (multi-line CUDA error text in a note) become ' | ', before the spreadsheet rule,
-    so a cell that started with a carriage return is judged by what follows it."""
+    so a cell that started with a carriage return is judged by what follows it. Text that
+    is not UTF-8 (a name's surrogate escapes) is escaped (`\\xff`): one such cell must never
+    make the row, and every row after it, fail to encode."""
     if value is None:
         return ""
+    if isinstance(value, str):
+        value = printable(value)
     if isinstance(value, str) and ("\n" in value or "\r" in value):
         value = " | ".join(part for part in re.split(r"\r\n|\n|\r", value) if part)
     return spreadsheet_text(value)

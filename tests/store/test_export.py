@@ -419,3 +419,17 @@ def test_a_folder_of_someone_else_s_files_is_refused_untouched(monkeypatch, tmp_
         prepare_run_dir(folder)
     assert os.stat(folder).st_mtime == 1_000_000
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+# Catches (issue 37): a cell holding a name's surrogate escapes (bytes that are not UTF-8)
+# raised UnicodeEncodeError at the first row: a traceback and every row lost
+def test_text_that_is_not_utf8_is_written_escaped_and_every_row_kept(tmp_path):
+    writer = RunWriter(tmp_path)
+    writer.add(make_row(host="box\udcff", note="from /tmp/\udcfe.bin"), [1e-6, 2e-6])
+    writer.add(make_row(case="ddr_copy", device_name="EPYC \udcff"), [1e-6])
+    writer.close()
+    frame = read_results(tmp_path / "results.csv")
+    assert list(frame["host"]) == ["box\\xff", "h"]
+    assert list(frame["note"])[0] == "from /tmp/\\xfe.bin"
+    assert list(frame["device_name"])[1] == "EPYC \\xff"
+    (tmp_path / "timings.csv").read_bytes().decode("utf-8")
