@@ -263,6 +263,10 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
                           "plots there would break readers of the store "
                           "(pandas.read_parquet reads every folder in it); choose an --out "
                           "outside it")
+    # The store's texts are read cut to history.MAX_TEXT: a --gpu or --case as long is
+    # matched cut the same way (the scan, before the cut, matches it whole).
+    shown_gpu = None if gpu is None else history.capped_text(gpu)
+    shown_case = None if case is None else history.capped_text(case)
     notes: list[str] = []
     # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
     # figures of the case, so with plots only the case narrows it.
@@ -272,7 +276,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
     try:
         if fleet.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")
-        rows = trends.select(fleet, gpu=gpu, case=case)
+        rows = trends.select(fleet, gpu=shown_gpu, case=shown_case)
     except BwprofError:
         if gpu is None and case is None:
             raise
@@ -281,7 +285,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         if whole.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to "
                               "follow") from None
-        trends.select(whole, gpu=gpu, case=case)
+        trends.select(whole, gpu=shown_gpu, case=shown_case)
         raise
     found = trends.falls(rows, threshold)
     written = write_trend_plots(rows, fleet, out_dir, threshold) if plots else []

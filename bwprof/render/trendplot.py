@@ -22,6 +22,7 @@ from bwprof.analysis.trend import (
     runs_of,
     without_tested,
 )
+from bwprof.coerce import shorten
 from bwprof.schema.text import one_line
 from bwprof.store.atomic import save_figure
 
@@ -43,12 +44,22 @@ def _file_part(case: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", case).strip("._")[:80] or "case"
 
 
+SHOWN = 60
+"""The most characters of a name (model, path, host, case) a plot shows: a store read gives
+names of up to 200 (`bwprof.store.history.MAX_TEXT`), and titles and legends of that length
+leave the panels no room."""
+
+
+def _short(text: object) -> str:
+    return shorten(one_line(str(text)), SHOWN)
+
+
 def _label(subject: str, group: pd.DataFrame) -> str:
     first = group.iloc[-1]
     if subject.endswith(f":{first['device']}"):
-        return subject
-    return f"{subject[:12]}… ({first['host']} {first['device']})" if len(subject) > 14 else (
-        f"{subject} ({first['host']} {first['device']})")
+        return _short(subject)
+    return _short(f"{subject[:12]}… ({first['host']} {first['device']})" if len(subject) > 14
+                  else f"{subject} ({first['host']} {first['device']})")
 
 
 PANEL_KEYS = ["device_name", "path", "metric"]
@@ -144,15 +155,17 @@ def case_figure(case: str, rows: pd.DataFrame, fleet: pd.DataFrame, threshold: f
                 f"threshold: {threshold:g}% {'above' if lower else 'below'} the median of "
                 "the line's earlier runs")))
         hidden = len(subjects) - len(named)
-        title = f"{one_line(str(model))} · {path} · {metric} ({'lower' if lower else 'higher'}"
+        title = (f"{_short(model)} · {_short(path)} · {_short(metric)} "
+                 f"({'lower' if lower else 'higher'}")
         title += " is better)" + (f" · {hidden} more not in the legend" if hidden > 0 else "")
         axis.set_title(title, fontsize=10)
-        axis.set_ylabel(f"{unit}, median of samples")
+        axis.set_ylabel(f"{_short(unit)}, median of samples")
         axis.set_xlabel("run start (UTC)")
         axis.grid(True, alpha=0.3)
         axis.legend(handles=handles, fontsize=8, loc="best")
         _time_axis(axis, rows)
-    figure.suptitle(f"bwprof trend: {case} over time against the fleet's range", fontsize=11)
+    figure.suptitle(f"bwprof trend: {_short(case)} over time against the fleet's range",
+                    fontsize=11)
     return figure
 
 

@@ -216,3 +216,26 @@ def test_huge_texts_in_a_store_are_cut_when_read(tmp_path):
     assert done.exit_code == 0, done.output
     assert max(len(line) for line in done.output.splitlines()) < 2000
     assert history.capped_text("a" * 300) != history.capped_text("a" * 299 + "b")
+    one = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
+                              "--gpu", "G" * 100_000])  # the whole UUID, as it was stored
+    assert one.exit_code == 0 and "1 GPU(s)" in one.output, one.output[-500:]
+
+
+def test_a_trend_plot_of_huge_stored_texts_is_drawn_in_seconds(tmp_path):
+    import time
+
+    store = _small_store(tmp_path)
+    for path in sorted(store.glob("run-*.parquet")):
+        table = pq.read_table(path)
+        for column in ("device_name", "host", "path"):
+            index = table.schema.get_field_index(column)
+            table = table.set_column(index, column,
+                                     pa.array([column[0] * 100_000] * len(table), pa.string()))
+        path.unlink()
+        pq.write_table(table, path)
+    began = time.monotonic()
+    done = runner.invoke(app, ["trend", "--store", str(store), "--case", "hbm_triad",
+                               "--out", str(tmp_path / "plots")])
+    assert done.exit_code == 0, done.output
+    assert time.monotonic() - began < 60  # minutes, uncut; a few seconds cut
+    assert (tmp_path / "plots" / "trend-hbm_triad.png").is_file()
