@@ -21,6 +21,12 @@ nothing. A different run folder that claims a stored run_id with other results (
 results file's SHA-256 differs) is refused with one line (exit 2): the store keeps the
 first, and a history never holds two sets of figures under one run.
 
+`STORE/_bwprof-index.parquet` (`compact`, written by `bwprof history compact` and by
+`history add` as runs accrue) holds the rows of the run files it covers, and which files
+those are (name, size, mtime, inode, SHA-256): `trend` reads it and only the other run files,
+so 10,000 runs are one file read, not 10,000. The run files stay the store; its name begins
+with `_`, which pandas and pyarrow skip.
+
 Only finished measurements are stored: a simulated run (test figures, never a
 measurement), a run that was interrupted, killed or is still running, a run without a
 figure, and a folder that is not a run are refused with one line (exit 2), nothing of them
@@ -609,9 +615,11 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
     """The runs of the store as one table (COLUMNS, or only `columns`: the others' pages are
     never read), narrowed by a dataset scan to the rows that may be of `gpu` (a UUID,
     serial, 'host:device' or 'host#box:device': `scan_filter`) and `case`: a superset,
-    which `bwprof.analysis.trend.select` narrows exactly. A file that cannot be read is
-    left out with a note, as is one of another history version. BwprofError where the store
-    holds no readable run."""
+    which `bwprof.analysis.trend.select` narrows exactly. The rows of the run files the
+    store's index covers as they are now come from the index (one file), every other run
+    file is read from itself (`_read_index`). A file that cannot be read is left out with a
+    note, as is one of another history version. BwprofError where the store holds no
+    readable run."""
     need_pyarrow()
     wanted = [name for name in COLUMN_NAMES if columns is None or name in columns]
     files = store_files(store)
