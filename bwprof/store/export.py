@@ -28,7 +28,7 @@ from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.schema.cells import spreadsheet_text
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
-from bwprof.schema.text import printable
+from bwprof.schema.text import json_ready, printable
 from bwprof.store import runlock
 from bwprof.store.atomic import write_csv_atomic, write_json_atomic
 
@@ -71,8 +71,10 @@ def versioned(frame: Any) -> Any:
 def write_system_json(run_dir: Path, meta: RunMeta, rows_kept: bool = True) -> Path:
     """system.json, strict JSON (`RunMeta.as_dict` holds no NaN), replaced atomically;
     `rows_kept`: whether a failure may say the folder keeps the rows finished before (not
-    for the first system.json: there are none yet)."""
-    return write_json_atomic(run_dir / SYSTEM_FILE, meta.as_dict(), strict=True,
+    for the first system.json: there are none yet). Text that is not UTF-8 (an argument's
+    surrogate escapes) is written escaped (`\\xff`), never as a lone `\\udcff` that strict
+    JSON readers refuse."""
+    return write_json_atomic(run_dir / SYSTEM_FILE, json_ready(meta.as_dict()), strict=True,
                              kept=run_dir if rows_kept else None)
 
 

@@ -430,6 +430,19 @@ def test_text_that_is_not_utf8_is_written_escaped_and_every_row_kept(tmp_path):
     writer.close()
     frame = read_results(tmp_path / "results.csv")
     assert list(frame["host"]) == ["box\\xff", "h"]
-    assert list(frame["note"])[0] == "from /tmp/\\xfe.bin"
-    assert list(frame["device_name"])[1] == "EPYC \\xff"
+    assert frame.loc[0, "note"] == "from /tmp/\\xfe.bin"
+    assert frame.loc[1, "device_name"] == "EPYC \\xff"
     (tmp_path / "timings.csv").read_bytes().decode("utf-8")
+
+
+def test_system_json_escapes_text_that_is_not_utf8(tmp_path):
+    """A command line holding a path that is not UTF-8 (argv's surrogate escapes) was
+    written as a lone \\udcff escape, which strict JSON readers refuse."""
+    from tests.schema.builders import meta
+
+    write_system_json(tmp_path, meta(run_id="box\udcff-1",
+                                     command_line=("bwprof", "-o", "r\udcfe")))
+    data = (tmp_path / "system.json").read_bytes()
+    assert b"\\udc" not in data
+    written = json.loads(data.decode("utf-8"))
+    assert (written["run_id"], written["command_line"][-1]) == ("box\\xff-1", "r\\xfe")
