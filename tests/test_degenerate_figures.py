@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -176,6 +177,18 @@ def test_a_subnormal_peak_is_no_peak(tmp_path, capsys):
               if c["case"] == "hbm_triad"]
     assert checks and "inf%" not in checks[0]["reason"]
     assert checks[0]["peak"] is not None and checks[0]["peak"] > 1  # not 5e-324
+
+
+def test_accept_json_is_strict_whatever_reaches_it(capsys, monkeypatch):
+    """accept --json wrote Infinity where report's and compare's JSON wrote null: every
+    --json document goes through `json_ready`, so a ratio that some later change leaves
+    unguarded is null too."""
+    from bwprof.analysis import judge
+
+    monkeypatch.setattr(judge, "ratio", lambda numerator, denominator: math.inf)
+    _, out, _ = bwprof(capsys, "accept", DATA / "h200-quick", "--json")
+    checks = strict_json(out)["checks"]  # type: ignore[index]
+    assert checks and all(c["pct_of_peak"] is None for c in checks)
 
 
 def test_huge_cvs_compare_as_unknown_noise(tmp_path, capsys):

@@ -7,6 +7,7 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ from bwprof.analysis.judge import (
     worst,
 )
 from bwprof.render.consoles import PIPED_COLUMNS, columns
+from bwprof.schema.text import json_ready
 from bwprof.store.formats import json_records, plain
 
 ACCEPT_FILE = "accept.csv"
@@ -129,7 +131,8 @@ def text_lines(result: Acceptance, width: int | None = None) -> list[str]:
 
 
 def accept_json(result: Acceptance) -> dict[str, object]:
-    """The JSON of `accept --json` (docs/verdicts.md lists its fields)."""
+    """The JSON of `accept --json` (docs/verdicts.md lists its fields): strict, as report's
+    and compare's (`json_ready`: a float that is not finite is null, never Infinity)."""
     boxes = []
     for (run_dir, box), checks in result.boxes.items():
         verdicts = [c.verdict for c in checks]
@@ -139,7 +142,7 @@ def accept_json(result: Acceptance) -> dict[str, object]:
             "failed": [f"{c.path} {c.device}" for c in checks if c.verdict == FAIL],
             "errors": [f"{c.path} {c.device}" for c in checks if c.verdict == ERROR],
             "line": verdict_line(box, checks)})
-    return {
+    return cast(dict[str, object], json_ready({
         "verdict": result.verdict, "exit_code": result.exit_code,
         "spec": str(result.spec.path) if result.spec.path else None,
         "cv_max": result.spec.cv_max, "boxes": boxes,
@@ -150,7 +153,7 @@ def accept_json(result: Acceptance) -> dict[str, object]:
                       "pct_from_median": o.pct_from_median, "peers": o.peers, "text": o.text}
                      for o in result.outliers],
         "notes": result.notes,
-    }
+    }))
 
 
 def write_files(result: Acceptance, out_dir: Path, parquet: bool) -> list[Path]:
