@@ -102,8 +102,7 @@ def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list
     # Each column to Python values once, then zipped: what to_dict("records") gives (ints,
     # floats, str, NA), without its per-row boxing (seconds for a fleet's 100,000 rows).
     columns = [_cells(results[c]) for c in present]
-    return cast(list[Record], [dict(zip(present, values, strict=True))
-                               for values in zip(*columns, strict=True)])
+    return _Rows(dict(zip(present, values, strict=True)) for values in zip(*columns, strict=True))
 
 
 def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
@@ -233,7 +232,21 @@ def _measured(row: Record) -> bool:
     return figures.measured(row)
 
 
+class _Rows(list[Record]):
+    """A run's records (`_records`) with their rows of each case, grouped on first use: the
+    summary selects a case's rows some twenty times, each a pass over a fleet's million."""
+
+    _by_case: dict[object, list[Record]] | None = None
+
+    def of_case(self, case: str) -> list[Record]:
+        if self._by_case is None:
+            self._by_case = _grouped(self, "case")
+        return self._by_case.get(case, [])
+
+
 def _ok(records: list[Record], case: str, direction: str | None = None) -> list[Record]:
+    if isinstance(records, _Rows):
+        records = records.of_case(case)
     return [r for r in records if r["case"] == case and _measured(r)
             and (direction is None or r["direction"] == direction)]
 
@@ -611,7 +624,8 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
 def _has_rows_of(path: str, records: list[Record]) -> bool:
     if path in METRIC_PATHS:
         return any(r["metric"] == METRIC_PATHS[path] for r in records)
-    return any(r["case"] in summary_cases(path) for r in records)
+    cases = set(summary_cases(path))  # once, not once a row
+    return any(r["case"] in cases for r in records)
 
 
 def has_figure(row: pd.Series) -> bool:

@@ -79,11 +79,15 @@ def _with_types(schema: Any, dtypes: Mapping[str, ResultDtype]) -> Any:
 
 def cell_float(value: object) -> float | None:
     """A table cell as a float, None where it holds no value (pandas' NA too)."""
+    if type(value) is float:  # the common cell, told apart without pandas (a fleet's millions)
+        return None if value != value else value
     return None if is_missing(value) else number(value)
 
 
 def cell_int(value: object) -> int | None:
     """A table cell as an int, None where it holds no value (pandas' NA too)."""
+    if type(value) is int:  # the common cell, as `cell_float`
+        return value
     return None if is_missing(value) else integer(value)
 
 
@@ -100,6 +104,11 @@ def row_at(rows: pd.DataFrame, label: object) -> pd.Series:
 
 def plain(value: object) -> object:
     """A JSON-ready value: None for NaN and pd.NA, Python numbers for NumPy ones."""
+    kind = type(value)
+    if kind is float:  # the common cells first, told apart without pandas
+        return None if value != value else value
+    if kind is int or kind is str:
+        return value
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -404,3 +404,21 @@ def test_the_compute_path_gives_each_devices_ceiling_and_names_its_dtype():
     text = " ".join(console.export_text().split())
     assert "gemm_gpu gpu0 bf16 512 MiB 720 TFLOP/s" in text
     assert "gemm_host cpu, 16 thr fp32 4 MiB 1.80 TFLOP/s" in text
+
+
+def test_the_summary_reads_a_cases_rows_from_an_index_made_once_in_file_order():
+    """A fleet's rows are grouped by case once (`_Rows.of_case`), not scanned whole for each
+    of the summary's twenty-odd selections; each case's rows are those of the file, in its
+    order, and the summary is the one the plain rows give."""
+    import bwprof
+    from bwprof.analysis import summary
+    from tests.conftest import DATA
+
+    results = bwprof.load(DATA / "h200-quick").results
+    records = summary._records(results)
+    assert isinstance(records, summary._Rows)
+    for case in ("hbm_triad", "p2p_copy", "no_such_case"):
+        assert records.of_case(case) == [r for r in records if r["case"] == case]
+    plain = list(records)
+    for case, direction in (("h2d_pinned", "h2d"), ("hbm_triad", None)):
+        assert summary._ok(records, case, direction) == summary._ok(plain, case, direction)
