@@ -838,28 +838,44 @@ def _index_schema() -> Any:
     return arrow_schema().append(pa.field(RUN_FILE, pa.string()))
 
 
-def _open_index(store: Path) -> tuple[Any, dict[str, list[Any]]] | None:
-    """The store's index (a pyarrow ParquetFile) and what it covers (name: [size, mtime_ns,
-    inode, sha256]); None where there is none; BwprofError where it cannot be used."""
+@contextmanager
+def _opened_index(store: Path) -> Iterator[tuple[Any, dict[str, list[Any]]] | None]:
+    """The store's index (a pyarrow ParquetFile over one open file, so what it covers and
+    the rows read are of one index, whatever a compaction renames meanwhile) and what it
+    covers (name: [size, mtime_ns, inode, sha256]); None where there is none; BwprofError
+    where it cannot be used."""
     import pyarrow.parquet as pq
 
     path = store / INDEX_FILE
-    if not os.path.lexists(path):
-        return None
-    file_size(path, MAX_TABLE_BYTES)  # a regular file, not a link
     try:
-        index = pq.ParquetFile(str(path), pre_buffer=False)
-        schema = index.schema_arrow
-        covers = json.loads((schema.metadata or {})[_INDEX_KEY])
-    except Exception as exc:  # a damaged or foreign file
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
-    if (not isinstance(covers, dict) or covers.get("version") != INDEX_VERSION
-            or covers.get("history_version") != HISTORY_VERSION
-            or not isinstance(covers.get("files"), dict)
-            or not schema.remove_metadata().equals(_index_schema())):
-        raise BwprofError(f"{shown(path)} is not an index this bwprof writes")
-    return index, covers["files"]
+        handle = open(path, "rb", opener=_read_no_follow)  # noqa: SIM115 (closed below)
+    except FileNotFoundError:
+        yield None
+        return
+    except OSError as exc:
+        raise BwprofError(f"cannot read {shown(path)}: {exc.strerror or exc}") from None
+    with handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_TABLE_BYTES:
+            raise BwprofError(f"{shown(path)} is not a regular file within "
+                              f"{MAX_TABLE_BYTES} bytes")
+        try:
+            index = pq.ParquetFile(handle, pre_buffer=False)
+            schema = index.schema_arrow
+            covers = json.loads((schema.metadata or {})[_INDEX_KEY])
+        except Exception as exc:  # a damaged or foreign file
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
+        if (not isinstance(covers, dict) or covers.get("version") != INDEX_VERSION
+                or covers.get("history_version") != HISTORY_VERSION
+                or not isinstance(covers.get("files"), dict)
+                or not schema.remove_metadata().equals(_index_schema())):
+            raise BwprofError(f"{shown(path)} is not an index this bwprof writes")
+        yield index, covers["files"]
+
+
+def _read_no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence[str],
@@ -870,36 +886,64 @@ def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence
     from itself, so no run is read twice and none is left out."""
     import pyarrow.dataset as ds
 
+    again = (f"every run file is read from itself; `bwprof history compact --store "
+             f"{shown(store)}` writes the index again")
     try:
-        opened = _open_index(store)
+        with _opened_index(store) as opened:
+            if opened is None:
+                return None, set()
+            index, covers = opened
+            now = _stamps(files)
+            covered = {name for name, stamp in now.items()
+                       if (cover := covers.get(name)) is not None and tuple(cover[:3]) == stamp}
+            if not covered:
+                return None, set()
+            keep = ds.field(RUN_FILE).isin(sorted(covered))
+            try:
+                table = index.read(columns=[*wanted, RUN_FILE])
+                table = table.filter(keep if where is None else keep & where)
+            except MemoryError:
+                raise BwprofError("cannot read the history store's index: not enough "
+                                  "memory") from None
+            except Exception as exc:  # damaged pages: the run files say it all
+                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                notes.append(f"cannot read {shown(store / INDEX_FILE)}: {one_line(why)}: "
+                             f"{again}")
+                return None, set()
     except BwprofError as exc:
-        notes.append(f"{exc}: every run file is read from itself; `bwprof history compact "
-                     f"--store {shown(store)}` writes the index again")
+        if "not enough memory" in str(exc):
+            raise
+        notes.append(f"{exc}: {again}")
         return None, set()
-    if opened is None:
-        return None, set()
-    index, covers = opened
-    now = _stamps(files)
-    covered = {name for name, stamp in now.items()
-               if (cover := covers.get(name)) is not None and tuple(cover[:3]) == stamp}
-    if not covered:
-        return None, set()
-    keep = ds.field(RUN_FILE).isin(sorted(covered))
-    try:
-        fragment = ds.ParquetFileFormat(
-            default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
-        table = ds.dataset(str(store / INDEX_FILE), format=fragment).to_table(
-            columns=list(wanted), filter=keep if where is None else keep & where)
-    except MemoryError:
-        raise BwprofError("cannot read the history store's index: not enough memory") from None
-    except Exception as exc:  # damaged pages: the run files say it all
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
-        notes.append(f"cannot read {shown(store / INDEX_FILE)}: {one_line(why)}: every run "
-                     f"file is read from itself; `bwprof history compact --store "
-                     f"{shown(store)}` writes the index again")
-        return None, set()
-    del index
-    return _to_frame(table), covered
+    return _to_frame(table.select(list(wanted))), covered
+
+
+def _kept_from_index(store: Path, now: dict[str, tuple[int, int, int]]
+                     ) -> tuple[list[Any], dict[str, list[Any]]]:
+    """The old index's rows and covers of the run files it covers as they are now."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    with _opened_index(store) as opened:
+        if opened is None:
+            return [], {}
+        index, old = opened
+        kept = sorted(name for name, stamp in now.items()
+                      if (cover := old.get(name)) is not None and tuple(cover[:3]) == stamp)
+        if not kept:
+            return [], {}
+        try:
+            table = index.read()
+        except MemoryError:
+            raise BwprofError("cannot read the history store's index: not enough "
+                              "memory") from None
+        except Exception as exc:  # damaged pages: every file is read again
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise BwprofError(f"cannot read {shown(store / INDEX_FILE)}: "
+                              f"{one_line(why)}") from None
+        rows = table.filter(pc.is_in(table.column(RUN_FILE),
+                                     value_set=pa.array(kept, pa.string())))
+        return [rows], {name: old[name] for name in kept}
 
 
 @dataclass(frozen=True)
@@ -917,12 +961,10 @@ def uncovered(store: Path) -> int:
     """How many run files of the store its index does not cover (all, without an index)."""
     files = store_files(store)
     try:
-        opened = _open_index(store)
+        with _opened_index(store) as opened:
+            covers = {} if opened is None else opened[1]
     except BwprofError:
-        return len(files)
-    if opened is None:
-        return len(files)
-    _index, covers = opened
+        covers = {}
     return sum(1 for name, stamp in _stamps(files).items()
                if (cover := covers.get(name)) is None or tuple(cover[:3]) != stamp)
 
@@ -954,30 +996,15 @@ def compact(store: Path, *, wait: bool = True) -> Compacted | None:
             return None
         files = store_files(store)
         notes: list[str] = []
-        try:
-            opened = _open_index(store)
-        except BwprofError as exc:
-            notes.append(f"{exc}: written anew")
-            opened = None
         covers: dict[str, list[Any]] = {}
         pieces: list[Any] = []
         now = _stamps(files)
-        if opened is not None:
-            index, old = opened
-            kept = sorted(name for name, stamp in now.items()
-                          if (cover := old.get(name)) is not None and tuple(cover[:3]) == stamp)
-            if kept:
-                try:
-                    table = index.read()
-                    pieces.append(table.filter(pc.is_in(table.column(RUN_FILE),
-                                                        value_set=pa.array(kept, pa.string()))))
-                    covers.update((name, old[name]) for name in kept)
-                except MemoryError:
-                    raise BwprofError("cannot read the history store's index: not enough "
-                                      "memory") from None
-                except Exception:  # damaged pages: every file is read again
-                    notes.append(f"cannot read {shown(store / INDEX_FILE)}: written anew")
-                    pieces, covers = [], {}
+        try:
+            pieces, covers = _kept_from_index(store, now)
+        except BwprofError as exc:
+            if "not enough memory" in str(exc):
+                raise
+            notes.append(f"{exc}: written anew")
         read = 0
         for path in files:
             if path.name in covers:
