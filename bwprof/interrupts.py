@@ -26,6 +26,7 @@ _received: list[str] = []  # names of the stop signals seen since install(), fir
 _left_ignored: set[signal.Signals] = set()  # ignored by whoever started us: left so
 _deferring = 0
 _pending = False
+_held = False  # hold() in force
 
 
 def install() -> None:
@@ -86,9 +87,9 @@ def handled() -> tuple[signal.Signals, ...]:
 
 def reset() -> None:
     """Forget the signals seen (a second command in one process: tests, notebooks)."""
-    global _deferring, _pending
+    global _deferring, _pending, _held
     _received.clear()
-    _deferring, _pending = 0, False
+    _deferring, _pending, _held = 0, False, False
 
 
 def received() -> str | None:
@@ -121,6 +122,27 @@ def deferred() -> Iterator[None]:
     if not _deferring and _pending:
         _pending = False
         raise KeyboardInterrupt(received() or "interrupted")
+
+
+def hold() -> None:
+    """Hold stop signals from now until `unhold()`, as `deferred()` does, and raise none of
+    them then: for a fleet rank's last steps, which every rank must take for the merged
+    folder to be written (mpirun's SIGTERM reaches every rank at once); a signal there is
+    only counted (`received()` names it) and the rank's exit code says it."""
+    global _deferring, _held
+    if not _held:
+        _held = True
+        _deferring += 1
+
+
+def unhold() -> None:
+    """End `hold()`; a signal held meanwhile stays counted, not raised."""
+    global _deferring, _held, _pending
+    if _held:
+        _held = False
+        _deferring -= 1
+        if not _deferring:
+            _pending = False
 
 
 @contextmanager

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,10 @@ from bwprof.errors import BwprofError
 
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
+HURRIED_WAIT_S = 0.3
+"""After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
+mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
+folder must be written before it; a rank stopped with the others sends at once."""
 FANOUT_INTERVAL_S = 1.0
 """Rank 0 beats to every rank at most this often (and at least ten times a timeout): at
 every job it would send N-1 messages, O(N^2) over net_p2p's O(N) jobs."""
@@ -110,6 +116,8 @@ class Fleet:
     local_size: int
     host: str
     timeout_s: float
+    threaded: bool = True
+    """The MPI library lets a second thread call it (`beating`)."""
     _tag: int = 100
     _beats: list[Any] = field(default_factory=list)
     _last_fanout: float = float("-inf")
@@ -123,7 +131,8 @@ class Fleet:
         comm = MPI.COMM_WORLD
         local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         return cls(comm, comm.Get_rank(), comm.Get_size(), local.Get_rank(), local.Get_size(),
-                   MPI.Get_processor_name(), timeout_s)
+                   MPI.Get_processor_name(), timeout_s,
+                   threaded=MPI.Query_thread() >= MPI.THREAD_SERIALIZED)
 
     def heartbeat(self) -> None:
         """Tell the ranks that may be waiting for this one that it is alive: rank 0 tells
@@ -137,6 +146,29 @@ class Fleet:
             self._last_fanout = now
         peers = range(1, self.size) if self.rank == 0 else [0]
         self._beats += [self.comm.isend(None, dest=peer, tag=HEARTBEAT_TAG) for peer in peers]
+
+    @contextmanager
+    def beating(self) -> Iterator[None]:
+        """Heartbeats from a helper thread while this rank works without MPI (rank 0 writing
+        the merged folder, while every rank waits for its word that it is written): a long
+        merge is not taken for a hang, a stopped rank 0 still is. Without an MPI library
+        that lets a second thread call it, no beats (the wait is the timeout's alone)."""
+        if not self.threaded:
+            yield
+            return
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(min(FANOUT_INTERVAL_S, self.timeout_s / 10)):
+                self.heartbeat()
+
+        thread = threading.Thread(target=beat, name="bwprof-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def _heard_from(self, source: int) -> bool:
         """Whether `source` sent a heartbeat since last asked (taking them off the queue)."""
@@ -185,30 +217,37 @@ class Fleet:
             return value
         return self._recv(0, tag, what)
 
-    def gather(self, value: Any, what: str) -> dict[int, Any] | None:
+    def gather(self, value: Any, what: str,
+               hurry: Callable[[], bool] | None = None) -> dict[int, Any] | None:
         """On rank 0: {rank: value} of every rank that sent before it was silent for
-        timeout_s (missing ranks absent); elsewhere None once rank 0 has the value.
+        timeout_s (missing ranks absent), or for HURRIED_WAIT_S once `hurry()` says so (a
+        stop signal: mpirun kills the job a second after its SIGTERM, and a rank that died
+        sends nothing); elsewhere None once rank 0 has the value.
         Rank 0 first gives each rank the go-ahead, and a rank sends only then, while rank 0
         receives: a rank that times out waiting has no send pending (a large one, given up,
         crashed rank 0 when it later came to receive it)."""
         tag = self._next_tag()
         if self.rank != 0:
             self._recv(0, tag, what)  # the go-ahead: iprobe, so nothing is pending meanwhile
-            self.comm.send(value, dest=0, tag=tag)  # rank 0 is receiving now
+            # Rank 0 is receiving now, and beats while it does: a rank 0 stopped mid-gather
+            # (SIGSTOP) ends this send within the timeout instead of blocking it for good.
+            self.wait(self.comm.isend(value, dest=0, tag=tag), what, 0)
             return None
         self._pending += [self.comm.isend(None, dest=r, tag=tag) for r in range(1, self.size)]
         received = {0: value}
-        deadline = {source: time.monotonic() + self.timeout_s for source in range(1, self.size)}
-        while deadline:
-            for source in sorted(deadline):
+        heard = {source: time.monotonic() for source in range(1, self.size)}
+        while heard:
+            self.heartbeat()  # the ranks whose sends wait on this one
+            for source in sorted(heard):
+                patience = HURRIED_WAIT_S if hurry is not None and hurry() else self.timeout_s
                 if self.comm.iprobe(source=source, tag=tag):
                     received[source] = self.comm.recv(source=source, tag=tag)
-                    del deadline[source]
+                    del heard[source]
                 elif self._heard_from(source):
-                    deadline[source] = time.monotonic() + self.timeout_s
-                elif time.monotonic() > deadline[source]:
-                    del deadline[source]  # silent for timeout_s: hung or died
-            time.sleep(POLL_S if deadline else 0)
+                    heard[source] = time.monotonic()
+                elif time.monotonic() - heard[source] > patience:
+                    del heard[source]  # silent for timeout_s: hung or died
+            time.sleep(POLL_S if heard else 0)
         return received
 
     def _recv(self, source: int, tag: int, what: str) -> Any:

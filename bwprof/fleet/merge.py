@@ -10,7 +10,7 @@ under `nodes` and every rank under `mpi`. No MPI here: the ranks' reports arrive
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,8 @@ class RankReport:
     """What reading the rank's own files left out (a damaged one), for rank 0 to say."""
     """The rank's own metadata (None where it failed before writing any)."""
     error: str | None = None
+    interrupted: str | None = None
+    """The stop signal that cut the rank's measurement short ('SIGTERM'), if one did."""
 
 
 def prefixed(device: object, host: str) -> str:
@@ -148,11 +150,11 @@ class _Merged:
                            for t in report.timelines]
         failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
                                            for r in report.rows)
-        self.ranks.append(RankMeta(rank=rank, status="failed" if failed else "ok",
-                                   host=report.host,
+        status = ("failed" if failed else "interrupted" if report.interrupted else "ok")
+        self.ranks.append(RankMeta(rank=rank, status=status, host=report.host,
                                    local_rank=report.local_rank, local_size=report.local_size,
                                    gpus=tuple(report.gpus), host_cases=report.host_cases,
-                                   error=report.error))
+                                   error=report.error or report.interrupted))
         _describe_node(self.nodes, host, report.meta)
 
     def missing(self, run_id: str, rank: int, timeout_s: float) -> None:
@@ -176,6 +178,18 @@ def _metadata(received: Mapping[int, RankReport], merged: _Merged, run_id: str, 
                    mpi=MpiMeta(size=size, timeout_s=timeout_s, ranks=tuple(merged.ranks)))
 
 
+def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta]) -> RunMeta:
+    """The merged run is interrupted where a rank was (fate `interrupted`, its `error` the
+    signal): system.json says so, by which signal and on which ranks, and, as for a single
+    run, no report files are drawn (mpirun kills the ranks a second after its SIGTERM)."""
+    stopped = [rank for rank in ranks if rank.status == "interrupted"]
+    if not stopped or meta.interrupted:
+        return meta
+    return replace(meta, interrupted=True, stopped_by=(
+        f"{stopped[0].error or 'interrupted'} (rank(s) "
+        f"{', '.join(str(rank.rank) for rank in stopped)})"))
+
+
 def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
           timeout_s: float, options: Mapping[str, Any]) -> api.RunResult:
     """Write the merged run folder on rank 0 (claimed by the caller, `bwprof.fleet.run`)
@@ -192,7 +206,7 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
     frame = checked_results(pd.DataFrame(merged.rows, columns=list(CSV_COLUMNS)),
                             out / RESULTS_FILE)
     rows = rows_from_frame(frame)
-    meta = _metadata(received, merged, run_id, size, timeout_s)
+    meta = fleet_stop(_metadata(received, merged, run_id, size, timeout_s), merged.ranks)
     findings = findings_frame([])
     if merged.findings:
         findings = pd.DataFrame(merged.findings, columns=list(findings.columns))
@@ -225,6 +239,9 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
                            samples=(pd.DataFrame(merged.samples,
                                                  columns=list(FLEET_SAMPLE_COLUMNS))
                                     if merged.samples else None))
+    if meta.interrupted:
+        result.notes, result.interrupted = notes, True
+        return result
     plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
     written = write_report_files(result, out,
                                  parquet=options.get("file_format") == "parquet",

@@ -27,9 +27,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bwprof import api
-from bwprof.errors import BwprofError
-from bwprof.fleet.comm import Fleet, FleetTimeout, import_mpi
+from bwprof import api, interrupts
+from bwprof.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    BwprofError,
+    OutputError,
+    RunInterrupted,
+)
+from bwprof.fleet.comm import HURRIED_WAIT_S, Fleet, FleetTimeout, import_mpi
 from bwprof.fleet.merge import RankReport, merge
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.fleet.pairs import groups_of, read_groups, slurm_switch, topology_groups
@@ -189,6 +197,8 @@ def run_fleet(
                   f"ending the job", file=sys.stderr, flush=True)
         fleet.abort(1)  # an exit would leave MPI owing sends, and the others waiting
         raise SystemExit(1) from None
+    finally:
+        interrupts.unhold()
 
 
 def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int | None,
@@ -198,13 +208,20 @@ def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int 
     """This rank's part of a fleet run (see the module's docstring for the steps): rank 0
     claims the run folder, and holds it until the merged files are written."""
     problem, run_id, claim = None, None, None
+    try:  # every rank its own options: a launch may give ranks different ones (MPMD)
+        api.check_options(host_info(), fleet=True, **{k: options[k] for k in (
+            "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
+            "file_format")})
+    except BwprofError as exc:
+        problem = str(exc)
+    refused = fleet.gather(problem, "every rank's options")
     if fleet.rank == 0:
+        problem = next((text if rank == 0 else f"rank {rank}'s options: {text}"
+                        for rank, text in sorted((refused or {}).items()) if text), None)
+    if fleet.rank == 0 and problem is None:
         try:
             if options.get("groups") is not None:  # the map goes to every rank, not the path
                 options["groups"] = read_groups(user_path(options["groups"], "--groups"))
-            api.check_options(host_info(), fleet=True, **{k: options[k] for k in (
-                "cases", "preset", "repeats", "threads", "size", "sample_interval_ms",
-                "file_format")})
             started = api.utc_now()
             host = api.hostname()  # not UTF-8: escaped, as every row carries it
             run_id = f"{host}-{started:%Y%m%dT%H%M%SZ}-mpi{fleet.size}"
@@ -281,6 +298,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
                if k not in ("plots", "unique_out", "all_pairs", "groups")},
         )
         report.meta = result.meta
+    except KeyboardInterrupt as exc:  # a stop signal: what it measured still goes to rank 0
+        if isinstance(exc, RunInterrupted):
+            report.meta = exc.result.meta
+        report.interrupted = interrupts.received() or "KeyboardInterrupt"
     except FleetTimeout as exc:
         report.error = f"{exc}"
     except BwprofError as exc:  # e.g. the rank's folder is on a full disk: one line
@@ -291,6 +312,7 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         report.meta = _read_meta(folder / SYSTEM_FILE)
         if not isinstance(exc, InjectedFailure):
             traceback.print_exc()
+    interrupts.hold()  # every rank takes the last steps: a stop signal now only counts
     if options.get("budget_s") is not None:
         try:
             vote.abstain()  # failed before its plan was fitted: the others wait for its vote
@@ -305,22 +327,55 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     except BwprofError:  # a damaged file: the rank's rows and timings still go in
         report.timelines = []
 
-    received = fleet.gather(report, "every rank's results")
-    fleet.drain()
-    if fleet.rank != 0:
-        if report.error:
-            raise SystemExit(1)
+    report.interrupted = report.interrupted or interrupts.received()
+    received = fleet.gather(report, "every rank's results",
+                            hurry=lambda: interrupts.received() is not None)
+    if fleet.rank != 0:  # rank 0 says when the merged folder is written, and the job's code
+        code = fleet.bcast(None, "the merged folder")
+        fleet.drain()
+        code = worst_code(code, EXIT_INTERRUPTED if interrupts.received() else EXIT_OK)
+        if code:
+            raise SystemExit(code)
         return None
-    merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+    report.interrupted = report.interrupted or interrupts.received()  # while it gathered
+    code = EXIT_FAILED  # what the others exit with if the merge raises
+    try:
+        with fleet.beating():  # a long merge is no hang to the ranks waiting for its end
+            merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+        code = job_code(merged)
+    except OutputError:
+        code = EXIT_OUTPUT
+        raise
+    finally:
+        fleet.bcast(code, "the merged folder")
+        fleet.drain()
     if executor.pairs.pairs and any(r.case == "net_p2p" for r in merged.rows):
         merged.notes[:0] = pair_notes
     missing = sorted(set(range(fleet.size)) - set(received or {}))
     if missing:  # a rank hangs: end the job instead of waiting for it forever
-        print(f"error: rank(s) {', '.join(map(str, missing))} did not report within "
-              f"{timeout_s:g} s; wrote what the others measured to {out}; ending the job",
-              file=sys.stderr, flush=True)
-        fleet.abort(1)
+        how = (f"interrupted ({merged.meta.stopped_by})" if merged.interrupted else "error")
+        print(f"{how}: rank(s) {', '.join(map(str, missing))} did not report within "
+              f"{timeout_s:g} s (or {HURRIED_WAIT_S:g} s after a stop signal): lost; wrote "
+              f"what the others measured to {out}; ending the job", file=sys.stderr,
+              flush=True)
+        fleet.abort(code)
+    if merged.interrupted:
+        raise RunInterrupted(merged)
     return merged
+
+
+def job_code(merged: api.RunResult) -> int:
+    """The fleet job's exit code, which every rank exits with: 130 where a rank was
+    interrupted (or rank 0 was, while it gathered), else 1 where a rank failed or was lost
+    (their `error` rows) or a figure failed, else 0 (docs/fleet.md)."""
+    if merged.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if merged.failed else EXIT_OK
+
+
+def worst_code(*codes: int) -> int:
+    """The worst of the exit codes: an interrupt (130) first, else the highest."""
+    return EXIT_INTERRUPTED if EXIT_INTERRUPTED in codes else max(codes)
 
 
 def _rank_gpu(gpus: list[int], options: dict[str, Any]) -> Any:

@@ -608,7 +608,8 @@ class RankMeta(Record):
 
     rank: int = field(metadata=COUNT)
     status: str
-    """'ok', 'failed' or 'missing'."""
+    """'ok', 'failed', 'interrupted' (a stop signal cut its measurement short: `error`
+    names it) or 'missing' (no word within the timeout: hung or died)."""
     host: str | None = None
     local_rank: int | None = field(default=None, metadata=COUNT)
     local_size: int | None = field(default=None, metadata=COUNT)

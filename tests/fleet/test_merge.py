@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pandas as pd
@@ -183,7 +184,7 @@ class _FakeFleet:
     def bcast(self, value, what):
         return value if self.rank == 0 else self.answers.pop(0)
 
-    def gather(self, value, what):
+    def gather(self, value, what, hurry=None):
         self.sent.append(value)
         if self.rank != 0:
             return None
@@ -191,6 +192,10 @@ class _FakeFleet:
 
     def abort(self, code):
         self.aborted = code
+
+    @contextmanager
+    def beating(self):
+        yield
 
     def heartbeat(self):
         self.beats = getattr(self, "beats", 0) + 1
@@ -209,7 +214,8 @@ def test_a_failed_rank_other_than_0_exits_1_after_reporting(monkeypatch, tmp_pat
     from bwprof.fleet import run as fleet_run
 
     fleet = _FakeFleet(1, 2, answers=[(None, "fleet-1", tmp_path / "run"),
-                                      [(2, "node0"), (2, "node1")], (False, "test")])
+                                      [(2, "node0", None), (2, "node1", None)], (False, "test"),
+                                      1])  # rank 0's word: the merged folder, exit 1
     monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
 
     def fail(**options):
@@ -219,7 +225,7 @@ def test_a_failed_rank_other_than_0_exits_1_after_reporting(monkeypatch, tmp_pat
     with pytest.raises(SystemExit) as exited:
         fleet_run.run_fleet(out=None, **FLEET_OPTIONS)
     assert exited.value.code == 1
-    (report,) = fleet.sent[1:]  # after the GPU counts: the rank's report
+    (report,) = fleet.sent[2:]  # after its options' check and the GPU counts: its report
     assert report.error == "RuntimeError: GPU fell off the bus"
 
 
@@ -258,8 +264,8 @@ class _StuckFleet(_FakeFleet):
 # Catches: a collective step that times out ends a rank with a traceback (and, on rank 0,
 # leaves the other ranks waiting)
 @pytest.mark.parametrize(("rank", "says"), [
-    (0, "rank 0 waited 3 s for the start of the run: a rank hangs or died; ending the job"),
-    (1, "rank 1 waited 3 s for the start of the run: rank 0 hangs"),
+    (0, "rank 0 waited 3 s for every rank's options: a rank hangs or died; ending the job"),
+    (1, "rank 1 waited 3 s for every rank's options: rank 0 hangs"),
 ])
 def test_a_timed_out_step_ends_the_job_with_one_line(monkeypatch, capsys, tmp_path, rank,
                                                      says):

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -286,3 +289,46 @@ def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     assert list(kept["case"]) == ["net_p2p"] * 5 + ["ddr_triad"]  # 4 sizes, GPU buffers
     assert set(kept[kept["case"] == "net_p2p"]["device"]) == {"rank1->rank0"}
     assert list(kept[kept["case"] == "ddr_triad"]["status"]) == ["waived"]  # local rank 0 only
+
+
+def _rank_pid(mpirun_pid: int, rank: int) -> int:
+    """The process of `rank` among mpirun's children (its launcher environment says which)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == mpirun_pid and f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ:
+            return int(stat.parent.name)
+    raise AssertionError(f"no rank {rank} under mpirun {mpirun_pid}")
+
+
+# Catches (issue 37): an interrupted rank left the job at once (mpirun then killed rank 0),
+# with no merged folder, and nothing said which rank was stopped
+def test_a_rank_stopped_by_sigterm_is_named_and_the_job_exits_130(tmp_path):
+    """Rank 1 hangs at its first job; rank 0 finishes and waits for it; SIGTERM to rank 1
+    alone: it reports as interrupted, rank 0 writes the merged folder, every rank exits 130
+    (so does mpirun, on the ranks' codes)."""
+    _mpi_or_skip()
+    job = _Job(tmp_path, "--hang-rank", "1")
+    try:
+        finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
+        deadline = time.monotonic() + JOB_LIMIT_S
+        while not finished.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # into its gather, waiting for rank 1
+        os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
+        done = job.finish(timeout_s=HANG_TIMEOUT_S)
+    finally:
+        job.close()
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert re.search(rf"interrupted: kept \d+ finished row\(s\) in {re.escape(str(job.out))}\n",
+                     done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
+    system = json.loads((job.out / "system.json").read_text())
+    assert system["interrupted"] is True and system["stopped_by"] == "SIGTERM (rank(s) 1)"
+    assert [(r["status"], r["error"]) for r in system["mpi"]["ranks"]] == [
+        ("ok", None), ("interrupted", "SIGTERM")]
+    results = pd.read_csv(job.out / "results.csv")
+    assert (results[results["rank"] == 0]["status"] == "ok").any()  # rank 0's rows kept

@@ -69,7 +69,7 @@ class _Rank1Of6:
     def bcast(self, value, what):
         return self.answers.pop(0)
 
-    def gather(self, value, what):
+    def gather(self, value, what, hurry=None):
         return None
 
     def heartbeat(self):
@@ -86,7 +86,8 @@ def test_the_groups_rank_0_read_and_the_run_id_choose_every_ranks_pairs(monkeypa
 
     hosts = [(0, f"node{r}", None) for r in range(6)]
     racks = {"node0": "a", "node1": "a", "node2": "a", "node3": "b", "node4": "b"}  # no node5
-    fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), racks, hosts, (False, "test")])
+    fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), racks, hosts, (False, "test"),
+                       1])  # the last: rank 0's word that the merged folder is written
     monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
     shares = []
 
@@ -115,7 +116,7 @@ def test_without_a_groups_file_slurms_leaf_switches_group_the_pairs(monkeypatch,
 
     switches = ["top.s1", "top.s1", "top.s1", "top.s2", "top.s2", "top.s2"]
     peers = [(0, f"node{r}", switch) for r, switch in enumerate(switches)]
-    fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), peers, (False, "test")])
+    fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), peers, (False, "test"), 1])
     monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
     monkeypatch.setenv("SLURM_TOPOLOGY_ADDR", "top.s1.node1")
     monkeypatch.setenv("SLURM_TOPOLOGY_ADDR_PATTERN", "switch.switch.node")
