@@ -631,6 +631,10 @@ def read_store(store: Path, notes: list[str] | None = None, *, gpu: str | None =
         frames.append(indexed)
         readable = True
         files = [path for path in files if path.name not in covered]
+    if len(files) >= COMPACT_AFTER:
+        found.append(f"{len(files)} run file(s) are outside the store's index and were read "
+                     f"one by one; `bwprof history compact --store {shown(store)}` puts them "
+                     "in it, for a faster read next time")
     for start in range(0, len(files), SCAN_FILES):  # footers of a few files held at once
         fragments, odd = _fragments(files[start:start + SCAN_FILES], found)
         frames.extend(frame for path in odd if (frame := _read_whole(path, found)) is not None)

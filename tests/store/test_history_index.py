@@ -203,3 +203,15 @@ def test_falls_judged_all_at_once_are_those_of_each_series_judged_alone(tmp_path
         found = [(f.subject, f.case, round(f.fell_pct, 9)) for f in trend.falls(rows, threshold)]
         assert found == _reference_falls(rows, threshold)
     assert len(trend.under_test(rows)) == rows.groupby(trend.SERIES_KEYS, dropna=False).ngroups
+
+
+def test_trend_says_where_many_runs_are_outside_the_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(history, "COMPACT_AFTER", 3)
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    (store / history.INDEX_FILE).unlink()  # a store never compacted
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert "note: 4 run file(s) are outside the store's index" in done.output
+    assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
+    assert "outside the store's index" not in done.output
