@@ -342,6 +342,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     try:
         with fleet.beating():  # a long merge is no hang to the ranks waiting for its end
             merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+        if interrupts.received() and not merged.interrupted:  # held while it merged
+            merged.interrupted = True  # as a single run's signal while its report is drawn
+            merged.notes.append("note: the signal came once every rank had reported: the "
+                                "merged folder is whole")
         code = job_code(merged)
     except OutputError:
         code = EXIT_OUTPUT
@@ -353,7 +357,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         merged.notes[:0] = pair_notes
     missing = sorted(set(range(fleet.size)) - set(received or {}))
     if missing:  # a rank hangs: end the job instead of waiting for it forever
-        how = (f"interrupted ({merged.meta.stopped_by})" if merged.interrupted else "error")
+        how = (f"interrupted ({merged.meta.stopped_by or interrupts.received()})"
+               if merged.interrupted else "error")
         print(f"{how}: rank(s) {', '.join(map(str, missing))} did not report within "
               f"{timeout_s:g} s (or {HURRIED_WAIT_S:g} s after a stop signal): lost; wrote "
               f"what the others measured to {out}; ending the job", file=sys.stderr,

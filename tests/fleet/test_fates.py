@@ -211,3 +211,27 @@ def test_rank_0_beats_while_it_merges():
     after = len(fleet.comm.sent)
     time.sleep(0.2)
     assert len(fleet.comm.sent) == after  # the beats end with the merge
+
+
+# Catches: a stop signal while rank 0 wrote the merged folder (held there, as it must be)
+# was then forgotten: the job exited 0 as if nothing had stopped it
+def test_a_signal_held_while_rank_0_merges_still_ends_the_job_with_130(monkeypatch, tmp_path):
+    from bwprof import interrupts
+
+    fleet = _Said(0, 1)
+    _join(monkeypatch, fleet)
+    real_merge = fleet_run.merge
+
+    def merge_then_sigterm(*args, **kwargs):
+        result = real_merge(*args, **kwargs)
+        interrupts._received.append("SIGTERM")  # as interrupts' handler records one held
+        return result
+
+    monkeypatch.setattr(fleet_run, "merge", merge_then_sigterm)
+    monkeypatch.setattr(interrupts, "_received", [])
+    with pytest.raises(RunInterrupted) as stopped:
+        fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
+    assert fleet.said[-1] == ("the merged folder", 130)
+    system = json.loads((tmp_path / "run" / "system.json").read_text())
+    assert system["interrupted"] is False  # every rank had reported: the run is whole
+    assert "merged folder is whole" in stopped.value.result.notes[-1]
