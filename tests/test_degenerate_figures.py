@@ -147,6 +147,10 @@ def test_zero_negative_zero_and_subnormal_gpu_figures_and_peaks(tmp_path, capsys
     assert len(rows) == 2 and all(r["pct_of_peak"] is None for r in rows)
     changes = later_rows(documents["compare"], "ddr_triad")
     assert changes and all(r["change_pct"] is not None for r in changes)  # to 0: -100%
+    code, out, _ = bwprof(capsys, "report", folder, "--model", "70B:bf16", "--no-plots",
+                          "--out", folder / "model")
+    assert code in (0, 1) and "one pass over the weights" in out
+    assert "inf s" not in out  # 5e-324 GB/s: no time, not infinity
     _, out, _ = bwprof(capsys, "compare", folder, DATA / "h200-quick", "--json")
     changes = later_rows(strict_json(out), "ddr_triad")
     assert changes and all(r["change_pct"] is None for r in changes)  # from 0: none

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from bwprof.analysis.figures import ratio
 from bwprof.analysis.summary import is_numa_device
 from bwprof.casespec import path_of
 from bwprof.coerce import shorten
@@ -152,7 +153,8 @@ class ModelReport:
 
 
 def _seconds(nbytes: float, gbps: float | None) -> float | None:
-    return nbytes / (gbps * 1e9) if gbps else None
+    """None ("?") for no rate, and for a rate of 0 or 5e-324 GB/s (a damaged row): not inf."""
+    return ratio(nbytes, gbps * 1e9) if gbps is not None else None
 
 
 _num = cell_float
@@ -214,12 +216,15 @@ def _compute_timings(spec: ModelSpec, results: pd.DataFrame | None,
             row = best.loc[best["value_best"].astype(float).idxmin()]
             tflops = float(row["value_best"])
             peak = _num(row["peak_value"])
-            seconds = flop / (tflops * 1e12)
+            seconds = ratio(flop, tflops * 1e12)
+            if seconds is None:  # a ceiling of 0 or 5e-324 TFLOP/s (a damaged row): no time
+                continue
             found.append(ComputeTiming(
                 f"forward + backward matmuls, one token ({dtype})", case, str(row["device"]),
                 str(row["backend"]), dtype, flop, tflops, seconds, peak,
-                flop / (peak * 1e12) if peak else None,
-                gpus * hbm_seconds / seconds if hbm_seconds and case == "gemm_gpu" else None))
+                ratio(flop, peak * 1e12) if peak is not None else None,
+                ratio(gpus * hbm_seconds, seconds) if hbm_seconds and case == "gemm_gpu"
+                else None))
         break  # the GPU's figure where there is one; the host's only without
     return found, missing
 
