@@ -31,7 +31,7 @@ rows keeps `backend` = `simulated`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import cast
 
 import numpy as np
@@ -628,7 +628,7 @@ def _has_rows_of(path: str, records: list[Record]) -> bool:
     return any(r["case"] in cases for r in records)
 
 
-def has_figure(row: pd.Series) -> bool:
+def has_figure(row: pd.Series | Mapping[str, object]) -> bool:
     return plain(row["value"]) is not None
 
 

@@ -439,6 +439,13 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     return table
 
 
+def _cells(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of `frame` as dicts of `columns`, each column read once: iterrows boxed a
+    Series a row (seconds for a fleet's summary of ten thousand GPUs)."""
+    values = [frame[column].tolist() for column in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+
+
 def summary_notes(summary: pd.DataFrame) -> list[str]:
     """The notes of the summary rows under the table: why paths have no figure (one line per
     reason), which P2P pair is the slowest, where the best DDR figure came from."""
@@ -446,7 +453,7 @@ def summary_notes(summary: pd.DataFrame) -> list[str]:
 
     lines: list[str] = []
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for _, row in summary.iterrows():
+    for row in _cells(summary, ("path", "status", "note", "case", "value")):
         label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
         if not has_figure(row):
             if row["status"] in ("skipped", "waived"):
@@ -475,7 +482,8 @@ def peak_lines(summary: pd.DataFrame) -> list[str]:
                     & summary["value"].notna()]
     said = dict.fromkeys(
         (PATH_LABELS.get(str(r["path"]), str(r["path"])), float(r["peak_value"]),
-         str(r["unit"]), str(r["peak_source"])) for _, r in shown.iterrows())
+         str(r["unit"]), str(r["peak_source"]))
+        for r in _cells(shown, ("path", "peak_value", "unit", "peak_source")))
     parts = [f"{label} {_gbps(peak)} {unit} ({source})" for label, peak, unit, source in said]
     return [f"peaks (% of peak): {'; '.join(parts)}"] if parts else []
 
