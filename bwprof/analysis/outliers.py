@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bwprof.analysis.bands import PATH_LABELS, PATHS
+from bwprof.analysis.figures import ratio
 from bwprof.analysis.judge import CANNOT_JUDGE, ERROR, FAIL, PASS, WARN, Check, worst
 from bwprof.schema.meta import BOX_MARK
 
@@ -69,7 +70,9 @@ def outliers(checks: list[Check], outlier_pct: float) -> list[Outlier]:
         if median <= 0:
             continue
         for check in members:
-            change = 100 * (float(check.value or 0) - median) / median
+            change = ratio(100 * (float(check.value or 0) - median), median)
+            if change is None:  # a median of 5e-324 (damaged rows): no % from it, not inf
+                continue
             worse = -change if check.higher_is_better else change
             if worse > outlier_pct:
                 out.append(Outlier(check.box, check.device, path, part,
