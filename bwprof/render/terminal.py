@@ -165,6 +165,8 @@ def busy_lines(rows: Sequence[ResultRow]) -> list[str]:
 def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
     """One line per overlap case and device (efficiency, parts alone and together), and per
     device the pipeline configuration with the best end-to-end throughput."""
+    from bwprof.analysis.figures import ratio
+
     measured = [r for r in rows if r.phase and r.status in ("ok", "invalid")
                 and r.backend != "simulated"]
     # Each row's parts looked up, not searched for: a fleet has thousands of devices.
@@ -201,10 +203,11 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
                          None)
         copy = next((r for r in parts_of.get((best.case, device, best.size_bytes, "alone"), [])
                      if r.direction == "h2d"), None)
-        versus = (f", {best_gbps / both_ways.gbps_median:.2f} of the copies in and out at once"
-                  if both_ways is not None and both_ways.gbps_median
-                  else f", {best_gbps / copy.gbps_median:.2f}x the H2D copy alone"
-                  if copy is not None and copy.gbps_median else "")
+        # ratio: None (no comparison) against 0 or 5e-324 GB/s (a damaged row), never inf
+        in_out = ratio(best_gbps, both_ways.gbps_median) if both_ways is not None else None
+        over_copy = ratio(best_gbps, copy.gbps_median) if copy is not None else None
+        versus = (f", {in_out:.2f} of the copies in and out at once" if in_out is not None
+                  else f", {over_copy:.2f}x the H2D copy alone" if over_copy is not None else "")
         lines.append(f"pipeline_chunked {device}: best {best.streams} stream(s) x "
                      f"{_size(best)} chunks, {best_gbps:.2f} GB/s in + out{versus}")
     return lines
@@ -215,6 +218,7 @@ def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
     each intensity of the concurrent streaming load, with the bandwidth that load achieved
     (`load_gbps`). Each latency is its row's median, as every figure is. Simulated rows are
     never figures."""
+    from bwprof.analysis.figures import ratio
     from bwprof.analysis.summary import load_percent
 
     loaded = [r for r in rows if r.metric == "latency" and load_percent(r.phase) is not None
@@ -236,8 +240,9 @@ def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
             parts.append(f"{ns} at {percent}%{load}")
         idle = next((r.value_median for r in mine if load_percent(r.phase) == 0), None)
         heaviest = mine[-1]
-        factor = (f"; {(heaviest.value_median or 0.0) / idle:.1f}× idle at the heaviest load"
-                  if idle and load_percent(heaviest.phase) else "")
+        times = (ratio(heaviest.value_median or 0.0, idle) if load_percent(heaviest.phase)
+                 else None)  # None against an idle latency of 0 or 5e-324 ns
+        factor = f"; {times:.1f}× idle at the heaviest load" if times is not None else ""
         others = "cores" if mine[0].backend == "host" else "SMs"
         lines.append(f"{case} {device} ({_size(mine[0])}): latency idle and under a "
                      f"streaming load on the other {others} (the GB/s that load achieved): "
