@@ -136,8 +136,17 @@ def _columns(frame: pd.DataFrame, names: tuple[str, ...]) -> list[list[object]]:
     """Each of `names` as a list of its cells (None for a column the frame lacks): read once
     a column, not once a row (`iterrows` built a Series for every row, minutes for a
     fleet's million rows)."""
-    return [frame[name].tolist() if name in frame.columns else [None] * len(frame)
+    return [_cells(frame[name]) if name in frame.columns else [None] * len(frame)
             for name in names]
+
+
+def _cells(column: pd.Series) -> list[object]:
+    """A column's cells, a nullable column's missing ones as None, not pd.NA: each read
+    then tells them apart without pandas (`cell_int`, `is_missing`)."""
+    values = column.tolist()
+    if getattr(column.dtype, "na_value", None) is pd.NA:
+        return [None if value is pd.NA else value for value in values]
+    return values
 
 
 _SUMMARY_CELLS = ("path", "case", "size_bytes", "device", "device_name", "memory",
