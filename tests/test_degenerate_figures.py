@@ -118,7 +118,7 @@ def answered(capsys, folder: Path, source: str, html: bool = False) -> dict[str,
     with its files, report.html where asked; no plots: `test_plots_of_degenerate_figures`
     draws those that read the figures), compare against the intact `source` both ways (--json and
     the terminal), accept (--json and the terminal): exit 0 or 1 (a run judged), JSON
-    strict. The JSON documents, by command."""
+    strict. The JSON documents by command, and the terminal's text ('compare text')."""
     documents = {}
     for args in (["report", folder, "--json"], ["compare", DATA / source, folder, "--json"],
                  ["accept", folder, "--json"]):
@@ -130,6 +130,7 @@ def answered(capsys, folder: Path, source: str, html: bool = False) -> dict[str,
                  ["accept", folder]):
         code, out, err = bwprof(capsys, *args)
         assert code in (0, 1), (args, err)
+        documents[f"{args[0]} text"] = out
     if html:
         assert (folder / "shown" / "report.html").stat().st_size > 0
     return documents
@@ -160,6 +161,7 @@ def test_zero_negative_zero_and_subnormal_gpu_figures_and_peaks(tmp_path, capsys
     _, out, _ = bwprof(capsys, "compare", folder, DATA / "h200-quick", "--json")
     changes = later_rows(strict_json(out), "ddr_triad")
     assert changes and all(r["change_pct"] is None for r in changes)  # from 0: none
+    assert re.search(r"ddr_triad .* n/a", str(documents["compare text"]))  # said, not blank
 
 
 def test_plots_of_degenerate_figures(tmp_path):

@@ -642,9 +642,12 @@ def p2p_matrix_table(results: pd.DataFrame) -> Group | None:
 
 def change_cell(row: pd.Series) -> str:
     """'-20.0% beyond ±3.1%' for a later run's figure against the baseline: the change, and
-    whether it is beyond the noise band (`noise ?` where the rows cannot say)."""
+    whether it is beyond the noise band (`noise ?` where the rows cannot say); `n/a` where
+    both figures are there but no change in % can be (a baseline of 0 or 5e-324)."""
     if is_missing(row["change_pct"]):
-        return "" if not is_missing(row["value"]) or is_missing(row["baseline_value"]) else "absent"
+        if is_missing(row["baseline_value"]):
+            return ""
+        return "absent" if is_missing(row["value"]) else "n/a"
     if row["backend"] == "simulated" or row["baseline_simulated"]:
         return "simulated"
     text = f"{row['change_pct']:+.1f}%"
