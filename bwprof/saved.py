@@ -131,6 +131,15 @@ class CompareResult:
     written: list[Path] = field(default_factory=list)
 
 
+def _parquet_with_out(file_format: str, out_dir: Path | None, name: str) -> bool:
+    """Whether Parquet copies are wanted (`check_format`); a one-line refusal where they are
+    but no --out folder was given to write `name` in."""
+    parquet = check_format(file_format)
+    if parquet and out_dir is None:
+        raise BwprofError(f"--format parquet writes {name}: give it a folder with --out DIR")
+    return parquet
+
+
 def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path | None = None,
             fail_below: str | None = None, file_format: str = "csv") -> CompareResult:
     """The same figures across runs (the first is the baseline), with compare.csv written
@@ -139,10 +148,7 @@ def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path
     folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     out_dir = user_path(out, "--out") if out is not None else None
     threshold = parse_fail_below(fail_below) if fail_below is not None else None
-    parquet = check_format(file_format)
-    if parquet and out_dir is None:
-        raise BwprofError("--format parquet writes compare.parquet: give it a folder with "
-                          "--out DIR")
+    parquet = _parquet_with_out(file_format, out_dir, "compare.parquet")
     comparison = compare_runs([_load(path, "RUN_DIRS") for path in folders], by=by)
     written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
                            parquet) if out_dir is not None else [])
@@ -158,10 +164,7 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
     folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     spec_path = user_path(spec, "--spec") if spec is not None else None
     out_dir = user_path(out, "--out") if out is not None else None
-    parquet = check_format(file_format)
-    if parquet and out_dir is None:
-        raise BwprofError("--format parquet writes accept.parquet: give it a folder with "
-                          "--out DIR")
+    parquet = _parquet_with_out(file_format, out_dir, "accept.parquet")
     the_spec = load_spec(spec_path) if spec_path is not None else Spec()
     result = accept_runs([_load(path, "RUN_DIRS") for path in folders], the_spec)
     written = write_accept_files(result, out_dir, parquet) if out_dir is not None else []

@@ -158,3 +158,22 @@ def test_report_json_gives_the_verdict_its_worst_path_and_the_next_step(tmp_path
     simulated = json.loads(runner.invoke(app, ["report", str(DATA / "sim-a"), "--json"]).output)
     assert simulated["verdict"]["verdict"] == "CANNOT_JUDGE"
     assert simulated["verdict"]["simulated"] is True
+
+
+def test_compare_and_accept_refuse_parquet_without_an_out_folder_in_one_line_each():
+    """`--format parquet` writes a file: without --out there is nowhere to write it, said
+    in the same words by both commands (one check), naming the file each would write."""
+    import pytest
+
+    from bwprof import saved
+    from bwprof.errors import BwprofError
+
+    folder = DATA / "h200-quick"
+    for call, name in ((lambda: saved.compare([folder, folder], file_format="parquet"),
+                        "compare.parquet"),
+                       (lambda: saved.accept([folder], file_format="parquet"),
+                        "accept.parquet")):
+        with pytest.raises(BwprofError) as refused:
+            call()
+        assert str(refused.value) == (f"--format parquet writes {name}: give it a folder "
+                                      "with --out DIR")
