@@ -11,6 +11,7 @@ and a results file holding any other is malformed. In a file the flags are joine
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 IN_CACHE = "in_cache"
 L2_RESIDENT = "l2_resident"
@@ -72,7 +73,13 @@ SEPARATOR = "|"
 
 def join_flags(flags: Iterable[str]) -> str:
     """The column's text: known flags in vocabulary order, each once."""
-    wanted = set(flags)
+    return _joined(flags if isinstance(flags, frozenset) else frozenset(flags))
+
+
+@lru_cache(maxsize=1024)
+def _joined(wanted: frozenset[str]) -> str:
+    """`join_flags` of a set, made once per distinct set (every ResultRow checks its flags
+    this way: a fleet's rows hold a few sets between them)."""
     unknown = wanted - FLAGS.keys()
     if unknown:
         raise ValueError(f"unknown flag(s) {', '.join(sorted(unknown))}; known: "

@@ -10,6 +10,7 @@ import io
 import math
 import warnings
 from collections.abc import Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -523,9 +524,10 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
 
     columns = [cells(c) for c in names]
     counters = [cells(c) for c in telemetry]
+    counted = zip(*counters, strict=True) if counters else repeat(())
     rows = []
-    for index, values in enumerate(zip(*columns, strict=True)):
+    for values, counts in zip(zip(*columns, strict=True), counted, strict=False):
         row = dict(zip(names, values, strict=True))
-        row["counters"] = {c: counters[i][index] for i, c in enumerate(telemetry)}
+        row["counters"] = dict(zip(telemetry, counts, strict=True))
         rows.append(ResultRow(**row))
     return rows
