@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +21,6 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _runs(root: Path, days: range, boxes: range = range(1, 3),
@@ -163,25 +160,29 @@ def test_history_compact_refuses_what_is_not_a_store(tmp_path):
     assert "does not exist" in done.output
 
 
-def test_adds_and_compactions_at_once_count_every_run_once(tmp_path):
+def test_adds_and_compactions_at_once_count_every_run_once(tmp_path, monkeypatch):
+    """Threads, not processes (no import each): each opens its own locks, as boxes do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bwprof import saved
+
+    monkeypatch.setattr(history, "COMPACT_AFTER", 1)  # every add compacts too
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 3)), store)
     later = _runs(tmp_path / "later", range(3, 6))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "bwprof", "history"]
-    procs = [subprocess.Popen([*command, "add", str(run), "--store", str(store)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for run in later]
-    procs += [subprocess.Popen([*command, "compact", "--store", str(store)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-              for _ in range(2)]
-    outputs = [proc.communicate(timeout=300) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * len(procs), outputs
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        jobs = [pool.submit(saved.history_add, [run], store) for run in later]
+        jobs += [pool.submit(saved.history_compact, store) for _ in range(2)]
+        for job in jobs:
+            job.result()
     rows = history.read_store(store)
     assert rows["run_key"].nunique() == 10
     assert not rows.duplicated(["run_key", "case", "path", "device", "metric",
                                 "size_bytes", "memory", "direction"]).any()
     assert not [name for name in os.listdir(store) if name.endswith(".tmp")]
+    saved.history_compact(store)
+    assert history.uncovered(store) == 0
+    pd.testing.assert_frame_equal(_sorted(history.read_store(store)), _sorted(rows))
 
 
 def _reference_falls(rows: pd.DataFrame, threshold: float) -> list[tuple[str, str, float]]:
