@@ -9,8 +9,12 @@ under `nodes` and every rank under `mpi`. No MPI here: the ranks' reports arrive
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,14 +23,35 @@ import pandas as pd
 
 from bwprof import api, interrupts
 from bwprof.analysis.findings import findings_frame
-from bwprof.analysis.fleet import fleet_findings
+from bwprof.analysis.fleet import (  # _headline: one rank's headline rows, as the fleet's
+    FIGURE,
+    HEADLINE_CASES,
+    _headline,
+    fleet_findings,
+)
 from bwprof.coerce import integer, number
 from bwprof.errors import OutputError
 from bwprof.render.outputs import write_report_files
-from bwprof.schema.meta import MpiMeta, NodeMeta, RankMeta, RunMeta, box_label
+from bwprof.schema.meta import (
+    MachineIdentity,
+    MpiMeta,
+    NodeMeta,
+    RankMeta,
+    RunMeta,
+    box_label,
+)
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
-from bwprof.schema.table import checked_results, rows_from_frame
-from bwprof.store.export import RESULTS_FILE, RunWriter, write_system_json
+from bwprof.schema.table import checked_results, read_results, rows_from_frame
+from bwprof.store.atomic import atomic_file
+from bwprof.store.export import (
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SYSTEM_FILE,
+    TIMELINES_FILE,
+    RunWriter,
+    write_system_json,
+)
+from bwprof.store.runfolder import read_samples, read_system
 from bwprof.telemetry.session import SAMPLE_COLUMNS
 
 FLEET_SAMPLE_COLUMNS: tuple[str, ...] = (*SAMPLE_COLUMNS, "rank", "host")
@@ -69,27 +94,38 @@ def prefixed(device: object, host: str) -> str:
     return f"{host}:{text}"
 
 
-def _box(report: RankReport) -> str | None:
-    """The box key of a rank's machine; None where its metadata recorded no identity."""
-    host = report.meta.host if report.meta is not None else None
-    return host.box if host is not None else None
+@dataclass(frozen=True)
+class RankName:
+    """What naming a rank's node takes (`node_names`): its host name and machine identity.
+    A streamed merge gathers these first (small), since one rank's name depends on every
+    other rank's box key, and names each rank's rows as they arrive."""
+
+    host: str
+    identity: MachineIdentity | None = None
+
+    @property
+    def box(self) -> str | None:
+        return self.identity.box if self.identity is not None else None
+
+    @classmethod
+    def of(cls, report: RankReport) -> RankName:
+        host = report.meta.host if report.meta is not None else None
+        return cls(report.host, host.identity if host is not None else None)
 
 
-def node_names(received: Mapping[int, RankReport]) -> dict[int, str]:
+def node_names(received: Mapping[int, RankReport | RankName]) -> dict[int, str]:
     """Each rank's node name: its host name, or `host#box` where ranks of one host name
     report different box keys (two machines both named `vm` are two nodes, not one). A rank
     without a box key joins its host name, as before identities were recorded."""
+    named = {rank: item if isinstance(item, RankName) else RankName.of(item)
+             for rank, item in received.items()}
     boxes: dict[str, set[str]] = defaultdict(set)
-    for report in received.values():
-        box = _box(report)
-        if box:
-            boxes[report.host].add(box)
-    names = {}
-    for rank, report in received.items():
-        identity = report.meta.host.identity if report.meta and report.meta.host else None
-        shared = len(boxes[report.host]) > 1 and _box(report)
-        names[rank] = box_label(report.host, identity) if shared else report.host
-    return names
+    for name in named.values():
+        if name.box:
+            boxes[name.host].add(name.box)
+    return {rank: box_label(name.host, name.identity)
+            if len(boxes[name.host]) > 1 and name.box else name.host
+            for rank, name in named.items()}
 
 
 def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object]:
@@ -97,7 +133,8 @@ def _error_row(run_id: str, rank: int, host: str, note: str) -> dict[str, object
                           note=note, device=f"rank{rank}", rank=rank).as_dict()
 
 
-def _describe_node(nodes: dict[str, NodeMeta], host: str, meta: RunMeta | None) -> None:
+def _describe_node(nodes: MutableMapping[str, NodeMeta], host: str,
+                   meta: RunMeta | None) -> None:
     """Add a rank's metadata to its node's entry: the first rank on a node describes its host
     and telemetry; with several ranks on a node (one GPU each) every rank adds its GPUs."""
     if meta is None:
@@ -125,7 +162,7 @@ class _Merged:
     findings: list[dict[str, object]] = field(default_factory=list)
     timelines: list[dict[str, object]] = field(default_factory=list)
     ranks: list[RankMeta] = field(default_factory=list)
-    nodes: dict[str, NodeMeta] = field(default_factory=dict)
+    nodes: MutableMapping[str, NodeMeta] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def add(self, run_id: str, report: RankReport, node: str) -> None:
@@ -248,3 +285,254 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
                                  plots=plots, html=plots)
     result.files, result.notes = written.files, [*notes, *written.notes]
     return result
+
+
+# ---- the streamed merge: one rank's records at a time -------------------------------------
+
+HEADLINE_KEPT = ("case", "backend", "device", "status", "flags", "size_bytes", "direction",
+                 "device_name", FIGURE)
+"""What the fleet's slower-node finding reads of a headline row (`slower_nodes`)."""
+
+
+class _Spool:
+    """JSON texts in an unnamed temporary file, read back one at a time: the merged
+    system.json's nodes and timelines.json's timelines grow with the fleet (a node's host,
+    GPUs and telemetry take about 15 KB of memory), so rank 0 keeps only where each is."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._at: dict[str, tuple[int, int]] = {}
+
+    def put(self, key: str, value: object) -> None:
+        """Store `value` (plain JSON) under `key`; again for one key replaces it in place
+        of the order."""
+        data = json.dumps(value, allow_nan=False).encode()
+        self._file.seek(0, os.SEEK_END)
+        self._at[key] = (self._file.tell(), len(data))
+        self._file.write(data)
+
+    def get(self, key: str) -> Any:
+        offset, length = self._at[key]
+        self._file.seek(offset)
+        return json.loads(self._file.read(length))
+
+    def names(self) -> list[str]:
+        return list(self._at)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Lines:
+    """JSON values one a line in an unnamed temporary file, read back in order: the
+    timelines, written into timelines.json at the end."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self.count = 0
+
+    def append(self, value: object) -> None:
+        self._file.write(json.dumps(value, default=str).encode() + b"\n")
+        self.count += 1
+
+    def __iter__(self) -> Iterator[Any]:
+        self._file.seek(0)
+        for line in self._file:
+            yield json.loads(line)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _NodeSpool(MutableMapping[str, NodeMeta]):
+    """The merged run's nodes (`_describe_node`), kept in a `_Spool`."""
+
+    def __init__(self) -> None:
+        self.spool = _Spool()
+
+    def __getitem__(self, name: str) -> NodeMeta:
+        return NodeMeta.from_dict(self.spool.get(name), f"nodes.{name}")
+
+    def __setitem__(self, name: str, node: NodeMeta) -> None:
+        self.spool.put(name, node.as_dict())
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("a merged run's nodes are never removed")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.spool._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.spool.names())
+
+    def __len__(self) -> int:
+        return len(self.spool._at)
+
+
+def _write_json_spliced(target: Path, payload: Mapping[str, object], key: str,
+                        members: Iterable[str], strict: bool, kept: Path) -> None:
+    """Write `payload` as `write_json_atomic` does (indent 2), its top-level `key` (an empty
+    {} or [] in `payload`) filled with `members` (each the JSON text of one entry, `"name":
+    value` for an object) as they come: the same bytes, without the whole in memory."""
+    text = (json.dumps(payload, indent=2, allow_nan=False) if strict
+            else json.dumps(payload, indent=2, default=str))
+    empty = "{}" if isinstance(payload[key], Mapping) else "[]"
+    head, found, tail = text.partition(f"\n  {json.dumps(key)}: {empty}")
+    assert found, f"{key} is not a top-level member of the payload"
+    with atomic_file(target, kept=kept) as handle:
+        handle.write(f"{head}\n  {json.dumps(key)}: {empty[0]}")
+        written = False
+        for member in members:
+            handle.write(("," if written else "") + "\n    " + member.replace("\n", "\n    "))
+            written = True
+        handle.write(f"\n  {empty[1]}" if written else empty[1])
+        handle.write(tail + "\n")
+
+
+class MergeStream:
+    """Rank 0's merge of a fleet run, one rank's report at a time (`Fleet.stream`): each
+    rank's rows, timings and samples go to the merged files as they arrive, so rank 0's
+    memory does not grow with the fleet. It keeps only what is small per rank: the rank's
+    fate (`RankMeta`), its findings and notes, its headline rows (what the fleet's
+    slower-node finding compares); the nodes' metadata and the timelines wait in a temporary
+    file until system.json and timelines.json are written. The folder is the one `merge`
+    writes from the same reports, byte for byte.
+
+    `names`: every reporting rank's `RankName` (gathered first: a rank's node name depends
+    on the others'). Reports come in rank order (`add`); a rank skipped, or not come by
+    `close`, is missing (an error row, status `missing`)."""
+
+    def __init__(self, out: Path, run_id: str, names: Mapping[int, RankName], size: int,
+                 timeout_s: float) -> None:
+        self.out, self.run_id, self.size, self.timeout_s = out, run_id, size, timeout_s
+        self.names = node_names(names)
+        self.next = 0
+        """The next rank in order: those before it are merged, or missing."""
+        self.ranks: list[RankMeta] = []
+        self.nodes = _NodeSpool()
+        self.timelines = _Lines()
+        self.findings: list[dict[str, object]] = []
+        self.headline: list[tuple[object, ...]] = []
+        self.notes: list[str] = []
+        self.first: RunMeta | None = None
+        """Rank 0's own metadata: the merged run's, with every node and rank added."""
+        self.failure: OutputError | None = None
+        """What stopped the merged files taking rows (a full disk): later ranks' rows are
+        left out, their fates still recorded."""
+        self.meta: RunMeta | None = None
+        self.findings_frame: pd.DataFrame | None = None
+        self.writer = RunWriter(out)
+
+    def add(self, report: RankReport) -> None:
+        """Merge one rank's report (ranks after the last one merged; those skipped are
+        missing)."""
+        if report.rank < self.next:
+            raise ValueError(f"rank {report.rank} came after rank {self.next - 1}: "
+                             f"a merge takes the ranks in order")
+        self._missing_until(report.rank)
+        if report.rank == 0:
+            self.first = report.meta
+        part = _Merged(nodes=self.nodes)
+        part.add(self.run_id, report, self.names.get(report.rank, report.host))
+        self._write(part)
+        self.next = report.rank + 1
+
+    def _missing_until(self, rank: int) -> None:
+        for missing in range(self.next, rank):
+            part = _Merged(nodes=self.nodes)
+            part.missing(self.run_id, missing, self.timeout_s)
+            self._write(part)
+        self.next = max(self.next, rank)
+
+    def _write(self, part: _Merged) -> None:
+        """One rank's renamed records: rows and samples to their files, the rest kept."""
+        self.ranks += part.ranks
+        self.notes += part.notes
+        self.findings += part.findings
+        for timeline in part.timelines:
+            self.timelines.append(timeline)
+        frame = checked_results(pd.DataFrame(part.rows, columns=list(CSV_COLUMNS)),
+                                self.out / RESULTS_FILE)
+        headline = frame[frame["case"].isin(HEADLINE_CASES)]
+        if not headline.empty:  # the rank's pick of each (case, device), as the fleet's
+            self.headline += [tuple(sys.intern(v) if isinstance(v, str) else v for v in row)
+                              for row in _headline(headline).reindex(
+                                  columns=list(HEADLINE_KEPT)).itertuples(index=False,
+                                                                          name=None)]
+        if self.failure is not None:
+            return
+        try:
+            for number, row in enumerate(rows_from_frame(frame)):
+                self.writer.add(row, [seconds for _, seconds
+                                      in sorted(part.seconds.get(number, []))])
+            if part.samples:
+                self.writer.add_samples(part.samples, FLEET_SAMPLE_COLUMNS)
+        except OutputError as exc:  # the rows before are kept; system.json says what stopped
+            self.failure = exc
+
+    def close(self) -> None:
+        """The ranks that never came are missing; then findings.csv, timelines.json and
+        system.json. OutputError where the rows could not all be written (system.json says
+        so) or timelines.json or system.json cannot be."""
+        self._missing_until(self.size)
+        try:
+            self.writer.close()
+        except OutputError as exc:
+            self.failure = self.failure or exc
+        meta = self.first or RunMeta(schema_version=SCHEMA_VERSION)
+        node = self.names.get(0)
+        if node is not None and node in self.nodes:
+            meta = replace(meta, gpus=self.nodes[node].gpus)
+        meta = replace(meta, schema_version=SCHEMA_VERSION, run_id=self.run_id, nodes={},
+                       mpi=MpiMeta(size=self.size, timeout_s=self.timeout_s,
+                                   ranks=tuple(self.ranks)))
+        if self.failure is not None:
+            meta = replace(meta, interrupted=True, stopped_by=f"output error: {self.failure}")
+        findings = findings_frame([])
+        if self.findings:
+            findings = pd.DataFrame(self.findings, columns=list(findings.columns))
+        headline = pd.DataFrame(self.headline, columns=list(HEADLINE_KEPT))
+        findings = pd.concat([findings, findings_frame(fleet_findings(headline, self.nodes))],
+                             ignore_index=True)
+        try:
+            self.writer.write_findings(findings)
+        except OutputError as exc:
+            self.notes.append(f"findings.csv not written: {exc}")
+        try:
+            if self.failure is None and self.timelines.count:
+                _write_json_spliced(
+                    self.out / TIMELINES_FILE,
+                    {"schema_version": SCHEMA_VERSION, "timelines": []}, "timelines",
+                    (json.dumps(timeline, indent=2, default=str)
+                     for timeline in self.timelines), strict=False, kept=self.out)
+        except OutputError as exc:
+            self.failure = self.failure or exc
+            meta = replace(meta, interrupted=True, stopped_by=f"output error: {exc}")
+        with interrupts.deferred():
+            _write_json_spliced(
+                self.out / SYSTEM_FILE, meta.as_dict(), "nodes",
+                (f"{json.dumps(name)}: {json.dumps(self.nodes.spool.get(name), indent=2)}"
+                 for name in self.nodes), strict=True, kept=self.out)
+        self.timelines.close()
+        self.nodes.spool.close()
+        self.meta, self.findings_frame = meta, findings
+        if self.failure is not None:
+            raise self.failure
+
+    def result(self, options: Mapping[str, Any]) -> api.RunResult:
+        """The merged run read back from its folder, as `bwprof report` reads it, and its
+        report files (summary, report.html with the plots where `options` ask for them)."""
+        assert self.findings_frame is not None, "close() first"
+        frame = read_results(self.out / RESULTS_FILE)
+        rows = rows_from_frame(frame)
+        samples = (read_samples(self.out / SAMPLES_FILE)
+                   if (self.out / SAMPLES_FILE).is_file() else None)
+        result = api.RunResult(self.out, frame, read_system(self.out / SYSTEM_FILE),
+                               measured_rows=rows, findings=self.findings_frame,
+                               samples=samples)
+        plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
+        written = write_report_files(result, self.out,
+                                     parquet=options.get("file_format") == "parquet",
+                                     plots=plots, html=plots)
+        result.files, result.notes = written.files, [*self.notes, *written.notes]
+        return result
