@@ -4,14 +4,21 @@ in the main thread, so the code that keeps a run's rows on Ctrl-C keeps them for
 
 Steps that must not be torn (finalising system.json, claiming a run folder) run inside
 `deferred()`: a signal arriving there is held and raised as soon as the step is done.
+
+A signal that lands while a module is being imported is held until that import ends, too:
+raised inside it, the KeyboardInterrupt would reach a compiled module's initialisation
+(NumPy's, pandas', pyarrow's), which turns any error into an ImportError or drops it, and the
+command would end in a traceback or go on to exit 0 as if nothing had happened.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -26,6 +33,10 @@ _received: list[str] = []  # names of the stop signals seen since install(), fir
 _left_ignored: set[signal.Signals] = set()  # ignored by whoever started us: left so
 _deferring = 0
 _pending = False
+_import_signal: signal.Signals | None = None  # held until the import under way ends
+_import_signal_taken_at = -math.inf  # when the held signal was raised
+_import_hold_expired = False  # an import held one for IMPORT_HOLD_S: no more holding
+_import_lock = threading.RLock()  # the handler and the helper thread that sends it again
 _held = False  # hold() in force
 
 
@@ -87,9 +98,11 @@ def handled() -> tuple[signal.Signals, ...]:
 
 def reset() -> None:
     """Forget the signals seen (a second command in one process: tests, notebooks)."""
-    global _deferring, _pending, _held
+    global _deferring, _pending, _held, _import_signal, _import_signal_taken_at
+    global _import_hold_expired
     _received.clear()
     _deferring, _pending, _held = 0, False, False
+    _import_signal, _import_signal_taken_at, _import_hold_expired = None, -math.inf, False
 
 
 def received() -> str | None:
@@ -98,12 +111,88 @@ def received() -> str | None:
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    global _pending
-    _received.append(signal.Signals(signum).name)
-    if _deferring:
-        _pending = True
-        return
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    global _pending, _import_signal, _import_signal_taken_at
+    name = signal.Signals(signum).name
+    _received.append(name)
+    with _import_lock:
+        held = _import_signal is not None
+        if _deferring:
+            _pending = True
+            if held:  # the deferred step raises it when it ends
+                _import_signal, _import_signal_taken_at = None, time.monotonic()
+            return
+        if held or time.monotonic() - _import_signal_taken_at < _COPY_S:
+            if not held or (_importing(frame) and not _import_hold_expired):
+                return  # a late copy of the held signal, or the import goes on: sent again
+            _import_signal, _import_signal_taken_at = None, time.monotonic()
+            raise KeyboardInterrupt(name)
+        if _importing(frame) and not _import_hold_expired:
+            _import_signal = signal.Signals(signum)
+            if _raise_after_the_import(signum):
+                return
+            _import_signal = None
+    raise KeyboardInterrupt(name)
+
+
+IMPORT_HOLD_S = 10.0  # the longest a signal waits for an import to end
+_IMPORT_POLL_S = 0.005
+_RESEND_S = 0.05  # a signal that lands as the main thread enters a blocking call wakes nothing
+_COPY_S = 0.25  # a copy of the held signal this soon after it was raised is the same stop
+_IMPORT_MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether `frame` runs inside an import (importlib's frames are below it: a module's
+    body, or Python code a compiled module's initialisation called)."""
+    while frame is not None:
+        if frame.f_code.co_filename in _IMPORT_MACHINERY:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _main_thread_state(main: int) -> str:
+    """'importing', 'running' or 'ended'."""
+    frame = sys._current_frames().get(main)
+    if frame is None:
+        return "ended"
+    return "importing" if _importing(frame) else "running"
+
+
+def _raise_after_the_import(signum: int) -> bool:
+    """Send `signum` to the main thread again, from a helper thread, once the main thread
+    has left every import, until the handler has raised it there, where nothing can swallow
+    it. An import that outlasts IMPORT_HOLD_S (one that hangs) gets it raised inside, as
+    before. False where no thread can be started (interpreter shutdown)."""
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def resend() -> None:
+        global _import_hold_expired
+        deadline = time.monotonic() + IMPORT_HOLD_S
+        while _import_signal is not None:
+            state = _main_thread_state(main)
+            if state == "ended":
+                return
+            if state == "importing" and not _import_hold_expired:
+                if time.monotonic() > deadline:
+                    _import_hold_expired = True
+                else:
+                    time.sleep(_IMPORT_POLL_S)
+                continue
+            with _import_lock:
+                if _import_signal is None:
+                    return
+                with suppress(OSError, ValueError):  # the main thread ended meanwhile
+                    signal.pthread_kill(main, signum)
+            time.sleep(_RESEND_S)
+
+    watcher = threading.Thread(target=resend, name="bwprof-signal-after-import", daemon=True)
+    try:
+        watcher.start()
+    except RuntimeError:
+        return False
+    return True
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -303,3 +304,86 @@ def test_a_process_whose_gpu_stopped_answering_exits_without_waiting_for_it():
     done = subprocess.run([sys.executable, "-c", _GPU_STOPPED], capture_output=True, text=True,
                           timeout=30)
     assert (done.returncode, done.stdout) == (1, "wrote the run\n"), done.stderr
+
+
+_SIGNAL_IN_IMPORT = '''
+import importlib.machinery
+import os
+import signal
+import sys
+
+from bwprof.entry import main
+
+TARGET, NAME, TREATMENT = {target!r}, {name!r}, {treatment!r}
+
+
+class SignalledWhileInitialising:
+    """The stop signal lands while TARGET initialises, as in a compiled module's init that
+    calls Python code and takes any error there for "could not import" or drops it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        real = spec.loader.exec_module
+
+        def exec_module(module):
+            try:
+                os.kill(os.getpid(), getattr(signal, NAME))
+                for _ in range(10 ** 5):
+                    pass
+            except BaseException as exc:
+                if TREATMENT == "ImportError":
+                    raise ImportError(f"{{TARGET}} could not initialise") from exc
+            real(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, SignalledWhileInitialising())
+sys.exit(main())
+'''
+
+
+def _signalled_in_import(tmp_path: Path, target: str, name: str, treatment: str,
+                         args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`bwprof ARGS` in a process that gets signal NAME while it imports module TARGET."""
+    (tmp_path / "signal_in_import.py").write_text(
+        _SIGNAL_IN_IMPORT.format(target=target, name=name, treatment=treatment))
+    return subprocess.run(
+        [sys.executable, "-m", "signal_in_import", *args], cwd=tmp_path, capture_output=True,
+        text=True, preexec_fn=_default_sigint, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])})
+
+
+@pytest.mark.parametrize(("command", "name", "treatment"), [
+    ("report", "SIGTERM", "dropped"),
+    ("report", "SIGINT", "ImportError"),
+    ("compare", "SIGHUP", "dropped"),
+])
+def test_a_signal_while_numpy_initialises_is_one_line(tmp_path, run_copy, command, name,
+                                                      treatment):
+    """A signal while NumPy's compiled modules initialised was dropped (the command went on
+    to exit 0) or became NumPy's ImportError (a traceback); now it waits for the import to
+    end and is one line and 130."""
+    run = run_copy("h200-quick")
+    shutil.rmtree(run / "report", ignore_errors=True)
+    args = (["report", str(run), "--no-plots"] if command == "report"
+            else ["compare", str(run), str(run)])
+    done = _signalled_in_import(tmp_path, "numpy", name, treatment, args)
+    assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
+    assert not (run / "report").exists()
+
+
+def test_a_signal_while_a_run_loads_its_parquet_writer_keeps_every_row(tmp_path):
+    """pyarrow.parquet loads once the rows are measured, to write results.parquet: a signal
+    then is one line, 130, and every row is kept."""
+    out = tmp_path / "run"
+    done = _signalled_in_import(tmp_path, "pyarrow.parquet", "SIGHUP", "dropped", [
+        "run", "--cases", "ddr_copy", "--size", "1MiB", "--repeats", "3", "--threads", "1",
+        "--quiet", "--no-plots", "--out", str(out)])
+    assert done.returncode == errors.EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.splitlines()[0].startswith(f"{_message('SIGHUP')}: kept 1 ")
+    assert len(read_results(out / "results.csv")) == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -140,3 +142,71 @@ def test_after_a_signal_a_torn_object_s_cleanup_is_not_printed(monkeypatch):
     monkeypatch.setenv("BWPROF_DEBUG", "1")
     _TornByTheSignal()
     assert len(seen) == 2
+
+
+# A compiled module's initialisation (NumPy's, pandas', pyarrow's) calls Python code and takes
+# any error there for "could not import" (PyCapsule_Import) or drops it: a KeyboardInterrupt
+# raised inside it became an ImportError, or nothing at all, and the command went on to exit 0.
+_INITIALISES = '''
+import os
+import signal
+
+try:
+    os.kill(os.getpid(), signal.{name})
+    for _ in range(10 ** 5):  # the handler runs between bytecodes: here, inside the import
+        pass
+except BaseException as exc:
+    {treatment}
+INITIALISED = True
+'''
+_TREATMENTS = {"dropped": "pass", "turned into ImportError": "raise ImportError('init') from exc"}
+
+
+def _importable(tmp_path, monkeypatch, module: str, text: str) -> None:
+    (tmp_path / f"{module}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+@pytest.mark.parametrize("treatment", sorted(_TREATMENTS))
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_a_module_initialises_is_raised_once_the_import_ends(
+        tmp_path, monkeypatch, name, treatment):
+    module = f"initialises_{name}_{treatment.split()[0]}"
+    _importable(tmp_path, monkeypatch, module,
+                _INITIALISES.format(name=name, treatment=_TREATMENTS[treatment]))
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            importlib.import_module(module)
+            steps.append("imported")
+        except ImportError:  # as pandas takes an optional module it could not import
+            steps.append("import failed")
+        time.sleep(10)  # the signal comes back from a helper thread and wakes this sleep
+    time.sleep(0.15)  # and comes back once: no second KeyboardInterrupt while this cleans up
+    assert steps == ["imported"]  # the module was not torn
+    assert sys.modules[module].INITIALISED
+    assert interrupts.received() == name
+    monkeypatch.delitem(sys.modules, module)
+
+
+_HANGS = '''
+import os
+import signal
+
+os.kill(os.getpid(), signal.SIGTERM)
+import time
+time.sleep(30)
+'''
+
+
+def test_an_import_that_hangs_gets_the_signal_after_the_hold(tmp_path, monkeypatch):
+    """An import that never ends must not hold a stop for ever: IMPORT_HOLD_S later the signal
+    is raised inside it."""
+    monkeypatch.setattr(interrupts, "IMPORT_HOLD_S", 0.2)
+    _importable(tmp_path, monkeypatch, "hangs_in_import", _HANGS)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        importlib.import_module("hangs_in_import")
+    assert time.monotonic() - started < 20
+    assert "hangs_in_import" not in sys.modules
