@@ -922,6 +922,15 @@ def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence
     return _to_frame(table.select(list(wanted))), covered
 
 
+def _utf8(name: str) -> bool:
+    """Whether a file name is text (not bytes a file system took, held as surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _kept_from_index(store: Path, now: dict[str, tuple[int, int, int]]
                      ) -> tuple[list[Any], dict[str, list[Any]]]:
     """The old index's rows and covers of the run files it covers as they are now."""
@@ -1014,6 +1023,10 @@ def compact(store: Path, *, wait: bool = True) -> Compacted | None:
             if path.name in covers:
                 continue
             before = now.get(path.name)
+            if not path.name.isascii() and not _utf8(path.name):
+                notes.append(f"{shown(path)}: its name is not UTF-8, which the index cannot "
+                             "hold: read from itself")
+                continue
             try:
                 if before is None:
                     file_size(path, MAX_TABLE_BYTES)  # says what it is

@@ -216,3 +216,15 @@ def test_trend_says_where_many_runs_are_outside_the_index(tmp_path, monkeypatch)
     assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert "outside the store's index" not in done.output
+
+
+def test_a_run_file_whose_name_is_not_utf8_is_read_from_itself(tmp_path):
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    first = sorted(store.glob("run-*.parquet"))[0]
+    odd = os.fsencode(store) + b"/run-\xff-0000000000000000.parquet"
+    os.rename(first, odd)
+    done = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    assert "compacted 3 run file(s)" in done.output and "is not UTF-8" in done.output
+    assert history.read_store(store)["run_key"].nunique() == 4
