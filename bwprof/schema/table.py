@@ -260,9 +260,12 @@ def _without_last_record(text: str, columns: int) -> str | None:
 
 def _parsed(text: str, path: Path) -> pd.DataFrame:
     """`text` parsed as CSV; pandas' own errors (ParserError and the like) go on to the
-    caller, which may retry."""
+    caller, which may retry. Parsed from its UTF-8 bytes: pandas' parser reads bytes
+    directly, where text it re-encodes chunk by chunk (three times the CPU: seconds for a
+    fleet's million rows); the same frame, the same errors."""
     try:
-        return pd.read_csv(io.StringIO(text), keep_default_na=True, low_memory=False)
+        return pd.read_csv(io.BytesIO(text.encode("utf-8")), encoding="utf-8",
+                           keep_default_na=True, low_memory=False)
     except MemoryError:
         raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
 

@@ -108,3 +108,21 @@ def test_the_checks_of_whole_columns_name_the_first_row_of_the_first_check_that_
     frame.loc[2, "higher_is_better"] = "maybe"
     with pytest.raises(BwprofError, match=r"higher_is_better: 'maybe' is not True or False"):
         checked_results(frame, Path("results.csv"))
+
+
+def test_a_csv_is_parsed_from_its_bytes_as_it_was_from_text(tmp_path):
+    """read_run_csv hands pandas the file's UTF-8 bytes (a third of the CPU of handing it
+    text): a byte-order mark, CRLF line ends, a quoted line break and text beyond ASCII read
+    as they did."""
+    import io
+
+    from bwprof.schema.table import read_run_csv
+
+    text = '\ufeffcase,note,n\r\nhbm,"two\nlines",1\r\nddr,é ✓,\r\n'
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode("utf-8"))
+    frame = read_run_csv(path)
+    expected = pd.read_csv(io.StringIO(text), keep_default_na=True, low_memory=False)
+    pd.testing.assert_frame_equal(frame, expected)
+    assert list(frame.columns) == ["case", "note", "n"] and frame["note"].tolist() == [
+        "two\nlines", "é ✓"]
