@@ -250,6 +250,48 @@ class Fleet:
             time.sleep(POLL_S if heard else 0)
         return received
 
+    STREAM_AHEAD = 4
+    """`stream`: ranks given the go-ahead past the one rank 0 waits for (few sends under way
+    to rank 0 at once, yet no rank idles while rank 0 writes the one before)."""
+
+    def stream(self, value: Any, what: str, take: Callable[[int, Any], None],
+               sources: list[int] | None = None,
+               hurry: Callable[[], bool] | None = None) -> list[int] | None:
+        """A `gather` that keeps nothing: on rank 0 each rank's value goes to
+        `take(rank, value)` as it comes, in rank order (rank 0's own first), so rank 0 holds
+        one at a time (a fleet's results, merged as a stream); it returns the ranks that
+        sent, elsewhere None. The go-ahead is `gather`'s, given to STREAM_AHEAD ranks past
+        the one waited for; the ranks waiting their turn hear rank 0's heartbeats. A rank
+        silent for timeout_s once it had the go-ahead is left out. `sources`: the ranks to
+        ask (default every one), e.g. those that answered a `gather` just before, so a rank
+        already given up on costs no second timeout; `hurry` as `gather`'s."""
+        tag = self._next_tag()
+        if self.rank != 0:
+            self._recv(0, tag, what)  # the go-ahead: nothing is pending meanwhile
+            self.wait(self.comm.isend(value, dest=0, tag=tag), what, 0)
+            return None
+        take(0, value)
+        asked = sorted(set(range(1, self.size) if sources is None else sources) - {0})
+        sent, given = [0], 0
+        for position, source in enumerate(asked):
+            for ahead in asked[given:position + 1 + self.STREAM_AHEAD]:
+                self._pending.append(self.comm.isend(None, dest=ahead, tag=tag))
+            given = max(given, position + 1 + self.STREAM_AHEAD)
+            heard = time.monotonic()
+            while not self.comm.iprobe(source=source, tag=tag):
+                self.heartbeat()  # the ranks waiting their turn
+                if self._heard_from(source):
+                    heard = time.monotonic()
+                elif time.monotonic() - heard > (HURRIED_WAIT_S if hurry is not None
+                                                 and hurry() else self.timeout_s):
+                    break  # silent for timeout_s: hung or died
+                time.sleep(POLL_S)
+            else:
+                take(source, self.comm.recv(source=source, tag=tag))
+                sent.append(source)
+            self.heartbeat()
+        return sent
+
     def _recv(self, source: int, tag: int, what: str) -> Any:
         """Receive once the message is there (probed: nothing is posted while waiting)."""
         self._poll(lambda: (self.comm.iprobe(source=source, tag=tag), None), what, source)

@@ -42,13 +42,15 @@ from bwprof.schema.meta import (
 )
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import checked_results, read_results, rows_from_frame
-from bwprof.store.atomic import atomic_file
+from bwprof.store.atomic import atomic_file, write_csv_atomic
 from bwprof.store.export import (
+    FINDINGS_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
     SYSTEM_FILE,
     TIMELINES_FILE,
     RunWriter,
+    versioned,
     write_system_json,
 )
 from bwprof.store.runfolder import read_samples, read_system
@@ -421,7 +423,9 @@ class MergeStream:
         left out, their fates still recorded."""
         self.meta: RunMeta | None = None
         self.findings_frame: pd.DataFrame | None = None
-        self.writer = RunWriter(out)
+        self.writer: RunWriter | None = None
+        """Opened with the first rows: a folder that cannot take them is a `failure` too,
+        and every rank still reports (rank 0 keeps receiving)."""
 
     def add(self, report: RankReport) -> None:
         """Merge one rank's report (ranks after the last one merged; those skipped are
@@ -462,6 +466,8 @@ class MergeStream:
         if self.failure is not None:
             return
         try:
+            if self.writer is None:
+                self.writer = RunWriter(self.out)
             for number, row in enumerate(rows_from_frame(frame)):
                 self.writer.add(row, [seconds for _, seconds
                                       in sorted(part.seconds.get(number, []))])
@@ -476,6 +482,8 @@ class MergeStream:
         so) or timelines.json or system.json cannot be."""
         self._missing_until(self.size)
         try:
+            if self.writer is None:  # a fleet of no rank at all: the header-only files
+                self.writer = RunWriter(self.out)
             self.writer.close()
         except OutputError as exc:
             self.failure = self.failure or exc
@@ -483,9 +491,10 @@ class MergeStream:
         node = self.names.get(0)
         if node is not None and node in self.nodes:
             meta = replace(meta, gpus=self.nodes[node].gpus)
-        meta = replace(meta, schema_version=SCHEMA_VERSION, run_id=self.run_id, nodes={},
-                       mpi=MpiMeta(size=self.size, timeout_s=self.timeout_s,
-                                   ranks=tuple(self.ranks)))
+        meta = fleet_stop(replace(meta, schema_version=SCHEMA_VERSION, run_id=self.run_id,
+                                  nodes={}, mpi=MpiMeta(size=self.size,
+                                                        timeout_s=self.timeout_s,
+                                                        ranks=tuple(self.ranks))), self.ranks)
         if self.failure is not None:
             meta = replace(meta, interrupted=True, stopped_by=f"output error: {self.failure}")
         findings = findings_frame([])
@@ -495,7 +504,7 @@ class MergeStream:
         findings = pd.concat([findings, findings_frame(fleet_findings(headline, self.nodes))],
                              ignore_index=True)
         try:
-            self.writer.write_findings(findings)
+            write_csv_atomic(versioned(findings), self.out / FINDINGS_FILE)  # as RunWriter
         except OutputError as exc:
             self.notes.append(f"findings.csv not written: {exc}")
         try:
@@ -530,6 +539,9 @@ class MergeStream:
         result = api.RunResult(self.out, frame, read_system(self.out / SYSTEM_FILE),
                                measured_rows=rows, findings=self.findings_frame,
                                samples=samples)
+        if self.meta is not None and self.meta.interrupted:  # no report files (`merge`)
+            result.notes, result.interrupted = list(self.notes), True
+            return result
         plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
         written = write_report_files(result, self.out,
                                      parquet=options.get("file_format") == "parquet",

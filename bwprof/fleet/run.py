@@ -38,7 +38,7 @@ from bwprof.errors import (
     RunInterrupted,
 )
 from bwprof.fleet.comm import HURRIED_WAIT_S, Fleet, FleetTimeout, import_mpi
-from bwprof.fleet.merge import RankReport, merge
+from bwprof.fleet.merge import MergeStream, RankName, RankReport
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.fleet.pairs import groups_of, read_groups, slurm_switch, topology_groups
 from bwprof.measurement import Job
@@ -328,8 +328,27 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         report.timelines = []
 
     report.interrupted = report.interrupted or interrupts.received()
-    received = fleet.gather(report, "every rank's results",
-                            hurry=lambda: interrupts.received() is not None)
+    # Rank 0 merges as a stream (its memory does not grow with the fleet): every rank's
+    # name first (a rank's node name depends on the others'), then one report at a time.
+    hurry = lambda: interrupts.received() is not None  # noqa: E731
+    names = fleet.gather(RankName.of(report), "every rank's name", hurry=hurry)
+    if fleet.rank == 0:
+        report.interrupted = report.interrupted or interrupts.received()  # while it gathered
+    stream = (MergeStream(out, run_id, names, fleet.size, timeout_s) if names is not None
+              else None)  # rank 0's
+    failed: list[Exception] = []
+
+    def take(rank: int, received: RankReport) -> None:
+        """Merge one rank's report; after a failure receive the rest all the same (the
+        ranks are sending), and raise it once all are in."""
+        if stream is not None and not failed:
+            try:
+                stream.add(received)
+            except Exception as exc:  # raised again below, once every rank has sent
+                failed.append(exc)
+
+    reported = fleet.stream(report, "every rank's results", take,
+                            sources=sorted(names or {}), hurry=hurry)
     if fleet.rank != 0:  # rank 0 says when the merged folder is written, and the job's code
         code = fleet.bcast(None, "the merged folder")
         fleet.drain()
@@ -337,11 +356,14 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         if code:
             raise SystemExit(code)
         return None
-    report.interrupted = report.interrupted or interrupts.received()  # while it gathered
     code = EXIT_FAILED  # what the others exit with if the merge raises
     try:
         with fleet.beating():  # a long merge is no hang to the ranks waiting for its end
-            merged = merge(out, run_id, received or {}, fleet.size, timeout_s, options)
+            if failed:
+                raise failed[0]
+            assert stream is not None
+            stream.close()
+            merged = stream.result(options)
         if interrupts.received() and not merged.interrupted:  # held while it merged
             merged.interrupted = True  # as a single run's signal while its report is drawn
             merged.notes.append("note: the signal came once every rank had reported: the "
@@ -355,7 +377,7 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         fleet.drain()
     if executor.pairs.pairs and any(r.case == "net_p2p" for r in merged.rows):
         merged.notes[:0] = pair_notes
-    missing = sorted(set(range(fleet.size)) - set(received or {}))
+    missing = sorted(set(range(fleet.size)) - set(reported or []))
     if missing:  # a rank hangs: end the job instead of waiting for it forever
         how = (f"interrupted ({merged.meta.stopped_by or interrupts.received()})"
                if merged.interrupted else "error")

@@ -220,14 +220,14 @@ def test_a_signal_held_while_rank_0_merges_still_ends_the_job_with_130(monkeypat
 
     fleet = _Said(0, 1)
     _join(monkeypatch, fleet)
-    real_merge = fleet_run.merge
+    real_result = fleet_run.MergeStream.result  # the merge's last step (issue 36's stream)
 
-    def merge_then_sigterm(*args, **kwargs):
-        result = real_merge(*args, **kwargs)
+    def merge_then_sigterm(self, *args, **kwargs):
+        result = real_result(self, *args, **kwargs)
         interrupts._received.append("SIGTERM")  # as interrupts' handler records one held
         return result
 
-    monkeypatch.setattr(fleet_run, "merge", merge_then_sigterm)
+    monkeypatch.setattr(fleet_run.MergeStream, "result", merge_then_sigterm)
     monkeypatch.setattr(interrupts, "_received", [])
     with pytest.raises(RunInterrupted) as stopped:
         fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)

@@ -48,16 +48,21 @@ def _streamed(out: Path, reports: dict[int, synthetic.RankReport], size: int,
 
 # Catches: a streamed merge that numbers timings, orders rows, names nodes or writes
 # system.json, timelines.json or findings.csv otherwise than the in-memory merge
-def test_the_streamed_merge_writes_the_in_memory_merges_folder_byte_for_byte(tmp_path, source):
+@pytest.mark.parametrize("stopped", [None, "SIGTERM"])
+def test_the_streamed_merge_writes_the_in_memory_merges_folder_byte_for_byte(tmp_path, source,
+                                                                            stopped):
     reports = _fleet(source)
+    reports[6].interrupted = stopped  # an interrupted rank: no report files, 130
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()
     new.mkdir()
     expected = merge(old, "fleet-1", reports, size=8, timeout_s=60.0, options={"plots": False})
     got = _streamed(new, reports, 8, {"plots": False})
-    for name in FILES:
-        assert (new / name).read_bytes() == (old / name).read_bytes(), name
     assert sorted(p.name for p in new.iterdir()) == sorted(p.name for p in old.iterdir())
+    for name in FILES:
+        if stopped is None or name not in ("summary.csv", "columns.csv"):
+            assert (new / name).read_bytes() == (old / name).read_bytes(), name
+    assert got.interrupted == expected.interrupted == (stopped is not None)
     # What the run command shows from it: the same rows, failures, notes and metadata (the
     # rows as the folder gives them back: an empty text cell is None there, '' in memory).
     def shown(rows):
@@ -66,6 +71,10 @@ def test_the_streamed_merge_writes_the_in_memory_merges_folder_byte_for_byte(tmp
 
     assert shown(got.rows) == shown(expected.rows)
     assert len(got.failed) == len(expected.failed) == 3  # rank 2's error, ranks 3 and 7
+    assert expected.meta.mpi is not None
+    assert [r.status for r in expected.meta.mpi.ranks] == [
+        "ok", "ok", "failed", "missing", "ok", "ok", "interrupted" if stopped else "ok",
+        "missing"]
     assert got.notes == expected.notes
     assert got.meta == expected.meta
 
@@ -87,3 +96,53 @@ def test_a_rank_out_of_order_is_refused(tmp_path, source):
     with pytest.raises(ValueError, match="in order"):
         stream.add(synthetic.report(source, 0))
     stream.close()
+
+
+class _Ranks:
+    """Rank 0's view of a job of `size` ranks: each sends its report once given the
+    go-ahead (a send on the stream's tag), except the `silent` ones."""
+
+    def __init__(self, size: int, silent: frozenset[int] = frozenset()) -> None:
+        self.size, self.silent = size, silent
+        self.go: list[int] = []
+        self.taken: set[int] = set()
+
+    def iprobe(self, source, tag):
+        from bwprof.fleet.comm import HEARTBEAT_TAG
+
+        return (tag != HEARTBEAT_TAG and source in self.go and source not in self.silent
+                and source not in self.taken)
+
+    def recv(self, source, tag):
+        self.taken.add(source)
+        return f"report of {source}"
+
+    def isend(self, value, dest, tag):
+        from bwprof.fleet.comm import HEARTBEAT_TAG
+        from tests.fleet.test_comm import Request
+
+        if tag != HEARTBEAT_TAG:
+            self.go.append(dest)
+        return Request(True)
+
+
+# Catches: a stream that hands rank 0 the reports out of rank order, lets every rank send at
+# once (rank 0 then holds them all), waits for a silent rank forever, or asks one not listed
+def test_the_stream_hands_over_one_rank_at_a_time_in_rank_order(monkeypatch):
+    from bwprof.fleet import comm as comm_module
+    from bwprof.fleet.comm import Fleet
+
+    monkeypatch.setattr(comm_module, "POLL_S", 0.001)
+    ranks = _Ranks(12, silent=frozenset({4}))
+    fleet = Fleet(ranks, rank=0, size=12, local_rank=0, local_size=1, host="node0",
+                  timeout_s=0.05)
+    taken = []
+
+    def take(rank, value):
+        assert len(ranks.go) <= rank + Fleet.STREAM_AHEAD  # few sends under way at once
+        taken.append((rank, value))
+
+    sent = fleet.stream("mine", "results", take, sources=[r for r in range(12) if r != 9])
+    assert sent == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11]
+    assert taken[0] == (0, "mine") and taken[1:] == [(r, f"report of {r}") for r in sent[1:]]
+    assert sorted(ranks.go) == [r for r in range(1, 12) if r != 9]  # each asked once

@@ -72,6 +72,9 @@ class _Rank1Of6:
     def gather(self, value, what, hurry=None):
         return None
 
+    def stream(self, value, what, take, sources=None, hurry=None):
+        return None
+
     def heartbeat(self):
         pass
 
