@@ -394,6 +394,21 @@ def _share_size_axes(panels: list[tuple[object, str, float]]) -> None:
             axis.set_xlim(low / SIZE_PAD, high * right)  # type: ignore[attr-defined]
 
 
+DRAWABLE = 1e100
+"""Figures and peaks from this on (GB/s; a petabyte a second is 1e6) are no memory's: a
+damaged results.csv's 1e308 overflowed matplotlib's tick steps."""
+
+
+def _drawable(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows a size axis (log) and a figure axis can show: a size above 0 and a figure
+    under DRAWABLE; a peak of 0, 5e-324 or DRAWABLE on is no line. A damaged results.csv's
+    other rows are left out of the picture only: the tables keep them."""
+    rows = rows[(rows["size_bytes"] > 0) & (rows[FIGURE].abs() < DRAWABLE)]
+    peak = rows["peak_value"].astype(float)
+    normal = peak >= 2.2250738585072014e-308  # the smallest normal float: 5e-324 is none
+    return rows.assign(peak_value=peak.where(normal & (peak < DRAWABLE)))
+
+
 def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
     """Each figure against size, one panel per metric, memory kind and direction (GB/s for
     bandwidth; a throughput in TFLOP/s in panels of its own; latency is `latency_figure`'s);
@@ -415,6 +430,7 @@ def bandwidth_figure(results: pd.DataFrame, meta: RunMeta):
                    # copy-engine rows are its sweep (its SM twin would zigzag one line).
                    & results["phase"].isin(["", "copy_engine"])
                    & ~results["metric"].isin(["latency", "throughput"])]  # their own plots
+    rows = _drawable(rows)
     if rows.empty:
         return None
     resident = cache_resident(rows)
@@ -517,8 +533,11 @@ def _summary_entries(summary: pd.DataFrame) -> pd.DataFrame:
     none because every row of theirs fits in a cache (drawn as a note, never as a bar)."""
     bandwidth = summary["metric"] == "bandwidth"
     cached = summary["status"] == "in cache"
-    return summary[(bandwidth & summary["gbps"].notna()) | (cached & summary["path"].isin(
-        list(PATH_TITLES)))]
+    drawable = ~(summary["gbps"].astype(float).abs() >= DRAWABLE)  # a damaged row's 1e308
+    rows = summary[(bandwidth & summary["gbps"].notna() & drawable)
+                   | (cached & summary["path"].isin(list(PATH_TITLES)))]
+    huge = rows["peak_gbps"].astype(float) >= DRAWABLE  # its 309 digits collapsed the layout
+    return rows.assign(pct_of_peak=rows["pct_of_peak"].where(~huge))
 
 
 def summary_figure(summary: pd.DataFrame, meta: RunMeta, band: Band | None = None):
@@ -562,9 +581,10 @@ def _summary_panel(axis, rows: pd.DataFrame, path: str,
     positions = list(range(len(rows)))[::-1]
     if in_percent:  # past 100 a little, so the dashed peak line shows
         top = max(105.0, 10 * math.ceil(float(shown["pct_of_peak"].max()) / 10) + 5)
+        top = min(top, 1005.0)  # a damaged row's 1e99% would ask for 1e98 ticks
     else:
         top = 1.15 * float(shown["gbps"].max()) if len(shown) else 1.0
-    if not 0 < top < math.inf:  # figures of 0 or past 1e308 (a damaged results.csv)
+    if not 0 < top < DRAWABLE:  # figures of 0 or past 1e308 (a damaged results.csv)
         top = 1.0
     for position, (_, row) in zip(positions, rows.iterrows(), strict=True):
         gbps, peak, pct = (cell_float(row[c]) for c in ("gbps", "peak_gbps", "pct_of_peak"))
