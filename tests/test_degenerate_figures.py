@@ -166,18 +166,23 @@ def test_zero_negative_zero_and_subnormal_gpu_figures_and_peaks(tmp_path, capsys
 
 def test_plots_of_degenerate_figures(tmp_path):
     """The plots that read figures and peaks (log axes, % of peak) draw 0, -0.0 and
-    5e-324 and an overlap case cut short: drawn, not raised (each plot of report --html)."""
+    5e-324, 1e308 and a size of 0, and an overlap case cut short: drawn without a warning
+    (pytest makes each an error; bwprof printed them), not raised."""
     import matplotlib.pyplot as plt
 
     from bwprof.api import load
     from bwprof.render.plots import bandwidth_figure, summary_figure
 
-    run = load(damaged(tmp_path, "h200-quick", *GPU_ZEROS,
-                       without_phase("overlap_pageable", "concurrent")))
-    for drawn in (bandwidth_figure(run.results, run.meta), summary_figure(run.summary, run.meta)):
-        assert drawn is not None
-        drawn.savefig(tmp_path / "plot.png")
-        plt.close(drawn)
+    huge = (figure("1e308", ("d2d_copy",)), put("peak_gbps", "1e308", ("hbm_copy",)),
+            put("size_bytes", "0", ("hbm_scale",)))  # tick steps overflowed; 309 digits
+    for name, edits in (("zeros", GPU_ZEROS), ("huge", huge)):
+        run = load(damaged(tmp_path / name, "h200-quick", *edits,
+                           without_phase("overlap_pageable", "concurrent")))
+        for drawn in (bandwidth_figure(run.results, run.meta),
+                      summary_figure(run.summary, run.meta)):
+            assert drawn is not None
+            drawn.savefig(tmp_path / "plot.png")
+            plt.close(drawn)
 
 
 def test_a_subnormal_peak_is_no_peak(tmp_path, capsys):
