@@ -196,6 +196,24 @@ def test_a_subnormal_peak_is_no_peak(tmp_path, capsys):
     assert checks[0]["peak"] is not None and checks[0]["peak"] > 1  # not 5e-324
 
 
+def test_a_trend_of_a_1e308_figure_draws(tmp_path, capsys):
+    """Three runs of host-ddr in a history store, the middle one's ddr_triad at 1e308 GB/s:
+    trend says so and draws its plot without the point (the tick steps overflowed)."""
+    store = tmp_path / "store"
+    for day, edits in ((1, ()), (2, (figure("1e308", ("ddr_triad",)),)), (3, ())):
+        folder = damaged(tmp_path / f"day{day}", "host-ddr", *edits)
+        for name in ("results.csv", "timings.csv", "system.json"):  # another run each day
+            path = folder / name
+            path.write_text(path.read_text().replace("20261129T18", f"2026120{day}T18")
+                            .replace("2026-11-29T18", f"2026-12-0{day}T18"))
+        code, _, err = bwprof(capsys, "history", "add", folder, "--store", store)
+        assert code == 0, err
+    code, out, err = bwprof(capsys, "trend", "--store", store, "--case", "ddr_triad", "--out",
+                            tmp_path / "plots")
+    assert code in (0, 1) and "ddr_triad" in out, err  # 1 (fell): 27.8 after a 1e308
+    assert (tmp_path / "plots" / "trend-ddr_triad.png").stat().st_size > 0
+
+
 def test_accept_json_is_strict_whatever_reaches_it(capsys, monkeypatch):
     """accept --json wrote Infinity where report's and compare's JSON wrote null: every
     --json document goes through `json_ready`, so a ratio that some later change leaves

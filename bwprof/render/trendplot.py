@@ -29,6 +29,9 @@ from bwprof.store.atomic import save_figure
 MAX_LEGEND = 12
 """Subjects named in a panel's legend (every fallen one, then the first others)."""
 PNG_PREFIX = "trend-"
+DRAWABLE = 1e100
+"""Figures from this on are no memory's (a damaged run's 1e308 GB/s overflowed the tick
+steps): left out of the plots, as `bwprof.render.plots.DRAWABLE`; the text keeps them."""
 FALL_COLOUR = "firebrick"
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink",
            "tab:gray", "tab:olive", "tab:cyan")
@@ -181,6 +184,8 @@ def write_trend_plots(rows: pd.DataFrame, fleet: pd.DataFrame, out: Path,
     except OSError as exc:
         raise write_failure(out, exc) from None  # the folder: no file was begun
     written = []
+    rows = rows[rows["figure"].astype(float).abs() < DRAWABLE]
+    fleet = fleet[fleet["figure"].astype(float).abs() < DRAWABLE]
     for case, group in rows.groupby("case", sort=True):
         written.append(save_figure(case_figure(str(case), group,
                                                fleet[fleet["case"] == case], threshold),
