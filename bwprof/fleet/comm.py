@@ -22,7 +22,7 @@ from bwprof.errors import BwprofError
 
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
-HURRIED_WAIT_S = 0.3
+HURRIED_WAIT_S = 0.2
 """After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
 mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
 folder must be written before it; a rank stopped with the others sends at once."""
