@@ -18,6 +18,10 @@ from typing import SupportsFloat
 from bwprof.errors import BwprofError
 
 SHOWN_CHARACTERS = 40
+NAME_CHARACTERS = 80
+"""The most characters of a name (a host, a CPU or GPU model) a plot's title or label or the
+page shows, `shorten`ed: a 100,000-character CPU name kept matplotlib's text layout busy until
+the process was killed. The files (CSV, JSON) keep it whole."""
 
 
 def shorten(value: object, limit: int = SHOWN_CHARACTERS) -> str:

@@ -26,6 +26,7 @@ from bwprof._version import __version__
 from bwprof.analysis import figures
 from bwprof.analysis.answer import Answer, answer
 from bwprof.analysis.summary import p2p_matrix_rows
+from bwprof.coerce import NAME_CHARACTERS, shorten
 from bwprof.render.terminal import report_lines, summary_grid
 from bwprof.schema import flags as f
 from bwprof.schema.columns import groups
@@ -77,6 +78,16 @@ def _text(value: object) -> str:
     if is_missing(value):
         return ""
     return printable(str(value))
+
+
+LINE_CHARACTERS = 1000
+"""The longest line of the report's prose the page shows (a line names a GPU model, which a
+tampered system.json can make 100,000 characters long)."""
+
+
+def _name(value: object) -> str:
+    """A host, CPU or GPU name as the page shows it: `shorten`ed (the files keep it whole)."""
+    return shorten(_text(value), NAME_CHARACTERS)
 
 
 def _cell(column: str, value: object, simulated: bool) -> str:
@@ -136,7 +147,7 @@ def _identity(run: Run) -> dict[str, object]:
         extra = device.metadata
         gpus.append({
             "index": f"gpu{device.index}",
-            "name": _text(device.name),
+            "name": _name(device.name),
             "uuid": _text(extra.get("uuid")),
             "pci": _text(device.properties.pci_bus_id),
             "memory": format_bytes(device.properties.total_memory_bytes),
@@ -146,9 +157,9 @@ def _identity(run: Run) -> dict[str, object]:
         })
     return {
         "run_id": _text(run.run_id),
-        "host": _text(meta.hostname),
+        "host": _name(meta.hostname),
         "machine": run.machine,
-        "cpu": _text(host.cpu_model) if host is not None else "",
+        "cpu": _name(host.cpu_model) if host is not None else "",
         "os": _text(f"{host.os} {host.kernel}") if host is not None else "",
         "bwprof": _text(meta.bwprof_version),
         "commit": _text(meta.bwprof_commit),
@@ -310,8 +321,8 @@ def render_html(run: Run, pictures: Sequence[Picture] = (),
         summary_rows=[(path, cells, marks)
                       for (path, cells), marks in zip(rows, summary_marks, strict=True)],
         summary_legend=_legend(*summary_marks),
-        lines=[_text(line) for kind, found in lines.items() if kind != "findings"
-               for line in found],
+        lines=[shorten(_text(line), LINE_CHARACTERS) for kind, found in lines.items()
+               if kind != "findings" for line in found],
         findings=_findings(run.findings),
         p2p=_p2p(run),
         p2p_picture=next((p for p in shown_pictures if p["name"] == P2P_PNG), None),

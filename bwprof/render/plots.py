@@ -60,6 +60,7 @@ from bwprof.analysis.summary import (
     p2p_matrix_rows,
 )
 from bwprof.casespec import MEDIAN_BEYOND_CACHE
+from bwprof.coerce import NAME_CHARACTERS, shorten
 from bwprof.errors import BwprofError
 from bwprof.render.figstyle import (
     LABEL_POINTS,
@@ -1115,11 +1116,12 @@ def write_plots(run: Run, out_dir: Path | None = None,
         if figure is not None:
             written.append(save_figure(figure, target / name))
     # The overlap timelines, from the event times the run recorded (timelines.json).
-    names = " + ".join(sorted({d.name for d in run.meta.gpus.devices}))
+    names = " + ".join(sorted({shorten(d.name, NAME_CHARACTERS) for d in run.meta.gpus.devices}))
     try:
         timelines = (run.timelines if run.timelines is not None
                      else read_timelines(run.path) if run.path is not None else [])
-        written += write_timeline_plots(target, timelines, run.host, names, run.results)
+        written += write_timeline_plots(target, timelines, shorten(run.host, NAME_CHARACTERS),
+                                        names, run.results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand
             notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")

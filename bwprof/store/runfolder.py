@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bwprof.coerce import shorten
+from bwprof.coerce import NAME_CHARACTERS, shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.reading import (
@@ -349,10 +349,12 @@ def _exists(path: Path) -> bool:
 
 
 def machine_line(meta: RunMeta) -> str:
-    """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs."""
-    name = one_line(meta.hostname) or "?"
-    cpu = one_line(meta.host.cpu_model) if meta.host is not None else None
-    gpu_text = ", ".join(f"{n}× {one_line(model)}"
+    """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs, each name
+    `shorten`ed (system.json keeps it whole)."""
+    name = shorten(one_line(meta.hostname), NAME_CHARACTERS) or "?"
+    cpu = (shorten(one_line(meta.host.cpu_model), NAME_CHARACTERS) if meta.host is not None
+           else None)
+    gpu_text = ", ".join(f"{n}× {shorten(one_line(model), NAME_CHARACTERS)}"
                          for model, n in meta.gpus.model_counts().items())
     gpu_text = gpu_text or "no GPU"
     return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"
