@@ -64,20 +64,33 @@ def around(xy: tuple[float, float]) -> list[Candidate]:
 def _renderer(figure: Any) -> Any:
     """A renderer of `figure` laid out as it will be drawn (where every axis and legend
     is): the layout engine solved, nothing drawn (a draw pass without pixels cost as much
-    as the solve again; the positions are the same). The layout is then kept as it is (the
-    engine set to none): labels placed against it must not move with a later solve, and
-    saving the figure need not solve it again."""
+    as the solve again; the positions are the same). The layout is then kept as it is (no
+    engine at all): labels placed against it must not move with a later solve, and saving
+    the figure draws it once (savefig draws a figure with any engine, even matplotlib's
+    placeholder for 'none', a first time without pixels to lay it out)."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) \
         else FigureCanvasAgg(figure)
     engine = figure.get_layout_engine()
-    if not isinstance(engine, PlaceHolderLayoutEngine):
-        if engine is not None and figure.axes:  # as Figure.draw would, without drawing
+    if engine is not None:
+        if figure.axes:  # as Figure.draw would, without drawing (a placeholder: nothing)
             engine.execute(figure)
-        figure.set_layout_engine("none")
+        # None, whatever a matplotlibrc asks of new figures (figure.autolayout would make
+        # it 'tight': another solve at every save, moving the labels placed).
+        with matplotlib.rc_context({"figure.autolayout": False,
+                                    "figure.constrained_layout.use": False}):
+            figure.set_layout_engine(None)
     return canvas.get_renderer()
+
+
+def laid_out(figure: Any) -> Any:
+    """`figure` with its layout solved once and kept (`_renderer`); returns it. Saving it
+    then draws it once: matplotlib's savefig, given a figure whose layout engine is still
+    set, first draws the whole figure without pixels to lay it out, then again to render."""
+    _renderer(figure)
+    return figure
 
 
 def _obstacles(axis: Any) -> tuple[list[Any], list[tuple[float, float, float]]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bwprof.errors import BwprofError
-from bwprof.render.figstyle import LABEL_POINTS, TEXT_POINTS, new_figure, readable
+from bwprof.render.figstyle import LABEL_POINTS, TEXT_POINTS, laid_out, new_figure, readable
 from bwprof.schema.reading import MAX_LANES, MAX_TIMELINES, MissingFile, read_json
 from bwprof.schema.rows import READABLE_VERSIONS, unreadable_version
 from bwprof.schema.text import shown
@@ -199,5 +199,5 @@ def timeline_figures(timelines: Sequence[dict], host: str = "", gpu_name: str = 
 def write_timeline_plots(run_dir: Path, timelines: Sequence[dict], host: str = "",
                          gpu_name: str = "", results: Any = None) -> list[Path]:
     """One PNG per case and device (`timeline_figure`); returns the files written."""
-    return [save_figure(figure, run_dir / name)
+    return [save_figure(laid_out(figure), run_dir / name)
             for name, figure in timeline_figures(timelines, host, gpu_name, results).items()]
