@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
+import gc
 import os
 import signal
 import sys
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from bwprof import interrupts
-from bwprof.errors import EXIT_INTERRUPTED
+from bwprof.errors import EXIT_INTERRUPTED, EXIT_OUTPUT
 
 _prepared = False
 _final_code: int | None = None  # the code the command chose, once it is known
@@ -120,21 +122,107 @@ def _interrupted() -> int:
     return EXIT_INTERRUPTED
 
 
+GC_THRESHOLDS = (50_000, 20, 20)
+"""The cyclic garbage collector runs after 50,000 new objects, not Python's 700 (as mypy
+sets it): a command makes millions of short-lived objects (typer, pandas, matplotlib's
+artists), and with the default the collector ran 500 times in one `bwprof report`, about a
+quarter of its CPU time, re-examining the same long-lived objects. What it may hold back
+until the next run is cyclic garbage of at most that many objects (a few MB)."""
+
+
 def _run() -> int:
     prepare_process()
+    _one_blas_thread(sys.argv[1:])
+    gc.set_threshold(*GC_THRESHOLDS)
     from bwprof.cli import main as cli_main
 
     return _after_the_command(cli_main(sys.argv[1:]))
 
 
+READING_COMMANDS = frozenset({"report", "compare", "accept", "history", "trend", "export",
+                              "list", "info"})
+"""The commands that only read run folders and the history store: no sizeable linear algebra."""
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread(argv: list[str]) -> None:
+    """OpenBLAS, which NumPy loads, gives every core a thread and every thread a buffer of
+    tens of MB; under an address-space limit (`ulimit -v`, a batch job's) on a many-core box
+    one of those allocations fails and OpenBLAS ends the process itself (exit 1, its own
+    message), where Python cannot catch it. A reading command, where the user set none of
+    BLAS_THREAD_VARIABLES, runs OpenBLAS on one thread; `run` (host GEMM on every thread) is
+    left alone. Before NumPy is imported: OpenBLAS reads it once, as it loads."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command in READING_COMMANDS and not any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+_NO_MEMORY_WORDS = ("cannot allocate memory", "failed to map segment", "out of memory",
+                    "bad_alloc", "memory allocation failed")
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an exception it was raised from or while handling, says memory ran
+    out: a MemoryError (pyarrow's ArrowMemoryError too), ENOMEM, or a library that could not
+    be loaded for want of address space ('failed to map segment from shared object')."""
+    for _ in range(20):  # a chain, not a loop
+        if exc is None:
+            return False
+        if isinstance(exc, MemoryError):
+            return True
+        if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+            return True
+        if isinstance(exc, (ImportError, OSError, SystemError)):
+            try:
+                text = str(exc).lower()
+            except MemoryError:
+                return True
+            if any(words in text for words in _NO_MEMORY_WORDS):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _address_space_limit() -> int | None:
+    """The address-space limit of this process in bytes (`ulimit -v`), None where unlimited."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _no_memory(exc: BaseException) -> int:
+    """One line for a command that ran out of memory, and exit code 3: what it wrote before
+    is whole (every file is written whole or not at all; a run's rows as they finish)."""
+    try:
+        limit = _address_space_limit()
+        under = (f" under an address-space limit of {limit / 2**20:.0f} MiB (ulimit -v)"
+                 if limit is not None else "")
+        what = f"{type(exc).__name__}: {exc}".splitlines()[0][:200] if str(exc) else ""
+        say(f"error: bwprof ran out of memory{under}{f' ({what})' if what else ''}; give it "
+            "more memory and run it again (every file it wrote is whole)")
+    except MemoryError:
+        with contextlib.suppress(OSError):
+            os.write(2, b"error: bwprof ran out of memory; give it more memory\n")
+    return EXIT_OUTPUT
+
+
 def main() -> int:
-    """Run `bwprof` with the arguments of this process; the exit code."""
+    """Run `bwprof` with the arguments of this process; the exit code. Memory that runs out
+    is one line and exit 3 (`_no_memory`), not a traceback."""
     global _final_code
     try:
         try:
             code = _run()
         except KeyboardInterrupt:
             code = _interrupted()
+        except Exception as exc:
+            if not _out_of_memory(exc):
+                raise
+            code = _no_memory(exc)
     except KeyboardInterrupt:  # a second signal while the first was being handled
         code = _interrupted()
     _final_code = code

@@ -387,3 +387,17 @@ def test_a_signal_while_a_run_loads_its_parquet_writer_keeps_every_row(tmp_path)
     assert done.returncode == errors.EXIT_INTERRUPTED, done.stderr
     assert done.stderr.splitlines()[0].startswith(f"{_message('SIGHUP')}: kept 1 ")
     assert len(read_results(out / "results.csv")) == 1
+
+
+# Catches: Python's collector thresholds (700, 10, 10) left in a command's process: it ran
+# 500 times in one `bwprof report`, a quarter of its CPU time (issue 36)
+def test_a_command_collects_cyclic_garbage_rarely():
+    from bwprof.entry import GC_THRESHOLDS
+
+    code = ("import gc, sys\nimport bwprof.cli\n"
+            "bwprof.cli.main = lambda argv: print(*gc.get_threshold()) or 0\n"
+            "from bwprof.entry import main\nsys.exit(main())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert tuple(int(n) for n in done.stdout.split()) == GC_THRESHOLDS
+    assert GC_THRESHOLDS[0] >= 10_000
