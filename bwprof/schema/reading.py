@@ -78,6 +78,12 @@ class MissingFile(BwprofError):
     """The file does not exist (an optional file of a run is then simply absent)."""
 
 
+class Unreadable(BwprofError):
+    """The file is there but the system would not read it (permission denied, an I/O error,
+    not enough memory): nothing is known of its content, as against a file that was read
+    and is not what bwprof wrote."""
+
+
 def _reason(exc: OSError) -> str:
     return exc.strerror or (str(exc).splitlines() or [type(exc).__name__])[0]
 
@@ -108,9 +114,10 @@ def file_size(path: Path, limit: int, follow: bool = False) -> int:
         info = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
         raise MissingFile(f"{shown(path)} does not exist") from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise BwprofError(f"cannot read {shown(path)}: "
-                          f"{_reason(exc) if isinstance(exc, OSError) else exc}") from None
+    except OSError as exc:
+        raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
+    except ValueError as exc:  # a NUL in the name
+        raise BwprofError(f"cannot read {shown(path)}: {exc}") from None
     _check(info, path, limit)
     return info.st_size
 
@@ -130,7 +137,7 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:  # made a link since the lstat
             _check(os.lstat(path), path, limit)
-        raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
+        raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "rb") as file:
             info = os.fstat(file.fileno())
@@ -145,9 +152,9 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
                                   f"({format_bytes(limit)})")
             return data
     except OSError as exc:
-        raise BwprofError(f"cannot read {shown(path)}: {_reason(exc)}") from None
+        raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
 
 
 def utf8_text(data: bytes, path: Path) -> str:

@@ -55,7 +55,7 @@ import pandas as pd
 
 from bwprof.errors import EXIT_USAGE, BwprofError, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
-from bwprof.schema.reading import MAX_TABLE_BYTES, file_size, read_bytes
+from bwprof.schema.reading import MAX_TABLE_BYTES, Unreadable, file_size, read_bytes
 from bwprof.schema.table import is_missing
 from bwprof.schema.text import one_line, shown
 from bwprof.store.atomic import atomic_file, publish_new
@@ -359,6 +359,9 @@ def _check_against_store(run: StoredRun, target: Path) -> str:
         frame = read_store_file(target)
     except OtherVersion:
         raise
+    except Unreadable as exc:  # its content unknown: it may be the genuine run
+        raise BwprofError(f"{exc}; it is kept and {shown(run.source)} is not added: make "
+                          "the store's file readable and add the run again") from None
     except BwprofError:
         return _HOLLOW  # damaged or foreign: it holds no run, and must not block one
     if frame.empty or not frame["value"].notna().any():
@@ -543,7 +546,7 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
     try:
         table = pq.read_table(BytesIO(data))
     except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
     except Exception as exc:  # pyarrow's own error types for a damaged file
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
@@ -568,7 +571,7 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
                 table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
         table = table.select(list(COLUMN_NAMES)).cast(schema)
     except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
     except Exception:  # a column of values the store's type cannot hold, or named twice
         odd = [f"{field.name} ({field.type})" for field in table.schema
                if field.name in schema.names and field.type != schema.field(field.name).type]

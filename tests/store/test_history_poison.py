@@ -239,3 +239,30 @@ def test_a_trend_plot_of_huge_stored_texts_is_drawn_in_seconds(tmp_path):
     assert done.exit_code == 0, done.output
     assert time.monotonic() - began < 60  # minutes, uncut; a few seconds cut
     assert (tmp_path / "plots" / "trend-hbm_triad.png").is_file()
+
+
+def test_an_entry_that_cannot_be_read_is_kept_and_the_add_refused(tmp_path, monkeypatch):
+    """Permission denied (or EIO) on the stored file says nothing of its content: it may be
+    the genuine run, so a folder claiming its run_id must not replace it."""
+    import errno
+    import os
+
+    store = tmp_path / "store"
+    first = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert first.exit_code == 0, first.output
+    before = (store / GENUINE).read_bytes()
+    other = _hollow(tmp_path, "other", (H200 / "results.csv").read_text() + "\n")
+    real = os.open
+
+    def denied(path, flags, *args, **kwargs):
+        if os.fspath(path).endswith(GENUINE) and not flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    done = runner.invoke(app, ["history", "add", str(other), "--store", str(store)])
+    monkeypatch.setattr(os, "open", real)
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1
+    assert "Permission denied" in done.output and "it is kept" in done.output
+    assert (store / GENUINE).read_bytes() == before
