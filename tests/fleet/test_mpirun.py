@@ -283,7 +283,8 @@ def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     net_p2p, those it sent: rank1->rank0, the ring's way back)."""
     out, done = hung_jobs[0]
     assert done.returncode != 0
-    assert (f"rank 1 waited {HANG_TIMEOUT_S} s for every rank's results from rank 0, silent all "
+    # The first of the last steps: the streamed merge gathers every rank's name first.
+    assert (f"rank 1 waited {HANG_TIMEOUT_S} s for every rank's name from rank 0, silent all "
             f"that time: rank 0 hangs") in done.stderr
     kept = pd.read_csv(out / "ranks" / "rank-0001" / "results.csv")
     assert list(kept["case"]) == ["net_p2p"] * 5 + ["ddr_triad"]  # 4 sizes, GPU buffers
