@@ -31,6 +31,7 @@ from bwprof.analysis.summary import is_loaded, matrix_records, row_records
 from bwprof.casespec import judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
+from bwprof.schema.table import gc_paused
 from bwprof.schema.text import one_line
 from bwprof.store.formats import cell_float, cell_int
 from bwprof.store.runfolder import RunFolder
@@ -578,10 +579,16 @@ def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
 
 def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
-    out = []
     boxes = _boxes(run)
     records = row_records(run.results, _READ)  # once, from whole columns, for every box
-    split = _rows_by_prefix(records, boxes) if boxes[0].prefix else None
+    with gc_paused():  # a fleet's checks: Python objects by the hundred thousand
+        split = _rows_by_prefix(records, boxes) if boxes[0].prefix else None
+        return _judge_boxes(run, spec, boxes, records, split)
+
+
+def _judge_boxes(run: RunFolder, spec: Spec, boxes: list[_Box], records: list[Row],
+                 split: dict[str, list[Row]] | None) -> list[Check]:
+    out = []
     for box in boxes:
         if split is not None:
             rows = split.get(box.prefix, [])

@@ -44,7 +44,7 @@ from bwprof.coerce import number
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
-from bwprof.schema.table import is_missing
+from bwprof.schema.table import gc_paused, is_missing
 from bwprof.store.formats import cell_float, cell_text, plain
 
 SUMMARY_FILE = "summary.csv"
@@ -101,8 +101,10 @@ def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list
     present = [c for c in read if c in results.columns]
     # Each column to Python values once, then zipped: what to_dict("records") gives (ints,
     # floats, str, NA), without its per-row boxing (seconds for a fleet's 100,000 rows).
-    columns = [_cells(results[c]) for c in present]
-    return _Rows(dict(zip(present, values, strict=True)) for values in zip(*columns, strict=True))
+    with gc_paused():
+        columns = [_cells(results[c]) for c in present]
+        return _Rows(dict(zip(present, values, strict=True))
+                     for values in zip(*columns, strict=True))
 
 
 def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:

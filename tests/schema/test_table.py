@@ -126,3 +126,26 @@ def test_a_csv_is_parsed_from_its_bytes_as_it_was_from_text(tmp_path):
     pd.testing.assert_frame_equal(frame, expected)
     assert list(frame.columns) == ["case", "note", "n"] and frame["note"].tolist() == [
         "two\nlines", "é ✓"]
+
+
+def test_the_cycle_collector_is_paused_only_while_rows_are_made_and_resumed_as_it_was():
+    """gc_paused stops Python's cycle collector while a fleet's rows become objects (none in
+    a cycle) and leaves it as it found it, also where the work raises."""
+    import gc
+
+    from bwprof.schema.table import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is kept
+    finally:
+        gc.enable()
