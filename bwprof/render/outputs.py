@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +32,7 @@ from bwprof.schema.table import (
     typed_results,
 )
 from bwprof.schema.text import shown
-from bwprof.store.atomic import Picture, captured_figures, write_csv_atomic
+from bwprof.store.atomic import Picture, captured_figures, held_folder, write_csv_atomic
 from bwprof.store.export import TIMINGS_FILE
 from bwprof.store.formats import write_parquet
 from bwprof.store.history import PYARROW_ADVICE
@@ -171,15 +171,28 @@ def write_report_files(run: Run, out_dir: Path,
     except (OutputError, BwprofError) as exc:
         written.notes.append(_not_written(out_dir, [name for name, _ in steps], exc))
         return written
-    for number, (_name, step) in enumerate(steps):
+    with ExitStack() as stack:
         try:
-            written.files += step()
-        except OutputError as exc:
+            # Opened once: every file below goes into this very folder, never through a
+            # link put at its name meanwhile (RUN_DIR/report/ is never opened through one).
+            stack.enter_context(held_folder(out_dir, follow=not default_dir))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP and default_dir:
+                refuse_link(out_dir)  # made a link since it was checked
+            failure = write_failure(out_dir, exc)
             if not default_dir:
-                raise
-            written.notes.append(_not_written(out_dir, [name for name, _ in steps[number:]],
-                                              exc))
-            break
+                raise failure from None
+            written.notes.append(_not_written(out_dir, [name for name, _ in steps], failure))
+            return written
+        for number, (_name, step) in enumerate(steps):
+            try:
+                written.files += step()
+            except OutputError as exc:
+                if not default_dir:
+                    raise
+                written.notes.append(_not_written(
+                    out_dir, [name for name, _ in steps[number:]], exc))
+                break
     written.notes += plot_notes
     if created and not written.files:
         with suppress(OSError):

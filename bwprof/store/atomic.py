@@ -12,7 +12,7 @@ import errno
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -23,41 +23,70 @@ from bwprof.errors import write_failure
 from bwprof.schema.cells import spreadsheet_frame
 from bwprof.store.runlock import temporary_suffix
 
+_FOLDER_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+"""A folder opened to be the folder of *at() calls. O_PATH: a folder that may be written
+but not listed (mode 0300) can still be one."""
 
-def _folder(target: Path) -> int:
-    """The folder `target` goes in, opened: the temporary file is made and renamed inside
-    this very folder, whatever its path names by the time of the rename (a link put in
-    place of a folder meanwhile is never written through)."""
-    # O_PATH: a folder that may be written but not listed (mode 0300) can still be the
-    # folder of *at() calls.
-    return os.open(target.parent, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
-                   | os.O_CLOEXEC)
+_held: ContextVar[tuple[Path, int] | None] = ContextVar("bwprof_held_folder", default=None)
 
 
-def _new_in(folder: int) -> Any:
-    """An `opener` that makes a new temporary file by its name inside `folder` (the open
-    folder, not whatever the path names by now), never through a link planted at its name
-    (`x` mode adds O_EXCL: never a file that is there)."""
+@contextmanager
+def held_folder(folder: Path, follow: bool = True) -> Iterator[int]:
+    """`folder` opened once for the block (without `follow`, never through a link at its
+    name: OSError ELOOP): every `atomic_file` and `publish_new` of a file directly in it,
+    whoever calls them within the block, writes into this very folder, whatever its path
+    names meanwhile (a folder swapped for a link mid-report is never written through)."""
+    fd = os.open(folder, _FOLDER_FLAGS if follow else _FOLDER_FLAGS | os.O_NOFOLLOW)
+    token = _held.set((folder, fd))
+    try:
+        yield fd
+    finally:
+        _held.reset(token)
+        os.close(fd)
+
+
+def _folder(target: Path, folder: int | None) -> tuple[int, bool]:
+    """The folder `target` goes in, open, and whether this call opened it (to close): the
+    one given, the one held (`held_folder`), or its path opened now. The temporary file is
+    made and renamed inside this very folder, whatever its path names by the time of the
+    rename (a link put in place of a folder meanwhile is never written through)."""
+    if folder is not None:
+        return folder, False
+    held = _held.get()
+    if held is not None and held[0] == target.parent:
+        return held[1], False
+    return os.open(target.parent, _FOLDER_FLAGS), True
+
+
+def no_follow_opener(folder: int | None = None, mode: int = 0o644,
+                     extra: int = 0) -> Callable[[str, int], int]:
+    """An `opener` for open() that never goes through a link at the file's name (O_NOFOLLOW,
+    and `extra` flags); with `folder`, the name is taken inside that open folder (the open
+    folder, not whatever the path names by now). New files get `mode` (umask applies)."""
     def opener(path: str, flags: int) -> int:
-        return os.open(os.path.basename(path), flags | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+        if folder is None:
+            return os.open(path, flags | os.O_NOFOLLOW | extra, mode)
+        return os.open(os.path.basename(path), flags | os.O_NOFOLLOW | extra, mode,
+                       dir_fd=folder)
 
     return opener
 
 
 @contextmanager
-def atomic_file(target: Path, binary: bool = False,
-                kept: Path | None = None) -> Iterator[IO[Any]]:
+def atomic_file(target: Path, binary: bool = False, kept: Path | None = None,
+                folder: int | None = None) -> Iterator[IO[Any]]:
     """An open temporary file beside `target` that replaces it when the block ends: the
     target is never torn, and a block that fails (OSError: OutputError; an interrupt) leaves
     the old target, or none, and no temporary file. A symbolic link at `target` is
     replaced, never written through. Writers get the open file, never the path: pandas and
-    matplotlib would expand a leading `~` of a string themselves."""
+    matplotlib would expand a leading `~` of a string themselves. `folder`: the open folder
+    `target` goes in (else the one held by `held_folder`, else its path's)."""
     temp = f".{target.name}.{temporary_suffix()}"
-    folder: int | None = None
-    made = False
+    into: int | None = None
+    mine = made = False
     try:
-        folder = _folder(target)
-        new = _new_in(folder)
+        into, mine = _folder(target, folder)
+        new = no_follow_opener(into)
         handle: IO[Any]
         with (open(target.parent / temp, "xb", opener=new) if binary
               else open(target.parent / temp, "x", newline="", encoding="utf-8",
@@ -66,18 +95,24 @@ def atomic_file(target: Path, binary: bool = False,
             yield handle
             handle.flush()
             os.fsync(handle.fileno())  # a full disk can show first here (delayed allocation)
-        os.replace(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder)
+        os.replace(temp, target.name, src_dir_fd=into, dst_dir_fd=into)
         made = False
     except BaseException as exc:
         if isinstance(exc, OSError):
             raise write_failure(target, exc, kept) from None
         raise
     finally:
-        if folder is not None:
-            if made:
-                with suppress(OSError):
-                    os.unlink(temp, dir_fd=folder)
-            os.close(folder)
+        _release(temp, into, mine, made)
+
+
+def _release(temp: str, into: int | None, mine: bool, made: bool) -> None:
+    """Remove the temporary file where it is left, and close a folder this call opened."""
+    if into is not None:
+        if made:
+            with suppress(OSError):
+                os.unlink(temp, dir_fd=into)
+        if mine:
+            os.close(into)
 
 
 def write_json_atomic(target: Path, payload: object, strict: bool = False,
@@ -160,26 +195,26 @@ def save_figure(figure: Any, target: Path, **options: Any) -> Path:
 
 
 def publish_new(target: Path, write: Any, kept: Path | None = None,
-                option: str = "--out") -> bool:
+                option: str = "--out", folder: int | None = None) -> bool:
     """Write a whole new binary file at `target` unless one is there already: `write(handle)`
     fills a temporary file beside it, flushed to the disk, then hard-linked into place, which
     never replaces a file (two writers of one name: the first wins, the second's file is
     dropped). True where this call made the file, False where `target` was there. A file
     system without hard links gets a rename where the name is free (a writer racing
     another there can then replace the other's file). A write that fails is an OutputError
-    of one line naming `option`, and leaves no temporary file."""
+    of one line naming `option`, and leaves no temporary file. `folder`: as `atomic_file`'s."""
     temp = f".{target.name}.{temporary_suffix()}"
-    folder: int | None = None
-    made = False
+    into: int | None = None
+    mine = made = False
     try:
-        folder = _folder(target)
-        with open(target.parent / temp, "xb", opener=_new_in(folder)) as handle:
+        into, mine = _folder(target, folder)
+        with open(target.parent / temp, "xb", opener=no_follow_opener(into)) as handle:
             made = True
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         try:
-            os.link(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder,
+            os.link(temp, target.name, src_dir_fd=into, dst_dir_fd=into,
                     follow_symlinks=False)
         except FileExistsError:
             return False
@@ -187,21 +222,17 @@ def publish_new(target: Path, write: Any, kept: Path | None = None,
             if exc.errno not in _NO_LINKS:
                 raise
             try:
-                os.lstat(target.name, dir_fd=folder)
+                os.lstat(target.name, dir_fd=into)
                 return False
             except FileNotFoundError:
                 pass
-            os.replace(temp, target.name, src_dir_fd=folder, dst_dir_fd=folder)
+            os.replace(temp, target.name, src_dir_fd=into, dst_dir_fd=into)
             made = False
         return True
     except OSError as exc:
         raise write_failure(target, exc, kept, option=option) from None
     finally:
-        if folder is not None:
-            if made:
-                with suppress(OSError):
-                    os.unlink(temp, dir_fd=folder)
-            os.close(folder)
+        _release(temp, into, mine, made)
 
 
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK,

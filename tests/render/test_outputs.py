@@ -432,6 +432,34 @@ def test_a_report_link_planted_in_a_run_folder_is_refused(run_copy, tmp_path, ca
     assert (out / "summary.csv").is_file() and _tree(other) == before
 
 
+# Catches (issue 37): RUN/report checked once, then each later file opened by its path: a
+# report folder swapped for a link mid-report sent the later files into the link's target
+@pytest.mark.parametrize("default_dir", [True, False])
+def test_a_report_folder_swapped_for_a_link_mid_report_is_never_written_through(
+        run_copy, tmp_path, monkeypatch, default_dir):
+    from bwprof import saved
+    from bwprof.render import outputs
+
+    run = run_copy("host-ddr")
+    shutil.rmtree(run / "report", ignore_errors=True)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    real = outputs.write_table
+
+    def swap(frame, target, parquet=False):
+        done = real(frame, target, parquet)
+        folder = target.parent
+        folder.rename(folder.with_name("moved"))
+        folder.symlink_to(victim)
+        return done
+
+    monkeypatch.setattr(outputs, "write_table", swap)
+    out = None if default_dir else run / "report"
+    saved.make_run_report(run, out=out, plots=False)
+    assert list(victim.iterdir()) == []
+    assert {"summary.csv", "columns.csv", "results.parquet"} <= set(_names(run / "moved"))
+
+
 # Catches (issue 37): files of a report folder planted as links are written through
 def test_links_at_file_names_in_a_report_folder_are_replaced_never_followed(run_copy,
                                                                              tmp_path):
