@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 from bwprof import interrupts
 from bwprof.errors import EXIT_INTERRUPTED, EXIT_OUTPUT
@@ -133,6 +134,7 @@ until the next run is cyclic garbage of at most that many objects (a few MB)."""
 def _run() -> int:
     prepare_process()
     _one_blas_thread(sys.argv[1:])
+    _blas_buffer_first(sys.argv[1:])
     gc.set_threshold(*GC_THRESHOLDS)
     from bwprof.cli import main as cli_main
 
@@ -152,9 +154,45 @@ def _one_blas_thread(argv: list[str]) -> None:
     message), where Python cannot catch it. A reading command, where the user set none of
     BLAS_THREAD_VARIABLES, runs OpenBLAS on one thread; `run` (host GEMM on every thread) is
     left alone. Before NumPy is imported: OpenBLAS reads it once, as it loads."""
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if command in READING_COMMANDS and not any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+    if _command(argv) in READING_COMMANDS and not any(v in os.environ
+                                                      for v in BLAS_THREAD_VARIABLES):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+def _command(argv: list[str]) -> str | None:
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+BLAS_BUFFER_ROOM = 64 * 2**20
+"""Address space OpenBLAS's first call takes for its buffer (32 MiB on one thread), with room."""
+
+
+def _blas_buffer_first(argv: list[str]) -> None:
+    """Under an address-space limit, a reading command has OpenBLAS take its buffer now, while
+    the most room is left: taken late (matplotlib's first transform, once pandas and pyarrow
+    hold most of the limit), its allocation fails and OpenBLAS ends the process itself (exit
+    1). A limit that leaves no room for it is a MemoryError here: `_no_memory`'s one line."""
+    limit = _address_space_limit()
+    if limit is None or _command(argv) not in READING_COMMANDS:
+        return
+    import numpy
+
+    used = _address_space_used()
+    if used is not None and limit - used < BLAS_BUFFER_ROOM:
+        raise MemoryError("no room left for OpenBLAS's buffer")
+    numpy.ones((2, 2)) @ numpy.ones((2, 2))
+
+
+def _address_space_used() -> int | None:
+    """This process's address space in bytes (VmSize), None where /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 _NO_MEMORY_WORDS = ("cannot allocate memory", "failed to map segment", "out of memory",
@@ -210,6 +248,18 @@ def _no_memory(exc: BaseException) -> int:
     return EXIT_OUTPUT
 
 
+def _leave_now(code: int) -> NoReturn:
+    """Exit functions run, then the process ends without the interpreter's teardown: a
+    compiled module left half-loaded for want of memory crashed it (SIGSEGV after the line)."""
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        from bwprof import stdio
+
+        stdio.flush()
+    os._exit(code)
+
+
 def main() -> int:
     """Run `bwprof` with the arguments of this process; the exit code. Memory that runs out
     is one line and exit 3 (`_no_memory`), not a traceback."""
@@ -222,7 +272,8 @@ def main() -> int:
         except Exception as exc:
             if not _out_of_memory(exc):
                 raise
-            code = _no_memory(exc)
+            _final_code = _no_memory(exc)
+            _leave_now(_final_code)
     except KeyboardInterrupt:  # a second signal while the first was being handled
         code = _interrupted()
     _final_code = code

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bwprof import errors, interrupts
+from bwprof import entry, errors, interrupts
 from bwprof.schema.table import read_results
 
 STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"]
@@ -401,3 +401,64 @@ def test_a_command_collects_cyclic_garbage_rarely():
                           check=True)
     assert tuple(int(n) for n in done.stdout.split()) == GC_THRESHOLDS
     assert GC_THRESHOLDS[0] >= 10_000
+
+
+def _limited(limit: int) -> Callable[[], None]:
+    def start() -> None:
+        import resource
+
+        _default_sigint()
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return start
+
+
+@pytest.mark.parametrize("megabytes", [300, 400, 550])
+def test_a_reading_command_out_of_memory_is_one_line_and_3(run_copy, megabytes):
+    """Under an address-space limit `report` died with MemoryError, pyarrow's
+    ArrowMemoryError, a library that could not be mapped, or OpenBLAS ending the process
+    (exit 1, its own message) where its buffer came late; now it finishes or says it ran out
+    of memory in one line, exit 3, every file it wrote whole."""
+    run = run_copy("h200-quick")
+    shutil.rmtree(run / "report", ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",
+                                                             "OMP_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-m", "bwprof", "report", str(run), "--html"],
+                          capture_output=True, text=True, timeout=300, env=env,
+                          preexec_fn=_limited(megabytes * 10**6))
+    assert "Traceback" not in done.stderr
+    if done.returncode == errors.EXIT_OK:
+        return  # enough on this machine
+    assert done.returncode == errors.EXIT_OUTPUT, done.stderr
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("<jemalloc>")]
+    assert len(lines) == 1 and lines[0].startswith("error: bwprof ran out of memory"), lines
+    for written in (run / "report").glob("*") if (run / "report").exists() else []:
+        assert not written.name.endswith(".tmp") and written.stat().st_size > 0, written
+
+
+def test_a_reading_command_runs_openblas_on_one_thread_unless_told(monkeypatch):
+    for name in entry.BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    entry._one_blas_thread(["run", "--cases", "ddr_copy"])
+    assert "OPENBLAS_NUM_THREADS" not in os.environ  # a run's host GEMM keeps every thread
+    entry._one_blas_thread(["report", "RUN"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    entry._one_blas_thread(["compare", "A", "B"])
+    assert "OPENBLAS_NUM_THREADS" not in os.environ  # the user's choice stands
+
+
+def test_what_counts_as_running_out_of_memory():
+    mapped = ImportError("libXau.so.6: failed to map segment from shared object")
+    assert entry._out_of_memory(mapped)
+    assert entry._out_of_memory(MemoryError())
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as exc:
+            raise ImportError("PyCapsule_Import could not import module") from exc
+    except ImportError as chained:
+        assert entry._out_of_memory(chained)
+    assert not entry._out_of_memory(ImportError("No module named 'pyarrow'"))
+    assert not entry._out_of_memory(ValueError("cannot allocate memory"))
