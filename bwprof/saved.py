@@ -49,6 +49,7 @@ from bwprof.render.terminal import (
 )
 from bwprof.render.trendplot import write_trend_plots
 from bwprof.schema.rows import SCHEMA_VERSION
+from bwprof.schema.table import gc_paused
 from bwprof.schema.text import json_ready, one_line, shown
 from bwprof.store import history
 from bwprof.store.atomic import atomic_file
@@ -149,7 +150,9 @@ def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path
     out_dir = user_path(out, "--out") if out is not None else None
     threshold = parse_fail_below(fail_below) if fail_below is not None else None
     parquet = _parquet_with_out(file_format, out_dir, "compare.parquet")
-    comparison = compare_runs([_load(path, "RUN_DIRS") for path in folders], by=by)
+    runs = [_load(path, "RUN_DIRS") for path in folders]
+    with gc_paused():  # a fleet's figures, two records a row: no cycle among them
+        comparison = compare_runs(runs, by=by)
     written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
                            parquet) if out_dir is not None else [])
     regressions = comparison.regressions(threshold) if threshold is not None else []
