@@ -94,7 +94,7 @@ def _read(path: Path) -> bytes:
     from bwprof.schema.reading import MAX_JSON_BYTES, read_bytes
 
     try:
-        return read_bytes(path, 4 * MAX_JSON_BYTES)
+        return read_bytes(path, 4 * MAX_JSON_BYTES, links=False)
     except BwprofError as exc:
         raise OSError(str(exc)) from None
 

@@ -8,10 +8,11 @@ a traceback or the machine's memory.
 - Only a regular file is opened: a FIFO named results.csv would block the reader forever, a
   device stream forever. `os.lstat` says which before the file is opened, and `fstat` of the
   opened file says it again (the name may change in between).
-- A symbolic link is refused, never followed (and the open says O_NOFOLLOW): a folder is
-  untrusted input, and a results.csv planted as a link to /proc/self/environ or to another
-  run's file would be read as this run's. Only a file the user named themselves (a --spec)
-  is read through a link (`follow`).
+- A symbolic link is followed only to a regular file outside /proc, /sys and /dev (a
+  git-annex or DVC object, a folder assembled by hand), checked again on the opened file;
+  any other link is refused (the open says O_NOFOLLOW): a folder is untrusted input, and a
+  results.csv planted as a link to /proc/self/environ would be read as this run's. A file
+  the user named themselves (a --spec) is read through any link (`follow`).
 - A file larger than its kind's bound is refused from its size alone, before it is read.
 - Bytes that are not UTF-8 are refused, with the offset of the first bad one.
 - JSON is measured for depth before the parser sees it: the parser recurses once a level,
@@ -88,16 +89,70 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+def link_note(path: Path) -> str:
+    """' (to TARGET)' for a symbolic link at `path` ('' where it cannot be read): what
+    every refusal of a link names."""
+    try:
+        return f" (to {shown(Path(os.readlink(path)))})"
+    except (OSError, ValueError):
+        return ""
+
+
+PSEUDO_FOLDERS = ("/proc", "/sys", "/dev")
+"""A link inside a run folder is never followed into these: their files are the kernel's
+(a results.csv linked to /proc/self/environ would be read as this run's), not a run's."""
+
+
+def _pseudo(real: str) -> str | None:
+    """The one of PSEUDO_FOLDERS that `real`, a resolved path, lies in (None: none)."""
+    return next((top for top in PSEUDO_FOLDERS
+                 if real == top or real.startswith(top + "/")), None)
+
+
+def _refused_link(path: Path, what: str) -> BwprofError:
+    return BwprofError(f"cannot read {shown(path)}: it is a symbolic link{link_note(path)}"
+                       f"{what}, not a file bwprof wrote; bwprof follows a link inside a "
+                       "folder it reads only to a regular file outside /proc, /sys and /dev: "
+                       "put the file itself there")
+
+
+def _linked(path: Path) -> os.stat_result:
+    """The stat of the file the symbolic link `path` leads to, where that is a regular file
+    outside /proc, /sys and /dev (a git-annex or DVC object, a folder assembled by hand);
+    BwprofError naming the link otherwise."""
+    try:
+        real = os.path.realpath(path, strict=True)
+        info = os.stat(real)
+    except FileNotFoundError:
+        raise _refused_link(path, " to nothing") from None
+    except (OSError, ValueError) as exc:  # a loop of links, a name it cannot hold
+        reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise _refused_link(path, f" that cannot be followed ({reason})") from None
+    top = _pseudo(real)
+    if top is not None:
+        raise _refused_link(path, f" into {top}")
+    kind = stat.S_IFMT(info.st_mode)
+    if kind != stat.S_IFREG:
+        raise _refused_link(path, f" to {_KINDS.get(kind, 'not a regular file')}")
+    return info
+
+
+def _opened_outside(fd: int, path: Path) -> None:
+    """Where a link was followed: the file opened is not one of /proc, /sys or /dev (the
+    link may have been changed since it was checked)."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the check before the open stands
+        return
+    top = _pseudo(real)
+    if top is not None:
+        raise _refused_link(path, f" into {top}")
+
+
 def _check(info: os.stat_result, path: Path, limit: int) -> None:
     kind = stat.S_IFMT(info.st_mode)
     if kind == stat.S_IFLNK:
-        try:
-            to = f" (to {shown(Path(os.readlink(path)))})"
-        except OSError:
-            to = ""
-        raise BwprofError(f"cannot read {shown(path)}: it is a symbolic link{to}, not a file "
-                          "bwprof wrote; bwprof follows no link inside a folder it reads: "
-                          "put the file itself there")
+        raise _refused_link(path, "")
     if kind != stat.S_IFREG:
         what = _KINDS.get(kind, "not a regular file")
         raise BwprofError(f"cannot read {shown(path)}: it is {what}, not a file bwprof wrote")
@@ -107,9 +162,10 @@ def _check(info: os.stat_result, path: Path, limit: int) -> None:
                           "bwprof wrote")
 
 
-def file_size(path: Path, limit: int, follow: bool = False) -> int:
-    """The size of `path`, a regular file (not a symbolic link, unless `follow`) of at most
-    `limit` bytes; BwprofError naming it otherwise (MissingFile where it does not exist)."""
+def _stat(path: Path, limit: int, follow: bool,
+          links: bool = True) -> tuple[os.stat_result, bool]:
+    """The stat of `path` checked (`_check`), and whether it is a link followed to it
+    (without `links`, a link is refused)."""
     try:
         info = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
@@ -118,28 +174,42 @@ def file_size(path: Path, limit: int, follow: bool = False) -> int:
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     except ValueError as exc:  # a NUL in the name
         raise BwprofError(f"cannot read {shown(path)}: {exc}") from None
+    linked = links and not follow and stat.S_ISLNK(info.st_mode)
+    if linked:
+        info = _linked(path)
     _check(info, path, limit)
-    return info.st_size
+    return info, linked
 
 
-def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = False) -> bytes:
+def file_size(path: Path, limit: int, follow: bool = False, links: bool = True) -> int:
+    """The size of `path`, a regular file (or a link to one outside /proc, /sys and /dev,
+    unless not `links`; with `follow`, a link the user named, to anything) of at most
+    `limit` bytes; BwprofError naming it otherwise (MissingFile where it does not exist)."""
+    return _stat(path, limit, follow, links)[0].st_size
+
+
+def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = False,
+               links: bool = True) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following
     it anywhere that could block or stream (see the module's doc); `follow`: a symbolic
     link the user named is followed. Without `to_end`, the file as long as it was when
     opened (a run still appending rows); with it, read to its end whatever its size said
-    (a /proc or sysfs file says 0 bytes and has content), still at most `limit`."""
-    file_size(path, limit, follow)
+    (a /proc or sysfs file says 0 bytes and has content), still at most `limit`. Without
+    `links`, no link is followed (a file bwprof itself wrote there, such as a cached plot)."""
+    _info, linked = _stat(path, limit, follow, links)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+        fd = os.open(path, flags if follow or linked else flags | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise MissingFile(f"{shown(path)} does not exist") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:  # made a link since the lstat
-            _check(os.lstat(path), path, limit)
+            raise _refused_link(path, "") from None
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "rb") as file:
+            if linked:
+                _opened_outside(file.fileno(), path)
             info = os.fstat(file.fileno())
             _check(info, path, limit)  # replaced since the stat?
             if not to_end:

@@ -136,8 +136,16 @@ def _another_runs(path: Path) -> None:
     path.symlink_to(DATA / "host-ddr-v2" / path.name)
 
 
+def _symlink_fifo(path: Path) -> None:
+    target = path.with_name(".results.csv.fifo")
+    os.mkfifo(target)
+    path.unlink(missing_ok=True)
+    path.symlink_to(target.name)
+
+
 LINK = "it is a symbolic link"
-"""A file of a folder bwprof reads is never read through a link (issue 37)."""
+"""A file of a folder bwprof reads is read through a link only to a regular file outside
+/proc, /sys and /dev (issue 37)."""
 
 DAMAGE = {
     "0-byte": (_zero, "is empty (0 bytes)"),
@@ -145,9 +153,9 @@ DAMAGE = {
     "a device": (_char_device, "it is a character device"),
     "symlink to /dev/zero": (_dev_zero, f"{LINK} (to /dev/zero)"),
     "symlink to /proc/self/environ": (_environ, f"{LINK} (to /proc/self/environ)"),
-    "symlink to another run's file": (_another_runs, LINK),
     "sparse 2 GiB": (_sparse, "is 2 GiB, more than bwprof reads"),
-    "symlink to a huge file": (_symlink_huge, LINK),
+    "symlink to a huge file": (_symlink_huge, "is 2 GiB, more than bwprof reads"),
+    "symlink to a FIFO": (_symlink_fifo, f"{LINK} (to .results.csv.fifo) to a FIFO"),
     "a folder": (_folder, "it is a folder"),
     "not UTF-8": (_not_utf8, "is not UTF-8 text (byte 0x"),
 }
@@ -779,3 +787,30 @@ def test_a_results_cell_of_any_kind_is_one_line_or_read():
     summary = build_summary(results)
     report_lines(Run.from_frame(results, meta))
     _figures(RunFolder(source.parent, results, meta), summary)
+
+
+# Catches (issue 37 review): run files that are links to regular files were refused, and
+# folders of git-annex, DVC or assembled by hand could not be reported (exit 2)
+def test_run_files_linked_to_regular_files_are_read(run_copy, capsys, tmp_path):
+    run = run_copy("host-ddr-v2")
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    for path in sorted(run.iterdir()):
+        if path.is_file():
+            moved = objects / path.name
+            path.rename(moved)
+            path.symlink_to(os.path.relpath(moved, run))
+    loaded = load_run(run)
+    assert len(loaded.results) == len(pd.read_csv(DATA / "host-ddr-v2" / "results.csv"))
+    assert loaded.notes == []
+    code, _out, err = cli(capsys, "report", run, "--no-plots")
+    assert code == 0, err
+    assert (run / "report" / "summary.csv").is_file()
+
+
+def test_a_link_to_nothing_is_one_line(run_copy, capsys):
+    run = run_copy("host-ddr-v2")
+    (run / "results.csv").unlink()
+    (run / "results.csv").symlink_to("gone.csv")
+    assert_one_line_error(*cli(capsys, "report", run, "--no-plots"),
+                          fragment=f"{LINK} (to gone.csv) to nothing")
