@@ -141,10 +141,15 @@ def _name_part(run_id: str) -> str:
 
 def run_identity(meta: RunMeta, folder: Path) -> str:
     """What makes a run the same run wherever its folder is copied: its run_id, or for a
-    run without one its folder's name and start time."""
+    run without one its folder's name and start time: the name of the folder itself, links
+    and `..` resolved (as typed, `RUN/..` or a link to the folder made one run two)."""
     if meta.run_id:
         return meta.run_id
-    return f"{folder.name}@{meta.started_utc}"
+    try:
+        name = folder.resolve().name
+    except (OSError, RuntimeError):  # a loop of links: the name as given
+        name = folder.name
+    return f"{name}@{meta.started_utc}"
 
 
 def _utc(text: str | None, folder: Path, what: str) -> pd.Timestamp | None:

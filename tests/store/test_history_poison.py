@@ -266,3 +266,22 @@ def test_an_entry_that_cannot_be_read_is_kept_and_the_add_refused(tmp_path, monk
     assert len(done.output.splitlines()) == 1
     assert "Permission denied" in done.output and "it is kept" in done.output
     assert (store / GENUINE).read_bytes() == before
+
+
+def test_a_run_without_run_id_is_one_run_by_any_path(tmp_path):
+    """Its identity is its folder's own name: given as `RUN/sub/..` or through a link, the
+    same run was stored a second time under the name as typed."""
+    import json
+
+    run = make_run(tmp_path, "box-20261201T000000Z", started="2026-12-01T00:00:00+00:00")
+    system = json.loads((run / "system.json").read_text())
+    system["run_id"] = None
+    (run / "system.json").write_text(json.dumps(system))
+    (run / "sub").mkdir()
+    (tmp_path / "link").symlink_to(run)
+    store = tmp_path / "store"
+    for given in (run, run / "sub" / "..", tmp_path / "link"):
+        done = runner.invoke(app, ["history", "add", str(given), "--store", str(store)])
+        assert done.exit_code == 0, done.output
+    assert len([name for name in store_names(store) if name.endswith(".parquet")]) == 1
+    assert done.output.startswith("already stored: box-20261201T000000Z@")
