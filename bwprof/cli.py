@@ -848,15 +848,20 @@ def history_add_command(
     said and left as it is). A folder refused is its own `error:` line and the others are
     added: exit 2 where any was refused. Needs pyarrow."""
     from bwprof import saved
-    from bwprof.store.history import Refused, added_lines
+    from bwprof.store.history import Added, Refused, added_lines
 
     refused = False
-    for outcome in saved.history_add(run_dirs, store):
+
+    def say(outcome: Added | Refused) -> None:
+        # As each folder is done: a store that fails later (exit 3) hides none of these.
+        nonlocal refused
         if isinstance(outcome, Refused):
             refused = True
             typer.echo(f"error: {outcome.why}", err=True)
         else:
             typer.echo(added_lines([outcome])[0])
+
+    saved.history_add(run_dirs, store, on_outcome=say)
     if refused:
         raise typer.Exit(EXIT_USAGE)
 

@@ -12,7 +12,7 @@ written an OutputError (exit 3); nothing is written before every input is checke
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -174,10 +174,13 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
     return result, written
 
 
-def history_add(run_dirs: Sequence[str | Path],
-                store: str | Path) -> list[history.Added | history.Refused]:
+def history_add(run_dirs: Sequence[str | Path], store: str | Path,
+                on_outcome: Callable[[history.Added | history.Refused], None] | None = None
+                ) -> list[history.Added | history.Refused]:
     """Each run's headline figures added to the history store, once per run; a folder that
-    is refused (`history.Refused`, its one line) leaves the others to be added."""
+    is refused (`history.Refused`, its one line) leaves the others to be added.
+    `on_outcome`: given each folder's outcome as it is known (a store that fails later
+    must not hide what was added before)."""
     folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     store_dir = user_path(store, "--store")
     history.need_pyarrow()  # before any folder is read: nothing can be stored without it
@@ -193,7 +196,7 @@ def history_add(run_dirs: Sequence[str | Path],
                     raise
                 yield history.Refused(path, str(exc))
 
-    done = history.add_runs(runs(), store_dir)
+    done = history.add_runs(runs(), store_dir, on_outcome=on_outcome)
     if any(isinstance(item, history.Added) and item.stored for item in done):
         _compact_where_due(store_dir)
     return done

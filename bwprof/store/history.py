@@ -43,7 +43,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -421,13 +421,17 @@ def _add_one(run: StoredRun, store: Path, target: Path) -> Added:
 
 
 def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
-             now: datetime | None = None) -> list[Added | Refused]:
+             now: datetime | None = None,
+             on_outcome: Callable[[Added | Refused], None] | None = None
+             ) -> list[Added | Refused]:
     """Add each saved run's headline figures to the store, each run once, and say what
     became of each folder, in order. A run refused (not a finished measurement, no figure,
     another run's id: `Refused`, one line) is left out and the others are added; `saved`
     may hold folders already refused when loaded. `saved` is read once, each run kept only
     as its stored rows (a generator loads one folder at a time). A store that cannot be
-    written is an OutputError (exit 3) naming the file; the runs added before it stay."""
+    written is an OutputError (exit 3) naming the file; the runs added before it stay.
+    `on_outcome` is given each folder's outcome, in order, as soon as it is known: those
+    before a store that cannot be written are said before its error."""
     need_pyarrow()
     added = now or datetime.now(timezone.utc)
     outcomes: list[StoredRun | Refused] = []
@@ -451,29 +455,31 @@ def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
                     f"{shown(item.source)} and {shown(other.source)} both claim run_id "
                     f"{one_line(item.run_id)!r} with different results: refused; add the "
                     "one that is the run"))
-    if any(isinstance(item, StoredRun) for item in outcomes):
-        _store_folder(store)
     done: list[Added | Refused] = []
     first: dict[str, Added | Refused] = {}
+    made = False
     for item in outcomes:
+        outcome: Added | Refused
         if isinstance(item, Refused):
-            done.append(item)
-            continue
-        target = store / item.file_name
-        earlier = first.get(item.key)
-        if isinstance(earlier, Refused):
-            done.append(Refused(item.source, earlier.why))
+            outcome = item
+        elif isinstance(earlier := first.get(item.key), Refused):
+            outcome = Refused(item.source, earlier.why)
         elif earlier is not None:
-            done.append(Added(item, target, False))
+            outcome = Added(item, store / item.file_name, False)
         else:
+            if not made:
+                _store_folder(store)
+                made = True
             try:
-                outcome: Added | Refused = _add_one(item, store, target)
+                outcome = _add_one(item, store, store / item.file_name)
             except BwprofError as exc:
                 if exc.exit_code != EXIT_USAGE:
                     raise
                 outcome = Refused(item.source, str(exc))
             first[item.key] = outcome
-            done.append(outcome)
+        done.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
     return done
 
 

@@ -285,3 +285,33 @@ def test_a_run_without_run_id_is_one_run_by_any_path(tmp_path):
         assert done.exit_code == 0, done.output
     assert len([name for name in store_names(store) if name.endswith(".parquet")]) == 1
     assert done.output.startswith("already stored: box-20261201T000000Z@")
+
+
+def test_a_store_failing_mid_batch_hides_no_earlier_outcome(tmp_path, monkeypatch, capsys):
+    """Each folder's outcome is said as it is known: a write failure later in the batch
+    (exit 3) came before every line, and the runs added and the folders refused went
+    unsaid."""
+    import errno
+
+    from bwprof import cli
+    from bwprof.errors import EXIT_OUTPUT, write_failure
+
+    runs = [make_run(tmp_path / "runs", f"w1-{n}", started=f"2026-12-0{n}T00:00:00+00:00")
+            for n in (1, 2, 3)]
+    real, calls = history.publish_new, []
+
+    def full_on_second(target, write, kept=None, option="--out", folder=None):
+        calls.append(target)
+        if len(calls) == 2:
+            raise write_failure(target, OSError(errno.ENOSPC, "No space left on device"),
+                                option=option)
+        return real(target, write, kept, option)
+
+    monkeypatch.setattr(history, "publish_new", full_on_second)
+    code = cli.main(["history", "add", str(runs[0]), str(tmp_path / "nonexistent"),
+                     str(runs[1]), str(runs[2]), "--store", str(tmp_path / "store")])
+    captured = capsys.readouterr()
+    assert code == EXIT_OUTPUT
+    assert captured.out.startswith("added w1-1 (")
+    errors = captured.err.splitlines()
+    assert len(errors) == 2 and "nonexistent" in errors[0] and "No space left" in errors[1]
