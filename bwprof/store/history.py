@@ -37,6 +37,7 @@ replaces it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -44,7 +45,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from io import BytesIO
@@ -381,13 +382,24 @@ STORE_LOCK = ".bwprof-history.lock"
 name at once; adding a new run never waits for it (a hard link never replaces a file)."""
 
 
+def _open_lock(path: Path) -> int:
+    """A lock file of the store opened to be flocked: made 0o666 (the umask applies), so
+    every user of a store shared by several can take it; where opening it for writing is
+    refused (EACCES: another user's file of mode 0644), opened read-only, as flock needs no
+    more (on local file systems). OutputError (exit 3) where it cannot be opened at all."""
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, os.O_CREAT | os.O_RDWR | flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.EACCES:
+            with suppress(OSError):
+                return os.open(path, os.O_RDONLY | flags)
+        raise write_failure(path, exc, option=STORE_OPTION) from None
+
+
 @contextmanager
 def _store_locked(store: Path) -> Iterator[None]:
-    path = store / STORE_LOCK
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise write_failure(path, exc, option=STORE_OPTION) from None
+    fd = _open_lock(store / STORE_LOCK)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -1011,11 +1023,7 @@ def compact(store: Path, *, wait: bool = True) -> Compacted | None:
 
     need_pyarrow()
     store_files(store)  # a store that is not a readable folder: one line
-    lock = store / INDEX_LOCK
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise write_failure(lock, exc, option=STORE_OPTION) from None
+    fd = _open_lock(store / INDEX_LOCK)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))

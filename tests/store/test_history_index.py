@@ -228,3 +228,31 @@ def test_a_run_file_whose_name_is_not_utf8_is_read_from_itself(tmp_path):
     assert done.exit_code == 0, done.output
     assert "compacted 3 run file(s)" in done.output and "is not UTF-8" in done.output
     assert history.read_store(store)["run_key"].nunique() == 4
+
+
+# Catches (issue 37 review): lock files were made 0644 and opened for writing, so in a store
+# shared by several users the second user's compaction (or replacing an empty entry) exit 3
+def test_a_store_shared_by_several_users_can_be_locked_by_each(tmp_path, monkeypatch):
+    import errno
+    import stat
+
+    store = tmp_path / "store"
+    _add(_runs(tmp_path / "runs", range(1, 2)), store)
+    old = os.umask(0)
+    try:
+        done = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    finally:
+        os.umask(old)
+    assert done.exit_code == 0, done.output
+    assert stat.S_IMODE((store / history.INDEX_LOCK).stat().st_mode) == 0o666
+    real = os.open
+
+    def another_users(path, flags, *args, **kwargs):  # root is never refused: refused here
+        if os.fspath(path).endswith(".lock") and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", another_users)
+    done = runner.invoke(app, ["history", "compact", "--store", str(store)])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("compacted 2 run file(s)")
