@@ -24,6 +24,7 @@ import pandas as pd
 from bwprof.analysis.summary import SUMMARY_FILE
 from bwprof.errors import BwprofError, OutputError, write_failure
 from bwprof.schema.columns import COLUMNS_FILE, dictionary_frame
+from bwprof.schema.reading import link_note
 from bwprof.schema.table import (
     RESULT_DTYPES,
     ResultDtype,
@@ -107,12 +108,9 @@ def refuse_link(folder: Path) -> None:
     report, any folder the user can write)."""
     if not os.path.islink(folder):
         return
-    try:
-        to = f" (to {shown(Path(os.readlink(folder)))})"
-    except OSError:
-        to = ""
-    raise BwprofError(f"{shown(folder)} is a symbolic link{to}; bwprof never writes through a "
-                      "link inside a run folder: remove it, or pass --out DIR")
+    raise BwprofError(f"{shown(folder)} is a symbolic link{link_note(folder)}; bwprof never "
+                      "writes through a link inside a run folder: remove it, or pass --out "
+                      "DIR")
 
 
 def read_timings(path: Path) -> pd.DataFrame:

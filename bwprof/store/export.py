@@ -30,7 +30,7 @@ from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import CSV_COLUMNS, SCHEMA_VERSION, TIMING_COLUMNS, ResultRow
 from bwprof.schema.text import json_ready, printable
 from bwprof.store import runlock
-from bwprof.store.atomic import write_csv_atomic, write_json_atomic
+from bwprof.store.atomic import no_follow_opener, write_csv_atomic, write_json_atomic
 
 RESULTS_FILE = "results.csv"
 SAMPLES_FILE = "samples.csv"
@@ -219,10 +219,6 @@ def _csv_bytes(rows: Iterable[Sequence[object]]) -> bytes:
     return text.getvalue().encode("utf-8")
 
 
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, 0o644)
-
-
 class _RowFile:
     """One CSV file written a row at a time, straight to the file (no buffer that could
     hold half a row): a write that fails is taken back to the last whole row."""
@@ -230,7 +226,7 @@ class _RowFile:
     def __init__(self, path: Path, header: Sequence[str]) -> None:
         self.path = path
         # Never through a link planted at its name in the claimed folder meanwhile.
-        self._file = open(path, "wb", buffering=0, opener=_no_follow)  # noqa: SIM115
+        self._file = open(path, "wb", buffering=0, opener=no_follow_opener())  # noqa: SIM115
         self.size = 0
         try:
             self.append(_csv_bytes([header]))

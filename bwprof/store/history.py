@@ -59,7 +59,7 @@ from bwprof.schema.meta import GpuMeta, RunMeta
 from bwprof.schema.reading import MAX_TABLE_BYTES, Unreadable, file_size, read_bytes
 from bwprof.schema.table import is_missing
 from bwprof.schema.text import one_line, shown
-from bwprof.store.atomic import atomic_file, publish_new
+from bwprof.store.atomic import atomic_file, no_follow_opener, publish_new
 from bwprof.store.export import RESULTS_FILE
 from bwprof.store.formats import cell_float, plain
 from bwprof.store.runfolder import RESULTS_PARQUET, RunFolder
@@ -545,6 +545,12 @@ def store_files(store: Path) -> list[Path]:
             and not is_debris(name)]
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message (pyarrow's run to several), or its type's name
+    where it says nothing."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 class OtherVersion(BwprofError):
     """A store file of another history version: read by the bwprof that wrote it."""
 
@@ -571,7 +577,7 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
     except MemoryError:
         raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
     except Exception as exc:  # pyarrow's own error types for a damaged file
-        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        why = _first_line(exc)
         raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
     names = table.column_names
     missing = [name for name in COLUMN_NAMES if name not in names and name not in LATER_COLUMNS]
@@ -788,7 +794,7 @@ def _scan(fragments: list[Any], where: Any, notes: list[str],
                 raise BwprofError(f"cannot read {shown(Path(fragment.path))}: not enough "
                                   "memory") from None
             except Exception as exc:
-                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                why = _first_line(exc)
                 notes.append(f"left out: cannot read {shown(Path(fragment.path))}: "
                              f"{one_line(why)}")
         table = pa.concat_tables(tables) if tables else schema.empty_table().append_column(
@@ -878,7 +884,8 @@ def _opened_index(store: Path) -> Iterator[tuple[Any, dict[str, list[Any]]] | No
 
     path = store / INDEX_FILE
     try:
-        handle = open(path, "rb", opener=_read_no_follow)  # noqa: SIM115 (closed below)
+        reading = no_follow_opener(extra=os.O_NONBLOCK | os.O_CLOEXEC)
+        handle = open(path, "rb", opener=reading)  # noqa: SIM115 (closed below)
     except FileNotFoundError:
         yield None
         return
@@ -894,7 +901,7 @@ def _opened_index(store: Path) -> Iterator[tuple[Any, dict[str, list[Any]]] | No
             schema = index.schema_arrow
             covers = json.loads((schema.metadata or {})[_INDEX_KEY])
         except Exception as exc:  # a damaged or foreign file
-            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            why = _first_line(exc)
             raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
         if (not isinstance(covers, dict) or covers.get("version") != INDEX_VERSION
                 or covers.get("history_version") != HISTORY_VERSION
@@ -902,10 +909,6 @@ def _opened_index(store: Path) -> Iterator[tuple[Any, dict[str, list[Any]]] | No
                 or not schema.remove_metadata().equals(_index_schema())):
             raise BwprofError(f"{shown(path)} is not an index this bwprof writes")
         yield index, covers["files"]
-
-
-def _read_no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence[str],
@@ -936,7 +939,7 @@ def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence
                 raise BwprofError("cannot read the history store's index: not enough "
                                   "memory") from None
             except Exception as exc:  # damaged pages: the run files say it all
-                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                why = _first_line(exc)
                 notes.append(f"cannot read {shown(store / INDEX_FILE)}: {one_line(why)}: "
                              f"{again}")
                 return None, set()
@@ -977,7 +980,7 @@ def _kept_from_index(store: Path, now: dict[str, tuple[int, int, int]]
             raise BwprofError("cannot read the history store's index: not enough "
                               "memory") from None
         except Exception as exc:  # damaged pages: every file is read again
-            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            why = _first_line(exc)
             raise BwprofError(f"cannot read {shown(store / INDEX_FILE)}: "
                               f"{one_line(why)}") from None
         rows = table.filter(pc.is_in(table.column(RUN_FILE),

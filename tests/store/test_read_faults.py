@@ -814,3 +814,22 @@ def test_a_link_to_nothing_is_one_line(run_copy, capsys):
     (run / "results.csv").symlink_to("gone.csv")
     assert_one_line_error(*cli(capsys, "report", run, "--no-plots"),
                           fragment=f"{LINK} (to gone.csv) to nothing")
+
+
+# Catches (issue 37 review): the open refused as a link (ELOOP) and the file gone before the
+# lstat that was to say so: FileNotFoundError raised out of the error handler
+def test_a_file_that_became_a_link_and_vanished_at_the_open_is_one_line(run_copy, capsys,
+                                                                        monkeypatch):
+    import errno
+
+    run = run_copy("host-ddr-v2")
+    real_open = os.open
+
+    def vanish(path, flags, *args, **kwargs):
+        if Path(path).name == "results.csv" and flags & os.O_NOFOLLOW:
+            Path(path).unlink()
+            raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", vanish)
+    assert_one_line_error(*cli(capsys, "report", run, "--no-plots"), fragment="results.csv")
