@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 from rich.console import Console
@@ -174,6 +174,17 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
     return result, written
 
 
+def _stored_gpu(gpu: str, rows: Any) -> str:
+    """`--gpu` as the store's rows hold it (`history.capped_gpu`): the form of it that names
+    a subject, serial or host:device there, else the whole cut."""
+    forms = history.capped_gpu(gpu)
+    if len(forms) == 1 or rows.empty:
+        return forms[0]
+    plain = rows["host"].fillna("?").astype(str) + ":" + rows["device"].fillna("?").astype(str)
+    known = set(rows["subject"]) | set(rows["gpu_serial"].dropna().astype(str)) | set(plain)
+    return next((form for form in forms if form in known), forms[0])
+
+
 def history_add(run_dirs: Sequence[str | Path], store: str | Path,
                 on_outcome: Callable[[history.Added | history.Refused], None] | None = None
                 ) -> list[history.Added | history.Refused]:
@@ -272,9 +283,9 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
                           "plots there would break readers of the store "
                           "(pandas.read_parquet reads every folder in it); choose an --out "
                           "outside it")
-    # The store's texts are read cut to history.MAX_TEXT: a --gpu or --case as long is
-    # matched cut the same way (the scan, before the cut, matches it whole).
-    shown_gpu = None if gpu is None else history.capped_text(gpu)
+    # The store's texts are read cut to history.MAX_TEXT, each of host, box and device on
+    # its own: a --gpu or --case as long is matched cut the same way (the scan, before the
+    # cut, matches it whole).
     shown_case = None if case is None else history.capped_text(case)
     notes: list[str] = []
     # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
@@ -282,6 +293,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
     fleet = trends.figures(history.read_store(store_dir, notes, case=case,
                                               gpu=None if plots else gpu,
                                               columns=TREND_COLUMNS))
+    shown_gpu = None if gpu is None else _stored_gpu(gpu, fleet)
     try:
         if fleet.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to follow")

@@ -715,6 +715,19 @@ def scan_filter(gpu: str | None = None, case: str | None = None) -> Any:
     return parts[0] & parts[1] if len(parts) > 1 else parts[0]
 
 
+def capped_gpu(gpu: str) -> list[str]:
+    """The forms a `--gpu` may take in the store's texts as read (`capped`: each of the
+    UUID, serial, host, box and device cut on its own to MAX_TEXT), at every ':' and '#'
+    it could be split at (as `scan_filter`): the whole first."""
+    forms = [capped_text(gpu)]
+    for cut in (i for i, char in enumerate(gpu) if char == ":"):
+        host, device = gpu[:cut], capped_text(gpu[cut + 1:])
+        forms.append(f"{capped_text(host)}:{device}")
+        for mark in (i for i, char in enumerate(host) if char == "#"):
+            forms.append(f"{capped_text(host[:mark])}#{capped_text(host[mark + 1:])}:{device}")
+    return list(dict.fromkeys(forms))
+
+
 SCAN_FILES = 1000
 """Files scanned at once: their footers are kept for the scan, so a store of 10,000 runs
 is read a thousand files at a time, and its memory does not grow with the store."""

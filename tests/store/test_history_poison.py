@@ -315,3 +315,21 @@ def test_a_store_failing_mid_batch_hides_no_earlier_outcome(tmp_path, monkeypatc
     assert captured.out.startswith("added w1-1 (")
     errors = captured.err.splitlines()
     assert len(errors) == 2 and "nonexistent" in errors[0] and "No space left" in errors[1]
+
+
+def test_a_long_host_colon_device_gpu_is_cut_as_the_store_cuts_it(tmp_path):
+    """The store cuts host and device each on its own: a --gpu HOST:DEVICE of more than
+    MAX_TEXT characters, cut whole, named no stored figure."""
+    store = _small_store(tmp_path)
+    host = "h" * 300
+    for path in sorted(store.glob("run-*.parquet")):
+        table = pq.read_table(path)
+        for column, value in (("host", host), ("gpu_uuid", None), ("gpu_serial", None)):
+            index = table.schema.get_field_index(column)
+            table = table.set_column(index, column, pa.array([value] * len(table), pa.string()))
+        path.unlink()
+        pq.write_table(table, path)
+    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
+                               "--gpu", f"{host}:gpu0"])
+    assert done.exit_code == 0, done.output[-500:]
+    assert "on 1 host(s)" in done.output, done.output[-500:]
