@@ -234,26 +234,36 @@ def _plots(run: Run, out_dir: Path, notes: list[str],
     by this bwprof and unchanged, keeps them (`plotcache`): nothing is drawn again."""
     from bwprof.render import plotcache
 
-    cached = run.path is None or out_dir.resolve() != run.path.resolve()
-    key = plotcache.plot_key(run) if cached else None
-    if cached:
+    if run.path is not None and out_dir.resolve() == run.path.resolve():
+        return _drawn(run, out_dir, notes, pictures)[0]
+    with plotcache.held(out_dir) as held:  # another report drawing here waits its turn
+        key = plotcache.plot_key(run) if held else None
         found = plotcache.reuse(out_dir, key, pictures is not None)
         if found is not None:
             notes += found.notes
             if pictures is not None and found.pictures is not None:
                 pictures += found.pictures
             return found.files
+        before = plotcache.written_before(out_dir) if held else {}
         plotcache.record(out_dir, None, plotcache.Drawn([], [], None))  # none while drawing
+        files, mine, drawn = _drawn(run, out_dir, notes, pictures)
+        if not any(note.startswith(PLOTS_FAILED) for note in mine):
+            plotcache.remove_stale(out_dir, before, files)
+            plotcache.record(out_dir, key, plotcache.Drawn(files, mine, drawn))
+        return files
+
+
+def _drawn(run: Run, out_dir: Path, notes: list[str], pictures: list[Picture] | None
+           ) -> tuple[list[Path], list[str], list[Picture] | None]:
+    """Draw the plots: the files, the notes drawing gave (added to `notes` too) and the
+    page's pictures (added to `pictures`, where one is given)."""
     mine: list[str] = []
     drawn: list[Picture] = []
     files = _draw(run, out_dir, mine, drawn if pictures is not None else None)
     notes += mine
     if pictures is not None:
         pictures += drawn
-    if cached and not any(note.startswith(PLOTS_FAILED) for note in mine):
-        plotcache.record(out_dir, key, plotcache.Drawn(files, mine, drawn if pictures is not None
-                                                       else None))
-    return files
+    return files, mine, drawn if pictures is not None else None
 
 
 PLOTS_FAILED = "plots not written:"

@@ -10,14 +10,24 @@ only where the key is the same and every file is still the one written (a file c
 removed draws them all again); a page's pictures (SVG) are kept in the manifest, so `report
 --html` reuses them too. Anything unreadable in the manifest is a miss, never an error: the
 plots are drawn as before.
+
+Two reports into one folder at once take turns (`held`: an flock on the folder itself), so
+a manifest never records the other's files under its key. A report that draws removes the
+plots the folder's previous manifest says bwprof wrote there and this report did not write
+(another run's P2P heatmap, say), each only where it is still the very file written (its
+SHA-256): never a file of the user's.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
-from contextlib import suppress
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,6 +44,9 @@ if TYPE_CHECKING:
 
 MANIFEST = ".bwprof-plots.json"
 MANIFEST_VERSION = 1
+LOCK_WAIT_S = 300.0
+"""How long a report waits for another drawing into the same folder before it draws without
+the manifest (it then records none: a later report draws again)."""
 
 
 @cache
@@ -157,3 +170,67 @@ def record(out_dir: Path, key: str | None, drawn: Drawn) -> None:
     }
     with suppress(OSError, ValueError, BwprofError), atomic_file(target) as handle:
         json.dump(manifest, handle)
+
+
+@contextmanager
+def held(out_dir: Path) -> Iterator[bool]:
+    """The report folder held against another bwprof drawing into it at the same moment:
+    an exclusive flock on the folder itself (nothing is left in it), waited for up to
+    LOCK_WAIT_S. Yields whether it is held: False where the folder cannot be locked (a file
+    system without flock) or the wait ran out; then no manifest may be written."""
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    locked = False
+                    break
+                time.sleep(0.05)
+            except OSError:  # no flock here (some network file systems)
+                locked = False
+                break
+        yield locked
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def written_before(out_dir: Path) -> dict[str, str]:
+    """{file name: SHA-256} of the plots the folder's manifest says bwprof wrote there (any
+    key); {} where there is none or it cannot be read."""
+    try:
+        manifest = json.loads(_read(out_dir / MANIFEST).decode("utf-8"))
+        files = manifest["files"] if manifest.get("version") == MANIFEST_VERSION else {}
+        return {str(name): str(sha) for name, sha in files.items()
+                if isinstance(name, str) and Path(name).name == name and name != MANIFEST}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def remove_stale(out_dir: Path, before: dict[str, str], written: list[Path]) -> list[str]:
+    """Remove the files bwprof wrote before (`written_before`) that this report did not
+    write, each only where it is still that very file (a regular file of the same SHA-256:
+    one the user replaced or made since stays); the names removed."""
+    kept = {path.name for path in written}
+    removed = []
+    for name, sha in before.items():
+        if name in kept:
+            continue
+        path = out_dir / name
+        try:
+            if _sha(path) != sha:
+                continue
+            path.unlink()
+        except OSError:  # gone, unreadable, a link: not ours to remove
+            continue
+        removed.append(name)
+    return removed
+

@@ -104,3 +104,71 @@ def test_a_plot_or_manifest_planted_as_a_link_is_drawn_again(run_copy, tmp_path,
     drawn.clear()
     _report(run, out)
     assert drawn and not manifest.is_symlink()
+
+
+# Catches (issue 36): two reports into one folder at once, each hashing the files on disk
+# after drawing, could record the other's plots under its own key (a later report of one
+# run then kept the other run's pictures); a report now waits for the one drawing there
+def test_a_report_waits_while_another_draws_into_its_folder(run_copy, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from bwprof.render import plotcache
+
+    run, out = run_copy("host-ddr"), tmp_path / "out"
+    out.mkdir()
+    with plotcache.held(out) as held:
+        assert held
+        report = subprocess.Popen([sys.executable, "-m", "bwprof", "report", str(run),
+                                   "--out", str(out)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not (out / "results.parquet").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the report's files before the plots are written
+        time.sleep(2)
+        assert report.poll() is None and not list(out.glob("*.png"))
+        assert not (out / MANIFEST).exists()
+    assert report.wait(timeout=120) == 0
+    assert list(out.glob("*.png")) and (out / MANIFEST).exists()
+
+
+def test_two_reports_into_one_folder_at_once_leave_a_true_manifest(run_copy, tmp_path):
+    import hashlib
+    import subprocess
+    import sys
+
+    runs, out = [run_copy("host-ddr"), run_copy("sim-a")], tmp_path / "out"
+    out.mkdir()
+    reports = [subprocess.Popen([sys.executable, "-m", "bwprof", "report", str(run), "--out",
+                                 str(out)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+               for run in runs]
+    assert [report.wait(timeout=300) for report in reports] == [0, 0]
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert set(manifest["files"]) in ({"bandwidth_vs_size.png", "summary_vs_peak.png"},
+                                      {"bandwidth_vs_size.png", "summary_vs_peak.png",
+                                       "p2p_heatmap.png"})  # one run's plots, whole
+    for name, sha in manifest["files"].items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == sha, name
+    assert {p.name for p in out.glob("*.png")} == set(manifest["files"])  # no leftovers
+
+
+# Catches (issue 36): a folder reused for another run kept the plots of the first that the
+# second does not draw (sim-a's p2p_heatmap.png beside host-ddr's plots), as if they were its
+def test_another_runs_plots_are_removed_never_a_users_file(run_copy, tmp_path):
+    run, other, out = run_copy("sim-a"), run_copy("host-ddr"), tmp_path / "out"
+    _report(run, out)
+    first = {p.name for p in out.glob("*.png")}
+    assert "p2p_heatmap.png" in first and "summary_vs_peak.png" in first
+    (out / "mine.png").write_bytes(b"a user's picture")
+    (out / "bandwidth_vs_size.png").write_bytes(b"edited by the user")  # drawn again anyway
+    _report(other, out)
+    assert {p.name for p in out.glob("*.png")} == {"bandwidth_vs_size.png",
+                                                   "summary_vs_peak.png", "mine.png"}
+    assert (out / "mine.png").read_bytes() == b"a user's picture"
+    # A plot of the first run the user changed since is the user's now: it stays.
+    _report(run, out)
+    (out / "p2p_heatmap.png").write_bytes(b"annotated by the user")
+    _report(other, out)
+    assert (out / "p2p_heatmap.png").read_bytes() == b"annotated by the user"
