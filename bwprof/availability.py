@@ -5,6 +5,13 @@ MPI launch's environment, and whether the machine has an NVIDIA driver at all. O
 driver is present are CuPy, Numba and NVML loaded to count and describe the GPUs (the GPU
 executor's own answer); without one the answer is the GPU probe's, without importing them:
 `bwprof list` stays well under a second on a machine without a GPU.
+
+Inside an MPI launch (mpirun or srun started `bwprof list` as one of several ranks) the
+answer is what `bwprof run` there would do: the MPI cases run (where mpi4py is installed),
+and a rank that shares its node with others holds one GPU of it, as a fleet run's rank does
+(the cases needing every GPU of the node, or two GPUs, are waived). The launch itself is
+told by the caller (`bwprof.fleet.comm`'s reading of the launcher's variables), without
+loading MPI.
 """
 
 from __future__ import annotations
@@ -13,10 +20,16 @@ import ctypes
 import importlib.util
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bwprof.casespec import CaseSpec
 
+if TYPE_CHECKING:
+    from bwprof.executor import Executor
+
 NO_MPI_REASON = "needs an MPI launch of 2 ranks or more: mpirun -n 2 bwprof run --mpi (or srun)"
+NO_MPI4PY_REASON = ("needs mpi4py in this MPI launch: pip install 'bwprof[mpi]' (and an MPI "
+                    "library)")
 DRIVER_PROC = "/proc/driver/nvidia"
 """The NVIDIA kernel driver's folder: present wherever the driver is loaded."""
 DRIVER_LIBRARY = "libcuda.so.1"
@@ -64,15 +77,31 @@ def _host_reasons(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
     return reasons
 
 
-def _gpu_reasons(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
+def _gpu_count() -> int:
+    from bwprof.gpu.runtime import probe
+
+    return probe().count
+
+
+def _gpu_executor(only: list[int] | None) -> Executor:
+    from bwprof.api import gpu_executor
+
+    return gpu_executor(only=only)[0]
+
+
+def _gpu_reasons(cases: Sequence[CaseSpec], local: tuple[int, int] | None = None
+                 ) -> dict[str, str | None]:
     """The GPU executor's answers: from the probe's reason without a driver, else from the
-    executor itself (it counts and describes the GPUs)."""
+    executor itself (it counts and describes the GPUs), holding the GPU a fleet rank would
+    where `local` (local rank, ranks on the node) has several ranks on the node."""
     if not has_nvidia_driver():
         reason = _no_driver_reason()
         return {case.key: reason for case in cases}
-    from bwprof.api import gpu_executor
-
-    executor = gpu_executor()[0]
+    share = None
+    if local is not None and local[1] > 1:  # as bwprof.fleet.run._gpu_share
+        count = _gpu_count()
+        share = [local[0] % count] if count else []
+    executor = _gpu_executor(share)
     try:
         reasons: dict[str, str | None] = {}
         for case in cases:
@@ -83,18 +112,27 @@ def _gpu_reasons(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
         executor.close()
 
 
-def case_availability(cases: Sequence[CaseSpec]) -> dict[str, str | None]:
+def _mpi_reason(ranks: int | None) -> str | None:
+    """Why the MPI cases cannot run: no launch of 2 ranks or more, or no mpi4py to run them."""
+    if ranks is None or ranks < 2:
+        return NO_MPI_REASON
+    return None if importlib.util.find_spec("mpi4py") is not None else NO_MPI4PY_REASON
+
+
+def case_availability(cases: Sequence[CaseSpec], ranks: int | None = None,
+                      local: tuple[int, int] | None = None) -> dict[str, str | None]:
     """Why each case cannot run on this machine (None where it can), without measuring, in
-    the order of `cases`."""
+    the order of `cases`. Inside an MPI launch, `ranks` (how many) and `local` (this rank's
+    place among the ranks on its node, and their number) say what a fleet run would do."""
     by_target: dict[str, list[CaseSpec]] = {}
     for case in cases:
         by_target.setdefault(case.target, []).append(case)
     found: dict[str, str | None] = {}
     for target, mine in by_target.items():
         if target == "gpu":
-            found.update(_gpu_reasons(mine))
+            found.update(_gpu_reasons(mine, local))
         elif target == "mpi":
-            found.update({case.key: NO_MPI_REASON for case in mine})
+            found.update({case.key: _mpi_reason(ranks) for case in mine})
         else:
             found.update(_host_reasons(mine))
     return {case.key: found[case.key] for case in cases}

@@ -617,13 +617,20 @@ def accept_command(
 
 @app.command("list")
 def list_command() -> None:
-    """Every case key with a one-line description and whether it can run here."""
+    """Every case key with a one-line description and whether it can run here (in an MPI
+    launch: what `bwprof run` would do there, said once, by rank 0)."""
+    from bwprof.fleet.comm import launch_size, local_from_environment, rank_from_environment
+
+    ranks = launch_size()
+    if ranks is not None and (rank_from_environment() or 0) != 0:
+        return  # one table for the launch, not one per rank
     if any(name.startswith("NUMBA_") for name in os.environ):
         _numba_ready()  # a NUMBA_* variable numba cannot use is one line here too
     from bwprof.availability import case_availability  # not bwprof.api: pandas, numba
     from bwprof.cases import CASES
 
-    availability = case_availability(CASES)
+    local = local_from_environment() if ranks is not None else None
+    availability = case_availability(CASES, ranks=ranks, local=local)
     reasons = list(dict.fromkeys(why for why in availability.values() if why is not None))
     width = max(len(case.key) for case in CASES)
     typer.echo(f"{'key':<{width}}  target  figure      here  description")
@@ -638,6 +645,11 @@ def list_command() -> None:
         )
     for number, why in enumerate(reasons, start=1):
         typer.echo(f"no{number}: {why}")
+    if ranks is not None:
+        node = (f"; rank 0 shares its node with {local[1] - 1} other rank(s) and holds one "
+                "GPU of it" if local is not None and local[1] > 1 else "")
+        typer.echo(f"here: rank 0 of an MPI launch of {ranks} ranks, as `bwprof run` in it "
+                   f"would measure{node}")
 
 
 @app.command("info")

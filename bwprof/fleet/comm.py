@@ -65,14 +65,61 @@ def _slurm_task(name: str, env: Mapping[str, str]) -> bool:
 
 def launched_by_mpi(environ: Mapping[str, str] | None = None) -> bool:
     """True when mpirun/srun started this process as one of several ranks."""
+    return launch_size(environ) is not None
+
+
+def launch_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """How many ranks mpirun/srun started, this process one of them (2 or more); None
+    outside such a launch."""
     env = os.environ if environ is None else environ
     for name in LAUNCH_SIZE_VARIABLES:
         size = _count(env.get(name))
         if size is not None and size > 1:
             if name.startswith("SLURM_") and not _slurm_task(name, env):
                 continue
-            return True
-    return False
+            return size
+    return None
+
+
+LOCAL_VARIABLES = (("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                   ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+                   ("PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"), ("PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"))
+"""(local rank, ranks on the node) as Open MPI, MPICH's hydra and PMIx set them."""
+
+
+def _slurm_tasks_per_node(text: str | None, node: int | None) -> int | None:
+    """Node `node`'s entry of Slurm's tasks-per-node list ('2(x3),1': three nodes of two
+    tasks, then one of one); None where it cannot be read."""
+    if text is None or node is None:
+        return None
+    counts: list[int] = []
+    for part in text.split(","):
+        found = re.fullmatch(r"([0-9]{1,6})(?:\(x([0-9]{1,6})\))?", part.strip())
+        if found is None:
+            return None
+        counts += [int(found.group(1))] * int(found.group(2) or 1)
+        if len(counts) > node:
+            return counts[node]
+    return None
+
+
+def local_from_environment(environ: Mapping[str, str] | None = None
+                           ) -> tuple[int, int] | None:
+    """(this rank's place among the ranks on its node, how many there are) as the launcher
+    set them, before MPI is initialised (a fleet run asks MPI itself: COMM_TYPE_SHARED);
+    None where no launcher said."""
+    env = os.environ if environ is None else environ
+    for rank_name, size_name in LOCAL_VARIABLES:
+        rank, size = _count(env.get(rank_name)), _count(env.get(size_name))
+        if rank is not None and size is not None and rank < size:
+            return rank, size
+    rank = _count(env.get("SLURM_LOCALID"))
+    size = _slurm_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
+                                 or env.get("SLURM_TASKS_PER_NODE"),
+                                 _count(env.get("SLURM_NODEID")))
+    if rank is not None and size is not None and rank < size:
+        return rank, size
+    return None
 
 
 def rank_from_environment(environ: Mapping[str, str] | None = None) -> int | None:
