@@ -12,8 +12,21 @@ is the one least disturbed). Measured on the stored H200 folder (tests/data/h200
 - `report --no-plots`; `report --html` cold and warm;
 - `list`.
 
-The bars (issue 36): `report` with plots at most 3 s of CPU once the folder holds them (and
-its cold cost printed beside it), `list` at most 0.5 s. Exit 1 where a bar is missed.
+The bars (issue 36): `report` with plots at most 3 s of CPU, a first report (every plot
+drawn) as well as one into a folder that holds them; `list` at most 0.5 s. Exit 1 where a
+bar is missed.
+
+Measured on the 2-vCPU VM the project is developed on, shared with other work (least of 3):
+
+| | before | after |
+|---|---|---|
+| report, plots drawn (cold) | 4.8-5.3 s | 2.8-2.9 s |
+| report --html (cold) | 5.65 s | 3.25 s |
+| `list` | 0.48 s | 0.33-0.38 s |
+
+(before: e878a23's tree; after: the layout kept with no engine, one Line2D of telemetry
+leaders, the collector's thresholds at 50,000; an interleaved A/B of the two trees on the
+same load: 3.70 s -> 3.23 s.)
 
     python benchmarks/report_cost.py [--repeats N] [--folder RUN_DIR]
 """
@@ -92,8 +105,9 @@ def main() -> int:
     for name, seconds in figures.items():
         print(f"{name:<40} {seconds:6.2f} s  {seconds / reference:5.2f}×")
     missed = []
-    if figures["report (plots, warm)"] > REPORT_BAR_S:
-        missed.append(f"report with plots (warm) above {REPORT_BAR_S} s")
+    for kind in ("cold", "warm"):
+        if figures[f"report (plots, {kind})"] > REPORT_BAR_S:
+            missed.append(f"report with plots ({kind}) above {REPORT_BAR_S} s")
     if figures["list"] > LIST_BAR_S:
         missed.append(f"list above {LIST_BAR_S} s")
     for line in missed:
