@@ -21,10 +21,10 @@ Measured on the 2-vCPU VM the project is developed on, shared with other work (l
 | | before | after |
 |---|---|---|
 | report, plots drawn (cold) | 4.8-5.3 s | 2.8-2.9 s |
-| report --html (cold) | 5.65 s | 3.25 s |
+| report --html (cold) | - | 3.25 s |
 | `list` | 0.48 s | 0.33-0.38 s |
 
-(before: e878a23's tree; after: the layout kept with no engine, one Line2D of telemetry
+(before: eb72638's tree, by /usr/bin/time; after: the layout kept with no engine, one Line2D of telemetry
 leaders, the collector's thresholds at 50,000; an interleaved A/B of the two trees on the
 same load: 3.70 s -> 3.23 s.)
 
