@@ -139,7 +139,9 @@ def timeline_figure(case: str, device: str, entries: Sequence[dict], host: str =
     for pipeline_chunked), all on one x scale so the panels compare; an overlap case's panel
     ends with a hatched reference lane, its parts' alone times laid end to end ("one after
     another"), against which the lanes above show what running them together saved."""
-    heights = [max(1, len(e["lanes"])) + (1 if alone_parts(results, e) else 0) for e in entries]
+    alone = [alone_parts(results, e) for e in entries]  # once each: a filter of every row
+    heights = [max(1, len(e["lanes"])) + (1 if parts else 0) for e, parts in zip(entries, alone,
+                                                                                 strict=True)]
     figure = new_figure(10, 1.3 + 0.55 * sum(heights) + 0.75 * len(entries))
     axes = figure.subplots(len(entries), 1, squeeze=False, sharex=True,
                            gridspec_kw={"height_ratios": heights})[:, 0]
@@ -149,7 +151,7 @@ def timeline_figure(case: str, device: str, entries: Sequence[dict], host: str =
     if simulated:
         heading += "\nSIMULATED on the CPU - not a measurement"
     figure.suptitle(heading, fontsize=11)
-    for axis, entry in zip(axes, entries, strict=True):
+    for axis, entry, parts in zip(axes, entries, alone, strict=True):
         lanes = entry["lanes"]
         labels = [lane["label"] for lane in lanes]
         for row, lane in enumerate(lanes):
@@ -158,7 +160,6 @@ def timeline_figure(case: str, device: str, entries: Sequence[dict], host: str =
                              color=COLOURS.get(lane["kind"], "tab:gray"))
             axis.text(start_ms, row, f" {lane['ops']} op(s)", va="center",
                       fontsize=TEXT_POINTS)
-        parts = alone_parts(results, entry)
         if parts:
             row, at = len(lanes), 0.0
             for part, seconds in parts:

@@ -51,3 +51,19 @@ def test_telemetry_names_each_case_over_one_line_of_leaders():
         assert x[0] == ((start + end) / 2 - low) / (high - low)  # the middle of its span
         assert x[1] == name.xy[0] and list(y) == [1.0, plots.SPAN_LEADER_TOP]
     assert all(math.isnan(x) for x in xs[2::3])
+
+
+# Catches: each timeline panel filtered every row of results.csv twice for its reference bar
+# (once for the figure's height, once to draw it)
+def test_each_timeline_panel_looks_up_its_parts_once(monkeypatch):
+    from bwprof.render import timeline
+
+    run = load(DATA / "h200-quick")
+    entries = timeline.read_timelines(DATA / "h200-quick")
+    calls: list[str] = []
+    real = timeline.alone_parts
+    monkeypatch.setattr(timeline, "alone_parts",
+                        lambda results, entry: calls.append(entry["case"])
+                        or real(results, entry))
+    timeline.timeline_figures(entries, "vm", "H200", run.results)
+    assert len(calls) == len(entries)
