@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,16 @@ from typing import Any
 import pandas as pd
 
 from bwprof import api, interrupts
-from bwprof.analysis.findings import findings_frame
+from bwprof.analysis import figures
+from bwprof.analysis.findings import Finding, findings_frame
 from bwprof.analysis.fleet import (  # _headline: one rank's headline rows, as the fleet's
     FIGURE,
     HEADLINE_CASES,
     _headline,
+    box_labels,
+    differing_nodes,
     fleet_findings,
+    slower_nodes,
 )
 from bwprof.coerce import integer, number
 from bwprof.errors import OutputError
@@ -98,21 +103,22 @@ def prefixed(device: object, host: str) -> str:
 
 @dataclass(frozen=True)
 class RankName:
-    """What naming a rank's node takes (`node_names`): its host name and machine identity.
-    A streamed merge gathers these first (small), since one rank's name depends on every
-    other rank's box key, and names each rank's rows as they arrive."""
+    """What naming a rank's node takes (`node_names`): its host name and box key. A streamed
+    merge gathers these first (small), since one rank's name depends on every other rank's
+    box key, and names each rank's rows as they arrive."""
 
     host: str
-    identity: MachineIdentity | None = None
+    box: str | None = None
 
     @property
-    def box(self) -> str | None:
-        return self.identity.box if self.identity is not None else None
+    def label(self) -> str:
+        """'host#box' (`box_label`), the host name alone without a box key."""
+        return box_label(self.host, MachineIdentity(box=self.box, box_source=None))
 
     @classmethod
     def of(cls, report: RankReport) -> RankName:
         host = report.meta.host if report.meta is not None else None
-        return cls(report.host, host.identity if host is not None else None)
+        return cls(report.host, host.box if host is not None else None)
 
 
 def node_names(received: Mapping[int, RankReport | RankName]) -> dict[int, str]:
@@ -125,8 +131,7 @@ def node_names(received: Mapping[int, RankReport | RankName]) -> dict[int, str]:
     for name in named.values():
         if name.box:
             boxes[name.host].add(name.box)
-    return {rank: box_label(name.host, name.identity)
-            if len(boxes[name.host]) > 1 and name.box else name.host
+    return {rank: name.label if len(boxes[name.host]) > 1 and name.box else name.host
             for rank, name in named.items()}
 
 
@@ -291,6 +296,8 @@ def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
 
 # ---- the streamed merge: one rank's records at a time -------------------------------------
 
+PEER_KEYS = ["case", "size_bytes", "direction", "device_name"]
+"""The nodes `slower_nodes` holds against each other: one case, size, direction, model."""
 HEADLINE_KEPT = ("case", "backend", "device", "status", "flags", "size_bytes", "direction",
                  "device_name", FIGURE)
 """What the fleet's slower-node finding reads of a headline row (`slower_nodes`)."""
@@ -344,6 +351,53 @@ class _Lines:
 
     def close(self) -> None:
         self._file.close()
+
+
+class _Picks:
+    """Every rank's headline picks (`_headline`), compact: what the slower-node finding
+    compares (each pick's case, size, model ... once per distinct set; its device and
+    figure in arrays), about 80 bytes a pick instead of a row's 250."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[object, ...], int] = {}
+        self.key = array("l")
+        self.figure = array("d")
+        self.devices: list[str] = []
+
+    def add(self, picked: pd.DataFrame) -> None:
+        shared = [c for c in HEADLINE_KEPT if c not in ("device", FIGURE)]
+        for row in picked.reindex(columns=list(HEADLINE_KEPT)).to_dict("records"):
+            key = tuple(row[c] for c in shared)
+            self.key.append(self.keys.setdefault(key, len(self.keys)))
+            self.figure.append(float(row[FIGURE]))
+            self.devices.append(str(row["device"]))
+
+    def frame(self) -> pd.DataFrame:
+        shared = [c for c in HEADLINE_KEPT if c not in ("device", FIGURE)]
+        keys = list(self.keys)
+        frame = pd.DataFrame([keys[k] for k in self.key], columns=shared)
+        frame["device"] = self.devices
+        frame[FIGURE] = list(self.figure)
+        return frame.reindex(columns=list(HEADLINE_KEPT))
+
+    def findings(self, nodes: Mapping[str, NodeMeta]) -> list[Finding]:
+        """`fleet_findings` over every rank's picks, the slower-node comparison one group
+        of peers at a time (`slower_nodes` makes a record of every row it is given: a
+        group's, not the fleet's, at once); the same findings in the same order."""
+        picks = self.frame()
+        twice = picks.duplicated(["case", "device"], keep=False)
+        if twice.any():  # two ranks of one node measured one device: the fleet's pick
+            drop: list[Any] = []
+            for _, group in picks[twice].groupby(["case", "device"], sort=False):
+                records = group.reset_index().to_dict("records")
+                chosen = figures.pick(records)
+                drop += [r["index"] for r in records if r is not chosen]
+            picks = picks.drop(index=drop)
+        labels = box_labels(nodes)
+        found: list[Finding] = []
+        for _, group in picks.groupby(PEER_KEYS, dropna=False):
+            found += slower_nodes(group, labels)
+        return [*found, *differing_nodes(nodes)]
 
 
 class _NodeSpool(MutableMapping[str, NodeMeta]):
@@ -413,8 +467,8 @@ class MergeStream:
         self.ranks: list[RankMeta] = []
         self.nodes = _NodeSpool()
         self.timelines = _Lines()
-        self.findings: list[dict[str, object]] = []
-        self.headline: list[tuple[object, ...]] = []
+        self.findings = _Lines()
+        self.headline = _Picks()
         self.notes: list[str] = []
         self.first: RunMeta | None = None
         """Rank 0's own metadata: the merged run's, with every node and rank added."""
@@ -452,17 +506,15 @@ class MergeStream:
         """One rank's renamed records: rows and samples to their files, the rest kept."""
         self.ranks += part.ranks
         self.notes += part.notes
-        self.findings += part.findings
+        for finding in part.findings:
+            self.findings.append(finding)
         for timeline in part.timelines:
             self.timelines.append(timeline)
         frame = checked_results(pd.DataFrame(part.rows, columns=list(CSV_COLUMNS)),
                                 self.out / RESULTS_FILE)
         headline = frame[frame["case"].isin(HEADLINE_CASES)]
         if not headline.empty:  # the rank's pick of each (case, device), as the fleet's
-            self.headline += [tuple(sys.intern(v) if isinstance(v, str) else v for v in row)
-                              for row in _headline(headline).reindex(
-                                  columns=list(HEADLINE_KEPT)).itertuples(index=False,
-                                                                          name=None)]
+            self.headline.add(_headline(headline))
         if self.failure is not None:
             return
         try:
@@ -498,10 +550,10 @@ class MergeStream:
         if self.failure is not None:
             meta = replace(meta, interrupted=True, stopped_by=f"output error: {self.failure}")
         findings = findings_frame([])
-        if self.findings:
-            findings = pd.DataFrame(self.findings, columns=list(findings.columns))
-        headline = pd.DataFrame(self.headline, columns=list(HEADLINE_KEPT))
-        findings = pd.concat([findings, findings_frame(fleet_findings(headline, self.nodes))],
+        if self.findings.count:
+            findings = pd.DataFrame(list(self.findings), columns=list(findings.columns))
+        self.findings.close()
+        findings = pd.concat([findings, findings_frame(self.headline.findings(self.nodes))],
                              ignore_index=True)
         try:
             write_csv_atomic(versioned(findings), self.out / FINDINGS_FILE)  # as RunWriter
@@ -527,6 +579,14 @@ class MergeStream:
         self.meta, self.findings_frame = meta, findings
         if self.failure is not None:
             raise self.failure
+
+    def abandon(self) -> None:
+        """Close every file without writing the rest (a merge that failed)."""
+        with suppress(OutputError):
+            if self.writer is not None:
+                self.writer.close()
+        for spool in (self.timelines, self.findings, self.nodes.spool):
+            spool.close()
 
     def result(self, options: Mapping[str, Any]) -> api.RunResult:
         """The merged run read back from its folder, as `bwprof report` reads it, and its

@@ -359,9 +359,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     code = EXIT_FAILED  # what the others exit with if the merge raises
     try:
         with fleet.beating():  # a long merge is no hang to the ranks waiting for its end
-            if failed:
-                raise failed[0]
             assert stream is not None
+            if failed:
+                stream.abandon()
+                raise failed[0]
             stream.close()
             merged = stream.result(options)
         if interrupts.received() and not merged.interrupted:  # held while it merged

@@ -100,7 +100,5 @@ def reports(source: Source, size: int, skip: frozenset[int] = frozenset(),
 def names(size: int, skip: frozenset[int] = frozenset(), per_node: int = 1,
           boxes: dict[int, str] | None = None) -> dict[int, RankName]:
     """What `Fleet.gather` gives rank 0 before the records: each rank's `RankName`."""
-    return {rank: RankName(host_of(rank, per_node),
-                           MachineIdentity(box=box, box_source="machine_id", machine_id=box)
-                           if (box := (boxes or {}).get(rank)) is not None else None)
+    return {rank: RankName(host_of(rank, per_node), (boxes or {}).get(rank))
             for rank in range(size) if rank not in skip}

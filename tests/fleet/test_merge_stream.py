@@ -1,11 +1,14 @@
 """The streamed merge (`MergeStream`, rank 0 taking one rank's report at a time) against the
 in-memory one (`merge`, every report in hand): the same folder, file for file, byte for byte
-(issue 36)."""
+(issue 36), and rank 0's memory flat as the fleet grows."""
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bwprof.fleet.merge import MergeStream, merge
@@ -33,6 +36,9 @@ def _fleet(source: synthetic.Source) -> dict[int, synthetic.RankReport]:
         reports[rank] = synthetic.report(source, rank, box=box)
         reports[rank].host = "node0004"
         assert reports[rank].meta is not None and reports[rank].meta.host is not None
+    for row in reports[5].rows:  # a slow box: below the fleet's median on every path
+        for column in ("value_median", "value_best", "gbps_median", "gbps_best"):
+            row[column] = row[column] * 0.5
     return reports
 
 
@@ -77,6 +83,8 @@ def test_the_streamed_merge_writes_the_in_memory_merges_folder_byte_for_byte(tmp
         "missing"]
     assert got.notes == expected.notes
     assert got.meta == expected.meta
+    whats = set(pd.read_csv(new / "findings.csv")["what"])
+    assert "node node0005#aaaaaaaaaaaa below the fleet median on hbm_triad" in whats
 
 
 def test_the_merged_folder_reads_as_one_run(tmp_path, source):
@@ -146,3 +154,63 @@ def test_the_stream_hands_over_one_rank_at_a_time_in_rank_order(monkeypatch):
     assert sent == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11]
     assert taken[0] == (0, "mine") and taken[1:] == [(r, f"report of {r}") for r in sent[1:]]
     assert sorted(ranks.go) == [r for r in range(1, 12) if r != 9]  # each asked once
+
+
+def _traced(step) -> tuple[int, int]:
+    """(memory still held after `step`, the peak during it), in bytes, Python's own."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kept = step()
+        gc.collect()
+        held, peak = tracemalloc.get_traced_memory()
+        del kept
+        return held, peak
+    finally:
+        tracemalloc.stop()
+
+
+# Catches: rank 0 keeping every rank's rows, samples, nodes or timelines until the end (the
+# in-memory merge: 10 MB more per 10 ranks of this size)
+def test_rank_0s_memory_stays_flat_from_10_to_1000_ranks(tmp_path, source):
+    """A 1,000-rank merge of this size (93 rows, 494 samples a rank) takes minutes here
+    (benchmarks/growth_merge.py measures it: record its figures in docs/fleet.md); this test
+    takes 10 ranks whole, then what 1,000 ranks' names and each further rank leave held
+    (measured over 30 ranks), and holds the 1,000-rank peak so foretold to within 2x."""
+    def whole():
+        stream = MergeStream(tmp_path / "ten", "fleet-1", synthetic.names(10), 10, 60.0)
+        for report in synthetic.reports(source, 10):
+            stream.add(report)
+        stream.close()
+
+    (tmp_path / "ten").mkdir()
+    _, peak_10 = _traced(whole)
+    reports = synthetic.reports(source, 40)
+    stream = None
+
+    def start():  # 1,000 ranks' names, the first 10 ranks merged
+        nonlocal stream
+        stream = MergeStream(tmp_path / "big", "fleet-1", synthetic.names(1000), 1000, 60.0)
+        for _ in range(10):
+            stream.add(next(reports))
+        return stream
+
+    def more():  # 30 ranks more
+        for report in reports:
+            stream.add(report)
+
+    (tmp_path / "big").mkdir()
+    held_10, peak_start = _traced(start)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        more()
+        gc.collect()
+        held_40, peak_more = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    stream.abandon()
+    per_rank = max(0, held_40) / 30  # traced from the 10th rank on: what each rank leaves
+    foretold = max(peak_start, held_10 + peak_more) + 960 * per_rank
+    assert per_rank < 4096, per_rank  # small per-rank records only: fate, name, picks
+    assert foretold <= 2 * peak_10, (foretold, peak_10, per_rank)
