@@ -495,10 +495,13 @@ class MergeStream:
         self._write(part)
         self.next = report.rank + 1
 
-    def _missing_until(self, rank: int) -> None:
-        for missing in range(self.next, rank):
+    def _missing_until(self, rank: int, batch: int = 100) -> None:
+        """The ranks before `rank` not merged are missing: their error rows, `batch` ranks
+        to a write (one row each)."""
+        for first in range(self.next, rank, batch):
             part = _Merged(nodes=self.nodes)
-            part.missing(self.run_id, missing, self.timeout_s)
+            for missing in range(first, min(first + batch, rank)):
+                part.missing(self.run_id, missing, self.timeout_s)
             self._write(part)
         self.next = max(self.next, rank)
 
