@@ -236,19 +236,20 @@ def _plots(run: Run, out_dir: Path, notes: list[str],
 
     if run.path is not None and out_dir.resolve() == run.path.resolve():
         return _drawn(run, out_dir, notes, pictures)[0]
-    with plotcache.held(out_dir) as held:  # another report drawing here waits its turn
-        key = plotcache.plot_key(run) if held else None
+    with plotcache.held(out_dir) as folder:  # another report drawing here waits its turn
+        key = plotcache.plot_key(run) if folder is not None else None
         found = plotcache.reuse(out_dir, key, pictures is not None)
         if found is not None:
             notes += found.notes
             if pictures is not None and found.pictures is not None:
                 pictures += found.pictures
             return found.files
-        before = plotcache.written_before(out_dir) if held else {}
+        before = plotcache.written_before(folder) if folder is not None else {}
         plotcache.record(out_dir, None, plotcache.Drawn([], [], None))  # none while drawing
         files, mine, drawn = _drawn(run, out_dir, notes, pictures)
         if not any(note.startswith(PLOTS_FAILED) for note in mine):
-            plotcache.remove_stale(out_dir, before, files)
+            if folder is not None:
+                plotcache.remove_stale(folder, before, files)
             plotcache.record(out_dir, key, plotcache.Drawn(files, mine, drawn))
         return files
 

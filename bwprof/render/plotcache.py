@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -173,15 +174,16 @@ def record(out_dir: Path, key: str | None, drawn: Drawn) -> None:
 
 
 @contextmanager
-def held(out_dir: Path) -> Iterator[bool]:
+def held(out_dir: Path) -> Iterator[int | None]:
     """The report folder held against another bwprof drawing into it at the same moment:
     an exclusive flock on the folder itself (nothing is left in it), waited for up to
-    LOCK_WAIT_S. Yields whether it is held: False where the folder cannot be locked (a file
-    system without flock) or the wait ran out; then no manifest may be written."""
+    LOCK_WAIT_S. Yields the folder, open (`written_before` and `remove_stale` work inside
+    this very folder, whatever its path names meanwhile), or None where it is not held (a
+    file system without flock, or the wait ran out): then no manifest may be written."""
     try:
         fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        yield False
+        yield None
         return
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
@@ -198,16 +200,29 @@ def held(out_dir: Path) -> Iterator[bool]:
             except OSError:  # no flock here (some network file systems)
                 locked = False
                 break
-        yield locked
+        yield fd if locked else None
     finally:
         os.close(fd)  # closing drops the flock
 
 
-def written_before(out_dir: Path) -> dict[str, str]:
-    """{file name: SHA-256} of the plots the folder's manifest says bwprof wrote there (any
-    key); {} where there is none or it cannot be read."""
+def _read_in(folder: int, name: str) -> bytes:
+    """A regular file directly in the open `folder`, never through a link (OSError)."""
+    from bwprof.schema.reading import MAX_JSON_BYTES
+
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 dir_fd=folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 4 * MAX_JSON_BYTES:
+            raise OSError(f"{name} is not a plot bwprof wrote")
+        return handle.read()
+
+
+def written_before(folder: int) -> dict[str, str]:
+    """{file name: SHA-256} of the plots the manifest of the open `folder` (`held`) says
+    bwprof wrote there (any key); {} where there is none or it cannot be read."""
     try:
-        manifest = json.loads(_read(out_dir / MANIFEST).decode("utf-8"))
+        manifest = json.loads(_read_in(folder, MANIFEST).decode("utf-8"))
         files = manifest["files"] if manifest.get("version") == MANIFEST_VERSION else {}
         return {str(name): str(sha) for name, sha in files.items()
                 if isinstance(name, str) and Path(name).name == name and name != MANIFEST}
@@ -215,20 +230,20 @@ def written_before(out_dir: Path) -> dict[str, str]:
         return {}
 
 
-def remove_stale(out_dir: Path, before: dict[str, str], written: list[Path]) -> list[str]:
-    """Remove the files bwprof wrote before (`written_before`) that this report did not
-    write, each only where it is still that very file (a regular file of the same SHA-256:
-    one the user replaced or made since stays); the names removed."""
+def remove_stale(folder: int, before: dict[str, str], written: list[Path]) -> list[str]:
+    """Remove from the open `folder` (`held`) the files bwprof wrote there before
+    (`written_before`) that this report did not write, each only where it is still that very
+    file (a regular file of the same SHA-256: one the user replaced or made since stays);
+    the names removed."""
     kept = {path.name for path in written}
     removed = []
     for name, sha in before.items():
         if name in kept:
             continue
-        path = out_dir / name
         try:
-            if _sha(path) != sha:
+            if hashlib.sha256(_read_in(folder, name)).hexdigest() != sha:
                 continue
-            path.unlink()
+            os.unlink(name, dir_fd=folder)
         except OSError:  # gone, unreadable, a link: not ours to remove
             continue
         removed.append(name)

@@ -118,8 +118,8 @@ def test_a_report_waits_while_another_draws_into_its_folder(run_copy, tmp_path):
 
     run, out = run_copy("host-ddr"), tmp_path / "out"
     out.mkdir()
-    with plotcache.held(out) as held:
-        assert held
+    with plotcache.held(out) as folder:
+        assert folder is not None
         report = subprocess.Popen([sys.executable, "-m", "bwprof", "report", str(run),
                                    "--out", str(out)], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
