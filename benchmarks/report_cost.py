@@ -24,9 +24,10 @@ Measured on the 2-vCPU VM the project is developed on, shared with other work (l
 | report --html (cold) | - | 3.25 s |
 | `list` | 0.48 s | 0.33-0.38 s |
 
-(before: eb72638's tree, by /usr/bin/time; after: the layout kept with no engine, one Line2D of telemetry
-leaders, the collector's thresholds at 50,000; an interleaved A/B of the two trees on the
-same load: 3.70 s -> 3.23 s.)
+(before: eb72638's tree, by /usr/bin/time; after: the layout kept with no engine, one
+Line2D of telemetry leaders, the collector's thresholds at 50,000; an interleaved A/B of the
+two trees on the same load: 3.70 s -> 3.23 s. The machine is shared: the same tree measured
+2.9 s and 3.9 s cold within minutes, with --no-plots 0.6 s and 1.0 s.)
 
     python benchmarks/report_cost.py [--repeats N] [--folder RUN_DIR]
 """
