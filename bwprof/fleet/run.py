@@ -130,14 +130,17 @@ class BudgetVote:
 
     def __call__(self, asked_s: float | None, steps: tuple[int, ...]) -> tuple[int, ...] | None:
         self.voted = True
-        votes = self.fleet.gather(None if asked_s is None else (asked_s, steps),
-                                  "the --budget plan")
-        chosen = None
-        if votes is not None:
-            valid = [(vote[0], -rank, tuple(vote[1])) for rank, vote in votes.items()
-                     if isinstance(vote, tuple) and len(vote) == 2]
-            chosen = max(valid)[2] if valid else None
-        return self.fleet.bcast(chosen, "the --budget plan")
+        # Held from stop signals: a rank stopped between the gather and the broadcast would
+        # leave its collectives one behind rank 0's (every later step's messages mismatched).
+        with interrupts.deferred():
+            votes = self.fleet.gather(None if asked_s is None else (asked_s, steps),
+                                      "the --budget plan")
+            chosen = None
+            if votes is not None:
+                valid = [(vote[0], -rank, tuple(vote[1])) for rank, vote in votes.items()
+                         if isinstance(vote, tuple) and len(vote) == 2]
+                chosen = max(valid)[2] if valid else None
+            return self.fleet.bcast(chosen, "the --budget plan")
 
     def abstain(self) -> None:
         if not self.voted:

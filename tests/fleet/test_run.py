@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from typer.testing import CliRunner
 
@@ -168,3 +170,23 @@ def test_a_rank_that_never_fitted_a_plan_still_votes_so_the_steps_after_stay_in_
     vote.abstain()
     assert vote.voted and fleet.sent == [(5,)]
     assert fleet_run.BudgetVote(_Votes({1: None}))(None, ()) is None  # nobody voted
+
+
+def test_a_stop_signal_during_the_vote_waits_for_its_broadcast():
+    """A signal between the vote's gather and its broadcast is held until both are done, so
+    the rank's collectives stay in step with rank 0's (then it is raised)."""
+    from bwprof import interrupts
+
+    class _Interrupted(_Votes):
+        def gather(self, value, what):
+            interrupts._handle(signal.SIGTERM, None)  # as if it landed here
+            return super().gather(value, what)
+
+    fleet = _Interrupted({1: (900.0, (5,))})
+    interrupts.reset()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fleet_run.BudgetVote(fleet)(100.0, ())
+        assert fleet.sent == [(5,)]  # the broadcast went out before the stop
+    finally:
+        interrupts.reset()
