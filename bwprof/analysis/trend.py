@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from bwprof.analysis.figures import ratio
 from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import BOX_MARK
@@ -155,10 +157,11 @@ def judge(series: pd.DataFrame, threshold: float) -> Judged | None:
         return None
     latest, earlier = series.iloc[-1], series.iloc[:-1]
     median = float(earlier["figure"].median())
-    if not median:
+    quotient = ratio(float(latest["figure"]), median)
+    if quotient is None:  # an earlier median of 0, or one so small the change overflows
         return None
     lower = bool(latest["lower_is_better"])
-    change = (float(latest["figure"]) / median - 1) * 100
+    change = (quotient - 1) * 100
     fell = change if lower else -change
     limit = median * (1 + threshold / 100 if lower else 1 - threshold / 100)
     return Judged(latest, earlier, median, limit, fell, fell > threshold)
@@ -191,7 +194,7 @@ def falls(rows: pd.DataFrame, threshold: float) -> list[Fall]:
     change = (judged["figure"].astype(float) / earlier - 1) * 100
     lower = judged["lower_is_better"].astype(bool)
     fell = change.where(lower, -change)
-    keep = (earlier != 0) & (fell > threshold)
+    keep = (earlier != 0) & np.isfinite(change) & (fell > threshold)  # as judge's ratio
     sizes = number.value_counts()
     found = []
     for index in judged.index[keep.to_numpy()]:  # only the series that fell

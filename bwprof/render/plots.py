@@ -36,6 +36,7 @@ so plotting is safe to call from a library. Nothing here touches hardware.
 from __future__ import annotations
 
 import math
+import sys
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -977,8 +978,8 @@ def _latency_ticks(axis, values: pd.Series) -> None:
     other minor ticks unlabelled, plain numbers rather than 10^n."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    values = values[values > 0]
-    decades = math.log10(values.max() / values.min()) if len(values) else 0.0
+    values = values[values >= sys.float_info.min]  # a log axis: no 0, nor a subnormal
+    decades = (math.log10(values.max()) - math.log10(values.min())) if len(values) else 0.0
     subs = (1.0, 2.0, 5.0) if decades <= LOG_TICK_DECADES else (1.0,)
     axis.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))

@@ -596,3 +596,19 @@ def test_placing_labels_solves_the_layout_without_drawing_the_figure(monkeypatch
     place_clear(figure, axis, [("point", around((2.0, 4.0)), {})])
     assert layout_solves == ["layout"]
     assert draws == []
+
+
+def test_a_subnormal_latency_gives_its_axis_ticks_without_an_overflow():
+    """A damaged row's latency of 5e-324 ns: left off the log axis' range (as 0 is), not a
+    largest/smallest quotient that overflows (NumPy's warning, an error under -W error)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plots._latency_ticks(axis, pd.Series([5e-324, 0.0, 80.0, 120.0]))
+    finally:
+        plt.close(figure)

@@ -356,6 +356,15 @@ def test_a_latency_that_rose_is_its_fall():
     assert trend.falls(trend.figures(_series([500.0, 510.0, 450.0], False)), 5.0) == []
 
 
+def test_an_earlier_median_too_small_to_divide_by_is_no_fall():
+    """A damaged store's median of 5e-324 (subnormal): the change overflows to inf%, which is
+    no fall to report (as a median of 0 is not), in judge and in falls alike."""
+    for lower in (False, True):
+        rows = trend.figures(_series([5e-324, 5e-324, 600.0], higher_is_better=not lower))
+        assert trend.falls(rows, 5.0) == []
+        assert trend.judge(rows, 5.0) is None
+
+
 @pytest.mark.parametrize("option", ["gpu", "case"])
 def test_a_gpu_or_case_of_thousands_of_characters_is_a_short_line(option):
     """The refusal shows the head and tail of what was given, not 5000 characters."""
