@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -187,6 +188,7 @@ def held(out_dir: Path) -> Iterator[int | None]:
         return
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
+        waited = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -196,6 +198,11 @@ def held(out_dir: Path) -> Iterator[int | None]:
                 if time.monotonic() >= deadline:
                     locked = False
                     break
+                if not waited:  # a silent wait of minutes reads as a hang
+                    with suppress(OSError, ValueError):
+                        print(f"waiting for another bwprof report drawing into {out_dir} "
+                              f"(up to {LOCK_WAIT_S:g} s)", file=sys.stderr, flush=True)
+                    waited = True
                 time.sleep(0.05)
             except OSError:  # no flock here (some network file systems)
                 locked = False

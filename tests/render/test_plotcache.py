@@ -122,14 +122,16 @@ def test_a_report_waits_while_another_draws_into_its_folder(run_copy, tmp_path):
         assert folder is not None
         report = subprocess.Popen([sys.executable, "-m", "bwprof", "report", str(run),
                                    "--out", str(out)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+                                  stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not (out / "results.parquet").exists() and time.monotonic() < deadline:
             time.sleep(0.1)  # the report's files before the plots are written
         time.sleep(2)
         assert report.poll() is None and not list(out.glob("*.png"))
         assert not (out / MANIFEST).exists()
-    assert report.wait(timeout=120) == 0
+    _, said = report.communicate(timeout=120)
+    assert report.returncode == 0
+    assert f"waiting for another bwprof report drawing into {out}" in said  # not silent
     assert list(out.glob("*.png")) and (out / MANIFEST).exists()
 
 
