@@ -171,6 +171,11 @@ class Fleet:
     _pending: list[Any] = field(default_factory=list)
     """Sends given up on: MPI may still read their buffers, so they stay referenced (a
     request dropped while pending frees what MPI then reads: a crash on the receiver)."""
+    _silent: dict[int, str] = field(default_factory=dict)
+    """Peers given up on (silent a whole timeout), with what this rank waited for then: a
+    later step that waits for one gives up at once, so a stopped rank costs the job one
+    timeout, not one per step or per net_p2p job."""
+    _last_beat: float = float("-inf")
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -226,22 +231,43 @@ class Fleet:
         return heard
 
     def _timeout(self, what: str, peer: int | None) -> FleetTimeout:
+        """The error of a wait that ran out; `peer` is remembered as silent."""
         silent = "" if peer is None else f" from rank {peer}, silent all that time"
-        return FleetTimeout(f"rank {self.rank} waited {self.timeout_s:g} s for {what}{silent}")
+        message = f"rank {self.rank} waited {self.timeout_s:g} s for {what}{silent}"
+        if peer is not None:
+            self._silent.setdefault(peer, message)
+        return FleetTimeout(message)
+
+    def silent(self, peer: int) -> str | None:
+        """Why `peer` was given up on (the wait that ran out), or None: it was not."""
+        return self._silent.get(peer)
+
+    def _gave_up(self, what: str, peer: int) -> FleetTimeout:
+        return FleetTimeout(f"rank {self.rank} gave up at once on {what} from rank {peer}: "
+                            f"it went silent earlier ({self._silent[peer]})")
 
     def _poll(self, ready: Callable[[], tuple[bool, Any]], what: str,
               peer: int | None) -> Any:
         """Poll `ready` until it says done, or FleetTimeout after timeout_s without a
-        heartbeat from `peer` (the rank it depends on; without one, timeout_s in all)."""
+        heartbeat from `peer` (the rank it depends on; without one, timeout_s in all); at
+        once where `peer` went silent before. A rank other than 0 that waits for a third
+        rank beats to rank 0 meanwhile (rank 0 may wait for it: it is alive, not silent)."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             done, value = ready()
             if done:
                 return value
+            if peer is not None and peer in self._silent:
+                raise self._gave_up(what, peer)
             if peer is not None and self._heard_from(peer):
                 deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
                 raise self._timeout(what, peer)
+            if self.rank != 0 and peer not in (None, 0):
+                now = time.monotonic()
+                if now - self._last_beat >= min(FANOUT_INTERVAL_S, self.timeout_s / 10):
+                    self._last_beat = now
+                    self.heartbeat()
             time.sleep(POLL_S)
 
     def wait(self, request: Any, what: str, peer: int | None = None) -> Any:
@@ -258,9 +284,11 @@ class Fleet:
         if self.rank == 0:
             requests = [(r, self.comm.isend(value, dest=r, tag=tag)) for r in range(1, self.size)]
             self._pending += [request for _, request in requests]
-            for peer, request in requests:
+            waited = [(peer, request) for peer, request in requests
+                      if peer not in self._silent]  # a silent rank's send stays pending
+            for peer, request in waited:
                 self.wait(request, what, peer)
-            self._pending = [r for r in self._pending if all(r is not q for _, q in requests)]
+            self._pending = [r for r in self._pending if all(r is not q for _, q in waited)]
             return value
         return self._recv(0, tag, what)
 
@@ -290,10 +318,14 @@ class Fleet:
                 if self.comm.iprobe(source=source, tag=tag):
                     received[source] = self.comm.recv(source=source, tag=tag)
                     del heard[source]
+                elif source in self._silent:
+                    del heard[source]  # silent before: no second timeout
                 elif self._heard_from(source):
                     heard[source] = time.monotonic()
                 elif time.monotonic() - heard[source] > patience:
                     del heard[source]  # silent for timeout_s: hung or died
+                    if patience == self.timeout_s:
+                        self._timeout(what, source)
             time.sleep(POLL_S if heard else 0)
         return received
 
@@ -318,7 +350,8 @@ class Fleet:
             self.wait(self.comm.isend(value, dest=0, tag=tag), what, 0)
             return None
         take(0, value)
-        asked = sorted(set(range(1, self.size) if sources is None else sources) - {0})
+        asked = sorted(set(range(1, self.size) if sources is None else sources) - {0}
+                       - set(self._silent))  # a rank silent before costs no timeout
         sent, given = [0], 0
         for position, source in enumerate(asked):
             for ahead in asked[given:position + 1 + self.STREAM_AHEAD]:

@@ -173,12 +173,22 @@ class NetP2PExecutor(Executor):
             return []
         tag = self._tags[job]
         me, comm = self.fleet.rank, self.fleet.comm
+        lost: str | None = None  # why the job cannot run: an end went silent before
         if me == 0:  # the conductor: both ends start now, the next job once this one is done
-            for end in sorted({sender, receiver} - {0}):
-                self.fleet.wait(comm.isend(True, dest=end, tag=tag + GO), "the go-ahead to "
-                                "leave", end)
+            ends = sorted({sender, receiver} - {0})
+            lost = next((f"rank {end} is lost: {self.fleet.silent(end)}" for end in ends
+                         if self.fleet.silent(end)), None)
+            for end in ends:  # a live end is told, so it does not wait for the lost one
+                if not self.fleet.silent(end):
+                    self.fleet.wait(comm.isend(lost, dest=end, tag=tag + GO),
+                                    "the go-ahead to leave", end)
         elif me in job.ranks:
-            self.fleet.wait(comm.irecv(source=0, tag=tag + GO), "its turn in net_p2p", 0)
+            lost = self.fleet.wait(comm.irecv(source=0, tag=tag + GO), "its turn in net_p2p",
+                                   0)
+        if lost:  # failed at once, no wait: the sender's row says why (rank 0's, if lost)
+            if me == sender or (me == 0 and self.fleet.silent(sender)):
+                raise RuntimeError(f"not measured: {lost}")
+            return []
         try:
             measured = self._take_part(case, job, plan, tag)
         except FleetTimeout:

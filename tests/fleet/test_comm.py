@@ -319,3 +319,36 @@ def test_a_rank_sends_its_results_only_after_rank_0_says_go():
                  timeout_s=0.05)
     assert root.gather("mine", "results") == {0: "mine", 1: "from one"}
     assert [dest for dest, tag in root.comm.sent if tag != HEARTBEAT_TAG] == [1, 2]  # go
+
+
+# Catches: a stopped rank cost the job a full timeout at every later step (SIGSTOP of rank 0
+# under --mpi-timeout 20: 126 s), each wait starting its own timeout on the same silent rank
+def test_a_rank_given_up_on_once_is_given_up_on_at_once_after(monkeypatch):
+    monkeypatch.setattr(comm_module, "POLL_S", 0.001)
+    receiver = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
+                     timeout_s=0.05)
+    with pytest.raises(FleetTimeout, match="silent all that time"):
+        receiver.bcast(None, "the plan")
+    conductor = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="node0",
+                      timeout_s=0.05)
+    assert conductor.gather("mine", "names") == {0: "mine", 1: "from one"}  # 2: silent
+    receiver.timeout_s = conductor.timeout_s = 3600.0  # a second wait for them: none
+    outcome: list = []
+
+    def later_steps():
+        try:
+            receiver.bcast(None, "the merged folder")
+        except FleetTimeout as exc:
+            outcome.append(str(exc))
+        conductor.comm.inbox[1] = ["again"]
+        outcome.append(conductor.gather("mine", "results"))
+
+    worker = threading.Thread(target=later_steps, daemon=True)
+    worker.start()
+    worker.join(timeout=30)  # a guard: neither step waits
+    assert not worker.is_alive(), "a rank silent before was waited for again"
+    assert outcome == [
+        "rank 2 gave up at once on the merged folder from rank 0: it went silent earlier "
+        "(rank 2 waited 0.05 s for the plan from rank 0, silent all that time)",
+        {0: "mine", 1: "again"}]
+    assert receiver.silent(1) is None and conductor.silent(2) and not conductor.silent(1)

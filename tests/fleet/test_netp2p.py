@@ -470,3 +470,28 @@ def test_net_p2p_costs_every_rank_each_job_and_holds_memory_only_on_its_ends():
     assert mine.host_bytes == window_for(1 * MiB) * MiB and other.host_bytes == 0
     hbm = next(j for j in jobs if j.memory == "hbm")  # not CUDA-aware: waived, costs nothing
     assert executors[0].cost(case, hbm, plan, None).seconds == 0
+
+
+# Catches: a stopped rank (SIGSTOP) cost a full timeout at every net_p2p job with it, on
+# every rank that waited for it (126 s for a job of --mpi-timeout 20); and a rank waiting for
+# a stopped peer taken for a silent one by rank 0 (it beats to rank 0 while it waits)
+def test_a_stopped_rank_costs_one_timeout_and_its_later_jobs_fail_at_once():
+    loop = Loopback()
+    executors = _fleet_of(loop, 3, timeout_s=1.0)
+    plan = replace(PLAN, transfer_sizes=(64 << 10,))
+    started = time.monotonic()
+    jobs, outcomes = _run_ranks(executors, plan, ranks=(0, 1))  # rank 2 stopped
+    took = time.monotonic() - started
+    index = {job.ranks: i for i, job in enumerate(jobs) if job.memory == "host"}
+    assert [job.ranks for job in jobs if job.memory == "host"][2:] == [(1, 2), (2, 1), (2, 0),
+                                                                      (0, 2)]
+    assert outcomes[0][index[(1, 2)]] == []  # rank 1 waited for rank 2, beating: not lost
+    assert "rank 1 is lost" not in repr(outcomes)
+    assert "waited 1 s for the end of the job rank2->rank1 from rank 2" in str(
+        outcomes[0][index[(2, 1)]])  # rank 0's one timeout on rank 2
+    assert "from rank 2: it went silent earlier" in str(outcomes[1][index[(2, 1)]])
+    for pair in ((2, 0), (0, 2)):  # rank 0 fails them at once, in their rows
+        outcome = outcomes[0][index[pair]]
+        assert isinstance(outcome, RuntimeError), outcome
+        assert str(outcome).startswith("not measured: rank 2 is lost: rank 0 waited 1 s")
+    assert took < 3.5, took  # one timeout each of ranks 1 and 0 on rank 2, not four
