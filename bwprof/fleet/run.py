@@ -340,10 +340,13 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     stream = (MergeStream(out, run_id, names, fleet.size, timeout_s) if names is not None
               else None)  # rank 0's
     failed: list[Exception] = []
+    stopped: list[int] = []  # ranks that reported a stop signal: the job's code is 130
 
     def take(rank: int, received: RankReport) -> None:
         """Merge one rank's report; after a failure receive the rest all the same (the
         ranks are sending), and raise it once all are in."""
+        if received.interrupted:
+            stopped.append(rank)
         if stream is not None and not failed:
             try:
                 stream.add(received)
@@ -355,8 +358,9 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     if fleet.rank != 0:  # rank 0 says when the merged folder is written, and the job's code
         code = fleet.bcast(None, "the merged folder")
         fleet.drain()
-        code = worst_code(code, EXIT_INTERRUPTED if interrupts.received() else EXIT_OK)
-        if code:
+        if not isinstance(code, int):  # no word from rank 0 (not sent): this rank's own
+            code = EXIT_INTERRUPTED if interrupts.received() else EXIT_OK
+        if code:  # rank 0's: a signal after this rank reported does not change the job's
             raise SystemExit(code)
         return None
     code = EXIT_FAILED  # what the others exit with if the merge raises
@@ -373,8 +377,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             merged.notes.append("note: the signal came once every rank had reported: the "
                                 "merged folder is whole")
         code = job_code(merged)
-    except OutputError:
+    except OutputError as exc:
         code = EXIT_OUTPUT
+        if stopped or interrupts.received():  # 130 before 3 (docs/fleet.md), as job_code
+            code = exc.exit_code = EXIT_INTERRUPTED
         raise
     finally:
         fleet.bcast(code, "the merged folder")

@@ -235,3 +235,50 @@ def test_a_signal_held_while_rank_0_merges_still_ends_the_job_with_130(monkeypat
     system = json.loads((tmp_path / "run" / "system.json").read_text())
     assert system["interrupted"] is False  # every rank had reported: the run is whole
     assert "merged folder is whole" in stopped.value.result.notes[-1]
+
+
+class _SignalOnceReported(_FakeFleet):
+    """Rank 1 of two, stopped by a signal just after it sent its report to rank 0."""
+
+    def stream(self, value, what, take, sources=None, hurry=None):
+        from bwprof import interrupts
+
+        interrupts._received.append("SIGTERM")  # as interrupts' handler records one held
+        return super().stream(value, what, take, sources, hurry)
+
+
+# Catches: a rank signalled once it had sent its report exited 130 while rank 0 exited 0
+# and the merged folder said the run was not interrupted
+def test_a_rank_signalled_after_its_report_exits_with_rank_0s_code(monkeypatch, tmp_path):
+    from bwprof import interrupts
+
+    monkeypatch.setattr(interrupts, "_received", [])
+    fleet = _SignalOnceReported(1, 2, answers=[(None, "fleet-1", tmp_path / "run"),
+                                               [(2, "node0", None), (2, "node1", None)],
+                                               (False, "test"), 0])
+    _join(monkeypatch, fleet)
+    monkeypatch.setattr(fleet_run.api, "run", lambda **options: SimpleNamespace(meta=None))
+    assert fleet_run.run_fleet(out=None, **FLEET_OPTIONS) is None  # no SystemExit(130)
+    assert fleet.answers == [] and not fleet.sent[-1].interrupted  # its report: whole
+
+
+# Catches: an interrupted job whose merged files could not be written exited 3 on every
+# rank (130 comes first: docs/fleet.md)
+def test_an_interrupted_job_that_cannot_write_its_merge_exits_130(monkeypatch, tmp_path):
+    from bwprof import interrupts
+    from bwprof.errors import OutputError
+
+    monkeypatch.setattr(interrupts, "_received", [])
+    fleet = _Said(0, 1)
+    _join(monkeypatch, fleet)
+    monkeypatch.setattr(fleet_run.api, "run", lambda **options: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+
+    def disk_full(self):  # as close() on a full disk: its files closed, the error raised
+        self.abandon()
+        raise OutputError("could not write results.csv: No space left on device")
+
+    monkeypatch.setattr(fleet_run.MergeStream, "close", disk_full)
+    with pytest.raises(OutputError) as refused:
+        fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
+    assert refused.value.exit_code == 130 and fleet.said[-1] == ("the merged folder", 130)
