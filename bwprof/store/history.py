@@ -29,10 +29,11 @@ with `_`, which pandas and pyarrow skip.
 
 Only finished measurements are stored: a simulated run (test figures, never a
 measurement), a run that was interrupted, killed or is still running, a run without a
-figure, and a folder that is not a run are refused with one line (exit 2), nothing of them
-written; the other folders of the same `history add` are added. An entry without figures
-(stored by an earlier bwprof) or unreadable under a run's name claims nothing: the run
-replaces it.
+figure (a figure of 0, negative, subnormal or not finite measured nothing: `a_figure`), and
+a folder that is not a run are refused with one line (exit 2), nothing of them written; the
+other folders of the same `history add` are added. An entry without figures (stored by an
+earlier bwprof, or of such figures only) or unreadable under a run's name claims nothing:
+the run replaces it.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -194,6 +197,18 @@ def _box(meta: RunMeta, device: object) -> str | None:
     return host.box if host is not None else None
 
 
+def a_figure(value: object) -> float | None:
+    """`value` where it is a measurement: finite and at least the smallest normal float. A
+    zero, negative, subnormal, infinite or NaN figure (a damaged or edited results.csv)
+    measured nothing, so it is no figure of the store: a run of only such rows holds no
+    figure and is refused, and an entry of only such rows claims no run_id (as `a_peak` in
+    bwprof.analysis.figures judges a peak)."""
+    number = cell_float(value)
+    if number is None or not math.isfinite(number) or number < sys.float_info.min:
+        return None
+    return number
+
+
 def _text(value: object) -> str | None:
     return None if value is None or is_missing(value) or value == "" else one_line(str(value))
 
@@ -278,7 +293,7 @@ def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
             "size_bytes": plain(row["size_bytes"]), "metric": _text(row["metric"]),
             "unit": _text(row["unit"]),
             "higher_is_better": None if higher is None else bool(higher),
-            "value": cell_float(row["value"]), "value_median": cell_float(row["value_median"]),
+            "value": a_figure(row["value"]), "value_median": a_figure(row["value_median"]),
             "cv": cell_float(row["cv"]), "flags": _text(row["flags"]) or "",
             "status": _text(row["status"]), "results_sha256": digest,
             "source": shown(folder.resolve()), "added_utc": pd.Timestamp(added),
@@ -288,7 +303,8 @@ def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
     stored = StoredRun(folder, identity, key, digest, rows)
     if not stored.figures:
         raise BwprofError(f"{run.label} holds no figure (its results are empty, a header "
-                          "only, or every case was skipped): the history keeps measured "
+                          "only, every case was skipped, or no figure is a positive, finite "
+                          "number): the history keeps measured "
                           "figures only, so it is not stored; add the run that measured")
     return stored
 
@@ -370,8 +386,8 @@ def _check_against_store(run: StoredRun, target: Path) -> str:
                           "the store's file readable and add the run again") from None
     except BwprofError:
         return _HOLLOW  # damaged or foreign: it holds no run, and must not block one
-    if frame.empty or not frame["value"].notna().any():
-        return _HOLLOW  # stored without figures by an earlier bwprof: it claims no run
+    if not frame["value"].map(a_figure).notna().any():
+        return _HOLLOW  # no figure (an earlier bwprof stored such): it claims no run
     if str(frame["results_sha256"].iloc[0]) != run.digest:
         raise _conflict(run, target, str(frame["source"].iloc[0]))
     return _SAME

@@ -48,6 +48,36 @@ def test_a_run_without_figures_is_refused_and_the_genuine_run_is_then_added(tmp_
     assert genuine.output.startswith("added vm-20261130T235257Z (11 figure(s))")
 
 
+def _figures_set(folder: Path, cell: str) -> None:
+    """Every figure cell (value_*, gbps_*, overlap_efficiency) of the folder's results.csv
+    that holds one set to `cell`, as a damaged or edited file leaves them."""
+    results = pd.read_csv(folder / "results.csv", keep_default_na=False, dtype=str)
+    for name in results.columns:
+        if name.startswith(("value_", "gbps_", "overlap_efficiency")):
+            results[name] = results[name].where(results[name] == "", cell)
+    results.to_csv(folder / "results.csv", index=False)
+
+
+@pytest.mark.parametrize("source", ["h200-quick", "host-ddr"])
+@pytest.mark.parametrize("cell", ["0", "0.0", "-0.0", "1e-310"])
+def test_a_run_whose_figures_are_not_measurements_is_refused_and_blocks_nothing(
+        tmp_path, source, cell):
+    """A figure of 0 (or subnormal; negative and infinite ones are refused when read) measured
+    nothing: stored, such a run claimed its run_id and the genuine run was refused forever."""
+    genuine = H200.parent / source
+    bad = tmp_path / "bad"
+    shutil.copytree(genuine, bad)
+    _figures_set(bad, cell)
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(bad), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and "holds no figure" in done.output
+    assert not store.exists() or store_names(store) == []
+    good = runner.invoke(app, ["history", "add", str(genuine), "--store", str(store)])
+    assert good.exit_code == 0, good.output
+    assert good.output.startswith("added ")
+
+
 def _stored_rows() -> pd.DataFrame:
     from datetime import datetime, timezone
 
@@ -56,7 +86,7 @@ def _stored_rows() -> pd.DataFrame:
     return history.prepare_run(bwprof.load(H200), datetime(2026, 12, 1, tzinfo=timezone.utc)).rows
 
 
-@pytest.mark.parametrize("entry", ["no rows", "no figures", "damaged"])
+@pytest.mark.parametrize("entry", ["no rows", "no figures", "zero figures", "damaged"])
 def test_an_entry_without_figures_gives_way_to_the_genuine_run(tmp_path, entry):
     """A store written by an earlier bwprof may hold such an entry under the run's name."""
     store = tmp_path / "store"
@@ -66,6 +96,8 @@ def test_an_entry_without_figures_gives_way_to_the_genuine_run(tmp_path, entry):
         rows = rows.iloc[0:0]
     elif entry == "no figures":
         rows = rows.assign(value=None, value_median=None)
+    elif entry == "zero figures":  # stored by an earlier bwprof from a damaged results.csv
+        rows = rows.assign(value=0.0, value_median=0.0)
     target = store / GENUINE
     if entry == "damaged":
         target.write_bytes(b"not parquet")
