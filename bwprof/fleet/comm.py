@@ -274,9 +274,15 @@ class Fleet:
         """Complete an MPI request (see `_poll` for the timeout)."""
         try:
             return self._poll(request.test, what, peer)
-        except FleetTimeout:
-            self._pending.append(request)  # MPI may still use its buffer: keep it
+        except BaseException:  # timed out, or a stop signal: MPI may still use its buffer
+            self._pending.append(request)
             raise
+
+    def keep(self, requests: list[Any]) -> None:
+        """Requests given up on before they completed (a window of buffers when a stop
+        signal came): referenced, with the buffers they hold, so MPI never reads or writes
+        freed memory (a 16 MiB window dropped on SIGTERM crashed the sending rank)."""
+        self._pending += requests
 
     def bcast(self, value: Any, what: str) -> Any:
         """Rank 0's value on every rank (point-to-point, so a timeout is possible)."""

@@ -329,8 +329,12 @@ class NetP2PExecutor(Executor):
             self.fleet.wait(comm.irecv(source=receiver, tag=tag), "ready", receiver)
             start = self.clock()
             requests = [comm.Isend(buffer, dest=receiver, tag=tag + 1) for buffer in buffers]
-            for request in requests:
-                self.fleet.wait(request, "the window to leave", receiver)
+            try:
+                for request in requests:
+                    self.fleet.wait(request, "the window to leave", receiver)
+            except BaseException:  # a stop signal or a timeout: the window stays referenced
+                self.fleet.keep(requests)
+                raise
             self.fleet.wait(comm.irecv(source=receiver, tag=tag + 2), "the ack", receiver)
             if sample:  # per message: the window's time over the messages in it
                 seconds.append((self.clock() - start) / len(buffers))
@@ -345,9 +349,14 @@ class NetP2PExecutor(Executor):
             for buffer in buffers:
                 self._clear(buffer)
             requests = [comm.Irecv(buffer, source=sender, tag=tag + 1) for buffer in buffers]
-            self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave", sender)
-            for request in requests:
-                self.fleet.wait(request, "the window to arrive", sender)
+            try:
+                self.fleet.wait(comm.isend(True, dest=sender, tag=tag), "ready to leave",
+                                sender)
+                for request in requests:
+                    self.fleet.wait(request, "the window to arrive", sender)
+            except BaseException:  # MPI may still write into these buffers: keep them
+                self.fleet.keep(requests)
+                raise
             self.fleet.wait(comm.isend(True, dest=sender, tag=tag + 2), "the ack to leave", sender)
         wrong = self._mismatches(buffers[-1])  # after timing: the last message of the last window
         self.fleet.wait(comm.isend(wrong, dest=sender, tag=tag + 3), "the validation to leave",

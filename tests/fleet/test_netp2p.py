@@ -495,3 +495,36 @@ def test_a_stopped_rank_costs_one_timeout_and_its_later_jobs_fail_at_once():
         assert isinstance(outcome, RuntimeError), outcome
         assert str(outcome).startswith("not measured: rank 2 is lost: rank 0 waited 1 s")
     assert took < 3.5, took  # one timeout each of ranks 1 and 0 on rank 2, not four
+
+
+class _StoppedMidWindow:
+    """A communicator whose 'ready' arrives and whose window never leaves: a stop signal
+    (KeyboardInterrupt) comes while the sender waits for its first message to go."""
+
+    def __init__(self):
+        self.window = []
+
+    def irecv(self, source, tag):
+        return type("Ready", (), {"test": lambda self: (True, None)})()
+
+    def Isend(self, buffer, dest, tag):
+        def test(_self):
+            raise KeyboardInterrupt
+
+        request = type("Pending", (), {"test": test, "buffer": buffer})()
+        self.window.append(request)
+        return request
+
+
+# Catches: a window of 16 MiB messages dropped on SIGTERM (its buffers freed while MPI
+# still sent them): the sending rank died of SIGSEGV and the job left no merged folder
+def test_a_stop_signal_mid_window_keeps_the_windows_requests_and_buffers():
+    comm = _StoppedMidWindow()
+    executor = NetP2PExecutor(Fleet(comm, 0, 2, 0, 1, "node0", 60.0), [0, 0], (False, "t"))
+    buffers = [np.zeros(64, dtype=np.uint8) for _ in range(3)]
+    job = executor.jobs(get_case("net_p2p"), PLAN)[0]
+    with pytest.raises(KeyboardInterrupt):
+        executor._send(1, buffers, job, 2, 1000)
+    assert len(comm.window) == 3
+    assert all(any(kept is request for kept in executor.fleet._pending)
+               for request in comm.window)
