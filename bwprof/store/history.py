@@ -19,7 +19,9 @@ and DuckDB's `read_parquet('STORE/run-*.parquet')` read the store as one table.
 A run is stored once. Adding it again (the same folder, or a copy) says so and writes
 nothing. A different run folder that claims a stored run_id with other results (its
 results file's SHA-256 differs) is refused with one line (exit 2): the store keeps the
-first, and a history never holds two sets of figures under one run.
+first, and a history never holds two sets of figures under one run. Nor one measurement under
+two runs: a folder whose results rows name another run_id than its system.json, or whose
+results' SHA-256 is a stored run's under another run_id, is refused the same way.
 
 `STORE/_bwprof-index.parquet` (`compact`, written by `bwprof history compact` and by
 `history add` as runs accrue) holds the rows of the run files it covers, and which files
@@ -57,6 +59,7 @@ from typing import IO, Any, Protocol
 
 import pandas as pd
 
+from bwprof.coerce import shorten
 from bwprof.errors import EXIT_USAGE, BwprofError, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
 from bwprof.schema.reading import MAX_TABLE_BYTES, Unreadable, file_size, read_bytes
@@ -240,6 +243,8 @@ class SummarisedRun(Protocol):
     def stop_phrase(self) -> str: ...
     @property
     def summary(self) -> pd.DataFrame: ...
+    @property
+    def results(self) -> pd.DataFrame: ...
 
 
 def refusal(run: RunFolder | SummarisedRun) -> str | None:
@@ -255,6 +260,21 @@ def refusal(run: RunFolder | SummarisedRun) -> str | None:
     return None
 
 
+def _check_row_ids(results: pd.DataFrame, meta: RunMeta, folder: Path) -> None:
+    """BwprofError (one line) where results.csv's rows name another run_id than system.json:
+    the results are another run's (a results file copied into this folder), and stored
+    under this id one measurement would be two runs of the history."""
+    if not meta.run_id or "run_id" not in results.columns:
+        return
+    named = results["run_id"].dropna().astype(str)
+    other = named[(named != "") & (named != meta.run_id)]
+    if not other.empty:
+        raise BwprofError(
+            f"{shown(folder)}: its results name run_id {shorten(one_line(other.iloc[0]))!r} "
+            f"but its system.json names {shorten(one_line(meta.run_id))!r}: the results are "
+            "another run's, refused; add the folder they were measured into")
+
+
 def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
     """A saved run's rows for the store; BwprofError (one line) where it is refused
     (`refusal`)."""
@@ -268,6 +288,7 @@ def prepare_run(run: SummarisedRun, added: datetime) -> StoredRun:
     identity = run_identity(meta, folder)
     key = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     digest = _results_digest(folder)
+    _check_row_ids(run.results, meta, folder)
     started = _utc(meta.started_utc, folder, "started_utc")
     finished = _utc(meta.finished_utc, folder, "finished_utc")
     drivers = ", ".join(meta.gpus.metadata_values("driver_version")) or None
@@ -486,10 +507,17 @@ def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
     done: list[Added | Refused] = []
     first: dict[str, Added | Refused] = {}
     made = False
+    measured = _stored_digests(store) if runs else {}
     for item in outcomes:
         outcome: Added | Refused
         if isinstance(item, Refused):
             outcome = item
+        elif (held := measured.get(item.digest)) is not None and held[0] != item.key:
+            outcome = Refused(item.source, (
+                f"{shown(item.source)} holds the results (SHA-256 {item.digest[:16]}...) of "
+                f"run_id {shorten(one_line(held[1]))!r}, stored from {shorten(held[2])}, but "
+                f"claims run_id {shorten(one_line(item.run_id))!r}: refused (one measurement "
+                "is stored once, under its own run)"))
         elif isinstance(earlier := first.get(item.key), Refused):
             outcome = Refused(item.source, earlier.why)
         elif earlier is not None:
@@ -505,10 +533,29 @@ def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
                     raise
                 outcome = Refused(item.source, str(exc))
             first[item.key] = outcome
+            if isinstance(outcome, Added):
+                measured.setdefault(item.digest, (item.key, item.run_id, shown(item.source)))
         done.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
     return done
+
+
+def _stored_digests(store: Path) -> dict[str, tuple[str, str, str]]:
+    """The results digest of each run the store holds with a figure: (run_key, run_id,
+    source), what tells one measurement added again under another run_id. Empty where the
+    store is not there yet or holds no run that can be read (`add_runs` says what is
+    wrong with it where it matters)."""
+    if not os.path.isdir(store):
+        return {}
+    try:
+        frame = read_store(store, columns=["run_key", "run_id", "value", "results_sha256",
+                                           "source"])
+    except BwprofError:
+        return {}
+    frame = frame[frame["value"].map(a_figure).notna() & frame["results_sha256"].notna()]
+    return {str(row.results_sha256): (str(row.run_key), str(row.run_id), str(row.source))
+            for row in frame.drop_duplicates("results_sha256").itertuples(index=False)}
 
 
 def added_lines(done: Sequence[Added | Refused]) -> list[str]:

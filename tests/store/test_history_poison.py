@@ -365,3 +365,57 @@ def test_a_long_host_colon_device_gpu_is_cut_as_the_store_cuts_it(tmp_path):
                                "--gpu", f"{host}:gpu0"])
     assert done.exit_code == 0, done.output[-500:]
     assert "on 1 host(s)" in done.output, done.output[-500:]
+
+
+def _results_copied(tmp_path: Path, name: str, results_from: Path) -> Path:
+    """A copy of host-ddr whose results.csv is another run's (host-ddr-v2's) file."""
+    folder = tmp_path / name
+    shutil.copytree(H200.parent / "host-ddr", folder)
+    shutil.copyfile(results_from / "results.csv", folder / "results.csv")
+    return folder
+
+
+def test_results_naming_another_run_id_are_refused_and_the_batch_goes_on(tmp_path):
+    """host-ddr-v2's results copied into host-ddr's folder were stored as a second run."""
+    v2 = H200.parent / "host-ddr-v2"
+    copied = _results_copied(tmp_path, "copied", v2)
+    store = tmp_path / "store"
+    first = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
+    assert first.exit_code == 0, first.output
+    before = store_names(store)
+    done = runner.invoke(app, ["history", "add", str(copied), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert done.output.count("\n") == 1 and done.output.startswith("error: ")
+    assert str(copied) in done.output and "vm-20261201T081848Z" in done.output
+    assert store_names(store) == before
+    batch = runner.invoke(app, ["history", "add", str(copied), str(H200),
+                                "--store", str(tmp_path / "other")])
+    assert batch.exit_code == 2, batch.output
+    assert [line.split(" ")[0] for line in batch.output.splitlines()] == ["error:", "added"]
+
+
+def test_one_measurement_under_two_run_ids_is_stored_once(tmp_path):
+    """The rows name no run_id (an older results.csv, or cells emptied): the results' digest
+    tells the same measurement under another run_id, in the store and in one batch."""
+    v2 = tmp_path / "v2"
+    shutil.copytree(H200.parent / "host-ddr-v2", v2)
+    results = pd.read_csv(v2 / "results.csv", keep_default_na=False, dtype=str)
+    results["run_id"] = ""
+    results.to_csv(v2 / "results.csv", index=False)
+    copied = _results_copied(tmp_path, "copied", v2)
+    store = tmp_path / "store"
+    first = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
+    assert first.exit_code == 0, first.output
+    before = store_names(store)
+    done = runner.invoke(app, ["history", "add", str(copied), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert done.output.count("\n") == 1 and str(copied) in done.output
+    assert "SHA-256" in done.output and "vm-20261201T081848Z" in done.output
+    assert store_names(store) == before
+    again = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
+    assert again.exit_code == 0 and again.output.startswith("already stored:")
+    batch = runner.invoke(app, ["history", "add", str(v2), str(copied),
+                                "--store", str(tmp_path / "fresh")])
+    assert batch.exit_code == 2, batch.output
+    assert [line.split(" ")[0] for line in batch.output.splitlines()] == ["added", "error:"]
+    assert len(store_names(tmp_path / "fresh")) == 1
