@@ -91,17 +91,34 @@ def _ignore_stop_signals() -> None:
     SIGINT after its teardown, whatever code it chose (130 turned into -2, for SIGTERM too).
     Every other exit function has run by now; only the interpreter's teardown is skipped."""
     _set_stop_handlers(signal.SIG_IGN)
+    if _final_code is not None and _final_code == 0 and interrupts.lost():
+        _say_interrupted()  # held during the command's last import, never raised: not 0
+        _leave_with(EXIT_INTERRUPTED)
     if _final_code is not None and (_final_code == EXIT_INTERRUPTED or interrupts.received()):
-        from bwprof import stdio
+        _leave_with(_final_code)
 
-        stdio.flush()
-        os._exit(_final_code)
+
+def _leave_with(code: int) -> NoReturn:
+    from bwprof import stdio
+
+    stdio.flush()
+    os._exit(code)
+
+
+def _say_interrupted() -> None:
+    global _explained
+    if not _explained:
+        _explained = True
+        say(interrupted_message())
 
 
 def _after_the_command(code: int) -> int:
     """Late signals now go to `_stop_after_the_end`, and the streams are flushed."""
     global _explained
     _explained = code == EXIT_INTERRUPTED
+    if code == 0 and interrupts.lost():  # a stop signal the command held and never raised
+        _say_interrupted()
+        code = EXIT_INTERRUPTED
     _set_stop_handlers(_stop_after_the_end)
     from bwprof import stdio
 

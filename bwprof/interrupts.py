@@ -38,6 +38,7 @@ _import_signal_taken_at = -math.inf  # when the held signal was raised
 _import_hold_expired = False  # an import held one for IMPORT_HOLD_S: no more holding
 _import_lock = threading.RLock()  # the handler and the helper thread that sends it again
 _held = False  # hold() in force
+_unraised: str | None = None  # a signal held (deferred, or during an import) not raised yet
 
 
 def install() -> None:
@@ -99,10 +100,25 @@ def handled() -> tuple[signal.Signals, ...]:
 def reset() -> None:
     """Forget the signals seen (a second command in one process: tests, notebooks)."""
     global _deferring, _pending, _held, _import_signal, _import_signal_taken_at
-    global _import_hold_expired
+    global _import_hold_expired, _unraised
     _received.clear()
-    _deferring, _pending, _held = 0, False, False
+    _deferring, _pending, _held, _unraised = 0, False, False, None
     _import_signal, _import_signal_taken_at, _import_hold_expired = None, -math.inf, False
+
+
+def lost() -> str | None:
+    """The stop signal held (by a `deferred()` step, or while a module imported) that never
+    became a KeyboardInterrupt: the step ended in an exception and no later one raised it,
+    or the command ended before it could be. The entry point exits 130 for it rather than
+    the 0 of a command that finished; a signal under `hold()` only counts, never lost."""
+    return _unraised
+
+
+def _raising(name: str) -> KeyboardInterrupt:
+    """The KeyboardInterrupt of a stop signal, which is no longer held."""
+    global _unraised
+    _unraised = None
+    return KeyboardInterrupt(name)
 
 
 def received() -> str | None:
@@ -111,13 +127,15 @@ def received() -> str | None:
 
 
 def _handle(signum: int, frame: FrameType | None) -> None:
-    global _pending, _import_signal, _import_signal_taken_at
+    global _pending, _import_signal, _import_signal_taken_at, _unraised
     name = signal.Signals(signum).name
     _received.append(name)
     with _import_lock:
         held = _import_signal is not None
         if _deferring:
             _pending = True
+            if not _held:
+                _unraised = _unraised or name
             if held:  # the deferred step raises it when it ends
                 _import_signal, _import_signal_taken_at = None, time.monotonic()
             return
@@ -125,13 +143,14 @@ def _handle(signum: int, frame: FrameType | None) -> None:
             if not held or (_importing(frame) and not _import_hold_expired):
                 return  # a late copy of the held signal, or the import goes on: sent again
             _import_signal, _import_signal_taken_at = None, time.monotonic()
-            raise KeyboardInterrupt(name)
+            raise _raising(name)
         if _importing(frame) and not _import_hold_expired:
             _import_signal = signal.Signals(signum)
             if _raise_after_the_import(signum):
+                _unraised = _unraised or name
                 return
             _import_signal = None
-    raise KeyboardInterrupt(name)
+    raise _raising(name)
 
 
 IMPORT_HOLD_S = 10.0  # the longest a signal waits for an import to end
@@ -210,7 +229,7 @@ def deferred() -> Iterator[None]:
     _deferring -= 1
     if not _deferring and _pending:
         _pending = False
-        raise KeyboardInterrupt(received() or "interrupted")
+        raise _raising(received() or "interrupted")
 
 
 def hold() -> None:

@@ -276,6 +276,48 @@ def test_an_interrupt_inside_exec_code_still_exits_130_under_python_m(tmp_path, 
     assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
 
 
+_HELD_AND_LOST = '''
+import os
+import signal
+import sys
+
+import bwprof.cli
+from bwprof import interrupts
+from bwprof.entry import main
+
+
+def held_then_failed(argv):
+    try:
+        with interrupts.deferred():  # a final step the signal lands in, which then fails
+            os.kill(os.getpid(), signal.{name})
+            for _ in range(10 ** 5):
+                pass
+            raise OSError("the step failed")
+    except OSError:
+        pass  # the command goes on, and no later step raises the held signal
+    print("finished", flush=True)
+    return 0
+
+
+bwprof.cli.main = held_then_failed
+sys.exit(main())
+'''
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_signal_held_and_never_raised_still_ends_the_command_with_130(tmp_path, name):
+    """A stop signal held by a step (or an import) near a command's end that never became a
+    KeyboardInterrupt: the command finished, but the user asked it to stop; it said nothing
+    and exited 0 (the outside tester's 'signal near the end is lost')."""
+    (tmp_path / "held_and_lost.py").write_text(_HELD_AND_LOST.format(name=name))
+    done = subprocess.run([sys.executable, "-m", "held_and_lost"], cwd=tmp_path,
+                          capture_output=True, text=True, preexec_fn=_default_sigint,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), *sys.path])})
+    assert done.stdout == "finished\n"
+    assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
+
+
 _GPU_STOPPED = '''
 import atexit
 import sys

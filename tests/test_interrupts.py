@@ -210,3 +210,31 @@ def test_an_import_that_hangs_gets_the_signal_after_the_hold(tmp_path, monkeypat
         importlib.import_module("hangs_in_import")
     assert time.monotonic() - started < 20
     assert "hangs_in_import" not in sys.modules
+
+
+def test_a_signal_held_by_a_step_that_failed_is_lost_until_a_later_step_raises_it():
+    with pytest.raises(OSError), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+        raise OSError("disk full")
+    assert interrupts.lost() == "SIGTERM"  # the entry point exits 130 for it, not 0
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        pass
+    assert interrupts.lost() is None
+
+
+def test_a_raised_or_only_counted_signal_is_not_lost():
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+    assert interrupts.lost() is None  # raised: monitor's Ctrl-C, its normal end, stays 0
+    interrupts.hold()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+    finally:
+        interrupts.unhold()
+    assert interrupts.received() == "SIGINT" and interrupts.lost() is None  # hold(): counts
