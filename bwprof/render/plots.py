@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bwprof.analysis import figures
+from bwprof.analysis.roofline import ceilings
 from bwprof.analysis.summary import (
     GPU_LATENCY,
     HOST_LATENCY,
@@ -1107,6 +1108,39 @@ def loaded_latency_figure(results: pd.DataFrame, meta: RunMeta):
     return figure
 
 
+def cut_texts(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell longer than NAME_CHARACTERS shortened (`shorten`, as the
+    machine's names are): a case name, unit, note or device of 100,000 characters from a run
+    folder is drawn as about 80, where matplotlib laid out every glyph (16-56 s for one
+    report). Short texts are kept as they are, so a case is still known by its name; the
+    run's files keep every text whole."""
+    cut = frame
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object and not isinstance(column.dtype, pd.StringDtype):
+            continue
+        try:
+            long = (column.str.len() > NAME_CHARACTERS).fillna(False).astype(bool)
+        except AttributeError:  # no text in it
+            continue
+        if long.any():
+            if cut is frame:
+                cut = frame.copy()
+            shortened = column.copy()  # the other cells as they are (None stays None)
+            shortened[long] = column[long].map(lambda text: shorten(text, NAME_CHARACTERS))
+            cut[name] = shortened
+    return cut
+
+
+def _cut_timelines(timelines: Sequence[dict]) -> list[dict]:
+    """The recorded timelines with their case and device names shortened as `cut_texts`
+    does (each is a figure's title)."""
+    return [{**entry, **{key: shorten(entry[key], NAME_CHARACTERS) for key in ("case", "device")
+                         if isinstance(entry.get(key), str)
+                         and len(entry[key]) > NAME_CHARACTERS}}
+            if isinstance(entry, dict) else entry for entry in timelines]
+
+
 def write_plots(run: Run, out_dir: Path | None = None,
                 notes: list[str] | None = None, band: Band | None = None) -> list[Path]:
     """Write every plot that has data into `out_dir` (default: the run folder); why the
@@ -1115,18 +1149,22 @@ def write_plots(run: Run, out_dir: Path | None = None,
     target = out_dir or run.path
     if target is None:
         raise ValueError("write_plots needs a folder: the run has none")
-    summary = run.summary
+    # Free texts of the run folder (case names, units, notes) enter the plots here, cut.
+    results = cut_texts(run.results)
+    summary = cut_texts(run.summary)
+    samples = None if run.samples is None else cut_texts(run.samples)
     simulated = run.simulated
     drawn = {
-        BANDWIDTH_PNG: bandwidth_figure(run.results, run.meta),
+        BANDWIDTH_PNG: bandwidth_figure(results, run.meta),
         SUMMARY_PNG: summary_figure(summary, run.meta, band),
-        TELEMETRY_PNG: telemetry_figure(run.samples, run.meta, simulated, run.results),
-        P2P_PNG: p2p_figure(run.results, run.meta),
-        LATENCY_PNG: latency_figure(run.results, run.meta),
-        LOADED_LATENCY_PNG: loaded_latency_figure(run.results, run.meta),
-        NUMA_LATENCY_PNG: numa_latency_figure(run.results, run.meta),
-        P2P_LATENCY_PNG: p2p_latency_figure(run.results, run.meta),
-        ROOFLINE_PNG: roofline_figure(run.ceilings, run.machine, SIMULATED_TITLE),
+        TELEMETRY_PNG: telemetry_figure(samples, run.meta, simulated, results),
+        P2P_PNG: p2p_figure(results, run.meta),
+        LATENCY_PNG: latency_figure(results, run.meta),
+        LOADED_LATENCY_PNG: loaded_latency_figure(results, run.meta),
+        NUMA_LATENCY_PNG: numa_latency_figure(results, run.meta),
+        P2P_LATENCY_PNG: p2p_latency_figure(results, run.meta),
+        ROOFLINE_PNG: roofline_figure(run.ceilings if results is run.results
+                                      else ceilings(results), run.machine, SIMULATED_TITLE),
     }
     written = []
     for name, figure in drawn.items():
@@ -1137,8 +1175,8 @@ def write_plots(run: Run, out_dir: Path | None = None,
     try:
         timelines = (run.timelines if run.timelines is not None
                      else read_timelines(run.path) if run.path is not None else [])
-        written += write_timeline_plots(target, timelines, shorten(run.host, NAME_CHARACTERS),
-                                        names, run.results)
+        written += write_timeline_plots(target, _cut_timelines(timelines),
+                                        shorten(run.host, NAME_CHARACTERS), names, results)
     except (BwprofError, KeyError, TypeError, ValueError) as exc:  # a damaged file
         if notes is not None:  # the other plots stand
             notes.append(f"timeline plots not drawn: {type(exc).__name__}: {exc}")
