@@ -50,6 +50,7 @@ def install() -> None:
     reset()
     if threading.current_thread() is not threading.main_thread():
         return
+    _note_outer_imports(sys._getframe(1))
     if sys.unraisablehook is not _unraisable:
         _previous_hook = sys.unraisablehook
         sys.unraisablehook = _unraisable
@@ -160,14 +161,42 @@ _COPY_S = 0.25  # a copy of the held signal this soon after it was raised is the
 _IMPORT_MACHINERY = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
 
 
-def _importing(frame: FrameType | None) -> bool:
-    """Whether `frame` runs inside an import (importlib's frames are below it: a module's
-    body, or Python code a compiled module's initialisation called)."""
+_outer_imports: tuple[FrameType, ...] = ()
+"""The imports under way when bwprof's handlers went in (a script that calls bwprof.run at
+its top level, imported itself): everything bwprof does runs inside them, which is no
+import to hold a signal for (it held Ctrl-C for 10 s there)."""
+
+
+def _import_frames(frame: FrameType | None) -> list[FrameType]:
+    frames = []
     while frame is not None:
         if frame.f_code.co_filename in _IMPORT_MACHINERY:
-            return True
+            frames.append(frame)
         frame = frame.f_back
-    return False
+    return frames
+
+
+def _note_outer_imports(frame: FrameType | None) -> None:
+    global _outer_imports
+    _outer_imports = tuple(_import_frames(frame))
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether `frame` runs inside an import begun since the handlers went in (importlib's
+    frames are below it: a module's body, or Python code a compiled module's initialisation
+    called), not only inside one that was under way already (`_outer_imports`)."""
+    return any(all(inner is not outer for outer in _outer_imports)
+               for inner in _import_frames(frame))
+
+
+def _drop_held_import_signal() -> str | None:
+    """Forget a signal held (for an import, or by a step) that was never raised, as the
+    handler it was held by goes; its name."""
+    global _import_signal, _unraised
+    with _import_lock:
+        held = _unraised
+        _import_signal, _unraised = None, None
+    return held
 
 
 def _main_thread_state(main: int) -> str:
@@ -187,9 +216,13 @@ def _raise_after_the_import(signum: int) -> bool:
     assert main is not None
 
     def resend() -> None:
-        global _import_hold_expired
+        global _import_hold_expired, _import_signal
         deadline = time.monotonic() + IMPORT_HOLD_S
         while _import_signal is not None:
+            if signal.getsignal(signum) is not _handle:  # bwprof's handler is gone
+                with _import_lock:  # (lost() still names it: the entry point's 130)
+                    _import_signal = None
+                return
             state = _main_thread_state(main)
             if state == "ended":
                 return
@@ -266,9 +299,13 @@ def handling() -> Iterator[None]:
         yield
         return
     reset()
+    _note_outer_imports(sys._getframe(2))  # the caller's (contextmanager's frame between)
     signal.signal(signal.SIGINT, _handle)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        held = _drop_held_import_signal()  # its resend thread must not flood the caller
+    if held:  # held through the call's last import or step and never raised: raised now
+        raise KeyboardInterrupt(held)
 

@@ -238,3 +238,38 @@ def test_a_raised_or_only_counted_signal_is_not_lost():
     finally:
         interrupts.unhold()
     assert interrupts.received() == "SIGINT" and interrupts.lost() is None  # hold(): counts
+
+
+def test_ctrl_c_held_by_a_library_calls_last_import_is_raised_once_not_resent(tmp_path,
+                                                                               monkeypatch):
+    """bwprof.run in a notebook: a Ctrl-C during the call's last import was held, and its
+    resend thread went on sending SIGINT to the caller's own handler every 50 ms for the
+    life of the process (the review counted 21 KeyboardInterrupts a second)."""
+    (tmp_path / "slow_to_import_under_ctrl_c.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.05)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with pytest.raises(KeyboardInterrupt), interrupts.handling():
+        importlib.import_module("slow_to_import_under_ctrl_c")
+    time.sleep(0.4)  # a resent SIGINT would raise here, in the caller's code
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_command_called_from_a_module_being_imported_is_not_held_as_an_import(
+        tmp_path, monkeypatch):
+    """A script that runs bwprof at its top level, itself imported (`python -c "import
+    bench"`): everything bwprof did ran inside that import, so a Ctrl-C was held 10 s."""
+    (tmp_path / "runs_bwprof_at_import.py").write_text(
+        "import os, signal\n"
+        "from bwprof import interrupts\n"
+        "interrupts.install()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    for _ in range(10 ** 6):\n"
+        "        pass\n"
+        "    RAISED = False\n"
+        "except KeyboardInterrupt:\n"
+        "    RAISED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("runs_bwprof_at_import")
+    assert module.RAISED  # at once, inside the script's own code
