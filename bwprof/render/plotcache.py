@@ -15,7 +15,7 @@ Two reports into one folder at once take turns (`held`: an flock on the folder i
 a manifest never records the other's files under its key. A report that draws removes the
 plots the folder's previous manifest says bwprof wrote there and this report did not write
 (another run's P2P heatmap, say), each only where it is still the very file written (its
-SHA-256): never a file of the user's.
+SHA-256) and its name is one of bwprof's plots (`is_plot_name`): never a file of the user's.
 """
 
 from __future__ import annotations
@@ -237,6 +237,19 @@ def written_before(folder: int) -> dict[str, str]:
         return {}
 
 
+def is_plot_name(name: str) -> bool:
+    """Whether `name` is one bwprof's plots take (`write_plots`: a fixed plot or an overlap
+    timeline): a manifest is read from a report folder, so one naming a user's file
+    (`summary.csv`, `../x`, `.profile`) must not get it removed."""
+    from bwprof.render.plots import PLOT_FILES
+    from bwprof.render.timeline import TIMELINE_FILE
+
+    if "/" in name or ".." in name or name.startswith(".") or \
+            Path(name).suffix.lower() not in (".png", ".svg"):
+        return False
+    return name in PLOT_FILES or TIMELINE_FILE.fullmatch(name) is not None
+
+
 def remove_stale(folder: int, before: dict[str, str], written: list[Path]) -> list[str]:
     """Remove from the open `folder` (`held`) the files bwprof wrote there before
     (`written_before`) that this report did not write, each only where it is still that very
@@ -245,7 +258,7 @@ def remove_stale(folder: int, before: dict[str, str], written: list[Path]) -> li
     kept = {path.name for path in written}
     removed = []
     for name, sha in before.items():
-        if name in kept:
+        if name in kept or not is_plot_name(name):
             continue
         try:
             if hashlib.sha256(_read_in(folder, name)).hexdigest() != sha:

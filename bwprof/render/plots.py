@@ -96,6 +96,9 @@ LATENCY_PNG = "latency_vs_size.png"
 LOADED_LATENCY_PNG = "latency_under_load.png"
 NUMA_LATENCY_PNG = "numa_latency_heatmap.png"
 P2P_LATENCY_PNG = "p2p_latency_heatmap.png"
+PLOT_FILES = frozenset({BANDWIDTH_PNG, SUMMARY_PNG, TELEMETRY_PNG, P2P_PNG, LATENCY_PNG,
+                        LOADED_LATENCY_PNG, NUMA_LATENCY_PNG, P2P_LATENCY_PNG, ROOFLINE_PNG})
+"""Every fixed plot `write_plots` may write (the overlap timelines: `TIMELINE_FILE`)."""
 FIGURE = figures.column("value")
 """The column every plot draws: a row's figure in the statistic every output shows (the
 median, `bwprof.analysis.figures`), so a plot never shows a number the summary does not."""

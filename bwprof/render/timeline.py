@@ -116,6 +116,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:SLUG_CHARS]
 
 
+TIMELINE_FILE = re.compile(r"timeline-[A-Za-z0-9_.-]*\.png")
+"""The names `timeline_figures` gives its plots (`timeline-<case>-<gpu>.png`, slugs)."""
+
+
 SEQUENTIAL_LABEL = "one after another\n(the parts' alone times summed)"
 PIPELINE_CASE = "pipeline_chunked"
 

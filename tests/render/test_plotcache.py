@@ -174,3 +174,29 @@ def test_another_runs_plots_are_removed_never_a_users_file(run_copy, tmp_path):
     (out / "p2p_heatmap.png").write_bytes(b"annotated by the user")
     _report(other, out)
     assert (out / "p2p_heatmap.png").read_bytes() == b"annotated by the user"
+
+
+# Catches: a crafted manifest in a report folder (read from anywhere) getting a user's file
+# removed: remove_stale unlinked any name it listed whose bytes matched, `../x` included
+def test_a_manifest_naming_files_not_bwprofs_plots_removes_none_of_them(tmp_path):
+    import hashlib
+    import os
+
+    from bwprof.render.plotcache import remove_stale
+
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {out / "summary.csv": b"another tool's rows\n", out / "notes.txt": b"mine\n",
+             tmp_path / "outside.png": b"a picture beside the folder"}
+    for path, data in files.items():
+        path.write_bytes(data)
+    (out / "p2p_heatmap.png").write_bytes(b"a plot bwprof wrote")
+    before = {name: hashlib.sha256(data).hexdigest() for name, data in
+              zip(["summary.csv", "notes.txt", "../outside.png"], files.values(), strict=True)}
+    before["p2p_heatmap.png"] = hashlib.sha256(b"a plot bwprof wrote").hexdigest()
+    folder = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert remove_stale(folder, before, []) == ["p2p_heatmap.png"]
+    finally:
+        os.close(folder)
+    assert all(path.read_bytes() == data for path, data in files.items())
