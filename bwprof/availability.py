@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bwprof.casespec import CaseSpec
+from bwprof.gpushare import gpu_share
 
 if TYPE_CHECKING:
     from bwprof.executor import Executor
@@ -97,10 +98,9 @@ def _gpu_reasons(cases: Sequence[CaseSpec], local: tuple[int, int] | None = None
     if not has_nvidia_driver():
         reason = _no_driver_reason()
         return {case.key: reason for case in cases}
-    share = None
-    if local is not None and local[1] > 1:  # as bwprof.fleet.run._gpu_share
-        count = _gpu_count()
-        share = [local[0] % count] if count else []
+    # The GPU count is probed only where several ranks share the node.
+    share = (gpu_share(local[0], local[1], _gpu_count())
+             if local is not None and local[1] > 1 else None)
     executor = _gpu_executor(share)
     try:
         reasons: dict[str, str | None] = {}

@@ -41,6 +41,7 @@ from bwprof.fleet.comm import HURRIED_WAIT_S, Fleet, FleetTimeout, import_mpi
 from bwprof.fleet.merge import MergeStream, RankName, RankReport
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi
 from bwprof.fleet.pairs import groups_of, read_groups, slurm_switch, topology_groups
+from bwprof.gpushare import gpu_share
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
@@ -165,13 +166,6 @@ def _records(path: Path, notes: list[str]) -> list[dict[str, object]]:
     return [{str(k): v for k, v in record.items()} for record in frame.to_dict("records")]
 
 
-def _gpu_share(local_rank: int, local_size: int, count: int) -> list[int] | None:
-    """Several ranks on a node: each its local rank's GPU. One rank on a node: every GPU."""
-    if local_size <= 1:
-        return None
-    return [local_rank % count] if count else []
-
-
 def run_fleet(
     *, out: Path | None, timeout_s: float = DEFAULT_TIMEOUT_S, fail_rank: int | None = None,
     hang_rank: int | None = None, all_pairs: bool = False, groups: Path | None = None,
@@ -263,7 +257,7 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
               if options.get("groups") is not None else None)
 
     gpu_count = probe().count if not options.get("simulate") else 2
-    share = _gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
+    share = gpu_share(fleet.local_rank, fleet.local_size, gpu_count)
     gpus_here = list(range(gpu_count)) if share is None else share
     gathered = fleet.gather((len(gpus_here), fleet.host, slurm_switch(os.environ)),
                             "the GPU counts")

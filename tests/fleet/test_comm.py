@@ -87,7 +87,7 @@ def test_the_batch_script_itself_is_no_launch(monkeypatch):
 def test_under_srun_a_ranks_place_on_its_node_comes_from_mpi(monkeypatch):
     """The local rank (and so the GPU a rank takes) is MPI's own count of the ranks sharing
     the node's memory, the same as SLURM_LOCALID, with no OMPI_COMM_WORLD_LOCAL_RANK."""
-    from bwprof.fleet.run import _gpu_share
+    from bwprof.gpushare import gpu_share
 
     _slurm(monkeypatch, SRUN_TASK)
 
@@ -115,8 +115,8 @@ def test_under_srun_a_ranks_place_on_its_node_comes_from_mpi(monkeypatch):
     monkeypatch.setattr(comm_module, "import_mpi", lambda: fake)
     fleet = Fleet.join(60.0)
     assert (fleet.rank, fleet.size, fleet.local_rank, fleet.local_size) == (5, 8, 1, 4)
-    assert _gpu_share(fleet.local_rank, fleet.local_size, 4) == [1]  # SLURM_LOCALID's GPU
-    assert _gpu_share(fleet.local_rank, fleet.local_size, 1) == [0]  # --gpus-per-task=1
+    assert gpu_share(fleet.local_rank, fleet.local_size, 4) == [1]  # SLURM_LOCALID's GPU
+    assert gpu_share(fleet.local_rank, fleet.local_size, 1) == [0]  # --gpus-per-task=1
 
 
 def test_without_mpi4py_the_error_says_how_to_get_it(monkeypatch):
