@@ -84,29 +84,35 @@ class _Rank1Of6:
         pass
 
 
-def test_the_groups_rank_0_read_and_the_run_id_choose_every_ranks_pairs(monkeypatch, tmp_path):
+def _rank_1s_pairs(monkeypatch, fleet: _Rank1Of6, **options):
+    """The net_p2p pairs rank 1 of `fleet` measures in a fleet run (`options`: run_fleet's),
+    measuring nothing itself: api.run is stood in for and records them."""
     from types import SimpleNamespace
 
+    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
+    shares = []
+
+    def measure(**given):
+        shares.append(given["fleet"])
+        raise RuntimeError("measured nothing")
+
+    monkeypatch.setattr(fleet_run.api, "run", measure)
+    with pytest.raises(SystemExit):
+        fleet_run.run_fleet(out=None, **options, **{
+            k: v for k, v in _options(None).items() if k not in ("all_pairs", "groups")},
+            simulate=True, plots=False, telemetry=False)
+    (share,) = shares
+    return share.executor.pairs
+
+
+def test_the_groups_rank_0_read_and_the_run_id_choose_every_ranks_pairs(monkeypatch, tmp_path):
     from bwprof.fleet.pairs import ACROSS, WITHIN
 
     hosts = [(0, f"node{r}", None) for r in range(6)]
     racks = {"node0": "a", "node1": "a", "node2": "a", "node3": "b", "node4": "b"}  # no node5
     fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), racks, hosts, (False, "test"),
                        1])  # the last: rank 0's word that the merged folder is written
-    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
-    shares = []
-
-    def measure(**options):
-        shares.append(options["fleet"])
-        raise RuntimeError("measured nothing")
-
-    monkeypatch.setattr(fleet_run.api, "run", measure)
-    with pytest.raises(SystemExit):
-        fleet_run.run_fleet(out=None, groups="racks.txt", **{
-            k: v for k, v in _options(None).items() if k not in ("all_pairs", "groups")},
-            simulate=True, plots=False, telemetry=False)
-    (share,) = shares
-    pairs = share.executor.pairs
+    pairs = _rank_1s_pairs(monkeypatch, fleet, groups="racks.txt")
     assert "across and within 3 groups (--groups); seed fleet-1)" in pairs.note
     assert {ACROSS, WITHIN} <= set(pairs.reasons)
     assert fleet.answers == []  # the groups came from rank 0, as every broadcast
@@ -115,29 +121,14 @@ def test_the_groups_rank_0_read_and_the_run_id_choose_every_ranks_pairs(monkeypa
 def test_without_a_groups_file_slurms_leaf_switches_group_the_pairs(monkeypatch, tmp_path):
     """srun under topology/tree: each task's SLURM_TOPOLOGY_ADDR names its leaf switch; the
     pairs are sampled across and within those switches, and the notes say where from."""
-    from types import SimpleNamespace
-
     from bwprof.fleet.pairs import ACROSS, WITHIN
 
     switches = ["top.s1", "top.s1", "top.s1", "top.s2", "top.s2", "top.s2"]
     peers = [(0, f"node{r}", switch) for r, switch in enumerate(switches)]
     fleet = _Rank1Of6([(None, "fleet-1", tmp_path / "run"), peers, (False, "test"), 1])
-    monkeypatch.setattr(fleet_run, "Fleet", SimpleNamespace(join=lambda timeout: fleet))
     monkeypatch.setenv("SLURM_TOPOLOGY_ADDR", "top.s1.node1")
     monkeypatch.setenv("SLURM_TOPOLOGY_ADDR_PATTERN", "switch.switch.node")
-    shares = []
-
-    def measure(**options):
-        shares.append(options["fleet"])
-        raise RuntimeError("measured nothing")
-
-    monkeypatch.setattr(fleet_run.api, "run", measure)
-    with pytest.raises(SystemExit):
-        fleet_run.run_fleet(out=None, **{
-            k: v for k, v in _options(None).items() if k not in ("all_pairs", "groups")},
-            simulate=True, plots=False, telemetry=False)
-    (share,) = shares
-    assert {ACROSS, WITHIN} <= set(share.executor.pairs.reasons)
+    assert {ACROSS, WITHIN} <= set(_rank_1s_pairs(monkeypatch, fleet).reasons)
     assert fleet.answers == []
 
 
