@@ -19,6 +19,7 @@ from bwprof.fleet.comm import (
     launched_by_mpi,
     rank_from_environment,
 )
+from tests.fleet.helpers import gives_up
 
 
 def test_launch_detection():
@@ -204,24 +205,13 @@ def test_gather_gives_up_on_a_silent_rank_within_its_timeout(monkeypatch):
 # Catches: a receive without its deadline
 def test_a_receive_from_a_silent_rank_times_out(monkeypatch):
     from bwprof.fleet import comm as comm_module
-    from bwprof.fleet.comm import Fleet, FleetTimeout
+    from bwprof.fleet.comm import Fleet
     from tests.fleet.test_comm import FakeComm
 
     monkeypatch.setattr(comm_module, "POLL_S", 0.001)
     receiver = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
                      timeout_s=0.05)
-    outcome = []
-
-    def receive():
-        try:
-            receiver.bcast(None, "the plan")
-        except FleetTimeout as exc:
-            outcome.append(str(exc))
-
-    worker = threading.Thread(target=receive, daemon=True)
-    worker.start()
-    worker.join(timeout=120)  # a guard: it gives up in 0.05 s
-    assert not worker.is_alive(), "the receive never timed out"
+    outcome = gives_up(lambda: receiver.bcast(None, "the plan"), guard_s=120)
     assert outcome == ["rank 2 waited 0.05 s for the plan from rank 0, silent all that time"]
 
 

@@ -16,6 +16,7 @@ from bwprof.fleet import run as fleet_run
 from bwprof.fleet.comm import HEARTBEAT_TAG
 from bwprof.fleet.merge import merge
 from bwprof.fleet.run import QuietExit, job_code, worst_code
+from tests.fleet.helpers import gives_up
 from tests.fleet.test_merge import FLEET_OPTIONS, _FakeFleet, _report, _rows
 
 TWO_JOBS = {**FLEET_OPTIONS, "cases": "ddr_triad,ddr_copy"}
@@ -176,23 +177,12 @@ class _GoAheadThenSilence:
 # (SIGSTOP on rank 0 under --mpi-timeout 20: the job never ended)
 def test_a_ranks_results_to_a_stopped_rank_0_time_out(monkeypatch):
     from bwprof.fleet import comm as comm_module
-    from bwprof.fleet.comm import Fleet, FleetTimeout
+    from bwprof.fleet.comm import Fleet
 
     monkeypatch.setattr(comm_module, "POLL_S", 0.001)
     fleet = Fleet(_GoAheadThenSilence(), rank=1, size=2, local_rank=0, local_size=1,
                   host="n", timeout_s=0.05)
-    outcome: list[str] = []
-
-    def send() -> None:
-        try:
-            fleet.gather("a large report", "every rank's results")
-        except FleetTimeout as exc:
-            outcome.append(str(exc))
-
-    worker = threading.Thread(target=send, daemon=True)
-    worker.start()
-    worker.join(timeout=60)  # a guard: it gives up in 0.05 s
-    assert not worker.is_alive(), "the send to a stopped rank 0 never timed out"
+    outcome = gives_up(lambda: fleet.gather("a large report", "every rank's results"))
     assert outcome == ["rank 1 waited 0.05 s for every rank's results from rank 0, silent "
                        "all that time"]
 
