@@ -38,14 +38,20 @@ def _header(tmp_path: Path) -> str:
 @pytest.mark.parametrize("text", ["", "header"])
 def test_a_run_without_figures_is_refused_and_the_genuine_run_is_then_added(tmp_path, text):
     hollow = _hollow(tmp_path, "hollow", _header(tmp_path) if text else "")
-    store = tmp_path / "store"
-    done = runner.invoke(app, ["history", "add", str(hollow), "--store", str(store)])
+    added = _refused_then_genuine_added(hollow, H200, tmp_path / "store")
+    assert added.startswith("added vm-20261130T235257Z (11 figure(s))")
+
+
+def _refused_then_genuine_added(bad: Path, genuine: Path, store: Path) -> str:
+    """`history add` of `bad` refused with one line (no figure), nothing stored, then that
+    of `genuine` into the same store succeeds: its output."""
+    done = runner.invoke(app, ["history", "add", str(bad), "--store", str(store)])
     assert done.exit_code == 2, done.output
     assert len(done.output.splitlines()) == 1 and "holds no figure" in done.output
     assert not store.exists() or store_names(store) == []
-    genuine = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
-    assert genuine.exit_code == 0, genuine.output
-    assert genuine.output.startswith("added vm-20261130T235257Z (11 figure(s))")
+    good = runner.invoke(app, ["history", "add", str(genuine), "--store", str(store)])
+    assert good.exit_code == 0, good.output
+    return good.output
 
 
 def _figures_set(folder: Path, cell: str) -> None:
@@ -68,14 +74,7 @@ def test_a_run_whose_figures_are_not_measurements_is_refused_and_blocks_nothing(
     bad = tmp_path / "bad"
     shutil.copytree(genuine, bad)
     _figures_set(bad, cell)
-    store = tmp_path / "store"
-    done = runner.invoke(app, ["history", "add", str(bad), "--store", str(store)])
-    assert done.exit_code == 2, done.output
-    assert len(done.output.splitlines()) == 1 and "holds no figure" in done.output
-    assert not store.exists() or store_names(store) == []
-    good = runner.invoke(app, ["history", "add", str(genuine), "--store", str(store)])
-    assert good.exit_code == 0, good.output
-    assert good.output.startswith("added ")
+    assert _refused_then_genuine_added(bad, genuine, tmp_path / "store").startswith("added ")
 
 
 def _stored_rows() -> pd.DataFrame:
