@@ -374,19 +374,27 @@ def _results_copied(tmp_path: Path, name: str, results_from: Path) -> Path:
     return folder
 
 
+def _added_then_refused(first: Path, copied: Path, store: Path) -> str:
+    """`history add` of `first` stored, then that of `copied` refused with one line (exit
+    2), the store unchanged: the line."""
+    added = runner.invoke(app, ["history", "add", str(first), "--store", str(store)])
+    assert added.exit_code == 0, added.output
+    before = store_names(store)
+    done = runner.invoke(app, ["history", "add", str(copied), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert done.output.count("\n") == 1
+    assert store_names(store) == before
+    return done.output
+
+
 def test_results_naming_another_run_id_are_refused_and_the_batch_goes_on(tmp_path):
     """host-ddr-v2's results copied into host-ddr's folder were stored as a second run."""
     v2 = H200.parent / "host-ddr-v2"
     copied = _results_copied(tmp_path, "copied", v2)
     store = tmp_path / "store"
-    first = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
-    assert first.exit_code == 0, first.output
-    before = store_names(store)
-    done = runner.invoke(app, ["history", "add", str(copied), "--store", str(store)])
-    assert done.exit_code == 2, done.output
-    assert done.output.count("\n") == 1 and done.output.startswith("error: ")
-    assert str(copied) in done.output and "vm-20261201T081848Z" in done.output
-    assert store_names(store) == before
+    refused = _added_then_refused(v2, copied, store)
+    assert refused.startswith("error: ")
+    assert str(copied) in refused and "vm-20261201T081848Z" in refused
     batch = runner.invoke(app, ["history", "add", str(copied), str(H200),
                                 "--store", str(tmp_path / "other")])
     assert batch.exit_code == 2, batch.output
@@ -403,14 +411,9 @@ def test_one_measurement_under_two_run_ids_is_stored_once(tmp_path):
     results.to_csv(v2 / "results.csv", index=False)
     copied = _results_copied(tmp_path, "copied", v2)
     store = tmp_path / "store"
-    first = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
-    assert first.exit_code == 0, first.output
-    before = store_names(store)
-    done = runner.invoke(app, ["history", "add", str(copied), "--store", str(store)])
-    assert done.exit_code == 2, done.output
-    assert done.output.count("\n") == 1 and str(copied) in done.output
-    assert "SHA-256" in done.output and "vm-20261201T081848Z" in done.output
-    assert store_names(store) == before
+    refused = _added_then_refused(v2, copied, store)
+    assert str(copied) in refused
+    assert "SHA-256" in refused and "vm-20261201T081848Z" in refused
     again = runner.invoke(app, ["history", "add", str(v2), "--store", str(store)])
     assert again.exit_code == 0 and again.output.startswith("already stored:")
     batch = runner.invoke(app, ["history", "add", str(v2), str(copied),
