@@ -20,8 +20,9 @@ table in docs/command-line.md lists each."""
 EXIT_USAGE = 2
 """Bad input: an option, a path or a file that is not what bwprof needs; nothing measured."""
 EXIT_OUTPUT = 3
-"""bwprof could not write its output (disk full, read-only or vanished folder, I/O error);
-every row written before the failure is kept and readable."""
+"""bwprof could not write its output (disk full, read-only or vanished folder, I/O error), or
+memory ran out (while reading a file as well as writing: never EXIT_USAGE, the file is not at
+fault); every row written before the failure is kept and readable."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C, SIGTERM, SIGHUP or SIGQUIT stopped the command; a run keeps its finished rows."""
 
@@ -73,6 +74,16 @@ def write_failure(path: Path, exc: OSError, kept: Path | None = None,
     if kept is not None:
         text += f"; the rows finished before are kept in {kept}"
     return WriteFailed(f"{text}; {advice}", path, reason)
+
+
+def raise_if_no_memory(exc: BaseException) -> None:
+    """Re-raise `exc` where it is memory running out (MemoryError, pyarrow's
+    ArrowMemoryError, an OSError ENOMEM), as a MemoryError: never the file's fault, so never a
+    BwprofError (exit 2) but the entry point's one line and exit 3, wherever it happened."""
+    if isinstance(exc, MemoryError):
+        raise exc
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        raise MemoryError(exc.strerror or str(exc)) from exc
 
 
 class RunInterrupted(KeyboardInterrupt):

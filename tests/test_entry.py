@@ -222,6 +222,16 @@ def test_the_documented_exit_code_table_is_the_one_in_errors():
     assert {int(code) for code in table} == codes
     assert "interrupt" in table[str(errors.EXIT_INTERRUPTED)].lower()
     assert "full" in table[str(errors.EXIT_OUTPUT)]
+    # memory that ran out is 3 wherever it happened: the table, README's and errors' words
+    readme = dict(re.findall(r"^\| `(\d+)` \| (.+?) \|$",
+                             (COMMAND_LINE_DOC.parents[1] / "README.md").read_text(), re.M))
+    source = Path(errors.__file__).read_text()
+    said = source[source.index("EXIT_OUTPUT = "):source.index("EXIT_INTERRUPTED = ")]
+    for words in ("read-only or vanished folder, I/O error", "memory ran out",
+                  "while reading a file as well as writing"):
+        assert words in table[str(errors.EXIT_OUTPUT)], words
+        assert words in readme[str(errors.EXIT_OUTPUT)], words
+        assert words in " ".join(said.split()), words
     # every place a command returns 1 (cli.py's EXIT_FAILED, bwprof/fleet/run.py's
     # SystemExit(1) and abort(1)) is named, so a script knows what 1 means
     for where in ("`invalid`", "`error`", "fleet rank", "`--mpi-timeout`", "--fail-below",
@@ -504,3 +514,57 @@ def test_what_counts_as_running_out_of_memory():
         assert entry._out_of_memory(chained)
     assert not entry._out_of_memory(ImportError("No module named 'pyarrow'"))
     assert not entry._out_of_memory(ValueError("cannot allocate memory"))
+
+
+_EXHAUSTED = '''
+import sys
+
+import {module}
+from bwprof.entry import main
+
+
+def exhausted(*args, **kwargs):
+    raise {error}("cannot allocate {module}.{name}'s memory")
+
+
+{module}.{name} = exhausted
+sys.exit(main())
+'''
+
+
+@pytest.mark.parametrize(("module", "name", "error"), [
+    ("pandas", "read_csv", "MemoryError"),  # while reading results.csv
+    ("pandas", "read_csv", "__import__('pyarrow').lib.ArrowMemoryError"),
+    ("json", "loads", "MemoryError"),  # while reading system.json
+    ("json", "dumps", "MemoryError"),  # while writing the report
+])
+def test_out_of_memory_reading_or_writing_is_one_line_and_3(tmp_path, run_copy, module, name,
+                                                             error):
+    """Memory that ran out while a run file was read was 'cannot read ...: not enough
+    memory', exit 2 (bad input), and 3 anywhere else: it is one rule, the entry point's line
+    and exit 3 (the reviewer's repro, through the CLI)."""
+    run = run_copy("h200-quick")
+    # json.dumps patched for the whole process also makes pandas warn that it cannot keep a
+    # frame's attrs: a warning of the patch, not of bwprof.
+    quiet = {"PYTHONWARNINGS": "ignore::UserWarning"} if name == "dumps" else {}
+    (tmp_path / "exhausted.py").write_text(_EXHAUSTED.format(module=module, name=name,
+                                                             error=error))
+    done = subprocess.run([sys.executable, "-m", "exhausted", "report", str(run), "--out",
+                           str(tmp_path / "x")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **quiet, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), *sys.path])})
+    assert done.returncode == errors.EXIT_OUTPUT, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: bwprof ran out of memory"), lines
+    assert "not enough memory" not in done.stderr
+
+
+def test_memory_running_out_is_never_bad_input():
+    import errno as errnos
+
+    with pytest.raises(MemoryError):
+        errors.raise_if_no_memory(OSError(errnos.ENOMEM, "Cannot allocate memory"))
+    with pytest.raises(MemoryError):
+        errors.raise_if_no_memory(MemoryError())
+    errors.raise_if_no_memory(OSError(errnos.EIO, "Input/output error"))  # not memory: kept
+    errors.raise_if_no_memory(ValueError("bad"))

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bwprof.errors import BwprofError
+from bwprof.errors import BwprofError, raise_if_no_memory
 from bwprof.schema.text import printable_tree, shown
 from bwprof.units import GiB, MiB, format_bytes
 
@@ -80,8 +80,8 @@ class MissingFile(BwprofError):
 
 
 class Unreadable(BwprofError):
-    """The file is there but the system would not read it (permission denied, an I/O error,
-    not enough memory): nothing is known of its content, as against a file that was read
+    """The file is there but the system would not read it (permission denied, an I/O
+    error): nothing is known of its content, as against a file that was read
     and is not what bwprof wrote."""
 
 
@@ -171,6 +171,7 @@ def _stat(path: Path, limit: int, follow: bool,
     except FileNotFoundError:
         raise MissingFile(f"{shown(path)} does not exist") from None
     except OSError as exc:
+        raise_if_no_memory(exc)
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     except ValueError as exc:  # a NUL in the name
         raise BwprofError(f"cannot read {shown(path)}: {exc}") from None
@@ -205,6 +206,7 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:  # made a link since the lstat
             raise _refused_link(path, "") from None
+        raise_if_no_memory(exc)
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
     try:
         with os.fdopen(fd, "rb") as file:
@@ -222,9 +224,8 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
                                   f"({format_bytes(limit)})")
             return data
     except OSError as exc:
+        raise_if_no_memory(exc)
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
-    except MemoryError:
-        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
 
 
 def utf8_text(data: bytes, path: Path) -> str:
@@ -235,8 +236,6 @@ def utf8_text(data: bytes, path: Path) -> str:
         raise BwprofError(f"{shown(path)} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
                           f"offset {exc.start}); bwprof writes UTF-8: it is damaged or not "
                           "bwprof's") from None
-    except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
 
 
 def read_text(path: Path, limit: int) -> str:
@@ -296,8 +295,6 @@ def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
     except RecursionError:  # not reached within max_depth; kept as a last guard
         raise BwprofError(f"{shown(path)} is malformed: nested too deeply to be bwprof's"
                           ) from None
-    except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
     except ValueError as exc:  # JSONDecodeError is one; so is an integer of 5,000 digits
         raise BwprofError(f"{shown(path)} is malformed: {str(exc).splitlines()[0]}") from None
     return printable_tree(parsed) if _ESCAPED_SURROGATE.search(data) else parsed

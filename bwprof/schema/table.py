@@ -265,11 +265,8 @@ def _parsed(text: str, path: Path) -> pd.DataFrame:
     caller, which may retry. Parsed from its UTF-8 bytes: pandas' parser reads bytes
     directly, where text it re-encodes chunk by chunk (three times the CPU: seconds for a
     fleet's million rows); the same frame, the same errors."""
-    try:
-        return pd.read_csv(io.BytesIO(text.encode("utf-8")), encoding="utf-8",
-                           keep_default_na=True, low_memory=False)
-    except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    return pd.read_csv(io.BytesIO(text.encode("utf-8")), encoding="utf-8",
+                       keep_default_na=True, low_memory=False)
 
 
 _PANDAS_ERRORS = (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError)

@@ -60,7 +60,7 @@ from typing import IO, Any, Protocol
 import pandas as pd
 
 from bwprof.coerce import shorten
-from bwprof.errors import EXIT_USAGE, BwprofError, write_failure
+from bwprof.errors import EXIT_USAGE, BwprofError, raise_if_no_memory, write_failure
 from bwprof.schema.meta import GpuMeta, RunMeta
 from bwprof.schema.reading import MAX_TABLE_BYTES, Unreadable, file_size, read_bytes
 from bwprof.schema.table import is_missing
@@ -637,9 +637,10 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
         data = read_bytes(path, MAX_TABLE_BYTES)
     try:
         table = pq.read_table(BytesIO(data))
-    except MemoryError:
-        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
+    except MemoryError:  # the entry point's one line, exit 3
+        raise
     except Exception as exc:  # pyarrow's own error types for a damaged file
+        raise_if_no_memory(exc)
         why = _first_line(exc)
         raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
     names = table.column_names
@@ -650,7 +651,8 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
     try:
         versions = set(pa.compute.cast(table.column("schema_version"), pa.int64())
                        .unique().drop_null().to_pylist())
-    except Exception:  # not whole numbers: said below, as a column of another type
+    except Exception as exc:  # not whole numbers: said below, as a column of another type
+        raise_if_no_memory(exc)
         versions = set()
     if versions - {HISTORY_VERSION}:
         raise OtherVersion(f"{shown(path)} is of history version "
@@ -662,9 +664,10 @@ def store_table(path: Path, data: bytes | None = None) -> Any:
             if name not in names:
                 table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
         table = table.select(list(COLUMN_NAMES)).cast(schema)
-    except MemoryError:
-        raise Unreadable(f"cannot read {shown(path)}: not enough memory") from None
-    except Exception:  # a column of values the store's type cannot hold, or named twice
+    except MemoryError:  # the entry point's one line, exit 3
+        raise
+    except Exception as exc:  # a column of values the store's type cannot hold, or named twice
+        raise_if_no_memory(exc)
         odd = [f"{field.name} ({field.type})" for field in table.schema
                if field.name in schema.names and field.type != schema.field(field.name).type]
         raise BwprofError(f"{shown(path)} is not a bwprof history file: "
@@ -821,7 +824,8 @@ def _fragments(files: Sequence[Path], notes: list[str]) -> tuple[list[Any], list
         except BwprofError as exc:
             notes.append(f"left out: {exc}")
             continue
-        except Exception:  # pyarrow's own error types for a damaged file: said as one file's
+        except Exception as exc:  # pyarrow's own error types for a damaged file: said as one file's
+            raise_if_no_memory(exc)
             odd.append(path)
             continue
         types = {field.name: field.type for field in physical}
@@ -859,17 +863,16 @@ def _scan(fragments: list[Any], where: Any, notes: list[str],
     try:
         table = ds.FileSystemDataset(fragments, schema, fragments[0].format).to_table(
             columns=columns, filter=keep)
-    except MemoryError:
-        raise BwprofError("cannot read the history store: not enough memory") from None
-    except Exception:  # a damaged page: find its file
+    except MemoryError:  # the entry point's one line, exit 3
+        raise
+    except Exception as exc:  # a damaged page: find its file
+        raise_if_no_memory(exc)
         tables = []
         for fragment in fragments:
             try:
                 tables.append(fragment.to_table(schema=schema, columns=columns, filter=keep))
-            except MemoryError:
-                raise BwprofError(f"cannot read {shown(Path(fragment.path))}: not enough "
-                                  "memory") from None
             except Exception as exc:
+                raise_if_no_memory(exc)
                 why = _first_line(exc)
                 notes.append(f"left out: cannot read {shown(Path(fragment.path))}: "
                              f"{one_line(why)}")
@@ -977,6 +980,7 @@ def _opened_index(store: Path) -> Iterator[tuple[Any, dict[str, list[Any]]] | No
             schema = index.schema_arrow
             covers = json.loads((schema.metadata or {})[_INDEX_KEY])
         except Exception as exc:  # a damaged or foreign file
+            raise_if_no_memory(exc)
             why = _first_line(exc)
             raise BwprofError(f"cannot read {shown(path)}: {one_line(why)}") from None
         if (not isinstance(covers, dict) or covers.get("version") != INDEX_VERSION
@@ -1011,17 +1015,15 @@ def _read_index(store: Path, files: Sequence[Path], where: Any, wanted: Sequence
             try:
                 table = index.read(columns=[*wanted, RUN_FILE])
                 table = table.filter(keep if where is None else keep & where)
-            except MemoryError:
-                raise BwprofError("cannot read the history store's index: not enough "
-                                  "memory") from None
+            except MemoryError:  # the entry point's one line, exit 3
+                raise
             except Exception as exc:  # damaged pages: the run files say it all
+                raise_if_no_memory(exc)
                 why = _first_line(exc)
                 notes.append(f"cannot read {shown(store / INDEX_FILE)}: {one_line(why)}: "
                              f"{again}")
                 return None, set()
     except BwprofError as exc:
-        if "not enough memory" in str(exc):
-            raise
         notes.append(f"{exc}: {again}")
         return None, set()
     return _to_frame(table.select(list(wanted))), covered
@@ -1052,10 +1054,10 @@ def _kept_from_index(store: Path, now: dict[str, tuple[int, int, int]]
             return [], {}
         try:
             table = index.read()
-        except MemoryError:
-            raise BwprofError("cannot read the history store's index: not enough "
-                              "memory") from None
+        except MemoryError:  # the entry point's one line, exit 3
+            raise
         except Exception as exc:  # damaged pages: every file is read again
+            raise_if_no_memory(exc)
             why = _first_line(exc)
             raise BwprofError(f"cannot read {shown(store / INDEX_FILE)}: "
                               f"{one_line(why)}") from None
@@ -1116,8 +1118,6 @@ def compact(store: Path, *, wait: bool = True) -> Compacted | None:
         try:
             pieces, covers = _kept_from_index(store, now)
         except BwprofError as exc:
-            if "not enough memory" in str(exc):
-                raise
             notes.append(f"{exc}: written anew")
         read = 0
         for path in files:

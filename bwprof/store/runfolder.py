@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from bwprof.coerce import NAME_CHARACTERS, shorten
-from bwprof.errors import BwprofError
+from bwprof.errors import BwprofError, raise_if_no_memory
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.reading import (
     MAX_MESSAGE,
@@ -226,9 +226,10 @@ def read_parquet_results(path: Path) -> pd.DataFrame:
         frame = pd.read_parquet(BytesIO(data))
     except BwprofError:
         raise
-    except MemoryError:
-        raise BwprofError(f"cannot read {shown(path)}: not enough memory") from None
+    except MemoryError:  # the entry point's one line, exit 3
+        raise
     except Exception as exc:  # pyarrow raises its own error types for a damaged file
+        raise_if_no_memory(exc)
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise BwprofError(f"cannot read {shown(path)}: {why}") from None
     return checked_results(frame, path)
