@@ -149,3 +149,36 @@ def test_the_cycle_collector_is_paused_only_while_rows_are_made_and_resumed_as_i
         assert not gc.isenabled()  # a caller's own pause is kept
     finally:
         gc.enable()
+
+
+def test_the_cycle_collector_pause_nests_and_only_the_outermost_end_resumes_it():
+    """Pauses that overlap (nested, or in two threads, ending in either order) keep the
+    collector off until the last ends; one thread's end re-enabled it under another's."""
+    import gc
+    from contextlib import ExitStack
+
+    from bwprof.schema.table import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    first, second = ExitStack(), ExitStack()
+    first.enter_context(gc_paused())  # one thread's pause
+    second.enter_context(gc_paused())  # another's, begun while the first runs
+    first.close()  # the first ends before the second: the second still runs paused
+    assert not gc.isenabled()
+    second.close()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), gc_paused(), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused(), gc_paused():
+            pass
+        assert not gc.isenabled()  # the user's own gc.disable() is kept
+    finally:
+        gc.enable()
