@@ -78,6 +78,7 @@ def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
     """The run above writes no plots (the fixture's time): the rows of every GPU case still
     draw, each figure whose rows it has (host, telemetry and timeline figures it has none of)."""
     from bwprof.render import plots
+    from bwprof.render.plotcache import is_plot_name
     from bwprof.saved import load
 
     written = plots.write_plots(load(simulated_run.run_dir))
@@ -85,6 +86,7 @@ def test_every_gpu_cases_rows_draw_their_plots(simulated_run):
         plots.BANDWIDTH_PNG, plots.SUMMARY_PNG, plots.P2P_PNG, plots.LATENCY_PNG,
         plots.LOADED_LATENCY_PNG, plots.P2P_LATENCY_PNG]
     assert all(p.stat().st_size > 10_000 for p in written)
+    assert all(is_plot_name(p.name) for p in written)  # PLOT_FILES lists every fixed plot
 
 
 def test_sizes_that_do_not_fit_are_skipped_with_the_reason(simulated_run):

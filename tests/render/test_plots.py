@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from bwprof.analysis.summary import build_summary
 from bwprof.cli import app
 from bwprof.render import plots
+from bwprof.render.plotcache import is_plot_name
 from bwprof.saved import load
 from tests.conftest import DATA
 from tests.schema.builders import host, meta
@@ -162,6 +163,7 @@ def test_every_plot_of_a_measured_h200_run_with_timelines_from_its_events(run_co
     for path in written:
         data = path.read_bytes()
         assert data.startswith(PNG) and len(data) > 10_000, path
+        assert is_plot_name(path.name), path  # else a stale copy of it is never removed
     measured = load(DATA / "h200-quick")
     title = _title(plots.bandwidth_figure(measured.results, measured.meta))
     assert "NVIDIA H200" in title and plots.SIMULATED_TITLE not in title
