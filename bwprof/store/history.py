@@ -512,10 +512,11 @@ def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
         outcome: Added | Refused
         if isinstance(item, Refused):
             outcome = item
-        elif (held := measured.get(item.digest)) is not None and held[0] != item.key:
+        elif (held := measured.get(item.digest)) and item.key not in held:
+            held_id, held_source = next(iter(held.values()))
             outcome = Refused(item.source, (
                 f"{shown(item.source)} holds the results (SHA-256 {item.digest[:16]}...) of "
-                f"run_id {shorten(one_line(held[1]))!r}, stored from {shorten(held[2])}, but "
+                f"run_id {shorten(one_line(held_id))!r}, stored from {shorten(held_source)}, but "
                 f"claims run_id {shorten(one_line(item.run_id))!r}: refused (one measurement "
                 "is stored once, under its own run)"))
         elif isinstance(earlier := first.get(item.key), Refused):
@@ -534,16 +535,19 @@ def add_runs(saved: Iterable[SummarisedRun | Refused], store: Path,
                 outcome = Refused(item.source, str(exc))
             first[item.key] = outcome
             if isinstance(outcome, Added):
-                measured.setdefault(item.digest, (item.key, item.run_id, shown(item.source)))
+                measured.setdefault(item.digest, {}).setdefault(
+                    item.key, (item.run_id, shown(item.source)))
         done.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
     return done
 
 
-def _stored_digests(store: Path) -> dict[str, tuple[str, str, str]]:
-    """The results digest of each run the store holds with a figure: (run_key, run_id,
-    source), what tells one measurement added again under another run_id. Empty where the
+def _stored_digests(store: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """The results digest of each run the store holds with a figure: {run_key: (run_id,
+    source)} of every run stored with it, what tells one measurement added again under
+    another run_id (a store may already hold one twice, from before the check: each of
+    them is still its own run, re-added as 'already stored'). Empty where the
     store is not there yet or holds no run that can be read (`add_runs` says what is
     wrong with it where it matters)."""
     if not os.path.isdir(store):
@@ -554,8 +558,11 @@ def _stored_digests(store: Path) -> dict[str, tuple[str, str, str]]:
     except BwprofError:
         return {}
     frame = frame[frame["value"].map(a_figure).notna() & frame["results_sha256"].notna()]
-    return {str(row.results_sha256): (str(row.run_key), str(row.run_id), str(row.source))
-            for row in frame.drop_duplicates("results_sha256").itertuples(index=False)}
+    digests: dict[str, dict[str, tuple[str, str]]] = {}
+    for row in frame.drop_duplicates(["results_sha256", "run_key"]).itertuples(index=False):
+        digests.setdefault(str(row.results_sha256), {})[str(row.run_key)] = (
+            str(row.run_id), str(row.source))
+    return digests
 
 
 def added_lines(done: Sequence[Added | Refused]) -> list[str]:

@@ -421,3 +421,27 @@ def test_one_measurement_under_two_run_ids_is_stored_once(tmp_path):
     assert batch.exit_code == 2, batch.output
     assert [line.split(" ")[0] for line in batch.output.splitlines()] == ["added", "error:"]
     assert len(store_names(tmp_path / "fresh")) == 1
+
+
+def test_a_store_holding_one_measurement_twice_from_before_the_check_re_adds_each(tmp_path):
+    """A store written before the digest check may hold one measurement under two run ids:
+    re-adding either folder (a nightly `history add reports/*`) is 'already stored', exit 0,
+    not a refusal naming the other one (the review's catch: only the first run of a digest
+    was remembered)."""
+    v2 = tmp_path / "v2"
+    shutil.copytree(H200.parent / "host-ddr-v2", v2)
+    results = pd.read_csv(v2 / "results.csv", keep_default_na=False, dtype=str)
+    results["run_id"] = ""
+    results.to_csv(v2 / "results.csv", index=False)
+    copied = _results_copied(tmp_path, "copied", v2)
+    store, other = tmp_path / "store", tmp_path / "other"
+    for folder, into in ((v2, store), (copied, other)):
+        done = runner.invoke(app, ["history", "add", str(folder), "--store", str(into)])
+        assert done.exit_code == 0, done.output
+    for name in store_names(other):  # as an older bwprof would have stored both
+        shutil.copyfile(other / name, store / name)
+    assert len(store_names(store)) == 2
+    for folder in (v2, copied):
+        again = runner.invoke(app, ["history", "add", str(folder), "--store", str(store)])
+        assert again.exit_code == 0, again.output
+        assert again.output.startswith("already stored:"), again.output
