@@ -35,6 +35,7 @@ so plotting is safe to call from a library. Nothing here touches hardware.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import textwrap
@@ -1130,15 +1131,22 @@ def cut_texts(frame: pd.DataFrame) -> pd.DataFrame:
             if cut is frame:
                 cut = frame.copy()
             shortened = column.copy()  # the other cells as they are (None stays None)
-            shortened[long] = column[long].map(lambda text: shorten(text, NAME_CHARACTERS))
+            shortened[long] = column[long].map(cut_text)
             cut[name] = shortened
     return cut
+
+
+def cut_text(text: str) -> str:
+    """`text` as `shorten` cuts it, with a digest of the whole: two long case names that
+    share their head and tail stay two series, not one."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{shorten(text, NAME_CHARACTERS - 10)} {digest}"
 
 
 def _cut_timelines(timelines: Sequence[dict]) -> list[dict]:
     """The recorded timelines with their case and device names shortened as `cut_texts`
     does (each is a figure's title)."""
-    return [{**entry, **{key: shorten(entry[key], NAME_CHARACTERS) for key in ("case", "device")
+    return [{**entry, **{key: cut_text(entry[key]) for key in ("case", "device")
                          if isinstance(entry.get(key), str)
                          and len(entry[key]) > NAME_CHARACTERS}}
             if isinstance(entry, dict) else entry for entry in timelines]
