@@ -84,7 +84,10 @@ def test_a_signal_while_bwprof_imports_is_one_line(tmp_path, name):
     _wait(lambda: _catches_every_stop_signal(process.pid), process,
           "installing its handlers")
     err = _finish(process, name)
-    assert err.splitlines() == [_message(name)]
+    # A signal while a module imports is held until the import ends (bwprof.interrupts), so
+    # it may be raised once the run command has begun, which says nothing was written.
+    assert err.splitlines() in ([_message(name)], [
+        _message(name) + " before the first measurement: nothing was written"])
     assert not out.exists()
 
 
