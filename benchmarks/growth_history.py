@@ -33,14 +33,17 @@ runs; exit 1 where it is missed (only when 10,000 runs were measured).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+try:  # run as `python benchmarks/X.py` or imported as benchmarks.X
+    from benchmarks.childtime import measure_child
+except ImportError:
+    from childtime import measure_child  # type: ignore[no-redef]
 sys.path.insert(0, str(REPO))
 
 SOURCE = REPO / "tests" / "data" / "h200-quick"
@@ -67,19 +70,6 @@ def run():
                "trend_both": {{"gpu": gpu, "case": {case!r}}}}}[command]
     result = saved.trend(store, plots=False, **options)
     return len(result.rows)
-wall, cpu = time.perf_counter(), time.process_time()
-if len(sys.argv) > 4:
-    import cProfile, pstats
-    profile = cProfile.Profile()
-    profile.enable()
-    out = run()
-    profile.disable()
-    pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
-else:
-    out = run()
-wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({{"wall": wall, "cpu": cpu, "peak_mib": peak, "out": out}}))
 """
 
 
@@ -151,15 +141,8 @@ def _drop_index(store: Path) -> None:
 
 def measure(command: str, store: Path, gpu: str, profile: bool = False) -> dict[str, float]:
     """One command in a child process: its wall and CPU seconds and peak memory (MiB)."""
-    args = [sys.executable, "-c", _CHILD.format(repo=str(REPO), case=CASE), command,
-            str(store), gpu]
-    done = subprocess.run([*args, "profile"] if profile else args, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{command} failed:\n{done.stderr[-3000:]}")
-    if profile:
-        print(done.stderr)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return measure_child(_CHILD.format(repo=str(REPO), case=CASE), [command, str(store), gpu],
+                         command, profile)
 
 
 def main() -> int:
