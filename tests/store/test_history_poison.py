@@ -401,15 +401,21 @@ def test_results_naming_another_run_id_are_refused_and_the_batch_goes_on(tmp_pat
     assert [line.split(" ")[0] for line in batch.output.splitlines()] == ["error:", "added"]
 
 
-def test_one_measurement_under_two_run_ids_is_stored_once(tmp_path):
-    """The rows name no run_id (an older results.csv, or cells emptied): the results' digest
-    tells the same measurement under another run_id, in the store and in one batch."""
+def _one_measurement_in_two_folders(tmp_path: Path) -> tuple[Path, Path]:
+    """host-ddr-v2 with its rows' run_id emptied (an older results.csv), and host-ddr holding
+    that same results.csv: one measurement whose folders claim two run ids."""
     v2 = tmp_path / "v2"
     shutil.copytree(H200.parent / "host-ddr-v2", v2)
     results = pd.read_csv(v2 / "results.csv", keep_default_na=False, dtype=str)
     results["run_id"] = ""
     results.to_csv(v2 / "results.csv", index=False)
-    copied = _results_copied(tmp_path, "copied", v2)
+    return v2, _results_copied(tmp_path, "copied", v2)
+
+
+def test_one_measurement_under_two_run_ids_is_stored_once(tmp_path):
+    """The rows name no run_id (an older results.csv, or cells emptied): the results' digest
+    tells the same measurement under another run_id, in the store and in one batch."""
+    v2, copied = _one_measurement_in_two_folders(tmp_path)
     store = tmp_path / "store"
     refused = _added_then_refused(v2, copied, store)
     assert str(copied) in refused
@@ -428,12 +434,7 @@ def test_a_store_holding_one_measurement_twice_from_before_the_check_re_adds_eac
     re-adding either folder (a nightly `history add reports/*`) is 'already stored', exit 0,
     not a refusal naming the other one (the review's catch: only the first run of a digest
     was remembered)."""
-    v2 = tmp_path / "v2"
-    shutil.copytree(H200.parent / "host-ddr-v2", v2)
-    results = pd.read_csv(v2 / "results.csv", keep_default_na=False, dtype=str)
-    results["run_id"] = ""
-    results.to_csv(v2 / "results.csv", index=False)
-    copied = _results_copied(tmp_path, "copied", v2)
+    v2, copied = _one_measurement_in_two_folders(tmp_path)
     store, other = tmp_path / "store", tmp_path / "other"
     for folder, into in ((v2, store), (copied, other)):
         done = runner.invoke(app, ["history", "add", str(folder), "--store", str(into)])
