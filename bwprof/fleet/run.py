@@ -404,11 +404,6 @@ def job_code(merged: api.RunResult) -> int:
     return EXIT_FAILED if merged.failed else EXIT_OK
 
 
-def worst_code(*codes: int) -> int:
-    """The worst of the exit codes: an interrupt (130) first, else the highest."""
-    return EXIT_INTERRUPTED if EXIT_INTERRUPTED in codes else max(codes)
-
-
 def _rank_gpu(gpus: list[int], options: dict[str, Any]) -> Any:
     """This rank's GPU backend and device for GPU-buffer messages (None without a GPU)."""
     if not gpus or options.get("simulate"):

@@ -15,7 +15,7 @@ from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.fleet import run as fleet_run
 from bwprof.fleet.comm import HEARTBEAT_TAG
 from bwprof.fleet.merge import merge
-from bwprof.fleet.run import QuietExit, job_code, worst_code
+from bwprof.fleet.run import QuietExit, job_code
 from tests.fleet.helpers import gives_up
 from tests.fleet.test_merge import FLEET_OPTIONS, _FakeFleet, _report, _rows
 
@@ -130,11 +130,6 @@ def test_the_merge_marks_the_run_interrupted_by_the_ranks_signal(tmp_path):
         ("ok", None), ("interrupted", "SIGTERM"), ("missing", None)]
     assert result.interrupted and len(result.results) == 4  # 3 rows and rank 2's error row
     assert job_code(result) == 130
-
-
-def test_the_jobs_code_is_the_worst_of_the_ranks():
-    assert worst_code(0, 1, 130, 3) == 130
-    assert worst_code(0, 1, 3) == 3 and worst_code(0, 1) == 1 and worst_code(0) == 0
 
 
 # Catches: after a stop signal rank 0 waited the whole --mpi-timeout for a rank that died
