@@ -31,7 +31,6 @@ from bwprof.analysis.fleet import (  # _headline: one rank's headline rows, as t
     _headline,
     box_labels,
     differing_nodes,
-    fleet_findings,
     slower_nodes,
 )
 from bwprof.coerce import integer, number
@@ -56,7 +55,6 @@ from bwprof.store.export import (
     TIMELINES_FILE,
     RunWriter,
     versioned,
-    write_system_json,
 )
 from bwprof.store.runfolder import read_samples, read_system
 from bwprof.telemetry.session import SAMPLE_COLUMNS
@@ -207,21 +205,6 @@ class _Merged:
         self.ranks.append(RankMeta(rank=rank, status="missing"))
 
 
-
-
-def _metadata(received: Mapping[int, RankReport], merged: _Merged, run_id: str, size: int,
-              timeout_s: float) -> RunMeta:
-    """Rank 0's metadata, with its node's GPUs from every rank there, each node and rank."""
-    first = received.get(0)
-    meta = (first.meta if first is not None and first.meta is not None
-            else RunMeta(schema_version=SCHEMA_VERSION))
-    node = node_names(received).get(0)
-    if node is not None and node in merged.nodes:
-        meta = replace(meta, gpus=merged.nodes[node].gpus)
-    return replace(meta, schema_version=SCHEMA_VERSION, run_id=run_id, nodes=merged.nodes,
-                   mpi=MpiMeta(size=size, timeout_s=timeout_s, ranks=tuple(merged.ranks)))
-
-
 def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta]) -> RunMeta:
     """The merged run is interrupted where a rank was (fate `interrupted`, its `error` the
     signal): system.json says so, by which signal and on which ranks, and, as for a single
@@ -236,62 +219,20 @@ def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta]) -> RunMeta:
 
 def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
           timeout_s: float, options: Mapping[str, Any]) -> api.RunResult:
-    """Write the merged run folder on rank 0 (claimed by the caller, `bwprof.fleet.run`)
-    and return it as a RunResult; OutputError where the folder cannot take the files (the
-    rows written before are kept and system.json says what stopped it)."""
-    merged = _Merged()
-    names = node_names(received)
-    for rank in range(size):
-        report = received.get(rank)
-        if report is None:
-            merged.missing(run_id, rank, timeout_s)
-        else:
-            merged.add(run_id, report, names[rank])
-    frame = checked_results(pd.DataFrame(merged.rows, columns=list(CSV_COLUMNS)),
-                            out / RESULTS_FILE)
-    rows = rows_from_frame(frame)
-    meta = fleet_stop(_metadata(received, merged, run_id, size, timeout_s), merged.ranks)
-    findings = findings_frame([])
-    if merged.findings:
-        findings = pd.DataFrame(merged.findings, columns=list(findings.columns))
-    findings = pd.concat([findings, findings_frame(fleet_findings(frame, merged.nodes))],
-                         ignore_index=True)
-    notes: list[str] = list(merged.notes)
-    failure: OutputError | None = None
-    writer = RunWriter(out)
+    """Every rank's report at hand, merged as rank 0 merges them (`MergeStream`, rank by
+    rank; a rank absent from `received` is missing) and returned as a RunResult with its
+    report files; OutputError where the folder cannot take the files (the rows written
+    before are kept and system.json says what stopped it)."""
+    stream = MergeStream(out, run_id, {rank: RankName.of(report)
+                                       for rank, report in received.items()}, size, timeout_s)
     try:
-        for number, row in enumerate(rows):
-            writer.add(row, [seconds for _, seconds in sorted(merged.seconds.get(number, []))])
-        if merged.samples:
-            writer.add_samples(merged.samples, FLEET_SAMPLE_COLUMNS)
-        writer.add_timelines(merged.timelines)
-    except OutputError as exc:  # the rows before are kept; system.json says what stopped it
-        failure = exc
-        meta = replace(meta, interrupted=True, stopped_by=f"output error: {exc}")
-    finally:
-        writer.close()
-    try:
-        writer.write_findings(findings)
-    except OutputError as exc:
-        notes.append(f"findings.csv not written: {exc}")
-    with interrupts.deferred():
-        write_system_json(out, meta)
-    if failure is not None:
-        raise failure
-    result = api.RunResult(out, frame, meta, measured_rows=rows, timelines=merged.timelines,
-                           findings=findings,
-                           samples=(pd.DataFrame(merged.samples,
-                                                 columns=list(FLEET_SAMPLE_COLUMNS))
-                                    if merged.samples else None))
-    if meta.interrupted:
-        result.notes, result.interrupted = notes, True
-        return result
-    plots = bool(options.get("plots", True))  # report.html with the plots, as a single run
-    written = write_report_files(result, out,
-                                 parquet=options.get("file_format") == "parquet",
-                                 plots=plots, html=plots)
-    result.files, result.notes = written.files, [*notes, *written.notes]
-    return result
+        for rank in sorted(received):
+            stream.add(received[rank])
+    except BaseException:
+        stream.abandon()
+        raise
+    stream.close()
+    return stream.result(options)
 
 
 # ---- the streamed merge: one rank's records at a time -------------------------------------
@@ -451,8 +392,8 @@ class MergeStream:
     memory does not grow with the fleet. It keeps only what is small per rank: the rank's
     fate (`RankMeta`), its findings and notes, its headline rows (what the fleet's
     slower-node finding compares); the nodes' metadata and the timelines wait in a temporary
-    file until system.json and timelines.json are written. The folder is the one `merge`
-    writes from the same reports, byte for byte.
+    file until system.json and timelines.json are written. The folder is, byte for byte,
+    the one the in-memory merge it replaced wrote (tests/fleet/reference_merge.py).
 
     `names`: every reporting rank's `RankName` (gathered first: a rank's node name depends
     on the others'). Reports come in rank order (`add`); a rank skipped, or not come by
@@ -602,7 +543,7 @@ class MergeStream:
         result = api.RunResult(self.out, frame, read_system(self.out / SYSTEM_FILE),
                                measured_rows=rows, findings=self.findings_frame,
                                samples=samples)
-        if self.meta is not None and self.meta.interrupted:  # no report files (`merge`)
+        if self.meta is not None and self.meta.interrupted:  # no report files, as a run's
             result.notes, result.interrupted = list(self.notes), True
             return result
         plots = bool(options.get("plots", True))  # report.html with the plots, as a single run

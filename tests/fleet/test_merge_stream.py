@@ -1,18 +1,19 @@
 """The streamed merge (`MergeStream`, rank 0 taking one rank's report at a time) against the
-in-memory one (`merge`, every report in hand): the same folder, file for file, byte for byte
+in-memory one (`tests/fleet/reference_merge.py`, every report in hand, as bwprof merged
+before): the same folder, file for file, byte for byte
 (issue 36), and rank 0's memory flat as the fleet grows."""
 
 from __future__ import annotations
 
 import gc
 import tracemalloc
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from bwprof.fleet.merge import MergeStream, merge
 from tests.fleet import synthetic
+from tests.fleet.reference_merge import merge_in_memory
 
 FILES = ("results.csv", "timings.csv", "samples.csv", "findings.csv", "timelines.json",
          "system.json", "summary.csv", "columns.csv")
@@ -42,16 +43,6 @@ def _fleet(source: synthetic.Source) -> dict[int, synthetic.RankReport]:
     return reports
 
 
-def _streamed(out: Path, reports: dict[int, synthetic.RankReport], size: int,
-              options: dict[str, object]):
-    stream = MergeStream(out, "fleet-1", {r: synthetic.RankName.of(report)
-                                          for r, report in reports.items()}, size, 60.0)
-    for rank in sorted(reports):
-        stream.add(reports[rank])
-    stream.close()
-    return stream.result(options)
-
-
 # Catches: a streamed merge that numbers timings, orders rows, names nodes or writes
 # system.json, timelines.json or findings.csv otherwise than the in-memory merge
 @pytest.mark.parametrize("stopped", [None, "SIGTERM"])
@@ -62,8 +53,9 @@ def test_the_streamed_merge_writes_the_in_memory_merges_folder_byte_for_byte(tmp
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()
     new.mkdir()
-    expected = merge(old, "fleet-1", reports, size=8, timeout_s=60.0, options={"plots": False})
-    got = _streamed(new, reports, 8, {"plots": False})
+    expected = merge_in_memory(old, "fleet-1", reports, size=8, timeout_s=60.0,
+                               options={"plots": False})
+    got = merge(new, "fleet-1", reports, size=8, timeout_s=60.0, options={"plots": False})
     assert sorted(p.name for p in new.iterdir()) == sorted(p.name for p in old.iterdir())
     for name in FILES:
         if stopped is None or name not in ("summary.csv", "columns.csv"):
@@ -91,7 +83,7 @@ def test_the_merged_folder_reads_as_one_run(tmp_path, source):
     from bwprof import saved
 
     reports = _fleet(source)
-    _streamed(tmp_path, reports, 8, {"plots": False})
+    merge(tmp_path, "fleet-1", reports, size=8, timeout_s=60.0, options={"plots": False})
     report = saved.make_run_report(tmp_path, plots=False, write=False)
     assert set(report.run.results["rank"]) == {0, 1, 2, 3, 4, 5, 6, 7}
     assert {"node0004#aaaaaaaaaaaa:gpu0", "node0004#bbbbbbbbbbbb:gpu0"} <= set(
