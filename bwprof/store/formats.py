@@ -41,12 +41,14 @@ def check_format(name: str) -> bool:
 
 
 def write_parquet(frame: pd.DataFrame, target: Path,
-                  dtypes: Mapping[str, ResultDtype] | None = None) -> Path:
+                  dtypes: Mapping[str, ResultDtype] | None = None,
+                  metadata: Mapping[bytes, bytes] | None = None) -> Path:
     """A table as a whole Parquet file (a temporary file renamed over the target), carrying
     in its metadata what each of its columns means (`bwprof.schema.columns`), so the file
     explains itself wherever it is copied. Columns named in `dtypes` are stored as that
     type whatever pandas holds (an all-empty column is still a double, never a null or text
-    column DuckDB cannot average); the others as pandas infers them."""
+    column DuckDB cannot average); the others as pandas infers them. `metadata`: more
+    key-value pairs for the file's schema metadata."""
     import json
 
     import pyarrow as pa
@@ -59,7 +61,7 @@ def write_parquet(frame: pd.DataFrame, target: Path,
         table = table.cast(_with_types(table.schema, dtypes))
     meanings = json.dumps(meanings_of(str(c) for c in frame.columns)).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                           PARQUET_METADATA_KEY: meanings})
+                                           PARQUET_METADATA_KEY: meanings, **(metadata or {})})
     with atomic_file(target, binary=True) as handle:
         pq.write_table(table, handle)
     return target
