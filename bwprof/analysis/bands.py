@@ -10,7 +10,10 @@ file (`bwprof.analysis.spec`) moves any of them per GPU model.
 A peak never shrinks with a fault: PCIe is held against the part's maximum generation and
 width (a link trained at Gen4 on a Gen5 part gets the Gen5 band, so it fails), NVLink
 against the part's full link count (links down fail; the peak is not recomputed from the
-links that are up). Pure arithmetic and tables: no file, no GPU.
+links that are up). Pure arithmetic and tables: no file, no GPU. So each band is worked
+out once per part (and link) and shared: the functions below are cached, and a fleet of
+ten thousand GPUs of one model looks its bands up rather than making them again per GPU
+(issue 36). A Band is frozen: sharing one is safe.
 
 Sources are named beside each figure. "assumed" marks a share no published figure in
 DESIGN.md's table or the issue reports cited backs for that model: a spec should pin it.
@@ -19,7 +22,9 @@ DESIGN.md's table or the issue reports cited backs for that model: a spec should
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from bwprof.casespec import judged_paths, path_of
 from bwprof.peaks import nvlink_peak_gbps, pcie_peak_gbps
@@ -152,8 +157,11 @@ PART_KEYS: tuple[str, ...] = tuple(part.key for part in PARTS)
 PARTS_BY_KEY: dict[str, Part] = {part.key: part for part in PARTS}
 
 
+@lru_cache(maxsize=1024)
 def find_part(name: str | None) -> Part | None:
-    """The part a GPU's name (NVML's or CUDA's) is, or None for a model without defaults."""
+    """The part a GPU's name (NVML's or CUDA's) is, or None for a model without defaults.
+    Cached: a fleet names a few models thousands of times, and each miss tries every
+    pattern."""
     if not name:
         return None
     return next((part for part in PARTS if part.matches(name)), None)
@@ -213,24 +221,41 @@ class Link:
         return f"PCIe Gen{self.generation} x{self.width}, {payload}"
 
 
-def pcie_link(part: Part | None, metadata: dict[str, object]) -> Link | None:
-    """The link a GPU is held against: the higher of the part's and the GPU's own maximum
-    (never the current state, nor the slot's maximum: a Gen5 GPU in a Gen4 slot is a box
-    that cannot give the part its due); None where neither says."""
+LinkInputs = tuple[int | None, int | None, int | None]
+"""What `pcie_link` reads of a GPU's NVML metadata: its maximum generation and width and
+its payload size, each an int or None."""
+
+
+def link_inputs(metadata: Mapping[str, object]) -> LinkInputs:
+    """The metadata `pcie_link` reads, as ints (None where absent or not an int): a key
+    for the GPUs whose links are judged alike."""
     def number(key: str) -> int | None:
         value = metadata.get(key)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    generation = max(filter(None, (part.pcie_gen if part else None, number("pcie_gen_max"))),
-                     default=None)
-    width = max(filter(None, (part.pcie_width if part else None, number("pcie_width_max"))),
-                default=None)
+    return number("pcie_gen_max"), number("pcie_width_max"), number("pcie_max_payload_bytes")
+
+
+def pcie_link(part: Part | None, metadata: Mapping[str, object]) -> Link | None:
+    """The link a GPU is held against: the higher of the part's and the GPU's own maximum
+    (never the current state, nor the slot's maximum: a Gen5 GPU in a Gen4 slot is a box
+    that cannot give the part its due); None where neither says."""
+    return link_of(part, link_inputs(metadata))
+
+
+@lru_cache(maxsize=1024)
+def link_of(part: Part | None, inputs: LinkInputs) -> Link | None:
+    """`pcie_link` of `link_inputs`: once per part and metadata (a fleet's GPUs share a
+    few)."""
+    gen_max, width_max, payload = inputs
+    generation = max(filter(None, (part.pcie_gen if part else None, gen_max)), default=None)
+    width = max(filter(None, (part.pcie_width if part else None, width_max)), default=None)
     if not generation or not width or pcie_peak_gbps(generation, width) is None:
         return None
-    payload = number("pcie_max_payload_bytes")
     return Link(generation, width, payload or DEFAULT_PAYLOAD_BYTES, payload is not None)
 
 
+@lru_cache(maxsize=1024)
 def pcie_band(path: str, link: Link) -> Band:
     """H2D, D2H or both ways over PCIe, from the link's maximum and its payload size."""
     efficiency = pcie_efficiency(link.payload_bytes)
@@ -245,6 +270,7 @@ def pcie_band(path: str, link: Link) -> Band:
                 f"(TLP {TLP_OVERHEAD_BYTES} B overhead, DLLPs {1 - DLLP_SHARE:.0%})")
 
 
+@lru_cache(maxsize=1024)
 def c2c_band(path: str, part: Part) -> Band | None:
     """Host copies over NVLink-C2C (GH200); None both ways at once (no published figure:
     NVIDIA/nvbandwidth#41 reports half the peak, under investigation)."""
@@ -256,6 +282,7 @@ def c2c_band(path: str, part: Part) -> Band | None:
                 f"{part.c2c_gbps:.0f} (NVIDIA/nvbandwidth#23)")
 
 
+@lru_cache(maxsize=1024)
 def hbm_band(path: str, part: Part | None, nvml_peak_gbps: float | None) -> Band | None:
     """HBM Triad (`hbm`) or the copy engines' device copy (`d2d`, read plus write counted,
     as BabelStream's Copy counts it): the datasheet peak times the published share; for an
@@ -272,6 +299,7 @@ def hbm_band(path: str, part: Part | None, nvml_peak_gbps: float | None) -> Band
                 f"theoretical peak from NVML's clock and bus width; {share:.0%} assumed")
 
 
+@lru_cache(maxsize=1024)
 def nvlink_band(part: Part) -> Band | None:
     """A GPU pair's one-way copy over the part's full set of links."""
     peak = nvlink_peak_gbps(part.nvlink_version, part.nvlink_links)
@@ -282,18 +310,21 @@ def nvlink_band(part: Part) -> Band | None:
                 f"{peak:.0f} GB/s a direction; {NVLINK_SHARE:.0%} (NVIDIA/nccl#1264)")
 
 
+@lru_cache(maxsize=1024)
 def pcie_p2p_band(link: Link) -> Band:
     return band("p2p", "GB/s", link.line_gbps, PCIE_P2P_SHARE,
                 f"{link.text}: {PCIE_P2P_SHARE:.0%} of the line rate without NVLink "
                 "(NVIDIA/nvbandwidth#50)")
 
 
+@lru_cache(maxsize=1024)
 def overlap_band() -> Band:
     return band("overlap", "ratio", 1.0, OVERLAP_EXPECTED,
                 f"ideal overlap 1.0; a healthy H200 reaches 0.95-0.998 (the stored "
                 f"h200-quick run): {OVERLAP_EXPECTED} expected")
 
 
+@lru_cache(maxsize=1024)
 def ddr_band(peak_gbps: float | None, note: str = "") -> Band | None:
     """STREAM Triad of host DDR against the SMBIOS modules' peak; None where SMBIOS lists
     none (a VM): no band, so no verdict."""

@@ -25,10 +25,10 @@ import pandas as pd
 
 from bwprof.analysis import bands
 from bwprof.analysis.bands import Band, Part
-from bwprof.analysis.figures import pick, ratio, the_peak
-from bwprof.analysis.spec import Spec
+from bwprof.analysis.figures import best_of, ratio, size, the_peak
+from bwprof.analysis.spec import Override, Spec
 from bwprof.analysis.summary import is_loaded, matrix_records, row_records
-from bwprof.casespec import judged_paths, path_of
+from bwprof.casespec import MEDIAN_BEYOND_CACHE, judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
 from bwprof.schema.table import gc_paused
@@ -146,6 +146,26 @@ each box then selects among its hundred-odd dicts in microseconds, where a panda
 cost its per-operation overhead on a frame of every column (a quarter of a second a box)."""
 
 
+def judged_cases() -> frozenset[str]:
+    """Every case whose rows a check reads by its name, from the catalogue: each GPU path's
+    headline, the host's DDR, the pair matrix's and the overlap cases (latency rows are read
+    by their metric)."""
+    cases = {case for _, case, _ in gpu_paths()}
+    cases |= {path_of("ddr").headline, path_of("p2p").headline, *path_of("overlap").cases}
+    return frozenset(cases)
+
+
+def _read_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `results` the judge can read (`judged_cases`, and every latency row), in
+    order: selected on whole columns before any row becomes a dict, so the half of a
+    fleet's rows no check reads (other cases and sizes' siblings) costs nothing per row."""
+    columns = results[[c for c in _READ if c in results.columns]]  # not the other sixty
+    if "case" not in columns or "metric" not in columns:  # nothing to select by
+        return columns
+    wanted = columns["case"].isin(list(judged_cases())) | (columns["metric"] == "latency")
+    return columns if bool(wanted.all()) else columns[wanted.to_numpy(dtype=bool)]
+
+
 def _has(value: object) -> bool:
     """A cell that holds a value (None, NaN and pd.NA do not): `Series.notna` of one cell."""
     return value is not None and value is not pd.NA and value == value
@@ -180,28 +200,112 @@ def _rows_by_prefix(rows: list[Row], boxes: list[_Box]) -> dict[str, list[Row]] 
     return split
 
 
+class _Models:
+    """What is the same for every GPU of one model (and link) under one spec, worked out
+    once per judging: the spec's section and overrides, the CV limit, the bands. A fleet
+    of ten thousand GPUs of one model then costs ten thousand look-ups, not ten thousand
+    regular-expression searches, override merges and band sources formatted again."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self._models: dict[str | None, str | None] = {}
+        self._cv: dict[str | None, float] = {}
+        self._overrides: dict[tuple[str | None, str], Override] = {}
+        self._latency: dict[tuple[str | None, str, bool], Band | None] = {}
+        self._bands: dict[tuple[object, ...], tuple[Band | None, str]] = {}
+        # The catalogue's paths, read once per judging (not once per GPU).
+        self.gpu_paths = gpu_paths()
+        self.link_cases = tuple(dict.fromkeys(path_of(key).headline for key in LINK_PATHS))
+        self.p2p_case = path_of("p2p").headline, path_of("p2p").direction
+        self.overlap_cases = path_of("overlap").cases
+
+    def model(self, gpu: GpuMeta | None) -> str | None:
+        """The spec's section for `gpu`: its listed part's key, or an unlisted model's key
+        whose words stand in its name (`Spec.model_key`); None for the host."""
+        if gpu is None:
+            return None
+        name = gpu.name
+        if name not in self._models:
+            self._models[name] = self.spec.model_key(name)
+        return self._models[name]
+
+    def cv_limit(self, gpu: GpuMeta | None) -> float:
+        model = self.model(gpu)
+        if model not in self._cv:
+            self._cv[model] = self.spec.cv_limit(model)
+        return self._cv[model]
+
+    def override(self, gpu: GpuMeta, path: str) -> Override:
+        key = (self.model(gpu), path)
+        if key not in self._overrides:
+            self._overrides[key] = self.spec.override(*key)
+        return self._overrides[key]
+
+    def latency_band(self, gpu: GpuMeta | None, case: str) -> Band | None:
+        key = (self.model(gpu), case, gpu is None)
+        if key not in self._latency:
+            override = self.spec.latency_override(*key[:2], host=gpu is None)
+            self._latency[key] = override.apply(None, "latency", "ns", higher_is_better=False)
+        return self._latency[key]
+
+    def gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
+                 c2c: bool) -> tuple[Band | None, str]:
+        """A GPU path's band and why there is none: the same for every GPU of one name,
+        host link and PCIe metadata (what `_Judge._gpu_band` reads)."""
+        key = (path, gpu.name, c2c, bands.link_inputs(gpu.metadata), gpu.peak_hbm_gbps)
+        found = self._bands.get(key)
+        if found is None:
+            found = self._bands[key] = self._gpu_band(path, gpu, part, c2c)
+        return found
+
+    def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
+                  c2c: bool) -> tuple[Band | None, str]:
+        override = self.override(gpu, path)
+        default: Band | None
+        why = ""
+        if path in LINK_PATHS:
+            if c2c:
+                default = bands.c2c_band(path, part) if part else None
+                why = ("no band: NVLink-C2C both ways has no published figure" if path == "bidir"
+                       else "no band: NVLink-C2C of an unknown model")
+            else:
+                link = bands.pcie_link(part, gpu.metadata)
+                default = bands.pcie_band(path, link) if link else None
+                why = "no band: the PCIe link's maximum is unknown"
+        else:
+            default = bands.hbm_band(path, part, gpu.peak_hbm_gbps)
+            why = "no band: unknown GPU model without an HBM peak"
+        banded = override.apply(default, path, "GB/s")
+        return banded, why + " (give one in a spec)"
+
+
 class _Judge:
     def __init__(self, run: RunFolder, box: _Box, spec: Spec,
-                 rows: list[Row] | None = None) -> None:
+                 rows: list[Row] | None = None, models: _Models | None = None) -> None:
         """`rows`: the box's own rows (`_READ` records) where the caller has split them
-        already."""
+        already; `models`: what every box of one judging shares."""
         self.run, self.box, self.spec = run, box, spec
+        self.models = models if models is not None and models.spec is spec else _Models(spec)
         if rows is None:
-            rows = [r for r in row_records(run.results, _READ)
+            rows = [r for r in row_records(_read_rows(run.results), _READ)
                     if str(r["device"]).startswith(box.prefix)]
         # A host job that raised has no device (its row is made before anything measured):
         # a whole-host job's, so its error belongs to the host's figure.
-        host = box.prefix + HOST_DEVICE
+        host, prefix = box.prefix + HOST_DEVICE, box.prefix
+        # `== prefix` is `str(device) == prefix`: a prefix ends in ':' (or is ''), which no
+        # missing cell's text does.
         self.rows = [{**r, "device": host}
-                     if str(r["device"]) == box.prefix and r["backend"] == "host" else r
+                     if r["device"] == prefix and r["backend"] == "host" else r
                      for r in rows]
         self._by_case: dict[tuple[str, object], list[Row]] = {}
         for row in self.rows:
             self._by_case.setdefault((str(row["device"]), row["case"]), []).append(row)
+        self._matrices: dict[tuple[str, str | None], list[Row]] = {}
+        self._latency_groups: dict[tuple[object, object, object], list[Row]] | None = None
 
     def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
               reason: str, **figures: object) -> Check:
-        part = bands.find_part(gpu.name) if gpu is not None else None
+        part = bands.find_part(gpu.name) if gpu is not None else None  # cached per name
         return Check(self.box.name, self.run.label, device, gpu.name if gpu is not None else "",
                      part.key if part is not None else "", path, case, verdict, reason,
                      **figures)  # type: ignore[arg-type]
@@ -209,7 +313,7 @@ class _Judge:
     def _model(self, gpu: GpuMeta | None) -> str | None:
         """The spec's section for `gpu`: its listed part's key, or an unlisted model's key
         whose words stand in its name (`Spec.model_key`); None for the host."""
-        return self.spec.model_key(gpu.name) if gpu is not None else None
+        return self.models.model(gpu)
 
     # -- choosing the figure -------------------------------------------------------------
 
@@ -259,11 +363,16 @@ class _Judge:
     @staticmethod
     def _largest(rows: list[Row], higher_is_better: bool = True) -> Row:
         """The row that stands for the path, picked as every output picks it
-        (`bwprof.analysis.figures.pick`: the best median at the largest size)."""
-        picked = pick(rows, higher_is_better)
-        if picked is None:
+        (`bwprof.analysis.figures.pick`: the best median at the largest size). `rows` are
+        `_figure_rows`, each one `pick` counts already, so only its choice among them is
+        made here: the largest size, the best figure there (its own `size`, `best_of`)."""
+        if not rows:
             raise ValueError("no row gives the path's figure")
-        return cast(Row, picked)
+        if len(rows) == 1:
+            return rows[0]
+        assert MEDIAN_BEYOND_CACHE.at_largest_size and MEDIAN_BEYOND_CACHE.beyond_cache
+        top = max(size(r) for r in rows)
+        return cast(Row, best_of([r for r in rows if size(r) == top], higher_is_better))
 
     # -- holding it against the band -----------------------------------------------------
 
@@ -272,7 +381,7 @@ class _Judge:
                 fault: str | None = None) -> Check:
         value = cell_float(row["value_median"]) if value is None else value
         cv = cell_float(row["cv"])
-        noisy = cv is not None and cv > self.spec.cv_limit(self._model(gpu))
+        noisy = cv is not None and cv > self.models.cv_limit(gpu)
         busy = _flagged(row, flags.BUSY_HOST)
         figures: dict[str, object] = {
             "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
@@ -303,35 +412,18 @@ class _Judge:
 
     def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
                   row: Row) -> tuple[Band | None, str]:
-        override = self.spec.override(self._model(gpu), path)
         c2c = gpu.host_link_c2c or _flagged(row, flags.C2C_LINK)
-        default: Band | None
-        why = ""
-        if path in LINK_PATHS:
-            if c2c:
-                default = bands.c2c_band(path, part) if part else None
-                why = ("no band: NVLink-C2C both ways has no published figure" if path == "bidir"
-                       else "no band: NVLink-C2C of an unknown model")
-            else:
-                link = bands.pcie_link(part, dict(gpu.metadata))
-                default = bands.pcie_band(path, link) if link else None
-                why = "no band: the PCIe link's maximum is unknown"
-        else:
-            default = bands.hbm_band(path, part, gpu.peak_hbm_gbps)
-            why = "no band: unknown GPU model without an HBM peak"
-        banded = override.apply(default, path, "GB/s")
-        return banded, why + " (give one in a spec)"
+        return self.models.gpu_band(path, gpu, part, c2c)
 
     def _link_fault(self, device: str, gpu: GpuMeta, part: Part | None) -> str | None:
         """A PCIe link that trained below the part's maximum under load (the telemetry of
         the device's transfer rows), or None."""
         if gpu.host_link_c2c:
             return None
-        link = bands.pcie_link(part, dict(gpu.metadata))
+        link = bands.pcie_link(part, gpu.metadata)
         if link is None:
             return None
-        links = tuple(dict.fromkeys(path_of(key).headline for key in LINK_PATHS))
-        rows = [r for case in links for r in self._device_rows(case, device, None)
+        rows = [r for case in self.models.link_cases for r in self._device_rows(case, device, None)
                 if r["status"] == "ok"]
         if rows and "telemetry_samples" in rows[0]:  # a frame with the column
             rows = [r for r in rows if (_coerced(r["telemetry_samples"]) or 0) > 0]
@@ -352,7 +444,7 @@ class _Judge:
         device, part = gpu.label, bands.find_part(gpu.name)
         out = []
         fault = self._link_fault(device, gpu, part)
-        for path, case, direction in gpu_paths():
+        for path, case, direction in self.models.gpu_paths:
             rows = self._device_rows(case, device, direction)
             unusable = self._unusable(rows, case)
             if unusable is not None:
@@ -371,8 +463,8 @@ class _Judge:
         device = gpu.label
         fault = bands.nvlink_fault(part, gpu.metadata.get("nvlink_links_up"),
                                    len(self.box.gpus.devices))
-        case, direction = path_of("p2p").headline, path_of("p2p").direction
-        pairs = matrix_records(self.rows, case, direction)
+        case, direction = self.models.p2p_case
+        pairs = self._matrix(case, direction)
         source = f"{self.box.prefix}{device}->"
         mine = self._figure_rows([r for r in pairs if str(r["device"]).startswith(source)])
         if not mine:
@@ -389,9 +481,9 @@ class _Judge:
         if nvlinked and part is not None:
             default = bands.nvlink_band(part)
         else:
-            link = bands.pcie_link(part, dict(gpu.metadata))
+            link = bands.pcie_link(part, gpu.metadata)
             default = bands.pcie_p2p_band(link) if link else None
-        band = self.spec.override(self._model(gpu), "p2p").apply(default, "p2p", "GB/s")
+        band = self.models.override(gpu, "p2p").apply(default, "p2p", "GB/s")
         check = self._judged(device, gpu, "p2p", row, band,
                              "no band: neither NVLink nor the PCIe link is known (give one "
                              "in a spec)", fault=fault)
@@ -400,9 +492,9 @@ class _Judge:
 
     def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
         out = []
-        band = self.spec.override(self._model(gpu), "overlap").apply(
+        band = self.models.override(gpu, "overlap").apply(
             bands.overlap_band(), "overlap", "ratio")
-        for case in path_of("overlap").cases:
+        for case in self.models.overlap_cases:
             rows = self._device_rows(case, gpu.label, None)
             if not rows:
                 continue
@@ -427,15 +519,32 @@ class _Judge:
                                   "not measured: no overlap_* row in this run"))
         return out
 
+    def _matrix(self, case: str, direction: str | None) -> list[Row]:
+        """The box's pair matrix of `case` (`matrix_records`), once per box: each of its
+        GPUs reads it."""
+        key = (case, direction)
+        if key not in self._matrices:
+            self._matrices[key] = matrix_records(self.rows, case, direction)
+        return self._matrices[key]
+
     def _latency_rows(self) -> list[Row]:
         return [r for r in self.rows if r["metric"] == "latency" and not is_loaded(r["phase"])]
+
+    def _latency_groups_of(self) -> dict[tuple[object, object, object], list[Row]]:
+        """The box's latency rows by (case, device, direction), in the order each first
+        appears; once per box, for the host and each GPU."""
+        if self._latency_groups is None:
+            groups: dict[tuple[object, object, object], list[Row]] = {}
+            for row in self._latency_rows():
+                groups.setdefault((row["case"], row["device"], row["direction"]),
+                                  []).append(row)
+            self._latency_groups = groups
+        return self._latency_groups
 
     def _latency(self, gpu: GpuMeta | None, part: Part | None) -> list[Check]:
         """Each latency case of the GPU (`gpu`), or of the host (None), per direction and
         device; judged only against a spec's band."""
-        groups: dict[tuple[object, object, object], list[Row]] = {}
-        for row in self._latency_rows():  # in the order each first appears
-            groups.setdefault((row["case"], row["device"], row["direction"]), []).append(row)
+        groups = self._latency_groups_of()
         label = gpu.label if gpu is not None else None
         out = []
         for (case, device, direction), group in groups.items():
@@ -451,9 +560,7 @@ class _Judge:
                 out.append(self.check(own, gpu, "latency", str(case), *unusable))
                 continue
             row = self._largest_latency(self._figure_rows(group))
-            override = self.spec.latency_override(self._model(gpu), str(case),
-                                                  host=gpu is None)
-            band = override.apply(None, "latency", "ns", higher_is_better=False)
+            band = self.models.latency_band(gpu, str(case))
             out.append(self._judged(own, gpu, "latency", row, band,
                                     f"no band: give {case} one in a spec "
                                     f"(warn_ns, fail_ns)"))
@@ -580,7 +687,8 @@ def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
 def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
     boxes = _boxes(run)
-    records = row_records(run.results, _READ)  # once, from whole columns, for every box
+    # once, from whole columns, for every box
+    records = row_records(_read_rows(run.results), _READ)
     with gc_paused():  # a fleet's checks: Python objects by the hundred thousand
         split = _rows_by_prefix(records, boxes) if boxes[0].prefix else None
         return _judge_boxes(run, spec, boxes, records, split)
@@ -589,6 +697,7 @@ def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
 def _judge_boxes(run: RunFolder, spec: Spec, boxes: list[_Box], records: list[Row],
                  split: dict[str, list[Row]] | None) -> list[Check]:
     out = []
+    models = _Models(spec)  # every box's GPUs share their models' bands
     for box in boxes:
         if split is not None:
             rows = split.get(box.prefix, [])
@@ -596,7 +705,7 @@ def _judge_boxes(run: RunFolder, spec: Spec, boxes: list[_Box], records: list[Ro
             rows = [r for r in records if str(r["device"]).startswith(box.prefix)]
         else:
             rows = records
-        judge = _Judge(run, box, spec, rows)
+        judge = _Judge(run, box, spec, rows, models)
         out += judge.host_checks()
         for gpu in box.gpus.devices:
             out += judge.gpu_checks(gpu)
