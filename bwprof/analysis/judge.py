@@ -285,6 +285,7 @@ class _Judge:
         """`rows`: the box's own rows (`_READ` records) where the caller has split them
         already; `models`: what every box of one judging shares."""
         self.run, self.box, self.spec = run, box, spec
+        self.label = run.label  # once a box: each of its checks names it
         self.models = models if models is not None and models.spec is spec else _Models(spec)
         if rows is None:
             rows = [r for r in row_records(_read_rows(run.results), _READ)
@@ -299,14 +300,16 @@ class _Judge:
                      for r in rows]
         self._by_case: dict[tuple[str, object], list[Row]] = {}
         for row in self.rows:
-            self._by_case.setdefault((str(row["device"]), row["case"]), []).append(row)
+            device = row["device"]
+            key = (device if type(device) is str else str(device), row["case"])
+            self._by_case.setdefault(key, []).append(row)
         self._matrices: dict[tuple[str, str | None], list[Row]] = {}
         self._latency_groups: dict[tuple[object, object, object], list[Row]] | None = None
 
     def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
               reason: str, **figures: object) -> Check:
         part = bands.find_part(gpu.name) if gpu is not None else None  # cached per name
-        return Check(self.box.name, self.run.label, device, gpu.name if gpu is not None else "",
+        return Check(self.box.name, self.label, device, gpu.name if gpu is not None else "",
                      part.key if part is not None else "", path, case, verdict, reason,
                      **figures)  # type: ignore[arg-type]
 
@@ -371,8 +374,10 @@ class _Judge:
         if len(rows) == 1:
             return rows[0]
         assert MEDIAN_BEYOND_CACHE.at_largest_size and MEDIAN_BEYOND_CACHE.beyond_cache
-        top = max(size(r) for r in rows)
-        return cast(Row, best_of([r for r in rows if size(r) == top], higher_is_better))
+        sizes = [_size(r) for r in rows]
+        top = max(sizes)
+        return cast(Row, best_of([r for r, s in zip(rows, sizes, strict=True) if s == top],
+                                 higher_is_better))
 
     # -- holding it against the band -----------------------------------------------------
 
@@ -588,6 +593,13 @@ class _Judge:
                                     f"no band: no DDR peak ({one_line(note)}); give "
                                     "[host.ddr] peak_gbps in a spec"))
         return out + self._latency(None, None)
+
+
+def _size(row: Row) -> float:
+    """`bwprof.analysis.figures.size` of a row (its size, 0 where it has none), an int
+    cell (what an Int64 column gives) told apart first: that takes no pandas call."""
+    value = row.get("size_bytes")
+    return float(value) if type(value) is int else size(row)
 
 
 def _coerced(value: object) -> float | None:
