@@ -32,7 +32,7 @@ from bwprof.executor import Executor, UnavailableExecutor
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.plan import Plan, make_plan
-from bwprof.render.outputs import write_report_files
+from bwprof.render.outputs import HTML_FILE, write_report_files
 from bwprof.runner import ProgressListener, RunContext, Runner, close_executors
 from bwprof.schema.meta import (
     NOT_PROBED,
@@ -527,12 +527,11 @@ def run(
         mpi_rank=None if fleet is None else fleet.rank,
     )
     state = _Run(meta)
-    with interrupts.handling():  # Ctrl-C held in the steps below, in a notebook too
-        return _measure_and_finish(state, out_path, unique_out, plan, host, RunContext(
-            run_id, host_name, None if fleet is None else fleet.rank), parquet=parquet,
-            plots=plots, progress=progress, simulate=simulate, telemetry=telemetry,
-            interval_s=sample_interval_ms / 1000, fleet=fleet, budget_s=budget_s,
-            on_plan=on_plan)
+    return _measure_and_finish(state, out_path, unique_out, plan, host, RunContext(
+        run_id, host_name, None if fleet is None else fleet.rank), parquet=parquet,
+        plots=plots, progress=progress, simulate=simulate, telemetry=telemetry,
+        interval_s=sample_interval_ms / 1000, fleet=fleet, budget_s=budget_s,
+        on_plan=on_plan)
 
 
 def plan_words(estimate: PlanEstimate, plan: Plan, memory_total_bytes: int | None) -> list[str]:
@@ -559,14 +558,22 @@ def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, pl
                         host: HostInfo, context: RunContext, *, parquet: bool, plots: bool,
                         **measuring: Any) -> RunResult:
     """Claim, measure and finish `state`'s run, taking up the end-of-run steps again where
-    a stop signal landed between two of them."""
+    a stop signal landed between two of them, or came out of `interrupts.handling()` as it
+    let go (a Ctrl-C held through the call's last step): the next try marks the run
+    interrupted in its system.json and raises RunInterrupted with the rows, as any signal
+    during the run does, never a bare KeyboardInterrupt beside a folder that says finished.
+    Only a signal once the folder is let go (every file written and whole) is the caller's."""
     try:
         for _ in range(FINISH_TRIES):
             try:
-                if not state.started:
-                    state.start(out_path, unique_out, plan, host, context, plots=plots,
-                                **measuring)
-                return state.finish(parquet=parquet, plots=plots)
+                with interrupts.handling():  # Ctrl-C held in the steps, in a notebook too
+                    if not state.started:
+                        state.start(out_path, unique_out, plan, host, context, plots=plots,
+                                    **measuring)
+                    result = state.finish(parquet=parquet, plots=plots)
+                    with interrupts.deferred():
+                        state.release()
+                return result
             except RunInterrupted:
                 raise
             except KeyboardInterrupt:  # between two steps: the next try does the rest
@@ -580,6 +587,8 @@ def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, pl
 
 FINISH_TRIES = 5
 """How often `run` takes up its end-of-run steps again after a stop signal between two."""
+AFTER_EVERY_CASE = "after every case was measured"
+"""`stopped_by` of a run a signal stopped in its final files: 'SIGHUP after every case ...'."""
 
 
 class _Run:
@@ -620,23 +629,31 @@ class _Run:
 
     @property
     def stopped(self) -> bool:
-        return self.interrupted or self.failure is not None or self.error is not None
+        """Something stopped the run, and its final system.json says so (`interrupted`):
+        a stop signal after the last measurement too, since the command then exits 130."""
+        return (self.interrupted or self.finishing_interrupted or self.failure is not None
+                or self.error is not None)
 
     @property
     def rows(self) -> list[ResultRow]:
         return self.runner.rows if self.runner is not None else []
 
-    def interrupt(self) -> None:
-        """A stop signal: it cuts the measurement short, or, once every case was measured,
-        only the report files (the run itself is finished, and system.json says so)."""
+    def interrupt(self, name: str | None = None) -> None:
+        """A stop signal (`name`, else the first received): it cuts the measurement short,
+        or, once every case was measured, the final files. Either way the command exits 130
+        and the final system.json says the run was interrupted, and by what (docs/method.md:
+        'system.json marked interrupted'); every row measured is kept, and `stopped_by` and
+        a note say where every case was ('SIGHUP after every case was measured')."""
+        signal_name = name or interrupts.received() or "KeyboardInterrupt"
         if not self.measured:
             self.interrupted = True
-            self.stopped_by = self.stopped_by or interrupts.received() or "KeyboardInterrupt"
+            self.stopped_by = self.stopped_by or signal_name
         elif not self.finishing_interrupted:
             self.finishing_interrupted = True
-            self.notes.append("note: the signal came while the report files were written: "
-                              "summary.csv and the plots may be missing; `bwprof report "
-                              "RUN_DIR` writes them again")
+            self.stopped_by = self.stopped_by or f"{signal_name} {AFTER_EVERY_CASE}"
+            self.notes.append("note: every case was measured; the signal came while the "
+                              "final files were written: summary.csv and the plots may be "
+                              "missing; `bwprof report RUN_DIR` writes them again")
 
     def fail(self, exc: OutputError) -> None:
         """The run folder could not take a file: the run ends, and says so."""
@@ -852,8 +869,8 @@ class _Run:
         """summary.csv, the plots, report.html and the Parquet copies of a run that measured
         everything and whose final system.json is written, from that final metadata: the
         page says the run finished, and when, as `bwprof report --html` on the folder does.
-        Not held from signals (plots take seconds): an interrupt costs only these files,
-        which `bwprof report` writes again."""
+        Not held from signals (plots take seconds): an interrupt stops them (`bwprof report`
+        writes them again) and the run ends interrupted (`_settle`)."""
         if "report" in self._done:
             return
         self._done.add("report")
@@ -889,6 +906,9 @@ class _Run:
         if self.run_dir is None:
             self.final_written = True  # nothing to write
             return
+        if self.stopped and "report" in self._done:  # a signal cut the report files short
+            with suppress(OSError):  # a page drawn from the metadata that said 'finished'
+                (self.run_dir / HTML_FILE).unlink()
         try:
             write_system_json(self.run_dir, self.meta)
             self.final_written = True
@@ -896,14 +916,29 @@ class _Run:
             self.fail(exc)
             self.meta = self._final_meta()
 
+    def _settle(self) -> None:
+        """The final system.json again where it no longer says what stopped the run: a
+        signal that came after it was written, or that is held (`interrupts.lost()`: it
+        landed in a step that then failed, or in an import) and would otherwise be raised
+        only once the run had returned, beside a folder that says it finished."""
+        held = interrupts.take_held()
+        if held is not None:
+            self.interrupt(held)
+        if not self.final_written or self.meta.interrupted != self.stopped:
+            self._done.discard("system.json")
+            self._step("system.json", self._write_final_system_json)
+
     def finish(self, parquet: bool, plots: bool) -> RunResult:
         """The end-of-run steps, in this order whatever stopped the run: stop telemetry,
         close the executors, findings.csv, close the row files, then the final system.json,
         after every step that can stop the run, so that it says whether anything before
         stopped it; last the report files (only for a run that measured everything and whose
         final system.json is written), drawn from that final metadata, so the run's own
-        report.html says it finished; they never stop the run: an interrupt or a full disk
-        while writing them costs only them. Raises what stopped the run:
+        report.html says it finished; a full disk while writing them costs only them. A stop
+        signal at any step, the report files' included, makes the run end interrupted: the
+        final system.json is written again to say so (`_settle`), and a report.html that
+        said 'finished' is removed, so the folder agrees with exit 130. Raises what stopped
+        the run:
         OutputError, RunInterrupted (with the result), or the bug. A run stopped before its
         row files existed (a signal while the executors started) gives its folder back: a
         system.json alone would be neither a run `report` reads nor a folder free again."""
@@ -915,10 +950,9 @@ class _Run:
         self._step("writer", self._close_writer)
         self._step("result", self._make_result)
         self._step("system.json", self._write_final_system_json)
-        if not self.final_written or self.meta.interrupted != self.stopped:
-            self._done.discard("system.json")  # a signal came while writing it
-            self._step("system.json", self._write_final_system_json)
+        self._settle()  # a signal came while writing it
         self._report_files(parquet, plots)
+        self._settle()  # a signal came while writing them, or was held through them
         if self.result is None:  # its step was interrupted: make it now
             self._make_result()
         result = self.result

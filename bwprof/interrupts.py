@@ -115,6 +115,22 @@ def lost() -> str | None:
     return _unraised
 
 
+def take_held() -> str | None:
+    """Take the stop signal `lost()` names, if any, outside every `deferred()` step: it is
+    then neither raised later nor lost, and the caller acts on it (a run's last step marks
+    the run interrupted: raised after the run returned, the folder would say it finished).
+    A late copy of it, sent again after an import, is the same stop and is dropped."""
+    global _pending, _import_signal, _import_signal_taken_at, _unraised
+    with _import_lock:
+        name = _unraised
+        if name is None or _deferring:
+            return None
+        _pending, _unraised = False, None
+        if _import_signal is not None:  # its helper thread stops sending it
+            _import_signal, _import_signal_taken_at = None, time.monotonic()
+    return name
+
+
 def _raising(name: str) -> KeyboardInterrupt:
     """The KeyboardInterrupt of a stop signal, which is no longer held."""
     global _unraised

@@ -126,10 +126,11 @@ def test_interrupt_keeps_finished_rows_and_marks_the_metadata(monkeypatch, tmp_p
 
 
 
-def test_an_interrupt_while_the_report_files_are_written_keeps_the_run_finished(
+def test_an_interrupt_while_the_report_files_are_written_marks_the_run_interrupted(
         monkeypatch, tmp_path):
-    """Every case was measured: the signal costs only summary.csv and the plots, said in a
-    note, never a second 'interrupted' line beside the CLI's one."""
+    """Every case was measured: the signal costs summary.csv and the plots, said in a note
+    (never a second 'interrupted' line beside the CLI's one), and the run ends interrupted,
+    as its exit 130 says (issue 37), its system.json saying every case was measured."""
     from bwprof import api
 
     def interrupted(*_args, **_kwargs):
@@ -139,9 +140,11 @@ def test_an_interrupt_while_the_report_files_are_written_keeps_the_run_finished(
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted) as info:
         bwprof.run(cases="ddr_copy", out=out, **SMALL)
-    assert json.loads((out / "system.json").read_text())["interrupted"] is False
+    system = json.loads((out / "system.json").read_text())
+    assert system["interrupted"] is True
+    assert system["stopped_by"] == "KeyboardInterrupt after every case was measured"
     (note,) = info.value.result.notes
-    assert note.startswith("note: ") and "bwprof report RUN_DIR" in note
+    assert note.startswith("note: every case was measured") and "bwprof report RUN_DIR" in note
     assert "interrupted" not in note
 
 

@@ -25,7 +25,7 @@ import bwprof
 from bwprof import api, cli, interrupts
 from bwprof.errors import EXIT_OUTPUT, EXIT_USAGE, BwprofError, OutputError, RunInterrupted
 from bwprof.schema.table import read_results
-from bwprof.store import atomic, export
+from bwprof.store import atomic, export, runlock
 from tests.faults import mount_tmpfs, unmount
 
 TINY_ANY_THREADS = ["--repeats", "2", "--size", "1MiB", "--no-plots", "--quiet"]
@@ -347,8 +347,9 @@ def test_samples_that_cannot_be_written_are_a_note_and_the_run_measures_on(tmp_p
 
 
 # Catches: SIGTERM during the final table and report files leaves an empty run folder, or a
-# run marked finished without its files; and (the review) a run that measured every case
-# marked stopped, so that report and compare call its figures unreached
+# run marked finished without its files; and (issue 37) a signal after the last case exits
+# 130 while system.json says the run was not interrupted: the folder says it was, and that
+# every case was measured ('interrupted by KeyboardInterrupt after every case was measured')
 @pytest.mark.parametrize("step", list(END_STEPS))
 def test_an_interrupt_at_each_end_of_run_step_leaves_every_row_and_says_so(tmp_path,
                                                                            monkeypatch, step):
@@ -359,16 +360,18 @@ def test_an_interrupt_at_each_end_of_run_step_leaves_every_row_and_says_so(tmp_p
         bwprof.run(cases="ddr_copy,ddr_scale", out=out, **{**SMALL, "plots": True})
     monkeypatch.undo()
     system = whole_folder(out)
-    assert system["interrupted"] is False and system["finished_utc"]  # every case ran
-    assert "stopped_by" not in system
-    assert bwprof.load(out).meta.state == "finished"
-    assert list(bwprof.load(out).results["case"]) == ["ddr_copy", "ddr_scale"]
+    assert system["interrupted"] is True and system["finished_utc"]
+    assert system["stopped_by"] == f"KeyboardInterrupt {api.AFTER_EVERY_CASE}"
+    loaded = bwprof.load(out)
+    assert loaded.meta.state == "interrupted"
+    assert loaded.state_text == "stopped: KeyboardInterrupt after every case was measured"
+    assert list(loaded.results["case"]) == ["ddr_copy", "ddr_scale"]
     result = caught.value.result
     assert [r.case for r in result.rows] == ["ddr_copy", "ddr_scale"]
-    assert result.interrupted and not result.meta.interrupted
+    assert result.interrupted and result.meta.interrupted
     assert any("bwprof report RUN_DIR` writes them again" in note for note in result.notes)
-    if step != "writing the final system.json":  # the report files come just before it
-        assert not list(out.glob("*.png"))  # an interrupted run draws no plots
+    assert not list(out.glob("*.png"))  # an interrupted run draws no plots
+    assert not (out / "report.html").exists()
 
 
 # Catches: a signal in the middle of writing findings.csv or system.json tears it
@@ -389,10 +392,124 @@ def test_a_real_signal_during_an_end_step_is_held_until_the_step_is_done(tmp_pat
         bwprof.run(cases="ddr_copy", out=out, **SMALL)
     assert seen == {"written": True}
     system = whole_folder(out)
-    assert system["interrupted"] is False and system["finished_utc"]  # its one case ran
+    assert system["interrupted"] is True and system["finished_utc"]  # as its exit 130 says
+    assert system["stopped_by"] == f"SIGTERM {api.AFTER_EVERY_CASE}"  # its one case ran
     assert caught.value.result.interrupted
     assert interrupts.received() == "SIGTERM"
     assert len(bwprof.load(out).results) == 1
+
+
+def _signal_at(monkeypatch, target: str, at: int, when: str,
+               signum: int = signal.SIGHUP) -> list[int]:
+    """`target` sends this process `signum` on its `at`-th call, before or after doing its
+    work; the list it returns fills once it has."""
+    module_name, _, attribute = target.rpartition(".")
+    try:
+        owner = __import__(module_name, fromlist=["_"])
+    except ImportError:  # a class attribute: module.Class.method
+        module_name, _, cls = module_name.rpartition(".")
+        owner = getattr(__import__(module_name, fromlist=["_"]), cls)
+    real, calls, sent = getattr(owner, attribute), [], []
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == at and when == "before":
+            sent.append(1)
+            os.kill(os.getpid(), signum)
+        value = real(*args, **kwargs)
+        if len(calls) == at and when == "after":
+            sent.append(1)
+            os.kill(os.getpid(), signum)
+        return value
+
+    monkeypatch.setattr(owner, attribute, wrapper)
+    return sent
+
+
+FINAL_FILE_MOMENTS = {  # every moment after the last measurement, in the order they come
+    "findings.csv": ("bwprof.store.export.RunWriter.write_findings", 1, "before"),
+    "closing the row files": ("bwprof.store.export.RunWriter.close", 1, "before"),
+    "the final system.json": ("bwprof.api.write_system_json", 3, "before"),
+    "just after the final system.json": ("bwprof.api.write_system_json", 3, "after"),
+    "summary.csv": ("bwprof.render.outputs.write_table", 1, "before"),
+    "results.parquet": ("bwprof.render.outputs.write_results_parquet", 1, "after"),
+    "the plots": ("bwprof.render.outputs._plots", 1, "after"),
+    "report.html": ("bwprof.render.outputs._html", 1, "after"),
+    "columns.csv": ("bwprof.render.outputs.write_csv_atomic", 2, "after"),
+    "letting the folder go": ("bwprof.store.export.RunFolderClaim.release", 1, "before"),
+}
+
+
+# Catches (issue 37): a SIGHUP while `bwprof run` wrote its final files (after its last
+# measurement) exited 130 while system.json said the run was not interrupted; the folder
+# and the exit code now agree at every moment: 130, and system.json says interrupted (by
+# the signal, after every case was measured), every row kept, and no report.html left
+# that says 'finished'
+@pytest.mark.parametrize("moment", list(FINAL_FILE_MOMENTS))
+def test_a_signal_while_the_final_files_are_written_is_130_and_said_in_system_json(
+        tmp_path, monkeypatch, capsys, stop_signals, moment):
+    sent = _signal_at(monkeypatch, *FINAL_FILE_MOMENTS[moment])
+    out = tmp_path / "run"
+    code = cli.main(["run", "--cases", "ddr_copy,ddr_scale", "--repeats", "2", "--size",
+                     "1MiB", "--threads", "1", "--quiet", "--out", str(out)])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert sent and code == 130, err
+    assert err.splitlines()[0] == f"interrupted (SIGHUP): kept 2 finished row(s) in {out}"
+    assert "Traceback" not in err
+    system = whole_folder(out)
+    assert system["interrupted"] is True and system["finished_utc"]
+    assert system["stopped_by"] == f"SIGHUP {api.AFTER_EVERY_CASE}"
+    loaded = bwprof.load(out)
+    assert loaded.state_text == "interrupted by SIGHUP after every case was measured"
+    assert list(loaded.results["case"]) == ["ddr_copy", "ddr_scale"]
+    assert not (out / "report.html").exists()  # drawn from metadata that said 'finished'
+    assert runlock.running(out) is False  # let go
+
+
+# Catches (issue 37): a Ctrl-C held through the run's last step and never raised there (it
+# landed in a held step that then failed) came out of `interrupts.handling()` as a bare
+# KeyboardInterrupt once the run had returned: a notebook lost the RunInterrupted with
+# its rows, and the folder said the run finished
+@pytest.mark.parametrize("where", ["report files", "release"])
+def test_a_ctrl_c_held_to_the_end_of_a_library_run_is_run_interrupted(tmp_path, monkeypatch,
+                                                                      where):
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a notebook
+    try:
+        def held_then_failed() -> None:
+            with pytest.raises(ValueError), interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                raise ValueError("a step that failed after the signal came")
+
+        if where == "report files":
+            real = api.write_report_files
+
+            def report_files(*args, **kwargs):
+                held_then_failed()
+                return real(*args, **kwargs)
+
+            monkeypatch.setattr(api, "write_report_files", report_files)
+        else:
+            real_release = api._Run.release
+
+            def release(self):
+                if not getattr(self, "_tried", False):
+                    self._tried = True
+                    held_then_failed()
+                real_release(self)
+
+            monkeypatch.setattr(api._Run, "release", release)
+        out = tmp_path / "run"
+        with pytest.raises(RunInterrupted) as caught:
+            bwprof.run(cases="ddr_copy", out=out, **SMALL)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert [row.case for row in caught.value.result.rows] == ["ddr_copy"]
+    assert interrupts.lost() is None
+    system = whole_folder(out)
+    assert system["interrupted"] is True
+    assert system["stopped_by"] == f"SIGINT {api.AFTER_EVERY_CASE}"
 
 
 @pytest.mark.parametrize("given", ["new", "empty"])
