@@ -12,26 +12,26 @@ the change in % against it and whether the change is beyond noise (`noise_pct`, 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import pandas as pd
 
-from bwprof.analysis.figures import ratio
 from bwprof.analysis.run import Run
-from bwprof.coerce import integer, number, optional_integer, optional_number, shorten
+from bwprof.coerce import shorten
 from bwprof.errors import BwprofError
 from bwprof.schema.meta import HostInfo, RunMeta
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.text import json_ready, one_line, printable
-from bwprof.store.formats import cell_float, cell_int, cell_text, is_missing
+from bwprof.store.formats import cell_float, is_missing
 from bwprof.store.runfolder import RunFolder, state_warning
 
 COMPARE_FILE = "compare.csv"
@@ -118,7 +118,7 @@ def parse_fail_below(text: str) -> float:
     return value
 
 
-_num, _int = cell_float, cell_int
+_num = cell_float
 
 
 def _higher(value: object, metric: object) -> bool:
@@ -126,86 +126,172 @@ def _higher(value: object, metric: object) -> bool:
     row that lost its direction must still count a rise as a regression)."""
     if not is_missing(value):
         return bool(value)
+    return _metric_higher(metric)
+
+
+def _metric_higher(metric: object) -> bool:
+    """Whether `metric`'s figures are better higher (True for a metric bwprof does not know)."""
     try:
         return get_metric(str(metric)).higher_is_better
     except ValueError:
         return True
 
 
-def _columns(frame: pd.DataFrame, names: tuple[str, ...]) -> list[list[object]]:
-    """Each of `names` as a list of its cells (None for a column the frame lacks): read once
-    a column, not once a row (`iterrows` built a Series for every row, minutes for a
-    fleet's million rows)."""
-    return [_cells(frame[name]) if name in frame.columns else [None] * len(frame)
-            for name in names]
+FIGURE_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, "unit", "higher_is_better", "backend",
+                                   "status", "value", "cv", "repeats")
+"""A run's figures as `_figures` gives them, one row a figure."""
+_WHOLE = ("size_bytes", "threads", "streams", "page_bytes", "repeats")
 
 
-def _cells(column: pd.Series) -> list[object]:
-    """A column's cells, a nullable column's missing ones as None, not pd.NA: each read
-    then tells them apart without pandas (`cell_int`, `is_missing`)."""
-    values = column.tolist()
-    if getattr(column.dtype, "na_value", None) is pd.NA:
-        return [None if value is pd.NA else value for value in values]
-    return values
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column of `frame` with a plain 0..n-1 index; a column the frame lacks (an older
+    file's) as missing cells (None, as the per-row reading gave them)."""
+    if name in frame.columns:
+        return frame[name].reset_index(drop=True)
+    return pd.Series([None] * len(frame), dtype=object)
 
 
-_SUMMARY_CELLS = ("path", "case", "size_bytes", "device", "device_name", "memory",
-                  "direction", "metric", "unit", "higher_is_better", "backend", "status",
-                  "value", "cv", "repeats")
-_ROW_CELLS = ("case", "size_bytes", "device", "device_name", "memory", "direction", "threads",
-              "streams", "phase", "dtype", "page_bytes", "metric", "unit", "higher_is_better",
-              "backend", "status", "value_best", "overlap_efficiency", "cv", "repeats")
+def _floats(column: pd.Series) -> np.ndarray:
+    """A numeric column as float64, missing cells NaN."""
+    return pd.to_numeric(column).astype("float64").to_numpy()
 
 
-def _figures(run: RunFolder, summary: pd.DataFrame) -> list[dict[str, object]]:
-    """The run's figures, keyed: its summary rows, then every measured row of results.csv,
-    each in its own metric and unit (an overlap row also gives its efficiency)."""
-    figures: list[dict[str, object]] = []
-    for (path, case, size, device, device_name, memory, direction, metric, unit, higher,
-         backend, status, value, cv, repeats) in zip(*_columns(summary, _SUMMARY_CELLS),
-                                                     strict=True):
-        if _num(value) is None:
-            continue
-        figures.append({
-            "scope": "summary", "path": path, "case": case,
-            "size_bytes": _int(size), "device": device,
-            "device_name": device_name, "memory": memory,
-            "direction": direction, "threads": None, "streams": None,
-            "phase": "concurrent" if path == "overlap" else "", "dtype": "",
-            "page_bytes": None,
-            "metric": metric, "unit": unit,
-            "higher_is_better": _higher(higher, metric),
-            "backend": backend, "status": status, "value": _num(value),
-            "cv": _num(cv), "repeats": _int(repeats),
-        })
-    measured = run.results[run.results["status"].isin(["ok", "invalid"])]
-    for (case, size, device, device_name, memory, direction, threads, streams, phase, dtype,
-         page_bytes, metric, unit, higher, backend, status, best, efficiency, cv,
-         repeats) in zip(*_columns(measured, _ROW_CELLS), strict=True):
-        metrics = [(metric, unit, _higher(higher, metric), best)]
-        if _num(efficiency) is not None:
-            metrics.append((EFFICIENCY.name, EFFICIENCY.unit, EFFICIENCY.higher_is_better,
-                            efficiency))
-        for metric_name, metric_unit, better, value in metrics:
-            if _num(value) is None:
-                continue
-            figures.append({
-                "scope": "row", "path": "", "case": case,
-                "size_bytes": _int(size), "device": device,
-                "device_name": device_name, "memory": memory,
-                "direction": direction, "threads": _int(threads),
-                "streams": _int(streams), "phase": phase,
-                "dtype": cell_text(dtype),
-                "page_bytes": _int(page_bytes), "metric": metric_name,
-                "unit": metric_unit, "higher_is_better": better,
-                "backend": backend, "status": status, "value": _num(value),
-                "cv": _num(cv), "repeats": _int(repeats),
-            })
+def _whole(column: pd.Series) -> pd.Series:
+    """A whole-number column as Int64 (missing cells NA); a float cell holding a fraction is
+    refused as `coerce.integer` refuses it."""
+    if column.dtype == object and column.isna().all():
+        return pd.Series(pd.array([None] * len(column), dtype="Int64"))
+    return pd.to_numeric(column).astype("Int64").reset_index(drop=True)
+
+
+def _higher_column(higher: pd.Series, metric: pd.Series) -> np.ndarray:
+    """`_higher` for every row at once: the row's own direction, else its metric's."""
+    known = higher.notna().to_numpy()
+    out = np.empty(len(higher), dtype=bool)
+    out[known] = higher[known].astype(bool).to_numpy()
+    if not known.all():
+        unknown = metric[~known]
+        out[~known] = unknown.map({m: _metric_higher(m) for m in unknown.unique()}).to_numpy(
+            dtype=bool)
+    return out
+
+
+def _figures(run: RunFolder, summary: pd.DataFrame) -> pd.DataFrame:
+    """The run's figures (FIGURE_COLUMNS), keyed: its summary rows, then every measured row
+    of results.csv, each in its own metric and unit (an overlap row also gives its
+    efficiency, right after its own figure). Whole columns at a time, each taken once: a
+    fleet's million rows, not a dict per row."""
+    value = _floats(_column(summary, "value"))
+    kept = np.flatnonzero(~np.isnan(value))
+    head = pd.DataFrame({name: _column(summary, name).take(kept).reset_index(drop=True)
+                         for name in ("path", "case", "device", "device_name", "memory",
+                                      "direction", "metric", "unit", "backend", "status")})
+    for name in ("size_bytes", "repeats"):
+        head[name] = _whole(_column(summary, name).take(kept))
+    head["higher_is_better"] = _higher_column(
+        _column(summary, "higher_is_better").take(kept).reset_index(drop=True), head["metric"])
+    head["value"] = value[kept]
+    head["cv"] = _floats(_column(summary, "cv"))[kept]
+    head["scope"] = "summary"
+    head["threads"] = head["streams"] = head["page_bytes"] = pd.array(
+        [None] * len(head), dtype="Int64")
+    head["phase"] = np.where(head["path"].to_numpy(dtype=object) == "overlap", "concurrent", "")
+    head["dtype"] = ""
+
+    results = run.results
+    measured = _column(results, "status").isin(["ok", "invalid"]).to_numpy()
+    best = _floats(_column(results, "value_best"))
+    efficiency = _floats(_column(results, "overlap_efficiency"))
+    # Each row's own figure, then its efficiency: the order the per-row reading gave.
+    own = np.flatnonzero(measured & ~np.isnan(best))
+    overlap = np.flatnonzero(measured & ~np.isnan(efficiency))
+    places = np.concatenate([2 * own, 2 * overlap + 1])
+    order = np.argsort(places, kind="stable")
+    picked = places[order] // 2  # the row of results each figure comes from
+    is_efficiency = (places[order] % 2 == 1)
+
+    def taken(name: str) -> pd.Series:
+        return _column(results, name).take(picked).reset_index(drop=True)
+
+    body = pd.DataFrame({name: taken(name) for name in (
+        "case", "device", "device_name", "memory", "direction", "phase", "metric", "unit",
+        "backend", "status")})
+    dtype = taken("dtype")
+    body["dtype"] = dtype if dtype.dtype == "str" and not dtype.isna().any() else (
+        dtype.astype(object).where(dtype.notna(), "").astype(str))
+    for name in ("size_bytes", "threads", "streams", "page_bytes", "repeats"):
+        body[name] = _whole(taken(name))
+    higher = _higher_column(taken("higher_is_better"), body["metric"])
+    body["value"] = np.where(is_efficiency, efficiency[picked], best[picked])
+    body["cv"] = _floats(_column(results, "cv"))[picked]
+    if is_efficiency.any():
+        body["metric"] = body["metric"].where(~is_efficiency, EFFICIENCY.name)
+        body["unit"] = body["unit"].where(~is_efficiency, EFFICIENCY.unit)
+        higher = np.where(is_efficiency, EFFICIENCY.higher_is_better, higher)
+    body["higher_is_better"] = higher
+    body["scope"], body["path"] = "row", ""
+    figures = pd.concat([head[list(FIGURE_COLUMNS)], body[list(FIGURE_COLUMNS)]],
+                        ignore_index=True)
     return figures
 
 
-def _key(figure: dict[str, object]) -> tuple[object, ...]:
-    return tuple(figure[c] for c in KEY_COLUMNS)
+def _squares(values: np.ndarray) -> np.ndarray:
+    """x**2 as Python's float power gives it (the C library's pow, which can differ from
+    x*x in the last bit), with inf where it overflows (Python raises OverflowError): so
+    the columnar noise is the per-row `noise_pct`'s to the last digit."""
+    cells = values.tolist()
+    try:
+        return np.array(list(map(pow, cells, itertools.repeat(2))), dtype="float64")
+    except OverflowError:
+        return np.array([_square(cell) for cell in cells], dtype="float64")
+
+
+def _square(cell: float) -> float:
+    try:
+        return cell**2
+    except OverflowError:
+        return math.inf
+
+
+def _t_critical_column(freedom: np.ndarray) -> np.ndarray:
+    """`t_critical` of each entry, the same arithmetic in the same order."""
+    entries = np.array(sorted(_T_975), dtype="float64")
+    values = np.array([_T_975[k] for k in sorted(_T_975)], dtype="float64")
+    freedom = np.maximum(freedom, 1.0)
+    upper = np.minimum(np.searchsorted(entries, freedom, side="left"), len(entries) - 1)
+    lower = np.maximum(upper - 1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = ((1 / entries[lower] - 1 / freedom)
+                 / (1 / entries[lower] - 1 / entries[upper]))
+        between = values[lower] + share * (values[upper] - values[lower])
+    return np.where(entries[upper] == freedom, values[upper], between)
+
+
+def _noise_column(cv_a: np.ndarray, n_a: np.ndarray, cv_b: np.ndarray,
+                  n_b: np.ndarray) -> np.ndarray:
+    """`noise_pct` of each entry (n as float64, NaN where missing); NaN where it is None."""
+    usable = ~np.isnan(cv_a) & ~np.isnan(cv_b) & (n_a >= 2) & (n_b >= 2)
+    out = np.full(len(cv_a), np.nan)
+    if not usable.any():
+        return out
+    cv_a, n_a, cv_b, n_b = cv_a[usable], n_a[usable], cv_b[usable], n_b[usable]
+    with np.errstate(all="ignore"):
+        square_a, square_b = _squares(cv_a), _squares(cv_b)
+        var_a, var_b = square_a / n_a, square_b / n_b
+        spread = var_a + var_b
+        fourth_a, fourth_b = _squares(var_a), _squares(var_b)
+        weights = fourth_a / (n_a - 1) + fourth_b / (n_b - 1)
+        spread_squared = _squares(spread)
+        freedom = np.where(weights > 0, spread_squared / np.where(weights > 0, weights, 1.0),
+                           math.inf)
+        # Where Python's ** overflowed, noise_pct answered None.
+        overflowed = ~(np.isfinite(square_a) & np.isfinite(square_b) & np.isfinite(fourth_a)
+                       & np.isfinite(fourth_b) & (np.isfinite(spread_squared) | ~(weights > 0)))
+        bad = overflowed | ~np.isfinite(spread) | np.isnan(freedom)
+        noise = 100 * np.maximum(_t_critical_column(np.where(bad, 1.0, freedom))
+                                 * np.sqrt(spread), NOISE_FLOOR)
+    out[usable] = np.where(bad | ~np.isfinite(noise), np.nan, noise)
+    return out
 
 
 def run_labels(count: int) -> list[str]:
@@ -426,30 +512,80 @@ def machine_warnings(runs: Sequence[RunFolder], labels: Sequence[str]) -> list[s
 BY_CHOICES = ("node", "model")
 
 
-def by_model(figures: list[dict[str, object]]) -> list[dict[str, object]]:
+def by_model(figures: pd.DataFrame) -> pd.DataFrame:
     """One figure per GPU (or CPU) model instead of per device: the median over the devices
-    of that model — for fleets whose nodes differ between runs, or to compare models."""
-    groups: dict[tuple[object, ...], list[dict[str, object]]] = {}
-    for figure in figures:
-        collapsed = {**figure, "device": f"median of {figure['device_name']}"}
-        groups.setdefault(_key(collapsed), []).append(figure)
-    out = []
-    for members in groups.values():
-        values = [number(m["value"]) for m in members]
-        cvs = [number(m["cv"]) for m in members if m["cv"] is not None]
-        repeats = [integer(m["repeats"]) for m in members if m["repeats"] is not None]
-        out.append({**members[0], "device": f"median of {members[0]['device_name']}",
-                    "value": statistics.median(values),
-                    "cv": statistics.median(cvs) if cvs else None,
-                    "repeats": min(repeats) if repeats else None,
-                    "status": "ok" if all(m["status"] == "ok" for m in members)
-                    else "invalid"})
+    of that model — for fleets whose nodes differ between runs, or to compare models.
+    Each group keeps its first member's other columns and the place of its first member;
+    the median is statistics.median's (the middle of the sorted values, or the mean of the
+    two middle ones)."""
+    collapsed = figures.assign(device="median of " + figures["device_name"].map(str))
+    group = _group_ids(collapsed)
+    count = int(group.max()) + 1 if len(group) else 0
+    first = np.full(count, len(group))
+    np.minimum.at(first, group, np.arange(len(group)))
+    out = collapsed.take(first).reset_index(drop=True)
+    out["value"] = _group_median(group, figures["value"].to_numpy(dtype="float64"), count)
+    out["cv"] = _group_median(group, figures["cv"].to_numpy(dtype="float64"), count)
+    repeats = figures["repeats"].astype("Int64")
+    known = repeats.notna().to_numpy()
+    least = np.full(count, np.iinfo(np.int64).max)
+    np.minimum.at(least, group[known], repeats[known].to_numpy(dtype="int64"))
+    out["repeats"] = pd.array(least, dtype="Int64")
+    out.loc[~np.isin(np.arange(count), group[known]), "repeats"] = pd.NA
+    not_ok = np.zeros(count, dtype=bool)
+    np.logical_or.at(not_ok, group, figures["status"].to_numpy(dtype=object) != "ok")
+    out["status"] = np.where(not_ok, "invalid", "ok")
     return out
+
+
+def _group_median(group: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """statistics.median of each group's values that are not NaN (NaN for a group with
+    none): sorted stably, so of equal values (0.0 and -0.0) the same one is the middle."""
+    known = ~np.isnan(values)
+    group, values = group[known], values[known]
+    order = np.lexsort((values, group))
+    group, values = group[order], values[order]
+    sizes = np.bincount(group, minlength=count)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    out = np.full(count, np.nan)
+    has = sizes > 0
+    middle = starts + sizes // 2
+    odd = has & (sizes % 2 == 1)
+    even = has & (sizes % 2 == 0)
+    out[odd] = values[middle[odd]]
+    with np.errstate(over="ignore"):
+        out[even] = (values[middle[even] - 1] + values[middle[even]]) / 2
+    return out
+
+
+def _group_ids(figures: pd.DataFrame) -> np.ndarray:
+    """Each figure's key as a number, in the order keys first appear (missing cells
+    align with missing cells, as None did with None)."""
+    if figures.empty:
+        return np.zeros(0, dtype=np.int64)
+    return figures.groupby(list(KEY_COLUMNS), sort=False, dropna=False).ngroup().to_numpy()
+
+
+def _as_inferred(values: pd.Series) -> pd.Series:
+    """A column as pandas infers it from a list of its cells (how the per-row records
+    became a frame): text as `str`, with the rare all-missing column inferred cell by
+    cell."""
+    if values.dtype == "str" and values.notna().any():
+        return values
+    if values.notna().any() and all(isinstance(v, str) for v in values.dropna().unique()):
+        return values.astype("str")
+    cells = [None if v is pd.NA else v for v in values.astype(object).tolist()]
+    return pd.DataFrame({"cells": cells})["cells"]
 
 
 def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     """Align the figures of two or more runs; the first is the baseline. `by` = "node" keeps
-    every device (fleet runs name theirs node:gpuN); "model" compares per device model."""
+    every device (fleet runs name theirs node:gpuN); "model" compares per device model.
+
+    Columns throughout (issue 36: a fleet's million rows in seconds): the runs' figures are
+    stacked, each key numbered in the order it first appears (a key a run holds twice keeps
+    its first place and its last figure), and every comparison row is taken from them by
+    index; change and noise are computed on the aligned columns."""
     if len(runs) < 2:
         raise BwprofError("compare needs at least two run folders; the first is the baseline")
     if by not in BY_CHOICES:
@@ -457,51 +593,74 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     labels = run_labels(len(runs))
     collapse = by_model if by == "model" else (lambda figures: figures)
     summaries = [Run.of(run).summary for run in runs]
-    per_run = [{_key(f): f for f in collapse(_figures(run, summary))}
+    per_run = [collapse(_figures(run, summary))
                for run, summary in zip(runs, summaries, strict=True)]
-    keys = sorted(dict.fromkeys(k for figures in per_run for k in figures),
-                  key=lambda k: k[0] != "summary")  # stable: summary first, then run order
-    records = []
-    for figure_id, key in enumerate(keys):
-        base = per_run[0].get(key)
-        for index, (run, label, figures) in enumerate(zip(runs, labels, per_run, strict=True)):
-            mine = figures.get(key)
-            record: dict[str, object] = {"figure_id": figure_id,
-                                         **dict(zip(KEY_COLUMNS, key, strict=True))}
-            record.update(
-                unit=(mine or base or {}).get("unit"),
-                higher_is_better=(mine or base or {}).get("higher_is_better"),
-                run=label, run_dir=printable(str(run.path)) if run.path is not None else "",
-                run_id=run.run_id,
-                baseline=index == 0,
-                backend=mine["backend"] if mine else None,
-                status=mine["status"] if mine else "absent",
-                value=mine["value"] if mine else None, cv=mine["cv"] if mine else None,
-                repeats=mine["repeats"] if mine else None,
-                baseline_value=base["value"] if base else None,
-                change_pct=None, noise_pct=None, beyond_noise=None, regressed_pct=None,
-                schema_version=SCHEMA_VERSION,
-            )
-            # A zero, negative-zero or subnormal baseline (a damaged row): no change in %,
-            # shown "—" as for a missing figure, never a ZeroDivisionError or infinity.
-            if index and base and mine and (quotient := ratio(
-                    number(mine["value"]), number(base["value"]))) is not None:
-                change = 100 * (quotient - 1)
-                noise = noise_pct(optional_number(base["cv"]),
-                                  optional_integer(base["repeats"]),
-                                  optional_number(mine["cv"]), optional_integer(mine["repeats"]))
-                record.update(change_pct=change, noise_pct=noise,
-                              beyond_noise=None if noise is None else abs(change) > noise,
-                              regressed_pct=-change if base["higher_is_better"] else change)
-            records.append(record)
-    frame = pd.DataFrame(records, columns=list(COMPARE_COLUMNS))
-    for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
-        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
-    for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct"):
-        frame[column] = pd.to_numeric(frame[column]).astype("float64")
-    for column in ("beyond_noise", "higher_is_better"):
-        frame[column] = frame[column].astype("boolean")
-    frame["regressed_pct"] = pd.to_numeric(frame["regressed_pct"]).astype("float64")
+    stacked = pd.concat(per_run, ignore_index=True)
+    owner = np.repeat(np.arange(len(runs)), [len(f) for f in per_run])
+    key = _group_ids(stacked)
+    count = int(key.max()) + 1 if len(key) else 0
+    # Summary figures first, then rows, each in the order the keys first appear.
+    first = np.full(count, len(key))
+    np.minimum.at(first, key, np.arange(len(key)))
+    in_summary = stacked["scope"].to_numpy(dtype=object)[first] == "summary"
+    figure_of_key = np.empty(count, dtype=np.int64)
+    figure_of_key[np.argsort(~in_summary, kind="stable")] = np.arange(count)
+    figure = figure_of_key[key]
+    # where[r, f]: the stacked row of run r's figure f (its last, where it has two), or -1.
+    where = np.full((len(runs), count), -1)
+    where[owner, figure] = np.arange(len(key))  # later rows overwrite: the last one counts
+    take = where.T.ravel()  # figure by figure, run by run
+    mine = take >= 0
+    base = np.repeat(where[0], len(runs))
+    has_base = base >= 0
+    keys = stacked[list(KEY_COLUMNS)].take(np.repeat(first[np.argsort(figure_of_key)],
+                                                       len(runs)))
+
+    def pick(name: str, rows: np.ndarray = take) -> pd.Series:
+        return pd.Series(stacked[name].array.take(rows, allow_fill=True))
+
+    value, base_value = pick("value").to_numpy(float), pick("value", base).to_numpy(float)
+    frame = pd.DataFrame({"figure_id": np.repeat(np.arange(count), len(runs))})
+    for name in KEY_COLUMNS:
+        frame[name] = keys[name].array
+    either = np.where(mine, take, base)
+    frame["unit"] = pick("unit", either)
+    frame["higher_is_better"] = pick("higher_is_better", either)
+    index = np.tile(np.arange(len(runs)), count)
+    frame["run"] = pd.array(labels, dtype="str").take(index)
+    frame["run_dir"] = pd.array([printable(str(run.path)) if run.path is not None else ""
+                                 for run in runs], dtype="str").take(index)
+    frame["run_id"] = pd.array([run.run_id for run in runs], dtype="str").take(index)
+    frame["baseline"] = index == 0
+    frame["backend"] = pick("backend")
+    statuses = pd.concat([stacked["status"].astype("str"), pd.Series(["absent"], dtype="str")],
+                         ignore_index=True)
+    frame["status"] = statuses.array.take(np.where(mine, take, len(stacked)))
+    frame["value"] = value
+    frame["cv"] = pick("cv").to_numpy(float)
+    frame["repeats"] = pick("repeats").astype("Int64").array
+    frame["baseline_value"] = base_value
+    # A zero, negative-zero or subnormal baseline (a damaged row): no change in %, shown
+    # "—" as for a missing figure, never a ZeroDivisionError or infinity (as `ratio`).
+    with np.errstate(all="ignore"):
+        quotient = value / np.where(base_value == 0, 1.0, base_value)
+    changed = (index > 0) & has_base & mine & (base_value != 0) & np.isfinite(quotient)
+    change = np.where(changed, 100 * (quotient - 1), np.nan)
+    noise = np.full(len(frame), np.nan)
+    noise[changed] = _noise_column(
+        pick("cv", base).to_numpy(float)[changed],
+        pick("repeats", base).astype("Float64").to_numpy(float, na_value=np.nan)[changed],
+        frame["cv"].to_numpy(float)[changed],
+        pick("repeats").astype("Float64").to_numpy(float, na_value=np.nan)[changed])
+    frame["change_pct"], frame["noise_pct"] = change, noise
+    beyond = pd.array(np.abs(change) > noise, dtype="boolean")
+    beyond[~changed | np.isnan(noise)] = pd.NA
+    frame["beyond_noise"] = beyond
+    base_higher = pick("higher_is_better", base).to_numpy(dtype=object)
+    frame["regressed_pct"] = np.where(changed & (base_higher == True), -change,  # noqa: E712
+                                      change)
+    frame["schema_version"] = SCHEMA_VERSION
+    frame = _typed(frame)
     states = [line for run, label in zip(runs, labels, strict=True)
               for line in [state_warning(run, f"run {label}", "figures it has not reached yet "
                                          "are absent" if run.running
@@ -511,6 +670,24 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     return Comparison(list(runs), labels, frame,
                       machine_warnings(runs, labels) + same_run_warnings(runs, labels)
                       + states + notes, summaries, states)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison's columns in their order and types: whole numbers Int64, figures
+    float64, verdicts boolean, text `str`; the others (page_bytes) as pandas infers them
+    from their cells, as it did from the per-row records."""
+    frame = frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
+    for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct", "regressed_pct"):
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    for column in ("beyond_noise", "higher_is_better"):
+        frame[column] = frame[column].astype("boolean")
+    for column in ("scope", "path", "case", "device", "device_name", "memory", "direction",
+                   "phase", "dtype", "metric", "unit", "run", "run_dir", "run_id", "backend",
+                   "status", "page_bytes"):
+        frame[column] = _as_inferred(frame[column])
+    return frame
 
 
 def _identity(path: Path | None) -> object:
