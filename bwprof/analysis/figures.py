@@ -85,13 +85,18 @@ def pick(rows: Sequence[Record], higher_is_better: bool = True,
 def peak_source(row: Mapping[Any, Any]) -> str:
     """Where a row's theoretical peak (`peak_value`, set when it was measured) comes from,
     named once for every output."""
-    memory, direction = str(row.get("memory") or ""), str(row.get("direction") or "")
+    return source_of(row.get("memory"), row.get("direction"), row.get("flags"))
+
+
+def source_of(memory: object, direction: object, flags: object) -> str:
+    """`peak_source` of a row's memory, direction and flags cells (the summary's columns)."""
+    memory, direction = str(memory or ""), str(direction or "")
     if memory == "hbm":
         return "NVML: 2 × max memory clock × bus width"
     if memory == "ddr":
         return "SMBIOS memory modules: speed × width × modules"
     if direction in ("h2d", "d2h", "both"):
-        if f.has_flag(row.get("flags"), f.C2C_LINK):
+        if f.has_flag(flags, f.C2C_LINK):
             return "NVLink-C2C: the part's host link"
         return "PCIe: the link's maximum generation × width (NVML)"
     if direction == "p2p":

@@ -31,7 +31,9 @@ rows keeps `backend` = `simulated`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import cast
 
 import numpy as np
@@ -72,10 +74,9 @@ SLOWEST_PAIR = "slowest pair"
 
 
 Record = dict[str, object]
-"""One results row as a dict (`_records`). The summary makes some forty selections among a
-few hundred rows at most: on dicts each costs microseconds, where a pandas selection costs
-its per-operation overhead (a summary took 20-40 ms, whatever the run's size, and a run's
-end, report and compare each build one or more)."""
+"""One results row as a dict (`_records`): what the judge reads a fleet's rows as
+(`row_records`), and what the summary's pair, latency and compute paths read their own few
+rows as (`_Table.records`); the paths of a row per GPU select and pick on whole columns."""
 
 _READ_COLUMNS = (
     "run_id", "host", "case", "backend", "device", "device_name", "memory", "direction",
@@ -107,60 +108,35 @@ def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list
                      for values in zip(*columns, strict=True))
 
 
-def _figure_row(path: str, row: Record, **extra: object) -> dict[str, object]:
-    value = figures.figure(row)
-    peak = figures.a_peak(cell_float(row["peak_value"]))  # a zero or subnormal one: none
-    higher = plain(row["higher_is_better"])
-    values: dict[str, object] = {
-        "run_id": row["run_id"], "host": row["host"], "path": path, "case": row["case"],
-        "backend": row["backend"], "device": row["device"], "device_name": row["device_name"],
-        "memory": row["memory"], "direction": row["direction"],
-        "dtype": cell_text(row.get("dtype")),
-        "size_bytes": plain(row["size_bytes"]), "threads": plain(row["threads"]),
-        "repeats": plain(row["repeats"]), "metric": row["metric"], "unit": row["unit"],
-        "higher_is_better": higher, "value": value,
-        "value_median": plain(row["value_median"]),
-        "gbps": plain(row.get(figures.column("gbps"))),
-        "gbps_median": plain(row["gbps_median"]),
-        "copy_gbps": plain(row.get(figures.column("copy_gbps"))),
-        "copy_gbps_median": plain(row.get("copy_gbps_median")),
-        "value_best": plain(row.get("value_best")), "gbps_best": plain(row.get("gbps_best")),
-        "copy_gbps_best": plain(row.get("copy_gbps_best")), "cv": plain(row["cv"]),
-        "peak_value": peak, "peak_gbps": plain(row["peak_gbps"]),
-        "pct_of_peak": (figures.ratio(100.0 * value, peak)
-                        if value is not None and higher else None),
-        "peak_source": figures.peak_source(row) if peak else "",
-        "overlap_efficiency": None, "hbm_over_ddr": None, "hbm_over_pcie": None,
-        "status": row["status"], "flags": row["flags"], "note": "",
-        "schema_version": SCHEMA_VERSION,
-    }
-    values.update(extra)
-    if _counts_more_than_copied(values):
-        values["note"] = "; ".join(n for n in (str(values["note"] or ""), TRAFFIC_COPY_NOTE) if n)
-    return values
+Spec = dict[str, object]
+"""One summary row as a path chooses it: the position of its results row (`_POS`; -1 for a
+path with no row, `_missing_row`), its path and what it says other than that row (`extra`,
+`_BLANK` where it keeps no figure). `_summary_columns` makes every spec's cells at once, a
+column at a time: a fleet's summary has a row per GPU and path, a hundred thousand at a
+million rows, and a dict of forty cells each cost tens of microseconds."""
+
+_POS = "__pos"
+_BLANK = "__blank"
+_KEEP = object()
+"""An override cell that keeps the results row's own value."""
+
+
+def _figure_row(path: str, row: Record, **extra: object) -> Spec:
+    """The summary row of `row` (a record of `_path_records`, which carries its position)."""
+    return {_POS: row[_POS], "path": path, **extra}
 
 
 TRAFFIC_COPY_NOTE = ("counts bytes read + written (STREAM's convention); `copied` (copy_gbps) "
                      "counts each byte copied once, as nvbandwidth does")
 
-
-def _counts_more_than_copied(row: dict[str, object]) -> bool:
-    """A copy whose figure counts more than the bytes it copied (`d2d_copy`: the buffer read
-    and the buffer written), so its copy-convention figure differs from it."""
-    copied, counted = cell_float(row.get("copy_gbps")), cell_float(row.get("gbps"))
-    return copied is not None and counted is not None and copied < counted * (1 - 1e-9)
+_FIGURES = ("value", "value_median", "gbps", "gbps_median", "copy_gbps", "copy_gbps_median",
+            "value_best", "gbps_best", "copy_gbps_best", "cv", "pct_of_peak")
+"""The cells a row without a figure leaves empty (`_in_cache_row`)."""
 
 
-def _without_figure(row: dict[str, object]) -> dict[str, object]:
-    """A figure row emptied of its figures (a path whose rows cannot give one)."""
-    return {**row, **dict.fromkeys(("value", "value_median", "gbps", "gbps_median", "copy_gbps",
-                                    "copy_gbps_median", "value_best", "gbps_best",
-                                    "copy_gbps_best", "cv", "pct_of_peak"))}
-
-
-def _in_cache_row(path: str, row: Record, note: str) -> dict[str, object]:
+def _in_cache_row(path: str, row: Record, note: str) -> Spec:
     """The row of a path whose every figure is a cache's: its status says so, no figure."""
-    return _without_figure(_figure_row(path, row, status="in cache", note=note))
+    return {**_figure_row(path, row, status="in cache", note=note), _BLANK: True}
 
 
 def _size(row: Record) -> float:
@@ -186,10 +162,6 @@ def _resident(row: Record) -> bool:
     return f.is_cache_resident(row["flags"])
 
 
-def _has_flag(row: Record, flag: str) -> bool:
-    return f.has_flag(row["flags"], flag)
-
-
 def _grouped(rows: list[Record], column: str) -> dict[object, list[Record]]:
     """The rows of each value of `column`, values in the order they first appear."""
     groups: dict[object, list[Record]] = {}
@@ -198,25 +170,26 @@ def _grouped(rows: list[Record], column: str) -> dict[object, list[Record]]:
     return groups
 
 
-def _missing_row(path: str, records: list[Record], run_id: str,
-                 host: str) -> dict[str, object]:
+def _missing_row(path: str, table: _Table, run_id: str, host: str) -> Spec:
     """The row of a path with no figure: why its headline case (the first of its cases,
     `summary_cases`, that ran) did not give one."""
+    metric = METRIC_PATHS.get(path, "")
     cases = summary_cases(path) or tuple(dict.fromkeys(
-        str(r["case"]) for r in records if r["metric"] == METRIC_PATHS.get(path, "")))
-    others = [r for r in records if r["case"] in cases and r["status"] != "ok"]
+        str(r["case"]) for r in table.records(table.equal("metric", metric))))
+    records = table.records(table.among("case", cases))
+    others = [r for r in records if r["status"] != "ok"]
     case = cases[0] if len(cases) == 1 else ""
     if others:
         rank = {name: index for index, name in enumerate(cases)}
         first = min(others, key=lambda r: rank[str(r["case"])])  # earliest case, then row
         status, note, case = str(first["status"]), str(first["note"]), str(first["case"])
-    elif path == "overlap" and any(r["case"] in cases for r in records):
+    elif path == "overlap" and records:
         status, note = "absent", "no concurrent row carries an overlap efficiency"
     else:
         shown = "overlap_*" if path == "overlap" else " or ".join(cases)
         status, note = "absent", f"no {shown} row in this run"
     return {
-        **dict.fromkeys(SUMMARY_COLUMNS), "run_id": run_id, "host": host, "path": path,
+        _POS: -1, "run_id": run_id, "host": host, "path": path,
         "case": case, "backend": "", "device": "",
         "device_name": "", "memory": "", "direction": "", "metric": "", "unit": "",
         "status": status, "flags": "", "note": note.replace("\n", " "),
@@ -270,34 +243,50 @@ def numa_pair(device: object) -> tuple[str, str] | None:
     return source, target
 
 
-def _ddr_rows(records: list[Record]) -> list[dict[str, object]]:
+def _ddr_rows(table: _Table) -> list[_Piece]:
     """The ddr_triad row of each host (one in a single run, one per node in a fleet),
     then each NUMA node's on its own where the host has several."""
     case = path_of("ddr").headline
-    by_device = _grouped(_ok(records, case), "device")
-    hosts = list(dict.fromkeys(node_of(d) for d in by_device))
-    out = []
-    for device in sorted(by_device, key=lambda d: (hosts.index(node_of(d)), is_numa_device(d))):
-        everything = by_device[device]
-        # DDR's figure uses arrays of at least 4x the last-level cache, as STREAM's rule says:
-        # a smaller array is partly served by the cache and reads several times faster.
-        mine = [r for r in everything if not _resident(r)]
-        if not mine:
-            out.append(_in_cache_row(
-                "ddr", _largest(everything),
-                note=f"every {case} row's arrays are under 4x the last-level cache: cache "
-                     "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
-                     "had to shrink them)"))
+    rows = np.flatnonzero(table.equal("case", case) & table.measured)
+    if not rows.size:
+        return []
+    devices, count = _local_codes(table.codes("device")[rows])
+    names = table.cells("device", rows[_first_rows(devices, count)])
+    hosts = list(dict.fromkeys(node_of(d) for d in names))
+    host_rank = {host: index for index, host in enumerate(hosts)}
+    # DDR's figure uses arrays of at least 4x the last-level cache, as STREAM's rule says:
+    # a smaller array is partly served by the cache and reads several times faster.
+    resident = table.resident[rows]
+    mine = ~resident
+    sizes = table.sizes[rows]
+    best = _best(devices, count, sizes, table.values[rows], table.lower[rows], mine)
+    largest = _best(devices, count, sizes)
+    everything = np.bincount(devices, minlength=count)
+    kept = np.bincount(devices[mine], minlength=count)
+    top = sizes[np.maximum(best, 0)]
+    at_size = np.bincount(devices[mine & (sizes == top[devices])], minlength=count)
+    order = sorted(range(count), key=lambda d: (host_rank[node_of(names[d])],
+                                                is_numa_device(names[d])))
+    positions, notes, blank = [], [], []
+    for device in order:
+        if not kept[device]:
+            positions.append(rows[largest[device]])
+            blank.append(True)
+            notes.append(f"every {case} row's arrays are under 4x the last-level cache: cache "
+                         "bandwidth, not DDR; use a larger --size (or free memory where bwprof "
+                         "had to shrink them)")
             continue
-        best = _picked(mine)
-        at_size = [r for r in mine if _size(r) == _size(best)]
-        notes = ([f"the best median of {len(at_size)} {case} rows (threads) at its largest "
-                  "size"] if len(at_size) > 1 else [])
-        if len(mine) < len(everything):
-            notes.append(f"{len(everything) - len(mine)} row(s) with arrays under 4x the "
-                         "last-level cache left out")
-        out.append(_figure_row("ddr", best, note="; ".join(notes)))
-    return out
+        said = ([f"the best median of {at_size[device]} {case} rows (threads) at its largest "
+                 "size"] if at_size[device] > 1 else [])
+        if kept[device] < everything[device]:
+            said.append(f"{everything[device] - kept[device]} row(s) with arrays under 4x the "
+                        "last-level cache left out")
+        positions.append(rows[best[device]])
+        blank.append(False)
+        notes.append("; ".join(said))
+    status: list[object] = [("in cache" if b else _KEEP) for b in blank]
+    return [_Piece(np.array(positions, dtype=np.int64), "ddr",
+                   {"note": notes, "status": status}, np.array(blank, dtype=bool))]
 
 
 def _picked(rows: list[Record]) -> Record:
@@ -319,26 +308,40 @@ def node_of(device: object) -> str:
 C2C_SUMMARY_NOTE = "host link is NVLink-C2C: no peak known for it (PCIe's does not apply)"
 
 
-def _per_gpu_rows(path: str, records: list[Record], cases: Iterable[str],
-                  direction: str | None) -> list[dict[str, object]]:
+def _per_gpu_rows(path: str, table: _Table, cases: Iterable[str],
+                  direction: str | None) -> list[_Piece]:
     """Each case per device at its largest size, cache-resident sizes left out (a device with
     nothing else keeps its largest as 'in cache', without a figure)."""
     out = []
     for case in cases:
-        rows = _ok(records, case, direction)
+        wanted = table.equal("case", case) & table.measured
+        if direction is not None:
+            wanted &= table.equal("direction", direction)
         if case.endswith(AGGREGATE_SUFFIX):  # the aggregate row: 'all' ('node7:all': fleet)
-            rows = [r for r in rows if str(r["device"]).rsplit(":", 1)[-1] == "all"]
-        measured = [r for r in rows if not _resident(r)]
-        for row in map(_picked, _grouped(measured, "device").values()):
-            out.append(_figure_row(path, row, note=C2C_SUMMARY_NOTE
-                                   if _has_flag(row, f.C2C_LINK) else ""))
-        figured = {r["device"] for r in measured}
-        only_cached = [r for r in rows if _resident(r) and r["device"] not in figured]
-        for row in _largest_per_device(only_cached):
-            out.append(_in_cache_row(
-                path, row,
-                note=f"every {case} row of {row['device']} fits in its cache: cache bandwidth, "
-                     "not the memory's"))
+            wanted &= table.where("device", lambda d: str(d).rsplit(":", 1)[-1] == "all")
+        rows = np.flatnonzero(wanted)
+        if not rows.size:
+            continue
+        resident = table.resident[rows]
+        measured = rows[~resident]
+        if measured.size:
+            devices, count = _local_codes(table.codes("device")[measured])
+            picked = measured[_best(devices, count, table.sizes[measured],
+                                    table.values[measured], table.lower[measured])]
+            c2c = table.c2c[picked]
+            out.append(_Piece(picked, path, {"note": [C2C_SUMMARY_NOTE if linked else ""
+                                                      for linked in c2c.tolist()]}))
+        figured = table.codes("device")[measured]
+        cached = rows[resident]
+        cached = cached[~np.isin(table.codes("device")[cached], figured)]
+        if cached.size:
+            devices, count = _local_codes(table.codes("device")[cached])
+            largest = cached[_best(devices, count, table.sizes[cached])]
+            names = table.cells("device", largest)
+            out.append(_Piece(largest, path, {
+                "status": "in cache",
+                "note": [f"every {case} row of {name} fits in its cache: cache bandwidth, "
+                         "not the memory's" for name in names]}, np.ones(len(largest), bool)))
     return out
 
 
@@ -476,9 +479,10 @@ def matrix_rows(results: pd.DataFrame, case: str, direction: str | None = None) 
     """The ok rows of a pair case (`p2p_copy`, `lat_p2p`, `lat_host_numa`) at the size its
     matrix was measured at: the size the most pairs have (a first pair may sweep every
     size), the largest of those on a tie."""
-    records = _records(results)
-    chosen = {id(row) for row in _matrix(records, case, direction)}
-    return results.iloc[[i for i, row in enumerate(records) if id(row) in chosen]]
+    table = _Table(results)
+    records = table.records(table.equal("case", case))
+    chosen = [cast(int, row[_POS]) for row in _matrix(records, case, direction)]
+    return results.iloc[chosen]
 
 
 def _slowest_pair_row(path: str, rows: list[Record], what: str = "") -> list[dict[str, object]]:
@@ -545,71 +549,87 @@ def _p2p_rows(records: list[Record]) -> list[dict[str, object]]:
     return _slowest_pair_row("p2p", _matrix(records, p2p.headline, p2p.direction))
 
 
-def _overlap_rows(records: list[Record]) -> list[dict[str, object]]:
-    concurrent = [r for r in records if r["phase"] == "concurrent" and r["status"] == "ok"
-                  and not is_missing(r["overlap_efficiency"])]
-    out = []
-    for mine in _grouped(concurrent, "case").values():
-        for row in _largest_per_device(mine):
-            efficiency = number(row["overlap_efficiency"])
-            out.append(_figure_row(
-                "overlap", row, metric=EFFICIENCY.name, unit=EFFICIENCY.unit,
-                higher_is_better=EFFICIENCY.higher_is_better, value=efficiency,
-                value_median=efficiency, value_best=None, peak_value=None, pct_of_peak=None,
-                peak_source="",
-                overlap_efficiency=efficiency))
-    return out
+def _overlap_rows(table: _Table) -> list[_Piece]:
+    """Each overlap case's concurrent row per device, at its largest size: the efficiency."""
+    concurrent = (table.equal("phase", "concurrent") & table.equal("status", "ok")
+                  & ~table.missing("overlap_efficiency"))
+    rows = np.flatnonzero(concurrent)
+    if not rows.size:
+        return []
+    cases, _ = _local_codes(table.codes("case")[rows])
+    devices = table.codes("device")[rows].astype(np.int64)
+    pairs, count = _local_codes(cases.astype(np.int64) * (int(devices.max()) + 1) + devices)
+    largest = _best(pairs, count, table.sizes[rows])
+    pair_case = cases[_first_rows(pairs, count)]
+    chosen = rows[largest[np.lexsort((np.arange(count), pair_case))]]  # by case, then device
+    efficiency = [number(value) for value in table.cells("overlap_efficiency", chosen)]
+    return [_Piece(chosen, "overlap", {
+        "metric": EFFICIENCY.name, "unit": EFFICIENCY.unit,
+        "higher_is_better": EFFICIENCY.higher_is_better, "value": efficiency,
+        "value_median": efficiency, "value_best": None, "peak_value": None,
+        "pct_of_peak": None, "peak_source": "", "overlap_efficiency": efficiency})]
 
 
-def _add_ratios(rows: list[dict[str, object]]) -> None:
+def _add_ratios(columns: dict[str, list[object]]) -> None:
     """HBM/DDR and HBM/PCIe (host→device, same GPU) on every hbm_triad row, and HBM/DDR
     latency on every lat_gpu row."""
     hbm_case, h2d_case = path_of("hbm").headline, path_of("h2d").headline
-    ddr = {node_of(r["device"]): number(r["gbps"]) for r in rows
-           if r["path"] == "ddr" and r["gbps"] and not is_numa_device(r["device"])}
-    h2d = {r["device"]: number(r["gbps"]) for r in rows
-           if r["case"] == h2d_case and r["gbps"]
-           and not _has_flag(r, f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
+    paths, cases, devices, flag_cells = (columns[c] for c in ("path", "case", "device", "flags"))
+    gbps, value = columns["gbps"], columns["value"]
+    at = range(len(paths))
+    ddr = {node_of(devices[i]): number(gbps[i]) for i in at
+           if paths[i] == "ddr" and gbps[i] and not is_numa_device(devices[i])}
+    h2d = {devices[i]: number(gbps[i]) for i in at
+           if cases[i] == h2d_case and gbps[i]
+           and not f.has_flag(flag_cells[i], f.C2C_LINK)}  # HBM÷PCIe: not against NVLink-C2C
     # HBM latency over DDR latency (per dependent load) on every lat_gpu row, beside the
     # bandwidth ratio of the hbm_triad rows: the same column, each in its own metric.
-    ddr_ns = {node_of(r["device"]): number(r["value"]) for r in rows
-              if r["case"] == HOST_LATENCY and r["value"] and not is_numa_device(r["device"])}
-    for row in rows:
-        if row["case"] == GPU_LATENCY and row["value"]:
-            node_ns = ddr_ns.get(node_of(row["device"]))
-            row["hbm_over_ddr"] = figures.ratio(number(row["value"]), node_ns)
-    for row in rows:
-        if row["case"] == hbm_case and row["gbps"]:
-            hbm = number(row["gbps"])
-            node_ddr = ddr.get(node_of(row["device"]))  # the same node's DDR in a fleet
-            row["hbm_over_ddr"] = figures.ratio(hbm, node_ddr)  # None: not comparable
-            pcie = h2d.get(row["device"])
-            row["hbm_over_pcie"] = figures.ratio(hbm, pcie)
+    ddr_ns = {node_of(devices[i]): number(value[i]) for i in at
+              if cases[i] == HOST_LATENCY and value[i] and not is_numa_device(devices[i])}
+    over_ddr, over_pcie = columns["hbm_over_ddr"], columns["hbm_over_pcie"]
+    for i in at:
+        if cases[i] == GPU_LATENCY and value[i]:
+            node_ns = ddr_ns.get(node_of(devices[i]))
+            over_ddr[i] = figures.ratio(number(value[i]), node_ns)
+    for i in at:
+        if cases[i] == hbm_case and gbps[i]:
+            hbm = number(gbps[i])
+            node_ddr = ddr.get(node_of(devices[i]))  # the same node's DDR in a fleet
+            over_ddr[i] = figures.ratio(hbm, node_ddr)  # None: not comparable
+            over_pcie[i] = figures.ratio(hbm, h2d.get(devices[i]))
 
 
 def build_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """The summary frame (columns SUMMARY_COLUMNS) of one run's results."""
-    records = _records(results)
-    run_id = str(records[0]["run_id"]) if records else ""
-    host = str(records[0]["host"]) if records else ""
-    by_path = {
-        "ddr": _ddr_rows(records),
-        "hbm": _per_gpu_rows("hbm", records, summary_cases("hbm"), None),
-        "h2d": _per_gpu_rows("h2d", records, summary_cases("h2d"), "h2d"),
-        "d2h": _per_gpu_rows("d2h", records, summary_cases("d2h"), "d2h"),
-        "p2p": _p2p_rows(records),
-        "net": _per_gpu_rows("net", records, summary_cases("net"), "net"),
-        "overlap": _overlap_rows(records),
-        "latency": _latency_rows(records),
-        "compute": _ceiling_rows(records),
+    """The summary frame (columns SUMMARY_COLUMNS) of one run's results. Each path selects
+    its rows with masks over whole columns and picks per device on arrays (`_best`); only
+    the pair, latency and compute paths, whose rules are many but whose rows are few, read
+    their own rows as records."""
+    table = _Table(results)
+    first = table.cells("run_id", np.arange(min(1, len(results))))
+    run_id = str(first[0]) if first else ""
+    host = str(table.cells("host", np.arange(min(1, len(results))))[0]) if first else ""
+    records = table.records(table.equal("case", path_of("p2p").headline)
+                            | table.among("metric", (METRIC_PATHS["latency"],
+                                                     METRIC_PATHS["compute"])))
+    by_path: dict[str, list[_Piece]] = {
+        "ddr": _ddr_rows(table),
+        "hbm": _per_gpu_rows("hbm", table, summary_cases("hbm"), None),
+        "h2d": _per_gpu_rows("h2d", table, summary_cases("h2d"), "h2d"),
+        "d2h": _per_gpu_rows("d2h", table, summary_cases("d2h"), "d2h"),
+        "p2p": _pieces(_p2p_rows(records)),
+        "net": _per_gpu_rows("net", table, summary_cases("net"), "net"),
+        "overlap": _overlap_rows(table),
+        "latency": _pieces(_latency_rows(records)),
+        "compute": _pieces(_ceiling_rows(records)),
     }
-    rows: list[dict[str, object]] = []
+    pieces: list[_Piece] = []
     for path in PATHS:
-        if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, records):
+        if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, table):
             continue
-        rows += by_path[path] or [_missing_row(path, records, run_id, host)]
-    _add_ratios(rows)
-    frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+        pieces += by_path[path] or _pieces([_missing_row(path, table, run_id, host)])
+    columns = _summary_columns(table, pieces)
+    _add_ratios(columns)
+    frame = pd.DataFrame(columns, columns=list(SUMMARY_COLUMNS))
     for column in ("size_bytes", "threads", "repeats", "schema_version"):
         frame[column] = pd.to_numeric(frame[column]).astype("Int64")
     for column in ("value", "value_median", "gbps", "gbps_median", "copy_gbps",
@@ -623,11 +643,279 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _has_rows_of(path: str, records: list[Record]) -> bool:
+def _has_rows_of(path: str, table: _Table) -> bool:
     if path in METRIC_PATHS:
-        return any(r["metric"] == METRIC_PATHS[path] for r in records)
-    cases = set(summary_cases(path))  # once, not once a row
-    return any(r["case"] in cases for r in records)
+        return bool(table.equal("metric", METRIC_PATHS[path]).any())
+    return bool(table.among("case", summary_cases(path)).any())
+
+
+# -- the summary's rows as arrays ----------------------------------------------------------
+
+
+class _Table:
+    """A results frame as the summary selects on it: each column's codes (pandas'
+    factorize: one code a distinct value, in order of first appearance) made once, so a
+    selection ("case == 'hbm_triad'") is a test of the few distinct values and an array
+    comparison, and sizes, figures and flags as arrays."""
+
+    def __init__(self, results: pd.DataFrame) -> None:
+        self.frame = results
+        self._codes: dict[str, tuple[np.ndarray, list[object]]] = {}
+        self._floats: dict[str, np.ndarray] = {}
+
+    def _factorized(self, column: str) -> tuple[np.ndarray, list[object]]:
+        if column not in self._codes:
+            if column in self.frame.columns:
+                codes, uniques = pd.factorize(self.frame[column], use_na_sentinel=False)
+                self._codes[column] = (np.asarray(codes), _cells(pd.Series(uniques)))
+            else:  # a column the frame lacks: every cell None, as a record's .get gives
+                self._codes[column] = (np.zeros(len(self.frame), np.intp), [None])
+        return self._codes[column]
+
+    def codes(self, column: str) -> np.ndarray:
+        return self._factorized(column)[0]
+
+    def where(self, column: str, test: Callable[[object], bool]) -> np.ndarray:
+        """The rows whose cell passes `test`, called once per distinct value."""
+        codes, uniques = self._factorized(column)
+        if not uniques:
+            return np.zeros(len(codes), bool)
+        return np.array([bool(test(value)) for value in uniques], dtype=bool)[codes]
+
+    def equal(self, column: str, text: str) -> np.ndarray:
+        """The rows whose cell is the text `text` (as a record's `==`: missing is not)."""
+        return self.where(column, lambda value: isinstance(value, str) and value == text)
+
+    def among(self, column: str, texts: Iterable[str]) -> np.ndarray:
+        wanted = set(texts)
+        return self.where(column, lambda value: isinstance(value, str) and value in wanted)
+
+    def missing(self, column: str) -> np.ndarray:
+        if column not in self.frame.columns:
+            return np.ones(len(self.frame), bool)
+        return self.frame[column].isna().to_numpy(dtype=bool)
+
+    def floats(self, column: str) -> np.ndarray:
+        """The column as floats (`cell_float`), NaN where a cell holds none."""
+        if column not in self._floats:
+            values = self.frame[column]
+            if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(
+                    values.dtype):
+                self._floats[column] = values.to_numpy(dtype="float64", na_value=np.nan)
+            else:
+                self._floats[column] = np.array(
+                    [np.nan if (v := cell_float(cell)) is None else v for cell in _cells(values)],
+                    dtype="float64")
+        return self._floats[column]
+
+    @cached_property
+    def measured(self) -> np.ndarray:
+        """ok rows with their figure (`figures.measured`)."""
+        return self.equal("status", "ok") & ~self.missing(figures.column("value"))
+
+    @cached_property
+    def resident(self) -> np.ndarray:
+        """Cache-resident rows (`in_cache`, `l2_resident`): never a memory's figure."""
+        return self.where("flags", f.is_cache_resident)
+
+    @cached_property
+    def c2c(self) -> np.ndarray:
+        return self.where("flags", lambda cell: f.has_flag(cell, f.C2C_LINK))
+
+    @cached_property
+    def lower(self) -> np.ndarray:
+        """Rows that say lower is better (`_picked`)."""
+        return self.where("higher_is_better", lambda cell: cell is False or cell is np.False_)
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Each row's size in bytes, 0 where it has none (`figures.size`)."""
+        return np.nan_to_num(self.floats("size_bytes"), nan=0.0)
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        """Each row's figure (`figures.value`), NaN where it has none."""
+        return self.floats(figures.column("value"))
+
+    def cells(self, column: str, rows: np.ndarray) -> list[object]:
+        """The cells of `rows` (positions) as a record holds them (`_cells`)."""
+        if column not in self.frame.columns:
+            return [None] * len(rows)
+        return _cells(self.frame[column].take(rows))
+
+    def records(self, mask: np.ndarray) -> list[Record]:
+        """The rows `mask` marks as records (`_records`), each with its position."""
+        rows = np.flatnonzero(mask)
+        records = _records(self.frame.take(rows))
+        for record, row in zip(records, rows.tolist(), strict=True):
+            record[_POS] = row
+        return records
+
+
+def _local_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes of a selection renumbered from 0 in the order they first appear, and how many."""
+    local, uniques = pd.factorize(codes)
+    return np.asarray(local), len(uniques)
+
+
+def _first_rows(groups: np.ndarray, count: int) -> np.ndarray:
+    """The index of each group's first row (groups numbered in order of first appearance)."""
+    first = np.full(count, -1, dtype=np.int64)
+    first[groups[::-1]] = np.arange(len(groups) - 1, -1, -1)
+    return first
+
+
+def _best(groups: np.ndarray, count: int, sizes: np.ndarray, values: np.ndarray | None = None,
+          lower: np.ndarray | None = None, among: np.ndarray | None = None) -> np.ndarray:
+    """For each group, the index of its row at the largest size and, where `values` are
+    given, the best value there (the highest; the lowest in a group where any row's `lower`
+    says so): `figures.pick` of measured rows; the first of them on a tie, as `max` and `min`
+    give. Only rows `among` marks count; -1 for a group without one."""
+    out = np.full(count, -1, dtype=np.int64)
+    index = np.arange(len(groups)) if among is None else np.flatnonzero(among)
+    if not index.size:
+        return out
+    mine = groups[index]
+    keys: list[np.ndarray] = [index]
+    if values is not None:
+        value = values[index]
+        if lower is not None:
+            low = np.bincount(mine, weights=lower[index], minlength=count) > 0
+            value = np.where(low[mine], value, -value)
+        else:
+            value = -value
+        keys.append(value)
+    keys += [-sizes[index], mine]
+    order = np.lexsort(keys)
+    ordered = mine[order]
+    first = order[np.r_[True, ordered[1:] != ordered[:-1]]]
+    out[mine[first]] = index[first]
+    return out
+
+
+@dataclass
+class _Piece:
+    """Summary rows of one path: their results rows' positions (-1: none) and what each
+    says other than its row (`extra`: a column's cell for every row, or one per row;
+    `_KEEP` keeps the row's own), `blank` where a row keeps no figure."""
+
+    rows: np.ndarray
+    path: str
+    extra: dict[str, object] = field(default_factory=dict)
+    blank: np.ndarray | None = None
+
+
+def _pieces(specs: list[Spec]) -> list[_Piece]:
+    """The specs of a record-read path as one piece."""
+    if not specs:
+        return []
+    keys = dict.fromkeys(k for spec in specs for k in spec if k not in (_POS, _BLANK, "path"))
+    paths = {spec["path"] for spec in specs}
+    assert len(paths) == 1
+    return [_Piece(np.array([spec[_POS] for spec in specs], dtype=np.int64), str(paths.pop()),
+                   {k: [spec.get(k, _KEEP) for spec in specs] for k in keys},
+                   np.array([bool(spec.get(_BLANK)) for spec in specs], dtype=bool))]
+
+
+def _plain_cells(column: str, table: _Table, rows: np.ndarray) -> list[object]:
+    """`plain` of each cell (None for NaN and NA, Python numbers)."""
+    if column in table.frame.columns and table.frame[column].dtype == np.float64:
+        values = table.frame[column].to_numpy()[rows]
+        cells = values.astype(object)
+        cells[np.isnan(values)] = None
+        return cast(list[object], cells.tolist())
+    return [plain(cell) for cell in table.cells(column, rows)]
+
+
+def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[object]]:
+    """Every summary row's cells, a column at a time: what `_figure_row` made of each row
+    (figure, peak, % of peak, the copy-convention note), then each piece's own cells."""
+    rows = (np.concatenate([p.rows for p in pieces]) if pieces
+            else np.zeros(0, dtype=np.int64))
+    count = len(rows)
+    none = np.flatnonzero(rows < 0)
+    at = np.where(rows < 0, 0, rows) if len(table.frame) else np.zeros(0, dtype=np.int64)
+
+    def raw(column: str) -> list[object]:
+        cells: list[object] = table.cells(column, at) if len(table.frame) else [None] * count
+        for i in none.tolist():
+            cells[i] = None
+        return cells
+
+    def plains(column: str) -> list[object]:
+        cells: list[object] = (_plain_cells(column, table, at) if len(table.frame)
+                               else [None] * count)
+        for i in none.tolist():
+            cells[i] = None
+        return cells
+
+    columns: dict[str, list[object]] = {}
+    for column in ("run_id", "host", "case", "backend", "device", "device_name", "memory",
+                   "direction", "metric", "unit", "status", "flags"):
+        columns[column] = raw(column)
+    columns["dtype"] = [cell_text(cell) for cell in raw("dtype")]
+    for column in ("size_bytes", "threads", "repeats", "value_median", "gbps_median",
+                   "copy_gbps_median", "value_best", "gbps_best", "copy_gbps_best", "cv",
+                   "peak_gbps"):
+        columns[column] = plains(column)
+    columns["higher_is_better"] = [plain(cell) for cell in raw("higher_is_better")]
+    value = [cell_float(cell) for cell in raw(figures.column("value"))]
+    peak = [figures.a_peak(cell_float(cell)) for cell in raw("peak_value")]
+    columns["value"] = cast(list[object], value)
+    columns["gbps"] = plains(figures.column("gbps"))
+    columns["copy_gbps"] = plains(figures.column("copy_gbps"))
+    columns["peak_value"] = cast(list[object], peak)
+    columns["pct_of_peak"] = [
+        figures.ratio(100.0 * v, p) if v is not None and h else None
+        for v, p, h in zip(value, peak, columns["higher_is_better"], strict=True)]
+    columns["peak_source"] = [
+        figures.source_of(memory, direction, flags) if p else ""
+        for p, memory, direction, flags in zip(peak, columns["memory"], columns["direction"],
+                                               columns["flags"], strict=True)]
+    for column in ("overlap_efficiency", "hbm_over_ddr", "hbm_over_pcie"):
+        columns[column] = [None] * count
+    columns["note"] = [""] * count
+    columns["schema_version"] = [SCHEMA_VERSION] * count
+    columns["path"] = [None] * count
+    for i in none.tolist():  # a path without a row: only what its piece says
+        for column in columns:
+            columns[column][i] = None
+    copied_more = [i for i, (copied, counted) in enumerate(zip(
+        columns["copy_gbps"], columns["gbps"], strict=True))
+        if _counts_more(copied, counted)]
+
+    start = 0
+    for piece in pieces:
+        stop = start + len(piece.rows)
+        columns["path"][start:stop] = [piece.path] * (stop - start)
+        for column, cells in piece.extra.items():
+            target = columns[column]
+            if isinstance(cells, list):
+                target[start:stop] = [old if new is _KEEP else new
+                                      for old, new in zip(target[start:stop], cells,
+                                                          strict=True)]
+            else:
+                target[start:stop] = [cells] * (stop - start)
+        start = stop
+    notes = columns["note"]
+    for i in copied_more:
+        notes[i] = "; ".join(n for n in (str(notes[i] or ""), TRAFFIC_COPY_NOTE) if n)
+    start = 0
+    for piece in pieces:
+        stop = start + len(piece.rows)
+        if piece.blank is not None and piece.blank.any():
+            for i in (np.flatnonzero(piece.blank) + start).tolist():
+                for column in _FIGURES:
+                    columns[column][i] = None
+        start = stop
+    return columns
+
+
+def _counts_more(copied: object, counted: object) -> bool:
+    """A copy whose figure counts more than the bytes it copied (`d2d_copy`: the buffer read
+    and the buffer written), so its copy-convention figure differs from it."""
+    copy, count = cell_float(copied), cell_float(counted)
+    return copy is not None and count is not None and copy < count * (1 - 1e-9)
 
 
 def has_figure(row: pd.Series | Mapping[str, object]) -> bool:
