@@ -533,38 +533,107 @@ def gc_paused() -> Iterator[None]:
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     """ResultRows from a results frame, with missing values as None; telemetry columns, where
-    the file has them, become the rows' counters. Each column is made Python values once
-    (missing as None, text's missing as '', numbers as int or float, flags parsed once per
-    distinct cell), then zipped into rows: a Python call per cell cost a fleet's report
-    half a millisecond a row."""
+    the file has them, become the rows' counters. Each column is made Python values once, as
+    arrays (missing as None, text's missing as '', numbers as int or float, flags parsed and
+    checked once per distinct cell), and what `ResultRow.__post_init__` does to a row (a
+    bandwidth row's `value_*` and `gbps_*` fill each other) is done a column at a time; each
+    row is then its fields set at once (`_row_maker`): a Python call per cell, or a
+    dataclass `__init__` of fifty arguments a row, cost a fleet's report seconds."""
     telemetry = [c for c in TELEMETRY_COLUMNS if c in frame.columns]
     optional = [c for c in OPTIONAL_COLUMNS if c in frame.columns]
     names = [*RESULT_COLUMNS, *optional]
-    integers = {*_INTEGER_COLUMNS, *_OPTIONAL_INTEGER_COLUMNS}
-    texts = ("note", "phase", "device", "device_name", "metric", "unit", "cache_level")
-
-    def cells(column: str) -> list[Any]:
-        values = cast(Any, frame[column]).to_numpy(dtype=object, na_value=None).tolist()
-        if column in texts:
-            return [value or "" for value in values]
-        if column == "flags":
-            parsed = {value: split_flags(value) for value in set(values)}
-            return [parsed[value] for value in values]
-        if column == "higher_is_better":
-            return [None if value is None else bool(value) for value in values]
-        if column in integers:
-            return [None if value is None else int(value) for value in values]
-        if column in _FLOAT_COLUMNS:
-            return [None if value is None else float(value) for value in values]
-        return values
-
     with gc_paused():
-        columns = [cells(c) for c in names]
-        counters = [cells(c) for c in telemetry]
-        counted = zip(*counters, strict=True) if counters else repeat(())
-        rows = []
-        for values, counts in zip(zip(*columns, strict=True), counted, strict=False):
-            row = dict(zip(names, values, strict=True))
-            row["counters"] = dict(zip(telemetry, counts, strict=True))
-            rows.append(ResultRow(**row))
+        columns = {c: _row_cells(frame[c], c) for c in names}
+        _fill_bandwidth(columns)
+        counters = [_row_cells(frame[c], c) for c in telemetry]
+        counted = ([dict(zip(telemetry, counts, strict=True))
+                    for counts in zip(*counters, strict=True)]
+                   if counters else [{} for _ in range(len(frame))])
+        return _row_maker(columns, counted)
+
+
+_ROW_TEXTS = ("note", "phase", "device", "device_name", "metric", "unit", "cache_level")
+
+
+def _row_cells(values: pd.Series, column: str) -> list[Any]:
+    """A column's cells as a ResultRow holds them."""
+    if column in _FLOAT_COLUMNS and values.dtype == np.float64:
+        floats = values.to_numpy()
+        cells = floats.astype(object)  # Python floats
+        cells[np.isnan(floats)] = None
+        return cast(list[Any], cells.tolist())
+    cells = cast(Any, values).to_numpy(dtype=object, na_value=None).tolist()
+    if column in _ROW_TEXTS:
+        return [value or "" for value in cells]
+    if column == "flags":
+        parsed = {value: _checked_flags(value) for value in set(cells)}
+        return [parsed[value] for value in cells]
+    if column == "higher_is_better":
+        return [None if value is None else bool(value) for value in cells]
+    if column in _INTEGER_COLUMNS or column in _OPTIONAL_INTEGER_COLUMNS:
+        return [None if value is None else int(value) for value in cells]
+    if column in _FLOAT_COLUMNS:
+        return [None if value is None else float(value) for value in cells]
+    return cast(list[Any], cells)
+
+
+def _checked_flags(cell: object) -> frozenset[str]:
+    """A flags cell's flags, refused as ResultRow refuses an unknown one (ValueError)."""
+    from bwprof.schema.flags import join_flags
+
+    flags = split_flags(cell)
+    join_flags(flags)
+    return flags
+
+
+def _fill_bandwidth(columns: dict[str, list[Any]]) -> None:
+    """`ResultRow.__post_init__` on whole columns: a bandwidth row carries its figures as
+    `value_*`/`peak_value` and as `gbps_*`/`peak_gbps`; whichever is given fills the other."""
+    from bwprof.schema.metrics import BANDWIDTH
+
+    metric = columns.get("metric")
+    if metric is None:  # no metric column: every row is of the default metric, bandwidth
+        rows = len(next(iter(columns.values()), []))
+        bandwidth = list(range(rows)) if ResultRow.metric == BANDWIDTH.name else []
+    else:
+        bandwidth = [i for i, name in enumerate(metric) if name == BANDWIDTH.name]
+    for value, gbps in (("value_median", "gbps_median"), ("value_best", "gbps_best"),
+                        ("peak_value", "peak_gbps")):
+        values, rates = columns.get(value), columns.get(gbps)
+        if values is None or rates is None:
+            continue
+        for i in bandwidth:
+            if values[i] is None and rates[i] is not None:
+                values[i] = rates[i]
+            elif rates[i] is None and values[i] is not None:
+                rates[i] = values[i]
+
+
+def _row_maker(columns: dict[str, list[Any]],
+               counters: list[dict[str, object]]) -> list[ResultRow]:
+    """The ResultRows of `columns` (each a field's values, `__post_init__`'s work done), each
+    made by setting its fields at once: what `ResultRow(**fields)` makes, a field the frame
+    lacks at its default, without a dataclass `__init__` call a row."""
+    from collections.abc import Iterable
+    from dataclasses import MISSING, fields
+
+    names: list[str] = []
+    cells: list[Iterable[Any]] = []
+    for one in fields(ResultRow):
+        names.append(one.name)
+        if one.name == "counters":
+            cells.append(counters)
+        elif one.name in columns:
+            cells.append(columns[one.name])
+        elif one.default is not MISSING:
+            cells.append(repeat(one.default))
+        elif one.default_factory is not MISSING:
+            cells.append(one.default_factory() for _ in counters)
+        else:
+            raise TypeError(f"ResultRow needs {one.name}, which the frame lacks")
+    new, rows = object.__new__, []
+    for values in zip(*cells, strict=False):
+        row = new(ResultRow)
+        row.__dict__.update(zip(names, values, strict=True))
+        rows.append(row)
     return rows
