@@ -55,6 +55,34 @@ def test_an_error_inside_a_deferred_step_is_not_replaced_by_the_signal():
     assert interrupts.received() == "SIGINT"
 
 
+# Catches (issue 37): a signal held in a step that then failed stayed pending until some later
+# step, or the end of `handling()`, raised it: after a run had returned, beside a folder
+# that said it finished. take_held() hands it to the run's last step instead, once
+def _held_in_a_failed_step(signum: signal.Signals) -> None:
+    with pytest.raises(OSError), interrupts.deferred():
+        os.kill(os.getpid(), signum)
+        for _ in range(1000):
+            pass
+        raise OSError("disk full")
+
+
+def test_take_held_takes_a_signal_held_in_a_failed_step_once():
+    _held_in_a_failed_step(signal.SIGHUP)
+    assert interrupts.lost() == "SIGHUP"
+    assert interrupts.take_held() == "SIGHUP"
+    assert interrupts.lost() is None and interrupts.take_held() is None
+    with interrupts.deferred():  # taken: no later step raises it
+        pass
+    assert interrupts.received() == "SIGHUP"
+
+
+def test_take_held_inside_a_step_leaves_the_signal_to_the_step():
+    _held_in_a_failed_step(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        assert interrupts.take_held() is None
+    assert interrupts.lost() is None
+
+
 def test_without_a_signal_deferred_is_transparent():
     with interrupts.deferred():
         pass
