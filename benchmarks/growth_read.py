@@ -103,7 +103,7 @@ def make_folder(target: Path, rows: int, scale: float = 1.0) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     frame.to_csv(target / "results.csv", index=False)
     notes: list[str] = []
-    write_results_parquet(frame, target / "results.parquet", notes)
+    write_results_parquet(frame, target / "results.parquet", notes, target / "results.csv")
     meta = base.meta
     node_meta = NodeMeta(host=meta.host, gpus=meta.gpus, telemetry=meta.telemetry)
     meta = replace(meta, run_id=f"fleet-{rows}-{scale:g}", simulated=False,

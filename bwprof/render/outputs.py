@@ -34,9 +34,10 @@ from bwprof.schema.table import (
 )
 from bwprof.schema.text import shown
 from bwprof.store.atomic import Picture, captured_figures, held_folder, write_csv_atomic
-from bwprof.store.export import TIMINGS_FILE
+from bwprof.store.export import RESULTS_FILE, TIMINGS_FILE
 from bwprof.store.formats import write_parquet
 from bwprof.store.history import PYARROW_ADVICE
+from bwprof.store.mirror import mirror_metadata
 from bwprof.store.runfolder import RESULTS_PARQUET, numeric_column
 
 if TYPE_CHECKING:
@@ -64,25 +65,37 @@ def write_table(frame: pd.DataFrame, target: Path, parquet: bool = False) -> lis
 
 
 def _parquet(frame: pd.DataFrame, target: Path,
-             dtypes: dict[str, ResultDtype] | None = None) -> Path:
+             dtypes: dict[str, ResultDtype] | None = None,
+             metadata: dict[bytes, bytes] | None = None) -> Path:
     try:
-        return write_parquet(frame, target, dtypes)
+        return write_parquet(frame, target, dtypes, metadata)
     except OutputError:
         raise
     except (ValueError, TypeError) as exc:  # pyarrow's conversion errors derive from these
         raise BwprofError(f"cannot write {target}: {str(exc).splitlines()[0]}") from None
 
 
-def write_results_parquet(results: pd.DataFrame, target: Path, notes: list[str]) -> list[Path]:
+def write_results_parquet(results: pd.DataFrame, target: Path, notes: list[str],
+                          source: Path | None = None) -> list[Path]:
     """results.parquet: the rows with every column as its type (`RESULT_DTYPES`: integers
     stay integers beside a skipped row's empty cells, an all-empty figure column is still a
     double), so pandas and DuckDB read numbers where the CSV leaves them guessing. Without
-    pyarrow (a dependency, but an install can lack it) a note, not a failed report."""
+    pyarrow (a dependency, but an install can lack it) a note, not a failed report.
+    `source`: the results.csv these rows are, beside it: the copy records which
+    (`bwprof.store.mirror`), so reading the folder may take the copy for it."""
+    metadata = mirror_metadata(source) if source is not None else None
     try:
-        return [_parquet(typed_results(results), target, RESULT_DTYPES)]
+        return [_parquet(typed_results(results), target, RESULT_DTYPES, metadata)]
     except ImportError:
         notes.append(f"{target.name} not written: it needs pyarrow ({PYARROW_ADVICE})")
         return []
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def output_dir(out: Path | None, default: Path) -> Path:
@@ -147,8 +160,12 @@ def write_report_files(run: Run, out_dir: Path,
     plot_notes: list[str] = []
     steps: list[tuple[str, Callable[[], list[Path]]]] = [
         (SUMMARY_FILE, lambda: write_table(run.summary, out_dir / SUMMARY_FILE, parquet))]
+    # Beside the results.csv its rows were read from (the run's own folder): the copy
+    # that `load` may read in its place.
+    source = run.path / RESULTS_FILE if run.path is not None else None
+    beside = source if source is not None and _same_folder(source.parent, out_dir) else None
     steps.append((RESULTS_PARQUET, lambda: write_results_parquet(
-        run.results, out_dir / RESULTS_PARQUET, written.notes)))
+        run.results, out_dir / RESULTS_PARQUET, written.notes, beside)))
     if parquet and timings is not None:
         frame = timings
         steps.append((TIMINGS_PARQUET, lambda: [_parquet(frame, out_dir / TIMINGS_PARQUET)]))

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -48,6 +50,7 @@ from bwprof.schema.table import (
 from bwprof.schema.text import one_line, printable, shown
 from bwprof.store import runlock
 from bwprof.store.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTEM_FILE
+from bwprof.store.mirror import mirrors
 
 RESULTS_PARQUET = "results.parquet"
 
@@ -211,28 +214,48 @@ def read_findings(path: Path, notes: list[str] | None = None) -> pd.DataFrame:
 def read_parquet_results(path: Path) -> pd.DataFrame:
     """results.parquet, bounded like every table: its size before it is read, then its
     columns and cells from the footer before any column is decoded."""
+    return _parquet_rows(_parquet_file(path), path)
+
+
+def _parquet_file(path: Path) -> tuple[Any, bytes]:
+    """The pyarrow ParquetFile of `path` and its bytes, read whole within MAX_TABLE_BYTES
+    (never through a link found in the folder); only its footer is decoded yet."""
     data = read_bytes(path, MAX_TABLE_BYTES)
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise BwprofError(f"reading {shown(path)} needs pyarrow: python3 -m pip install "
                           "pyarrow") from None
-    try:
-        metadata = pq.ParquetFile(BytesIO(data)).metadata
+    with _parquet_errors(path):
+        return pq.ParquetFile(BytesIO(data)), data
+
+
+def _parquet_rows(parquet: tuple[Any, bytes], path: Path) -> pd.DataFrame:
+    """The checked rows of `parquet` (`_parquet_file`): its columns and cells bounded from
+    the footer before any column is decoded."""
+    with _parquet_errors(path):
+        metadata = parquet[0].metadata
         columns, rows = int(metadata.num_columns), int(metadata.num_rows)
         if columns > MAX_TABLE_COLUMNS or columns * rows > MAX_TABLE_CELLS:
             raise BwprofError(f"{shown(path)} has {rows:,} rows of {columns} columns, more "
                               "than bwprof reads; it is not a table bwprof wrote")
-        frame = pd.read_parquet(BytesIO(data))
+        frame = pd.read_parquet(BytesIO(parquet[1]))
+    return checked_results(frame, path)
+
+
+@contextmanager
+def _parquet_errors(path: Path) -> Iterator[None]:
+    """pyarrow's own error types for a damaged file as one BwprofError naming `path`."""
+    try:
+        yield
     except BwprofError:
         raise
     except MemoryError:  # the entry point's one line, exit 3
         raise
-    except Exception as exc:  # pyarrow raises its own error types for a damaged file
+    except Exception as exc:
         raise_if_no_memory(exc)
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise BwprofError(f"cannot read {shown(path)}: {why}") from None
-    return checked_results(frame, path)
 
 
 def _present(path: Path) -> bool:
@@ -282,12 +305,30 @@ def _load_run(folder: Path) -> RunFolder:
                           "a folder written by `bwprof run`")
     meta = read_system(folder / SYSTEM_FILE)
     notes: list[str] = []
-    results = read_results(csv_path, notes) if has_csv else read_parquet_results(parquet_path)
+    results = _results_mirror(parquet_path, csv_path) if has_csv else None
+    if results is None:
+        results = (read_results(csv_path, notes) if has_csv
+                   else read_parquet_results(parquet_path))
     results = with_copy_figures(results)
     run = with_extras(folder, results, meta, notes)
     if meta.state == "incomplete":
         run.running = runlock.running(folder)  # never blocks: a FIFO lock is None
     return run
+
+
+def _results_mirror(parquet_path: Path, csv_path: Path) -> pd.DataFrame | None:
+    """The rows of results.csv from its Parquet copy beside it, where there is one made from
+    the CSV as it is now (seconds less for a fleet's million rows); None where there is not,
+    or it cannot be read: the CSV, the run's record, is read then, whatever the copy holds."""
+    try:
+        if not _present(parquet_path):
+            return None
+        parquet = _parquet_file(parquet_path)
+        if not mirrors(parquet[0].schema_arrow.metadata, csv_path):
+            return None
+        return _parquet_rows(parquet, parquet_path)
+    except BwprofError:
+        return None
 
 
 def read_auxiliary(path: Path, read: Callable[[Path, list[str]], pd.DataFrame],
