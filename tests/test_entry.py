@@ -331,6 +331,71 @@ def test_a_signal_held_and_never_raised_still_ends_the_command_with_130(tmp_path
     assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
 
 
+_WAITS_IN_THE_FINAL_FILES = '''
+import sys
+import time
+from pathlib import Path
+
+from bwprof import api, interrupts
+from bwprof.entry import main
+from bwprof.render import outputs
+
+marker, where = Path(sys.argv[1]), sys.argv[2]
+
+
+def wait_for_the_signal():
+    marker.touch()  # the test sends it now, from outside
+    deadline = time.monotonic() + 60
+    while interrupts.received() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # a held step goes on; elsewhere the signal raises here
+
+
+real_plots, real_system_json, calls = outputs._plots, api.write_system_json, []
+
+
+def plots(*args, **kwargs):
+    wait_for_the_signal()
+    return real_plots(*args, **kwargs)
+
+
+def system_json(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:  # the final one (the claim's, the plan's, the final)
+        wait_for_the_signal()
+    return real_system_json(*args, **kwargs)
+
+
+if where == "the plots":
+    outputs._plots = plots
+else:
+    api.write_system_json = system_json
+sys.argv = ["bwprof", *sys.argv[3:]]
+sys.exit(main())
+'''
+
+
+# Catches (issue 37): a SIGHUP (or SIGTERM) while `bwprof run` wrote its final files, after
+# its last measurement, exited 130 while system.json said the run was not interrupted
+@pytest.mark.parametrize(("where", "name"), [("the plots", "SIGHUP"),
+                                             ("the final system.json", "SIGTERM")])
+def test_a_signal_while_the_final_files_are_written_is_130_and_the_folder_says_so(
+        tmp_path, where, name):
+    out, marker = tmp_path / "run", tmp_path / "waiting"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WAITS_IN_THE_FINAL_FILES, str(marker), where, "run",
+         "--cases", "ddr_copy", "--repeats", "2", "--size", "1MiB", "--threads", "1",
+         "--quiet", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    _wait(marker.exists, process, where)
+    err = _finish(process, name)
+    assert err.splitlines()[0] == f"{_message(name)}: kept 1 finished row(s) in {out}"
+    system = json.loads((out / "system.json").read_text())
+    assert system["interrupted"] is True and system["finished_utc"]
+    assert system["stopped_by"] == f"{name} after every case was measured"
+    assert len(read_results(out / "results.csv")) == 1
+    assert not (out / "report.html").exists()
+
+
 _GPU_STOPPED = '''
 import atexit
 import sys
