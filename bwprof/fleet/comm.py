@@ -9,23 +9,28 @@ mpi4py is optional (`pip install 'bwprof[mpi]'`) and imported only here, only wh
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from bwprof.errors import BwprofError
+from bwprof.errors import EXIT_FAILED, BwprofError
+
+T = TypeVar("T")
 
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
 HURRIED_WAIT_S = 0.2
 """After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
 mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
-folder must be written before it; a rank stopped with the others sends at once."""
+folder must be written before it; a rank stopped with the others sends at once, and one
+slower than that is merged from what it wrote in its own folder (`run._salvage`)."""
 FANOUT_INTERVAL_S = 1.0
 """Rank 0 beats to every rank at most this often (and at least ten times a timeout): at
 every job it would send N-1 messages, O(N^2) over net_p2p's O(N) jobs."""
@@ -137,8 +142,14 @@ FLEET_RUN = "a fleet run (--mpi, or several ranks started by mpirun or srun)"
 
 
 def import_mpi() -> Any:
-    """mpi4py's MPI module, or a one-line BwprofError saying how to get it."""
+    """mpi4py's MPI module, or a one-line BwprofError saying how to get it. MPI is not
+    initialised on import (`start_mpi` does it, under a deadline)."""
     try:
+        import mpi4py
+
+        if "mpi4py.MPI" not in sys.modules:  # set before its first import, read there
+            mpi4py.rc.initialize = False
+            mpi4py.rc.finalize = True  # at exit, as when mpi4py initialises it itself
         from mpi4py import MPI
     except ImportError as exc:
         raise BwprofError(f"{FLEET_RUN} needs mpi4py ({exc}); {INSTALL_HINT}") from None
@@ -146,6 +157,62 @@ def import_mpi() -> Any:
         raise BwprofError(f"{FLEET_RUN} could not load the MPI library ({exc}); "
                           f"{INSTALL_HINT}") from None
     return MPI
+
+
+def _init_thread(MPI: Any) -> None:
+    """MPI_Init_thread, as mpi4py's import calls it, but through ctypes, which lets go of
+    Python's lock while the call blocks: mpi4py holds it, and every rank's MPI_Init waits
+    for every other rank (Open MPI's PMIx fence), so with one rank stopped (SIGSTOP) no
+    other thread of the others could run, their deadline included. Where the library's
+    symbol cannot be found, mpi4py's own call (no deadline while it blocks)."""
+    try:
+        init = ctypes.CDLL(MPI.__file__).MPI_Init_thread  # found in the libmpi it links
+    except (AttributeError, OSError, TypeError):
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
+        return
+    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                     ctypes.POINTER(ctypes.c_int)]
+    provided = ctypes.c_int()
+    code = init(None, None, MPI.THREAD_MULTIPLE, ctypes.byref(provided))
+    if code != 0:  # MPI_SUCCESS
+        raise BwprofError(f"{FLEET_RUN} could not start MPI (MPI_Init_thread returned "
+                          f"{code}); check the MPI library and the launch ({INSTALL_HINT})")
+
+
+def start_mpi(timeout_s: float, join: Callable[[Any], T]) -> T:
+    """`join(MPI)` once MPI is initialised, or this rank ends, with one line and exit code 1,
+    after timeout_s: MPI_Init and the first collective (Split_type) wait for every rank
+    with no timeout of their own, so a rank stopped or hung before it reached them (say
+    SIGSTOP before MPI started) held the others there for good. The deadline is a thread's
+    (MPI_Init cannot be timed out), which ends the process: MPI is not up to abort the job,
+    and mpirun ends the others when a rank exits with 1."""
+    MPI = import_mpi()
+    done, lock = threading.Event(), threading.Lock()
+
+    def give_up() -> None:
+        if done.wait(timeout_s):
+            return
+        with lock:
+            if done.is_set():
+                return
+            rank = rank_from_environment()
+            who = "this rank" if rank is None else f"rank {rank}"
+            line = (f"error: {who} waited {timeout_s:g} s for MPI to start (every rank must "
+                    f"join it: one was stopped, hung or died before it did); nothing was "
+                    f"measured; ending the job\n")
+            with suppress(OSError):
+                os.write(2, line.encode())
+            os._exit(EXIT_FAILED)
+
+    watchdog = threading.Thread(target=give_up, name="bwprof-mpi-start", daemon=True)
+    watchdog.start()
+    try:
+        if not MPI.Is_initialized():
+            _init_thread(MPI)
+        return join(MPI)
+    finally:
+        with lock:
+            done.set()
 
 
 class FleetTimeout(Exception):
@@ -179,12 +246,17 @@ class Fleet:
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
-        MPI = import_mpi()
-        comm = MPI.COMM_WORLD
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-        return cls(comm, comm.Get_rank(), comm.Get_size(), local.Get_rank(), local.Get_size(),
-                   MPI.Get_processor_name(), timeout_s,
-                   threaded=MPI.Query_thread() >= MPI.THREAD_SERIALIZED)
+        """This rank's place in the job, once MPI has started on every rank: within
+        timeout_s, or the rank ends (`start_mpi`)."""
+
+        def joined(MPI: Any) -> Fleet:
+            comm = MPI.COMM_WORLD
+            local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+            return cls(comm, comm.Get_rank(), comm.Get_size(), local.Get_rank(),
+                       local.Get_size(), MPI.Get_processor_name(), timeout_s,
+                       threaded=MPI.Query_thread() >= MPI.THREAD_SERIALIZED)
+
+        return start_mpi(timeout_s, joined)
 
     def heartbeat(self) -> None:
         """Tell the ranks that may be waiting for this one that it is alive: rank 0 tells

@@ -112,7 +112,8 @@ def test_under_srun_a_ranks_place_on_its_node_comes_from_mpi(monkeypatch):
 
     fake = type("MPI", (), {"COMM_WORLD": World(), "COMM_TYPE_SHARED": "shared",
                             "Get_processor_name": staticmethod(lambda: "node1"),
-                            "Query_thread": staticmethod(lambda: 3), "THREAD_SERIALIZED": 2})
+                            "Query_thread": staticmethod(lambda: 3), "THREAD_SERIALIZED": 2,
+                            "Is_initialized": staticmethod(lambda: True)})
     monkeypatch.setattr(comm_module, "import_mpi", lambda: fake)
     fleet = Fleet.join(60.0)
     assert (fleet.rank, fleet.size, fleet.local_rank, fleet.local_size) == (5, 8, 1, 4)

@@ -7,6 +7,7 @@ BWPROF_REQUIRE_MPI=1 (set by CI, which installs both), where a missing MPI is a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -333,3 +334,48 @@ def test_a_rank_stopped_by_sigterm_is_named_and_the_job_exits_130(tmp_path):
         ("ok", None), ("interrupted", "SIGTERM")]
     results = pd.read_csv(job.out / "results.csv")
     assert (results[results["rank"] == 0]["status"] == "ok").any()  # rank 0's rows kept
+
+
+def _end_job(process: subprocess.Popen) -> None:
+    """Take down an mpirun job that did not end by itself: its ranks (a stopped one too),
+    then mpirun."""
+    if process.poll() is not None:
+        return
+    for rank in range(2):
+        with contextlib.suppress(AssertionError, OSError):
+            os.kill(_rank_pid(process.pid, rank), signal.SIGKILL)
+    process.kill()
+    process.wait()
+
+
+# Catches (issue 37): a rank 0 stopped (SIGSTOP) before MPI started held the other ranks in
+# MPI_Init for good, --mpi-timeout or not (mpi4py's MPI_Init holds Python's lock while it
+# waits for every rank: no deadline could run)
+def test_a_rank_0_stopped_before_mpi_starts_ends_the_job_within_the_timeout(tmp_path):
+    """Rank 0 stops itself before Python starts (so before MPI_Init, deterministically):
+    rank 1 gives up after --mpi-timeout with one line, and the job ends with exit 1 (a
+    rank waiting in vain for rank 0, docs/fleet.md), nothing measured, nothing written."""
+    _mpi_or_skip()
+    out = tmp_path / "fleet"
+    job = _mpirun_args(out, "--simulate", "--mpi-timeout", "5", cases="ddr_triad")
+    args = job.pop("args")
+    launch = args.index(sys.executable)
+    stop_rank_0 = 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then kill -STOP $$; fi; exec "$@"'
+    args[launch:launch] = ["sh", "-c", stop_rank_0, "rank"]
+    started = time.monotonic()
+    process = subprocess.Popen(args, **job, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        _end_job(process)
+        process.communicate()
+        pytest.fail("the job never ended: rank 1 waits for the stopped rank 0 for good")
+    finally:
+        _end_job(process)
+    assert time.monotonic() - started < 60, stderr
+    assert process.returncode == 1, stdout + stderr
+    assert ("error: rank 1 waited 5 s for MPI to start (every rank must join it: one was "
+            "stopped, hung or died before it did); nothing was measured; ending the "
+            "job") in stderr
+    assert "Traceback" not in stderr
+    assert not out.exists()
