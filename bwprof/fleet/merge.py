@@ -69,10 +69,11 @@ class RankReport:
 
     rank: int
     host: str
-    local_rank: int
-    local_size: int
+    local_rank: int | None
+    local_size: int | None
     gpus: list[int]
-    host_cases: bool
+    host_cases: bool | None
+    """None where rank 0 read the report from the rank's folder (`missing`): not known."""
     rows: list[dict[str, object]] = field(default_factory=list)
     timings: list[dict[str, object]] = field(default_factory=list)
     samples: list[dict[str, object]] = field(default_factory=list)
@@ -85,6 +86,9 @@ class RankReport:
     error: str | None = None
     interrupted: str | None = None
     """The stop signal that cut the rank's measurement short ('SIGTERM'), if one did."""
+    missing: bool = False
+    """The rank sent nothing in time, and its folder does not say it stopped: its fate is
+    `missing` (an `error` row says so), its finished rows, read from its folder, kept."""
 
 
 def prefixed(device: object, host: str) -> str:
@@ -170,7 +174,7 @@ class _Merged:
     nodes: MutableMapping[str, NodeMeta] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, run_id: str, report: RankReport, node: str) -> None:
+    def add(self, run_id: str, report: RankReport, node: str, timeout_s: float) -> None:
         """Add a rank's records under its node's name (`node_names`)."""
         host, rank = node, report.rank
         self.notes += [f"rank {rank} on {host}: {note}" for note in report.notes]
@@ -181,6 +185,10 @@ class _Merged:
         if report.error:
             self.rows.append(_error_row(run_id, rank, report.host,
                                         f"rank {rank} on {host} failed: {report.error}"))
+        elif report.missing:
+            self.rows.append(_error_row(run_id, rank, report.host, _missing_note(
+                rank, timeout_s, f"; its {len(report.rows)} finished row(s), read from its "
+                                 f"folder, are kept")))
         for timing in report.timings:
             self.seconds[integer(timing["result_row"]) + offset].append(
                 (integer(timing.get("sample", 0)), number(timing["seconds_per_op"])))
@@ -192,7 +200,8 @@ class _Merged:
                            for t in report.timelines]
         failed = bool(report.error) or any(r.get("status") in ("invalid", "error")
                                            for r in report.rows)
-        status = ("failed" if failed else "interrupted" if report.interrupted else "ok")
+        status = ("missing" if report.missing and not report.error else "failed" if failed
+                  else "interrupted" if report.interrupted else "ok")
         self.ranks.append(RankMeta(rank=rank, status=status, host=report.host,
                                    local_rank=report.local_rank, local_size=report.local_size,
                                    gpus=tuple(report.gpus), host_cases=report.host_cases,
@@ -200,9 +209,12 @@ class _Merged:
         _describe_node(self.nodes, host, report.meta)
 
     def missing(self, run_id: str, rank: int, timeout_s: float) -> None:
-        self.rows.append(_error_row(run_id, rank, "", f"rank {rank} did not report within "
-                                                      f"{timeout_s:g} s (hung or died)"))
+        self.rows.append(_error_row(run_id, rank, "", _missing_note(rank, timeout_s)))
         self.ranks.append(RankMeta(rank=rank, status="missing"))
+
+
+def _missing_note(rank: int, timeout_s: float, kept: str = "") -> str:
+    return f"rank {rank} did not report within {timeout_s:g} s (hung or died){kept}"
 
 
 def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta]) -> RunMeta:
@@ -432,7 +444,8 @@ class MergeStream:
         if report.rank == 0:
             self.first = report.meta
         part = _Merged(nodes=self.nodes)
-        part.add(self.run_id, report, self.names.get(report.rank, report.host))
+        part.add(self.run_id, report, self.names.get(report.rank, report.host),
+                 self.timeout_s)
         self._write(part)
         self.next = report.rank + 1
 

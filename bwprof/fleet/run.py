@@ -24,10 +24,12 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from bwprof import api, interrupts
+from bwprof.coerce import integer
 from bwprof.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -315,14 +317,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             vote.abstain()  # failed before its plan was fitted: the others wait for its vote
         except FleetTimeout as exc:
             report.error = report.error or f"{exc}"
-    report.rows = _records(folder / RESULTS_FILE, report.notes)
-    report.timings = _records(folder / TIMINGS_FILE, report.notes)
-    report.samples = _records(folder / SAMPLES_FILE, report.notes)
-    report.findings = _records(folder / FINDINGS_FILE, report.notes)
-    try:
-        report.timelines = read_timelines(folder)
-    except BwprofError:  # a damaged file: the rank's rows and timings still go in
-        report.timelines = []
+    _read_own(folder, report)
+    _test_delay(fleet.rank)
 
     report.interrupted = report.interrupted or interrupts.received()
     # Rank 0 merges as a stream (its memory does not grow with the fleet): every rank's
@@ -335,10 +331,13 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
               else None)  # rank 0's
     failed: list[Exception] = []
     stopped: list[int] = []  # ranks that reported a stop signal: the job's code is 130
+    salvaged: list[int] = []  # ranks that sent nothing, whose own folders rank 0 read
 
     def take(rank: int, received: RankReport) -> None:
         """Merge one rank's report; after a failure receive the rest all the same (the
-        ranks are sending), and raise it once all are in."""
+        ranks are sending), and raise it once all are in. The ranks before it that sent
+        nothing go in first, from their own folders where rank 0 can read them."""
+        salvage_until(rank)
         if received.interrupted:
             stopped.append(rank)
         if stream is not None and not failed:
@@ -347,8 +346,21 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             except Exception as exc:  # raised again below, once every rank has sent
                 failed.append(exc)
 
+    looked = [0]  # the ranks before it were merged, or looked for in their folders
+
+    def salvage_until(until: int) -> None:
+        if stream is None or failed:
+            return
+        for lost in range(max(stream.next, looked[0]), until):
+            looked[0] = lost + 1
+            found = _salvage(out, lost)
+            if found is not None:
+                salvaged.append(lost)
+                take(lost, found)
+
     reported = fleet.stream(report, "every rank's results", take,
                             sources=sorted(names or {}), hurry=hurry)
+    salvage_until(fleet.size)
     if fleet.rank != 0:  # rank 0 says when the merged folder is written, and the job's code
         code = fleet.bcast(None, "the merged folder")
         fleet.drain()
@@ -385,14 +397,73 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     if missing:  # a rank hangs: end the job instead of waiting for it forever
         how = (f"interrupted ({merged.meta.stopped_by or interrupts.received()})"
                if merged.interrupted else "error")
+        lost = [rank for rank in missing if rank not in salvaged]
+        kept = (f"merged the finished rows of rank(s) {', '.join(map(str, salvaged))} from "
+                f"their own folders" + ("" if not lost else f", rank(s) "
+                                        f"{', '.join(map(str, lost))} lost")
+                if salvaged else "lost")
         print(f"{how}: rank(s) {', '.join(map(str, missing))} did not report within "
-              f"{timeout_s:g} s (or {HURRIED_WAIT_S:g} s after a stop signal): lost; wrote "
-              f"what the others measured to {out}; ending the job", file=sys.stderr,
+              f"{timeout_s:g} s (or {HURRIED_WAIT_S:g} s after a stop signal): {kept}; "
+              f"wrote what the others measured to {out}; ending the job", file=sys.stderr,
               flush=True)
         fleet.abort(code)
     if merged.interrupted:
         raise RunInterrupted(merged)
     return merged
+
+
+def _read_own(folder: Path, report: RankReport) -> None:
+    """A rank's tables and timelines, as it wrote them in its own folder, into `report`."""
+    report.rows = _records(folder / RESULTS_FILE, report.notes)
+    report.timings = _records(folder / TIMINGS_FILE, report.notes)
+    report.samples = _records(folder / SAMPLES_FILE, report.notes)
+    report.findings = _records(folder / FINDINGS_FILE, report.notes)
+    try:
+        report.timelines = read_timelines(folder)
+    except BwprofError:  # a damaged file: the rank's rows and timings still go in
+        report.timelines = []
+
+
+def _salvage(out: Path, rank: int) -> RankReport | None:
+    """On rank 0: the report of a rank that sent nothing in time, read from its own folder
+    where rank 0 can (a folder the nodes share, or a rank of rank 0's node); None where it
+    cannot. Every rank writes its rows as it goes, so each it finished is kept: a rank still
+    finishing 0.2 s after a stop signal lost them all from the merge, named `missing`. Its
+    fate is what its folder says: `interrupted` by the signal its system.json names,
+    `failed` by what else stopped it; otherwise (measuring still, hung, killed, or silent
+    after it finished) `missing`, its finished rows kept."""
+    folder = rank_dir(out, rank)
+    meta = _read_meta(folder / SYSTEM_FILE)
+    if meta is None:  # no folder here, or not even the system.json of its claim
+        return None
+    report = RankReport(rank, meta.hostname, None, None, list(meta.gpus.used or ()), None,
+                        meta=meta)
+    _read_own(folder, report)
+    kept = []  # timings of the rows read only (the rank may be writing still)
+    for timing in report.timings:
+        with suppress(KeyError, TypeError, ValueError):
+            if 0 <= integer(timing["result_row"]) < len(report.rows):
+                kept.append(timing)
+    report.timings = kept
+    report.notes.append(f"sent rank 0 nothing in time: its {len(report.rows)} finished "
+                        f"row(s) were read from its folder, {folder}")
+    stopped = (meta.stopped_by or "interrupted") if meta.interrupted else None
+    if stopped is not None and stopped.startswith(("error", "output error")):
+        report.error = stopped
+    elif stopped is not None:
+        report.interrupted = stopped
+    else:
+        report.missing = True
+    return report
+
+
+def _test_delay(rank: int) -> None:
+    """A test's hook (`BWPROF_FLEET_TEST_DELAY=RANK:SECONDS`): that rank waits as long
+    before its last steps, as a rank slow to finish (loaded, on a slow disk) does."""
+    asked = os.environ.get("BWPROF_FLEET_TEST_DELAY", "").split(":")
+    with suppress(ValueError):
+        if len(asked) == 2 and int(asked[0]) == rank:
+            time.sleep(min(float(asked[1]), 600.0))
 
 
 def job_code(merged: api.RunResult) -> int:

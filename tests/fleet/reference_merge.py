@@ -54,7 +54,7 @@ def merge_in_memory(out: Path, run_id: str, received: Mapping[int, RankReport], 
         if report is None:
             merged.missing(run_id, rank, timeout_s)
         else:
-            merged.add(run_id, report, names[rank])
+            merged.add(run_id, report, names[rank], timeout_s)
     frame = checked_results(pd.DataFrame(merged.rows, columns=list(CSV_COLUMNS)),
                             out / RESULTS_FILE)
     rows = rows_from_frame(frame)

@@ -4,6 +4,7 @@ with the job's one exit code on every rank (issue 37). No MPI: a scripted fleet 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ import pytest
 from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.fleet import run as fleet_run
 from bwprof.fleet.comm import HEARTBEAT_TAG
-from bwprof.fleet.merge import merge
+from bwprof.fleet.merge import RankName, merge
 from bwprof.fleet.run import QuietExit, job_code
 from tests.fleet.helpers import gives_up
 from tests.fleet.test_merge import FLEET_OPTIONS, _FakeFleet, _report, _rows
@@ -267,3 +268,63 @@ def test_an_interrupted_job_that_cannot_write_its_merge_exits_130(monkeypatch, t
     with pytest.raises(OutputError) as refused:
         fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
     assert refused.value.exit_code == 130 and fleet.said[-1] == ("the merged folder", 130)
+
+
+def _silent_rank_1(tmp_path, interrupted: bool):
+    """Rank 0 of a fake 2-rank fleet whose rank 1 sends nothing after the GPU counts: once
+    rank 0 has measured, rank 1's folder is a copy of rank 0's, its system.json saying it
+    was stopped by SIGTERM (`interrupted`) or, as its claim wrote it, nothing more."""
+    out = tmp_path / "run"
+
+    def gathered(mine):
+        if isinstance(mine, tuple):  # the GPU counts
+            return {0: mine, 1: (2, "node1", None)}
+        if isinstance(mine, RankName):  # rank 1 still finishing: its folder as it is now
+            own, other = out / "ranks" / "rank-0000", out / "ranks" / "rank-0001"
+            shutil.copytree(own, other)
+            system = json.loads((other / "system.json").read_text())
+            system.update(interrupted=interrupted, stopped_by="SIGTERM", finished_utc=None)
+            if not interrupted:
+                del system["stopped_by"]
+            (other / "system.json").write_text(json.dumps(system))
+        return {0: mine} if mine is not None else {0: None, 1: None}
+
+    fleet = _Said(0, 2, gathered=gathered)
+    return out, fleet
+
+
+# Catches (issue 37): a rank that sent nothing in time (0.2 s after a stop signal, or the
+# whole timeout) was merged as `missing` with none of its rows, though every row it finished
+# was in its own folder, on the disk rank 0 writes to
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_a_rank_that_sent_nothing_is_merged_from_its_own_folder(monkeypatch, tmp_path,
+                                                               interrupted):
+    out, fleet = _silent_rank_1(tmp_path, interrupted)
+    _join(monkeypatch, fleet)
+    if interrupted:
+        with pytest.raises(RunInterrupted):
+            fleet_run.run_fleet(out=out, **TWO_JOBS)
+    else:
+        fleet_run.run_fleet(out=out, **TWO_JOBS)
+    ranks = json.loads((out / "system.json").read_text())["mpi"]["ranks"]
+    results = pd.read_csv(out / "results.csv")
+    own = pd.read_csv(out / "ranks" / "rank-0001" / "results.csv")
+    merged = results[(results["rank"] == 1) & (results["case"] != "rank")]
+    assert len(own) == 2 and list(merged["case"]) == list(own["case"])  # every row kept
+    assert list(merged["gbps_best"]) == list(own["gbps_best"])
+    timings = pd.read_csv(out / "timings.csv")
+    assert set(timings["result_row"]) == set(range(len(results[results["case"] != "rank"])))
+    errors = results[results["status"] == "error"]
+    if interrupted:  # its folder says the signal stopped it: so does the merge, and 130
+        assert [(r["status"], r.get("error")) for r in ranks] == [
+            ("ok", None), ("interrupted", "SIGTERM")]
+        assert errors.empty
+        assert fleet.said[-1] == ("the merged folder", 130)
+    else:  # no word and no end in its folder: missing, its finished rows kept, exit 1
+        assert [r["status"] for r in ranks] == ["ok", "missing"]
+        assert list(errors["rank"]) == [1]
+        assert errors["note"].iloc[0] == ("rank 1 did not report within 1800 s (hung or "
+                                          "died); its 2 finished row(s), read from its "
+                                          "folder, are kept")
+        assert fleet.said[-1] == ("the merged folder", 1)
+    assert fleet.aborted == fleet.said[-1][1]  # the job ended: rank 1 may be there still

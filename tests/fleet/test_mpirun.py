@@ -83,11 +83,12 @@ class _Job:
     """An mpirun job left running while other tests run; its output goes to files (a pipe
     nobody reads could fill and stall it)."""
 
-    def __init__(self, folder, *extra) -> None:
+    def __init__(self, folder, *extra, env: dict[str, str] | None = None) -> None:
         self.folder, self.out = folder, folder / "fleet"
+        job = _mpirun_args(self.out, *extra)
+        job["env"].update(env or {})
         with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:
-            self._process = subprocess.Popen(**_mpirun_args(self.out, *extra), stdout=stdout,
-                                             stderr=stderr)
+            self._process = subprocess.Popen(**job, stdout=stdout, stderr=stderr)
 
     def finish(self, timeout_s: float = JOB_LIMIT_S) -> subprocess.CompletedProcess:
         try:
@@ -379,3 +380,47 @@ def test_a_rank_0_stopped_before_mpi_starts_ends_the_job_within_the_timeout(tmp_
             "job") in stderr
     assert "Traceback" not in stderr
     assert not out.exists()
+
+
+# Catches (issue 37): with every rank signalled directly (pkill, a batch system), a rank still
+# finishing 0.2 s after rank 0's signal was merged as `missing`, every row it had finished
+# left out of the merged folder (they stayed in ranks/rank-0001 only)
+def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_fate(
+        tmp_path):
+    """Rank 1 hangs at its first local job; rank 0 finishes and waits for it. SIGTERM to
+    rank 1, then (once its folder says so) to rank 0; rank 1 takes 8 s more to finish (a
+    test hook), far past the 0.2 s rank 0 waits after a signal: rank 0 reads what rank 1
+    wrote in its folder, names it interrupted, keeps its rows, and the job exits 130."""
+    _mpi_or_skip()
+    job = _Job(tmp_path, "--hang-rank", "1", env={"BWPROF_FLEET_TEST_DELAY": "1:8"})
+    try:
+        finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
+        deadline = time.monotonic() + JOB_LIMIT_S
+        while not finished.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
+        system = job.out / "ranks" / "rank-0001" / "system.json"
+        while time.monotonic() < deadline:  # rank 1 has written its interrupted folder
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(system.read_text()).get("interrupted"):
+                    break
+            time.sleep(0.1)
+        os.kill(_rank_pid(job._process.pid, 0), signal.SIGTERM)
+        done = job.finish(timeout_s=HANG_TIMEOUT_S)
+    finally:
+        job.close()
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert ("rank(s) 1 did not report within 600 s (or 0.2 s after a stop signal): merged "
+            "the finished rows of rank(s) 1 from their own folders") in done.stderr
+    assert "Traceback" not in done.stderr
+    system = json.loads((job.out / "system.json").read_text())
+    assert system["interrupted"] is True and system["stopped_by"].startswith("SIGTERM")
+    assert [(r["status"], r["error"]) for r in system["mpi"]["ranks"]] == [
+        ("interrupted", "SIGTERM"), ("interrupted", "SIGTERM")]
+    results = pd.read_csv(job.out / "results.csv")
+    own = pd.read_csv(job.out / "ranks" / "rank-0001" / "results.csv")
+    assert len(own) > 0 and (own["status"] == "ok").any()  # its net_p2p rows
+    merged = results[results["rank"] == 1]
+    assert list(merged["case"]) == list(own["case"])  # every row it finished, no error row
+    assert list(merged["gbps_best"].fillna(-1)) == list(own["gbps_best"].fillna(-1))
+    assert (results[results["rank"] == 0]["status"] == "ok").any()
