@@ -377,7 +377,7 @@ def checked_results(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
         raise BwprofError(f"{path} is not a bwprof results file (missing {', '.join(missing)})")
     extra = [c for c in frame.columns if c not in required]
     try:
-        typed = _typed(frame[[*required, *extra]].copy())
+        typed = _typed(frame[[*required, *extra]])  # a new frame: the caller's is never changed
     except _Malformed as exc:
         where = f" {_at(exc.row, path)}" if exc.row is not None else ""
         raise BwprofError(f"{path} is malformed: {exc}{where}") from None
