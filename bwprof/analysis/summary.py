@@ -605,9 +605,9 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     the pair, latency and compute paths, whose rules are many but whose rows are few, read
     their own rows as records."""
     table = _Table(results)
-    first = table.cells("run_id", np.arange(min(1, len(results))))
-    run_id = str(first[0]) if first else ""
-    host = str(table.cells("host", np.arange(min(1, len(results))))[0]) if first else ""
+    run_id = host = ""
+    if len(results):  # the first row's, as every missing row says
+        run_id, host = (str(table.cells(c, np.zeros(1, np.intp))[0]) for c in ("run_id", "host"))
     records = table.records(table.equal("case", path_of("p2p").headline)
                             | table.among("metric", (METRIC_PATHS["latency"],
                                                      METRIC_PATHS["compute"])))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,9 @@ import bwprof
 from bwprof.analysis import summary
 from bwprof.analysis.run import Run
 from bwprof.schema.rows import ResultRow
-from bwprof.schema.table import results_frame, rows_from_frame
+from bwprof.schema.table import RESULT_DTYPES, results_frame, rows_from_frame, typed_results
+from bwprof.store.formats import write_parquet
+from bwprof.store.runfolder import read_parquet_results
 from tests.analysis import reference_summary as reference
 from tests.analysis.latency_rows import every_case
 
@@ -77,6 +80,13 @@ def degenerate(seed: int) -> pd.DataFrame:
     return pd.concat([frame, frame.iloc[:50]], ignore_index=True)
 
 
+def _via_parquet(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """`frame` as results.parquet holds it and the store reads it back (Arrow-backed text)."""
+    path = folder / "results.parquet"
+    write_parquet(typed_results(frame), path, RESULT_DTYPES)
+    return read_parquet_results(path)
+
+
 def _frames() -> dict[str, pd.DataFrame]:
     failed = _results("h200-quick").assign(status="failed", note="it failed")
     frames = {name: _results(name) for name in FOLDERS}
@@ -88,6 +98,10 @@ def _frames() -> dict[str, pd.DataFrame]:
                       ignore_index=True)
     frames["ties"] = pd.concat([every, every.assign(cv=every["cv"] * 2)], ignore_index=True)
     frames["ties reversed"] = frames["ties"].iloc[::-1]
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("h200-quick", "sim-a"):
+            frames[f"{name} via parquet"] = _via_parquet(frames[name], Path(folder))
+        frames["ties via parquet"] = _via_parquet(frames["ties"], Path(folder))
     frames.update({"latency": results_frame(every_case(2)), "all failed": failed,
                    "empty": _results("sim-a").iloc[:0],
                    "no hbm rows": _results("h200-quick").query("memory != 'hbm'")})
