@@ -584,6 +584,41 @@ def test_what_counts_as_running_out_of_memory():
     assert not entry._out_of_memory(ValueError("cannot allocate memory"))
 
 
+_REPORT_WITH_ROOM = '''
+import resource
+import sys
+
+import bwprof.cli
+import bwprof.saved
+import pandas
+from bwprof import entry
+
+# What `report` has loaded before it reads the folder, and this much address space more.
+limit = entry._address_space_used() + {room}
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+sys.argv = ["bwprof", "report", sys.argv[1], "--json"]
+sys.exit(entry.main())
+'''
+
+
+# Catches (issue 37): a results.csv with one damaged line of hundreds of MB, read under an
+# address-space limit, exited 3 (out of memory: read, decoded and parsed, the line took
+# several times its size) where the same file with more memory is 2 (bad input): the line
+# is now refused from a scan in 1 MiB pieces, before the file is read whole
+def test_a_damaged_huge_line_is_bad_input_under_a_memory_limit_too(run_copy):
+    from bwprof.schema.reading import MAX_TABLE_LINE
+
+    run = run_copy("h200-quick")
+    with (run / "results.csv").open("ab") as results:
+        results.write(b"x" * (8 * MAX_TABLE_LINE) + b"\n")  # 128 MiB
+    done = subprocess.run([sys.executable, "-c", _REPORT_WITH_ROOM.format(room=160 * 2**20),
+                           str(run)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert (done.returncode, done.stderr) == (errors.EXIT_USAGE, (
+        f"error: {run / 'results.csv'} has a line (line 94) of more than 16 MiB, longer than "
+        "any row bwprof writes; it is not a table bwprof wrote\n"))
+
+
 _EXHAUSTED = '''
 import sys
 

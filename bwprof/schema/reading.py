@@ -13,7 +13,8 @@ a traceback or the machine's memory.
   any other link is refused (the open says O_NOFOLLOW): a folder is untrusted input, and a
   results.csv planted as a link to /proc/self/environ would be read as this run's. A file
   the user named themselves (a --spec) is read through any link (`follow`).
-- A file larger than its kind's bound is refused from its size alone, before it is read.
+- A file larger than its kind's bound is refused from its size alone, before it is read;
+  a table with a line longer than any row bwprof writes, from a scan in small pieces.
 - Bytes that are not UTF-8 are refused, with the offset of the first bad one.
 - JSON is measured for depth before the parser sees it: the parser recurses once a level,
   and so does every reader of what it returns.
@@ -25,11 +26,13 @@ The limits, in one place, are the constants below.
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +48,12 @@ MAX_TABLE_BYTES = 1 * GiB
 """results.csv (or .parquet), samples.csv, findings.csv, timings.csv. samples.csv is the
 largest: 8 GPUs sampled every 50 ms write about 170 MB an hour, so this holds a working
 day of such a run, and still fits a laptop's memory once parsed."""
+MAX_TABLE_LINE = 16 * MiB
+"""One line of a table: a row bwprof writes is a few kB (a 100,000-character device name or
+note at the very most). A longer one is damage, refused from a scan of the file in 1 MiB
+pieces before it is read whole: read, decoded and parsed, a 300 MB line took over a GB, so
+under a memory limit the file's damage came out as 'out of memory' (exit 3), not as the bad
+input it is (exit 2)."""
 MAX_TABLE_COLUMNS = 1024
 """bwprof's tables have at most about 60 columns; a header of millions would cost pandas
 minutes before any check could run."""
@@ -190,13 +199,15 @@ def file_size(path: Path, limit: int, follow: bool = False, links: bool = True) 
 
 
 def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = False,
-               links: bool = True) -> bytes:
+               links: bool = True, max_line: int | None = None) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following
     it anywhere that could block or stream (see the module's doc); `follow`: a symbolic
     link the user named is followed. Without `to_end`, the file as long as it was when
     opened (a run still appending rows); with it, read to its end whatever its size said
     (a /proc or sysfs file says 0 bytes and has content), still at most `limit`. Without
-    `links`, no link is followed (a file bwprof itself wrote there, such as a cached plot)."""
+    `links`, no link is followed (a file bwprof itself wrote there, such as a cached plot).
+    With `max_line`, a file with a longer line is refused before it is read whole
+    (`_check_lines`)."""
     _info, linked = _stat(path, limit, follow, links)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
@@ -214,6 +225,8 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
                 _opened_outside(file.fileno(), path)
             info = os.fstat(file.fileno())
             _check(info, path, limit)  # replaced since the stat?
+            if max_line is not None:
+                _check_lines(file.fileno(), info.st_size, path, max_line)
             if not to_end:
                 # The file as it was at fstat: a run still writing appends rows meanwhile,
                 # and its last line, if cut, is the CSV reader's to leave out.
@@ -228,6 +241,34 @@ def read_bytes(path: Path, limit: int, follow: bool = False, to_end: bool = Fals
         raise Unreadable(f"cannot read {shown(path)}: {_reason(exc)}") from None
 
 
+_SCAN = 1 << 20
+
+
+def _check_lines(fd: int, size: int, path: Path, max_line: int) -> None:
+    """BwprofError where a line of the first `size` bytes of the open file `fd` is longer
+    than `max_line` bytes, found reading it in 1 MiB pieces (memory: one piece), before the
+    caller reads it whole; at memchr's speed, a fraction of what parsing the file costs."""
+    piece = bytearray(_SCAN)
+    run = lines = offset = 0  # bytes since the last newline; newlines before; where
+    with memoryview(piece) as view:
+        while offset < size:
+            got = os.preadv(fd, [view[:min(_SCAN, size - offset)]], offset)
+            if got <= 0:  # shorter than it said (cut meanwhile): the reader sees the rest
+                return
+            first = piece.find(b"\n", 0, got)
+            if run + (got if first < 0 else first) > max_line:
+                raise BwprofError(
+                    f"{shown(path)} has a line (line {lines + 1}) of more than "
+                    f"{format_bytes(max_line)}, longer than any row bwprof writes; it is not "
+                    "a table bwprof wrote")
+            if first < 0:
+                run += got
+            else:
+                lines += piece.count(b"\n", 0, got)
+                run = got - 1 - piece.rfind(b"\n", 0, got)
+            offset += got
+
+
 def utf8_text(data: bytes, path: Path) -> str:
     """`data` decoded as UTF-8 (a byte-order mark, which an editor may add, dropped)."""
     try:
@@ -238,9 +279,10 @@ def utf8_text(data: bytes, path: Path) -> str:
                           "bwprof's") from None
 
 
-def read_text(path: Path, limit: int) -> str:
-    """A UTF-8 text file of at most `limit` bytes (see `read_bytes`)."""
-    return utf8_text(read_bytes(path, limit), path)
+def read_text(path: Path, limit: int, max_line: int | None = MAX_TABLE_LINE) -> str:
+    """A UTF-8 text file of at most `limit` bytes, of lines of at most `max_line` bytes (a
+    table's: `MAX_TABLE_LINE`), see `read_bytes`."""
+    return utf8_text(read_bytes(path, limit, max_line=max_line), path)
 
 
 _STEP = np.zeros(256, dtype=np.int64)
@@ -248,6 +290,8 @@ _STEP[list(b"[{")] = 1
 _STEP[list(b"]}")] = -1
 _QUOTE = ord('"')
 _CHUNK = 1 << 20
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
+"""Every byte but quotes and brackets: the only ones that change a depth."""
 
 
 def json_depth(data: bytes, stop_above: int | None = None) -> int:
@@ -255,8 +299,12 @@ def json_depth(data: bytes, stop_above: int | None = None) -> int:
     counted), without parsing it: linear in its size, vectorised, never recursive. Stops
     counting once past `stop_above`."""
     # Escaped backslashes first, then escaped quotes: what is left of `"` delimits strings
-    # (replace works left to right without overlaps, as JSON reads escapes).
-    bare = np.frombuffer(data.replace(b"\\\\", b"").replace(b'\\"', b""), dtype=np.uint8)
+    # (replace works left to right without overlaps, as JSON reads escapes). Then only the
+    # quotes and brackets are kept (a tenth of bwprof's JSON): the rest neither opens a
+    # level nor a string, and costs the counting below ten times its time.
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    bare = np.frombuffer(data.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
     quotes = level = deepest = 0
     for start in range(0, len(bare), _CHUNK):
         part = bare[start:start + _CHUNK]
@@ -276,6 +324,21 @@ def _not_json(constant: str) -> object:
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a tree of millions of containers is built
+    (a fleet's system.json parsed, then checked): such a tree holds no cycles, yet the
+    collector's passes over its growing generations cost as much again as building it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
               max_depth: int = MAX_JSON_DEPTH) -> object:
     """A JSON file of at most `limit` bytes nested at most `max_depth` deep, its strings
@@ -291,7 +354,8 @@ def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
                           f"(more than {max_depth} levels)")
     constant: Callable[[str], object] | None = _not_json if strict else None
     try:
-        parsed = json.loads(text, parse_constant=constant)
+        with gc_paused():
+            parsed = json.loads(text, parse_constant=constant)
     except RecursionError:  # not reached within max_depth; kept as a last guard
         raise BwprofError(f"{shown(path)} is malformed: nested too deeply to be bwprof's"
                           ) from None
