@@ -33,7 +33,6 @@ from bwprof.analysis.judge import Check
 from bwprof.analysis.model import ModelReport, model_lines, model_report, parse_model
 from bwprof.analysis.run import Run
 from bwprof.analysis.spec import Spec, load_spec
-from bwprof.analysis.summary import headline_sentence
 from bwprof.errors import EXIT_USAGE, BwprofError, OutputError, WriteFailed
 from bwprof.paths import user_path
 from bwprof.render.accept import write_files as write_accept_files
@@ -54,7 +53,7 @@ from bwprof.schema.text import json_ready, one_line, shown
 from bwprof.store import history
 from bwprof.store.atomic import atomic_file
 from bwprof.store.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
-from bwprof.store.formats import check_format, json_records, plain
+from bwprof.store.formats import check_format, json_table, plain
 from bwprof.store.runfolder import load_run, state_warning
 
 
@@ -509,6 +508,12 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     run = report.run
     lines = report_lines(run)
     warnings = report_warnings(run)
+    # The tables (a fleet's are hundreds of thousands of cells) made JSON column by column
+    # (`json_table`); `json_ready` walks only the rest, as it would have walked the tables.
+    tables = {"summary": json_table(report.summary),
+              "findings": [] if run.findings is None else json_table(run.findings)}
+    if show_rows:
+        tables["rows"] = json_table(run.results)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
@@ -520,9 +525,9 @@ def run_report_json(report: RunReport, show_rows: bool = False,
                 "stopped_by": run.meta.stopped_by,
                 "finished_utc": run.meta.finished_utc},
         "verdict": verdict_json(run, run_dir, page_written(report.written.files)),
-        "summary": json_records(report.summary),
-        "headline": headline_sentence(report.summary),
-        "findings": [] if run.findings is None else json_records(run.findings),
+        "summary": None,
+        "headline": lines["headline"][0],  # report_lines' headline_sentence(run.summary)
+        "findings": None,
         "model": None if report.model is None else plain(report.model.as_dict()),
         "files": [str(path) for path in report.written.files],
         "lines": lines,
@@ -530,8 +535,10 @@ def run_report_json(report: RunReport, show_rows: bool = False,
         "warnings": warnings,
     }
     if show_rows:
-        out["rows"] = json_records(run.results)
+        out["rows"] = None
     if warn:
         _say_not_written(report.written.notes)
         print_warnings(warnings)
-    return cast(dict[str, object], json_ready(out))
+    ready = cast(dict[str, object],
+                 json_ready({key: value for key, value in out.items() if key not in tables}))
+    return {key: tables[key] if key in tables else ready[key] for key in out}

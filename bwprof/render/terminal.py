@@ -167,16 +167,24 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
     device the pipeline configuration with the best end-to-end throughput."""
     from bwprof.analysis.figures import ratio
 
-    measured = [r for r in rows if r.phase and r.status in ("ok", "invalid")
-                and r.backend != "simulated"]
-    # Each row's parts looked up, not searched for: a fleet has thousands of devices.
+    # One pass over the rows (a fleet's are tens of thousands per line kind): each row's
+    # parts kept to be looked up, not searched for, and only the phases looked up.
     parts_of: dict[tuple[object, ...], list[ResultRow]] = defaultdict(list)
-    for r in measured:
-        parts_of[(r.case, r.device, r.size_bytes, r.phase)].append(r)
-    lines = []
-    for row in measured:
-        if row.phase != "concurrent" or row.overlap_efficiency is None:
+    concurrent: list[ResultRow] = []
+    pipelines: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        phase = r.phase
+        if not phase or r.status not in ("ok", "invalid") or r.backend == "simulated":
             continue
+        if phase == "alone" or phase == "paired":
+            parts_of[(r.case, r.device, r.size_bytes, phase)].append(r)
+        elif phase == "concurrent":
+            if r.overlap_efficiency is not None:
+                concurrent.append(r)
+        elif phase == "pipeline" and r.gbps_median:
+            pipelines.setdefault(r.device, []).append(r)
+    lines = []
+    for row in concurrent:
         alone = parts_of.get((row.case, row.device, row.size_bytes, "alone"), [])
         # The efficiency's parts: where the copies ran as a pair (both directions at once),
         # the pair's `both` row is the copies' part, not each direction alone.
@@ -190,10 +198,6 @@ def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
             f"(alone {parts} ms, together {1e3 * (row.time_median_s or 0):.2f} ms per op)"
             + ("" if row.status == "ok" else f" [{row.status}]")
         )
-    pipelines: dict[str, list[ResultRow]] = {}
-    for r in measured:
-        if r.phase == "pipeline" and r.gbps_median:
-            pipelines.setdefault(r.device, []).append(r)
     for device, mine in pipelines.items():
         best = max(mine, key=lambda r: r.gbps_median or 0.0)
         best_gbps = best.gbps_median or 0.0
@@ -521,7 +525,22 @@ def report_lines(run: Run) -> dict[str, list[str]]:
     from bwprof.analysis.roofline import roofline_lines
     from bwprof.analysis.summary import headline_sentence, latency_sentence
 
-    rows, summary, meta = run.line_rows, run.summary, run.meta
+    summary, meta = run.summary, run.meta
+    # Each kind of line reads only the rows it can say something of, sorted out in one pass
+    # (a fleet has tens of thousands of overlap rows; each function filters again as before).
+    phased: list[ResultRow] = []
+    not_ok: list[ResultRow] = []
+    simulated: list[ResultRow] = []
+    busy: list[ResultRow] = []
+    for row in run.line_rows:
+        if row.phase:
+            phased.append(row)
+        if row.status != "ok":
+            not_ok.append(row)
+        if row.backend == "simulated":
+            simulated.append(row)
+        if flags.BUSY_HOST in row.flags:
+            busy.append(row)
     telemetry = telemetry_line(meta)
     # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
     show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
@@ -532,14 +551,14 @@ def report_lines(run: Run) -> dict[str, list[str]]:
         "peaks": peak_lines(summary),
         "roofline": roofline_lines(run.ceilings) if len(run.results) else [],
         "latency": [line for line in [latency_sentence(summary)] if line]
-        + loaded_latency_lines(rows),
+        + loaded_latency_lines(phased),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
         "sandbox": [line for line in [sandbox_line(meta)] if line],
-        "overlap": overlap_lines(rows),
-        "simulated": simulated_lines(rows),
-        "busy": busy_lines(rows),
-        "not_run": not_run_lines(rows),
-        "failed": failure_lines(rows),
+        "overlap": overlap_lines(phased),
+        "simulated": simulated_lines(simulated),
+        "busy": busy_lines(busy),
+        "not_run": not_run_lines(not_ok),
+        "failed": failure_lines(not_ok),
         "telemetry": [telemetry] if telemetry and show_telemetry else [],
         "findings": [f"finding {line}" for line in finding_lines(run.findings)],
     }
