@@ -471,7 +471,7 @@ def test_a_signal_while_the_final_files_are_written_is_130_and_said_in_system_js
 # landed in a held step that then failed) came out of `interrupts.handling()` as a bare
 # KeyboardInterrupt once the run had returned: a notebook lost the RunInterrupted with
 # its rows, and the folder said the run finished
-@pytest.mark.parametrize("where", ["report files", "release"])
+@pytest.mark.parametrize("where", ["report files", "release", "handling's end"])
 def test_a_ctrl_c_held_to_the_end_of_a_library_run_is_run_interrupted(tmp_path, monkeypatch,
                                                                       where):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a notebook
@@ -489,6 +489,15 @@ def test_a_ctrl_c_held_to_the_end_of_a_library_run_is_run_interrupted(tmp_path, 
                 return real(*args, **kwargs)
 
             monkeypatch.setattr(api, "write_report_files", report_files)
+        elif where == "handling's end":  # held in an import, its resend not yet come
+            real_drop, dropped = interrupts._drop_held_import_signal, []
+
+            def drop():
+                real_drop()
+                dropped.append(1)
+                return "SIGINT" if len(dropped) == 1 else None
+
+            monkeypatch.setattr(interrupts, "_drop_held_import_signal", drop)
         else:
             real_release = api._Run.release
 
@@ -509,7 +518,8 @@ def test_a_ctrl_c_held_to_the_end_of_a_library_run_is_run_interrupted(tmp_path, 
     assert interrupts.lost() is None
     system = whole_folder(out)
     assert system["interrupted"] is True
-    assert system["stopped_by"] == f"SIGINT {api.AFTER_EVERY_CASE}"
+    assert system["stopped_by"] == ("KeyboardInterrupt" if where == "handling's end"
+                                    else "SIGINT") + f" {api.AFTER_EVERY_CASE}"
 
 
 @pytest.mark.parametrize("given", ["new", "empty"])
