@@ -131,3 +131,20 @@ def test_report_files_mark_only_a_copy_beside_its_csv(tmp_path: Path) -> None:
     inside = pq.read_schema(folder / "report" / "results.parquet").metadata
     assert mirrors(beside, folder / "results.csv")
     assert MIRROR_KEY not in (inside or {})
+
+
+def test_a_run_leaves_a_copy_that_reads_as_its_csv(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows `bwprof run` holds when it writes results.parquet are the rows its
+    results.csv reads back as: the copy it marks is one `load` may take."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run"
+    bwprof.run(cases="ddr_triad,h2d_pinned,hbm_triad", simulate=True, out=out, plots=False,
+               size="1MiB", repeats=3, threads="1")
+
+    assert mirrors(pq.read_schema(out / "results.parquet").metadata, out / "results.csv")
+    from_csv = runfolder.read_results(out / "results.csv")
+    _csv_unread(monkeypatch)
+    pd.testing.assert_frame_equal(bwprof.load(out).results,
+                                  runfolder.with_copy_figures(from_csv))
