@@ -546,8 +546,7 @@ def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
         columns = {c: _row_cells(frame[c], c) for c in names}
         _fill_bandwidth(columns)
         counters = [_row_cells(frame[c], c) for c in telemetry]
-        counted = ([dict(zip(telemetry, counts, strict=True))
-                    for counts in zip(*counters, strict=True)]
+        counted = (list(map(dict, map(zip, repeat(telemetry), zip(*counters, strict=True))))
                    if counters else [{} for _ in range(len(frame))])
         return _row_maker(columns, counted)
 
@@ -631,9 +630,9 @@ def _row_maker(columns: dict[str, list[Any]],
             cells.append(one.default_factory() for _ in counters)
         else:
             raise TypeError(f"ResultRow needs {one.name}, which the frame lacks")
-    new, rows = object.__new__, []
-    for values in zip(*cells, strict=False):
+    new, setattr_, rows = object.__new__, object.__setattr__, []
+    for values in map(dict, map(zip, repeat(names), zip(*cells, strict=False))):
         row = new(ResultRow)
-        row.__dict__.update(zip(names, values, strict=True))
+        setattr_(row, "__dict__", values)  # frozen: its own __setattr__ refuses
         rows.append(row)
     return rows

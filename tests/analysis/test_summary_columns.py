@@ -146,6 +146,18 @@ def test_result_rows_are_the_rows_the_dataclass_made(name: str) -> None:
     assert all(type(row) is ResultRow for row in got)
 
 
+@pytest.mark.parametrize("name", list(FRAMES))
+def test_row_records_are_the_dicts_the_records_made(name: str) -> None:
+    frame = FRAMES[name]
+    read = ("case", "device", "status", "value_median", "size_bytes", "flags", "no_such_column",
+            "telemetry_samples", "higher_is_better")
+    for columns in ((), read):
+        got = summary.row_records(frame, *[columns] if columns else [])
+        want = reference.row_records(frame, *[columns] if columns else [])
+        assert repr(got) == repr(want)
+        assert [list(row) for row in got] == [list(row) for row in want]
+
+
 def test_result_rows_refuse_an_unknown_flag_as_the_dataclass_does() -> None:
     frame = _results("sim-a").copy()
     frame.loc[3, "flags"] = "no_such_flag"
