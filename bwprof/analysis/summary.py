@@ -260,8 +260,9 @@ def _ddr_rows(table: _Table) -> list[_Piece]:
     resident = table.resident[rows]
     mine = ~resident
     sizes = table.sizes[rows]
-    best = _best(devices, count, sizes, table.values[rows], table.lower[rows], mine)
-    largest = _best(devices, count, sizes)
+    best = figures.pick_per_group(devices, count, sizes, table.values[rows], table.lower[rows],
+                                  mine)
+    largest = figures.pick_per_group(devices, count, sizes)
     everything = np.bincount(devices, minlength=count)
     kept = np.bincount(devices[mine], minlength=count)
     top = sizes[np.maximum(best, 0)]
@@ -327,7 +328,7 @@ def _per_gpu_rows(path: str, table: _Table, cases: Iterable[str],
         measured = rows[~resident]
         if measured.size:
             devices, count = _local_codes(table.codes("device")[measured])
-            picked = measured[_best(devices, count, table.sizes[measured],
+            picked = measured[figures.pick_per_group(devices, count, table.sizes[measured],
                                     table.values[measured], table.lower[measured])]
             c2c = table.c2c[picked]
             out.append(_Piece(picked, path, {"note": [C2C_SUMMARY_NOTE if linked else ""
@@ -337,7 +338,7 @@ def _per_gpu_rows(path: str, table: _Table, cases: Iterable[str],
         cached = cached[~np.isin(table.codes("device")[cached], figured)]
         if cached.size:
             devices, count = _local_codes(table.codes("device")[cached])
-            largest = cached[_best(devices, count, table.sizes[cached])]
+            largest = cached[figures.pick_per_group(devices, count, table.sizes[cached])]
             names = table.cells("device", largest)
             out.append(_Piece(largest, path, {
                 "status": "in cache",
@@ -560,7 +561,7 @@ def _overlap_rows(table: _Table) -> list[_Piece]:
     cases, _ = _local_codes(table.codes("case")[rows])
     devices = table.codes("device")[rows].astype(np.int64)
     pairs, count = _local_codes(cases.astype(np.int64) * (int(devices.max()) + 1) + devices)
-    largest = _best(pairs, count, table.sizes[rows])
+    largest = figures.pick_per_group(pairs, count, table.sizes[rows])
     pair_case = cases[_first_rows(pairs, count)]
     chosen = rows[largest[np.lexsort((np.arange(count), pair_case))]]  # by case, then device
     efficiency = [number(value) for value in table.cells("overlap_efficiency", chosen)]
@@ -602,9 +603,9 @@ def _add_ratios(columns: dict[str, list[object]]) -> None:
 
 def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     """The summary frame (columns SUMMARY_COLUMNS) of one run's results. Each path selects
-    its rows with masks over whole columns and picks per device on arrays (`_best`); only
-    the pair, latency and compute paths, whose rules are many but whose rows are few, read
-    their own rows as records."""
+    its rows with masks over whole columns and picks per device on arrays
+    (`figures.pick_per_group`); only the pair, latency and compute paths, whose rules are
+    many but whose rows are few, read their own rows as records."""
     table = _Table(results)
     run_id = host = ""
     if len(results):  # the first row's, as every missing row says
@@ -764,34 +765,6 @@ def _first_rows(groups: np.ndarray, count: int) -> np.ndarray:
     first = np.full(count, -1, dtype=np.int64)
     first[groups[::-1]] = np.arange(len(groups) - 1, -1, -1)
     return first
-
-
-def _best(groups: np.ndarray, count: int, sizes: np.ndarray, values: np.ndarray | None = None,
-          lower: np.ndarray | None = None, among: np.ndarray | None = None) -> np.ndarray:
-    """For each group, the index of its row at the largest size and, where `values` are
-    given, the best value there (the highest; the lowest in a group where any row's `lower`
-    says so): `figures.pick` of measured rows; the first of them on a tie, as `max` and `min`
-    give. Only rows `among` marks count; -1 for a group without one."""
-    out = np.full(count, -1, dtype=np.int64)
-    index = np.arange(len(groups)) if among is None else np.flatnonzero(among)
-    if not index.size:
-        return out
-    mine = groups[index]
-    keys: list[np.ndarray] = [index]
-    if values is not None:
-        value = values[index]
-        if lower is not None:
-            low = np.bincount(mine, weights=lower[index], minlength=count) > 0
-            value = np.where(low[mine], value, -value)
-        else:
-            value = -value
-        keys.append(value)
-    keys += [-sizes[index], mine]
-    order = np.lexsort(keys)
-    ordered = mine[order]
-    first = order[np.r_[True, ordered[1:] != ordered[:-1]]]
-    out[mine[first]] = index[first]
-    return out
 
 
 @dataclass

@@ -224,3 +224,32 @@ def test_the_stored_folders_give_the_outputs_pinned_before_the_change() -> None:
 if __name__ == "__main__":  # rewrite the pinned outputs (only where they are meant to change)
     EXPECTED.write_text(json.dumps({name: outputs(_results(name)) for name in FOLDERS},
                                    indent=1) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pick_per_group_is_pick_of_each_group(seed: int) -> None:
+    """Few sizes and values, so that ties are everywhere; a group's lower-is-better rows
+    make it pick the lowest, as `summary._picked` asks `pick` to."""
+    from bwprof.analysis import figures
+
+    rng = np.random.default_rng(seed)
+    count, rows = 7, 200
+    groups = rng.integers(0, count - 1, rows)  # the last group has no row
+    sizes = rng.choice([0.0, 1.0, 2.0, 2.0], rows)
+    values = rng.choice([-0.0, 0.0, 1.5, 3.0, 3.0, 5e-324], rows)
+    lower = rng.random(rows) < 0.02
+    among = rng.random(rows) < 0.8
+    got = figures.pick_per_group(groups, count, sizes, values, lower, among)
+    for group in range(count):
+        mine = [{"status": "ok", "value_median": values[i], "size_bytes": sizes[i],
+                 "flags": "", "at": i} for i in range(rows) if groups[i] == group and among[i]]
+        if not mine:
+            assert got[group] == -1
+            continue
+        low = any(lower[row["at"]] for row in mine)
+        picked = figures.pick(mine, higher_is_better=not low)
+        assert picked is not None and got[group] == picked["at"]
+    largest = figures.pick_per_group(groups, count, sizes)
+    for group in range(count - 1):
+        mine = [i for i in range(rows) if groups[i] == group]
+        assert largest[group] == max(mine, key=lambda i: sizes[i])
