@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from bwprof.analysis import bands
@@ -176,8 +177,31 @@ def _read_rows(results: pd.DataFrame) -> pd.DataFrame:
     columns = results[[c for c in _READ if c in results.columns]]  # not the other sixty
     if "case" not in columns or "metric" not in columns:  # nothing to select by
         return columns
-    wanted = columns["case"].isin(list(judged_cases())) | (columns["metric"] == "latency")
-    return columns if bool(wanted.all()) else columns[wanted.to_numpy(dtype=bool)]
+    latency = (columns["metric"] == "latency").to_numpy(dtype=bool)
+    wanted = columns["case"].isin(list(judged_cases())).to_numpy(dtype=bool) | latency
+    wanted &= ~_unread_overlap_rows(columns, latency)
+    return columns if bool(wanted.all()) else columns[wanted]
+
+
+def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
+    """The rows of an overlap case that `_Judge._overlap` cannot read: where the device's
+    case has a concurrent row with its efficiency, its other rows (alone, overlapped)
+    matter only if they raised. A third of a fleet's judged rows."""
+    needed = ("case", "device", "phase", "overlap_efficiency", "status")
+    if any(c not in columns for c in needed):
+        return np.zeros(len(columns), dtype=bool)
+    overlap = columns["case"].isin(list(path_of("overlap").cases)).to_numpy(dtype=bool)
+    if not overlap.any():
+        return np.zeros(len(columns), dtype=bool)
+    concurrent = overlap & (columns["phase"] == "concurrent").to_numpy(dtype=bool) & \
+        columns["overlap_efficiency"].notna().to_numpy(dtype=bool)
+    rows = columns[overlap]
+    has_concurrent = np.zeros(len(columns), dtype=bool)
+    has_concurrent[overlap] = pd.Series(concurrent[overlap], index=rows.index).groupby(
+        [rows["device"], rows["case"]], dropna=False, sort=False).transform("any").to_numpy(
+            dtype=bool)
+    raised = (columns["status"] == "error").to_numpy(dtype=bool)
+    return has_concurrent & ~concurrent & ~raised & ~latency
 
 
 def _has(value: object) -> bool:

@@ -147,6 +147,20 @@ def _overlap(rows: pd.DataFrame, node: NodeMeta) -> tuple[pd.DataFrame, NodeMeta
     return rows, node
 
 
+def _overlap_raised(rows: pd.DataFrame, node: NodeMeta) -> tuple[pd.DataFrame, NodeMeta]:
+    """Beside a concurrent row with its efficiency: an alone row that raised (the case is
+    ERROR) and a second concurrent row without one (never read)."""
+    h2d = rows["case"] == "overlap_h2d_compute"
+    alone = h2d & (rows["phase"] == "alone")
+    _set(rows, alone & (rows["direction"] == "h2d"), status="error", value_median=np.nan,
+         note="CudaError: out of memory")
+    extra = rows[h2d & (rows["phase"] == "concurrent")].copy()
+    _set(extra, extra.index, overlap_efficiency=np.nan)
+    d2h = rows["case"] == "overlap_d2h_compute"
+    _set(rows, d2h & (rows["phase"] == "overlapped"), status="invalid", note="bad sum")
+    return pd.concat([rows, extra], ignore_index=True), node
+
+
 def _busy_noisy(rows: pd.DataFrame, node: NodeMeta) -> tuple[pd.DataFrame, NodeMeta]:
     _set(rows, rows["case"].isin(["ddr_triad", "hbm_triad"]), flags="busy_host",
          host_others_pct=63.0, host_steal_pct=2.0)
@@ -260,7 +274,7 @@ VARIANTS: dict[str, Variant] = {
     "pcie_pairs": _pairs(0, 20.0), "pairs_missing": _pairs_missing,
     "unknown_model": _unknown(None), "unknown_with_peak": _unknown(900.0), "gh200": _gh200,
     "a100_pcie": _a100_pcie, "a100_pairs": _a100_pairs, "latency": _latency,
-    "no_host": _no_host, "nothing": _nothing,
+    "no_host": _no_host, "nothing": _nothing, "overlap_raised": _overlap_raised,
 }
 
 
@@ -299,7 +313,8 @@ def runs() -> dict[str, RunFolder]:
     out["fleet"] = fleet({f"n{i}": variant for i, variant in enumerate(VARIANTS)})
     out["fleet_colons"] = fleet({"a:1": "failed", "a": "latency", "a:10": "same"})
     out["fleet_one"] = fleet({"solo": "nvlink_down"})
-    for variant in ("failed", "overlap", "latency", "nvlink_down", "unknown_with_peak", "gh200"):
+    for variant in ("failed", "overlap", "overlap_raised", "latency", "nvlink_down",
+                    "unknown_with_peak", "gh200"):
         out[f"single_{variant}"] = single(variant)
     return out
 
