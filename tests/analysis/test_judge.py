@@ -167,3 +167,26 @@ def test_each_box_of_a_fleet_is_judged_on_its_own_rows_as_when_it_filtered_them(
     assert split is not None and set(split) == {"n1:", "n10:"}
     assert all(row["device"].startswith(prefix) for prefix, rows in split.items() for row in rows)
     assert sum(map(len, split.values())) == len(records)
+
+
+# Catches: a fleet's judging that works out each GPU's spec section and bands again (a
+# regular-expression search per part, an override merge, a band's source formatted), the
+# cost that grew with the fleet's GPUs (issue 36).
+def test_a_fleets_models_are_looked_up_once_not_once_per_gpu(monkeypatch):
+    from bwprof.analysis import judge
+    from bwprof.analysis.spec import Spec
+
+    calls: dict[str, int] = {"model_key": 0, "override": 0}
+    for name in calls:
+        original = getattr(Spec, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Spec, name, counted)
+    names = [f"n{i}" for i in range(12)]
+    checks = judge.judge_run(_fleet(names), Spec())
+    assert len(checks) > 12 * 8  # every box judged
+    assert calls["model_key"] <= 1  # one model's name
+    assert calls["override"] <= len(judge.gpu_paths()) + 2  # each path once (p2p, overlap)
