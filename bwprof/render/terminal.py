@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -327,7 +327,7 @@ def figure_cell(value: object, backend: object, unit: str = "GB/s") -> str:
     return f"{_gbps(number)} {unit}"
 
 
-def _on(row: pd.Series) -> str:
+def _on(row: pd.Series | Mapping[str, Any]) -> str:
     where = str(row["device"])
     if not is_missing(row["threads"]):
         where += f", {int(row['threads'])} thr"
@@ -352,9 +352,15 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
     shown as numbers."""
     from bwprof.analysis.summary import PATH_LABELS
 
-    shown = summary[[not is_missing(r["value"]) or r["status"] != "absent"
-                     for _, r in summary.iterrows()]]
-    measured = shown[shown["backend"] != "simulated"]
+    # Each row as iterrows gave it (the frame's values as objects) but read once, without a
+    # Series a row: a fleet's summary has ten thousand rows and more.
+    names = [str(name) for name in summary.columns]
+    every = [dict(zip(names, values, strict=True)) for values in summary.values]
+    keep = [not is_missing(r["value"]) or r["status"] != "absent" for r in every]
+    shown = summary[keep]
+    shown_rows = [row for row, kept in zip(every, keep, strict=True) if kept]
+    not_simulated = (shown["backend"] != "simulated").to_numpy(dtype=bool)
+    measured = shown[not_simulated]
     # One figure column: headed GB/s while every figure is one (or an efficiency), else
     # `value`, each figure of another unit saying its unit.
     units = set(shown.loc[shown["value"].notna(), "unit"]) - {"GB/s", EFFICIENCY.unit}
@@ -367,7 +373,8 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
         "peak (%)": shown["peak_value"].notna().any(),
         "HBM÷DDR": measured["hbm_over_ddr"].notna().any(),
         "HBM÷PCIe": measured["hbm_over_pcie"].notna().any(),
-        "flags": any(_shown_flags(row) for _, row in measured.iterrows()),
+        "flags": any(_shown_flags(row) for row, real in zip(shown_rows, not_simulated,
+                                                            strict=True) if real),
         "status": (shown["status"] != "ok").any(),
     }
     columns = [("figure", 12), ("size", 7), (value_column, 9), ("copied", 6), ("peak (%)", 6),
@@ -379,7 +386,7 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
     directions = shown.groupby(["path", "case", "device"], sort=False)["direction"].nunique()
     several = {key for key, count in directions.items() if count > 1}
     rows: list[tuple[str, dict[str, str]]] = []
-    for index, row in shown.iterrows():
+    for index, row in zip(shown.index, shown_rows, strict=True):
         simulated = row["backend"] == "simulated"
 
         def derived(value: object, spec: str, suffix: str, simulated: bool = simulated) -> str:
@@ -415,7 +422,7 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
     return columns, rows
 
 
-def _shown_flags(row: pd.Series) -> str:
+def _shown_flags(row: pd.Series | Mapping[str, Any]) -> str:
     """The summary row's flags that make its figure doubtful (`SHOWN_FLAGS`), as the file
     spells them."""
     present = flags.split_flags(row.get("flags"))
