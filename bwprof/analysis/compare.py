@@ -613,53 +613,61 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     mine = take >= 0
     base = np.repeat(where[0], len(runs))
     has_base = base >= 0
-    keys = stacked[list(KEY_COLUMNS)].take(np.repeat(first[np.argsort(figure_of_key)],
-                                                       len(runs)))
+    rows_of_keys = np.repeat(first[np.argsort(figure_of_key)], len(runs))
+    either = np.where(mine, take, base)  # the run's own figure, else the baseline's
 
-    def pick(name: str, rows: np.ndarray = take) -> pd.Series:
-        return pd.Series(stacked[name].array.take(rows, allow_fill=True))
+    def text(name: str, rows: np.ndarray, missing: str | None = None) -> object:
+        """Column `name` of the stacked figures at `rows` (-1: missing, or `missing`)."""
+        column = stacked[name].astype("str") if missing is not None else stacked[name]
+        if missing is not None:
+            column = pd.concat([column, pd.Series([missing], dtype="str")], ignore_index=True)
+            rows = np.where(rows >= 0, rows, len(stacked))
+        return column.array.take(rows, allow_fill=True)
 
-    value, base_value = pick("value").to_numpy(float), pick("value", base).to_numpy(float)
-    frame = pd.DataFrame({"figure_id": np.repeat(np.arange(count), len(runs))})
-    for name in KEY_COLUMNS:
-        frame[name] = keys[name].array
-    either = np.where(mine, take, base)
-    frame["unit"] = pick("unit", either)
-    frame["higher_is_better"] = pick("higher_is_better", either)
+    def numbers(name: str, rows: np.ndarray) -> np.ndarray:
+        """A numeric column of the stacked figures at `rows`, NaN where -1."""
+        values = stacked[name].to_numpy(dtype="float64", na_value=np.nan)[rows]
+        values[rows < 0] = np.nan
+        return values
+
     index = np.tile(np.arange(len(runs)), count)
-    frame["run"] = pd.array(labels, dtype="str").take(index)
-    frame["run_dir"] = pd.array([printable(str(run.path)) if run.path is not None else ""
-                                 for run in runs], dtype="str").take(index)
-    frame["run_id"] = pd.array([run.run_id for run in runs], dtype="str").take(index)
-    frame["baseline"] = index == 0
-    frame["backend"] = pick("backend")
-    statuses = pd.concat([stacked["status"].astype("str"), pd.Series(["absent"], dtype="str")],
-                         ignore_index=True)
-    frame["status"] = statuses.array.take(np.where(mine, take, len(stacked)))
-    frame["value"] = value
-    frame["cv"] = pick("cv").to_numpy(float)
-    frame["repeats"] = pick("repeats").astype("Int64").array
-    frame["baseline_value"] = base_value
+    columns: dict[str, object] = {"figure_id": np.repeat(np.arange(count), len(runs))}
+    for name in KEY_COLUMNS:
+        columns[name] = stacked[name].array.take(rows_of_keys)
+    higher = stacked["higher_is_better"].to_numpy(dtype=bool)
+    higher_known = pd.array(higher[either], dtype="boolean")
+    higher_known[either < 0] = pd.NA
+    value, base_value = numbers("value", take), numbers("value", base)
+    cv = numbers("cv", take)
+    repeats = numbers("repeats", take)
+    columns.update(
+        unit=text("unit", either), higher_is_better=higher_known,
+        run=pd.array(labels, dtype="str").take(index),
+        run_dir=pd.array([printable(str(run.path)) if run.path is not None else ""
+                          for run in runs], dtype="str").take(index),
+        run_id=pd.array([run.run_id for run in runs], dtype="str").take(index),
+        baseline=index == 0, backend=text("backend", take),
+        status=text("status", take, missing="absent"), value=value, cv=cv,
+        repeats=stacked["repeats"].astype("Int64").array.take(take, allow_fill=True),
+        baseline_value=base_value)
     # A zero, negative-zero or subnormal baseline (a damaged row): no change in %, shown
     # "—" as for a missing figure, never a ZeroDivisionError or infinity (as `ratio`).
     with np.errstate(all="ignore"):
         quotient = value / np.where(base_value == 0, 1.0, base_value)
     changed = (index > 0) & has_base & mine & (base_value != 0) & np.isfinite(quotient)
     change = np.where(changed, 100 * (quotient - 1), np.nan)
-    noise = np.full(len(frame), np.nan)
-    noise[changed] = _noise_column(
-        pick("cv", base).to_numpy(float)[changed],
-        pick("repeats", base).astype("Float64").to_numpy(float, na_value=np.nan)[changed],
-        frame["cv"].to_numpy(float)[changed],
-        pick("repeats").astype("Float64").to_numpy(float, na_value=np.nan)[changed])
-    frame["change_pct"], frame["noise_pct"] = change, noise
+    noise = np.full(len(index), np.nan)
+    noise[changed] = _noise_column(numbers("cv", base)[changed],
+                                   numbers("repeats", base)[changed], cv[changed],
+                                   repeats[changed])
     beyond = pd.array(np.abs(change) > noise, dtype="boolean")
     beyond[~changed | np.isnan(noise)] = pd.NA
-    frame["beyond_noise"] = beyond
-    base_higher = pick("higher_is_better", base).to_numpy(dtype=object)
-    frame["regressed_pct"] = np.where(changed & (base_higher == True), -change,  # noqa: E712
-                                      change)
-    frame["schema_version"] = SCHEMA_VERSION
+    columns.update(change_pct=change, noise_pct=noise, beyond_noise=beyond,
+                   regressed_pct=np.where(changed & higher[np.maximum(base, 0)], -change,
+                                          change),
+                   schema_version=pd.array(np.full(len(index), SCHEMA_VERSION),
+                                           dtype="Int64"))
+    frame = pd.DataFrame(columns, copy=False)
     frame = _typed(frame)
     states = [line for run, label in zip(runs, labels, strict=True)
               for line in [state_warning(run, f"run {label}", "figures it has not reached yet "
@@ -677,12 +685,17 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     float64, verdicts boolean, text `str`; the others (page_bytes) as pandas infers them
     from their cells, as it did from the per-row records."""
     frame = frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
-    for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
-        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
-    for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct", "regressed_pct"):
-        frame[column] = pd.to_numeric(frame[column]).astype("float64")
-    for column in ("beyond_noise", "higher_is_better"):
-        frame[column] = frame[column].astype("boolean")
+    for names, dtype in (
+            (("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"),
+             "Int64"),
+            (("value", "cv", "baseline_value", "change_pct", "noise_pct", "regressed_pct"),
+             "float64"),
+            (("beyond_noise", "higher_is_better"), "boolean")):
+        for column in names:
+            if frame[column].dtype != dtype:
+                converted = frame[column] if dtype == "boolean" else pd.to_numeric(
+                    frame[column])
+                frame[column] = converted.astype(dtype)
     for column in ("scope", "path", "case", "device", "device_name", "memory", "direction",
                    "phase", "dtype", "metric", "unit", "run", "run_dir", "run_id", "backend",
                    "status", "page_bytes"):
