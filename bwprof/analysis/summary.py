@@ -793,12 +793,18 @@ def _pieces(specs: list[Spec]) -> list[_Piece]:
 
 def _plain_cells(column: str, table: _Table, rows: np.ndarray) -> list[object]:
     """`plain` of each cell (None for NaN and NA, Python numbers)."""
-    if column in table.frame.columns and table.frame[column].dtype == np.float64:
+    dtype = table.frame[column].dtype if column in table.frame.columns else None
+    if dtype == np.float64:
         values = table.frame[column].to_numpy()[rows]
-        cells = values.astype(object)
+        cells = values.astype(object)  # Python floats
         cells[np.isnan(values)] = None
         return cast(list[object], cells.tolist())
+    if dtype in _NULLABLE:  # `_cells` gives Python ints and bools, None where missing
+        return table.cells(column, rows)
     return [plain(cell) for cell in table.cells(column, rows)]
+
+
+_NULLABLE = (pd.Int64Dtype(), pd.BooleanDtype())
 
 
 def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[object]]:
@@ -832,9 +838,9 @@ def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[obje
                    "copy_gbps_median", "value_best", "gbps_best", "copy_gbps_best", "cv",
                    "peak_gbps"):
         columns[column] = plains(column)
-    columns["higher_is_better"] = [plain(cell) for cell in raw("higher_is_better")]
-    value = [cell_float(cell) for cell in raw(figures.column("value"))]
-    peak = [figures.a_peak(cell_float(cell)) for cell in raw("peak_value")]
+    columns["higher_is_better"] = plains("higher_is_better")
+    value = [cell_float(cell) for cell in plains(figures.column("value"))]
+    peak = [figures.a_peak(cell_float(cell)) for cell in plains("peak_value")]
     columns["value"] = cast(list[object], value)
     columns["gbps"] = plains(figures.column("gbps"))
     columns["copy_gbps"] = plains(figures.column("copy_gbps"))
@@ -854,9 +860,13 @@ def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[obje
     for i in none.tolist():  # a path without a row: only what its piece says
         for column in columns:
             columns[column][i] = None
-    copied_more = [i for i, (copied, counted) in enumerate(zip(
-        columns["copy_gbps"], columns["gbps"], strict=True))
-        if _counts_more(copied, counted)]
+    # A copy whose figure counts more than the bytes it copied (`d2d_copy`: the buffer read
+    # and the buffer written), so its copy-convention figure differs from it (NaN: never).
+    copied, counted = (table.floats(figures.column(c))[at] if len(table.frame)
+                       else np.full(count, np.nan) for c in ("copy_gbps", "gbps"))
+    more = copied < counted * (1 - 1e-9)
+    more[none] = False
+    copied_more = np.flatnonzero(more).tolist()
 
     start = 0
     for piece in pieces:
@@ -883,13 +893,6 @@ def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[obje
                     columns[column][i] = None
         start = stop
     return columns
-
-
-def _counts_more(copied: object, counted: object) -> bool:
-    """A copy whose figure counts more than the bytes it copied (`d2d_copy`: the buffer read
-    and the buffer written), so its copy-convention figure differs from it."""
-    copy, count = cell_float(copied), cell_float(counted)
-    return copy is not None and count is not None and copy < count * (1 - 1e-9)
 
 
 def has_figure(row: pd.Series | Mapping[str, object]) -> bool:
