@@ -685,17 +685,15 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     float64, verdicts boolean, text `str`; the others (page_bytes) as pandas infers them
     from their cells, as it did from the per-row records."""
     frame = frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
-    for names, dtype in (
-            (("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"),
-             "Int64"),
-            (("value", "cv", "baseline_value", "change_pct", "noise_pct", "regressed_pct"),
-             "float64"),
-            (("beyond_noise", "higher_is_better"), "boolean")):
-        for column in names:
-            if frame[column].dtype != dtype:
-                converted = frame[column] if dtype == "boolean" else pd.to_numeric(
-                    frame[column])
-                frame[column] = converted.astype(dtype)
+    for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
+        if frame[column].dtype != "Int64":
+            frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in ("value", "cv", "baseline_value", "change_pct", "noise_pct", "regressed_pct"):
+        if frame[column].dtype != "float64":
+            frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    for column in ("beyond_noise", "higher_is_better"):
+        if frame[column].dtype != "boolean":
+            frame[column] = frame[column].astype("boolean")
     for column in ("scope", "path", "case", "device", "device_name", "memory", "direction",
                    "phase", "dtype", "metric", "unit", "run", "run_dir", "run_id", "backend",
                    "status", "page_bytes"):
