@@ -56,6 +56,7 @@ from bwprof.store.export import (
     write_system_json,
 )
 from bwprof.store.formats import check_format
+from bwprof.store.runfolder import AFTER_EVERY_CASE
 from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 
@@ -587,8 +588,6 @@ def _measure_and_finish(state: _Run, out_path: Path | None, unique_out: bool, pl
 
 FINISH_TRIES = 5
 """How often `run` takes up its end-of-run steps again after a stop signal between two."""
-AFTER_EVERY_CASE = "after every case was measured"
-"""`stopped_by` of a run a signal stopped in its final files: 'SIGHUP after every case ...'."""
 
 
 class _Run:

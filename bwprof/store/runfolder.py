@@ -53,6 +53,9 @@ from bwprof.store.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTE
 from bwprof.store.mirror import mirrors
 
 RESULTS_PARQUET = "results.parquet"
+AFTER_EVERY_CASE = "after every case was measured"
+"""The end of `stopped_by` of a run a signal stopped in its final files ('SIGHUP after every
+case was measured'): every row is there."""
 
 
 @dataclass(eq=False)
@@ -99,8 +102,21 @@ class RunFolder:
 
     @property
     def state(self) -> str:
-        """'finished', 'interrupted' or 'incomplete' (`RunMeta.state`)."""
+        """'finished', 'interrupted' or 'incomplete' (`RunMeta.state`), as far as its rows
+        go: a run a signal stopped only while it wrote its final files, after every case was
+        measured (`measured_everything`), holds every row, so it reads as finished (history
+        stores it, `compare` takes every figure); `state_text` still says what stopped it."""
+        if self.measured_everything:
+            return "finished"
         return self.meta.state
+
+    @property
+    def measured_everything(self) -> bool:
+        """Whether the run was interrupted only after every case was measured (system.json's
+        `stopped_by` is 'SIGHUP after every case was measured')."""
+        meta = self.meta
+        return (meta.state == "interrupted" and meta.stopped_by is not None
+                and meta.stopped_by.endswith(f" {AFTER_EVERY_CASE}"))
 
     @property
     def state_text(self) -> str:
@@ -109,6 +125,10 @@ class RunFolder:
         run never finalised 'still running', 'stopped without finishing (killed or crashed)'
         or, where the lock cannot tell, 'never finalised'."""
         meta = self.meta
+        if self.measured_everything:
+            assert meta.stopped_by is not None
+            by = one_line(meta.stopped_by.removesuffix(f" {AFTER_EVERY_CASE}"))
+            return f"finished (every case measured; then interrupted by {by})"
         if meta.state == "interrupted":
             by = one_line(meta.stopped_by) if meta.stopped_by else ""
             if not by:
