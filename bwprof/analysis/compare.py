@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -336,28 +336,27 @@ class Comparison:
                                _why_empty(self.runs[0], self.summaries[0]))]
         found = []
         runs = dict(zip(self.labels, zip(self.runs, self.summaries, strict=True), strict=True))
-        for _, row in summary[~summary["baseline"]].iterrows():
-            if _num(row["baseline_value"]) is None:
-                continue
-            change, worse = _num(row["change_pct"]), _num(row["regressed_pct"])
-            if worse is not None and worse <= fail_below:
-                continue
-            if change is None and _num(row["value"]) is not None:
-                continue
+        later = summary[~summary["baseline"] & summary["baseline_value"].notna()]
+        worse, change = later["regressed_pct"], later["change_pct"]
+        # Within --fail-below, or a figure there whose change cannot be said ("n/a"): not
+        # a regression. Picked as columns: a fleet's summary has a row per GPU and path.
+        later = later[~((worse.notna() & (worse <= fail_below))
+                        | (change.isna() & later["value"].notna()))]
+        base = self.rows[self.rows["baseline"]]
+        simulated = set(base.loc[base["backend"] == "simulated", "figure_id"].tolist())
+        for row in later.to_dict("records"):
+            change_pct = _num(row["change_pct"])
             found.append(Regression(
-                str(row["run"]), describe(row), change,
-                row["backend"] == "simulated" or self._baseline_simulated(row),
-                why_missing(*runs[str(row["run"])], row) if change is None else "",
+                str(row["run"]), describe(row), change_pct,
+                row["backend"] == "simulated" or row["figure_id"] in simulated,
+                why_missing(*runs[str(row["run"])], row) if change_pct is None else "",
                 _higher(row["higher_is_better"], row["metric"]),
             ))
         return found
 
-    def _baseline_simulated(self, row: pd.Series) -> bool:
-        base = self.rows[self.rows["baseline"] & (self.rows["figure_id"] == row["figure_id"])]
-        return bool((base["backend"] == "simulated").any())
 
-
-def why_missing(run: RunFolder, summary: pd.DataFrame, figure: pd.Series) -> str:
+def why_missing(run: RunFolder, summary: pd.DataFrame,
+                figure: pd.Series | dict[str, Any]) -> str:
     """Why `run` (whose summary is `summary`) has no figure for a headline figure of the
     baseline, from its own rows."""
     from bwprof.units import format_bytes
@@ -400,7 +399,7 @@ def _why_empty(run: RunFolder, summary: pd.DataFrame) -> str:
     return ("; ".join(reasons) or "none of its cases gives a headline figure") + interrupted
 
 
-def describe(row: pd.Series) -> str:
+def describe(row: pd.Series | dict[str, Any]) -> str:
     """'hbm_triad gpu0 (NVIDIA H200) 256 MiB' for messages."""
     from bwprof.units import format_bytes
 
