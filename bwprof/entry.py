@@ -151,6 +151,7 @@ until the next run is cyclic garbage of at most that many objects (a few MB)."""
 def _run() -> int:
     prepare_process()
     _one_blas_thread(sys.argv[1:])
+    _arrow_pool_within_limit()
     _blas_buffer_first(sys.argv[1:])
     gc.set_threshold(*GC_THRESHOLDS)
     from bwprof.cli import main as cli_main
@@ -174,6 +175,19 @@ def _one_blas_thread(argv: list[str]) -> None:
     if _command(argv) in READING_COMMANDS and not any(v in os.environ
                                                       for v in BLAS_THREAD_VARIABLES):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+
+
+def _arrow_pool_within_limit() -> None:
+    """pyarrow's own allocator (mimalloc or jemalloc) reserves about a gigabyte of address
+    space as it starts, used or not: under an address-space limit (`ulimit -v`, a batch
+    job's) a report of a hundred rows then ran out of memory at 1.5 GB (exit 3). Under a
+    limit, where the user chose no pool, pyarrow takes the C library's allocator, which
+    reserves only what it uses. Before pyarrow is imported: it reads the variable once."""
+    if _address_space_limit() is not None and ARROW_POOL_VARIABLE not in os.environ:
+        os.environ[ARROW_POOL_VARIABLE] = "system"
 
 
 def _command(argv: list[str]) -> str | None:

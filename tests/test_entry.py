@@ -556,6 +556,30 @@ def test_a_reading_command_out_of_memory_is_one_line_and_3(run_copy, megabytes):
         assert not written.name.endswith(".tmp") and written.stat().st_size > 0, written
 
 
+# Catches: pyarrow's allocator reserved about a gigabyte of address space as it started, so
+# under `ulimit -v` 1.5 GB a report of a hundred rows ran out of memory (exit 3) (issue 37)
+def test_a_report_within_a_limit_that_its_memory_fits_finishes(run_copy):
+    run = run_copy("h200-quick")
+    env = {k: v for k, v in os.environ.items() if k != entry.ARROW_POOL_VARIABLE}
+    done = subprocess.run([sys.executable, "-m", "bwprof", "report", str(run), "--html"],
+                          capture_output=True, text=True, timeout=300, env=env,
+                          preexec_fn=_limited(1500 * 10**6))
+    assert done.returncode == errors.EXIT_OK, done.stderr
+
+
+def test_pyarrow_takes_the_system_allocator_only_under_a_limit(monkeypatch):
+    monkeypatch.delenv(entry.ARROW_POOL_VARIABLE, raising=False)
+    monkeypatch.setattr(entry, "_address_space_limit", lambda: None)
+    entry._arrow_pool_within_limit()
+    assert entry.ARROW_POOL_VARIABLE not in os.environ  # its faster allocator, unlimited
+    monkeypatch.setattr(entry, "_address_space_limit", lambda: 2**31)
+    entry._arrow_pool_within_limit()
+    assert os.environ[entry.ARROW_POOL_VARIABLE] == "system"
+    monkeypatch.setenv(entry.ARROW_POOL_VARIABLE, "jemalloc")  # the user's choice stands
+    entry._arrow_pool_within_limit()
+    assert os.environ[entry.ARROW_POOL_VARIABLE] == "jemalloc"
+
+
 def test_a_reading_command_runs_openblas_on_one_thread_unless_told(monkeypatch):
     for name in entry.BLAS_THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
