@@ -50,7 +50,7 @@ from bwprof.render.trendplot import write_trend_plots
 from bwprof.schema.rows import SCHEMA_VERSION
 from bwprof.schema.table import gc_paused
 from bwprof.schema.text import json_ready, one_line, shown
-from bwprof.store import history
+from bwprof.store import history, history_index, history_read, history_schema
 from bwprof.store.atomic import atomic_file
 from bwprof.store.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
 from bwprof.store.formats import check_format, json_table, plain
@@ -174,9 +174,9 @@ def accept(run_dirs: Sequence[str | Path], *, spec: str | Path | None = None,
 
 
 def _stored_gpu(gpu: str, rows: Any) -> str:
-    """`--gpu` as the store's rows hold it (`history.capped_gpu`): the form of it that names
+    """`--gpu` as the store's rows hold it (`history_read.capped_gpu`): the form of it that names
     a subject, serial or host:device there, else the whole cut."""
-    forms = history.capped_gpu(gpu)
+    forms = history_read.capped_gpu(gpu)
     if len(forms) == 1 or rows.empty:
         return forms[0]
     plain = rows["host"].fillna("?").astype(str) + ":" + rows["device"].fillna("?").astype(str)
@@ -193,7 +193,7 @@ def history_add(run_dirs: Sequence[str | Path], store: str | Path,
     must not hide what was added before)."""
     folders = [user_path(path, "RUN_DIRS") for path in run_dirs]  # arguments, then options
     store_dir = user_path(store, "--store")
-    history.need_pyarrow()  # before any folder is read: nothing can be stored without it
+    history_schema.need_pyarrow()  # before any folder is read: nothing can be stored without it
 
     def runs() -> Iterator[Run | history.Refused]:
         # One folder loaded at a time; only its stored rows are kept (a month of runs'
@@ -218,17 +218,17 @@ def _compact_where_due(store: Path) -> None:
     Best effort: the runs are stored whatever becomes of it, and `history compact` says why
     an index cannot be written."""
     try:
-        if history.uncovered(store) >= history.COMPACT_AFTER:
-            history.compact(store, wait=False)
+        if history_index.uncovered(store) >= history_index.COMPACT_AFTER:
+            history_index.compact(store, wait=False)
     except BwprofError:
         pass
 
 
-def history_compact(store: str | Path) -> history.Compacted:
+def history_compact(store: str | Path) -> history_index.Compacted:
     """`bwprof history compact`: the store's index written, so that a trend reads one file
-    and only the runs added since (`history.compact`)."""
+    and only the runs added since (`history_index.compact`)."""
     store_dir = user_path(store, "--store")
-    done = history.compact(store_dir)
+    done = history_index.compact(store_dir)
     assert done is not None  # waited for any other compaction
     return done
 
@@ -277,21 +277,21 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         raise BwprofError("--out is the store's folder: plots there would break readers of "
                           "the store (pandas.read_parquet reads every file); choose another "
                           "--out")
-    if history.inside_store(out_dir, store_dir):
+    if history_schema.inside_store(out_dir, store_dir):
         raise BwprofError(f"--out {shown(out_dir)} is inside the store {shown(store_dir)}: "
                           "plots there would break readers of the store "
                           "(pandas.read_parquet reads every folder in it); choose an --out "
                           "outside it")
-    # The store's texts are read cut to history.MAX_TEXT, each of host, box and device on
+    # The store's texts are read cut to history_schema.MAX_TEXT, each of host, box and device on
     # its own: a --gpu or --case as long is matched cut the same way (the scan, before the
     # cut, matches it whole).
-    shown_case = None if case is None else history.capped_text(case)
+    shown_case = None if case is None else history_schema.capped_text(case)
     notes: list[str] = []
     # A dataset scan of only the rows asked for; the plots' fleet range needs every GPU's
     # figures of the case, so with plots only the case narrows it.
-    fleet = trends.figures(history.read_store(store_dir, notes, case=case,
-                                              gpu=None if plots else gpu,
-                                              columns=TREND_COLUMNS))
+    fleet = trends.figures(history_read.read_store(store_dir, notes, case=case,
+                                                   gpu=None if plots else gpu,
+                                                   columns=TREND_COLUMNS))
     shown_gpu = None if gpu is None else _stored_gpu(gpu, fleet)
     try:
         if fleet.empty:
@@ -301,7 +301,7 @@ def trend(store: str | Path, *, gpu: str | None = None, case: str | None = None,
         if gpu is None and case is None:
             raise
         # Nothing of that GPU or case: the whole store says why, with what it holds.
-        whole = trends.figures(history.read_store(store_dir, columns=TREND_COLUMNS))
+        whole = trends.figures(history_read.read_store(store_dir, columns=TREND_COLUMNS))
         if whole.empty:
             raise BwprofError(f"--store {store_dir} holds no figure of status ok to "
                               "follow") from None
@@ -506,14 +506,15 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     (`json_ready`). With `warn`, the warnings and the notes about files not written also go
     to stderr, where a person running the command sees them."""
     run = report.run
-    lines = report_lines(run)
-    warnings = report_warnings(run)
     # The tables (a fleet's are hundreds of thousands of cells) made JSON column by column
     # (`json_table`); `json_ready` walks only the rest, as it would have walked the tables.
-    tables = {"summary": json_table(report.summary),
-              "findings": [] if run.findings is None else json_table(run.findings)}
-    if show_rows:
-        tables["rows"] = json_table(run.results)
+    with gc_paused():  # its lines and records: Python objects by the hundred thousand
+        lines = report_lines(run)
+        tables = {"summary": json_table(report.summary),
+                  "findings": [] if run.findings is None else json_table(run.findings)}
+        if show_rows:
+            tables["rows"] = json_table(run.results)
+    warnings = report_warnings(run)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,
         "run": {"path": str(run.path), "run_id": run.run_id, "host": run.host,
