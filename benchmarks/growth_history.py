@@ -2,7 +2,7 @@
 reading the same store as one dataset.
 
 Synthesises history stores of N runs (issue 36: 10 to 10,000), written the way `bwprof
-history add` writes them (`bwprof.store.history`: one Parquet file per run, `ARROW_SCHEMA`,
+history add` writes them (`bwprof.store.history`: one Parquet file per run, `arrow_schema`,
 `run-<run_id>-<key>.parquet`): the rows `prepare_run` makes of the stored H200 run
 (`tests/data/h200-quick`, 12 headline figures) repeated with a run id, key, start time,
 host, box key, GPU UUID and serial of their own and figures moved by a few percent, over
@@ -88,10 +88,11 @@ def make_store(target: Path, runs: int, first: int = 0, boxes: int | None = None
     import pyarrow.parquet as pq
 
     import bwprof
-    from bwprof.store import history
+    from bwprof.store import history, history_schema
 
     base = history.prepare_run(bwprof.load(SOURCE), datetime(2026, 12, 1, tzinfo=timezone.utc))
-    table = pa.Table.from_pandas(base.rows, schema=history.arrow_schema(), preserve_index=False)
+    table = pa.Table.from_pandas(base.rows, schema=history_schema.arrow_schema(),
+                                 preserve_index=False)
     width = table.num_rows
     boxes = boxes or max(1, runs // RUNS_PER_BOX)
     start = pd.Timestamp("2026-01-01T00:00:00Z")
@@ -126,7 +127,7 @@ def make_store(target: Path, runs: int, first: int = 0, boxes: int | None = None
         one = table
         for name, column in columns.items():
             one = one.set_column(one.schema.get_field_index(name), name, column)
-        name = f"{history.FILE_PREFIX}{run_id}-{key}{history.FILE_SUFFIX}"
+        name = f"{history_schema.FILE_PREFIX}{run_id}-{key}{history_schema.FILE_SUFFIX}"
         pq.write_table(one, target / name)
     return target
 

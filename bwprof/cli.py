@@ -841,7 +841,7 @@ def _remove_if_empty(path: Path) -> None:
             path.unlink()
 
 
-# -- history and trend: `bwprof history add`, `bwprof trend` (bwprof.store.history, .trend) --
+# -- history and trend: `bwprof history add`, `compact`, `trend` (bwprof.store.history*) --
 
 history_app = _App(
     name="history", no_args_is_help=True, add_completion=False,

@@ -36,7 +36,7 @@ from bwprof.schema.text import shown
 from bwprof.store.atomic import Picture, captured_figures, held_folder, write_csv_atomic
 from bwprof.store.export import RESULTS_FILE, TIMINGS_FILE
 from bwprof.store.formats import write_parquet
-from bwprof.store.history import PYARROW_ADVICE
+from bwprof.store.history_schema import PYARROW_ADVICE
 from bwprof.store.mirror import mirror_metadata
 from bwprof.store.runfolder import RESULTS_PARQUET, numeric_column
 

@@ -49,7 +49,7 @@ def _file_part(case: str) -> str:
 
 SHOWN = 60
 """The most characters of a name (model, path, host, case) a plot shows: a store read gives
-names of up to 200 (`bwprof.store.history.MAX_TEXT`), and titles and legends of that length
+names of up to 200 (`bwprof.store.history_schema.MAX_TEXT`), and titles and legends of that length
 leave the panels no room."""
 
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bwprof.analysis import trend
 from bwprof.cli import app
 from bwprof.errors import BwprofError
-from bwprof.store import history
+from bwprof.store import history_read, history_schema
 from tests.conftest import DATA
 from tests.faults import read_only_folder, writable_again
 
@@ -91,7 +91,7 @@ def test_a_store_row_carries_the_run_and_the_gpu(tmp_path):
     store = tmp_path / "store"
     assert runner.invoke(app, ["history", "add", str(H200), "--store", str(store)]).exit_code == 0
     stored = pd.read_parquet(store)  # the whole folder, as pandas reads a dataset
-    assert tuple(stored.columns) == history.COLUMN_NAMES
+    assert tuple(stored.columns) == history_schema.COLUMN_NAMES
     hbm = stored[stored["case"] == "hbm_triad"].iloc[0]
     assert hbm["gpu_uuid"] == H200_UUID
     assert pd.isna(hbm["gpu_serial"])  # this run predates the serial
@@ -409,12 +409,12 @@ def test_the_docs_name_trend_among_the_commands_that_exit_1_and_the_stores_colum
     assert "`trend` where a GPU's latest figure fell" in table["1"]
     store_doc = (docs / "history.md").read_text()
     assert "## History and trend" in store_doc
-    for column in history.COLUMN_NAMES:  # the store's columns, each in its table
+    for column in history_schema.COLUMN_NAMES:  # the store's columns, each in its table
         assert f"`{column}`" in store_doc, column
 
 
 def test_one_gpus_trend_is_drawn_against_the_whole_fleets_range(tmp_path):
-    fleet = trend.figures(history.read_store(fleet_store(tmp_path)))
+    fleet = trend.figures(history_read.read_store(fleet_store(tmp_path)))
     rows = trend.select(fleet, gpu="GPU-box1", case="hbm_triad")
     assert set(rows["subject"]) == {"GPU-box1"} and len(rows) == 3
     from bwprof.render.trendplot import case_figure
@@ -434,7 +434,7 @@ def _hbm_figure(tmp_path: Path, last_hbm: float):
     figure, box2's points (time, figure) in order, and the fleet's hbm_triad rows."""
     from bwprof.render.trendplot import case_figure
 
-    fleet = trend.figures(history.read_store(fleet_store(tmp_path, last_hbm)))
+    fleet = trend.figures(history_read.read_store(fleet_store(tmp_path, last_hbm)))
     rows = trend.select(fleet, case="hbm_triad")
     figure = case_figure("hbm_triad", rows, fleet[fleet["case"] == "hbm_triad"], 5.0)
     box2 = rows[rows["subject"] == "GPU-box2"]
@@ -588,7 +588,7 @@ def test_two_machines_sharing_a_host_name_are_two_boxes_in_trend(tmp_path):
     """The issue's store: a fast box and a slow VM both named `vm` were one series, and the
     slow one's DDR a fall of the fast one's. With their identities recorded they are two."""
     store = _two_boxes_named_vm(tmp_path, identities=True)
-    rows = history.read_store(store)
+    rows = history_read.read_store(store)
     boxes = set(rows["box"])
     assert len(boxes) == 2 and None not in boxes
     fleet = trend.figures(rows)
@@ -611,7 +611,7 @@ def test_runs_without_an_identity_are_keyed_by_host_name_with_a_note(tmp_path):
     before, and the trend says so."""
     store = _two_boxes_named_vm(tmp_path, identities=False)
     notes: list[str] = []
-    rows = history.read_store(store, notes)
+    rows = history_read.read_store(store, notes)
     assert rows["box"].isna().all()
     assert any("2 stored run(s) recorded no machine identity" in note for note in notes)
     fleet = trend.figures(rows)
@@ -630,89 +630,6 @@ def test_a_store_file_written_before_the_box_column_still_reads(tmp_path):
     table = pq.read_table(next(store.iterdir()))
     pq.write_table(table.drop(["box"]).replace_schema_metadata(None), old)
     notes: list[str] = []
-    rows = history.read_store(store, notes)
-    assert list(rows.columns) == list(history.COLUMN_NAMES)
+    rows = history_read.read_store(store, notes)
+    assert list(rows.columns) == list(history_schema.COLUMN_NAMES)
     assert any("1 stored run(s) recorded no machine identity" in note for note in notes)
-
-
-# -- trend reads the store as a dataset (issue 36) -------------------------------------------
-
-
-def _materialised(monkeypatch) -> list[pd.DataFrame]:
-    """Every frame the store's dataset scan hands to pandas, as it is made."""
-    frames: list[pd.DataFrame] = []
-    real = history._to_frame
-
-    def spy(table):
-        frames.append(real(table))
-        return frames[-1]
-
-    monkeypatch.setattr(history, "_to_frame", spy)
-    return frames
-
-
-@pytest.mark.parametrize("gpu, rows_of", [
-    ("GPU-box2", lambda rows: rows["gpu_uuid"] == "GPU-box2"),
-    ("box2:gpu0", lambda rows: (rows["host"] == "box2") & (rows["device"] == "gpu0")),
-])
-def test_a_trend_of_one_gpu_and_case_reads_only_their_rows(tmp_path, monkeypatch, gpu, rows_of):
-    store = fleet_store(tmp_path, last_hbm=0.90)
-    whole = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
-    fell = [line for line in whole.output.splitlines() if line.startswith("FELL")]
-    frames = _materialised(monkeypatch)
-    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", "--gpu", gpu,
-                               "--case", "hbm_triad"])
-    assert done.exit_code == 1, done.output
-    assert [line for line in done.output.splitlines() if line.startswith("FELL")] == fell
-    assert "1 GPU(s) on 1 host(s), 1 case(s), 3 run(s)" in done.output
-    read = pd.concat(frames)
-    assert len(read) == 3  # one figure of each of box2's three runs, nothing else
-    assert (rows_of(read) & (read["case"] == "hbm_triad")).all()
-
-
-def test_a_trend_with_plots_reads_the_whole_fleet_of_its_case(tmp_path, monkeypatch):
-    store = fleet_store(tmp_path)
-    frames = _materialised(monkeypatch)
-    done = runner.invoke(app, ["trend", "--store", str(store), "--out", str(tmp_path / "p"),
-                               "--gpu", "GPU-box1", "--case", "hbm_triad"])
-    assert done.exit_code == 0, done.output
-    read = pd.concat(frames)  # the fleet's range: every GPU's figures of the case
-    assert set(read["case"]) == {"hbm_triad"} and read["gpu_uuid"].nunique() == 3
-
-
-def test_a_narrowed_trend_still_notes_damaged_and_foreign_files(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    store = fleet_store(tmp_path)
-    first = sorted(store.glob("run-*.parquet"))[0]
-    table = pq.read_table(first)
-    later = table.set_column(table.schema.get_field_index("schema_version"), "schema_version",
-                             pa.array([2] * table.num_rows, pa.int64()))
-    pq.write_table(later, store / "run-later-0000000000000000.parquet")
-    pq.write_table(pa.table({"x": [1]}), store / "run-foreign-0000000000000000.parquet")
-    paged = bytearray(first.read_bytes())
-    paged[4:400] = b"\xff" * 396  # its pages, not its footer
-    (store / "run-paged-0000000000000000.parquet").write_bytes(bytes(paged))
-    (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
-    done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
-                               "--gpu", "GPU-box1", "--case", "hbm_triad"])
-    assert done.exit_code == 0, done.output
-    notes = [line for line in done.output.splitlines() if line.startswith("note: left out")]
-    assert len(notes) == 4, done.output
-    assert any("run-later" in n and "is of history version 2" in n for n in notes)
-    assert any("run-foreign" in n and "is not a bwprof history file" in n for n in notes)
-    assert any("run-paged" in n and "cannot read" in n for n in notes)
-    assert any("run-broken" in n and "cannot read" in n for n in notes)
-    assert "1 GPU(s) on 1 host(s), 1 case(s), 3 run(s)" in done.output
-
-
-def test_a_store_read_a_few_files_at_a_time_is_the_same_table(tmp_path, monkeypatch):
-    store = fleet_store(tmp_path)
-    (store / "run-broken-0000000000000000.parquet").write_bytes(b"not parquet")
-    notes: list[str] = []
-    whole = history.read_store(store, notes)
-    monkeypatch.setattr(history, "SCAN_FILES", 2)
-    parts: list[str] = []
-    pd.testing.assert_frame_equal(history.read_store(store, parts), whole)
-    assert parts == notes and sum("run-broken" in note for note in notes) == 1

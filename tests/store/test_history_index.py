@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bwprof.analysis import trend
 from bwprof.cli import app
-from bwprof.store import history
+from bwprof.store import history_index, history_read
 from tests.store.test_history import make_run
 
 pa = pytest.importorskip("pyarrow")
@@ -45,13 +45,13 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 def _read_files(monkeypatch) -> list[str]:
     """The names of the run files the store read hands to its file-by-file path."""
     seen: list[str] = []
-    real = history._fragments
+    real = history_read._fragments
 
     def spy(files, notes):
         seen.extend(path.name for path in files)
         return real(files, notes)
 
-    monkeypatch.setattr(history, "_fragments", spy)
+    monkeypatch.setattr(history_read, "_fragments", spy)
     return seen
 
 
@@ -59,17 +59,17 @@ def test_a_compacted_store_reads_as_its_run_files_and_only_new_files_one_by_one(
         tmp_path, monkeypatch):
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 4)), store)
-    whole = history.read_store(store)
+    whole = history_read.read_store(store)
     done = runner.invoke(app, ["history", "compact", "--store", str(store)])
     assert done.exit_code == 0, done.output
     assert "compacted 6 run file(s) (6 read now)" in done.output
-    assert (store / history.INDEX_FILE).is_file()
+    assert (store / history_index.INDEX_FILE).is_file()
     assert len(pd.read_parquet(store)) == len(whole)  # pandas reads the runs, not the index
     seen = _read_files(monkeypatch)
-    pd.testing.assert_frame_equal(_sorted(history.read_store(store)), _sorted(whole))
+    pd.testing.assert_frame_equal(_sorted(history_read.read_store(store)), _sorted(whole))
     assert seen == []  # every run from the index
     _add(_runs(tmp_path / "later", range(4, 5)), store)
-    after = history.read_store(store)
+    after = history_read.read_store(store)
     assert sorted(seen) == sorted(p.name for p in store.glob("run-box*-20261204*.parquet"))
     assert after["run_key"].nunique() == 8 and len(after) == len(whole) // 6 * 8
     again = runner.invoke(app, ["history", "compact", "--store", str(store)])
@@ -88,7 +88,7 @@ def test_a_run_file_removed_or_replaced_after_compaction_is_read_as_it_is_now(tm
     temp = files[1].with_name(".replacement")
     pq.write_table(replaced, temp)
     os.replace(temp, files[1])  # a new file under the same name (a new inode)
-    rows = history.read_store(store)
+    rows = history_read.read_store(store)
     assert rows["run_key"].nunique() == 5
     key = table.column("run_key")[0].as_py()
     values = rows.loc[rows["run_key"] == key, "value"]
@@ -103,31 +103,31 @@ def test_trend_says_the_same_with_and_without_the_index(tmp_path):
     assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
     for args in ([], ["--gpu", "GPU-box1", "--case", "hbm_triad"]):
         plain = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", *args])
-        shutil.copy2(store / history.INDEX_FILE, tmp_path / "index")
-        (store / history.INDEX_FILE).unlink()
+        shutil.copy2(store / history_index.INDEX_FILE, tmp_path / "index")
+        (store / history_index.INDEX_FILE).unlink()
         without = runner.invoke(app, ["trend", "--store", str(store), "--no-plots", *args])
-        shutil.copy2(tmp_path / "index", store / history.INDEX_FILE)
+        shutil.copy2(tmp_path / "index", store / history_index.INDEX_FILE)
         assert plain.output == without.output and plain.exit_code == without.exit_code == 1
 
 
 def test_a_damaged_or_foreign_index_is_a_note_and_the_run_files_are_read(tmp_path):
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 3)), store)
-    expected = len(history.read_store(store))
+    expected = len(history_read.read_store(store))
     for content in (b"not parquet", None):
         if content is None:
-            pq.write_table(pa.table({"x": [1]}), store / history.INDEX_FILE)
+            pq.write_table(pa.table({"x": [1]}), store / history_index.INDEX_FILE)
         else:
-            (store / history.INDEX_FILE).write_bytes(content)
+            (store / history_index.INDEX_FILE).write_bytes(content)
         done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
         assert done.exit_code == 0, done.output
         assert "every run file is read from itself" in done.output
         notes: list[str] = []
-        assert len(history.read_store(store, notes)) == expected
+        assert len(history_read.read_store(store, notes)) == expected
     fixed = runner.invoke(app, ["history", "compact", "--store", str(store)])
     assert fixed.exit_code == 0 and "written anew" in fixed.output
     notes = []
-    history.read_store(store, notes)
+    history_read.read_store(store, notes)
     assert not [note for note in notes if "index" in note]
 
 
@@ -144,14 +144,14 @@ def test_compaction_leaves_out_what_cannot_be_read_as_trend_does(tmp_path):
 
 def test_history_add_compacts_the_store_where_many_runs_are_outside_the_index(
         tmp_path, monkeypatch):
-    monkeypatch.setattr(history, "COMPACT_AFTER", 3)
+    monkeypatch.setattr(history_index, "COMPACT_AFTER", 3)  # as `history add` looks it up
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 2)), store)  # 2 runs: not yet
-    assert not (store / history.INDEX_FILE).exists()
+    assert not (store / history_index.INDEX_FILE).exists()
     _add(_runs(tmp_path / "more", range(2, 3)), store)  # 4
-    assert history.uncovered(store) == 0
+    assert history_index.uncovered(store) == 0
     _add(_runs(tmp_path / "again", range(3, 4)), store)  # 2 outside it: not yet
-    assert history.uncovered(store) == 2
+    assert history_index.uncovered(store) == 2
 
 
 def test_history_compact_refuses_what_is_not_a_store(tmp_path):
@@ -166,23 +166,24 @@ def test_adds_and_compactions_at_once_count_every_run_once(tmp_path, monkeypatch
 
     from bwprof import saved
 
-    monkeypatch.setattr(history, "COMPACT_AFTER", 1)  # every add compacts too
+    monkeypatch.setattr(history_index, "COMPACT_AFTER", 1)  # every add compacts too
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 3)), store)
+    assert history_index.uncovered(store) == 0  # the add compacted
     later = _runs(tmp_path / "later", range(3, 6))
     with ThreadPoolExecutor(max_workers=5) as pool:
         jobs = [pool.submit(saved.history_add, [run], store) for run in later]
         jobs += [pool.submit(saved.history_compact, store) for _ in range(2)]
         for job in jobs:
             job.result()
-    rows = history.read_store(store)
+    rows = history_read.read_store(store)
     assert rows["run_key"].nunique() == 10
     assert not rows.duplicated(["run_key", "case", "path", "device", "metric",
                                 "size_bytes", "memory", "direction"]).any()
     assert not [name for name in os.listdir(store) if name.endswith(".tmp")]
     saved.history_compact(store)
-    assert history.uncovered(store) == 0
-    pd.testing.assert_frame_equal(_sorted(history.read_store(store)), _sorted(rows))
+    assert history_index.uncovered(store) == 0
+    pd.testing.assert_frame_equal(_sorted(history_read.read_store(store)), _sorted(rows))
 
 
 def _reference_falls(rows: pd.DataFrame, threshold: float) -> list[tuple[str, str, float]]:
@@ -199,7 +200,7 @@ def _reference_falls(rows: pd.DataFrame, threshold: float) -> list[tuple[str, st
 def test_falls_judged_all_at_once_are_those_of_each_series_judged_alone(tmp_path):
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 5), boxes=range(1, 4), fall=0.9), store)
-    rows = trend.figures(history.read_store(store))
+    rows = trend.figures(history_read.read_store(store))
     for threshold in (0.01, 1.0, 5.0, 50.0):
         found = [(f.subject, f.case, round(f.fell_pct, 9)) for f in trend.falls(rows, threshold)]
         assert found == _reference_falls(rows, threshold)
@@ -207,10 +208,11 @@ def test_falls_judged_all_at_once_are_those_of_each_series_judged_alone(tmp_path
 
 
 def test_trend_says_where_many_runs_are_outside_the_index(tmp_path, monkeypatch):
-    monkeypatch.setattr(history, "COMPACT_AFTER", 3)
+    monkeypatch.setattr(history_index, "COMPACT_AFTER", 3)  # `history add` compacts
+    monkeypatch.setattr(history_read, "COMPACT_AFTER", 3)  # `trend` notes
     store = tmp_path / "store"
     _add(_runs(tmp_path / "runs", range(1, 3)), store)
-    (store / history.INDEX_FILE).unlink()  # a store never compacted
+    (store / history_index.INDEX_FILE).unlink()  # a store never compacted
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert "note: 4 run file(s) are outside the store's index" in done.output
     assert runner.invoke(app, ["history", "compact", "--store", str(store)]).exit_code == 0
@@ -227,7 +229,7 @@ def test_a_run_file_whose_name_is_not_utf8_is_read_from_itself(tmp_path):
     done = runner.invoke(app, ["history", "compact", "--store", str(store)])
     assert done.exit_code == 0, done.output
     assert "compacted 3 run file(s)" in done.output and "is not UTF-8" in done.output
-    assert history.read_store(store)["run_key"].nunique() == 4
+    assert history_read.read_store(store)["run_key"].nunique() == 4
 
 
 # Catches (issue 37 review): lock files were made 0644 and opened for writing, so in a store
@@ -244,7 +246,7 @@ def test_a_store_shared_by_several_users_can_be_locked_by_each(tmp_path, monkeyp
     finally:
         os.umask(old)
     assert done.exit_code == 0, done.output
-    assert stat.S_IMODE((store / history.INDEX_LOCK).stat().st_mode) == 0o666
+    assert stat.S_IMODE((store / history_index.INDEX_LOCK).stat().st_mode) == 0o666
     real = os.open
 
     def another_users(path, flags, *args, **kwargs):  # root is never refused: refused here

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bwprof.cli import app
-from bwprof.store import history
+from bwprof.store import history, history_read, history_schema
 from tests.store.test_history import H200, make_run, store_names
 
 pa = pytest.importorskip("pyarrow")
@@ -101,7 +101,7 @@ def test_an_entry_without_figures_gives_way_to_the_genuine_run(tmp_path, entry):
     if entry == "damaged":
         target.write_bytes(b"not parquet")
     else:
-        pq.write_table(pa.Table.from_pandas(rows, schema=history.arrow_schema(),
+        pq.write_table(pa.Table.from_pandas(rows, schema=history_schema.arrow_schema(),
                                             preserve_index=False), target)
     done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
     assert done.exit_code == 0, done.output
@@ -118,7 +118,7 @@ def test_an_entry_of_a_later_history_version_is_not_replaced(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     rows = _stored_rows().assign(schema_version=2, value=None)
-    pq.write_table(pa.Table.from_pandas(rows, schema=history.arrow_schema(),
+    pq.write_table(pa.Table.from_pandas(rows, schema=history_schema.arrow_schema(),
                                         preserve_index=False), store / GENUINE)
     before = (store / GENUINE).read_bytes()
     done = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
@@ -193,7 +193,7 @@ def test_a_store_file_of_other_column_types_is_a_note_or_read_as_the_stores_type
         assert len(notes) == 3, done.output
         assert any("run-words" in n and "value (string) cannot be read as the store's types"
                    in n for n in notes)
-    frame = history.read_store(store)
+    frame = history_read.read_store(store)
     assert frame["value"].dtype == "float64" and str(frame["started_utc"].dtype).startswith(
         "datetime64")
 
@@ -207,7 +207,7 @@ def test_a_store_file_of_castable_other_types_is_read(tmp_path):
     pq.write_table(table.set_column(index, "schema_version",
                                     pa.array([1] * len(table), pa.int32())), first)
     notes: list[str] = []
-    frame = history.read_store(store, notes)
+    frame = history_read.read_store(store, notes)
     assert not [n for n in notes if "left out" in n]
     assert frame["run_id"].nunique() == 3 and frame["schema_version"].dtype == "int64"
 
@@ -239,14 +239,14 @@ def test_huge_texts_in_a_store_are_cut_when_read(tmp_path):
             table = table.set_column(index, column, pa.array([text] * len(table), pa.string()))
         path.unlink()
         pq.write_table(table, path)
-    frame = history.read_store(store)
+    frame = history_read.read_store(store)
     for column in ("device_name", "gpu_uuid", "case"):
-        assert frame[column].str.len().max() <= history.MAX_TEXT, column
+        assert frame[column].str.len().max() <= history_schema.MAX_TEXT, column
     assert frame["gpu_uuid"].nunique() == 1  # the same long text is cut the same way
     done = runner.invoke(app, ["trend", "--store", str(store), "--no-plots"])
     assert done.exit_code == 0, done.output
     assert max(len(line) for line in done.output.splitlines()) < 2000
-    assert history.capped_text("a" * 300) != history.capped_text("a" * 299 + "b")
+    assert history_schema.capped_text("a" * 300) != history_schema.capped_text("a" * 299 + "b")
     one = runner.invoke(app, ["trend", "--store", str(store), "--no-plots",
                               "--gpu", "G" * 100_000])  # the whole UUID, as it was stored
     assert one.exit_code == 0 and "1 GPU(s)" in one.output, one.output[-500:]
