@@ -37,7 +37,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from bwprof.coerce import shorten
-from bwprof.schema.reading import MAX_INT
+from bwprof.schema.reading import MAX_INT, gc_paused
 
 
 class MetaError(ValueError):
@@ -45,7 +45,6 @@ class MetaError(ValueError):
 
 
 _R = TypeVar("_R", bound="Record")
-_HINTS: dict[type, dict[str, Any]] = {}
 
 OMIT_NONE: dict[str, object] = {"omit": "none"}
 """Field metadata: left out of `as_dict()` while None (a part the run did not reach)."""
@@ -78,78 +77,292 @@ def _expected(hint: Any) -> str:
         hint, str(hint))
 
 
-_SHAPES: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
-"""Each field type's origin and arguments, looked up once: a fleet's system.json checks
-some two hundred values per node, ten thousand nodes."""
+# -- checking parsed JSON ---------------------------------------------------------------------
+#
+# A fleet's system.json holds some two hundred values a node, ten thousand nodes: each field
+# type is compiled once into a converter (a closure chosen by its hint), and a value's dotted
+# path is spelled only when it is refused. A converter raises `_Refusal` with the words after
+# the path; each record, list and object it passes on the way up adds its part of the path,
+# and `Record.from_dict` raises the MetaError naming it.
+
+_FIELD, _INDEX, _KEY = range(3)
 
 
-def _shape(hint: Any) -> tuple[Any, tuple[Any, ...]]:
-    shape = _SHAPES.get(hint)
-    if shape is None:
-        shape = _SHAPES[hint] = (get_origin(hint), get_args(hint))
-    return shape
+class _Refusal(Exception):
+    """A value of the wrong kind on its way up to `Record.from_dict`: `words` spells the
+    message once its path is known; `steps` are the parts of that path, innermost first."""
+
+    def __init__(self, words: Callable[[str], str]) -> None:
+        super().__init__()
+        self.words = words
+        self.steps: list[tuple[int, object]] = []
+
+    def at(self, step: int, part: object) -> _Refusal:
+        """This refusal, one part further out on its path."""
+        self.steps.append((step, part))
+        return self
+
+    def message(self, where: str) -> str:
+        """The message, the path starting at `where` (the part `from_dict` was asked for)."""
+        path = where
+        for step, part in reversed(self.steps):
+            if step == _FIELD:
+                path = f"{path}.{part}" if path else str(part)
+            elif step == _INDEX:
+                path = f"{path}[{part}]"
+            else:
+                path = f"{path}.{shorten(part)}"
+        return self.words(path)
 
 
-def _convert(value: object, hint: Any, path: str) -> Any:
-    """`value` (parsed JSON) checked against a field's type hint; MetaError where it is not."""
-    origin, args = _shape(hint)
+def _wrong_kind(expected: str, value: object) -> _Refusal:
+    return _Refusal(lambda path: f"{path} should be {expected}, not {_kind(value)}")
+
+
+def _below(minimum: float, value: object) -> _Refusal:
+    return _Refusal(lambda path: f"{path} should be {minimum:g} or more, not {value!r}")
+
+
+_Converter = Callable[[Any], Any]
+_CONVERTERS: dict[tuple[Any, float | None], _Converter] = {}
+_SCALARS = (bool, int, float, str)
+
+
+def _converter(hint: Any, minimum: float | None = None) -> _Converter:
+    """The converter of a field's type hint and `min` metadata, compiled at its first use."""
+    convert = _CONVERTERS.get((hint, minimum))
+    if convert is None:
+        convert = _CONVERTERS[hint, minimum] = _compile(hint, minimum)
+    return convert
+
+
+def _compile(hint: Any, minimum: float | None) -> _Converter:
+    """A function checking parsed JSON against `hint` (then `minimum`: a number, or each
+    number of a tuple, at least that) and returning the field's value, or raising
+    `_Refusal`. Chosen once here, so a value costs its own checks only."""
+    origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
-        options = [arg for arg in args if arg is not type(None)]
-        if value is None and len(options) < len(args):
-            return None
-        for option in options:
-            try:
-                return _convert(value, option, path)
-            except MetaError:
-                if option is options[-1]:
-                    raise
-        raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
-    if hint is object:
-        return value
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not -MAX_INT <= value < MAX_INT:  # no count bwprof records is larger
-                raise MetaError(f"{path} should be an integer of 64 bits, not one of "
-                                f"{value.bit_length()} bits")
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise MetaError(f"{path} should be a finite number, not {value!r}")
-            return value
-    elif hint is str:
-        if isinstance(value, str):
-            return value
+        options = tuple(arg for arg in args if arg is not type(None))
+        nullable = len(options) < len(args)
+        if len(options) == 1 and options[0] in _SCALARS:
+            return _compile_scalar(options[0], minimum, nullable)
+        convert = _compile_union(tuple(_converter(arg) for arg in options), nullable)
+    elif hint in _SCALARS:
+        return _compile_scalar(hint, minimum, nullable=False)
+    elif hint is object:
+        convert = _as_is
     elif origin is tuple:
-        if isinstance(value, (list, tuple)):
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(_convert(item, args[0], f"{path}[{i}]")
-                             for i, item in enumerate(value))
-            if len(value) != len(args):
-                raise MetaError(f"{path} should be a list of {len(args)}, not of {len(value)}")
-            return tuple(_convert(item, arg, f"{path}[{i}]")
-                         for i, (item, arg) in enumerate(zip(value, args, strict=True)))
+        if len(args) == 2 and args[1] is Ellipsis:
+            convert = _compile_sequence(_converter(args[0]), _expected(hint))
+        else:
+            convert = _compile_fixed(tuple(_converter(arg) for arg in args), _expected(hint))
     elif origin in (dict, Mapping):
-        if isinstance(value, Mapping):
-            _, item_hint = args
-            return {str(key): _convert(item, item_hint, f"{path}.{shorten(key)}")
-                    for key, item in value.items()}
+        convert = _compile_mapping(_converter(args[1]), _expected(hint))
     elif isinstance(hint, type) and issubclass(hint, Record):
-        return hint.from_dict(value, path)
+        convert = _compile_record(hint)
     else:
-        raise TypeError(f"bwprof.schema.meta cannot check a field of type {hint!r}")
-    raise MetaError(f"{path} should be {_expected(hint)}, not {_kind(value)}")
+        def unknown(value: object) -> NoReturn:  # raised where such a field is read, as ever
+            raise TypeError(f"bwprof.schema.meta cannot check a field of type {hint!r}")
+        return unknown
+    return convert if minimum is None else _compile_minimum(convert, minimum)
 
 
-def _check_min(value: object, minimum: float, path: str) -> None:
-    items = value if isinstance(value, tuple) else (value,)
-    for index, item in enumerate(items):
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and item < minimum:
-            where = f"{path}[{index}]" if isinstance(value, tuple) else path
-            raise MetaError(f"{where} should be {minimum:g} or more, not {item!r}")
+def _compile_scalar(hint: type, minimum: float | None, nullable: bool) -> _Converter:
+    """bool, int, float or str, or null too where `nullable` (`int | None`): the fields
+    most values fill, one call each."""
+    expected = _expected(hint)
+    low = -math.inf if minimum is None else minimum
+    if hint is int:
+        def to_int(value: object) -> object:
+            if isinstance(value, int) and value.__class__ is not bool:
+                if -MAX_INT <= value < MAX_INT:  # no count bwprof records is larger
+                    if value < low:
+                        raise _below(low, value)
+                    return value
+                bits = value.bit_length()
+                raise _Refusal(lambda path: f"{path} should be an integer of 64 bits, not one "
+                                            f"of {bits} bits")
+            if value is None and nullable:
+                return None
+            raise _wrong_kind(expected, value)
+        return to_int
+    if hint is float:
+        def to_float(value: object) -> object:
+            if isinstance(value, (int, float)) and value.__class__ is not bool:
+                if math.isfinite(value):
+                    if value < low:
+                        raise _below(low, value)
+                    return value
+                raise _Refusal(lambda path: f"{path} should be a finite number, not {value!r}")
+            if value is None and nullable:
+                return None
+            raise _wrong_kind(expected, value)
+        return to_float
+    kind = hint  # a bool or a str is never below a minimum (neither is a number)
+
+    def to_kind(value: object) -> object:
+        if isinstance(value, kind) or (value is None and nullable):
+            return value
+        raise _wrong_kind(expected, value)
+    return to_kind
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+def _compile_union(options: tuple[_Converter, ...], nullable: bool) -> _Converter:
+    """The first option that takes the value; null where the union holds None. The last
+    option's refusal is the union's."""
+    *first, last = options
+
+    def any_of(value: object) -> object:
+        if value is None and nullable:
+            return None
+        for option in first:
+            try:
+                return option(value)
+            except _Refusal:
+                pass
+        return last(value)
+    return any_of
+
+
+def _compile_sequence(item: _Converter, expected: str) -> _Converter:
+    """tuple[X, ...]: a JSON list, each entry an X."""
+    def to_tuple(value: object) -> object:
+        if not isinstance(value, (list, tuple)):
+            raise _wrong_kind(expected, value)
+        items: list[object] = []
+        try:
+            for entry in value:
+                items.append(item(entry))
+        except _Refusal as refusal:
+            raise refusal.at(_INDEX, len(items)) from None  # the entry after those taken
+        return tuple(items)
+    return to_tuple
+
+
+def _compile_fixed(items: tuple[_Converter, ...], expected: str) -> _Converter:
+    """tuple[X, Y]: a JSON list of exactly that many entries."""
+    def to_fixed(value: object) -> object:
+        if not isinstance(value, (list, tuple)):
+            raise _wrong_kind(expected, value)
+        if len(value) != len(items):
+            given = len(value)
+            raise _Refusal(lambda path: f"{path} should be a list of {len(items)}, not of "
+                                        f"{given}")
+        out: list[object] = []
+        try:
+            for entry, item in zip(value, items, strict=True):
+                out.append(item(entry))
+        except _Refusal as refusal:
+            raise refusal.at(_INDEX, len(out)) from None
+        return tuple(out)
+    return to_fixed
+
+
+def _compile_mapping(item: _Converter, expected: str) -> _Converter:
+    """Mapping[str, X]: a JSON object, each value an X (a plain dict is returned)."""
+    if item is _as_is:
+        def to_open(value: object) -> object:
+            if isinstance(value, Mapping):
+                return dict(zip(map(str, value.keys()), value.values(), strict=True))
+            raise _wrong_kind(expected, value)
+        return to_open
+
+    def to_dict(value: object) -> object:
+        if not isinstance(value, Mapping):
+            raise _wrong_kind(expected, value)
+        out: dict[str, object] = {}
+        for key, entry in value.items():
+            name = str(key)
+            try:
+                out[name] = item(entry)
+            except _Refusal as refusal:
+                raise refusal.at(_KEY, key) from None
+        return out
+    return to_dict
+
+
+def _compile_minimum(convert: _Converter, minimum: float) -> _Converter:
+    """`convert`, then the field's `min` check of each number of the tuple it gives (all
+    entries are checked for their kind first, as ever)."""
+    def at_least(value: object) -> object:
+        value = convert(value)
+        if isinstance(value, tuple):
+            for index, item in enumerate(value):
+                if (isinstance(item, (int, float)) and item.__class__ is not bool
+                        and item < minimum):
+                    raise _below(minimum, item).at(_INDEX, index)
+        elif (isinstance(value, (int, float)) and value.__class__ is not bool
+              and value < minimum):
+            raise _below(minimum, value)
+        return value
+    return at_least
+
+
+_ABSENT = object()
+_REQUIRED = object()
+
+
+def _compile_record(cls: type[Record]) -> _Converter:
+    """A JSON object as a `cls`, each field by its own converter. Its plan (the fields, their
+    converters and defaults) is made at the first object read, once every class the fields
+    name is defined. The record is built by filling its __dict__ in field order, as the
+    dataclass's __init__ would (the `_recorded` names last); a class whose __init__ does
+    more (a __post_init__, a field outside it) is built through it."""
+    plan: tuple[tuple[str, _Converter, object, Callable[[], object] | None], ...] = ()
+    every: frozenset[str] = frozenset()
+    plain = ready = False
+
+    def prepare() -> None:
+        nonlocal plan, every, plain, ready
+        hints = get_type_hints(cls)
+        specs = fields(cls)
+        plan = tuple(
+            (spec.name, _converter(hints[spec.name], spec.metadata.get("min")),
+             _REQUIRED if spec.default is MISSING and spec.default_factory is MISSING
+             else spec.default,
+             None if spec.default_factory is MISSING else spec.default_factory)
+            for spec in specs)
+        every = frozenset(spec.name for spec in specs)
+        plain = (not hasattr(cls, "__post_init__") and all(spec.init for spec in specs)
+                 and len(specs) == len(cls.__dataclass_fields__))
+        ready = True  # last: a thread that sees it sees the plan whole
+
+    def to_record(data: object) -> object:
+        if not isinstance(data, Mapping):
+            kind = _kind(data)
+            raise _Refusal(lambda path: f"{path or 'the top level'} should be an object, "
+                                        f"not {kind}")
+        if not ready:
+            prepare()
+        get = data.get
+        state: dict[str, object] = {}
+        missing: list[str] = []
+        for name, convert, default, factory in plan:
+            value = get(name, _ABSENT)
+            if value is _ABSENT:
+                if default is _REQUIRED:
+                    raise _Refusal(lambda path: f"{path} is missing").at(_FIELD, name)
+                missing.append(name)
+                state[name] = default if factory is None else factory()
+                continue
+            try:
+                state[name] = convert(value)
+            except _Refusal as refusal:
+                raise refusal.at(_FIELD, name) from None
+        recorded = every.difference(missing) if missing else every
+        if plain:
+            record = object.__new__(cls)
+            state["_recorded"] = recorded
+            record.__dict__.update(state)
+        else:
+            record = cls(**{name: state[name] for name in state if name not in missing})
+            object.__setattr__(record, "_recorded", recorded)
+        return record
+    return to_record
 
 
 def to_json(value: object, text: Callable[[str], str] | None = None) -> object:
@@ -194,24 +407,11 @@ class Record:
     def from_dict(cls: type[_R], data: object, where: str = "") -> _R:
         """The part at dotted path `where` (empty for the top) from parsed JSON; MetaError
         naming the path where a value is missing or of the wrong kind."""
-        if not isinstance(data, Mapping):
-            raise MetaError(f"{where or 'the top level'} should be an object, not {_kind(data)}")
-        hints = _HINTS.get(cls)
-        if hints is None:
-            hints = _HINTS[cls] = get_type_hints(cls)
-        values: dict[str, object] = {}
-        for spec in fields(cls):
-            path = f"{where}.{spec.name}" if where else spec.name
-            if spec.name not in data:
-                if spec.default is MISSING and spec.default_factory is MISSING:
-                    raise MetaError(f"{path} is missing")
-                continue
-            value = _convert(data[spec.name], hints[spec.name], path)
-            if "min" in spec.metadata:
-                _check_min(value, spec.metadata["min"], path)
-            values[spec.name] = value
-        record = cls(**values)
-        object.__setattr__(record, "_recorded", frozenset(values))
+        try:
+            with gc_paused():
+                record: _R = _converter(cls)(data)
+        except _Refusal as refusal:
+            raise MetaError(refusal.message(where)) from None
         return record
 
     def recorded(self, name: str) -> bool:
