@@ -189,11 +189,14 @@ def _compile_scalar(hint: type, minimum: float | None, nullable: bool) -> _Conve
     if hint is float:
         def to_float(value: object) -> object:
             if isinstance(value, (int, float)) and value.__class__ is not bool:
-                if math.isfinite(value):
+                if _finite(value):
                     if value < low:
                         raise _below(low, value)
                     return value
-                raise _Refusal(lambda path: f"{path} should be a finite number, not {value!r}")
+                shown_value = (repr(value) if isinstance(value, float)
+                               else f"an integer of {value.bit_length()} bits")
+                raise _Refusal(lambda path: f"{path} should be a finite number, not "
+                                            f"{shown_value}")
             if value is None and nullable:
                 return None
             raise _wrong_kind(expected, value)
@@ -363,6 +366,15 @@ def _compile_record(cls: type[Record]) -> _Converter:
             object.__setattr__(record, "_recorded", recorded)
         return record
     return to_record
+
+
+def _finite(value: int | float) -> bool:
+    """Whether `value` is a finite double: an integer of more than about 308 digits is not
+    one (math.isfinite raises OverflowError for it)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def to_json(value: object, text: Callable[[str], str] | None = None) -> object:
@@ -860,11 +872,13 @@ class RunMeta(Record):
     keeps None: see `state`."""
     interrupted: bool = False
     """The run stopped before the end of its plan: a stop signal, a folder that could not
-    take a row, or a bug (`stopped_by` says which). Not set when only the report files
-    after the last case were cut short."""
+    take a row, or a bug (`stopped_by` says which); also a stop signal after every case was
+    measured, while the final files were written (`stopped_by` then ends 'after every case
+    was measured', and reading takes the run as finished: `RunFolder.state`). Not set when a
+    full disk cut only the report files after the last case short."""
     stopped_by: str | None = field(default=None, metadata=OMIT_NONE)
-    """What ended the run early: a stop signal ('SIGHUP'), 'output error: <what>' or
-    'error: <exception>'."""
+    """What ended the run early: a stop signal ('SIGHUP', 'SIGHUP after every case was
+    measured'), 'output error: <what>' or 'error: <exception>'."""
     plan: PlanMeta | None = None
     host: HostInfo | None = None
     gpus: GpusMeta = field(default_factory=GpusMeta)

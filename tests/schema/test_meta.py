@@ -169,6 +169,9 @@ MALFORMED = {
                                   "plan.transfer_sizes[1] should be 0 or more, not -1"),
     "a non-finite figure": (_set("gpus.devices.1.peak_hbm_gbps", float("inf")),
                             "gpus.devices[1].peak_hbm_gbps should be a finite number, not inf"),
+    "an integer past any double": (  # math.isfinite raised OverflowError for it
+        _set("gpus.devices.1.peak_hbm_gbps", 10**400),
+        "gpus.devices[1].peak_hbm_gbps should be a finite number, not an integer of 1329 bits"),
     "a required part missing": (_drop("gpus.devices.0.properties.name"),
                                 "gpus.devices[0].properties.name is missing"),
     "a compute capability of one number": (
