@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
+STOPPING_TAG = 98
+"""A rank's word to rank 0 that a stop signal reached it (`Fleet.announce_stop`)."""
 HURRIED_WAIT_S = 0.2
 """After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
 mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
@@ -243,6 +245,9 @@ class Fleet:
     later step that waits for one gives up at once, so a stopped rank costs the job one
     timeout, not one per step or per net_p2p job."""
     _last_beat: float = float("-inf")
+    _announced: list[Any] = field(default_factory=list)
+    """`announce_stop`'s send, its own list: it is made from a signal handler, which may
+    run while the main thread rebuilds `_beats`."""
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -455,11 +460,32 @@ class Fleet:
         self._poll(lambda: (self.comm.iprobe(source=source, tag=tag), None), what, source)
         return self.comm.recv(source=source, tag=tag)
 
+    def announce_stop(self, signal_name: str) -> None:
+        """Tell rank 0 that a stop signal reached this rank, once, the moment its handler
+        runs (from the signal handler: between two of the main thread's steps, never inside
+        an MPI call): a rank still finishing when rank 0 stops waiting for it (0.2 s after
+        a signal) is then named `interrupted`, not `missing` (`stopped_ranks`). Never raises
+        (an error here would surface wherever the signal landed)."""
+        if self.rank == 0 or self._announced:
+            return
+        with suppress(Exception):
+            self._announced.append(self.comm.isend(signal_name, dest=0, tag=STOPPING_TAG))
+
+    def stopped_ranks(self) -> dict[int, str]:
+        """On rank 0: {rank: the signal it said reached it} for the ranks that announced one
+        (`announce_stop`), taking their words off the queue."""
+        said: dict[int, str] = {}
+        for source in range(1, self.size) if self.rank == 0 else ():
+            while self.comm.iprobe(source=source, tag=STOPPING_TAG):
+                said[source] = str(self.comm.recv(source=source, tag=STOPPING_TAG))
+        return said
+
     def drain(self) -> None:
         """Take the heartbeats still queued for this rank, before MPI finalises, and forget
         sends that completed."""
         for source in (range(1, self.size) if self.rank == 0 else [0]):
             self._heard_from(source)
+        self.stopped_ranks()
         self._pending = [request for request in self._pending if not request.test()[0]]
 
     def _next_tag(self) -> int:

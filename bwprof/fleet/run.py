@@ -20,10 +20,12 @@ folder.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -79,16 +81,21 @@ class FailAtFirstLocalJob:
     after the collective case, so its peers are not left waiting; or, with `hang`
     (`--hang-rank`), never returns from it, as a rank stuck in a driver call would."""
 
-    def __init__(self, inner: ProgressListener | None, hang: bool = False) -> None:
-        self.inner, self.hang = inner, hang
+    def __init__(self, inner: ProgressListener | None, hang: bool = False,
+                 rank: int = 0) -> None:
+        self.inner, self.hang, self.rank = inner, hang, rank
 
     def start(self, total: int, estimate_s: float | None = None) -> None:
         if self.inner is not None:
             self.inner.start(total, estimate_s)
 
     def job_started(self, job: Job, left_s: float | None = None) -> None:
-        while job.case != "net_p2p" and self.hang:
-            time.sleep(1)  # silent from now on: no heartbeat, no result
+        try:
+            while job.case != "net_p2p" and self.hang:
+                time.sleep(1)  # silent from now on: no heartbeat, no result
+        except KeyboardInterrupt:  # a stop signal: the stuck call returns, maybe late
+            _test_delay(self.rank, "job")
+            raise
         if job.case != "net_p2p":
             raise InjectedFailure("failure injected by --fail-rank (a test of fleet errors)")
         if self.inner is not None:
@@ -183,6 +190,7 @@ def run_fleet(
 
     ask_for_hardware_queues()  # before MPI starts: a CUDA-aware MPI may start CUDA
     fleet = Fleet.join(timeout_s)
+    announcing = _announce_stops(fleet)
     try:
         return _take_part(fleet, out, timeout_s, fail_rank, hang_rank, progress, command_line,
                           {**options, "all_pairs": all_pairs, "groups": groups})
@@ -197,7 +205,32 @@ def run_fleet(
         fleet.abort(1)  # an exit would leave MPI owing sends, and the others waiting
         raise SystemExit(1) from None
     finally:
+        for signum, handler in announcing.items():
+            with suppress(OSError, ValueError):
+                signal.signal(signum, handler)
         interrupts.unhold()
+
+
+def _announce_stops(fleet: Fleet) -> dict[int, Any]:
+    """On a rank other than 0, the stop signals' handlers first tell rank 0 that the signal
+    came (`Fleet.announce_stop`), then handle it as before; the handlers replaced, to put
+    back. Only where a handler of Python's is in (bwprof's, in the main thread)."""
+    replaced: dict[int, Any] = {}
+    if fleet.rank == 0 or threading.current_thread() is not threading.main_thread():
+        return replaced
+    for signum in interrupts.handled():
+        previous = signal.getsignal(signum)
+        if not callable(previous):
+            continue
+
+        def announce(number: int, frame: Any, previous: Any = previous) -> None:
+            fleet.announce_stop(signal.Signals(number).name)
+            previous(number, frame)
+
+        with suppress(OSError, ValueError):
+            signal.signal(signum, announce)
+            replaced[signum] = previous
+    return replaced
 
 
 def _take_part(fleet: Fleet, out: Path | None, timeout_s: float, fail_rank: int | None,
@@ -285,7 +318,8 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         if unlisted else [])
     shown = progress if fleet.rank == 0 else None  # only rank 0 prints
     injected = fleet.rank in (fail_rank, hang_rank)  # tests of fleet errors
-    listener = Heartbeat(fleet, FailAtFirstLocalJob(shown, hang=fleet.rank == hang_rank)
+    listener = Heartbeat(fleet, FailAtFirstLocalJob(shown, hang=fleet.rank == hang_rank,
+                                                    rank=fleet.rank)
                          if injected else shown)
     vote = BudgetVote(fleet)
     try:
@@ -318,7 +352,7 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         except FleetTimeout as exc:
             report.error = report.error or f"{exc}"
     _read_own(folder, report)
-    _test_delay(fleet.rank)
+    _test_delay(fleet.rank, "finish")
 
     report.interrupted = report.interrupted or interrupts.received()
     # Rank 0 merges as a stream (its memory does not grow with the fleet): every rank's
@@ -353,7 +387,7 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
             return
         for lost in range(max(stream.next, looked[0]), until):
             looked[0] = lost + 1
-            found = _salvage(out, lost)
+            found = _salvage(out, lost, fleet.stopped_ranks)
             if found is not None:
                 salvaged.append(lost)
                 take(lost, found)
@@ -424,14 +458,16 @@ def _read_own(folder: Path, report: RankReport) -> None:
         report.timelines = []
 
 
-def _salvage(out: Path, rank: int) -> RankReport | None:
+def _salvage(out: Path, rank: int,
+             announced: Callable[[], dict[int, str]]) -> RankReport | None:
     """On rank 0: the report of a rank that sent nothing in time, read from its own folder
     where rank 0 can (a folder the nodes share, or a rank of rank 0's node); None where it
     cannot. Every rank writes its rows as it goes, so each it finished is kept: a rank still
     finishing 0.2 s after a stop signal lost them all from the merge, named `missing`. Its
     fate is what its folder says: `interrupted` by the signal its system.json names,
-    `failed` by what else stopped it; otherwise (measuring still, hung, killed, or silent
-    after it finished) `missing`, its finished rows kept."""
+    `failed` by what else stopped it; else `interrupted` where it told rank 0 a signal came
+    (`announced`: still finishing, its folder not final); otherwise (measuring still, hung,
+    killed, or silent after it finished) `missing`, its finished rows kept."""
     folder = rank_dir(out, rank)
     meta = _read_meta(folder / SYSTEM_FILE)
     if meta is None:  # no folder here, or not even the system.json of its claim
@@ -447,7 +483,8 @@ def _salvage(out: Path, rank: int) -> RankReport | None:
     report.timings = kept
     report.notes.append(f"sent rank 0 nothing in time: its {len(report.rows)} finished "
                         f"row(s) were read from its folder, {folder}")
-    stopped = (meta.stopped_by or "interrupted") if meta.interrupted else None
+    stopped = ((meta.stopped_by or "interrupted") if meta.interrupted
+               else announced().get(rank))
     if stopped is not None and stopped.startswith(("error", "output error")):
         report.error = stopped
     elif stopped is not None:
@@ -457,12 +494,16 @@ def _salvage(out: Path, rank: int) -> RankReport | None:
     return report
 
 
-def _test_delay(rank: int) -> None:
-    """A test's hook (`BWPROF_FLEET_TEST_DELAY=RANK:SECONDS`): that rank waits as long
-    before its last steps, as a rank slow to finish (loaded, on a slow disk) does."""
+def _test_delay(rank: int, stage: str) -> None:
+    """A test's hook (`BWPROF_FLEET_TEST_DELAY=RANK:SECONDS[:STAGE]`): that rank waits as
+    long at `stage`, as a rank slow to finish (loaded, on a slow disk) does: 'finish'
+    (the default), before its last steps, its folder written; 'job', when a stop signal
+    ends `--hang-rank`'s stuck job, its folder not yet final (a driver call returning
+    late)."""
     asked = os.environ.get("BWPROF_FLEET_TEST_DELAY", "").split(":")
-    with suppress(ValueError):
-        if len(asked) == 2 and int(asked[0]) == rank:
+    with suppress(ValueError), interrupts.deferred():  # as a step no signal cuts short
+        if (len(asked) in (2, 3) and int(asked[0]) == rank
+                and (asked[2:] or ["finish"])[0] == stage):
             time.sleep(min(float(asked[1]), 600.0))
 
 

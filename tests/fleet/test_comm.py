@@ -13,6 +13,7 @@ from bwprof.errors import BwprofError
 from bwprof.fleet import comm as comm_module
 from bwprof.fleet.comm import (
     HEARTBEAT_TAG,
+    STOPPING_TAG,
     Fleet,
     FleetTimeout,
     import_mpi,
@@ -343,3 +344,23 @@ def test_a_rank_given_up_on_once_is_given_up_on_at_once_after(monkeypatch):
         "(rank 2 waited 0.05 s for the plan from rank 0, silent all that time)",
         {0: "mine", 1: "again"}]
     assert receiver.silent(1) is None and conductor.silent(2) and not conductor.silent(1)
+
+
+# Catches (issue 37): a rank signalled with the others but still finishing when rank 0 stopped
+# waiting (0.2 s) was named `missing`: nothing told rank 0 that the signal had reached it
+def test_a_rank_tells_rank_0_once_that_a_stop_signal_came_and_never_raises():
+    rank_1 = Fleet(FakeComm(), rank=1, size=3, local_rank=0, local_size=1, host="n",
+                   timeout_s=0.05)
+    rank_1.announce_stop("SIGTERM")
+    rank_1.announce_stop("SIGINT")  # a second signal: said once
+    assert rank_1.comm.sent == [(0, STOPPING_TAG)]
+    root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
+                 timeout_s=0.05)
+    root.announce_stop("SIGTERM")  # rank 0 tells no one
+    assert root.comm.sent == []
+    assert root.stopped_ranks() == {1: "from one"}  # the word rank 1 sent, taken
+    assert root.stopped_ranks() == {}
+    broken = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
+                   timeout_s=0.05)
+    broken.comm.isend = lambda *args, **kwargs: 1 / 0  # from a signal handler: no raise
+    broken.announce_stop("SIGTERM")

@@ -270,10 +270,10 @@ def test_an_interrupted_job_that_cannot_write_its_merge_exits_130(monkeypatch, t
     assert refused.value.exit_code == 130 and fleet.said[-1] == ("the merged folder", 130)
 
 
-def _silent_rank_1(tmp_path, interrupted: bool):
+def _silent_rank_1(tmp_path, folder_says: bool):
     """Rank 0 of a fake 2-rank fleet whose rank 1 sends nothing after the GPU counts: once
     rank 0 has measured, rank 1's folder is a copy of rank 0's, its system.json saying it
-    was stopped by SIGTERM (`interrupted`) or, as its claim wrote it, nothing more."""
+    was stopped by SIGTERM (`folder_says`) or, as its claim wrote it, nothing more."""
     out = tmp_path / "run"
 
     def gathered(mine):
@@ -283,8 +283,8 @@ def _silent_rank_1(tmp_path, interrupted: bool):
             own, other = out / "ranks" / "rank-0000", out / "ranks" / "rank-0001"
             shutil.copytree(own, other)
             system = json.loads((other / "system.json").read_text())
-            system.update(interrupted=interrupted, stopped_by="SIGTERM", finished_utc=None)
-            if not interrupted:
+            system.update(interrupted=folder_says, stopped_by="SIGTERM", finished_utc=None)
+            if not folder_says:
                 del system["stopped_by"]
             (other / "system.json").write_text(json.dumps(system))
         return {0: mine} if mine is not None else {0: None, 1: None}
@@ -296,12 +296,14 @@ def _silent_rank_1(tmp_path, interrupted: bool):
 # Catches (issue 37): a rank that sent nothing in time (0.2 s after a stop signal, or the
 # whole timeout) was merged as `missing` with none of its rows, though every row it finished
 # was in its own folder, on the disk rank 0 writes to
-@pytest.mark.parametrize("interrupted", [True, False])
-def test_a_rank_that_sent_nothing_is_merged_from_its_own_folder(monkeypatch, tmp_path,
-                                                               interrupted):
-    out, fleet = _silent_rank_1(tmp_path, interrupted)
+@pytest.mark.parametrize("said", ["by its folder", "by its word", "nowhere"])
+def test_a_rank_that_sent_nothing_is_merged_from_its_own_folder(monkeypatch, tmp_path, said):
+    """Its fate: `interrupted` where its folder says a signal stopped it, or it told rank 0
+    one came (its folder not final yet); else `missing`. Its finished rows kept each time."""
+    out, fleet = _silent_rank_1(tmp_path, folder_says=said == "by its folder")
+    fleet.announced = {1: "SIGTERM"} if said == "by its word" else {}
     _join(monkeypatch, fleet)
-    if interrupted:
+    if said != "nowhere":
         with pytest.raises(RunInterrupted):
             fleet_run.run_fleet(out=out, **TWO_JOBS)
     else:
@@ -315,7 +317,7 @@ def test_a_rank_that_sent_nothing_is_merged_from_its_own_folder(monkeypatch, tmp
     timings = pd.read_csv(out / "timings.csv")
     assert set(timings["result_row"]) == set(range(len(results[results["case"] != "rank"])))
     errors = results[results["status"] == "error"]
-    if interrupted:  # its folder says the signal stopped it: so does the merge, and 130
+    if said != "nowhere":  # it was stopped by a signal: so says the merge, and 130
         assert [(r["status"], r.get("error")) for r in ranks] == [
             ("ok", None), ("interrupted", "SIGTERM")]
         assert errors.empty

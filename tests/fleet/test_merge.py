@@ -210,6 +210,10 @@ class _FakeFleet:
     def drain(self):
         pass
 
+    def stopped_ranks(self):
+        """The ranks that told rank 0 a stop signal reached them (`Fleet.announce_stop`)."""
+        return getattr(self, "announced", {})
+
 
 FLEET_OPTIONS = dict(cases="ddr_triad", preset="quick", repeats=2, threads="1", size="1MiB",
                      sample_interval_ms=50, file_format="csv", simulate=True, plots=False,

@@ -99,6 +99,11 @@ class _Job:
                                            (self.folder / "stdout").read_text(),
                                            (self.folder / "stderr").read_text())
 
+    def running(self, deadline: float) -> bool:
+        """Whether the job is still running, before `deadline` (a test waiting on one of
+        its steps stops waiting once it ended)."""
+        return self._process.poll() is None and time.monotonic() < deadline
+
     def close(self) -> None:
         if self._process.poll() is None:  # timed out, or never waited for: take it down
             self._process.kill()
@@ -396,11 +401,11 @@ def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_
     try:
         finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
         deadline = time.monotonic() + JOB_LIMIT_S
-        while not finished.is_file() and time.monotonic() < deadline:
+        while not finished.is_file() and job.running(deadline):
             time.sleep(0.2)
         os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
         system = job.out / "ranks" / "rank-0001" / "system.json"
-        while time.monotonic() < deadline:  # rank 1 has written its interrupted folder
+        while job.running(deadline):  # rank 1 has written its interrupted folder
             with contextlib.suppress(OSError, ValueError):
                 if json.loads(system.read_text()).get("interrupted"):
                     break
@@ -415,7 +420,7 @@ def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_
     assert "Traceback" not in done.stderr
     system = json.loads((job.out / "system.json").read_text())
     assert system["interrupted"] is True and system["stopped_by"].startswith("SIGTERM")
-    assert [(r["status"], r["error"]) for r in system["mpi"]["ranks"]] == [
+    assert [(r["status"], r.get("error")) for r in system["mpi"]["ranks"]] == [
         ("interrupted", "SIGTERM"), ("interrupted", "SIGTERM")]
     results = pd.read_csv(job.out / "results.csv")
     own = pd.read_csv(job.out / "ranks" / "rank-0001" / "results.csv")
@@ -423,4 +428,42 @@ def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_
     merged = results[results["rank"] == 1]
     assert list(merged["case"]) == list(own["case"])  # every row it finished, no error row
     assert list(merged["gbps_best"].fillna(-1)) == list(own["gbps_best"].fillna(-1))
+    assert (results[results["rank"] == 0]["status"] == "ok").any()
+
+
+# Catches (issue 37): with every rank signalled at once, a rank whose stuck call returned late
+# (its folder not final when rank 0 stopped waiting, 0.2 s after its own signal) was named
+# `missing`, not `interrupted`, its finished rows left out of the merge
+def test_every_rank_signalled_at_once_names_a_rank_still_finishing_interrupted(tmp_path):
+    """Rank 1 hangs at its first local job; rank 0 finishes and waits for it. SIGTERM to
+    rank 1 and at once to rank 0; rank 1's stuck call returns 8 s after its signal (a test
+    hook), its folder not final meanwhile. Its signal handler told rank 0 the signal came,
+    so rank 0 names it interrupted and merges its finished rows from its folder."""
+    _mpi_or_skip()
+    job = _Job(tmp_path, "--hang-rank", "1", env={"BWPROF_FLEET_TEST_DELAY": "1:8:job"})
+    try:
+        finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
+        deadline = time.monotonic() + JOB_LIMIT_S
+        while not finished.is_file() and job.running(deadline):
+            time.sleep(0.2)
+        time.sleep(1)  # into its gather, waiting for rank 1
+        ranks = [_rank_pid(job._process.pid, rank) for rank in (1, 0)]
+        for pid in ranks:
+            os.kill(pid, signal.SIGTERM)
+        done = job.finish(timeout_s=HANG_TIMEOUT_S)
+    finally:
+        job.close()
+    assert done.returncode == 130, done.stdout + done.stderr
+    assert "merged the finished rows of rank(s) 1 from their own folders" in done.stderr
+    assert "Traceback" not in done.stderr
+    system = json.loads((job.out / "system.json").read_text())
+    assert [(r["status"], r.get("error")) for r in system["mpi"]["ranks"]] == [
+        ("interrupted", "SIGTERM"), ("interrupted", "SIGTERM")]
+    kept = json.loads((job.out / "ranks" / "rank-0001" / "system.json").read_text())
+    assert not kept["interrupted"]  # the premise: its folder did not say it yet
+    results = pd.read_csv(job.out / "results.csv")
+    own = pd.read_csv(job.out / "ranks" / "rank-0001" / "results.csv")
+    assert (own["status"] == "ok").any()  # its net_p2p rows
+    merged = results[results["rank"] == 1]
+    assert list(merged["case"]) == list(own["case"])  # every row it finished, no error row
     assert (results[results["rank"] == 0]["status"] == "ok").any()
