@@ -140,7 +140,6 @@ def _metric_higher(metric: object) -> bool:
 FIGURE_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, "unit", "higher_is_better", "backend",
                                    "status", "value", "cv", "repeats")
 """A run's figures as `_figures` gives them, one row a figure."""
-_WHOLE = ("size_bytes", "threads", "streams", "page_bytes", "repeats")
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
