@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bwprof.analysis import figures
@@ -96,13 +99,21 @@ def _best(rows: pd.DataFrame) -> pd.Series | None:
     return None if rows.empty else row_at(rows, values.idxmax())
 
 
+def _each_distinct(values: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
+    """`test` of every cell, as booleans, called once per distinct cell: a fleet's million
+    rows hold a few thousand devices and a handful of flag sets."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    answers = np.array([bool(test(value)) for value in uniques], dtype=bool)
+    return pd.Series(answers[codes], index=values.index, dtype=bool)
+
+
 def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     """HBM, L2 and host link per GPU; DDR for the host (device `cpu`)."""
     rows = _ok(results)
     rows = rows[(rows["metric"] == "bandwidth") & _usable(rows[GBPS])]
     found = []
-    numa = rows["device"].map(is_numa_device).astype(bool)
-    cached = rows["flags"].map(is_cache_resident).astype(bool)
+    numa = _each_distinct(rows["device"], is_numa_device)
+    cached = _each_distinct(rows["flags"], is_cache_resident)
     ddr = rows[(rows["case"] == path_of("ddr").headline) & ~numa & ~cached]
     if (row := _best(ddr)) is not None:
         found.append(Ceiling("cpu", "DDR", float(row[GBPS]), str(row["case"]),
@@ -111,7 +122,7 @@ def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     gpu = rows[rows["device"].astype(str).str.fullmatch(r"gpu\d+")]
     for device, mine in gpu.groupby("device", sort=True):
         kernels = mine[mine["case"].isin(hbm)]
-        l2 = kernels["flags"].map(lambda text: has_flag(text, L2_RESIDENT)).astype(bool)
+        l2 = _each_distinct(kernels["flags"], lambda text: has_flag(text, L2_RESIDENT))
         for label, part in (("HBM", kernels[~l2]), ("L2", kernels[l2])):
             if (row := _best(part)) is not None:
                 found.append(Ceiling(str(device), label, float(row[GBPS]),
