@@ -40,14 +40,14 @@ import math
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from bwprof.analysis import figures
-from bwprof.analysis.roofline import ceilings
+from bwprof.analysis.roofline import Ceiling, Ceilings
 from bwprof.analysis.summary import (
     GPU_LATENCY,
     HOST_LATENCY,
@@ -1136,6 +1136,18 @@ def cut_texts(frame: pd.DataFrame) -> pd.DataFrame:
     return cut
 
 
+def cut_ceilings(found: Ceilings) -> Ceilings:
+    """The run's ceilings (worked out once, from its whole texts) with each text longer than
+    NAME_CHARACTERS cut as `cut_texts` cuts a cell: what the roofline draws."""
+    def short(text: str) -> str:
+        return cut_text(text) if len(text) > NAME_CHARACTERS else text
+
+    def cut(ceiling: Ceiling) -> Ceiling:
+        return replace(ceiling, device=short(ceiling.device), label=short(ceiling.label),
+                       case=short(ceiling.case), dtype=short(ceiling.dtype))
+    return Ceilings([cut(c) for c in found.compute], [cut(c) for c in found.bandwidth])
+
+
 def cut_text(text: str) -> str:
     """`text` as `shorten` cuts it, with a digest of the whole: two long case names that
     share their head and tail stay two series, not one."""
@@ -1174,8 +1186,8 @@ def write_plots(run: Run, out_dir: Path | None = None,
         LOADED_LATENCY_PNG: loaded_latency_figure(results, run.meta),
         NUMA_LATENCY_PNG: numa_latency_figure(results, run.meta),
         P2P_LATENCY_PNG: p2p_latency_figure(results, run.meta),
-        ROOFLINE_PNG: roofline_figure(run.ceilings if results is run.results
-                                      else ceilings(results), run.machine, SIMULATED_TITLE),
+        ROOFLINE_PNG: roofline_figure(cut_ceilings(run.ceilings), run.machine,
+                                      SIMULATED_TITLE),
     }
     written = []
     for name, figure in drawn.items():

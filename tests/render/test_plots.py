@@ -614,3 +614,21 @@ def test_a_subnormal_latency_gives_its_axis_ticks_without_an_overflow():
             plots._latency_ticks(axis, pd.Series([5e-324, 0.0, 80.0, 120.0]))
     finally:
         plt.close(figure)
+
+
+def test_the_roofline_draws_the_runs_own_ceilings_with_long_texts_cut():
+    """The ceilings are worked out once, from the run's whole texts (the roofline used to
+    work them out again whenever any cell of the run was cut for drawing); only what is drawn
+    is cut, each long text to a bounded one that keeps a digest."""
+    from bwprof.analysis.roofline import Ceiling, Ceilings
+    from bwprof.render.plots import NAME_CHARACTERS, cut_ceilings, cut_text
+
+    long_case = "gemm_" + "x" * 100_000
+    found = Ceilings([Ceiling("gpu0", f"bf16 ({long_case})", 900.0, long_case, False, "bf16")],
+                     [Ceiling("gpu0", "HBM", 4000.0, "hbm_triad", False)])
+    cut = cut_ceilings(found)
+    (compute,), (bandwidth,) = cut.compute, cut.bandwidth
+    assert bandwidth == found.bandwidth[0]  # short texts as they are
+    assert compute.case == cut_text(long_case) and len(compute.case) < 2 * NAME_CHARACTERS
+    assert compute.label == cut_text(f"bf16 ({long_case})")
+    assert compute.value == 900.0 and compute.dtype == "bf16" and compute.device == "gpu0"
