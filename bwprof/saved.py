@@ -150,7 +150,7 @@ def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path
     threshold = parse_fail_below(fail_below) if fail_below is not None else None
     parquet = _parquet_with_out(file_format, out_dir, "compare.parquet")
     runs = [_load(path, "RUN_DIRS") for path in folders]
-    with gc_paused():  # a fleet's figures, two records a row: no cycle among them
+    with gc_paused():  # a fleet's summaries and stacked figures: many objects, no cycle
         comparison = compare_runs(runs, by=by)
     written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
                            parquet) if out_dir is not None else [])
