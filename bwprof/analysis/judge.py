@@ -26,7 +26,7 @@ import pandas as pd
 
 from bwprof.analysis import bands
 from bwprof.analysis.bands import Band, Part
-from bwprof.analysis.figures import best_of, ratio, size, the_peak
+from bwprof.analysis.figures import best_of, pick_per_group, ratio, size, the_peak
 from bwprof.analysis.spec import Override, Spec
 from bwprof.analysis.summary import is_loaded, matrix_records, row_records
 from bwprof.casespec import MEDIAN_BEYOND_CACHE, judged_paths, path_of
@@ -180,7 +180,74 @@ def _read_rows(results: pd.DataFrame) -> pd.DataFrame:
     latency = (columns["metric"] == "latency").to_numpy(dtype=bool)
     wanted = columns["case"].isin(list(judged_cases())).to_numpy(dtype=bool) | latency
     wanted &= ~_unread_overlap_rows(columns, latency)
+    wanted &= ~_unread_figure_rows(columns, latency)
     return columns if bool(wanted.all()) else columns[wanted]
+
+
+def _is(column: pd.Series, value: str) -> np.ndarray:
+    """`column == value` as a NumPy mask, a missing cell False (as the judge's `==` of a
+    None cell is)."""
+    return column.eq(value).to_numpy(dtype=bool, na_value=False)
+
+
+def _numbers(column: pd.Series) -> np.ndarray:
+    """A column as floats (`_coerced` of each cell), NaN where a cell holds none."""
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
+    """The rows of a GPU path's case that no check can read: figure rows (`_figure_rows`)
+    of a (device, case, direction) that another of its figure rows stands for (`_largest`:
+    the largest size, the best median, the first on a tie; picked on arrays by
+    `pick_per_group`). The row picked stays, so `_unusable` and `_largest` read what they
+    read before; so does every row the link check reads (`_link_fault`: an ok row with PCIe
+    telemetry), every row of a group where one figure row has no size or no numeric median
+    (`_largest_size` and `best_of` would read those otherwise), and every row the pair
+    matrix, the overlap, the host's or the latency checks read. About half a fleet's judged
+    rows: the smaller sizes of each GPU's transfer and copy sweeps."""
+    none = np.zeros(len(columns), dtype=bool)
+    needed = ("case", "device", "direction", "status", "value_median", "size_bytes", "flags",
+              "backend")
+    if any(c not in columns for c in needed):
+        return none
+    own = {path_of(key).headline for key in OWN_PATHS} | set(path_of("overlap").cases)
+    cases = [case for _, case, _ in gpu_paths() if case not in own]
+    figure = columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency
+    figure &= _is(columns["status"], "ok") & columns["value_median"].notna().to_numpy(dtype=bool)
+    figure &= ~_is(columns["backend"], "simulated")
+    if not figure.any():
+        return none
+    index = np.flatnonzero(figure)
+    rows = columns.iloc[index]
+    codes, texts = pd.factorize(rows["flags"], use_na_sentinel=True)
+    unjudged = np.array([bool(_flag_set(t) & (flags.CACHE_RESIDENT | {flags.SIMULATED}))
+                         for t in texts] + [False], dtype=bool)  # code -1: no flags
+    keep = ~unjudged[codes]
+    index, rows = index[keep], rows[keep]
+    if not len(index):
+        return none
+    groups = rows.groupby(["device", "case", "direction"], dropna=False, sort=False).ngroup()
+    group = groups.to_numpy(dtype=np.int64)
+    count = int(group.max()) + 1
+    sizes, values = _numbers(rows["size_bytes"]), _numbers(rows["value_median"])
+    clean = ~np.isnan(sizes) & ~np.isnan(values)
+    dirty = np.bincount(group, weights=~clean, minlength=count) > 0
+    among = clean & ~dirty[group]
+    picked = pick_per_group(group, count, sizes, values, among=among)
+    unread = among.copy()
+    unread[picked[picked >= 0]] = False
+    link = rows["case"].isin(list(dict.fromkeys(path_of(k).headline for k in LINK_PATHS)))
+    link_rows = link.to_numpy(dtype=bool)
+    if link_rows.any():
+        telemetry = np.ones(len(rows), dtype=bool)
+        if "telemetry_samples" in columns:
+            telemetry = _numbers(rows["telemetry_samples"]) > 0  # NaN: none, as 0
+        figures = [~np.isnan(_numbers(rows[c])) for c in ("pcie_gen_min", "pcie_width_min")
+                   if c in columns]
+        read = np.logical_or.reduce(figures) if figures else np.zeros(len(rows), dtype=bool)
+        unread &= ~(link_rows & telemetry & read)
+    none[index[unread]] = True
+    return none
 
 
 def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:

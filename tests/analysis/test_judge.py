@@ -190,3 +190,76 @@ def test_a_fleets_models_are_looked_up_once_not_once_per_gpu(monkeypatch):
     assert len(checks) > 12 * 8  # every box judged
     assert calls["model_key"] <= 1  # one model's name
     assert calls["override"] <= len(judge.gpu_paths()) + 2  # each path once (p2p, overlap)
+
+
+# -- rows no check reads: left out before any row becomes a dict ----------------------------
+
+def _variants():
+    """The stored H200 run, and versions of it whose smaller sizes matter to a check: a
+    link that trained low on a small transfer only (the link check reads every size), a
+    figure row without a size beside a larger size that raised (`_largest_size` reads it as
+    the largest), a median no number (`best_of` reads it in place), a tie at the largest
+    size, a simulated and a cache-resident row at the largest size."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    import bwprof
+
+    base = bwprof.load(Path(__file__).resolve().parents[1] / "data" / "h200-quick")
+    rows = base.results
+
+    def changed(mask, **values):
+        frame = rows.copy()
+        for column, value in values.items():
+            frame.loc[mask, column] = value
+        return replace(base, results=frame)
+
+    h2d, d2d = rows["case"] == "h2d_pinned", rows["case"] == "d2d_copy"
+    small = rows["size_bytes"] == 65536
+    largest = rows["size_bytes"] == rows.loc[h2d, "size_bytes"].max()  # every sweep's
+    yield "as stored", base
+    yield "low link on a small size", changed(h2d & small, pcie_gen_min=3.0)
+    yield "low width on a small size", changed(
+        (rows["case"] == "bidir_pinned") & small, pcie_width_min=4.0, telemetry_samples=2.0)
+    no_size = changed(h2d & small, size_bytes=None)
+    frame = no_size.results
+    frame.loc[h2d & (rows["size_bytes"] == 1048576), "status"] = "error"
+    yield "a figure without a size and an error", no_size
+    yield "an infinite median", changed(d2d & ~largest, value_median=float("inf"))
+    top = int(rows.loc[h2d, "size_bytes"].max())
+    text = changed(h2d & ~small, size_bytes=top)  # three rows at the largest size
+    frame = text.results
+    frame["value_median"] = frame["value_median"].astype(object)
+    frame.loc[h2d & (rows["size_bytes"] == 1048576), "value_median"] = 50.0
+    frame.loc[h2d & (rows["size_bytes"] == 16777216), "value_median"] = "nan"
+    yield "a median that is no number between two", text
+    tie = changed(h2d & (rows["size_bytes"] == 16777216), size_bytes=top,
+                  value_median=float(rows.loc[h2d & largest, "value_median"].iloc[0]))
+    yield "a tie at the largest size", tie
+    yield "simulated at the largest size", changed(h2d & largest, flags="simulated")
+    yield "cache-resident at the largest size", changed(d2d & largest, flags="in_cache")
+
+
+# Catches: a row left out that a check reads (the link check's telemetry of a small
+# transfer, a size-less figure `_unusable` holds an error against, a tie's first row),
+# which changed a verdict where the golden runs have no such rows (issue 36).
+def test_rows_left_out_before_judging_change_no_check(monkeypatch):
+    import numpy as np
+
+    from bwprof.analysis import judge
+    from bwprof.analysis.spec import Spec
+
+    dropped = {}
+    for name, run in _variants():
+        pruned = judge.judge_run(run, Spec())
+        unread = judge._unread_figure_rows
+        dropped[name] = int(unread(run.results, np.zeros(len(run.results), dtype=bool)).sum())
+        with monkeypatch.context() as patch:
+            patch.setattr(judge, "_unread_figure_rows",
+                          lambda columns, latency: np.zeros(len(columns), dtype=bool))
+            whole = judge.judge_run(run, Spec())
+        assert pruned == whole, name
+    assert dropped["as stored"] >= 12  # the smaller sizes of each transfer sweep
+    assert dropped["low link on a small size"] < dropped["as stored"]
+    assert any("link trained at Gen3" in c.reason for c in
+               judge.judge_run(dict(_variants())["low link on a small size"], Spec()))
