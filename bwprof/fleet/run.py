@@ -504,6 +504,8 @@ def _test_delay(rank: int, stage: str) -> None:
     with suppress(ValueError), interrupts.deferred():  # as a step no signal cuts short
         if (len(asked) in (2, 3) and int(asked[0]) == rank
                 and (asked[2:] or ["finish"])[0] == stage):
+            print(f"test hook: rank {rank} waits {asked[1]} s ({stage})", file=sys.stderr,
+                  flush=True)  # the test's cue: what came before it is done
             time.sleep(min(float(asked[1]), 600.0))
 
 

@@ -436,9 +436,11 @@ def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_
 # `missing`, not `interrupted`, its finished rows left out of the merge
 def test_every_rank_signalled_at_once_names_a_rank_still_finishing_interrupted(tmp_path):
     """Rank 1 hangs at its first local job; rank 0 finishes and waits for it. SIGTERM to
-    rank 1 and at once to rank 0; rank 1's stuck call returns 8 s after its signal (a test
-    hook), its folder not final meanwhile. Its signal handler told rank 0 the signal came,
-    so rank 0 names it interrupted and merges its finished rows from its folder."""
+    rank 1, then to rank 0 as soon as rank 1's handler has run (the test hook's cue on
+    stderr: on a loaded machine a rank may not run at all in the 0.2 s rank 0 waits);
+    rank 1's stuck call returns 8 s after its signal (the hook), its folder not final
+    meanwhile. Its signal handler told rank 0 the signal came, so rank 0 names it
+    interrupted and merges its finished rows from its folder."""
     _mpi_or_skip()
     job = _Job(tmp_path, "--hang-rank", "1", env={"BWPROF_FLEET_TEST_DELAY": "1:8:job"})
     try:
@@ -447,9 +449,12 @@ def test_every_rank_signalled_at_once_names_a_rank_still_finishing_interrupted(t
         while not finished.is_file() and job.running(deadline):
             time.sleep(0.2)
         time.sleep(1)  # into its gather, waiting for rank 1
-        ranks = [_rank_pid(job._process.pid, rank) for rank in (1, 0)]
-        for pid in ranks:
-            os.kill(pid, signal.SIGTERM)
+        rank_0 = _rank_pid(job._process.pid, 0)
+        os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
+        cue = "test hook: rank 1 waits 8 s (job)"  # its handler ran: it told rank 0
+        while cue not in (tmp_path / "stderr").read_text() and job.running(deadline):
+            time.sleep(0.05)
+        os.kill(rank_0, signal.SIGTERM)
         done = job.finish(timeout_s=HANG_TIMEOUT_S)
     finally:
         job.close()
