@@ -27,6 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,9 @@ from bwprof.store.export import (
     SYSTEM_FILE,
     TIMINGS_FILE,
     prepare_run_dir,
+    write_system_json,
 )
-from bwprof.store.runfolder import read_system
+from bwprof.store.runfolder import AFTER_EVERY_CASE, read_system
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -173,6 +175,21 @@ def _records(path: Path, notes: list[str]) -> list[dict[str, object]]:
         notes.append(f"{path.name} is left out of the merge: {exc}")
         return []
     return [{str(k): v for k, v in record.items()} for record in frame.to_dict("records")]
+
+
+def _stopped_once_merged(merged: api.RunResult, signalled: str) -> None:
+    """A stop signal held while rank 0 wrote the merged folder, once every rank had
+    reported: the folder is whole, and its system.json says what stopped it as a single
+    run's does when a signal comes while it writes its final files ('SIGTERM after every
+    case was measured', which reading takes as finished), so the folder and the job's exit
+    130 agree."""
+    merged.interrupted = True
+    merged.meta = replace(merged.meta, interrupted=True,
+                          stopped_by=f"{signalled} {AFTER_EVERY_CASE}")
+    if merged.run_dir is not None:
+        write_system_json(merged.run_dir, merged.meta)
+    merged.notes.append("note: the signal came once every rank had reported: the merged "
+                        "folder is whole")
 
 
 def run_fleet(
@@ -412,10 +429,9 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
                 raise failed[0]
             stream.close()
             merged = stream.result(options)
-        if interrupts.received() and not merged.interrupted:  # held while it merged
-            merged.interrupted = True  # as a single run's signal while its report is drawn
-            merged.notes.append("note: the signal came once every rank had reported: the "
-                                "merged folder is whole")
+        signalled = interrupts.received()
+        if signalled and not merged.interrupted:  # held while it merged
+            _stopped_once_merged(merged, signalled)
         code = job_code(merged)
     except OutputError as exc:
         code = EXIT_OUTPUT

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+import bwprof
 from bwprof.errors import BwprofError, RunInterrupted
 from bwprof.fleet import run as fleet_run
 from bwprof.fleet.comm import HEARTBEAT_TAG
@@ -219,7 +220,12 @@ def test_a_signal_held_while_rank_0_merges_still_ends_the_job_with_130(monkeypat
         fleet_run.run_fleet(out=tmp_path / "run", **FLEET_OPTIONS)
     assert fleet.said[-1] == ("the merged folder", 130)
     system = json.loads((tmp_path / "run" / "system.json").read_text())
-    assert system["interrupted"] is False  # every rank had reported: the run is whole
+    # Every rank had reported: the folder is whole, and says the signal came after every
+    # case was measured, as a single run's does (so folder and exit 130 agree), and reading
+    # takes it as finished.
+    assert system["interrupted"] is True
+    assert system["stopped_by"] == "SIGTERM after every case was measured"
+    assert bwprof.load(tmp_path / "run").state == "finished"
     assert "merged folder is whole" in stopped.value.result.notes[-1]
 
 
