@@ -84,6 +84,8 @@ def cell_float(value: object) -> float | None:
     """A table cell as a float, None where it holds no value (pandas' NA too)."""
     if type(value) is float:  # the common cell, told apart without pandas (a fleet's millions)
         return None if value != value else value
+    if type(value) is int:  # an Int64 cell (a size): no pd.isna call (a microsecond each)
+        return float(value)
     return None if is_missing(value) else number(value)
 
 

@@ -49,3 +49,23 @@ def test_a_value_that_is_not_of_its_given_type_is_refused(tmp_path):
         write_parquet(pd.DataFrame({"threads": ["many"]}), tmp_path / "t.parquet",
                       {"threads": "Int64"})
     assert list(tmp_path.iterdir()) == []
+
+
+# Catches: a fast path for int cells (`cell_float`'s, issue 36) that gives another type or
+# lets a bool through as a number, where the pandas path gave a float and raised.
+def test_cell_float_gives_the_same_floats_on_its_fast_paths():
+    import numpy as np
+    import pandas as pd
+
+    from bwprof.store.formats import cell_float
+
+    for cell, expected in ((268435456, 268435456.0), (np.int64(7), 7.0), (0, 0.0),
+                           (2.5, 2.5), ("3", 3.0)):
+        got = cell_float(cell)
+        assert got == expected and type(got) is float, cell
+    for cell in (None, float("nan"), pd.NA, np.nan):
+        assert cell_float(cell) is None
+    with pytest.raises(TypeError):
+        cell_float(True)
+    with pytest.raises(OverflowError):
+        cell_float(10 ** 400)
