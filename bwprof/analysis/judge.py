@@ -353,11 +353,14 @@ class _Models:
             self._latency[key] = override.apply(None, "latency", "ns", higher_is_better=False)
         return self._latency[key]
 
-    def gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
-                 c2c: bool) -> tuple[Band | None, str]:
+    def gpu_band(self, path: str, gpu: GpuMeta, part: Part | None, c2c: bool,
+                 inputs: bands.LinkInputs | None = None) -> tuple[Band | None, str]:
         """A GPU path's band and why there is none: the same for every GPU of one name,
-        host link and PCIe metadata (what `_Judge._gpu_band` reads)."""
-        key = (path, gpu.name, c2c, bands.link_inputs(gpu.metadata), gpu.peak_hbm_gbps)
+        host link and PCIe metadata (what `_Judge._gpu_band` reads). `inputs`: the GPU's
+        `bands.link_inputs`, where the caller read them once for its paths."""
+        if inputs is None:
+            inputs = bands.link_inputs(gpu.metadata)
+        key = (path, gpu.name, c2c, inputs, gpu.peak_hbm_gbps)
         found = self._bands.get(key)
         if found is None:
             found = self._bands[key] = self._gpu_band(path, gpu, part, c2c)
@@ -522,10 +525,10 @@ class _Judge:
             reason += f"; noisy (CV {cv:.1%})"
         return self.check(device, gpu, path, case, verdict, reason, **figures)
 
-    def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None,
-                  row: Row) -> tuple[Band | None, str]:
+    def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None, row: Row,
+                  inputs: bands.LinkInputs | None = None) -> tuple[Band | None, str]:
         c2c = gpu.host_link_c2c or _flagged(row, flags.C2C_LINK)
-        return self.models.gpu_band(path, gpu, part, c2c)
+        return self.models.gpu_band(path, gpu, part, c2c, inputs)
 
     def _link_fault(self, device: str, gpu: GpuMeta, part: Part | None) -> str | None:
         """A PCIe link that trained below the part's maximum under load (the telemetry of
@@ -556,6 +559,7 @@ class _Judge:
         device, part = gpu.label, bands.find_part(gpu.name)
         out = []
         fault = self._link_fault(device, gpu, part)
+        inputs = bands.link_inputs(gpu.metadata)  # once a GPU, not once a path
         for path, case, direction in self.models.gpu_paths:
             rows = self._device_rows(case, device, direction)
             unusable = self._unusable(rows, case)
@@ -563,7 +567,7 @@ class _Judge:
                 out.append(self.check(device, gpu, path, case, *unusable))
                 continue
             row = self._largest(self._figure_rows(rows))
-            band, why = self._gpu_band(path, gpu, part, row)
+            band, why = self._gpu_band(path, gpu, part, row, inputs)
             out.append(self._judged(device, gpu, path, row, band, why,
                                     fault=fault if path in LINK_PATHS else None))
         out.append(self._p2p(gpu, part))
