@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 
 _DERIVED_FROM = frozenset({"results", "meta", "measured_rows"})
+UNREAD_PHASE = "overlapped"
+"""The phase of rows no report line reads (a copy's figure while a kernel ran beside it)."""
 _DERIVED = ("rows", "line_rows", "summary", "checks", "ceilings", "machine")
 """The cached properties below, each derived from `_DERIVED_FROM`."""
 
@@ -90,10 +92,12 @@ class Run(RunFolder):
     @cached_property
     def line_rows(self) -> list[ResultRow]:
         """The rows the report's lines read (`bwprof.render.terminal.report_lines`), in
-        order: those of a phase (overlap, loaded latency), not ok (skipped, waived, failed),
+        order: those of a phase a line reads (overlap's parts alone, paired, concurrent and
+        pipelined, loaded latency: every phase but `overlapped`, a copy's figure while the
+        kernel ran, which only the rows table shows), not ok (skipped, waived, failed),
         simulated or measured on a busy host; every row where the run measured them here.
-        A healthy fleet's plain bandwidth rows, most of a million, never become ResultRows
-        that no line reads."""
+        A healthy fleet's plain bandwidth rows, most of a million, and its overlapped
+        copies, a quarter of the rest, never become ResultRows that no line reads."""
         if self.measured_rows is not None or "rows" in self.__dict__:
             return self.rows
         results = self.results
@@ -103,7 +107,8 @@ class Run(RunFolder):
         def text(column: str) -> pd.Series:
             return results[column].astype("string").fillna("")
 
-        wanted = ((text("phase") != "") | (text("status") != "ok")
+        phase = text("phase")
+        wanted = (((phase != "") & (phase != UNREAD_PHASE)) | (text("status") != "ok")
                   | (text("backend") == "simulated")
                   | text("flags").str.contains(flags.BUSY_HOST, regex=False))
         return rows_from_frame(results[wanted.to_numpy(dtype=bool)])

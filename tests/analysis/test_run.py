@@ -119,3 +119,22 @@ def test_the_report_lines_read_only_the_rows_they_can_show_and_say_what_every_ro
         assert lines(shown) == lines(run.rows)
     assert terminal.failure_lines(shown) and terminal.busy_lines(shown)
     assert terminal.overlap_lines(shown)
+
+
+def test_overlapped_copies_are_line_rows_only_where_a_line_names_them():
+    """No report line reads an `overlapped` row (a copy's figure while a kernel ran beside
+    it; a quarter of a fleet's phase rows): it becomes a line row only where it is not ok,
+    as a failure line names it."""
+    from bwprof.render import terminal
+
+    run = bwprof.load(DATA / "h200-quick")
+    overlapped = run.results.index[run.results["phase"] == "overlapped"]
+    assert len(overlapped) > 1
+    assert not [r for r in run.line_rows if r.phase == "overlapped"]
+    results = run.results.copy()
+    results.loc[overlapped[0], "status"] = "error"
+    run.results = results
+    (failed,) = [r for r in run.line_rows if r.phase == "overlapped"]
+    assert failed.status == "error"
+    assert terminal.failure_lines(run.line_rows) == terminal.failure_lines(run.rows)
+    assert terminal.overlap_lines(run.line_rows) == terminal.overlap_lines(run.rows)
