@@ -650,10 +650,13 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
         baseline_value=base_value)
     # A zero, negative-zero or subnormal baseline (a damaged row): no change in %, shown
     # "—" as for a missing figure, never a ZeroDivisionError or infinity (as `ratio`).
+    # A change past any double (a finite 1.8e308 figure against an ordinary one) is no
+    # change in % either: "—", never inf.
     with np.errstate(all="ignore"):
         quotient = value / np.where(base_value == 0, 1.0, base_value)
-    changed = (index > 0) & has_base & mine & (base_value != 0) & np.isfinite(quotient)
-    change = np.where(changed, 100 * (quotient - 1), np.nan)
+        percent = 100 * (quotient - 1)
+    changed = (index > 0) & has_base & mine & (base_value != 0) & np.isfinite(percent)
+    change = np.where(changed, percent, np.nan)
     noise = np.full(len(index), np.nan)
     noise[changed] = _noise_column(numbers("cv", base)[changed],
                                    numbers("repeats", base)[changed], cv[changed],
