@@ -196,20 +196,56 @@ def _numbers(column: pd.Series) -> np.ndarray:
 
 
 def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
-    """The rows of a GPU path's case that no check can read: figure rows (`_figure_rows`)
-    of a (device, case, direction) that another of its figure rows stands for (`_largest`:
-    the largest size, the best median, the first on a tie; picked on arrays by
-    `pick_per_group`). The row picked stays, so `_unusable` and `_largest` read what they
-    read before; so does every row the link check reads (`_link_fault`: an ok row with PCIe
-    telemetry), every row of a group where one figure row has no size or no numeric median
-    (`_largest_size` and `best_of` would read those otherwise), and every row the pair
-    matrix, the overlap, the host's or the latency checks read. About half a fleet's judged
+    """The rows of a GPU path's case that no check can read: in a (device, case, direction)
+    with a figure row (`_figure_rows`), every row but the one `_largest` picks (the largest
+    size, the best median, the first on a tie; picked on arrays by `pick_per_group`) and
+    those that raised. With a figure there, `_unusable` reads only the rows that raised and
+    the figure rows' largest size, and `_largest` only the rows at that size; the smaller
+    sizes, the cache-resident, simulated, skipped and invalid rows beside them decide
+    nothing. Kept all the same: every row the link check reads (`_link_fault`: an ok row
+    with PCIe telemetry), every row of a group where a figure row has no size or no numeric
+    median (`_largest_size` and `best_of` read those otherwise), and every row the pair
+    matrix, the overlap, the host's and the latency checks read. Over half a fleet's judged
     rows: the smaller sizes of each GPU's transfer and copy sweeps."""
     none = np.zeros(len(columns), dtype=bool)
     needed = ("case", "device", "direction", "status", "value_median", "size_bytes", "flags",
               "backend")
     if any(c not in columns for c in needed):
         return none
+    own = {path_of(key).headline for key in OWN_PATHS} | set(path_of("overlap").cases)
+    cases = [case for _, case, _ in gpu_paths() if case not in own]
+    index = np.flatnonzero(columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency)
+    if not index.size:
+        return none
+    rows = columns.iloc[index]
+    figure = _is(rows["status"], "ok") & rows["value_median"].notna().to_numpy(dtype=bool)
+    figure &= ~_is(rows["backend"], "simulated")
+    codes, texts = pd.factorize(rows["flags"], use_na_sentinel=True)
+    unjudged = np.array([bool(_flag_set(t) & (flags.CACHE_RESIDENT | {flags.SIMULATED}))
+                         for t in texts] + [False], dtype=bool)  # code -1: no flags
+    figure &= ~unjudged[codes]
+    group = rows.groupby(["device", "case", "direction"], dropna=False,
+                         sort=False).ngroup().to_numpy(dtype=np.int64)
+    count = int(group.max()) + 1
+    sizes, values = _numbers(rows["size_bytes"]), _numbers(rows["value_median"])
+    clean = figure & ~np.isnan(sizes) & ~np.isnan(values)
+    dirty = np.bincount(group, weights=figure & ~clean, minlength=count) > 0
+    picked = pick_per_group(group, count, sizes, values, among=clean & ~dirty[group])
+    unread = picked[group] >= 0  # a group with its figure
+    unread[picked[picked >= 0]] = False
+    unread &= ~_is(rows["status"], "error")
+    link = rows["case"].isin(list(dict.fromkeys(path_of(k).headline for k in LINK_PATHS)))
+    link_rows = link.to_numpy(dtype=bool) & _is(rows["status"], "ok")
+    if link_rows.any():
+        telemetry = np.ones(len(rows), dtype=bool)
+        if "telemetry_samples" in columns:
+            telemetry = _numbers(rows["telemetry_samples"]) > 0  # NaN: none, as 0
+        figures = [~np.isnan(_numbers(rows[c])) for c in ("pcie_gen_min", "pcie_width_min")
+                   if c in columns]
+        read = np.logical_or.reduce(figures) if figures else np.zeros(len(rows), dtype=bool)
+        unread &= ~(link_rows & telemetry & read)
+    none[index[unread]] = True
+    return none
     own = {path_of(key).headline for key in OWN_PATHS} | set(path_of("overlap").cases)
     cases = [case for _, case, _ in gpu_paths() if case not in own]
     figure = columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency

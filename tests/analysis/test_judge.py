@@ -197,9 +197,10 @@ def test_a_fleets_models_are_looked_up_once_not_once_per_gpu(monkeypatch):
 def _variants():
     """The stored H200 run, and versions of it whose smaller sizes matter to a check: a
     link that trained low on a small transfer only (the link check reads every size), a
-    figure row without a size beside a larger size that raised (`_largest_size` reads it as
-    the largest), a median no number (`best_of` reads it in place), a tie at the largest
-    size, a simulated and a cache-resident row at the largest size."""
+    figure row without a size beside the largest size, which raised (`_largest_size` reads
+    the size-less one as larger), a median no number (`best_of` reads it in place), a tie
+    at the largest size, a simulated and a cache-resident row at the largest size, rows
+    that raised or were invalid beside the figure."""
     from dataclasses import replace
     from pathlib import Path
 
@@ -223,8 +224,8 @@ def _variants():
         (rows["case"] == "bidir_pinned") & small, pcie_width_min=4.0, telemetry_samples=2.0)
     no_size = changed(h2d & small, size_bytes=None)
     frame = no_size.results
-    frame.loc[h2d & (rows["size_bytes"] == 1048576), "status"] = "error"
-    yield "a figure without a size and an error", no_size
+    frame.loc[h2d & largest, ["status", "note"]] = ["error", "E: x"]
+    yield "a figure without a size and an error at the largest", no_size
     yield "an infinite median", changed(d2d & ~largest, value_median=float("inf"))
     top = int(rows.loc[h2d, "size_bytes"].max())
     text = changed(h2d & ~small, size_bytes=top)  # three rows at the largest size
@@ -237,6 +238,11 @@ def _variants():
                   value_median=float(rows.loc[h2d & largest, "value_median"].iloc[0]))
     yield "a tie at the largest size", tie
     yield "simulated at the largest size", changed(h2d & largest, flags="simulated")
+    yield "invalid on a small size", changed(h2d & small, status="invalid", note="bad")
+    yield "raised on a small size", changed(h2d & small, status="error", note="E: x")
+    yield "raised at the largest size", changed(h2d & largest, status="error", note="E: x")
+    yield "a cache's transfer trained low", changed(
+        h2d & small, flags="in_cache", pcie_gen_min=3.0, telemetry_samples=2.0)
     yield "cache-resident at the largest size", changed(d2d & largest, flags="in_cache")
 
 
