@@ -506,8 +506,18 @@ def report_command(
     rows: Annotated[
         bool, typer.Option("--rows", help="Also show every measured row (largest GPU sizes).")
     ] = False,
+    all_gpus: Annotated[
+        bool, typer.Option("--all-gpus", help="A fleet run of more than 16 GPUs: show a row "
+                                              "per GPU and path (and every per-GPU line), "
+                                              "not the fleet digest.")
+    ] = False,
 ) -> None:
-    """Summary, findings and plots of a saved run folder, on any machine (no hardware used)."""
+    """Summary, findings and plots of a saved run folder, on any machine (no hardware used).
+
+    A run of more than 16 GPUs (a fleet) shows a digest: per path how many GPUs, the median,
+    the lowest and highest figure (naming the GPU), how many are below their band, and the
+    worst GPUs; summary.csv and --json keep every GPU's figures, and --all-gpus shows them.
+    """
     from bwprof import saved
 
     report = saved.make_run_report(run_dir, model=model, plots=not no_plots,
@@ -517,7 +527,8 @@ def report_command(
         typer.echo(json.dumps(saved.run_report_json(report, show_rows=rows, run_dir=run_dir),
                               indent=2))
     else:
-        saved.print_run_report(_stdout_console(), report, show_rows=rows, run_dir=run_dir)
+        saved.print_run_report(_stdout_console(), report, show_rows=rows, run_dir=run_dir,
+                               all_gpus=all_gpus)
 
 
 @app.command("compare")

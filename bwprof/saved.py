@@ -433,11 +433,13 @@ def _state_tag(run: Run) -> str:
 
 
 def print_run_report(console: Console, report: RunReport, show_rows: bool = False,
-                     warn: bool = True, run_dir: str | None = None) -> None:
+                     warn: bool = True, run_dir: str | None = None,
+                     all_gpus: bool = False) -> None:
     """The report on `console`: the run, the box's overall verdict and the next step
     first (`run_dir` as the user typed it, for the command it names), then the summary;
     on stderr the files that could not be written; with `warn`, `report_warnings` on
-    stderr too (a person sees them whatever stdout is piped to)."""
+    stderr too (a person sees them whatever stdout is piped to). A fleet of more than
+    `FLEET_DIGEST_GPUS` GPUs shows its digest unless `all_gpus`."""
     run = report.run
     meta = run.meta
     console.print(
@@ -448,7 +450,7 @@ def print_run_report(console: Console, report: RunReport, show_rows: bool = Fals
     )
     print_answer(console, run, _typed(run, run_dir),
                  page=page_written(report.written.files))
-    print_report(console, run, show_rows=show_rows)
+    print_report(console, run, show_rows=show_rows, all_gpus=all_gpus)
     if report.model is not None:
         for line in model_lines(report.model):
             console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich import box
 from rich.console import Console, Group, JustifyMethod
@@ -456,6 +456,208 @@ def path_table(summary: pd.DataFrame, title: str = "") -> Table:
     return table
 
 
+FLEET_DIGEST_GPUS = 16
+"""Above this many GPUs in a run's summary the terminal shows the fleet digest
+(`fleet_digest_table`), not a row per GPU: a thousand boxes' rows are tens of thousands of
+lines nobody reads, and drawing them was most of `bwprof report`'s CPU."""
+FLEET_WORST = 5
+"""The most GPUs a digest names as worst, per path."""
+FLEET_LINES = 5
+"""The most per-GPU lines of a kind the digest keeps where it has no summary of its own."""
+ALL_GPUS_LINE = ("every GPU's figures are in summary.csv (written by `bwprof report`) and in "
+                 "`bwprof report --json`; `bwprof report --all-gpus` shows them here")
+
+
+def summary_gpus(summary: pd.DataFrame) -> int:
+    """How many GPUs the summary covers: distinct devices of its GPU rows (not the host's,
+    not a GPU pair's)."""
+    device = summary["device"].fillna("").astype(str)
+    gpu = (summary["backend"].fillna("").astype(str) != "host") & (device != "") & (
+        ~device.str.contains("->", regex=False)) & ~device.str.contains(_ALL_DEVICES)
+    return int(device[gpu].nunique())
+
+
+_ALL_DEVICES = r"(?:^|:)all$"
+"""A row of every GPU of a box at once (`h2d_all` on `node3:all`): a box, not a GPU."""
+
+
+def is_fleet(summary: pd.DataFrame) -> bool:
+    """Whether the terminal shows the fleet digest (more than `FLEET_DIGEST_GPUS` GPUs)."""
+    return summary_gpus(summary) > FLEET_DIGEST_GPUS
+
+
+_DIGEST_KEYS = ["path", "case", "direction", "unit", "dtype"]
+
+
+def _digest_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's measured figures (not simulated) with the keys a digest groups them by
+    and each figure's `score`: its median's share (below 1: worse than the median of its
+    path, whichever way the figure is better)."""
+    shown = summary[summary["value"].notna() & (summary["backend"] != "simulated")]
+    frame = shown[["path", "case", "direction", "unit", "device", "backend", "value"]].copy()
+    frame["dtype"] = (shown["dtype"].fillna("").astype(str) if "dtype" in shown.columns
+                      else "")
+    for key in ("path", "case", "direction", "unit", "device", "backend"):
+        frame[key] = frame[key].fillna("").astype(str)
+    frame["value"] = frame["value"].astype(float)
+    median = frame.groupby(_DIGEST_KEYS, sort=False)["value"].transform("median")
+    lower = shown["higher_is_better"].fillna(True).astype(bool).eq(False)
+    # A latency is worse higher; a figure of 0 against its median has score 0 (the worst).
+    with_median = frame["value"] / median.where(median != 0)
+    against = median / frame["value"].where(frame["value"] != 0)
+    frame["pct"] = 100 * with_median
+    frame["score"] = with_median.where(~lower, against.fillna(float("inf")))
+    return frame
+
+
+def fleet_digest(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> pd.DataFrame:
+    """One row per path and case of a fleet's summary (in its order): how many devices have
+    a figure (`count`), its `median`, the `lowest` and `highest` figure with their devices,
+    how many of the case's verdicts (`run.checks`) are below their band (`below`: WARN or
+    FAIL; None where no verdict was given) and the `worst` devices (at most `FLEET_WORST`,
+    worse than the median, worst first: device, figure, % of the median). Column
+    operations only: a fleet's summary has ten thousand rows and more."""
+    import pandas as pd
+
+    frame = _digest_frame(summary)
+    grouped = frame.groupby(_DIGEST_KEYS, sort=False)
+    digest = grouped["value"].agg(count="count", median="median", lowest="min",
+                                  highest="max")
+    boxes = frame["device"].str.contains(_ALL_DEVICES)
+    digest["on"] = (frame["backend"].eq("host").groupby([frame[k] for k in _DIGEST_KEYS],
+                                                        sort=False).all()
+                    .map({True: "hosts", False: "GPUs"}))
+    every = boxes.groupby([frame[k] for k in _DIGEST_KEYS], sort=False).all()
+    digest.loc[every[every].index, "on"] = "boxes"
+    devices = frame["device"]
+    digest["lowest_on"] = devices.loc[grouped["value"].idxmin()].to_numpy()
+    digest["highest_on"] = devices.loc[grouped["value"].idxmax()].to_numpy()
+    worse = frame[frame["score"] < 1].sort_values("score", kind="stable")
+    worst = worse.groupby(_DIGEST_KEYS, sort=False).head(FLEET_WORST)
+    listed: dict[tuple[str, ...], list[tuple[str, float, float]]] = defaultdict(list)
+    for key, device, value, pct in zip(
+            zip(*(worst[k].tolist() for k in _DIGEST_KEYS), strict=True),
+            worst["device"].tolist(), worst["value"].tolist(), worst["pct"].tolist(),
+            strict=True):
+        listed[key].append((device, value, pct))  # at most FLEET_WORST a path
+    digest["worst"] = [listed.get(key, []) for key in digest.index]
+    # Verdicts per case: a Check names its box's device without the node, so they are
+    # counted per case, not matched to a device.
+    judged: dict[str, int] = defaultdict(int)
+    below: dict[str, int] = defaultdict(int)
+    for check in checks:
+        if check.verdict in ("PASS", "WARN", "FAIL"):
+            judged[check.case] += 1
+            below[check.case] += check.verdict in ("WARN", "FAIL")
+    cases = digest.index.get_level_values("case")
+    digest["below"] = pd.array([below[c] if judged.get(c) else None for c in cases],
+                               dtype="Int64")
+    return digest.reset_index()
+
+
+def _digest_figure(value: float, unit: str) -> str:
+    if unit == EFFICIENCY.unit:
+        return f"{value:.2f}"
+    return _gbps(value)
+
+
+def fleet_digest_table(summary: pd.DataFrame, checks: Sequence[Any] = (),
+                       title: str = "") -> Table:
+    """The fleet digest (`fleet_digest`) as a table: a row per path and case with its
+    count, median, lowest and highest figure (naming the device) and how many are below
+    their band."""
+    from bwprof.analysis.summary import PATH_LABELS
+
+    digest = fleet_digest(summary, checks)
+    gpus = summary_gpus(summary)
+    heading = (f"bwprof fleet digest{': ' + title if title else ''} ({gpus} GPUs; "
+               "GB/s = 1e9 bytes/s)")
+    table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True, min_width=len(heading))
+    for column, justify in (("figure", "left"), ("on", "right"), ("median", "right"),
+                            ("lowest", "right"), ("highest", "right"),
+                            ("below band", "right")):
+        table.add_column(column, justify=cast("JustifyMethod", justify), overflow="fold")
+    path = None
+    # A case measured in several directions (lat_memcpy's h2d, d2h and within) names each.
+    several = set(digest.loc[digest.duplicated(["path", "case"], keep=False), "case"])
+    for row in digest.to_dict("records"):
+        label = PATH_LABELS.get(row["path"], row["path"])
+        if label != path:
+            path = label
+            table.add_row(Text(label, style="bold"))
+        unit = row["unit"]
+        shown_unit = "" if unit in ("GB/s", EFFICIENCY.unit) else f" {unit}"
+        figure = " ".join(p for p in (row["case"], row["direction"] if row["case"] in several
+                                      else "", row["dtype"]) if p)
+        below = row["below"]
+        table.add_row(
+            figure,
+            f"{row['count']} {row['on']}",
+            _digest_figure(row["median"], unit) + shown_unit,
+            f"{_digest_figure(row['lowest'], unit)} {row['lowest_on']}",
+            f"{_digest_figure(row['highest'], unit)} {row['highest_on']}",
+            "" if is_missing(below) else str(below))
+    return table
+
+
+def fleet_worst_lines(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> list[str]:
+    """Per path of the digest, the worst devices (at most `FLEET_WORST`, worse than the
+    median): device, figure and % of the median."""
+    lines = []
+    for row in fleet_digest(summary, checks).to_dict("records"):
+        if not row["worst"]:
+            continue
+        unit = row["unit"]
+        shown = ", ".join(f"{device} {_digest_figure(value, unit)} ({pct:.0f}%)"
+                          for device, value, pct in row["worst"])
+        what = " ".join(p for p in (row["case"], row["direction"], row["dtype"]) if p)
+        lines.append(f"worst {what} ({unit}, % of the median): {shown}")
+    return lines
+
+
+def fleet_overlap_lines(summary: pd.DataFrame, rows: Sequence[ResultRow]) -> list[str]:
+    """The overlap lines of a fleet: per overlap case, how many GPUs, the median and the
+    lowest efficiency (naming the GPU); per pipeline case the same of each GPU's best
+    configuration. Not one line per GPU."""
+    lines = []
+    frame = _digest_frame(summary)
+    overlap = frame[(frame["path"] == "overlap") & (frame["unit"] == EFFICIENCY.unit)]
+    for case, group in overlap.groupby("case", sort=False):
+        low = group["value"].idxmin()
+        lines.append(f"{case}: overlap efficiency on {len(group)} GPUs: median "
+                     f"{group['value'].median():.2f}, lowest {group.at[low, 'value']:.2f} "
+                     f"({group.at[low, 'device']})")
+    best: dict[str, tuple[float, ResultRow]] = {}
+    for r in rows:  # each GPU's best pipeline configuration, as overlap_lines picks it
+        if (r.phase == "pipeline" and r.gbps_median and r.status in ("ok", "invalid")
+                and r.backend != "simulated"
+                and (r.device not in best or r.gbps_median > best[r.device][0])):
+            best[r.device] = (r.gbps_median, r)
+    if best:
+        import statistics
+
+        figures = [gbps for gbps, _ in best.values()]
+        low_device = min(best, key=lambda d: best[d][0])
+        configs: dict[str, int] = defaultdict(int)
+        for _, r in best.values():
+            configs[f"{r.streams} stream(s) x {_size(r)} chunks"] += 1
+        common, many = max(configs.items(), key=lambda item: item[1])
+        lines.append(f"pipeline_chunked on {len(best)} GPUs: best configuration's GB/s in + "
+                     f"out median {statistics.median(figures):.2f}, lowest "
+                     f"{best[low_device][0]:.2f} ({low_device}); most often best: {common} "
+                     f"(on {many} GPUs)")
+    return lines
+
+
+def capped_lines(lines: list[str], kind: str) -> list[str]:
+    """At most `FLEET_LINES` of a kind of per-GPU line, and how many more there are."""
+    if len(lines) <= FLEET_LINES:
+        return lines
+    return [*lines[:FLEET_LINES], f"... and {len(lines) - FLEET_LINES} more {kind} line(s), "
+                                  "one per GPU: --all-gpus or --json"]
+
+
 def _cells(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
     """The rows of `frame` as dicts of `columns`, each column read once: iterrows boxed a
     Series a row (seconds for a fleet's summary of ten thousand GPUs)."""
@@ -463,14 +665,27 @@ def _cells(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
 
 
-def summary_notes(summary: pd.DataFrame) -> list[str]:
+def summary_notes(summary: pd.DataFrame, fleet: bool = False) -> list[str]:
     """The notes of the summary rows under the table: why paths have no figure (one line per
-    reason), which P2P pair is the slowest, where the best DDR figure came from."""
+    reason), which P2P pair is the slowest, where the best DDR figure came from. With
+    `fleet`, a note that repeats across devices is said once, with '(on N GPUs)'."""
     from bwprof.analysis.summary import PATH_LABELS, has_figure
 
     lines: list[str] = []
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for row in _cells(summary, ("path", "status", "note", "case", "value")):
+    cells = _cells(summary, ("path", "status", "note", "case", "value", "backend"))
+    if fleet:
+        said: dict[str, list[Any]] = {}  # a note's line: [how many devices, all hosts]
+        for row in cells:
+            if row["note"] and has_figure(row):
+                label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
+                seen = said.setdefault(f"{label} {row['case']}: {row['note']}", [0, True])
+                seen[0] += 1
+                seen[1] = seen[1] and row["backend"] == "host"
+        lines = [line if count == 1 else f"{line} (on {count} {'hosts' if hosts else 'GPUs'})"
+                 for line, (count, hosts) in said.items()]
+        cells = [row for row in cells if not (row["note"] and has_figure(row))]
+    for row in cells:
         label = PATH_LABELS.get(str(row["path"]), str(row["path"]))
         if not has_figure(row):
             if row["status"] in ("skipped", "waived"):
@@ -522,14 +737,16 @@ def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> Non
 LINE_STYLES = {"failed": "bold red", "findings": "yellow", "busy": "yellow"}
 
 
-def report_lines(run: Run) -> dict[str, list[str]]:
+def report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
     summary's notes, the HBM/DDR sentence, each peak and its source, the roofline, the
     HBM/DDR latency sentence and the latency under load, the DDR peak, a sandbox, the
     overlap lines, then what was simulated, measured on a busy host, not run, or failed (a
     figure that failed validation, or bwprof's own error), the state of telemetry and the
     findings. One source for the terminal, `--json` and the page, so scripts see what
-    people see."""
+    people see. With `fleet` (the terminal's digest of more than `FLEET_DIGEST_GPUS`
+    GPUs), the per-GPU lines become a line per case (`fleet_overlap_lines`), repeated
+    notes are said once, and the worst GPUs of each path follow the notes."""
     from bwprof.analysis.roofline import roofline_lines
     from bwprof.analysis.summary import headline_sentence, latency_sentence
 
@@ -553,16 +770,25 @@ def report_lines(run: Run) -> dict[str, list[str]]:
     # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
     show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
                           and not meta.gpus.devices)
+    digested: dict[str, list[str]] = {}
+    if fleet:
+        digested = {
+            "summary_notes": summary_notes(summary, fleet=True),
+            "worst": fleet_worst_lines(summary, run.checks),
+            "overlap": fleet_overlap_lines(summary, phased),
+            "loaded_latency": capped_lines(loaded_latency_lines(phased), "latency under load"),
+        }
     return {
-        "summary_notes": summary_notes(summary),
+        "summary_notes": digested["summary_notes"] if fleet else summary_notes(summary),
+        **({"worst": digested["worst"]} if fleet else {}),
         "headline": [headline_sentence(summary)],
         "peaks": peak_lines(summary),
         "roofline": roofline_lines(run.ceilings) if len(run.results) else [],
         "latency": [line for line in [latency_sentence(summary)] if line]
-        + loaded_latency_lines(phased),
+        + (digested["loaded_latency"] if fleet else loaded_latency_lines(phased)),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
         "sandbox": [line for line in [sandbox_line(meta)] if line],
-        "overlap": overlap_lines(phased),
+        "overlap": digested["overlap"] if fleet else overlap_lines(phased),
         "simulated": simulated_lines(simulated),
         "busy": busy_lines(busy),
         "not_run": not_run_lines(not_ok),
@@ -572,19 +798,28 @@ def report_lines(run: Run) -> dict[str, list[str]]:
     }
 
 
-def print_report(console: Console, run: Run, title: str = "", show_rows: bool = False) -> None:
+def print_report(console: Console, run: Run, title: str = "", show_rows: bool = False,
+                 all_gpus: bool = False) -> None:
     """The end of `bwprof run` and the body of `bwprof report`: the summary table (under
-    `title`), the GPU×GPU matrix where GPUs copied to each other, then `report_lines`."""
+    `title`), the GPU×GPU matrix where GPUs copied to each other, then `report_lines`.
+    Where the summary covers more than `FLEET_DIGEST_GPUS` GPUs (and not `all_gpus`), the
+    fleet digest instead: a row per path, the worst GPUs, a line per overlap case, and
+    where every GPU's figures are."""
     # A fleet's tables are rich's objects by the million, none in a cycle: the collector's
     # full passes over them were a sixth of the CPU (as `gc_paused` says).
     with gc_paused():
         if show_rows and headline_rows(run.rows):
             console.print(results_table(run.rows))
-        console.print(path_table(run.summary, title))
-        matrix = p2p_matrix_table(run.results)
-        if matrix is not None:
-            console.print(matrix)
-        for kind, lines in report_lines(run).items():
+        fleet = not all_gpus and is_fleet(run.summary)
+        if fleet:
+            console.print(fleet_digest_table(run.summary, run.checks, title))
+            _print_lines(console, [ALL_GPUS_LINE])
+        else:
+            console.print(path_table(run.summary, title))
+            matrix = p2p_matrix_table(run.results)
+            if matrix is not None:
+                console.print(matrix)
+        for kind, lines in report_lines(run, fleet=fleet).items():
             _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 
