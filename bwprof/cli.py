@@ -514,9 +514,9 @@ def report_command(
 ) -> None:
     """Summary, findings and plots of a saved run folder, on any machine (no hardware used).
 
-    A run of more than 16 GPUs (a fleet) shows a digest: per path how many GPUs, the median,
-    the lowest and highest figure (naming the GPU), how many are below their band, and the
-    worst GPUs; summary.csv and --json keep every GPU's figures, and --all-gpus shows them.
+    A fleet (more than 16 GPUs) shows a digest: per path how many GPUs, median,
+    lowest and highest (naming the GPU), how many are below their band, and the
+    worst GPUs. summary.csv and --json keep every GPU; --all-gpus shows them.
     """
     from bwprof import saved
 
