@@ -529,6 +529,20 @@ def fleet_digest(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> pd.DataFr
                     .map({True: "hosts", False: "GPUs"}))
     every = boxes.groupby([frame[k] for k in _DIGEST_KEYS], sort=False).all()
     digest.loc[every[every].index, "on"] = "boxes"
+    pairs = frame["device"].str.contains("->", regex=False).groupby(
+        [frame[k] for k in _DIGEST_KEYS], sort=False).all()
+    digest.loc[pairs[pairs].index, "on"] = "pairs"
+    # Out of how many: the path's rows in the run (simulated, failed, no figure), and for a
+    # GPU's path every GPU of the fleet (a GPU whose case raised has no summary row). The
+    # count is said as 'of' these where some have no figure (the lines below say why).
+    present = summary[summary["status"] != "absent"]
+    keyed = [present[k].fillna("").astype(str) if k in present.columns
+             else pd.Series("", index=present.index) for k in _DIGEST_KEYS]
+    rows = present.groupby(keyed, sort=False).size().reindex(digest.index).fillna(0)
+    digest["rows"] = rows.astype(int).to_numpy()
+    on_gpus = digest["on"] == "GPUs"
+    digest.loc[on_gpus, "rows"] = digest.loc[on_gpus, "rows"].clip(
+        lower=summary_gpus(summary))
     devices = frame["device"]
     digest["lowest_on"] = devices.loc[grouped["value"].idxmin()].to_numpy()
     digest["highest_on"] = devices.loc[grouped["value"].idxmax()].to_numpy()
@@ -593,7 +607,8 @@ def fleet_digest_table(summary: pd.DataFrame, checks: Sequence[Any] = (),
         below = row["below"]
         table.add_row(
             figure,
-            f"{row['count']} {row['on']}",
+            (f"{row['count']} of {row['rows']} {row['on']}" if row["rows"] > row["count"]
+             else f"{row['count']} {row['on']}"),
             _digest_figure(row["median"], unit) + shown_unit,
             f"{_digest_figure(row['lowest'], unit)} {row['lowest_on']}",
             f"{_digest_figure(row['highest'], unit)} {row['highest_on']}",

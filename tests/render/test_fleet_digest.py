@@ -26,9 +26,10 @@ FIGURES = ("value_median", "value_best", "gbps_median", "gbps_best", "copy_gbps_
            "copy_gbps_best")
 
 
-def make_fleet(target: Path, scales: list[float]) -> Path:
+def make_fleet(target: Path, scales: list[float], failed: str | None = None) -> Path:
     """A fleet run folder of len(scales) nodes, each the stored H200 run's rows with its
-    figures times its scale (as benchmarks/growth_read.py::make_folder names them)."""
+    figures times its scale (as benchmarks/growth_read.py::make_folder names them); the
+    `failed` device's hbm_triad rows raised (no figure)."""
     from bwprof.schema.meta import NodeMeta
     from bwprof.schema.rows import CSV_COLUMNS
     from bwprof.schema.table import typed_results
@@ -47,6 +48,11 @@ def make_fleet(target: Path, scales: list[float]) -> Path:
     scale = pd.Series(scales).repeat(len(one)).reset_index(drop=True)
     for column in FIGURES:
         frame[column] = frame[column] * scale
+    if failed is not None:
+        broken = (frame["device"] == failed) & (frame["case"] == "hbm_triad")
+        frame.loc[broken, list(FIGURES)] = float("nan")
+        frame.loc[broken, "status"] = "error"
+        frame.loc[broken, "note"] = "RuntimeError: injected"
     frame = typed_results(frame)
     target.mkdir(parents=True, exist_ok=True)
     frame.to_csv(target / "results.csv", index=False)
@@ -189,3 +195,15 @@ def test_a_thousand_nodes_fit_on_a_screen_or_three(tmp_path: Path) -> None:
     text = text_of(make_fleet(tmp_path / "run", [1.0 - 0.0001 * (i % 50) for i in range(1000)]))
     assert "bwprof fleet digest (1000 GPUs" in text
     assert len(text.splitlines()) < 200
+
+
+# Catches: a GPU without a figure dropped from the count silently
+def test_a_gpu_without_a_figure_is_counted_as_such(tmp_path: Path) -> None:
+    folder = make_fleet(tmp_path / "run", [1.0] * 20, failed="node5:gpu0")
+    run = bwprof.load(folder)
+    digest = terminal.fleet_digest(run.summary, run.checks).set_index("case")
+    assert digest.loc["hbm_triad", "count"] == 19 and digest.loc["hbm_triad", "rows"] == 20
+    assert digest.loc["d2d_copy", "count"] == digest.loc["d2d_copy", "rows"] == 20
+    text = text_of(folder)
+    assert "19 of 20 GPUs" in text
+    assert "bwprof error in hbm_triad node5:gpu0" in text
