@@ -478,7 +478,7 @@ def summary_gpus(summary: pd.DataFrame) -> int:
 
 
 _ALL_DEVICES = r"(?:^|:)all$"
-"""A row of every GPU of a box at once (`h2d_all` on `node3:all`): a box, not a GPU."""
+"""A row of every GPU of a box at once (an `_all` case on `node3:all`): a box, not a GPU."""
 
 
 def is_fleet(summary: pd.DataFrame) -> bool:
