@@ -19,7 +19,7 @@ from types import FrameType
 from typing import NoReturn
 
 from bwprof import interrupts
-from bwprof.errors import EXIT_INTERRUPTED, EXIT_OUTPUT
+from bwprof.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, OUT_OF_FILES
 
 _prepared = False
 _final_code: int | None = None  # the code the command chose, once it is known
@@ -252,6 +252,52 @@ def _out_of_memory(exc: BaseException | None) -> bool:
     return False
 
 
+_NO_FILES_WORDS = "too many open files"
+
+
+def _out_of_files(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an exception it was raised from or while handling, says the process
+    ran out of file descriptors: EMFILE (its own limit, `ulimit -n`) or ENFILE (the system's),
+    from a file opened or a module imported late (a run's HTML writer, as it writes the report
+    files), or a compiled module's import that words it ('Too many open files'). A resource
+    that ran out, as memory does: no bug, so no traceback."""
+    for _ in range(20):  # a chain, not a loop
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_FILES:
+            return True
+        if isinstance(exc, (ImportError, OSError)):
+            with contextlib.suppress(Exception):
+                if _NO_FILES_WORDS in str(exc).lower():
+                    return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _open_files_limit() -> int | None:
+    """The open-file limit of this process (`ulimit -n`), None where unlimited or unknown
+    (`resource` is a compiled module, which cannot load once no descriptor is left)."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _no_files(exc: BaseException) -> int:
+    """One line for a command that ran out of file descriptors, and exit code 3 (out of
+    resources): what it wrote before is whole (every file is written whole or not at all; a
+    run's rows as they finish, so a run that got as far as its report files keeps them all)."""
+    limit = _open_files_limit()
+    under = f" under a limit of {limit} (ulimit -n)" if limit is not None else ""
+    what = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    say(f"error: bwprof ran out of open files{under} ({what}); raise the limit (ulimit -n "
+        "1024) and run it again (every file it wrote is whole; a run keeps its finished rows)")
+    return EXIT_OUTPUT
+
+
 def _address_space_limit() -> int | None:
     """The address-space limit of this process in bytes (`ulimit -v`), None where unlimited."""
     try:
@@ -292,8 +338,9 @@ def _leave_now(code: int) -> NoReturn:
 
 
 def main() -> int:
-    """Run `bwprof` with the arguments of this process; the exit code. Memory that runs out
-    is one line and exit 3 (`_no_memory`), not a traceback."""
+    """Run `bwprof` with the arguments of this process; the exit code. Memory or file
+    descriptors that run out are one line and exit 3 (`_no_memory`, `_no_files`), not a
+    traceback."""
     global _final_code
     try:
         try:
@@ -301,9 +348,12 @@ def main() -> int:
         except KeyboardInterrupt:
             code = _interrupted()
         except Exception as exc:
-            if not _out_of_memory(exc):
+            if _out_of_memory(exc):
+                _final_code = _no_memory(exc)
+            elif _out_of_files(exc):
+                _final_code = _no_files(exc)
+            else:
                 raise
-            _final_code = _no_memory(exc)
             _leave_now(_final_code)
     except KeyboardInterrupt:  # a second signal while the first was being handled
         code = _interrupted()

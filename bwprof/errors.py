@@ -22,7 +22,8 @@ EXIT_USAGE = 2
 EXIT_OUTPUT = 3
 """bwprof could not write its output (disk full, read-only or vanished folder, I/O error), or
 memory ran out (while reading a file as well as writing: never EXIT_USAGE, the file is not at
-fault); every row written before the failure is kept and readable."""
+fault), or open files did (`ulimit -n`: EMFILE, ENFILE); every row written before the failure
+is kept and readable."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C, SIGTERM, SIGHUP or SIGQUIT stopped the command; a run keeps its finished rows."""
 
@@ -64,7 +65,9 @@ def write_failure(path: Path, exc: OSError, kept: Path | None = None,
     `option` is the one that chose the place."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     advice = f"choose another {option}"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno in OUT_OF_FILES:
+        advice = "raise the open-file limit (ulimit -n) and run it again"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         free = _free_bytes(path.parent)
         reason += f" ({format_bytes(free)} free there)" if free is not None else ""
         advice = f"free some space or choose another {option}"
@@ -76,11 +79,18 @@ def write_failure(path: Path, exc: OSError, kept: Path | None = None,
     return WriteFailed(f"{text}; {advice}", path, reason)
 
 
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+"""No file descriptor left (`ulimit -n`, the system's table): a resource, like memory."""
+
+
 def raise_if_no_memory(exc: BaseException) -> None:
     """Re-raise `exc` where it is memory running out (MemoryError, pyarrow's
-    ArrowMemoryError, an OSError ENOMEM), as a MemoryError: never the file's fault, so never a
-    BwprofError (exit 2) but the entry point's one line and exit 3, wherever it happened."""
+    ArrowMemoryError, an OSError ENOMEM), as a MemoryError, or file descriptors running out
+    (an OSError EMFILE or ENFILE), as it is: never the file's fault, so never a BwprofError
+    (exit 2) but the entry point's one line and exit 3, wherever it happened."""
     if isinstance(exc, MemoryError):
+        raise exc
+    if isinstance(exc, OSError) and exc.errno in OUT_OF_FILES:
         raise exc
     if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
         raise MemoryError(exc.strerror or str(exc)) from exc
