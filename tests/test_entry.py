@@ -91,6 +91,68 @@ def test_a_signal_while_bwprof_imports_is_one_line(tmp_path, name):
     assert not out.exists()
 
 
+_SLOW_ENTRY_IMPORT = '''
+import runpy
+import sys
+import time
+from pathlib import Path
+
+
+class SlowEntry:
+    """bwprof.entry's import waits (stands for a loaded machine) until the test says go."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "bwprof.entry":
+            Path("importing").write_text("")
+            deadline = time.monotonic() + 60
+            while not Path("go").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return None  # the import goes on as usual
+
+
+sys.meta_path.insert(0, SlowEntry())
+sys.argv = ["bwprof", "--version"]
+runpy.run_module("bwprof", run_name="__main__", alter_sys=True)  # as `python -m bwprof`
+'''
+
+
+def _spawn_with_a_slow_entry_import(tmp_path: Path,
+                                    preexec: Callable[[], None] = _default_sigint
+                                    ) -> subprocess.Popen[str]:
+    (tmp_path / "slow_entry.py").write_text(_SLOW_ENTRY_IMPORT)
+    process = subprocess.Popen([sys.executable, "slow_entry.py"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=preexec)
+    _wait((tmp_path / "importing").exists, process, "importing bwprof.entry")
+    return process
+
+
+# Catches (issue 37): a signal while `python -m bwprof` imported bwprof's own modules, before
+# bwprof.entry put its handlers in (the outside tester's SIGINT 0.1 s after start, under
+# load), was a KeyboardInterrupt traceback, or for SIGTERM and SIGHUP a death by the signal
+@pytest.mark.parametrize("name", STOP_SIGNALS)
+def test_a_signal_before_bwprof_entry_is_imported_is_one_line(tmp_path, name):
+    process = _spawn_with_a_slow_entry_import(tmp_path)
+    err = _finish(process, name)
+    assert err.splitlines() == [_message(name)]
+
+
+def test_a_signal_ignored_at_start_stays_ignored_before_bwprof_entry_is_imported(tmp_path):
+    """`nohup python -m bwprof ...`: a hangup while bwprof still imports changes nothing."""
+
+    def hangups_ignored() -> None:
+        _default_sigint()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process = _spawn_with_a_slow_entry_import(tmp_path, hangups_ignored)
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.2)  # where it were handled, the process would end now
+    (tmp_path / "go").write_text("")
+    out, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (0, "")
+    assert out.startswith("bwprof ")
+
+
 @pytest.mark.parametrize("name", STOP_SIGNALS)
 def test_a_signal_mid_run_keeps_finished_rows(tmp_path, name):
     out = tmp_path / "run"
@@ -684,6 +746,68 @@ def test_out_of_memory_reading_or_writing_is_one_line_and_3(tmp_path, run_copy, 
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: bwprof ran out of memory"), lines
     assert "not enough memory" not in done.stderr
+
+
+def test_what_counts_as_running_out_of_open_files():
+    import errno as errnos
+
+    assert entry._out_of_files(OSError(errnos.EMFILE, "Too many open files"))
+    assert entry._out_of_files(OSError(errnos.ENFILE, "Too many open files in system"))
+    try:
+        try:
+            raise OSError(errnos.EMFILE, "Too many open files")
+        except OSError as exc:
+            raise ImportError("cannot import name 'write_html'") from exc
+    except ImportError as chained:
+        assert entry._out_of_files(chained)
+    assert entry._out_of_files(ImportError(
+        "libstdc++.so.6: cannot open shared object file: Too many open files"))
+    assert not entry._out_of_files(OSError(errnos.EIO, "Input/output error"))
+    assert not entry._out_of_files(ValueError("too many open files"))
+
+
+def test_open_files_running_out_is_never_bad_input_and_says_what_to_do(tmp_path):
+    import errno as errnos
+
+    no_files = OSError(errnos.EMFILE, "Too many open files")
+    with pytest.raises(OSError) as raised:
+        errors.raise_if_no_memory(no_files)
+    assert raised.value is no_files  # the entry point's line and 3, not 'cannot read' and 2
+    failed = errors.write_failure(tmp_path / "summary.csv", no_files)
+    assert failed.exit_code == errors.EXIT_OUTPUT
+    assert str(failed).endswith("raise the open-file limit (ulimit -n) and run it again")
+
+
+_FEW_FILES = '''
+import resource
+import sys
+
+import bwprof.cli
+from bwprof.entry import main
+
+
+def opens_a_file(argv):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (5, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    handles = [open(__file__) for _ in range(8)]  # EMFILE, as a late import or a file would
+    return len(handles)
+
+
+bwprof.cli.main = opens_a_file
+sys.exit(main())
+'''
+
+
+# Catches (issue 37): under `ulimit -n 8` a run measured and wrote every row, then its late
+# import of the HTML writer failed with EMFILE: an OSError traceback and exit 1
+def test_open_files_running_out_is_one_line_and_3(tmp_path):
+    (tmp_path / "few_files.py").write_text(_FEW_FILES)
+    done = subprocess.run([sys.executable, "few_files.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == errors.EXIT_OUTPUT, done.stderr
+    assert done.stderr.startswith("error: bwprof ran out of open files under a limit of 5 "
+                                  "(ulimit -n) (OSError: [Errno 24] Too many open files"), \
+        done.stderr
+    assert len(done.stderr.splitlines()) == 1
 
 
 def test_memory_running_out_is_never_bad_input():
