@@ -221,6 +221,17 @@ class FleetTimeout(Exception):
     """A collective step did not complete in time: some rank hangs or died."""
 
 
+class PeerStopped(FleetTimeout):
+    """On rank 0, within `Fleet.sparing_stopped`: the rank waited for told rank 0 that a stop
+    signal reached it (`Fleet.announce_stop`), so it left its measurement and will not answer
+    this step; waiting the whole timeout for it stalled the job (its report then came too
+    late to be merged)."""
+
+    def __init__(self, message: str, peer: int, signal_name: str) -> None:
+        super().__init__(message)
+        self.peer, self.signal_name = peer, signal_name
+
+
 @dataclass
 class Fleet:
     """This rank's place in the job and the collective steps it takes part in."""
@@ -248,6 +259,11 @@ class Fleet:
     _announced: list[Any] = field(default_factory=list)
     """`announce_stop`'s send, its own list: it is made from a signal handler, which may
     run while the main thread rebuilds `_beats`."""
+    _stopped: dict[int, str] = field(default_factory=dict)
+    """On rank 0: the ranks that announced a stop signal, with its name (kept: the words are
+    taken off the queue once, and asked for again by the merge)."""
+    _sparing: bool = False
+    """Within `sparing_stopped`: a wait for a rank that announced a stop gives up at once."""
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -336,6 +352,11 @@ class Fleet:
                 return value
             if peer is not None and peer in self._silent:
                 raise self._gave_up(what, peer)
+            if self._sparing and peer not in (None, self.rank):
+                said = self.stop_said(peer)
+                if said is not None:
+                    raise PeerStopped(f"rank {self.rank} stopped waiting for {what}: rank "
+                                      f"{peer} was stopped by {said}", peer, said)
             if peer is not None and self._heard_from(peer):
                 deadline = time.monotonic() + self.timeout_s
             if time.monotonic() > deadline:
@@ -473,12 +494,31 @@ class Fleet:
 
     def stopped_ranks(self) -> dict[int, str]:
         """On rank 0: {rank: the signal it said reached it} for the ranks that announced one
-        (`announce_stop`), taking their words off the queue."""
-        said: dict[int, str] = {}
+        (`announce_stop`) so far, their words taken off the queue; {} elsewhere."""
         for source in range(1, self.size) if self.rank == 0 else ():
-            while self.comm.iprobe(source=source, tag=STOPPING_TAG):
-                said[source] = str(self.comm.recv(source=source, tag=STOPPING_TAG))
-        return said
+            self.stop_said(source)
+        return dict(self._stopped)
+
+    def stop_said(self, source: int) -> str | None:
+        """On rank 0: the stop signal `source` announced (its word taken off the queue), or
+        None; None elsewhere (only rank 0 is told)."""
+        if self.rank != 0:
+            return None
+        while self.comm.iprobe(source=source, tag=STOPPING_TAG):
+            self._stopped[source] = str(self.comm.recv(source=source, tag=STOPPING_TAG))
+        return self._stopped.get(source)
+
+    @contextmanager
+    def sparing_stopped(self) -> Iterator[None]:
+        """Within it, rank 0 stops waiting for a rank the moment that rank announces a stop
+        signal (`PeerStopped`) instead of after the whole timeout: for the waits of a
+        measurement (net_p2p), which the stopped rank left. Not for the last steps, which
+        a stopped rank still takes (it sends its report): those wait for it as before."""
+        sparing, self._sparing = self._sparing, self.rank == 0
+        try:
+            yield
+        finally:
+            self._sparing = sparing
 
     def drain(self) -> None:
         """Take the heartbeats still queued for this rank, before MPI finalises, and forget

@@ -35,7 +35,7 @@ from bwprof import costs
 from bwprof.casespec import CaseSpec
 from bwprof.costs import Cost
 from bwprof.executor import Executor
-from bwprof.fleet.comm import Fleet, FleetTimeout
+from bwprof.fleet.comm import Fleet, FleetTimeout, PeerStopped
 from bwprof.fleet.pairs import select_pairs
 from bwprof.gpu.backend import GpuBackend, OutOfMemory
 from bwprof.gpu.buffers import (
@@ -165,26 +165,49 @@ class NetP2PExecutor(Executor):
 
     def measure(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
         assert job.ranks is not None and job.size_bytes is not None
-        sender, receiver = job.ranks
+        sender = job.ranks[0]
         reason = self._gpu_reason(job) if job.memory == "hbm" else None
         if reason:  # known alike on every rank: nobody sends anything for this job
             if self.fleet.rank == sender:
                 raise NotRun("waived", reason)
             return []
+        with self.fleet.sparing_stopped():  # rank 0 waits for no rank that was stopped
+            try:
+                return self._conduct(case, job, plan)
+            except PeerStopped as exc:  # on rank 0 only: that rank left its measurement
+                if exc.peer == sender:  # the row was the sender's, which a signal stopped
+                    return []
+                if self.fleet.rank == sender:
+                    raise NotRun("skipped", f"not measured: {exc}") from None
+                return []  # the sender's row says it (after its own wait for the receiver)
+
+    def _conduct(self, case: CaseSpec, job: Job, plan: Plan) -> list[Measurement]:
+        """`measure` for a job this rank may take part in: rank 0 starts it (or tells the
+        ends it cannot run), the ends measure, the sender tells rank 0 it is done."""
+        assert job.ranks is not None
+        sender, receiver = job.ranks
         tag = self._tags[job]
         me, comm = self.fleet.rank, self.fleet.comm
-        lost: str | None = None  # why the job cannot run: an end went silent before
+        # Why the job cannot run: a str where an end went silent before (an error), a
+        # ("skipped", why) where an end announced a stop signal (no failure of the job's).
+        lost: str | tuple[str, str] | None = None
         if me == 0:  # the conductor: both ends start now, the next job once this one is done
             ends = sorted({sender, receiver} - {0})
             lost = next((f"rank {end} is lost: {self.fleet.silent(end)}" for end in ends
-                         if self.fleet.silent(end)), None)
+                         if self.fleet.silent(end)), None) or next(
+                (("skipped", f"rank {end} was stopped by {self.fleet.stop_said(end)}")
+                 for end in ends if self.fleet.stop_said(end)), None)
             for end in ends:  # a live end is told, so it does not wait for the lost one
-                if not self.fleet.silent(end):
+                if not self.fleet.silent(end) and not self.fleet.stop_said(end):
                     self.fleet.wait(comm.isend(lost, dest=end, tag=tag + GO),
                                     "the go-ahead to leave", end)
         elif me in job.ranks:
             lost = self.fleet.wait(comm.irecv(source=0, tag=tag + GO), "its turn in net_p2p",
                                    0)
+        if isinstance(lost, tuple):  # an end was stopped: its sender's row, if any, skipped
+            if me == sender:
+                raise NotRun("skipped", f"not measured: {lost[1]}")
+            return []
         if lost:  # failed at once, no wait: the sender's row says why (rank 0's, if lost)
             if me == sender or (me == 0 and self.fleet.silent(sender)):
                 raise RuntimeError(f"not measured: {lost}")
@@ -211,6 +234,8 @@ class NetP2PExecutor(Executor):
             try:
                 self.fleet.wait(comm.irecv(source=sender, tag=tag + DONE),
                                 f"the end of the job rank{sender}->rank{receiver}", sender)
+            except PeerStopped:
+                raise
             except FleetTimeout as exc:
                 if me != receiver:  # rank 0's own part had no row: this error row says it
                     raise RuntimeError(f"{exc}: rank {sender} (the sender) did not finish "
@@ -232,6 +257,8 @@ class NetP2PExecutor(Executor):
                 self._receive(sender, buffers, job, plan.repeats, tag)
                 return []
             seconds, wrong = self._send(receiver, buffers, job, plan.repeats, tag)
+        except PeerStopped:
+            raise  # `measure` says what it means for the row
         except FleetTimeout as exc:
             if self.fleet.rank == sender:
                 raise RuntimeError(f"{exc}: rank {receiver} did not take part") from None
@@ -272,7 +299,11 @@ class NetP2PExecutor(Executor):
             mine = ("error", f"rank {self.fleet.rank}: {type(exc).__name__}: {exc}")
         comm = self.fleet.comm
         sent = comm.isend(mine, dest=peer, tag=tag + 4)
-        theirs = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers", peer)
+        try:
+            theirs = self.fleet.wait(comm.irecv(source=peer, tag=tag + 4), "the buffers", peer)
+        except BaseException:  # a stopped or silent peer: MPI may still read `sent`
+            self.fleet.keep([sent])
+            raise
         self.fleet.wait(sent, "the buffers to be reported", peer)
         if mine is None and theirs is None:
             return buffers

@@ -16,6 +16,7 @@ from bwprof.fleet.comm import (
     STOPPING_TAG,
     Fleet,
     FleetTimeout,
+    PeerStopped,
     import_mpi,
     launched_by_mpi,
     rank_from_environment,
@@ -359,8 +360,38 @@ def test_a_rank_tells_rank_0_once_that_a_stop_signal_came_and_never_raises():
     root.announce_stop("SIGTERM")  # rank 0 tells no one
     assert root.comm.sent == []
     assert root.stopped_ranks() == {1: "from one"}  # the word rank 1 sent, taken
-    assert root.stopped_ranks() == {}
+    assert root.stopped_ranks() == {1: "from one"}  # and kept: the merge asks again
     broken = Fleet(FakeComm(), rank=2, size=3, local_rank=0, local_size=1, host="n",
                    timeout_s=0.05)
     broken.comm.isend = lambda *args, **kwargs: 1 / 0  # from a signal handler: no raise
     broken.announce_stop("SIGTERM")
+
+
+class StoppedComm(FakeComm):
+    """Rank 0 of a 2-rank job whose rank 1 sent only its word that a stop signal came."""
+
+    def __init__(self):
+        super().__init__()
+        self.inbox = {1: ["SIGTERM"]}
+
+    def iprobe(self, source, tag):
+        return tag == STOPPING_TAG and bool(self.inbox.get(source))
+
+
+# Catches (issue 37): SIGTERM to rank 1 alone mid net_p2p: rank 0 waited the whole
+# --mpi-timeout for it in net_p2p, then said it 'did not report' and failed itself
+def test_rank_0_measuring_gives_up_at_once_on_a_rank_that_announced_a_stop():
+    root = Fleet(StoppedComm(), rank=0, size=2, local_rank=0, local_size=1, host="n",
+                 timeout_s=30)
+    started = time.monotonic()
+    with root.sparing_stopped(), pytest.raises(PeerStopped) as raised:
+        root.wait(Request(False), "the window to arrive", 1)
+    assert time.monotonic() - started < 5  # not the 30 s timeout
+    assert (raised.value.peer, raised.value.signal_name) == (1, "SIGTERM")
+    assert "rank 1 was stopped by SIGTERM" in str(raised.value)
+    assert root.stopped_ranks() == {1: "SIGTERM"}  # still known to the merge
+    assert root.silent(1) is None  # its report is still received, not given up on
+    root.timeout_s = 0.05  # outside a measurement (the last steps) it is waited for
+    with pytest.raises(FleetTimeout) as timed_out:
+        root.wait(Request(False), "the merged folder", 1)
+    assert not isinstance(timed_out.value, PeerStopped)
