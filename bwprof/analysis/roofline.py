@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -63,8 +63,16 @@ class Ceiling:
     threads: int | None = None
 
 
-def _ok(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["status"] == "ok") & _usable(results[VALUE])]
+_READ = ["case", "device", "dtype", "threads", "metric", "flags", "backend", VALUE, GBPS]
+"""The columns the ceilings read: only these are filtered (a fleet's million rows of every
+column, text included, cost seconds to take)."""
+
+
+def _ok(results: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The ok rows of `metric` with a usable figure, of the columns the ceilings read."""
+    wanted = (results["status"] == "ok") & (results["metric"] == metric)
+    rows = results.loc[wanted.to_numpy(dtype=bool), [c for c in _READ if c in results.columns]]
+    return rows[_usable(rows[VALUE])]
 
 
 def _usable(values: pd.Series) -> pd.Series:
@@ -77,14 +85,13 @@ def _usable(values: pd.Series) -> pd.Series:
 
 def compute_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     """The best median TFLOP/s per case, device, dtype and thread count (host), best first."""
-    rows = _ok(results)
-    rows = rows[rows["metric"] == "throughput"]
+    rows = _ok(results, "throughput")
     found = []
     for (case, device, dtype, threads), group in rows.groupby(
             ["case", "device", rows["dtype"].fillna(""), rows["threads"].fillna(0)],
             sort=False):
-        best = group.loc[group[VALUE].astype(float).idxmax()]
-        count = int(threads) or None
+        best = row_at(group, group[VALUE].astype(float).idxmax())
+        count = int(cast(int, threads)) or None  # a group key: its type is not known here
         label = f"{dtype or '?'}"
         if case == "gemm_host":
             label += f" {count} thread{'s' if count != 1 else ''}" if count else ""
@@ -109,8 +116,8 @@ def _each_distinct(values: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
 
 def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:
     """HBM, L2 and host link per GPU; DDR for the host (device `cpu`)."""
-    rows = _ok(results)
-    rows = rows[(rows["metric"] == "bandwidth") & _usable(rows[GBPS])]
+    rows = _ok(results, "bandwidth")
+    rows = rows[_usable(rows[GBPS])]
     found = []
     numa = _each_distinct(rows["device"], is_numa_device)
     cached = _each_distinct(rows["flags"], is_cache_resident)
