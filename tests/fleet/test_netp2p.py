@@ -12,7 +12,7 @@ import pytest
 from bwprof.cases import get_case
 from bwprof.fleet import comm as comm_module
 from bwprof.fleet import netp2p
-from bwprof.fleet.comm import HEARTBEAT_TAG, Fleet, FleetTimeout
+from bwprof.fleet.comm import HEARTBEAT_TAG, STOPPING_TAG, Fleet, FleetTimeout
 from bwprof.fleet.netp2p import NetP2PExecutor, cuda_aware_mpi, window_for
 from bwprof.gpu.sim import SimBackend
 from bwprof.measurement import NotRun
@@ -528,3 +528,31 @@ def test_a_stop_signal_mid_window_keeps_the_windows_requests_and_buffers():
     assert len(comm.window) == 3
     assert all(any(kept is request for kept in executor.fleet._pending)
                for request in comm.window)
+
+
+# Catches (issue 37): SIGTERM to rank 1 alone mid net_p2p: rank 0 waited the whole
+# --mpi-timeout in its job with rank 1, then made an `error` row (its own fate `failed`)
+def test_rank_0_stops_waiting_for_a_rank_that_announced_a_stop_and_fails_nothing():
+    loop = Loopback()
+    executors = _fleet_of(loop, 2, timeout_s=30.0)
+    plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))
+
+    def announce():  # rank 1 is signalled while rank 0 waits for it in the first job
+        time.sleep(0.3)
+        with loop.lock:
+            loop.queues[(1, 0, STOPPING_TAG)].append("SIGTERM")
+
+    threading.Thread(target=announce, daemon=True).start()
+    started = time.monotonic()
+    jobs, outcomes = _run_ranks(executors, plan, ranks=(0,))
+    assert time.monotonic() - started < 10  # not the 30 s timeout
+    host = [(job.ranks, outcomes[0][i]) for i, job in enumerate(jobs) if job.memory == "host"]
+    assert [ranks for ranks, _ in host] == [(0, 1)] * 2 + [(1, 0)] * 2
+    for ranks, outcome in host:
+        if ranks == (1, 0):  # the stopped rank was the sender: its row, not rank 0's
+            assert outcome == []
+            continue
+        assert isinstance(outcome, NotRun) and outcome.status == "skipped", outcome
+        assert "rank 1 was stopped by SIGTERM" in outcome.reason
+    assert "stopped waiting for the buffers" in host[0][1].reason  # mid-job: at once
+    assert executors[0].fleet.silent(1) is None  # its report is still waited for
