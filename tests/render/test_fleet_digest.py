@@ -161,7 +161,7 @@ def test_terminal_shows_the_digest(fleet: Path) -> None:
 
 # Catches: --all-gpus not giving the per-GPU table and lines, or --json losing rows
 def test_all_gpus_and_json_keep_every_gpu(fleet: Path, tmp_path: Path) -> None:
-    runner = CliRunner()
+    runner = CliRunner(env={"COLUMNS": "250"})  # a table row on one line, whatever the suite set
     result = runner.invoke(app, ["report", str(fleet), "--no-plots", "--all-gpus",
                                  "--out", str(tmp_path / "all")])
     assert result.exit_code == 0, result.output
