@@ -55,6 +55,7 @@ from bwprof.store.export import (
     TIMELINES_FILE,
     RunWriter,
     versioned,
+    write_system_json,
 )
 from bwprof.store.runfolder import read_samples, read_system
 from bwprof.telemetry.session import SAMPLE_COLUMNS
@@ -476,6 +477,7 @@ class MergeStream:
             return
         try:
             if self.writer is None:
+                self._first_system_json()
                 self.writer = RunWriter(self.out)
             for number, row in enumerate(rows_from_frame(frame)):
                 self.writer.add(row, [seconds for _, seconds
@@ -484,6 +486,19 @@ class MergeStream:
                 self.writer.add_samples(part.samples, FLEET_SAMPLE_COLUMNS)
         except OutputError as exc:  # the rows before are kept; system.json says what stopped
             self.failure = exc
+
+    def _first_system_json(self) -> None:
+        """The merged folder's first system.json, before its first row, never finalised (no
+        `finished_utc`: state 'incomplete'), as a single run's folder holds one from its
+        claim on: where rank 0 is killed or stopped mid-merge, `bwprof report` reads the
+        rows merged so far as a run that stopped without finishing instead of refusing the
+        folder. `close` replaces it with the final one."""
+        meta = replace(self.first or RunMeta(schema_version=SCHEMA_VERSION),
+                       schema_version=SCHEMA_VERSION, run_id=self.run_id, finished_utc=None,
+                       interrupted=False, stopped_by=None, nodes=None,
+                       mpi=MpiMeta(size=self.size, timeout_s=self.timeout_s))
+        with interrupts.deferred():  # whole or not there: never a torn system.json
+            write_system_json(self.out, meta, rows_kept=False)
 
     def close(self) -> None:
         """The ranks that never came are missing; then findings.csv, timelines.json and

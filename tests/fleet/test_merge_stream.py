@@ -208,3 +208,30 @@ def test_rank_0s_memory_stays_flat_from_10_to_1000_ranks(tmp_path, source):
         960 * per_rank)
     assert per_rank < 4096, per_rank  # small per-rank records only: fate, name, picks
     assert foretold <= 2 * peak_10, (foretold, peak_10, per_rank)
+
+
+# Catches: rank 0 killed (or stopped, then aborted) mid-merge leaving results.csv and
+# timings.csv but no system.json, a folder `bwprof report` refused as "not a bwprof run
+# folder" although it held every row merged before (issue 37)
+def test_a_merge_killed_after_its_first_ranks_leaves_a_folder_report_reads(tmp_path, source,
+                                                                            capsys):
+    from bwprof.cli import main
+    from bwprof.store.export import prepare_run_dir
+    from bwprof.store.runfolder import load_run
+
+    reports = _fleet(source)
+    claim = prepare_run_dir(tmp_path / "F")  # rank 0's claim of the top folder, as run.py's
+    stream = MergeStream(claim.folder, "fleet-1", synthetic.names(8), 8, 60.0)
+    stream.add(reports[0])
+    stream.add(reports[1])  # then rank 0 dies: close() never runs, its lock is let go
+    claim.release()
+    run = load_run(claim.folder)
+    assert run.state == "incomplete"
+    assert run.meta.run_id == "fleet-1" and run.meta.mpi is not None
+    assert run.meta.mpi.size == 8
+    assert set(run.results["rank"]) == {0, 1}
+    assert len(run.results) == len(reports[0].rows) + len(reports[1].rows)
+    capsys.readouterr()
+    assert main(["report", str(claim.folder), "--no-plots"]) == 0
+    assert "stopped without finishing" in capsys.readouterr().err
+    stream.abandon()
