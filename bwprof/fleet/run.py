@@ -120,6 +120,15 @@ class Heartbeat:
             self.inner.start(total, estimate_s)
 
     def job_started(self, job: Job, left_s: float | None = None) -> None:
+        """Also, on a rank other than 0, stop measuring once rank 0 went silent a whole
+        timeout (a net_p2p job's wait gave up on it): rank 0 can merge nothing more, and the
+        rank's next step waits for it, so measuring on only delayed the job's end by the
+        rest of the plan (86 s, not the timeout, on a loaded box). The rows finished stay
+        in the rank's own folder."""
+        gone = self.fleet.silent(0) if self.fleet.rank != 0 else None
+        if gone is not None:
+            raise FleetTimeout(f"rank {self.fleet.rank} stopped measuring: rank 0 went "
+                               f"silent ({gone})")
         self.fleet.heartbeat()
         if self.inner is not None:
             self.inner.job_started(job, left_s)
