@@ -246,44 +246,6 @@ def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarra
         unread &= ~(link_rows & telemetry & read)
     none[index[unread]] = True
     return none
-    own = {path_of(key).headline for key in OWN_PATHS} | set(path_of("overlap").cases)
-    cases = [case for _, case, _ in gpu_paths() if case not in own]
-    figure = columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency
-    figure &= _is(columns["status"], "ok") & columns["value_median"].notna().to_numpy(dtype=bool)
-    figure &= ~_is(columns["backend"], "simulated")
-    if not figure.any():
-        return none
-    index = np.flatnonzero(figure)
-    rows = columns.iloc[index]
-    codes, texts = pd.factorize(rows["flags"], use_na_sentinel=True)
-    unjudged = np.array([bool(_flag_set(t) & (flags.CACHE_RESIDENT | {flags.SIMULATED}))
-                         for t in texts] + [False], dtype=bool)  # code -1: no flags
-    keep = ~unjudged[codes]
-    index, rows = index[keep], rows[keep]
-    if not len(index):
-        return none
-    groups = rows.groupby(["device", "case", "direction"], dropna=False, sort=False).ngroup()
-    group = groups.to_numpy(dtype=np.int64)
-    count = int(group.max()) + 1
-    sizes, values = _numbers(rows["size_bytes"]), _numbers(rows["value_median"])
-    clean = ~np.isnan(sizes) & ~np.isnan(values)
-    dirty = np.bincount(group, weights=~clean, minlength=count) > 0
-    among = clean & ~dirty[group]
-    picked = pick_per_group(group, count, sizes, values, among=among)
-    unread = among.copy()
-    unread[picked[picked >= 0]] = False
-    link = rows["case"].isin(list(dict.fromkeys(path_of(k).headline for k in LINK_PATHS)))
-    link_rows = link.to_numpy(dtype=bool)
-    if link_rows.any():
-        telemetry = np.ones(len(rows), dtype=bool)
-        if "telemetry_samples" in columns:
-            telemetry = _numbers(rows["telemetry_samples"]) > 0  # NaN: none, as 0
-        figures = [~np.isnan(_numbers(rows[c])) for c in ("pcie_gen_min", "pcie_width_min")
-                   if c in columns]
-        read = np.logical_or.reduce(figures) if figures else np.zeros(len(rows), dtype=bool)
-        unread &= ~(link_rows & telemetry & read)
-    none[index[unread]] = True
-    return none
 
 
 def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
