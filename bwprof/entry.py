@@ -274,16 +274,22 @@ def _out_of_files(exc: BaseException | None) -> bool:
     return False
 
 
-def _open_files_limit() -> int | None:
-    """The open-file limit of this process (`ulimit -n`), None where unlimited or unknown
-    (`resource` is a compiled module, which cannot load once no descriptor is left)."""
+def _soft_limit(name: str) -> int | None:
+    """This process's soft limit `name` of the `resource` module (RLIMIT_AS, RLIMIT_NOFILE),
+    None where unlimited or unknown (`resource` is a compiled module, which cannot load once
+    no descriptor is left)."""
     try:
         import resource
 
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
+        soft, _hard = resource.getrlimit(getattr(resource, name))
+    except (ImportError, OSError, ValueError, AttributeError):
         return None
     return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _open_files_limit() -> int | None:
+    """The open-file limit of this process (`ulimit -n`), None where unlimited or unknown."""
+    return _soft_limit("RLIMIT_NOFILE")
 
 
 def _no_files(exc: BaseException) -> int:
@@ -300,13 +306,7 @@ def _no_files(exc: BaseException) -> int:
 
 def _address_space_limit() -> int | None:
     """The address-space limit of this process in bytes (`ulimit -v`), None where unlimited."""
-    try:
-        import resource
-
-        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return None
-    return None if soft == resource.RLIM_INFINITY else soft
+    return _soft_limit("RLIMIT_AS")
 
 
 def _no_memory(exc: BaseException) -> int:
