@@ -283,13 +283,19 @@ END_STEPS = {
 }
 
 
-def _patch(monkeypatch, target: str, at: int) -> None:
+def _owner(target: str) -> tuple[object, str]:
+    """The module or class holding dotted `target` ('module.function' or
+    'module.Class.method'), and the attribute's name."""
     module_name, _, attribute = target.rpartition(".")
     try:
-        owner = __import__(module_name, fromlist=["_"])
+        return __import__(module_name, fromlist=["_"]), attribute
     except ImportError:  # a class attribute: module.Class.method
         module_name, _, cls = module_name.rpartition(".")
-        owner = getattr(__import__(module_name, fromlist=["_"]), cls)
+        return getattr(__import__(module_name, fromlist=["_"]), cls), attribute
+
+
+def _patch(monkeypatch, target: str, at: int) -> None:
+    owner, attribute = _owner(target)
     monkeypatch.setattr(owner, attribute, _once(getattr(owner, attribute), at=at))
 
 
@@ -404,12 +410,7 @@ def _signal_at(monkeypatch, target: str, at: int, when: str,
                signum: int = signal.SIGHUP) -> list[int]:
     """`target` sends this process `signum` on its `at`-th call, before or after doing its
     work; the list it returns fills once it has."""
-    module_name, _, attribute = target.rpartition(".")
-    try:
-        owner = __import__(module_name, fromlist=["_"])
-    except ImportError:  # a class attribute: module.Class.method
-        module_name, _, cls = module_name.rpartition(".")
-        owner = getattr(__import__(module_name, fromlist=["_"]), cls)
+    owner, attribute = _owner(target)
     real, calls, sent = getattr(owner, attribute), [], []
 
     def wrapper(*args, **kwargs):
