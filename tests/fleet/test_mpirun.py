@@ -299,6 +299,16 @@ def test_a_hung_rank_0_is_named_by_the_others_and_the_job_ends(hung_jobs):
     assert list(kept[kept["case"] == "ddr_triad"]["status"]) == ["waived"]  # local rank 0 only
 
 
+def _rank_0_measured(job: _Job) -> float:
+    """Wait until rank 0 has written its last file of its own (findings.csv) or the job
+    ended; the deadline (JOB_LIMIT_S from now) the caller's later waits keep to."""
+    finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
+    deadline = time.monotonic() + JOB_LIMIT_S
+    while not finished.is_file() and job.running(deadline):
+        time.sleep(0.2)
+    return deadline
+
+
 def _rank_pid(mpirun_pid: int, rank: int) -> int:
     """The process of `rank` among mpirun's children (its launcher environment says which)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -399,10 +409,7 @@ def test_a_rank_slow_to_finish_after_every_rank_is_signalled_keeps_its_rows_and_
     _mpi_or_skip()
     job = _Job(tmp_path, "--hang-rank", "1", env={"BWPROF_FLEET_TEST_DELAY": "1:8"})
     try:
-        finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
-        deadline = time.monotonic() + JOB_LIMIT_S
-        while not finished.is_file() and job.running(deadline):
-            time.sleep(0.2)
+        deadline = _rank_0_measured(job)
         os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
         system = job.out / "ranks" / "rank-0001" / "system.json"
         while job.running(deadline):  # rank 1 has written its interrupted folder
@@ -444,10 +451,7 @@ def test_every_rank_signalled_at_once_names_a_rank_still_finishing_interrupted(t
     _mpi_or_skip()
     job = _Job(tmp_path, "--hang-rank", "1", env={"BWPROF_FLEET_TEST_DELAY": "1:8:job"})
     try:
-        finished = job.out / "ranks" / "rank-0000" / "findings.csv"  # rank 0's last step
-        deadline = time.monotonic() + JOB_LIMIT_S
-        while not finished.is_file() and job.running(deadline):
-            time.sleep(0.2)
+        deadline = _rank_0_measured(job)
         time.sleep(1)  # into its gather, waiting for rank 1
         rank_0 = _rank_pid(job._process.pid, 0)
         os.kill(_rank_pid(job._process.pid, 1), signal.SIGTERM)
