@@ -560,7 +560,8 @@ def compare_command(
     differences, and a fleet-acceptance exit code with --fail-below."""
     from bwprof import saved
     from bwprof.analysis.compare import comparison_json, regression_lines
-    from bwprof.render.terminal import print_comparison, print_warnings
+    from bwprof.render.comparison import print_comparison
+    from bwprof.render.terminal import print_warnings
 
     result = saved.compare(run_dirs, by=by, out=out, fail_below=fail_below,
                            file_format=file_format)

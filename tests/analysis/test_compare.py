@@ -393,7 +393,7 @@ def test_rows_of_one_size_that_differ_by_dtype_or_direction_are_figures_of_their
     only are named by it in the table."""
     from rich.console import Console
 
-    from bwprof.render.terminal import compare_table
+    from bwprof.render.comparison import compare_table
 
     comparison = compare_runs([_gemm_run(tmp_path / "a", 400.0),
                                _gemm_run(tmp_path / "b", 320.0)])
