@@ -9,14 +9,17 @@ system.json that lists every node, results.csv written through the project's typ
 folder of the same shape (figures 2 % lower) is the other side of `compare`.
 
 Each measurement runs in a child process of its own (so peak memory is the command's, from
-`resource.getrusage`'s maxrss, import included) and reports wall and CPU seconds:
+`resource.getrusage`'s maxrss, import included) and reports wall and CPU seconds. The
+commands run as a user types them, through the CLI's entry point with stdout sent to
+/dev/null (so what the terminal is given is made, and every file the command writes is
+written):
 
 - `read_csv`: pandas' `read_csv` of results.csv, the reference every figure is divided by;
 - `load`: `bwprof.load(DIR)` and its `.results`;
-- `report`: `bwprof.saved.make_run_report(DIR, plots=False, write=False)` and the JSON that
-  `report --no-plots --json` prints (`run_report_json`);
-- `accept`: `bwprof.saved.accept([DIR])`;
-- `compare`: `bwprof.saved.compare([A, B])`.
+- `report`: `bwprof report --no-plots DIR` (the terminal's text, and DIR/report/'s files);
+- `report_json`: `bwprof report --no-plots --json DIR`;
+- `accept`: `bwprof accept DIR`;
+- `compare`: `bwprof compare A B`.
 
 The fitted exponent of each command is the slope of log(wall) over log(rows) between the
 smallest and largest size, printed beside the slope of its CPU seconds (on a machine others
@@ -46,31 +49,41 @@ except ImportError:
 sys.path.insert(0, str(REPO))
 
 SOURCE = REPO / "tests" / "data" / "h200-quick"
-COMMANDS = ("read_csv", "load", "report", "accept", "compare")
+COMMANDS = ("read_csv", "load", "report", "report_json", "accept", "compare")
 EXPONENT_BAR = 1.1
 SECONDS_BAR = 10.0
 
 _CHILD = r"""
-import json, resource, sys, time
+import contextlib, json, os, resource, sys, time
 sys.path.insert(0, {repo!r})
 command, a, b = sys.argv[1], sys.argv[2], sys.argv[3]
+CLI = {{"report": ["report", "--no-plots", a], "report_json": ["report", "--no-plots", "--json", a],
+       "accept": ["accept", a], "compare": ["compare", a, b]}}
 def run():
     if command == "read_csv":
         import pandas as pd
         return len(pd.read_csv(a + "/results.csv", low_memory=False))
-    import bwprof
-    from bwprof import saved
     if command == "load":
+        import bwprof
         return len(bwprof.load(a).results)
-    if command == "report":
-        report = saved.make_run_report(a, plots=False, write=False)
-        return len(json.dumps(saved.run_report_json(report), default=str))
-    if command == "accept":
-        result, _ = saved.accept([a])
-        return len(result.checks) if hasattr(result, "checks") else 0
-    if command == "compare":
-        return len(saved.compare([a, b]).comparison.rows)
-    raise SystemExit(f"unknown command {{command}}")
+    if command not in CLI:
+        raise SystemExit(f"unknown command {{command}}")
+    from bwprof.entry import main
+    sys.argv = ["bwprof", *CLI[command]]
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # the command's own output, as a user's redirect gets it
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    if code not in (0, 1):  # accept and compare say 1 for a verdict, not a failure
+        raise SystemExit(f"bwprof {{' '.join(CLI[command])}} exited {{code}}")
+    return code
 """
 
 
@@ -143,11 +156,11 @@ def main() -> int:
         figures[size] = {"read_csv": measure("read_csv", a, b)}
         reference = figures[size]["read_csv"]["wall"]
         print(f"\n{size:,} rows (pandas read_csv {reference:.2f} s)")
-        print(f"  {'command':<9} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'× read_csv':>11}")
+        print(f"  {'command':<11} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'× read_csv':>11}")
         for command in commands:  # each line as soon as it is measured
             f = figures[size].get(command) or measure(command, a, b)
             figures[size][command] = f
-            print(f"  {command:<9} {f['wall']:8.2f} {f['cpu']:8.2f} {f['peak_mib']:9.0f} "
+            print(f"  {command:<11} {f['wall']:8.2f} {f['cpu']:8.2f} {f['peak_mib']:9.0f} "
                   f"{f['wall'] / reference:11.1f}", flush=True)
     if options.profile or len(sizes) < 2:
         return 0
@@ -165,7 +178,7 @@ def main() -> int:
                                          or (timed and wall > SECONDS_BAR))
         missed |= bad
         flag = "  MISSED" if bad else ""
-        print(f"  {command:<9} wall {slope('wall'):5.2f}  cpu {slope('cpu'):5.2f}  "
+        print(f"  {command:<11} wall {slope('wall'):5.2f}  cpu {slope('cpu'):5.2f}  "
               f"({wall:.2f} s, {cpu:.2f} s CPU at {large:,}){flag}")
     if large >= 1_000_000:
         print(f"bar: exponent ≤ {EXPONENT_BAR} and ≤ {SECONDS_BAR:g} s at 1M rows: "
