@@ -17,6 +17,8 @@ A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, cast
@@ -31,7 +33,7 @@ from bwprof.analysis.spec import Override, Spec
 from bwprof.analysis.summary import is_loaded, matrix_records, row_records
 from bwprof.casespec import MEDIAN_BEYOND_CACHE, judged_paths, path_of
 from bwprof.schema import flags
-from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo
+from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo, NodeMeta
 from bwprof.schema.table import gc_paused
 from bwprof.schema.text import one_line
 from bwprof.store.formats import cell_float, cell_int
@@ -138,12 +140,26 @@ class _Box:
 
 
 def _boxes(run: RunFolder) -> list[_Box]:
+    """The run's boxes: its one box, or a fleet's nodes (`fleet_box_names`)."""
     meta = run.meta
-    if meta.nodes:  # named by host name and box key where recorded ('vm#3f2a9c1b7d4e')
-        return [_Box(one_line(node.host.box_label) if node.host is not None else name,
-                     f"{name}:", node.host, node.gpus) for name, node in meta.nodes.items()]
+    if meta.nodes:
+        names = fleet_box_names(meta.nodes)
+        return [_Box(names[name], f"{name}:", node.host, node.gpus)
+                for name, node in meta.nodes.items()]
     name = one_line(meta.box_label) or run.label
     return [_Box(name, "", meta.host, meta.gpus)]
+
+
+def fleet_box_names(nodes: Mapping[str, NodeMeta]) -> dict[str, str]:
+    """Each fleet node's box name (a Check's `box`): its host name and box key where recorded
+    ('vm#3f2a9c1b7d4e') and no other node's is the same; the node's own name otherwise (nodes
+    whose hosts all call themselves 'vm' are still told apart, as their rows' devices are,
+    'node12:gpu0')."""
+    labels = {name: one_line(node.host.box_label) if node.host is not None else ""
+              for name, node in nodes.items()}
+    seen = Counter(labels.values())
+    return {name: label if label and seen[label] == 1 else one_line(name)
+            for name, label in labels.items()}
 
 
 Row = dict[str, Any]
@@ -414,8 +430,10 @@ class _Judge:
 
     def check(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
               reason: str, **figures: object) -> Check:
+        """`device` as the box names it ('gpu0', 'cpu'); the check names it as the rows do, a
+        fleet's node first ('node12:gpu0'), so a fleet's GPUs are told apart."""
         part = bands.find_part(gpu.name) if gpu is not None else None  # cached per name
-        figures.update(box=self.box.name, run_dir=self.label, device=device,
+        figures.update(box=self.box.name, run_dir=self.label, device=self.box.prefix + device,
                        gpu_model=gpu.name if gpu is not None else "",
                        part=part.key if part is not None else "", path=path, case=case,
                        verdict=verdict, reason=reason)
@@ -586,7 +604,7 @@ class _Judge:
                 return self.check(device, gpu, "p2p", case, FAIL, fault)
             rows = [r for r in self.rows if r["case"] == case]
             unusable = self._unusable(rows, case) or (
-                CANNOT_JUDGE, f"no {case} figure from {device}")
+                CANNOT_JUDGE, f"no {case} figure from {self.box.prefix}{device}")
             return self.check(device, gpu, "p2p", case, *unusable)
         row = min(mine, key=lambda r: float(r["value_median"]))  # the first of the lowest
         links_up = gpu.metadata.get("nvlink_links_up")
@@ -601,8 +619,7 @@ class _Judge:
         check = self._judged(device, gpu, "p2p", row, band,
                              "no band: neither NVLink nor the PCIe link is known (give one "
                              "in a spec)", fault=fault)
-        slowest = str(row["device"]).removeprefix(self.box.prefix)
-        return replace(check, reason=f"{slowest} (slowest pair): {check.reason}")
+        return replace(check, reason=f"{row['device']} (slowest pair): {check.reason}")
 
     def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
         out = []

@@ -134,7 +134,8 @@ def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[st
                 (c.run_dir, c.box, c.device, path) in flagged for c in on_path))
         row["outliers"] = "; ".join(o.text for o in outlier_list
                                     if (o.run_dir, o.box) == (run, box)
-                                    and o.device in (device, "cpu"))
+                                    and (o.device in (device, "cpu")
+                                         or o.device.endswith(":cpu")))  # a fleet node's host
         rows.append(row)
     return rows
 

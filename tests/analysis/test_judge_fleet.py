@@ -1,0 +1,110 @@
+"""A fleet's checks name their GPU as its rows do ('node1:gpu0') and their node as the box, so a
+FAIL among ten thousand GPUs is traced to its machine (issue 36: every check of a fleet read
+'gpu0' on box 'vm', the host name every node reported)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import bwprof
+from bwprof.analysis.judge import fleet_box_names, judge_run
+from bwprof.analysis.spec import Spec
+from bwprof.cli import app
+from bwprof.schema.meta import MachineIdentity, NodeMeta
+from bwprof.schema.rows import CSV_COLUMNS
+from bwprof.schema.table import typed_results
+from bwprof.store.export import write_system_json
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200-quick"
+NODES = ("node0", "node1", "node2")
+SICK = "node1"
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory) -> Path:
+    """The stored H200 run as a fleet folder of three nodes whose hosts all call themselves
+    'vm' (as the merge names devices: 'node1:gpu0'), node1's HBM figure halved."""
+    base = bwprof.load(H200)
+    parts = []
+    for name in NODES:
+        part = base.results[list(CSV_COLUMNS)].copy()
+        part["device"] = name + ":" + part["device"].fillna("").astype(str)
+        part["host"] = name
+        if name == SICK:
+            hbm = part["case"] == "hbm_triad"
+            part.loc[hbm, "value_median"] = part.loc[hbm, "value_median"] / 2
+        parts.append(part)
+    target = tmp_path_factory.mktemp("fleet") / "run"
+    target.mkdir()
+    typed_results(pd.concat(parts, ignore_index=True)).to_csv(target / "results.csv",
+                                                              index=False)
+    node = NodeMeta(host=base.meta.host, gpus=base.meta.gpus, telemetry=base.meta.telemetry)
+    write_system_json(target, replace(base.meta, nodes={name: node for name in NODES}))
+    return target
+
+
+def _as_one_box(check, box: str, node: str) -> dict[str, object]:
+    """A fleet check as the single box would give it: the node left out of its names."""
+    fields = check.as_dict()
+    if node:
+        fields.update(device=str(fields["device"]).removeprefix(f"{node}:"),
+                      reason=str(fields["reason"]).replace(f"{node}:", ""))
+    fields.update(box=box, run_dir="")
+    return fields
+
+
+def test_each_check_names_its_node_and_gpu_as_the_rows_do(fleet_dir):
+    run = bwprof.load(fleet_dir)
+    checks = judge_run(run, Spec())
+    assert {c.box for c in checks} == set(NODES)  # not 'vm' three times
+    rows = set(run.results["device"].astype(str))
+    for check in checks:
+        assert check.device.startswith(f"{check.box}:"), check
+        if check.gpu_model:  # a GPU's check names a GPU the rows name
+            assert check.device in rows, check
+    failed = [c for c in checks if c.verdict == "FAIL"]
+    assert [(c.box, c.device, c.path) for c in failed] == [(SICK, f"{SICK}:gpu0", "hbm")]
+    # Every node's checks are the single box's, but for the names (and node1's HBM).
+    one = [_as_one_box(c, "", "") for c in judge_run(bwprof.load(H200), Spec())]
+    for node in NODES:
+        mine = [_as_one_box(c, "", node) for c in checks if c.box == node]
+        same = [a == b for a, b in zip(mine, one, strict=True)]
+        assert all(same) if node != SICK else same.count(False) == 1
+
+
+def test_accept_tells_the_nodes_apart_in_its_lines_and_json(fleet_dir):
+    runner = CliRunner()
+    result = runner.invoke(app, ["accept", "--json", str(fleet_dir)])
+    assert result.exit_code == 1, result.output
+    payload = json.loads(result.output)
+    boxes = {box["box"]: box for box in payload["boxes"]}
+    assert set(boxes) == set(NODES)
+    assert boxes[SICK]["failed"] == [f"hbm {SICK}:gpu0"]
+    assert boxes[SICK]["verdict"] == "FAIL" and boxes["node0"]["verdict"] != "FAIL"
+    devices = {c["device"] for c in payload["checks"]}
+    assert {f"{n}:gpu0" for n in NODES} <= devices and "gpu0" not in devices
+    text = runner.invoke(app, ["accept", str(fleet_dir)]).output
+    assert any(line.startswith(f"{SICK}: FAIL") and f"HBM {SICK}:gpu0" in line
+               for line in text.splitlines()), text
+
+
+def test_a_box_label_that_names_one_node_alone_stays_the_box():
+    """Host names with box keys ('vm#a1'), each its own: the box is the label, as a fleet
+    merged from such hosts names it; a label two nodes share gives way to the node's name."""
+    host = bwprof.load(H200).meta.host
+    assert host is not None
+
+    def node(box: str | None) -> NodeMeta:
+        identity = MachineIdentity(box=box, box_source=None) if box else None
+        return NodeMeta(host=replace(host, identity=identity))
+
+    names = fleet_box_names({"a": node("a1"), "b": node("b2"), "c": node(None),
+                             "d": node(None), "e": NodeMeta(host=None)})
+    label = host.hostname
+    assert names == {"a": f"{label}#a1", "b": f"{label}#b2", "c": "c", "d": "d", "e": "e"}
