@@ -187,9 +187,11 @@ def typed_results(frame: pd.DataFrame) -> pd.DataFrame:
     cells hold, for a typed file (results.parquet): a frame from `results_frame` or
     `read_results` is typed already, one made some other way (a column every row left empty,
     as objects) is not. Text columns bwprof always fills (`run_id`, `case`, `status`, ...)
-    keep a missing cell missing; BwprofError where a value is not of its column's type."""
+    keep a missing cell missing; BwprofError where a value is not of its column's type.
+    Columns already of their type are shared with `frame`, not duplicated, where pandas
+    copies on write (`_copy_on_write`): writing either frame never changes the other."""
     try:
-        typed = _typed(frame.copy())
+        typed = _typed(frame.copy(deep=not _copy_on_write()))
     except _Malformed as exc:
         raise BwprofError(f"results are malformed: {exc}") from None
     for column in typed.columns:
@@ -197,6 +199,19 @@ def typed_results(frame: pd.DataFrame) -> pd.DataFrame:
                 and not pd.api.types.is_string_dtype(typed[column])):
             typed[column] = typed[column].astype("string").astype(_TEXT)
     return typed
+
+
+def _copy_on_write() -> bool:
+    """Whether pandas copies a frame's data only when it is written (always from pandas 3,
+    by option before): a shallow copy then is still a copy, and `typed_results` need not
+    duplicate a million rows' columns (seconds of page faults) to type the few that need
+    it. Without it a column set on a shallow copy could write into the caller's frame."""
+    if int(pd.__version__.split(".", 1)[0]) >= 3:
+        return True
+    try:
+        return pd.get_option("mode.copy_on_write") is True
+    except KeyError:  # pd.errors.OptionError (a KeyError): a pandas without the option
+        return False
 
 
 class _Malformed(ValueError):

@@ -182,3 +182,18 @@ def test_the_cycle_collector_pause_nests_and_only_the_outermost_end_resumes_it()
         assert not gc.isenabled()  # the user's own gc.disable() is kept
     finally:
         gc.enable()
+
+
+def test_typed_results_shares_typed_columns_and_stays_a_copy():
+    """A frame typed already (as `load` gives a fleet's million rows) is not duplicated
+    column by column, yet writing the typed frame never changes the caller's."""
+    import numpy as np
+
+    frame = _stored()
+    best, host = frame.loc[0, "gbps_best"], frame.loc[0, "host"]
+    typed = typed_results(frame)
+    if int(pd.__version__.split(".")[0]) >= 3:  # copy on write: nothing to duplicate
+        assert np.shares_memory(typed["gbps_best"].to_numpy(), frame["gbps_best"].to_numpy())
+    typed.loc[0, "gbps_best"] = -1.0
+    typed.loc[0, "host"] = "other"
+    assert frame.loc[0, "gbps_best"] == best and frame.loc[0, "host"] == host
