@@ -105,7 +105,8 @@ def _cell(checks: list[Check], flagged: bool) -> str:
 
 def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[str, object]]:
     """One row per box × GPU; the box's host checks (DDR, host latency) on each of its
-    GPU rows; a box without GPUs gets a row of its host."""
+    GPU rows; a box without GPUs gets a row of its host. Each box's outliers and each row's
+    paths are found once (a fleet of 10,000 boxes looked each box up among every GPU)."""
     flagged = {(o.run_dir, o.box, o.device, o.path) for o in outlier_list}
     hosts: dict[tuple[str, str], list[Check]] = {}
     gpus: dict[tuple[str, str, str], list[Check]] = {}
@@ -114,8 +115,11 @@ def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[st
             gpus.setdefault(_key(check), []).append(check)
         else:
             hosts.setdefault((check.run_dir, check.box), []).append(check)
-    keys = list(gpus) + [(run, box, "host") for run, box in hosts
-                         if not any(k[:2] == (run, box) for k in gpus)]
+    with_gpus = {key[:2] for key in gpus}
+    keys = list(gpus) + [(run, box, "host") for run, box in hosts if (run, box) not in with_gpus]
+    box_outliers: dict[tuple[str, str], list[Outlier]] = {}
+    for o in outlier_list:
+        box_outliers.setdefault((o.run_dir, o.box), []).append(o)
     rows = []
     for run, box, device in keys:
         host = hosts.get((run, box), [])
@@ -124,18 +128,20 @@ def fleet_rows(checks: list[Check], outlier_list: list[Outlier]) -> list[dict[st
             "run_dir": run, "box": box, "device": device,
             "gpu_model": mine[0].gpu_model if mine else "", "part": mine[0].part if mine else "",
             "verdict": worst([c.verdict for c in host + mine])}
+        by_path: dict[str, list[Check]] = {}
+        for c in host + mine:
+            by_path.setdefault(c.path, []).append(c)
         for path in PATHS:
-            on_path = [c for c in host + mine if c.path == path]
+            on_path = by_path.get(path, [])
             judged = [c for c in on_path if c.pct_of_band is not None]
             row[f"{path}_verdict"] = worst([c.verdict for c in on_path]) if on_path else None
             row[f"{path}_pct_of_band"] = (min(c.pct_of_band for c in judged)  # type: ignore
                                           if judged else None)
             row[f"{path}_cell"] = _cell(on_path, any(
                 (c.run_dir, c.box, c.device, path) in flagged for c in on_path))
-        row["outliers"] = "; ".join(o.text for o in outlier_list
-                                    if (o.run_dir, o.box) == (run, box)
-                                    and (o.device in (device, "cpu")
-                                         or o.device.endswith(":cpu")))  # a fleet node's host
+        # A host's outlier (no part: DDR, host latency) is on each of its box's rows.
+        row["outliers"] = "; ".join(o.text for o in box_outliers.get((run, box), [])
+                                    if o.device in (device, "cpu") or not o.part)
         rows.append(row)
     return rows
 
