@@ -603,10 +603,20 @@ def accept_command(
         str, typer.Option("--format", help="csv | parquet (Parquet copies beside the CSV, "
                                            "with --out).")
     ] = "csv",
+    all_gpus: Annotated[
+        bool, typer.Option("--all-gpus", help="More than 16 GPUs: show every check (one "
+                                              "box's table, or the fleet table and each "
+                                              "box's verdict line), not the fleet digest.")
+    ] = False,
 ) -> None:
     """PASS, WARN or FAIL per GPU and path against the part's achievable band (ERROR where
     bwprof's own error left a path unjudged): exit 0 when nothing fails (ERROR included: it
-    is not the box's), 1 when anything does, 2 for bad input."""
+    is not the box's), 1 when anything does, 2 for bad input.
+
+    More than 16 GPUs show a digest: the verdict, per path and case how many GPUs
+    have each verdict, and the worst GPUs. --json keeps every check; --all-gpus
+    shows them.
+    """
     from bwprof import saved
     from bwprof.render.accept import accept_json, text_lines
 
@@ -614,8 +624,9 @@ def accept_command(
     if as_json:
         typer.echo(json.dumps(accept_json(result), indent=2))
     else:
-        for line in text_lines(result):
-            typer.echo(line)
+        lines = text_lines(result, all_gpus=all_gpus, written=written)
+        if lines:  # one write: a fleet's every check is a hundred thousand lines
+            typer.echo("\n".join(lines))
         for note in result.notes:
             typer.echo(f"note: {note}", err=True)
         if written:

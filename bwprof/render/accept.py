@@ -6,24 +6,39 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
 import pandas as pd
 
 from bwprof.analysis import outliers as fleet
-from bwprof.analysis.acceptance import Acceptance
+from bwprof.analysis.acceptance import (
+    BAD,
+    FLEET_WORST,
+    Acceptance,
+    CaseVerdicts,
+    box_verdicts,
+    case_verdicts,
+    fleet_gpus,
+)
 from bwprof.analysis.bands import PATH_LABELS
 from bwprof.analysis.judge import (
+    CANNOT_JUDGE,
     CHECK_VERDICTS,
     ERROR,
     FAIL,
+    PASS,
+    VERDICTS,
+    WARN,
     Check,
     checks_frame,
     verdict_line,
     worst,
 )
 from bwprof.render.consoles import PIPED_COLUMNS, columns
+from bwprof.render.terminal import FLEET_DIGEST_GPUS
 from bwprof.schema.text import json_ready
 from bwprof.store.formats import json_records, plain
 
@@ -112,12 +127,17 @@ def detail_lines(checks: list[Check], width: int = fleet.TABLE_WIDTH) -> list[st
     return lines
 
 
-def text_lines(result: Acceptance, width: int | None = None) -> list[str]:
+def text_lines(result: Acceptance, width: int | None = None, *, all_gpus: bool = False,
+               written: Sequence[Path] = ()) -> list[str]:
     """What stdout shows: one box's table in `width` columns (default: the terminal's, or
     COLUMNS; a pipe's PIPED_COLUMNS), or the fleet table of several; then one verdict line
-    per box, wrapped where the terminal is narrower."""
+    per box, wrapped where the terminal is narrower. More than `FLEET_DIGEST_GPUS` GPUs get
+    the fleet's digest instead (`digest_lines`; `written`: the files it names), unless
+    `all_gpus`."""
     if width is None:
         width = columns(sys.stdout, PIPED_COLUMNS)
+    if not all_gpus and fleet_gpus(result.checks) > FLEET_DIGEST_GPUS:
+        return digest_lines(result, width, written)
     boxes = result.boxes
     lines: list[str] = []
     if len(boxes) == 1:
@@ -128,6 +148,161 @@ def text_lines(result: Acceptance, width: int | None = None) -> list[str]:
     for (_, box), checks in boxes.items():
         lines += _wrap(verdict_line(box, checks), width, "", INDENT)
     return lines
+
+
+# -- a fleet's digest: the answer first, then per path and case, the worst GPUs named ------
+
+DIGEST_HEADER = ("path", "case", "on", "PASS", "WARN", "FAIL", "ERROR", "CANNOT JUDGE",
+                 "lowest %band")
+_DIGEST_RIGHT = {"on", "PASS", "WARN", "FAIL", "ERROR", "CANNOT JUDGE"}
+
+
+def gpu_name(check: Check, runs: int = 1) -> str:
+    """A GPU (or host) of a fleet as the digest names it (`device_name`)."""
+    return device_name(check.device, check.box, check.run_dir if runs > 1 else "")
+
+
+def device_name(device: str, box: str, run_dir: str = "") -> str:
+    """A device of a fleet as the digest names it: node first ('node12:gpu0'); its box
+    after it where the box is not named by the node ('node12:gpu0 (gpu-a#3f2a9c)'), before
+    it where the device names no node (a judge that named a box's GPUs 'gpu0'); its run
+    folder where given (several were judged)."""
+    node, colon, _ = device.partition(":")
+    if not colon:
+        name = f"{box}:{device}"
+    elif node != box:
+        name = f"{device} ({box})"
+    else:
+        name = device
+    return f"{name} in {run_dir}" if run_dir else name
+
+
+def _figure(check: Check) -> str:
+    """'3210 GB/s, 77% of band' (the median and % of band, where there are)."""
+    parts = []
+    if check.value is not None:
+        parts.append(f"{_number(check.value, check.unit)} {check.unit}".rstrip())
+    if check.pct_of_band is not None:
+        parts.append(f"{_number(check.pct_of_band)}% of band")
+    return ", ".join(parts)
+
+
+def _counts(verdicts: Counter[str]) -> str:
+    """'97830 pass, 21740 cannot judge', in `CHECK_VERDICTS`' telling order (as
+    `verdict_line`)."""
+    return ", ".join(f"{verdicts[v]} {v.lower().replace('_', ' ')}"
+                     for v in (PASS, WARN, FAIL, CANNOT_JUDGE, ERROR) if verdicts[v])
+
+
+def digest_lines(result: Acceptance, width: int = PIPED_COLUMNS,
+                 written: Sequence[Path] = ()) -> list[str]:
+    """A fleet's acceptance in a few dozen lines whatever its size: the verdict of every
+    box at once, how many boxes have each verdict and the worst of them (their verdict
+    lines), a row per path and case counting its GPUs by verdict with the lowest % of band
+    (naming the GPU), the worst GPUs of each case that fails, warns or raised, why the
+    others could not be judged, the outliers against the fleet median, and where every
+    check is. One pass over the checks (`case_verdicts`); no row per GPU is made."""
+    checks = result.checks
+    runs = len({c.run_dir for c in checks})
+    cases = case_verdicts(checks)
+    boxes = result.boxes
+    verdict_of = box_verdicts(boxes)
+    overall = result.verdict
+    told: Counter[str] = Counter(c.verdict for c in checks)
+    head = (f"{overall.replace('_', ' ')} — {len(boxes)} boxes, {fleet_gpus(checks)} GPUs"
+            f"{f' in {runs} run folders' if runs > 1 else ''}, {len(checks)} checks: "
+            f"{_counts(told)}")
+    unjudged = [c for c in cases if c.unjudged and not sum(
+        n for v, n in c.counts.items() if v != CANNOT_JUDGE)]
+    if unjudged:  # paths nothing of which could be judged, as a box's verdict line says
+        order = list(PATH_LABELS)
+        head += " (" + ", ".join(dict.fromkeys(
+            PATH_LABELS[c.path] for c in sorted(unjudged, key=lambda c: order.index(c.path))
+        )) + " not judged anywhere)"
+    lines = _wrap(head, width, "", INDENT)
+    by_box: Counter[str] = Counter(verdict_of.values())
+    lines += _wrap("boxes: " + ", ".join(f"{by_box[v]} {v.lower().replace('_', ' ')}"
+                                         for v in VERDICTS if by_box[v]), width, "", INDENT)
+    erred = {key for key, mine in boxes.items() if any(c.verdict == ERROR for c in mine)}
+    shown = sorted((key for key in boxes if verdict_of[key] in (FAIL, WARN) or key in erred),
+                   key=lambda key: VERDICTS.index(verdict_of[key]))
+    for key in shown[:FLEET_WORST]:
+        lines += _wrap(verdict_line(key[1], boxes[key]), width, "", INDENT)
+    if len(shown) > FLEET_WORST:
+        lines.append(f"... and {len(shown) - FLEET_WORST} more boxes that fail, warn or "
+                     "raised (their verdict lines: --all-gpus or --json)")
+    lines.append("")
+    lines += [*_case_table(cases, runs), ""]
+    for case in cases:
+        if case.worst:
+            lines += _wrap(_worst_line(case, runs), width, "", INDENT)
+    for case in cases:
+        if case.unjudged:
+            reason, same, total = case.unjudged
+            lines += _wrap(f"cannot judge {PATH_LABELS[case.path]} {case.case} on {total} "
+                           f"{case.on}: {table_reason(reason)}"
+                           + (f" (on {same}; the others' reasons: --json)" if same < total
+                              else ""), width, "", INDENT)
+    if result.outliers:
+        lines += _wrap(_outlier_line(result, runs), width, "", INDENT)
+    files = [str(path) for path in written if path.name == ACCEPT_FILE]
+    where = (f"every check ({len(checks)}) is in `bwprof accept --json`"
+             + (f" and in {', '.join(files)}" if files else "")
+             + "; `bwprof accept --all-gpus` lists each here")
+    return [*lines, "", *_wrap(where, width, "", INDENT)]
+
+
+def _case_table(cases: list[CaseVerdicts], runs: int) -> list[str]:
+    """A row per path and case: how many GPUs (or hosts) have each verdict and the lowest
+    % of band, naming its GPU; each column as wide as its widest cell."""
+    rows = []
+    for case in cases:
+        low = case.lowest
+        lowest = (f"{_number(low.pct_of_band)} {gpu_name(low, runs)}"
+                  if low is not None and low.pct_of_band is not None else "")
+        rows.append([PATH_LABELS[case.path], case.case,
+                     f"{sum(case.counts.values())} {case.on}",
+                     *(str(case.counts[v]) for v in (PASS, WARN, FAIL, ERROR, CANNOT_JUDGE)),
+                     lowest])
+    widths = [max([len(label), *(len(row[i]) for row in rows)])
+              for i, label in enumerate(DIGEST_HEADER)]
+
+    def joined(cells: Sequence[str]) -> str:
+        return " ".join(cell.rjust(w) if label in _DIGEST_RIGHT else cell.ljust(w)
+                        for cell, w, label in zip(cells, widths, DIGEST_HEADER, strict=True)
+                        ).rstrip()
+
+    return [joined(DIGEST_HEADER), *(joined(row) for row in rows)]
+
+
+def _worst_line(case: CaseVerdicts, runs: int) -> str:
+    """'FAIL HBM hbm_triad on 3 of 10870 GPUs (2 fail, 1 warn), worst first: node12:gpu0 FAIL
+    3210 GB/s, 77.3% of band: below 3528 GB/s (73% of peak); node5:gpu0 FAIL ...; and 2 more
+    (--json)': the worst GPU's reason, the others' figures."""
+    first = case.worst[0]
+    said = [f"{gpu_name(c, runs)} {c.verdict} {_figure(c)}".rstrip() for c in case.worst]
+    said[0] += f": {table_reason(first.reason)}"
+    how = ", ".join(f"{case.counts[v]} {'bwprof error' if v == ERROR else v.lower()}"
+                    for v in BAD if case.counts[v])
+    more = case.bad - len(case.worst)
+    return (f"{first.verdict} {PATH_LABELS[case.path]} {case.case} on "
+            f"{sum(case.counts[v] for v in BAD)} of {sum(case.counts.values())} {case.on} "
+            f"({how}), worst first: {'; '.join(said)}"
+            + (f"; and {more} more (--json)" if more > 0 else ""))
+
+
+def _outlier_line(result: Acceptance, runs: int) -> str:
+    """The outliers against the fleet median, the furthest first, at most FLEET_WORST."""
+    outliers = sorted(result.outliers, key=lambda o: o.pct_from_median)
+    shown = [f"{device_name(o.device, o.box, o.run_dir if runs > 1 else '')} "
+             f"{PATH_LABELS[o.path]} {abs(o.pct_from_median):.1f}% "
+             f"{'below' if o.pct_from_median < 0 else 'above'} the median of {o.peers} "
+             f"{o.part or 'hosts'}" for o in outliers[:FLEET_WORST]]
+    return (f"{len(outliers)} outlier(s) against the fleet median (more than "
+            f"{result.spec.outlier_pct:g}% worse than their model's), the furthest first: "
+            + "; ".join(shown)
+            + (f"; and {len(outliers) - FLEET_WORST} more (--json)"
+               if len(outliers) > FLEET_WORST else ""))
 
 
 def accept_json(result: Acceptance) -> dict[str, object]:
