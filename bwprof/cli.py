@@ -452,13 +452,14 @@ def _report_run(result: RunResult, quiet: bool, fleet: bool, as_json: bool = Fal
         result.run_dir)
     if as_json:
         from bwprof import saved
+        from bwprof.render.jsontext import echo_json
         from bwprof.render.outputs import Written
 
         document = saved.run_report_json(saved.RunReport(result, Written(list(result.files))),
                                          warn=False, run_dir=run_dir)
         for note in result.notes:
             typer.echo(note, err=True)
-        typer.echo(json.dumps(document, indent=2))
+        echo_json(document)
         typer.echo(f"wrote {result.run_dir}", err=True)
     else:
         stdout = _stdout_console(plain=fleet)
@@ -524,8 +525,9 @@ def report_command(
                                    file_format=file_format, out=out, html=html,
                                    write=not as_json)
     if as_json:
-        typer.echo(json.dumps(saved.run_report_json(report, show_rows=rows, run_dir=run_dir),
-                              indent=2))
+        from bwprof.render.jsontext import echo_json
+
+        echo_json(saved.run_report_json(report, show_rows=rows, run_dir=run_dir))
     else:
         saved.print_run_report(_stdout_console(), report, show_rows=rows, run_dir=run_dir,
                                all_gpus=all_gpus)
@@ -569,7 +571,9 @@ def compare_command(
     if as_json:
         document = comparison_json(comparison, result.threshold, regressions)
         print_warnings(comparison.state_warnings)  # runs that did not finish, on stderr
-        typer.echo(json.dumps(document, indent=2))
+        from bwprof.render.jsontext import echo_json
+
+        echo_json(document)
     else:
         print_comparison(_stdout_console(), comparison, show_all)
         if result.written:
@@ -622,7 +626,9 @@ def accept_command(
 
     result, written = saved.accept(run_dirs, spec=spec, out=out, file_format=file_format)
     if as_json:
-        typer.echo(json.dumps(accept_json(result), indent=2))
+        from bwprof.render.jsontext import echo_json
+
+        echo_json(accept_json(result))
     else:
         lines = text_lines(result, all_gpus=all_gpus, written=written)
         if lines:  # one write: a fleet's every check is a hundred thousand lines
