@@ -702,6 +702,81 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+DIGEST_WORST = 3
+"""The most devices a fleet digest names as worst, per figure and run."""
+DIGEST_KEYS: tuple[str, ...] = tuple(key for key in KEY_COLUMNS if key != "device")
+"""What makes one figure of a fleet: its key but the device (each GPU's hbm_triad at 256 MiB
+is one figure measured on ten thousand GPUs)."""
+
+
+def compare_digest(comparison: Comparison, scope: str = "summary") -> pd.DataFrame:
+    """Each later run's figures of `scope` across the fleet's devices, one row per run and
+    figure (DIGEST_KEYS, in the order of the comparison): how many devices align
+    (`aligned`), how many have a change against the baseline (`compared`; simulated
+    figures and missing ones have none), their `median_change` (%), how many changed
+    beyond noise for the `worse` and the `better`, how many had no noise band
+    (`noise_unknown`), how many are `simulated`, what the devices are (`on`: GPUs, hosts,
+    pairs, boxes), and the `worst` devices (at most DIGEST_WORST that got worse, worst
+    first: device and change %). Columns only: a fleet's comparison has a row per device
+    and figure."""
+    rows = comparison.rows
+    frame = rows[(rows["scope"] == scope).to_numpy(dtype=bool)]
+    baseline = frame["baseline"].to_numpy(dtype=bool)
+    simulated_row = frame["backend"].eq("simulated").fillna(False).to_numpy(dtype=bool)
+    figure = frame["figure_id"].to_numpy(dtype="int64", na_value=-1)
+    base_simulated = np.zeros(int(figure.max()) + 2 if len(figure) else 1, dtype=bool)
+    base_simulated[figure[baseline]] = simulated_row[baseline]
+    later = frame[~baseline]
+    simulated = simulated_row[~baseline] | base_simulated[figure[~baseline]]
+    group = (later.groupby(["run", *DIGEST_KEYS], sort=False, dropna=False).ngroup()
+             .to_numpy(dtype="int64") if len(later) else np.zeros(0, dtype=np.int64))
+    count = int(group.max()) + 1 if len(group) else 0
+    change = later["change_pct"].to_numpy(dtype="float64", na_value=np.nan)
+    regressed = later["regressed_pct"].to_numpy(dtype="float64", na_value=np.nan)
+    beyond = later["beyond_noise"].astype("boolean")
+    known = ~np.isnan(change) & ~simulated
+    beyond_noise = known & beyond.fillna(False).to_numpy(dtype=bool)
+    device = later["device"].fillna("").astype(str)
+    kinds = {"hosts": later["backend"].eq("host").fillna(False).to_numpy(dtype=bool),
+             "pairs": device.str.contains("->", regex=False).to_numpy(dtype=bool),
+             "boxes": device.str.contains(r"(?:^|:)all$").to_numpy(dtype=bool)}
+    first = np.full(count, len(group))
+    np.minimum.at(first, group, np.arange(len(group)))
+    out = later[["run", *DIGEST_KEYS, "unit", "higher_is_better"]].take(first).reset_index(
+        drop=True)
+
+    def counted(which: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=which, minlength=count).astype("int64")
+
+    out["aligned"] = np.bincount(group, minlength=count).astype("int64")
+    out["compared"] = counted(known)
+    out["median_change"] = _group_median(group, np.where(known, change, np.nan), count)
+    out["worse"] = counted(beyond_noise & (regressed > 0))
+    out["better"] = counted(beyond_noise & (regressed < 0))
+    out["noise_unknown"] = counted(known & beyond.isna().to_numpy(dtype=bool))
+    out["simulated"] = counted(simulated)
+    # What the devices are, as `bwprof report`'s digest says it: hosts where any figure is
+    # the host's, pairs or boxes where all are, else GPUs.
+    on = np.full(count, "GPUs", dtype=object)
+    for kind in ("boxes", "pairs"):
+        on[counted(kinds[kind]) == out["aligned"].to_numpy()] = kind
+    on[counted(kinds["hosts"]) > 0] = "hosts"
+    out["on"] = on
+    # The worst of each figure: those that got worse, most first (ties in table order).
+    candidates = np.flatnonzero(known & (regressed > 0))
+    order = candidates[np.lexsort((-regressed[candidates], group[candidates]))]
+    ranked = group[order]
+    starts = np.searchsorted(ranked, ranked, side="left")
+    shown = order[np.arange(len(order)) - starts < DIGEST_WORST]
+    worst: list[list[tuple[str, float]]] = [[] for _ in range(count)]
+    for at, device, changed in zip(group[shown].tolist(),
+                                   later["device"].to_numpy(dtype=object)[shown].tolist(),
+                                   change[shown].tolist(), strict=True):
+        worst[at].append((str(device), changed))
+    out["worst"] = worst
+    return out
+
+
 def _identity(path: Path | None) -> object:
     """What makes two paths one folder: its device and inode (a symlink, `..` or another
     spelling lead to the same), or the absolute path where it cannot be looked at; a run
@@ -777,10 +852,11 @@ def comparison_json(comparison: Comparison, fail_below: float | None,
     """The comparison for scripts: each run with its `state` ('finished', 'interrupted',
     'incomplete'), `state_detail` and `stopped_by`; every warning; the aligned rows. Strict
     JSON, every string printable (`json_ready`). Data only: the face that prints it also says
-    `comparison.state_warnings` on stderr (analysis never prints)."""
+    `comparison.state_warnings` on stderr (analysis never prints). The rows are made a
+    column at a time (`json_table`): a fleet's are millions of cells."""
     from dataclasses import asdict
 
-    from bwprof.store.formats import json_records
+    from bwprof.store.formats import json_table
 
     out = {
         "schema_version": SCHEMA_VERSION,
@@ -793,8 +869,10 @@ def comparison_json(comparison: Comparison, fail_below: float | None,
                   "stopped_by": run.meta.stopped_by}
                  for run, label in zip(comparison.runs, comparison.labels, strict=True)],
         "warnings": comparison.warnings,
-        "rows": json_records(comparison.rows),
+        "rows": [],
         "fail_below": fail_below,
         "regressions": [asdict(found) for found in regressions],
     }
-    return cast(dict[str, object], json_ready(out))
+    ready = cast(dict[str, object], json_ready(out))
+    ready["rows"] = json_table(comparison.rows)  # json_ready(json_records(rows)), by column
+    return ready
