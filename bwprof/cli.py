@@ -553,13 +553,22 @@ def compare_command(
     show_all: Annotated[
         bool, typer.Option("--all", help="Also show every measured row, not only headlines.")
     ] = False,
+    all_gpus: Annotated[
+        bool, typer.Option("--all-gpus", help="Runs of more than 16 GPUs: show a row per GPU "
+                                              "and figure, not the fleet digest.")
+    ] = False,
     by: Annotated[
         str, typer.Option("--by", help="node: every device (fleet runs: node:gpuN); model: "
                                        "the median per device model.")
     ] = "node",
 ) -> None:
     """The same figures across runs and boxes: change in %, beyond noise or not, machine
-    differences, and a fleet-acceptance exit code with --fail-below."""
+    differences, and a fleet-acceptance exit code with --fail-below.
+
+    Runs of more than 16 GPUs show a digest: per figure how many GPUs compared, the median
+    change, how many changed beyond noise for the worse and the better, and the worst GPUs.
+    compare.csv (--out) and --json keep every row; --all-gpus shows them.
+    """
     from bwprof import saved
     from bwprof.analysis.compare import comparison_json, regression_lines
     from bwprof.render.comparison import print_comparison
@@ -575,7 +584,7 @@ def compare_command(
 
         echo_json(document)
     else:
-        print_comparison(_stdout_console(), comparison, show_all)
+        print_comparison(_stdout_console(), comparison, show_all, all_gpus=all_gpus)
         if result.written:
             typer.echo(f"wrote {', '.join(str(path) for path in result.written)}")
     for line in regression_lines(regressions, result.threshold or 0):
