@@ -3,15 +3,19 @@ fleet's outliers and the notes beside them. `bwprof.render.accept` shows it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 
 from bwprof.analysis import outliers as fleet
 from bwprof.analysis.judge import CANNOT_JUDGE, ERROR, FAIL, PASS, WARN, Check, worst
 from bwprof.analysis.run import Run
 from bwprof.analysis.spec import Spec
 from bwprof.errors import EXIT_FAILED, EXIT_OK
+from bwprof.schema.table import gc_paused
 from bwprof.schema.text import one_line
 
 
@@ -28,7 +32,8 @@ class Acceptance:
     def rows(self) -> list[dict[str, object]]:
         """The fleet table (`outliers.fleet_rows`), made where it is read (the fleet table,
         --json, --out's accept_fleet.csv): a fleet's digest does not need a row per GPU."""
-        return fleet.fleet_rows(self.checks, self.outliers)
+        with gc_paused():  # a row of dicts per GPU, no cycle among them
+            return fleet.fleet_rows(self.checks, self.outliers)
 
     @cached_property
     def boxes(self) -> dict[tuple[str, str], list[Check]]:
@@ -100,6 +105,17 @@ def fleet_gpus(checks: Sequence[Check]) -> int:
     return len({(c.run_dir, c.box, c.device) for c in checks if c.gpu_model})
 
 
+def more_gpus_than(checks: Sequence[Check], count: int) -> bool:
+    """Whether the checks judge more than `count` GPUs, read only until they do."""
+    seen: set[tuple[str, str, str]] = set()
+    for c in checks:
+        if c.gpu_model:
+            seen.add((c.run_dir, c.box, c.device))
+            if len(seen) > count:
+                return True
+    return False
+
+
 @dataclass
 class CaseVerdicts:
     """One path and case of a fleet: how many GPUs (or hosts) have each verdict on it, the
@@ -127,51 +143,86 @@ def _bad_order(check: Check) -> tuple[int, float]:
     return _RANK[check.verdict], pct if pct is not None else float("inf")
 
 
-def case_verdicts(checks: Sequence[Check]) -> list[CaseVerdicts]:
-    """Per path and case (in the judge's order), the counts, worst and lowest checks of a
-    fleet: one pass over the checks, then per case work on its FAIL, WARN and ERROR checks
-    alone."""
-    devices: dict[tuple[str, str], dict[tuple[str, str, str], str]] = {}
-    hosts_only: dict[tuple[str, str], bool] = {}
+@dataclass
+class FleetDigest:
+    """What a fleet's digest says, counted in one pass over its checks' columns."""
+
+    cases: list[CaseVerdicts]
+    """Per path and case, in the judge's order."""
+    gpus: int
+    """How many GPUs were judged (`fleet_gpus`)."""
+    boxes: dict[tuple[str, str], str]
+    """Each box's verdict (`worst` of its checks), keyed by (run folder, box)."""
+    erred: set[tuple[str, str]]
+    """The boxes with an ERROR check."""
+    told: Counter[str]
+    """How many checks have each verdict."""
+
+
+_COLUMNS = attrgetter("run_dir", "box", "device", "path", "case", "verdict", "gpu_model",
+                      "reason", "pct_of_band")
+
+
+def fleet_digest(checks: Sequence[Check]) -> FleetDigest:
+    """A fleet's counts per path and case, box and verdict. Each check's fields are read
+    once, into columns, and counted with `Counter` and sets over them: a loop of Python per
+    check per count cost a second at 120,000 checks. A GPU with several checks of one case
+    counts once, by its worst (`_RANK`)."""
+    if not checks:
+        return FleetDigest([], 0, {}, set(), Counter())
+    with gc_paused():  # tuples by the hundred thousand, no cycle among them
+        return _fleet_digest(checks)
+
+
+def _fleet_digest(checks: Sequence[Check]) -> FleetDigest:
+    run_dirs, boxes, devices, paths, cases, verdicts, models, reasons, pcts = zip(
+        *map(_COLUMNS, checks), strict=True)
+    keys = list(zip(paths, cases, strict=True))
+    gpus = len(set(compress(zip(run_dirs, boxes, devices, strict=True), models)))
+    by_box: dict[tuple[str, str], list[str]] = {}
+    for run_dir, box, verdict in Counter(zip(run_dirs, boxes, verdicts, strict=True)):
+        by_box.setdefault((run_dir, box), []).append(verdict)
+    box_verdict = {box: worst(seen) for box, seen in by_box.items()}
+    erred = {box for box, seen in by_box.items() if ERROR in seen}
+    per_device = list(zip(run_dirs, boxes, devices, paths, cases, strict=True))
+    if len(set(per_device)) == len(per_device):  # each GPU's case judged once: as it is
+        counted = Counter(zip(keys, verdicts, strict=True))
+    else:
+        merged: dict[tuple[str, ...], str] = {}
+        for device, verdict in zip(per_device, verdicts, strict=True):
+            before = merged.get(device)
+            if before is None or _RANK[verdict] < _RANK[before]:
+                merged[device] = verdict
+        counted = Counter(((d[3], d[4]), v) for d, v in merged.items())
+    with_gpu = set(compress(keys, models))
+    unjudged: dict[tuple[str, str], dict[str, int]] = {}
+    for (key, reason), many in Counter(compress(
+            zip(keys, reasons, strict=True), [v == CANNOT_JUDGE for v in verdicts])).items():
+        unjudged.setdefault(key, {})[reason] = many
     bad: dict[tuple[str, str], list[Check]] = {}
-    lowest: dict[tuple[str, str], Check] = {}
-    reasons: dict[tuple[str, str], dict[str, int]] = {}
-    for check in checks:
-        key = (check.path, check.case)
-        verdict = check.verdict
-        seen = devices.setdefault(key, {})
-        device = (check.run_dir, check.box, check.device)
-        before = seen.get(device)
-        if before is None or _RANK[verdict] < _RANK[before]:
-            seen[device] = verdict
-        hosts_only[key] = hosts_only.get(key, True) and not check.gpu_model
-        if verdict in BAD:
-            bad.setdefault(key, []).append(check)
-        elif verdict == CANNOT_JUDGE:
-            why = reasons.setdefault(key, {})
-            why[check.reason] = why.get(check.reason, 0) + 1
-        pct = check.pct_of_band
-        if pct is not None:
-            low = lowest.get(key)
-            if low is None or pct < (low.pct_of_band or 0.0):
-                lowest[key] = check
+    for i in compress(range(len(checks)), [v in BAD for v in verdicts]):
+        bad.setdefault(keys[i], []).append(checks[i])
+    lowest: dict[tuple[str, str], int] = {}
+    for i, (key, pct) in enumerate(zip(keys, pcts, strict=True)):
+        if pct is not None and (key not in lowest or pct < pcts[lowest[key]]):
+            lowest[key] = i
     out = []
-    for key, seen in devices.items():
-        counts = dict.fromkeys((FAIL, WARN, PASS, CANNOT_JUDGE, ERROR), 0)
-        for verdict in seen.values():
-            counts[verdict] += 1
+    for key in dict.fromkeys(keys):
+        counts = {v: counted[(key, v)] for v in (FAIL, WARN, PASS, CANNOT_JUDGE, ERROR)}
         mine = sorted(bad.get(key, []), key=_bad_order)
-        said = reasons.get(key)
-        unjudged = None
+        said = unjudged.get(key)
+        why = None
         if said:
             reason = max(said, key=lambda r: said[r])  # the first of the most common
-            unjudged = (reason, said[reason], sum(said.values()))
-        out.append(CaseVerdicts(key[0], key[1], "hosts" if hosts_only[key] else "GPUs",
-                                counts, mine[:FLEET_WORST], len(mine), lowest.get(key),
-                                unjudged))
-    return out
+            why = (reason, said[reason], sum(said.values()))
+        low = lowest.get(key)
+        out.append(CaseVerdicts(key[0], key[1], "GPUs" if key in with_gpu else "hosts",
+                                counts, mine[:FLEET_WORST], len(mine),
+                                checks[low] if low is not None else None, why))
+    return FleetDigest(out, gpus, box_verdict, erred, Counter(verdicts))
 
 
-def box_verdicts(boxes: dict[tuple[str, str], list[Check]]) -> dict[tuple[str, str], str]:
-    """Each box's verdict (`worst` of its checks), keyed as `Acceptance.boxes`."""
-    return {key: worst([c.verdict for c in checks]) for key, checks in boxes.items()}
+def case_verdicts(checks: Sequence[Check]) -> list[CaseVerdicts]:
+    """Per path and case (in the judge's order), the counts, worst and lowest checks of a
+    fleet (`fleet_digest`)."""
+    return fleet_digest(checks).cases

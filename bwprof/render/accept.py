@@ -19,9 +19,8 @@ from bwprof.analysis.acceptance import (
     FLEET_WORST,
     Acceptance,
     CaseVerdicts,
-    box_verdicts,
-    case_verdicts,
-    fleet_gpus,
+    fleet_digest,
+    more_gpus_than,
 )
 from bwprof.analysis.bands import PATH_LABELS
 from bwprof.analysis.judge import (
@@ -136,7 +135,7 @@ def text_lines(result: Acceptance, width: int | None = None, *, all_gpus: bool =
     `all_gpus`."""
     if width is None:
         width = columns(sys.stdout, PIPED_COLUMNS)
-    if not all_gpus and fleet_gpus(result.checks) > FLEET_DIGEST_GPUS:
+    if not all_gpus and more_gpus_than(result.checks, FLEET_DIGEST_GPUS):
         return digest_lines(result, width, written)
     boxes = result.boxes
     lines: list[str] = []
@@ -201,17 +200,16 @@ def digest_lines(result: Acceptance, width: int = PIPED_COLUMNS,
     lines), a row per path and case counting its GPUs by verdict with the lowest % of band
     (naming the GPU), the worst GPUs of each case that fails, warns or raised, why the
     others could not be judged, the outliers against the fleet median, and where every
-    check is. One pass over the checks (`case_verdicts`); no row per GPU is made."""
+    check is. One pass over the checks' columns (`fleet_digest`); no row per GPU is made,
+    only the shown boxes' checks are gathered."""
     checks = result.checks
-    runs = len({c.run_dir for c in checks})
-    cases = case_verdicts(checks)
-    boxes = result.boxes
-    verdict_of = box_verdicts(boxes)
-    overall = result.verdict
-    told: Counter[str] = Counter(c.verdict for c in checks)
-    head = (f"{overall.replace('_', ' ')} — {len(boxes)} boxes, {fleet_gpus(checks)} GPUs"
+    digest = fleet_digest(checks)
+    cases, verdict_of = digest.cases, digest.boxes
+    runs = len({run_dir for run_dir, _ in verdict_of})
+    overall = worst(list(digest.told))
+    head = (f"{overall.replace('_', ' ')} — {len(verdict_of)} boxes, {digest.gpus} GPUs"
             f"{f' in {runs} run folders' if runs > 1 else ''}, {len(checks)} checks: "
-            f"{_counts(told)}")
+            f"{_counts(digest.told)}")
     unjudged = [c for c in cases if c.unjudged and not sum(
         n for v, n in c.counts.items() if v != CANNOT_JUDGE)]
     if unjudged:  # paths nothing of which could be judged, as a box's verdict line says
@@ -223,11 +221,17 @@ def digest_lines(result: Acceptance, width: int = PIPED_COLUMNS,
     by_box: Counter[str] = Counter(verdict_of.values())
     lines += _wrap("boxes: " + ", ".join(f"{by_box[v]} {v.lower().replace('_', ' ')}"
                                          for v in VERDICTS if by_box[v]), width, "", INDENT)
-    erred = {key for key, mine in boxes.items() if any(c.verdict == ERROR for c in mine)}
-    shown = sorted((key for key in boxes if verdict_of[key] in (FAIL, WARN) or key in erred),
+    shown = sorted((key for key, verdict in verdict_of.items()
+                    if verdict in (FAIL, WARN) or key in digest.erred),
                    key=lambda key: VERDICTS.index(verdict_of[key]))
+    wanted = set(shown[:FLEET_WORST])
+    of_box: dict[tuple[str, str], list[Check]] = {key: [] for key in wanted}
+    if wanted:
+        for c in checks:
+            if (c.run_dir, c.box) in wanted:
+                of_box[(c.run_dir, c.box)].append(c)
     for key in shown[:FLEET_WORST]:
-        lines += _wrap(verdict_line(key[1], boxes[key]), width, "", INDENT)
+        lines += _wrap(verdict_line(key[1], of_box[key]), width, "", INDENT)
     if len(shown) > FLEET_WORST:
         lines.append(f"... and {len(shown) - FLEET_WORST} more boxes that fail, warn or "
                      "raised (their verdict lines: --all-gpus or --json)")

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from bwprof.analysis.acceptance import (
     FLEET_WORST,
-    box_verdicts,
     case_verdicts,
+    fleet_digest,
     fleet_gpus,
+    more_gpus_than,
 )
 from bwprof.analysis.judge import CANNOT_JUDGE, ERROR, FAIL, PASS, WARN, Check
 
@@ -66,18 +67,21 @@ def test_hosts_cases_in_order_and_the_most_common_reason_they_cannot_be_judged()
 
 def test_fleet_gpus_counts_gpus_not_hosts_and_tells_runs_and_boxes_apart():
     checks = [check(n, PASS) for n in range(3)] + [check(0, PASS, device="cpu")]
-    assert fleet_gpus(checks) == 3
+    assert fleet_gpus(checks) == fleet_digest(checks).gpus == 3
+    assert more_gpus_than(checks, 2) and not more_gpus_than(checks, 3)
     bare = [Check(box=f"host{n}", run_dir=run, device="gpu0", gpu_model="H200", part="H200",
                   path="hbm", case="hbm_triad", verdict=PASS, reason="")
             for n in range(2) for run in ("a", "b")]
-    assert fleet_gpus(bare) == 4  # a judge that names each box's GPUs 'gpu0'
+    assert fleet_gpus(bare) == fleet_digest(bare).gpus == 4  # each box's GPUs named 'gpu0'
 
 
-def test_box_verdicts_are_the_worst_of_each_box():
+def test_each_box_has_the_worst_verdict_of_its_checks_and_the_verdicts_are_told():
     checks = [check(1, PASS), check(1, WARN, "d2d", "d2d_copy"), check(2, PASS),
-              check(3, CANNOT_JUDGE, pct=None)]
-    boxes: dict[tuple[str, str], list[Check]] = {}
-    for c in checks:
-        boxes.setdefault((c.run_dir, c.box), []).append(c)
-    assert box_verdicts(boxes) == {("run", "node1"): WARN, ("run", "node2"): PASS,
-                                   ("run", "node3"): CANNOT_JUDGE}
+              check(3, CANNOT_JUDGE, pct=None), check(4, PASS),
+              check(4, ERROR, "d2d", "d2d_copy", None)]
+    digest = fleet_digest(checks)
+    assert digest.boxes == {("run", "node1"): WARN, ("run", "node2"): PASS,
+                            ("run", "node3"): CANNOT_JUDGE, ("run", "node4"): PASS}
+    assert digest.erred == {("run", "node4")}
+    assert digest.told == {PASS: 3, WARN: 1, CANNOT_JUDGE: 1, ERROR: 1}
+    assert fleet_digest([]).cases == []
