@@ -27,7 +27,7 @@ T = TypeVar("T")
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
 STOPPING_TAG = 98
-"""A rank's word to rank 0 that a stop signal reached it (`Fleet.announce_stop`)."""
+"""A rank's word to every other rank that a stop signal reached it (`Fleet.announce_stop`)."""
 HURRIED_WAIT_S = 0.2
 """After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
 mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
@@ -222,10 +222,10 @@ class FleetTimeout(Exception):
 
 
 class PeerStopped(FleetTimeout):
-    """On rank 0, within `Fleet.sparing_stopped`: the rank waited for told rank 0 that a stop
-    signal reached it (`Fleet.announce_stop`), so it left its measurement and will not answer
-    this step; waiting the whole timeout for it stalled the job (its report then came too
-    late to be merged)."""
+    """Within `Fleet.sparing_stopped`: the rank waited for said that a stop signal reached it
+    (`Fleet.announce_stop`), so it left its measurement and will not answer this step;
+    waiting the whole timeout for it stalled the job (on rank 0, its report then came too
+    late to be merged; on the other end of a net_p2p pair, the pair's row was an error)."""
 
     def __init__(self, message: str, peer: int, signal_name: str) -> None:
         super().__init__(message)
@@ -260,8 +260,8 @@ class Fleet:
     """`announce_stop`'s send, its own list: it is made from a signal handler, which may
     run while the main thread rebuilds `_beats`."""
     _stopped: dict[int, str] = field(default_factory=dict)
-    """On rank 0: the ranks that announced a stop signal, with its name (kept: the words are
-    taken off the queue once, and asked for again by the merge)."""
+    """The ranks that announced a stop signal, with its name (kept: the words are taken off
+    the queue once, and asked for again by the merge)."""
     _sparing: bool = False
     """Within `sparing_stopped`: a wait for a rank that announced a stop gives up at once."""
 
@@ -482,27 +482,33 @@ class Fleet:
         return self.comm.recv(source=source, tag=tag)
 
     def announce_stop(self, signal_name: str) -> None:
-        """Tell rank 0 that a stop signal reached this rank, once, the moment its handler
-        runs (from the signal handler: between two of the main thread's steps, never inside
-        an MPI call): a rank still finishing when rank 0 stops waiting for it (0.2 s after
-        a signal) is then named `interrupted`, not `missing` (`stopped_ranks`). Never raises
-        (an error here would surface wherever the signal landed)."""
+        """Tell every other rank that a stop signal reached this one, once, the moment its
+        handler runs (from the signal handler: between two of the main thread's steps, never
+        inside an MPI call): a rank still finishing when rank 0 stops waiting for it (0.2 s
+        after a signal) is then named `interrupted`, not `missing` (`stopped_ranks`), and
+        every rank waiting for it in net_p2p stops waiting at once (`sparing_stopped`): a
+        pair of two other ranks waited up to the timeout when only rank 0 was told. Rank 0
+        tells no one (its own last steps end the job). Never raises (an error here would
+        surface wherever the signal landed)."""
         if self.rank == 0 or self._announced:
             return
-        with suppress(Exception):
-            self._announced.append(self.comm.isend(signal_name, dest=0, tag=STOPPING_TAG))
+        for peer in range(self.size):
+            if peer != self.rank:
+                with suppress(Exception):
+                    self._announced.append(self.comm.isend(signal_name, dest=peer,
+                                                           tag=STOPPING_TAG))
 
     def stopped_ranks(self) -> dict[int, str]:
-        """On rank 0: {rank: the signal it said reached it} for the ranks that announced one
-        (`announce_stop`) so far, their words taken off the queue; {} elsewhere."""
-        for source in range(1, self.size) if self.rank == 0 else ():
-            self.stop_said(source)
+        """{rank: the signal it said reached it} for the ranks that announced one
+        (`announce_stop`) so far, their words taken off the queue."""
+        for source in range(self.size):
+            if source != self.rank:
+                self.stop_said(source)
         return dict(self._stopped)
 
     def stop_said(self, source: int) -> str | None:
-        """On rank 0: the stop signal `source` announced (its word taken off the queue), or
-        None; None elsewhere (only rank 0 is told)."""
-        if self.rank != 0:
+        """The stop signal `source` announced (its word taken off the queue), or None."""
+        if source == self.rank:
             return None
         while self.comm.iprobe(source=source, tag=STOPPING_TAG):
             self._stopped[source] = str(self.comm.recv(source=source, tag=STOPPING_TAG))
@@ -510,11 +516,11 @@ class Fleet:
 
     @contextmanager
     def sparing_stopped(self) -> Iterator[None]:
-        """Within it, rank 0 stops waiting for a rank the moment that rank announces a stop
-        signal (`PeerStopped`) instead of after the whole timeout: for the waits of a
+        """Within it, this rank stops waiting for another the moment that one announces a
+        stop signal (`PeerStopped`) instead of after the whole timeout: for the waits of a
         measurement (net_p2p), which the stopped rank left. Not for the last steps, which
         a stopped rank still takes (it sends its report): those wait for it as before."""
-        sparing, self._sparing = self._sparing, self.rank == 0
+        sparing, self._sparing = self._sparing, True
         try:
             yield
         finally:
@@ -525,7 +531,7 @@ class Fleet:
         sends that completed."""
         for source in (range(1, self.size) if self.rank == 0 else [0]):
             self._heard_from(source)
-        self.stopped_ranks()
+        self.stopped_ranks()  # every rank is told of a stop: its word is taken here
         self._pending = [request for request in self._pending if not request.test()[0]]
 
     def _next_tag(self) -> int:

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -171,10 +172,10 @@ class NetP2PExecutor(Executor):
             if self.fleet.rank == sender:
                 raise NotRun("waived", reason)
             return []
-        with self.fleet.sparing_stopped():  # rank 0 waits for no rank that was stopped
+        with self.fleet.sparing_stopped():  # no rank waits for one that was stopped
             try:
                 return self._conduct(case, job, plan)
-            except PeerStopped as exc:  # on rank 0 only: that rank left its measurement
+            except PeerStopped as exc:  # the rank waited for left its measurement
                 if exc.peer == sender:  # the row was the sender's, which a signal stopped
                     return []
                 if self.fleet.rank == sender:
@@ -214,6 +215,10 @@ class NetP2PExecutor(Executor):
             return []
         try:
             measured = self._take_part(case, job, plan, tag)
+        except PeerStopped:  # the other end was stopped: this end's job still ends
+            with suppress(PeerStopped):  # rank 0 waits for no 'done' of a stopped sender
+                self._finish(job, tag)  # a live sender's 'done': rank 0 waits for it
+            raise
         except FleetTimeout:
             raise  # a peer went silent: the ends that wait for 'done' gave up on it already
         except Exception:

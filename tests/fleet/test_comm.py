@@ -348,13 +348,14 @@ def test_a_rank_given_up_on_once_is_given_up_on_at_once_after(monkeypatch):
 
 
 # Catches (issue 37): a rank signalled with the others but still finishing when rank 0 stopped
-# waiting (0.2 s) was named `missing`: nothing told rank 0 that the signal had reached it
-def test_a_rank_tells_rank_0_once_that_a_stop_signal_came_and_never_raises():
+# waiting (0.2 s) was named `missing`: nothing told rank 0 that the signal had reached it;
+# and, told to rank 0 alone, a net_p2p pair of two other ranks waited out the timeout
+def test_a_rank_tells_every_rank_once_that_a_stop_signal_came_and_never_raises():
     rank_1 = Fleet(FakeComm(), rank=1, size=3, local_rank=0, local_size=1, host="n",
                    timeout_s=0.05)
     rank_1.announce_stop("SIGTERM")
     rank_1.announce_stop("SIGINT")  # a second signal: said once
-    assert rank_1.comm.sent == [(0, STOPPING_TAG)]
+    assert rank_1.comm.sent == [(0, STOPPING_TAG), (2, STOPPING_TAG)]
     root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
                  timeout_s=0.05)
     root.announce_stop("SIGTERM")  # rank 0 tells no one

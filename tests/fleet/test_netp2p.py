@@ -556,3 +556,56 @@ def test_rank_0_stops_waiting_for_a_rank_that_announced_a_stop_and_fails_nothing
         assert "rank 1 was stopped by SIGTERM" in outcome.reason
     assert "stopped waiting for the buffers" in host[0][1].reason  # mid-job: at once
     assert executors[0].fleet.silent(1) is None  # its report is still waited for
+
+
+# Catches (issue 37): in a job of 3 ranks or more, only rank 0 heard a rank's stop signal:
+# the other end of its pair, given the go-ahead before rank 0 heard it, waited for it up to
+# --mpi-timeout and made an `error` row ("did not take part")
+@pytest.mark.parametrize("ranks", [(2, 1), (1, 2)])
+def test_the_other_end_of_a_pair_stops_waiting_for_a_rank_that_announced_a_stop(ranks):
+    """Rank 1 of 3 never takes part in the job between it and rank 2 (stopped), and says
+    so 0.3 s after both others are in it (rank 0 gave both the go-ahead): rank 2 gives it
+    up at once; as the sender its row is `skipped`, as the receiver it makes none; rank 0
+    gets its 'done' as always (or gives up on the stopped sender), and no one fails."""
+    loop = Loopback()
+    executors = _fleet_of(loop, 3, timeout_s=30.0)
+    plan = replace(PLAN, transfer_sizes=(64 << 10,))
+    case = get_case("net_p2p")
+    for executor in executors:
+        (job,) = [j for j in executor.jobs(case, plan) if j.ranks == ranks
+                  and j.memory == "host"]
+    outcomes: dict[int, object] = {}
+
+    def run(rank):
+        try:
+            outcomes[rank] = executors[rank].measure(case, job, plan)
+        except (NotRun, RuntimeError, FleetTimeout) as exc:
+            outcomes[rank] = exc
+
+    def announce():  # rank 1's signal handler, once rank 2 waits for it in their job
+        guard = time.monotonic() + EXCHANGE_TIMEOUT_S
+        while not any(loop.queues[(2, 1, tag)] for tag in range(1000, 1000 + 8 * 100)):
+            assert time.monotonic() < guard
+            time.sleep(0.01)
+        time.sleep(0.3)
+        with loop.lock:
+            for rank in (0, 2):
+                loop.queues[(1, rank, STOPPING_TAG)].append("SIGTERM")
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 2)]
+    threads.append(threading.Thread(target=announce, daemon=True))
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads[:2]:
+        thread.join(timeout=EXCHANGE_TIMEOUT_S)
+        assert not thread.is_alive()
+    assert time.monotonic() - started < 10  # not the 30 s timeout
+    assert outcomes[0] == []  # rank 0, not an end: the sender's row says it
+    if ranks == (2, 1):
+        assert isinstance(outcomes[2], NotRun) and outcomes[2].status == "skipped"
+        assert "rank 1 was stopped by SIGTERM" in outcomes[2].reason
+        assert "rank 2 stopped waiting for the buffers" in outcomes[2].reason
+    else:
+        assert outcomes[2] == []  # the stopped rank was the sender: its row, not rank 2's
+    assert executors[2].fleet.silent(1) is None and executors[0].fleet.silent(2) is None
