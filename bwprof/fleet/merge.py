@@ -90,6 +90,9 @@ class RankReport:
     missing: bool = False
     """The rank sent nothing in time, and its folder does not say it stopped: its fate is
     `missing` (an `error` row says so), its finished rows, read from its folder, kept."""
+    missing_note: str | None = None
+    """A `missing` rank's error row, where more is known than that it did not report (rank
+    0 silent before its merge, the others' folders merged in its place)."""
 
 
 def prefixed(device: object, host: str) -> str:
@@ -187,9 +190,9 @@ class _Merged:
             self.rows.append(_error_row(run_id, rank, report.host,
                                         f"rank {rank} on {host} failed: {report.error}"))
         elif report.missing:
-            self.rows.append(_error_row(run_id, rank, report.host, _missing_note(
-                rank, timeout_s, f"; its {len(report.rows)} finished row(s), read from its "
-                                 f"folder, are kept")))
+            self.rows.append(_error_row(run_id, rank, report.host, report.missing_note or (
+                _missing_note(rank, timeout_s, f"; its {len(report.rows)} finished row(s), "
+                                               f"read from its folder, are kept"))))
         for timing in report.timings:
             self.seconds[integer(timing["result_row"]) + offset].append(
                 (integer(timing.get("sample", 0)), number(timing["seconds_per_op"])))

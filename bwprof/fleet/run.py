@@ -65,6 +65,7 @@ from bwprof.store.export import (
     write_system_json,
 )
 from bwprof.store.runfolder import AFTER_EVERY_CASE, read_system
+from bwprof.store.runlock import waiting_for
 from bwprof.system import host_info
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -384,9 +385,11 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     # Rank 0 merges as a stream (its memory does not grow with the fleet): every rank's
     # name first (a rank's node name depends on the others'), then one report at a time.
     hurry = lambda: interrupts.received() is not None  # noqa: E731
+    if fleet.rank != 0:
+        _report_to_rank_0(fleet, report, out, run_id, timeout_s, options, hurry)
+        return None
     names = fleet.gather(RankName.of(report), "every rank's name", hurry=hurry)
-    if fleet.rank == 0:
-        report.interrupted = report.interrupted or interrupts.received()  # while it gathered
+    report.interrupted = report.interrupted or interrupts.received()  # while it gathered
     stream = (MergeStream(out, run_id, names, fleet.size, timeout_s) if names is not None
               else None)  # rank 0's
     failed: list[Exception] = []
@@ -421,14 +424,6 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     reported = fleet.stream(report, "every rank's results", take,
                             sources=sorted(names or {}), hurry=hurry)
     salvage_until(fleet.size)
-    if fleet.rank != 0:  # rank 0 says when the merged folder is written, and the job's code
-        code = fleet.bcast(None, "the merged folder")
-        fleet.drain()
-        if not isinstance(code, int):  # no word from rank 0 (not sent): this rank's own
-            code = EXIT_INTERRUPTED if interrupts.received() else EXIT_OK
-        if code:  # rank 0's: a signal after this rank reported does not change the job's
-            raise SystemExit(code)
-        return None
     code = EXIT_FAILED  # what the others exit with if the merge raises
     try:
         with fleet.beating():  # a long merge is no hang to the ranks waiting for its end
@@ -471,6 +466,131 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
     return merged
 
 
+def _report_to_rank_0(fleet: Fleet, report: RankReport, out: Path, run_id: str,
+                      timeout_s: float, options: dict[str, Any],
+                      hurry: Callable[[], bool]) -> None:
+    """Step 3 on a rank other than 0: its name, then its report, then rank 0's word that the
+    merged folder is written and the job's exit code, which it exits with. Where rank 0 went
+    silent a whole timeout before it began its merge, this rank merges the ranks' folders
+    in its place (`_merge_for_rank_0`) and ends the job."""
+    try:
+        fleet.gather(RankName.of(report), "every rank's name", hurry=hurry)
+        fleet.stream(report, "every rank's results", lambda rank, value: None, hurry=hurry)
+        code = fleet.bcast(None, "the merged folder")
+    except FleetTimeout as exc:
+        if fleet.silent(0) is not None:
+            ended = _merge_for_rank_0(fleet.rank, fleet.size, report, out, run_id, timeout_s,
+                                      options, fleet.stopped_ranks())
+            if ended is not None:
+                code, said = ended
+                print(f"error: {exc}: rank 0 hangs, was stopped or died before its merge; "
+                      f"{said}; ending the job", file=sys.stderr, flush=True)
+                fleet.abort(code)  # ends rank 0 too: it merges nothing more
+                raise SystemExit(code) from None
+        raise
+    fleet.drain()
+    if not isinstance(code, int):  # no word from rank 0 (not sent): this rank's own
+        code = EXIT_INTERRUPTED if interrupts.received() else EXIT_OK
+    if code:  # rank 0's: a signal after this rank reported does not change the job's
+        raise SystemExit(code)
+
+
+MERGE_LOCK = ".bwprof-merge.lock"
+"""In RUN/ranks/: the lock the ranks merging in rank 0's place take turns on."""
+
+
+def _merge_for_rank_0(me: int, size: int, report: RankReport, out: Path, run_id: str,
+                      timeout_s: float, options: dict[str, Any],
+                      announced: dict[int, str]) -> tuple[int, str] | None:
+    """Rank 0 went silent (stopped, hung or died) before its merge: write the merged folder
+    from the ranks' own folders (RUN/ranks/rank-NNNN, each as far as it got; this rank's
+    `report` as it is), so RUN reads as a run (`bwprof report RUN`) instead of holding only
+    ranks/. Rank 0 is `missing`, its finished rows kept; a rank whose folder is final keeps
+    the fate it says; one still measuring is `missing`, its finished rows kept. The ranks
+    that gave up on rank 0 take turns on a lock in RUN/ranks/: the first merges, the others
+    wait for it (an abort while it writes would kill it) and find the folder written.
+    Returns (the job's exit code, what was done), or None where nothing was: rank 0's own
+    merge had begun (its folder reads as stopped), or RUN/ranks/ cannot be written."""
+    if os.path.lexists(out / SYSTEM_FILE) or os.path.lexists(out / RESULTS_FILE):
+        return None  # rank 0's merge began: its first system.json says it stopped
+    try:
+        with waiting_for(out / "ranks" / MERGE_LOCK):
+            if os.path.lexists(out / SYSTEM_FILE):  # another rank merged it meanwhile
+                merged = _read_meta(out / SYSTEM_FILE)
+                code = (EXIT_INTERRUPTED if merged is not None and merged.interrupted
+                        else EXIT_FAILED)
+                return code, f"another rank merged the ranks' folders into {out}"
+            return _merge_folders(me, size, report, out, run_id, timeout_s, options,
+                                  announced)
+    except OSError as exc:
+        print(f"note: rank {me} could not merge the ranks' folders in rank 0's place "
+              f"({exc.strerror or exc})", file=sys.stderr, flush=True)
+        return None
+
+
+def _merge_folders(me: int, size: int, report: RankReport, out: Path, run_id: str,
+                   timeout_s: float, options: dict[str, Any],
+                   announced: dict[int, str]) -> tuple[int, str]:
+    """`_merge_for_rank_0`'s merge, its lock held."""
+    reports: dict[int, RankReport] = {}
+    for rank in range(size):
+        found = report if rank == me else _read_folder(out, rank)
+        if found is None:
+            continue
+        if rank != me:
+            _fate_for_rank_0(found, me, rank_dir(out, rank), timeout_s, announced)
+        reports[rank] = found
+    stream = MergeStream(out, run_id, {rank: RankName.of(found)
+                                       for rank, found in reports.items()}, size, timeout_s)
+    try:
+        for rank in sorted(reports):
+            stream.add(reports[rank])
+        first = stream.first or report.meta  # rank 0's, else this rank's
+        if first is not None:  # the merge is whole: final, whatever rank 0 got to
+            stream.first = replace(first, finished_utc=first.finished_utc
+                                   or api.utc_now().isoformat())
+    except BaseException:
+        stream.abandon()
+        raise
+    stream.close()
+    merged = stream.result(options)
+    signalled = interrupts.received()
+    if signalled and not merged.interrupted:  # held while it merged
+        _stopped_once_merged(merged, signalled)
+    kept = len(reports[0].rows) if 0 in reports else 0
+    return job_code(merged), (f"rank {me} merged the ranks' folders into {out} in its place "
+                              f"(rank 0 `missing`, its {kept} finished row(s) kept)")
+
+
+def _fate_for_rank_0(found: RankReport, merger: int, folder: Path, timeout_s: float,
+                     announced: dict[int, str]) -> None:
+    """The fate of a rank merged from its folder in rank 0's place: what its folder says
+    (`interrupted`, `failed`), where it told the merging rank a signal came `interrupted`;
+    rank 0 and a rank whose folder is not final (measuring still, hung or died) `missing`,
+    their finished rows kept; a finished rank as its rows say."""
+    assert found.meta is not None
+    meta, rank = found.meta, found.rank
+    found.notes.append(f"rank 0 went silent before its merge: rank {merger} read its "
+                       f"{len(found.rows)} row(s) from its folder, {folder}")
+    stopped = ((meta.stopped_by or "interrupted") if meta.interrupted
+               else announced.get(rank))
+    if stopped is not None and stopped.startswith(("error", "output error")):
+        found.error = stopped
+    elif stopped is not None:
+        found.interrupted = stopped
+    elif rank == 0:
+        found.missing = True
+        found.missing_note = (f"rank 0 went silent for {timeout_s:g} s before its merge "
+                              f"(stopped, hung or died): rank {merger} merged the ranks' "
+                              f"folders in its place; its {len(found.rows)} finished row(s), "
+                              f"read from its folder, are kept")
+    elif meta.state != "finished":
+        found.missing = True
+        found.missing_note = (f"rank {rank}'s folder was not final when rank {merger} merged "
+                              f"in rank 0's place (measuring still, hung or died); its "
+                              f"{len(found.rows)} finished row(s) are kept")
+
+
 def _read_own(folder: Path, report: RankReport) -> None:
     """A rank's tables and timelines, as it wrote them in its own folder, into `report`."""
     report.rows = _records(folder / RESULTS_FILE, report.notes)
@@ -493,21 +613,13 @@ def _salvage(out: Path, rank: int,
     `failed` by what else stopped it; else `interrupted` where it told rank 0 a signal came
     (`announced`: still finishing, its folder not final); otherwise (measuring still, hung,
     killed, or silent after it finished) `missing`, its finished rows kept."""
-    folder = rank_dir(out, rank)
-    meta = _read_meta(folder / SYSTEM_FILE)
-    if meta is None:  # no folder here, or not even the system.json of its claim
+    report = _read_folder(out, rank)
+    if report is None:
         return None
-    report = RankReport(rank, meta.hostname, None, None, list(meta.gpus.used or ()), None,
-                        meta=meta)
-    _read_own(folder, report)
-    kept = []  # timings of the rows read only (the rank may be writing still)
-    for timing in report.timings:
-        with suppress(KeyError, TypeError, ValueError):
-            if 0 <= integer(timing["result_row"]) < len(report.rows):
-                kept.append(timing)
-    report.timings = kept
+    assert report.meta is not None
+    meta = report.meta
     report.notes.append(f"sent rank 0 nothing in time: its {len(report.rows)} finished "
-                        f"row(s) were read from its folder, {folder}")
+                        f"row(s) were read from its folder, {rank_dir(out, rank)}")
     stopped = ((meta.stopped_by or "interrupted") if meta.interrupted
                else announced().get(rank))
     if stopped is not None and stopped.startswith(("error", "output error")):
@@ -516,6 +628,27 @@ def _salvage(out: Path, rank: int,
         report.interrupted = stopped
     else:
         report.missing = True
+    return report
+
+
+def _read_folder(out: Path, rank: int) -> RankReport | None:
+    """The report of `rank` as its own folder holds it (RUN/ranks/rank-NNNN: on a folder the
+    nodes share, or a rank of this one's node); None where there is none here, or not even
+    the system.json of its claim. Its timings only of the rows read (the rank may be
+    writing still)."""
+    folder = rank_dir(out, rank)
+    meta = _read_meta(folder / SYSTEM_FILE)
+    if meta is None:
+        return None
+    report = RankReport(rank, meta.hostname, None, None, list(meta.gpus.used or ()), None,
+                        meta=meta)
+    _read_own(folder, report)
+    kept = []
+    for timing in report.timings:
+        with suppress(KeyError, TypeError, ValueError):
+            if 0 <= integer(timing["result_row"]) < len(report.rows):
+                kept.append(timing)
+    report.timings = kept
     return report
 
 

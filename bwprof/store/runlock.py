@@ -14,7 +14,8 @@ import re
 import secrets
 import socket
 import stat
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bwprof.errors import BwprofError
@@ -191,3 +192,22 @@ def running(folder: Path) -> bool | None:
     finally:
         os.close(fd)
     return False
+
+
+@contextmanager
+def waiting_for(path: Path) -> Iterator[None]:
+    """Hold an flock on the lock file `path` (made where missing; never a link, a FIFO or
+    anything but a regular file), waiting while another process holds it: the ranks of a
+    fleet job that each may merge the job's folder in a silent rank 0's place take turns
+    (`bwprof.fleet.run`), so one writes it and the others find it written. OSError where the
+    file cannot be made or opened; on a file system without flock, no wait."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with suppress(OSError):  # no flock here: the caller's own check decides
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock

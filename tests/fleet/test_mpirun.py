@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,10 +84,15 @@ class _Job:
     """An mpirun job left running while other tests run; its output goes to files (a pipe
     nobody reads could fill and stall it)."""
 
-    def __init__(self, folder, *extra, env: dict[str, str] | None = None) -> None:
+    def __init__(self, folder, *extra, env: dict[str, str] | None = None,
+                 args: list[str] | None = None, **options) -> None:
+        """`extra` and `options` as `_mpirun_args`'; `args`: another command line (run in
+        the repository), in place of `bwprof run`'s."""
         self.folder, self.out = folder, folder / "fleet"
-        job = _mpirun_args(self.out, *extra)
+        job = _mpirun_args(self.out, *extra, **options)
         job["env"].update(env or {})
+        if args is not None:
+            job.update(args=args, cwd=Path(__file__).parents[2])
         with open(folder / "stdout", "w") as stdout, open(folder / "stderr", "w") as stderr:
             self._process = subprocess.Popen(**job, stdout=stdout, stderr=stderr)
 
@@ -141,6 +147,76 @@ def _hung_jobs_started(request, tmp_path_factory):
     finally:
         for job in jobs.values():
             job.close()
+
+
+SILENT_TIMEOUT_S = 20
+"""--mpi-timeout of the job whose rank 0 goes silent before its merge: the others wait that
+long for it (idle, beside the other tests' jobs). Its only case is ddr_triad, measured on
+rank 0 alone: no silence of a healthy rank 0 there comes near it."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _waiting_jobs_started(request, tmp_path_factory):
+    """Jobs that mostly wait, started with this module's first test where a test of theirs
+    is selected, so that they run beside the other tests' jobs ({fixture: _Job}):
+    `silent_rank_0_job`, whose rank 0 is stopped (SIGSTOP) before its merge, and
+    `stopped_pair_job`, 3 ranks of net_p2p, one stopped mid-job."""
+    selected = {name for item in request.session.items
+                for name in getattr(item, "fixturenames", ())}
+    wanted = {"silent_rank_0_job", "stopped_pair_job"} & selected
+    if not wanted:
+        yield {}
+        return
+    _mpi_or_skip()
+    jobs: dict[str, _Job] = {}
+    stopper = None
+    try:
+        if "stopped_pair_job" in wanted:
+            jobs["stopped_pair_job"] = _Job(
+                tmp_path_factory.mktemp("stopped-pair"), args=[
+                    "mpirun", "-n", "3", "--oversubscribe", sys.executable, "-m",
+                    "tests.fleet.netp2p_ranks", "seed-3", "--stop", "1:2"])
+        if "silent_rank_0_job" in wanted:
+            job = jobs["silent_rank_0_job"] = _Job(
+                tmp_path_factory.mktemp("silent-rank-0"), "--mpi-timeout",
+                str(SILENT_TIMEOUT_S), cases="ddr_triad",
+                env={"BWPROF_FLEET_TEST_DELAY": f"0:{JOB_LIMIT_S}"})
+            stopper = threading.Thread(target=_stop_rank_0_before_its_merge, args=(job,),
+                                       daemon=True)
+            stopper.start()
+        yield jobs
+    finally:
+        for job in jobs.values():
+            job.close()
+        if stopper is not None:
+            stopper.join(timeout=5)
+
+
+def _stop_rank_0_before_its_merge(job: _Job) -> None:
+    """SIGSTOP to rank 0 once it has measured, written its folder and waits before its
+    last steps (the test hook's cue): stopped before its merge began."""
+    deadline = time.monotonic() + JOB_LIMIT_S
+    cue = "test hook: rank 0 waits"
+    while job.running(deadline):
+        with contextlib.suppress(OSError):
+            if cue in (job.folder / "stderr").read_text():
+                with contextlib.suppress(AssertionError, OSError):
+                    os.kill(_rank_pid(job._process.pid, 0), signal.SIGSTOP)
+                return
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def silent_rank_0_job(_waiting_jobs_started) -> tuple:
+    job = _waiting_jobs_started["silent_rank_0_job"]
+    return job.out, job.finish()
+
+
+@pytest.fixture(scope="module")
+def stopped_pair_job(_waiting_jobs_started) -> dict:
+    done = _waiting_jobs_started["stopped_pair_job"].finish()
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +305,27 @@ def test_four_ranks_measure_the_ring_and_samples_and_all_12_pairs_when_asked(tmp
     assert len(every["rows"]) == 12 and set(every["reasons"]) == {"all pairs"}
     assert {(r["sender"], r["receiver"]) for r in every["rows"]} == {
         (s, r) for s in range(4) for r in range(4) if s != r}
+
+
+# Catches (issue 37): only rank 0 heard a rank's stop signal, so in a job of 3 ranks the other
+# end of a pair with the signalled rank waited for it up to --mpi-timeout (an error row)
+def test_three_ranks_the_other_end_of_a_pair_stops_waiting_for_a_signalled_rank(
+        stopped_pair_job):
+    """Rank 1 of 3 is stopped in its first job with rank 2 (1->2), both ends given the
+    go-ahead: rank 2 hears its word and leaves the job at once, not after the 60 s timeout
+    (tests/fleet/netp2p_ranks.py); its later job to rank 1 is `skipped`, saying why, and
+    the pairs without rank 1 are measured."""
+    from tests.fleet.netp2p_ranks import TIMEOUT_S
+
+    done = stopped_pair_job
+    outcomes = {(o["rank"], tuple(o["pair"])): o for o in done["outcomes"]}
+    waited = outcomes[(2, (1, 2))]
+    assert waited["outcome"] == "0 row(s)" and waited["seconds"] < TIMEOUT_S / 2, waited
+    assert outcomes[(2, (2, 1))]["outcome"] == (
+        "skipped: not measured: rank 1 was stopped by SIGTERM")
+    assert outcomes[(0, (1, 2))]["outcome"] == "0 row(s)"  # rank 0: no error of its own
+    measured = {(r["sender"], r["receiver"]) for r in done["rows"]}
+    assert {(2, 0), (0, 2), (0, 1), (1, 0)} <= measured and (2, 1) not in measured
 
 
 def test_a_budget_one_rank_must_trim_for_gives_every_rank_the_same_plan(tmp_path):
@@ -476,3 +573,32 @@ def test_every_rank_signalled_at_once_names_a_rank_still_finishing_interrupted(t
     merged = results[results["rank"] == 1]
     assert list(merged["case"]) == list(own["case"])  # every row it finished, no error row
     assert (results[results["rank"] == 0]["status"] == "ok").any()
+
+
+# Catches (issue 37): a rank 0 stopped (SIGSTOP) before its merge began left the job's folder
+# with only ranks/ and its lock: `bwprof report RUN` refused it (no system.json)
+def test_a_rank_0_stopped_before_its_merge_leaves_a_merged_folder_naming_it(
+        silent_rank_0_job):
+    """Rank 0 measures, writes its folder, and is stopped before its last steps: rank 1
+    waits --mpi-timeout for it, merges the ranks' folders into RUN in its place (rank 0
+    `missing`, every row it finished kept), says so in one line and ends the job: exit 1,
+    as a rank lost (docs/fleet.md)."""
+    import bwprof
+
+    out, done = silent_rank_0_job
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (f"error: rank 1 waited {SILENT_TIMEOUT_S} s for every rank's name from rank 0, "
+            f"silent all that time: rank 0 hangs, was stopped or died before its merge; "
+            f"rank 1 merged the ranks' folders into {out} in its place (rank 0 `missing`, "
+            f"its 1 finished row(s) kept); ending the job") in done.stderr
+    assert "Traceback" not in done.stderr
+    run = bwprof.load(out)  # what `bwprof report RUN` reads
+    assert run.meta.state == "finished"
+    assert [(r.rank, r.status) for r in run.meta.mpi.ranks] == [(0, "missing"), (1, "ok")]
+    own = pd.read_csv(out / "ranks" / "rank-0000" / "results.csv")
+    results = run.results
+    kept = results[(results["rank"] == 0) & (results["case"] != "rank")]
+    assert list(kept["status"]) == list(own["status"]) == ["ok"]  # its ddr_triad row
+    assert list(kept["gbps_best"]) == list(own["gbps_best"])
+    (error,) = results[results["status"] == "error"]["note"]
+    assert error.startswith(f"rank 0 went silent for {SILENT_TIMEOUT_S} s before its merge")
