@@ -157,7 +157,9 @@ def _compile(hint: Any, minimum: float | None) -> _Converter:
         else:
             convert = _compile_fixed(tuple(_converter(arg) for arg in args), _expected(hint))
     elif origin in (dict, Mapping):
-        convert = _compile_mapping(_converter(args[1]), _expected(hint))
+        convert = _compile_mapping(_converter(args[1]), _expected(hint),
+                                   shared=isinstance(args[1], type)
+                                   and issubclass(args[1], Record))
     elif isinstance(hint, type) and issubclass(hint, Record):
         convert = _compile_record(hint)
     else:
@@ -265,8 +267,12 @@ def _compile_fixed(items: tuple[_Converter, ...], expected: str) -> _Converter:
     return to_fixed
 
 
-def _compile_mapping(item: _Converter, expected: str) -> _Converter:
-    """Mapping[str, X]: a JSON object, each value an X (a plain dict is returned)."""
+def _compile_mapping(item: _Converter, expected: str, shared: bool = False) -> _Converter:
+    """Mapping[str, X]: a JSON object, each value an X (a plain dict is returned). With
+    `shared` (X a record: a fleet's `nodes`), values that are the same JSON share one record
+    (`_same_values`)."""
+    if shared:
+        return _same_values(item, expected)
     if item is _as_is:
         def to_open(value: object) -> object:
             if isinstance(value, Mapping):
@@ -284,6 +290,40 @@ def _compile_mapping(item: _Converter, expected: str) -> _Converter:
                 out[name] = item(entry)
             except _Refusal as refusal:
                 raise refusal.at(_KEY, key) from None
+        return out
+    return to_dict
+
+
+def _same_values(item: _Converter, expected: str) -> _Converter:
+    """Mapping[str, Record]: as `_compile_mapping`'s, but a value equal to one before it, to
+    its kinds (`marshal` spells 1, 1.0 and true apart, and keeps a key's order), is that
+    value's record again, not checked and built anew: a fleet's ten thousand nodes are a
+    few kinds of machine (a third of reading its system.json was building the same node
+    again). Records are frozen, so sharing one is not seen; the first of each is checked in
+    full, so a refusal names the same part as ever. A value marshal cannot spell (a
+    Mapping that is not a dict) is converted on its own."""
+    import marshal
+
+    def to_dict(value: object) -> object:
+        if not isinstance(value, Mapping):
+            raise _wrong_kind(expected, value)
+        out: dict[str, object] = {}
+        made: dict[bytes, object] = {}
+        for key, entry in value.items():
+            name = str(key)
+            try:
+                spelled: bytes | None = marshal.dumps(entry, 2)  # 2: no back-references
+            except ValueError:
+                spelled = None
+            record = made.get(spelled) if spelled is not None else None
+            if record is None:
+                try:
+                    record = item(entry)
+                except _Refusal as refusal:
+                    raise refusal.at(_KEY, key) from None
+                if spelled is not None:
+                    made[spelled] = record
+            out[name] = record
         return out
     return to_dict
 
