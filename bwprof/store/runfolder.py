@@ -321,6 +321,13 @@ def _load_run(folder: Path) -> RunFolder:
     has_csv = _present(csv_path)
     if not has_system or not (has_csv or _present(parquet_path)):
         missing = SYSTEM_FILE if not has_system else RESULTS_FILE
+        if not has_system and (folder / "ranks").is_dir():  # a fleet job that never merged
+            raise BwprofError(
+                f"{shown(folder)} is a fleet job's folder that was never merged (the job "
+                f"ended before rank 0's merge: a rank died, or mpirun was stopped); each "
+                f"rank's rows are in {shown(folder / 'ranks')}/rank-NNNN, which `bwprof "
+                f"report` reads one at a time; `python -m bwprof.fleet.salvage "
+                f"{shown(folder)}` merges them into it")
         raise BwprofError(f"{shown(folder)} is not a bwprof run folder (no {missing}); pass "
                           "a folder written by `bwprof run`")
     meta = read_system(folder / SYSTEM_FILE)
