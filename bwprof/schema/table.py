@@ -360,7 +360,10 @@ def schema_versions(frame: pd.DataFrame, path: Path) -> set[int]:
     cannot read, or for a table that mixes versions."""
     if "schema_version" not in frame.columns:
         return set()
-    numbers = pd.to_numeric(frame["schema_version"], errors="coerce").dropna().astype("float64")
+    # Each distinct cell once (a million rows hold one), then as numbers: what the column
+    # as numbers holds, without converting a million cells.
+    distinct = pd.Series(frame["schema_version"].unique())
+    numbers = pd.to_numeric(distinct, errors="coerce").dropna().astype("float64")
     # Not a whole number of 64 bits ('inf', '1.5', '1e300'): no version; typing the column
     # names the cell (int() of such numbers raised, or wrapped around to -2**63).
     versions = {int(n) for n in numbers.unique()  # each distinct number once, not each row
@@ -428,22 +431,25 @@ def _gbps_from_values(typed: pd.DataFrame) -> pd.DataFrame:
 
 def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> None:
     """Known statuses; no negative or infinite size, time or rate; every ok row has its
-    figure (the `figure` columns: best and median)."""
+    figure (the `figure` columns: best and median). Each check is numpy on a column, or on
+    a column's distinct cells: a frame-wide array of every such column cost a fleet's
+    million rows a second."""
     status = typed["status"]
-    bad = status.isna() | ~status.astype("string").isin(list(STATUSES)).fillna(False)
+    bad = _unknown_statuses(status)
     if bad.any():
         unknown = sorted(set(status[bad].dropna().astype(str)))
         raise BwprofError(f"{path} is malformed: unknown status "
                           f"{', '.join(unknown) or '(empty)'} {_where(bad, path)}")
     present = [c for c in (*NONNEGATIVE_COLUMNS, "bytes_per_rep") if c in typed.columns]
-    # One array of every such column (missing as 0), not three pandas operations a column.
-    values = typed[present].to_numpy(dtype="float64", na_value=0.0)
-    for what, bad_cells in (("a negative", values < 0), ("an infinite", np.isposinf(values))):
-        if bad_cells.any():
-            first = int(bad_cells.any(axis=0).nonzero()[0][0])
-            row = int(bad_cells[:, first].nonzero()[0][0])
-            raise BwprofError(f"{path} is malformed: column {present[first]} holds {what} value "
-                              f"{_at(row, path)}")
+    # A missing cell counts as 0, which is neither: NaN compares False as 0 does. The first
+    # column in `present` with a negative cell, then with an infinite one, is named.
+    columns = [_as_floats(typed[c]) for c in present]
+    for what, bad_of in (("a negative", lambda v: v < 0), ("an infinite", np.isposinf)):
+        for column, values in zip(present, columns, strict=True):
+            bad_cells = bad_of(values)
+            if bad_cells.any():
+                raise BwprofError(f"{path} is malformed: column {column} holds {what} value "
+                                  f"{_at(int(bad_cells.nonzero()[0][0]), path)}")
     best, median = figure
     figureless = (status == "ok") & (typed[best].isna() | typed[median].isna())
     if figureless.any():
@@ -451,31 +457,65 @@ def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> N
                           f"{median}) {_where(figureless, path)}")
 
 
+def _unknown_statuses(status: pd.Series) -> pd.Series:
+    """Which cells of `status` are no known status (a missing one neither), each distinct
+    cell looked at once, as `astype("string")` spells it."""
+    try:
+        codes, distinct = _distinct(status)
+    except TypeError:  # cells that cannot be told apart by hashing: each one as text
+        return status.isna() | ~status.astype("string").isin(list(STATUSES)).fillna(False)
+    spelled = pd.Series(distinct, dtype=object).astype("string")  # b"ok" reads as ok
+    bad = (spelled.isna() | ~spelled.isin(list(STATUSES)).fillna(False)).to_numpy(dtype=bool)
+    return pd.Series(bad[codes], index=status.index)
+
+
+def _as_floats(values: pd.Series) -> np.ndarray:
+    """A numeric column as float64, missing as NaN: a float64 column as it is (no copy),
+    any other (Int64, from a CSV) converted, missing as 0."""
+    if values.dtype == np.float64:
+        return cast(np.ndarray, values.to_numpy())
+    return values.to_numpy(dtype="float64", na_value=0.0)
+
+
+def _distinct(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """A column as codes into its distinct cells (a missing cell one of them): what a check
+    asks of a cell it asks of each distinct one (a million rows hold a few dozen)."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes, list(uniques)
+
+
 def _check_metrics(typed: pd.DataFrame, path: Path) -> None:
     """Every measured row names a known metric with its own unit and direction; every flag
-    is one of the vocabulary. Each check is one operation on its columns (a loop over the
-    rows cost seconds a million rows), and the first row it finds is the one named, as
-    checked row by row: every row for the first check, then for the next."""
+    is one of the vocabulary. Each check is numpy over codes of a column's distinct cells
+    (a loop over the rows, or pandas' `map` of a text column, cost seconds a million
+    rows), and the first row it finds is the one named, as checked row by row: every row
+    for the first check, then for the next."""
     status, metric, unit, higher, flag_cells = (
         typed[c] for c in ("status", "metric", "unit", "higher_is_better", "flags"))
-    known = metric.isin(list(METRICS))
-    unknown = status.isin(["ok", "invalid"]) & ~known
+    codes, names = _distinct(metric)
+    metrics = [METRICS.get(name) if isinstance(name, str) else None for name in names]
+    known = np.array([m is not None for m in metrics], dtype=bool)[codes]
+    unknown = status.isin(["ok", "invalid"]).to_numpy(dtype=bool, na_value=False) & ~known
     if unknown.any():
         row = _first(unknown)
         name = metric.iloc[row]
         raise BwprofError(f"{path} is malformed: unknown metric {name or '(empty)'!r} "
                           f"{_at(row, path)}; known: {', '.join(METRICS)}")
-    own_unit = metric.map({name: m.unit for name, m in METRICS.items()})
-    wrong_unit = known & (unit != own_unit)
+    unit_codes, units = _distinct(unit)
+    code_of_unit = {value: code for code, value in enumerate(units) if isinstance(value, str)}
+    own_unit = np.array([code_of_unit.get(m.unit, -1) if m is not None else -1
+                         for m in metrics], dtype=np.int64)[codes]
+    wrong_unit = known & (unit_codes != own_unit)
     if wrong_unit.any():
         row = _first(wrong_unit)
         name = metric.iloc[row]
         raise BwprofError(f"{path} is malformed: unit {unit.iloc[row]!r} for metric {name!r} "
                           f"(it is {METRICS[name].unit!r}) {_at(row, path)}")
-    own_direction = metric.map({name: m.higher_is_better for name, m in METRICS.items()})
+    own_direction = np.array([bool(m is not None and m.higher_is_better) for m in metrics],
+                             dtype=bool)[codes]
     said = higher.astype("boolean")
-    contradicts = known & (said.isna() | (said.fillna(False).astype(bool)
-                                          != own_direction.fillna(False).astype(bool)))
+    contradicts = known & (said.isna().to_numpy()
+                           | (said.to_numpy(dtype=bool, na_value=False) != own_direction))
     if contradicts.any():
         raise BwprofError(f"{path} is malformed: higher_is_better contradicts the metric "
                           f"{_at(_first(contradicts), path)}")
@@ -486,9 +526,10 @@ def _check_metrics(typed: pd.DataFrame, path: Path) -> None:
                           f"{', '.join(unknown_flags(flag_cells.iloc[row]))} {_at(row, path)}")
 
 
-def _first(mask: pd.Series) -> int:
+def _first(mask: pd.Series | np.ndarray) -> int:
     """The position (from 0) of the first row `mask` marks."""
-    return int(mask.to_numpy(dtype=bool, na_value=False).nonzero()[0][0])
+    marks = mask if isinstance(mask, np.ndarray) else mask.to_numpy(dtype=bool, na_value=False)
+    return int(marks.nonzero()[0][0])
 
 
 NONNEGATIVE_COLUMNS = (
