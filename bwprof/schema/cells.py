@@ -82,9 +82,9 @@ def spreadsheet_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return copy
 
 
-_MAY_CHANGE = r"^'*[=+\-@\t\r\n]"
+_MAY_CHANGE = r"^'*[=+\-@\t\n]|\r"
 """Text `_frame_cell` may change: a formula start after any apostrophes (a number such as
-`-1.5` too, which it then leaves alone); a carriage return anywhere is the other case."""
+`-1.5` too, which it then leaves alone), or a carriage return anywhere."""
 
 
 def _changing(values: pd.Series) -> np.ndarray:
@@ -92,14 +92,12 @@ def _changing(values: pd.Series) -> np.ndarray:
     superset (the marked cells are checked one by one), never missing one that changes.
     Cells that are not text are never marked (`_frame_cell` leaves them as they are)."""
     try:
-        text = values.str
-        found = [text.contains("\r", regex=False), text.contains(_MAY_CHANGE, regex=True)]
+        found = values.str.contains(_MAY_CHANGE, regex=True)
     except AttributeError:  # no text in the column at all: .str refuses it
         return np.zeros(len(values), dtype=bool)
     except TypeError:  # text beside bytes: each text cell is looked at
         return np.array([isinstance(value, str) for value in values], dtype=bool)
-    carriage, start = (one.to_numpy(dtype=bool, na_value=False) for one in found)
-    return carriage | start
+    return found.to_numpy(dtype=bool, na_value=False)
 
 
 def _quoted(values: pd.Series) -> pd.Series:

@@ -277,11 +277,14 @@ def _float_text(values: np.ndarray) -> Any:
                                     pa.array(values[present].astype(str),
                                              type=pa.large_string()))
     text = numbers.cast(pa.large_string())
-    text = pc.if_else(pc.match_substring(text, "."), text,
-                      pc.binary_join_element_wise(text, _large(".0"), _large("")))
     with np.errstate(invalid="ignore"):
         size = np.abs(values)
         ranged = ((size >= 1e-4) & (size < 1e10)) | (values == 0)
+        whole = ranged & (np.floor(values) == values)  # Arrow's '100', Python's '100.0'
+    if whole.any():
+        mask = pa.array(whole)
+        text = pc.replace_with_mask(text, mask, pc.binary_join_element_wise(
+            pc.filter(text, mask), _large(".0"), _large("")))
     back = pc.cast(pc.if_else(pa.array(ranged), text, _large("0")), pa.float64())
     exact = pc.equal(back, numbers).fill_null(False).to_numpy(zero_copy_only=False)
     own = present & ~(ranged & exact)
