@@ -7,26 +7,39 @@ included; so does Ctrl-C or SIGTERM to mpirun on a loaded rank 0. RUN then holds
 refuses, naming this command. The merge is the one rank 0 writes (`bwprof.fleet.merge`),
 each rank's fate what its folder says: `ok` or `failed` where it is final, `interrupted`
 where a signal stopped it, `missing` (its finished rows kept) where it was cut short, and
-`missing` without rows where there is no folder (a node-local disk).
+`missing` without rows where there is no folder (a node-local disk). A merge rank 0 began
+and did not finish (the job ended mid-merge: RUN reads as stopped without finishing, its
+first system.json naming no rank's fate) is done again, whole.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bwprof.analysis.summary import SUMMARY_FILE
 from bwprof.errors import EXIT_OK, EXIT_USAGE, BwprofError
 from bwprof.fleet.merge import MergeStream, RankName, RankReport
 from bwprof.fleet.run import (
     DEFAULT_TIMEOUT_S,
     MERGE_LOCK,
     _read_folder,
+    _read_meta,
     rank_dir,
 )
 from bwprof.store import runlock
-from bwprof.store.export import RESULTS_FILE, SYSTEM_FILE
+from bwprof.store.export import (
+    FINDINGS_FILE,
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SYSTEM_FILE,
+    TIMELINES_FILE,
+    TIMINGS_FILE,
+)
+from bwprof.store.runfolder import RESULTS_PARQUET
 
 USAGE = "usage: python -m bwprof.fleet.salvage RUN (a fleet job's folder holding ranks/)"
 
@@ -78,9 +91,7 @@ def salvage(run: Path) -> str:
         raise BwprofError(f"the fleet job that claimed {run} still runs; let it end (it "
                           "merges its ranks itself) or end it first")
     with runlock.waiting_for(ranks / MERGE_LOCK):
-        if any(path.exists() or path.is_symlink()
-               for path in (run / SYSTEM_FILE, run / RESULTS_FILE)):
-            raise BwprofError(f"{run} is merged already; `bwprof report {run}` reads it")
+        redone = _begun(run)
         reports = {rank: report for rank in found
                    if (report := _read_folder(run, rank)) is not None}
         if not reports:
@@ -107,8 +118,31 @@ def salvage(run: Path) -> str:
         merged = stream.result({"plots": False})
     fates = ", ".join(f"rank {r.rank} {r.status}" for r in (merged.meta.mpi.ranks
                                                              if merged.meta.mpi else ()))
-    return (f"merged {len(reports)} rank folder(s) into {run} ({fates}); "
+    again = "; the merge rank 0 began, cut short, is done again whole" if redone else ""
+    return (f"merged {len(reports)} rank folder(s) into {run} ({fates}){again}; "
             f"`bwprof report {run}` reads it")
+
+
+PARTIAL = (RESULTS_FILE, TIMINGS_FILE, SAMPLES_FILE, FINDINGS_FILE, TIMELINES_FILE,
+           RESULTS_PARQUET, SUMMARY_FILE)
+"""What a merge rank 0 began and did not finish may have left in RUN, taken away before the
+merge is done again (system.json is replaced)."""
+
+
+def _begun(run: Path) -> bool:
+    """Whether rank 0's merge began in RUN and was cut short (its first system.json, never
+    finalised, names no rank's fate: the job ended mid-merge), its files now taken away;
+    False where it never began. BwprofError where RUN holds a finished merge, or merged
+    files without a system.json that says which."""
+    system = run / SYSTEM_FILE
+    if not (os.path.lexists(system) or os.path.lexists(run / RESULTS_FILE)):
+        return False
+    meta = _read_meta(system)
+    if meta is None or meta.mpi is None or meta.mpi.ranks or meta.state != "incomplete":
+        raise BwprofError(f"{run} is merged already; `bwprof report {run}` reads it")
+    for name in PARTIAL:
+        (run / name).unlink(missing_ok=True)  # a link is removed, never followed
+    return True
 
 
 def main(argv: Sequence[str]) -> int:

@@ -87,3 +87,25 @@ def test_salvage_refuses_what_is_no_unmerged_fleet_folder(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(
         "holds no ranks/rank-NNNN folder: not a fleet job's folder; pass the --out of a "
         "fleet run\n")
+
+
+# Catches: a job that ended mid-merge (a rank killed while rank 0 merged) left RUN reading as
+# a run stopped without finishing, its first system.json naming no rank's fate and only the
+# rows merged so far; salvage refused it as merged already
+def test_a_merge_cut_short_is_done_again_whole(monkeypatch, tmp_path, capsys):
+    from bwprof.fleet.merge import MergeStream, RankName
+    from bwprof.fleet.run import _read_folder
+
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    rank_0 = _read_folder(out, 0)
+    assert rank_0 is not None and rank_0.meta is not None
+    partial = MergeStream(out, rank_0.meta.run_id, {0: RankName.of(rank_0)}, 2, 7.0)
+    partial.add(rank_0)  # rank 0's rows merged, then the job ended
+    partial.abandon()
+    assert bwprof.load(out).meta.state == "incomplete"  # the premise: it reads as stopped
+    capsys.readouterr()
+    assert main([str(out)]) == EXIT_OK
+    assert "the merge rank 0 began, cut short, is done again whole" in capsys.readouterr().out
+    run = bwprof.load(out)
+    assert [(r.rank, r.status) for r in run.meta.mpi.ranks] == [(0, "ok"), (1, "ok")]
+    assert list(run.results["rank"]) == [0, 1]  # each rank's row once
