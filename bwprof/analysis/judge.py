@@ -18,19 +18,26 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
 
 from bwprof.analysis import bands
 from bwprof.analysis.bands import Band, Part
-from bwprof.analysis.figures import best_of, pick_per_group, ratio, size, the_peak
+from bwprof.analysis.figures import (
+    a_peak,
+    best_of,
+    pick_per_group,
+    ratio,
+    size,
+    source_of,
+)
 from bwprof.analysis.spec import Override, Spec
-from bwprof.analysis.summary import is_loaded, matrix_records, row_records
+from bwprof.analysis.summary import _cells, is_loaded, matrix_records, row_records
 from bwprof.casespec import MEDIAN_BEYOND_CACHE, judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo, NodeMeta
@@ -233,7 +240,8 @@ def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarra
     index = np.flatnonzero(columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency)
     if not index.size:
         return none
-    rows = columns.iloc[index]
+    kept = [*needed, "telemetry_samples", "pcie_gen_min", "pcie_width_min"]
+    rows = columns[[c for c in kept if c in columns]].iloc[index]  # not every column's take
     figure = _is(rows["status"], "ok") & rows["value_median"].notna().to_numpy(dtype=bool)
     figure &= ~_is(rows["backend"], "simulated")
     codes, texts = pd.factorize(rows["flags"], use_na_sentinel=True)
@@ -276,7 +284,7 @@ def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarr
         return np.zeros(len(columns), dtype=bool)
     concurrent = overlap & (columns["phase"] == "concurrent").to_numpy(dtype=bool) & \
         columns["overlap_efficiency"].notna().to_numpy(dtype=bool)
-    rows = columns[overlap]
+    rows = columns[["device", "case"]][overlap]  # what it groups by, not every column
     has_concurrent = np.zeros(len(columns), dtype=bool)
     has_concurrent[overlap] = pd.Series(concurrent[overlap], index=rows.index).groupby(
         [rows["device"], rows["case"]], dropna=False, sort=False).transform("any").to_numpy(
@@ -332,6 +340,8 @@ class _Models:
         self._overrides: dict[tuple[str | None, str], Override] = {}
         self._latency: dict[tuple[str | None, str, bool], Band | None] = {}
         self._bands: dict[tuple[object, ...], tuple[Band | None, str]] = {}
+        self._overlap: dict[str | None, Band | None] = {}
+        self._ddr: dict[float | None, Band | None] = {}
         # The catalogue's paths, read once per judging (not once per GPU).
         self.gpu_paths = gpu_paths()
         self.link_cases = tuple(dict.fromkeys(path_of(key).headline for key in LINK_PATHS))
@@ -359,6 +369,20 @@ class _Models:
         if key not in self._overrides:
             self._overrides[key] = self.spec.override(*key)
         return self._overrides[key]
+
+    def overlap_band(self, gpu: GpuMeta) -> Band | None:
+        model = self.model(gpu)
+        if model not in self._overlap:
+            self._overlap[model] = self.override(gpu, "overlap").apply(
+                bands.overlap_band(), "overlap", "ratio")
+        return self._overlap[model]
+
+    def ddr_band(self, peak_gbps: float | None) -> Band | None:
+        """The host's DDR band: the SMBIOS peak's (`bands.ddr_band`) under the spec's
+        [host.ddr]."""
+        if peak_gbps not in self._ddr:
+            self._ddr[peak_gbps] = self.spec.ddr.apply(bands.ddr_band(peak_gbps), "ddr", "GB/s")
+        return self._ddr[peak_gbps]
 
     def latency_band(self, gpu: GpuMeta | None, case: str) -> Band | None:
         key = (self.model(gpu), case, gpu is None)
@@ -432,12 +456,26 @@ class _Judge:
               reason: str, **figures: object) -> Check:
         """`device` as the box names it ('gpu0', 'cpu'); the check names it as the rows do, a
         fleet's node first ('node12:gpu0'), so a fleet's GPUs are told apart."""
+        return self._made(device, gpu, path, case, verdict, reason, figures)
+
+    def _made(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
+              reason: str, figures: dict[str, object]) -> Check:
+        """`check` without its keyword arguments' dict: `_new_check` of the fields."""
         part = bands.find_part(gpu.name) if gpu is not None else None  # cached per name
-        figures.update(box=self.box.name, run_dir=self.label, device=self.box.prefix + device,
-                       gpu_model=gpu.name if gpu is not None else "",
-                       part=part.key if part is not None else "", path=path, case=case,
-                       verdict=verdict, reason=reason)
-        return _new_check(figures)
+        check = object.__new__(Check)
+        state = check.__dict__
+        state.update(_CHECK_DEFAULTS)
+        state.update(figures)
+        state["box"] = self.box.name
+        state["run_dir"] = self.label
+        state["device"] = self.box.prefix + device
+        state["gpu_model"] = gpu.name if gpu is not None else ""
+        state["part"] = part.key if part is not None else ""
+        state["path"] = path
+        state["case"] = case
+        state["verdict"] = verdict
+        state["reason"] = reason
+        return check
 
     def _model(self, gpu: GpuMeta | None) -> str | None:
         """The spec's section for `gpu`: its listed part's key, or an unlisted model's key
@@ -452,7 +490,8 @@ class _Judge:
             rows = [r for r in rows if r["direction"] == direction]
         return rows
 
-    def _unusable(self, rows: list[Row], what: str,
+    @staticmethod
+    def _unusable(rows: list[Row], what: str,
                   errors: list[Row] | None = None) -> tuple[str, str] | None:
         """(verdict, reason) where `rows` (one case of one device) give no figure to judge.
         `errors`: the rows that raised, where they are not among `rows` (an overlap job's
@@ -469,7 +508,7 @@ class _Judge:
             return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
         errors = [r for r in rows if r["status"] == "error"] if errors is None else errors
         if errors:
-            figures = self._figure_rows(rows)
+            figures = _Judge._figure_rows(rows)
             if not figures or _largest_size(errors) >= _largest_size(figures):
                 return ERROR, error_reason(what, errors)
         if not ok:
@@ -513,33 +552,40 @@ class _Judge:
         value = cell_float(row["value_median"]) if value is None else value
         cv = cell_float(row["cv"])
         noisy = cv is not None and cv > self.models.cv_limit(gpu)
-        busy = _flagged(row, flags.BUSY_HOST)
+        busy = flags.BUSY_HOST in _flag_set(row["flags"])
+        row_unit = str(row["unit"])
+        unit = "ratio" if path == "overlap" else row_unit
         figures: dict[str, object] = {
             "size_bytes": cell_int(row["size_bytes"]), "value": value, "cv": cv,
-            "noisy": noisy, "busy": busy,
-            "unit": "ratio" if path == "overlap" else str(row["unit"]),
+            "noisy": noisy, "busy": busy, "unit": unit,
             "higher_is_better": band.higher_is_better if band else path != "latency"}
         case = str(row["case"])
         if busy:  # the figure is partly other processes': neither PASS nor FAIL
-            return self.check(device, gpu, path, case, CANNOT_JUDGE, busy_reason(row),
-                              **figures)
+            return self._made(device, gpu, path, case, CANNOT_JUDGE, busy_reason(row), figures)
         if band is None or value is None:
-            return self.check(device, gpu, path, case, CANNOT_JUDGE, why_no_band, **figures)
+            return self._made(device, gpu, path, case, CANNOT_JUDGE, why_no_band, figures)
         # An overlap check's figure is a ratio, not its row's GB/s: only the band's applies.
-        peak, peak_source = (the_peak(row, band.reference, band.source)
-                             if figures["unit"] == str(row["unit"])
-                             else (band.reference, band.source))
+        reference = band.reference
+        peak, peak_source = (_the_peak(row, reference, band.source) if unit == row_unit
+                             else (reference, band.source))
         pct_peak = ratio(100 * value, peak)  # None where the peak is 0 or subnormal
-        figures.update(reference=band.reference, expected=band.expected, warn=band.warn,
-                       fail=band.fail, pct_of_peak=pct_peak, pct_of_band=pct_of_band(band, value),
-                       source=band.source, peak=peak, peak_source=peak_source)
+        figures["reference"] = reference
+        figures["expected"] = band.expected
+        figures["warn"] = band.warn
+        figures["fail"] = band.fail
+        figures["pct_of_peak"] = pct_peak
+        figures["pct_of_band"] = (ratio(100.0 * value, band.expected)
+                                  if band.higher_is_better else None)  # `pct_of_band`
+        figures["source"] = band.source
+        figures["peak"] = peak
+        figures["peak_source"] = peak_source
         verdict = band.verdict(value)
-        reason = _band_reason(value, band, figures["unit"], pct_peak, verdict, peak)
+        reason = _band_reason(value, band, unit, pct_peak, verdict, peak)
         if fault is not None:
             verdict, reason = FAIL, f"{fault}; {reason}"
         if noisy:
             reason += f"; noisy (CV {cv:.1%})"
-        return self.check(device, gpu, path, case, verdict, reason, **figures)
+        return self._made(device, gpu, path, case, verdict, reason, figures)
 
     def _gpu_band(self, path: str, gpu: GpuMeta, part: Part | None, row: Row,
                   inputs: bands.LinkInputs | None = None) -> tuple[Band | None, str]:
@@ -558,16 +604,8 @@ class _Judge:
                 if r["status"] == "ok"]
         if rows and "telemetry_samples" in rows[0]:  # a frame with the column
             rows = [r for r in rows if (_coerced(r["telemetry_samples"]) or 0) > 0]
-        gen = _least(rows, "pcie_gen_min")
-        width = _least(rows, "pcie_width_min")
-        low_gen = gen is not None and gen < link.generation
-        low_width = width is not None and width < link.width
-        if not (low_gen or low_width):
-            return None
-        shown_gen = int(gen) if gen is not None else "?"
-        shown_width = int(width) if width is not None else "?"
-        return (f"link trained at Gen{shown_gen} x{shown_width} under load, below its "
-                f"Gen{link.generation} x{link.width} maximum")
+        return _link_fault_text(link, _least(rows, "pcie_gen_min"),
+                                _least(rows, "pcie_width_min"))
 
     # -- the paths -----------------------------------------------------------------------
 
@@ -600,12 +638,7 @@ class _Judge:
         source = f"{self.box.prefix}{device}->"
         mine = self._figure_rows([r for r in pairs if str(r["device"]).startswith(source)])
         if not mine:
-            if fault is not None:
-                return self.check(device, gpu, "p2p", case, FAIL, fault)
-            rows = [r for r in self.rows if r["case"] == case]
-            unusable = self._unusable(rows, case) or (
-                CANNOT_JUDGE, f"no {case} figure from {self.box.prefix}{device}")
-            return self.check(device, gpu, "p2p", case, *unusable)
+            return self._p2p_unmeasured(gpu, fault, [r for r in self.rows if r["case"] == case])
         row = min(mine, key=lambda r: float(r["value_median"]))  # the first of the lowest
         links_up = gpu.metadata.get("nvlink_links_up")
         nvlinked = part is not None and part.nvlink_links and (
@@ -621,10 +654,20 @@ class _Judge:
                              "in a spec)", fault=fault)
         return replace(check, reason=f"{row['device']} (slowest pair): {check.reason}")
 
+    def _p2p_unmeasured(self, gpu: GpuMeta, fault: str | None, rows: list[Row]) -> Check:
+        """The P2P check of a GPU without a pair figure of its own: its NVLink fault, or why
+        the box's `rows` of the pair case give none."""
+        device = gpu.label
+        case = self.models.p2p_case[0]
+        if fault is not None:
+            return self.check(device, gpu, "p2p", case, FAIL, fault)
+        unusable = self._unusable(rows, case) or (
+            CANNOT_JUDGE, f"no {case} figure from {self.box.prefix}{device}")
+        return self.check(device, gpu, "p2p", case, *unusable)
+
     def _overlap(self, gpu: GpuMeta, part: Part | None) -> list[Check]:
         out = []
-        band = self.models.override(gpu, "overlap").apply(
-            bands.overlap_band(), "overlap", "ratio")
+        band = self.models.overlap_band(gpu)
         for case in self.models.overlap_cases:
             rows = self._device_rows(case, gpu.label, None)
             if not rows:
@@ -709,16 +752,45 @@ class _Judge:
         if unusable is not None:
             out.append(self.check(HOST_DEVICE, None, "ddr", case, *unusable))
         else:
-            row = self._largest(self._figure_rows(rows))  # the best thread count
-            host = self.box.host
-            default = bands.ddr_band(host.ddr_peak_gbps if host else None)
-            band = self.spec.ddr.apply(default, "ddr", "GB/s")
-            note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
-                "no SMBIOS memory modules listed"
-            out.append(self._judged(HOST_DEVICE, None, "ddr", row, band,
-                                    f"no band: no DDR peak ({one_line(note)}); give "
-                                    "[host.ddr] peak_gbps in a spec"))
+            out.append(self.host_figure(self._largest(self._figure_rows(rows))))
         return out + self._latency(None, None)
+
+    def host_figure(self, row: Row) -> Check:
+        """The host's DDR check on `row`, its figure (the best thread count)."""
+        host = self.box.host
+        band = self.models.ddr_band(host.ddr_peak_gbps if host else None)
+        note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
+            "no SMBIOS memory modules listed"
+        return self._judged(HOST_DEVICE, None, "ddr", row, band,
+                            f"no band: no DDR peak ({one_line(note)}); give "
+                            "[host.ddr] peak_gbps in a spec")
+
+
+def _the_peak(row: Row, fallback: float | None, fallback_source: str) -> tuple[float | None, str]:
+    """`the_peak` of a row, its peak's source (`peak_source`) looked up once per distinct
+    memory, direction and flags."""
+    own = a_peak(cell_float(row.get("peak_value")))
+    if own:
+        return own, _source_of(row.get("memory"), row.get("direction"), row.get("flags"))
+    return (fallback, fallback_source) if a_peak(fallback) else (None, "")
+
+
+@lru_cache(maxsize=4096)
+def _source_of(memory: object, direction: object, flag_text: object) -> str:
+    return source_of(memory, direction, flag_text)
+
+
+def _link_fault_text(link: bands.Link, gen: float | None, width: float | None) -> str | None:
+    """Why a link fails (it trained below `link` under load: the least generation and width
+    its transfer rows' telemetry saw), or None."""
+    low_gen = gen is not None and gen < link.generation
+    low_width = width is not None and width < link.width
+    if not (low_gen or low_width):
+        return None
+    shown_gen = int(gen) if gen is not None else "?"
+    shown_width = int(width) if width is not None else "?"
+    return (f"link trained at Gen{shown_gen} x{shown_width} under load, below its "
+            f"Gen{link.generation} x{link.width} maximum")
 
 
 def _size(row: Row) -> float:
@@ -800,18 +872,33 @@ def _figure(value: float, unit: str) -> str:
 def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
                  verdict: str, peak: float | None = None) -> str:
     """The figure against its one peak; where the band starts from another figure (the
-    datasheet's), the reason names both."""
+    datasheet's), the reason names both. What follows the figure's own numbers is the same
+    for every GPU of a band (`_peak_words`, `_band_words`): made once, not once a GPU."""
     unit = str(unit)
     peak = band.reference if peak is None else peak
     text = f"{_figure(value, unit)} (median)"
     if pct_peak is not None and peak:
-        text += (f", {pct_peak:.1f}% of ideal overlap" if unit == "ratio" else
-                 f", {pct_peak:.1f}% of the {_figure(peak, unit)} peak")
-        if band.reference and not math.isclose(peak, band.reference, rel_tol=1e-3):
-            text += f" (band from the part's {_figure(band.reference, unit)})"
+        text += f", {pct_peak:.1f}{_peak_words(peak, band.reference, unit)}"
+    return text + _band_words(band, unit, verdict)
+
+
+@lru_cache(maxsize=4096)
+def _peak_words(peak: float, reference: float | None, unit: str) -> str:
+    """'% of the 4814 GB/s peak (band from the part's 4800 GB/s)': after a figure's % of
+    its peak."""
+    text = "% of ideal overlap" if unit == "ratio" else f"% of the {_figure(peak, unit)} peak"
+    if reference and not math.isclose(peak, reference, rel_tol=1e-3):
+        text += f" (band from the part's {_figure(reference, unit)})"
+    return text
+
+
+@lru_cache(maxsize=4096)
+def _band_words(band: Band, unit: str, verdict: str) -> str:
+    """'; passes at >= 3942 GB/s', '; below 3528 GB/s (73% of peak)': the line a verdict
+    crossed, or passed."""
     better = ">=" if band.higher_is_better else "<="
     if verdict == PASS:
-        return f"{text}; passes at {better} {_figure(band.warn, unit)}"
+        return f"; passes at {better} {_figure(band.warn, unit)}"
     threshold = band.fail if verdict == FAIL else band.warn
     word = "below" if band.higher_is_better else "above"
     limit = (f"{100 * threshold / band.reference:.0f}% of peak"
@@ -819,23 +906,29 @@ def _band_reason(value: float, band: Band, unit: object, pct_peak: float | None,
     if band.higher_is_better and threshold > band.expected:  # a spec's line: % of band >= 100
         limit += f"{', ' if limit else ''}over a healthy part's {_figure(band.expected, unit)}"
     limit = f" ({limit})" if limit else ""
-    return f"{text}; {word} {_figure(threshold, unit)}{limit}"
+    return f"; {word} {_figure(threshold, unit)}{limit}"
 
 
 def judge_run(run: RunFolder, spec: Spec) -> list[Check]:
     """Every check of one run folder: per box, the host's then each GPU's."""
-    boxes = _boxes(run)
+    with gc_paused():  # a fleet's boxes and checks: Python objects by the hundred thousand
+        boxes = _boxes(run)
+        read = _read_rows(run.results)
+        fleet = _judge_fleet(run, spec, boxes, read) if boxes[0].prefix else None
+    if fleet is not None:
+        return fleet
     # once, from whole columns, for every box
-    records = row_records(_read_rows(run.results), _READ)
+    records = row_records(read, _READ)
     with gc_paused():  # a fleet's checks: Python objects by the hundred thousand
         split = _rows_by_prefix(records, boxes) if boxes[0].prefix else None
         return _judge_boxes(run, spec, boxes, records, split)
 
 
 def _judge_boxes(run: RunFolder, spec: Spec, boxes: list[_Box], records: list[Row],
-                 split: dict[str, list[Row]] | None) -> list[Check]:
+                 split: dict[str, list[Row]] | None,
+                 models: _Models | None = None) -> list[Check]:
     out = []
-    models = _Models(spec)  # every box's GPUs share their models' bands
+    models = models or _Models(spec)  # every box's GPUs share their models' bands
     for box in boxes:
         if split is not None:
             rows = split.get(box.prefix, [])
@@ -848,6 +941,352 @@ def _judge_boxes(run: RunFolder, spec: Spec, boxes: list[_Box], records: list[Ro
         for gpu in box.gpus.devices:
             out += judge.gpu_checks(gpu)
     return out
+
+
+# -- a fleet, judged on arrays ----------------------------------------------------------------
+
+_FLEET_COLUMNS = ("case", "device", "direction", "backend", "status", "value_median",
+                  "size_bytes", "flags", "phase", "metric", "unit", "cv", "peak_value",
+                  "memory", "overlap_efficiency")
+"""The columns the fleet's array judging reads; a frame without one is judged box by box."""
+
+_PICKED_COLUMNS = ("case", "direction", "status", "value_median", "size_bytes", "flags",
+                   "unit", "cv", "peak_value", "memory", "overlap_efficiency")
+"""What `_Judge._judged` and `the_peak` read of the row a check stands on."""
+
+
+class _FleetRows:
+    """A fleet's judged rows (`_read_rows`) as arrays: each device's rows of a case grouped
+    by the device's number (`code`), and what `_Judge` asks of them (a figure row, a row that
+    raised, a busy one) as masks over every row at once."""
+
+    def __init__(self, read: pd.DataFrame, boxes: list[_Box]) -> None:
+        self.read = read
+        codes, names = pd.factorize(read["device"], use_na_sentinel=True)
+        self.names = [str(name) for name in names]
+        self.count = len(self.names)
+        self.code = {name: i for i, name in enumerate(self.names)}
+        valid = codes >= 0
+        self.codes = np.where(valid, codes, 0)
+        self.valid = valid
+        prefixes = {box.prefix: i for i, box in enumerate(boxes)}
+        # A device's box: the part before its first ':' (`_rows_by_prefix`); -1 for none.
+        box_of = [prefixes.get(name.partition(":")[0] + ":", -1) if ":" in name else -1
+                  for name in self.names]
+        self.device_box = np.array([*box_of, -1], dtype=np.int64)
+        self.row_box = np.where(valid, self.device_box[self.codes], -1)
+        self.cases, self.case_names = pd.factorize(read["case"], use_na_sentinel=True)
+        self.case_code = {str(name): i for i, name in enumerate(self.case_names)}
+        status = read["status"]
+        self.ok = _is(status, "ok")
+        self.error = _is(status, "error")
+        has_value = read["value_median"].notna().to_numpy(dtype=bool)
+        self.value = _numbers(read["value_median"])
+        sizes = _numbers(read["size_bytes"])
+        self.size = np.where(np.isnan(sizes), 0.0, sizes)  # `_size`: 0 where none
+        flag_codes, texts = pd.factorize(read["flags"], use_na_sentinel=True)
+        sets = [_flag_set(t) for t in texts] + [_flag_set(None)]  # code -1: no flags
+
+        def flagged(test: Callable[[frozenset[str]], bool]) -> np.ndarray:
+            return np.array([test(f) for f in sets], dtype=bool)[flag_codes]
+
+        self.busy = flagged(lambda f: flags.BUSY_HOST in f)
+        unjudged = flagged(lambda f: bool(f & flags.CACHE_RESIDENT) or flags.SIMULATED in f)
+        self.figure = (self.ok & has_value & ~_is(read["backend"], "simulated") & ~unjudged
+                       & valid)
+        self.direction = read["direction"]
+        self.concurrent = (_is(read["phase"], "concurrent")
+                           & read["overlap_efficiency"].notna().to_numpy(dtype=bool))
+        # A box the arrays do not judge (`_judge_fleet` says which): its rows become dicts
+        # and `_Judge` judges it as any box.
+        self.slow = np.zeros(len(boxes) + 1, dtype=bool)  # the last: rows of no box
+        self.slow[self.row_box[self.error]] = True
+        self.slow[self.row_box[_is(read["metric"], "latency")]] = True
+        self.slow[self.row_box[self.figure & np.isnan(self.value)]] = True
+        own = [self.code[box.prefix] for box in boxes if box.prefix in self.code]
+        if own:  # a host job that raised before it knew its device ('node7:')
+            self.slow[self.row_box[np.isin(codes, own) & _is(read["backend"], "host")]] = True
+
+    def of_case(self, case: str, direction: str | None = None) -> np.ndarray:
+        """The rows of `case` (in `direction`, where given) on a device."""
+        code = self.case_code.get(case)
+        if code is None:
+            return np.zeros(len(self.read), dtype=bool)
+        mask = (self.cases == code) & self.valid
+        if direction is not None:
+            mask &= _is(self.direction, direction)
+        return mask
+
+    def picked(self, rows: np.ndarray, among: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per device: how many of `rows` it has, and the row `_Judge._largest` picks of
+        those `among` marks (-1 for none). A device with rows but none to pick, or whose
+        pick is busy, leaves its box to `_Judge` (`slow`)."""
+        counted = np.bincount(self.codes[rows], minlength=self.count)
+        picked = pick_per_group(self.codes, self.count, self.size, self.value,
+                                among=rows & among)
+        unusable = (counted > 0) & (picked < 0)
+        self.slow[self.device_box[np.flatnonzero(unusable)]] = True
+        busy = picked[(picked >= 0)]
+        self.slow[self.row_box[busy[self.busy[busy]]]] = True
+        return counted, picked
+
+    def link_least(self, cases: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Per device, the least PCIe generation and width under load (`_link_fault`'s
+        `_least` of its ok transfer rows with telemetry); NaN where none says."""
+        rows = np.zeros(len(self.read), dtype=bool)
+        for case in cases:
+            rows |= self.of_case(case)
+        rows &= self.ok
+        if "telemetry_samples" in self.read:
+            rows &= _numbers(self.read["telemetry_samples"]) > 0
+        out = []
+        for column in ("pcie_gen_min", "pcie_width_min"):
+            least = np.full(self.count, np.nan)
+            if column in self.read:
+                values = _numbers(self.read[column])
+                np.fmin.at(least, self.codes[rows], values[rows])
+            out.append(least)
+        return out[0], out[1]
+
+
+def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
+                 read: pd.DataFrame) -> list[Check] | None:
+    """A fleet's checks, the same as `_Judge` gives box by box, with each (device, case)'s
+    figure picked on arrays for every GPU at once: per GPU, only its checks are made in
+    Python. A box whose rows need more than a figure picked (a row that raised, a latency
+    row, a path with rows but no figure, a busy figure) is judged by `_Judge` on its rows as
+    dicts. None (judge box by box) where a box's name holds a ':' or a column is missing."""
+    if any(c not in read.columns for c in _FLEET_COLUMNS) or any(
+            ":" in box.prefix[:-1] for box in boxes):
+        return None
+    models = _Models(spec)
+    rows = _FleetRows(read, boxes)
+    paths = [(path, case, rows.picked(rows.of_case(case, direction), rows.figure))
+             for path, case, direction in models.gpu_paths]
+    ddr_case = path_of("ddr").headline
+    ddr = rows.picked(rows.of_case(ddr_case), rows.figure)
+    overlap = [(case, rows.picked(rows.of_case(case), rows.figure & rows.concurrent))
+               for case in models.overlap_cases]
+    gen, width = rows.link_least(models.link_cases)
+    p2p_case = models.p2p_case[0]
+    p2p = rows.of_case(p2p_case)
+    arrow = np.array(["->" in name for name in rows.names] + [False], dtype=bool)
+    pairs_in = np.zeros(len(boxes) + 1, dtype=bool)  # boxes with a pair's row
+    pairs_in[rows.row_box[p2p & arrow[rows.codes]]] = True
+
+    # The rows checks stand on, as columns of cells (what `row_records` gives a row's), and
+    # the box's pair-case rows and every row of a box `_Judge` judges, as its dicts.
+    slow = rows.slow  # the last: rows of no box
+    chosen = [p for _, _, (_, p) in paths] + [ddr[1]] + [p for _, (_, p) in overlap]
+    index = np.unique(np.concatenate([p[p >= 0] for p in chosen]))
+    index = index[(rows.row_box[index] >= 0) & ~slow[rows.row_box[index]]]
+    position = np.full(len(read) + 1, -1, dtype=np.int64)  # the last: no row
+    position[index] = np.arange(len(index))
+    taken = read.iloc[index]
+    cells = _Cells(*(_cells(taken[c]) for c in _Cells._fields))
+
+    def at(picked: np.ndarray) -> list[int]:
+        """Each device's picked row, as its place in `cells` (-1: none)."""
+        return cast(list[int], position[picked].tolist())
+
+    p2p_index = np.flatnonzero(p2p & (rows.row_box >= 0))
+    p2p_rows: dict[int, list[Row]] = {}
+    for box, row in zip(rows.row_box[p2p_index].tolist(),
+                        row_records(read.iloc[p2p_index], _READ), strict=True):
+        p2p_rows.setdefault(box, []).append(row)
+    slow_index = np.flatnonzero((rows.row_box >= 0) & slow[rows.row_box])
+    slow_records = row_records(read.iloc[slow_index], _READ) if slow_index.size else []
+    split = _rows_by_prefix(slow_records, boxes) or {}
+
+    figures = _Figures(cells, models, run.label)
+    gpu_paths = [(path, case, at(picked), path in LINK_PATHS)
+                 for path, case, (_, picked) in paths]
+    overlaps = [at(picked) for _, (_, picked) in overlap]
+    ddr_at = at(ddr[1])
+    gen_list, width_list = gen.tolist(), width.tolist()
+    code = rows.code
+    slow_list = slow.tolist()
+    pairs_list = pairs_in.tolist()
+    out: list[Check] = []
+    for number, box in enumerate(boxes):
+        if slow_list[number]:
+            out += _judge_boxes(run, spec, [box], [], split, models)
+            continue
+        judge = _Judge(run, box, spec, [], models)
+        prefix = box.prefix
+        figures.box = box
+        # the host
+        device = code.get(prefix + HOST_DEVICE, -1)
+        place = ddr_at[device] if device >= 0 else -1
+        if place < 0:
+            out.append(judge.check(HOST_DEVICE, None, "ddr", ddr_case, CANNOT_JUDGE,
+                                   f"not measured: no {ddr_case} row in this run"))
+        else:
+            host = box.host
+            note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
+                "no SMBIOS memory modules listed"
+            out.append(figures.check(
+                HOST_DEVICE, None, "ddr", place,
+                models.ddr_band(host.ddr_peak_gbps if host else None),
+                f"no band: no DDR peak ({one_line(note)}); give [host.ddr] peak_gbps in a spec"))
+        box_p2p = p2p_rows.get(number, [])
+        pairs = _Judge(run, box, spec, box_p2p, models) if pairs_list[number] else None
+        for gpu in box.gpus.devices:
+            label = gpu.label
+            device = code.get(prefix + label, -1)
+            part = bands.find_part(gpu.name)
+            inputs = bands.link_inputs(gpu.metadata)
+            fault = None
+            if not gpu.host_link_c2c and device >= 0:
+                link = bands.link_of(part, inputs)
+                if link is not None:
+                    fault = _link_fault_text(link, _float(gen_list[device]),
+                                             _float(width_list[device]))
+            for path, case, places, link_path in gpu_paths:
+                place = places[device] if device >= 0 else -1
+                if place < 0:
+                    out.append(judge.check(label, gpu, path, case, CANNOT_JUDGE,
+                                           f"not measured: no {case} row in this run"))
+                    continue
+                c2c = gpu.host_link_c2c or flags.C2C_LINK in _flag_set(cells.flags[place])
+                band, why = models.gpu_band(path, gpu, part, c2c, inputs)
+                out.append(figures.check(label, gpu, path, place, band, why,
+                                         fault=fault if link_path else None))
+            if pairs is not None:
+                out.append(pairs._p2p(gpu, part))
+            else:
+                out.append(judge._p2p_unmeasured(gpu, bands.nvlink_fault(
+                    part, gpu.metadata.get("nvlink_links_up"), len(box.gpus.devices)), box_p2p))
+            band = models.overlap_band(gpu)
+            measured = False
+            for places in overlaps:
+                place = places[device] if device >= 0 else -1
+                if place < 0:
+                    continue
+                measured = True
+                out.append(figures.check(label, gpu, "overlap", place, band, "",
+                                         value=cell_float(cells.overlap_efficiency[place])))
+            if not measured:
+                out.append(judge.check(label, gpu, "overlap", "overlap_*", CANNOT_JUDGE,
+                                       "not measured: no overlap_* row in this run"))
+    return out
+
+
+class _Cells(NamedTuple):
+    """The picked rows' cells, a list per column (`row_records`' cells: None where missing
+    in a nullable column), read by place."""
+
+    case: list[Any]
+    direction: list[Any]
+    value_median: list[Any]
+    size_bytes: list[Any]
+    flags: list[Any]
+    unit: list[Any]
+    cv: list[Any]
+    peak_value: list[Any]
+    memory: list[Any]
+    overlap_efficiency: list[Any]
+
+
+class _Figures:
+    """`_Judge._judged` of a fleet's picked rows (`_Cells`), a figure at a time without a
+    row's dict: the same fields, the same reasons. What is the same for every GPU of a
+    model on a path (its band's fields, the words after a verdict) is a template made once.
+    A busy row never comes here (its box is `_Judge`'s)."""
+
+    def __init__(self, cells: _Cells, models: _Models, label: str) -> None:
+        self.cells, self.models, self.label = cells, models, label
+        self.box: _Box = _Box("", "", None, GpusMeta())
+        self._templates: dict[tuple[object, ...], tuple[dict[str, object], Band | None,
+                                                        float, dict[str, str]]] = {}
+
+    def _template(self, gpu: GpuMeta | None, path: str, band: Band | None
+                  ) -> tuple[dict[str, object], Band | None, float, dict[str, str]]:
+        """The fields every check of `gpu`'s model on `path` against `band` shares, the
+        band, the model's CV limit and the words after each verdict (`_band_words`)."""
+        key = (gpu.name if gpu is not None else None, path, id(band))
+        found = self._templates.get(key)
+        if found is not None and found[1] is band:
+            return found
+        part = bands.find_part(gpu.name) if gpu is not None else None
+        state = dict(_CHECK_DEFAULTS)
+        state.update(run_dir=self.label, gpu_model=gpu.name if gpu is not None else "",
+                     part=part.key if part is not None else "", path=path, busy=False,
+                     higher_is_better=band.higher_is_better if band else path != "latency")
+        words: dict[str, str] = {}
+        if band is not None:
+            state.update(reference=band.reference, expected=band.expected, warn=band.warn,
+                         fail=band.fail, source=band.source)
+        found = (state, band, self.models.cv_limit(gpu), words)
+        self._templates[key] = found
+        return found
+
+    def check(self, device: str, gpu: GpuMeta | None, path: str, place: int,
+              band: Band | None, why_no_band: str, value: float | None = None,
+              fault: str | None = None) -> Check:
+        cells = self.cells
+        template, _, cv_limit, words = self._template(gpu, path, band)
+        if value is None:
+            value = cell_float(cells.value_median[place])
+        cv = cell_float(cells.cv[place])
+        noisy = cv is not None and cv > cv_limit
+        row_unit = str(cells.unit[place])
+        unit = "ratio" if path == "overlap" else row_unit
+        check = object.__new__(Check)
+        state = check.__dict__
+        state.update(template)
+        state["box"] = self.box.name
+        state["device"] = self.box.prefix + device
+        state["case"] = str(cells.case[place])
+        state["size_bytes"] = cell_int(cells.size_bytes[place])
+        state["value"] = value
+        state["unit"] = unit
+        state["cv"] = cv
+        state["noisy"] = noisy
+        if band is None or value is None:
+            state["verdict"] = CANNOT_JUDGE
+            state["reason"] = why_no_band
+            state.update(reference=None, expected=None, warn=None, fail=None, source="")
+            return check
+        reference = band.reference
+        if unit != row_unit:  # an overlap check's ratio: only the band's peak applies
+            peak, peak_source = reference, band.source
+        else:
+            own = a_peak(cell_float(cells.peak_value[place]))
+            if own:
+                peak, peak_source = own, _source_of(cells.memory[place],
+                                                    cells.direction[place], cells.flags[place])
+            elif a_peak(reference):
+                peak, peak_source = reference, band.source
+            else:
+                peak, peak_source = None, ""
+        pct_peak = ratio(100 * value, peak)
+        state["pct_of_peak"] = pct_peak
+        if band.higher_is_better:
+            state["pct_of_band"] = ratio(100.0 * value, band.expected)
+        state["peak"] = peak
+        state["peak_source"] = peak_source
+        verdict = band.verdict(value)
+        after = words.get(verdict + unit)
+        if after is None:
+            after = words[verdict + unit] = _band_words(band, unit, verdict)
+        # `_band_reason`, with the words after the verdict made once
+        reason = f"{_figure(value, unit)} (median)"
+        shown = reference if peak is None else peak
+        if pct_peak is not None and shown:
+            reason += f", {pct_peak:.1f}{_peak_words(shown, reference, unit)}"
+        reason += after
+        if fault is not None:
+            verdict, reason = FAIL, f"{fault}; {reason}"
+        if noisy:
+            reason += f"; noisy (CV {cv:.1%})"
+        state["verdict"] = verdict
+        state["reason"] = reason
+        return check
+
+
+def _float(value: float) -> float | None:
+    return None if value != value else float(value)
 
 
 def summary_bands(checks: list[Check]) -> dict[str, tuple[float, float]]:

@@ -108,3 +108,77 @@ def test_a_box_label_that_names_one_node_alone_stays_the_box():
                              "d": node(None), "e": NodeMeta(host=None)})
     label = host.hostname
     assert names == {"a": f"{label}#a1", "b": f"{label}#b2", "c": "c", "d": "d", "e": "e"}
+
+
+# -- a fleet judged on arrays gives what judging it box by box gives ---------------------------
+
+def _shuffled_fleet(seed: int, nodes: int):
+    """A fleet of `nodes` nodes, each one of `judge_cases`' variants with its figures,
+    spreads, peaks, sizes and link telemetry moved at random (some WARN, FAIL, noisy, a
+    trained-down link, a zero peak, a smaller size's better figure, a case left out), its
+    rows in a shuffled order."""
+    import numpy as np
+
+    from tests.analysis import judge_cases
+
+    rng = np.random.default_rng(seed)
+    names = list(judge_cases.VARIANTS)
+    run = judge_cases.fleet({f"node{i}": names[int(rng.integers(len(names)))]
+                             for i in range(nodes)})
+    rows = run.results.copy()
+    n = len(rows)
+    rows["value_median"] = rows["value_median"] * rng.choice([1.0, 0.9, 0.8, 0.5], size=n)
+    rows["cv"] = rows["cv"] * rng.choice([1.0, 1.0, 5.0, 50.0], size=n)
+    rows.loc[rng.random(n) < 0.05, "peak_value"] = rng.choice([0.0, np.nan])
+    rows.loc[rng.random(n) < 0.05, "pcie_gen_min"] = 4.0
+    rows.loc[rng.random(n) < 0.03, "pcie_width_min"] = 8.0
+    rows.loc[rng.random(n) < 0.03, "telemetry_samples"] = 0.0
+    dropped = rng.random(n) < 0.03
+    twins = rows[rng.random(n) < 0.15].copy()  # beside a row: its size again, or half of it
+    twins["value_median"] = twins["value_median"] * rng.choice([1.1, 0.9, 1.0], size=len(twins))
+    halved = rng.random(len(twins)) < 0.3
+    twins.loc[halved, "size_bytes"] = twins.loc[halved, "size_bytes"] // 2
+    rows = pd.concat([rows[~dropped], twins], ignore_index=True)
+    rows = rows.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    return replace(run, results=rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_fleet_judged_on_arrays_is_judged_as_box_by_box(monkeypatch, seed):
+    """`_judge_fleet` picks every GPU's figures on arrays and leaves a box with rows that
+    raised, latency rows or a busy figure to `_Judge`: check for check, field for field,
+    the same as every box judged by `_Judge` (what the judge was before, issue 36)."""
+    from bwprof.analysis import judge
+    from tests.analysis import judge_cases
+
+    run = _shuffled_fleet(seed, 60)
+    for spec in judge_cases.specs().values():
+        fast = judge_cases.serialised(judge.judge_run(run, spec))
+        with monkeypatch.context() as patch:
+            patch.setattr(judge, "_judge_fleet", lambda *args: None)
+            slow = judge_cases.serialised(judge.judge_run(run, spec))
+        assert len(fast) == len(slow)
+        for index, (new, old) in enumerate(zip(fast, slow, strict=True)):
+            assert new == old, f"check {index}"
+        verdicts = {json.loads(line)[7][1] for line in fast}
+        assert {"PASS", "WARN", "FAIL", "CANNOT_JUDGE"} <= verdicts
+
+
+def test_most_boxes_of_a_sound_fleet_are_judged_on_arrays(monkeypatch):
+    """The array judging is what judges a fleet, not the box-by-box fallback: only the
+    boxes whose rows raised, were busy or have latency rows go to `_Judge`."""
+    from bwprof.analysis import judge
+    from tests.analysis import judge_cases
+
+    judged: list[str] = []
+    original = judge._judge_boxes
+
+    def counted(run, spec, boxes, *args, **kwargs):
+        judged.extend(box.prefix for box in boxes)
+        return original(run, spec, boxes, *args, **kwargs)
+
+    monkeypatch.setattr(judge, "_judge_boxes", counted)
+    run = judge_cases.fleet({"a": "same", "b": "nvlink_down", "c": "link_fault",
+                             "d": "failed", "e": "latency", "f": "busy_noisy"})
+    judge.judge_run(run, Spec())
+    assert judged == ["d:", "e:", "f:"]
