@@ -237,7 +237,32 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> pd.DataFrame:
 def _squares(values: np.ndarray) -> np.ndarray:
     """x**2 as Python's float power gives it (the C library's pow, which can differ from
     x*x in the last bit), with inf where it overflows (Python raises OverflowError): so
-    the columnar noise is the per-row `noise_pct`'s to the last digit."""
+    the columnar noise is the per-row `noise_pct`'s to the last digit.
+
+    x*x is the correctly rounded square, and pow's error is under 0.52 of a unit in the
+    last place (glibc's bound; tests/analysis/test_compare_squares.py holds it), so the two
+    agree wherever the exact square is less than 0.45 of a unit from x*x (Dekker's exact
+    product says how far it is): nine cells in ten. Only the rest (ties within
+    reach of pow's error, squares near overflow or subnormal) go through Python's pow:
+    a fleet's million CVs were a second of `pow` calls."""
+    with np.errstate(all="ignore"):
+        square = values * values
+        split = 134217729.0 * values  # 2**27 + 1: Veltkamp's split into 26-bit halves
+        high = split - (split - values)
+        low = values - high
+        error = ((high * high - square) + 2 * high * low) + low * low
+        magnitude = np.abs(values)
+        plain = ((magnitude == 0) | np.isnan(values) | np.isinf(values)
+                 | ((magnitude > 2.0**-500) & (magnitude < 2.0**500)
+                    & (np.abs(error) < 0.45 * np.spacing(square))))
+    odd = np.flatnonzero(~plain)
+    if len(odd):
+        square[odd] = _python_squares(values[odd])
+    return square
+
+
+def _python_squares(values: np.ndarray) -> np.ndarray:
+    """x**2 of each cell through Python's float power, inf where it overflows."""
     cells = values.tolist()
     try:
         return np.array(list(map(pow, cells, itertools.repeat(2))), dtype="float64")
@@ -716,7 +741,7 @@ def compare_digest(comparison: Comparison, scope: str = "summary") -> pd.DataFra
     figures and missing ones have none), their `median_change` (%), how many changed
     beyond noise for the `worse` and the `better`, how many had no noise band
     (`noise_unknown`), how many are `simulated`, what the devices are (`on`: GPUs, hosts,
-    pairs, boxes), and the `worst` devices (at most DIGEST_WORST that got worse, worst
+    pairs, boxes, devices), and the `worst` devices (at most DIGEST_WORST that got worse, worst
     first: device and change %). Columns only: a fleet's comparison has a row per device
     and figure."""
     rows = comparison.rows
@@ -759,7 +784,9 @@ def compare_digest(comparison: Comparison, scope: str = "summary") -> pd.DataFra
     # the host's, pairs or boxes where all are, else GPUs.
     on = np.full(count, "GPUs", dtype=object)
     for kind in ("boxes", "pairs"):
-        on[counted(kinds[kind]) == out["aligned"].to_numpy()] = kind
+        some = counted(kinds[kind])
+        on[some > 0] = "devices"  # GPUs and boxes (h2d_all's rows are of both)
+        on[some == out["aligned"].to_numpy()] = kind
     on[counted(kinds["hosts"]) > 0] = "hosts"
     out["on"] = on
     # The worst of each figure: those that got worse, most first (ties in table order).

@@ -152,9 +152,13 @@ def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]
             table.add_column(column, justify="left" if column in ("figure", columns[-1])
                              else "right", overflow="fold")
         records = mine.to_dict("records")
+        # Figures at one place that differ by direction (or stream count) only name it.
         directions: dict[tuple[object, ...], set[object]] = {}
+        streams: dict[tuple[object, ...], set[object]] = {}
         for row in records:
             directions.setdefault(_digest_place(row), set()).add(row["direction"])
+            streams.setdefault((*_digest_place(row), row["direction"], row["phase"]),
+                               set()).add(row["streams"])
         model: object = None
         for row in records:
             if row["device_name"] != model:
@@ -168,8 +172,10 @@ def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]
             else:
                 median = "simulated" if row["simulated"] else ""
             worst = ", ".join(f"{device} {change:+.1f}%" for device, change in row["worst"])
+            several = len(directions[_digest_place(row)]) > 1
+            place = (*_digest_place(row), row["direction"], row["phase"])
             table.add_row(
-                _digest_label(row, len(directions[_digest_place(row)]) > 1, scope),
+                _digest_label(row, several, len(streams[place]) > 1),
                 compared, median, str(row["worse"]), str(row["better"]),
                 *([str(row["noise_unknown"])] if unknown else []), worst)
         tables.append(table)
@@ -177,19 +183,20 @@ def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]
 
 
 def _digest_place(row: dict[str, Any]) -> tuple[object, ...]:
-    """Figures at one place that differ by direction only name it."""
+    """A figure's case, model, size and threads: where its direction tells figures apart."""
     return (row["case"], row["device_name"], row["size_bytes"], row["threads"])
 
 
-def _digest_label(row: dict[str, Any], several: bool, scope: str) -> str:
+def _digest_label(row: dict[str, Any], several: bool, streams: bool) -> str:
     """'hbm_triad 256 MiB' and what else tells the fleet's figure apart (`_figure_label`
-    without the device)."""
+    without the device): the direction where `several`, the stream count where `streams`."""
+    scope = row["scope"]
     parts = [str(row["case"]), _size_cell(row["size_bytes"])]
     if several:
         parts.insert(1, str(row["direction"]))
     if not is_missing(row["threads"]):
         parts.append(f"{int(row['threads'])} thr")
-    if not is_missing(row["streams"]) and scope == "row":
+    if streams and not is_missing(row["streams"]):
         parts.append(f"{int(row['streams'])} streams")
     if cell_text(row.get("dtype")):
         parts.append(str(row["dtype"]))
