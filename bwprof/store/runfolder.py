@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from bwprof.coerce import NAME_CHARACTERS, shorten
@@ -259,8 +260,100 @@ def _parquet_rows(parquet: tuple[Any, bytes], path: Path) -> pd.DataFrame:
         if columns > MAX_TABLE_COLUMNS or columns * rows > MAX_TABLE_CELLS:
             raise BwprofError(f"{shown(path)} has {rows:,} rows of {columns} columns, more "
                               "than bwprof reads; it is not a table bwprof wrote")
-        frame = pd.read_parquet(BytesIO(parquet[1]))
+        frame = _parquet_frame(parquet)
     return checked_results(frame, path)
+
+
+_PLAIN_TYPES = {("double", "float64"): "float64", ("int64", "Int64"): "Int64",
+                ("bool", "boolean"): "boolean", ("string", "str"): "str",
+                ("large_string", "str"): "str"}
+"""(Arrow type, pandas' `numpy_type` in the file's pandas metadata) of the columns bwprof
+writes (`typed_results`), and the dtype pandas reads each as."""
+
+
+def _parquet_frame(parquet: tuple[Any, bytes]) -> pd.DataFrame:
+    """The frame `pd.read_parquet` makes of `parquet` (`_parquet_file`), the same dtypes,
+    values and layout, made a column at a time where every column is of a kind bwprof writes
+    (`_plain_columns`): pandas' reader decodes every column before it converts any, so a
+    fleet's million rows held them twice (1.5 GB), and paid the page faults of both. Each
+    column is decoded, converted by the dtype's own `__from_arrow__` (what pandas' reader
+    calls) and let go; the float columns fill one block, as that reader makes them; text is
+    decoded from its dictionary straight into the type pandas holds. A file of any other
+    kind (an index stored, other types, pandas before 3) is read by `pd.read_parquet`."""
+    plan = _plain_columns(parquet[0].schema_arrow)
+    if plan is None:
+        return pd.read_parquet(BytesIO(parquet[1]))
+    import pyarrow.parquet as pq
+
+    frame_of_blocks = _frame_of_blocks()
+    assert frame_of_blocks is not None  # `_plain_columns` said so
+    # Text as Parquet stores it, its distinct values and a code a row: decoding every row's
+    # text, then copying it into the large_string pandas holds, cost twice the one pass
+    # from the codes.
+    texts = [name for name, kind in plan if kind == "str"]
+    reader = pq.ParquetFile(BytesIO(parquet[1]), read_dictionary=texts)
+    rows = int(reader.metadata.num_rows)
+    floats = {position: row for row, position in
+              enumerate(i for i, (_, kind) in enumerate(plan) if kind == "float64")}
+    block = np.empty((len(floats), rows), dtype="float64")
+    blocks: list[tuple[Any, np.ndarray]] = (
+        [(block, np.array(list(floats), dtype=np.intp))] if floats else [])
+    for position, (name, kind) in enumerate(plan):
+        column = reader.read(columns=[name], use_threads=False).column(0)
+        if kind == "float64":
+            block[floats[position]] = column.to_numpy()
+        else:
+            dtype: Any = pd.api.types.pandas_dtype(kind)  # Int64, boolean, str: from Arrow
+            blocks.append((dtype.__from_arrow__(column), np.array([position], dtype=np.intp)))
+        del column
+    names = [name for name, _ in plan]
+    return cast(pd.DataFrame, frame_of_blocks(blocks, index=pd.RangeIndex(rows),
+                                              columns=pd.Index(names)))
+
+
+def _frame_of_blocks() -> Any:
+    """pandas' `create_dataframe_from_blocks` (pandas 3 on: what its Parquet reader builds
+    frames with), or None before it."""
+    import importlib
+
+    try:
+        return importlib.import_module("pandas.api.internals").create_dataframe_from_blocks
+    except (ImportError, AttributeError):
+        return None
+
+
+def _plain_columns(schema: Any) -> list[tuple[str, str]] | None:
+    """Each column's name and dtype where `_parquet_frame` reads the file a column at a
+    time as pandas would: pandas 3 (its `str` dtype and block API), pandas metadata naming
+    every column in order with no index, column index or attributes, and every column of a
+    `_PLAIN_TYPES` kind. None otherwise."""
+    import json
+
+    if pd.Series(["a"]).dtype != pd.StringDtype(na_value=np.nan):
+        return None  # pandas before 3 reads text as objects
+    if _frame_of_blocks() is None:
+        return None
+    metadata = schema.metadata or {}
+    if b"pandas" not in metadata or b"PANDAS_ATTRS" in metadata:
+        return None
+    try:
+        pandas_meta = json.loads(metadata[b"pandas"])
+        if (pandas_meta.get("index_columns") != [] or pandas_meta.get("column_indexes") != []
+                or pandas_meta.get("attributes", {}) != {}):
+            return None
+        described = pandas_meta["columns"]
+        if len(described) != len(schema.names):
+            return None
+        plan: list[tuple[str, str]] = []
+        for field, entry in zip(schema, described, strict=True):
+            kind = _PLAIN_TYPES.get((str(field.type), entry.get("numpy_type")))
+            if (kind is None or entry.get("name") != field.name
+                    or entry.get("field_name", field.name) != field.name):
+                return None
+            plan.append((field.name, kind))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return plan if len(set(schema.names)) == len(schema.names) else None
 
 
 @contextmanager
@@ -382,7 +475,7 @@ def with_copy_figures(results: pd.DataFrame) -> pd.DataFrame:
     cases this bwprof does not know, stay as they are."""
     from bwprof.cases import copy_shares
 
-    shares = results["case"].map(copy_shares())
+    shares = _mapped(results["case"], copy_shares())
     if not len(results) or shares.isna().all():
         return results
     bandwidth = results["metric"].eq("bandwidth")
@@ -392,6 +485,20 @@ def with_copy_figures(results: pd.DataFrame) -> pd.DataFrame:
         if empty.any():  # a file that carries them all is not copied (a fleet's million rows)
             derived[column] = results[column].mask(empty, results[source] * shares)
     return results.assign(**derived) if derived else results
+
+
+def _mapped(values: pd.Series, mapping: dict[str, float]) -> pd.Series:
+    """`values.map(mapping)` (NaN where a cell is not a key), each distinct cell looked up
+    once: pandas' `map` of a text column makes a Python object of every cell (a third of a
+    second a million rows)."""
+    try:
+        codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # cells that cannot be told apart by hashing
+        return values.map(mapping)
+    found = pd.Series(list(distinct), dtype=object).map(mapping)
+    if found.dtype == object:  # what map gives where no cell was a key, or shares not floats
+        return values.map(mapping)
+    return pd.Series(found.to_numpy()[codes], index=values.index, name=values.name)
 
 
 def with_extras(folder: Path, results: pd.DataFrame, meta: RunMeta,
