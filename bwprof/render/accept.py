@@ -8,6 +8,7 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import cast
 
@@ -25,6 +26,7 @@ from bwprof.analysis.acceptance import (
 from bwprof.analysis.bands import PATH_LABELS
 from bwprof.analysis.judge import (
     CANNOT_JUDGE,
+    CHECK_COLUMNS,
     CHECK_VERDICTS,
     ERROR,
     FAIL,
@@ -309,6 +311,18 @@ def _outlier_line(result: Acceptance, runs: int) -> str:
                if len(outliers) > FLEET_WORST else ""))
 
 
+def checks_table(checks: list[Check]) -> pd.DataFrame:
+    """`checks_frame`'s frame (a row per check, `CHECK_COLUMNS`), made column by column from
+    each check's fields read once: `Check.as_dict` deep-copied every field of every check
+    (most of `--json`'s and `--out`'s CPU at 120,000 checks)."""
+    if not checks:
+        return checks_frame(checks)
+    read = attrgetter(*CHECK_COLUMNS)
+    columns = zip(*map(read, checks), strict=True)
+    return pd.DataFrame(dict(zip(CHECK_COLUMNS, map(list, columns), strict=True)),
+                        columns=list(CHECK_COLUMNS))
+
+
 def accept_json(result: Acceptance) -> dict[str, object]:
     """The JSON of `accept --json` (docs/verdicts.md lists its fields): strict, as report's
     and compare's (`json_ready`: a float that is not finite is null, never Infinity)."""
@@ -325,7 +339,7 @@ def accept_json(result: Acceptance) -> dict[str, object]:
         "verdict": result.verdict, "exit_code": result.exit_code,
         "spec": str(result.spec.path) if result.spec.path else None,
         "cv_max": result.spec.cv_max, "boxes": boxes,
-        "checks": json_records(checks_frame(result.checks)),
+        "checks": json_records(checks_table(result.checks)),
         "fleet": [{k: plain(v) for k, v in row.items() if not k.endswith("_cell")}
                   for row in result.rows],
         "outliers": [{"box": o.box, "device": o.device, "path": o.path, "part": o.part,
@@ -341,7 +355,7 @@ def write_files(result: Acceptance, out_dir: Path, parquet: bool) -> list[Path]:
     from bwprof.render.outputs import output_dir, write_table
 
     folder = output_dir(out_dir, out_dir)
-    written = write_table(checks_frame(result.checks), folder / ACCEPT_FILE, parquet)
+    written = write_table(checks_table(result.checks), folder / ACCEPT_FILE, parquet)
     written += write_table(fleet.fleet_frame(result.rows) if result.rows else pd.DataFrame(),
                            folder / FLEET_FILE, parquet)
     return written
