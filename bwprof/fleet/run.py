@@ -522,9 +522,10 @@ def _merge_for_rank_0(me: int, size: int, report: RankReport, out: Path, run_id:
                 return code, f"another rank merged the ranks' folders into {out}"
             return _merge_folders(me, size, report, out, run_id, timeout_s, options,
                                   announced)
-    except OSError as exc:
-        print(f"note: rank {me} could not merge the ranks' folders in rank 0's place "
-              f"({exc.strerror or exc})", file=sys.stderr, flush=True)
+    except (OSError, BwprofError) as exc:  # a full disk: the ranks' folders stay as they are
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"note: rank {me} could not merge the ranks' folders in rank 0's place ({why})",
+              file=sys.stderr, flush=True)
         return None
 
 
@@ -558,8 +559,10 @@ def _merge_folders(me: int, size: int, report: RankReport, out: Path, run_id: st
     if signalled and not merged.interrupted:  # held while it merged
         _stopped_once_merged(merged, signalled)
     kept = len(reports[0].rows) if 0 in reports else 0
+    fate = next((r.status for r in (merged.meta.mpi.ranks if merged.meta.mpi else ())
+                 if r.rank == 0), "missing")
     return job_code(merged), (f"rank {me} merged the ranks' folders into {out} in its place "
-                              f"(rank 0 `missing`, its {kept} finished row(s) kept)")
+                              f"(rank 0 `{fate}`, its {kept} finished row(s) kept)")
 
 
 def _fate_for_rank_0(found: RankReport, merger: int, folder: Path, timeout_s: float,

@@ -142,3 +142,25 @@ def test_a_second_rank_waits_for_the_first_ones_merge_and_does_not_merge_again(t
                         out, dirs_exist_ok=True)  # rank 1's merged folder
     second.join(timeout=30)
     assert outcome == [(1, f"another rank merged the ranks' folders into {out}")]
+
+
+# Catches: a merge in rank 0's place that the disk refused left the rank with an OutputError
+# and no abort (the stopped rank 0 kept the job alive until mpirun noticed the exit)
+def test_a_merge_in_rank_0s_place_the_disk_refuses_still_ends_the_job(monkeypatch, tmp_path,
+                                                                      capsys):
+    from bwprof.errors import OutputError
+
+    def disk_full(self):
+        self.abandon()
+        raise OutputError("could not write results.csv: No space left on device")
+
+    monkeypatch.setattr(fleet_run.MergeStream, "close", disk_full)
+    out, fleet, code = _run_rank_1(monkeypatch, tmp_path)
+    assert code == 1 and fleet.aborted == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "note: rank 1 could not merge the ranks' folders in rank 0's place (could not write "
+        "results.csv: No space left on device)",
+        f"error: {SILENT}: rank 0 hangs (or one of its jobs outlasted --mpi-timeout); what "
+        f"this rank measured is in its RUN/ranks/rank-0001 folder; ending the job"]
+    assert (out / "ranks" / "rank-0001" / "results.csv").is_file()
