@@ -14,7 +14,10 @@ folder.
    pairs net_p2p measured and why (`bwprof.fleet.pairs`). A rank that failed sends an
    `error` row with its message; a rank that does not report within the timeout gets one, and
    rank 0 then ends the job rather than wait forever. The merge itself (`bwprof.fleet.merge`)
-   needs no MPI and writes through the same writer as a single run.
+   needs no MPI and writes through the same writer as a single run. Where rank 0 goes silent
+   (stopped, hung) before its merge, the first rank to give up on it merges the ranks' own
+   folders in its place; where the whole job ended first, `python -m bwprof.fleet.salvage
+   RUN` does it afterwards.
 """
 
 from __future__ import annotations
