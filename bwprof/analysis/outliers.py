@@ -179,6 +179,13 @@ def _box_cell(name: str, width: int) -> str:
     return _cut_middle(host, width - len(mark) - len(key)) + mark + key
 
 
+def gpu_cell(device: str) -> str:
+    """A GPU as the table's GPU column shows it: without a fleet's node ('node12:gpu0' is
+    'gpu0'; the box column names the node), which cut to GPU_WIDTH left 'node1…' for
+    every GPU of a node."""
+    return device.rpartition(":")[2]
+
+
 def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> list[str]:
     """The table as lines of at most TABLE_WIDTH characters, then the outliers and a key."""
     paths = [p for p in PATHS if any(row[f"{p}_cell"] for row in rows)]
@@ -189,7 +196,7 @@ def fleet_lines(rows: list[dict[str, object]], outlier_list: list[Outlier]) -> l
         model = str(row["part"] or row["gpu_model"] or "")
         verdict = str(row["verdict"])
         line = (f"{_box_cell(str(row['box']), BOX_WIDTH):<{BOX_WIDTH}} "
-                f"{_cut(str(row['device']), GPU_WIDTH):<{GPU_WIDTH}} "
+                f"{_cut(gpu_cell(str(row['device'])), GPU_WIDTH):<{GPU_WIDTH}} "
                 f"{_cut(model, MODEL_WIDTH):<{MODEL_WIDTH}} "
                 f"{verdict if verdict != CANNOT_JUDGE else '-':<5} "
                 + " ".join(f"{row[f'{p}_cell']!s:<{CELL_WIDTH}}" for p in paths))

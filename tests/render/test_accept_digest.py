@@ -170,3 +170,9 @@ def test_the_command_digests_a_failing_fleet_and_exits_1(failing_fleet):
 def test_the_command_exits_0_on_a_passing_fleet(tmp_path):
     code, out = accept(str(make_fleet(tmp_path / "run", [1.0] * 17)))
     assert code == 0 and out.startswith("PASS — 17 boxes, 17 GPUs, ")
+
+
+def test_the_fleet_table_names_a_fleet_gpu_without_its_node():
+    lines = fleet.fleet_lines(acceptance(3).rows, [])
+    assert [line.split()[:2] for line in lines[2:5]] == [["node0", "gpu0"], ["node1", "gpu0"],
+                                                         ["node2", "gpu0"]]
