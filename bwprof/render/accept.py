@@ -232,8 +232,9 @@ def digest_lines(result: Acceptance, width: int = PIPED_COLUMNS,
         for c in checks:
             if (c.run_dir, c.box) in wanted:
                 of_box[(c.run_dir, c.box)].append(c)
-    for key in shown[:FLEET_WORST]:
-        lines += _wrap(verdict_line(key[1], of_box[key]), width, "", INDENT)
+    for key in shown[:FLEET_WORST]:  # a box of several run folders named with its own
+        label = f"{key[1]} in {key[0]}" if runs > 1 else key[1]
+        lines += _wrap(verdict_line(label, of_box[key]), width, "", INDENT)
     if len(shown) > FLEET_WORST:
         lines.append(f"... and {len(shown) - FLEET_WORST} more boxes that fail, warn or "
                      "raised (their verdict lines: --all-gpus or --json)")

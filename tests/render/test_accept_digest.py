@@ -176,3 +176,13 @@ def test_the_fleet_table_names_a_fleet_gpu_without_its_node():
     lines = fleet.fleet_lines(acceptance(3).rows, [])
     assert [line.split()[:2] for line in lines[2:5]] == [["node0", "gpu0"], ["node1", "gpu0"],
                                                          ["node2", "gpu0"]]
+
+
+def test_several_run_folders_name_each_box_and_gpu_with_its_run():
+    one, two = acceptance(10), acceptance(10)
+    checks = one.checks + [replace(c, run_dir="other") for c in two.checks]
+    lines = digest_lines(Acceptance(checks, Spec(), [], []), 400)
+    assert lines[0].startswith("FAIL — 20 boxes, 20 GPUs in 2 run folders, 60 checks: ")
+    assert lines[2].startswith("node3 in run: FAIL") and lines[3].startswith("node3 in other: FAIL")
+    worst = next(line for line in lines if line.startswith("FAIL HBM"))
+    assert "node3:gpu0 in run FAIL" in worst and "node3:gpu0 in other FAIL" in worst
