@@ -1,18 +1,21 @@
 """The text of `json.dumps(document, indent=2)`, byte for byte, written to a stream in chunks.
 
 Why: with `indent` set, CPython's json falls back to its pure-Python encoder, a generator
-step per token: 2.5-4 s for `bwprof report --json` of a million rows (148 MB), and the whole
-text is then one string. Here only the documents' skeleton is walked in Python; the big parts
-(lists of scalars, flat dicts, tables: lists of flat dicts) go through the C encoder, with
-separators that cannot occur inside an encoded string (a raw newline between items, ':' and
-a raw NUL between key and value), and are indented by `str.replace`. A slice of a table
-whose rows turn out not to be flat (a list or dict after a key) is walked like the skeleton.
+step per token: about 4 s of CPU for `bwprof report --json` of a million rows (148 MB), and
+the whole text is then one string. Here only the documents' skeleton is walked in Python;
+the big parts (lists of scalars, flat dicts, tables: lists of flat dicts) go through the C
+encoder in slices, with separators that cannot occur inside an encoded string (a raw newline
+between items, ':' and a raw NUL between key and value), and are indented by `str.replace`;
+a table whose rows share their keys is encoded as one flat list of its cells, split at the
+newlines and interleaved with the keys. A slice whose rows turn out not to be flat (a list
+or dict among the values) is walked like the skeleton.
 
 The result equals `json.dumps(obj, indent=indent, ensure_ascii=ensure_ascii,
-allow_nan=allow_nan)` for every object dumps accepts (tests/render/test_jsontext.py
-checks generated documents and the CLI's own); what dumps refuses (an unknown type, a bad
-key, a circular reference, NaN with `allow_nan=False`) raises the same exception class here,
-possibly after earlier chunks were written.
+allow_nan=allow_nan)` for every object dumps accepts (subclasses of list or dict that change
+how they iterate aside); tests/render/test_jsontext.py checks generated documents and the
+CLI's own. What dumps refuses (an unknown type, a bad key, a circular reference, NaN with
+`allow_nan=False`) raises the same exception class here, possibly after earlier chunks were
+written.
 """
 
 from __future__ import annotations
@@ -42,30 +45,34 @@ def _has_container(types: set[type]) -> bool:
     return any(issubclass(kind, _CONTAINERS) for kind in types)
 
 
-class _Writer:
-    """One document's encoding settings; `chunks` yields its text in pieces."""
+class _Stop(Exception):
+    """The stream's reader went away (bwprof's guarded stdout dropped it): stop encoding."""
 
-    def __init__(self, indent: int, ensure_ascii: bool, allow_nan: bool) -> None:
+
+class _Writer:
+    """One document's encoding settings and text so far (`out`), which `spill`, where given,
+    takes over at slice boundaries once about CHUNK characters are pending."""
+
+    def __init__(self, indent: int, ensure_ascii: bool, allow_nan: bool,
+                 spill: Callable[[str], None] | None = None) -> None:
         if isinstance(indent, bool) or not isinstance(indent, int) or indent < 0:
             raise ValueError(f"indent must be a non-negative int, not {indent!r}")
         self.indent = " " * indent
         self.string: Callable[[str], str] = (
             _encoder.encode_basestring_ascii if ensure_ascii else _encoder.encode_basestring)
-        self.allow_nan = allow_nan
-        self.default = json.JSONEncoder().default  # raises TypeError, as dumps does
         self.markers: dict[int, object] = {}  # containers being walked: dumps' circular check
         assert _MAKE_ENCODER is not None
-        self.encode = _MAKE_ENCODER({}, self.default, self.string, None, _KEY, _ITEM, False,
-                                    False, allow_nan)
+        self.encode = _MAKE_ENCODER({}, json.JSONEncoder().default, self.string, None, _KEY,
+                                    _ITEM, False, False, allow_nan)
+        self.out: list[str] = []
+        self.add = self.out.append
+        self.spill = spill
+        self.pending = 0  # characters in out[:counted]
+        self.counted = 0
 
     def flat(self, value: object) -> str:
         """`value` C-encoded with the sentinel separators (no indentation)."""
         return "".join(self.encode(value, 0))
-
-    def scalar(self, value: object) -> str:
-        if isinstance(value, str):
-            return self.string(value)
-        return self.flat(value)
 
     def key(self, key: object) -> str:
         """A dict key as dumps writes it (json.encoder._make_iterencode's rules)."""
@@ -86,42 +93,53 @@ class _Writer:
                             f"not {key.__class__.__name__}")
         return self.string(text)
 
-    def chunks(self, value: object, level: int = 0) -> Iterator[str]:
-        if isinstance(value, str):
-            yield self.string(value)
-        elif isinstance(value, (list, tuple)):
-            yield from self.guarded(value, level, self.sequence)
-        elif isinstance(value, dict):
-            yield from self.guarded(value, level, self.mapping)
-        else:
-            yield self.flat(value)
-
-    def guarded(self, value: Any, level: int,
-                walk: Callable[[Any, int], Iterator[str]]) -> Iterator[str]:
-        marker = id(value)
-        if marker in self.markers:
-            raise ValueError("Circular reference detected")
-        self.markers[marker] = value
-        yield from walk(value, level)
-        del self.markers[marker]
-
-    def sequence(self, items: Sequence[object], level: int) -> Iterator[str]:
-        if not items:
-            yield "[]"
+    def slice_done(self) -> None:
+        """Count the pieces added since the last count; past CHUNK characters, spill."""
+        if self.spill is None:
             return
-        inner = "\n" + self.indent * (level + 1)
-        yield "["
-        for start in range(0, len(items), SLICE):
-            yield inner if start == 0 else "," + inner
-            yield from self.items(items[start:start + SLICE], level + 1)
-        yield "\n" + self.indent * level + "]"
+        self.pending += sum(map(len, self.out[self.counted:]))
+        self.counted = len(self.out)
+        if self.pending >= CHUNK:
+            text = "".join(self.out)
+            self.out.clear()
+            self.pending = self.counted = 0
+            self.spill(text)
 
-    def items(self, part: Sequence[object], level: int) -> Iterator[str]:
+    def value(self, value: object, level: int) -> None:
+        if isinstance(value, str):
+            self.add(self.string(value))
+        elif isinstance(value, (list, tuple)):
+            self.sequence(value, level)
+        elif isinstance(value, dict):
+            self.mapping(value, level)
+        else:
+            self.add(self.flat(value))
+
+    def enter(self, container: object) -> None:
+        if id(container) in self.markers:
+            raise ValueError("Circular reference detected")
+        self.markers[id(container)] = container
+
+    def sequence(self, items: Sequence[object], level: int) -> None:
+        if not items:
+            self.add("[]")
+            return
+        self.enter(items)
+        inner = "\n" + self.indent * (level + 1)
+        self.add("[")
+        for start in range(0, len(items), SLICE):
+            self.add(inner if start == 0 else "," + inner)
+            self.items(items[start:start + SLICE], level + 1)
+            self.slice_done()
+        self.add("\n" + self.indent * level + "]")
+        del self.markers[id(items)]
+
+    def items(self, part: Sequence[object], level: int) -> None:
         """`part`'s items at `level`, joined as dumps joins them (no brackets)."""
         here = "\n" + self.indent * level
         types = set(map(type, part))
         if not _has_container(types):
-            yield self.flat(part)[1:-1].replace(_ITEM, "," + here)
+            self.add(self.flat(part)[1:-1].replace(_ITEM, "," + here))
             return
         if types == {dict} and all(part):  # a table of rows
             rows = cast("Sequence[dict[Any, Any]]", part)
@@ -129,12 +147,12 @@ class _Writer:
             if text is None:
                 text = self.rows(rows, here)
             if text is not None:
-                yield text
+                self.add(text)
                 return
         for number, item in enumerate(part):
             if number:
-                yield "," + here
-            yield from self.chunks(item, level)
+                self.add("," + here)
+            self.value(item, level)
 
     def table(self, part: Sequence[dict[Any, Any]], here: str) -> str | None:
         """Rows of the same str keys in the same order and scalar values, one C call for
@@ -166,56 +184,64 @@ class _Writer:
                 .replace("}" + _ITEM + "{", here + "}," + here + "{" + inner)
                 + here + "}")
 
-    def mapping(self, dct: Mapping[object, object], level: int) -> Iterator[str]:
+    def mapping(self, dct: Mapping[object, object], level: int) -> None:
         if not dct:
-            yield "{}"
+            self.add("{}")
             return
+        self.enter(dct)
         inner = "\n" + self.indent * (level + 1)
-        yield "{"
-        items = iter(dct.items())
-        first = True
-        while part := dict(islice(items, SLICE)) if len(dct) > SLICE else dict(items):
-            yield inner if first else "," + inner
-            first = False
+        self.add("{")
+        pairs = iter(dct.items())
+        parts: Iterator[Mapping[object, object]] = (
+            iter((dct,)) if len(dct) <= SLICE
+            else iter(lambda: dict(islice(pairs, SLICE)), {}))
+        for number, part in enumerate(parts):
+            self.add("," + inner if number else inner)
             if not _has_container(set(map(type, part.values()))):
-                yield (self.flat(part)[1:-1].replace(_KEY, ": ")
-                       .replace(_ITEM, "," + inner))
-                continue
-            for number, (key, item) in enumerate(part.items()):
-                if number:
-                    yield "," + inner
-                yield self.key(key) + ": "
-                yield from self.chunks(item, level + 1)
-        yield "\n" + self.indent * level + "}"
+                self.add(self.flat(part)[1:-1].replace(_KEY, ": ").replace(_ITEM, "," + inner))
+            else:
+                for index, (key, item) in enumerate(part.items()):
+                    name = self.string(key) if type(key) is str else self.key(key)
+                    self.add(("," + inner + name if index else name) + ": ")
+                    self.value(item, level + 1)
+            self.slice_done()
+        self.add("\n" + self.indent * level + "}")
+        del self.markers[id(dct)]
 
 
-def json_chunks(value: object, indent: int = 2, ensure_ascii: bool = True,
-                allow_nan: bool = True) -> Iterator[str]:
-    """The text of `json.dumps(value, indent=indent, ensure_ascii=ensure_ascii,
-    allow_nan=allow_nan)`, in pieces (joined, exactly that string)."""
+def json_text(value: object, indent: int = 2, ensure_ascii: bool = True,
+              allow_nan: bool = True) -> str:
+    """`json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=allow_nan)`."""
     if _MAKE_ENCODER is None:  # no C accelerator (another interpreter): dumps' own
-        yield from json.JSONEncoder(indent=indent, ensure_ascii=ensure_ascii,
-                                    allow_nan=allow_nan).iterencode(value)
-        return
-    yield from _Writer(indent, ensure_ascii, allow_nan).chunks(value)
+        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+    writer = _Writer(indent, ensure_ascii, allow_nan)
+    writer.value(value, 0)
+    return "".join(writer.out)
 
 
 def echo_json(value: object, stream: IO[str] | None = None, indent: int = 2) -> None:
     """Write `json.dumps(value, indent=indent)` and a newline to `stream` (sys.stdout at the
-    call), in chunks of about CHUNK characters, then flush: what `typer.echo(json.dumps(
+    call) in pieces of about CHUNK characters, then flush: what `typer.echo(json.dumps(
     value, indent=2))` wrote, without the whole text as one string. On bwprof's guarded
     stdout a closed pipe drops the rest silently (bwprof.stdio); encoding stops there."""
     out = sys.stdout if stream is None else stream
-    pending: list[str] = []
-    size = 0
-    for piece in json_chunks(value, indent=indent):
-        pending.append(piece)
-        size += len(piece)
-        if size >= CHUNK:
-            out.write("".join(pending))
-            pending, size = [], 0
-            if getattr(out, "dropped", False):  # a GuardedStream whose reader went away
-                return
-    pending.append("\n")
-    out.write("".join(pending))
+
+    def spill(text: str) -> None:
+        out.write(text)
+        if getattr(out, "dropped", False):  # a GuardedStream whose reader went away
+            raise _Stop
+
+    if _MAKE_ENCODER is None:
+        for text in json.JSONEncoder(indent=indent).iterencode(value):
+            spill(text)
+        out.write("\n")
+        out.flush()
+        return
+    writer = _Writer(indent, True, True, spill)
+    try:
+        writer.value(value, 0)
+        writer.add("\n")
+        spill("".join(writer.out))
+    except _Stop:
+        return
     out.flush()

@@ -4,6 +4,7 @@ that need escaping or converting) and the CLI's own --json documents of every st
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 from bwprof.cli import app
 from bwprof.render import jsontext
-from bwprof.render.jsontext import echo_json, json_chunks
+from bwprof.render.jsontext import echo_json, json_text
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FOLDERS = sorted(str(path) for path in DATA.iterdir() if (path / "results.csv").exists())
@@ -84,7 +85,7 @@ def _value(rng: random.Random, depth: int) -> object:
 @pytest.mark.parametrize("seed", range(300))
 def test_generated_documents_match_dumps(seed):
     value = _value(random.Random(seed), 0)
-    assert "".join(json_chunks(value)) == json.dumps(value, indent=2)
+    assert json_text(value) == json.dumps(value, indent=2)
 
 
 @pytest.mark.parametrize("indent", [0, 1, 4])
@@ -92,7 +93,7 @@ def test_generated_documents_match_dumps(seed):
 def test_other_indents_and_unicode_output_match_dumps(indent, ensure_ascii):
     for seed in range(40):
         value = _value(random.Random(1000 + seed), 0)
-        assert "".join(json_chunks(value, indent=indent, ensure_ascii=ensure_ascii)) == \
+        assert json_text(value, indent=indent, ensure_ascii=ensure_ascii) == \
             json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
 
 
@@ -103,7 +104,7 @@ def test_other_indents_and_unicode_output_match_dumps(indent, ensure_ascii):
     [{"a": "}\n{"}, {"b": ':\x00['}], [{"\n\"": 1}], [{"a": 1}, [1]], [1, [2], {"c": 3}],
 ])
 def test_edge_cases_match_dumps(value):
-    assert "".join(json_chunks(value)) == json.dumps(value, indent=2)
+    assert json_text(value) == json.dumps(value, indent=2)
 
 
 def test_what_dumps_refuses_is_refused_alike():
@@ -112,15 +113,16 @@ def test_what_dumps_refuses_is_refused_alike():
     row: dict[str, object] = {"a": 1}
     table = [row, {"b": [row]}]
     row["me"] = table
-    for value, error in (({"a": object()}, TypeError), ([{"a": object()}], TypeError),
-                         ({(1, 2): 1}, TypeError), ([{"a": float("nan")}], ValueError),
-                         (loop, ValueError), (table, ValueError)):
+    for value, error, allow_nan in (({"a": object()}, TypeError, True),
+                                    ([{"a": object()}], TypeError, True),
+                                    ({(1, 2): 1}, TypeError, True),
+                                    ([{"a": float("nan")}], ValueError, False),
+                                    ({float("inf"): 1}, ValueError, False),
+                                    (loop, ValueError, True), (table, ValueError, True)):
         with pytest.raises(error):
-            json.dumps(value, indent=2, allow_nan=error is not ValueError or value is loop
-                       or value is table)
+            json.dumps(value, indent=2, allow_nan=allow_nan)
         with pytest.raises(error):
-            "".join(json_chunks(value, allow_nan=error is not ValueError or value is loop
-                                or value is table))
+            json_text(value, allow_nan=allow_nan)
 
 
 def test_echo_json_writes_dumps_and_a_newline_in_chunks(monkeypatch):
@@ -142,15 +144,21 @@ def test_echo_json_writes_dumps_and_a_newline_in_chunks(monkeypatch):
     assert len(writes) > 10 and max(map(len, writes)) < len(expected) / 5
 
 
-def test_echo_json_stops_once_the_guarded_stream_dropped_its_reader():
-    class Gone(io.StringIO):
-        dropped = True  # what bwprof.stdio.GuardedStream says after a broken pipe
+def test_echo_json_stops_at_a_broken_pipe_on_the_guarded_stdout():
+    from bwprof.stdio import GuardedStream
 
-    out = Gone()
-    document = {"a": [{"n": n, "pad": "x" * 100} for n in range(50_000)],
-                "b": [{"n": n} for n in range(50_000)]}
-    echo_json(document, out)
-    assert 0 < len(out.getvalue()) < len(json.dumps(document, indent=2)) / 2
+    class ClosedPipe(io.StringIO):
+        attempts = 0
+
+        def write(self, text: str) -> int:
+            self.attempts += 1
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    pipe = ClosedPipe()
+    unwritable = object()  # encoding it would raise: the writer must have stopped before
+    echo_json({"rows": [{"n": n, "pad": "x" * 100} for n in range(50_000)], "z": unwritable},
+              GuardedStream(pipe))
+    assert pipe.attempts == 1
 
 
 def _old_echo(value: object, stream: object = None, indent: int = 2) -> None:
@@ -187,4 +195,7 @@ def test_compare_json_of_stored_runs_is_unchanged(monkeypatch, pair):
 def test_without_the_c_encoder_it_is_dumps_own_text(monkeypatch):
     monkeypatch.setattr(jsontext, "_MAKE_ENCODER", None)
     value = _value(random.Random(3), 0)
-    assert "".join(json_chunks(value)) == json.dumps(value, indent=2)
+    assert json_text(value) == json.dumps(value, indent=2)
+    out = io.StringIO()
+    echo_json(value, out)
+    assert out.getvalue() == json.dumps(value, indent=2) + "\n"
