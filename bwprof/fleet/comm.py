@@ -264,6 +264,10 @@ class Fleet:
     the queue once, and asked for again by the merge)."""
     _sparing: bool = False
     """Within `sparing_stopped`: a wait for a rank that announced a stop gives up at once."""
+    listeners: frozenset[int] | None = None
+    """The ranks `announce_stop` tells (rank 0 and this rank's net_p2p peers, set by the
+    executor: O(1) each by default, not the whole fleet, which made N^2 messages when mpirun
+    signals every rank); None: every rank."""
 
     @classmethod
     def join(cls, timeout_s: float) -> Fleet:
@@ -482,17 +486,19 @@ class Fleet:
         return self.comm.recv(source=source, tag=tag)
 
     def announce_stop(self, signal_name: str) -> None:
-        """Tell every other rank that a stop signal reached this one, once, the moment its
-        handler runs (from the signal handler: between two of the main thread's steps, never
-        inside an MPI call): a rank still finishing when rank 0 stops waiting for it (0.2 s
-        after a signal) is then named `interrupted`, not `missing` (`stopped_ranks`), and
-        every rank waiting for it in net_p2p stops waiting at once (`sparing_stopped`): a
-        pair of two other ranks waited up to the timeout when only rank 0 was told. Rank 0
-        tells no one (its own last steps end the job). Never raises (an error here would
-        surface wherever the signal landed)."""
+        """Tell the ranks that may wait for this one (rank 0 and its net_p2p peers, as
+        `listeners` names them; else every rank) that a stop signal reached it, once, the
+        moment its handler runs (from the signal handler: between two of the main thread's
+        steps, never inside an MPI call): a rank still finishing when rank 0 stops waiting
+        for it (0.2 s after a signal) is then named `interrupted`, not `missing`
+        (`stopped_ranks`), and a rank waiting for it in net_p2p stops waiting at once
+        (`sparing_stopped`): the other end of a pair waited up to the timeout when only
+        rank 0 was told. Rank 0 tells no one (its own last steps end the job). Never raises
+        (an error here would surface wherever the signal landed)."""
         if self.rank == 0 or self._announced:
             return
-        for peer in range(self.size):
+        told = range(self.size) if self.listeners is None else sorted(self.listeners | {0})
+        for peer in told:
             if peer != self.rank:
                 with suppress(Exception):
                     self._announced.append(self.comm.isend(signal_name, dest=peer,

@@ -110,6 +110,8 @@ class NetP2PExecutor(Executor):
         self.gpu_counts = gpu_counts
         self.hosts = hosts or [f"rank {r}" for r in range(fleet.size)]
         self.pairs = select_pairs(self.hosts, seed, all_pairs=all_pairs, groups=groups)
+        fleet.listeners = frozenset(  # who waits for this rank: told of its stop signal
+            rank for pair in self.pairs.pairs if fleet.rank in pair for rank in pair)
         self._why = dict(zip(self.pairs.pairs, self.pairs.reasons, strict=True))
         self.cuda_aware, self.cuda_reason = cuda_aware
         self.gpu = gpu

@@ -356,6 +356,10 @@ def test_a_rank_tells_every_rank_once_that_a_stop_signal_came_and_never_raises()
     rank_1.announce_stop("SIGTERM")
     rank_1.announce_stop("SIGINT")  # a second signal: said once
     assert rank_1.comm.sent == [(0, STOPPING_TAG), (2, STOPPING_TAG)]
+    peers = Fleet(FakeComm(), rank=3, size=8, local_rank=0, local_size=1, host="n",
+                  timeout_s=0.05, listeners=frozenset({2, 3, 6}))  # its net_p2p peers
+    peers.announce_stop("SIGTERM")  # rank 0 and the peers only: not N^2 words in all
+    assert peers.comm.sent == [(0, STOPPING_TAG), (2, STOPPING_TAG), (6, STOPPING_TAG)]
     root = Fleet(FakeComm(), rank=0, size=3, local_rank=0, local_size=1, host="n",
                  timeout_s=0.05)
     root.announce_stop("SIGTERM")  # rank 0 tells no one

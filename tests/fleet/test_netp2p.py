@@ -458,6 +458,13 @@ def test_a_pair_waits_for_rank_0s_go_ahead():
     assert executors[3].measure(case, job, plan) == []  # not its pair, not rank 0: nothing
 
 
+def test_a_rank_tells_its_stop_to_rank_0_and_its_net_p2p_peers_only():
+    executor = _executor(rank=5, size=40, gpus=(0,) * 40)
+    peers = {rank for pair in executor.pairs.pairs if 5 in pair for rank in pair} - {5}
+    assert 2 <= len(peers) <= 10  # the ring's two neighbours and a few sampled: O(1)
+    assert executor.fleet.listeners == peers | {5}
+
+
 def test_net_p2p_costs_every_rank_each_job_and_holds_memory_only_on_its_ends():
     plan = replace(PLAN, transfer_sizes=(64 << 10, 1 * MiB))
     case = get_case("net_p2p")
