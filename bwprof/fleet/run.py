@@ -242,8 +242,9 @@ def run_fleet(
 
 
 def _announce_stops(fleet: Fleet) -> dict[int, Any]:
-    """On a rank other than 0, the stop signals' handlers first tell rank 0 that the signal
-    came (`Fleet.announce_stop`), then handle it as before; the handlers replaced, to put
+    """On a rank other than 0, the stop signals' handlers first tell rank 0 and the rank's
+    net_p2p peers that the signal came (`Fleet.announce_stop`), then handle it as before;
+    the handlers replaced, to put
     back. Only where a handler of Python's is in (bwprof's, in the main thread)."""
     replaced: dict[int, Any] = {}
     if fleet.rank == 0 or threading.current_thread() is not threading.main_thread():
