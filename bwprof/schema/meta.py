@@ -309,8 +309,12 @@ def _same_values(item: _Converter, expected: str) -> _Converter:
             raise _wrong_kind(expected, value)
         out: dict[str, object] = {}
         made: dict[bytes, object] = {}
+        last: tuple[object, object] = (_ABSENT, None)  # a node and its record
         for key, entry in value.items():
             name = str(key)
+            if entry is last[0]:  # the very object (a reader that parsed equal text once)
+                out[name] = last[1]
+                continue
             try:
                 spelled: bytes | None = marshal.dumps(entry, 2)  # 2: no back-references
             except ValueError:
@@ -324,6 +328,7 @@ def _same_values(item: _Converter, expected: str) -> _Converter:
                 if spelled is not None:
                     made[spelled] = record
             out[name] = record
+            last = (entry, record)
         return out
     return to_dict
 

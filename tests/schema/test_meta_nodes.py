@@ -87,3 +87,16 @@ def test_a_node_marshal_cannot_spell_is_read_on_its_own():
     assert meta.nodes is not None
     assert meta.nodes["n1"] is not meta.nodes["n2"]
     assert meta.nodes["n1"] == meta.nodes["n2"]
+
+
+def test_one_object_under_several_keys_is_one_record_and_refused_as_before():
+    """A reader that parsed equal text once hands the same object for each node."""
+    data = _fleet(1)
+    node = data["nodes"]["n1"]
+    data["nodes"] = {"a": node, "b": node, "c": node}
+    meta = RunMeta.from_dict(data)
+    assert meta.nodes is not None and meta.nodes["a"] is meta.nodes["c"]
+    assert _outcome(RunMeta.from_dict, data) == _theirs(data)
+    for value in (None, 1, "x", []):
+        data["nodes"] = {"a": value, "b": value}
+        assert _outcome(RunMeta.from_dict, data) == _theirs(data), value
