@@ -1003,9 +1003,10 @@ class _FleetRows:
         self.slow[self.row_box[self.error]] = True
         self.slow[self.row_box[_is(read["metric"], "latency")]] = True
         self.slow[self.row_box[self.figure & np.isnan(self.value)]] = True
-        own = [self.code[box.prefix] for box in boxes if box.prefix in self.code]
-        if own:  # a host job that raised before it knew its device ('node7:')
-            self.slow[self.row_box[np.isin(codes, own) & _is(read["backend"], "host")]] = True
+        own = np.zeros(self.count, dtype=bool)  # a box's own name as a device ('node7:')
+        own[[self.code[box.prefix] for box in boxes if box.prefix in self.code]] = True
+        if own.any():  # a host job that raised before it knew its device
+            self.slow[self.row_box[own[self.codes] & valid & _is(read["backend"], "host")]] = True
 
     def of_case(self, case: str, direction: str | None = None) -> np.ndarray:
         """The rows of `case` (in `direction`, where given) on a device."""
@@ -1078,11 +1079,14 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
     # the box's pair-case rows and every row of a box `_Judge` judges, as its dicts.
     slow = rows.slow  # the last: rows of no box
     chosen = [p for _, _, (_, p) in paths] + [ddr[1]] + [p for _, (_, p) in overlap]
-    index = np.unique(np.concatenate([p[p >= 0] for p in chosen]))
+    taking = np.zeros(len(read), dtype=bool)
+    for picked in chosen:
+        taking[picked[picked >= 0]] = True
+    index = np.flatnonzero(taking)  # in order, each once
     index = index[(rows.row_box[index] >= 0) & ~slow[rows.row_box[index]]]
     position = np.full(len(read) + 1, -1, dtype=np.int64)  # the last: no row
     position[index] = np.arange(len(index))
-    taken = read.iloc[index]
+    taken = read[list(_Cells._fields)].iloc[index]  # the columns it reads, not every one
     cells = _Cells(*(_cells(taken[c]) for c in _Cells._fields))
 
     def at(picked: np.ndarray) -> list[int]:
@@ -1107,12 +1111,15 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
     code = rows.code
     slow_list = slow.tolist()
     pairs_list = pairs_in.tolist()
+    judge = _Judge(run, boxes[0], spec, [], models)  # no rows: its box changes below
+    gpus: dict[int, tuple[GpuMeta, Part | None, bands.LinkInputs, bands.Link | None]] = {}
+    notes: dict[str, str] = {}
     out: list[Check] = []
     for number, box in enumerate(boxes):
         if slow_list[number]:
             out += _judge_boxes(run, spec, [box], [], split, models)
             continue
-        judge = _Judge(run, box, spec, [], models)
+        judge.box = box
         prefix = box.prefix
         figures.box = box
         # the host
@@ -1125,23 +1132,29 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
             host = box.host
             note = host.ddr_peak_note if host is not None and host.ddr_peak_note else \
                 "no SMBIOS memory modules listed"
-            out.append(figures.check(
-                HOST_DEVICE, None, "ddr", place,
-                models.ddr_band(host.ddr_peak_gbps if host else None),
-                f"no band: no DDR peak ({one_line(note)}); give [host.ddr] peak_gbps in a spec"))
+            why = notes.get(note)
+            if why is None:  # a fleet's hosts say a few
+                why = notes[note] = (f"no band: no DDR peak ({one_line(note)}); give "
+                                     "[host.ddr] peak_gbps in a spec")
+            out.append(figures.check(HOST_DEVICE, None, "ddr", place,
+                                     models.ddr_band(host.ddr_peak_gbps if host else None),
+                                     why))
         box_p2p = p2p_rows.get(number, [])
         pairs = _Judge(run, box, spec, box_p2p, models) if pairs_list[number] else None
         for gpu in box.gpus.devices:
             label = gpu.label
             device = code.get(prefix + label, -1)
-            part = bands.find_part(gpu.name)
-            inputs = bands.link_inputs(gpu.metadata)
+            known = gpus.get(id(gpu))  # nodes alike share their GPUs' records
+            if known is None or known[0] is not gpu:
+                part = bands.find_part(gpu.name)
+                inputs = bands.link_inputs(gpu.metadata)
+                link = None if gpu.host_link_c2c else bands.link_of(part, inputs)
+                known = gpus[id(gpu)] = (gpu, part, inputs, link)
+            _, part, inputs, link = known
             fault = None
-            if not gpu.host_link_c2c and device >= 0:
-                link = bands.link_of(part, inputs)
-                if link is not None:
-                    fault = _link_fault_text(link, _float(gen_list[device]),
-                                             _float(width_list[device]))
+            if link is not None and device >= 0:
+                fault = _link_fault_text(link, _float(gen_list[device]),
+                                         _float(width_list[device]))
             for path, case, places, link_path in gpu_paths:
                 place = places[device] if device >= 0 else -1
                 if place < 0:
@@ -1225,34 +1238,37 @@ class _Figures:
               band: Band | None, why_no_band: str, value: float | None = None,
               fault: str | None = None) -> Check:
         cells = self.cells
-        template, _, cv_limit, words = self._template(gpu, path, band)
+        found = self._templates.get((gpu.name if gpu is not None else None, path, id(band)))
+        if found is None or found[1] is not band:
+            found = self._template(gpu, path, band)
+        template, _, cv_limit, words = found
         if value is None:
-            value = cell_float(cells.value_median[place])
-        cv = cell_float(cells.cv[place])
+            value = _float_cell(cells.value_median[place])
+        cv = _float_cell(cells.cv[place])
         noisy = cv is not None and cv > cv_limit
         row_unit = str(cells.unit[place])
         unit = "ratio" if path == "overlap" else row_unit
+        box = self.box
         check = object.__new__(Check)
-        state = check.__dict__
-        state.update(template)
-        state["box"] = self.box.name
-        state["device"] = self.box.prefix + device
+        state = template.copy()  # then set as the check's own: no second copy
+        state["box"] = box.name
+        state["device"] = box.prefix + device
         state["case"] = str(cells.case[place])
         state["size_bytes"] = cell_int(cells.size_bytes[place])
         state["value"] = value
         state["unit"] = unit
         state["cv"] = cv
         state["noisy"] = noisy
+        object.__setattr__(check, "__dict__", state)
         if band is None or value is None:
-            state["verdict"] = CANNOT_JUDGE
-            state["reason"] = why_no_band
-            state.update(reference=None, expected=None, warn=None, fail=None, source="")
+            state.update(verdict=CANNOT_JUDGE, reason=why_no_band, reference=None,
+                         expected=None, warn=None, fail=None, source="")
             return check
         reference = band.reference
         if unit != row_unit:  # an overlap check's ratio: only the band's peak applies
             peak, peak_source = reference, band.source
         else:
-            own = a_peak(cell_float(cells.peak_value[place]))
+            own = a_peak(_float_cell(cells.peak_value[place]))
             if own:
                 peak, peak_source = own, _source_of(cells.memory[place],
                                                     cells.direction[place], cells.flags[place])
@@ -1261,17 +1277,13 @@ class _Figures:
             else:
                 peak, peak_source = None, ""
         pct_peak = ratio(100 * value, peak)
-        state["pct_of_peak"] = pct_peak
-        if band.higher_is_better:
-            state["pct_of_band"] = ratio(100.0 * value, band.expected)
-        state["peak"] = peak
-        state["peak_source"] = peak_source
         verdict = band.verdict(value)
         after = words.get(verdict + unit)
         if after is None:
             after = words[verdict + unit] = _band_words(band, unit, verdict)
         # `_band_reason`, with the words after the verdict made once
-        reason = f"{_figure(value, unit)} (median)"
+        reason = (f"{value:.3f}" if unit == "ratio" else
+                  f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}") + " (median)"
         shown = reference if peak is None else peak
         if pct_peak is not None and shown:
             reason += f", {pct_peak:.1f}{_peak_words(shown, reference, unit)}"
@@ -1282,7 +1294,19 @@ class _Figures:
             reason += f"; noisy (CV {cv:.1%})"
         state["verdict"] = verdict
         state["reason"] = reason
+        state["pct_of_peak"] = pct_peak
+        if band.higher_is_better:
+            state["pct_of_band"] = ratio(100.0 * value, band.expected)
+        state["peak"] = peak
+        state["peak_source"] = peak_source
         return check
+
+
+def _float_cell(value: object) -> float | None:
+    """`cell_float`, a float cell told apart first (most of a fleet's)."""
+    if type(value) is float:
+        return None if value != value else value
+    return cell_float(value)
 
 
 def _float(value: float) -> float | None:
