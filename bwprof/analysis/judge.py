@@ -11,7 +11,12 @@ bwprof itself could not give (an `error` row: an exception inside bwprof, at the
 path is judged at or above it) is ERROR: a verdict of its own, never the box's, so the box's
 verdict is the worst of the others.
 
-A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node.
+A fleet run (`bwprof.fleet.merge`: devices `node7:gpu0`) is one box per node, and its
+checks name their devices as its rows do ('node7:gpu0', 'node7:cpu') and their box by its
+node where its host's label does not tell it apart (`fleet_box_names`). A fleet's figures
+are picked on arrays for every GPU at once (`_judge_fleet`); a box whose rows need more
+(a row that raised, a busy figure, latency rows) is judged as a single box is (`_Judge`),
+and both give the same checks.
 """
 
 from __future__ import annotations
@@ -114,18 +119,6 @@ class Check:
 CHECK_COLUMNS: tuple[str, ...] = tuple(Check.__dataclass_fields__)
 _CHECK_DEFAULTS: dict[str, object] = {
     name: field.default for name, field in Check.__dataclass_fields__.items()}
-
-
-def _new_check(values: dict[str, object]) -> Check:
-    """`Check(**values)` without the frozen dataclass's one `object.__setattr__` per field
-    (27 calls, the judge's largest cost per check in a fleet of 100,000 checks): the same
-    fields in the same order, then `values` over the defaults. Every field without a
-    default must be in `values`."""
-    check = object.__new__(Check)
-    state = check.__dict__
-    state.update(_CHECK_DEFAULTS)
-    state.update(values)
-    return check
 
 
 def worst(verdicts: list[str]) -> str:
@@ -460,7 +453,9 @@ class _Judge:
 
     def _made(self, device: str, gpu: GpuMeta | None, path: str, case: str, verdict: str,
               reason: str, figures: dict[str, object]) -> Check:
-        """`check` without its keyword arguments' dict: `_new_check` of the fields."""
+        """`check` without its keyword arguments' dict, and without the frozen dataclass's
+        one `object.__setattr__` per field (27 calls, the judge's largest cost per check in
+        a fleet of 100,000 checks): the same fields, the defaults under `figures`."""
         part = bands.find_part(gpu.name) if gpu is not None else None  # cached per name
         check = object.__new__(Check)
         state = check.__dict__

@@ -182,3 +182,14 @@ def test_most_boxes_of_a_sound_fleet_are_judged_on_arrays(monkeypatch):
                              "d": "failed", "e": "latency", "f": "busy_noisy"})
     judge.judge_run(run, Spec())
     assert judged == ["d:", "e:", "f:"]
+
+
+def test_the_answer_names_the_failing_gpus_node(fleet_dir):
+    """`report`'s verdict line (`answer`) names the GPU that decides a fleet's FAIL with its
+    node, as accept does."""
+    from bwprof.analysis.answer import answer
+
+    found = answer(bwprof.load(fleet_dir))
+    assert found.verdict == "FAIL" and found.worst is not None
+    assert found.worst.device == f"{SICK}:gpu0"
+    assert f"worst: HBM {SICK}:gpu0 (hbm_triad)" in found.line()
