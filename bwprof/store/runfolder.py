@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -603,11 +604,25 @@ def _exists(path: Path) -> bool:
 
 def machine_line(meta: RunMeta) -> str:
     """'vm (AMD EPYC) · 8× NVIDIA H200' for titles: the host and its GPUs, each name
-    `shorten`ed (system.json keeps it whole)."""
-    name = shorten(one_line(meta.hostname), NAME_CHARACTERS) or "?"
-    cpu = (shorten(one_line(meta.host.cpu_model), NAME_CHARACTERS) if meta.host is not None
-           else None)
-    gpu_text = ", ".join(f"{n}× {shorten(one_line(model), NAME_CHARACTERS)}"
-                         for model, n in meta.gpus.model_counts().items())
+    `shorten`ed (system.json keeps it whole). A fleet of several nodes is counted whole,
+    '1,000 nodes (AMD EPYC) · 8,000× NVIDIA H200' (its own host and GPUs are rank 0's, one
+    node of the many)."""
+    nodes = list((meta.nodes or {}).values())
+    if len(nodes) > 1:
+        counts: dict[str, int] = {}
+        distinct = {id(n): n for n in nodes}  # nodes alike share one NodeMeta: count once
+        for key, times in Counter(map(id, nodes)).items():
+            for model, n in distinct[key].gpus.model_counts().items():
+                counts[model] = counts.get(model, 0) + n * times
+        cpus = {node.host.cpu_model for node in nodes if node.host is not None}
+        name = f"{len(nodes):,} nodes"
+        cpu = shorten(one_line(cpus.pop()), NAME_CHARACTERS) if len(cpus) == 1 else None
+    else:
+        counts = meta.gpus.model_counts()
+        name = shorten(one_line(meta.hostname), NAME_CHARACTERS) or "?"
+        cpu = (shorten(one_line(meta.host.cpu_model), NAME_CHARACTERS)
+               if meta.host is not None else None)
+    gpu_text = ", ".join(f"{n:,}× {shorten(one_line(model), NAME_CHARACTERS)}"
+                         for model, n in counts.items())
     gpu_text = gpu_text or "no GPU"
     return f"{name} ({cpu}) · {gpu_text}" if cpu else f"{name} · {gpu_text}"

@@ -28,6 +28,26 @@ def test_the_stored_runs_load():
     assert machine_line(host.meta).endswith("· no GPU")
 
 
+def test_a_fleet_is_named_by_its_nodes_and_every_gpu_not_by_rank_0s_box():
+    """A merged fleet's own host and GPUs are rank 0's: its title counted every node's."""
+    from dataclasses import replace
+
+    from bwprof.schema.meta import NodeMeta
+
+    sim = load_run(DATA / "sim-a").meta
+    node = NodeMeta(host=sim.host, gpus=sim.gpus, telemetry=sim.telemetry)
+    own = NodeMeta(host=replace(sim.host, hostname="b"), gpus=sim.gpus, telemetry=None)
+    fleet = replace(sim, nodes={"a": node, "b": own, "c": node})
+    cpu = sim.host.cpu_model
+    assert machine_line(fleet) == f"3 nodes ({cpu}) · 6× simulated GPU"
+    other = NodeMeta(host=replace(sim.host, cpu_model="another CPU"), gpus=replace(
+        sim.gpus, devices=sim.gpus.devices[:1]), telemetry=None)
+    mixed = replace(sim, nodes={"a": node, "d": other})
+    assert machine_line(mixed) == "2 nodes · 3× simulated GPU"
+    one = replace(sim, nodes={"a": node})  # a fleet of one node reads as its box
+    assert machine_line(one) == machine_line(sim)
+
+
 def _replace(path, old, new):
     path.write_text(path.read_text().replace(old, new, 1))
 
