@@ -39,6 +39,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,6 +48,9 @@ try:  # run as `python benchmarks/X.py` or imported as benchmarks.X
 except ImportError:
     from childtime import measure_child  # type: ignore[no-redef]
 sys.path.insert(0, str(REPO))
+
+if TYPE_CHECKING:
+    from bwprof.schema.meta import GpuMeta, NodeMeta, RunMeta
 
 SOURCE = REPO / "tests" / "data" / "h200-quick"
 COMMANDS = ("read_csv", "load", "report", "report_json", "accept", "compare")
@@ -93,7 +97,6 @@ def make_folder(target: Path, rows: int, scale: float = 1.0) -> Path:
 
     import bwprof
     from bwprof.render.outputs import write_results_parquet
-    from bwprof.schema.meta import NodeMeta
     from bwprof.schema.rows import CSV_COLUMNS
     from bwprof.schema.table import typed_results
     from bwprof.store.export import write_system_json
@@ -118,11 +121,28 @@ def make_folder(target: Path, rows: int, scale: float = 1.0) -> Path:
     notes: list[str] = []
     write_results_parquet(frame, target / "results.parquet", notes, target / "results.csv")
     meta = base.meta
-    node_meta = NodeMeta(host=meta.host, gpus=meta.gpus, telemetry=meta.telemetry)
     meta = replace(meta, run_id=f"fleet-{rows}-{scale:g}", simulated=False,
-                   nodes={name: node_meta for name in names})
+                   nodes={name: _node(meta, name) for name in names})
     write_system_json(target, meta)
     return target
+
+
+def _node(meta: RunMeta, name: str) -> NodeMeta:
+    """The stored box as node `name` of a fleet, with its own host name and GPU UUIDs, as
+    a real fleet's nodes differ (no two nodes' system.json the same)."""
+    import hashlib
+
+    from bwprof.schema.meta import NodeMeta
+
+    def uuid(device: GpuMeta) -> str:
+        digest = hashlib.sha1(f"{name}/{device.index}".encode()).hexdigest()
+        return (f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-"
+                f"{digest[20:32]}")
+
+    devices = [replace(device, metadata={**device.metadata, "uuid": uuid(device)})
+               if device.metadata else device for device in meta.gpus.devices]
+    return NodeMeta(host=replace(meta.host, hostname=name),
+                    gpus=replace(meta.gpus, devices=devices), telemetry=meta.telemetry)
 
 
 def measure(command: str, a: Path, b: Path, profile: bool = False) -> dict[str, float]:
