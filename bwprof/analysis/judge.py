@@ -233,36 +233,47 @@ def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarra
     index = np.flatnonzero(columns["case"].isin(cases).to_numpy(dtype=bool) & ~latency)
     if not index.size:
         return none
-    kept = [*needed, "telemetry_samples", "pcie_gen_min", "pcie_width_min"]
-    rows = columns[[c for c in kept if c in columns]].iloc[index]  # not every column's take
-    figure = _is(rows["status"], "ok") & rows["value_median"].notna().to_numpy(dtype=bool)
-    figure &= ~_is(rows["backend"], "simulated")
-    codes, texts = pd.factorize(rows["flags"], use_na_sentinel=True)
+    # Whole columns, then these rows of them: no frame of the rows is taken (a pyarrow
+    # take of each text column, most of this function's time at a million rows).
+    status = columns["status"]
+    figure = (_is(status, "ok") & columns["value_median"].notna().to_numpy(dtype=bool)
+              & ~_is(columns["backend"], "simulated"))[index]
+    codes, texts = pd.factorize(columns["flags"], use_na_sentinel=True)
     unjudged = np.array([bool(_flag_set(t) & (flags.CACHE_RESIDENT | {flags.SIMULATED}))
                          for t in texts] + [False], dtype=bool)  # code -1: no flags
-    figure &= ~unjudged[codes]
-    group = rows.groupby(["device", "case", "direction"], dropna=False,
-                         sort=False).ngroup().to_numpy(dtype=np.int64)
+    figure &= ~unjudged[codes[index]]
+    group = _groups(columns, ("device", "case", "direction"), index)
     count = int(group.max()) + 1
-    sizes, values = _numbers(rows["size_bytes"]), _numbers(rows["value_median"])
+    sizes, values = _numbers(columns["size_bytes"])[index], _numbers(columns["value_median"])[index]
     clean = figure & ~np.isnan(sizes) & ~np.isnan(values)
     dirty = np.bincount(group, weights=figure & ~clean, minlength=count) > 0
     picked = pick_per_group(group, count, sizes, values, among=clean & ~dirty[group])
     unread = picked[group] >= 0  # a group with its figure
     unread[picked[picked >= 0]] = False
-    unread &= ~_is(rows["status"], "error")
-    link = rows["case"].isin(list(dict.fromkeys(path_of(k).headline for k in LINK_PATHS)))
-    link_rows = link.to_numpy(dtype=bool) & _is(rows["status"], "ok")
+    unread &= ~_is(status, "error")[index]
+    link = columns["case"].isin(list(dict.fromkeys(path_of(k).headline for k in LINK_PATHS)))
+    link_rows = (link.to_numpy(dtype=bool) & _is(status, "ok"))[index]
     if link_rows.any():
-        telemetry = np.ones(len(rows), dtype=bool)
+        telemetry = np.ones(len(index), dtype=bool)
         if "telemetry_samples" in columns:
-            telemetry = _numbers(rows["telemetry_samples"]) > 0  # NaN: none, as 0
-        figures = [~np.isnan(_numbers(rows[c])) for c in ("pcie_gen_min", "pcie_width_min")
-                   if c in columns]
-        read = np.logical_or.reduce(figures) if figures else np.zeros(len(rows), dtype=bool)
+            telemetry = _numbers(columns["telemetry_samples"])[index] > 0  # NaN: none, as 0
+        figures = [~np.isnan(_numbers(columns[c])[index])
+                   for c in ("pcie_gen_min", "pcie_width_min") if c in columns]
+        read = np.logical_or.reduce(figures) if figures else np.zeros(len(index), dtype=bool)
         unread &= ~(link_rows & telemetry & read)
     none[index[unread]] = True
     return none
+
+
+def _groups(columns: pd.DataFrame, names: tuple[str, ...], index: np.ndarray) -> np.ndarray:
+    """The rows `index`'s groups by the cells of `names` (`groupby(names, dropna=False)`:
+    a missing cell is a key of its own), numbered from 0: each column factorized whole,
+    the codes of these rows combined."""
+    key = np.zeros(len(index), dtype=np.int64)
+    for name in names:
+        codes, uniques = pd.factorize(columns[name], use_na_sentinel=False)
+        key = key * (len(uniques) + 1) + codes[index]
+    return cast(np.ndarray, pd.factorize(key)[0]).astype(np.int64)
 
 
 def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
@@ -277,11 +288,10 @@ def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarr
         return np.zeros(len(columns), dtype=bool)
     concurrent = overlap & (columns["phase"] == "concurrent").to_numpy(dtype=bool) & \
         columns["overlap_efficiency"].notna().to_numpy(dtype=bool)
-    rows = columns[["device", "case"]][overlap]  # what it groups by, not every column
+    index = np.flatnonzero(overlap)
+    group = _groups(columns, ("device", "case"), index)  # each device's case
     has_concurrent = np.zeros(len(columns), dtype=bool)
-    has_concurrent[overlap] = pd.Series(concurrent[overlap], index=rows.index).groupby(
-        [rows["device"], rows["case"]], dropna=False, sort=False).transform("any").to_numpy(
-            dtype=bool)
+    has_concurrent[index] = (np.bincount(group, weights=concurrent[index]) > 0)[group]
     raised = (columns["status"] == "error").to_numpy(dtype=bool)
     return has_concurrent & ~concurrent & ~raised & ~latency
 
@@ -295,6 +305,13 @@ def _has(value: object) -> bool:
 def _flag_set(text: object) -> frozenset[str]:
     """A flags cell's flags, parsed once per distinct cell (a fleet repeats a few)."""
     return flags.split_flags(text)
+
+
+@lru_cache(maxsize=4096)
+def _one_line(text: str) -> str:
+    """`one_line` of a row's note, once per distinct note (a fleet's waived rows repeat
+    one)."""
+    return one_line(text)
 
 
 def _flagged(row: Row, flag: str) -> bool:
@@ -500,7 +517,7 @@ class _Judge:
         broken = [r for r in rows if r["status"] == "invalid"]
         if not ok and broken:
             first = broken[0]
-            return FAIL, f"{what} {first['status']}: {one_line(str(first['note']))}"
+            return FAIL, f"{what} {first['status']}: {_one_line(str(first['note']))}"
         errors = [r for r in rows if r["status"] == "error"] if errors is None else errors
         if errors:
             figures = _Judge._figure_rows(rows)
@@ -508,7 +525,7 @@ class _Judge:
                 return ERROR, error_reason(what, errors)
         if not ok:
             first = rows[0]
-            return CANNOT_JUDGE, f"{what} {first['status']}: {one_line(str(first['note']))}"
+            return CANNOT_JUDGE, f"{what} {first['status']}: {_one_line(str(first['note']))}"
         if (all(_flagged(r, flags.SIMULATED) for r in ok)
                 or all(r["backend"] == "simulated" for r in ok)):
             return CANNOT_JUDGE, f"{what} is simulated: not a measurement"
@@ -1107,7 +1124,8 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
     slow_list = slow.tolist()
     pairs_list = pairs_in.tolist()
     judge = _Judge(run, boxes[0], spec, [], models)  # no rows: its box changes below
-    gpus: dict[int, tuple[GpuMeta, Part | None, bands.LinkInputs, bands.Link | None]] = {}
+    gpus: dict[int, tuple[GpuMeta, Part | None, bands.LinkInputs, bands.Link | None,
+                          dict[tuple[str, bool], tuple[Band | None, str]]]] = {}
     notes: dict[str, str] = {}
     out: list[Check] = []
     for number, box in enumerate(boxes):
@@ -1144,8 +1162,8 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
                 part = bands.find_part(gpu.name)
                 inputs = bands.link_inputs(gpu.metadata)
                 link = None if gpu.host_link_c2c else bands.link_of(part, inputs)
-                known = gpus[id(gpu)] = (gpu, part, inputs, link)
-            _, part, inputs, link = known
+                known = gpus[id(gpu)] = (gpu, part, inputs, link, {})
+            _, part, inputs, link, path_bands = known
             fault = None
             if link is not None and device >= 0:
                 fault = _link_fault_text(link, _float(gen_list[device]),
@@ -1157,7 +1175,11 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
                                            f"not measured: no {case} row in this run"))
                     continue
                 c2c = gpu.host_link_c2c or flags.C2C_LINK in _flag_set(cells.flags[place])
-                band, why = models.gpu_band(path, gpu, part, c2c, inputs)
+                banded = path_bands.get((path, c2c))
+                if banded is None:
+                    banded = path_bands[path, c2c] = models.gpu_band(path, gpu, part, c2c,
+                                                                     inputs)
+                band, why = banded
                 out.append(figures.check(label, gpu, path, place, band, why,
                                          fault=fault if link_path else None))
             if pairs is not None:
