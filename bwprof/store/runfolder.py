@@ -142,9 +142,19 @@ class RunFolder:
                 return "interrupted"
             return f"interrupted by {by}" if by.startswith("SIG") else f"stopped: {by}"
         if meta.state == "incomplete":
+            if self.running is False and self.path is not None and self._unmerged_ranks():
+                return ("stopped without finishing (killed or crashed while merging its "
+                        "ranks; `python -m bwprof.fleet.salvage "
+                        f"{shown(self.path)}` merges them again)")
             return {True: "still running", False: "stopped without finishing (killed or crashed)",
                     None: "never finalised"}[self.running]
         return "finished"
+
+    def _unmerged_ranks(self) -> bool:
+        """Whether this is a fleet job's folder whose ranks' own folders are beside it
+        (RUN/ranks/): a merge cut short can be done again from them."""
+        return (self.meta.mpi is not None and self.path is not None
+                and os.path.isdir(self.path / "ranks"))
 
     @property
     def stop_phrase(self) -> str:

@@ -102,7 +102,10 @@ def test_a_merge_cut_short_is_done_again_whole(monkeypatch, tmp_path, capsys):
     partial = MergeStream(out, rank_0.meta.run_id, {0: RankName.of(rank_0)}, 2, 7.0)
     partial.add(rank_0)  # rank 0's rows merged, then the job ended
     partial.abandon()
-    assert bwprof.load(out).meta.state == "incomplete"  # the premise: it reads as stopped
+    cut = bwprof.load(out)
+    assert cut.meta.state == "incomplete"  # the premise: it reads as stopped
+    assert cut.state_text.endswith(f"`python -m bwprof.fleet.salvage {out}` merges them "
+                                   "again)")  # what to do, said where report says its state
     capsys.readouterr()
     assert main([str(out)]) == EXIT_OK
     assert "the merge rank 0 began, cut short, is done again whole" in capsys.readouterr().out
