@@ -186,6 +186,10 @@ def judged_cases() -> frozenset[str]:
     return frozenset(cases)
 
 
+_Factorized = dict[str, tuple[np.ndarray, int]]
+"""A frame's columns factorized (codes, how many), by name, for `_groups` to share."""
+
+
 def _read_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The rows of `results` the judge can read (`judged_cases`, and every latency row), in
     order: selected on whole columns before any row becomes a dict, so the half of a
@@ -195,8 +199,9 @@ def _read_rows(results: pd.DataFrame) -> pd.DataFrame:
         return columns
     latency = (columns["metric"] == "latency").to_numpy(dtype=bool)
     wanted = columns["case"].isin(list(judged_cases())).to_numpy(dtype=bool) | latency
-    wanted &= ~_unread_overlap_rows(columns, latency)
-    wanted &= ~_unread_figure_rows(columns, latency)
+    factorized: _Factorized = {}  # device and case, factorized once for both
+    wanted &= ~_unread_overlap_rows(columns, latency, factorized)
+    wanted &= ~_unread_figure_rows(columns, latency, factorized)
     return columns if bool(wanted.all()) else columns[wanted]
 
 
@@ -211,7 +216,8 @@ def _numbers(column: pd.Series) -> np.ndarray:
     return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
-def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
+def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray,
+                        factorized: _Factorized | None = None) -> np.ndarray:
     """The rows of a GPU path's case that no check can read: in a (device, case, direction)
     with a figure row (`_figure_rows`), every row but the one `_largest` picks (the largest
     size, the best median, the first on a tie; picked on arrays by `pick_per_group`) and
@@ -242,7 +248,7 @@ def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarra
     unjudged = np.array([bool(_flag_set(t) & (flags.CACHE_RESIDENT | {flags.SIMULATED}))
                          for t in texts] + [False], dtype=bool)  # code -1: no flags
     figure &= ~unjudged[codes[index]]
-    group = _groups(columns, ("device", "case", "direction"), index)
+    group = _groups(columns, ("device", "case", "direction"), index, factorized)
     count = int(group.max()) + 1
     sizes, values = _numbers(columns["size_bytes"])[index], _numbers(columns["value_median"])[index]
     clean = figure & ~np.isnan(sizes) & ~np.isnan(values)
@@ -265,18 +271,24 @@ def _unread_figure_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarra
     return none
 
 
-def _groups(columns: pd.DataFrame, names: tuple[str, ...], index: np.ndarray) -> np.ndarray:
+def _groups(columns: pd.DataFrame, names: tuple[str, ...], index: np.ndarray,
+            factorized: _Factorized | None = None) -> np.ndarray:
     """The rows `index`'s groups by the cells of `names` (`groupby(names, dropna=False)`:
-    a missing cell is a key of its own), numbered from 0: each column factorized whole,
-    the codes of these rows combined."""
+    a missing cell is a key of its own), numbered from 0: each column factorized whole
+    (once, where `factorized` keeps them), the codes of these rows combined."""
+    factorized = {} if factorized is None else factorized
     key = np.zeros(len(index), dtype=np.int64)
     for name in names:
-        codes, uniques = pd.factorize(columns[name], use_na_sentinel=False)
-        key = key * (len(uniques) + 1) + codes[index]
+        if name not in factorized:
+            codes, uniques = pd.factorize(columns[name], use_na_sentinel=False)
+            factorized[name] = codes, len(uniques)
+        codes, count = factorized[name]
+        key = key * (count + 1) + codes[index]
     return cast(np.ndarray, pd.factorize(key)[0]).astype(np.int64)
 
 
-def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarray:
+def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray,
+                         factorized: _Factorized | None = None) -> np.ndarray:
     """The rows of an overlap case that `_Judge._overlap` cannot read: where the device's
     case has a concurrent row with its efficiency, its other rows (alone, overlapped)
     matter only if they raised. A third of a fleet's judged rows."""
@@ -289,7 +301,7 @@ def _unread_overlap_rows(columns: pd.DataFrame, latency: np.ndarray) -> np.ndarr
     concurrent = overlap & (columns["phase"] == "concurrent").to_numpy(dtype=bool) & \
         columns["overlap_efficiency"].notna().to_numpy(dtype=bool)
     index = np.flatnonzero(overlap)
-    group = _groups(columns, ("device", "case"), index)  # each device's case
+    group = _groups(columns, ("device", "case"), index, factorized)  # a device's case
     has_concurrent = np.zeros(len(columns), dtype=bool)
     has_concurrent[index] = (np.bincount(group, weights=concurrent[index]) > 0)[group]
     raised = (columns["status"] == "error").to_numpy(dtype=bool)

@@ -262,7 +262,7 @@ def test_rows_left_out_before_judging_change_no_check(monkeypatch):
         dropped[name] = int(unread(run.results, np.zeros(len(run.results), dtype=bool)).sum())
         with monkeypatch.context() as patch:
             patch.setattr(judge, "_unread_figure_rows",
-                          lambda columns, latency: np.zeros(len(columns), dtype=bool))
+                          lambda columns, *_: np.zeros(len(columns), dtype=bool))
             whole = judge.judge_run(run, Spec())
         assert pruned == whole, name
     assert dropped["as stored"] >= 12  # the smaller sizes of each transfer sweep
