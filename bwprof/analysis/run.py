@@ -13,15 +13,17 @@ ones (`__setattr__`), so a derived part is never of other data than the Run hold
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
-from bwprof.schema.rows import SCHEMA_VERSION, ResultRow
+from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
 from bwprof.schema.table import results_frame, rows_from_frame
 from bwprof.store.runfolder import RunFolder, machine_line
 
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
 
 
 _DERIVED_FROM = frozenset({"results", "meta", "measured_rows"})
-UNREAD_PHASE = "overlapped"
-"""The phase of rows no report line reads (a copy's figure while a kernel ran beside it)."""
 _DERIVED = ("rows", "line_rows", "summary", "checks", "ceilings", "machine")
 """The cached properties below, each derived from `_DERIVED_FROM`."""
 
@@ -91,27 +91,32 @@ class Run(RunFolder):
 
     @cached_property
     def line_rows(self) -> list[ResultRow]:
-        """The rows the report's lines read (`bwprof.render.terminal.report_lines`), in
-        order: those of a phase a line reads (overlap's parts alone, paired, concurrent and
-        pipelined, loaded latency: every phase but `overlapped`, a copy's figure while the
-        kernel ran, which only the rows table shows), not ok (skipped, waived, failed),
-        simulated or measured on a busy host; every row where the run measured them here.
-        A healthy fleet's plain bandwidth rows, most of a million, and its overlapped
-        copies, a quarter of the rest, never become ResultRows that no line reads."""
+        """The rows the report's lines read as ResultRows (`bwprof.render.terminal.
+        report_lines`), in order: those that failed (invalid, error), simulated, measured
+        on a busy host, or of the latency under a load (`load_N`); every row where the run
+        measured them here. The overlap and not-run lines read the frame's columns instead
+        (a fleet's overlap rows are a quarter of its million, its skipped and waived rows
+        tens of thousands), and no line reads a healthy fleet's plain bandwidth rows: none
+        of them becomes a ResultRow no line reads. Every row as a ResultRow: `rows`."""
+        from bwprof.analysis.summary import is_loaded
+
         if self.measured_rows is not None or "rows" in self.__dict__:
             return self.rows
         results = self.results
         if results.empty:
             return []
 
-        def text(column: str) -> pd.Series:
-            return results[column].astype("string").fillna("")
+        def where(column: str, test: Callable[[Any], bool]) -> np.ndarray:
+            """The rows whose cell passes `test`, called once per distinct cell: a string
+            column's own comparisons cost a fleet's report a second."""
+            codes, cells = pd.factorize(results[column], use_na_sentinel=False)
+            return np.array([bool(test(cell)) for cell in cells.tolist()], dtype=bool)[codes]
 
-        phase = text("phase")
-        wanted = (((phase != "") & (phase != UNREAD_PHASE)) | (text("status") != "ok")
-                  | (text("backend") == "simulated")
-                  | text("flags").str.contains(flags.BUSY_HOST, regex=False))
-        return rows_from_frame(results[wanted.to_numpy(dtype=bool)])
+        wanted = (where("status", lambda status: status in FAILED_STATUSES)
+                  | where("backend", lambda backend: backend == "simulated")
+                  | where("flags", lambda cell: flags.BUSY_HOST in flags.split_flags(cell))
+                  | where("phase", is_loaded))
+        return rows_from_frame(results.take(np.flatnonzero(wanted)))
 
     @cached_property
     def summary(self) -> pd.DataFrame:

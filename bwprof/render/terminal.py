@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 from rich import box
 from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
@@ -97,13 +99,32 @@ def results_table(rows: Sequence[ResultRow]) -> Table:
 MAX_REASON_LINES = 5
 
 
-def not_run_lines(rows: Sequence[ResultRow]) -> list[str]:
-    """One line per distinct reason for skipped or waived rows, naming the cases it covers."""
-    grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for row in rows:
-        case = row.case or "(no case name)"  # a damaged results.csv's empty name
-        if row.status in ("skipped", "waived") and case not in grouped[(row.status, row.note)]:
-            grouped[(row.status, row.note)].append(case)
+def not_run_lines(rows: Sequence[ResultRow] | pd.DataFrame) -> list[str]:
+    """One line per distinct reason for skipped or waived rows, naming the cases it covers.
+    Of ResultRows or a results frame (`report_lines` reads the run's: a fleet waives tens
+    of thousands of rows for a few reasons)."""
+    return _not_run_lines(_columns_of(rows))
+
+
+def _not_run_lines(columns: _Columns) -> list[str]:
+    import pandas as pd
+
+    if not len(columns.frame):
+        return []
+    not_run = np.flatnonzero(columns.among("status", ("skipped", "waived")))
+    # Each reason's (status and note) cases, each in the order it first appears: one pass
+    # of Python over the distinct reasons and cases, not over the rows.
+    reasons = columns.group(not_run, ("status", "note"))
+    case_codes, cases = columns.codes("case")
+    _, first = np.unique(pd.factorize(reasons * len(cases) + case_codes[not_run])[0],
+                         return_index=True)
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for row in not_run[np.sort(first)].tolist():  # each reason's and case's first row
+        key = (columns.cell("status", row), columns.cell("note", row))
+        case = columns.cell("case", row) or "(no case name)"  # a damaged file's empty name
+        said = grouped.setdefault(key, [])
+        if case not in said:
+            said.append(case)
     lines = []
     for (status, reason), cases in list(grouped.items())[:MAX_REASON_LINES]:
         shown = ", ".join(cases) if len(cases) <= 4 else f"{', '.join(cases[:3])}, ..."
@@ -162,59 +183,248 @@ def busy_lines(rows: Sequence[ResultRow]) -> list[str]:
             "measure again on a quiet host"]
 
 
-def overlap_lines(rows: Sequence[ResultRow]) -> list[str]:
+def overlap_lines(rows: Sequence[ResultRow] | pd.DataFrame) -> list[str]:
     """One line per overlap case and device (efficiency, parts alone and together), and per
-    device the pipeline configuration with the best end-to-end throughput."""
-    from bwprof.analysis.figures import ratio
+    device the pipeline configuration with the best end-to-end throughput. Of ResultRows or
+    of a results frame (`report_lines` reads the run's: a fleet's overlap rows are a
+    quarter of a million, which as ResultRows cost seconds)."""
+    overlap = _OverlapRows(_columns_of(rows))
+    return overlap.concurrent_lines() + overlap.pipeline_lines()
 
-    # One pass over the rows (a fleet's are tens of thousands per line kind): each row's
-    # parts kept to be looked up, not searched for, and only the phases looked up.
-    parts_of: dict[tuple[object, ...], list[ResultRow]] = defaultdict(list)
-    concurrent: list[ResultRow] = []
-    pipelines: dict[str, list[ResultRow]] = {}
-    for r in rows:
-        phase = r.phase
-        if not phase or r.status not in ("ok", "invalid") or r.backend == "simulated":
-            continue
-        if phase == "alone" or phase == "paired":
-            parts_of[(r.case, r.device, r.size_bytes, phase)].append(r)
-        elif phase == "concurrent":
-            if r.overlap_efficiency is not None:
-                concurrent.append(r)
-        elif phase == "pipeline" and r.gbps_median:
-            pipelines.setdefault(r.device, []).append(r)
-    lines = []
-    for row in concurrent:
-        alone = parts_of.get((row.case, row.device, row.size_bytes, "alone"), [])
-        # The efficiency's parts: where the copies ran as a pair (both directions at once),
-        # the pair's `both` row is the copies' part, not each direction alone.
-        pair = [r for r in parts_of.get((row.case, row.device, row.size_bytes, "paired"), [])
-                if r.direction == "both"]
-        if pair:
-            alone = pair + [r for r in alone if r.direction == "compute"]
-        parts = " + ".join(f"{r.direction} {1e3 * (r.time_median_s or 0):.2f}" for r in alone)
-        lines.append(
-            f"{row.case} {row.device}: overlap efficiency {row.overlap_efficiency:.2f} "
-            f"(alone {parts} ms, together {1e3 * (row.time_median_s or 0):.2f} ms per op)"
-            + ("" if row.status == "ok" else f" [{row.status}]")
-        )
-    for device, mine in pipelines.items():
-        best = max(mine, key=lambda r: r.gbps_median or 0.0)
-        best_gbps = best.gbps_median or 0.0
-        # Against the copies in and out at once (the link both ways): what a pipeline that
-        # hid its kernel could reach. Runs before that reference compare with one direction.
-        both_ways = next(iter(parts_of.get((best.case, device, best.size_bytes, "paired"), [])),
-                         None)
-        copy = next((r for r in parts_of.get((best.case, device, best.size_bytes, "alone"), [])
-                     if r.direction == "h2d"), None)
-        # ratio: None (no comparison) against 0 or 5e-324 GB/s (a damaged row), never inf
-        in_out = ratio(best_gbps, both_ways.gbps_median) if both_ways is not None else None
-        over_copy = ratio(best_gbps, copy.gbps_median) if copy is not None else None
-        versus = (f", {in_out:.2f} of the copies in and out at once" if in_out is not None
-                  else f", {over_copy:.2f}x the H2D copy alone" if over_copy is not None else "")
-        lines.append(f"pipeline_chunked {device}: best {best.streams} stream(s) x "
-                     f"{_size(best)} chunks, {best_gbps:.2f} GB/s in + out{versus}")
-    return lines
+
+def _columns_of(rows: Sequence[ResultRow] | pd.DataFrame) -> _Columns:
+    import pandas as pd
+
+    from bwprof.schema.table import results_frame
+
+    return _Columns(rows if isinstance(rows, pd.DataFrame) else results_frame(list(rows)))
+
+
+class _Columns:
+    """A results frame's columns as a ResultRow's fields hold them (`row_codes`,
+    `row_floats`), each column read once and kept: the lines select and group a fleet's
+    rows on arrays, and make Python values only of the cells they print."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self._codes: dict[str, tuple[np.ndarray, list[Any]]] = {}
+        self._floats: dict[str, np.ndarray] = {}
+
+    def codes(self, column: str) -> tuple[np.ndarray, list[Any]]:
+        """Each row's code into the column's distinct cells, and those cells."""
+        from bwprof.schema.table import row_codes
+
+        if column not in self._codes:
+            self._codes[column] = row_codes(self.frame[column], column)
+        return self._codes[column]
+
+    def cell(self, column: str, row: int) -> Any:
+        """The cell of the row at position `row`, as its ResultRow holds it."""
+        codes, cells = self.codes(column)
+        return cells[codes[row]]
+
+    def cells(self, column: str, rows: np.ndarray) -> list[Any]:
+        """The cells of the rows at `rows` (positions), as their ResultRows hold them."""
+        codes, cells = self.codes(column)
+        return [cells[code] for code in codes[rows].tolist()]
+
+    def where(self, column: str, test: Callable[[Any], bool]) -> np.ndarray:
+        """The rows whose cell passes `test`, called once per distinct cell."""
+        codes, cells = self.codes(column)
+        return np.array([bool(test(cell)) for cell in cells], dtype=bool)[codes]
+
+    def among(self, column: str, wanted: Sequence[object]) -> np.ndarray:
+        return self.where(column, lambda cell: cell in wanted)
+
+    def floats(self, column: str) -> np.ndarray:
+        """The column as floats, NaN where a ResultRow holds None; a bandwidth row's
+        figure columns as `ResultRow.__post_init__` fills them (`_fill_bandwidth`)."""
+        from bwprof.schema.table import row_floats
+
+        if column not in self._floats:
+            values = row_floats(self.frame[column], column)
+            other = _BANDWIDTH_PAIRS.get(column)
+            if other is not None:
+                filled = np.isnan(values) & self.where("metric", lambda m: m == "bandwidth")
+                if filled.any():
+                    values = values.copy()
+                    values[filled] = row_floats(self.frame[other], other)[filled]
+            self._floats[column] = values
+        return self._floats[column]
+
+    def group(self, rows: np.ndarray, columns: Sequence[str]) -> np.ndarray:
+        """A group number for each of `rows` (positions): rows of the same cells of
+        `columns` share one."""
+        import pandas as pd
+
+        key = np.zeros(len(rows), dtype=np.int64)
+        for column in columns:
+            codes, cells = self.codes(column)
+            key = np.asarray(pd.factorize(key * len(cells) + codes[rows])[0], dtype=np.int64)
+        return key
+
+
+_BANDWIDTH_PAIRS = {"value_median": "gbps_median", "gbps_median": "value_median",
+                    "value_best": "gbps_best", "gbps_best": "value_best",
+                    "peak_value": "peak_gbps", "peak_gbps": "peak_value"}
+"""A bandwidth row's figure columns, each filled from the other where it is missing."""
+_OVERLAP_PHASES = ("alone", "paired", "concurrent", "pipeline")
+
+
+def _joined(groups: np.ndarray, texts: list[str]) -> dict[int, str]:
+    """Each group's texts (in the order given) joined with ' + '."""
+    if not texts:
+        return {}
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    stops = [*starts[1:].tolist(), len(ordered)]
+    shown = [texts[i] for i in order.tolist()]
+    return {int(ordered[start]): " + ".join(shown[start:stop])
+            for start, stop in zip(starts.tolist(), stops, strict=True)}
+
+
+def _firsts(groups: np.ndarray, rows: np.ndarray) -> dict[int, int]:
+    """Each group's first row (the rows in run order)."""
+    found, first = np.unique(groups, return_index=True)
+    return dict(zip(found.tolist(), rows[first].tolist(), strict=True))
+
+
+class _OverlapRows:
+    """The overlap lines' rows of a results frame (ok or invalid, not simulated, of the
+    phases alone, paired, concurrent and pipeline), selected and grouped on arrays: a
+    concurrent row's parts are the rows of its case, device and size alone (or, where the
+    copies ran as a pair both ways, the pair's `both` row and the compute alone)."""
+
+    def __init__(self, columns: _Columns) -> None:
+        self.columns = columns
+        self.rows = self.kind = self.group = np.zeros(0, dtype=np.int64)
+        if not len(columns.frame):  # a frame of no rows may lack the columns too
+            return
+        wanted = (columns.among("phase", _OVERLAP_PHASES)
+                  & columns.among("status", ("ok", "invalid"))
+                  & ~columns.where("backend", lambda cell: cell == "simulated"))
+        rows = self.rows = np.flatnonzero(wanted)
+        phase_codes, phases = columns.codes("phase")
+        kinds = np.array([_OVERLAP_PHASES.index(p) if p in _OVERLAP_PHASES else -1
+                          for p in phases], dtype=np.int64)
+        self.kind = kinds[phase_codes[rows]]
+        self.group = columns.group(rows, ("case", "device", "size_bytes"))
+
+    def _of(self, phase: str, direction: str | None = None) -> np.ndarray:
+        """Positions within `rows` of the rows of `phase` (and `direction`)."""
+        mine = self.kind == _OVERLAP_PHASES.index(phase)
+        if direction is not None and len(self.rows):
+            codes, cells = self.columns.codes("direction")
+            mine &= np.array([cell == direction for cell in cells], dtype=bool)[
+                codes[self.rows]]
+        return np.flatnonzero(mine)
+
+    def _parts(self, at: np.ndarray) -> list[str]:
+        """'h2d 1.23' of each row at `at`: its direction and time in ms."""
+        codes, cells = self.columns.codes("direction")
+        ms = 1e3 * np.nan_to_num(self.columns.floats("time_median_s")[self.rows[at]])
+        return [f"{cells[code]} {time:.2f}"
+                for code, time in zip(codes[self.rows[at]].tolist(), ms.tolist(), strict=True)]
+
+    def concurrent_lines(self) -> list[str]:
+        """A line per concurrent row with its efficiency, in run order."""
+        if not len(self.rows):
+            return []
+        columns = self.columns
+        efficiency = columns.floats("overlap_efficiency")[self.rows]
+        concurrent = self._of("concurrent")
+        concurrent = concurrent[~np.isnan(efficiency[concurrent])]
+        if not len(concurrent):
+            return []
+        alone = self._of("alone")
+        alone_parts = _joined(self.group[alone], self._parts(alone))
+        pair, compute = self._of("paired", "both"), self._of("alone", "compute")
+        both = np.concatenate([pair, compute])  # the pair's rows first, as before
+        pair_parts = _joined(self.group[both], self._parts(both))
+        paired = set(self.group[pair].tolist())
+        rows = self.rows[concurrent]
+        together = 1e3 * np.nan_to_num(columns.floats("time_median_s")[rows])
+        lines = []
+        for case, device, status, group, shown, ms in zip(
+                *(columns.cells(c, rows) for c in ("case", "device", "status")),
+                self.group[concurrent].tolist(), efficiency[concurrent].tolist(),
+                together.tolist(), strict=True):
+            parts = pair_parts[group] if group in paired else alone_parts.get(group, "")
+            lines.append(
+                f"{case} {device}: overlap efficiency {shown:.2f} (alone {parts} ms, together "
+                f"{ms:.2f} ms per op)" + ("" if status == "ok" else f" [{status}]"))
+        return lines
+
+    def best_pipelines(self) -> np.ndarray:
+        """Per device (in the order each first has a pipeline row), the position of its
+        pipeline row of the most GB/s, the first of them on a tie."""
+        from bwprof.analysis.figures import pick_per_group
+
+        if not len(self.rows):
+            return np.zeros(0, dtype=np.int64)
+        gbps = self.columns.floats("gbps_median")[self.rows]
+        pipeline = self._of("pipeline")
+        pipeline = pipeline[~np.isnan(gbps[pipeline]) & (gbps[pipeline] != 0)]
+        if not len(pipeline):
+            return np.zeros(0, dtype=np.int64)
+        import pandas as pd
+
+        codes = self.columns.codes("device")[0][self.rows[pipeline]]
+        devices, uniques = pd.factorize(codes)  # in the order each first appears
+        best = pick_per_group(np.asarray(devices), len(uniques), np.zeros(len(pipeline)),
+                              gbps[pipeline])
+        return self.rows[pipeline[best]]
+
+    @cached_property
+    def _first_paired(self) -> dict[int, int]:
+        """Each group's first paired row (either direction): the copies in and out."""
+        paired = self._of("paired")
+        return _firsts(self.group[paired], self.rows[paired])
+
+    @cached_property
+    def _first_h2d(self) -> dict[int, int]:
+        """Each group's first H2D copy alone."""
+        alone = self._of("alone", "h2d")
+        return _firsts(self.group[alone], self.rows[alone])
+
+    def pipeline_lines(self) -> list[str]:
+        """Per device, the line of its best pipeline row (`best_pipelines`): its
+        configuration and GB/s against the copies in and out at once (the link both ways:
+        what a pipeline that hid its kernel could reach), or, for runs before that
+        reference, against the H2D copy alone."""
+        from bwprof.analysis.figures import ratio
+
+        best = self.best_pipelines()
+        if not len(best):
+            return []
+        columns = self.columns
+        gbps = columns.floats("gbps_median")
+        first_paired, first_h2d = self._first_paired, self._first_h2d
+
+        def figure(row: int | None) -> float | None:  # None: no such row, or no figure
+            value = None if row is None else float(gbps[row])
+            return None if value is None or value != value else value
+
+        lines = []
+        groups = self.group[np.searchsorted(self.rows, best)].tolist()
+        for group, device, streams, size, best_gbps in zip(
+                groups, *(columns.cells(c, best) for c in ("device", "streams", "size_bytes")),
+                gbps[best].tolist(), strict=True):
+            both_ways, copy = first_paired.get(group), first_h2d.get(group)
+            # ratio: None (no comparison) against 0 or 5e-324 GB/s (a damaged row), never inf
+            in_out = ratio(best_gbps, figure(both_ways)) if both_ways is not None else None
+            over_copy = ratio(best_gbps, figure(copy)) if copy is not None else None
+            versus = (f", {in_out:.2f} of the copies in and out at once" if in_out is not None
+                      else f", {over_copy:.2f}x the H2D copy alone" if over_copy is not None
+                      else "")
+            lines.append(f"pipeline_chunked {device}: best {streams} stream(s) x "
+                         f"{_size_of(size)} chunks, {best_gbps:.2f} GB/s in + out{versus}")
+        return lines
+
+
+def _size_of(size: int | None) -> str:
+    return format_bytes(size) if size else ""
 
 
 def loaded_latency_lines(rows: Sequence[ResultRow]) -> list[str]:
@@ -470,14 +680,25 @@ ALL_GPUS_LINE = ("every GPU's figures are in summary.csv (written by `bwprof rep
 def summary_gpus(summary: pd.DataFrame) -> int:
     """How many GPUs the summary covers: distinct devices of its GPU rows (not the host's,
     not a GPU pair's)."""
-    device = summary["device"].fillna("").astype(str)
-    gpu = (summary["backend"].fillna("").astype(str) != "host") & (device != "") & (
-        ~device.str.contains("->", regex=False)) & ~device.str.contains(_ALL_DEVICES)
-    return int(device[gpu].nunique())
+    import pandas as pd
+
+    # Each distinct device tested once (a fleet's summary has a hundred thousand rows).
+    codes, devices = pd.factorize(summary["device"].fillna("").astype(str))
+    names = devices.tolist()
+    gpu_device = np.array([name != "" and "->" not in name and not _is_box(name)
+                           for name in names], dtype=bool)
+    gpu = gpu_device[codes] & (summary["backend"].fillna("").astype(str) != "host").to_numpy(
+        dtype=bool)
+    return len(np.unique(codes[gpu]))
 
 
 _ALL_DEVICES = r"(?:^|:)all$"
 """A row of every GPU of a box at once (an `_all` case on `node3:all`): a box, not a GPU."""
+
+
+def _is_box(device: str) -> bool:
+    """`_ALL_DEVICES` of one device name, without a regular expression's call."""
+    return device == "all" or device.endswith(":all")
 
 
 def is_fleet(summary: pd.DataFrame) -> bool:
@@ -515,45 +736,65 @@ def fleet_digest(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> pd.DataFr
     how many of the case's verdicts (`run.checks`) are below their band (`below`: WARN or
     FAIL; None where no verdict was given) and the `worst` devices (at most `FLEET_WORST`,
     worse than the median, worst first: device, figure, % of the median). Column
-    operations only: a fleet's summary has ten thousand rows and more."""
+    operations only, grouped on one number a row (`_key_groups`): a fleet's summary has a
+    hundred thousand rows, and grouping on five text columns read each of them per
+    operation."""
     import pandas as pd
 
     frame = _digest_frame(summary)
-    grouped = frame.groupby(_DIGEST_KEYS, sort=False)
-    digest = grouped["value"].agg(count="count", median="median", lowest="min",
-                                  highest="max")
-    boxes = frame["device"].str.contains(_ALL_DEVICES)
-    digest["on"] = (frame["backend"].eq("host").groupby([frame[k] for k in _DIGEST_KEYS],
-                                                        sort=False).all()
-                    .map({True: "hosts", False: "GPUs"}))
-    every = boxes.groupby([frame[k] for k in _DIGEST_KEYS], sort=False).all()
-    digest.loc[every[every].index, "on"] = "boxes"
-    pairs = frame["device"].str.contains("->", regex=False).groupby(
-        [frame[k] for k in _DIGEST_KEYS], sort=False).all()
-    digest.loc[pairs[pairs].index, "on"] = "pairs"
+    # The summary's rows that are not absent, keyed as the figures are, after them: a
+    # group number below `count` is a digest row's (numbered in the order each appears).
+    present = summary[summary["status"] != "absent"]
+    keyed = [pd.concat([frame[k], present[k].fillna("").astype(str) if k in present.columns
+                        else pd.Series("", index=present.index)], ignore_index=True)
+             for k in _DIGEST_KEYS]
+    groups = _key_groups(keyed)
+    group, others = groups[:len(frame)], groups[len(frame):]
+    count = int(group.max()) + 1 if len(group) else 0
+    positions = np.arange(len(frame))
+    first = np.full(count, -1, dtype=np.int64)
+    first[group[::-1]] = positions[::-1]
+    digest = frame[_DIGEST_KEYS].iloc[first].reset_index(drop=True)
+    values = frame["value"].to_numpy(dtype="float64")
+    by = pd.Series(values).groupby(group)  # group numbers in order: the digest's order
+    digest["count"] = by.count().to_numpy()
+    digest["median"] = by.median().to_numpy()
+    digest["lowest"] = by.min().to_numpy()
+    digest["highest"] = by.max().to_numpy()
+    sizes = np.bincount(group, minlength=count)
+
+    def every(mask: np.ndarray) -> np.ndarray:
+        """Groups whose every row `mask` marks."""
+        return np.bincount(group, weights=mask, minlength=count) == sizes
+
+    device_codes, devices = pd.factorize(frame["device"])
+    names = devices.tolist()
+    boxes = np.array([_is_box(name) for name in names], dtype=bool)[device_codes]
+    pairs = np.array(["->" in name for name in names], dtype=bool)[device_codes]
+    on = np.where(every(frame["backend"].eq("host").to_numpy(dtype=bool)), "hosts", "GPUs")
+    on = np.where(every(boxes), "boxes", on)
+    digest["on"] = np.where(every(pairs), "pairs", on).astype(object)
     # Out of how many: the path's rows in the run (simulated, failed, no figure), and for a
     # GPU's path every GPU of the fleet (a GPU whose case raised has no summary row). The
     # count is said as 'of' these where some have no figure (the lines below say why).
-    present = summary[summary["status"] != "absent"]
-    keyed = [present[k].fillna("").astype(str) if k in present.columns
-             else pd.Series("", index=present.index) for k in _DIGEST_KEYS]
-    rows = present.groupby(keyed, sort=False).size().reindex(digest.index).fillna(0)
-    digest["rows"] = rows.astype(int).to_numpy()
-    on_gpus = digest["on"] == "GPUs"
-    digest.loc[on_gpus, "rows"] = digest.loc[on_gpus, "rows"].clip(
-        lower=summary_gpus(summary))
-    devices = frame["device"]
-    digest["lowest_on"] = devices.loc[grouped["value"].idxmin()].to_numpy()
-    digest["highest_on"] = devices.loc[grouped["value"].idxmax()].to_numpy()
-    worse = frame[frame["score"] < 1].sort_values("score", kind="stable")
-    worst = worse.groupby(_DIGEST_KEYS, sort=False).head(FLEET_WORST)
-    listed: dict[tuple[str, ...], list[tuple[str, float, float]]] = defaultdict(list)
-    for key, device, value, pct in zip(
-            zip(*(worst[k].tolist() for k in _DIGEST_KEYS), strict=True),
-            worst["device"].tolist(), worst["value"].tolist(), worst["pct"].tolist(),
-            strict=True):
-        listed[key].append((device, value, pct))  # at most FLEET_WORST a path
-    digest["worst"] = [listed.get(key, []) for key in digest.index]
+    rows = np.bincount(others[others < count], minlength=count)
+    on_gpus = (digest["on"] == "GPUs").to_numpy(dtype=bool)
+    digest["rows"] = np.where(on_gpus, np.maximum(rows, summary_gpus(summary)), rows)
+    device = frame["device"].to_numpy(dtype=object)
+    lowest = np.lexsort((positions, values, group))  # per group its lowest, first on a tie
+    highest = np.lexsort((positions, -values, group))
+    starts = np.searchsorted(group[lowest], np.arange(count))
+    digest["lowest_on"] = device[lowest[starts]]
+    digest["highest_on"] = device[highest[starts]]
+    score, pct = frame["score"].to_numpy(dtype="float64"), frame["pct"].to_numpy(dtype="float64")
+    worse = np.flatnonzero(score < 1)
+    worse = worse[np.argsort(score[worse], kind="stable")]  # worst first, then run order
+    worse = worse[np.argsort(group[worse], kind="stable")]  # by group, each worst first
+    listed: list[list[tuple[str, float, float]]] = [[] for _ in range(count)]
+    for row, mine in zip(worse.tolist(), group[worse].tolist(), strict=True):
+        if len(listed[mine]) < FLEET_WORST:
+            listed[mine].append((device[row], float(values[row]), float(pct[row])))
+    digest["worst"] = listed
     # Verdicts per case: a Check names its box's device without the node, so they are
     # counted per case, not matched to a device.
     judged: dict[str, int] = defaultdict(int)
@@ -562,10 +803,21 @@ def fleet_digest(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> pd.DataFr
         if check.verdict in ("PASS", "WARN", "FAIL"):
             judged[check.case] += 1
             below[check.case] += check.verdict in ("WARN", "FAIL")
-    cases = digest.index.get_level_values("case")
-    digest["below"] = pd.array([below[c] if judged.get(c) else None for c in cases],
+    digest["below"] = pd.array([below[c] if judged.get(c) else None for c in digest["case"]],
                                dtype="Int64")
-    return digest.reset_index()
+    return digest
+
+
+def _key_groups(columns: Sequence[pd.Series]) -> np.ndarray:
+    """A number for each row of `columns` (equal-length): rows of the same cells in every
+    column share one, numbered in the order each first appears."""
+    import pandas as pd
+
+    key = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    for column in columns:
+        codes, cells = pd.factorize(column, use_na_sentinel=False)
+        key = np.asarray(pd.factorize(key * max(len(cells), 1) + codes)[0], dtype=np.int64)
+    return key
 
 
 def _digest_figure(value: float, unit: str) -> str:
@@ -630,10 +882,15 @@ def fleet_worst_lines(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> list
     return lines
 
 
-def fleet_overlap_lines(summary: pd.DataFrame, rows: Sequence[ResultRow]) -> list[str]:
+def fleet_overlap_lines(summary: pd.DataFrame,
+                        rows: Sequence[ResultRow] | pd.DataFrame) -> list[str]:
     """The overlap lines of a fleet: per overlap case, how many GPUs, the median and the
     lowest efficiency (naming the GPU); per pipeline case the same of each GPU's best
-    configuration. Not one line per GPU."""
+    configuration. Not one line per GPU. `rows`: ResultRows or the run's results frame."""
+    return _fleet_overlap_lines(summary, _OverlapRows(_columns_of(rows)))
+
+
+def _fleet_overlap_lines(summary: pd.DataFrame, pipelines: _OverlapRows) -> list[str]:
     lines = []
     frame = _digest_frame(summary)
     overlap = frame[(frame["path"] == "overlap") & (frame["unit"] == EFFICIENCY.unit)]
@@ -642,25 +899,22 @@ def fleet_overlap_lines(summary: pd.DataFrame, rows: Sequence[ResultRow]) -> lis
         lines.append(f"{case}: overlap efficiency on {len(group)} GPUs: median "
                      f"{group['value'].median():.2f}, lowest {group.at[low, 'value']:.2f} "
                      f"({group.at[low, 'device']})")
-    best: dict[str, tuple[float, ResultRow]] = {}
-    for r in rows:  # each GPU's best pipeline configuration, as overlap_lines picks it
-        if (r.phase == "pipeline" and r.gbps_median and r.status in ("ok", "invalid")
-                and r.backend != "simulated"
-                and (r.device not in best or r.gbps_median > best[r.device][0])):
-            best[r.device] = (r.gbps_median, r)
-    if best:
+    best = pipelines.best_pipelines()  # each GPU's best configuration, as overlap_lines picks
+    if len(best):
         import statistics
 
-        figures = [gbps for gbps, _ in best.values()]
-        low_device = min(best, key=lambda d: best[d][0])
+        columns = pipelines.columns
+        figures = columns.floats("gbps_median")[best].tolist()
+        low = int(np.argmin(figures))  # the first of the lowest, in the GPUs' order
         configs: dict[str, int] = defaultdict(int)
-        for _, r in best.values():
-            configs[f"{r.streams} stream(s) x {_size(r)} chunks"] += 1
+        for streams, size in zip(columns.cells("streams", best),
+                                 columns.cells("size_bytes", best), strict=True):
+            configs[f"{streams} stream(s) x {_size_of(size)} chunks"] += 1
         common, many = max(configs.items(), key=lambda item: item[1])
         lines.append(f"pipeline_chunked on {len(best)} GPUs: best configuration's GB/s in + "
                      f"out median {statistics.median(figures):.2f}, lowest "
-                     f"{best[low_device][0]:.2f} ({low_device}); most often best: {common} "
-                     f"(on {many} GPUs)")
+                     f"{figures[low]:.2f} ({columns.cell('device', int(best[low]))}); most often "
+                     f"best: {common} (on {many} GPUs)")
     return lines
 
 
@@ -679,6 +933,15 @@ def _cells(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
 
 
+def _truthy(values: pd.Series) -> np.ndarray:
+    """Which cells are true as Python tests them (`if cell`), each distinct cell tested
+    once."""
+    import pandas as pd
+
+    codes, cells = pd.factorize(values, use_na_sentinel=False)
+    return np.array([bool(cell) for cell in cells.tolist()], dtype=bool)[codes]
+
+
 def summary_notes(summary: pd.DataFrame, fleet: bool = False) -> list[str]:
     """The notes of the summary rows under the table: why paths have no figure (one line per
     reason), which P2P pair is the slowest, where the best DDR figure came from. With
@@ -687,7 +950,10 @@ def summary_notes(summary: pd.DataFrame, fleet: bool = False) -> list[str]:
 
     lines: list[str] = []
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
-    cells = _cells(summary, ("path", "status", "note", "case", "value", "backend"))
+    # Only a row with a note or without a figure says something here: a fleet's summary
+    # has a hundred thousand rows, a few of them such.
+    said_of = summary[_truthy(summary["note"]) | summary["value"].isna().to_numpy(bool)]
+    cells = _cells(said_of, ("path", "status", "note", "case", "value", "backend"))
     if fleet:
         said: dict[str, list[Any]] = {}  # a note's line: [how many devices, all hosts]
         for row in cells:
@@ -726,6 +992,9 @@ def peak_lines(summary: pd.DataFrame) -> list[str]:
         return []
     shown = summary[summary["peak_value"].notna() & (summary["peak_source"] != "")
                     & summary["value"].notna()]
+    # Each distinct peak once before its cells are read: a fleet's are a few among a
+    # hundred thousand rows (the first of each kept, so the order is the same).
+    shown = shown.drop_duplicates(["path", "peak_value", "unit", "peak_source"])
     said = dict.fromkeys(
         (PATH_LABELS.get(str(r["path"]), str(r["path"])), float(r["peak_value"]),
          str(r["unit"]), str(r["peak_source"]))
@@ -765,17 +1034,19 @@ def report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
     from bwprof.analysis.summary import headline_sentence, latency_sentence
 
     summary, meta = run.summary, run.meta
-    # Each kind of line reads only the rows it can say something of, sorted out in one pass
-    # (a fleet has tens of thousands of overlap rows; each function filters again as before).
+    # The overlap and not-run lines read the frame's columns (a fleet's overlap rows are a
+    # quarter of a million, its waived rows tens of thousands); each other kind reads the
+    # few rows it can say something of, as ResultRows (`Run.line_rows`), sorted out in one
+    # pass (each function filters again as before).
     phased: list[ResultRow] = []
-    not_ok: list[ResultRow] = []
+    failed: list[ResultRow] = []
     simulated: list[ResultRow] = []
     busy: list[ResultRow] = []
     for row in run.line_rows:
         if row.phase:
             phased.append(row)
-        if row.status != "ok":
-            not_ok.append(row)
+        if row.status in FAILED_STATUSES:
+            failed.append(row)
         if row.backend == "simulated":
             simulated.append(row)
         if flags.BUSY_HOST in row.flags:
@@ -784,12 +1055,14 @@ def report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
     # Off because no GPU could be used: the skipped GPU rows already say why, in one line.
     show_telemetry = not (meta.telemetry is not None and not meta.telemetry.enabled
                           and not meta.gpus.devices)
+    columns = _Columns(run.results)  # each column read once for every kind of line
+    overlap = _OverlapRows(columns)
     digested: dict[str, list[str]] = {}
     if fleet:
         digested = {
             "summary_notes": summary_notes(summary, fleet=True),
             "worst": fleet_worst_lines(summary, run.checks),
-            "overlap": fleet_overlap_lines(summary, phased),
+            "overlap": _fleet_overlap_lines(summary, overlap),
             "loaded_latency": capped_lines(loaded_latency_lines(phased), "latency under load"),
         }
     return {
@@ -802,11 +1075,12 @@ def report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
         + (digested["loaded_latency"] if fleet else loaded_latency_lines(phased)),
         "ddr_peak": [line for line in [ddr_peak_line(summary, meta)] if line],
         "sandbox": [line for line in [sandbox_line(meta)] if line],
-        "overlap": digested["overlap"] if fleet else overlap_lines(phased),
+        "overlap": digested["overlap"] if fleet else overlap.concurrent_lines()
+        + overlap.pipeline_lines(),
         "simulated": simulated_lines(simulated),
         "busy": busy_lines(busy),
-        "not_run": not_run_lines(not_ok),
-        "failed": failure_lines(not_ok),
+        "not_run": _not_run_lines(columns),
+        "failed": failure_lines(failed),
         "telemetry": [telemetry] if telemetry and show_telemetry else [],
         "findings": [f"finding {line}" for line in finding_lines(run.findings)],
     }

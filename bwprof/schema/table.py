@@ -632,6 +632,31 @@ def _row_cells(values: pd.Series, column: str) -> list[Any]:
     return cast(list[Any], cells)
 
 
+def row_codes(values: pd.Series, column: str) -> tuple[np.ndarray, list[Any]]:
+    """A column as each row's code into its distinct cells, each cell as a ResultRow holds
+    it (`_row_cells`: missing text as '', numbers as int or float, missing as None), one
+    code per distinct held cell: grouping or comparing rows on the codes is what doing so
+    on ResultRows' fields gives, without a ResultRow (or a Python value) a row. The column
+    is read once (pandas' factorize); only its distinct cells become Python values."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    cells = _row_cells(pd.Series(uniques, dtype=values.dtype), column)
+    held: dict[Any, int] = {}  # '' and a missing text cell hold the same ''
+    own = np.array([held.setdefault(cell, len(held)) for cell in cells], dtype=np.intp)
+    return own[np.asarray(codes)], list(held)
+
+
+def row_floats(values: pd.Series, column: str) -> np.ndarray:
+    """A number column as a ResultRow's field holds it (`_row_cells`), as floats: NaN
+    where the row holds None."""
+    if values.dtype == np.float64:
+        return cast(np.ndarray, values.to_numpy())
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(
+            values.dtype):
+        return cast(np.ndarray, values.to_numpy(dtype="float64", na_value=np.nan))
+    return np.array([np.nan if cell is None else cell for cell in _row_cells(values, column)],
+                    dtype="float64")
+
+
 def _checked_flags(cell: object) -> frozenset[str]:
     """A flags cell's flags, refused as ResultRow refuses an unknown one (ValueError)."""
     from bwprof.schema.flags import join_flags

@@ -100,9 +100,11 @@ def test_new_rows_or_metadata_forget_what_was_derived_from_the_old():
 
 
 def test_the_report_lines_read_only_the_rows_they_can_show_and_say_what_every_row_gives():
-    """A run read back makes ResultRows only of the rows a report line can name (a phase,
-    not ok, simulated, busy): the lines are those every row gives, and a plain ok row, most
-    of a fleet's million, is never made one."""
+    """A run read back makes ResultRows only of the rare rows a report line names one by
+    one (failed, simulated, busy, latency under load): the lines are those every row gives,
+    the overlap and not-run lines read from the frame's columns, and a plain ok row or an
+    overlap phase's (most of a fleet's million) is never made one."""
+    from bwprof.analysis.summary import is_loaded
     from bwprof.render import terminal
 
     run = bwprof.load(DATA / "h200-quick")
@@ -112,29 +114,35 @@ def test_the_report_lines_read_only_the_rows_they_can_show_and_say_what_every_ro
     run.results = results
     shown = run.line_rows
     assert 0 < len(shown) < len(run.rows)
-    assert all(r.phase or r.status != "ok" or "busy_host" in r.flags for r in shown)
-    for lines in (terminal.overlap_lines, terminal.loaded_latency_lines,
-                  terminal.failure_lines, terminal.not_run_lines, terminal.busy_lines,
-                  terminal.simulated_lines):
+    assert all(r.status in ("invalid", "error") or r.backend == "simulated"
+               or "busy_host" in r.flags or is_loaded(r.phase) for r in shown)
+    for lines in (terminal.loaded_latency_lines, terminal.failure_lines,
+                  terminal.busy_lines, terminal.simulated_lines):
         assert lines(shown) == lines(run.rows)
+    for lines in (terminal.overlap_lines, terminal.not_run_lines):
+        assert lines(run.results) == lines(run.rows)
     assert terminal.failure_lines(shown) and terminal.busy_lines(shown)
-    assert terminal.overlap_lines(shown)
+    assert terminal.overlap_lines(run.results) and not terminal.overlap_lines(shown)
+    said = terminal.report_lines(run)
+    assert said["overlap"] == terminal.overlap_lines(run.rows)
+    assert said["not_run"] == terminal.not_run_lines(run.rows)
 
 
-def test_overlapped_copies_are_line_rows_only_where_a_line_names_them():
-    """No report line reads an `overlapped` row (a copy's figure while a kernel ran beside
-    it; a quarter of a fleet's phase rows): it becomes a line row only where it is not ok,
-    as a failure line names it."""
+def test_overlap_rows_are_line_rows_only_where_a_line_names_them():
+    """No report line reads an overlap phase's row as a ResultRow (the overlap lines read
+    the frame's columns; a fleet's are a quarter of a million): it becomes a line row only
+    where it failed, as a failure line names it."""
     from bwprof.render import terminal
 
     run = bwprof.load(DATA / "h200-quick")
-    overlapped = run.results.index[run.results["phase"] == "overlapped"]
-    assert len(overlapped) > 1
-    assert not [r for r in run.line_rows if r.phase == "overlapped"]
+    phased = run.results.index[run.results["phase"].isin(["overlapped", "alone",
+                                                          "concurrent"])]
+    assert len(phased) > 1
+    assert not [r for r in run.line_rows if r.phase]
     results = run.results.copy()
-    results.loc[overlapped[0], "status"] = "error"
+    results.loc[phased[0], "status"] = "error"
     run.results = results
-    (failed,) = [r for r in run.line_rows if r.phase == "overlapped"]
+    (failed,) = [r for r in run.line_rows if r.phase]
     assert failed.status == "error"
     assert terminal.failure_lines(run.line_rows) == terminal.failure_lines(run.rows)
-    assert terminal.overlap_lines(run.line_rows) == terminal.overlap_lines(run.rows)
+    assert terminal.overlap_lines(run.results) == terminal.overlap_lines(run.rows)
