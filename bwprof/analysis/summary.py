@@ -176,15 +176,20 @@ def _missing_row(path: str, table: _Table, run_id: str, host: str) -> Spec:
     `summary_cases`, that ran) did not give one."""
     metric = METRIC_PATHS.get(path, "")
     cases = summary_cases(path) or tuple(dict.fromkeys(
-        str(r["case"]) for r in table.records(table.equal("metric", metric))))
-    records = table.records(table.among("case", cases))
-    others = [r for r in records if r["status"] != "ok"]
+        str(c) for c in table.cells("case", np.flatnonzero(table.equal("metric", metric)))))
+    # On the columns, not records: a fleet's path without a figure (p2p_copy on boxes of one
+    # GPU) has a waived row per box.
+    mine = table.among("case", cases)
+    others = np.flatnonzero(mine & ~table.equal("status", "ok"))
     case = cases[0] if len(cases) == 1 else ""
-    if others:
+    if others.size:
         rank = {name: index for index, name in enumerate(cases)}
-        first = min(others, key=lambda r: rank[str(r["case"])])  # earliest case, then row
-        status, note, case = str(first["status"]), str(first["note"]), str(first["case"])
-    elif path == "overlap" and records:
+        codes, distinct = table._factorized("case")
+        ranks = np.array([rank.get(str(c), len(rank)) for c in distinct], dtype=np.int64)
+        first = others[np.argmin(ranks[codes[others]])]  # earliest case, then row
+        status, note, case = (str(table.cells(c, np.array([first]))[0])
+                              for c in ("status", "note", "case"))
+    elif path == "overlap" and mine.any():
         status, note = "absent", "no concurrent row carries an overlap efficiency"
     else:
         shown = "overlap_*" if path == "overlap" else " or ".join(cases)
@@ -610,9 +615,12 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
     run_id = host = ""
     if len(results):  # the first row's, as every missing row says
         run_id, host = (str(table.cells(c, np.zeros(1, np.intp))[0]) for c in ("run_id", "host"))
-    records = table.records(table.equal("case", path_of("p2p").headline)
-                            | table.among("metric", (METRIC_PATHS["latency"],
-                                                     METRIC_PATHS["compute"])))
+    # Only measured rows: each path that reads records keeps those alone (`_measured`), and
+    # a fleet's p2p_copy rows may be ten thousand waived ones.
+    records = table.records((table.equal("case", path_of("p2p").headline)
+                             | table.among("metric", (METRIC_PATHS["latency"],
+                                                      METRIC_PATHS["compute"])))
+                            & table.measured)
     by_path: dict[str, list[_Piece]] = {
         "ddr": _ddr_rows(table),
         "hbm": _per_gpu_rows("hbm", table, summary_cases("hbm"), None),
@@ -833,7 +841,10 @@ def _summary_columns(table: _Table, pieces: list[_Piece]) -> dict[str, list[obje
     for column in ("run_id", "host", "case", "backend", "device", "device_name", "memory",
                    "direction", "metric", "unit", "status", "flags"):
         columns[column] = raw(column)
-    columns["dtype"] = [cell_text(cell) for cell in raw("dtype")]
+    codes, distinct = table._factorized("dtype")  # each distinct cell's text once
+    texts = [cell_text(cell) for cell in distinct]
+    columns["dtype"] = [texts[code] for code in codes[at].tolist()] if len(table.frame) else (
+        [""] * count)
     for column in ("size_bytes", "threads", "repeats", "value_median", "gbps_median",
                    "copy_gbps_median", "value_best", "gbps_best", "copy_gbps_best", "cv",
                    "peak_gbps"):
@@ -913,7 +924,7 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     hbm_case, ddr_case, h2d_case = (path_of(key).headline for key in ("hbm", "ddr", "h2d"))
     hbm = summary[(summary["case"] == hbm_case) & summary["gbps"].notna()]
     ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()
-                  & ~summary["device"].map(is_numa_device)]
+                  & ~_each(summary["device"], is_numa_device)]
     if ddr.empty and hbm.empty:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
@@ -958,6 +969,13 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     if len(pcie):
         text += f", and {_span(pcie)}× each GPU's host→device link ({h2d_case})"
     return text + "."
+
+
+def _each(values: pd.Series, test: Callable[[object], bool]) -> np.ndarray:
+    """`test` of each cell, called once per distinct cell (a fleet's summary has a hundred
+    thousand rows, a few thousand devices)."""
+    codes, cells = pd.factorize(values, use_na_sentinel=False)
+    return np.array([bool(test(cell)) for cell in cells.tolist()], dtype=bool)[codes]
 
 
 def _span(values: pd.Series) -> str:
