@@ -730,7 +730,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 DIGEST_WORST = 3
 """The most devices a fleet digest names as worst, per figure and run."""
 DIGEST_KEYS: tuple[str, ...] = tuple(key for key in KEY_COLUMNS if key != "device")
-"""What makes one figure of a fleet: its key but the device (each GPU's hbm_triad at 256 MiB
+"""What makes one figure of a fleet: its key but the device (each GPU's HBM triad at 256 MiB
 is one figure measured on ten thousand GPUs)."""
 
 
