@@ -795,8 +795,8 @@ def fleet_digest(summary: pd.DataFrame, checks: Sequence[Any] = ()) -> pd.DataFr
         if len(listed[mine]) < FLEET_WORST:
             listed[mine].append((device[row], float(values[row]), float(pct[row])))
     digest["worst"] = listed
-    # Verdicts per case: a Check names its box's device without the node, so they are
-    # counted per case, not matched to a device.
+    # Verdicts per case: a check judges a GPU's case (its headline size and direction), not
+    # each of the case's summary rows, so they are counted per case, each GPU once.
     judged: dict[str, int] = defaultdict(int)
     below: dict[str, int] = defaultdict(int)
     for check in checks:
