@@ -42,7 +42,7 @@ from bwprof.analysis.figures import (
     source_of,
 )
 from bwprof.analysis.spec import Override, Spec
-from bwprof.analysis.summary import _cells, is_loaded, matrix_records, row_records
+from bwprof.analysis.summary import column_cells, is_loaded, matrix_records, row_records
 from bwprof.casespec import MEDIAN_BEYOND_CACHE, judged_paths, path_of
 from bwprof.schema import flags
 from bwprof.schema.meta import GpuMeta, GpusMeta, HostInfo, NodeMeta
@@ -1111,7 +1111,7 @@ def _judge_fleet(run: RunFolder, spec: Spec, boxes: list[_Box],
     position = np.full(len(read) + 1, -1, dtype=np.int64)  # the last: no row
     position[index] = np.arange(len(index))
     taken = read[list(_Cells._fields)].iloc[index]  # the columns it reads, not every one
-    cells = _Cells(*(_cells(taken[c]) for c in _Cells._fields))
+    cells = _Cells(*(column_cells(taken[c]) for c in _Cells._fields))
 
     def at(picked: np.ndarray) -> list[int]:
         """Each device's picked row, as its place in `cells` (-1: none)."""

@@ -89,7 +89,7 @@ _READ_COLUMNS = (
 """The columns of results.csv the summary reads."""
 
 
-def _cells(column: pd.Series) -> list[object]:
+def column_cells(column: pd.Series) -> list[object]:
     """A column's cells as to_dict("records") gives them: a nullable column's missing
     cells as None, not pd.NA."""
     if getattr(column.dtype, "na_value", None) is pd.NA:
@@ -105,7 +105,7 @@ def _records(results: pd.DataFrame, read: Iterable[str] = _READ_COLUMNS) -> list
     # floats, str, NA), without its per-row boxing (seconds for a fleet's 100,000 rows);
     # each dict made by map, not a generator's Python step a row (a third of the time).
     with gc_paused():
-        columns = [_cells(results[c]) for c in present]
+        columns = [column_cells(results[c]) for c in present]
         return _Rows(map(dict, map(zip, repeat(present), zip(*columns, strict=True))))
 
 
@@ -677,7 +677,7 @@ class _Table:
         if column not in self._codes:
             if column in self.frame.columns:
                 codes, uniques = pd.factorize(self.frame[column], use_na_sentinel=False)
-                self._codes[column] = (np.asarray(codes), _cells(pd.Series(uniques)))
+                self._codes[column] = (np.asarray(codes), column_cells(pd.Series(uniques)))
             else:  # a column the frame lacks: every cell None, as a record's .get gives
                 self._codes[column] = (np.zeros(len(self.frame), np.intp), [None])
         return self._codes[column]
@@ -714,7 +714,8 @@ class _Table:
                 self._floats[column] = values.to_numpy(dtype="float64", na_value=np.nan)
             else:
                 self._floats[column] = np.array(
-                    [np.nan if (v := cell_float(cell)) is None else v for cell in _cells(values)],
+                    [np.nan if (v := cell_float(cell)) is None else v
+                     for cell in column_cells(values)],
                     dtype="float64")
         return self._floats[column]
 
@@ -748,10 +749,10 @@ class _Table:
         return self.floats(figures.column("value"))
 
     def cells(self, column: str, rows: np.ndarray) -> list[object]:
-        """The cells of `rows` (positions) as a record holds them (`_cells`)."""
+        """The cells of `rows` (positions) as a record holds them (`column_cells`)."""
         if column not in self.frame.columns:
             return [None] * len(rows)
-        return _cells(self.frame[column].take(rows))
+        return column_cells(self.frame[column].take(rows))
 
     def records(self, mask: np.ndarray) -> list[Record]:
         """The rows `mask` marks as records (`_records`), each with its position."""
@@ -807,7 +808,7 @@ def _plain_cells(column: str, table: _Table, rows: np.ndarray) -> list[object]:
         cells = values.astype(object)  # Python floats
         cells[np.isnan(values)] = None
         return cast(list[object], cells.tolist())
-    if dtype in _NULLABLE:  # `_cells` gives Python ints and bools, None where missing
+    if dtype in _NULLABLE:  # `column_cells` gives Python ints and bools, None where missing
         return table.cells(column, rows)
     return [plain(cell) for cell in table.cells(column, rows)]
 

@@ -14,12 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from bwprof.render.terminal import (
-    _on,
-    _print_lines,
-    _size_cell,
+    device_words,
     figure_cell,
     is_fleet,
+    print_lines,
     print_warnings,
+    size_cell,
     summary_gpus,
 )
 from bwprof.schema.metrics import EFFICIENCY
@@ -108,21 +108,28 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
 def _figure_label(first: dict[str, Any], several: bool, scope: str) -> str:
     """'hbm_triad gpu0 256 MiB' and what else tells the figure apart, from the first row of
     its figure."""
-    parts = [str(first["case"]), _on(first), _size_cell(first["size_bytes"])]
+    parts = [str(first["case"]), device_words(first), size_cell(first["size_bytes"])]
     if several:
         parts.insert(1, str(first["direction"]))
-    if cell_text(first.get("dtype")):
-        parts.append(str(first["dtype"]))
-    if first["phase"] and scope == "row":
-        parts.append(str(first["phase"]))
-    if not is_missing(first["page_bytes"]) and scope == "row":
-        parts.append(f"{format_bytes(int(first['page_bytes']))} pages")
-    if first["metric"] == EFFICIENCY.name:
+    return " ".join(p for p in [*parts, *_label_tail(first, scope)] if p)
+
+
+def _label_tail(row: Mapping[str, Any], scope: str) -> list[str]:
+    """What ends a figure's label, in the table and the digest alike: its dtype, and for
+    every row (`scope` 'row') its phase and page size, then a metric other than bandwidth."""
+    parts: list[str] = []
+    if cell_text(row.get("dtype")):
+        parts.append(str(row["dtype"]))
+    if cell_text(row["phase"]) and scope == "row":
+        parts.append(str(row["phase"]))
+    if not is_missing(row["page_bytes"]) and scope == "row":
+        parts.append(f"{format_bytes(int(row['page_bytes']))} pages")
+    if row["metric"] == EFFICIENCY.name:
         parts.append("overlap efficiency")
-    elif first["metric"] != "bandwidth":
-        parts.append(f"{first['metric']} (lower is better)"
-                     if lower_is_better_row(first) else str(first["metric"]))
-    return " ".join(p for p in parts if p)
+    elif row["metric"] != "bandwidth":
+        parts.append(f"{row['metric']} (lower is better)"
+                     if lower_is_better_row(row) else str(row["metric"]))
+    return parts
 
 
 def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]:
@@ -190,26 +197,14 @@ def _digest_place(row: dict[str, Any]) -> tuple[object, ...]:
 def _digest_label(row: dict[str, Any], several: bool, streams: bool) -> str:
     """'hbm_triad 256 MiB' and what else tells the fleet's figure apart (`_figure_label`
     without the device): the direction where `several`, the stream count where `streams`."""
-    scope = row["scope"]
-    parts = [str(row["case"]), _size_cell(row["size_bytes"])]
+    parts = [str(row["case"]), size_cell(row["size_bytes"])]
     if several:
         parts.insert(1, str(row["direction"]))
     if not is_missing(row["threads"]):
         parts.append(f"{int(row['threads'])} thr")
     if streams and not is_missing(row["streams"]):
         parts.append(f"{int(row['streams'])} streams")
-    if cell_text(row.get("dtype")):
-        parts.append(str(row["dtype"]))
-    if cell_text(row["phase"]) and scope == "row":
-        parts.append(str(row["phase"]))
-    if not is_missing(row["page_bytes"]) and scope == "row":
-        parts.append(f"{format_bytes(int(row['page_bytes']))} pages")
-    if row["metric"] == EFFICIENCY.name:
-        parts.append("overlap efficiency")
-    elif row["metric"] != "bandwidth":
-        parts.append(f"{row['metric']} (lower is better)"
-                     if lower_is_better_row(row) else str(row["metric"]))
-    return " ".join(p for p in parts if p)
+    return " ".join(p for p in [*parts, *_label_tail(row, row["scope"])] if p)
 
 
 def fleet_comparison(comparison: Comparison) -> bool:
@@ -236,8 +231,8 @@ def print_comparison(console: Console, comparison: Comparison, show_all: bool = 
     is: a row per GPU was a hundred thousand lines and most of compare's time."""
     from bwprof.analysis.compare import run_lines
 
-    _print_lines(console, run_lines(comparison))
-    _print_lines(console, [f"warning: {one_line(line)}" for line in comparison.warnings
+    print_lines(console, run_lines(comparison))
+    print_lines(console, [f"warning: {one_line(line)}" for line in comparison.warnings
                            if line not in comparison.state_warnings], style="yellow")
     if warn:  # a run that did not finish: said where a person sees it
         print_warnings(comparison.state_warnings)
@@ -248,4 +243,4 @@ def print_comparison(console: Console, comparison: Comparison, show_all: bool = 
                           else [compare_table(comparison, scope)]):
                 console.print(table)
     if fleet or not show_all:
-        _print_lines(console, [all_rows_line(fleet, show_all)])
+        print_lines(console, [all_rows_line(fleet, show_all)])

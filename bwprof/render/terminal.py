@@ -537,14 +537,14 @@ def figure_cell(value: object, backend: object, unit: str = "GB/s") -> str:
     return f"{_gbps(number)} {unit}"
 
 
-def _on(row: pd.Series | Mapping[str, Any]) -> str:
+def device_words(row: pd.Series | Mapping[str, Any]) -> str:
     where = str(row["device"])
     if not is_missing(row["threads"]):
         where += f", {int(row['threads'])} thr"
     return where
 
 
-def _size_cell(value: object) -> str:
+def size_cell(value: object) -> str:
     size = cell_int(value)
     return "" if size is None else format_bytes(size)
 
@@ -615,9 +615,9 @@ def summary_grid(summary: pd.DataFrame) -> SummaryGrid:
                 str(row["case"]),
                 str(row["direction"]) if (row["path"], row["case"], row["device"]) in several
                 else "",
-                _on(row) if row["device"] else "",
+                device_words(row) if row["device"] else "",
                 cell_text(row.get("dtype"))) if p),
-            "size": _size_cell(row["size_bytes"]),
+            "size": size_cell(row["size_bytes"]),
             value_column: figure,
             "copied": derived(_gbps(float(row["copy_gbps"])) if copied[index] else None, "s", ""),
             "peak (%)": peak,
@@ -1012,7 +1012,7 @@ def print_warnings(lines: Sequence[str]) -> None:
         typer.echo(f"warning: {one_line(line)}", err=True)
 
 
-def _print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
+def print_lines(console: Console, lines: Sequence[str], style: str = "") -> None:
     for line in lines:
         console.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
 
@@ -1101,14 +1101,14 @@ def print_report(console: Console, run: Run, title: str = "", show_rows: bool = 
         fleet = not all_gpus and is_fleet(run.summary)
         if fleet:
             console.print(fleet_digest_table(run.summary, run.checks, title))
-            _print_lines(console, [ALL_GPUS_LINE])
+            print_lines(console, [ALL_GPUS_LINE])
         else:
             console.print(path_table(run.summary, title))
             matrix = p2p_matrix_table(run.results)
             if matrix is not None:
                 console.print(matrix)
         for kind, lines in report_lines(run, fleet=fleet).items():
-            _print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
+            print_lines(console, lines, style=LINE_STYLES.get(kind, ""))
 
 
 VERDICT_STYLES = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red",
@@ -1137,7 +1137,7 @@ def print_answer(console: Console, run: Run, run_dir: str | None,
                   highlight=False, soft_wrap=True)
     if next_step:
         shown_page = shell_word(str(page)) if page is not None else None
-        _print_lines(console, [found.next_step(shell_word(run_dir), shown_page)])
+        print_lines(console, [found.next_step(shell_word(run_dir), shown_page)])
 
 
 def page_written(files: Sequence[Path]) -> Path | None:
@@ -1173,7 +1173,7 @@ def p2p_matrix_table(results: pd.DataFrame) -> Group | None:
         cells[(source, target)] = (SIMULATED_CELL if row["backend"] == "simulated"
                                    else _gbps(cell_float(row[figure]) or 0.0))
     names = sorted({name for pair in cells for name in pair}, key=lambda g: (len(g), g))
-    size = _size_cell(rows["size_bytes"].iloc[0])
+    size = size_cell(rows["size_bytes"].iloc[0])
     heading = (f"GPU→GPU copy, GB/s median (p2p_copy{', ' + size if size else ''}): "
                "from the row's GPU to the column's")
     caption = f"{NOT_A_PAIR}: the GPU itself, or a pair not measured"
