@@ -34,7 +34,7 @@ import math
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, NoReturn, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from bwprof.coerce import shorten
 from bwprof.schema.reading import MAX_INT, gc_paused
@@ -157,9 +157,7 @@ def _compile(hint: Any, minimum: float | None) -> _Converter:
         else:
             convert = _compile_fixed(tuple(_converter(arg) for arg in args), _expected(hint))
     elif origin in (dict, Mapping):
-        convert = _compile_mapping(_converter(args[1]), _expected(hint),
-                                   shared=isinstance(args[1], type)
-                                   and issubclass(args[1], Record))
+        convert = _compile_mapping(_converter(args[1]), _expected(hint))
     elif isinstance(hint, type) and issubclass(hint, Record):
         convert = _compile_record(hint)
     else:
@@ -267,12 +265,8 @@ def _compile_fixed(items: tuple[_Converter, ...], expected: str) -> _Converter:
     return to_fixed
 
 
-def _compile_mapping(item: _Converter, expected: str, shared: bool = False) -> _Converter:
-    """Mapping[str, X]: a JSON object, each value an X (a plain dict is returned). With
-    `shared` (X a record: a fleet's `nodes`), values that are the same JSON share one record
-    (`_same_values`)."""
-    if shared:
-        return _same_values(item, expected)
+def _compile_mapping(item: _Converter, expected: str) -> _Converter:
+    """Mapping[str, X]: a JSON object, each value an X (a plain dict is returned)."""
     if item is _as_is:
         def to_open(value: object) -> object:
             if isinstance(value, Mapping):
@@ -290,45 +284,6 @@ def _compile_mapping(item: _Converter, expected: str, shared: bool = False) -> _
                 out[name] = item(entry)
             except _Refusal as refusal:
                 raise refusal.at(_KEY, key) from None
-        return out
-    return to_dict
-
-
-def _same_values(item: _Converter, expected: str) -> _Converter:
-    """Mapping[str, Record]: as `_compile_mapping`'s, but a value equal to one before it, to
-    its kinds (`marshal` spells 1, 1.0 and true apart, and keeps a key's order), is that
-    value's record again, not checked and built anew: a fleet's ten thousand nodes are a
-    few kinds of machine (a third of reading its system.json was building the same node
-    again). Records are frozen, so sharing one is not seen; the first of each is checked in
-    full, so a refusal names the same part as ever. A value marshal cannot spell (a
-    Mapping that is not a dict) is converted on its own."""
-    import marshal
-
-    def to_dict(value: object) -> object:
-        if not isinstance(value, Mapping):
-            raise _wrong_kind(expected, value)
-        out: dict[str, object] = {}
-        made: dict[bytes, object] = {}
-        last: tuple[object, object] = (_ABSENT, None)  # a node and its record
-        for key, entry in value.items():
-            name = str(key)
-            if entry is last[0]:  # the very object (a reader that parsed equal text once)
-                out[name] = last[1]
-                continue
-            try:
-                spelled: bytes | None = marshal.dumps(entry, 2)  # 2: no back-references
-            except ValueError:
-                spelled = None
-            record = made.get(spelled) if spelled is not None else None
-            if record is None:
-                try:
-                    record = item(entry)
-                except _Refusal as refusal:
-                    raise refusal.at(_KEY, key) from None
-                if spelled is not None:
-                    made[spelled] = record
-            out[name] = record
-            last = (entry, record)
         return out
     return to_dict
 
@@ -355,62 +310,151 @@ _REQUIRED = object()
 
 
 def _compile_record(cls: type[Record]) -> _Converter:
-    """A JSON object as a `cls`, each field by its own converter. Its plan (the fields, their
-    converters and defaults) is made at the first object read, once every class the fields
-    name is defined. The record is built by filling its __dict__ in field order, as the
-    dataclass's __init__ would (the `_recorded` names last); a class whose __init__ does
-    more (a __post_init__, a field outside it) is built through it."""
-    plan: tuple[tuple[str, _Converter, object, Callable[[], object] | None], ...] = ()
-    every: frozenset[str] = frozenset()
-    plain = ready = False
-
-    def prepare() -> None:
-        nonlocal plan, every, plain, ready
-        hints = get_type_hints(cls)
-        specs = fields(cls)
-        plan = tuple(
-            (spec.name, _converter(hints[spec.name], spec.metadata.get("min")),
-             _REQUIRED if spec.default is MISSING and spec.default_factory is MISSING
-             else spec.default,
-             None if spec.default_factory is MISSING else spec.default_factory)
-            for spec in specs)
-        every = frozenset(spec.name for spec in specs)
-        plain = (not hasattr(cls, "__post_init__") and all(spec.init for spec in specs)
-                 and len(specs) == len(cls.__dataclass_fields__))
-        ready = True  # last: a thread that sees it sees the plan whole
+    """A JSON object as a `cls`: its function (`_record_function`) is written at the first
+    object read, once every class the fields name is defined."""
+    made: _Converter | None = None
 
     def to_record(data: object) -> object:
-        if not isinstance(data, Mapping):
-            kind = _kind(data)
-            raise _Refusal(lambda path: f"{path or 'the top level'} should be an object, "
-                                        f"not {kind}")
-        if not ready:
-            prepare()
-        get = data.get
-        state: dict[str, object] = {}
-        missing: list[str] = []
-        for name, convert, default, factory in plan:
-            value = get(name, _ABSENT)
-            if value is _ABSENT:
-                if default is _REQUIRED:
-                    raise _Refusal(lambda path: f"{path} is missing").at(_FIELD, name)
-                missing.append(name)
-                state[name] = default if factory is None else factory()
-                continue
-            try:
-                state[name] = convert(value)
-            except _Refusal as refusal:
-                raise refusal.at(_FIELD, name) from None
-        recorded = every.difference(missing) if missing else every
-        if plain:
-            record = object.__new__(cls)
-            state["_recorded"] = recorded
-            record.__dict__.update(state)
-        else:
-            record = cls(**{name: state[name] for name in state if name not in missing})
-            object.__setattr__(record, "_recorded", recorded)
-        return record
+        nonlocal made
+        if made is None:
+            made = _record_function(cls)
+        return made(data)
     return to_record
+
+
+_RECORD_FUNCTIONS: dict[type, _Converter] = {}
+
+
+def _record_function(cls: type[Record]) -> _Converter:
+    """`cls`'s reading function, written once (a record field's is called directly)."""
+    made = _RECORD_FUNCTIONS.get(cls)
+    if made is None:
+        made = _RECORD_FUNCTIONS[cls] = _write_record_function(cls)
+    return made
+
+
+def _not_an_object(data: object) -> _Refusal:
+    kind = _kind(data)
+    return _Refusal(lambda path: f"{path or 'the top level'} should be an object, not {kind}")
+
+
+def _missing(name: str) -> _Refusal:
+    return _Refusal(lambda path: f"{path} is missing").at(_FIELD, name)
+
+
+def _accepted_as_is(hint: Any, minimum: float | None, at: str, names: dict[str, object]
+                    ) -> str | None:
+    """A Python test, on `v`, true only of a value `hint`'s converter would return as it is
+    (the common case: an int in range, a finite float, a str); None where there is none.
+    A value it does not take goes through the converter, which refuses it as ever."""
+    origin, args = get_origin(hint), get_args(hint)
+    nullable = False
+    if origin in (Union, types.UnionType):
+        options = tuple(arg for arg in args if arg is not type(None))
+        nullable = len(options) < len(args)
+        if len(options) != 1:
+            return None
+        hint = options[0]
+    test: str | None = None
+    if hint is int:
+        names[f"lo{at}"] = -MAX_INT if minimum is None else max(minimum, -MAX_INT)
+        test = f"(v.__class__ is int and lo{at} <= v < _MAX_INT)"
+    elif hint is float:
+        if minimum is None:
+            test = "(v.__class__ is float and _NEG_INF < v < _INF)"
+        else:
+            names[f"lo{at}"] = minimum
+            test = f"(v.__class__ is float and lo{at} <= v < _INF)"
+    elif hint in (str, bool):
+        test = f"v.__class__ is {hint.__name__}"
+    if nullable:
+        return "v is None" if test is None else f"(v is None or {test})"
+    return test
+
+
+def _write_record_function(cls: type[Record]) -> _Converter:
+    """The function reading a JSON object as a `cls`, written out field by field (a
+    fleet's system.json is a hundred thousand records: a loop over a plan, and a call for
+    each of its two million values, were most of reading it). Each field is looked up in
+    order; a value the field's converter would return as it is (`_accepted_as_is`) is
+    taken without the call, any other goes through it, so every refusal is the
+    converter's. The record is built by filling its __dict__ in field order, as the
+    dataclass's __init__ would (the `_recorded` names last); a class whose __init__ does
+    more (a __post_init__, a field outside it) is built through it."""
+    hints = get_type_hints(cls)
+    specs = fields(cls)
+    every = frozenset(spec.name for spec in specs)
+    plain = (not hasattr(cls, "__post_init__") and all(spec.init for spec in specs)
+             and len(specs) == len(cls.__dataclass_fields__))
+    names: dict[str, object] = {
+        "Mapping": Mapping, "_ABSENT": _ABSENT, "_Refusal": _Refusal, "_FIELD": _FIELD,
+        "_MAX_INT": MAX_INT, "_INF": math.inf, "_NEG_INF": -math.inf, "cls": cls,
+        "_not_an_object": _not_an_object, "_missing": _missing, "every": every,
+        "_new": object.__new__, "_setattr": object.__setattr__}
+    recorded_of: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def recorded(missing: tuple[str, ...]) -> frozenset[str]:
+        """The fields the file held, one set for each set of fields it lacked."""
+        held = recorded_of.get(missing)
+        if held is None:
+            held = recorded_of[missing] = every.difference(missing)
+        return held
+    names["recorded"] = recorded
+    lines = ["def to_record(data):",
+             "    if data.__class__ is not dict and not isinstance(data, Mapping):",
+             "        raise _not_an_object(data)",
+             "    get = data.get",
+             "    missing = ()"]
+    for at, spec in enumerate(specs):
+        hint, minimum = hints[spec.name], spec.metadata.get("min")
+        names[f"name{at}"] = spec.name
+        lines += [f"    v = get(name{at}, _ABSENT)", "    if v is _ABSENT:"]
+        if spec.default is MISSING and spec.default_factory is MISSING:
+            lines.append(f"        raise _missing(name{at})")
+        else:
+            lines.append(f"        missing += (name{at},)")
+            if spec.default_factory is MISSING:
+                names[f"default{at}"] = spec.default
+                lines.append(f"        v = default{at}")
+            else:
+                names[f"factory{at}"] = spec.default_factory
+                lines.append(f"        v = factory{at}()")
+        test = _accepted_as_is(hint, minimum, str(at), names)
+        names[f"convert{at}"] = _direct(hint) if minimum is None else _converter(hint, minimum)
+        lines += [f"    elif not {test}:" if test is not None else "    else:",
+                  "        try:",
+                  f"            v = convert{at}(v)",
+                  "        except _Refusal as refusal:",
+                  f"            raise refusal.at(_FIELD, name{at}) from None",
+                  f"    value{at} = v"]
+    state = ", ".join(f"name{at}: value{at}" for at in range(len(specs)))
+    lines.append("    held = recorded(missing) if missing else every")
+    if plain:
+        lines += ["    record = _new(cls)",
+                  f"    record.__dict__.update({{{state}, '_recorded': held}})"]
+    else:
+        lines += [f"    state = {{{state}}}",
+                  "    record = cls(**{name: state[name] for name in state"
+                  " if name not in missing})",
+                  "    _setattr(record, '_recorded', held)"]
+    lines.append("    return record")
+    exec("\n".join(lines), names)  # our own text, written from the dataclass's fields
+    function: _Converter = cast(_Converter, names["to_record"])
+    return function
+
+
+def _direct(hint: Any) -> _Converter:
+    """The converter of a field `X` or `X | None` once its test has taken None (see
+    `_accepted_as_is`): X's own, a record's function called directly."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        options = tuple(arg for arg in args if arg is not type(None))
+        if len(options) != 1 or options[0] in _SCALARS:
+            return _converter(hint)
+        hint = options[0]
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return _record_function(hint)
+    return _converter(hint)
 
 
 def _finite(value: int | float) -> bool:

@@ -1,22 +1,34 @@
-"""A fleet's `nodes`: a node that is the same JSON as one before it (to its kinds and key
-order) shares that node's record instead of being checked and built again (issue 36); every
-other node, and every refusal, reads as the checker before it (tests/schema/reference_meta.py)."""
+"""A fleet's `nodes`, each its own machine (host name, free memory, GPU UUIDs differ), read
+by the record functions `meta` writes out field by field (issue 36): what they take without
+calling a field's converter is only what that converter returns as it is, and every node,
+and every refusal, reads as the checker before them (tests/schema/reference_meta.py)."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import math
+from dataclasses import fields
+from typing import Any, get_type_hints
 
-from bwprof.schema.meta import RunMeta
+import pytest
+
+from bwprof.schema import meta
+from bwprof.schema.meta import Record, RunMeta
 from tests.schema import reference_meta
-from tests.schema.test_meta_outcomes import _fingerprint, _outcome, _sweep, full
+from tests.schema.test_meta_outcomes import VALUES, _outcome, full
 
 
 def _fleet(nodes: int = 3) -> dict[str, Any]:
-    """`full()` with `nodes` nodes, each the same JSON as its first."""
+    """`full()` with `nodes` nodes, each differing from the others in a few leaves."""
     data = full()
     first = data["nodes"]["n1"]
-    data["nodes"] = {f"n{i + 1}": copy.deepcopy(first) for i in range(nodes)}
+    data["nodes"] = {}
+    for index in range(nodes):
+        node = copy.deepcopy(first)
+        node["host"]["hostname"] = f"node{index}"
+        node["host"]["memory_available_bytes"] = 1_000_000 + index
+        node["gpus"]["devices"][0]["metadata"]["uuid"] = f"GPU-{index:08x}"
+        data["nodes"][f"node{index}"] = node
     return data
 
 
@@ -24,79 +36,84 @@ def _theirs(data: object) -> object:
     return _outcome(lambda given: reference_meta.from_dict(RunMeta, given), data)
 
 
-def test_identical_nodes_share_one_record_and_read_as_before():
+def test_a_fleet_of_distinct_nodes_reads_as_the_checker_before():
     data = _fleet(4)
-    meta = RunMeta.from_dict(data)
-    assert meta.nodes is not None
-    assert len({id(node) for node in meta.nodes.values()}) == 1
-    assert list(meta.nodes) == ["n1", "n2", "n3", "n4"]
     assert _outcome(RunMeta.from_dict, data) == _theirs(data)
-    assert meta.as_dict() == reference_meta.from_dict(RunMeta, data).as_dict()
-
-
-def test_nodes_equal_in_python_but_not_in_kind_are_read_each_as_it_is():
-    """1, 1.0 and true are equal in Python, not in JSON: a node differing from another only
-    so is its own record, with its own kinds (as_dict writes 1.0 where the file said 1.0)."""
-    for value in (4814, 4814.0, True, 4814.5):
-        data = _fleet(2)
-        data["nodes"]["n2"]["gpus"]["devices"][0]["peak_hbm_gbps"] = value
-        assert _outcome(RunMeta.from_dict, data) == _theirs(data), value
-    data = _fleet(2)
-    data["nodes"]["n1"]["gpus"]["count"] = 1
-    data["nodes"]["n2"]["gpus"]["count"] = True  # equal to 1 in Python; refused as ever
+    data["nodes"]["node3"]["host"]["caches"][0]["size_bytes"] = -1
     ours = _outcome(RunMeta.from_dict, data)
     assert ours == _theirs(data)
-    assert ours[0] == "refused" and "nodes.n2.gpus.count" in str(ours[1])
+    assert ours[0] == "refused" and "nodes.node3.host.caches[0].size_bytes" in str(ours[1])
 
 
-def test_nodes_in_another_key_order_read_as_they_are_written():
+def _records() -> list[type[Record]]:
+    found, todo = [], [RunMeta]
+    while todo:
+        cls = todo.pop()
+        if cls in found:
+            continue
+        found.append(cls)
+        hints = get_type_hints(cls)
+        todo += [arg for spec in fields(cls) for arg in _classes(hints[spec.name])]
+    return found
+
+
+def _classes(hint: Any) -> list[type[Record]]:
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return [hint]
+    return [cls for arg in getattr(hint, "__args__", ()) for cls in _classes(arg)]
+
+
+class _Int(int):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+PROBES: list[object] = [
+    *VALUES.values(), 1.0, -0.0, 0.0, 1, (1 << 63) - 1, -(1 << 63) + 1, 10 ** 400, -1e300,
+    float.fromhex("0x1p-1074"), _Int(3), _Str("s"), False, "",
+]
+
+
+@pytest.mark.parametrize("cls", _records(), ids=lambda cls: cls.__name__)
+def test_what_a_field_takes_without_its_converter_is_what_the_converter_returns(cls):
+    """The test each written-out field puts before its converter call (`_accepted_as_is`)
+    is true only of a value the converter returns as it is: never of one it refuses (True
+    for an integer, an integer of 64 bits or more, a number below a count's 0, inf, nan)."""
+    hints = get_type_hints(cls)
+    tested = 0
+    for spec in fields(cls):
+        hint, minimum = hints[spec.name], spec.metadata.get("min")
+        names: dict[str, object] = {"_MAX_INT": meta.MAX_INT, "_INF": math.inf,
+                                    "_NEG_INF": -math.inf}
+        test = meta._accepted_as_is(hint, minimum, "0", names)
+        if test is None:
+            continue
+        convert = meta._converter(hint, minimum)
+        for value in PROBES:
+            if not eval(test, {**names, "v": value}):  # meta's own test text
+                continue
+            tested += 1
+            try:
+                given = convert(value)
+            except meta._Refusal as refusal:
+                raise AssertionError(f"{cls.__name__}.{spec.name} took {value!r} that its "
+                                     f"converter refuses: {refusal.message('x')}") from None
+            assert given is value, (cls.__name__, spec.name, value)
+    assert tested or not any(
+        meta._accepted_as_is(hints[spec.name], spec.metadata.get("min"), "0", {})
+        for spec in fields(cls))
+
+
+def test_a_mapping_that_is_not_a_dict_is_read_as_a_record():
+    """A caller's own Mapping (not a dict) is still an object to read, as ever."""
+    from types import MappingProxyType
+
     data = _fleet(2)
-    host = data["nodes"]["n2"]["host"]
-    data["nodes"]["n2"]["host"] = dict(reversed(list(host.items())))
-    meta = RunMeta.from_dict(data)
-    assert meta.nodes is not None
-    assert _fingerprint(meta) == _fingerprint(reference_meta.from_dict(RunMeta, data))
-
-
-def test_every_damage_of_a_node_after_identical_ones_is_read_or_refused_as_before():
-    """The sweep of test_meta_outcomes on the last of three nodes, the first two the same
-    JSON: a damaged copy of a node seen before is checked in full, never taken for it."""
-    data = _fleet(3)
-    last = data["nodes"]["n3"]
-    differ, cases = [], 0
-    for case, damaged in _sweep(last):  # "(top level)": the whole node replaced
-        cases += 1
-        whole = {**data, "nodes": {**data["nodes"], "n3": damaged}}
-        ours = _outcome(RunMeta.from_dict, whole)
-        theirs = _theirs(whole)
-        if ours != theirs:
-            differ.append(f"{case}: {ours!r}, where it was {theirs!r}")
-    assert cases > 1000
-    assert not differ, f"{len(differ)} of {cases} differ:\n" + "\n".join(differ[:20])
-
-
-def test_a_node_marshal_cannot_spell_is_read_on_its_own():
-    """A mapping that is not a dict (a caller's own) is converted, not shared."""
-    data = _fleet(2)
-
-    class Node(dict[str, Any]):
-        pass
-
-    data["nodes"]["n2"] = Node(data["nodes"]["n2"])
-    meta = RunMeta.from_dict(data)
-    assert meta.nodes is not None
-    assert meta.nodes["n1"] is not meta.nodes["n2"]
-    assert meta.nodes["n1"] == meta.nodes["n2"]
-
-
-def test_one_object_under_several_keys_is_one_record_and_refused_as_before():
-    """A reader that parsed equal text once hands the same object for each node."""
-    data = _fleet(1)
-    node = data["nodes"]["n1"]
-    data["nodes"] = {"a": node, "b": node, "c": node}
-    meta = RunMeta.from_dict(data)
-    assert meta.nodes is not None and meta.nodes["a"] is meta.nodes["c"]
-    assert _outcome(RunMeta.from_dict, data) == _theirs(data)
-    for value in (None, 1, "x", []):
-        data["nodes"] = {"a": value, "b": value}
-        assert _outcome(RunMeta.from_dict, data) == _theirs(data), value
+    data["nodes"]["node1"] = MappingProxyType(data["nodes"]["node1"])
+    data["nodes"]["node0"]["host"] = MappingProxyType(data["nodes"]["node0"]["host"])
+    ours = _outcome(RunMeta.from_dict, data)
+    assert ours[0] == "read"
+    assert ours == _theirs(data)
