@@ -18,7 +18,6 @@ interrupted (and by what), is still running, or stopped without finishing.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,15 +34,11 @@ from bwprof.coerce import NAME_CHARACTERS, shorten
 from bwprof.errors import BwprofError, raise_if_no_memory
 from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.reading import (
-    MAX_JSON_BYTES,
-    MAX_JSON_DEPTH,
     MAX_MESSAGE,
     MAX_TABLE_BYTES,
     MAX_TABLE_CELLS,
     MAX_TABLE_COLUMNS,
     MissingFile,
-    gc_paused,
-    json_depth,
     read_bytes,
     read_json,
 )
@@ -185,79 +180,7 @@ def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:
 def read_system(path: Path) -> RunMeta:
     """system.json, checked once: a file that is not strict JSON, not an object, of another
     schema version, or with a part of the wrong kind is a one-line error naming the part."""
-    parsed = _fleet_system(path)
-    return system_meta(read_json(path, strict=True) if parsed is None else parsed, path)
-
-
-_SYSTEM_NODES = '"nodes"'
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-"""What JSON skips between tokens (`json.decoder`'s own)."""
-
-
-def _fleet_system(path: Path) -> object | None:
-    """system.json parsed as `read_json(path, strict=True)` parses it, where it holds a
-    fleet's `nodes` written as bwprof writes them, a node that is the same text as the one
-    before it parsed once (10,870 nodes of the same machines were 48 MB and 0.6 s of
-    `json.loads`; each node is now the previous one's text compared). None where the file
-    is not so simple, or anything in it is amiss (not ASCII, as bwprof's JSON is, too deep,
-    an escape `\\u`, not strict JSON, a second "nodes"): `read_json` then reads it, and
-    refuses it in its own words."""
-    import json
-    import json.decoder
-
-    scanstring: Any = cast(Any, json.decoder).scanstring  # the decoder's own, as it reads keys
-    try:
-        data = read_bytes(path, MAX_JSON_BYTES)
-        nodes_key = _SYSTEM_NODES.encode()
-        start = data.find(nodes_key)  # ASCII: where it is in the bytes it is in the text
-        if (start < 0 or data.find(nodes_key, start + 1) >= 0 or b"\\u" in data
-                or not data.isascii()
-                or json_depth(data, stop_above=MAX_JSON_DEPTH) > MAX_JSON_DEPTH):
-            return None
-        text = data.decode("ascii")
-        decoder = json.JSONDecoder(parse_constant=_no_constant)
-
-        def after(at: int, mark: str) -> int:  # past `mark` and the whitespace around it
-            at = _skip(text, at)
-            if not text.startswith(mark, at):
-                raise ValueError(f"no {mark}")
-            return _skip(text, at + len(mark))
-
-        opened = after(start + len(_SYSTEM_NODES), ":")
-        at = after(opened, "{")
-        nodes: dict[str, object] = {}
-        node_text, node = "", None
-        with gc_paused():
-            while not text.startswith("}", at):
-                if nodes:
-                    at = after(at, ",")
-                if not text.startswith('"', at):
-                    return None
-                key, at = scanstring(text, at + 1, True)
-                at = after(at, ":")
-                if not (node_text and text.startswith(node_text, at)):
-                    node, end = decoder.raw_decode(text, at)
-                    node_text = text[at:end]
-                nodes[key] = node
-                at = _skip(text, at + len(node_text))
-            system = json.loads(f"{text[:opened]}{{}}{text[at + 1:]}",
-                                parse_constant=_no_constant)
-    except (BwprofError, ValueError, RecursionError, IndexError):
-        return None  # read_json says what is wrong, as it always did
-    if not isinstance(system, dict) or system.get("nodes") != {}:
-        return None  # "nodes" was not system.json's own key
-    system["nodes"] = nodes
-    return system
-
-
-def _skip(text: str, at: int) -> int:
-    """Past the whitespace at `at`."""
-    match = _WHITESPACE.match(text, at)
-    return match.end() if match else at
-
-
-def _no_constant(constant: str) -> object:
-    raise ValueError(f"{constant} is not a number JSON allows")
+    return system_meta(read_json(path, strict=True), path)
 
 
 def system_meta(system: object, path: Path) -> RunMeta:
