@@ -39,6 +39,7 @@ from bwprof.schema.reading import (
     MAX_TABLE_CELLS,
     MAX_TABLE_COLUMNS,
     MissingFile,
+    gc_paused,
     read_bytes,
     read_json,
 )
@@ -179,8 +180,15 @@ def state_warning(run: RunFolder, name: str, consequence: str) -> str | None:
 
 def read_system(path: Path) -> RunMeta:
     """system.json, checked once: a file that is not strict JSON, not an object, of another
-    schema version, or with a part of the wrong kind is a one-line error naming the part."""
-    return system_meta(read_json(path, strict=True), path)
+    schema version, or with a part of the wrong kind is a one-line error naming the part.
+    The cyclic collector is held off across both steps and the parsed tree dropped before
+    it runs again: a fleet's tree is a million containers, and letting the collector in
+    between (each step pauses it on its own) had it walk them all once for nothing."""
+    with gc_paused():
+        system = read_json(path, strict=True)
+        meta = system_meta(system, path)
+        del system
+    return meta
 
 
 def system_meta(system: object, path: Path) -> RunMeta:
