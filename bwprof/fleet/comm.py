@@ -27,7 +27,10 @@ T = TypeVar("T")
 POLL_S = 0.01
 HEARTBEAT_TAG = 99
 STOPPING_TAG = 98
-"""A rank's word to every other rank that a stop signal reached it (`Fleet.announce_stop`)."""
+"""A rank's word that a stop signal reached it (`Fleet.announce_stop`), to the ranks that may
+wait for it: rank 0 and its net_p2p peers (`Fleet.listeners`, set by the net_p2p executor),
+not every rank (every rank only where no executor set them). It and HEARTBEAT_TAG lie below
+the tags of the collective steps (from 100) and of net_p2p (from 1000)."""
 HURRIED_WAIT_S = 0.2
 """After a stop signal, rank 0 waits this long of silence for a rank's results: Open MPI's
 mpirun sends SIGKILL a second after its SIGTERM (odls_base_sigkill_timeout), and the merged
@@ -36,7 +39,6 @@ slower than that is merged from what it wrote in its own folder (`run._salvage`)
 FANOUT_INTERVAL_S = 1.0
 """Rank 0 beats to every rank at most this often (and at least ten times a timeout): at
 every job it would send N-1 messages, O(N^2) over net_p2p's O(N) jobs."""
-"""Below the tags of the collective steps (from 100) and of net_p2p (from 1000)."""
 INSTALL_HINT = ("pip install 'bwprof[mpi]' and an MPI library (e.g. apt install openmpi-bin), "
                 "then launch with mpirun or srun")
 
@@ -537,7 +539,8 @@ class Fleet:
         sends that completed."""
         for source in (range(1, self.size) if self.rank == 0 else [0]):
             self._heard_from(source)
-        self.stopped_ranks()  # every rank is told of a stop: its word is taken here
+        self.stopped_ranks()  # the stop words sent to this rank (rank 0 is told by every
+        # rank that was signalled, the others by their net_p2p peers) are taken here
         self._pending = [request for request in self._pending if not request.test()[0]]
 
     def _next_tag(self) -> int:
