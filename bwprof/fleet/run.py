@@ -370,10 +370,10 @@ def _measure_share(fleet: Fleet, out: Path | None, run_id: str | None, problem: 
         report.error = f"{exc}"
     except BwprofError as exc:  # e.g. the rank's folder is on a full disk: one line
         report.error = str(exc)
-        report.meta = _read_meta(folder / SYSTEM_FILE)
+        report.meta = read_meta_or_none(folder / SYSTEM_FILE)
     except Exception as exc:  # the rank failed: keep what it measured, say why
         report.error = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        report.meta = _read_meta(folder / SYSTEM_FILE)
+        report.meta = read_meta_or_none(folder / SYSTEM_FILE)
         if not isinstance(exc, InjectedFailure):
             traceback.print_exc()
     interrupts.hold()  # every rank takes the last steps: a stop signal now only counts
@@ -520,7 +520,7 @@ def _merge_for_rank_0(me: int, size: int, report: RankReport, out: Path, run_id:
     try:
         with waiting_for(out / "ranks" / MERGE_LOCK):
             if os.path.lexists(out / SYSTEM_FILE):  # another rank merged it meanwhile
-                merged = _read_meta(out / SYSTEM_FILE)
+                merged = read_meta_or_none(out / SYSTEM_FILE)
                 code = (EXIT_INTERRUPTED if merged is not None and merged.interrupted
                         else EXIT_FAILED)
                 return code, f"another rank merged the ranks' folders into {out}"
@@ -539,7 +539,7 @@ def _merge_folders(me: int, size: int, report: RankReport, out: Path, run_id: st
     """`_merge_for_rank_0`'s merge, its lock held."""
     reports: dict[int, RankReport] = {}
     for rank in range(size):
-        found = report if rank == me else _read_folder(out, rank)
+        found = report if rank == me else read_rank_folder(out, rank)
         if found is None:
             continue
         if rank != me:
@@ -571,31 +571,45 @@ def _merge_folders(me: int, size: int, report: RankReport, out: Path, run_id: st
 
 def _fate_for_rank_0(found: RankReport, merger: int, folder: Path, timeout_s: float,
                      announced: dict[int, str]) -> None:
-    """The fate of a rank merged from its folder in rank 0's place: what its folder says
-    (`interrupted`, `failed`), where it told the merging rank a signal came `interrupted`;
-    rank 0 and a rank whose folder is not final (measuring still, hung or died) `missing`,
-    their finished rows kept; a finished rank as its rows say."""
-    assert found.meta is not None
-    meta, rank = found.meta, found.rank
+    """The fate of a rank merged from its folder in rank 0's place (`fate_from_folder`,
+    where it told the merging rank a signal came `interrupted`): rank 0, silent, and a rank
+    whose folder is not final (measuring still, hung or died) `missing`, their finished rows
+    kept."""
     found.notes.append(f"rank 0 went silent before its merge: rank {merger} read its "
                        f"{len(found.rows)} row(s) from its folder, {folder}")
-    stopped = ((meta.stopped_by or "interrupted") if meta.interrupted
-               else announced.get(rank))
-    if stopped is not None and stopped.startswith(("error", "output error")):
-        found.error = stopped
-    elif stopped is not None:
-        found.interrupted = stopped
-    elif rank == 0:
-        found.missing = True
+    if not fate_from_folder(found, announced.get, lost=found.rank == 0):
+        return
+    if found.rank == 0:
         found.missing_note = (f"rank 0 went silent for {timeout_s:g} s before its merge "
                               f"(stopped, hung or died): rank {merger} merged the ranks' "
                               f"folders in its place; its {len(found.rows)} finished row(s), "
                               f"read from its folder, are kept")
-    elif meta.state != "finished":
-        found.missing = True
-        found.missing_note = (f"rank {rank}'s folder was not final when rank {merger} merged "
-                              f"in rank 0's place (measuring still, hung or died); its "
-                              f"{len(found.rows)} finished row(s) are kept")
+    else:
+        found.missing_note = (f"rank {found.rank}'s folder was not final when rank {merger} "
+                              f"merged in rank 0's place (measuring still, hung or died); "
+                              f"its {len(found.rows)} finished row(s) are kept")
+
+
+def fate_from_folder(report: RankReport, said: Callable[[int], str | None] = lambda rank: None,
+                     lost: bool = False) -> bool:
+    """The fate of a rank read from its own folder, one rule for the three who read one (rank
+    0 for a rank that sent nothing in time, a rank merging in a silent rank 0's place,
+    `bwprof.fleet.salvage` after the job): `failed` (report.error) or `interrupted` by what
+    its system.json says stopped it; else by the stop signal it told the reader of (`said`:
+    still finishing, its folder not final); else `missing`, its finished rows kept, where the
+    reader takes it as `lost` or its folder is not final (killed, hung, measuring still):
+    True, the caller words its `missing_note`; else (False) as its rows say."""
+    assert report.meta is not None
+    meta = report.meta
+    stopped = (meta.stopped_by or "interrupted") if meta.interrupted else said(report.rank)
+    if stopped is not None and stopped.startswith(("error", "output error")):
+        report.error = stopped
+    elif stopped is not None:
+        report.interrupted = stopped
+    elif lost or meta.state != "finished":
+        report.missing = True
+        return True
+    return False
 
 
 def _read_own(folder: Path, report: RankReport) -> None:
@@ -620,31 +634,22 @@ def _salvage(out: Path, rank: int,
     `failed` by what else stopped it; else `interrupted` where it told rank 0 a signal came
     (`announced`: still finishing, its folder not final); otherwise (measuring still, hung,
     killed, or silent after it finished) `missing`, its finished rows kept."""
-    report = _read_folder(out, rank)
+    report = read_rank_folder(out, rank)
     if report is None:
         return None
-    assert report.meta is not None
-    meta = report.meta
     report.notes.append(f"sent rank 0 nothing in time: its {len(report.rows)} finished "
                         f"row(s) were read from its folder, {rank_dir(out, rank)}")
-    stopped = ((meta.stopped_by or "interrupted") if meta.interrupted
-               else announced().get(rank))
-    if stopped is not None and stopped.startswith(("error", "output error")):
-        report.error = stopped
-    elif stopped is not None:
-        report.interrupted = stopped
-    else:
-        report.missing = True
+    fate_from_folder(report, lambda lost: announced().get(lost), lost=True)
     return report
 
 
-def _read_folder(out: Path, rank: int) -> RankReport | None:
+def read_rank_folder(out: Path, rank: int) -> RankReport | None:
     """The report of `rank` as its own folder holds it (RUN/ranks/rank-NNNN: on a folder the
     nodes share, or a rank of this one's node); None where there is none here, or not even
     the system.json of its claim. Its timings only of the rows read (the rank may be
     writing still)."""
     folder = rank_dir(out, rank)
-    meta = _read_meta(folder / SYSTEM_FILE)
+    meta = read_meta_or_none(folder / SYSTEM_FILE)
     if meta is None:
         return None
     report = RankReport(rank, meta.hostname, None, None, list(meta.gpus.used or ()), None,
@@ -695,9 +700,10 @@ def _rank_gpu(gpus: list[int], options: dict[str, Any]) -> Any:
         return None
 
 
-def _read_meta(path: Path) -> RunMeta | None:
-    """A failed rank's own system.json, as far as it got; None where it wrote none or it is
-    damaged (the rank's error row says what failed)."""
+def read_meta_or_none(path: Path) -> RunMeta | None:
+    """A system.json as far as it got (a rank's own, read by whoever merges it; a merged
+    folder's), None where there is none or it is damaged: a failed rank's error row says
+    what failed, and a merge reads the rank as missing."""
     try:
         return read_system(path)
     except BwprofError:

@@ -5,14 +5,20 @@ to read or merge it, and `python -m bwprof.fleet.salvage RUN` merges it (issue 3
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 import bwprof
-from bwprof.errors import EXIT_OK, EXIT_USAGE, BwprofError
+from bwprof.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, BwprofError
 from bwprof.fleet import run as fleet_run
 from bwprof.fleet.salvage import main
 from bwprof.store.runlock import LOCK_FILE
@@ -36,13 +42,24 @@ def _unmerged(monkeypatch, tmp_path, rank_1_final: bool):
     shutil.rmtree(out / "report", ignore_errors=True)
     ranks = out / "ranks"
     shutil.copytree(ranks / "rank-0000", ranks / "rank-0001")
-    system = json.loads((ranks / "rank-0001" / "system.json").read_text())
-    system.update(run_id=system["run_id"].replace("-mpi1", "-mpi2"), mpi_rank=1)
+    for rank in (0, 1):  # one job's: rank 0 gave every rank its run id
+        _edit_system(out, rank, run_id=_rank_system(out, 0)["run_id"].replace("-mpi1", "-mpi2"),
+                     mpi_rank=rank)
     if not rank_1_final:
-        system["finished_utc"] = None
-    (ranks / "rank-0001" / "system.json").write_text(json.dumps(system))
+        _edit_system(out, 1, finished_utc=None)
     assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "ranks"]  # the premise
     return out
+
+
+def _rank_system(out, rank: int) -> dict:
+    return json.loads((out / "ranks" / f"rank-{rank:04d}" / "system.json").read_text())
+
+
+def _edit_system(out, rank: int, **changes) -> None:
+    """Change fields of rank `rank`'s own system.json."""
+    system = _rank_system(out, rank)
+    system.update(changes)
+    (out / "ranks" / f"rank-{rank:04d}" / "system.json").write_text(json.dumps(system))
 
 
 # Catches (issue 37): `bwprof report RUN` on such a folder said only "not a bwprof run
@@ -62,7 +79,8 @@ def test_an_unmerged_fleet_folder_is_named_and_merged_afterwards(monkeypatch, tm
     assert main([str(out)]) == EXIT_OK
     fate = "ok" if rank_1_final else "missing"
     assert capsys.readouterr().out == (
-        f"merged 2 rank folder(s) into {out} (rank 0 ok, rank 1 {fate}); `bwprof report "
+        f"merged 2 rank folder(s) into {out}, a job of 2 rank(s): "
+        f"{'2 ok' if rank_1_final else '1 ok, 1 missing (rank 1)'}; `bwprof report "
         f"{out}` reads it\n")
     run = bwprof.load(out)
     assert run.meta.mpi.size == 2 and run.meta.mpi.timeout_s == 7.0
@@ -94,10 +112,10 @@ def test_salvage_refuses_what_is_no_unmerged_fleet_folder(tmp_path, capsys):
 # rows merged so far; salvage refused it as merged already
 def test_a_merge_cut_short_is_done_again_whole(monkeypatch, tmp_path, capsys):
     from bwprof.fleet.merge import MergeStream, RankName
-    from bwprof.fleet.run import _read_folder
+    from bwprof.fleet.run import read_rank_folder
 
     out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
-    rank_0 = _read_folder(out, 0)
+    rank_0 = read_rank_folder(out, 0)
     assert rank_0 is not None and rank_0.meta is not None
     partial = MergeStream(out, rank_0.meta.run_id, {0: RankName.of(rank_0)}, 2, 7.0)
     partial.add(rank_0)  # rank 0's rows merged, then the job ended
@@ -112,3 +130,189 @@ def test_a_merge_cut_short_is_done_again_whole(monkeypatch, tmp_path, capsys):
     run = bwprof.load(out)
     assert [(r.rank, r.status) for r in run.meta.mpi.ranks] == [(0, "ok"), (1, "ok")]
     assert list(run.results["rank"]) == [0, 1]  # each rank's row once
+
+
+def _merged_files(out) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name != "ranks" and p.name != LOCK_FILE)
+
+
+# Catches (issue 37): the job's size was the run id's '-mpiN' as written: two folders whose
+# run id ended -mpi300000 made salvage write 299,998 missing rows (99 s, 2.1 GB, exit 0),
+# and -mpi9999999 ran out of memory
+@pytest.mark.parametrize("claimed", [300_000, 9_999_999])
+def test_a_run_id_claiming_a_huge_job_over_few_folders_is_refused(monkeypatch, tmp_path, capsys,
+                                                                  claimed):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    run_id = _rank_system(out, 0)["run_id"].replace("-mpi2", f"-mpi{claimed}")
+    for rank in (0, 1):
+        _edit_system(out, rank, run_id=run_id)
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main([str(out)]) == EXIT_USAGE
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"says {claimed:,} rank(s)" in err
+    if claimed == 300_000:
+        assert err.endswith(f"confirm the job's size with `python -m bwprof.fleet.salvage "
+                            f"--ranks 300000 {out}` (each rank without a folder is merged as "
+                            f"missing)\n")
+    else:
+        assert "more than 1,000,000, no fleet's size" in err
+    assert _merged_files(out) == []  # nothing written
+
+
+# Catches: the size was never held against the folders themselves
+def test_folders_that_disagree_on_the_job_are_refused(monkeypatch, tmp_path, capsys):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    _edit_system(out, 1, run_id="other-20260101T000000Z-mpi2")
+    assert main([str(out)]) == EXIT_USAGE
+    assert "are of different jobs" in capsys.readouterr().err
+    _edit_system(out, 1, run_id=_rank_system(out, 0)["run_id"], mpi_rank=5)
+    assert main([str(out)]) == EXIT_USAGE
+    assert "system.json says it is rank 5: not this job's folder" in capsys.readouterr().err
+    _edit_system(out, 1, mpi_rank=1)
+    shutil.copytree(out / "ranks" / "rank-0001", out / "ranks" / "rank-0002")
+    _edit_system(out, 2, mpi_rank=2)
+    assert main([str(out)]) == EXIT_USAGE  # rank 2 of a job of 2 ranks
+    assert "rank-0002 is past the job's last rank" in capsys.readouterr().err
+    shutil.rmtree(out / "ranks" / "rank-0002")
+    assert main(["--ranks", "3", str(out)]) == EXIT_USAGE
+    assert "--ranks 3 disagrees with the ranks' folders" in capsys.readouterr().err
+    assert _merged_files(out) == []
+
+
+# Catches: a node-local RUN holds its node's ranks only: a real job far larger than its folders
+# merges once --ranks confirms its size, and the closing line counts the fates (it named every
+# rank: ~200 kB for 10,870 ranks)
+def test_ranks_confirms_a_large_job_and_the_line_counts_fates(monkeypatch, tmp_path, capsys):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=False)
+    run_id = _rank_system(out, 0)["run_id"].replace("-mpi2", "-mpi2000")
+    for rank in (0, 1):
+        _edit_system(out, rank, run_id=run_id)
+    assert main([str(out)]) == EXIT_USAGE
+    assert "--ranks 2000" in capsys.readouterr().err
+    assert main(["--ranks=2000", str(out)]) == EXIT_OK
+    line = capsys.readouterr().out
+    assert line == (f"merged 2 rank folder(s) into {out}, a job of 2,000 rank(s): 1 ok, 1,999 "
+                    f"missing (ranks 1, 2, 3, 4, 5 and 1,994 more); `bwprof report {out}` "
+                    f"reads it\n")
+    run = bwprof.load(out)
+    assert run.meta.mpi.size == 2000 and len(run.meta.mpi.ranks) == 2000
+
+
+@pytest.mark.parametrize("argv", [["--ranks"], ["--ranks", "x", "RUN"], ["--ranks=0", "RUN"],
+                                  ["--ranks", "2000000", "RUN"], ["RUN", "--ranks", "2"]])
+def test_a_bad_ranks_option_is_the_usage(argv, capsys):
+    assert main(argv) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith("usage: python -m bwprof.fleet.salvage [--ranks N]")
+
+
+# Catches (issue 37): any OSError was exit 2, though a RUN that cannot be written is exit 3 in
+# the project's table (docs/command-line.md)
+def test_a_run_that_cannot_be_written_is_exit_3(monkeypatch, tmp_path, capsys):
+    from tests.faults import read_only_folder, writable_again
+
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    read_only_folder(out / "ranks")  # where the merge's lock is made
+    try:
+        assert main([str(out)]) == EXIT_OUTPUT
+    finally:
+        writable_again(out / "ranks")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: cannot write {out / 'ranks' / fleet_run.MERGE_LOCK}: Read-only file system")
+    assert _merged_files(out) == []
+    assert main([str(out)]) == EXIT_OK  # writable again: merged
+
+
+def test_a_link_planted_as_the_merge_lock_is_refused(monkeypatch, tmp_path, capsys):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    (tmp_path / "elsewhere").write_text("keep\n")
+    (out / "ranks" / fleet_run.MERGE_LOCK).symlink_to(tmp_path / "elsewhere")
+    assert main([str(out)]) == EXIT_USAGE
+    assert "is a link or not a regular file" in capsys.readouterr().err
+    assert (tmp_path / "elsewhere").read_text() == "keep\n"
+
+
+# Catches (issue 37): Ctrl-C while salvage merged was a traceback
+def test_an_interrupt_mid_merge_is_130_and_the_next_try_merges_whole(monkeypatch, tmp_path,
+                                                                     capsys):
+    from bwprof.fleet.merge import MergeStream
+
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    real_add = MergeStream.add
+
+    def add_then_stop(self, report):
+        real_add(self, report)
+        if report.rank == 0:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(MergeStream, "add", add_then_stop)
+    capsys.readouterr()
+    try:
+        code: object = main([str(out)])
+    except KeyboardInterrupt:  # the old code's traceback (which would end pytest itself)
+        code = "KeyboardInterrupt raised"
+    assert code == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == (
+        f"interrupted: {out} is not merged (the ranks' folders are untouched); run it again "
+        f"to merge it\n")
+    monkeypatch.setattr(MergeStream, "add", real_add)
+    assert main([str(out)]) == EXIT_OK
+    assert "done again whole" in capsys.readouterr().out
+    run = bwprof.load(out)
+    assert [(r.rank, r.status) for r in run.meta.mpi.ranks] == [(0, "ok"), (1, "ok")]
+
+
+def test_a_stop_signal_to_the_command_is_one_line_and_130(monkeypatch, tmp_path):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    command = subprocess.Popen([sys.executable, "-m", "bwprof.fleet.salvage", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 30
+    while not _catches(command.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until its handlers are in: then it loads pandas and merges (s)
+    command.send_signal(signal.SIGTERM)
+    stdout, stderr = command.communicate(timeout=60)
+    assert (command.returncode, stdout) == (EXIT_INTERRUPTED, "")
+    assert stderr.count("\n") == 1 and stderr.startswith("interrupted (SIGTERM)"), stderr
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (/proc's SigCgt mask)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((line.split()[1] for line in status.splitlines()
+                 if line.startswith("SigCgt:")), "0")
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+# Catches (issue 37): the fate of a rank read from its folder was worded three times (rank 0
+# for a late rank, a rank merging in rank 0's place, salvage); one rule now
+@pytest.mark.parametrize(("interrupted", "stopped_by", "finished", "said", "lost", "fate"), [
+    (True, "SIGTERM", True, None, False, ("interrupted", "SIGTERM")),
+    (True, None, False, None, False, ("interrupted", "interrupted")),
+    (True, "error: boom", True, None, False, ("error", "error: boom")),
+    (True, "output error: full", True, "SIGINT", True, ("error", "output error: full")),
+    (False, None, False, "SIGHUP", True, ("interrupted", "SIGHUP")),
+    (False, None, False, None, False, ("missing", None)),
+    (False, None, True, None, True, ("missing", None)),
+    (False, None, True, None, False, ("as its rows say", None)),
+])
+def test_one_rule_gives_a_rank_its_fate_from_its_folder(monkeypatch, tmp_path, interrupted,
+                                                         stopped_by, finished, said, lost, fate):
+    from dataclasses import replace
+
+    from bwprof.fleet.run import fate_from_folder, read_rank_folder
+
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    report = read_rank_folder(out, 1)
+    report.meta = replace(report.meta, interrupted=interrupted, stopped_by=stopped_by,
+                          finished_utc=report.meta.finished_utc if finished else None)
+    missing = fate_from_folder(report, lambda rank: said if rank == 1 else None, lost=lost)
+    got = (("error", report.error) if report.error else
+           ("interrupted", report.interrupted) if report.interrupted else
+           ("missing", None) if report.missing else ("as its rows say", None))
+    assert got == fate and missing == (fate[0] == "missing")
