@@ -692,12 +692,9 @@ def summary_gpus(summary: pd.DataFrame) -> int:
     return len(np.unique(codes[gpu]))
 
 
-_ALL_DEVICES = r"(?:^|:)all$"
-"""A row of every GPU of a box at once (an `_all` case on `node3:all`): a box, not a GPU."""
-
-
 def _is_box(device: str) -> bool:
-    """`_ALL_DEVICES` of one device name, without a regular expression's call."""
+    """Whether `device` is a row of every GPU of a box at once (an `_all` case on `all` or
+    `node3:all`): a box, not a GPU."""
     return device == "all" or device.endswith(":all")
 
 

@@ -306,9 +306,6 @@ def _compile_minimum(convert: _Converter, minimum: float) -> _Converter:
 
 
 _ABSENT = object()
-_REQUIRED = object()
-
-
 def _compile_record(cls: type[Record]) -> _Converter:
     """A JSON object as a `cls`: its function (`_record_function`) is written at the first
     object read, once every class the fields name is defined."""

@@ -138,7 +138,7 @@ class RunFolder:
                 return "interrupted"
             return f"interrupted by {by}" if by.startswith("SIG") else f"stopped: {by}"
         if meta.state == "incomplete":
-            if self.running is False and self.path is not None and self._unmerged_ranks():
+            if self.running is False and self.path is not None and self._unmerged_ranks(self.path):
                 return ("stopped without finishing (killed or crashed while merging its "
                         "ranks; `python -m bwprof.fleet.salvage "
                         f"{shown(self.path)}` merges them again)")
@@ -146,11 +146,10 @@ class RunFolder:
                     None: "never finalised"}[self.running]
         return "finished"
 
-    def _unmerged_ranks(self) -> bool:
-        """Whether this is a fleet job's folder whose ranks' own folders are beside it
-        (RUN/ranks/): a merge cut short can be done again from them."""
-        return (self.meta.mpi is not None and self.path is not None
-                and os.path.isdir(self.path / "ranks"))
+    def _unmerged_ranks(self, path: Path) -> bool:
+        """Whether this is a fleet job's folder, `path`, whose ranks' own folders are beside
+        it (RUN/ranks/): a merge cut short can be done again from them."""
+        return self.meta.mpi is not None and os.path.isdir(path / "ranks")
 
     @property
     def stop_phrase(self) -> str:
@@ -550,16 +549,14 @@ def machine_line(meta: RunMeta) -> str:
     node of the many)."""
     nodes = list((meta.nodes or {}).values())
     if len(nodes) > 1:
-        counts: dict[str, int] = {}
-        distinct = {id(n): n for n in nodes}  # nodes alike share one NodeMeta: count once
-        for key, times in Counter(map(id, nodes)).items():
-            for model, n in distinct[key].gpus.model_counts().items():
-                counts[model] = counts.get(model, 0) + n * times
+        counts: Counter[str] = Counter()
+        for node in nodes:
+            counts.update(node.gpus.model_counts())
         cpus = {node.host.cpu_model for node in nodes if node.host is not None}
         name = f"{len(nodes):,} nodes"
         cpu = shorten(one_line(cpus.pop()), NAME_CHARACTERS) if len(cpus) == 1 else None
     else:
-        counts = meta.gpus.model_counts()
+        counts = Counter(meta.gpus.model_counts())
         name = shorten(one_line(meta.hostname), NAME_CHARACTERS) or "?"
         cpu = (shorten(one_line(meta.host.cpu_model), NAME_CHARACTERS)
                if meta.host is not None else None)
