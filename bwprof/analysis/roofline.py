@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
 import pandas as pd
 
 from bwprof.analysis import figures
 from bwprof.analysis.summary import is_numa_device
 from bwprof.casespec import path_of
 from bwprof.schema.flags import L2_RESIDENT, has_flag, is_cache_resident
+from bwprof.schema.table import each_cell
 from bwprof.store.formats import row_at
 
 STREAM_KERNELS = ("hbm_copy", "hbm_scale", "hbm_add", "hbm_dot")
@@ -109,9 +109,7 @@ def _best(rows: pd.DataFrame) -> pd.Series | None:
 def _each_distinct(values: pd.Series, test: Callable[[Any], bool]) -> pd.Series:
     """`test` of every cell, as booleans, called once per distinct cell: a fleet's million
     rows hold a few thousand devices and a handful of flag sets."""
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    answers = np.array([bool(test(value)) for value in uniques], dtype=bool)
-    return pd.Series(answers[codes], index=values.index, dtype=bool)
+    return pd.Series(each_cell(values, test), index=values.index, dtype=bool)
 
 
 def bandwidth_ceilings(results: pd.DataFrame) -> list[Ceiling]:

@@ -13,10 +13,9 @@ ones (`__setattr__`), so a derived part is never of other data than the Run hold
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,7 @@ import pandas as pd
 from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.rows import FAILED_STATUSES, SCHEMA_VERSION, ResultRow
-from bwprof.schema.table import results_frame, rows_from_frame
+from bwprof.schema.table import each_cell, results_frame, rows_from_frame
 from bwprof.store.runfolder import RunFolder, machine_line
 
 if TYPE_CHECKING:
@@ -106,16 +105,13 @@ class Run(RunFolder):
         if results.empty:
             return []
 
-        def where(column: str, test: Callable[[Any], bool]) -> np.ndarray:
-            """The rows whose cell passes `test`, called once per distinct cell: a string
-            column's own comparisons cost a fleet's report a second."""
-            codes, cells = pd.factorize(results[column], use_na_sentinel=False)
-            return np.array([bool(test(cell)) for cell in cells.tolist()], dtype=bool)[codes]
-
-        wanted = (where("status", lambda status: status in FAILED_STATUSES)
-                  | where("backend", lambda backend: backend == "simulated")
-                  | where("flags", lambda cell: flags.BUSY_HOST in flags.split_flags(cell))
-                  | where("phase", is_loaded))
+        # Each test once per distinct cell (`each_cell`): a string column's own comparisons
+        # cost a fleet's report a second.
+        wanted = (each_cell(results["status"], lambda status: status in FAILED_STATUSES)
+                  | each_cell(results["backend"], lambda backend: backend == "simulated")
+                  | each_cell(results["flags"],
+                              lambda cell: flags.BUSY_HOST in flags.split_flags(cell))
+                  | each_cell(results["phase"], is_loaded))
         return rows_from_frame(results.take(np.flatnonzero(wanted)))
 
     @cached_property

@@ -47,7 +47,7 @@ from bwprof.coerce import number
 from bwprof.schema import flags as f
 from bwprof.schema.metrics import EFFICIENCY, get_metric
 from bwprof.schema.rows import SCHEMA_VERSION
-from bwprof.schema.table import gc_paused, is_missing
+from bwprof.schema.table import each_cell, each_distinct, gc_paused, is_missing
 from bwprof.store.formats import cell_float, cell_text, plain
 
 SUMMARY_FILE = "summary.csv"
@@ -687,10 +687,7 @@ class _Table:
 
     def where(self, column: str, test: Callable[[object], bool]) -> np.ndarray:
         """The rows whose cell passes `test`, called once per distinct value."""
-        codes, uniques = self._factorized(column)
-        if not uniques:
-            return np.zeros(len(codes), bool)
-        return np.array([bool(test(value)) for value in uniques], dtype=bool)[codes]
+        return each_distinct(*self._factorized(column), test)
 
     def equal(self, column: str, text: str) -> np.ndarray:
         """The rows whose cell is the text `text` (as a record's `==`: missing is not)."""
@@ -925,7 +922,7 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     hbm_case, ddr_case, h2d_case = (path_of(key).headline for key in ("hbm", "ddr", "h2d"))
     hbm = summary[(summary["case"] == hbm_case) & summary["gbps"].notna()]
     ddr = summary[(summary["path"] == "ddr") & summary["gbps"].notna()
-                  & ~_each(summary["device"], is_numa_device)]
+                  & ~each_cell(summary["device"], is_numa_device)]
     if ddr.empty and hbm.empty:
         return "No DDR and no HBM figure in this run, so there is no HBM/DDR ratio."
     if hbm.empty:
@@ -970,13 +967,6 @@ def headline_sentence(summary: pd.DataFrame) -> str:
     if len(pcie):
         text += f", and {_span(pcie)}× each GPU's host→device link ({h2d_case})"
     return text + "."
-
-
-def _each(values: pd.Series, test: Callable[[object], bool]) -> np.ndarray:
-    """`test` of each cell, called once per distinct cell (a fleet's summary has a hundred
-    thousand rows, a few thousand devices)."""
-    codes, cells = pd.factorize(values, use_na_sentinel=False)
-    return np.array([bool(test(cell)) for cell in cells.tolist()], dtype=bool)[codes]
 
 
 def _span(values: pd.Series) -> str:

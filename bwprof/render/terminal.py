@@ -19,7 +19,7 @@ from bwprof.schema import flags
 from bwprof.schema.meta import RunMeta
 from bwprof.schema.metrics import EFFICIENCY
 from bwprof.schema.rows import FAILED_STATUSES, ResultRow
-from bwprof.schema.table import gc_paused
+from bwprof.schema.table import each_cell, each_distinct, gc_paused
 from bwprof.schema.text import one_line
 from bwprof.store.formats import (
     cell_float,
@@ -230,8 +230,7 @@ class _Columns:
 
     def where(self, column: str, test: Callable[[Any], bool]) -> np.ndarray:
         """The rows whose cell passes `test`, called once per distinct cell."""
-        codes, cells = self.codes(column)
-        return np.array([bool(test(cell)) for cell in cells], dtype=bool)[codes]
+        return each_distinct(*self.codes(column), test)
 
     def among(self, column: str, wanted: Sequence[object]) -> np.ndarray:
         return self.where(column, lambda cell: cell in wanted)
@@ -315,9 +314,7 @@ class _OverlapRows:
         """Positions within `rows` of the rows of `phase` (and `direction`)."""
         mine = self.kind == _OVERLAP_PHASES.index(phase)
         if direction is not None and len(self.rows):
-            codes, cells = self.columns.codes("direction")
-            mine &= np.array([cell == direction for cell in cells], dtype=bool)[
-                codes[self.rows]]
+            mine &= self.columns.where("direction", lambda cell: cell == direction)[self.rows]
         return np.flatnonzero(mine)
 
     def _parts(self, at: np.ndarray) -> list[str]:
@@ -933,10 +930,7 @@ def _cells(frame: pd.DataFrame, columns: Sequence[str]) -> list[dict[str, Any]]:
 def _truthy(values: pd.Series) -> np.ndarray:
     """Which cells are true as Python tests them (`if cell`), each distinct cell tested
     once."""
-    import pandas as pd
-
-    codes, cells = pd.factorize(values, use_na_sentinel=False)
-    return np.array([bool(cell) for cell in cells.tolist()], dtype=bool)[codes]
+    return each_cell(values, bool)
 
 
 def summary_notes(summary: pd.DataFrame, fleet: bool = False) -> list[str]:
