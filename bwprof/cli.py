@@ -1013,6 +1013,54 @@ def export_command(
 # -- end of export ------------------------------------------------------------------------------
 
 
+# -- salvage: `bwprof salvage RUN` (issue 37; bwprof.fleet.salvage) -----------------------------
+
+
+def _ranks_count(value: str | None) -> int | None:
+    """typer callback of salvage's --ranks: digits alone, 1 to 1,000,000 (`ranks_value`)."""
+    from bwprof.fleet.salvage import MAX_RANKS, ranks_value
+
+    if value is None:
+        return None
+    count = ranks_value(value)
+    if count is None:
+        raise typer.BadParameter(f"{value!r} is not a number of ranks from 1 to {MAX_RANKS:,} "
+                                 "(the job's mpirun -np, in digits)")
+    return count
+
+
+@app.command("salvage")
+def salvage_command(
+    run_dir: Annotated[
+        str, typer.Argument(metavar="RUN", help="A fleet job's folder that holds only ranks/ "
+                                                "(the job ended before rank 0's merge).")
+    ],
+    ranks: Annotated[
+        str | None,
+        typer.Option("--ranks", metavar="N", callback=_ranks_count,
+                     help="The job's size (mpirun -np), confirming it where far fewer ranks "
+                          "left a folder in RUN (a node-local --out)."),
+    ] = None,
+) -> None:
+    """Merge a fleet job's rank folders into RUN where the job ended before rank 0's merge.
+
+    A rank killed or mpirun stopped leaves RUN holding only ranks/rank-NNNN; this merges them
+    as rank 0 would have, each rank's fate what its folder says (docs/fleet.md). Exit 0
+    merged, 2 bad input or refused, 3 RUN cannot be written or memory ran out, 130
+    interrupted (the next try merges RUN whole).
+    """
+    from bwprof.fleet.salvage import interrupted_detail, merged_line
+
+    run = _user_path(run_dir, "RUN")
+    try:
+        said = merged_line(run, None if ranks is None else int(ranks))  # the callback's int
+    except KeyboardInterrupt:
+        _exit_interrupted(interrupted_detail(run))
+    typer.echo(said)
+
+# -- end of salvage -----------------------------------------------------------------------------
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"bwprof {__version__}")

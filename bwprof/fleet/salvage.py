@@ -1,4 +1,5 @@
-"""`python -m bwprof.fleet.salvage [--ranks N] RUN`: merge the ranks' own folders of a fleet
+"""`bwprof salvage [--ranks N] RUN` (also `python -m bwprof.fleet.salvage [--ranks N] RUN`,
+as scripts written before the subcommand call it): merge the ranks' own folders of a fleet
 job whose merge never ran into RUN, afterwards.
 
 A rank that dies (SIGKILL, out of memory) makes mpirun end every rank at once, rank 0
@@ -16,7 +17,9 @@ The job's size is what the ranks' own system.json say (the run id rank 0 gave th
 them (each rank that left no folder is an error row) is taken only where `--ranks N`
 confirms it. Exit codes: 0 merged; 2 bad input or refused; 3 RUN cannot be written, or
 memory or open files ran out; 130 interrupted (RUN is merged again whole by the next try).
-Heavy modules load only once the stop signals are handled (`_command`).
+Heavy modules load only once the stop signals are handled (`bwprof.entry` for the
+subcommand, `_command` here). Both read the same `ranks_value`, `merged_line` and
+`interrupted_detail`, so their lines and exit codes are one.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from typing import TYPE_CHECKING
 from bwprof.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXIT_OUTPUT,
     EXIT_USAGE,
     OUT_OF_FILES,
     BwprofError,
@@ -125,9 +127,9 @@ def _job_size(run: Path, found: Sequence[int], reports: Mapping[int, RankReport]
     if asked is None and size > max(UNCONFIRMED_RANKS, RANKS_PER_FOLDER * len(found)):
         raise BwprofError(f"{why} but only {len(found):,} rank folder(s) are under "
                           f"{run / 'ranks'}: copy the other nodes' rank-NNNN folders there "
-                          f"(a node-local --out), or confirm the job's size with `python -m "
-                          f"bwprof.fleet.salvage --ranks {size} {run}` (each rank without a "
-                          f"folder is merged as missing)")
+                          f"(a node-local --out), or confirm the job's size with `bwprof salvage "
+                          f"--ranks {size} {run}` (each rank without a folder is merged as "
+                          f"missing)")
     return size
 
 
@@ -282,6 +284,14 @@ def _clear_partial(run: Path) -> None:
             (run / name).unlink(missing_ok=True)  # a link is removed, never followed
 
 
+def ranks_value(text: str) -> int | None:
+    """--ranks N as a number, None where N is not a whole number from 1 to MAX_RANKS written in
+    digits alone (no sign, underscore, space or fraction)."""
+    if not re.fullmatch(r"[0-9]{1,7}", text) or not 0 < int(text) <= MAX_RANKS:
+        return None
+    return int(text)
+
+
 def _arguments(argv: Sequence[str]) -> tuple[Path, int | None] | None:
     """(RUN, --ranks N or None), None where the command line is not the usage's."""
     words, asked = list(argv), None
@@ -289,43 +299,54 @@ def _arguments(argv: Sequence[str]) -> tuple[Path, int | None] | None:
         value = (words[0].partition("=")[2] if words[0].startswith("--ranks=")
                  else words.pop(1) if words[0] == "--ranks" and len(words) > 1 else "")
         words.pop(0)
-        if not re.fullmatch(r"[0-9]{1,7}", value) or not 0 < int(value) <= MAX_RANKS:
+        asked = ranks_value(value)
+        if asked is None:
             return None
-        asked = int(value)
     if len(words) != 1 or words[0].startswith("-"):
         return None
     return Path(words[0]), asked
 
 
+def interrupted_detail(run: Path) -> str:
+    """What the interrupted line says after 'interrupted': RUN's state and what to do."""
+    return (f": {run} is not merged (the ranks' folders are untouched); run it again to "
+            f"merge it")
+
+
+def merged_line(run: Path, ranks_asked: int | None = None) -> str:
+    """`salvage`, where memory or a write no step named running out is an OutputError (exit 3)
+    whose line says the ranks' folders are untouched; KeyboardInterrupt is left to the caller
+    (`interrupted_detail`)."""
+    try:
+        return salvage(run, ranks_asked)
+    except MemoryError:
+        raise OutputError(f"bwprof ran out of memory merging {run} (the ranks' folders are "
+                          f"untouched); give it more memory and run it again") from None
+    except OSError as exc:  # a write the steps did not name (a spool file, /tmp)
+        raise OutputError(f"cannot merge {run}: {exc.strerror or exc} (the ranks' folders "
+                          f"are untouched); free the space or raise the limit it names and "
+                          f"run it again") from None
+
+
 def main(argv: Sequence[str]) -> int:
-    """The command: 0 once RUN is merged (the ranks' fates are in it), 2 on bad input or a
-    size in doubt, 3 where RUN cannot be written or memory or open files ran out, 130 where
-    a stop signal ended it (RUN is then merged again whole by the next try)."""
+    """The module command: 0 once RUN is merged (the ranks' fates are in it), 2 on bad input
+    or a size in doubt, 3 where RUN cannot be written or memory or open files ran out, 130
+    where a stop signal ended it (RUN is then merged again whole by the next try)."""
     parsed = _arguments(argv)
     if parsed is None:
         print(USAGE, file=sys.stderr)
         return EXIT_USAGE
     run, asked = parsed
     try:
-        said = salvage(run, asked)
+        said = merged_line(run, asked)
     except KeyboardInterrupt:
         from bwprof.entry import interrupted_message
 
-        print(interrupted_message(f": {run} is not merged (the ranks' folders are untouched); "
-                                  f"run it again to merge it"), file=sys.stderr)
+        print(interrupted_message(interrupted_detail(run)), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BwprofError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except MemoryError:
-        print(f"error: bwprof ran out of memory merging {run} (the ranks' folders are "
-              f"untouched); give it more memory and run it again", file=sys.stderr)
-        return EXIT_OUTPUT
-    except OSError as exc:  # a write the steps above did not name (a spool file, /tmp)
-        print(f"error: cannot merge {run}: {exc.strerror or exc} (the ranks' folders are "
-              f"untouched); free the space or raise the limit it names and run it again",
-              file=sys.stderr)
-        return EXIT_OUTPUT
     print(said)
     return EXIT_OK
 

@@ -140,8 +140,8 @@ class RunFolder:
         if meta.state == "incomplete":
             if self.running is False and self.path is not None and self._unmerged_ranks(self.path):
                 return ("stopped without finishing (killed or crashed while merging its "
-                        "ranks; `python -m bwprof.fleet.salvage "
-                        f"{shown(self.path)}` merges them again)")
+                        f"ranks; `bwprof salvage {shown(self.path)}` merges them "
+                        "again)")
             return {True: "still running", False: "stopped without finishing (killed or crashed)",
                     None: "never finalised"}[self.running]
         return "finished"
@@ -437,8 +437,8 @@ def _load_run(folder: Path) -> RunFolder:
                 f"{shown(folder)} is a fleet job's folder that was never merged (the job "
                 f"ended before rank 0's merge: a rank died, or mpirun was stopped); each "
                 f"rank's rows are in {shown(folder / 'ranks')}/rank-NNNN, which `bwprof "
-                f"report` reads one at a time; `python -m bwprof.fleet.salvage "
-                f"{shown(folder)}` merges them into it")
+                f"report` reads one at a time; `bwprof salvage {shown(folder)}` merges "
+                f"them into it")
         raise BwprofError(f"{shown(folder)} is not a bwprof run folder (no {missing}); pass "
                           "a folder written by `bwprof run`")
     meta = read_system(folder / SYSTEM_FILE)
