@@ -160,8 +160,9 @@ def _run() -> int:
 
 
 READING_COMMANDS = frozenset({"report", "compare", "accept", "history", "trend", "export",
-                              "list", "info"})
-"""The commands that only read run folders and the history store: no sizeable linear algebra."""
+                              "list", "info", "salvage"})
+"""The commands that only read run folders and the history store (salvage: the ranks' folders,
+merged as rank 0 would): no sizeable linear algebra."""
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
