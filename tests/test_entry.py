@@ -544,19 +544,27 @@ def _signalled_in_import(tmp_path: Path, target: str, name: str, treatment: str,
     ("report", "SIGTERM", "dropped"),
     ("report", "SIGINT", "ImportError"),
     ("compare", "SIGHUP", "dropped"),
+    ("accept", "SIGINT", "ImportError"),
+    ("history add", "SIGTERM", "dropped"),
+    ("trend", "SIGHUP", "dropped"),
 ])
 def test_a_signal_while_numpy_initialises_is_one_line(tmp_path, run_copy, command, name,
                                                       treatment):
     """A signal while NumPy's compiled modules initialised was dropped (the command went on
     to exit 0) or became NumPy's ImportError (a traceback); now it waits for the import to
-    end and is one line and 130."""
+    end and is one line and 130, and the command writes nothing."""
     run = run_copy("h200-quick")
     shutil.rmtree(run / "report", ignore_errors=True)
-    args = (["report", str(run), "--no-plots"] if command == "report"
-            else ["compare", str(run), str(run)])
+    store, out = tmp_path / "store", tmp_path / "out"
+    args = {"report": ["report", str(run), "--no-plots"],
+            "compare": ["compare", str(run), str(run), "--out", str(out)],
+            "accept": ["accept", str(run), "--out", str(out)],
+            "history add": ["history", "add", str(run), "--store", str(store)],
+            "trend": ["trend", "--store", str(run), "--no-plots"]}[command]
     done = _signalled_in_import(tmp_path, "numpy", name, treatment, args)
     assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
     assert not (run / "report").exists()
+    assert not store.exists() and not out.exists()
 
 
 def test_a_signal_while_a_run_loads_its_parquet_writer_keeps_every_row(tmp_path):
