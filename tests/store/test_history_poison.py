@@ -42,6 +42,26 @@ def test_a_run_without_figures_is_refused_and_the_genuine_run_is_then_added(tmp_
     assert added.startswith("added vm-20261130T235257Z (11 figure(s))")
 
 
+@pytest.mark.parametrize("target", ["/proc/self/environ", "/dev/null"])
+def test_results_linked_into_proc_or_dev_are_refused_and_the_genuine_run_is_then_added(
+        tmp_path, target):
+    """A results.csv that is a link to /proc/self/environ (size 0, text of another kind) or
+    /dev/null is one line, exit 2, nothing stored under the run's id: the genuine run is
+    then added."""
+    hollow = tmp_path / "linked"
+    shutil.copytree(H200, hollow)
+    (hollow / "results.csv").unlink()
+    (hollow / "results.csv").symlink_to(target)
+    store = tmp_path / "store"
+    done = runner.invoke(app, ["history", "add", str(hollow), "--store", str(store)])
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and "symbolic link" in done.output
+    assert not store.exists() or store_names(store) == []
+    good = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
+    assert good.exit_code == 0, good.output
+    assert good.output.startswith("added vm-20261130T235257Z (11 figure(s))")
+
+
 def _refused_then_genuine_added(bad: Path, genuine: Path, store: Path) -> str:
     """`history add` of `bad` refused with one line (no figure), nothing stored, then that
     of `genuine` into the same store succeeds: its output."""
