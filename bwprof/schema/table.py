@@ -443,11 +443,10 @@ def _check_values(typed: pd.DataFrame, path: Path, figure: tuple[str, str]) -> N
     present = [c for c in (*NONNEGATIVE_COLUMNS, "bytes_per_rep") if c in typed.columns]
     # A missing cell counts as 0, which is neither: NaN compares False as 0 does. The first
     # column in `present` with a negative cell, then with an infinite one, is named.
-    columns = [_as_floats(typed[c]) for c in present]
-    for what, bad_of in (("a negative", lambda v: v < 0), ("an infinite", np.isposinf)):
-        for column, values in zip(present, columns, strict=True):
-            bad_cells = bad_of(values)
-            if bad_cells.any():
+    for what, bad_of in (("a negative", _negative_cells), ("an infinite", _infinite_cells)):
+        for column in present:
+            bad_cells = bad_of(typed[column])
+            if bad_cells is not None and bad_cells.any():
                 raise BwprofError(f"{path} is malformed: column {column} holds {what} value "
                                   f"{_at(int(bad_cells.nonzero()[0][0]), path)}")
     best, median = figure
@@ -467,6 +466,23 @@ def _unknown_statuses(status: pd.Series) -> pd.Series:
     spelled = pd.Series(distinct, dtype=object).astype("string")  # b"ok" reads as ok
     bad = (spelled.isna() | ~spelled.isin(list(STATUSES)).fillna(False)).to_numpy(dtype=bool)
     return pd.Series(bad[codes], index=status.index)
+
+
+def _negative_cells(values: pd.Series) -> np.ndarray:
+    """Which cells of a numeric column are below 0 (a missing one is not). An Int64 column
+    is compared as it is: made float64 first, as other kinds are, a fleet's seven integer
+    columns cost 56 MB of new memory and a tenth of a second, for the same answer."""
+    if isinstance(values.dtype, pd.Int64Dtype):
+        return cast(np.ndarray, (values < 0).to_numpy(dtype=bool, na_value=False))
+    return cast(np.ndarray, _as_floats(values) < 0)
+
+
+def _infinite_cells(values: pd.Series) -> np.ndarray | None:
+    """Which cells of a numeric column are +inf; None for an integer column, which holds
+    none (its largest value is a finite float)."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return None
+    return cast(np.ndarray, np.isposinf(_as_floats(values)))
 
 
 def _as_floats(values: pd.Series) -> np.ndarray:
