@@ -17,7 +17,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -180,6 +180,11 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> pd.DataFrame:
     of results.csv, each in its own metric and unit (an overlap row also gives its
     efficiency, right after its own figure). Whole columns at a time, each taken once: a
     fleet's million rows, not a dict per row."""
+    return pd.concat([_summary_figures(summary), _row_figures(run)], ignore_index=True)
+
+
+def _summary_figures(summary: pd.DataFrame) -> pd.DataFrame:
+    """The figures of the run's summary rows (scope `summary`), FIGURE_COLUMNS in order."""
     value = _floats(_column(summary, "value"))
     kept = np.flatnonzero(~np.isnan(value))
     head = pd.DataFrame({name: _column(summary, name).take(kept).reset_index(drop=True)
@@ -196,25 +201,39 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> pd.DataFrame:
         [None] * len(head), dtype="Int64")
     head["phase"] = np.where(head["path"].to_numpy(dtype=object) == "overlap", "concurrent", "")
     head["dtype"] = ""
+    return head[list(FIGURE_COLUMNS)]
 
-    results = run.results
+
+ROW_TEXT: tuple[str, ...] = ("case", "device", "device_name", "memory", "direction", "phase",
+                             "metric", "unit", "backend", "status")
+"""The text columns a run's row figures take from its results as they are."""
+
+
+def _row_picks(results: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The row of `results` each row figure comes from, and whether it is the row's
+    overlap efficiency: each measured row's own figure, then its efficiency (the order the
+    per-row reading gave)."""
     measured = _column(results, "status").isin(["ok", "invalid"]).to_numpy()
     best = _floats(_column(results, "value_best"))
     efficiency = _floats(_column(results, "overlap_efficiency"))
-    # Each row's own figure, then its efficiency: the order the per-row reading gave.
     own = np.flatnonzero(measured & ~np.isnan(best))
     overlap = np.flatnonzero(measured & ~np.isnan(efficiency))
     places = np.concatenate([2 * own, 2 * overlap + 1])
     order = np.argsort(places, kind="stable")
-    picked = places[order] // 2  # the row of results each figure comes from
-    is_efficiency = (places[order] % 2 == 1)
+    return places[order] // 2, (places[order] % 2 == 1)
+
+
+def _row_figures(run: RunFolder) -> pd.DataFrame:
+    """The figures of every measured row of results.csv (scope `row`), FIGURE_COLUMNS."""
+    results = run.results
+    picked, is_efficiency = _row_picks(results)
+    best = _floats(_column(results, "value_best"))
+    efficiency = _floats(_column(results, "overlap_efficiency"))
 
     def taken(name: str) -> pd.Series:
         return _column(results, name).take(picked).reset_index(drop=True)
 
-    body = pd.DataFrame({name: taken(name) for name in (
-        "case", "device", "device_name", "memory", "direction", "phase", "metric", "unit",
-        "backend", "status")})
+    body = pd.DataFrame({name: taken(name) for name in ROW_TEXT})
     dtype = taken("dtype")
     body["dtype"] = dtype if dtype.dtype == "str" and not dtype.isna().any() else (
         dtype.astype(object).where(dtype.notna(), "").astype(str))
@@ -229,9 +248,7 @@ def _figures(run: RunFolder, summary: pd.DataFrame) -> pd.DataFrame:
         higher = np.where(is_efficiency, EFFICIENCY.higher_is_better, higher)
     body["higher_is_better"] = higher
     body["scope"], body["path"] = "row", ""
-    figures = pd.concat([head[list(FIGURE_COLUMNS)], body[list(FIGURE_COLUMNS)]],
-                        ignore_index=True)
-    return figures
+    return body[list(FIGURE_COLUMNS)]
 
 
 def _squares(values: np.ndarray) -> np.ndarray:
@@ -337,24 +354,60 @@ class Regression:
     """A bandwidth fell, or (False) a latency rose."""
 
 
-@dataclass
 class Comparison:
-    runs: list[RunFolder]
-    labels: list[str]
-    rows: pd.DataFrame
-    warnings: list[str]
-    summaries: list[pd.DataFrame]
-    """Each run's summary (build_summary), as aligned and as asked why a figure is missing."""
-    state_warnings: list[str] = field(default_factory=list)
-    """The warnings (also in `warnings`) about runs that did not finish: a person must see
-    them, so the terminal gives them on stderr."""
+    """The runs (`labels` A, B, ...; the first the baseline), their aligned figures (`rows`,
+    COMPARE_COLUMNS), the `warnings`, each run's summary (`summaries`: build_summary's, as
+    aligned and as asked why a figure is missing) and the `state_warnings` (also in
+    `warnings`) about runs that did not finish: a person must see them, so the terminal
+    gives them on stderr.
+
+    `rows` may be given made, or as the `_Alignment` that makes them when first read: a
+    fleet's are a row per measured row and run, which the terminal's headline figures
+    (`scope_rows("summary")`) do not need."""
+
+    def __init__(self, runs: list[RunFolder], labels: list[str],
+                 rows: pd.DataFrame | _Alignment, warnings: list[str],
+                 summaries: list[pd.DataFrame], state_warnings: list[str] | None = None
+                 ) -> None:
+        self.runs = runs
+        self.labels = labels
+        self.warnings = warnings
+        self.summaries = summaries
+        self.state_warnings = state_warnings if state_warnings is not None else []
+        self._rows = rows if isinstance(rows, pd.DataFrame) else None
+        self._alignment = rows if isinstance(rows, _Alignment) else None
+        self._summary_rows: pd.DataFrame | None = None
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        """Every aligned figure of every run, a row each (COMPARE_COLUMNS)."""
+        if self._rows is None:
+            assert self._alignment is not None
+            self._rows = self._alignment.rows()
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: pd.DataFrame) -> None:
+        """Rows given (a test's, a caller's own choice of them): what they were made of goes."""
+        self._rows, self._alignment, self._summary_rows = rows, None, None
+
+    def scope_rows(self, scope: str) -> pd.DataFrame:
+        """`rows[rows["scope"] == scope]`; the headline figures (`summary`) without making
+        the rest where they are not made yet."""
+        if scope == "summary" and self._rows is None and self._alignment is not None:
+            if self._summary_rows is None:
+                self._summary_rows = self._alignment.summary_rows()
+            if self._summary_rows is not None:
+                return self._summary_rows
+        rows = self.rows
+        return rows[(rows["scope"] == scope).to_numpy(dtype=bool)]
 
     def regressions(self, fail_below: float) -> list[Regression]:
         """Headline figures of later runs that got more than `fail_below` % worse than the
         baseline's (fell, or rose where lower is better: a latency), and headline figures of
         the baseline that a later run lacks. A baseline without any headline figure fails
         too: acceptance against nothing is no acceptance."""
-        summary = self.rows[self.rows["scope"] == "summary"]
+        summary = self.scope_rows("summary")
         if not (summary["baseline"] & summary["value"].notna()).any():
             return [Regression(self.labels[0], "", None, False,
                                _why_empty(self.runs[0], self.summaries[0]))]
@@ -366,7 +419,8 @@ class Comparison:
         # a regression. Picked as columns: a fleet's summary has a row per GPU and path.
         later = later[~((worse.notna() & (worse <= fail_below))
                         | (change.isna() & later["value"].notna()))]
-        base = self.rows[self.rows["baseline"]]
+        # The baseline's simulated figures among the headline ones (`later`'s figures).
+        base = summary[summary["baseline"]]
         simulated = set(base.loc[base["backend"] == "simulated", "figure_id"].tolist())
         for row in later.to_dict("records"):
             change_pct = _num(row["change_pct"])
@@ -605,19 +659,95 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
     """Align the figures of two or more runs; the first is the baseline. `by` = "node" keeps
     every device (fleet runs name theirs node:gpuN); "model" compares per device model.
 
-    Columns throughout (issue 36: a fleet's million rows in seconds): the runs' figures are
-    stacked, each key numbered in the order it first appears (a key a run holds twice keeps
-    its first place and its last figure), and every comparison row is taken from them by
-    index; change and noise are computed on the aligned columns."""
+    The aligned rows are made when first asked for (`Comparison.rows`, `_Alignment`): the
+    terminal's headline figures of a fleet need only its summaries' figures
+    (`Comparison.scope_rows`), not a row per measured row of each run."""
     if len(runs) < 2:
         raise BwprofError("compare needs at least two run folders; the first is the baseline")
     if by not in BY_CHOICES:
         raise BwprofError(f"--by must be one of {', '.join(BY_CHOICES)}, got {shorten(by)!r}")
     labels = run_labels(len(runs))
-    collapse = by_model if by == "model" else (lambda figures: figures)
     summaries = [Run.of(run).summary for run in runs]
-    per_run = [collapse(_figures(run, summary))
-               for run, summary in zip(runs, summaries, strict=True)]
+    states = [line for run, label in zip(runs, labels, strict=True)
+              for line in [state_warning(run, f"run {label}", "figures it has not reached yet "
+                                         "are absent" if run.running
+                                         else "figures it did not reach are absent")] if line]
+    notes = [f"run {label}: {one_line(note)}" for run, label in zip(runs, labels, strict=True)
+             for note in run.notes]
+    return Comparison(list(runs), labels, _Alignment(list(runs), labels, summaries, by),
+                      machine_warnings(runs, labels) + same_run_warnings(runs, labels)
+                      + states + notes, summaries, states)
+
+
+@dataclass
+class _Alignment:
+    """The runs' figures aligned (`_aligned`), made when asked for: every figure
+    (`rows`), or the headline figures alone (`summary_rows`), those exactly as the
+    summary scope of `rows`, made of the summaries' figures."""
+
+    runs: list[RunFolder]
+    labels: list[str]
+    summaries: list[pd.DataFrame]
+    by: str
+
+    def _collapse(self, figures: pd.DataFrame) -> pd.DataFrame:
+        return by_model(figures) if self.by == "model" else figures
+
+    def rows(self) -> pd.DataFrame:
+        per_run = [self._collapse(_figures(run, summary))
+                   for run, summary in zip(self.runs, self.summaries, strict=True)]
+        return _aligned(self.runs, self.labels, per_run)
+
+    def summary_rows(self) -> pd.DataFrame | None:
+        """`rows()`'s rows of scope `summary`, without the runs' row figures; None where
+        these alone cannot say the types `rows()` gives every column (a text column
+        empty or not text here, results lacking one as text): ask `rows()`.
+
+        They are the same rows: summary figures are numbered first, in the order their
+        keys first appear, and no row figure shares a key (the scope is in it). Each
+        column's type is the whole column's (`_typed`): a text column is `str` once any
+        cell is text, so one here says it; page_bytes, missing on every summary row, is
+        float64 where a row figure has a page size (as pandas infers None and ints)."""
+        per_run = [self._collapse(_summary_figures(summary)) for summary in self.summaries]
+        if not sum(len(figures) for figures in per_run) or not all(
+                set(_ROW_SOURCES) <= set(run.results.columns)
+                and all(run.results[name].dtype == "str" for name in _ROW_SOURCES)
+                for run in self.runs):
+            return None
+        if not all(figures[name].dtype == "str" for figures in per_run
+                   for name in _TEXT_KEYS):
+            return None
+        frame = _aligned(self.runs, self.labels, per_run,
+                         page_float=any(_has_page_sizes(run.results) for run in self.runs))
+        if not all(frame[name].dtype == "str" and frame[name].notna().any()
+                   for name in _TEXT_COLUMNS):
+            return None
+        return frame
+
+
+_ROW_SOURCES = ROW_TEXT
+"""The results columns a row figure's text comes from as it is (`_row_figures`)."""
+_TEXT_KEYS: tuple[str, ...] = ("scope", "path", *ROW_TEXT, "dtype")
+_TEXT_COLUMNS: tuple[str, ...] = (*_TEXT_KEYS, "run", "run_dir", "run_id")
+
+
+def _has_page_sizes(results: pd.DataFrame) -> bool:
+    """Whether any row figure of these results has a page size (`_row_figures`'s rows)."""
+    if "page_bytes" not in results.columns:
+        return False
+    picked, _ = _row_picks(results)
+    return bool(results["page_bytes"].notna().to_numpy(dtype=bool)[picked].any())
+
+
+def _aligned(runs: Sequence[RunFolder], labels: Sequence[str], per_run: list[pd.DataFrame],
+             page_float: bool | None = None) -> pd.DataFrame:
+    """The comparison rows of the runs' figures (`per_run`, each run's FIGURE_COLUMNS).
+
+    Columns throughout (issue 36: a fleet's million rows in seconds): the runs' figures are
+    stacked, each key numbered in the order it first appears (a key a run holds twice keeps
+    its first place and its last figure), and every comparison row is taken from them by
+    index; change and noise are computed on the aligned columns. `page_float`: page_bytes
+    as `_typed` says."""
     stacked = pd.concat(per_run, ignore_index=True)
     owner = np.repeat(np.arange(len(runs)), [len(f) for f in per_run])
     key = _group_ids(stacked)
@@ -694,22 +824,15 @@ def compare_runs(runs: Sequence[RunFolder], by: str = "node") -> Comparison:
                    schema_version=pd.array(np.full(len(index), SCHEMA_VERSION),
                                            dtype="Int64"))
     frame = pd.DataFrame(columns, copy=False)
-    frame = _typed(frame)
-    states = [line for run, label in zip(runs, labels, strict=True)
-              for line in [state_warning(run, f"run {label}", "figures it has not reached yet "
-                                         "are absent" if run.running
-                                         else "figures it did not reach are absent")] if line]
-    notes = [f"run {label}: {one_line(note)}" for run, label in zip(runs, labels, strict=True)
-             for note in run.notes]
-    return Comparison(list(runs), labels, frame,
-                      machine_warnings(runs, labels) + same_run_warnings(runs, labels)
-                      + states + notes, summaries, states)
+    return _typed(frame, page_float)
 
 
-def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+def _typed(frame: pd.DataFrame, page_float: bool | None = None) -> pd.DataFrame:
     """The comparison's columns in their order and types: whole numbers Int64, figures
     float64, verdicts boolean, text `str`; the others (page_bytes) as pandas infers them
-    from their cells, as it did from the per-row records."""
+    from their cells, as it did from the per-row records. `page_float` (a part of the rows
+    whose page_bytes are all missing): True, float64 NaN, as the whole column's inference
+    gives them where other rows have page sizes; False, as this part alone infers them."""
     frame = frame[list(COMPARE_COLUMNS)].reset_index(drop=True)
     for column in ("figure_id", "size_bytes", "threads", "streams", "repeats", "schema_version"):
         if frame[column].dtype != "Int64":
@@ -724,6 +847,8 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
                    "phase", "dtype", "metric", "unit", "run", "run_dir", "run_id", "backend",
                    "status", "page_bytes"):
         frame[column] = _as_inferred(frame[column])
+    if page_float and frame["page_bytes"].isna().all():
+        frame["page_bytes"] = np.full(len(frame), np.nan)
     return frame
 
 
@@ -744,8 +869,7 @@ def compare_digest(comparison: Comparison, scope: str = "summary") -> pd.DataFra
     pairs, boxes, devices), and the `worst` devices (at most DIGEST_WORST that got worse, worst
     first: device and change %). Columns only: a fleet's comparison has a row per device
     and figure."""
-    rows = comparison.rows
-    frame = rows[(rows["scope"] == scope).to_numpy(dtype=bool)]
+    frame = comparison.scope_rows(scope)
     baseline = frame["baseline"].to_numpy(dtype=bool)
     simulated_row = frame["backend"].eq("simulated").fillna(False).to_numpy(dtype=bool)
     figure = frame["figure_id"].to_numpy(dtype="int64", na_value=-1)

@@ -54,7 +54,7 @@ def compare_table(comparison: Comparison, scope: str = "summary") -> Table:
     a line naming the device model opens each group of rows of that model. The cells are
     made from columns read once (not a Series per row, nor a group per figure): with
     --all-gpus a fleet's table has a row per device and figure."""
-    frame = comparison.rows[comparison.rows["scope"] == scope].copy()
+    frame = comparison.scope_rows(scope).copy()
     base = frame[frame["baseline"]].set_index("figure_id")["backend"] == "simulated"
     frame["baseline_simulated"] = frame["figure_id"].map(base).fillna(False)
     labels = comparison.labels
@@ -141,7 +141,7 @@ def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]
     digest = compare_digest(comparison, scope)
     labels = comparison.labels
     what = "headline figures" if scope == "summary" else "every row"
-    shown = comparison.rows[comparison.rows["scope"] == "summary"]
+    shown = comparison.scope_rows("summary")
     gpus = [summary_gpus(shown[shown["run"] == label]) for label in labels]
     tables = []
     for label in labels[1:]:
@@ -210,8 +210,7 @@ def _digest_label(row: dict[str, Any], several: bool, streams: bool) -> str:
 def fleet_comparison(comparison: Comparison) -> bool:
     """Whether the terminal shows the fleet digest: the headline figures cover more than
     `FLEET_DIGEST_GPUS` GPUs (as `bwprof report`'s digest; `--by model` has one a model)."""
-    rows = comparison.rows
-    return is_fleet(rows[rows["scope"] == "summary"])
+    return is_fleet(comparison.scope_rows("summary"))
 
 
 def all_rows_line(fleet: bool, show_all: bool) -> str:
