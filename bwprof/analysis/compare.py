@@ -637,10 +637,23 @@ def _group_median(group: np.ndarray, values: np.ndarray, count: int) -> np.ndarr
 
 def _group_ids(figures: pd.DataFrame) -> np.ndarray:
     """Each figure's key as a number, in the order keys first appear (missing cells
-    align with missing cells, as None did with None)."""
+    align with missing cells, as None did with None): groupby(KEY_COLUMNS, sort=False,
+    dropna=False).ngroup(), made of each column's factorized codes, combined as digits of
+    one number (renumbered where the next column's would overflow it), not a groupby over
+    fourteen text columns."""
     if figures.empty:
         return np.zeros(0, dtype=np.int64)
-    return figures.groupby(list(KEY_COLUMNS), sort=False, dropna=False).ngroup().to_numpy()
+    key = np.zeros(len(figures), dtype=np.int64)
+    top = 1  # key < top
+    for name in KEY_COLUMNS:
+        codes, uniques = pd.factorize(figures[name], use_na_sentinel=False)
+        width = max(len(uniques), 1)
+        if top * width >= 2**62:
+            key, distinct = pd.factorize(key)
+            top = max(len(distinct), 1)
+        key = key * width + np.asarray(codes, dtype=np.int64)
+        top *= width
+    return np.asarray(pd.factorize(key)[0], dtype=np.int64)
 
 
 def _as_inferred(values: pd.Series) -> pd.Series:

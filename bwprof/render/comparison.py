@@ -141,7 +141,7 @@ def digest_tables(comparison: Comparison, scope: str = "summary") -> list[Table]
     digest = compare_digest(comparison, scope)
     labels = comparison.labels
     what = "headline figures" if scope == "summary" else "every row"
-    shown = comparison.scope_rows("summary")
+    shown = comparison.scope_rows("summary")[["run", "device", "backend"]]  # what it reads
     gpus = [summary_gpus(shown[shown["run"] == label]) for label in labels]
     tables = []
     for label in labels[1:]:

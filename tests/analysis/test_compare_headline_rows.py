@@ -108,3 +108,23 @@ def test_a_fleets_terminal_compare_makes_no_row_per_measured_row(tmp_path):
     console = Console(record=True, width=200)
     print_comparison(console, again, warn=False)
     assert console.export_text() == text
+
+
+def test_figure_keys_are_numbered_as_groupby_numbers_them():
+    """`_group_ids` (codes of each key column combined) against groupby(...).ngroup() on
+    stacked figures, with missing cells in text and whole-number key columns."""
+    from bwprof.analysis.compare import KEY_COLUMNS, _figures, _group_ids, by_model
+
+    frames = []
+    for name in ("h200-quick", "sim-a", "host-ddr", "sim-c-other-box"):
+        run = saved._load(DATA / name, "RUN_DIRS")
+        frames += [_figures(run, run.summary), by_model(_figures(run, run.summary))]
+    stacked = pd.concat(frames, ignore_index=True)
+    holed = stacked.copy()
+    holed.loc[::7, "device"] = None
+    holed.loc[::5, "size_bytes"] = pd.NA
+    holed.loc[::3, "direction"] = None
+    for figures in (stacked, holed):
+        expected = figures.groupby(list(KEY_COLUMNS), sort=False, dropna=False).ngroup()
+        assert _group_ids(figures).tolist() == expected.tolist()
+    assert _group_ids(stacked.iloc[:0]).tolist() == []
