@@ -4,11 +4,13 @@ Why: with `indent` set, CPython's json falls back to its pure-Python encoder, a 
 step per token: about 4 s of CPU for `bwprof report --json` of a million rows (148 MB), and
 the whole text is then one string. Here only the documents' skeleton is walked in Python;
 the big parts (lists of scalars, flat dicts, tables: lists of flat dicts) go through the C
-encoder in slices, with separators that cannot occur inside an encoded string (a raw newline
-between items, ':' and a raw NUL between key and value), and are indented by `str.replace`;
-a table whose rows share their keys is encoded as one flat list of its cells, split at the
-newlines and interleaved with the keys. A slice whose rows turn out not to be flat (a list
-or dict among the values) is walked like the skeleton.
+encoder in slices, with dumps' own separators for their level (',' and a newline with the
+indentation between items, ': ' between key and value). A table's slice of rows is one C
+call with the separators of the rows' items; the boundaries between rows, which that leaves
+at the wrong indentation, are the only places where '},' a raw newline and '{' meet (a raw
+newline never occurs inside an encoded string), fixed by one `str.replace`. A slice whose
+rows turn out not to be flat (a list or dict among the values) is walked like the
+skeleton.
 
 The result equals `json.dumps(obj, indent=indent, ensure_ascii=ensure_ascii,
 allow_nan=allow_nan)` for every object dumps accepts (subclasses of list or dict that change
@@ -23,19 +25,19 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import chain, cycle, islice
+from itertools import chain, islice
 from json import encoder as _encoder
 from typing import IO, Any, cast
 
 SLICE = 2048
 """Items C-encoded at a time: a slice of a table is about 0.5-1 MB of text."""
 
+CELLS = 8192
+"""A table's cells encoded at a time (`_Writer.table`)."""
+
 CHUNK = 1 << 20
 """Characters gathered before a write to the stream."""
 
-_ITEM = "\n"  # never raw inside an encoded string (control characters are escaped)
-_KEY = ":\x00"  # likewise: _KEY + "[" or _KEY + "{" is a container after a key
-_NESTED = (_KEY + "[", _KEY + "{")
 _CONTAINERS = (list, tuple, dict)
 _MAKE_ENCODER: Callable[..., Callable[[object, int], list[str]]] | None = getattr(
     _encoder, "c_make_encoder", None)  # CPython's C accelerator (None elsewhere)
@@ -61,18 +63,28 @@ class _Writer:
         self.string: Callable[[str], str] = (
             _encoder.encode_basestring_ascii if ensure_ascii else _encoder.encode_basestring)
         self.markers: dict[int, object] = {}  # containers being walked: dumps' circular check
-        assert _MAKE_ENCODER is not None
-        self.encode = _MAKE_ENCODER({}, json.JSONEncoder().default, self.string, None, _KEY,
-                                    _ITEM, False, False, allow_nan)
+        self.allow_nan = allow_nan
+        self.encoders: dict[str, Callable[[object, int], list[str]]] = {}
         self.out: list[str] = []
         self.add = self.out.append
         self.spill = spill
         self.pending = 0  # characters in out[:counted]
         self.counted = 0
 
+    def encoder(self, separator: str) -> Callable[[object, int], list[str]]:
+        """The C encoder that writes dumps' own ": " between key and value and `separator`
+        between items (dumps': "," and a newline with an indentation), made once each."""
+        found = self.encoders.get(separator)
+        if found is None:
+            assert _MAKE_ENCODER is not None
+            found = self.encoders[separator] = _MAKE_ENCODER(
+                {}, json.JSONEncoder().default, self.string, None, ": ", separator,
+                False, False, self.allow_nan)
+        return found
+
     def flat(self, value: object) -> str:
-        """`value` C-encoded with the sentinel separators (no indentation)."""
-        return "".join(self.encode(value, 0))
+        """A scalar `value` C-encoded."""
+        return "".join(self.encoder("\n")(value, 0))
 
     def key(self, key: object) -> str:
         """A dict key as dumps writes it (json.encoder._make_iterencode's rules)."""
@@ -139,7 +151,7 @@ class _Writer:
         here = "\n" + self.indent * level
         types = set(map(type, part))
         if not _has_container(types):
-            self.add(self.flat(part)[1:-1].replace(_ITEM, "," + here))
+            self.add("".join(self.encoder("," + here)(part, 0))[1:-1])
             return
         if types == {dict} and all(part):  # a table of rows
             rows = cast("Sequence[dict[Any, Any]]", part)
@@ -155,33 +167,48 @@ class _Writer:
             self.value(item, level)
 
     def table(self, part: Sequence[dict[Any, Any]], here: str) -> str | None:
-        """Rows of the same str keys in the same order and scalar values, one C call for
-        all their cells (a flat list), interleaved with the keys; None for other rows."""
+        """Rows of the same str keys in the same order and scalar values: each column's
+        cells C-encoded together (one call a column: its cells lie together in memory, as
+        `json_table` made them) and split at the raw newlines between them, then each row
+        formatted from its cells; None for other rows. About CELLS cells at a time: their
+        texts are small objects, which CPython's allocator keeps in 1 MiB arenas and hands
+        back to the system once empty; a few hundred kB of them reuse one arena, where a
+        slice's megabytes would fault fresh pages in for every slice (~3 ms a MB here)."""
         keys = tuple(part[0])
-        if set(map(tuple, part)) != {keys} or set(map(type, chain.from_iterable(part))) != {str}:
+        if set(map(tuple, part)) != {keys} or set(map(type, keys)) != {str}:
             return None
-        cells = list(chain.from_iterable(map(dict.values, part)))
-        text = self.flat(cells)
-        if text.startswith(("[[", "[{")) or _ITEM + "[" in text or _ITEM + "{" in text:
-            return None  # a list or dict among the cells
+        count = len(keys)
         inner = here + self.indent
-        names = [self.string(key) + ": " for key in keys]
-        glue = ["," + inner + name for name in names[1:]]
-        glue.append(here + "}," + here + "{" + inner + names[0])  # to the next row
-        pieces = chain.from_iterable(zip(text[1:-1].split(_ITEM), cycle(glue)))
-        return ("{" + inner + names[0] + "".join(islice(pieces, 2 * len(cells) - 1))
-                + here + "}")
+        names = [self.string(key).replace("%", "%%") + ": " for key in keys]
+        row = ("{" + inner + names[0] + "%s" + "".join("," + inner + name + "%s"
+                                                       for name in names[1:]) + here + "}")
+        encode = self.encoder("\n")  # never raw inside an encoded string
+        step = max(1, CELLS // count)
+        texts = []
+        for start in range(0, len(part), step):
+            cells = list(chain.from_iterable(map(dict.values, part[start:start + step])))
+            columns = []
+            for number in range(count):
+                text = "".join(encode(cells[number::count], 0))
+                if text.startswith(("[[", "[{")) or "\n[" in text or "\n{" in text:
+                    return None  # a list or dict among the cells
+                columns.append(text[1:-1].split("\n"))
+            del cells
+            texts.append(("," + here).join(map(row.__mod__, zip(*columns, strict=True))))
+        return ("," + here).join(texts)
 
     def rows(self, part: Sequence[dict[Any, Any]], here: str) -> str | None:
-        """Non-empty rows of scalar values whatever their keys, C-encoded together and
-        indented by `str.replace`; None where a value is a list or dict."""
-        text = self.flat(part)
-        if any(mark in text for mark in _NESTED):
+        """Non-empty rows of scalar values whatever their keys, one C call for all of them
+        with the rows' own separators, the rows' boundaries then indented by one
+        `str.replace`; None where a value is a list or dict (walked like the skeleton)."""
+        if _has_container(set(map(type, chain.from_iterable(map(dict.values, part))))):
             return None
         inner = here + self.indent
-        return ("{" + inner + text[2:-2].replace(_KEY, ": ")
-                .replace(_ITEM + '"', "," + inner + '"')
-                .replace("}" + _ITEM + "{", here + "}," + here + "{" + inner)
+        text = "".join(self.encoder("," + inner)(part, 0))
+        # "}," + inner + "{" is only ever a boundary between rows: a raw newline never
+        # occurs inside an encoded string, and within a row a separator precedes a key.
+        return ("{" + inner + text[2:-2].replace("}," + inner + "{",
+                                                 here + "}," + here + "{" + inner)
                 + here + "}")
 
     def mapping(self, dct: Mapping[object, object], level: int) -> None:
@@ -198,7 +225,7 @@ class _Writer:
         for number, part in enumerate(parts):
             self.add("," + inner if number else inner)
             if not _has_container(set(map(type, part.values()))):
-                self.add(self.flat(part)[1:-1].replace(_KEY, ": ").replace(_ITEM, "," + inner))
+                self.add("".join(self.encoder("," + inner)(part, 0))[1:-1])
             else:
                 for index, (key, item) in enumerate(part.items()):
                     name = self.string(key) if type(key) is str else self.key(key)
