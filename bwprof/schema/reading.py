@@ -339,6 +339,19 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+def settle_young_objects() -> None:
+    """Move every object the cyclic collector tracks into its oldest generation, without a
+    collection: what a caller just built and keeps (a fleet's typed system.json, some
+    300,000 containers, none in a cycle) would otherwise be walked by the next young
+    collection and again by the middle one before it got there (0.4 s of a fleet's load,
+    freeing nothing). Garbage cycles made meanwhile are still found, by the next full
+    collection. `gc.freeze` then `gc.unfreeze` is that move; skipped where the program
+    froze objects of its own, which unfreezing would release."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+
+
 def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
               max_depth: int = MAX_JSON_DEPTH) -> object:
     """A JSON file of at most `limit` bytes nested at most `max_depth` deep, its strings
