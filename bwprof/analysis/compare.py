@@ -641,12 +641,17 @@ def _group_ids(figures: pd.DataFrame) -> np.ndarray:
     dropna=False).ngroup(), made of each column's factorized codes, combined as digits of
     one number (renumbered where the next column's would overflow it), not a groupby over
     fourteen text columns."""
-    if figures.empty:
+    return _key_ids(figures, KEY_COLUMNS)
+
+
+def _key_ids(frame: pd.DataFrame, names: Sequence[str]) -> np.ndarray:
+    """groupby(names, sort=False, dropna=False).ngroup() of `frame` (`_group_ids`)."""
+    if frame.empty:
         return np.zeros(0, dtype=np.int64)
-    key = np.zeros(len(figures), dtype=np.int64)
+    key = np.zeros(len(frame), dtype=np.int64)
     top = 1  # key < top
-    for name in KEY_COLUMNS:
-        codes, uniques = pd.factorize(figures[name], use_na_sentinel=False)
+    for name in names:
+        codes, uniques = pd.factorize(frame[name], use_na_sentinel=False)
         width = max(len(uniques), 1)
         if top * width >= 2**62:
             key, distinct = pd.factorize(key)
@@ -746,7 +751,7 @@ _TEXT_COLUMNS: tuple[str, ...] = (*_TEXT_KEYS, "run", "run_dir", "run_id")
 
 def _has_page_sizes(results: pd.DataFrame) -> bool:
     """Whether any row figure of these results has a page size (`_row_figures`'s rows)."""
-    if "page_bytes" not in results.columns:
+    if "page_bytes" not in results.columns or not results["page_bytes"].notna().any():
         return False
     picked, _ = _row_picks(results)
     return bool(results["page_bytes"].notna().to_numpy(dtype=bool)[picked].any())
@@ -890,8 +895,7 @@ def compare_digest(comparison: Comparison, scope: str = "summary") -> pd.DataFra
     base_simulated[figure[baseline]] = simulated_row[baseline]
     later = frame[~baseline]
     simulated = simulated_row[~baseline] | base_simulated[figure[~baseline]]
-    group = (later.groupby(["run", *DIGEST_KEYS], sort=False, dropna=False).ngroup()
-             .to_numpy(dtype="int64") if len(later) else np.zeros(0, dtype=np.int64))
+    group = _key_ids(later, ["run", *DIGEST_KEYS])
     count = int(group.max()) + 1 if len(group) else 0
     change = later["change_pct"].to_numpy(dtype="float64", na_value=np.nan)
     regressed = later["regressed_pct"].to_numpy(dtype="float64", na_value=np.nan)

@@ -128,3 +128,20 @@ def test_figure_keys_are_numbered_as_groupby_numbers_them():
         expected = figures.groupby(list(KEY_COLUMNS), sort=False, dropna=False).ngroup()
         assert _group_ids(figures).tolist() == expected.tolist()
     assert _group_ids(stacked.iloc[:0]).tolist() == []
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_digest_keys_are_numbered_as_groupby_numbers_them(tmp_path, paged):
+    """`_key_ids` on the typed comparison rows (page_bytes None or NaN, text NaN)."""
+    from bwprof.analysis.compare import DIGEST_KEYS, _key_ids
+
+    later = _with_page_sizes(tmp_path / "paged", 3) if paged else DATA / "sim-a"
+    for by in ("node", "model"):
+        rows = compare_runs([saved._load(DATA / "h200-quick", "RUN_DIRS"),
+                             saved._load(later, "RUN_DIRS")], by=by).rows
+        holed = rows.copy()
+        holed.loc[::4, "direction"] = None
+        for frame in (rows, holed, rows[~rows["baseline"]]):
+            names = ["run", *DIGEST_KEYS]
+            expected = frame.groupby(names, sort=False, dropna=False).ngroup()
+            assert _key_ids(frame, names).tolist() == expected.tolist()
