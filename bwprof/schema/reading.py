@@ -358,7 +358,7 @@ def read_json(path: Path, *, strict: bool = True, limit: int = MAX_JSON_BYTES,
     `printable`; `strict` refuses NaN and Infinity (system.json never holds them).
     BwprofError naming the file for anything else."""
     data = read_bytes(path, limit)
-    if not data.strip():
+    if not data or data.isspace():  # what strip() would leave nothing of, without its copy
         raise BwprofError(f"{shown(path)} is empty ({'0 bytes' if not data else 'blank'}): "
                           "there is no JSON in it")
     text = utf8_text(data, path)
