@@ -57,7 +57,7 @@ from bwprof.store.export import (
     versioned,
     write_system_json,
 )
-from bwprof.store.runfolder import read_samples, read_system
+from bwprof.store.runfolder import AFTER_EVERY_CASE, read_samples, read_system
 from bwprof.telemetry.session import SAMPLE_COLUMNS
 
 FLEET_SAMPLE_COLUMNS: tuple[str, ...] = (*SAMPLE_COLUMNS, "rank", "host")
@@ -221,16 +221,29 @@ def _missing_note(rank: int, timeout_s: float, kept: str = "") -> str:
     return f"rank {rank} did not report within {timeout_s:g} s (hung or died){kept}"
 
 
-def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta]) -> RunMeta:
+def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta],
+               cut_short: Sequence[int] = ()) -> RunMeta:
     """The merged run is interrupted where a rank was (fate `interrupted`, its `error` the
     signal): system.json says so, by which signal and on which ranks, and, as for a single
-    run, no report files are drawn (mpirun kills the ranks a second after its SIGTERM)."""
+    run, no report files are drawn (mpirun kills the ranks a second after its SIGTERM).
+    Rank 0's own 'SIGINT after every case was measured' (the signal came as it wrote its
+    final files) is the job's only where no rank's measuring was `cut_short` (interrupted,
+    or missing, before its folder was final): else the merged folder read as finished,
+    every case measured, while a rank's cases were not."""
     stopped = [rank for rank in ranks if rank.status == "interrupted"]
-    if not stopped or meta.interrupted:
+    whole = (meta.stopped_by or "").endswith(f" {AFTER_EVERY_CASE}")
+    if not stopped or (meta.interrupted and not (whole and cut_short)):
         return meta
     return replace(meta, interrupted=True, stopped_by=(
         f"{stopped[0].error or 'interrupted'} (rank(s) "
         f"{', '.join(str(rank.rank) for rank in stopped)})"))
+
+
+def _measured_everything(meta: RunMeta | None) -> bool:
+    """Whether a rank's own folder holds every case it was to measure: final, or stopped
+    only while it wrote its final files ('SIGTERM after every case was measured')."""
+    return meta is not None and (meta.state == "finished" or (
+        meta.interrupted and (meta.stopped_by or "").endswith(f" {AFTER_EVERY_CASE}")))
 
 
 def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
@@ -429,6 +442,9 @@ class MergeStream:
         self.notes: list[str] = []
         self.first: RunMeta | None = None
         """Rank 0's own metadata: the merged run's, with every node and rank added."""
+        self.cut_short: list[int] = []
+        """The ranks stopped (by a signal, or lost) before they measured every case: their
+        own folders not final (`fleet_stop`)."""
         self.failure: OutputError | None = None
         """What stopped the merged files taking rows (a full disk): later ranks' rows are
         left out, their fates still recorded."""
@@ -447,6 +463,8 @@ class MergeStream:
         self._missing_until(report.rank)
         if report.rank == 0:
             self.first = report.meta
+        if (report.interrupted or report.missing) and not _measured_everything(report.meta):
+            self.cut_short.append(report.rank)
         part = _Merged(nodes=self.nodes)
         part.add(self.run_id, report, self.names.get(report.rank, report.host),
                  self.timeout_s)
@@ -521,7 +539,8 @@ class MergeStream:
         meta = fleet_stop(replace(meta, schema_version=SCHEMA_VERSION, run_id=self.run_id,
                                   nodes={}, mpi=MpiMeta(size=self.size,
                                                         timeout_s=self.timeout_s,
-                                                        ranks=tuple(self.ranks))), self.ranks)
+                                                        ranks=tuple(self.ranks))), self.ranks,
+                          self.cut_short)
         if self.failure is not None:
             meta = replace(meta, interrupted=True, stopped_by=f"output error: {self.failure}")
         findings = findings_frame([])
