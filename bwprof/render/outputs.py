@@ -11,8 +11,10 @@ runs, and a plotting error becomes a note for the user, not a failed run.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
@@ -199,9 +201,10 @@ def write_report_files(run: Run, out_dir: Path,
                 raise failure from None
             written.notes.append(_not_written(out_dir, [name for name, _ in steps], failure))
             return written
-        for number, (_name, step) in enumerate(steps):
+        for number, (name, step) in enumerate(steps):
             try:
-                written.files += step()
+                written.files += (_while_judging(run, step) if name == RESULTS_PARQUET
+                                  else step())
             except OutputError as exc:
                 if not default_dir:
                     raise
@@ -213,6 +216,34 @@ def write_report_files(run: Run, out_dir: Path,
         with suppress(OSError):
             out_dir.rmdir()
     return written
+
+
+def _while_judging(run: Run, step: Callable[[], list[Path]]) -> list[Path]:
+    """`step()` (results.parquet: a second of pyarrow encoding and compressing a fleet's
+    rows, without the GIL) in a thread of its own, while this one judges the run
+    (`run.checks`), which the report, the plots' bands and the verdict read next: on two
+    cores the two overlap. The step keeps its place: it is done, or has raised, on return.
+    A judging error is left for where the checks are read (it is raised there again)."""
+    context = contextvars.copy_context()  # the folder `held_folder` holds, in the thread
+    outcome: list[list[Path] | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(context.run(step))
+        except BaseException as exc:  # raised again below, in the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work, name="bwprof-results-parquet")
+    thread.start()
+    try:
+        with suppress(Exception):
+            run.checks  # noqa: B018 (computed and kept: a cached property)
+    finally:
+        thread.join()  # an interrupt waits for the file to be whole (or not there)
+    found = outcome[0]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 def _not_written(out_dir: Path, names: list[str], exc: BwprofError) -> str:
