@@ -41,7 +41,7 @@ from bwprof.analysis.judge import (
 from bwprof.render.consoles import PIPED_COLUMNS, columns
 from bwprof.render.terminal import FLEET_DIGEST_GPUS
 from bwprof.schema.text import json_ready
-from bwprof.store.formats import json_records, plain
+from bwprof.store.formats import json_table, plain
 
 ACCEPT_FILE = "accept.csv"
 FLEET_FILE = "accept_fleet.csv"
@@ -336,11 +336,12 @@ def accept_json(result: Acceptance) -> dict[str, object]:
             "failed": [f"{c.path} {c.device}" for c in checks if c.verdict == FAIL],
             "errors": [f"{c.path} {c.device}" for c in checks if c.verdict == ERROR],
             "line": verdict_line(box, checks)})
-    return cast(dict[str, object], json_ready({
+    # The checks (a fleet's hundred thousand rows) made JSON column by column (`json_table`
+    # is `json_ready(json_records(...))`); `json_ready` walks only the rest.
+    ready = cast(dict[str, object], json_ready({
         "verdict": result.verdict, "exit_code": result.exit_code,
         "spec": str(result.spec.path) if result.spec.path else None,
         "cv_max": result.spec.cv_max, "boxes": boxes,
-        "checks": json_records(checks_table(result.checks)),
         "fleet": [{k: plain(v) for k, v in row.items() if not k.endswith("_cell")}
                   for row in result.rows],
         "outliers": [{"box": o.box, "device": o.device, "path": o.path, "part": o.part,
@@ -348,6 +349,10 @@ def accept_json(result: Acceptance) -> dict[str, object]:
                      for o in result.outliers],
         "notes": result.notes,
     }))
+    table = json_table(checks_table(result.checks))
+    order = ("verdict", "exit_code", "spec", "cv_max", "boxes", "checks", "fleet", "outliers",
+             "notes")
+    return {key: table if key == "checks" else ready[key] for key in order}
 
 
 def write_files(result: Acceptance, out_dir: Path, parquet: bool) -> list[Path]:
