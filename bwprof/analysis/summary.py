@@ -637,6 +637,7 @@ def build_summary(results: pd.DataFrame) -> pd.DataFrame:
         if path in OPTIONAL_PATHS and not by_path[path] and not _has_rows_of(path, table):
             continue
         pieces += by_path[path] or _pieces([_missing_row(path, table, run_id, host)])
+    table.forget_codes(keep=("dtype",))  # 8 bytes a row each, not read from here on
     columns = _summary_columns(table, pieces)
     _add_ratios(columns)
     frame = pd.DataFrame(columns, columns=list(SUMMARY_COLUMNS))
@@ -681,6 +682,12 @@ class _Table:
             else:  # a column the frame lacks: every cell None, as a record's .get gives
                 self._codes[column] = (np.zeros(len(self.frame), np.intp), [None])
         return self._codes[column]
+
+    def forget_codes(self, keep: Iterable[str] = ()) -> None:
+        """Let go of the columns' codes but `keep`'s (made again if asked for)."""
+        kept = set(keep)
+        self._codes = {column: codes for column, codes in self._codes.items()
+                       if column in kept}
 
     def codes(self, column: str) -> np.ndarray:
         return self._factorized(column)[0]

@@ -33,3 +33,14 @@ def test_shared_cells_are_the_cells_each_distinct_text_once():
     _same(every, table.cells("case", np.arange(len(frame))))
     assert len({id(cell) for cell in every}) == 4  # hbm_triad, ddr_triad, NaN, ""
     assert table.shared_cells("case", np.zeros(0, dtype=np.int64)) == []
+
+
+def test_forgotten_codes_are_let_go_and_made_again_the_same():
+    frame = pd.DataFrame({"case": pd.Series(["a", "b", None, "a"] * 50, dtype="str"),
+                          "dtype": pd.Series(["fp32", None, "", "fp32"] * 50, dtype="str")})
+    table = _Table(frame)
+    case_codes, dtype_codes = table.codes("case").copy(), table.codes("dtype").copy()
+    table.forget_codes(keep=("dtype",))
+    assert set(table._codes) == {"dtype"}
+    assert table.codes("case").tolist() == case_codes.tolist()
+    assert table.codes("dtype").tolist() == dtype_codes.tolist()
