@@ -337,11 +337,12 @@ def accept_json(result: Acceptance) -> dict[str, object]:
             "errors": [f"{c.path} {c.device}" for c in checks if c.verdict == ERROR],
             "line": verdict_line(box, checks)})
     # The checks (a fleet's hundred thousand rows) made JSON column by column (`json_table`
-    # is `json_ready(json_records(...))`); `json_ready` walks only the rest.
+    # is `json_ready(json_records(...))`), put in their place after `json_ready` walked the
+    # rest.
     ready = cast(dict[str, object], json_ready({
         "verdict": result.verdict, "exit_code": result.exit_code,
         "spec": str(result.spec.path) if result.spec.path else None,
-        "cv_max": result.spec.cv_max, "boxes": boxes,
+        "cv_max": result.spec.cv_max, "boxes": boxes, "checks": None,
         "fleet": [{k: plain(v) for k, v in row.items() if not k.endswith("_cell")}
                   for row in result.rows],
         "outliers": [{"box": o.box, "device": o.device, "path": o.path, "part": o.part,
@@ -349,10 +350,8 @@ def accept_json(result: Acceptance) -> dict[str, object]:
                      for o in result.outliers],
         "notes": result.notes,
     }))
-    table = json_table(checks_table(result.checks))
-    order = ("verdict", "exit_code", "spec", "cv_max", "boxes", "checks", "fleet", "outliers",
-             "notes")
-    return {key: table if key == "checks" else ready[key] for key in order}
+    ready["checks"] = json_table(checks_table(result.checks))
+    return ready
 
 
 def write_files(result: Acceptance, out_dir: Path, parquet: bool) -> list[Path]:
