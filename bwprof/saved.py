@@ -198,7 +198,9 @@ def compare(run_dirs: Sequence[str | Path], *, by: str = "node", out: str | Path
     out_dir = user_path(out, "--out") if out is not None else None
     threshold = parse_fail_below(fail_below) if fail_below is not None else None
     parquet = _parquet_with_out(file_format, out_dir, "compare.parquet")
-    with gc_paused():  # a fleet's summaries and stacked figures: many objects, no cycle
+    # A fleet's folders and summaries: many objects, no cycle (the aligned rows are made
+    # when first read, `Comparison.rows`: for --out below, --json or the terminal's --all).
+    with gc_paused():
         runs = _load_summarized(folders)
         comparison = compare_runs(runs, by=by)
     written = (write_table(comparison.rows, output_dir(out_dir, out_dir) / COMPARE_FILE,
