@@ -728,8 +728,8 @@ class _Alignment:
         float64 where a row figure has a page size (as pandas infers None and ints)."""
         per_run = [self._collapse(_summary_figures(summary)) for summary in self.summaries]
         if not sum(len(figures) for figures in per_run) or not all(
-                set(_ROW_SOURCES) <= set(run.results.columns)
-                and all(run.results[name].dtype == "str" for name in _ROW_SOURCES)
+                set(ROW_TEXT) <= set(run.results.columns)
+                and all(run.results[name].dtype == "str" for name in ROW_TEXT)
                 for run in self.runs):
             return None
         if not all(figures[name].dtype == "str" for figures in per_run
@@ -743,8 +743,6 @@ class _Alignment:
         return frame
 
 
-_ROW_SOURCES = ROW_TEXT
-"""The results columns a row figure's text comes from as it is (`_row_figures`)."""
 _TEXT_KEYS: tuple[str, ...] = ("scope", "path", *ROW_TEXT, "dtype")
 _TEXT_COLUMNS: tuple[str, ...] = (*_TEXT_KEYS, "run", "run_dir", "run_id")
 
