@@ -10,7 +10,6 @@ import gc
 import io
 import math
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
@@ -136,8 +135,12 @@ def _numeric(values: pd.Series, column: str, dtype: Literal["Int64", "float64"])
     """The column as numbers of `dtype`; a value that is not one (text, 1.5 in an integer
     column, an overflow) is a _Malformed error naming the column."""
     try:
-        with warnings.catch_warnings():  # the failed cast also warns; the error says it all
-            warnings.simplefilter("ignore", RuntimeWarning)
+        # The failed cast also warns (NumPy's 'invalid value encountered in cast'); the error
+        # says it all. np.errstate, not warnings.catch_warnings: this runs in two threads at
+        # once (compare's loads, results.parquet beside the judging), and catch_warnings'
+        # save and restore of the process-wide filters, interleaved, left 'ignore
+        # RuntimeWarning' installed for good.
+        with np.errstate(all="ignore"):
             if pd.api.types.is_numeric_dtype(values.dtype):
                 return values.astype(dtype)  # numbers already: to_numeric would change nothing
             return pd.to_numeric(values).astype(dtype)
