@@ -520,18 +520,10 @@ def report_command(
     worst GPUs. summary.csv and --json keep every GPU; --all-gpus shows them.
     """
     from bwprof import saved
-    from bwprof.render.outputs import MEANWHILE
-    from bwprof.render.terminal import prepare_report_lines
 
-    # The lines shown below are made while results.parquet is written (`MEANWHILE`).
-    fleet = False if as_json or all_gpus else None
-    token = MEANWHILE.set(lambda run: prepare_report_lines(run, fleet))
-    try:
-        report = saved.make_run_report(run_dir, model=model, plots=not no_plots,
-                                       file_format=file_format, out=out, html=html,
-                                       write=not as_json)
-    finally:
-        MEANWHILE.reset(token)
+    report = saved.make_run_report(run_dir, model=model, plots=not no_plots,
+                                   file_format=file_format, out=out, html=html,
+                                   write=not as_json)
     if as_json:
         from bwprof.render.jsontext import echo_json
 

@@ -218,19 +218,12 @@ def write_report_files(run: Run, out_dir: Path,
     return written
 
 
-MEANWHILE: contextvars.ContextVar[Callable[[Run], object] | None] = contextvars.ContextVar(
-    "bwprof_report_meanwhile", default=None)
-"""What the caller shows next of the run (`bwprof report`: its lines,
-`terminal.prepare_report_lines`), made while results.parquet is written."""
-
-
 def _while_judging(run: Run, step: Callable[[], list[Path]]) -> list[Path]:
     """`step()` (results.parquet: a second of pyarrow encoding and compressing a fleet's
     rows, without the GIL) in a thread of its own, while this one judges the run
-    (`run.checks`, which the verdict, the plots' bands and the report read next) and makes
-    what `MEANWHILE` asks for: on two cores the two overlap. The step keeps its place: it
-    is done, or has raised, on return (an interrupt waits for the file to be whole). An
-    error judging is left for where the checks are read (it is raised there again)."""
+    (`run.checks`), which the report, the plots' bands and the verdict read next: on two
+    cores the two overlap. The step keeps its place: it is done, or has raised, on return.
+    A judging error is left for where the checks are read (it is raised there again)."""
     context = contextvars.copy_context()  # the folder `held_folder` holds, in the thread
     outcome: list[list[Path] | BaseException] = []
 
@@ -245,10 +238,6 @@ def _while_judging(run: Run, step: Callable[[], list[Path]]) -> list[Path]:
     try:
         with suppress(Exception):
             run.checks  # noqa: B018 (computed and kept: a cached property)
-        meanwhile = MEANWHILE.get()
-        if meanwhile is not None:
-            with suppress(Exception):
-                meanwhile(run)
     finally:
         thread.join()  # an interrupt waits for the file to be whole (or not there)
     found = outcome[0]

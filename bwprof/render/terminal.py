@@ -1011,37 +1011,7 @@ def print_lines(console: Console, lines: Sequence[str], style: str = "") -> None
 LINE_STYLES = {"failed": "bold red", "findings": "yellow", "busy": "yellow"}
 
 
-def prepare_report_lines(run: Run, fleet: bool | None = None) -> None:
-    """Make `report_lines(run, fleet)` now and keep it for that call (`bwprof report`,
-    while its files are written: `bwprof.render.outputs.MEANWHILE`); `fleet` None: as
-    `print_report` decides it (the digest of more than `FLEET_DIGEST_GPUS` GPUs)."""
-    if fleet is None:
-        fleet = is_fleet(run.summary)
-    lines = report_lines(run, fleet)
-    run.__dict__[_PREPARED] = (_lines_key(run, fleet), lines)
-
-
-_PREPARED = "_prepared_lines"
-
-
-def _lines_key(run: Run, fleet: bool) -> tuple[object, ...]:
-    """What `report_lines` reads, by identity: a run changed since is made anew."""
-    return (fleet, run.results, run.meta, run.measured_rows, run.findings, run.summary,
-            run.ceilings, run.line_rows, run.checks if fleet else None)
-
-
 def report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
-    """The lines `prepare_report_lines` made of the run as it is, once (copies: the caller
-    may change them); else `made_report_lines`."""
-    prepared = run.__dict__.pop(_PREPARED, None)
-    if prepared is not None:
-        key, lines = prepared
-        if all(a is b for a, b in zip(key, _lines_key(run, fleet), strict=True)):
-            return {kind: list(found) for kind, found in lines.items()}
-    return made_report_lines(run, fleet)
-
-
-def made_report_lines(run: Run, fleet: bool = False) -> dict[str, list[str]]:
     """Every line the report says under the summary table, by kind and in order: the
     summary's notes, the HBM/DDR sentence, each peak and its source, the roofline, the
     HBM/DDR latency sentence and the latency under load, the DDR peak, a sandbox, the
