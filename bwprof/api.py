@@ -35,6 +35,7 @@ from bwprof.plan import Plan, make_plan
 from bwprof.render.outputs import HTML_FILE, write_report_files
 from bwprof.runner import ProgressListener, RunContext, Runner, close_executors
 from bwprof.schema.meta import (
+    AFTER_EVERY_CASE,
     NOT_PROBED,
     GpusMeta,
     RunMeta,
@@ -56,7 +57,6 @@ from bwprof.store.export import (
     write_system_json,
 )
 from bwprof.store.formats import check_format
-from bwprof.store.runfolder import AFTER_EVERY_CASE
 from bwprof.system import HostInfo, host_info, with_gpus
 from bwprof.telemetry.session import SAMPLE_COLUMNS, TelemetrySession, idle_check
 

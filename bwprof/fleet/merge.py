@@ -57,7 +57,7 @@ from bwprof.store.export import (
     versioned,
     write_system_json,
 )
-from bwprof.store.runfolder import AFTER_EVERY_CASE, read_samples, read_system
+from bwprof.store.runfolder import read_samples, read_system
 from bwprof.telemetry.session import SAMPLE_COLUMNS
 
 FLEET_SAMPLE_COLUMNS: tuple[str, ...] = (*SAMPLE_COLUMNS, "rank", "host")
@@ -231,8 +231,7 @@ def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta],
     or missing, before its folder was final): else the merged folder read as finished,
     every case measured, while a rank's cases were not."""
     stopped = [rank for rank in ranks if rank.status == "interrupted"]
-    whole = (meta.stopped_by or "").endswith(f" {AFTER_EVERY_CASE}")
-    if not stopped or (meta.interrupted and not (whole and cut_short)):
+    if not stopped or (meta.interrupted and not (meta.measured_everything and cut_short)):
         return meta
     return replace(meta, interrupted=True, stopped_by=(
         f"{stopped[0].error or 'interrupted'} (rank(s) "
@@ -242,8 +241,7 @@ def fleet_stop(meta: RunMeta, ranks: Sequence[RankMeta],
 def _measured_everything(meta: RunMeta | None) -> bool:
     """Whether a rank's own folder holds every case it was to measure: final, or stopped
     only while it wrote its final files ('SIGTERM after every case was measured')."""
-    return meta is not None and (meta.state == "finished" or (
-        meta.interrupted and (meta.stopped_by or "").endswith(f" {AFTER_EVERY_CASE}")))
+    return meta is not None and (meta.state == "finished" or meta.measured_everything)
 
 
 def merge(out: Path, run_id: str, received: Mapping[int, RankReport], size: int,
@@ -573,6 +571,15 @@ class MergeStream:
         self.meta, self.findings_frame = meta, findings
         if self.failure is not None:
             raise self.failure
+
+    def finalise(self, fallback: RunMeta | None) -> None:
+        """Make the merged run final (its `finished_utc`), as a merge of every rank's folder
+        in rank 0's place is: rank 0's metadata, else `fallback`'s (rank 0 left none). A
+        killed rank 0's own system.json, never finalised, read as 'never finalised'."""
+        meta = self.first or fallback
+        if meta is not None:
+            self.first = replace(meta, finished_utc=(meta.finished_utc
+                                                     or api.utc_now().isoformat()))
 
     def abandon(self) -> None:
         """Close every file without writing the rest (a merge that failed)."""

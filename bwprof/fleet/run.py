@@ -54,7 +54,7 @@ from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
 from bwprof.runner import ProgressListener
-from bwprof.schema.meta import RunMeta
+from bwprof.schema.meta import AFTER_EVERY_CASE, RunMeta
 from bwprof.schema.reading import MissingFile
 from bwprof.schema.rows import ResultRow
 from bwprof.schema.table import read_run_csv
@@ -67,7 +67,7 @@ from bwprof.store.export import (
     prepare_run_dir,
     write_system_json,
 )
-from bwprof.store.runfolder import AFTER_EVERY_CASE, read_system
+from bwprof.store.runfolder import read_system
 from bwprof.store.runlock import waiting_for
 from bwprof.system import host_info
 
@@ -559,10 +559,7 @@ def _merge_folders(me: int, size: int, report: RankReport, out: Path, run_id: st
     try:
         for rank in sorted(reports):
             stream.add(reports[rank])
-        first = stream.first or report.meta  # rank 0's, else this rank's
-        if first is not None:  # the merge is whole: final, whatever rank 0 got to
-            stream.first = replace(first, finished_utc=first.finished_utc
-                                   or api.utc_now().isoformat())
+        stream.finalise(report.meta)  # the merge is whole: final, whatever rank 0 got to
     except BaseException:
         stream.abandon()
         raise

@@ -191,9 +191,6 @@ def salvage(run: Path, ranks_asked: int | None = None) -> str:
     """Merge RUN's rank folders into RUN; one line saying what was done. BwprofError (bad
     input) where RUN is no fleet folder, is merged already, its job still runs or its size
     is in doubt (`_job_size`); OutputError where RUN cannot be written."""
-    from dataclasses import replace
-
-    from bwprof.api import utc_now
     from bwprof.fleet.merge import MergeStream, RankName
     from bwprof.fleet.run import MERGE_LOCK, fate_from_folder, rank_dir, read_rank_folder
     from bwprof.store import runlock
@@ -233,12 +230,7 @@ def salvage(run: Path, ranks_asked: int | None = None) -> str:
                 report.notes.append(f"read from its folder, {rank_dir(run, rank)}, after the "
                                     f"job")
                 stream.add(report)
-            # Rank 0's metadata, else (it left no folder) the first rank's, as the run's;
-            # final, as a merge in rank 0's place makes it (every rank folder was read):
-            # a killed rank 0's own, never finalised, read as 'never finalised' after it.
-            run_meta = stream.first or first
-            stream.first = replace(run_meta, finished_utc=run_meta.finished_utc
-                                   or utc_now().isoformat())
+            stream.finalise(first)  # every folder read: final, as rank 0's merge makes it
         except BaseException:
             stream.abandon()
             raise

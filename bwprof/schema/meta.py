@@ -39,6 +39,10 @@ from typing import Any, NoReturn, TypeVar, Union, cast, get_args, get_origin, ge
 from bwprof.coerce import shorten
 from bwprof.schema.reading import MAX_INT, gc_paused
 
+AFTER_EVERY_CASE = "after every case was measured"
+"""The end of `stopped_by` of a run a signal stopped in its final files ('SIGHUP after every
+case was measured'): every row is there."""
+
 
 class MetaError(ValueError):
     """A part of system.json of the wrong kind, or missing; the message names its path."""
@@ -997,6 +1001,13 @@ class RunMeta(Record):
         if self.interrupted:
             return "interrupted"
         return "incomplete" if self.finished_utc is None else "finished"
+
+    @property
+    def measured_everything(self) -> bool:
+        """Whether the run was interrupted only after every case was measured (`stopped_by`
+        'SIGHUP after every case was measured'): every row is there."""
+        return (self.state == "interrupted" and self.stopped_by is not None
+                and self.stopped_by.endswith(f" {AFTER_EVERY_CASE}"))
 
     @property
     def bwprof_text(self) -> str:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from bwprof.coerce import NAME_CHARACTERS, shorten
 from bwprof.errors import BwprofError, raise_if_no_memory
-from bwprof.schema.meta import MetaError, ReadOnlyDict, RunMeta, read_only
+from bwprof.schema.meta import AFTER_EVERY_CASE, MetaError, ReadOnlyDict, RunMeta, read_only
 from bwprof.schema.reading import (
     MAX_MESSAGE,
     MAX_TABLE_BYTES,
@@ -57,9 +57,6 @@ from bwprof.store.export import FINDINGS_FILE, RESULTS_FILE, SAMPLES_FILE, SYSTE
 from bwprof.store.mirror import mirrors
 
 RESULTS_PARQUET = "results.parquet"
-AFTER_EVERY_CASE = "after every case was measured"
-"""The end of `stopped_by` of a run a signal stopped in its final files ('SIGHUP after every
-case was measured'): every row is there."""
 
 
 @dataclass(eq=False)
@@ -118,9 +115,7 @@ class RunFolder:
     def measured_everything(self) -> bool:
         """Whether the run was interrupted only after every case was measured (system.json's
         `stopped_by` is 'SIGHUP after every case was measured')."""
-        meta = self.meta
-        return (meta.state == "interrupted" and meta.stopped_by is not None
-                and meta.stopped_by.endswith(f" {AFTER_EVERY_CASE}"))
+        return self.meta.measured_everything
 
     @property
     def state_text(self) -> str:
