@@ -197,8 +197,10 @@ def salvage(run: Path, ranks_asked: int | None = None) -> str:
 
     found = _rank_folders(run)
     if not found:
-        raise BwprofError(f"{run} holds no ranks/rank-NNNN folder: not a fleet job's folder; "
-                          "pass the --out of a fleet run")
+        what = ("does not exist" if not os.path.lexists(run)
+                else "is not a folder" if not run.is_dir() else "holds no ranks/rank-NNNN folder")
+        raise BwprofError(f"{run} {what}: not a fleet job's folder; pass the --out of a "
+                          "fleet run")
     if runlock.running(run):
         raise BwprofError(f"the fleet job that claimed {run} still runs; let it end (it "
                           "merges its ranks itself) or end it first")

@@ -382,8 +382,10 @@ def test_bwprof_salvage_of_no_fleet_folder_is_one_line_and_2(tmp_path, capsys, m
     argv = ["salvage", "run" if what == "relative" else str(path)]
     code, said, err = _cli(argv, capsys)
     assert (code, said) == (EXIT_USAGE, "")
-    assert err == (f"error: {path} holds no ranks/rank-NNNN folder: not a fleet job's folder; "
-                   f"pass the --out of a fleet run\n")
+    why = {"missing": "does not exist", "file": "is not a folder"}.get(
+        what, "holds no ranks/rank-NNNN folder")
+    assert err == (f"error: {path} {why}: not a fleet job's folder; pass the --out of a fleet "
+                   f"run\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ([] if what == "missing" else ["run"])
 
 
