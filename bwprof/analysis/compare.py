@@ -380,7 +380,9 @@ class Comparison:
 
     @property
     def rows(self) -> pd.DataFrame:
-        """Every aligned figure of every run, a row each (COMPARE_COLUMNS)."""
+        """Every aligned figure of every run, a row each (COMPARE_COLUMNS), made from the
+        runs' results when first read: a run's frame changed in place before then gives
+        rows of the changed figures (read `rows` first, or compare again)."""
         if self._rows is None:
             assert self._alignment is not None
             self._rows = self._alignment.rows()
