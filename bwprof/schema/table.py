@@ -6,12 +6,9 @@ the data model: the report layer and the fleet merge both read tables through it
 from __future__ import annotations
 
 import csv
-import gc
 import io
 import math
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -24,7 +21,13 @@ from bwprof.errors import BwprofError
 from bwprof.schema.cells import frame_from_spreadsheet
 from bwprof.schema.flags import split_flags, unknown_flags
 from bwprof.schema.metrics import METRICS
-from bwprof.schema.reading import MAX_TABLE_BYTES, MAX_TABLE_CELLS, MAX_TABLE_COLUMNS, read_text
+from bwprof.schema.reading import (
+    MAX_TABLE_BYTES,
+    MAX_TABLE_CELLS,
+    MAX_TABLE_COLUMNS,
+    gc_paused,
+    read_text,
+)
 from bwprof.schema.rows import (
     ADDED_COLUMNS,
     CSV_COLUMNS,
@@ -586,37 +589,6 @@ def _at(row: int, path: Path) -> str:
     return f"in row {row + 1}{line}"
 
 
-_GC_LOCK = threading.Lock()
-_gc_pauses = 0  # gc_paused blocks under way, in every thread
-_gc_resume = False  # whether the collector was enabled when the outermost began
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cycle collector paused while a fleet's rows become Python objects (records,
-    ResultRows): none of them is part of a cycle, so reference counting frees them all the
-    same, and each of its full collections walked every object made so far (a fifth of a
-    report's CPU at 100,000 rows). Resumed after, as it was. Pauses nest, also across
-    threads: a count under a lock, so only the outermost pause's end resumes it (one
-    thread's end must not resume it under another's), and only where it was enabled when the
-    first began (a caller's own gc.disable() is kept). Disabled inside the `try`, so that an
-    interrupt right after cannot leave it off."""
-    global _gc_pauses, _gc_resume
-    counted = False
-    try:
-        with _GC_LOCK:
-            if _gc_pauses == 0:
-                _gc_resume = gc.isenabled()
-            _gc_pauses += 1
-            counted = True
-            gc.disable()
-        yield
-    finally:
-        if counted:
-            with _GC_LOCK:
-                _gc_pauses -= 1
-                if _gc_pauses == 0 and _gc_resume:
-                    gc.enable()
 
 
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
