@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -235,12 +236,10 @@ def test_a_link_planted_as_the_merge_lock_is_refused(monkeypatch, tmp_path, caps
     assert (tmp_path / "elsewhere").read_text() == "keep\n"
 
 
-# Catches (issue 37): Ctrl-C while salvage merged was a traceback
-def test_an_interrupt_mid_merge_is_130_and_the_next_try_merges_whole(monkeypatch, tmp_path,
-                                                                     capsys):
+def _stop_after_rank_0(monkeypatch) -> Callable[[], None]:
+    """Ctrl-C as the merge has just taken rank 0's rows; what it returns undoes that."""
     from bwprof.fleet.merge import MergeStream
 
-    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
     real_add = MergeStream.add
 
     def add_then_stop(self, report):
@@ -249,6 +248,14 @@ def test_an_interrupt_mid_merge_is_130_and_the_next_try_merges_whole(monkeypatch
             raise KeyboardInterrupt
 
     monkeypatch.setattr(MergeStream, "add", add_then_stop)
+    return lambda: monkeypatch.setattr(MergeStream, "add", real_add)
+
+
+# Catches (issue 37): Ctrl-C while salvage merged was a traceback
+def test_an_interrupt_mid_merge_is_130_and_the_next_try_merges_whole(monkeypatch, tmp_path,
+                                                                     capsys):
+    out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
+    go_on = _stop_after_rank_0(monkeypatch)
     capsys.readouterr()
     try:
         code: object = main([str(out)])
@@ -258,7 +265,7 @@ def test_an_interrupt_mid_merge_is_130_and_the_next_try_merges_whole(monkeypatch
     assert capsys.readouterr().err == (
         f"interrupted: {out} is not merged (the ranks' folders are untouched); run it again "
         f"to merge it\n")
-    monkeypatch.setattr(MergeStream, "add", real_add)
+    go_on()
     assert main([str(out)]) == EXIT_OK
     assert "done again whole" in capsys.readouterr().out
     run = bwprof.load(out)
@@ -412,23 +419,14 @@ def test_bwprof_help_lists_salvage(capsys):
 
 def test_bwprof_salvage_interrupted_mid_merge_is_130_then_merges_whole(monkeypatch, tmp_path,
                                                                        capsys):
-    from bwprof.fleet.merge import MergeStream
-
     out = _unmerged(monkeypatch, tmp_path, rank_1_final=True)
-    real_add = MergeStream.add
-
-    def add_then_stop(self, report):
-        real_add(self, report)
-        if report.rank == 0:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(MergeStream, "add", add_then_stop)
+    go_on = _stop_after_rank_0(monkeypatch)
     capsys.readouterr()
     code, said, err = _cli(["salvage", str(out)], capsys)
     assert (code, said) == (EXIT_INTERRUPTED, "")
     assert err == (f"interrupted: {out} is not merged (the ranks' folders are untouched); run "
                    f"it again to merge it\n")
-    monkeypatch.setattr(MergeStream, "add", real_add)
+    go_on()
     code, said, _ = _cli(["salvage", str(out)], capsys)
     assert code == EXIT_OK and "done again whole" in said
 

@@ -52,22 +52,17 @@ def test_results_linked_into_proc_or_dev_are_refused_and_the_genuine_run_is_then
     shutil.copytree(H200, hollow)
     (hollow / "results.csv").unlink()
     (hollow / "results.csv").symlink_to(target)
-    store = tmp_path / "store"
-    done = runner.invoke(app, ["history", "add", str(hollow), "--store", str(store)])
-    assert done.exit_code == 2, done.output
-    assert len(done.output.splitlines()) == 1 and "symbolic link" in done.output
-    assert not store.exists() or store_names(store) == []
-    good = runner.invoke(app, ["history", "add", str(H200), "--store", str(store)])
-    assert good.exit_code == 0, good.output
-    assert good.output.startswith("added vm-20261130T235257Z (11 figure(s))")
+    added = _refused_then_genuine_added(hollow, H200, tmp_path / "store", "symbolic link")
+    assert added.startswith("added vm-20261130T235257Z (11 figure(s))")
 
 
-def _refused_then_genuine_added(bad: Path, genuine: Path, store: Path) -> str:
-    """`history add` of `bad` refused with one line (no figure), nothing stored, then that
+def _refused_then_genuine_added(bad: Path, genuine: Path, store: Path,
+                                why: str = "holds no figure") -> str:
+    """`history add` of `bad` refused with one line saying `why`, nothing stored, then that
     of `genuine` into the same store succeeds: its output."""
     done = runner.invoke(app, ["history", "add", str(bad), "--store", str(store)])
     assert done.exit_code == 2, done.output
-    assert len(done.output.splitlines()) == 1 and "holds no figure" in done.output
+    assert len(done.output.splitlines()) == 1 and why in done.output
     assert not store.exists() or store_names(store) == []
     good = runner.invoke(app, ["history", "add", str(genuine), "--store", str(store)])
     assert good.exit_code == 0, good.output
