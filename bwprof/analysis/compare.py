@@ -209,13 +209,12 @@ ROW_TEXT: tuple[str, ...] = ("case", "device", "device_name", "memory", "directi
 """The text columns a run's row figures take from its results as they are."""
 
 
-def _row_picks(results: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _row_picks(results: pd.DataFrame, best: np.ndarray,
+               efficiency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The row of `results` each row figure comes from, and whether it is the row's
-    overlap efficiency: each measured row's own figure, then its efficiency (the order the
-    per-row reading gave)."""
+    overlap efficiency: each measured row's own figure (`best`, its value_best), then its
+    `efficiency` (the order the per-row reading gave)."""
     measured = _column(results, "status").isin(["ok", "invalid"]).to_numpy()
-    best = _floats(_column(results, "value_best"))
-    efficiency = _floats(_column(results, "overlap_efficiency"))
     own = np.flatnonzero(measured & ~np.isnan(best))
     overlap = np.flatnonzero(measured & ~np.isnan(efficiency))
     places = np.concatenate([2 * own, 2 * overlap + 1])
@@ -226,9 +225,9 @@ def _row_picks(results: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _row_figures(run: RunFolder) -> pd.DataFrame:
     """The figures of every measured row of results.csv (scope `row`), FIGURE_COLUMNS."""
     results = run.results
-    picked, is_efficiency = _row_picks(results)
     best = _floats(_column(results, "value_best"))
     efficiency = _floats(_column(results, "overlap_efficiency"))
+    picked, is_efficiency = _row_picks(results, best, efficiency)
 
     def taken(name: str) -> pd.Series:
         return _column(results, name).take(picked).reset_index(drop=True)
@@ -753,7 +752,8 @@ def _has_page_sizes(results: pd.DataFrame) -> bool:
     """Whether any row figure of these results has a page size (`_row_figures`'s rows)."""
     if "page_bytes" not in results.columns or not results["page_bytes"].notna().any():
         return False
-    picked, _ = _row_picks(results)
+    picked, _ = _row_picks(results, _floats(_column(results, "value_best")),
+                           _floats(_column(results, "overlap_efficiency")))
     return bool(results["page_bytes"].notna().to_numpy(dtype=bool)[picked].any())
 
 

@@ -589,8 +589,6 @@ def _at(row: int, path: Path) -> str:
     return f"in row {row + 1}{line}"
 
 
-
-
 def rows_from_frame(frame: pd.DataFrame) -> list[ResultRow]:
     """ResultRows from a results frame, with missing values as None; telemetry columns, where
     the file has them, become the rows' counters. Each column is made Python values once, as
