@@ -555,16 +555,25 @@ def test_a_signal_while_numpy_initialises_is_one_line(tmp_path, run_copy, comman
     end and is one line and 130, and the command writes nothing."""
     run = run_copy("h200-quick")
     shutil.rmtree(run / "report", ignore_errors=True)
-    store, out = tmp_path / "store", tmp_path / "out"
+    store, out, history = tmp_path / "store", tmp_path / "out", tmp_path / "history"
+    if command == "trend":  # a store to read: trend refuses a missing one before NumPy loads
+        from typer.testing import CliRunner
+
+        from bwprof.cli import app
+
+        added = CliRunner().invoke(app, ["history", "add", str(run), "--store", str(history)])
+        assert added.exit_code == 0, added.output
+    held = sorted(history.rglob("*")) if history.exists() else []
     args = {"report": ["report", str(run), "--no-plots"],
             "compare": ["compare", str(run), str(run), "--out", str(out)],
             "accept": ["accept", str(run), "--out", str(out)],
             "history add": ["history", "add", str(run), "--store", str(store)],
-            "trend": ["trend", "--store", str(run), "--no-plots"]}[command]
+            "trend": ["trend", "--store", str(history), "--no-plots", "--out", str(out)]}[command]
     done = _signalled_in_import(tmp_path, "numpy", name, treatment, args)
     assert (done.returncode, done.stderr) == (errors.EXIT_INTERRUPTED, _message(name) + "\n")
     assert not (run / "report").exists()
     assert not store.exists() and not out.exists()
+    assert (sorted(history.rglob("*")) if history.exists() else []) == held
 
 
 def test_a_signal_while_a_run_loads_its_parquet_writer_keeps_every_row(tmp_path):
