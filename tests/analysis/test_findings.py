@@ -189,13 +189,22 @@ def test_two_gpu_box_with_one_downtrained_link(monkeypatch):
     from tests.gpu.test_devices import H200Like
     from tests.telemetry.fakes import counter_pynvml
 
-    backend = H200Like(devices=2)
+    class SampledDuringCopies(H200Like):
+        """Reads the counters inside every timed sample, as the sampler thread would on a
+        GPU's longer copies: simulated copies of microseconds can end between two ticks of a
+        busy machine's thread, leaving a GPU's rows without a sample (a flaky test)."""
+
+        def time_sample(self, works, gate, hold_us):
+            session.sampler.sample_once()
+            return super().time_sample(works, gate, hold_us)
+
+    backend = SampledDuringCopies(devices=2)
     devices = [replace(d, metadata={"pcie_gen_max": 5, "pcie_width_max": 16})
                for d in describe(backend)]
     fake = counter_pynvml({"00000000:1B:00.0": {}, "00000000:1C:00.0": {"curr_gen": 4}})
     reader = CounterReader(Nvml(fake), [(d.label, d.properties.pci_bus_id) for d in devices])
     idle = idle_check(reader)  # before the run, as start_telemetry does
-    session = TelemetrySession(reader, interval_s=0.001)
+    session = TelemetrySession(reader, interval_s=3600.0)  # the thread: one read at start
     plan = make_plan(cases="h2d_pinned", preset="quick", repeats=3, usable_cpus=1,
                      llc_bytes=None, memory_available_bytes=8 << 30)
     runner = Runner(plan, {"gpu": GpuExecutor(backend, devices, 8 << 30)},
