@@ -16,6 +16,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from bwprof.schema import textbytes
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
@@ -91,6 +93,10 @@ def _changing(values: pd.Series) -> np.ndarray:
     """Which cells of a text column `_frame_cell` may change, as one boolean array: a
     superset (the marked cells are checked one by one), never missing one that changes.
     Cells that are not text are never marked (`_frame_cell` leaves them as they are)."""
+    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow":
+        at_bytes = _changing_arrow(values)
+        if at_bytes is not None:
+            return at_bytes
     try:
         found = values.str.contains(_MAY_CHANGE, regex=True)
     except AttributeError:  # no text in the column at all: .str refuses it
@@ -98,6 +104,26 @@ def _changing(values: pd.Series) -> np.ndarray:
     except TypeError:  # text beside bytes: each text cell is looked at
         return np.array([isinstance(value, str) for value in values], dtype=bool)
     return found.to_numpy(dtype=bool, na_value=False)
+
+
+_MAY_START = np.zeros(256, dtype=bool)
+_MAY_START[list(b"'=+-@\t\n")] = True
+"""The first bytes of the cells `_MAY_CHANGE` marks without a carriage return (a superset:
+every cell that starts with an apostrophe)."""
+
+
+def _changing_arrow(values: pd.Series) -> np.ndarray | None:
+    """`_changing` of an Arrow-backed text column from its bytes (`textbytes`): each cell's
+    first byte, where no cell holds a carriage return; None where that cannot say."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    column = pa.array(values.array)  # the column's own Arrow data, not a copy
+    if textbytes.holds_any(column, b"\r"):
+        return None
+    first = textbytes.first_bytes(column)
+    return None if first is None else _MAY_START[first]
 
 
 def _quoted(values: pd.Series) -> pd.Series:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bwprof.errors import write_failure
+from bwprof.schema import textbytes
 from bwprof.schema.cells import spreadsheet_frame
 from bwprof.store.runlock import temporary_suffix
 
@@ -159,11 +160,15 @@ def write_csv(frame: pd.DataFrame, handle: IO[str]) -> None:
     csv.writer(handle, lineterminator=os.linesep).writerow(list(frame.columns))
     line = io.StringIO()
     writer = csv.writer(line, lineterminator=os.linesep)  # pandas' dialect: the default
+    # Which text columns may hold a cell to quote, or a carriage return: asked of each
+    # column's bytes once (a fleet's text columns mostly hold neither), not of every chunk.
+    quote = [column.holds_any(_QUOTE_BYTES) for column in columns]
+    carriage = [column.holds_any(b"\r") for column in columns]
     for start in range(0, len(frame), _CSV_CHUNK):
-        raw = [column.slice(start, _CSV_CHUNK) for column, _ in columns]
-        texts = [column for column, (_, text) in zip(raw, columns, strict=True) if text]
-        cells = [_quoted(column) if text else column
-                 for column, (_, text) in zip(raw, columns, strict=True)]
+        raw = [column.cells(start, _CSV_CHUNK) for column in columns]
+        texts = [column for column, odd in zip(raw, carriage, strict=True) if odd]
+        cells = [_quoted(column) if quoting else column
+                 for column, quoting in zip(raw, quote, strict=True)]
         lines = pc.binary_join_element_wise(*cells, _large(","),
                                             null_handling="replace").to_pylist()
         odd = _carriage_rows(texts, len(raw[0]))
@@ -181,11 +186,32 @@ _CSV_CHUNK = 1 << 16
 """Rows joined into one write: tens of MB of text at most, not the whole file's."""
 
 
-def _csv_columns(frame: pd.DataFrame) -> list[tuple[Any, bool]] | None:
-    """Each column of `frame` as its cells' CSV text (`_column_text`) and whether it is a
-    text column (the others, numbers and flags, never need quotes); None where one is
-    of a kind it does not make, the table has fewer than two columns (a lone empty cell
-    is written '""') or a label that is not text, or there is no pyarrow."""
+@dataclass(frozen=True)
+class _CsvColumn:
+    """A column to write: a text column as its whole Arrow text (mostly the column's own
+    data, not a copy), a number or flag column as its values, made text a chunk at a time
+    (a fleet's table of numbers as text at once: hundreds of MB more at its peak)."""
+
+    text: Any | None
+    values: pd.Series | None = None
+
+    def cells(self, start: int, length: int) -> Any:
+        """The cells of rows `start` to `start + length` as CSV text (Arrow large_string)."""
+        if self.text is not None:
+            return self.text.slice(start, length)
+        assert self.values is not None
+        return _number_text(self.values.iloc[start:start + length])
+
+    def holds_any(self, characters: bytes) -> bool:
+        """Whether a cell may hold one of `characters` (numbers and flags never do)."""
+        return self.text is not None and textbytes.holds_any(self.text, characters)
+
+
+def _csv_columns(frame: pd.DataFrame) -> list[_CsvColumn] | None:
+    """Each column of `frame` to write as CSV text (`_CsvColumn`); None where one is of a
+    kind this does not make (`_text_cells`, `_number_text`), the table has fewer than two
+    columns (a lone empty cell is written '""') or a label that is not text, or there is no
+    pyarrow."""
     if frame.shape[1] < 2 or not all(isinstance(label, str) for label in frame.columns):
         return None
     try:
@@ -195,10 +221,15 @@ def _csv_columns(frame: pd.DataFrame) -> list[tuple[Any, bool]] | None:
     columns = []
     for position in range(frame.shape[1]):
         values = frame.iloc[:, position]
-        text = _column_text(values)
-        if text is None:
+        if _is_text(values.dtype):
+            text = _text_cells(values)
+            if text is None:
+                return None
+            columns.append(_CsvColumn(text))
+        elif _is_number(values.dtype):
+            columns.append(_CsvColumn(None, values))
+        else:
             return None
-        columns.append((text, _is_text(values.dtype)))
     return columns
 
 
@@ -206,33 +237,45 @@ def _is_text(dtype: Any) -> bool:
     return isinstance(dtype, pd.StringDtype) or pd.api.types.is_object_dtype(dtype)
 
 
-def _column_text(values: pd.Series) -> Any:
-    """A column's cells as the text pandas hands the csv writer, an Arrow large_string
-    array (null for an empty cell); None for a kind of column this does not make."""
+def _is_number(dtype: Any) -> bool:
+    """Whether `_number_text` makes a column of `dtype`: floats, integers and flags."""
+    return (dtype == np.float64 or dtype == np.int64 or dtype == np.bool_
+            or isinstance(dtype, (pd.Int64Dtype, pd.BooleanDtype)))
+
+
+def _text_cells(values: pd.Series) -> Any:
+    """A text column's cells as the text pandas hands the csv writer, an Arrow large_string
+    array (null for an empty cell); None where it holds numbers or other objects too."""
+    import pyarrow as pa
+
+    text = pa.large_string()
+    if isinstance(values.dtype, pd.StringDtype):
+        return pa.array(values, from_pandas=True).cast(text)  # Arrow's own where it is
+    if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
+        return None  # numbers or other objects among the text: as pandas writes them
+    return pa.array(values.to_numpy(dtype=object), type=text, from_pandas=True)
+
+
+def _number_text(values: pd.Series) -> Any:
+    """A number or flag column's cells (`_is_number`) as the text pandas hands the csv
+    writer, an Arrow large_string array (null for an empty cell)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     dtype = values.dtype
     text = pa.large_string()
-    if isinstance(dtype, pd.StringDtype):
-        return pa.array(values, from_pandas=True).cast(text)  # Arrow's own where it is
-    if _is_text(dtype):
-        if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
-            return None  # numbers or other objects among the text: as pandas writes them
-        return pa.array(values.to_numpy(dtype=object), type=text, from_pandas=True)
     if dtype == np.float64:
         return _float_text(values.to_numpy())
     if dtype == np.int64 or isinstance(dtype, pd.Int64Dtype):  # str(int): the digits
         return pa.array(values, type=pa.int64(), from_pandas=True).cast(text)
-    if dtype == np.bool_ or isinstance(dtype, pd.BooleanDtype):
-        flags = pa.array(values, type=pa.bool_(), from_pandas=True)
-        return pc.take(pa.array(["False", "True"], type=text), flags.cast(pa.int8()))
-    return None
+    flags = pa.array(values, type=pa.bool_(), from_pandas=True)
+    return pc.take(pa.array(["False", "True"], type=text), flags.cast(pa.int8()))
 
 
 _QUOTED = "[" + re.escape(',"' + os.linesep) + "]"
 """A cell the csv writer (QUOTE_MINIMAL) puts in quotes: it holds the delimiter, the
 quote or a character of the line end."""
+_QUOTE_BYTES = (',"' + os.linesep).encode()
 
 
 def _quoted(column: Any) -> Any:

@@ -96,11 +96,15 @@ def test_a_column_at_a_time_is_the_rule_cell_by_cell(dtype):
     frame = pd.DataFrame({"text": pd.Series(texts, dtype=dtype),
                           "number": [float(i) for i in range(len(texts))]})
     frame.loc[::7, "text"] = None
+    # Without a carriage return anywhere, an Arrow column is read at its bytes (`textbytes`).
+    plain = [text for text in texts if "\r" not in text]
+    no_cr = pd.DataFrame({"text": pd.Series(plain, dtype=dtype).iloc[1:]})  # a view, offset
+    no_cr.loc[no_cr.index[::5], "text"] = None
     mixed = pd.DataFrame({"a": pd.Series(["=x", 3, None, -1.5, "ok", b"=raw"], dtype=object),
                           "b": pd.Series([1.5, 2.0, None, 3.0, 4.0, 5.0], dtype=object),
                           "a2": ["\r=1", "-", "'-2", "+3e9", "'@", "\n"]})
     mixed.columns = ["a", "b", "a"]  # repeated names are columns too
-    for table in (frame, mixed):
+    for table in (frame, mixed, no_cr):
         expected = _cell_by_cell(table)
         got = spreadsheet_frame(table)
         assert got.to_csv(index=False) == expected.to_csv(index=False)
