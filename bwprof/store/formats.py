@@ -164,7 +164,10 @@ def _json_column(column: pd.Series) -> list[object]:
         return cells
     if isinstance(dtype, (pd.StringDtype, pd.Int64Dtype, pd.BooleanDtype)):
         cells = cast(Any, column).to_numpy(dtype=object, na_value=None).tolist()
-        if isinstance(dtype, pd.StringDtype) and not _encodable(cells):
+        # Arrow's text is UTF-8 by construction (a lone surrogate is refused on the way in):
+        # only Python-stored text can hold what `printable` escapes.
+        if (isinstance(dtype, pd.StringDtype) and dtype.storage != "pyarrow"
+                and not _encodable(cells)):
             cells = [None if cell is None else printable(cast(str, cell)) for cell in cells]
         return cells
     from pandas.api.types import is_extension_array_dtype
