@@ -145,9 +145,10 @@ def write_csv_atomic(frame: Any, target: Path, kept: Path | None = None) -> Path
 def write_csv(frame: pd.DataFrame, handle: IO[str]) -> None:
     """`frame.to_csv(handle, index=False)`, byte for byte. pandas formats and writes a cell
     at a time (NumPy's float to text, Python's csv writer): seconds for a fleet's summary of
-    four million cells. Here each column becomes its cells' text at once (Arrow), quoted as
-    the csv writer quotes (a cell holding the comma, the quote or the line end, in quotes,
-    its quotes doubled), and the rows are joined at once. A row with a carriage return,
+    four million cells. Here a chunk of rows at a time, each column becomes its cells' text
+    at once (Arrow), quoted as the csv writer quotes (a cell holding the comma, the quote
+    or the line end, in quotes, its quotes doubled; a column none of whose bytes is one of
+    these is never searched), and the rows are joined at once. A row with a carriage return,
     which Python versions quote differently, goes through the csv writer itself. A table
     with another kind of column, a single column or labels that are not text, or an install
     without pyarrow, is written by pandas itself."""
