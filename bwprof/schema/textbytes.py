@@ -20,8 +20,8 @@ def _chunks(column: Any) -> list[Any]:
 
 
 def _offsets(chunk: Any) -> np.ndarray | None:
-    """The chunk's offsets into its data (one more than its cells), or None for a kind of
-    array whose bytes are not laid out as `string` or `large_string`."""
+    """The chunk's offsets into its data (one more than its cells), or None for an array
+    whose bytes are not laid out as `string` or `large_string` are."""
     import pyarrow as pa
 
     if pa.types.is_large_string(chunk.type):
@@ -30,11 +30,13 @@ def _offsets(chunk: Any) -> np.ndarray | None:
         width = np.int32
     else:
         return None
+    if len(chunk) == 0:  # Arrow lets an empty array hold no offsets at all
+        return np.zeros(1, dtype=width)
     buffer = chunk.buffers()[1]
-    if buffer is None:
-        return np.zeros(len(chunk) + 1, dtype=width)
-    every = np.frombuffer(buffer, dtype=width, count=chunk.offset + len(chunk) + 1)
-    return every[chunk.offset:]
+    count = chunk.offset + len(chunk) + 1
+    if buffer is None or buffer.size < count * np.dtype(width).itemsize:
+        return None  # not laid out as Arrow says: the caller asks the cells themselves
+    return np.frombuffer(buffer, dtype=width, count=count)[chunk.offset:]
 
 
 def holds_any(column: Any, characters: bytes) -> bool:

@@ -44,3 +44,12 @@ def test_an_empty_column_and_another_layout():
     assert list(first_bytes(pa.chunked_array([], type=pa.string()))) == []
     assert holds_any(pa.array([1, 2]), b",")  # not text bytes: it cannot say no
     assert first_bytes(pa.array([1, 2])) is None
+
+
+def test_an_empty_chunk_without_offsets_is_read_as_empty():
+    """Arrow allows an empty array no offsets buffer at all (another producer's data)."""
+    bare = pa.Array.from_buffers(pa.large_string(), 0, [None, pa.py_buffer(b""),
+                                                        pa.py_buffer(b"")])
+    column = pa.chunked_array([bare, pa.array(["=x", "a,b"], pa.large_string())])
+    assert list(first_bytes(column)) == [ord("="), ord("a")]
+    assert holds_any(column, b",") and not holds_any(column, b"\r")
