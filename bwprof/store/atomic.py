@@ -167,12 +167,12 @@ def write_csv(frame: pd.DataFrame, handle: IO[str]) -> None:
     carriage = [column.holds_any(b"\r") for column in columns]
     for start in range(0, len(frame), _CSV_CHUNK):
         raw = [column.cells(start, _CSV_CHUNK) for column in columns]
-        texts = [column for column, odd in zip(raw, carriage, strict=True) if odd]
+        with_cr = [column for column, odd in zip(raw, carriage, strict=True) if odd]
         cells = [_quoted(column) if quoting else column
                  for column, quoting in zip(raw, quote, strict=True)]
         lines = pc.binary_join_element_wise(*cells, _large(","),
                                             null_handling="replace").to_pylist()
-        odd = _carriage_rows(texts, len(raw[0]))
+        odd = _carriage_rows(with_cr, len(raw[0]))
         if odd:
             records = [pc.take(column, odd).to_pylist() for column in raw]
             for row, record in zip(odd, zip(*records, strict=True), strict=True):
