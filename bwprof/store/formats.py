@@ -162,18 +162,29 @@ def _json_column(column: pd.Series) -> list[object]:
             for index in np.flatnonzero(~np.isfinite(values)).tolist():
                 cells[index] = None  # NaN, or infinite: not JSON
         return cells
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        return _shared_text(column)
     if isinstance(dtype, (pd.StringDtype, pd.Int64Dtype, pd.BooleanDtype)):
         cells = cast(Any, column).to_numpy(dtype=object, na_value=None).tolist()
-        # Arrow's text is UTF-8 by construction (a lone surrogate is refused on the way in):
-        # only Python-stored text can hold what `printable` escapes.
-        if (isinstance(dtype, pd.StringDtype) and dtype.storage != "pyarrow"
-                and not _encodable(cells)):
+        if isinstance(dtype, pd.StringDtype) and not _encodable(cells):
             cells = [None if cell is None else printable(cast(str, cell)) for cell in cells]
         return cells
     from pandas.api.types import is_extension_array_dtype
 
     boxed = dtype == np.dtype(object) or is_extension_array_dtype(dtype)
     return [json_ready(plain(_box_native(cell) if boxed else cell)) for cell in column]
+
+
+def _shared_text(column: pd.Series) -> list[object]:
+    """An Arrow-stored text column's cells, one Python string per distinct value (None for
+    a missing cell): a fleet's columns repeat a few names over millions of rows, which a
+    string object per cell made gigabytes of. Arrow's text is UTF-8 by construction (a lone
+    surrogate is refused on the way in), so `printable` would leave every cell as it is."""
+    import numpy as np
+
+    codes, distinct = pd.factorize(column, use_na_sentinel=True)
+    names = np.array([*distinct.tolist(), None], dtype=object)  # code -1: the last, None
+    return cast(list[object], names[codes].tolist())
 
 
 def _encodable(cells: list[object]) -> bool:

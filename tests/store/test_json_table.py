@@ -30,6 +30,8 @@ def _frames() -> dict[str, pd.DataFrame]:
             "F": pd.array([1.0, None, 2.5, None, 0.0, 1.0], dtype="Float64")}),
         "text": pd.DataFrame({
             "s": pd.array(["a", None, "tab\there", "é", "\u2028", ""], dtype="str"),
+            # Arrow-stored, missing as pd.NA, values repeated: one string per distinct value
+            "arrow": pd.array(["gpu0", None, "gpu0", "", None, "gpu0"], dtype="string[pyarrow]"),
             "p": pd.array(["ok", "bad\udc80", None, "\x00", "x", "\ud800\udc00"],
                           dtype=python_text),
             "clean": pd.array(["a", "b", None, "c", "d", "e"], dtype=python_text),
