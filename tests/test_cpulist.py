@@ -40,9 +40,17 @@ def test_cpu_affinity_applies_and_restores():
 
 
 def _masks() -> dict[int, set[int]]:
+    """Each live thread's CPU mask; a thread that ends while they are read (another test's
+    leftover thread in this worker) is left out."""
     import os
 
-    return {int(tid): os.sched_getaffinity(int(tid)) for tid in os.listdir("/proc/self/task")}
+    masks = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            masks[tid] = os.sched_getaffinity(tid)
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+    return masks
 
 
 def test_process_affinity_moves_every_thread_and_restores_each():
@@ -90,5 +98,7 @@ def test_process_affinity_refused_changes_nothing():
         assert not placed
     with process_affinity(None) as placed:
         assert not placed
-    assert {tid: mask for tid, mask in _masks().items() if tid in original} == original
+    after = _masks()  # the threads alive before and after (one may have ended between)
+    assert {tid: after[tid] for tid in original if tid in after} == {
+        tid: mask for tid, mask in original.items() if tid in after}
     assert os.sched_getaffinity(0) == original[os.getpid()]
