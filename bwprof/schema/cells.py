@@ -93,7 +93,7 @@ def _changing(values: pd.Series) -> np.ndarray:
     """Which cells of a text column `_frame_cell` may change, as one boolean array: a
     superset (the marked cells are checked one by one), never missing one that changes.
     Cells that are not text are never marked (`_frame_cell` leaves them as they are)."""
-    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow":
+    if textbytes.arrow_stored(values.dtype):
         at_bytes = _changing_arrow(values)
         if at_bytes is not None:
             return at_bytes

@@ -13,6 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+
+def arrow_stored(dtype: Any) -> bool:
+    """Whether a pandas column of `dtype` holds its text in Arrow (`str`, `string[pyarrow]`):
+    its bytes can be read here, and every cell is UTF-8 (Arrow refuses a lone surrogate on
+    the way in, so `printable` would leave each cell as it is)."""
+    return isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"
 
 
 def _chunks(column: Any) -> list[Any]:

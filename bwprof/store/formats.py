@@ -17,6 +17,7 @@ import pandas as pd
 
 from bwprof.coerce import integer, number, shorten
 from bwprof.errors import BwprofError
+from bwprof.schema import textbytes
 from bwprof.schema.table import ResultDtype, is_missing
 from bwprof.store.atomic import atomic_file
 
@@ -162,7 +163,7 @@ def _json_column(column: pd.Series) -> list[object]:
             for index in np.flatnonzero(~np.isfinite(values)).tolist():
                 cells[index] = None  # NaN, or infinite: not JSON
         return cells
-    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+    if textbytes.arrow_stored(dtype):
         return _shared_text(column)
     if isinstance(dtype, (pd.StringDtype, pd.Int64Dtype, pd.BooleanDtype)):
         cells = cast(Any, column).to_numpy(dtype=object, na_value=None).tolist()
@@ -178,8 +179,8 @@ def _json_column(column: pd.Series) -> list[object]:
 def _shared_text(column: pd.Series) -> list[object]:
     """An Arrow-stored text column's cells, one Python string per distinct value (None for
     a missing cell): a fleet's columns repeat a few names over millions of rows, which a
-    string object per cell made gigabytes of. Arrow's text is UTF-8 by construction (a lone
-    surrogate is refused on the way in), so `printable` would leave every cell as it is."""
+    string object per cell made gigabytes of. Every cell is UTF-8 already
+    (`textbytes.arrow_stored`): `printable` would leave each as it is."""
     import numpy as np
 
     codes, distinct = pd.factorize(column, use_na_sentinel=True)
