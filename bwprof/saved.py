@@ -55,7 +55,7 @@ from bwprof.schema.text import json_ready, one_line, shown
 from bwprof.store import history, history_index, history_read, history_schema
 from bwprof.store.atomic import atomic_file
 from bwprof.store.export import LOCK_FILE, RESULTS_FILE, SYSTEM_FILE
-from bwprof.store.formats import check_format, json_table, plain
+from bwprof.store.formats import check_format, json_rows, plain
 from bwprof.store.runfolder import load_run, state_warning
 
 
@@ -560,13 +560,14 @@ def run_report_json(report: RunReport, show_rows: bool = False,
     to stderr, where a person running the command sees them."""
     run = report.run
     # The tables (a fleet's are hundreds of thousands of cells) made JSON column by column
-    # (`json_table`); `json_ready` walks only the rest, as it would have walked the tables.
+    # (`json_rows`); `json_ready` walks only the rest, as it would have walked the tables.
     with gc_paused():  # its lines and records: Python objects by the hundred thousand
         lines = report_lines(run)
-        tables = {"summary": json_table(report.summary),
-                  "findings": [] if run.findings is None else json_table(run.findings)}
+        tables: dict[str, object] = {
+            "summary": json_rows(report.summary),
+            "findings": [] if run.findings is None else json_rows(run.findings)}
         if show_rows:
-            tables["rows"] = json_table(run.results)
+            tables["rows"] = json_rows(run.results)
     warnings = report_warnings(run)
     out: dict[str, object] = {
         "schema_version": SCHEMA_VERSION,

@@ -1020,11 +1020,12 @@ def comparison_json(comparison: Comparison, fail_below: float | None,
     """The comparison for scripts: each run with its `state` ('finished', 'interrupted',
     'incomplete'), `state_detail` and `stopped_by`; every warning; the aligned rows. Strict
     JSON, every string printable (`json_ready`). Data only: the face that prints it also says
-    `comparison.state_warnings` on stderr (analysis never prints). The rows are made a
-    column at a time (`json_table`): a fleet's are millions of cells."""
+    `comparison.state_warnings` on stderr (analysis never prints). The rows stay columns
+    (`json_rows`), written a column at a time (`bwprof.render.jsontext`): a fleet's are
+    millions of cells."""
     from dataclasses import asdict
 
-    from bwprof.store.formats import json_table
+    from bwprof.store.formats import json_rows
 
     out = {
         "schema_version": SCHEMA_VERSION,
@@ -1042,5 +1043,5 @@ def comparison_json(comparison: Comparison, fail_below: float | None,
         "regressions": [asdict(found) for found in regressions],
     }
     ready = cast(dict[str, object], json_ready(out))
-    ready["rows"] = json_table(comparison.rows)  # json_ready(json_records(rows)), by column
+    ready["rows"] = json_rows(comparison.rows)  # json_ready(json_records(rows)), by column
     return ready

@@ -41,7 +41,7 @@ from bwprof.analysis.judge import (
 from bwprof.render.consoles import PIPED_COLUMNS, columns
 from bwprof.render.terminal import FLEET_DIGEST_GPUS
 from bwprof.schema.text import json_ready
-from bwprof.store.formats import json_table, plain
+from bwprof.store.formats import json_rows, plain
 
 ACCEPT_FILE = "accept.csv"
 FLEET_FILE = "accept_fleet.csv"
@@ -336,9 +336,9 @@ def accept_json(result: Acceptance) -> dict[str, object]:
             "failed": [f"{c.path} {c.device}" for c in checks if c.verdict == FAIL],
             "errors": [f"{c.path} {c.device}" for c in checks if c.verdict == ERROR],
             "line": verdict_line(box, checks)})
-    # The checks (a fleet's hundred thousand rows) made JSON column by column (`json_table`
-    # is `json_ready(json_records(...))`), put in their place after `json_ready` walked the
-    # rest.
+    # The checks (a fleet's hundred thousand rows) kept as columns (`json_rows`: what
+    # `json_ready(json_records(...))` gives, written a column at a time by `jsontext`), put
+    # in their place after `json_ready` walked the rest.
     ready = cast(dict[str, object], json_ready({
         "verdict": result.verdict, "exit_code": result.exit_code,
         "spec": str(result.spec.path) if result.spec.path else None,
@@ -350,7 +350,7 @@ def accept_json(result: Acceptance) -> dict[str, object]:
                      for o in result.outliers],
         "notes": result.notes,
     }))
-    ready["checks"] = json_table(checks_table(result.checks))
+    ready["checks"] = json_rows(checks_table(result.checks))
     return ready
 
 

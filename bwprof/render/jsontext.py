@@ -10,12 +10,15 @@ call with the separators of the rows' items; the boundaries between rows, which 
 at the wrong indentation, are the only places where '},' a raw newline and '{' meet (a raw
 newline never occurs inside an encoded string), fixed by one `str.replace`. A slice whose
 rows turn out not to be flat (a list or dict among the values) is walked like the
-skeleton.
+skeleton. A `JsonRows` table (the documents' fleet-sized tables, kept as a frame's columns)
+is written without its dicts: each column's cells become JSON text in Arrow and each row is
+their concatenation with its keys and separators (`_Writer.columns`).
 
 The result equals `json.dumps(obj, indent=indent, ensure_ascii=ensure_ascii,
 allow_nan=allow_nan)` for every object dumps accepts (subclasses of list or dict that change
-how they iterate aside); tests/render/test_jsontext.py checks generated documents and the
-CLI's own. What dumps refuses (an unknown type, a bad key, a circular reference, NaN with
+how they iterate aside), a `JsonRows` read as the list of its rows; tests/render/
+test_jsontext.py checks generated documents and the CLI's own, tests/store/test_json_rows.py
+the tables. What dumps refuses (an unknown type, a bad key, a circular reference, NaN with
 `allow_nan=False`) raises the same exception class here, possibly after earlier chunks were
 written.
 """
@@ -29,6 +32,8 @@ from itertools import chain, islice
 from json import encoder as _encoder
 from typing import IO, Any, cast
 
+from bwprof.store.formats import JsonRows
+
 SLICE = 2048
 """Items C-encoded at a time: a slice of a table is about 0.5-1 MB of text."""
 
@@ -38,7 +43,10 @@ CELLS = 8192
 CHUNK = 1 << 20
 """Characters gathered before a write to the stream."""
 
-_CONTAINERS = (list, tuple, dict)
+COLUMN_ROWS = 8192
+"""A `JsonRows` table's rows written at a time (`_Writer.columns`): a few MB of text."""
+
+_CONTAINERS = (list, tuple, dict, JsonRows)
 _MAKE_ENCODER: Callable[..., Callable[[object, int], list[str]]] | None = getattr(
     _encoder, "c_make_encoder", None)  # CPython's C accelerator (None elsewhere)
 
@@ -62,6 +70,7 @@ class _Writer:
         self.indent = " " * indent
         self.string: Callable[[str], str] = (
             _encoder.encode_basestring_ascii if ensure_ascii else _encoder.encode_basestring)
+        self.ascii = ensure_ascii
         self.markers: dict[int, object] = {}  # containers being walked: dumps' circular check
         self.allow_nan = allow_nan
         self.encoders: dict[str, Callable[[object, int], list[str]]] = {}
@@ -120,6 +129,9 @@ class _Writer:
     def value(self, value: object, level: int) -> None:
         if isinstance(value, str):
             self.add(self.string(value))
+        elif isinstance(value, JsonRows):
+            if not (self.ascii and value.columnar() and self.columns(value, level)):
+                self.sequence(value, level)
         elif isinstance(value, (list, tuple)):
             self.sequence(value, level)
         elif isinstance(value, dict):
@@ -211,6 +223,46 @@ class _Writer:
                                                  here + "}," + here + "{" + inner)
                 + here + "}")
 
+    def cells(self, cells: list[object]) -> list[str]:
+        """Each scalar cell's text as the C encoder writes it."""
+        if not cells:
+            return []
+        return "".join(self.encoder("\n")(cells, 0))[1:-1].split("\n")
+
+    def columns(self, table: JsonRows, level: int) -> bool:
+        """`table` as `sequence` writes its rows (dicts of scalars), made a column at a time
+        in Arrow (`JsonRows.cell_texts`): each row the concatenation of its separator, its
+        braces and each key's text and cell, and COLUMN_ROWS rows' text read out of
+        Arrow's buffer at once (ASCII, `ensure_ascii`). False where no row is to write."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not len(table):
+            return False
+        self.enter(table)
+        here = "\n" + self.indent * (level + 1)
+        inner = here + self.indent
+        keys = [("," if number else "") + inner + self.string(key) + ": "
+                for number, key in enumerate(table.keys)]
+        self.add("[")
+        for start in range(0, len(table), COLUMN_ROWS):
+            stop = min(len(table), start + COLUMN_ROWS)
+            pieces: list[object] = ["," + here + "{"]
+            for number, key in enumerate(keys):
+                pieces += [key, table.cell_texts(number, start, stop, self.cells)]
+            pieces.append(here + "}")
+            rows = pc.binary_join_element_wise(*pieces, "")
+            assert isinstance(rows, pa.StringArray) and not rows.null_count
+            _, offsets, data = rows.buffers()
+            ends = np.frombuffer(offsets, dtype=np.int32)[rows.offset:rows.offset + len(rows) + 1]
+            text = memoryview(data)[int(ends[0]):int(ends[-1])].tobytes().decode("ascii")
+            self.add(text[1:] if start == 0 else text)  # the first row: no comma before
+            self.slice_done()
+        self.add("\n" + self.indent * level + "]")
+        del self.markers[id(table)]
+        return True
+
     def mapping(self, dct: Mapping[object, object], level: int) -> None:
         if not dct:
             self.add("{}")
@@ -236,11 +288,20 @@ class _Writer:
         del self.markers[id(dct)]
 
 
+def _listed(value: object) -> object:
+    """json's `default` without the C encoder: a `JsonRows` as the list of rows it stands
+    for; any other object refused as json refuses it."""
+    if isinstance(value, JsonRows):
+        return list(value)
+    return json.JSONEncoder().default(value)
+
+
 def json_text(value: object, indent: int = 2, ensure_ascii: bool = True,
               allow_nan: bool = True) -> str:
     """`json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=allow_nan)`."""
     if _MAKE_ENCODER is None:  # no C accelerator (another interpreter): dumps' own
-        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=allow_nan,
+                          default=_listed)
     writer = _Writer(indent, ensure_ascii, allow_nan)
     writer.value(value, 0)
     return "".join(writer.out)
@@ -259,7 +320,7 @@ def echo_json(value: object, stream: IO[str] | None = None, indent: int = 2) -> 
             raise _Stop
 
     if _MAKE_ENCODER is None:
-        for text in json.JSONEncoder(indent=indent).iterencode(value):
+        for text in json.JSONEncoder(indent=indent, default=_listed).iterencode(value):
             spill(text)
         out.write("\n")
         out.flush()

@@ -9,9 +9,9 @@ column, whatever its format.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import pandas as pd
 
@@ -21,8 +21,8 @@ from bwprof.schema import textbytes
 from bwprof.schema.table import ResultDtype, is_missing
 from bwprof.store.atomic import atomic_file
 
-__all__ = ["cell_float", "cell_int", "is_missing", "json_records", "json_table", "plain",
-           "row_at"]
+__all__ = ["JsonRows", "cell_float", "cell_int", "is_missing", "json_records", "json_rows",
+           "json_table", "plain", "row_at"]
 
 FORMATS: tuple[str, ...] = ("csv", "parquet")
 
@@ -147,6 +147,162 @@ def json_table(frame: pd.DataFrame) -> list[dict[str, object]]:
     keys = [printable(str(column)) for column in frame.columns]
     cells = [_json_column(frame.iloc[:, index]) for index in range(len(keys))]
     return [dict(zip(keys, row, strict=True)) for row in zip(*cells, strict=True)]
+
+
+def json_rows(frame: pd.DataFrame) -> JsonRows:
+    """`json_table(frame)` kept as the frame's columns (`JsonRows`): what a document
+    `bwprof.render.jsontext` writes holds, so that a fleet's table is never millions of
+    dicts."""
+    return JsonRows(frame)
+
+
+class JsonRows(Sequence[dict[str, object]]):
+    """The rows `json_table` gives, made only when read (a row, a slice, iteration, ==):
+    2.3M comparison rows as dicts were 19 s and gigabytes before `compare --json` wrote a
+    byte. `bwprof.render.jsontext` writes them a column at a time instead (`cell_texts`),
+    the same text `json.dumps` gives for the list of dicts."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        from bwprof.schema.text import printable
+
+        self.frame = frame
+        self.keys = [printable(str(column)) for column in frame.columns]
+        self._distinct: dict[int, tuple[Any, Any]] = {}
+        self._kinds: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, object]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, object]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, object] | list[dict[str, object]]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step == 1:
+                return self.rows(start, max(start, stop))
+            return [self[number] for number in range(start, stop, step)]
+        number = range(len(self))[index]  # an IndexError past either end, as a list's
+        return self.rows(number, number + 1)[0]
+
+    def __iter__(self) -> Iterator[dict[str, object]]:
+        for start in range(0, len(self), 4096):
+            yield from self.rows(start, min(len(self), start + 4096))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (JsonRows, list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # as a list's
+
+    def __repr__(self) -> str:
+        return f"JsonRows({len(self)} rows, {len(self.keys)} columns)"
+
+    def rows(self, start: int, stop: int) -> list[dict[str, object]]:
+        """Rows `start` to `stop` as `json_table` gives them."""
+        return json_table(self.frame.iloc[start:stop])
+
+    def columnar(self) -> bool:
+        """Whether `cell_texts` can give every column's cells: distinct keys (a dict keeps
+        one of two), and each column numbers, flags, text, or cells none of which is a list
+        or a dict (those are written indented, over lines)."""
+        if not self.keys or len(set(self.keys)) != len(self.keys):
+            return False
+        for index in range(len(self.keys)):
+            if self._kind(index) == "cells":
+                cells = _json_column(self.frame.iloc[:, index])
+                if any(isinstance(cell, (list, tuple, dict)) for cell in cells):
+                    return False
+        return True
+
+    def _kind(self, index: int) -> str:
+        """How `cell_texts` converts the column (cached: an object column is inferred)."""
+        if index not in self._kinds:
+            self._kinds[index] = self._infer_kind(index)
+        return self._kinds[index]
+
+    def _infer_kind(self, index: int) -> str:
+        import numpy as np
+
+        dtype = self.frame.dtypes.iloc[index]
+        if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+            return {"b": "flags", "f": "floats"}.get(dtype.kind, "integers")
+        if isinstance(dtype, pd.StringDtype) or textbytes.arrow_stored(dtype):
+            return "text"
+        if dtype == np.dtype(object) and pd.api.types.infer_dtype(
+                self.frame.iloc[:, index], skipna=True) in ("string", "empty"):
+            return "text"  # text and missing cells alone (`_distinct_texts` is exact there)
+        if isinstance(dtype, pd.Int64Dtype):
+            return "integers"
+        if isinstance(dtype, pd.BooleanDtype):
+            return "flags"
+        return "cells"
+
+    def cell_texts(self, index: int, start: int, stop: int,
+                   encode: Callable[[list[object]], list[str]]) -> Any:
+        """Column `index`'s cells of rows `start` to `stop` as JSON text, a pyarrow string
+        array without nulls: each cell as `encode` (the writer's C encoder, cell by cell)
+        writes `json_table`'s cell. Only whole text, whole numbers and flags are converted
+        in Arrow (its decimal and true/false are json's); a text column's distinct values
+        are encoded once."""
+        import pyarrow as pa
+
+        kind = self._kind(index)
+        if kind == "text":
+            codes, texts = self._distinct_texts(index, encode)
+            return texts.take(pa.array(codes[start:stop]))
+        column = self.frame.iloc[start:stop, index]
+        if kind == "floats":
+            return _float_texts(column.to_numpy(dtype="float64"))
+        if kind == "cells":
+            return pa.array(encode(_json_column(column)), type=pa.string())
+        masked = isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype))
+        values = pa.array(column.array if masked else column.to_numpy())
+        return values.cast(pa.string()).fill_null("null")
+
+    def _distinct_texts(self, index: int, encode: Callable[[list[object]], list[str]]
+                        ) -> tuple[Any, Any]:
+        """A text column's codes (`pd.factorize`; a missing cell is the last text) and the
+        JSON texts of its distinct values and of null, made once per column."""
+        import numpy as np
+        import pyarrow as pa
+
+        found = self._distinct.get(index)
+        if found is None:
+            codes, distinct = pd.factorize(self.frame.iloc[:, index], use_na_sentinel=True)
+            values = _json_column(pd.Series(distinct, dtype=self.frame.dtypes.iloc[index]))
+            codes = np.where(codes < 0, len(values), codes)
+            found = self._distinct[index] = (codes, pa.array([*encode(values), "null"],
+                                                             type=pa.string()))
+        return found
+
+
+def _float_texts(values: Any) -> Any:
+    """Each float's JSON text (`float.__repr__`; null where not finite), a pyarrow string
+    array. Arrow's own text has the same shortest digits as repr, but not always its form
+    (no '.0', an exponent from 1e+10 on, none below 1e-4): taken where it is in fixed form
+    with a point and repr is too (1e-4 <= |x| < 1e16), repr's elsewhere.
+    tests/store/test_json_rows.py holds the two equal over random bit patterns."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrow = pa.array(values, type=pa.float64()).cast(pa.string())
+    size = np.abs(values)
+    with np.errstate(invalid="ignore"):
+        own = ((size >= 1e-4) & (size < 1e16)
+               & np.asarray(pc.match_substring(arrow, "."), dtype=bool)
+               & ~np.asarray(pc.match_substring(arrow, "e"), dtype=bool))
+    other = np.flatnonzero(~own)
+    if not len(other):
+        return arrow
+    texts = [float.__repr__(value) if value - value == 0 else "null"
+             for value in values[other].tolist()]
+    return pc.replace_with_mask(arrow, pa.array(~own), pa.array(texts, type=pa.string()))
 
 
 def _json_column(column: pd.Series) -> list[object]:

@@ -22,6 +22,7 @@ def rendered(folder: Path) -> dict[str, str]:
     """`report --no-plots` of `folder` without writing a file: the terminal text (with
     `--rows`), the `--json` document and the `--json --rows` document, as their bytes."""
     from bwprof import saved
+    from bwprof.render.jsontext import json_text  # json.dumps(..., indent=2) of JsonRows too
 
     report = saved.make_run_report(str(folder), plots=False, write=False)
     buffer = io.StringIO()
@@ -29,10 +30,9 @@ def rendered(folder: Path) -> dict[str, str]:
     saved.print_run_report(console, report, show_rows=True, run_dir="RUN", warn=False)
     outputs = {
         "txt": buffer.getvalue(),
-        "json": json.dumps(saved.run_report_json(report, run_dir="RUN", warn=False),
-                           indent=2),
-        "rows.json": json.dumps(saved.run_report_json(report, show_rows=True, run_dir="RUN",
-                                                      warn=False), indent=2),
+        "json": json_text(saved.run_report_json(report, run_dir="RUN", warn=False)),
+        "rows.json": json_text(saved.run_report_json(report, show_rows=True, run_dir="RUN",
+                                                     warn=False)),
     }
     place = str(Path(folder).resolve())
     return {kind: text.replace(json.dumps(place)[1:-1], "RUN").replace(place, "RUN")

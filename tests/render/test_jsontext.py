@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from bwprof.cli import app
 from bwprof.render import jsontext
 from bwprof.render.jsontext import echo_json, json_text
+from bwprof.store.formats import JsonRows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FOLDERS = sorted(str(path) for path in DATA.iterdir() if (path / "results.csv").exists())
@@ -161,8 +162,15 @@ def test_echo_json_stops_at_a_broken_pipe_on_the_guarded_stdout():
     assert pipe.attempts == 1
 
 
+def _as_list(value: object) -> object:
+    """The documents' tables (`JsonRows`) as the lists of dicts they stand for."""
+    if isinstance(value, JsonRows):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def _old_echo(value: object, stream: object = None, indent: int = 2) -> None:
-    typer.echo(json.dumps(value, indent=indent))
+    typer.echo(json.dumps(value, indent=indent, default=_as_list))
 
 
 def _both(monkeypatch, args: list[str]) -> tuple[str, str]:
