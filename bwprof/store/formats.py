@@ -165,7 +165,7 @@ class JsonRows(Sequence[dict[str, object]]):
     def __init__(self, frame: pd.DataFrame) -> None:
         from bwprof.schema.text import printable
 
-        self.frame = frame
+        self.frame = frame.copy(deep=False)  # copy-on-write: what the frame holds now
         self.keys = [printable(str(column)) for column in frame.columns]
         self._distinct: dict[int, tuple[Any, Any]] = {}
         self._kinds: dict[int, str] = {}
@@ -193,7 +193,7 @@ class JsonRows(Sequence[dict[str, object]]):
             yield from self.rows(start, min(len(self), start + 4096))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (JsonRows, list, tuple)):
+        if isinstance(other, (JsonRows, list)):
             return len(self) == len(other) and list(self) == list(other)
         return NotImplemented
 
@@ -260,8 +260,11 @@ class JsonRows(Sequence[dict[str, object]]):
             return _float_texts(column.to_numpy(dtype="float64"))
         if kind == "cells":
             return pa.array(encode(_json_column(column)), type=pa.string())
-        masked = isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype))
-        values = pa.array(column.array if masked else column.to_numpy())
+        if isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype)):
+            values = pa.array(column.array)
+        else:  # in the machine's byte order: Arrow refuses a byte-swapped array
+            numbers = column.to_numpy()
+            values = pa.array(numbers.astype(numbers.dtype.newbyteorder("="), copy=False))
         return values.cast(pa.string()).fill_null("null")
 
     def _distinct_texts(self, index: int, encode: Callable[[list[object]], list[str]]

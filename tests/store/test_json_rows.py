@@ -28,6 +28,7 @@ def _columnar_frame() -> pd.DataFrame:
         "f32": np.array([*floats[:-3], 0.1, 3.0, 2.5e-7], dtype=np.float32),
         "i": np.arange(count, dtype=np.int64) - 5,
         "u": np.full(count, 2**64 - 1, dtype=np.uint64),
+        "big-endian": np.arange(count, dtype=">i8"),
         "b": [True, False] * (count // 2),
         "I": pd.array([None, 2**62, -1, *range(count - 3)], dtype="Int64"),
         "B": pd.array([True, None, False] * (count // 3) + [None] * (count % 3),
@@ -111,3 +112,16 @@ def test_float_texts_are_repr_over_random_bit_patterns():
     values = np.concatenate([patterns, scaled, decimals, decimals / 7, np.arange(1000.0)])
     expected = [repr(value) if math.isfinite(value) else "null" for value in values.tolist()]
     assert _float_texts(values).to_pylist() == expected
+
+
+def test_a_table_is_the_frame_as_it_was_when_made():
+    """As the list of dicts it stands for was: a change to the frame after the document was
+    made (a cell, a new column) is not in it, however often it is written."""
+    frame = pd.DataFrame({"s": ["a", "b"], "x": [1.5, 2.5]})
+    table, rows = json_rows(frame), json_table(frame)
+    first = json_text({"t": table})
+    frame.loc[0, "s"] = "changed"
+    frame.loc[1, "x"] = 9.0
+    frame["new"] = 1
+    assert table == rows and json_text({"t": table}) == first == json.dumps({"t": rows},
+                                                                            indent=2)
