@@ -243,19 +243,23 @@ class _Writer:
         self.enter(table)
         here = "\n" + self.indent * (level + 1)
         inner = here + self.indent
-        keys = [("," if number else "") + inner + self.string(key) + ": "
+
+        def scalar(piece: str) -> object:
+            return pa.scalar(piece, type=pa.large_string())  # as `cell_texts` gives cells
+
+        keys = [scalar(("," if number else "") + inner + self.string(key) + ": ")
                 for number, key in enumerate(table.keys)]
         self.add("[")
         for start in range(0, len(table), COLUMN_ROWS):
             stop = min(len(table), start + COLUMN_ROWS)
-            pieces: list[object] = ["," + here + "{"]
+            pieces = [scalar("," + here + "{")]
             for number, key in enumerate(keys):
                 pieces += [key, table.cell_texts(number, start, stop, self.cells)]
-            pieces.append(here + "}")
-            rows = pc.binary_join_element_wise(*pieces, "")
-            assert isinstance(rows, pa.StringArray) and not rows.null_count
+            pieces += [scalar(here + "}"), scalar("")]  # the last: what joins them, nothing
+            rows = pc.binary_join_element_wise(*pieces)
+            assert isinstance(rows, pa.LargeStringArray) and not rows.null_count
             _, offsets, data = rows.buffers()
-            ends = np.frombuffer(offsets, dtype=np.int32)[rows.offset:rows.offset + len(rows) + 1]
+            ends = np.frombuffer(offsets, dtype=np.int64)[rows.offset:rows.offset + len(rows) + 1]
             text = memoryview(data)[int(ends[0]):int(ends[-1])].tobytes().decode("ascii")
             self.add(text[1:] if start == 0 else text)  # the first row: no comma before
             self.slice_done()

@@ -244,11 +244,11 @@ class JsonRows(Sequence[dict[str, object]]):
 
     def cell_texts(self, index: int, start: int, stop: int,
                    encode: Callable[[list[object]], list[str]]) -> Any:
-        """Column `index`'s cells of rows `start` to `stop` as JSON text, a pyarrow string
-        array without nulls: each cell as `encode` (the writer's C encoder, cell by cell)
-        writes `json_table`'s cell. Only whole text, whole numbers and flags are converted
-        in Arrow (its decimal and true/false are json's); a text column's distinct values
-        are encoded once."""
+        """Column `index`'s cells of rows `start` to `stop` as JSON text, a pyarrow
+        large_string array (64-bit offsets: no size of cell overflows it) without nulls:
+        each cell as `encode` (the writer's C encoder, cell by cell) writes `json_table`'s
+        cell. Only whole text, whole numbers and flags are converted in Arrow (its decimal
+        and true/false are json's); a text column's distinct values are encoded once."""
         import pyarrow as pa
 
         kind = self._kind(index)
@@ -259,13 +259,13 @@ class JsonRows(Sequence[dict[str, object]]):
         if kind == "floats":
             return _float_texts(column.to_numpy(dtype="float64"))
         if kind == "cells":
-            return pa.array(encode(_json_column(column)), type=pa.string())
+            return pa.array(encode(_json_column(column)), type=pa.large_string())
         if isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype)):
             values = pa.array(column.array)
         else:  # in the machine's byte order: Arrow refuses a byte-swapped array
             numbers = column.to_numpy()
             values = pa.array(numbers.astype(numbers.dtype.newbyteorder("="), copy=False))
-        return values.cast(pa.string()).fill_null("null")
+        return values.cast(pa.large_string()).fill_null("null")
 
     def _distinct_texts(self, index: int, encode: Callable[[list[object]], list[str]]
                         ) -> tuple[Any, Any]:
@@ -280,21 +280,22 @@ class JsonRows(Sequence[dict[str, object]]):
             values = _json_column(pd.Series(distinct, dtype=self.frame.dtypes.iloc[index]))
             codes = np.where(codes < 0, len(values), codes)
             found = self._distinct[index] = (codes, pa.array([*encode(values), "null"],
-                                                             type=pa.string()))
+                                                             type=pa.large_string()))
         return found
 
 
 def _float_texts(values: Any) -> Any:
-    """Each float's JSON text (`float.__repr__`; null where not finite), a pyarrow string
-    array. Arrow's own text has the same shortest digits as repr, but not always its form
-    (no '.0', an exponent from 1e+10 on, none below 1e-4): taken where it is in fixed form
-    with a point and repr is too (1e-4 <= |x| < 1e16), repr's elsewhere.
+    """Each float's JSON text (`float.__repr__`; null where not finite), a pyarrow
+    large_string array. Arrow's own text has the same shortest digits as repr, but not
+    always its form (no '.0', an exponent from 1e+10 on, none below 1e-4): taken where it
+    is in fixed form with a point and repr is too (1e-4 <= |x| < 1e16), repr's elsewhere.
     tests/store/test_json_rows.py holds the two equal over random bit patterns."""
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arrow = pa.array(values, type=pa.float64()).cast(pa.string())
+    arrow = pa.array(values, type=pa.float64()).cast(pa.large_string())
     size = np.abs(values)
     with np.errstate(invalid="ignore"):
         own = ((size >= 1e-4) & (size < 1e16)
@@ -305,7 +306,7 @@ def _float_texts(values: Any) -> Any:
         return arrow
     texts = [float.__repr__(value) if value - value == 0 else "null"
              for value in values[other].tolist()]
-    return pc.replace_with_mask(arrow, pa.array(~own), pa.array(texts, type=pa.string()))
+    return pc.replace_with_mask(arrow, pa.array(~own), pa.array(texts, type=pa.large_string()))
 
 
 def _json_column(column: pd.Series) -> list[object]:
