@@ -99,3 +99,42 @@ def test_adding_a_case_example_is_the_real_entry():
 def text_between(start: str, end: str) -> str:
     text = ADDING_A_CASE.read_text(encoding="utf-8")
     return text[text.index(start):text.index(end)]
+
+
+def _fenced_after(page: Path, heading: str) -> list[str]:
+    """The lines of the first fenced block after `heading` in `page`."""
+    text = page.read_text(encoding="utf-8")
+    block = FENCE.search(text, text.index(heading))
+    assert block is not None, heading
+    return block.group(0).splitlines()[1:-1]
+
+
+# Catches: the README's examples of `bwprof report` on the stored H200 run and of `bwprof
+# compare` left behind when what they print changes (a figure now the median, not the best;
+# a line added or reworded)
+@pytest.mark.parametrize(("heading", "args", "code"), [
+    ("## Reading a saved run",
+     ["report", "tests/data/h200-quick", "--no-plots", "--out", "{tmp}"], 0),
+    ("## Comparing runs",
+     ["compare", "tests/data/sim-a", "tests/data/sim-b-slower", "--fail-below", "5"], 1),
+], ids=["report", "compare"])
+def test_the_readmes_examples_are_what_bwprof_prints(tmp_path, monkeypatch, heading, args,
+                                                      code):
+    from typer.testing import CliRunner
+
+    from bwprof.cli import app
+
+    monkeypatch.chdir(ROOT)  # the folders as the README's reader types them
+    result = CliRunner().invoke(app, [arg.format(tmp=tmp_path) for arg in args],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == code, result.output
+    printed = [line.rstrip() for line in result.output.splitlines()]
+    shown = _fenced_after(README, heading)
+    kept = [line.rstrip() for line in shown  # trimmed ("..."), or naming the reader's path
+            if line.strip() != "..." and ".../" not in line and not line.startswith("wrote ")]
+    assert len(kept) > 10
+    missing = [line for line in kept if line not in printed]
+    assert not missing, missing
+    position = 0
+    for line in kept:  # in the README's order
+        position = printed.index(line, position) + 1
