@@ -138,3 +138,29 @@ def test_the_readmes_examples_are_what_bwprof_prints(tmp_path, monkeypatch, head
     position = 0
     for line in kept:  # in the README's order
         position = printed.index(line, position) + 1
+
+
+def _visible_options(command: object, name: str = "bwprof") -> dict[str, list[str]]:
+    """Every command's options a user sees in its --help, by command."""
+    found: dict[str, list[str]] = {}
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        here = f"{name} {sub_name}"
+        found[here] = [option for param in sub.params if not getattr(param, "hidden", False)
+                       for option in param.opts if option.startswith("--")
+                       and option != "--help"]
+        found.update(_visible_options(sub, here))
+    return found
+
+
+# Catches: an option added to a command (report --html, run --all-pairs) but not to the page
+# the README sends a reader to for every option
+def test_the_command_line_page_names_every_option():
+    import typer
+
+    from bwprof.cli import app
+
+    page = (ROOT / "docs" / "command-line.md").read_text(encoding="utf-8")
+    missing = {command: [option for option in options
+                         if not re.search(re.escape(option) + r"(?![\w-])", page)]
+               for command, options in _visible_options(typer.main.get_command(app)).items()}
+    assert not {command: options for command, options in missing.items() if options}
