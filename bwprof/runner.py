@@ -48,6 +48,11 @@ class TelemetryHook(Protocol):
 
 
 class ProgressListener(Protocol):
+    """What a run tells of its progress. A listener may also have `job_not_run(job, rows)`
+    (bwprof's own do; see `not_run`): a job of a case that cannot run here then comes to it
+    alone, and `total` counts only the jobs that measure, as the plan line does; a listener
+    without it gets such a job as a job that starts and finishes, counted in `total`."""
+
     def start(self, total: int, estimate_s: float | None = None) -> None:
         """`total` jobs are planned, estimated to take `estimate_s` in all."""
 
@@ -55,6 +60,18 @@ class ProgressListener(Protocol):
         """`job` starts; the estimate of it and the jobs after it is `left_s`."""
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None: ...
+
+
+def not_run(listener: ProgressListener, job: Job, rows: Sequence[ResultRow],
+            left_s: float | None = None) -> None:
+    """Tell `listener` of a job that could not run here (its `rows` say why): through its
+    `job_not_run` where it has one, else as a job that started and finished."""
+    told = getattr(listener, "job_not_run", None)
+    if told is not None:
+        told(job, rows)
+        return
+    listener.job_started(job, left_s)
+    listener.job_finished(job, rows)
 
 
 class _NoProgress:
@@ -65,6 +82,9 @@ class _NoProgress:
         pass
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        pass
+
+    def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
         pass
 
 
@@ -101,12 +121,17 @@ class Runner:
         cannot take a row), at once: measuring on would only lose the figures."""
         planned = planned or estimate(self.plan, self.executors)
         left = planned.seconds - costs.START_S  # started: what is left is jobs and the end
-        self.progress.start(planned.jobs, left)
+        # Where the listener takes them apart (`job_not_run`), progress counts the jobs
+        # that measure, as the plan line does: a case that cannot run here is its row
+        # alone, never a step that looks like a measurement.
+        apart = hasattr(self.progress, "job_not_run")
+        self.progress.start(planned.measured_jobs if apart else planned.jobs, left)
 
         for work in planned.work:
             case, executor, unavailable = work.case, work.executor, work.unavailable
             for job, cost in zip(work.jobs, work.costs, strict=True):
-                self.progress.job_started(job, left)
+                if not (unavailable and apart):
+                    self.progress.job_started(job, left)
                 left = max(costs.FINISH_S, left - cost.seconds)
                 if unavailable:
                     rows = [self._not_run_row(case, job, executor, unavailable)]
@@ -127,7 +152,10 @@ class Runner:
                         if self.sink is not None:
                             self.sink.add_timeline(timeline)
                         self.timelines.append(timeline)
-                self.progress.job_finished(job, rows)
+                if unavailable and apart:
+                    not_run(self.progress, job, rows)
+                else:
+                    self.progress.job_finished(job, rows)
         return self.rows
 
     def _run_job(

@@ -380,3 +380,40 @@ def test_every_case_declares_what_it_copies():
         "ddr_copy": 0.5, "hbm_triad": None, "hbm_scale": None, "ddr_dot": None,
         "lat_gpu": None, "lat_memcpy": None, "overlap_bidir_compute": None,
         "pipeline_chunked": None}
+
+
+# Catches: a listener that takes them apart (`job_not_run`, as bwprof's own) given a job
+# that cannot run as a started job, or counted in its total; and one without it (a
+# caller's own, written before) no longer told of that job at all
+def test_a_job_that_cannot_run_comes_apart_to_a_listener_that_takes_it():
+    from bwprof.plan import make_plan
+
+    plan = make_plan(cases="ddr_copy,h2d_pinned", repeats=2, usable_cpus=2, llc_bytes=None,
+                     memory_available_bytes=8 << 30)
+    executors = {"host": ScriptedExecutor(), "gpu": UnavailableExecutor("cuda", "no GPU")}
+
+    class Old:
+        def __init__(self):
+            self.events = []
+
+        def start(self, total, estimate_s=None):
+            self.events.append(("start", total))
+
+        def job_started(self, job, left_s=None):
+            self.events.append(("job", job.case))
+
+        def job_finished(self, job, rows):
+            self.events.append(("done", [row.status for row in rows]))
+
+    class Apart(Old):
+        def job_not_run(self, job, rows):
+            self.events.append(("not run", job.case, [row.status for row in rows]))
+
+    old, apart = Old(), Apart()
+    Runner(plan, executors, CONTEXT, progress=old).run()
+    Runner(plan, executors, CONTEXT, progress=apart).run()
+    sizes = len(plan.host_array_bytes)
+    assert old.events == [("start", sizes + 1), *[("job", "ddr_copy"), ("done", ["ok"])] * sizes,
+                          ("job", "h2d_pinned"), ("done", ["skipped"])]
+    assert apart.events == [("start", sizes), *[("job", "ddr_copy"), ("done", ["ok"])] * sizes,
+                            ("not run", "h2d_pinned", ["skipped"])]

@@ -53,7 +53,7 @@ from bwprof.gpushare import gpu_share
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
-from bwprof.runner import ProgressListener
+from bwprof.runner import ProgressListener, not_run
 from bwprof.schema.meta import AFTER_EVERY_CASE, RunMeta
 from bwprof.schema.reading import MissingFile
 from bwprof.schema.rows import ResultRow
@@ -96,6 +96,18 @@ class FailAtFirstLocalJob:
             self.inner.start(total, estimate_s)
 
     def job_started(self, job: Job, left_s: float | None = None) -> None:
+        self._inject(job)
+        if self.inner is not None:
+            self.inner.job_started(job, left_s)
+
+    def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        """A case this rank cannot run (a host case another rank of its node measures):
+        its first local job all the same."""
+        self._inject(job)
+        if self.inner is not None:
+            not_run(self.inner, job, rows)
+
+    def _inject(self, job: Job) -> None:
         measured = _measured_before_the_hang() if self.hang else ("net_p2p",)
         try:
             while self.hang and job.case not in measured:
@@ -105,8 +117,6 @@ class FailAtFirstLocalJob:
             raise
         if job.case not in measured:
             raise InjectedFailure("failure injected by --fail-rank (a test of fleet errors)")
-        if self.inner is not None:
-            self.inner.job_started(job, left_s)
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
         if self.inner is not None:
@@ -150,6 +160,11 @@ class Heartbeat:
         self.fleet.heartbeat()
         if self.inner is not None:
             self.inner.job_finished(job, rows)
+
+    def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        self.fleet.heartbeat()
+        if self.inner is not None:
+            not_run(self.inner, job, rows)
 
 
 class BudgetVote:

@@ -74,6 +74,9 @@ class RichProgress:
         if self._task is not None:
             self._progress.advance(self._task)
 
+    def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        """Not a step: the summary says what was skipped and why."""
+
     def stop(self) -> None:
         if self._task is not None:
             self._progress.stop()
@@ -102,6 +105,9 @@ class LineProgress:
 
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None:
         self._done += 1
+
+    def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
+        """Not a line: the summary says what was skipped and why."""
 
     def stop(self) -> None:
         pass

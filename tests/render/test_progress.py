@@ -41,3 +41,25 @@ def test_the_time_left_follows_the_run_s_pace_once_it_settles():
     assert time_left(100.0, 60.0, 400.0) == 180.0  # held at 3x
     assert time_left(None, None, 10.0) is None
     assert [clock(s) for s in (0, 59.9, 65, 3723)] == ["0:00", "0:59", "1:05", "1:02:03"]
+
+
+# Catches: a case that cannot run here counted and shown as a job ("[32/69] h2d_pinned" on a
+# machine without a GPU, after a plan line of 30 jobs), as if it were measured
+def test_a_log_counts_and_names_only_the_jobs_that_measure():
+    from bwprof.executor import UnavailableExecutor
+    from bwprof.plan import make_plan
+    from bwprof.render.progress import LineProgress
+    from bwprof.runner import RunContext, Runner
+    from tests.test_runner import ScriptedExecutor
+
+    plan = make_plan(cases="ddr_copy,h2d_pinned,hbm_triad", repeats=2, usable_cpus=2,
+                     llc_bytes=None, memory_available_bytes=8 << 30)
+    log = io.StringIO()
+    executors = {"host": ScriptedExecutor(), "gpu": UnavailableExecutor("cuda", "no GPU")}
+    rows = Runner(plan, executors, RunContext("run", "host"), progress=LineProgress(log)).run()
+    lines = log.getvalue().splitlines()
+    measured = [row for row in rows if row.case == "ddr_copy"]
+    assert len(lines) == len(measured) > 0
+    assert all(line.startswith(f"[{n}/{len(measured)} ") and "ddr_copy" in line
+               for n, line in enumerate(lines, 1))
+    assert {row.status for row in rows if row.case != "ddr_copy"} == {"skipped"}
