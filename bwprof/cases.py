@@ -63,8 +63,20 @@ def get_case(key: str) -> CaseSpec:
     try:
         return CASES_BY_KEY[key]
     except KeyError:
-        raise BwprofError(f"unknown case {shorten(key)!r}; valid cases: "
-                          f"{', '.join(CASES_BY_KEY)}") from None
+        raise BwprofError(f"unknown case {shorten(key)!r}{_near(key)}; `bwprof list` "
+                          "shows every case key") from None
+
+
+_WHICH = ("give case keys or prefixes (ddr_, hbm_, h2d_, ...); `bwprof list` shows every "
+          "case and whether it can run here")
+
+
+def _near(token: str) -> str:
+    """' (did you mean KEY?)' for a key close to a mistyped one; '' where none is."""
+    import difflib
+
+    close = difflib.get_close_matches(token, list(CASES_BY_KEY), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def select_cases(selection: str | Iterable[str] | None,
@@ -74,22 +86,22 @@ def select_cases(selection: str | Iterable[str] | None,
 
     `None` selects every case that applies: the fleet (MPI) cases only in a fleet run, so a
     single box does not list a waived network row. An entry that matches nothing is an error
-    naming the valid keys.
+    that names the nearest key, if one is near, and `bwprof list` (the whole list of keys
+    made a line of 600 characters).
     """
     if selection is None:
         return tuple(c for c in CASES if fleet or c.target != "mpi")
     tokens = selection.split(",") if isinstance(selection, str) else list(selection)
     tokens = [token.strip() for token in tokens if token.strip()]
     if not tokens:
-        raise BwprofError(f"--cases is empty; valid cases: {', '.join(CASES_BY_KEY)}")
+        raise BwprofError(f"--cases is empty; {_WHICH}")
     chosen: set[str] = set()
     for token in tokens:
         # A whole key means that case alone (`lat_host`, not `lat_host_numa` with it).
         matches = ([token] if token in CASES_BY_KEY
                    else [key for key in CASES_BY_KEY if key.startswith(token)])
         if not matches:
-            raise BwprofError(
-                f"unknown case or prefix {shorten(token)!r}; valid cases: {', '.join(CASES_BY_KEY)}"
-            )
+            raise BwprofError(f"unknown case or prefix {shorten(token)!r}{_near(token)}; "
+                              f"{_WHICH}")
         chosen.update(matches)
     return tuple(case for case in CASES if case.key in chosen)

@@ -302,7 +302,7 @@ def run_command(
                           "--dry-run (nothing can be measured on a described machine)")
     if as_json and dry_run:
         raise BwprofError("--json prints a measured run's result: --dry-run measures "
-                          "nothing (its plan is text)")
+                          "nothing (its plan is text); drop --json to see the plan")
     if dry_run:
         _dry_run(dict(cases=cases, preset=preset, repeats=repeats, threads=threads,
                       size=size, budget_s=budget, simulate=simulate,

@@ -82,9 +82,11 @@ def test_select_by_key_prefix_and_list_keeps_registry_order():
     assert select_cases(None, fleet=True) == CASES
 
 
-def test_unknown_case_names_the_valid_keys():
-    with pytest.raises(BwprofError, match=r"unknown case or prefix 'nope'.*ddr_copy"):
+def test_an_unknown_case_says_where_the_keys_are_and_the_nearest_one():
+    with pytest.raises(BwprofError, match=r"unknown case or prefix 'nope'; .*`bwprof list`"):
         select_cases("ddr_copy,nope")
+    with pytest.raises(BwprofError, match=r"'hbm_tirad' \(did you mean hbm_triad\?\); "):
+        select_cases("hbm_tirad")
     with pytest.raises(BwprofError, match="empty"):
         select_cases(" , ")
     with pytest.raises(BwprofError, match="unknown case 'x'"):

@@ -44,7 +44,7 @@ def test_quiet_prints_only_the_verdict_and_where_it_wrote(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--cases", "nope"], "unknown case or prefix 'nope'; valid cases: ddr_copy"),
+        (["--cases", "nope"], "unknown case or prefix 'nope'; give case keys or prefixes"),
         (["--repeats", "1"], "--repeats must be from 2"),
         (["--threads", "999"], "--threads 999 is outside"),
         (["--threads", "a,b"], "--threads expects"),

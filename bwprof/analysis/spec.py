@@ -385,7 +385,8 @@ def load_spec(path: Path) -> Spec:
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise BwprofError(f"cannot read spec {shown(path)}: {exc.strerror or exc}") from None
+        raise BwprofError(f"cannot read spec {shown(path)}: {exc.strerror or exc}; give "
+                          "--spec a TOML file of bands (docs/verdicts.md)") from None
     if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open, a device stream
         raise BwprofError(f"cannot read spec {shown(path)}: "
                           f"{'Is a directory' if stat.S_ISDIR(info.st_mode) else 'not a file'}")

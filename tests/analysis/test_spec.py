@@ -163,7 +163,8 @@ def test_a_device_as_the_spec_is_refused(device):
 def test_a_folder_or_nothing_as_the_spec_says_so(tmp_path):
     with pytest.raises(BwprofError, match=r"^cannot read spec .*: Is a directory$"):
         load_spec(tmp_path)
-    with pytest.raises(BwprofError, match=r"^cannot read spec .*: No such file or directory$"):
+    with pytest.raises(BwprofError, match=r"^cannot read spec .*: No such file or directory; "
+                                          r"give --spec a TOML file"):
         load_spec(tmp_path / "none.toml")
 
 
