@@ -1126,6 +1126,24 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Each command's line in its group's --help: the first paragraph of its docstring as
+    one line, where typer kept the docstring's line breaks (a summary broke mid-sentence,
+    at any terminal width)."""
+    import inspect
+
+    for info in group.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.callback is not None else None
+        if info.short_help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
+
+
 def _run_app(argv: list[str] | None) -> int:
     tame_terminal_sizes()
     command = typer.main.get_command(app)

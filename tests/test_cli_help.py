@@ -46,3 +46,21 @@ def test_no_help_screen_shows_bool(command):
 def test_a_flag_still_takes_no_value():
     result = runner.invoke(app, ["run", "--quiet=yes"], env=WIDE)
     assert result.exit_code == 2 and "does not take a value" in result.output
+
+
+# Catches: a command's line in `bwprof --help` broken where its docstring's lines break
+# ("...(results.csv, timings.csv, system.json," then "summary.csv, plots)."), at any width
+@pytest.mark.parametrize("group", [[], ["history"]], ids=["bwprof", "history"])
+def test_each_command_summary_is_its_first_paragraph_on_one_line(group):
+    import inspect
+
+    command = typer.main.get_command(app)
+    for name in group:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    result = runner.invoke(app, [*group, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    for name, sub in command.commands.items():  # type: ignore[attr-defined]
+        doc = inspect.getdoc(sub.callback) if sub.callback is not None else sub.help
+        summary = " ".join((doc or "").split("\n\n")[0].split())
+        line = next(line for line in result.output.splitlines() if f" {name} " in line)
+        assert summary and summary in line, (name, line)
