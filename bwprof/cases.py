@@ -75,7 +75,7 @@ def _near(token: str) -> str:
     """' (did you mean KEY?)' for a key close to a mistyped one; '' where none is."""
     import difflib
 
-    close = difflib.get_close_matches(token, list(CASES_BY_KEY), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(token.lower(), list(CASES_BY_KEY), n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from bwprof import costs, interrupts
 from bwprof.casespec import CaseSpec
@@ -49,9 +49,10 @@ class TelemetryHook(Protocol):
 
 class ProgressListener(Protocol):
     """What a run tells of its progress. A listener may also have `job_not_run(job, rows)`
-    (bwprof's own do; see `not_run`): a job of a case that cannot run here then comes to it
-    alone, and `total` counts only the jobs that measure, as the plan line does; a listener
-    without it gets such a job as a job that starts and finishes, counted in `total`."""
+    (bwprof's own do; see `takes_not_run`): a job of a case that cannot run here then comes
+    to it alone, and `total` counts only the jobs that measure, as the plan line does; a
+    listener without it gets such a job as a job that starts and finishes, counted in
+    `total`."""
 
     def start(self, total: int, estimate_s: float | None = None) -> None:
         """`total` jobs are planned, estimated to take `estimate_s` in all."""
@@ -62,13 +63,22 @@ class ProgressListener(Protocol):
     def job_finished(self, job: Job, rows: Sequence[ResultRow]) -> None: ...
 
 
+def takes_not_run(listener: object) -> bool:
+    """Whether `listener` takes the jobs that cannot run here apart (`job_not_run`). A
+    listener that passes events on to another says so of itself (`takes_not_run`): it does
+    as the one it wraps, so that both count the same jobs."""
+    said = getattr(listener, "takes_not_run", None)
+    if isinstance(said, bool):
+        return said
+    return callable(getattr(listener, "job_not_run", None))
+
+
 def not_run(listener: ProgressListener, job: Job, rows: Sequence[ResultRow],
             left_s: float | None = None) -> None:
     """Tell `listener` of a job that could not run here (its `rows` say why): through its
-    `job_not_run` where it has one, else as a job that started and finished."""
-    told = getattr(listener, "job_not_run", None)
-    if told is not None:
-        told(job, rows)
+    `job_not_run` where it takes them apart, else as a job that started and finished."""
+    if takes_not_run(listener):
+        cast(Any, listener).job_not_run(job, rows)
         return
     listener.job_started(job, left_s)
     listener.job_finished(job, rows)
@@ -124,7 +134,7 @@ class Runner:
         # Where the listener takes them apart (`job_not_run`), progress counts the jobs
         # that measure, as the plan line does: a case that cannot run here is its row
         # alone, never a step that looks like a measurement.
-        apart = hasattr(self.progress, "job_not_run")
+        apart = takes_not_run(self.progress)
         self.progress.start(planned.measured_jobs if apart else planned.jobs, left)
 
         for work in planned.work:

@@ -87,6 +87,8 @@ def test_an_unknown_case_says_where_the_keys_are_and_the_nearest_one():
         select_cases("ddr_copy,nope")
     with pytest.raises(BwprofError, match=r"'hbm_tirad' \(did you mean hbm_triad\?\); "):
         select_cases("hbm_tirad")
+    with pytest.raises(BwprofError, match=r"'DDR_COPY' \(did you mean ddr_copy\?\); "):
+        select_cases("DDR_COPY")
     with pytest.raises(BwprofError, match="empty"):
         select_cases(" , ")
     with pytest.raises(BwprofError, match="unknown case 'x'"):

@@ -53,7 +53,7 @@ from bwprof.gpushare import gpu_share
 from bwprof.measurement import Job
 from bwprof.paths import user_path
 from bwprof.render.timeline import read_timelines
-from bwprof.runner import ProgressListener, not_run
+from bwprof.runner import ProgressListener, not_run, takes_not_run
 from bwprof.schema.meta import AFTER_EVERY_CASE, RunMeta
 from bwprof.schema.reading import MissingFile
 from bwprof.schema.rows import ResultRow
@@ -99,6 +99,11 @@ class FailAtFirstLocalJob:
         self._inject(job)
         if self.inner is not None:
             self.inner.job_started(job, left_s)
+
+    @property
+    def takes_not_run(self) -> bool:
+        """As the listener it wraps (`runner.takes_not_run`)."""
+        return self.inner is None or takes_not_run(self.inner)
 
     def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
         """A case this rank cannot run (a host case another rank of its node measures):
@@ -160,6 +165,11 @@ class Heartbeat:
         self.fleet.heartbeat()
         if self.inner is not None:
             self.inner.job_finished(job, rows)
+
+    @property
+    def takes_not_run(self) -> bool:
+        """As the listener it wraps (`runner.takes_not_run`)."""
+        return self.inner is None or takes_not_run(self.inner)
 
     def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
         self.fleet.heartbeat()

@@ -44,7 +44,8 @@ def time_left(estimate_s: float | None, left_s: float | None, elapsed_s: float) 
 
 
 class RichProgress:
-    """Progress bar on stderr, one step per job, naming the job that runs now."""
+    """Progress bar on stderr, one step per job that measures, naming the job that runs
+    now."""
 
     def __init__(self, console: Console) -> None:
         self._progress = Progress(
@@ -83,8 +84,9 @@ class RichProgress:
 
 
 class LineProgress:
-    """Progress for a log: one plain line per job as it starts, where a live bar cannot be
-    drawn (stderr is a file or pipe, or a fleet rank's pseudo-terminal behind mpirun)."""
+    """Progress for a log: one plain line per job that measures, as it starts, where a live
+    bar cannot be drawn (stderr is a file or pipe, or a fleet rank's pseudo-terminal behind
+    mpirun)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
