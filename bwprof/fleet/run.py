@@ -82,7 +82,23 @@ class InjectedFailure(RuntimeError):
     """`--fail-rank`: a rank made to fail on purpose, to test what the fleet does then."""
 
 
-class FailAtFirstLocalJob:
+class _PassingOn:
+    """A progress listener that passes the run's events on to `inner` (or to none), and
+    takes the jobs that cannot run apart as `inner` does (`runner.takes_not_run`), so that
+    both count the same jobs."""
+
+    inner: ProgressListener | None
+
+    def start(self, total: int, estimate_s: float | None = None) -> None:
+        if self.inner is not None:
+            self.inner.start(total, estimate_s)
+
+    @property
+    def takes_not_run(self) -> bool:
+        return self.inner is None or takes_not_run(self.inner)
+
+
+class FailAtFirstLocalJob(_PassingOn):
     """Progress listener that raises at this rank's first non-collective job (`--fail-rank`),
     after the collective case, so its peers are not left waiting; or, with `hang`
     (`--hang-rank`), never returns from it, as a rank stuck in a driver call would."""
@@ -91,19 +107,10 @@ class FailAtFirstLocalJob:
                  rank: int = 0) -> None:
         self.inner, self.hang, self.rank = inner, hang, rank
 
-    def start(self, total: int, estimate_s: float | None = None) -> None:
-        if self.inner is not None:
-            self.inner.start(total, estimate_s)
-
     def job_started(self, job: Job, left_s: float | None = None) -> None:
         self._inject(job)
         if self.inner is not None:
             self.inner.job_started(job, left_s)
-
-    @property
-    def takes_not_run(self) -> bool:
-        """As the listener it wraps (`runner.takes_not_run`)."""
-        return self.inner is None or takes_not_run(self.inner)
 
     def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
         """A case this rank cannot run (a host case another rank of its node measures):
@@ -136,16 +143,12 @@ def _measured_before_the_hang() -> tuple[str, ...]:
     return ("net_p2p", *filter(None, asked.split(",")))
 
 
-class Heartbeat:
+class Heartbeat(_PassingOn):
     """Progress listener that tells the ranks waiting for this one that it is alive, at every
     job's start and end (see Fleet.heartbeat), and passes the events on."""
 
     def __init__(self, fleet: Fleet, inner: ProgressListener | None) -> None:
         self.fleet, self.inner = fleet, inner
-
-    def start(self, total: int, estimate_s: float | None = None) -> None:
-        if self.inner is not None:
-            self.inner.start(total, estimate_s)
 
     def job_started(self, job: Job, left_s: float | None = None) -> None:
         """Also, on a rank other than 0, stop measuring once rank 0 went silent a whole
@@ -165,11 +168,6 @@ class Heartbeat:
         self.fleet.heartbeat()
         if self.inner is not None:
             self.inner.job_finished(job, rows)
-
-    @property
-    def takes_not_run(self) -> bool:
-        """As the listener it wraps (`runner.takes_not_run`)."""
-        return self.inner is None or takes_not_run(self.inner)
 
     def job_not_run(self, job: Job, rows: Sequence[ResultRow]) -> None:
         self.fleet.heartbeat()

@@ -32,6 +32,7 @@ from itertools import chain, islice
 from json import encoder as _encoder
 from typing import IO, Any, cast
 
+from bwprof.schema import textbytes
 from bwprof.store.formats import JsonRows
 
 SLICE = 2048
@@ -234,7 +235,6 @@ class _Writer:
         in Arrow (`JsonRows.cell_texts`): each row the concatenation of its separator, its
         braces and each key's text and cell, and COLUMN_ROWS rows' text read out of
         Arrow's buffer at once (ASCII, `ensure_ascii`). False where no row is to write."""
-        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -257,10 +257,9 @@ class _Writer:
                 pieces += [key, table.cell_texts(number, start, stop, self.cells)]
             pieces += [scalar(here + "}"), scalar("")]  # the last: what joins them, nothing
             rows = pc.binary_join_element_wise(*pieces)
-            assert isinstance(rows, pa.LargeStringArray) and not rows.null_count
-            _, offsets, data = rows.buffers()
-            ends = np.frombuffer(offsets, dtype=np.int64)[rows.offset:rows.offset + len(rows) + 1]
-            text = memoryview(data)[int(ends[0]):int(ends[-1])].tobytes().decode("ascii")
+            joined = textbytes.joined_bytes(rows)
+            assert joined is not None and not rows.null_count
+            text = joined.decode("ascii")
             self.add(text[1:] if start == 0 else text)  # the first row: no comma before
             self.slice_done()
         self.add("\n" + self.indent * level + "]")

@@ -47,21 +47,29 @@ def _offsets(chunk: Any) -> np.ndarray | None:
     return np.frombuffer(buffer, dtype=width, count=count)[chunk.offset:]
 
 
+def joined_bytes(chunk: Any) -> bytes | None:
+    """Every cell's bytes of an Arrow text array, end to end (its data between its first and
+    last offset: a null cell's stray bytes too), or None for an array of another layout."""
+    if len(chunk) == 0:
+        return b""
+    offsets = _offsets(chunk)
+    if offsets is None:
+        return None
+    data = chunk.buffers()[2]
+    begin, end = int(offsets[0]), int(offsets[-1])
+    if data is None or end <= begin:
+        return b""
+    return data.slice(begin, end - begin).to_pybytes()
+
+
 def holds_any(column: Any, characters: bytes) -> bool:
     """Whether a cell of the Arrow text `column` (an Array or a ChunkedArray) may hold one of
     `characters` (ASCII): False only where none does; True too for an array of another
     layout."""
     for chunk in _chunks(column):
-        if len(chunk) == 0:
-            continue
-        offsets = _offsets(chunk)
-        if offsets is None:
+        text = joined_bytes(chunk)
+        if text is None:
             return True
-        data = chunk.buffers()[2]
-        begin, end = int(offsets[0]), int(offsets[-1])
-        if data is None or end <= begin:
-            continue
-        text = data.slice(begin, end - begin).to_pybytes()
         if any(bytes((character,)) in text for character in characters):
             return True
     return False
